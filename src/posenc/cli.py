@@ -1,0 +1,67 @@
+"""The ``posenc`` command line.
+
+Each subcommand lives in its own module, which defines ``add_arguments(parser)`` and
+``run(args) -> int``. Only the chosen subcommand's module is imported, so ``posenc tour`` does not pay
+for the web server's imports and ``posenc explore`` does not pay for the lab's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from typing import List, Optional
+
+#: name -> (module, one-line help)
+COMMANDS = {
+    "tour": ("posenc.tour", "walk through how transformers know word order, every number computed live"),
+    "explore": ("posenc.explorer.server", "start the interactive console in your browser"),
+    "lab": ("posenc.lab.cli", "train small LMs that differ only in position scheme and test long inputs"),
+    "bench": ("posenc.bench", "time RoPE implementations side by side"),
+}
+
+
+def _available() -> dict:
+    found = {}
+    for name, (module, summary) in COMMANDS.items():
+        try:
+            present = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:       # the parent package is absent
+            present = False
+        if present:
+            found[name] = (module, summary)
+    return found
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = _available()
+    parser = argparse.ArgumentParser(
+        prog="posenc",
+        description="Positional encodings for PyTorch transformers, explained and measured.")
+    parser.add_argument("--version", action="version", version=f"posenc {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    chosen = argv[0] if argv and argv[0] in commands else None
+    for name, (module, summary) in commands.items():
+        p = sub.add_parser(name, help=summary, description=summary)
+        if name == chosen:
+            importlib.import_module(module).add_arguments(p)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(importlib.import_module(commands[args.command][0]).run(args) or 0)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+def _version() -> str:
+    from . import __version__
+    return __version__
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""Build any position scheme by name, as the CLI, the lab and the explorer do."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ._checks import check_choice
+from .alibi import ALiBi
+from .learned import LearnedPositionalEmbedding
+from .rope.embedding import RotaryEmbedding
+from .schemes import NoPE, PositionScheme
+from .sinusoidal import SinusoidalPositionalEncoding
+
+SCHEMES = ("nope", "sinusoidal", "learned", "rope", "alibi")
+
+
+def make_scheme(name: str, *, d_model: int, n_heads: int, max_len: int = 1024,
+                rope_base: float = 10000.0, rotary_dim: Optional[int] = None,
+                rope_layout: str = "half", rope_scaling=None) -> PositionScheme:
+    """Create the scheme ``name`` for a model of width ``d_model`` with ``n_heads`` heads.
+
+    ``max_len`` is the row count of a learned table (the only scheme with a hard limit); the
+    ``rope_*`` arguments configure RoPE and are ignored by the others.
+    """
+    check_choice("scheme", name, set(SCHEMES))
+    if name == "nope":
+        return NoPE()
+    if name == "sinusoidal":
+        return SinusoidalPositionalEncoding(d_model, max_len=max_len)
+    if name == "learned":
+        return LearnedPositionalEmbedding(max_len, d_model)
+    if name == "alibi":
+        return ALiBi(n_heads)
+    if d_model % n_heads:
+        raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+    return RotaryEmbedding(d_model // n_heads, base=rope_base, rotary_dim=rotary_dim,
+                           layout=rope_layout, scaling=rope_scaling,
+                           max_position_embeddings=max_len)

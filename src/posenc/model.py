@@ -1,0 +1,172 @@
+"""The reference transformer: one attention block and a small byte-level decoder LM.
+
+The block knows nothing about any particular position scheme. It calls the scheme's three hooks
+(:mod:`posenc.schemes`) at their places:
+
+* ``scheme.embed``  on the token vectors, before the first layer (sinusoidal, learned);
+* ``scheme.rotate`` on queries and keys inside every layer (RoPE);
+* ``scheme.bias``   on the attention logits inside every layer (ALiBi).
+
+The tour, the explorer and the lab all run this one model, so every demonstration exercises the
+library's real code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._checks import check_float, check_int, check_tensor, resolve_positions
+from .factory import SCHEMES, make_scheme
+from .schemes import PositionScheme
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention that lets a position scheme act on q/k and on the logits.
+
+    Args:
+        d_model: model width; must be divisible by ``n_heads``.
+        n_heads: number of heads.
+        bias: whether the projections have biases.
+
+    Shape:
+        ``forward(x, scheme, position_ids)``: x (batch, seq, d_model), position_ids (batch or 1, seq)
+        -> (batch, seq, d_model).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, bias: bool = False):
+        super().__init__()
+        check_int("d_model", d_model, minimum=1)
+        check_int("n_heads", n_heads, minimum=1)
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+        self.n_heads = n_heads
+        self.head_dim = d_model // n_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.out = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, x: torch.Tensor, scheme: PositionScheme, position_ids: torch.Tensor,
+                causal: bool = True) -> torch.Tensor:
+        B, S, D = x.shape
+        q, k, v = self.qkv(x).split(D, dim=-1)                                   # 3 x (B, S, D)
+        q, k, v = (t.view(B, S, self.n_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
+        q, k = scheme.rotate(q, k, position_ids)                                  # (B, H, S, hd), v untouched
+        mask = self._logit_bias(scheme, position_ids, causal, x.dtype)
+        if mask is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)        # (B, H, S, hd)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.out(y.transpose(1, 2).reshape(B, S, D))
+
+    @staticmethod
+    def _logit_bias(scheme, position_ids, causal, dtype) -> Optional[torch.Tensor]:
+        rows = [scheme.bias(p, p) for p in position_ids]                          # each (H, S, S) or None
+        if rows[0] is None:
+            return None
+        bias = torch.stack(rows)                                                  # (B|1, H, S, S)
+        if not causal:
+            # ALiBi's bias hook is causal; without a causal mask use the symmetric distance penalty.
+            upper = torch.isinf(bias)
+            bias = torch.where(upper, bias.transpose(-1, -2), bias)
+        return bias.to(dtype)
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, d_model: int, n_heads: int, mlp_ratio: int = 4, dropout: float = 0.0,
+                 bias: bool = False):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d_model, bias=bias)
+        self.attn = CausalSelfAttention(d_model, n_heads, bias=bias)
+        self.norm2 = nn.LayerNorm(d_model, bias=bias)
+        self.mlp = nn.Sequential(nn.Linear(d_model, mlp_ratio * d_model, bias=bias), nn.GELU(),
+                                 nn.Linear(mlp_ratio * d_model, d_model, bias=bias))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x, scheme, position_ids, causal=True):
+        x = x + self.drop(self.attn(self.norm1(x), scheme, position_ids, causal))
+        return x + self.drop(self.mlp(self.norm2(x)))
+
+
+@dataclass
+class ModelConfig:
+    """Hyper-parameters of :class:`TinyLM`; the position scheme is the only thing the lab varies."""
+
+    scheme: str = "rope"          # one of posenc.factory.SCHEMES
+    vocab_size: int = 256         # bytes
+    d_model: int = 128            # residual width
+    n_layers: int = 4
+    n_heads: int = 4              # head_dim = d_model // n_heads
+    mlp_ratio: int = 4            # MLP hidden width = mlp_ratio * d_model
+    max_len: int = 1024           # rows of a learned table; initial cache size of the others
+    rope_base: float = 10000.0    # rope_theta
+    rotary_dim: Optional[int] = None  # partial rotary: features rotated per head (None = all)
+    rope_layout: str = "half"     # "half" or "interleaved"
+    dropout: float = 0.0
+    bias: bool = False            # biases in linear layers and LayerNorms
+
+    def validate(self) -> "ModelConfig":
+        if self.scheme not in SCHEMES:
+            raise ValueError(f"scheme must be one of {list(SCHEMES)}, got {self.scheme!r}")
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "mlp_ratio", "max_len"):
+            check_int(name, getattr(self, name), minimum=1)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        check_float("dropout", self.dropout, minimum=0.0, maximum=1.0)
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class TinyLM(nn.Module):
+    """A small decoder-only language model over bytes, with a pluggable position scheme.
+
+    Shape:
+        ``forward(idx)``: idx (batch, seq) int64 token ids -> logits (batch, seq, vocab_size).
+    """
+
+    def __init__(self, config: ModelConfig, scheme: Optional[PositionScheme] = None):
+        super().__init__()
+        self.config = config.validate()
+        self.tok = nn.Embedding(config.vocab_size, config.d_model)
+        self.scheme = scheme if scheme is not None else make_scheme(
+            config.scheme, d_model=config.d_model, n_heads=config.n_heads, max_len=config.max_len,
+            rope_base=config.rope_base, rotary_dim=config.rotary_dim, rope_layout=config.rope_layout)
+        self.blocks = nn.ModuleList(Block(config.d_model, config.n_heads, config.mlp_ratio,
+                                          config.dropout, config.bias) for _ in range(config.n_layers))
+        self.norm = nn.LayerNorm(config.d_model, bias=config.bias)
+        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.head.weight = self.tok.weight                        # weight tying (GPT-2)
+        self.apply(self._init)
+
+    @staticmethod
+    def _init(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
+
+    def hidden_states(self, idx: torch.Tensor, position_ids: Optional[torch.Tensor] = None,
+                      offset: int = 0, causal: bool = True) -> torch.Tensor:
+        """Final normalised hidden states, shape (batch, seq, d_model)."""
+        check_tensor("idx", idx, ndim=2)
+        if idx.is_floating_point():
+            raise TypeError(f"idx must hold integer token ids, got dtype {idx.dtype}")
+        pos = resolve_positions(idx.shape[1], position_ids, offset, idx.device, batch=idx.shape[0])
+        x = self.scheme.embed(self.tok(idx), pos)                 # (B, S, D)
+        for block in self.blocks:
+            x = block(x, self.scheme, pos, causal)
+        return self.norm(x)
+
+    def forward(self, idx: torch.Tensor, position_ids: Optional[torch.Tensor] = None,
+                offset: int = 0) -> torch.Tensor:
+        return self.head(self.hidden_states(idx, position_ids, offset))  # (B, S, vocab)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,69 @@
+"""The one interface every position scheme implements: where position enters attention.
+
+A transformer can learn where a token sits at exactly three places, and every scheme in the field
+uses one of them:
+
+=====================  ==========================  ==============================================
+place                  schemes                     hook
+=====================  ==========================  ==============================================
+the input vectors      sinusoidal, learned         ``embed(x, position_ids) -> x + p``
+queries and keys       RoPE and its scalings       ``rotate(q, k, position_ids) -> (q', k')``
+attention logits       ALiBi                       ``bias(q_positions, k_positions) -> (H, Lq, Lk)``
+nowhere                NoPE                        (all three hooks are the identity)
+=====================  ==========================  ==============================================
+
+The reference model in :mod:`posenc.model` calls all three hooks on whatever scheme it is given, so
+adding a scheme means overriding the one hook that matches where it acts.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+from torch import nn
+
+
+class PositionScheme(nn.Module):
+    """Base class: every hook defaults to "no position information here"."""
+
+    #: Short name used by the CLI, the lab and the explorer.
+    name: str = "base"
+    #: Largest number of positions the scheme can represent, ``None`` if unbounded.
+    max_positions: Optional[int] = None
+
+    def embed(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+        """Add position information to token vectors.
+
+        Args:
+            x: token vectors, shape (batch, seq, d_model).
+            position_ids: int64 positions, shape (batch or 1, seq).
+        """
+        return x
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor,
+               position_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Put position into queries and keys, shape (batch, heads, seq, head_dim). Never values."""
+        return q, k
+
+    def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> Optional[torch.Tensor]:
+        """Additive attention-logit bias of shape (heads, Lq, Lk), or ``None``.
+
+        Args:
+            q_positions: positions of the queries, shape (Lq,).
+            k_positions: positions of the keys, shape (Lk,).
+        """
+        return None
+
+
+class NoPE(PositionScheme):
+    """No positional encoding at all ("NoPE").
+
+    Without a causal mask, self-attention is then permutation-equivariant: shuffling the input tokens
+    shuffles the outputs the same way, so "the dog bit the man" and "the man bit the dog" give the same
+    bag of vectors. A decoder's causal mask breaks that symmetry on its own (token t sees exactly t+1
+    tokens), which is why causal NoPE language models can still learn some order (Kazemnejad et al.
+    2023, "The Impact of Positional Encoding on Length Generalization in Transformers").
+    """
+
+    name = "nope"

@@ -1,0 +1,125 @@
+"""Additive sinusoidal encodings (Vaswani et al. 2017, "Attention Is All You Need", section 3.5).
+
+For position ``pos`` and pair index ``i`` (``0 <= i < d_model / 2``)::
+
+    PE[pos, 2i]     = sin(pos / base ** (2i / d_model))
+    PE[pos, 2i + 1] = cos(pos / base ** (2i / d_model))
+
+with ``base = 10000``. The first pairs are fast waves (wavelength ``2*pi`` positions), the last
+ones slow (wavelength up to ``2*pi*base``). Three properties make this a good position code, and the
+test suite checks each:
+
+1. bounded: every value lies in [-1, 1], so it never drowns the token embedding it is added to;
+2. a fixed offset is a fixed linear map: ``PE[pos + k] = R_k @ PE[pos]`` where ``R_k`` is block
+   diagonal with 2x2 rotations by ``k / base ** (2i / d_model)`` and does not depend on ``pos``;
+3. unique: distinct positions get distinct vectors over any practical length.
+
+The table is a constant: it is a non-persistent buffer (never a ``Parameter``, never saved in a
+``state_dict``), it grows on demand when a longer input arrives, and it stays float32 when the
+model around it is cast to bf16/fp16.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+
+from ._buffers import PreciseTables
+from ._checks import check_float, check_int, check_tensor, resolve_positions
+from .schemes import PositionScheme
+
+
+def sinusoidal_frequencies(d_model: int, base: float = 10000.0,
+                           dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Angular frequency of each sin/cos pair, ``base ** (-2i / d_model)``, shape (ceil(d_model/2),)."""
+    check_int("d_model", d_model, minimum=1)
+    check_float("base", base, greater_than=1.0)
+    exponents = torch.arange(0, d_model, 2, dtype=torch.float64) / d_model
+    return (base ** -exponents).to(dtype)
+
+
+def sinusoidal_table(length: int, d_model: int, base: float = 10000.0, *, start: int = 0,
+                     dtype: torch.dtype = torch.float32,
+                     device: Optional[torch.device] = None) -> torch.Tensor:
+    """The sinusoidal table for positions ``start .. start + length - 1``.
+
+    Angles are formed and reduced in float64, so values are exact to float32 rounding even at
+    positions in the millions (float32 ``pos * freq`` is off by ~1e-2 radians at pos ~ 1e6).
+
+    Returns:
+        Tensor of shape (length, d_model): even columns are sines, odd columns cosines.
+        An odd ``d_model`` drops the final cosine column.
+    """
+    check_int("length", length, minimum=0)
+    check_int("start", start, minimum=0)
+    freqs = sinusoidal_frequencies(d_model, base).to(device)                        # (d/2,)
+    pos = torch.arange(start, start + length, dtype=torch.float64, device=device)   # (L,)
+    angles = torch.remainder(torch.outer(pos, freqs), 2 * math.pi)                  # (L, d/2)
+    table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)           # (L, 2*(d/2))
+    return table[:, :d_model].to(dtype)
+
+
+class SinusoidalPositionalEncoding(PreciseTables, PositionScheme):
+    """Fixed sinusoidal position vectors added to token embeddings.
+
+    Args:
+        d_model: width of the token embeddings the table is added to.
+        max_len: rows to build up front; ``None`` builds 2048 and grows on demand. The table is
+            never a limit: a longer input simply extends it (the waves continue forever).
+        base: the 10000 of the paper; larger bases give slower slowest waves.
+
+    Shape:
+        ``forward(x)``: x is (batch, seq, d_model) -> same shape, ``x + PE[positions]``.
+    """
+
+    name = "sinusoidal"
+
+    def __init__(self, d_model: int, max_len: Optional[int] = None, base: float = 10000.0):
+        super().__init__()
+        self.d_model = check_int("d_model", d_model, minimum=1)
+        self.base = check_float("base", base, greater_than=1.0)
+        initial = 2048 if max_len is None else check_int("max_len", max_len, minimum=1)
+        self.register_buffer("pe", sinusoidal_table(initial, d_model, base, dtype=self.table_dtype),
+                             persistent=False)
+
+    def _precise_buffer_names(self):
+        return ("pe",)
+
+    def _rebuild_tables(self, device):
+        self.pe = sinusoidal_table(self.pe.shape[0], self.d_model, self.base,
+                                   dtype=self.table_dtype, device=device)
+
+    def extend(self, length: int) -> None:
+        """Grow the cached table to at least ``length`` rows (explicit growth, doubling)."""
+        check_int("length", length, minimum=1)
+        rows = self.pe.shape[0]
+        if length <= rows:
+            return
+        new_rows = max(length, 2 * rows)
+        extra = sinusoidal_table(new_rows - rows, self.d_model, self.base, start=rows,
+                                 dtype=self.pe.dtype, device=self.pe.device)
+        self.pe = torch.cat((self.pe, extra), dim=0)
+
+    def encodings(self, position_ids: torch.Tensor) -> torch.Tensor:
+        """Position vectors for ``position_ids`` of any shape -> shape (*position_ids.shape, d_model)."""
+        if position_ids.numel():
+            self.extend(int(position_ids.max()) + 1)
+        return self.pe[position_ids]
+
+    def embed(self, x, position_ids):
+        check_tensor("x", x, ndim=3, floating=True)
+        if x.shape[-1] != self.d_model:
+            raise ValueError(f"x has last dimension {x.shape[-1]} but this encoding was built for "
+                             f"d_model={self.d_model}; they must be equal to be added")
+        return x + self.encodings(position_ids).to(x.dtype)
+
+    def forward(self, x: torch.Tensor, position_ids: Optional[torch.Tensor] = None,
+                offset: int = 0) -> torch.Tensor:
+        check_tensor("x", x, ndim=3, floating=True)
+        pos = resolve_positions(x.shape[1], position_ids, offset, x.device, batch=x.shape[0])
+        return self.embed(x, pos)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, base={self.base:g}, cached_rows={self.pe.shape[0]}"
