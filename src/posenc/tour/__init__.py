@@ -1,0 +1,112 @@
+"""``posenc tour``: how a transformer knows word order, with every number computed live.
+
+The tour is a list of sections run in order. Each section is a function ``section(ctx)`` that prints
+to ``ctx.console``, writes any figure into ``ctx.out_dir``, and records every number it prints in
+``ctx.facts`` under a stable key, so the test suite can recompute each one independently from the
+library and the mathematics and compare.
+
+Adding a section: write a module in this package with a function taking a :class:`TourContext`, and
+append ``(title, function)`` to :data:`SECTIONS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import time
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Tuple
+
+import rich.console
+import torch
+
+DEFAULT_OUT = pathlib.Path("posenc-out") / "tour"
+
+
+@dataclass
+class TourContext:
+    """What every section gets.
+
+    Attributes:
+        console: where the section prints (rich markup allowed).
+        out_dir: folder for the section's figures; it exists when the section runs.
+        facts: every number the tour prints, under a stable dotted key (``"rope.demo.score_near"``).
+    """
+
+    console: rich.console.Console
+    out_dir: pathlib.Path
+    facts: dict
+
+    def record(self, key: str, value):
+        """Store ``value`` under ``key`` in :attr:`facts` and return it (keys are never reused)."""
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"fact key must be a non-empty string, got {key!r}")
+        if key in self.facts:
+            raise ValueError(f"fact key {key!r} is already recorded (value {self.facts[key]!r}); "
+                             "every printed number needs its own key")
+        self.facts[key] = value
+        return value
+
+    def figure_path(self, name: str) -> pathlib.Path:
+        """Path of the PNG figure ``name`` (without extension) inside :attr:`out_dir`."""
+        if not name or "/" in name or "\\" in name:
+            raise ValueError(f"figure name must be a plain file stem, got {name!r}")
+        return self.out_dir / f"{name}.png"
+
+
+Section = Tuple[str, Callable[[TourContext], None]]
+
+from . import bag  # noqa: E402
+
+#: The tour, in order: (title, function).
+SECTIONS: List[Section] = [
+    ("1. A bag of tiles", bag.bag_of_tiles),
+]
+
+
+def run_tour(out_dir=DEFAULT_OUT, console: Optional[rich.console.Console] = None,
+             sections: Optional[List[Section]] = None) -> TourContext:
+    """Run every section (or the given ones) and return the context holding the recorded facts.
+
+    Args:
+        out_dir: folder for the figures (created if missing).
+        console: where to print; ``None`` prints to the terminal.
+        sections: ``(title, function)`` pairs to run instead of :data:`SECTIONS`.
+
+    Each section runs with a forked random-number state, so the tour neither depends on nor
+    disturbs the caller's torch seed.
+    """
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise TypeError(f"out_dir must be a path (str or os.PathLike), got {out_dir!r} "
+                        f"({type(out_dir).__name__})")
+    out = pathlib.Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out_dir must be a folder, but {str(out)!r} exists and is a file")
+    if console is not None and not isinstance(console, rich.console.Console):
+        raise TypeError(f"console must be a rich.console.Console or None, got {type(console).__name__}")
+    chosen = SECTIONS if sections is None else sections
+    out.mkdir(parents=True, exist_ok=True)
+    ctx = TourContext(console=console or rich.console.Console(), out_dir=out, facts={})
+    for title, section in chosen:
+        ctx.console.rule(f"[bold]{title}")
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            section(ctx)
+        ctx.console.print()
+    return ctx
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", metavar="DIR", default=str(DEFAULT_OUT),
+                        help=f"folder for the tour's figures (default: {DEFAULT_OUT})")
+
+
+def run(args: argparse.Namespace) -> int:
+    start = time.perf_counter()
+    ctx = run_tour(args.out)
+    figures = sorted(p.name for p in ctx.out_dir.glob("*.png"))
+    ctx.console.print(f"[bold green]Tour finished[/] in {time.perf_counter() - start:.1f} s: "
+                      f"{len(ctx.facts)} numbers computed live; figures in "
+                      f"[cyan]{ctx.out_dir.resolve()}[/]: {', '.join(figures)}")
+    return 0

@@ -1,0 +1,34 @@
+"""Small printing helpers shared by the tour's sections."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+
+def prose(ctx, text: str) -> None:
+    """Print a paragraph of teaching text (rich markup allowed), joined into one flowing line."""
+    ctx.console.print(" ".join(text.split()), highlight=False)
+    ctx.console.print()
+
+
+def table(*columns: str, title: str = "") -> Table:
+    """A rich table with right-aligned columns except the first."""
+    t = Table(title=title or None, title_justify="left", header_style="bold")
+    for i, name in enumerate(columns):
+        t.add_column(name, justify="left" if i == 0 else "right")
+    return t
+
+
+def signed(value: float, digits: int = 2) -> str:
+    """``+0.84`` / ``-0.42`` / ``0.00`` (no sign on zero after rounding)."""
+    text = f"{value:+.{digits}f}"
+    return text[1:] if float(text) == 0 else text
+
+
+def sci(value: float) -> str:
+    return f"{value:.2e}"
+
+
+def verdict(ok: bool, yes: str = "as claimed", no: str = "NOT as claimed") -> Text:
+    return Text(yes, style="green") if ok else Text(no, style="bold red")
