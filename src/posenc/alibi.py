@@ -18,7 +18,7 @@ from typing import Optional
 
 import torch
 
-from ._buffers import PreciseTables
+from ._buffers import PreciseTables, ambient_device
 from ._checks import check_int, check_tensor
 from .schemes import PositionScheme
 
@@ -35,7 +35,7 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     slopes = power_of_two(p)
     if p != num_heads:
         slopes += power_of_two(2 * p)[0::2][: num_heads - p]
-    return torch.tensor(slopes, dtype=torch.float64)
+    return torch.tensor(slopes, dtype=torch.float64, device="cpu")
 
 
 def alibi_bias(slopes: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor,
@@ -70,7 +70,7 @@ class ALiBi(PreciseTables, PositionScheme):
     def __init__(self, num_heads: int):
         super().__init__()
         self.num_heads = check_int("num_heads", num_heads, minimum=1)
-        self.register_buffer("slopes", alibi_slopes(num_heads).to(self.table_dtype), persistent=False)
+        self.register_buffer("slopes", alibi_slopes(num_heads).to(device=ambient_device(), dtype=self.table_dtype), persistent=False)
 
     def _precise_buffer_names(self):
         return ("slopes",)

@@ -26,7 +26,7 @@ from typing import Optional
 
 import torch
 
-from ._buffers import PreciseTables
+from ._buffers import PreciseTables, ambient_device
 from ._checks import check_float, check_int, check_tensor, resolve_positions
 from .schemes import PositionScheme
 
@@ -36,7 +36,7 @@ def sinusoidal_frequencies(d_model: int, base: float = 10000.0,
     """Angular frequency of each sin/cos pair, ``base ** (-2i / d_model)``, shape (ceil(d_model/2),)."""
     check_int("d_model", d_model, minimum=1)
     check_float("base", base, greater_than=1.0)
-    exponents = torch.arange(0, d_model, 2, dtype=torch.float64) / d_model
+    exponents = torch.arange(0, d_model, 2, dtype=torch.float64, device="cpu") / d_model
     return (base ** -exponents).to(dtype)
 
 
@@ -54,11 +54,11 @@ def sinusoidal_table(length: int, d_model: int, base: float = 10000.0, *, start:
     """
     check_int("length", length, minimum=0)
     check_int("start", start, minimum=0)
-    freqs = sinusoidal_frequencies(d_model, base).to(device)                        # (d/2,)
-    pos = torch.arange(start, start + length, dtype=torch.float64, device=device)   # (L,)
+    freqs = sinusoidal_frequencies(d_model, base)                                   # (d/2,)
+    pos = torch.arange(start, start + length, dtype=torch.float64, device="cpu")    # (L,)
     angles = torch.remainder(torch.outer(pos, freqs), 2 * math.pi)                  # (L, d/2)
     table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)           # (L, 2*(d/2))
-    return table[:, :d_model].to(dtype)
+    return table[:, :d_model].to(dtype=dtype, device=device)
 
 
 class SinusoidalPositionalEncoding(PreciseTables, PositionScheme):
@@ -81,7 +81,8 @@ class SinusoidalPositionalEncoding(PreciseTables, PositionScheme):
         self.d_model = check_int("d_model", d_model, minimum=1)
         self.base = check_float("base", base, greater_than=1.0)
         initial = 2048 if max_len is None else check_int("max_len", max_len, minimum=1)
-        self.register_buffer("pe", sinusoidal_table(initial, d_model, base, dtype=self.table_dtype),
+        self.register_buffer("pe", sinusoidal_table(initial, d_model, base, dtype=self.table_dtype,
+                                                   device=ambient_device()),
                              persistent=False)
 
     def _precise_buffer_names(self):

@@ -6,7 +6,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from .._buffers import PreciseTables
+from .._buffers import PreciseTables, ambient_device
 from .._checks import check_choice, check_float, check_int, check_tensor, resolve_positions
 from ..schemes import PositionScheme
 from .apply import apply_rotary
@@ -57,14 +57,16 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         inv_freq, attention_factor = rope_frequencies(scaling, self.rotary_dim, self.base)
         self._inv_freq64 = inv_freq.to(torch.float64).cpu()
         self.attention_factor = float(attention_factor)
-        self.register_buffer("inv_freq", self._inv_freq64.to(self.table_dtype), persistent=False)
-        cos, sin = self._tables(0, self.max_position_embeddings, torch.device("cpu"))
+        device = ambient_device()
+        self.register_buffer("inv_freq", self._inv_freq64.to(device=device, dtype=self.table_dtype),
+                             persistent=False)
+        cos, sin = self._tables(0, self.max_position_embeddings, device)
         self.register_buffer("cos_cached", cos, persistent=False)
         self.register_buffer("sin_cached", sin, persistent=False)
 
     # -- caching ---------------------------------------------------------------------------------
     def _tables(self, start: int, stop: int, device) -> Tuple[torch.Tensor, torch.Tensor]:
-        positions = torch.arange(start, stop, dtype=torch.float64)
+        positions = torch.arange(start, stop, dtype=torch.float64, device="cpu")
         cos, sin = rope_cos_sin(positions, self._inv_freq64, self.attention_factor, self.table_dtype)
         return cos.to(device), sin.to(device)
 

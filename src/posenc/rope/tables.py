@@ -31,7 +31,7 @@ def rope_inv_freq(rotary_dim: int, base: float = 10000.0) -> torch.Tensor:
     """
     check_int("rotary_dim", rotary_dim, minimum=2, even=True)
     check_float("base", base, greater_than=1.0)
-    exponents = torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim
+    exponents = torch.arange(0, rotary_dim, 2, dtype=torch.float64, device="cpu") / rotary_dim
     return base ** -exponents
 
 
@@ -70,6 +70,6 @@ def rope_table(length: int, inv_freq: torch.Tensor, attention_factor: float = 1.
                device: Optional[torch.device] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """cos/sin tables for positions ``0 .. length - 1``, each of shape (length, rotary_dim // 2)."""
     check_int("length", length, minimum=0)
-    positions = torch.arange(length, dtype=torch.float64)
+    positions = torch.arange(length, dtype=torch.float64, device="cpu")
     cos, sin = rope_cos_sin(positions, inv_freq, attention_factor, dtype)
     return cos.to(device), sin.to(device)

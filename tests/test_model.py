@@ -1,0 +1,90 @@
+"""The reference model: each scheme's hook acts at its place; NoPE without a mask is order-blind."""
+
+import pytest
+import torch
+
+from posenc import SCHEMES, CausalSelfAttention, ModelConfig, TinyLM, make_scheme
+
+D, H = 32, 4
+
+
+def _attn_and_scheme(name):
+    torch.manual_seed(0)
+    return CausalSelfAttention(D, H), make_scheme(name, d_model=D, n_heads=H, max_len=64)
+
+
+def test_nope_without_mask_is_permutation_equivariant():
+    attn, scheme = _attn_and_scheme("nope")
+    x = torch.randn(1, 7, D)
+    perm = torch.randperm(7)
+    pos = torch.arange(7).unsqueeze(0)
+    y = attn(x, scheme, pos, causal=False)
+    y_perm = attn(x[:, perm], scheme, pos, causal=False)
+    torch.testing.assert_close(y_perm, y[:, perm], atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", [s for s in SCHEMES if s != "nope"])
+def test_every_scheme_breaks_the_symmetry(name):
+    torch.manual_seed(0)
+    model = TinyLM(ModelConfig(scheme=name, d_model=D, n_heads=H, n_layers=1, max_len=64))
+    ids = torch.tensor([[1, 2, 3, 1, 4]])
+    swapped = torch.tensor([[1, 4, 3, 1, 2]])                # swap tokens at positions 1 and 4
+    a = model.hidden_states(ids, causal=False).sum(1)
+    b = model.hidden_states(swapped, causal=False).sum(1)
+    assert (a - b).abs().max() > 1e-4
+
+
+def test_nope_model_pools_to_the_same_vector_without_mask():
+    torch.manual_seed(0)
+    model = TinyLM(ModelConfig(scheme="nope", d_model=D, n_heads=H, n_layers=2))
+    a = model.hidden_states(torch.tensor([[1, 2, 3, 1, 4]]), causal=False).sum(1)
+    b = model.hidden_states(torch.tensor([[1, 4, 3, 1, 2]]), causal=False).sum(1)
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", SCHEMES)
+def test_causal_model_never_looks_ahead(name):
+    torch.manual_seed(0)
+    model = TinyLM(ModelConfig(scheme=name, d_model=D, n_heads=H, n_layers=2, max_len=64))
+    ids = torch.randint(0, 256, (2, 12))
+    changed = ids.clone()
+    changed[:, 8:] = (changed[:, 8:] + 1) % 256
+    torch.testing.assert_close(model(ids)[:, :8], model(changed)[:, :8])
+
+
+def test_rope_model_is_shift_invariant_and_alibi_too():
+    for name in ("rope", "alibi"):
+        torch.manual_seed(0)
+        model = TinyLM(ModelConfig(scheme=name, d_model=D, n_heads=H, n_layers=2)).double()
+        ids = torch.randint(0, 256, (1, 10))
+        torch.testing.assert_close(model(ids), model(ids, offset=500))
+
+
+def test_absolute_schemes_are_not_shift_invariant():
+    for name in ("sinusoidal", "learned"):
+        torch.manual_seed(0)
+        model = TinyLM(ModelConfig(scheme=name, d_model=D, n_heads=H, n_layers=1, max_len=600))
+        ids = torch.randint(0, 256, (1, 10))
+        assert (model(ids) - model(ids, offset=500)).abs().max() > 1e-4
+
+
+def test_learned_model_refuses_positions_past_its_table():
+    model = TinyLM(ModelConfig(scheme="learned", d_model=D, n_heads=H, n_layers=1, max_len=16))
+    model(torch.zeros(1, 16, dtype=torch.long))
+    with pytest.raises(IndexError, match="position 16"):
+        model(torch.zeros(1, 17, dtype=torch.long))
+
+
+def test_model_cast_to_bf16_keeps_position_tables():
+    model = TinyLM(ModelConfig(scheme="rope", d_model=D, n_heads=H, n_layers=1)).to(torch.bfloat16)
+    assert model.scheme.cos_cached.dtype == torch.float32
+    assert model(torch.randint(0, 256, (1, 9))).dtype == torch.bfloat16
+
+
+def test_bad_config_is_named():
+    with pytest.raises(ValueError, match="scheme"):
+        TinyLM(ModelConfig(scheme="relative"))
+    with pytest.raises(ValueError, match="divisible"):
+        TinyLM(ModelConfig(d_model=30, n_heads=4))
+    with pytest.raises(TypeError, match="integer token ids"):
+        TinyLM(ModelConfig(d_model=D, n_heads=H, n_layers=1))(torch.zeros(1, 3))
