@@ -1,13 +1,19 @@
-"""Rotary position embeddings: tables, rotation, layouts, scalings."""
+"""Rotary position embeddings: tables, rotation, layouts, scalings, positions."""
 
 from .apply import apply_rotary, rotate_reference
 from .embedding import RotaryEmbedding
 from .layout import LAYOUTS, permute_for_half_split, permute_for_interleaved
-from .scaling import REGISTRY, DefaultScaling, rope_frequencies
+from .scaling import (
+    DYNAMIC_TYPES, REGISTRY, DefaultScaling, DynamicNTKScaling, LinearScaling, Llama3Scaling,
+    LongRoPEScaling, NTKScaling, ProportionalScaling, YaRNScaling, rope_frequencies, scaling_from_dict,
+    scaling_to_dict, yarn_softmax_scale,
+)
 from .tables import rope_angles, rope_cos_sin, rope_inv_freq, rope_table
 
 __all__ = [
-    "LAYOUTS", "REGISTRY", "DefaultScaling", "RotaryEmbedding", "apply_rotary",
-    "permute_for_half_split", "permute_for_interleaved", "rope_angles", "rope_cos_sin",
-    "rope_frequencies", "rope_inv_freq", "rope_table", "rotate_reference",
+    "DYNAMIC_TYPES", "DefaultScaling", "DynamicNTKScaling", "LAYOUTS", "LinearScaling", "Llama3Scaling",
+    "LongRoPEScaling", "NTKScaling", "ProportionalScaling", "REGISTRY", "RotaryEmbedding", "YaRNScaling",
+    "apply_rotary", "permute_for_half_split", "permute_for_interleaved", "rope_angles", "rope_cos_sin",
+    "rope_frequencies", "rope_inv_freq", "rope_table", "rotate_reference", "scaling_from_dict",
+    "scaling_to_dict", "yarn_softmax_scale",
 ]

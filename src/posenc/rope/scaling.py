@@ -1,47 +1,581 @@
-"""RoPE frequency scalings: one frozen config + one pure function per rope type.
+"""RoPE frequency scalings ("context extension"): one frozen config + one pure function per rope type.
 
-Each scaling maps ``(config, rotary_dim, base)`` to ``(inv_freq, attention_factor)``: the float64
-frequencies (shape (rotary_dim // 2,)) and the factor that multiplies the cos/sin tables.
+A model trained on sequences of ``L0`` tokens has never seen the slow rotations that positions past
+``L0`` produce. Every scaling here changes the frequencies ``theta_i = base ** (-2i / d)``
+(``d`` = rotary dimension, ``0 <= i < d/2``) so that a longer context maps onto angles the model
+knows, and some also scale the cos/sin tables by an ``attention_factor``.
+
+Each rope type is:
+
+* a frozen dataclass holding its parameters, named as in Hugging Face ``rope_scaling`` /
+  ``rope_parameters`` dicts, with a ``validate(rotary_dim)`` method that raises ``ValueError`` naming
+  the rope type, the field, the value and the allowed range (construction validates everything that
+  does not depend on ``rotary_dim``);
+* a pure function ``(config, rotary_dim, base, seq_len=None) -> (inv_freq, attention_factor)``
+  returning float64 frequencies of shape (rotary_dim // 2,) and a Python float;
+* one entry in :data:`REGISTRY`.
+
+``seq_len`` matters only to the two types that change with the current length (``dynamic`` and
+``longrope``); the others ignore it. :func:`rope_frequencies` is the one entry point.
+
+All arithmetic is float64. ``transformers`` computes the same formulas in float32, which agrees to
+~1e-7 relative (see ``tests/test_hf_parity.py``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import MISSING, dataclass, fields
 from typing import Callable, ClassVar, Dict, Optional, Tuple, Type
 
 import torch
 
 from .tables import rope_inv_freq
 
+Frequencies = Tuple[torch.Tensor, float]
 
+
+# -- validation helpers ----------------------------------------------------------------------------
+def _fail(config, field: str, value, allowed: str):
+    raise ValueError(f"{config.rope_type!r} scaling: {field} must be {allowed}, got {value!r}")
+
+
+def _number(config, field: str, value, *, minimum: Optional[float] = None,
+            greater_than: Optional[float] = None, allowed: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        _fail(config, field, value, allowed)
+    if minimum is not None and value < minimum:
+        _fail(config, field, value, allowed)
+    if greater_than is not None and not value > greater_than:
+        _fail(config, field, value, allowed)
+    return float(value)
+
+
+def _factor(config, field: str = "factor") -> float:
+    return _number(config, field, getattr(config, field), minimum=1.0, allowed="a finite number >= 1")
+
+
+def _length(config, field: str = "original_max_position_embeddings") -> int:
+    value = getattr(config, field)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        _fail(config, field, value, "an integer >= 1")
+    return value
+
+
+def _optional_positive(config, field: str) -> None:
+    value = getattr(config, field)
+    if value is not None:
+        _number(config, field, value, greater_than=0.0, allowed="None or a finite number > 0")
+
+
+def _check_rotary_dim(config, rotary_dim) -> None:
+    if rotary_dim is None:
+        return
+    if isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int) or rotary_dim < 2 or rotary_dim % 2:
+        _fail(config, "rotary_dim", rotary_dim, "an even integer >= 2")
+
+
+class _Validated:
+    """Validates everything that does not depend on ``rotary_dim`` at construction time."""
+
+    def __post_init__(self):
+        self.validate(None)
+
+
+# -- default -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class DefaultScaling:
-    """No scaling: ``theta_i = base ** (-2i / d)`` (Su et al. 2021). HF ``rope_type="default"``."""
+class DefaultScaling(_Validated):
+    """No scaling: ``theta_i = base ** (-2i / d)`` (Su et al. 2021, RoFormer).
+
+    Hugging Face ``rope_type="default"`` (or no ``rope_scaling`` at all); ``base`` is ``rope_theta``.
+    """
 
     rope_type: ClassVar[str] = "default"
 
-    def validate(self, rotary_dim: int) -> None:
-        return None
+    def validate(self, rotary_dim: Optional[int]) -> None:
+        _check_rotary_dim(self, rotary_dim)
 
 
 def _default(config: DefaultScaling, rotary_dim: int, base: float,
-             seq_len: Optional[int] = None) -> Tuple[torch.Tensor, float]:
+             seq_len: Optional[int] = None) -> Frequencies:
     return rope_inv_freq(rotary_dim, base), 1.0
 
 
+# -- linear (position interpolation) ----------------------------------------------------------------
+@dataclass(frozen=True)
+class LinearScaling(_Validated):
+    """Position interpolation: ``theta_i' = theta_i / s``.
+
+    Chen et al. 2023, "Extending Context Window of Large Language Models via Positional
+    Interpolation" (and kaiokendev's SuperHOT). Squeezing positions ``0 .. s*L0`` into ``0 .. L0`` is the
+    same as dividing every frequency by ``s``. Hugging Face: ``{"rope_type": "linear", "factor": s}``.
+
+    Args:
+        factor: ``s >= 1``, the ratio of the new context length to the trained one.
+    """
+
+    factor: float
+    rope_type: ClassVar[str] = "linear"
+
+    def validate(self, rotary_dim: Optional[int]) -> None:
+        _check_rotary_dim(self, rotary_dim)
+        _factor(self)
+
+
+def _linear(config: LinearScaling, rotary_dim: int, base: float,
+            seq_len: Optional[int] = None) -> Frequencies:
+    return rope_inv_freq(rotary_dim, base) / config.factor, 1.0
+
+
+# -- static NTK-aware -------------------------------------------------------------------------------
+def _ntk_base(base: float, scale: float, rotary_dim: int) -> float:
+    """NTK-aware base change: ``base * scale ** (d / (d - 2))``.
+
+    The exponent makes the slowest pair (``i = d/2 - 1``) turn exactly ``scale`` times slower while the
+    fastest pair (``i = 0``) is unchanged. For ``d = 2`` there is only that one pair and the exponent is
+    undefined; it is then plain interpolation of that pair, ``base * scale``.
+    """
+    if rotary_dim == 2:
+        return base * scale
+    return base * scale ** (rotary_dim / (rotary_dim - 2))
+
+
+@dataclass(frozen=True)
+class NTKScaling(_Validated):
+    """Static NTK-aware scaling: ``base' = base * s ** (d / (d - 2))``, ``theta_i' = base' ** (-2i/d)``.
+
+    bloc97, "NTK-Aware Scaled RoPE allows LLaMA models to have extended (8k+) context size without
+    any fine-tuning" (r/LocalLLaMA, 2023); analysed in Peng et al. 2023 (YaRN, section 3.1). High
+    frequencies are kept (extrapolated), low ones interpolated, with a smooth change in between.
+    ``transformers`` has no static variant (only ``dynamic``); in a config this is usually written as a
+    raised ``rope_theta``. posenc name: ``{"rope_type": "ntk", "factor": s}``.
+
+    Args:
+        factor: ``s >= 1``.
+    """
+
+    factor: float
+    rope_type: ClassVar[str] = "ntk"
+
+    def validate(self, rotary_dim: Optional[int]) -> None:
+        _check_rotary_dim(self, rotary_dim)
+        _factor(self)
+
+
+def _ntk(config: NTKScaling, rotary_dim: int, base: float, seq_len: Optional[int] = None) -> Frequencies:
+    return rope_inv_freq(rotary_dim, _ntk_base(base, config.factor, rotary_dim)), 1.0
+
+
+# -- dynamic NTK ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DynamicNTKScaling(_Validated):
+    """Dynamic NTK: the NTK base change with a scale that grows with the current length ``L``.
+
+    emozilla, "Dynamically Scaled RoPE further increases performance of long context LLaMA with zero
+    fine-tuning" (r/LocalLLaMA, 2023). With ``L = max(seq_len, L0)``::
+
+        s_eff = s * L / L0 - (s - 1)           # 1 at L = L0, s at L = 2 * L0 ... linear in L
+        base' = base * s_eff ** (d / (d - 2))
+
+    Up to ``L0`` the frequencies are the default ones. Because they change with ``L``, keys cached at
+    one length and queries at another are rotated with different frequencies; see
+    :meth:`posenc.rope.RotaryEmbedding.freeze_frequencies`. Hugging Face:
+    ``{"rope_type": "dynamic", "factor": s}``, with ``L0`` taken from the config's
+    ``max_position_embeddings``.
+
+    Args:
+        factor: ``s >= 1``.
+        original_max_position_embeddings: ``L0``, the trained context length.
+    """
+
+    factor: float
+    original_max_position_embeddings: int
+    rope_type: ClassVar[str] = "dynamic"
+
+    def validate(self, rotary_dim: Optional[int]) -> None:
+        _check_rotary_dim(self, rotary_dim)
+        _factor(self)
+        _length(self)
+
+
+def _dynamic(config: DynamicNTKScaling, rotary_dim: int, base: float,
+             seq_len: Optional[int] = None) -> Frequencies:
+    original = config.original_max_position_embeddings
+    length = original if seq_len is None else max(int(seq_len), original)
+    scale = config.factor * length / original - (config.factor - 1.0)
+    return rope_inv_freq(rotary_dim, _ntk_base(base, scale, rotary_dim)), 1.0
+
+
+# -- YaRN -------------------------------------------------------------------------------------------
+def yarn_get_mscale(factor: float, mscale: float = 1.0) -> float:
+    """YaRN's attention temperature term ``0.1 * mscale * ln(s) + 1`` (1 for ``s <= 1``)."""
+    if factor <= 1.0:
+        return 1.0
+    return 0.1 * mscale * math.log(factor) + 1.0
+
+
+def _yarn_correction_dim(rotations: float, rotary_dim: int, base: float, original: int) -> float:
+    """The (fractional) pair index whose wavelength fits ``rotations`` full turns into ``original``."""
+    return rotary_dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+
+@dataclass(frozen=True)
+class YaRNScaling(_Validated):
+    """YaRN: "NTK-by-parts" interpolation plus an attention temperature.
+
+    Peng, Quesnelle, Fan, Shippole 2023, "YaRN: Efficient Context Window Extension of Large Language
+    Models". Pairs that turn more than ``beta_fast`` times over the trained length ``L0`` are kept;
+    pairs turning fewer than ``beta_slow`` times are interpolated (``theta / s``); in between a linear
+    ramp over the pair index mixes the two::
+
+        low  = d * ln(L0 / (2 pi beta_fast)) / (2 ln base)     # floor() if truncate
+        high = d * ln(L0 / (2 pi beta_slow)) / (2 ln base)     # ceil()  if truncate
+        low, high = max(low, 0), min(high, d - 1)              # high += 0.001 if equal
+        ramp_i = clamp((i - low) / (high - low), 0, 1)
+        theta_i' = theta_i / s * ramp_i + theta_i * (1 - ramp_i)
+
+    The cos/sin tables are multiplied by ``attention_factor`` (so q.k by its square): the given value,
+    else ``m(s, mscale) / m(s, mscale_all_dim)`` when both are given (DeepSeek-V2/V3), else ``m(s, 1)``,
+    with ``m(s, k) = 0.1 k ln(s) + 1``.
+
+    DeepSeek-V2/V3 set ``mscale == mscale_all_dim``, so this table factor is exactly 1, and apply the
+    temperature in the softmax scale instead: their attention multiplies ``1/sqrt(d_qk)`` by
+    ``m(s, mscale_all_dim) ** 2``. Code that uses only the rotary tables loses that factor; read it from
+    :func:`yarn_softmax_scale`.
+
+    Hugging Face keys (``rope_type="yarn"``): ``factor``, ``original_max_position_embeddings``,
+    ``beta_fast`` (32), ``beta_slow`` (1), ``mscale``, ``mscale_all_dim``, ``attention_factor``,
+    ``truncate`` (True; gpt-oss sets False).
+
+    Args:
+        factor: ``s >= 1``.
+        original_max_position_embeddings: ``L0``.
+        beta_fast, beta_slow: rotation counts bounding the ramp, ``beta_fast > beta_slow > 0``.
+        mscale, mscale_all_dim: DeepSeek's temperature multipliers; give both or neither
+            (``transformers`` silently ignores ``mscale`` alone, DeepSeek's own code does not).
+        attention_factor: explicit table factor (> 0), overriding the rule above.
+        truncate: round the ramp ends to whole pair indices.
+    """
+
+    factor: float
+    original_max_position_embeddings: int
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    mscale: Optional[float] = None
+    mscale_all_dim: Optional[float] = None
+    attention_factor: Optional[float] = None
+    truncate: bool = True
+    rope_type: ClassVar[str] = "yarn"
+
+    def validate(self, rotary_dim: Optional[int]) -> None:
+        _check_rotary_dim(self, rotary_dim)
+        _factor(self)
+        _length(self)
+        _number(self, "beta_slow", self.beta_slow, greater_than=0.0, allowed="a finite number > 0")
+        _number(self, "beta_fast", self.beta_fast, greater_than=self.beta_slow,
+                allowed=f"a finite number > beta_slow={self.beta_slow!r}")
+        _optional_positive(self, "mscale")
+        _optional_positive(self, "mscale_all_dim")
+        if (self.mscale is None) != (self.mscale_all_dim is None):
+            missing = "mscale_all_dim" if self.mscale_all_dim is None else "mscale"
+            _fail(self, missing, None, "given together with "
+                  f"{'mscale' if missing == 'mscale_all_dim' else 'mscale_all_dim'} (both or neither)")
+        _optional_positive(self, "attention_factor")
+        if not isinstance(self.truncate, bool):
+            _fail(self, "truncate", self.truncate, "True or False")
+
+
+def yarn_attention_factor(config: YaRNScaling) -> float:
+    """The factor YaRN puts on the cos/sin tables (see :class:`YaRNScaling`)."""
+    if config.attention_factor is not None:
+        return float(config.attention_factor)
+    if config.mscale is not None and config.mscale_all_dim is not None:
+        return yarn_get_mscale(config.factor, config.mscale) / yarn_get_mscale(config.factor, config.mscale_all_dim)
+    return yarn_get_mscale(config.factor)
+
+
+def yarn_softmax_scale(config: YaRNScaling) -> float:
+    """Extra softmax-scale multiplier DeepSeek-V2/V3 apply outside the rotary tables.
+
+    ``m(s, mscale_all_dim) ** 2`` when ``mscale_all_dim`` is set, else 1. Multiply the usual
+    ``1 / sqrt(head_dim)`` by it to reproduce those models' attention.
+    """
+    if config.mscale_all_dim is None:
+        return 1.0
+    return yarn_get_mscale(config.factor, config.mscale_all_dim) ** 2
+
+
+def _yarn(config: YaRNScaling, rotary_dim: int, base: float, seq_len: Optional[int] = None) -> Frequencies:
+    original = config.original_max_position_embeddings
+    low = _yarn_correction_dim(config.beta_fast, rotary_dim, base, original)
+    high = _yarn_correction_dim(config.beta_slow, rotary_dim, base, original)
+    if config.truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, rotary_dim - 1)
+    if low == high:
+        high += 0.001                       # a step instead of a ramp; avoids dividing by zero
+    index = torch.arange(rotary_dim // 2, dtype=torch.float64)
+    ramp = ((index - low) / (high - low)).clamp(0.0, 1.0)   # 0: keep theta_i, 1: theta_i / s
+    theta = rope_inv_freq(rotary_dim, base)
+    inv_freq = theta / config.factor * ramp + theta * (1.0 - ramp)
+    return inv_freq, yarn_attention_factor(config)
+
+
+# -- Llama 3 ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Llama3Scaling(_Validated):
+    """Llama 3.1's frequency-band scaling.
+
+    Meta, "The Llama 3 Herd of Models" (2024) and its reference code (``apply_scaling`` in
+    ``llama/model.py``). With wavelength ``lambda_i = 2 pi / theta_i``::
+
+        lambda_i < L0 / high_freq_factor  ->  theta_i              (fast pairs: unchanged)
+        lambda_i > L0 / low_freq_factor   ->  theta_i / s          (slow pairs: interpolated)
+        otherwise, with g = (L0 / lambda_i - low_freq_factor) / (high_freq_factor - low_freq_factor):
+                                              (1 - g) * theta_i / s + g * theta_i
+
+    Llama 3.1/3.2/3.3 ship ``factor=8`` (32 for 3.2 1B/3B), ``low_freq_factor=1``,
+    ``high_freq_factor=4``, ``original_max_position_embeddings=8192``, ``rope_theta=500000``.
+    Hugging Face: ``rope_type="llama3"`` with those keys.
+
+    Args:
+        factor: ``s >= 1``.
+        low_freq_factor: > 0.
+        high_freq_factor: > ``low_freq_factor``.
+        original_max_position_embeddings: ``L0``.
+    """
+
+    factor: float
+    low_freq_factor: float
+    high_freq_factor: float
+    original_max_position_embeddings: int
+    rope_type: ClassVar[str] = "llama3"
+
+    def validate(self, rotary_dim: Optional[int]) -> None:
+        _check_rotary_dim(self, rotary_dim)
+        _factor(self)
+        _number(self, "low_freq_factor", self.low_freq_factor, greater_than=0.0,
+                allowed="a finite number > 0")
+        _number(self, "high_freq_factor", self.high_freq_factor, greater_than=self.low_freq_factor,
+                allowed=f"a finite number > low_freq_factor={self.low_freq_factor!r}")
+        _length(self)
+
+
+def _llama3(config: Llama3Scaling, rotary_dim: int, base: float,
+            seq_len: Optional[int] = None) -> Frequencies:
+    original = config.original_max_position_embeddings
+    theta = rope_inv_freq(rotary_dim, base)
+    wavelength = 2 * math.pi / theta
+    smooth = (original / wavelength - config.low_freq_factor) / (config.high_freq_factor - config.low_freq_factor)
+    mixed = (1.0 - smooth) * theta / config.factor + smooth * theta
+    inv_freq = torch.where(wavelength > original / config.low_freq_factor, theta / config.factor, mixed)
+    inv_freq = torch.where(wavelength < original / config.high_freq_factor, theta, inv_freq)
+    return inv_freq, 1.0
+
+
+# -- LongRoPE ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LongRoPEScaling(_Validated):
+    """LongRoPE: a searched rescale factor per frequency, one set for short and one for long inputs.
+
+    Ding et al. 2024, "LongRoPE: Extending LLM Context Window Beyond 2 Million Tokens"; shipped by
+    Phi-3 (``rope_scaling.type`` ``"longrope"``, earlier ``"su"``)::
+
+        theta_i' = theta_i / f_i,   f = long_factor if seq_len > L0 else short_factor
+
+    Both tables are multiplied by ``attention_factor``: the given value, else
+    ``sqrt(1 + ln(s) / ln(L0))`` with ``s = factor`` (1 when ``s <= 1``). Hugging Face configs often omit
+    ``factor``; it is then ``max_position_embeddings / original_max_position_embeddings`` (Phi-3 mini
+    128k: 131072 / 4096 = 32), which :func:`posenc.hf.scaling_from_hf` fills in.
+
+    Hugging Face keys (``rope_type="longrope"``): ``short_factor``, ``long_factor``,
+    ``original_max_position_embeddings`` (Phi-3 keeps it at the top level of the config),
+    ``attention_factor``, ``factor``.
+
+    Args:
+        short_factor, long_factor: ``rotary_dim // 2`` finite numbers > 0 each (stored as tuples).
+        original_max_position_embeddings: ``L0``.
+        attention_factor: explicit table factor (> 0).
+        factor: context-extension ratio ``s >= 1`` used by the default attention factor; ``None``
+            means 1 (no attention scaling).
+    """
+
+    short_factor: Tuple[float, ...]
+    long_factor: Tuple[float, ...]
+    original_max_position_embeddings: int
+    attention_factor: Optional[float] = None
+    factor: Optional[float] = None
+    rope_type: ClassVar[str] = "longrope"
+
+    def __post_init__(self):
+        for name in ("short_factor", "long_factor"):
+            value = getattr(self, name)
+            if isinstance(value, (list, tuple, torch.Tensor)):
+                value = tuple(float(v) if isinstance(v, torch.Tensor) else v for v in
+                              (value.tolist() if isinstance(value, torch.Tensor) else value))
+                object.__setattr__(self, name, value)
+        super().__post_init__()
+
+    def validate(self, rotary_dim: Optional[int]) -> None:
+        _check_rotary_dim(self, rotary_dim)
+        for name in ("short_factor", "long_factor"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple) or not value:
+                _fail(self, name, value, "a non-empty list of numbers")
+            for j, f in enumerate(value):
+                _number(self, f"{name}[{j}]", f, greater_than=0.0, allowed="a finite number > 0")
+            if rotary_dim is not None and len(value) != rotary_dim // 2:
+                _fail(self, f"len({name})", len(value),
+                      f"rotary_dim // 2 = {rotary_dim // 2} (one factor per rotation pair)")
+        _length(self)
+        _optional_positive(self, "attention_factor")
+        if self.factor is not None:
+            _factor(self)
+
+    def uses_long_factor(self, seq_len: Optional[int]) -> bool:
+        """True when ``seq_len`` is past ``original_max_position_embeddings`` (long regime)."""
+        return seq_len is not None and seq_len > self.original_max_position_embeddings
+
+
+def longrope_attention_factor(config: LongRoPEScaling) -> float:
+    """The factor LongRoPE puts on both cos/sin tables (see :class:`LongRoPEScaling`)."""
+    if config.attention_factor is not None:
+        return float(config.attention_factor)
+    factor = 1.0 if config.factor is None else config.factor
+    if factor <= 1.0:
+        return 1.0
+    return math.sqrt(1.0 + math.log(factor) / math.log(config.original_max_position_embeddings))
+
+
+def _longrope(config: LongRoPEScaling, rotary_dim: int, base: float,
+              seq_len: Optional[int] = None) -> Frequencies:
+    chosen = config.long_factor if config.uses_long_factor(seq_len) else config.short_factor
+    factors = torch.tensor(chosen, dtype=torch.float64)
+    return rope_inv_freq(rotary_dim, base) / factors, longrope_attention_factor(config)
+
+
+# -- proportional (Gemma-style partial rotation with the head's denominator) -------------------------
+@dataclass(frozen=True)
+class ProportionalScaling(_Validated):
+    """Partial rotation whose exponent keeps the full head dimension as denominator.
+
+    Hugging Face ``rope_type="proportional"`` (Gemma 4): with ``n = int(p * d // 2)`` rotated pairs,
+    ``theta_i' = base ** (-2i / d) / s`` for ``i < n`` and ``0`` (no rotation) for the other
+    ``d/2 - n`` pairs. Unlike ``partial_rotary_factor`` elsewhere, the table still covers the whole
+    head (pass ``rotary_dim = head_dim``), and the unrotated features are the *last pairs* of the
+    layout (in half-split: the tail of each half), not the tail of the head.
+
+    Args:
+        partial_rotary_factor: ``p`` in (0, 1].
+        factor: ``s >= 1`` (Hugging Face default 1).
+    """
+
+    partial_rotary_factor: float = 1.0
+    factor: float = 1.0
+    rope_type: ClassVar[str] = "proportional"
+
+    def validate(self, rotary_dim: Optional[int]) -> None:
+        _check_rotary_dim(self, rotary_dim)
+        p = _number(self, "partial_rotary_factor", self.partial_rotary_factor, greater_than=0.0,
+                    allowed="a number in (0, 1]")
+        if p > 1.0:
+            _fail(self, "partial_rotary_factor", self.partial_rotary_factor, "a number in (0, 1]")
+        _factor(self)
+
+
+def _proportional(config: ProportionalScaling, rotary_dim: int, base: float,
+                  seq_len: Optional[int] = None) -> Frequencies:
+    rotated = int(config.partial_rotary_factor * rotary_dim // 2)
+    inv_freq = rope_inv_freq(rotary_dim, base) / config.factor
+    inv_freq[rotated:] = 0.0
+    return inv_freq, 1.0
+
+
 #: rope_type -> (config class, pure function)
-REGISTRY: Dict[str, Tuple[Type, Callable[..., Tuple[torch.Tensor, float]]]] = {
+REGISTRY: Dict[str, Tuple[Type, Callable[..., Frequencies]]] = {
     "default": (DefaultScaling, _default),
+    "linear": (LinearScaling, _linear),
+    "ntk": (NTKScaling, _ntk),
+    "dynamic": (DynamicNTKScaling, _dynamic),
+    "yarn": (YaRNScaling, _yarn),
+    "llama3": (Llama3Scaling, _llama3),
+    "longrope": (LongRoPEScaling, _longrope),
+    "proportional": (ProportionalScaling, _proportional),
 }
+
+#: rope types whose frequencies depend on the current sequence length
+DYNAMIC_TYPES = frozenset({"dynamic", "longrope"})
+
+#: older names still found in published configs
+ALIASES = {"su": "longrope"}
 
 
 def rope_frequencies(scaling, rotary_dim: int, base: float,
-                     seq_len: Optional[int] = None) -> Tuple[torch.Tensor, float]:
-    """``(inv_freq, attention_factor)`` for any registered scaling config (``None`` = default)."""
+                     seq_len: Optional[int] = None) -> Frequencies:
+    """``(inv_freq, attention_factor)`` for any registered scaling config (``None`` = default).
+
+    Args:
+        scaling: a config instance from this module, or ``None``.
+        rotary_dim: rotated features per head (even).
+        base: ``rope_theta``.
+        seq_len: current sequence length (only ``dynamic`` and ``longrope`` use it).
+
+    Returns:
+        float64 ``inv_freq`` of shape (rotary_dim // 2,) and the float ``attention_factor``.
+    """
     scaling = DefaultScaling() if scaling is None else scaling
     rope_type = getattr(scaling, "rope_type", None)
-    if rope_type not in REGISTRY:
+    if rope_type not in REGISTRY or not isinstance(scaling, REGISTRY[rope_type][0]):
         raise ValueError(f"scaling must be a config of a registered rope type {sorted(REGISTRY)}, "
                          f"got {scaling!r}")
     scaling.validate(rotary_dim)
-    return REGISTRY[rope_type][1](scaling, rotary_dim, base, seq_len)
+    if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1):
+        raise ValueError(f"seq_len must be None or an integer >= 1, got {seq_len!r}")
+    inv_freq, attention_factor = REGISTRY[rope_type][1](scaling, rotary_dim, float(base), seq_len)
+    return inv_freq, float(attention_factor)
+
+
+# -- dict round trip --------------------------------------------------------------------------------
+_IGNORED_KEYS = frozenset({"rope_type", "type", "rope_theta", "partial_rotary_factor"})
+
+
+def scaling_from_dict(d: Optional[dict]):
+    """Build a scaling config from a ``rope_scaling`` / ``rope_parameters``-style dict.
+
+    ``rope_type`` (or the legacy ``type``) selects the class; the other keys are its fields. The keys
+    ``rope_theta`` and ``partial_rotary_factor``, which new-style ``rope_parameters`` keep in the same
+    dict, are not scaling fields and are ignored here (:mod:`posenc.hf` reads them). Any other unknown
+    key raises, so a misspelt field is never dropped silently. ``None`` or ``{}`` gives
+    :class:`DefaultScaling`.
+    """
+    if not d:
+        return DefaultScaling()
+    if not isinstance(d, dict):
+        raise TypeError(f"rope scaling must be a dict, got {type(d).__name__}")
+    rope_type = d.get("rope_type", d.get("type", "default"))
+    rope_type = ALIASES.get(rope_type, rope_type)
+    if rope_type not in REGISTRY:
+        raise ValueError(f"rope_type must be one of {sorted(REGISTRY)}, got {rope_type!r}")
+    cls = REGISTRY[rope_type][0]
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(d) - names - _IGNORED_KEYS)
+    if unknown:
+        raise ValueError(f"{rope_type!r} scaling: unknown keys {unknown}; allowed keys are {sorted(names)}")
+    kwargs = {k: v for k, v in d.items() if k in names}
+    missing = sorted(f.name for f in fields(cls) if f.name not in kwargs and f.default is MISSING)
+    if missing:
+        raise ValueError(f"{rope_type!r} scaling: missing required keys {missing}")
+    return cls(**kwargs)
+
+
+def scaling_to_dict(cfg) -> dict:
+    """The Hugging Face-style dict of a scaling config (``rope_type`` plus fields that are not None)."""
+    cfg = DefaultScaling() if cfg is None else cfg
+    if getattr(cfg, "rope_type", None) not in REGISTRY:
+        raise ValueError(f"cfg must be a registered scaling config, got {cfg!r}")
+    out = {"rope_type": cfg.rope_type}
+    for f in fields(cfg):
+        value = getattr(cfg, f.name)
+        if value is not None:
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
