@@ -1,0 +1,74 @@
+"""Bounds on every number the explorer's API accepts.
+
+Each request is answered by a computation whose size is fixed by these bounds, so no query string can
+make the server allocate more than a few megabytes or work for more than a few milliseconds. The same
+table feeds the page's sliders (``GET /api/meta``), so the page never offers a value the API refuses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Dict, Union
+
+Number = Union[int, float]
+
+
+@dataclass(frozen=True)
+class Limit:
+    """Allowed closed range and default of one query parameter."""
+
+    minimum: Number
+    maximum: Number
+    default: Number
+    help: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+#: query parameter name -> its limit. Integers unless the default is a float.
+LIMITS: Dict[str, Limit] = {
+    # sinusoidal table: length x d_model numbers travel to the page
+    "length": Limit(1, 256, 64, "positions (rows) in the table"),
+    "d_model": Limit(2, 256, 64, "width of the position vectors"),
+    "base": Limit(2.0, 1.0e9, 10000.0, "the 10000 of sin(pos / base^(2i/d))"),
+    "pos": Limit(0, 1_000_000, 5, "a position"),
+    "dim": Limit(0, 255, 0, "a column of the sinusoidal table"),
+    # RoPE
+    "head_dim": Limit(2, 256, 16, "features per attention head (even)"),
+    "rotary_dim": Limit(2, 256, 16, "features rotated per head (even, <= head_dim)"),
+    "q_pos": Limit(0, 1_000_000, 3, "position of the query"),
+    "k_pos": Limit(0, 1_000_000, 1, "position of the key"),
+    "offset": Limit(0, 1_000_000, 0, "amount both positions are moved by"),
+    "seed": Limit(0, 9999, 0, "seed of the example query/key vectors"),
+    "degrees": Limit(1.0, 179.0, 30.0, "rotation per seat of the one-pair clock, in degrees"),
+    # score vs distance
+    "max_distance": Limit(1, 2048, 256, "largest relative distance plotted"),
+    "heads": Limit(1, 64, 8, "attention heads (ALiBi slopes)"),
+    "head": Limit(0, 63, 0, "the ALiBi head whose bias matrix is drawn"),
+    "matrix_len": Limit(2, 64, 16, "query and key positions in the matrices"),
+    # precision
+    "max_position": Limit(2, 2**31, 2**20, "largest position checked"),
+    # wavelengths and scalings
+    "train_len": Limit(2, 10_000_000, 4096, "context length the model was trained with"),
+    "factor": Limit(1.0, 1024.0, 8.0, "context extension factor"),
+    "original_max_position_embeddings": Limit(2, 10_000_000, 8192,
+                                              "training context of the scaled model"),
+    "seq_len": Limit(1, 100_000_000, 32768, "current sequence length (dynamic NTK)"),
+    "beta_fast": Limit(0.01, 1024.0, 32.0, "YaRN: rotations above which a pair is left alone"),
+    "beta_slow": Limit(0.01, 1024.0, 1.0, "YaRN: rotations below which a pair is interpolated"),
+    "low_freq_factor": Limit(0.01, 1024.0, 1.0, "Llama-3: wavelength limit of interpolation"),
+    "high_freq_factor": Limit(0.01, 1024.0, 4.0, "Llama-3: wavelength limit of no change"),
+    "max_position_embeddings": Limit(1, 100_000_000, 8192, "positions the config advertises"),
+}
+
+#: Longest text the fingerprint and word-order views accept, in characters and in words.
+MAX_TEXT_CHARS = 300
+MAX_WORDS = 24
+MAX_WORD_CHARS = 32
+
+
+def as_dict() -> dict:
+    """The limits in the shape ``GET /api/meta`` returns them."""
+    return {name: limit.to_dict() for name, limit in LIMITS.items()} | {
+        "text_chars": MAX_TEXT_CHARS, "words": MAX_WORDS, "word_chars": MAX_WORD_CHARS}

@@ -1,0 +1,340 @@
+"""Knowledge checks: short questions whose answers are explained by a computation run on demand.
+
+Each check has a prompt, a few choices, the index of the right one, a sentence of feedback per
+choice, and a function that runs posenc to produce the evidence. The page never learns the right
+answer in advance: it sends the reader's choice to ``GET /api/quiz/{id}/answer?choice=N`` and shows
+the feedback together with the numbers that were just computed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Tuple
+
+import torch
+
+from .._checks import check_int
+
+#: the evidence of an explanation: sentences with the numbers filled in, and the raw numbers
+Evidence = Tuple[List[str], Dict[str, object]]
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    topic: str
+    prompt: str
+    choices: Tuple[str, ...]
+    answer: int
+    feedback: Tuple[str, ...]      # one sentence per choice
+    evidence: Callable[[], Evidence]
+
+    def public(self) -> dict:
+        """What the page may see before an answer is given (no answer, no feedback)."""
+        return {"id": self.id, "topic": self.topic, "prompt": self.prompt, "choices": list(self.choices)}
+
+
+# -- evidence ---------------------------------------------------------------------------------------
+def _added() -> Evidence:
+    from ..sinusoidal import SinusoidalPositionalEncoding
+
+    d_model = 8
+    pe = SinusoidalPositionalEncoding(d_model, max_len=2048)
+    tokens = torch.zeros(1, 3, d_model)
+    out = pe(tokens)                                                          # (1, 3, d)
+    largest = float(pe.pe.abs().max())
+    return ([f"Three token vectors of width {d_model} in, {tuple(out.shape)} out: the width is unchanged.",
+             f"With zero token vectors the output equals the position rows themselves; row 1 is "
+             f"{[round(v, 4) for v in out[0, 1].tolist()]}.",
+             f"Over all {pe.pe.shape[0]} cached rows the largest |value| is {largest:.6f}, so the "
+             f"position never swamps the meaning it is added to."],
+            {"shape": list(out.shape), "max_abs": largest, "row1": out[0, 1].tolist()})
+
+
+def _learned_limit() -> Evidence:
+    from ..learned import LearnedPositionalEmbedding, PositionOutOfRangeError
+
+    table = LearnedPositionalEmbedding(max_len=512, d_model=4)
+    try:
+        table.encodings(torch.arange(600))
+        message = "no error"
+    except PositionOutOfRangeError as err:
+        message = str(err)
+    return ([f"posenc's LearnedPositionalEmbedding(max_len=512) asked for positions 0..599 says: "
+             f"{message}"], {"max_len": 512, "requested": 600, "error": message})
+
+
+def _relative() -> Evidence:
+    from ..rope.tables import rope_inv_freq
+    from .views import example_vector, rotate_at
+
+    head_dim, base = 16, 10000.0
+    inv_freq = rope_inv_freq(head_dim, base)
+    q, k = example_vector(head_dim, 1), example_vector(head_dim, 2)
+    near = float(rotate_at(q, [12], inv_freq)[0] @ rotate_at(k, [10], inv_freq)[0])
+    far = float(rotate_at(q, [512], inv_freq)[0] @ rotate_at(k, [510], inv_freq)[0])
+    angle = math.degrees(2 * float(inv_freq[0]))
+    return ([f"Fastest pair: theta = {float(inv_freq[0]):.4f} rad per seat, so both gaps are "
+             f"2*theta = {angle:.2f} degrees.",
+             f"Score with the query at 12 and the key at 10: {near:.12f}.",
+             f"Score with the query at 512 and the key at 510: {far:.12f} "
+             f"(difference {abs(near - far):.1e}, float64 rounding)."],
+            {"score_near": near, "score_far": far, "two_theta_deg": angle})
+
+
+def _qk_only() -> Evidence:
+    from ..rope.apply import apply_rotary
+    from ..rope.tables import rope_cos_sin, rope_inv_freq
+
+    seq, head_dim, shift = 6, 8, 37
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(1, 1, seq, head_dim, generator=g, dtype=torch.float64) for _ in range(3))
+    inv_freq = rope_inv_freq(head_dim, 10000.0)
+
+    def last_output(start: int, rotate_values: bool) -> torch.Tensor:
+        cos, sin = rope_cos_sin(torch.arange(start, start + seq), inv_freq, dtype=torch.float64)
+        qr, kr = apply_rotary(q, k, cos, sin)
+        vr = apply_rotary(v, v, cos, sin)[0] if rotate_values else v
+        weights = torch.softmax(qr @ kr.transpose(-1, -2) / math.sqrt(head_dim), dim=-1)
+        return (weights @ vr)[0, 0, -1]                                       # (head_dim,)
+
+    plain = float((last_output(0, False) - last_output(shift, False)).abs().max())
+    rotated = float((last_output(0, True) - last_output(shift, True)).abs().max())
+    return ([f"The same {seq} tokens placed at seats 0..{seq - 1} and again at {shift}..{shift + seq - 1}.",
+             f"q and k rotated, v untouched: the last token's output moves by {plain:.1e} (rounding).",
+             f"v rotated too: it moves by {rotated:.3f}, the output now depends on where the phrase sits."],
+            {"change_qk_only": plain, "change_with_v": rotated, "shift": shift})
+
+
+def _llama3_bands() -> Evidence:
+    from ..rope.scaling import Llama3Scaling, rope_frequencies
+    from ..rope.tables import rope_inv_freq
+
+    rotary_dim, base = 128, 500000.0
+    cfg = Llama3Scaling(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                        original_max_position_embeddings=8192)
+    scaled, _ = rope_frequencies(cfg, rotary_dim, base)
+    ratio = scaled / rope_inv_freq(rotary_dim, base)                          # (64,)
+    kept = int(torch.isclose(ratio, torch.ones_like(ratio), rtol=1e-12, atol=0).sum())
+    divided = int(torch.isclose(ratio, torch.full_like(ratio, 1 / 8), rtol=1e-12, atol=0).sum())
+    between = ratio.numel() - kept - divided
+    return ([f"Llama 3.1 (rope_theta 500000, 128 rotated features, factor 8, original context 8192): "
+             f"{kept} of {ratio.numel()} pairs keep their frequency, {between} are blended, "
+             f"{divided} are divided by 8.",
+             f"The kept pairs are the first ones, wavelength under 8192 / high_freq_factor 4 = 2048 "
+             f"tokens: they already turn several times inside the trained context."],
+            {"kept": kept, "blended": between, "divided": divided, "ratio": ratio.tolist()})
+
+
+def _fast_columns() -> Evidence:
+    from ..sinusoidal import sinusoidal_table
+
+    d_model = 64
+    table = sinusoidal_table(6, d_model)
+    change = (table[5] - table[4]).abs()                                      # (d,)
+    return ([f"|PE[5] - PE[4]| in the first two columns (fastest wave): "
+             f"{float(change[0]):.4f}, {float(change[1]):.4f}.",
+             f"In the last two columns (slowest wave): {float(change[-2]):.2e}, {float(change[-1]):.2e}."],
+            {"first": change[:2].tolist(), "last": change[-2:].tolist()})
+
+
+def _bag_of_words() -> Evidence:
+    from ..model import Block
+    from ..schemes import NoPE
+    from ..sinusoidal import SinusoidalPositionalEncoding
+    from .views import word_vector
+
+    d_model = 16
+    torch.manual_seed(0)
+    block = Block(d_model, n_heads=2).double().eval()
+    order_a, order_b = ["dog", "bites", "man"], ["man", "bites", "dog"]
+
+    def outputs(words, scheme):
+        x = torch.stack([word_vector(w, d_model) for w in words]).unsqueeze(0)   # (1, 3, d)
+        pos = torch.arange(len(words)).unsqueeze(0)
+        with torch.no_grad():
+            return block(scheme.embed(x, pos), scheme, pos, causal=False)[0]
+
+    nope, sinus = NoPE(), SinusoidalPositionalEncoding(d_model).double()
+    a, b = outputs(order_a, nope), outputs(order_b, nope)
+    same = float((a[0] - b[2]).abs().max())                   # "dog" in each sentence
+    a_pe, b_pe = outputs(order_a, sinus), outputs(order_b, sinus)
+    differ = float((a_pe[0] - b_pe[2]).abs().max())
+    return ([f"A posenc attention block with no positions, no causal mask: the vector out for "
+             f"\"dog\" differs between the two sentences by {same:.1e}.",
+             f"Add sinusoidal positions and it differs by {differ:.3f}."],
+            {"nope_difference": same, "sinusoidal_difference": differ})
+
+
+def _alibi_head0() -> Evidence:
+    from ..alibi import alibi_bias, alibi_slopes
+
+    slopes = alibi_slopes(8)
+    bias = alibi_bias(slopes, torch.tensor([10]), torch.arange(11))           # (8, 1, 11)
+    return ([f"Slopes for 8 heads: {[f'1/{round(1 / s)}' for s in slopes.tolist()]}.",
+             f"Head 0, query at 10, key at 0: bias {float(bias[0, 0, 0]):g}; head 7: "
+             f"{float(bias[7, 0, 0]):g}."],
+            {"slopes": slopes.tolist(), "head0": float(bias[0, 0, 0]), "head7": float(bias[7, 0, 0])})
+
+
+def _precision() -> Evidence:
+    from ..rope.tables import rope_inv_freq
+    from .views import _angle_errors
+
+    inv_freq = rope_inv_freq(128, 10000.0)
+    errors = _angle_errors(torch.tensor([1_000_000]), inv_freq)
+    naive = float(errors["float32"].max())
+    exact = float(errors["posenc"].max())
+    return ([f"At position 1,000,000 the angle pos*theta formed in float32 is off by up to "
+             f"{naive:.4f} rad.",
+             f"posenc's float32 tables (angles formed in float64 first) are off by at most {exact:.1e} rad."],
+            {"float32": naive, "posenc": exact})
+
+
+def _linear_vs_ntk() -> Evidence:
+    from ..rope.scaling import LinearScaling, NTKScaling, rope_frequencies
+    from ..rope.tables import rope_inv_freq
+
+    rotary_dim, base = 128, 10000.0
+    plain = rope_inv_freq(rotary_dim, base)
+    linear = rope_frequencies(LinearScaling(factor=4.0), rotary_dim, base)[0] / plain
+    ntk = rope_frequencies(NTKScaling(factor=4.0), rotary_dim, base)[0] / plain
+    return ([f"Fastest pair, new/old frequency: linear {float(linear[0]):.4f}, NTK {float(ntk[0]):.4f}.",
+             f"Slowest pair: linear {float(linear[-1]):.4f}, NTK {float(ntk[-1]):.4f}."],
+            {"linear": [float(linear[0]), float(linear[-1])], "ntk": [float(ntk[0]), float(ntk[-1])]})
+
+
+CHECKS: Tuple[Check, ...] = (
+    Check("added", "input encodings",
+          "A sinusoidal or learned position vector meets a token's embedding before the first layer. "
+          "How are the two combined?",
+          ("The position vector is glued onto the end, so the width doubles.",
+           "They have the same width d_model and are summed element by element.",
+           "The position vector replaces the embedding in the first layer only."),
+          1,
+          ("Concatenation would double the width, and every weight matrix after it; the schemes "
+           "add instead.",
+           "Right: same width, plain sum, and the values stay small so the word's meaning survives.",
+           "The model needs both what the word is and where it is; nothing is thrown away."),
+          _added),
+    Check("learned-limit", "learned tables",
+          "A model has a learned position table with 512 rows (BERT-style) and is given 600 tokens. "
+          "What happens at position 512?",
+          ("The table wraps round and position 512 reuses row 0.",
+           "New rows are filled in from sine waves on the fly.",
+           "There is no row 512: the lookup fails unless the input is cut or the table is stretched."),
+          2,
+          ("Nothing wraps: reusing row 0 would make position 512 look like the first token.",
+           "A learned table has no formula to fall back on; rows that were never trained do not exist.",
+           "Right: the table ends at row 511. posenc says so, and offers truncation or interpolation."),
+          _learned_limit),
+    Check("relative", "RoPE",
+          "With RoPE, a key at seat 10 and a query at seat 12 are two seats apart. The same two words "
+          "later sit at 510 and 512. How do their scores compare?",
+          ("Identical: in every pair the angle between them is 2 * theta in both places.",
+           "The later score is smaller because the angles are 50 times larger.",
+           "They agree only for the slowest pairs."),
+          0,
+          ("Right: both vectors turned by the same extra amount, so the angle between them, and the "
+           "dot product, is unchanged.",
+           "Each vector turns further, but by the same amount; the gap between them is what counts.",
+           "Every pair keeps its gap, fast or slow, so the whole score is the same."),
+          _relative),
+    Check("qk-only", "RoPE",
+          "RoPE rotates queries and keys. Why are the values left alone?",
+          ("Rotating values would cost too much memory.",
+           "Only the score needs position, and q.k depends only on the distance; rotated values would "
+           "make what a token passes on depend on its absolute seat.",
+           "The output projection undoes any rotation of the values anyway."),
+          1,
+          ("Cost is not the reason: a rotation of v costs the same as a rotation of k.",
+           "Right: rotated values bring absolute position back into the output.",
+           "The output projection is one fixed matrix; it cannot undo a rotation that varies by seat."),
+          _qk_only),
+    Check("llama3-bands", "context extension",
+          "Llama 3.1 stretches its RoPE context by 8x with the llama3 scaling. Which rotation pairs "
+          "does it leave exactly as trained?",
+          ("The slow pairs, whose wavelength exceeds the training context.",
+           "None: every frequency is divided by 8.",
+           "The fast pairs, whose wavelength is shorter than original_max_position_embeddings / "
+           "high_freq_factor."),
+          2,
+          ("The slow pairs are the ones that get divided by the factor: they never completed a turn in "
+           "training, so longer inputs would show them unseen angles.",
+           "That is plain position interpolation (the linear scaling), not llama3.",
+           "Right: fast pairs already turned many times in training, so larger positions show them "
+           "nothing new."),
+          _llama3_bands),
+    Check("fast-columns", "sinusoidal",
+          "Seats 4 and 5 are neighbours. Which columns of the sinusoidal table tell them apart best?",
+          ("The last columns, the slow waves.",
+           "The first columns, the fast waves.",
+           "All columns change by the same amount."),
+          1,
+          ("Slow waves barely move between neighbours; they place a token in the larger stretch of text.",
+           "Right: the first pair turns a full radian per seat, like a second hand.",
+           "Each pair turns at its own speed, from one radian per seat down to a tiny fraction."),
+          _fast_columns),
+    Check("bag-of-words", "why positions",
+          "Attention with no position information and no causal mask reads \"dog bites man\" and "
+          "\"man bites dog\". Does the vector it produces for \"dog\" differ?",
+          ("No: the same words give the same outputs, just listed in another order.",
+           "Yes: the softmax weighs earlier words more.",
+           "Yes: the query projection depends on where a word sits."),
+          0,
+          ("Right: without positions attention sees a bag of words.",
+           "The softmax only sees scores, and the scores only see the words.",
+           "The projections are the same matrix for every seat."),
+          _bag_of_words),
+    Check("alibi-head0", "ALiBi",
+          "In an 8-head ALiBi model, what does head 0 add to the score of a key 10 tokens behind the "
+          "query?",
+          ("-5, because head 0's slope is 1/2.",
+           "-10/256, because every head uses the smallest slope.",
+           "+5, nearer keys are penalised instead."),
+          0,
+          ("Right: slopes are 1/2, 1/4, ..., 1/256, and the penalty is slope times distance.",
+           "1/256 is the slope of the last head, the one that looks furthest.",
+           "The penalty grows with distance and is never positive."),
+          _alibi_head0),
+    Check("precision", "precision",
+          "Why does posenc form RoPE angles in float64 before building float32 tables?",
+          ("Because float64 kernels are faster.",
+           "It only matters for bfloat16 models.",
+           "At positions near a million, position * theta in float32 is off by hundredths of a radian."),
+          2,
+          ("The rotation itself still runs in the model's dtype; only the table is built in float64, once.",
+           "float32 itself is not precise enough for the product at long positions.",
+           "Right: float32 has a spacing of 0.0625 near a million; float64 keeps the angle exact."),
+          _precision),
+    Check("linear-vs-ntk", "context extension",
+          "Position interpolation (linear) and NTK-aware scaling both stretch a RoPE model 4x. What "
+          "happens to the fastest pair?",
+          ("Linear slows it 4x; NTK leaves it unchanged and slows the slowest pair 4x.",
+           "Both slow it 4x.",
+           "NTK slows it more than linear does."),
+          0,
+          ("Right: NTK raises the base, which moves slow pairs most and the fastest one not at all.",
+           "Only linear divides every frequency; NTK changes the base instead.",
+           "NTK's base change leaves the first pair (exponent 0) exactly where it was."),
+          _linear_vs_ntk),
+)
+
+BY_ID: Dict[str, Check] = {check.id: check for check in CHECKS}
+
+
+def questions() -> List[dict]:
+    return [check.public() for check in CHECKS]
+
+
+def answer(check_id: str, choice: int) -> dict:
+    """Feedback for ``choice`` on check ``check_id``, with evidence computed now."""
+    if check_id not in BY_ID:
+        raise ValueError(f"check id must be one of {sorted(BY_ID)}, got {check_id!r}")
+    check = BY_ID[check_id]
+    check_int("choice", choice, minimum=0, maximum=len(check.choices) - 1)
+    lines, values = check.evidence()
+    return {"id": check.id, "choice": choice, "correct": choice == check.answer,
+            "answer": check.answer, "feedback": check.feedback[choice],
+            "explanation": check.feedback[check.answer], "evidence": lines, "values": values}

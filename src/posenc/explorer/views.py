@@ -1,0 +1,326 @@
+"""The numbers behind each view of the explorer, computed by posenc's own functions.
+
+Every function here takes plain Python values that the API has already range-checked against
+:mod:`posenc.explorer.limits`, calls the library (``sinusoidal_table``, ``rope_inv_freq``,
+``rope_cos_sin``, ``apply_rotary``, ``alibi_slopes``, ``alibi_bias`` ...), and returns a dict that
+is ready to be sent as JSON. Nothing is recomputed in the browser: the page only draws these numbers,
+so a picture can never drift from the mathematics it claims to show.
+
+Conventions: RoPE vectors use the half-split layout (pair ``i`` is ``(x[i], x[i + d/2])``), the one
+Hugging Face uses; angles are in radians unless a key says ``_deg``. ``-inf`` entries of a causal
+mask are sent as ``null`` because JSON has no infinities.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from typing import Dict, List, Optional, Sequence
+
+import torch
+
+from .._checks import check_float, check_int
+from ..alibi import alibi_bias, alibi_slopes
+from ..rope.apply import apply_rotary
+from ..rope.tables import rope_angles, rope_cos_sin, rope_inv_freq
+from ..sinusoidal import sinusoidal_frequencies, sinusoidal_table
+from .limits import MAX_TEXT_CHARS, MAX_WORD_CHARS, MAX_WORDS
+
+TWO_PI = 2 * math.pi
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def split_words(text: str, name: str = "text") -> List[str]:
+    """Whitespace-separated words of ``text``, refusing empty or oversized input."""
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a string, got {type(text).__name__}")
+    if len(text) > MAX_TEXT_CHARS:
+        raise ValueError(f"{name} must have at most {MAX_TEXT_CHARS} characters, got {len(text)}")
+    words = text.split()
+    if not words:
+        raise ValueError(f"{name} must contain at least one word, got {text!r}")
+    if len(words) > MAX_WORDS:
+        raise ValueError(f"{name} must have at most {MAX_WORDS} words, got {len(words)}")
+    for word in words:
+        if len(word) > MAX_WORD_CHARS:
+            raise ValueError(f"each word of {name} must have at most {MAX_WORD_CHARS} characters, "
+                             f"got {word[:MAX_WORD_CHARS]!r}... ({len(word)})")
+    return words
+
+
+def example_vector(dim: int, seed: int) -> torch.Tensor:
+    """A fixed pseudo-random float64 vector of shape (dim,), the same for the same seed."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(dim, generator=generator, dtype=torch.float64)
+
+
+def word_vector(word: str, dim: int, salt: int = 0) -> torch.Tensor:
+    """A fixed float64 vector per word (shape (dim,)), standing in for a learned embedding."""
+    return example_vector(dim, (zlib.crc32(word.lower().encode("utf-8")) + salt) % (2**31))
+
+
+def wrap_angle(angle: torch.Tensor) -> torch.Tensor:
+    """Angles folded into (-pi, pi]."""
+    wrapped = torch.remainder(angle + math.pi, TWO_PI) - math.pi
+    return torch.where(wrapped == -math.pi, torch.full_like(wrapped, math.pi), wrapped)
+
+
+def rotate_at(x: torch.Tensor, positions: Sequence[int], inv_freq: torch.Tensor) -> torch.Tensor:
+    """RoPE-rotate copies of ``x`` (shape (head_dim,)) to each position -> (len(positions), head_dim).
+
+    Runs :func:`posenc.rope.apply.apply_rotary` on float64 tables from
+    :func:`posenc.rope.tables.rope_cos_sin`, so the result is the library's rotation without float32
+    rounding (the page compares scores that should agree to ~1e-15).
+    """
+    pos = torch.tensor(list(positions), dtype=torch.float64)
+    cos, sin = rope_cos_sin(pos, inv_freq, dtype=torch.float64)            # (P, d/2)
+    rows = x.to(torch.float64).expand(len(positions), -1).reshape(1, 1, len(positions), -1)
+    rotated, _ = apply_rotary(rows, rows, cos, sin, layout="half")          # (1, 1, P, d)
+    return rotated[0, 0]
+
+
+def _masked(matrix: torch.Tensor) -> List[List[Optional[float]]]:
+    return [[None if math.isinf(v) else v for v in row] for row in matrix.tolist()]
+
+
+# -- 1. wave fingerprint ---------------------------------------------------------------------------
+def sinusoidal_view(length: int, d_model: int, base: float) -> dict:
+    """The sinusoidal table (length x d_model, float32 as the module stores it) and its waves."""
+    table = sinusoidal_table(length, d_model, base)                          # (L, d)
+    freqs = sinusoidal_frequencies(d_model, base)                            # (ceil(d/2),)
+    return {
+        "length": length, "d_model": d_model, "base": base,
+        "table": table.tolist(),
+        "frequencies": freqs.tolist(),
+        "wavelengths": (TWO_PI / freqs).tolist(),
+        "min": float(table.min()), "max": float(table.max()),
+    }
+
+
+def sinusoidal_cell(pos: int, dim: int, d_model: int, base: float) -> dict:
+    """Everything needed to fill in the formula of one table cell with real numbers."""
+    check_int("dim", dim, minimum=0, maximum=d_model - 1)
+    pair = dim // 2
+    freq = float(sinusoidal_frequencies(d_model, base)[pair])
+    angle = pos * freq                                                        # float64
+    value = float(sinusoidal_table(1, d_model, base, start=pos)[0, dim])
+    return {
+        "pos": pos, "dim": dim, "pair": pair, "d_model": d_model, "base": base,
+        "function": "sin" if dim % 2 == 0 else "cos",
+        "exponent": 2 * pair / d_model,
+        "denominator": base ** (2 * pair / d_model),
+        "frequency": freq,
+        "wavelength": TWO_PI / freq,
+        "angle": angle,
+        "angle_reduced": math.fmod(angle, TWO_PI),
+        "value": value,
+    }
+
+
+def fingerprint_view(text: str, d_model: int, base: float) -> dict:
+    """One position vector per word of ``text`` (its seat), and the distance between every two seats.
+
+    The distance matrix shows two of the three properties at once: no two seats share a vector
+    (off-diagonal entries are > 0), and the distance between seats ``p`` and ``p + k`` does not depend
+    on ``p`` (every diagonal of the matrix is constant).
+    """
+    words = split_words(text)
+    table = sinusoidal_table(len(words), d_model, base).to(torch.float64)    # (W, d)
+    dist = torch.cdist(table, table)                                         # (W, W)
+    return {
+        "words": words, "d_model": d_model, "base": base,
+        "vectors": table.to(torch.float32).tolist(),
+        "distances": dist.tolist(),
+    }
+
+
+# -- 2. RoPE clock dials ---------------------------------------------------------------------------
+def rope_dials(head_dim: int, base: float, q_pos: int, k_pos: int, offset: int, seed: int) -> dict:
+    """Per-pair angles and 2-D vectors of a query and a key, before and after moving both by ``offset``.
+
+    The query and key are fixed example vectors (``seed``). Pair ``i`` turns by ``theta_i`` per seat;
+    the angle between the query's and the key's hands is ``(q_pos - k_pos) * theta_i`` and the score
+    ``q' . k'`` depends on nothing else, so it is the same at ``(q_pos + offset, k_pos + offset)``.
+    """
+    check_int("head_dim", head_dim, minimum=2, even=True)
+    inv_freq = rope_inv_freq(head_dim, base)                                 # (d/2,) float64
+    q = example_vector(head_dim, seed)
+    k = example_vector(head_dim, seed + 10_000)
+    half = head_dim // 2
+    q_rot = rotate_at(q, [q_pos, q_pos + offset], inv_freq)                  # (2, d)
+    k_rot = rotate_at(k, [k_pos, k_pos + offset], inv_freq)                  # (2, d)
+    angles = rope_angles(torch.tensor([q_pos, k_pos, q_pos + offset, k_pos + offset]),
+                         inv_freq)                                           # (4, d/2) in [0, 2pi)
+    relative = wrap_angle(torch.tensor(float(q_pos - k_pos), dtype=torch.float64) * inv_freq)
+
+    def pairs(v: torch.Tensor) -> List[List[float]]:                         # (d,) -> d/2 x [a, b]
+        return torch.stack((v[:half], v[half:]), dim=-1).tolist()
+
+    contrib = (q_rot[:, :half] * k_rot[:, :half] + q_rot[:, half:] * k_rot[:, half:])  # (2, d/2)
+    return {
+        "head_dim": head_dim, "base": base, "q_pos": q_pos, "k_pos": k_pos, "offset": offset,
+        "seed": seed, "layout": "half",
+        "theta": inv_freq.tolist(),
+        "theta_deg": torch.rad2deg(inv_freq).tolist(),
+        "wavelength": (TWO_PI / inv_freq).tolist(),
+        "q_angle": angles[0].tolist(), "k_angle": angles[1].tolist(),
+        "q_angle_moved": angles[2].tolist(), "k_angle_moved": angles[3].tolist(),
+        "relative_angle": relative.tolist(),
+        "relative_angle_deg": torch.rad2deg(relative).tolist(),
+        "q_pairs": pairs(q_rot[0]), "k_pairs": pairs(k_rot[0]),
+        "q_pairs_moved": pairs(q_rot[1]), "k_pairs_moved": pairs(k_rot[1]),
+        "pair_scores": contrib[0].tolist(), "pair_scores_moved": contrib[1].tolist(),
+        "score": float(q_rot[0] @ k_rot[0]),
+        "score_moved": float(q_rot[1] @ k_rot[1]),
+        "score_unrotated": float(q @ k),
+    }
+
+
+def word_order_view(text_a: str, text_b: str, query_word: str, key_word: str,
+                    degrees: float) -> dict:
+    """The "dog bites man" / "man bites dog" proof on a one-pair RoPE clock.
+
+    One rotation pair turning ``degrees`` per seat (``inv_freq = radians(degrees)``), as in a
+    2-D drawing. Each word gets a fixed 2-D content vector. Without positions the score of
+    ``query_word`` attending to ``key_word`` is the same in both sentences (same two vectors); with
+    RoPE it depends on the signed seat difference, whose angle flips sign when the words swap places.
+    """
+    check_float("degrees", degrees, minimum=1.0, maximum=179.0)
+    inv_freq = torch.tensor([math.radians(degrees)], dtype=torch.float64)
+    q = word_vector(query_word, 2, salt=1)
+    k = word_vector(key_word, 2, salt=2)
+    sentences = []
+    for name, text in (("text_a", text_a), ("text_b", text_b)):
+        words = split_words(text, name)
+        lowered = [w.lower() for w in words]
+        for role, word in (("query_word", query_word), ("key_word", key_word)):
+            if word.lower() not in lowered:
+                raise ValueError(f"{role} {word!r} does not occur in {name} {text!r}")
+        qi, ki = lowered.index(query_word.lower()), lowered.index(key_word.lower())
+        seat_angles = rope_angles(torch.arange(len(words)), inv_freq)[:, 0]   # (W,)
+        relative = wrap_angle(torch.tensor(float(ki - qi), dtype=torch.float64) * inv_freq)[0]
+        q_rot = rotate_at(q, [qi], inv_freq)[0]
+        k_rot = rotate_at(k, [ki], inv_freq)[0]
+        sentences.append({
+            "text": text, "words": words,
+            "seat_angles_deg": torch.rad2deg(seat_angles).tolist(),
+            "query_seat": qi, "key_seat": ki,
+            "key_minus_query_seats": ki - qi,
+            "relative_angle_deg": math.degrees(float(relative)),
+            "score_rope": float(q_rot @ k_rot),
+            "score_nope": float(q @ k),
+            "q_rotated": q_rot.tolist(), "k_rotated": k_rot.tolist(),
+        })
+    return {"degrees": degrees, "query_word": query_word, "key_word": key_word,
+            "q": q.tolist(), "k": k.tolist(), "sentences": sentences}
+
+
+# -- 3. score vs relative distance ------------------------------------------------------------------
+def scores_view(head_dim: int, base: float, d_model: int, sin_base: float, heads: int,
+                max_distance: int) -> dict:
+    """How each scheme's score between two positions changes with their distance ``0..max_distance``.
+
+    * RoPE: ``q' . k'`` for ``q = k = ones(head_dim)``, query at position ``d``, key at 0, divided by
+      ``head_dim`` (so distance 0 gives 1). This is the long-range decay curve of RoFormer section
+      3.4.3: the sum of ``cos(d * theta_i)`` over pairs, which shrinks (with ripples) as ``d`` grows.
+    * sinusoidal: ``PE[d] . PE[0] / (d_model / 2)``, the similarity of two position vectors.
+    * ALiBi: the bias each head adds at distance ``d``, ``-slope_h * d``.
+    """
+    check_int("head_dim", head_dim, minimum=2, even=True)
+    distances = list(range(max_distance + 1))
+    inv_freq = rope_inv_freq(head_dim, base)
+    ones = torch.ones(head_dim, dtype=torch.float64)
+    q_rot = rotate_at(ones, distances, inv_freq)                              # (D+1, hd)
+    k_rot = rotate_at(ones, [0], inv_freq)[0]                                 # (hd,)
+    rope = (q_rot @ k_rot) / head_dim                                         # (D+1,)
+    table = sinusoidal_table(max_distance + 1, d_model, sin_base, dtype=torch.float64)
+    sinus = (table @ table[0]) / (d_model / 2)                                # (D+1,)
+    slopes = alibi_slopes(heads)
+    pos = torch.arange(max_distance + 1)
+    bias = alibi_bias(slopes, pos[-1:], pos)[:, 0, :].flip(-1)               # (H, D+1), distance order
+    return {
+        "head_dim": head_dim, "base": base, "d_model": d_model, "sin_base": sin_base,
+        "heads": heads, "max_distance": max_distance, "distances": distances,
+        "rope": rope.tolist(), "sinusoidal": sinus.tolist(),
+        "alibi_slopes": slopes.tolist(), "alibi": bias.tolist(),
+    }
+
+
+# -- 5. ALiBi beside RoPE ----------------------------------------------------------------------------
+def alibi_view(heads: int, head: int, matrix_len: int, head_dim: int, base: float, seed: int) -> dict:
+    """ALiBi's bias matrix for one head and all slopes, beside a RoPE score matrix of the same size.
+
+    The RoPE matrix puts the same content vector at every position, so every entry is
+    ``x' (at i) . x' (at j) / sqrt(head_dim)`` and depends only on ``i - j``: its diagonals are
+    constant, like ALiBi's. Entries above the diagonal are masked (causal) and sent as ``null``.
+    """
+    check_int("head", head, minimum=0, maximum=heads - 1)
+    check_int("head_dim", head_dim, minimum=2, even=True)
+    slopes = alibi_slopes(heads)
+    pos = torch.arange(matrix_len)
+    bias = alibi_bias(slopes, pos, pos)                                       # (H, L, L)
+    x = example_vector(head_dim, seed)
+    rotated = rotate_at(x, range(matrix_len), rope_inv_freq(head_dim, base))  # (L, hd)
+    scores = rotated @ rotated.T / math.sqrt(head_dim)                        # (L, L)
+    scores = scores.masked_fill(pos.unsqueeze(0) > pos.unsqueeze(1), float("-inf"))
+    return {
+        "heads": heads, "head": head, "matrix_len": matrix_len, "head_dim": head_dim,
+        "base": base, "seed": seed,
+        "slopes": slopes.tolist(),
+        "slopes_log2": torch.log2(slopes).tolist(),
+        "bias": _masked(bias[head]),
+        "rope_scores": _masked(scores),
+    }
+
+
+# -- 6. precision ------------------------------------------------------------------------------------
+_NAIVE_DTYPES: Dict[str, torch.dtype] = {
+    "bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+def _position_grid(max_position: int, points: int = 48) -> List[int]:
+    grid = torch.logspace(0, math.log10(max_position), points, dtype=torch.float64).round().long()
+    return sorted(set(grid.tolist()) | {max_position})
+
+
+def _angle_errors(positions: torch.Tensor, inv_freq: torch.Tensor) -> Dict[str, torch.Tensor]:
+    """|angle error| per position and pair (shape (P, d/2), float64; inf where the dtype overflows).
+
+    The naive rows form ``position * inv_freq`` with both in the low dtype (as code that builds
+    positions in the input dtype does). The ``posenc`` row recovers the angle from posenc's own
+    float32 cos/sin tables (:func:`rope_cos_sin`), whose angles were formed in float64.
+    """
+    exact = positions.to(torch.float64).unsqueeze(-1) * inv_freq              # (P, d/2)
+    errors = {}
+    for name, dtype in _NAIVE_DTYPES.items():
+        naive = (positions.to(dtype).unsqueeze(-1) * inv_freq.to(dtype)).to(torch.float64)
+        err = wrap_angle(naive - exact).abs()
+        errors[name] = torch.where(torch.isfinite(naive), err, torch.full_like(err, math.inf))
+    cos, sin = rope_cos_sin(positions, inv_freq, dtype=torch.float32)
+    recovered = torch.atan2(sin.to(torch.float64), cos.to(torch.float64))
+    errors["posenc"] = wrap_angle(recovered - exact).abs()
+    return errors
+
+
+def precision_view(head_dim: int, base: float, max_position: int, pos: int) -> dict:
+    """Worst RoPE angle error over the pairs at positions up to ``max_position``, per dtype.
+
+    Also the per-pair errors at the single position ``pos``. ``null`` marks positions that a dtype
+    cannot hold at all (float16 overflows past 65504).
+    """
+    check_int("head_dim", head_dim, minimum=2, even=True)
+    inv_freq = rope_inv_freq(head_dim, base)
+    grid = _position_grid(max_position)
+    errors = _angle_errors(torch.tensor(grid, dtype=torch.int64), inv_freq)
+    at_pos = _angle_errors(torch.tensor([pos], dtype=torch.int64), inv_freq)
+
+    def finite(values: List[float]) -> List[Optional[float]]:
+        return [v if math.isfinite(v) else None for v in values]
+
+    return {
+        "head_dim": head_dim, "base": base, "max_position": max_position, "pos": pos,
+        "positions": grid,
+        "max_error": {name: finite(err.max(dim=-1).values.tolist()) for name, err in errors.items()},
+        "at_pos": {name: finite(err[0].tolist()) for name, err in at_pos.items()},
+        "theta": inv_freq.tolist(),
+    }
