@@ -1,0 +1,17 @@
+"""``posenc lab``: train small byte-level LMs that differ only in their position scheme, then
+measure how each reads inputs longer than it was trained on, with and without RoPE context
+extension.
+
+One concept per module:
+
+* :mod:`~posenc.lab.corpus`     the text (Python's own standard library by default), split by path;
+* :mod:`~posenc.lab.config`     every knob in one dataclass, and the ``smoke``/``quick``/``standard`` presets;
+* :mod:`~posenc.lab.metrics`    bits per byte and bootstrap confidence intervals (pure functions);
+* :mod:`~posenc.lab.train`      identical training for every scheme (AdamW, warmup + cosine);
+* :mod:`~posenc.lab.evaluate`   fixed validation windows at 1x, 2x, 4x, 8x the training length;
+* :mod:`~posenc.lab.extend`     RoPE context extension without retraining, and short fine-tunes;
+* :mod:`~posenc.lab.store`      the run folder: atomic writes, checkpoints, resumable state;
+* :mod:`~posenc.lab.distributed` torchrun / DDP helpers (gloo on CPU, NCCL on GPU);
+* :mod:`~posenc.lab.report`     results.json, the Markdown table, the plots, the verdicts;
+* :mod:`~posenc.lab.cli`        the ``posenc lab`` command that runs it all.
+"""

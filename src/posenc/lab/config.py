@@ -1,0 +1,138 @@
+"""Every knob of a lab run in one dataclass, and the named presets.
+
+The presets were sized by measurement on a 2-core CPU (see ``docs/lab.md``): ``smoke`` is for
+tests (seconds), ``quick`` takes about ten minutes, ``standard`` about an hour. Any field can be
+overridden from the command line; the resolved config is saved as ``config.json`` in the run folder
+and is what ``--resume`` continues.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import List, Optional
+
+from .._checks import check_choice, check_float, check_int
+from ..factory import SCHEMES
+
+#: RoPE context-extension methods the lab knows, in report order ("none" is plain RoPE).
+EXTENSION_METHODS = ("linear", "ntk", "dynamic_ntk", "yarn", "llama3")
+
+
+@dataclass
+class LabConfig:
+    """A complete description of one lab run (model, data, training, evaluation, extension)."""
+
+    preset: str = "quick"
+    seed: int = 0
+    schemes: List[str] = field(default_factory=lambda: list(SCHEMES))
+    # data
+    data: Optional[str] = None          # None = the Python standard library
+    pattern: Optional[str] = None       # glob inside a folder ("*.py" for the stdlib)
+    val_fraction: float = 0.1           # share of files (by path hash) held out
+    # model (identical for every scheme)
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    mlp_ratio: int = 4
+    rope_base: float = 10000.0
+    # training
+    train_len: int = 64                 # bytes per training sequence
+    batch_size: int = 32                # global batch (split across torchrun processes)
+    steps: int = 300
+    lr: float = 3e-3                    # peak learning rate
+    min_lr_ratio: float = 0.1           # cosine decays to lr * min_lr_ratio
+    warmup_steps: int = 30
+    weight_decay: float = 0.1           # on matrices only, not on LayerNorm gains
+    grad_clip: float = 1.0
+    checkpoint_every: int = 50          # steps between training checkpoints
+    # evaluation
+    eval_multipliers: List[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    eval_windows: int = 64              # fixed validation windows (bootstrap unit)
+    eval_batch: int = 16
+    final_bytes: int = 32               # the tail compared at every length
+    bootstrap_samples: int = 2000
+    learned_beyond: str = "interpolate"  # "interpolate" (LearnedPositionalEmbedding.extend) or "cannot"
+    # context extension of the RoPE model
+    extension: bool = True
+    extension_methods: List[str] = field(default_factory=lambda: list(EXTENSION_METHODS))
+    finetune: bool = False
+    finetune_steps: int = 60
+    finetune_batch: int = 8
+    finetune_lr: float = 3e-4
+
+    def validate(self) -> "LabConfig":
+        check_int("seed", self.seed, minimum=0)
+        if not self.schemes:
+            raise ValueError("schemes must name at least one scheme, got an empty list")
+        for name in self.schemes:
+            check_choice("schemes", name, set(SCHEMES))
+        if len(set(self.schemes)) != len(self.schemes):
+            raise ValueError(f"schemes must not repeat a name, got {self.schemes}")
+        check_float("val_fraction", self.val_fraction, greater_than=0.0, maximum=0.5)
+        for name in ("d_model", "n_layers", "n_heads", "mlp_ratio", "train_len", "batch_size",
+                     "steps", "checkpoint_every", "eval_windows", "eval_batch", "final_bytes",
+                     "bootstrap_samples", "finetune_steps", "finetune_batch"):
+            check_int(name, getattr(self, name), minimum=1)
+        check_int("warmup_steps", self.warmup_steps, minimum=0, maximum=self.steps)
+        if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
+            raise ValueError(f"d_model={self.d_model} / n_heads={self.n_heads} must give an even "
+                             f"head size (RoPE rotates pairs)")
+        for name in ("lr", "finetune_lr"):
+            check_float(name, getattr(self, name), greater_than=0.0, maximum=1.0)
+        check_float("min_lr_ratio", self.min_lr_ratio, minimum=0.0, maximum=1.0)
+        check_float("weight_decay", self.weight_decay, minimum=0.0)
+        check_float("grad_clip", self.grad_clip, greater_than=0.0)
+        check_float("rope_base", self.rope_base, greater_than=1.0)
+        if not self.eval_multipliers or self.eval_multipliers[0] != 1 or any(
+                isinstance(m, bool) or not isinstance(m, int) or m < 1 for m in self.eval_multipliers) \
+                or sorted(set(self.eval_multipliers)) != list(self.eval_multipliers):
+            raise ValueError(f"eval_multipliers must be increasing integers starting at 1 "
+                             f"(1 = the training length), got {self.eval_multipliers}")
+        check_int("final_bytes", self.final_bytes, maximum=self.train_len)
+        check_choice("learned_beyond", self.learned_beyond, {"interpolate", "cannot"})
+        for name in self.extension_methods:
+            check_choice("extension_methods", name, set(EXTENSION_METHODS))
+        return self
+
+    @property
+    def eval_lengths(self) -> List[int]:
+        return [m * self.train_len for m in self.eval_multipliers]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "LabConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"config has unknown fields {unknown}; allowed: {sorted(known)}")
+        return cls(**values).validate()
+
+
+PRESETS = {
+    # Seconds on one core: exercises every code path, numbers mean nothing.
+    "smoke": dict(d_model=32, n_layers=2, n_heads=2, train_len=32, batch_size=8, steps=40,
+                  lr=3e-3, warmup_steps=5, checkpoint_every=10, eval_windows=16, eval_batch=16,
+                  bootstrap_samples=200, finetune_steps=8, finetune_batch=4),
+    # About ten minutes on 2 CPU cores.
+    "quick": dict(d_model=128, n_layers=4, n_heads=4, train_len=64, batch_size=32, steps=300,
+                  lr=3e-3, warmup_steps=30, checkpoint_every=50, eval_windows=64, eval_batch=16,
+                  finetune_steps=60, finetune_batch=8),
+    # About an hour on 2 CPU cores: the published table.
+    "standard": dict(d_model=128, n_layers=4, n_heads=4, train_len=128, batch_size=32, steps=1000,
+                     lr=3e-3, warmup_steps=100, checkpoint_every=100, eval_windows=128,
+                     eval_batch=16, finetune_steps=150, finetune_batch=8),
+}
+
+
+def preset_config(name: str, **overrides) -> LabConfig:
+    """The preset ``name`` with ``overrides`` (field name -> value) applied, validated."""
+    check_choice("preset", name, set(PRESETS))
+    values = dict(PRESETS[name], preset=name)
+    known = {f.name for f in fields(LabConfig)}
+    for key, value in overrides.items():
+        if key not in known:
+            raise ValueError(f"unknown config field {key!r}; allowed: {sorted(known)}")
+        values[key] = value
+    return LabConfig(**values).validate()

@@ -1,0 +1,106 @@
+"""Training: the same model, data order, initialisation and schedule for every position scheme.
+
+* **Data order.** The batch of step ``s`` is a pure function of ``(seed, s)``: random offsets into the
+  training byte stream from a generator seeded with both. Every scheme sees exactly the same bytes
+  in the same order, and a resumed run sees the batches it would have seen without interruption.
+* **Initialisation.** The scheme is built under its own seed and passed into :class:`TinyLM`, so
+  every weight the schemes share starts identical (a learned table does not shift the RNG stream).
+* **Optimiser.** AdamW (betas 0.9/0.95), weight decay on matrices only, gradient clipping, linear
+  warmup then cosine decay to ``lr * min_lr_ratio``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from ..factory import make_scheme
+from ..model import ModelConfig, TinyLM
+from .config import LabConfig
+from .distributed import Dist, all_reduce_sum
+
+
+def model_config(cfg: LabConfig, scheme: str) -> ModelConfig:
+    """The :class:`ModelConfig` of ``scheme``'s model; a learned table has ``train_len`` rows."""
+    return ModelConfig(scheme=scheme, d_model=cfg.d_model, n_layers=cfg.n_layers,
+                       n_heads=cfg.n_heads, mlp_ratio=cfg.mlp_ratio, max_len=cfg.train_len,
+                       rope_base=cfg.rope_base)
+
+
+def build_model(cfg: LabConfig, scheme: str) -> TinyLM:
+    """A freshly initialised model; shared weights are identical across schemes for one seed."""
+    mc = model_config(cfg, scheme)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed + 1)
+        position = make_scheme(scheme, d_model=mc.d_model, n_heads=mc.n_heads, max_len=mc.max_len,
+                               rope_base=mc.rope_base)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        return TinyLM(mc, scheme=position)
+
+
+def lr_at(step: int, *, lr: float, warmup: int, total: int, min_ratio: float) -> float:
+    """Learning rate of step ``step`` (0-based): linear warmup to ``lr``, then cosine decay to
+    ``lr * min_ratio`` at the last step."""
+    if warmup and step < warmup:
+        return lr * (step + 1) / warmup
+    span = max(1, total - warmup - 1)
+    progress = min(1.0, (step - warmup) / span)
+    return lr * (min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    other = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                              {"params": other, "weight_decay": 0.0}],
+                             lr=lr, betas=(0.9, 0.95))
+
+
+def batch_offsets(n_bytes: int, length: int, batch: int, seed: int, step: int) -> np.ndarray:
+    """Start offsets of step ``step``'s global batch: shape (batch,), a pure function of the args."""
+    if n_bytes < length + 2:
+        raise ValueError(f"the training text has {n_bytes} bytes, fewer than one sequence of "
+                         f"{length + 1}; use more data or a shorter train_len")
+    rng = np.random.default_rng([seed, step])
+    return rng.integers(0, n_bytes - length - 1, size=batch)
+
+
+def get_batch(data: np.ndarray, offsets: np.ndarray, length: int, device) -> tuple:
+    """Inputs and next-byte targets, each (len(offsets), length) int64."""
+    rows = np.stack([data[o:o + length + 1] for o in offsets]).astype(np.int64)  # (B, L+1)
+    t = torch.from_numpy(rows).to(device)
+    return t[:, :-1], t[:, 1:]
+
+
+def train_steps(model: TinyLM, optimizer: torch.optim.Optimizer, data: np.ndarray, *,
+                start: int, total: int, length: int, batch: int, lr: float, warmup: int,
+                min_ratio: float, grad_clip: float, seed: int, device, d: Dist,
+                on_step: Optional[Callable[[int, float], None]] = None) -> None:
+    """Run steps ``start .. total - 1``; ``on_step(step, loss)`` after each (loss averaged over the
+    global batch). Under torchrun each process takes rows ``rank::world`` of the global batch."""
+    if batch % d.world:
+        raise ValueError(f"batch size {batch} must be divisible by the number of processes "
+                         f"{d.world} so every process gets an equal share")
+    net = DDP(model, broadcast_buffers=False) if d.active else model
+    model.train()
+    for step in range(start, total):
+        offsets = batch_offsets(data.size, length, batch, seed, step)[d.rank::d.world]
+        x, y = get_batch(data, offsets, length, device)
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, lr=lr, warmup=warmup, total=total, min_ratio=min_ratio)
+        logits = net(x)                                                          # (b, L, 256)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        optimizer.step()
+        value = all_reduce_sum(d, loss.detach().clone().reshape(1)).item() / d.world
+        if on_step is not None:
+            on_step(step, value)
+    model.eval()
