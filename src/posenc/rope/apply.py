@@ -1,7 +1,18 @@
 """Applying the rotation to queries and keys.
 
 :func:`rotate_reference` is the plain PyTorch definition that every faster path is tested against.
-:func:`apply_rotary` is the public entry point: it checks its inputs once and dispatches.
+:func:`apply_rotary` is the public entry point: it checks its inputs once and dispatches to the
+fastest correct path (see ``docs/kernels.md``):
+
+* CPU tensors: the fused C kernel of :mod:`posenc.rope.kernels.cpu` (one pass over q and k);
+* CUDA tensors: the Triton kernel of :mod:`posenc.rope.kernels.triton_rope`;
+* under ``torch.compile``: the reference, which Inductor fuses into one generated kernel together
+  with its neighbours, so the dispatcher never breaks a graph;
+* anything else (other devices, tensor subclasses, ``vmap``, a last dimension that is not
+  contiguous, gradients wanted for cos/sin, or no fused kernel available here): the reference.
+
+With autograd the fused path runs as :class:`FusedRotary`, whose backward is the inverse rotation
+(the same kernel with sin negated), applied to the incoming gradients.
 
 Conventions (see :mod:`posenc.rope.layout`): pair ``i`` is ``(x[i], x[i + r/2])`` for
 ``layout="half"`` and ``(x[2i], x[2i+1])`` for ``layout="interleaved"``; each pair ``(a, b)`` becomes
@@ -12,11 +23,12 @@ through unchanged.
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 import torch
 
 from .._checks import check_choice, check_int, check_tensor
+from . import kernels
 from .layout import LAYOUTS
 
 
@@ -77,6 +89,92 @@ def check_rotary_inputs(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin
     return r
 
 
+class FusedRotary(torch.autograd.Function):
+    """A fused rotation of (q, k) as an autograd node.
+
+    The rotation is linear and orthogonal, so its backward is its transpose, the rotation by the
+    negated angles: ``grad_q = R(-theta) grad_q'``. That is the same kernel with ``inverse`` flipped,
+    applied through this Function again, so double backward works too. cos/sin get no gradient (the
+    dispatcher sends tables that require one to the reference).
+
+    With ``inplace=True`` the kernel overwrites q and k and marks them dirty. Autograd refuses a
+    Function that modifies a view in place and returns two tensors, and q and k usually are views
+    (of one qkv projection), so in-place application with gradients goes through
+    :class:`FusedRotaryInplace`, one tensor per node, instead.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, cos, sin, kernel, interleaved, rotary_dim, inplace, inverse):
+        if inplace:
+            q_out, k_out = q, k
+        else:
+            q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+        kernel(q, k, q_out, k_out, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim,
+               inverse=inverse)
+        if inplace:
+            ctx.mark_dirty(q, k)
+        ctx.save_for_backward(cos, sin)
+        ctx.config = (kernel, interleaved, rotary_dim, inverse)
+        return q_out, k_out
+
+    @staticmethod
+    def backward(ctx, grad_q, grad_k):
+        cos, sin = ctx.saved_tensors
+        kernel, interleaved, rotary_dim, inverse = ctx.config
+        grad_q, grad_k = _dense_last_dim(grad_q), _dense_last_dim(grad_k)
+        gq, gk = FusedRotary.apply(grad_q, grad_k, cos, sin, kernel, interleaved, rotary_dim, False,
+                                   not inverse)
+        return gq, gk, None, None, None, None, None, None, None
+
+
+class FusedRotaryInplace(torch.autograd.Function):
+    """Rotate one tensor in place as an autograd node (q or k alone; see :class:`FusedRotary`)."""
+
+    @staticmethod
+    def forward(ctx, x, cos, sin, kernel, interleaved, rotary_dim):
+        none = x[:, :0]                                                       # (B, 0, S, D): no heads
+        kernel(x, none, x, none, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim)
+        ctx.mark_dirty(x)
+        ctx.save_for_backward(cos, sin)
+        ctx.config = (kernel, interleaved, rotary_dim)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        cos, sin = ctx.saved_tensors
+        kernel, interleaved, rotary_dim = ctx.config
+        grad = _dense_last_dim(grad)
+        g, _ = FusedRotary.apply(grad, grad[:, :0], cos, sin, kernel, interleaved, rotary_dim, False, True)
+        return g, None, None, None, None, None
+
+
+def _dense_last_dim(t: torch.Tensor) -> torch.Tensor:
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_is_functorch_wrapped = getattr(torch._C._functorch, "is_functorch_wrapped_tensor", lambda t: False)
+
+
+def _fused_kernel(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, inplace: bool) -> Optional[Callable]:
+    """The kernel to use for these inputs, or ``None`` for the reference."""
+    if torch.compiler.is_compiling():
+        return None                       # Inductor fuses the reference; an opaque call would break the graph
+    if type(q) not in _PLAIN or type(k) not in _PLAIN or type(cos) not in _PLAIN:
+        return None
+    if _is_functorch_wrapped(q) or _is_functorch_wrapped(k) or _is_functorch_wrapped(cos):
+        return None
+    if q.dtype != k.dtype or q.dtype not in kernels.cpu.DTYPE_CODES:
+        return None
+    if not (q.device == k.device == cos.device):
+        return None                       # let the reference raise torch's own device error
+    if q.stride(-1) != 1 or k.stride(-1) != 1:
+        return None
+    if inplace and any(st == 0 and n > 1 for t in (q, k) for st, n in zip(t.stride(), t.shape)):
+        return None                       # overlapping memory: the reference raises torch's error
+    return kernels.kernel_for(q.device)
+
+
 def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *,
                  layout: str = "half", rotary_dim: Optional[int] = None,
                  inplace: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -93,10 +191,37 @@ def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
 
     Returns:
         ``(q_rotated, k_rotated)`` with the shapes and dtypes of ``q`` and ``k``.
+
+    The fused paths compute in float32 (float64 for float64 inputs) and round once, like the
+    reference; on CPU they agree with it bit for bit.
     """
     r = check_rotary_inputs(q, k, cos, sin, layout, rotary_dim)
-    if cos.dim() == 3:
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)     # (B|1, 1, S, r/2): broadcast over heads
+    if cos.dim() == 2:
+        cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)                     # (1, S, r/2)
+    kernel = _fused_kernel(q, k, cos, inplace)
+    wants_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
+    table_grad = torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)
+    if kernel is None or table_grad:
+        return _apply_reference(q, k, cos, sin, layout, r, inplace)
+    table_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+    cos = _dense_last_dim(cos.to(table_dtype))
+    sin = _dense_last_dim(sin.to(table_dtype))
+    interleaved = layout == "interleaved"
+    if wants_grad and inplace:
+        return (FusedRotaryInplace.apply(q, cos, sin, kernel, interleaved, r),
+                FusedRotaryInplace.apply(k, cos, sin, kernel, interleaved, r))
+    if wants_grad:
+        return FusedRotary.apply(q, k, cos, sin, kernel, interleaved, r, False, False)
+    if inplace:
+        q_out, k_out = q, k
+    else:
+        q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    kernel(q, k, q_out, k_out, cos, sin, interleaved=interleaved, rotary_dim=r)
+    return q_out, k_out
+
+
+def _apply_reference(q, k, cos, sin, layout, r, inplace):
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)                            # (B|1, 1, S, r/2): over heads
     q_out = rotate_reference(q, cos, sin, layout=layout, rotary_dim=r)
     k_out = rotate_reference(k, cos, sin, layout=layout, rotary_dim=r)
     if inplace:

@@ -6,3 +6,55 @@
 
 Both are checked against :func:`posenc.rope.apply.rotate_reference`, which stays the definition.
 """
+
+from __future__ import annotations
+
+import functools
+import threading
+import warnings
+from typing import Callable, Optional
+
+import torch
+
+from . import cpu
+
+#: A kernel writes the rotation of (q, k) into (q_out, k_out); see :func:`.cpu.rotate`.
+Kernel = Callable[..., None]
+
+_lock = threading.Lock()
+_triton: dict = {}
+
+
+def cpu_kernel() -> Optional[Kernel]:
+    """The fused CPU kernel, or ``None`` (after one warning) when it cannot be built here."""
+    lib = cpu.library()
+    return None if lib is None else functools.partial(cpu.rotate, lib)
+
+
+def triton_kernel() -> Optional[Kernel]:
+    """The Triton kernel, or ``None`` (after one warning) when Triton cannot be imported."""
+    if "kernel" not in _triton:
+        with _lock:
+            if "kernel" not in _triton:
+                try:
+                    from . import triton_rope
+                    _triton["kernel"] = triton_rope.rotate
+                except Exception as exc:  # an absent or broken Triton install must not break posenc
+                    _triton["kernel"] = None
+                    _triton["reason"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+                    warnings.warn(f"posenc: Triton RoPE kernel unavailable ({_triton['reason']}); "
+                                  "using the PyTorch reference", RuntimeWarning, stacklevel=3)
+    return _triton["kernel"]
+
+
+def kernel_for(device: torch.device) -> Optional[Kernel]:
+    """The fused kernel for tensors on ``device``; ``None`` means use the reference.
+
+    CPU gets the C kernel, CUDA (and ROCm, which PyTorch also calls ``cuda``) the Triton kernel.
+    Other devices have no fused kernel and use the reference without a warning.
+    """
+    if device.type == "cpu":
+        return cpu_kernel()
+    if device.type == "cuda":
+        return triton_kernel()
+    return None
