@@ -57,11 +57,16 @@ class TourContext:
 
 Section = Tuple[str, Callable[[TourContext], None]]
 
-from . import bag  # noqa: E402
+from . import bag, learned_limit, naive, rotary, waves  # noqa: E402
 
 #: The tour, in order: (title, function).
 SECTIONS: List[Section] = [
     ("1. A bag of tiles", bag.bag_of_tiles),
+    ("2. Why plain seat numbers fail", naive.plain_seat_numbers),
+    ("3. Sine waves: three rules, measured", waves.three_rules),
+    ("4. The wave fingerprint of seats 0-3", waves.fingerprint),
+    ("5. A learned table has a last row", learned_limit.learned_overflow),
+    ("6. RoPE: rotate queries and keys", rotary.rope_demo),
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -14,9 +15,10 @@ def prose(ctx, text: str) -> None:
 
 def table(*columns: str, title: str = "") -> Table:
     """A rich table with right-aligned columns except the first."""
-    t = Table(title=title or None, title_justify="left", header_style="bold")
+    t = Table(title=title or None, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
+              pad_edge=False)
     for i, name in enumerate(columns):
-        t.add_column(name, justify="left" if i == 0 else "right")
+        t.add_column(name, justify="left" if i == 0 else "right", overflow="fold")
     return t
 
 

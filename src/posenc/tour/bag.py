@@ -25,10 +25,10 @@ SCHEME_MARGIN = 1e-4
 
 WHERE = {
     "nope": "nowhere",
-    "sinusoidal": "added to the inputs",
-    "learned": "added to the inputs",
-    "rope": "rotates queries and keys",
-    "alibi": "bias on attention logits",
+    "sinusoidal": "input vectors",
+    "learned": "input vectors",
+    "rope": "queries and keys",
+    "alibi": "attention logits",
 }
 
 
@@ -87,7 +87,7 @@ def bag_of_tiles(ctx) -> None:
                       f"[bold]{sci(permuted)}[/] (float32 rounding).", highlight=False)
     ctx.console.print()
 
-    t = table("scheme", "where position enters", "max |pooled A - pooled B|", "order visible?",
+    t = table("scheme", "position enters", "max |pooled A - pooled B|", "order visible?",
               title="Pooled outputs of the two sentences, unmasked attention")
     for name in SCHEMES:
         model = nope if name == "nope" else tiny_model(name)

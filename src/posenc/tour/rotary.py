@@ -1,0 +1,179 @@
+"""Section: RoPE turns queries and keys by an angle proportional to their seat.
+
+Everything here goes through the library's own rotation (:func:`posenc.rope.apply_rotary` with
+tables from :func:`posenc.rope.rope_cos_sin`, and the :class:`posenc.RotaryEmbedding` module), with
+one rotation pair (a 2-D vector) so that every number can be checked by hand.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, Sequence
+
+import torch
+
+from ..rope import RotaryEmbedding, apply_rotary, rope_cos_sin
+from ._plot import new_figure, save
+from ._show import prose, sci, table, verdict
+
+#: The lesson's demonstration: one 2-D pair turned by theta = 0.5 radians per seat.
+THETA = 0.5
+QUERY = (1.0, 0.5)
+KEY = (0.8, 0.2)
+SEAT_PAIRS = ((1, 3), (101, 103), (10_001, 10_003), (1, 4))
+#: The clock-dial picture: +30 degrees per seat.
+DIAL_THETA = math.pi / 6
+SENTENCES = {"A": ("The", "dog", "bit", "man"), "B": ("The", "man", "bit", "dog")}
+#: A full-size head for the module check.
+HEAD_DIM = 64
+
+
+def rotate_2d(vectors: torch.Tensor, seats: Sequence[int], theta: float) -> torch.Tensor:
+    """Rotate 2-D vectors, one per seat, by ``seat * theta`` with the library's RoPE code.
+
+    Args:
+        vectors: shape (n, 2); row ``j`` sits at ``seats[j]``.
+        seats: n non-negative integer positions.
+        theta: the pair's frequency in radians per seat.
+
+    Returns:
+        float64 tensor of shape (n, 2).
+    """
+    if vectors.dim() != 2 or vectors.shape[-1] != 2 or vectors.shape[0] != len(seats):
+        raise ValueError(f"vectors must have shape ({len(seats)}, 2) to match seats, "
+                         f"got {tuple(vectors.shape)}")
+    positions = torch.tensor(list(seats), dtype=torch.float64)                    # (n,)
+    inv_freq = torch.tensor([theta], dtype=torch.float64)                         # one pair
+    cos, sin = rope_cos_sin(positions, inv_freq, dtype=torch.float64)             # (n, 1) each
+    x = vectors.to(torch.float64).view(1, 1, -1, 2)                               # (batch, heads, seq, 2)
+    rotated, _ = apply_rotary(x, x, cos, sin)
+    return rotated.view(-1, 2)
+
+
+def pair_score(q, k, q_seat: int, k_seat: int, theta: float = THETA) -> float:
+    """Dot product of ``q`` turned to ``q_seat`` and ``k`` turned to ``k_seat``."""
+    vectors = torch.tensor([q, k], dtype=torch.float64)
+    rq, rk = rotate_2d(vectors, [q_seat, k_seat], theta)
+    return float(rq @ rk)
+
+
+def hand_angles(seats: Sequence[int], theta: float = DIAL_THETA) -> torch.Tensor:
+    """Angle in degrees (0..360) of the unit vector (1, 0) after RoPE turns it to each seat."""
+    hands = rotate_2d(torch.tensor([[1.0, 0.0]] * len(seats)), seats, theta)     # (n, 2)
+    return torch.remainder(torch.rad2deg(torch.atan2(hands[:, 1], hands[:, 0])), 360.0)
+
+
+def wrap_degrees(angle: float) -> float:
+    """Map an angle to (-180, 180]."""
+    wrapped = math.fmod(angle, 360.0)
+    if wrapped > 180.0:
+        wrapped -= 360.0
+    elif wrapped <= -180.0:
+        wrapped += 360.0
+    return wrapped
+
+
+def rope_demo(ctx) -> None:
+    prose(ctx, f"""Modern LLMs (Llama, Mistral, Qwen, DeepSeek) add nothing to the input. Inside
+    every attention layer, RoPE splits each query and key into pairs of numbers and turns pair i of
+    the token at seat m by the angle m * theta_i. The score of query seat m against key seat n is then
+    a function of m - n alone: turning both by the same extra angle leaves their dot product
+    unchanged. The lesson's example: one pair, theta = {THETA} rad, q = {list(QUERY)},
+    k = {list(KEY)}, turned by posenc's [cyan]apply_rotary[/].""")
+    t = table("query seat", "key seat", "gap", "score q.k", "equals seats 1 vs 3?")
+    near = None
+    for m, n in SEAT_PAIRS:
+        score = ctx.record(f"rope.demo.score.{m}.{n}", pair_score(QUERY, KEY, m, n))
+        near = score if near is None else near
+        same = round(score, 5) == round(near, 5)
+        t.add_row(str(m), str(n), str(n - m), f"{score:.5f}",
+                  verdict(same, "yes, to 5 decimals", "no") if (m, n) != SEAT_PAIRS[0] else "")
+    ctx.console.print(t)
+    ctx.record("rope.demo.score_near", ctx.facts["rope.demo.score.1.3"])
+    ctx.record("rope.demo.score_far", ctx.facts["rope.demo.score.101.103"])
+    prose(ctx, f"""Seats 1 vs 3 and 101 vs 103 (and 10,001 vs 10,003) give the same score; seats 1 vs
+    4, three apart, do not. Attention reads distance, not address.""")
+
+    _module_check(ctx)
+    _dials(ctx)
+
+
+def _module_check(ctx) -> None:
+    rope = RotaryEmbedding(HEAD_DIM)
+    q = torch.randn(1, 1, 1, HEAD_DIM)                                            # (batch, heads, seq, head_dim)
+    k = torch.randn(1, 1, 1, HEAD_DIM)
+    scores: Dict[int, float] = {}
+    for start in (0, 1_000, 100_000):
+        q_rot, _ = rope(q, q, position_ids=torch.tensor([[start + 5]]))
+        k_rot, _ = rope(k, k, position_ids=torch.tensor([[start + 2]]))
+        scores[start] = float((q_rot * k_rot).sum())
+    spread = max(scores.values()) - min(scores.values())
+    ctx.record("rope.module.scores", scores)
+    ctx.record("rope.module.spread", spread)
+    prose(ctx, f"""The same holds for a full {HEAD_DIM}-wide head with {HEAD_DIM // 2} pairs turning at
+    {HEAD_DIM // 2} speeds, through the [cyan]posenc.RotaryEmbedding[/] module: a random query 3 seats
+    after a random key scores {scores[0]:.6f} at seats 5/2, {scores[1_000]:.6f} at 1005/1002 and
+    {scores[100_000]:.6f} at 100005/100002 (spread {sci(spread)}, float32 rounding).""")
+
+
+def _dials(ctx) -> None:
+    seats = list(range(4))
+    angles = hand_angles(seats)
+    for seat in seats:
+        ctx.record(f"rope.dial.{seat}", float(angles[seat]))
+    prose(ctx, """The clock picture: with theta = 30 degrees per seat, RoPE turns a vector pointing at
+    0 degrees to """ + ", ".join(f"{float(a):.0f}" for a in angles) + """ degrees at seats 0-3.""")
+    t = table("sentence", "seat of dog", "seat of bit", "dog's hand", "bit's hand", "turn from dog to bit")
+    relative = {}
+    for name, words in SENTENCES.items():
+        dog, bit = words.index("dog"), words.index("bit")
+        turn = wrap_degrees(float(angles[bit] - angles[dog]))
+        relative[name] = ctx.record(f"rope.relative.{name}", turn)
+        t.add_row(f"{name}: {' '.join(words)}", str(dog), str(bit), f"{float(angles[dog]):.0f} deg",
+                  f"{float(angles[bit]):.0f} deg", f"{turn:+.0f} deg")
+    ctx.console.print(t)
+    bit_q, dog_k = QUERY, KEY
+    score_a = ctx.record("rope.relative.score.A", pair_score(bit_q, dog_k, 2, 1, DIAL_THETA))
+    score_b = ctx.record("rope.relative.score.B", pair_score(bit_q, dog_k, 2, 3, DIAL_THETA))
+    prose(ctx, f"""In sentence A "dog" sits one seat before "bit", so the turn from dog to bit is
+    {relative['A']:+.0f} degrees; in sentence B it sits one seat after, and the turn flips to
+    {relative['B']:+.0f} degrees. The words are the same, only the sign of the angle between them
+    changed, and the attention score follows: with "bit" querying q = {list(bit_q)} and "dog" keyed
+    k = {list(dog_k)}, the score is {score_a:.5f} in A and {score_b:.5f} in B. Values are never turned:
+    they carry what a token says, not where it is.""")
+    _draw_dials(ctx, angles)
+
+
+def _draw_dials(ctx, angles: torch.Tensor) -> None:
+    colours = {"dog": "tab:red", "bit": "tab:blue"}
+    fig = new_figure(10, 5.4)
+    axes = fig.subplots(2, 4)
+    for row, (name, words) in enumerate(SENTENCES.items()):
+        for seat, word in enumerate(words):
+            ax = axes[row][seat]
+            ax.add_patch(_circle())
+            for tick in range(12):
+                a = math.radians(30 * tick)
+                ax.plot([0.9 * math.cos(a), math.cos(a)], [0.9 * math.sin(a), math.sin(a)],
+                        color="0.6", linewidth=0.8)
+            a = math.radians(float(angles[seat]))
+            colour = colours.get(word, "0.35")
+            ax.annotate("", xy=(0.8 * math.cos(a), 0.8 * math.sin(a)), xytext=(0, 0),
+                        arrowprops=dict(arrowstyle="-|>", color=colour, linewidth=2.2))
+            ax.set_title(f'seat {seat}: "{word}"\n{float(angles[seat]):.0f} deg', fontsize=9,
+                         color=colour if word in colours else "black")
+            ax.set_xlim(-1.15, 1.15)
+            ax.set_ylim(-1.15, 1.15)
+            ax.set_aspect("equal")
+            ax.axis("off")
+        axes[row][0].text(-1.6, 0, f"sentence {name}", rotation=90, va="center", ha="center",
+                          fontsize=10)
+    fig.suptitle("RoPE clock dials: each seat turns the vector by +30 degrees "
+                 f"(dog to bit: {ctx.facts['rope.relative.A']:+.0f} deg in A, "
+                 f"{ctx.facts['rope.relative.B']:+.0f} deg in B)", fontsize=11)
+    save(ctx, fig, "rope_clock_dials")
+
+
+def _circle():
+    from matplotlib.patches import Circle
+    return Circle((0, 0), 1.0, fill=False, color="0.4", linewidth=1.2)
