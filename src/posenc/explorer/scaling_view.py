@@ -1,0 +1,282 @@
+"""Wavelength per rotation pair under each RoPE scaling, the shipped config fixtures, and the
+"copy as config" view.
+
+A pair with frequency ``theta_i`` repeats every ``2 pi / theta_i`` positions, its wavelength. Pairs
+whose wavelength is shorter than the training context ``L0`` have turned through every angle in
+training; the others have only seen part of their circle, and positions past ``L0`` show them angles
+they never saw. Every context-extension method is a rule for which wavelengths to stretch and by how
+much; this module asks :func:`posenc.rope.scaling.rope_frequencies` for the answer of each rule and
+classifies every pair by the ratio new/old frequency: ``kept`` (ratio 1), ``divided`` (ratio
+``1/factor``) or ``blended`` (anything between, the ramp that YaRN and Llama 3 shade).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from functools import lru_cache
+from importlib import resources
+from types import SimpleNamespace
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from .._checks import check_choice, check_int
+from ..rope.embedding import RotaryEmbedding
+from ..rope.layout import LAYOUTS
+from ..rope.scaling import (
+    DYNAMIC_TYPES, DynamicNTKScaling, LinearScaling, Llama3Scaling, NTKScaling, YaRNScaling,
+    rope_frequencies, scaling_to_dict,
+)
+from ..rope.tables import rope_inv_freq
+
+TWO_PI = 2 * math.pi
+
+#: the overlays the page can toggle, in the order it draws them
+METHODS = ("linear", "ntk", "dynamic", "yarn", "llama3")
+#: what "copy as config" accepts: no scaling, or one of the overlays
+CONFIG_METHODS = ("default",) + METHODS
+_RATIO_TOL = 1e-9
+_MAX_FIXTURE_BYTES = 1024 * 1024
+_FIXTURE_NAME = re.compile(r"^[A-Za-z0-9._\-/#]{1,120}$")
+
+
+def make_scaling(method: str, *, factor: float, original: int, beta_fast: float, beta_slow: float,
+                 low_freq_factor: float, high_freq_factor: float):
+    """The posenc scaling config for ``method`` (``None`` for ``"default"``)."""
+    check_choice("method", method, set(CONFIG_METHODS))
+    if method == "default":
+        return None
+    if method == "linear":
+        return LinearScaling(factor=factor)
+    if method == "ntk":
+        return NTKScaling(factor=factor)
+    if method == "dynamic":
+        return DynamicNTKScaling(factor=factor, original_max_position_embeddings=original)
+    if method == "yarn":
+        return YaRNScaling(factor=factor, original_max_position_embeddings=original,
+                           beta_fast=beta_fast, beta_slow=beta_slow)
+    return Llama3Scaling(factor=factor, low_freq_factor=low_freq_factor,
+                         high_freq_factor=high_freq_factor, original_max_position_embeddings=original)
+
+
+def parse_methods(text: str) -> List[str]:
+    """``"linear,yarn"`` -> ``["linear", "yarn"]``, refusing unknown or repeated names."""
+    names = [part.strip() for part in text.split(",") if part.strip()] if text else []
+    for name in names:
+        check_choice("methods", name, set(METHODS))
+    if len(set(names)) != len(names):
+        raise ValueError(f"methods must not repeat a name, got {text!r}")
+    return names
+
+
+def classify(ratio: torch.Tensor, factor: Optional[float]) -> dict:
+    """Split pairs by ``ratio = new / old frequency`` into kept, divided by ``factor`` and blended."""
+    kept = (ratio - 1).abs() <= _RATIO_TOL
+    divided = ((ratio * factor - 1).abs() <= _RATIO_TOL) if factor and factor > 1 else torch.zeros_like(kept)
+    blended = ~(kept | divided)
+    index = torch.nonzero(blended).flatten().tolist()
+    return {"kept": int(kept.sum()), "divided": int(divided.sum()), "blended": int(blended.sum()),
+            "ramp": [index[0], index[-1]] if index else None,
+            "pair_class": ["kept" if k else "divided" if d else "blended"
+                           for k, d in zip(kept.tolist(), divided.tolist())]}
+
+
+def _curve(scaling, rotary_dim: int, base: float, seq_len: Optional[int], factor: Optional[float]) -> dict:
+    default = rope_inv_freq(rotary_dim, base)
+    inv_freq, attention_factor = rope_frequencies(scaling, rotary_dim, base, seq_len)
+    ratio = inv_freq / default
+    wavelength = [TWO_PI / f if f > 0 else None for f in inv_freq.tolist()]   # 0: a pair left unrotated
+    return {"inv_freq": inv_freq.tolist(), "wavelength": wavelength, "ratio": ratio.tolist(),
+            "attention_factor": attention_factor,
+            "config": scaling_to_dict(scaling) if scaling is not None else {"rope_type": "default"},
+            **classify(ratio, factor)}
+
+
+def wavelengths_view(rotary_dim: int, base: float, train_len: int, methods: Sequence[str], *,
+                     factor: float, seq_len: int, beta_fast: float, beta_slow: float,
+                     low_freq_factor: float, high_freq_factor: float) -> dict:
+    """Wavelength of every pair, unscaled and under each method in ``methods``.
+
+    ``train_len`` is both the marked training context and the scalings'
+    ``original_max_position_embeddings``; ``seq_len`` is the current length dynamic NTK adapts to.
+    """
+    check_int("rotary_dim", rotary_dim, minimum=2, even=True)
+    default = rope_inv_freq(rotary_dim, base)
+    wavelength = (TWO_PI / default).tolist()
+    overlays = {}
+    for method in methods:
+        cfg = make_scaling(method, factor=factor, original=train_len, beta_fast=beta_fast,
+                           beta_slow=beta_slow, low_freq_factor=low_freq_factor,
+                           high_freq_factor=high_freq_factor)
+        overlays[method] = _curve(cfg, rotary_dim, base, seq_len if method == "dynamic" else None,
+                                  factor)
+    thresholds = {
+        "yarn": [train_len / beta_fast, train_len / beta_slow],
+        "llama3": [train_len / high_freq_factor, train_len / low_freq_factor],
+    }
+    return {
+        "rotary_dim": rotary_dim, "base": base, "train_len": train_len, "factor": factor,
+        "extended_len": train_len * factor, "seq_len": seq_len,
+        "pairs": list(range(rotary_dim // 2)),
+        "default": {"inv_freq": default.tolist(), "wavelength": wavelength},
+        "full_turns_in_training": int(sum(w <= train_len for w in wavelength)),
+        "methods": overlays,
+        "thresholds": {m: t for m, t in thresholds.items() if m in overlays},
+    }
+
+
+# -- fixtures ---------------------------------------------------------------------------------------
+def _fixture_root():
+    return resources.files("posenc").joinpath("fixtures")
+
+
+@lru_cache(maxsize=1)
+def _fixture_files() -> Dict[str, str]:
+    """``{name: json text}`` for every config fixture shipped with posenc (read once)."""
+    root = _fixture_root()
+    found: Dict[str, str] = {}
+    if not root.is_dir():
+        return found
+
+    def walk(node, prefix: str) -> None:
+        for child in sorted(node.iterdir(), key=lambda c: c.name):
+            if child.is_dir():
+                walk(child, f"{prefix}{child.name}/")
+            elif child.name.endswith(".json"):
+                text = child.read_text(encoding="utf-8")
+                if len(text) <= _MAX_FIXTURE_BYTES:
+                    found[prefix + child.name[:-5]] = text
+
+    walk(root, "")
+    return found
+
+
+def _layer_types(config: dict) -> List[Optional[str]]:
+    rope = config.get("rope_parameters") or config.get("rope_scaling")
+    text = config.get("text_config")
+    if not rope and isinstance(text, dict):
+        rope = text.get("rope_parameters") or text.get("rope_scaling")
+    if isinstance(rope, dict):
+        nested = sorted(k for k, v in rope.items() if isinstance(v, dict))
+        if nested:
+            return list(nested)
+    return [None]
+
+
+@lru_cache(maxsize=1)
+def fixtures() -> Dict[str, Tuple[dict, Optional[str]]]:
+    """``{name: (config dict, layer_type)}``, one entry per rope dict of every fixture that parses."""
+    out: Dict[str, Tuple[dict, Optional[str]]] = {}
+    for name, text in _fixture_files().items():
+        try:
+            config = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(config, dict):
+            continue
+        for layer_type in _layer_types(config):
+            out[name if layer_type is None else f"{name}#{layer_type}"] = (config, layer_type)
+    return out
+
+
+def _rotary_kwargs(name: str) -> dict:
+    from ..hf import rotary_kwargs_from_hf
+
+    config, layer_type = fixtures()[name]
+    return rotary_kwargs_from_hf(config, layer_type=layer_type, strict=False)
+
+
+def fixture_list() -> List[dict]:
+    """One summary per fixture: name, model type, rope type, base, widths, context lengths."""
+    rows = []
+    for name, (config, _) in fixtures().items():
+        try:
+            kw = _rotary_kwargs(name)
+        except (ValueError, TypeError, KeyError) as err:
+            rows.append({"name": name, "error": str(err)})
+            continue
+        scaling = kw["scaling"]
+        rows.append({
+            "name": name, "model_type": config.get("model_type"),
+            "rope_type": getattr(scaling, "rope_type", "default"),
+            "base": kw["base"], "head_dim": kw["head_dim"], "rotary_dim": kw["rotary_dim"],
+            "max_position_embeddings": kw["max_position_embeddings"],
+            "original_max_position_embeddings": getattr(scaling, "original_max_position_embeddings", None),
+            "factor": getattr(scaling, "factor", None),
+        })
+    return rows
+
+
+def fixture_view(name: str) -> dict:
+    """Wavelengths of a fixture's RoPE as configured, beside the same RoPE without scaling.
+
+    Types whose frequencies depend on the length (dynamic, longrope) are shown at the trained length
+    and at the advertised ``max_position_embeddings``.
+    """
+    if not isinstance(name, str) or not _FIXTURE_NAME.match(name) or name not in fixtures():
+        raise ValueError(f"fixture must be one of {sorted(fixtures())}, got {name!r}")
+    kw = _rotary_kwargs(name)
+    scaling, rotary_dim, base = kw["scaling"], kw["rotary_dim"], kw["base"]
+    rope_type = getattr(scaling, "rope_type", "default")
+    factor = getattr(scaling, "factor", None)
+    original = getattr(scaling, "original_max_position_embeddings", None) or kw["max_position_embeddings"]
+    curves = {"configured": _curve(scaling, rotary_dim, base, None, factor)}
+    if rope_type in DYNAMIC_TYPES:
+        curves["at_max_position_embeddings"] = _curve(scaling, rotary_dim, base,
+                                                      max(kw["max_position_embeddings"], original + 1),
+                                                      factor)
+    default = rope_inv_freq(rotary_dim, base)
+    config, layer_type = fixtures()[name]
+    rope_fields = {k: config[k] for k in ("rope_theta", "rope_scaling", "rope_parameters", "head_dim",
+                                          "partial_rotary_factor", "max_position_embeddings",
+                                          "original_max_position_embeddings") if k in config}
+    return {
+        "name": name, "model_type": config.get("model_type"), "layer_type": layer_type,
+        "rope_type": rope_type, "base": base, "head_dim": kw["head_dim"], "rotary_dim": rotary_dim,
+        "layout": kw["layout"], "max_position_embeddings": kw["max_position_embeddings"],
+        "train_len": original, "factor": factor,
+        "pairs": list(range(rotary_dim // 2)),
+        "default": {"inv_freq": default.tolist(), "wavelength": (TWO_PI / default).tolist()},
+        "curves": curves, "config_fields": rope_fields,
+    }
+
+
+# -- copy as config ---------------------------------------------------------------------------------
+def config_view(head_dim: int, rotary_dim: int, base: float, layout: str, method: str, *,
+                max_position_embeddings: int, factor: float, original: int, beta_fast: float,
+                beta_slow: float, low_freq_factor: float, high_freq_factor: float) -> dict:
+    """The current RoPE settings as posenc arguments and as Hugging Face config fields."""
+    from ..hf import to_hf_dict
+
+    check_int("rotary_dim", rotary_dim, minimum=2, maximum=head_dim, even=True)
+    check_choice("layout", layout, set(LAYOUTS))
+    scaling = make_scaling(method, factor=factor, original=original, beta_fast=beta_fast,
+                           beta_slow=beta_slow, low_freq_factor=low_freq_factor,
+                           high_freq_factor=high_freq_factor)
+    # Validate the whole combination with the real module; one cached row keeps it cheap whatever
+    # max_position_embeddings says (the number only travels into the config dicts).
+    rope = RotaryEmbedding(head_dim, base=base, rotary_dim=rotary_dim, layout=layout, scaling=scaling,
+                           max_position_embeddings=1)
+    described = SimpleNamespace(head_dim=rope.head_dim, rotary_dim=rope.rotary_dim, base=rope.base,
+                                scaling=rope.scaling, max_position_embeddings=max_position_embeddings)
+    scaling_dict = scaling_to_dict(scaling) if scaling is not None else None
+    kwargs = {"head_dim": head_dim, "base": base, "rotary_dim": rotary_dim, "layout": layout,
+              "max_position_embeddings": max_position_embeddings}
+    return {
+        "posenc": {**kwargs, "scaling": scaling_dict},
+        "hf_rope_parameters": to_hf_dict(described, style="rope_parameters"),
+        "hf_rope_scaling": to_hf_dict(described, style="rope_scaling"),
+        "python": _python_snippet(kwargs, scaling_dict),
+        "attention_factor": rope.attention_factor,
+    }
+
+
+def _python_snippet(kwargs: dict, scaling: Optional[dict]) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    if scaling is None:
+        return f"from posenc import RotaryEmbedding\n\nrope = RotaryEmbedding({args})\n"
+    return ("from posenc import RotaryEmbedding\nfrom posenc.rope.scaling import scaling_from_dict\n\n"
+            f"scaling = scaling_from_dict({scaling!r})\n"
+            f"rope = RotaryEmbedding({args}, scaling=scaling)\n")
