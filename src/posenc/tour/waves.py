@@ -14,6 +14,8 @@ from ._show import prose, sci, signed, table, verdict
 #: Table measured for the three rules: a modest width, 10,000 seats.
 D_MODEL = 128
 LENGTH = 10_000
+#: Seats searched for near-repeats of the fastest pair of columns alone.
+FAST_ONLY_LENGTH = 2_000
 #: Offsets k for the "pos + k is a fixed linear map of pos" rule.
 OFFSETS = (1, 7, 250)
 #: The lesson's wave fingerprint: seat -> (fast, medium, slow), to two decimals.
@@ -92,7 +94,7 @@ def three_rules(ctx) -> None:
     dist, i, j = min_pairwise_distance(pe)
     ctx.record("waves.unique.min_distance", dist)
     ctx.record("waves.unique.pair", [i, j])
-    fast_dist, fi, fj = min_pairwise_distance(pe[:, :2])
+    fast_dist, fi, fj = min_pairwise_distance(pe[:FAST_ONLY_LENGTH, :2])
     ctx.record("waves.unique.fast_only.min_distance", fast_dist)
     ctx.record("waves.unique.fast_only.pair", [fi, fj])
     turns = ctx.record("waves.unique.fast_only.turns", (fj - fi) / (2 * math.pi))
@@ -100,8 +102,8 @@ def three_rules(ctx) -> None:
     {LENGTH * (LENGTH - 1) // 2:,} pairs of seats 0..{LENGTH - 1:,}, the smallest distance is
     {dist:.4f}, between seats {i} and {j} ({j - i} apart): no two seats share a code. (By rule 2 the
     distance depends only on how far apart two seats are, so every pair of neighbours ties with
-    this one.) The many speeds matter: the fastest pair of columns on its own nearly repeats. Seats
-    {fi} and {fj} are only {sci(fast_dist)} apart in those two columns, because {fj - fi} radians is
+    this one.) The many speeds matter: the fastest pair of columns on its own nearly repeats. Among
+    seats 0..{FAST_ONLY_LENGTH - 1:,}, seats {fi} and {fj} are only {sci(fast_dist)} apart in those two columns, because {fj - fi} radians is
     {turns:.5f} turns, almost a whole number. The slower columns tell such seats apart.""")
 
     _heatmap(ctx)
