@@ -57,7 +57,7 @@ class TourContext:
 
 Section = Tuple[str, Callable[[TourContext], None]]
 
-from . import bag, learned_limit, mistakes, naive, rotary, waves  # noqa: E402
+from . import bag, extension, learned_limit, mistakes, naive, rotary, waves  # noqa: E402
 
 #: The tour, in order: (title, function).
 SECTIONS: List[Section] = [
@@ -68,6 +68,7 @@ SECTIONS: List[Section] = [
     ("5. A learned table has a last row", learned_limit.learned_overflow),
     ("6. RoPE: rotate queries and keys", rotary.rope_demo),
     ("7. Three common mistakes", mistakes.common_mistakes),
+    ("8. Preview: stretching RoPE to longer contexts", extension.context_extension),
 ]
 
 

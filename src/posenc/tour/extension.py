@@ -1,0 +1,121 @@
+"""Section: a preview of context extension, what three RoPE scalings do to the frequencies.
+
+A RoPE model trained on ``L0`` tokens has seen, for each rotation pair, only the angles
+``0 .. (L0 - 1) * theta_i``. Pairs that turn less than once over ``L0`` meet angles they have never
+seen as soon as the input grows longer. The scalings in :mod:`posenc.rope.scaling` change the
+frequencies so that a longer input stays (mostly) within the angles seen in training.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..rope import LinearScaling, NTKScaling, RotaryEmbedding, YaRNScaling, rope_frequencies
+from ._plot import new_figure, save
+from ._show import prose, sci, table
+
+#: A Llama-2-like head: 128 rotated features, base 10000, trained on 4096 tokens, stretched 4x.
+ROTARY_DIM = 128
+BASE = 10000.0
+TRAINED = 4096
+FACTOR = 4.0
+
+
+def scalings() -> dict:
+    """name -> scaling config (``None`` is the unscaled default)."""
+    return {
+        "default": None,
+        "linear": LinearScaling(factor=FACTOR),
+        "ntk": NTKScaling(factor=FACTOR),
+        "yarn": YaRNScaling(factor=FACTOR, original_max_position_embeddings=TRAINED),
+    }
+
+
+def unseen_pairs(inv_freq: torch.Tensor, default: torch.Tensor, trained: int, length: int) -> int:
+    """Pairs that reach angles never seen in training when reading ``length`` tokens.
+
+    In training pair ``i`` turned by ``default[i]`` per seat over ``trained`` seats; if that is less
+    than one full turn, it only ever saw angles up to ``(trained - 1) * default[i]``. A pair counts as
+    unseen if, with frequency ``inv_freq[i]``, the last of ``length`` seats goes more than one trained
+    step past that angle.
+    """
+    partial_turn = trained * default < 2 * math.pi
+    overshoot = (length - 1) * inv_freq > trained * default
+    return int((partial_turn & overshoot).sum())
+
+
+def context_extension(ctx) -> None:
+    length = int(TRAINED * FACTOR)
+    prose(ctx, f"""RoPE models are trained on a fixed length and then stretched. Take a Llama-2-like
+    head: {ROTARY_DIM} rotated features ({ROTARY_DIM // 2} pairs), base {BASE:g}, trained on
+    {TRAINED:,} tokens, to be read at {length:,} ({FACTOR:g}x). A pair that turned less than once in
+    training has only seen part of its circle; at the longer length it would meet angles it never
+    saw. Each scaling is a config in [cyan]posenc.rope.scaling[/] turned into frequencies by
+    [cyan]rope_frequencies[/]:""")
+    default, _ = rope_frequencies(None, ROTARY_DIM, BASE)                        # (64,) float64
+    short_pairs = ctx.record("extension.partial_turn_pairs",
+                             int((TRAINED * default < 2 * math.pi).sum()))
+    results = {}
+    t = table("scaling", "fastest pair", "slowest pair", "rad/seat, fastest", "attention factor",
+              f"pairs unseen at {length:,}")
+    for name, config in scalings().items():
+        inv_freq, factor = rope_frequencies(config, ROTARY_DIM, BASE)
+        results[name] = inv_freq
+        fast = ctx.record(f"extension.{name}.fastest_ratio", float(inv_freq[0] / default[0]))
+        slow = ctx.record(f"extension.{name}.slowest_ratio", float(inv_freq[-1] / default[-1]))
+        step = ctx.record(f"extension.{name}.fastest_step", float(inv_freq[0]))
+        ctx.record(f"extension.{name}.attention_factor", factor)
+        unseen = ctx.record(f"extension.{name}.unseen_pairs", unseen_pairs(inv_freq, default, TRAINED, length))
+        t.add_row(name, f"x{fast:.3f}", f"x{slow:.4f}", f"{step:.3f}", f"{factor:.4f}",
+                  f"{unseen} of {ROTARY_DIM // 2}")
+    ctx.console.print(t)
+    ctx.console.print("[dim](fastest/slowest pair: its frequency relative to the default)[/]")
+    ctx.console.print()
+
+    linear = RotaryEmbedding(ROTARY_DIM, base=BASE, scaling=LinearScaling(factor=FACTOR),
+                             max_position_embeddings=8)
+    plain = RotaryEmbedding(ROTARY_DIM, base=BASE, max_position_embeddings=8)
+    seats = torch.tensor([[0, 1_000, 4_000, TRAINED - 1]])
+    cos_lin, sin_lin = linear.cos_sin(seats * int(FACTOR))
+    cos_def, sin_def = plain.cos_sin(seats)
+    same = ctx.record("extension.linear.interpolation_error",
+                      float(torch.maximum((cos_lin - cos_def).abs(), (sin_lin - sin_def).abs()).max()))
+    prose(ctx, f"""[bold]Linear[/] (position interpolation) divides every frequency by {FACTOR:g}:
+    seat {FACTOR:g}p now looks exactly like seat p did (checked with [cyan]RotaryEmbedding[/]: largest
+    cos/sin difference {sci(same)}), so nothing is unseen, but neighbours are {FACTOR:g} times
+    closer: the fastest pair moves {ctx.facts['extension.linear.fastest_step']:.2f} rad per seat
+    instead of 1. [bold]NTK-aware[/] raises the base instead: the fastest pair keeps its speed (local
+    order stays sharp) and only the slowest pair is slowed the full {FACTOR:g}x, with a smooth change in
+    between; {ctx.facts['extension.ntk.unseen_pairs']} pairs in the middle are slowed too little and
+    still pass the angles they saw in training, though by less. [bold]YaRN[/]
+    keeps the pairs that turn more than about 32 times in training, interpolates the pairs that turn less
+    than once, ramps in between, and scales the attention logits by
+    {ctx.facts['extension.yarn.attention_factor'] ** 2:.4f} (its factor
+    {ctx.facts['extension.yarn.attention_factor']:.4f} on both q and k) to counter the flatter
+    attention over a longer input. Of the {ROTARY_DIM // 2} pairs, {short_pairs} turn less than once in
+    {TRAINED:,} tokens: with no scaling, all of them meet new angles. The lab trains small models
+    and measures what each scaling does to text longer than the training length.""")
+    _draw(ctx, results)
+
+
+def _draw(ctx, results: dict) -> None:
+    fig = new_figure(8, 4.6)
+    ax = fig.subplots()
+    index = range(ROTARY_DIM // 2)
+    styles = {"default": "-", "linear": "--", "ntk": "-.", "yarn": ":"}
+    for name, inv_freq in results.items():
+        ax.plot(index, (2 * math.pi / inv_freq).numpy(), styles[name], linewidth=1.8, label=name)
+    ax.axhline(TRAINED, color="0.3", linewidth=0.9)
+    ax.text(1, TRAINED * 1.15, f"trained length {TRAINED:,}", fontsize=8, color="0.3")
+    ax.axhline(TRAINED * FACTOR, color="tab:red", linewidth=0.9)
+    ax.text(1, TRAINED * FACTOR * 1.15, f"target length {int(TRAINED * FACTOR):,}", fontsize=8,
+            color="tab:red")
+    ax.set_yscale("log")
+    ax.set_xlabel("rotation pair i (0 = fastest)")
+    ax.set_ylabel("wavelength in seats (2 pi / theta_i)")
+    ax.set_title(f"RoPE wavelengths, {ROTARY_DIM} rotated features, base {BASE:g}, "
+                 f"scaled {FACTOR:g}x")
+    ax.legend()
+    save(ctx, fig, "rope_scaling_wavelengths")
