@@ -132,11 +132,11 @@ def _ntk_base(base: float, scale: float, rotary_dim: int) -> float:
     """NTK-aware base change: ``base * scale ** (d / (d - 2))``.
 
     The exponent makes the slowest pair (``i = d/2 - 1``) turn exactly ``scale`` times slower while the
-    fastest pair (``i = 0``) is unchanged. For ``d = 2`` there is only that one pair and the exponent is
-    undefined; it is then plain interpolation of that pair, ``base * scale``.
+    fastest pair (``i = 0``, ``theta_0 = 1`` for every base) is unchanged. For ``d = 2`` that fastest
+    pair is the only one and the exponent is undefined; nothing changes, so the base is returned as is.
     """
     if rotary_dim == 2:
-        return base * scale
+        return base
     return base * scale ** (rotary_dim / (rotary_dim - 2))
 
 
