@@ -1,0 +1,418 @@
+"""``posenc tour``: every number it prints is checked against the library or the mathematics.
+
+The tour runs once per module into a temporary folder; each test recomputes a recorded fact by an
+independent route (closed-form formulas in float64, or the library called directly) and compares.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import struct
+
+import numpy as np
+import pytest
+import rich.console
+import torch
+
+import posenc.tour as tour
+from posenc import (CausalSelfAttention, LearnedPositionalEmbedding, ModelConfig,
+                    PositionOutOfRangeError, RotaryEmbedding, TinyLM)
+from posenc.cli import main as cli_main
+from posenc.tour import bag, extension, mistakes, naive, rotary, waves
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+FIGURES = ("sinusoidal_heatmap", "rope_clock_dials", "rope_scaling_wavelengths")
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tour") / "figures"
+    buffer = io.StringIO()
+    console = rich.console.Console(file=buffer, width=110, color_system=None)
+    ctx = tour.run_tour(out, console=console)
+    return ctx, buffer.getvalue()
+
+
+@pytest.fixture(scope="module")
+def facts(ran):
+    return ran[0].facts
+
+
+def sin_freqs(d_model: int, base: float = 10000.0) -> np.ndarray:
+    return base ** (-np.arange(0, d_model, 2, dtype=np.float64) / d_model)
+
+
+def rot2(vec, angle: float) -> np.ndarray:
+    c, s = math.cos(angle), math.sin(angle)
+    return np.array([[c, -s], [s, c]]) @ np.asarray(vec, dtype=np.float64)
+
+
+# -- the run as a whole ------------------------------------------------------------------------------
+def test_every_section_prints_its_title(ran):
+    _, text = ran
+    for title, _ in tour.SECTIONS:
+        assert title in text
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_figures_are_valid_pngs(ran, name):
+    ctx, _ = ran
+    path = ctx.out_dir / f"{name}.png"
+    assert path.is_file() and ctx.facts[f"figure.{name}"] == str(path)
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE
+    assert data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width > 300 and height > 200
+    assert data.rstrip(b"\0")[-8:-4] == b"IEND"
+
+
+def test_facts_are_plain_numbers_or_data(facts):
+    for key, value in facts.items():
+        assert isinstance(value, (int, float, str, bool, list, dict, type(None))), key
+        if isinstance(value, float):
+            assert math.isfinite(value), key
+
+
+# -- 1. bag of tiles ---------------------------------------------------------------------------------
+def test_nope_is_a_bag_of_tiles(facts):
+    assert facts["bag.nope.permuted_max_diff"] < bag.NOPE_TOLERANCE
+    assert facts["bag.nope.pooled_max_diff"] < bag.NOPE_TOLERANCE
+
+
+@pytest.mark.parametrize("scheme", ["sinusoidal", "learned", "rope", "alibi"])
+def test_every_scheme_separates_the_sentences(facts, scheme):
+    assert facts[f"bag.{scheme}.pooled_max_diff"] > bag.SCHEME_MARGIN
+
+
+@pytest.mark.parametrize("scheme", ["nope", "sinusoidal", "learned", "rope", "alibi"])
+def test_bag_numbers_match_the_model_run_directly(facts, scheme):
+    torch.manual_seed(0)
+    model = TinyLM(ModelConfig(scheme=scheme, vocab_size=4, d_model=32, n_layers=2, n_heads=4,
+                               max_len=16)).eval()
+    ids = {"the": 0, "dog": 1, "bit": 2, "man": 3}
+    a = torch.tensor([[ids[w] for w in "the dog bit the man".split()]])
+    b = torch.tensor([[ids[w] for w in "the man bit the dog".split()]])
+    with torch.no_grad():
+        diff = (model.hidden_states(a, causal=False).mean(1)
+                - model.hidden_states(b, causal=False).mean(1)).abs().max()
+    assert facts[f"bag.{scheme}.pooled_max_diff"] == pytest.approx(float(diff), rel=1e-3, abs=1e-6)
+
+
+def test_causal_mask_alone_breaks_the_symmetry(facts):
+    assert facts["bag.nope_causal.pooled_max_diff"] > bag.SCHEME_MARGIN
+
+
+def test_word_permutation_helper():
+    assert bag.permutation("the dog bit the man", "the man bit the dog").tolist() == [0, 4, 2, 3, 1]
+    with pytest.raises(ValueError, match="not a reordering"):
+        bag.permutation("the dog", "the cat")
+    with pytest.raises(ValueError, match="cat"):
+        bag.token_ids("the cat")
+
+
+# -- 2. plain seat numbers ---------------------------------------------------------------------------
+def test_raw_integer_example(facts):
+    assert facts["naive.example.stamped"] == pytest.approx([500.42, 499.85])
+
+
+def test_raw_integers_outweigh_words(facts):
+    torch.manual_seed(0)
+    words = torch.nn.Embedding(2, naive.D_MODEL).weight.detach().double().numpy()
+    word_norm = np.linalg.norm(words, axis=1).mean()
+    assert facts["naive.word_norm"] == pytest.approx(word_norm)
+    for pos in naive.POSITIONS:
+        assert facts[f"naive.raw.ratio.{pos}"] == pytest.approx(pos * math.sqrt(naive.D_MODEL) / word_norm)
+        assert facts[f"naive.sinusoidal.ratio.{pos}"] == pytest.approx(
+            math.sqrt(naive.D_MODEL / 2) / word_norm, rel=1e-6)
+        a, b = words[0] + pos, words[1] + pos
+        cosine = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+        assert facts[f"naive.raw.cosine.{pos}"] == pytest.approx(cosine, abs=1e-9)
+    assert facts["naive.raw.cosine.1000"] > 0.9999
+    assert facts["naive.raw.ratio.1000"] > 100
+
+
+def test_fraction_steps_depend_on_length_but_sine_steps_do_not(facts):
+    assert facts["naive.fraction.step.4"] == pytest.approx(0.25)
+    assert facts["naive.fraction.step.100"] == pytest.approx(0.01)
+    assert facts["naive.fraction.step_ratio"] == pytest.approx(25.0)
+    w = sin_freqs(naive.D_MODEL)
+    step = math.sqrt(np.sum(2 - 2 * np.cos(w)))            # |PE(p+1) - PE(p)| for any p
+    assert facts["naive.sinusoidal.step.4"] == pytest.approx(step, rel=1e-6)
+    assert facts["naive.sinusoidal.step.100"] == pytest.approx(step, rel=1e-6)
+
+
+# -- 3. the three rules ------------------------------------------------------------------------------
+def test_bounded(facts):
+    assert -1.0 <= facts["waves.min"] < -0.999
+    assert 0.999 < facts["waves.max"] <= 1.0
+
+
+@pytest.mark.parametrize("k", waves.OFFSETS)
+def test_fixed_offset_is_one_rotation(facts, k):
+    assert facts[f"waves.offset.{k}.residual"] < 1e-9
+    assert facts[f"waves.offset.{k}.orthogonality"] < 1e-12
+
+
+def test_offset_map_matches_angle_addition():
+    rk = waves.offset_map(3, 8).numpy()
+    w = sin_freqs(8)
+    for pos in (0, 17, 12345):
+        pe = np.stack([np.sin(pos * w), np.cos(pos * w)], -1).ravel()
+        shifted = np.stack([np.sin((pos + 3) * w), np.cos((pos + 3) * w)], -1).ravel()
+        np.testing.assert_allclose(rk @ pe, shifted, atol=1e-10)
+    with pytest.raises(ValueError, match="even d_model"):
+        waves.offset_map(1, 5)
+
+
+def test_minimum_distance_equals_closed_form(facts):
+    # |PE(a) - PE(b)|^2 = sum_i (2 - 2 cos((b - a) w_i)): minimise over every offset in the range.
+    w = sin_freqs(waves.D_MODEL)
+    offsets = np.arange(1, waves.LENGTH, dtype=np.float64)
+    dist = np.sqrt(np.sum(2 - 2 * np.cos(np.outer(offsets, w)), axis=1))
+    assert facts["waves.unique.min_distance"] == pytest.approx(dist.min(), abs=1e-9)
+    assert facts["waves.unique.min_distance"] > 0.5
+    i, j = facts["waves.unique.pair"]
+    assert 0 <= i < j < waves.LENGTH
+    assert dist[j - i - 1] == pytest.approx(dist.min(), abs=1e-9)
+
+
+def test_fast_wave_alone_nearly_repeats(facts):
+    offsets = np.arange(1, waves.FAST_ONLY_LENGTH)
+    dist = 2 * np.abs(np.sin(offsets / 2))                 # two columns: sin(p), cos(p)
+    i, j = facts["waves.unique.fast_only.pair"]
+    assert facts["waves.unique.fast_only.min_distance"] == pytest.approx(dist.min(), abs=1e-9)
+    assert j - i == offsets[dist.argmin()]
+    assert facts["waves.unique.fast_only.min_distance"] < 1e-3 < facts["waves.unique.min_distance"]
+    assert facts["waves.unique.fast_only.turns"] == pytest.approx((j - i) / (2 * math.pi))
+
+
+def test_min_pairwise_distance_helper():
+    rows = torch.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 1.0]], dtype=torch.float64)
+    assert waves.min_pairwise_distance(rows, chunk=2) == (1.0, 0, 2)
+    with pytest.raises(ValueError, match="at least 2"):
+        waves.min_pairwise_distance(rows[:1])
+
+
+# -- 4. the wave fingerprint -------------------------------------------------------------------------
+@pytest.mark.parametrize("seat", range(4))
+def test_fingerprint_is_the_d4_table(facts, seat):
+    assert facts[f"fingerprint.fast.{seat}"] == pytest.approx(math.sin(seat), abs=1e-12)
+    assert facts[f"fingerprint.medium.{seat}"] == pytest.approx(math.cos(seat), abs=1e-12)
+    assert facts[f"fingerprint.slow.{seat}"] == pytest.approx(math.sin(seat / 100), abs=1e-12)
+    assert facts[f"fingerprint.col3.{seat}"] == pytest.approx(math.cos(seat / 100), abs=1e-12)
+    lesson = waves.LESSON_FINGERPRINT[seat]
+    for name, value in zip(("fast", "medium", "slow"), lesson):
+        assert round(facts[f"fingerprint.{name}.{seat}"], 2) == value
+
+
+def test_fingerprint_speeds(facts):
+    assert facts["fingerprint.slow_divisor"] == pytest.approx(100.0)
+    assert facts["fingerprint.speed_ratio_512"] == pytest.approx(10000 ** (510 / 512))
+
+
+# -- 5. learned table --------------------------------------------------------------------------------
+def test_learned_table_overflow_error(facts):
+    err = facts["learned.error"]
+    assert err is not None and err["type"] == "PositionOutOfRangeError"
+    assert err["position"] == 512 and err["max_len"] == 512
+    with pytest.raises(PositionOutOfRangeError) as raised:
+        LearnedPositionalEmbedding(512, 8).encodings(torch.tensor([512]))
+    assert str(raised.value) == err["message"]
+    assert "extend" in err["message"] and "512" in err["message"]
+
+
+def test_learned_table_extension(facts):
+    assert facts["learned.rows"] == 512
+    assert facts["learned.extended.rows"] == 1024
+    assert facts["learned.extended.source"] == pytest.approx(512 * 511 / 1023)
+    assert facts["learned.extended.row512_interp_error"] < 1e-6
+    assert facts["learned.extended.first_row_error"] == 0.0
+    assert facts["learned.extended.last_row_error"] == 0.0
+
+
+def test_sinusoidal_row_512(facts):
+    w = sin_freqs(64)
+    expected = np.stack([np.sin(512 * w), np.cos(512 * w)], -1).ravel()
+    np.testing.assert_allclose(facts["learned.sinusoidal.row512"], expected, atol=1e-6)
+    assert facts["learned.sinusoidal.row512_norm"] == pytest.approx(math.sqrt(32), rel=1e-6)
+    assert facts["learned.sinusoidal.cached_before"] == 512
+    assert facts["learned.sinusoidal.cached_after"] > 512
+
+
+# -- 6. RoPE -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("m,n", rotary.SEAT_PAIRS)
+def test_rope_scores_are_rotated_dot_products(facts, m, n):
+    expected = rot2(rotary.QUERY, m * rotary.THETA) @ rot2(rotary.KEY, n * rotary.THETA)
+    assert facts[f"rope.demo.score.{m}.{n}"] == pytest.approx(expected, abs=1e-9)
+
+
+def test_rope_scores_depend_on_distance_only(facts):
+    assert round(facts["rope.demo.score_near"], 5) == round(facts["rope.demo.score_far"], 5)
+    assert round(facts["rope.demo.score.10001.10003"], 5) == round(facts["rope.demo.score_near"], 5)
+    assert abs(facts["rope.demo.score.1.4"] - facts["rope.demo.score_near"]) > 0.1
+
+
+def test_rope_module_scores(facts):
+    scores = facts["rope.module.scores"]
+    assert len(scores) == 3
+    assert facts["rope.module.spread"] == pytest.approx(max(scores.values()) - min(scores.values()))
+    assert facts["rope.module.spread"] < 1e-4 * max(1.0, max(abs(v) for v in scores.values()))
+
+
+def test_clock_dials(facts):
+    for seat in range(4):
+        assert facts[f"rope.dial.{seat}"] == pytest.approx(30.0 * seat, abs=1e-9)
+    assert facts["rope.relative.A"] == pytest.approx(30.0)
+    assert facts["rope.relative.B"] == pytest.approx(-30.0)
+    theta = math.pi / 6
+    a = rot2(rotary.QUERY, 2 * theta) @ rot2(rotary.KEY, 1 * theta)
+    b = rot2(rotary.QUERY, 2 * theta) @ rot2(rotary.KEY, 3 * theta)
+    assert facts["rope.relative.score.A"] == pytest.approx(a, abs=1e-9)
+    assert facts["rope.relative.score.B"] == pytest.approx(b, abs=1e-9)
+    assert abs(a - b) > 0.1
+
+
+def test_rotate_2d_checks_shapes():
+    with pytest.raises(ValueError, match="vectors must have shape"):
+        rotary.rotate_2d(torch.zeros(3, 2), [0, 1], 0.5)
+    assert rotary.wrap_degrees(330.0) == -30.0 and rotary.wrap_degrees(-200.0) == 160.0
+
+
+# -- 7. common mistakes ------------------------------------------------------------------------------
+def test_parameter_table_drifts_buffer_does_not(facts):
+    assert facts["mistakes.parameter.buffer_change"] == 0.0
+    assert facts["mistakes.parameter.parameter_change"] > 1e-3
+    assert facts["mistakes.parameter.rows_changed"] == facts["mistakes.parameter.rows_used"] == 18
+    assert facts["mistakes.parameter.extra_trainable"] == mistakes.ROWS * mistakes.D_MODEL
+    assert facts["mistakes.parameter.buffer_in_state_dict"] is False
+
+
+def test_parameter_table_rounded_by_bf16_buffer_kept(facts):
+    assert facts["mistakes.parameter.bf16_error_buffer"] == 0.0
+    assert facts["mistakes.parameter.bf16_buffer_dtype"] == "torch.float32"
+    assert 1e-4 < facts["mistakes.parameter.bf16_error_parameter"] <= 2.0 ** -8
+    assert facts["mistakes.parameter.buffer_device_after_to"] == "meta"
+
+
+def test_concatenation_parameter_counts(facts):
+    d = mistakes.WIDE
+    linear_added, linear_cat = d * d + d, 2 * d * d + d
+    # Block without biases: qkv 3d^2, out d^2, MLP 8d^2, two LayerNorm weights 2d.
+    block_added, block_cat = 12 * d * d + 2 * d, 12 * (2 * d) ** 2 + 2 * (2 * d)
+    assert facts["mistakes.concat.linear.added"] == linear_added
+    assert facts["mistakes.concat.linear.concatenated"] == linear_cat
+    assert facts["mistakes.concat.block.added"] == block_added
+    assert facts["mistakes.concat.block.concatenated"] == block_cat
+    assert facts["mistakes.concat.linear.ratio"] == pytest.approx(2.0, rel=1e-2)
+    assert facts["mistakes.concat.block.ratio"] == pytest.approx(4.0, rel=1e-2)
+
+
+def test_rotating_values_breaks_shift_invariance(facts):
+    assert facts["mistakes.rotate_v.correct_shift_diff"] < 1e-5
+    assert facts["mistakes.rotate_v.rotated_shift_diff"] > 0.1
+
+
+def test_values_rotated_hook_rotates_exactly_the_values():
+    torch.manual_seed(1)
+    d, heads = 16, 2
+    hd = d // heads
+    attention = CausalSelfAttention(d, heads).eval()
+    rope = RotaryEmbedding(hd)
+    x = torch.randn(1, 5, d, dtype=torch.float64)
+    attention.double()
+    pos = torch.arange(3, 8).unsqueeze(0)
+    with torch.no_grad(), mistakes.values_rotated(attention, rope, pos):
+        got = attention(x, rope, pos)
+    # Reference: rotate q, k and v with RoPE's formula (half-split pairs), causal softmax attention.
+    w = 10000.0 ** (-np.arange(0, hd, 2) / hd)
+    ang = torch.tensor(np.outer(np.arange(3, 8), w))                              # (S, hd/2)
+    cos, sin = ang.cos(), ang.sin()
+
+    def turn(t):
+        a, b = t[..., : hd // 2], t[..., hd // 2:]
+        return torch.cat((a * cos - b * sin, a * sin + b * cos), -1)
+
+    with torch.no_grad():
+        q, k, v = (t.view(1, 5, heads, hd).transpose(1, 2) for t in attention.qkv(x).split(d, -1))
+        q, k, v = turn(q), turn(k), turn(v)
+        logits = q @ k.transpose(-1, -2) / math.sqrt(hd)
+        logits = logits.masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1), float("-inf"))
+        y = (logits.softmax(-1) @ v).transpose(1, 2).reshape(1, 5, d)
+        expected = attention.out(y)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    with torch.no_grad():
+        plain = attention(x, rope, pos)
+    assert (plain - got).abs().max() > 1e-3                                       # the hook is gone again
+
+
+# -- 8. context extension ----------------------------------------------------------------------------
+def test_scaling_frequencies(facts):
+    s = extension.FACTOR
+    assert facts["extension.default.fastest_ratio"] == 1.0
+    assert facts["extension.linear.fastest_ratio"] == pytest.approx(1 / s)
+    assert facts["extension.linear.slowest_ratio"] == pytest.approx(1 / s)
+    assert facts["extension.ntk.fastest_ratio"] == pytest.approx(1.0)
+    assert facts["extension.ntk.slowest_ratio"] == pytest.approx(1 / s)
+    assert facts["extension.yarn.fastest_ratio"] == pytest.approx(1.0)
+    assert facts["extension.yarn.slowest_ratio"] == pytest.approx(1 / s)
+    assert facts["extension.yarn.attention_factor"] == pytest.approx(0.1 * math.log(s) + 1)
+    assert facts["extension.linear.attention_factor"] == 1.0
+    assert facts["extension.linear.fastest_step"] == pytest.approx(1 / s)
+
+
+def test_unseen_angle_counts(facts):
+    d, trained = extension.ROTARY_DIM, extension.TRAINED
+    theta = 10000.0 ** (-np.arange(0, d, 2) / d)
+    partial = trained * theta < 2 * math.pi                 # wavelength longer than the training text
+    assert facts["extension.partial_turn_pairs"] == int(partial.sum()) > 0
+    assert facts["extension.default.unseen_pairs"] == int(partial.sum())
+    assert facts["extension.linear.unseen_pairs"] == 0
+    assert facts["extension.yarn.unseen_pairs"] == 0
+    assert 0 < facts["extension.ntk.unseen_pairs"] < facts["extension.default.unseen_pairs"]
+    assert facts["extension.linear.interpolation_error"] < 1e-6
+
+
+# -- interface and CLI -------------------------------------------------------------------------------
+def test_run_tour_rejects_bad_output(tmp_path):
+    with pytest.raises(TypeError, match="out_dir"):
+        tour.run_tour(123)
+    target = tmp_path / "a-file"
+    target.write_text("x")
+    with pytest.raises(ValueError, match="a-file"):
+        tour.run_tour(target)
+    with pytest.raises(TypeError, match="console"):
+        tour.run_tour(tmp_path, console="stdout")
+
+
+def test_sections_are_pluggable(tmp_path):
+    seen = []
+
+    def custom(ctx):
+        seen.append(ctx.out_dir)
+        ctx.record("custom.answer", 42)
+        with pytest.raises(ValueError, match="already recorded"):
+            ctx.record("custom.answer", 43)
+        with pytest.raises(ValueError, match="plain file stem"):
+            ctx.figure_path("../escape")
+
+    console = rich.console.Console(file=io.StringIO())
+    ctx = tour.run_tour(tmp_path / "new" / "dir", console=console, sections=[("Custom", custom)])
+    assert seen == [tmp_path / "new" / "dir"] and ctx.facts == {"custom.answer": 42}
+
+
+def test_tour_leaves_the_callers_random_state_alone(tmp_path):
+    torch.manual_seed(1234)
+    expected = torch.rand(3)
+    torch.manual_seed(1234)
+    tour.run_tour(tmp_path, console=rich.console.Console(file=io.StringIO()),
+                  sections=[("bag", bag.bag_of_tiles)])
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_cli_runs_the_tour(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(tour, "SECTIONS", [("1. A bag of tiles", bag.bag_of_tiles)])
+    assert cli_main(["tour", "--out", str(tmp_path / "cli")]) == 0
+    out = capsys.readouterr().out
+    assert "A bag of tiles" in out and "Tour finished" in out
