@@ -274,9 +274,9 @@ def config_view(head_dim: int, rotary_dim: int, base: float, layout: str, method
 
 
 def _python_snippet(kwargs: dict, scaling: Optional[dict]) -> str:
-    args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    args = "".join(f"    {k}={v!r},\n" for k, v in kwargs.items())
     if scaling is None:
-        return f"from posenc import RotaryEmbedding\n\nrope = RotaryEmbedding({args})\n"
+        return f"from posenc import RotaryEmbedding\n\nrope = RotaryEmbedding(\n{args})\n"
     return ("from posenc import RotaryEmbedding\nfrom posenc.rope.scaling import scaling_from_dict\n\n"
             f"scaling = scaling_from_dict({scaling!r})\n"
-            f"rope = RotaryEmbedding({args}, scaling=scaling)\n")
+            f"rope = RotaryEmbedding(\n{args}    scaling=scaling,\n)\n")

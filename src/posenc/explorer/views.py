@@ -284,21 +284,26 @@ def _position_grid(max_position: int, points: int = 48) -> List[int]:
 
 
 def _angle_errors(positions: torch.Tensor, inv_freq: torch.Tensor) -> Dict[str, torch.Tensor]:
-    """|angle error| per position and pair (shape (P, d/2), float64; inf where the dtype overflows).
+    """|angle error| of a float32 cos/sin table, per position and pair (shape (P, d/2), float64).
 
-    The naive rows form ``position * inv_freq`` with both in the low dtype (as code that builds
-    positions in the input dtype does). The ``posenc`` row recovers the angle from posenc's own
-    float32 cos/sin tables (:func:`rope_cos_sin`), whose angles were formed in float64.
+    Every row ends in a float32 table, so they differ only in how the angle was formed. The naive
+    rows form ``position * inv_freq`` with both in a low dtype (as code that builds positions in the
+    input dtype does), then take cos/sin; the ``posenc`` row is posenc's own table
+    (:func:`rope_cos_sin`, angles formed in float64). The angle each table encodes is read back with
+    ``atan2`` and compared with the exact one. Positions a dtype cannot hold give ``inf``.
     """
     exact = positions.to(torch.float64).unsqueeze(-1) * inv_freq              # (P, d/2)
+
+    def table_error(cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        recovered = torch.atan2(sin.to(torch.float64), cos.to(torch.float64))
+        return wrap_angle(recovered - exact).abs()
+
     errors = {}
     for name, dtype in _NAIVE_DTYPES.items():
         naive = (positions.to(dtype).unsqueeze(-1) * inv_freq.to(dtype)).to(torch.float64)
-        err = wrap_angle(naive - exact).abs()
+        err = table_error(naive.cos().to(torch.float32), naive.sin().to(torch.float32))
         errors[name] = torch.where(torch.isfinite(naive), err, torch.full_like(err, math.inf))
-    cos, sin = rope_cos_sin(positions, inv_freq, dtype=torch.float32)
-    recovered = torch.atan2(sin.to(torch.float64), cos.to(torch.float64))
-    errors["posenc"] = wrap_angle(recovered - exact).abs()
+    errors["posenc"] = table_error(*rope_cos_sin(positions, inv_freq, dtype=torch.float32))
     return errors
 
 

@@ -1,0 +1,312 @@
+// Drawing helpers for the posenc explorer: SVG line charts, canvas heatmaps, clock dials.
+// They only draw numbers handed to them by the server; nothing here computes an encoding.
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+export function svg(tag, attrs = {}, parent = null) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value !== undefined && value !== null) node.setAttribute(key, value);
+  }
+  if (parent) parent.appendChild(node);
+  return node;
+}
+
+export function html(tag, attrs = {}, parent = null, text = null) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "dataset") Object.assign(node.dataset, value);
+    else if (value !== undefined && value !== null) node.setAttribute(key, value);
+  }
+  if (text !== null) node.textContent = text;
+  if (parent) parent.appendChild(node);
+  return node;
+}
+
+// Numbers for people: fixed decimals for ordinary sizes, exponent form for tiny or huge ones.
+export function fmt(value, digits = 4) {
+  if (value === null || value === undefined || Number.isNaN(value)) return "n/a";
+  if (!Number.isFinite(value)) return value > 0 ? "∞" : "−∞";
+  const size = Math.abs(value);
+  if (size !== 0 && (size < 1e-3 || size >= 1e6)) return value.toExponential(Math.max(1, digits - 2));
+  const text = value.toFixed(digits);
+  return text.startsWith("-") ? "−" + text.slice(1) : text;
+}
+
+export function fmtInt(value) {
+  return Math.round(value).toLocaleString("en-US");
+}
+
+// -- scales ---------------------------------------------------------------------------------------
+export function scale(domain, range, log = false) {
+  const [d0, d1] = domain;
+  const [r0, r1] = range;
+  if (log) {
+    const l0 = Math.log10(d0), l1 = Math.log10(d1);
+    const f = (v) => r0 + ((Math.log10(v) - l0) / (l1 - l0 || 1)) * (r1 - r0);
+    f.invert = (p) => 10 ** (l0 + ((p - r0) / (r1 - r0)) * (l1 - l0));
+    return f;
+  }
+  const f = (v) => r0 + ((v - d0) / (d1 - d0 || 1)) * (r1 - r0);
+  f.invert = (p) => d0 + ((p - r0) / (r1 - r0)) * (d1 - d0);
+  return f;
+}
+
+function niceStep(span, count) {
+  const raw = span / Math.max(1, count);
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const unit = raw / power;
+  return (unit < 1.5 ? 1 : unit < 3.5 ? 2 : unit < 7.5 ? 5 : 10) * power;
+}
+
+export function ticks(domain, log, count = 6) {
+  const [lo, hi] = domain;
+  if (log) {
+    const out = [];
+    const first = Math.ceil(Math.log10(lo)), last = Math.floor(Math.log10(hi));
+    const every = Math.max(1, Math.ceil((last - first + 1) / 8));
+    for (let e = first; e <= last; e += every) out.push(10 ** e);
+    return out;
+  }
+  const step = niceStep(hi - lo, count);
+  const out = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Math.abs(v) < step * 1e-9 ? 0 : v);
+  return out;
+}
+
+function tickLabel(v, log) {
+  if (log) {
+    const e = Math.round(Math.log10(v));
+    return e >= -2 && e <= 5 ? String(Number(v.toPrecision(3))) : `1e${e}`;
+  }
+  if (Math.abs(v) >= 1e5) return v.toExponential(0);
+  return String(Number(v.toPrecision(4)));
+}
+
+export function extent(arrays, { positiveOnly = false } = {}) {
+  let lo = Infinity, hi = -Infinity;
+  for (const arr of arrays) {
+    for (const v of arr) {
+      if (v === null || !Number.isFinite(v) || (positiveOnly && v <= 0)) continue;
+      if (v < lo) lo = v;
+      if (v > hi) hi = v;
+    }
+  }
+  if (lo === Infinity) return positiveOnly ? [1, 10] : [0, 1];
+  if (lo === hi) return positiveOnly ? [lo / 2, hi * 2] : [lo - 1, hi + 1];
+  return [lo, hi];
+}
+
+// -- line chart -------------------------------------------------------------------------------------
+// spec: {width, height, x: {domain, log, label}, y: {domain, log, label}, series: [{name, xs, ys, color,
+// dash, width, points}], hlines: [{y, label, color, dash}], vlines: [{x, label, color}],
+// bands: [{x0, x1, color, label}], onHover(xValue) -> optional}
+export function lineChart(container, spec) {
+  container.replaceChildren();
+  const width = spec.width || 640, height = spec.height || 320;
+  const m = { left: 62, right: 16, top: 14, bottom: 44 };
+  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img",
+    "aria-label": spec.title || "chart" }, container);
+  const x = scale(spec.x.domain, [m.left, width - m.right], spec.x.log);
+  const y = scale(spec.y.domain, [height - m.bottom, m.top], spec.y.log);
+  const clipId = `clip${Math.random().toString(36).slice(2)}`;
+  const defs = svg("defs", {}, root);
+  const clip = svg("clipPath", { id: clipId }, defs);
+  svg("rect", { x: m.left, y: m.top, width: width - m.left - m.right, height: height - m.top - m.bottom }, clip);
+
+  for (const band of spec.bands || []) {
+    const xa = x(band.x0), xb = x(band.x1);
+    svg("rect", { x: Math.min(xa, xb), y: m.top, width: Math.max(2, Math.abs(xb - xa)),
+      height: height - m.top - m.bottom, fill: band.color, opacity: 0.18, class: "band",
+      "clip-path": `url(#${clipId})` }, root);
+    if (band.label) svg("text", { x: Math.min(xa, xb) + 3, y: m.top + 12, class: "band-label", fill: band.color },
+      root).textContent = band.label;
+  }
+  const axis = svg("g", { class: "axis" }, root);
+  for (const t of ticks(spec.x.domain, spec.x.log)) {
+    svg("line", { x1: x(t), x2: x(t), y1: m.top, y2: height - m.bottom, class: "grid" }, axis);
+    svg("text", { x: x(t), y: height - m.bottom + 16, "text-anchor": "middle" }, axis).textContent = tickLabel(t, spec.x.log);
+  }
+  for (const t of ticks(spec.y.domain, spec.y.log, 5)) {
+    svg("line", { x1: m.left, x2: width - m.right, y1: y(t), y2: y(t), class: "grid" }, axis);
+    svg("text", { x: m.left - 6, y: y(t) + 4, "text-anchor": "end" }, axis).textContent = tickLabel(t, spec.y.log);
+  }
+  svg("line", { x1: m.left, x2: width - m.right, y1: height - m.bottom, y2: height - m.bottom, class: "frame" }, axis);
+  svg("line", { x1: m.left, x2: m.left, y1: m.top, y2: height - m.bottom, class: "frame" }, axis);
+  if (spec.x.label) svg("text", { x: (m.left + width - m.right) / 2, y: height - 8, "text-anchor": "middle",
+    class: "axis-label" }, axis).textContent = spec.x.label;
+  if (spec.y.label) svg("text", { x: 14, y: (m.top + height - m.bottom) / 2, "text-anchor": "middle",
+    transform: `rotate(-90 14 ${(m.top + height - m.bottom) / 2})`, class: "axis-label" }, axis).textContent = spec.y.label;
+
+  const plot = svg("g", { "clip-path": `url(#${clipId})` }, root);
+  const labelled = new Map();    // label lines that share a height once, joined
+  for (const line of spec.hlines || []) {
+    svg("line", { x1: m.left, x2: width - m.right, y1: y(line.y), y2: y(line.y), stroke: line.color || "#555",
+      "stroke-dasharray": line.dash || "5 4", class: "marker-line" }, plot);
+    if (!line.label) continue;
+    const key = `${line.left ? "l" : "r"}${Math.round(y(line.y))}`;
+    if (labelled.has(key)) { labelled.get(key).textContent += ` · ${line.label}`; continue; }
+    const text = svg("text", { x: line.left ? m.left + 4 : width - m.right - 4, y: y(line.y) - 4,
+      "text-anchor": line.left ? "start" : "end", class: "marker-label", fill: line.color || "#555" }, plot);
+    text.textContent = line.label;
+    labelled.set(key, text);
+  }
+  for (const line of spec.vlines || []) {
+    svg("line", { x1: x(line.x), x2: x(line.x), y1: m.top, y2: height - m.bottom, stroke: line.color || "#555",
+      "stroke-dasharray": line.dash || "5 4", class: "marker-line" }, plot);
+    if (line.label) svg("text", { x: x(line.x) + 4, y: m.top + 12, class: "marker-label", fill: line.color || "#555" },
+      plot).textContent = line.label;
+  }
+  for (const s of spec.series) {
+    let d = "", pen = false;
+    for (let i = 0; i < s.xs.length; i++) {
+      const vx = s.xs[i], vy = s.ys[i];
+      const ok = vy !== null && Number.isFinite(vy) && (!spec.y.log || vy > 0) && (!spec.x.log || vx > 0);
+      if (!ok) { pen = false; continue; }
+      d += `${pen ? "L" : "M"}${x(vx).toFixed(2)},${y(vy).toFixed(2)}`;
+      pen = true;
+    }
+    svg("path", { d, fill: "none", stroke: s.color, "stroke-width": s.width || 2, "stroke-dasharray": s.dash,
+      class: "series", "data-name": s.name }, plot);
+    if (s.points) {
+      for (let i = 0; i < s.xs.length; i++) {
+        const vy = s.ys[i];
+        if (vy === null || !Number.isFinite(vy) || (spec.y.log && vy <= 0)) continue;
+        svg("circle", { cx: x(s.xs[i]), cy: y(vy), r: 2.5, fill: s.color }, plot);
+      }
+    }
+  }
+  if (spec.legend !== false) {
+    const legend = html("div", { class: "legend" }, container);
+    for (const s of spec.series.filter((s) => s.name && !s.hideLegend)) {
+      const item = html("span", { class: "legend-item" }, legend);
+      html("span", { class: "swatch", style: `background:${s.color}` }, item);
+      item.appendChild(document.createTextNode(s.name));
+    }
+  }
+  if (spec.onHover) {
+    const cursor = svg("line", { y1: m.top, y2: height - m.bottom, class: "cursor", visibility: "hidden" }, root);
+    const overlay = svg("rect", { x: m.left, y: m.top, width: width - m.left - m.right,
+      height: height - m.top - m.bottom, fill: "transparent" }, root);
+    overlay.addEventListener("mousemove", (event) => {
+      const box = root.getBoundingClientRect();
+      const px = ((event.clientX - box.left) / box.width) * width;
+      const snapped = spec.onHover(x.invert(px));
+      if (snapped !== undefined) {
+        cursor.setAttribute("x1", x(snapped));
+        cursor.setAttribute("x2", x(snapped));
+        cursor.setAttribute("visibility", "visible");
+      }
+    });
+  }
+  return { root, x, y };
+}
+
+// -- heatmap ----------------------------------------------------------------------------------------
+// Blue for negative, white for zero, red for positive; t in [-1, 1].
+export function diverging(t) {
+  const c = Math.max(-1, Math.min(1, t));
+  const a = Math.abs(c);
+  const far = c < 0 ? [33, 102, 172] : [178, 24, 43];
+  return far.map((v) => Math.round(255 + (v - 255) * Math.pow(a, 0.85)));
+}
+
+// Light yellow to dark blue; t in [0, 1].
+export function sequential(t) {
+  const c = Math.max(0, Math.min(1, t));
+  const stops = [[255, 247, 188], [127, 205, 187], [44, 127, 184], [37, 52, 148], [8, 29, 88]];
+  const pos = c * (stops.length - 1), i = Math.min(stops.length - 2, Math.floor(pos)), f = pos - i;
+  return stops[i].map((v, k) => Math.round(v + (stops[i + 1][k] - v) * f));
+}
+
+// Draws rows x cols of values onto a canvas, one block per cell; null cells are grey.
+export function heatmap(canvas, matrix, colour, { cell = null, maxWidth = 560, maxHeight = 560 } = {}) {
+  const rows = matrix.length, cols = rows ? matrix[0].length : 0;
+  const size = cell || Math.max(1, Math.min(Math.floor(maxWidth / Math.max(1, cols)), Math.floor(maxHeight / Math.max(1, rows))));
+  canvas.width = cols * size;
+  canvas.height = rows * size;
+  const ctx = canvas.getContext("2d");
+  const image = ctx.createImageData(canvas.width, canvas.height);
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; c++) {
+      const v = matrix[r][c];
+      const rgb = v === null ? [225, 225, 228] : colour(v);
+      for (let dy = 0; dy < size; dy++) {
+        let off = ((r * size + dy) * canvas.width + c * size) * 4;
+        for (let dx = 0; dx < size; dx++, off += 4) {
+          image.data[off] = rgb[0]; image.data[off + 1] = rgb[1]; image.data[off + 2] = rgb[2]; image.data[off + 3] = 255;
+        }
+      }
+    }
+  }
+  ctx.putImageData(image, 0, 0);
+  return size;
+}
+
+// Cell under a mouse event on a heatmap canvas.
+export function cellAt(canvas, event, size) {
+  const box = canvas.getBoundingClientRect();
+  const px = ((event.clientX - box.left) / box.width) * canvas.width;
+  const py = ((event.clientY - box.top) / box.height) * canvas.height;
+  return { row: Math.floor(py / size), col: Math.floor(px / size) };
+}
+
+// -- clock dial ---------------------------------------------------------------------------------------
+// hands: [{angle (radians, counter-clockwise from 3 o'clock), length in [0, 1], color, label}]
+// arc: {from, to, color, label} drawn between two angles.
+export function dial(container, { size = 150, hands = [], arc = null, title = "", caption = "", ticks: tickCount = 12 } = {}) {
+  const root = svg("svg", { viewBox: `0 0 ${size} ${size + 34}`, class: "dial", role: "img", "aria-label": title }, container);
+  const c = size / 2, r = size / 2 - 12;
+  svg("circle", { cx: c, cy: c, r, class: "dial-face" }, root);
+  for (let i = 0; i < tickCount; i++) {
+    const a = (i / tickCount) * 2 * Math.PI;
+    svg("line", { x1: c + Math.cos(a) * (r - 5), y1: c - Math.sin(a) * (r - 5), x2: c + Math.cos(a) * r,
+      y2: c - Math.sin(a) * r, class: "dial-tick" }, root);
+  }
+  if (arc) {
+    const rr = r * 0.5;
+    const sweep = arc.to - arc.from;
+    const large = Math.abs(sweep) > Math.PI ? 1 : 0;
+    const x0 = c + Math.cos(arc.from) * rr, y0 = c - Math.sin(arc.from) * rr;
+    const x1 = c + Math.cos(arc.to) * rr, y1 = c - Math.sin(arc.to) * rr;
+    svg("path", { d: `M${c},${c} L${x0},${y0} A${rr},${rr} 0 ${large} ${sweep > 0 ? 0 : 1} ${x1},${y1} Z`,
+      fill: arc.color, opacity: 0.3, class: "dial-arc" }, root);
+  }
+  for (const hand of hands) {
+    const len = r * Math.max(0.08, Math.min(1, hand.length ?? 0.9));
+    const x1 = c + Math.cos(hand.angle) * len, y1 = c - Math.sin(hand.angle) * len;
+    svg("line", { x1: c, y1: c, x2: x1, y2: y1, stroke: hand.color, "stroke-width": hand.width || 3,
+      "stroke-linecap": "round", class: "dial-hand" }, root);
+    if (hand.label) {
+      const lx = c + Math.cos(hand.angle) * (len + 9), ly = c - Math.sin(hand.angle) * (len + 9) + 4;
+      svg("text", { x: lx, y: ly, "text-anchor": "middle", class: "dial-label", fill: hand.color }, root).textContent = hand.label;
+    }
+  }
+  svg("circle", { cx: c, cy: c, r: 3, fill: "#333" }, root);
+  if (title) svg("text", { x: c, y: size + 12, "text-anchor": "middle", class: "dial-title" }, root).textContent = title;
+  if (caption) svg("text", { x: c, y: size + 28, "text-anchor": "middle", class: "dial-caption" }, root).textContent = caption;
+  return root;
+}
+
+// -- bars -----------------------------------------------------------------------------------------------
+export function bars(container, values, { width = 560, height = 120, colour = null, highlight = -1, log = false,
+  label = "", domain = null } = {}) {
+  container.replaceChildren();
+  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "bars", role: "img", "aria-label": label }, container);
+  const left = 48, n = values.length, w = (width - left - 2) / Math.max(1, n);
+  const finite = values.filter((v) => v !== null && Number.isFinite(v) && (!log || v > 0));
+  let [lo, hi] = domain || (log ? extent([finite], { positiveOnly: true }) : [Math.min(0, ...finite), Math.max(0, ...finite)]);
+  if (lo === hi) hi = lo + 1;
+  const y = scale([lo, hi], [height - 14, 6], log);
+  const zero = log ? height - 14 : y(0);
+  svg("line", { x1: left - 2, x2: width, y1: zero, y2: zero, class: "frame" }, root);
+  svg("text", { x: left - 6, y: 12, "text-anchor": "end", class: "bar-tick" }, root).textContent = tickLabel(hi, false);
+  svg("text", { x: left - 6, y: height - 14, "text-anchor": "end", class: "bar-tick" }, root).textContent = tickLabel(lo, false);
+  values.forEach((v, i) => {
+    if (v === null || !Number.isFinite(v) || (log && v <= 0)) return;
+    const top = y(v);
+    svg("rect", { x: left + i * w, y: Math.min(top, zero), width: Math.max(1, w - 1), height: Math.max(1, Math.abs(zero - top)),
+      fill: colour ? colour(v, i) : "#4c78a8", class: i === highlight ? "bar highlight" : "bar" }, root);
+  });
+  return root;
+}
