@@ -202,7 +202,7 @@ def _dynamic(config: DynamicNTKScaling, rotary_dim: int, base: float,
              seq_len: Optional[int] = None) -> Frequencies:
     original = config.original_max_position_embeddings
     length = original if seq_len is None else max(int(seq_len), original)
-    scale = config.factor * length / original - (config.factor - 1.0)
+    scale = 1.0 + config.factor * (length - original) / original   # = s L / L0 - (s - 1), exact at L0
     return rope_inv_freq(rotary_dim, _ntk_base(base, scale, rotary_dim)), 1.0
 
 
