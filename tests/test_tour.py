@@ -416,3 +416,13 @@ def test_cli_runs_the_tour(tmp_path, monkeypatch, capsys):
     assert cli_main(["tour", "--out", str(tmp_path / "cli")]) == 0
     out = capsys.readouterr().out
     assert "A bag of tiles" in out and "Tour finished" in out
+
+
+def test_bag_margin_over_nope(facts):
+    smallest = min(facts[f"bag.{s}.pooled_max_diff"] for s in ("sinusoidal", "learned", "rope", "alibi"))
+    ratio = facts["bag.smallest_scheme_over_nope"]
+    if facts["bag.nope.pooled_max_diff"] > 0:
+        assert ratio == pytest.approx(smallest / facts["bag.nope.pooled_max_diff"])
+    else:
+        assert ratio is None
+    assert 0.01 < facts["bag.token_std"] < 0.03                 # TinyLM's N(0, 0.02) initialisation

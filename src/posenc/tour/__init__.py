@@ -20,6 +20,7 @@ from typing import Callable, List, Optional, Tuple
 
 import rich.console
 import torch
+from rich.panel import Panel
 
 DEFAULT_OUT = pathlib.Path("posenc-out") / "tour"
 
@@ -111,9 +112,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
-    ctx = run_tour(args.out)
+    console = rich.console.Console()
+    out = pathlib.Path(args.out)
+    console.print(Panel(
+        "[bold]How does a transformer know word order?[/]\n"
+        "Attention reads every token at once, so position has to be put in on purpose. This tour "
+        "shows why, and how each common scheme does it. Every number is computed now by posenc "
+        f"itself; the figures go to [cyan]{out}[/].", title="posenc tour"))
+    ctx = run_tour(out, console=console)
     figures = sorted(p.name for p in ctx.out_dir.glob("*.png"))
-    ctx.console.print(f"[bold green]Tour finished[/] in {time.perf_counter() - start:.1f} s: "
-                      f"{len(ctx.facts)} numbers computed live; figures in "
-                      f"[cyan]{ctx.out_dir.resolve()}[/]: {', '.join(figures)}")
+    console.print(f"[bold green]Tour finished[/] in {time.perf_counter() - start:.1f} s: "
+                  f"{len(ctx.facts)} numbers computed live; figures in "
+                  f"[cyan]{ctx.out_dir.resolve()}[/]: {', '.join(figures)}")
     return 0

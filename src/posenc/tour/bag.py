@@ -100,6 +100,17 @@ def bag_of_tiles(ctx) -> None:
             mark = verdict(diff > SCHEME_MARGIN, "yes", "no")
         t.add_row(name, WHERE[name], sci(diff), mark)
     ctx.console.print(t)
+    smallest = min(ctx.facts[f"bag.{name}.pooled_max_diff"] for name in SCHEMES if name != "nope")
+    token_std = ctx.record("bag.token_std", float(nope.tok.weight.std()))
+    nope_diff = ctx.facts["bag.nope.pooled_max_diff"]
+    if nope_diff > 0:
+        margin = ctx.record("bag.smallest_scheme_over_nope", smallest / nope_diff)
+        compared = f"{margin:,.0f} times NoPE's, which is pure float32 rounding"
+    else:
+        ctx.record("bag.smallest_scheme_over_nope", None)
+        compared = "far above NoPE's, which is exactly zero"
+    prose(ctx, f"""The differences look small because the model is untrained and its word vectors
+    are tiny (standard deviation {token_std:.3f}), but even the smallest is {compared}.""")
 
     causal = tiny_model("nope")
     pooled_a = hidden(causal, SENTENCE_A, True).mean(0)

@@ -121,9 +121,9 @@ def _dials(ctx) -> None:
     angles = hand_angles(seats)
     for seat in seats:
         ctx.record(f"rope.dial.{seat}", float(angles[seat]))
-    prose(ctx, """The clock picture: with theta = 30 degrees per seat, RoPE turns a vector pointing at
-    0 degrees to """ + ", ".join(f"{float(a):.0f}" for a in angles) + """ degrees at seats 0-3.""")
-    t = table("sentence", "seat of dog", "seat of bit", "dog's hand", "bit's hand", "turn from dog to bit")
+    prose(ctx, """The clock picture: with theta = 30 degrees per seat, RoPE turns the vector (1, 0),
+    which points at 0 degrees, to """ + ", ".join(f"{float(a):.0f}" for a in angles) + """ degrees at seats 0-3.""")
+    t = table("sentence", "dog at", "bit at", "dog's hand", "bit's hand", "dog to bit")
     relative = {}
     for name, words in SENTENCES.items():
         dog, bit = words.index("dog"), words.index("bit")

@@ -132,7 +132,7 @@ def _heatmap(ctx, seats: int = 200) -> None:
     right.set_ylabel("value")
     right.set_ylim(-1.1, 1.1)
     right.set_title("Three sine columns: fast, medium, slow")
-    right.legend(fontsize=8, loc="lower left")
+    right.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     save(ctx, fig, "sinusoidal_heatmap")
 
 
