@@ -1,0 +1,390 @@
+"""The explorer's JSON API, in process: every endpoint, its numbers against the library's, bad input.
+
+The numbers are checked against posenc's public functions (or closed forms of them), never against the
+explorer's own helpers, so a view cannot drift from the library unnoticed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from posenc.alibi import alibi_bias, alibi_slopes
+from posenc.hf import rotary_kwargs_from_hf
+from posenc.learned import LearnedPositionalEmbedding, PositionOutOfRangeError
+from posenc.rope import RotaryEmbedding
+from posenc.rope.scaling import (
+    DynamicNTKScaling, LinearScaling, Llama3Scaling, NTKScaling, YaRNScaling, rope_frequencies,
+)
+from posenc.rope.tables import rope_cos_sin, rope_inv_freq
+from posenc.sinusoidal import sinusoidal_frequencies, sinusoidal_table
+from posenc.explorer import lab_results, quiz
+from posenc.explorer.app import create_app
+from posenc.explorer.limits import LIMITS
+from posenc.explorer.server import add_arguments
+
+TWO_PI = 2 * math.pi
+
+
+@pytest.fixture(scope="module")
+def client():
+    with TestClient(create_app(allowed_hosts=None)) as c:
+        yield c
+
+
+def get(client, url, **params):
+    response = client.get(url, params=params)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def seeded(dim, seed):
+    return torch.randn(dim, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+# -- the page and its files ---------------------------------------------------------------------------
+def test_index_and_static_files_are_served_with_a_strict_policy(client):
+    page = client.get("/")
+    assert page.status_code == 200 and "posenc explorer" in page.text
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    for name in ("app.js", "charts.js", "style.css"):
+        assert client.get(f"/static/{name}").status_code == 200
+    assert "http://" not in page.text and "https://" not in page.text     # nothing from the network
+
+
+@pytest.mark.parametrize("path", ["/static/../app.py", "/static/%2e%2e/app.py", "/static/..%2fapp.py",
+                                  "/static/../../__init__.py", "/static/nope.js", "/app.py", "/etc/passwd"])
+def test_only_the_explorer_static_files_are_served(client, path):
+    assert client.get(path).status_code == 404
+
+
+def test_unknown_host_header_is_refused():
+    with TestClient(create_app()) as strict:
+        assert strict.get("/api/meta", headers={"host": "evil.example"}).status_code == 400
+        assert strict.get("/api/meta", headers={"host": "127.0.0.1:8765"}).status_code == 200
+
+
+def test_meta_lists_limits_methods_and_checks(client):
+    meta = get(client, "/api/meta")
+    assert meta["limits"]["d_model"]["maximum"] == LIMITS["d_model"].maximum
+    assert set(meta["methods"]) == {"linear", "ntk", "dynamic", "yarn", "llama3"}
+    assert meta["checks"] >= 6
+    assert meta["lab"] is False
+
+
+def test_cli_defaults_bind_loopback():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args([])
+    assert args.host == "127.0.0.1" and args.open is False and args.lab_run is None
+    assert parser.parse_args(["--port", "9000", "--open"]).port == 9000
+
+
+# -- 1. wave fingerprint --------------------------------------------------------------------------------
+def test_sinusoidal_table_is_the_library_table(client):
+    d = get(client, "/api/sinusoidal", length=12, d_model=10, base=500.0)
+    expected = sinusoidal_table(12, 10, 500.0)
+    assert torch.equal(torch.tensor(d["table"], dtype=torch.float32), expected)
+    assert d["frequencies"] == sinusoidal_frequencies(10, 500.0).tolist()
+    assert d["wavelengths"] == pytest.approx([TWO_PI / f for f in d["frequencies"]])
+
+
+def test_sinusoidal_cell_fills_the_formula_with_library_numbers(client):
+    cell = get(client, "/api/sinusoidal/cell", pos=37, dim=7, d_model=16, base=10000.0)
+    assert cell["function"] == "cos" and cell["pair"] == 3
+    assert cell["value"] == float(sinusoidal_table(38, 16)[37, 7])
+    assert cell["frequency"] == float(sinusoidal_frequencies(16)[3])
+    assert cell["denominator"] == pytest.approx(10000 ** (6 / 16))
+    assert math.cos(cell["angle"]) == pytest.approx(cell["value"], abs=1e-6)
+    assert cell["angle"] == pytest.approx(37 / cell["denominator"])
+
+
+def test_fingerprint_gives_each_word_its_seat_and_distances_depend_on_the_gap(client):
+    d = get(client, "/api/fingerprint", text="the dog bites the man", d_model=16, base=10000.0)
+    assert d["words"] == ["the", "dog", "bites", "the", "man"]
+    assert torch.equal(torch.tensor(d["vectors"], dtype=torch.float32), sinusoidal_table(5, 16))
+    dist = torch.tensor(d["distances"])
+    for gap in range(1, 5):
+        diagonal = torch.diagonal(dist, offset=gap)
+        assert torch.allclose(diagonal, diagonal[0].expand_as(diagonal), atol=1e-6)
+        assert bool((diagonal > 0).all())
+
+
+# -- 2. RoPE dials and the order proof ----------------------------------------------------------------------
+def test_dials_score_matches_rotary_embedding_and_ignores_a_common_shift(client):
+    d = get(client, "/api/rope/dials", head_dim=8, base=10000.0, q_pos=7, k_pos=2, offset=1000, seed=3)
+    q, k = seeded(8, 3), seeded(8, 10_003)
+    rope = RotaryEmbedding(8, base=10000.0, max_position_embeddings=16)
+    qf, kf = q.float().view(1, 1, 1, 8), k.float().view(1, 1, 1, 8)
+    q_rot, _ = rope(qf, qf, position_ids=torch.tensor([[7]]))
+    _, k_rot = rope(kf, kf, position_ids=torch.tensor([[2]]))
+    assert d["score"] == pytest.approx(float((q_rot * k_rot).sum()), abs=1e-5)
+    assert d["score_moved"] == pytest.approx(d["score"], abs=1e-10)
+    assert d["theta"] == rope_inv_freq(8, 10000.0).tolist()
+    assert d["relative_angle_deg"][1] == pytest.approx(math.degrees(5 * 0.1), abs=1e-9)   # theta_1 = 0.1
+    assert sum(d["pair_scores"]) == pytest.approx(d["score"], abs=1e-12)
+
+
+def test_order_proof_flips_the_relative_angle_and_only_rope_tells_the_sentences_apart(client):
+    d = get(client, "/api/rope/order", text_a="dog bites man", text_b="man bites dog",
+            query_word="bites", key_word="dog", degrees=30.0)
+    a, b = d["sentences"]
+    assert a["relative_angle_deg"] == pytest.approx(-30.0) and b["relative_angle_deg"] == pytest.approx(30.0)
+    assert a["score_nope"] == b["score_nope"]
+    assert abs(a["score_rope"] - b["score_rope"]) > 1e-3
+    # the same rotation through the library's tables
+    inv_freq = torch.tensor([math.radians(30.0)], dtype=torch.float64)
+    cos, sin = rope_cos_sin(torch.tensor([1.0, 0.0]), inv_freq, dtype=torch.float64)
+    q, k = torch.tensor(d["q"], dtype=torch.float64), torch.tensor(d["k"], dtype=torch.float64)
+    q_rot = torch.stack((q[0] * cos[0, 0] - q[1] * sin[0, 0], q[0] * sin[0, 0] + q[1] * cos[0, 0]))
+    k_rot = torch.stack((k[0] * cos[1, 0] - k[1] * sin[1, 0], k[0] * sin[1, 0] + k[1] * cos[1, 0]))
+    assert a["score_rope"] == pytest.approx(float(q_rot @ k_rot), abs=1e-12)
+
+
+# -- 3. scores against distance --------------------------------------------------------------------------
+def test_scores_follow_the_closed_forms(client):
+    d = get(client, "/api/scores", head_dim=32, base=10000.0, d_model=24, sin_base=10000.0, heads=6,
+            max_distance=300)
+    dist = torch.arange(301, dtype=torch.float64)
+    rope_expected = torch.cos(dist.unsqueeze(-1) * rope_inv_freq(32, 10000.0)).mean(-1)
+    assert d["rope"] == pytest.approx(rope_expected.tolist(), abs=1e-12)
+    table = sinusoidal_table(301, 24, dtype=torch.float64)
+    assert d["sinusoidal"] == pytest.approx(((table @ table[0]) / 12).tolist(), abs=1e-12)
+    slopes = alibi_slopes(6)
+    assert d["alibi_slopes"] == slopes.tolist()
+    assert d["alibi"][4][:5] == pytest.approx([-float(slopes[4]) * i for i in range(5)])
+    assert d["rope"][0] == pytest.approx(1.0) and max(d["rope"][100:]) < 0.9
+
+
+# -- 5. ALiBi beside RoPE ------------------------------------------------------------------------------------
+def test_alibi_matrix_is_the_library_bias_and_rope_matrix_depends_on_distance_only(client):
+    d = get(client, "/api/alibi", heads=12, head=5, matrix_len=9, head_dim=16, base=10000.0, seed=4)
+    pos = torch.arange(9)
+    bias = alibi_bias(alibi_slopes(12), pos, pos)[5]
+    for i in range(9):
+        for j in range(9):
+            got = d["bias"][i][j]
+            assert (got is None) if j > i else got == float(bias[i, j])
+            assert (d["rope_scores"][i][j] is None) == (j > i)
+    scores = d["rope_scores"]
+    for gap in range(0, 9):
+        values = [scores[i][i - gap] for i in range(gap, 9)]
+        assert values == pytest.approx([values[0]] * len(values), abs=1e-9)
+    assert d["slopes"] == alibi_slopes(12).tolist()
+
+
+# -- 6. precision ----------------------------------------------------------------------------------------------
+def test_precision_errors_per_dtype(client):
+    d = get(client, "/api/precision", head_dim=64, base=10000.0, max_position=2**20, pos=1_000_000)
+    assert d["positions"] == sorted(d["positions"]) and d["positions"][-1] == 2**20
+    inv_freq = rope_inv_freq(64, 10000.0)
+    exact = 1_000_000 * inv_freq
+    naive = (torch.tensor(1_000_000.0) * inv_freq.float()).double()
+    table_angle = torch.atan2(naive.sin().float().double(), naive.cos().float().double())
+    err32 = torch.remainder(table_angle - exact + math.pi, TWO_PI) - math.pi
+    assert d["at_pos"]["float32"] == pytest.approx(err32.abs().tolist(), abs=1e-12)
+    assert max(d["at_pos"]["float32"]) > 1e-3
+    assert max(d["at_pos"]["posenc"]) < 1e-6
+    assert d["at_pos"]["float16"] == [None] * 32                   # 1e6 is past float16's range
+    beyond = [i for i, p in enumerate(d["positions"]) if p > 65520]
+    assert all(d["max_error"]["float16"][i] is None for i in beyond)
+    assert all(v < 1e-6 for v in d["max_error"]["posenc"])
+
+
+# -- 4. wavelengths, fixtures, config -----------------------------------------------------------------------------
+def test_wavelength_overlays_are_the_library_frequencies(client):
+    d = get(client, "/api/wavelengths", rotary_dim=64, base=500000.0, train_len=8192,
+            methods="linear,ntk,dynamic,yarn,llama3", factor=8.0, seq_len=20000, beta_fast=32.0,
+            beta_slow=1.0, low_freq_factor=1.0, high_freq_factor=4.0)
+    configs = {
+        "linear": (LinearScaling(8.0), None), "ntk": (NTKScaling(8.0), None),
+        "dynamic": (DynamicNTKScaling(8.0, 8192), 20000),
+        "yarn": (YaRNScaling(8.0, 8192, beta_fast=32.0, beta_slow=1.0), None),
+        "llama3": (Llama3Scaling(8.0, 1.0, 4.0, 8192), None),
+    }
+    default = rope_inv_freq(64, 500000.0)
+    assert d["default"]["wavelength"] == pytest.approx((TWO_PI / default).tolist())
+    for name, (cfg, seq_len) in configs.items():
+        inv_freq, factor = rope_frequencies(cfg, 64, 500000.0, seq_len)
+        entry = d["methods"][name]
+        assert entry["inv_freq"] == inv_freq.tolist(), name
+        assert entry["attention_factor"] == factor
+        assert entry["kept"] + entry["blended"] + entry["divided"] == 32
+    assert d["methods"]["linear"]["divided"] == 32
+    llama = d["methods"]["llama3"]
+    wavelengths = (TWO_PI / default).tolist()
+    assert llama["kept"] == sum(w < 8192 / 4 for w in wavelengths)
+    assert llama["divided"] == sum(w > 8192 / 1 for w in wavelengths)
+    assert d["thresholds"]["llama3"] == [2048.0, 8192.0]
+
+
+def test_fixtures_load_real_configs_through_posenc_hf(client):
+    listed = get(client, "/api/fixtures")["fixtures"]
+    names = [f["name"] for f in listed if "error" not in f]
+    assert "llama-3.1-8b" in names
+    d = get(client, "/api/fixture", name="llama-3.1-8b")
+    assert d["rope_type"] == "llama3" and d["base"] == 500000.0 and d["train_len"] == 8192
+    from posenc.explorer.scaling_view import fixtures
+    kw = rotary_kwargs_from_hf(fixtures()["llama-3.1-8b"][0])
+    expected, _ = rope_frequencies(kw["scaling"], kw["rotary_dim"], kw["base"])
+    assert d["curves"]["configured"]["inv_freq"] == expected.tolist()
+    for name in names:                                        # every shipped fixture draws
+        assert client.get("/api/fixture", params={"name": name}).status_code == 200, name
+
+
+@pytest.mark.parametrize("method", ["default", "linear", "ntk", "dynamic", "yarn", "llama3"])
+def test_config_round_trips_through_hugging_face(client, method):
+    d = get(client, "/api/config", head_dim=64, rotary_dim=32, base=500000.0, layout="half", method=method,
+            max_position_embeddings=131072, factor=8.0, original_max_position_embeddings=8192)
+    cfg = d["posenc"]
+    assert cfg["rotary_dim"] == 32 and cfg["base"] == 500000.0
+    for style in ("hf_rope_parameters", "hf_rope_scaling"):
+        hf = d[style]
+        assert hf["max_position_embeddings"] == (8192 if method == "dynamic" else 131072)
+        rebuilt = rotary_kwargs_from_hf(hf)
+        assert rebuilt["rotary_dim"] == 32 and rebuilt["base"] == 500000.0
+        ours = rope_frequencies(rebuilt["scaling"], 32, 500000.0)
+        scaling = None if cfg["scaling"] is None else rebuilt["scaling"]
+        assert ours[0].tolist() == rope_frequencies(scaling, 32, 500000.0)[0].tolist()
+        assert (rebuilt["scaling"] is None) == (method == "default")
+    namespace = {}
+    exec(d["python"], namespace)                               # the snippet builds the same module
+    assert namespace["rope"].rotary_dim == 32
+    assert namespace["rope"].attention_factor == d["attention_factor"]
+
+
+# -- 7. lab results ---------------------------------------------------------------------------------------------------
+def write_results(folder, data):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.json").write_text(json.dumps(data), encoding="utf-8")
+    return folder
+
+
+SYNTHETIC = {
+    "config": {"d_model": 64, "steps": 10},
+    "train_len": 128,
+    "eval_lengths": [128, 512],
+    "schemes": {
+        "rope": {"eval": {"128": {"bpb": 2.1, "bpb_ci": [2.0, 2.2], "bpb_last_quarter": 2.0, "bpb_final32": 1.9},
+                          "512": {"bpb": 2.9, "bpb_ci": [2.7, 3.1], "bpb_last_quarter": 3.3, "bpb_final32": 3.5}},
+                 "loss_by_position": {"128": [2.0] * 128, "512": [float(i) for i in range(2000)]}},
+        "alibi": {"eval": {"128": {"bpb": 2.2}}, "loss_by_position": {"128": [2.1] * 128}},
+    },
+    "extension": {"yarn": {"512": {"bpb": 2.5}}},
+}
+
+
+def test_lab_view_reads_a_results_file(tmp_path):
+    run = write_results(tmp_path / "run", SYNTHETIC)
+    with TestClient(create_app(lab_run=run, allowed_hosts=None)) as c:
+        d = get(c, "/api/lab")
+        assert get(c, "/api/meta")["lab"] is True
+    assert d["available"] and d["train_len"] == 128 and d["eval_lengths"] == [128, 512]
+    assert d["schemes"]["rope"]["eval"]["512"]["bpb_ci"] == [2.7, 3.1]
+    long_curve = d["schemes"]["rope"]["loss_by_position"]["512"]
+    assert len(long_curve["loss"]) == lab_results.MAX_CURVE_POINTS and long_curve["points"] == 2000
+    assert long_curve["loss"][0] == pytest.approx(sum(range(3)) / 3)      # 2000/512 -> first bucket 0..2
+    assert d["schemes"]["alibi"]["eval"]["128"]["bpb_last_quarter"] is None
+    assert d["extension"]["yarn"]["512"]["bpb"] == 2.5
+    assert d["notes"] == []
+
+
+def test_lab_view_says_what_is_missing(tmp_path):
+    assert lab_results.read_lab_results(None)["available"] is False
+    assert "not found" in lab_results.read_lab_results(tmp_path)["notes"][0]
+    (tmp_path / "results.json").write_text("{broken", encoding="utf-8")
+    assert "could not be read" in lab_results.read_lab_results(tmp_path)["notes"][0]
+    partial = write_results(tmp_path / "partial", {"train_len": 64, "schemes": {
+        "rope": {"eval": {"64": {"bpb": "NaN"}, "x": {}}, "loss_by_position": {"64": [1.0, None, "a"]}},
+        "nope": 3}})
+    d = lab_results.read_lab_results(partial)
+    assert d["available"] is True
+    joined = " | ".join(d["notes"])
+    for fragment in ("eval_lengths is missing", "config is missing", "extension is missing",
+                     "scheme 'nope' has no results", "'x' is not a length"):
+        assert fragment in joined
+    assert d["schemes"]["rope"]["eval"]["64"]["bpb"] is None
+    assert d["schemes"]["rope"]["loss_by_position"]["64"]["loss"] == [1.0, None, None]
+    assert d["eval_lengths"] == [64]
+
+
+# -- 8. knowledge checks ---------------------------------------------------------------------------------------------
+def test_quiz_lists_questions_without_answers(client):
+    checks = get(client, "/api/quiz")["checks"]
+    assert len(checks) >= 6
+    for check in checks:
+        assert set(check) == {"id", "topic", "prompt", "choices"}
+        assert len(check["choices"]) >= 2
+
+
+@pytest.mark.parametrize("check", quiz.CHECKS, ids=lambda c: c.id)
+def test_every_check_explains_itself_with_a_computation(client, check):
+    right = get(client, f"/api/quiz/{check.id}/answer", choice=check.answer)
+    assert right["correct"] is True and right["evidence"] and right["values"]
+    wrong = (check.answer + 1) % len(check.choices)
+    answer = get(client, f"/api/quiz/{check.id}/answer", choice=wrong)
+    assert answer["correct"] is False and answer["answer"] == check.answer
+    assert answer["feedback"] != right["feedback"]
+
+
+def test_check_evidence_equals_the_library(client):
+    alibi = get(client, "/api/quiz/alibi-head0/answer", choice=0)["values"]
+    assert alibi["head0"] == float(alibi_bias(alibi_slopes(8), torch.tensor([10]), torch.arange(11))[0, 0, 0]) == -5.0
+    learned = get(client, "/api/quiz/learned-limit/answer", choice=2)["values"]
+    with pytest.raises(PositionOutOfRangeError) as err:
+        LearnedPositionalEmbedding(512, 4).encodings(torch.arange(600))
+    assert learned["error"] == str(err.value)
+    relative = get(client, "/api/quiz/relative/answer", choice=0)["values"]
+    assert relative["score_near"] == pytest.approx(relative["score_far"], abs=1e-12)
+    bands = get(client, "/api/quiz/llama3-bands/answer", choice=2)["values"]
+    ratio = rope_frequencies(Llama3Scaling(8.0, 1.0, 4.0, 8192), 128, 500000.0)[0] / rope_inv_freq(128, 500000.0)
+    assert bands["ratio"] == ratio.tolist()
+    assert bands["kept"] + bands["blended"] + bands["divided"] == 64
+
+
+# -- bad input: always 422 with a message, never a server error ------------------------------------------------------
+BAD = [
+    ("/api/sinusoidal", {"d_model": 100000}), ("/api/sinusoidal", {"length": 0}),
+    ("/api/sinusoidal", {"base": "nan"}), ("/api/sinusoidal", {"base": "inf"}),
+    ("/api/sinusoidal", {"base": 1}), ("/api/sinusoidal", {"length": "abc"}),
+    ("/api/sinusoidal", {"length": 10**30}),
+    ("/api/sinusoidal/cell", {"dim": 70, "d_model": 64}), ("/api/sinusoidal/cell", {"pos": -1}),
+    ("/api/sinusoidal/cell", {"pos": 10**7}),
+    ("/api/fingerprint", {"text": ""}), ("/api/fingerprint", {"text": "   "}),
+    ("/api/fingerprint", {"text": "a " * 30}), ("/api/fingerprint", {"text": "x" * 301}),
+    ("/api/fingerprint", {"text": "y" * 40}),
+    ("/api/rope/dials", {"head_dim": 7}), ("/api/rope/dials", {"head_dim": 1024}),
+    ("/api/rope/dials", {"q_pos": -3}), ("/api/rope/dials", {"offset": 10**9}), ("/api/rope/dials", {"seed": -1}),
+    ("/api/rope/order", {"key_word": "cat"}), ("/api/rope/order", {"degrees": 0}),
+    ("/api/rope/order", {"degrees": 720}), ("/api/rope/order", {"text_a": ""}),
+    ("/api/scores", {"max_distance": 100000}), ("/api/scores", {"heads": 0}), ("/api/scores", {"head_dim": 9}),
+    ("/api/scores", {"sin_base": "-inf"}),
+    ("/api/alibi", {"heads": 4, "head": 5}), ("/api/alibi", {"matrix_len": 1000}), ("/api/alibi", {"head_dim": 3}),
+    ("/api/precision", {"max_position": 2**40}), ("/api/precision", {"pos": -1}), ("/api/precision", {"head_dim": 5}),
+    ("/api/wavelengths", {"methods": "yarn,foo"}), ("/api/wavelengths", {"methods": "yarn,yarn"}),
+    ("/api/wavelengths", {"methods": "yarn", "beta_fast": 0.5}),
+    ("/api/wavelengths", {"methods": "llama3", "high_freq_factor": 0.5}),
+    ("/api/wavelengths", {"factor": 0.5}), ("/api/wavelengths", {"rotary_dim": 3}),
+    ("/api/wavelengths", {"methods": "x" * 101}),
+    ("/api/fixture", {"name": "../../etc/passwd"}), ("/api/fixture", {"name": "no-such-model"}),
+    ("/api/fixture", {}),
+    ("/api/config", {"rotary_dim": 300}), ("/api/config", {"head_dim": 16, "rotary_dim": 32}),
+    ("/api/config", {"layout": "diagonal"}), ("/api/config", {"method": "longrope"}),
+    ("/api/config", {"method": "llama3", "high_freq_factor": 0.5}), ("/api/config", {"max_position_embeddings": 0}),
+    ("/api/quiz/nope/answer", {"choice": 0}), ("/api/quiz/relative/answer", {"choice": 5}),
+    ("/api/quiz/relative/answer", {"choice": -1}), ("/api/quiz/relative/answer", {}),
+]
+
+
+@pytest.mark.parametrize("url,params", BAD, ids=[f"{u}?{p}"[:70] for u, p in BAD])
+def test_bad_input_is_a_422_with_a_message(client, url, params):
+    response = client.get(url, params=params)
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert isinstance(detail, str) and len(detail) > 10
