@@ -7,6 +7,10 @@ BLOCK_S positions)``; a unit visits every head of q and then of k for its positi
 slice of the cos/sin tables (BLOCK_S x rotary_dim/2 floats each) stays in L1 while the heads stream
 through. Threads (POSIX) take contiguous ranges of units.
 
+float16 uses the compiler's ``_Float16`` (hardware conversions where the CPU has them) and falls back
+to exact bit-level conversions where the compiler lacks it (forced with ``-DPOSENC_NO_FLOAT16``, which
+the tests do to check that fallback too).
+
 Numerics match :func:`posenc.rope.apply.rotate_reference` bit for bit: bf16/fp16 are widened to
 float32, every product and difference is rounded separately (the file is compiled with
 ``-ffp-contract=off``, so no fused multiply-adds), and the result is rounded to the storage type once
@@ -38,7 +42,7 @@ static inline uint16_t bf16_store(float f) {
     return (uint16_t)(((u & 0x7fffffffu) > 0x7f800000u) ? quiet_nan : rounded);
 }
 
-#if defined(__FLT16_MAX__)
+#if defined(__FLT16_MAX__) && !defined(POSENC_NO_FLOAT16)
 typedef _Float16 half_t;
 static inline float f16_load(half_t h) { return (float)h; }
 static inline half_t f16_store(float f) { return (half_t)f; }
