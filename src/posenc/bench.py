@@ -1,0 +1,333 @@
+"""``posenc bench``: time RoPE implementations side by side, in one run, against the memory limit.
+
+Applying RoPE reads q and k and writes them back; cos/sin are small and shared by all heads. So the
+honest yardstick is not another implementation but the memory system: the **ceiling** is an in-place
+pass over the same bytes (``q.mul_(1.0); k.mul_(1.0)``), which reads and writes every element once.
+Each implementation is reported as a multiple of that ceiling's time (1.0 is the limit) and as a
+speed-up over the usual eager PyTorch code.
+
+Implementations (rows):
+
+* ``posenc``: :func:`posenc.apply_rotary`, the dispatched path (fused C kernel on CPU, Triton on CUDA);
+* ``posenc in-place``: the same with ``inplace=True`` (forward only: leaves cannot be modified in place);
+* ``posenc reference``: :func:`posenc.rope.apply.rotate_reference`, plain torch ops;
+* ``eager``: the usual ``transformers``-style code, ``q * cos + rotate_half(q) * sin`` with
+  full-width (duplicated) cos/sin in the input dtype, written out below;
+* ``compiled eager``: ``torch.compile`` of that eager code (compile time is reported separately);
+* ``memory pass``: the ceiling above. With backward it is two passes: the forward's over q and k and
+  the backward's over their gradients.
+
+Shapes follow Llama-3-8B attention (32 query heads, 8 key/value heads, head_dim 128): ``decode``
+(one new token), ``prefill-4k`` and ``prefill-16k``. Each case is warmed up, then timed ``repeats``
+times; a repeat of a very short call runs it in a loop and reports the time per call. Medians are
+reported. On CUDA, the L2 cache is flushed before every repeat and time is taken with CUDA events.
+
+Timings on a shared machine move from run to run; only ratios measured within one run are meaningful,
+which is why every row of a case is timed in the same process, interleaved round by round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+import torch
+
+#: name -> (batch, seq); heads and head_dim are in :data:`LLAMA3_8B`
+SHAPES = {
+    "decode": (1, 1),
+    "prefill-4k": (1, 4096),
+    "prefill-16k": (1, 16384),
+    "tiny": (2, 8),
+}
+LLAMA3_8B = {"q_heads": 32, "kv_heads": 8, "head_dim": 128}
+TINY = {"q_heads": 4, "kv_heads": 2, "head_dim": 16}
+QUICK_SHAPES = ("decode", "prefill-4k")
+FULL_SHAPES = ("decode", "prefill-4k", "prefill-16k")
+MODES = ("forward", "forward+backward")
+IMPLEMENTATIONS = ("posenc", "posenc in-place", "posenc reference", "eager", "compiled eager",
+                   "memory pass")
+CEILING = "memory pass"
+EAGER = "eager"
+
+
+# -- the usual implementation, as found in transformers' Llama ------------------------------------
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """(..., d) -> (..., d): ``(x1, x2) -> (-x2, x1)`` on the two halves."""
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def eager_rotary(q, k, cos_full, sin_full):
+    """``transformers``-style RoPE; cos_full/sin_full are (B|1, 1, S, head_dim), halves duplicated."""
+    return q * cos_full + rotate_half(q) * sin_full, k * cos_full + rotate_half(k) * sin_full
+
+
+# -- configuration --------------------------------------------------------------------------------
+@dataclass
+class BenchConfig:
+    shapes: Sequence[str] = QUICK_SHAPES
+    dtypes: Sequence[str] = ("float32",)
+    modes: Sequence[str] = MODES
+    device: str = "cpu"
+    repeats: int = 7              # timed repeats per implementation and case
+    warmup: int = 2               # untimed calls before timing
+    min_sample_s: float = 2e-3    # a repeat loops a short call until it lasts at least this long
+    compile: bool = True          # include "compiled eager" (costs compile time per case)
+    quick: bool = False
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true",
+                        help="decode and prefill-4k, float32, 5 repeats: under two minutes on 2 CPU cores")
+    parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=None,
+                        help=f"cases to run (default {' '.join(FULL_SHAPES)}; --quick: {' '.join(QUICK_SHAPES)}; "
+                             "'tiny' is a small smoke-test shape)")
+    parser.add_argument("--dtypes", nargs="+", choices=["float32", "bfloat16", "float16"], default=None,
+                        help="element types (default float32 bfloat16; --quick: float32)")
+    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
+    parser.add_argument("--device", default="auto", help="cpu, cuda, or auto (cuda when available)")
+    parser.add_argument("--repeats", type=int, default=None, help="timed repeats (default 7; --quick: 5)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed calls before timing (default 2)")
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile row")
+    parser.add_argument("--json", type=Path, default=Path("bench-rope.json"),
+                        help="where to write the results (default: bench-rope.json)")
+
+
+def config_from_args(args: argparse.Namespace) -> BenchConfig:
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"--device must be cpu, cuda or auto, got {args.device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda was asked for but torch.cuda.is_available() is False")
+    repeats = args.repeats if args.repeats is not None else (5 if args.quick else 7)
+    if repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {repeats}")
+    if args.warmup < 0:
+        raise ValueError(f"--warmup must be >= 0, got {args.warmup}")
+    return BenchConfig(
+        shapes=tuple(args.shapes or (QUICK_SHAPES if args.quick else FULL_SHAPES)),
+        dtypes=tuple(args.dtypes or (("float32",) if args.quick else ("float32", "bfloat16"))),
+        modes=tuple(args.modes), device=device, repeats=repeats, warmup=args.warmup,
+        min_sample_s=1e-3 if args.quick else 2e-3, compile=not args.no_compile, quick=args.quick)
+
+
+# -- timing ---------------------------------------------------------------------------------------
+class _Timer:
+    """Seconds per call of ``fn``: wall clock on CPU, CUDA events after an L2 flush on CUDA."""
+
+    def __init__(self, device: str):
+        self.cuda = device == "cuda"
+        if self.cuda:
+            size = 2 * torch.cuda.get_device_properties(0).L2_cache_size if hasattr(
+                torch.cuda.get_device_properties(0), "L2_cache_size") else 256 << 20
+            self.flush_buffer = torch.empty(max(size, 64 << 20), dtype=torch.uint8, device="cuda")
+
+    def once(self, fn: Callable[[], None], calls: int) -> float:
+        if self.cuda:
+            self.flush_buffer.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(calls):
+                fn()
+            end.record()
+            torch.cuda.synchronize()
+            return start.elapsed_time(end) / 1e3 / calls
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        return (time.perf_counter() - t0) / calls
+
+    def calls_per_sample(self, fn: Callable[[], None], min_sample_s: float) -> int:
+        one = max(self.once(fn, 1), 1e-7)
+        return int(min(1000, max(1, min_sample_s // one + 1)))
+
+
+# -- cases ----------------------------------------------------------------------------------------
+def _make_case(shape: str, dtype: torch.dtype, device: str):
+    batch, seq = SHAPES[shape]
+    dims = TINY if shape == "tiny" else LLAMA3_8B
+    d = dims["head_dim"]
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(batch, dims["q_heads"], seq, d, generator=gen).to(device=device, dtype=dtype)
+    k = torch.randn(batch, dims["kv_heads"], seq, d, generator=gen).to(device=device, dtype=dtype)
+    from .rope.tables import rope_inv_freq, rope_table
+    cos, sin = rope_table(seq + 100, rope_inv_freq(d, 500000.0), device=device)
+    cos, sin = cos[100:].unsqueeze(0), sin[100:].unsqueeze(0)               # (1, S, d/2): decode at 100+
+    cos_full = torch.cat((cos, cos), -1).unsqueeze(1).to(dtype)             # (1, 1, S, d), as in HF
+    sin_full = torch.cat((sin, sin), -1).unsqueeze(1).to(dtype)
+    info = {"shape": shape, "batch": batch, "seq": seq, **dims, "dtype": str(dtype).replace("torch.", ""),
+            "bytes_q_k": (q.numel() + k.numel()) * q.element_size()}
+    return q, k, cos, sin, cos_full, sin_full, info
+
+
+def _forward_fns(q, k, cos, sin, cos_full, sin_full, compiled) -> Dict[str, Callable[[], None]]:
+    from .rope.apply import _apply_reference, apply_rotary
+    fns = {
+        "posenc": lambda: apply_rotary(q, k, cos, sin),
+        "posenc in-place": lambda: apply_rotary(q, k, cos, sin, inplace=True),
+        "posenc reference": lambda: _apply_reference(q, k, cos, sin, "half", q.shape[-1], False),
+        "eager": lambda: eager_rotary(q, k, cos_full, sin_full),
+        "memory pass": lambda: (q.mul_(1.0), k.mul_(1.0)),
+    }
+    if compiled is not None:
+        fns["compiled eager"] = lambda: compiled(q, k, cos_full, sin_full)
+    return fns
+
+
+def _backward_fns(q, k, cos, sin, cos_full, sin_full, compiled) -> Dict[str, Callable[[], None]]:
+    from .rope.apply import _apply_reference, apply_rotary
+    ql, kl = q.detach().clone().requires_grad_(), k.detach().clone().requires_grad_()
+    gq, gk = torch.randn_like(q), torch.randn_like(k)
+
+    def step(forward):
+        def go():
+            qo, ko = forward()
+            torch.autograd.backward((qo, ko), (gq, gk))
+        return go
+
+    fns = {
+        "posenc": step(lambda: apply_rotary(ql, kl, cos, sin)),
+        "posenc reference": step(lambda: _apply_reference(ql, kl, cos, sin, "half", q.shape[-1], False)),
+        "eager": step(lambda: eager_rotary(ql, kl, cos_full, sin_full)),
+        "memory pass": lambda: (q.mul_(1.0), k.mul_(1.0), gq.mul_(1.0), gk.mul_(1.0)),
+    }
+    if compiled is not None:
+        fns["compiled eager"] = step(lambda: compiled(ql, kl, cos_full, sin_full))
+    return fns
+
+
+def _time_case(fns: Dict[str, Callable[[], None]], config: BenchConfig, timer: _Timer) -> Dict[str, dict]:
+    """Warm every row up, then time them round-robin so that drifting load hits all rows alike."""
+    calls = {}
+    compile_s = {}
+    for name, fn in fns.items():
+        t0 = time.perf_counter()
+        fn()                                                         # first call: compiles, builds
+        compile_s[name] = time.perf_counter() - t0
+        for _ in range(config.warmup):
+            fn()
+        calls[name] = timer.calls_per_sample(fn, config.min_sample_s)
+    samples: Dict[str, List[float]] = {name: [] for name in fns}
+    for _ in range(config.repeats):
+        for name, fn in fns.items():
+            samples[name].append(timer.once(fn, calls[name]) * 1e3)
+    out = {}
+    for name in fns:
+        entry = {"median_ms": statistics.median(samples[name]), "samples_ms": samples[name],
+                 "calls_per_sample": calls[name]}
+        if name == "compiled eager":
+            entry["first_call_s"] = compile_s[name]
+        out[name] = entry
+    ceiling = out[CEILING]["median_ms"]
+    eager = out[EAGER]["median_ms"]
+    for entry in out.values():
+        entry["x_ceiling"] = entry["median_ms"] / ceiling
+        entry["speedup_vs_eager"] = eager / entry["median_ms"]
+    return {name: out[name] for name in IMPLEMENTATIONS if name in out}
+
+
+def _environment(config: BenchConfig) -> dict:
+    from . import __version__
+    from .rope import kernels
+    from .rope.apply import _fused_kernel
+    env = {"posenc": __version__, "torch": torch.__version__, "python": platform.python_version(),
+           "device": config.device, "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+           "machine": platform.machine(), "processor": _cpu_name()}
+    if hasattr(os, "getloadavg"):
+        env["load_average_at_start"] = list(os.getloadavg())
+    probe = torch.zeros(1, 1, 1, 2, device=config.device)
+    kernel = _fused_kernel(probe, probe, probe, False)
+    env["dispatched_kernel"] = ("fused C kernel" if config.device == "cpu" else "Triton") if kernel else "reference"
+    if config.device == "cpu" and kernel is None:
+        env["fused_unavailable_reason"] = kernels.cpu.unavailable_reason()
+    if config.device == "cuda":
+        env["gpu"] = torch.cuda.get_device_name(0)
+    return env
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def run_benchmark(config: BenchConfig, progress: Optional[Callable[[str], None]] = None) -> dict:
+    """Run every case of ``config``; return the JSON-ready results."""
+    for shape in config.shapes:
+        if shape not in SHAPES:
+            raise ValueError(f"shape must be one of {list(SHAPES)}, got {shape!r}")
+    for mode in config.modes:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
+    timer = _Timer(config.device)
+    report = {"config": asdict(config), "environment": _environment(config), "cases": []}
+    started = time.perf_counter()
+    compiled = torch.compile(eager_rotary) if config.compile else None
+    for dtype_name in config.dtypes:
+        dtype = getattr(torch, dtype_name)
+        for shape in config.shapes:
+            q, k, cos, sin, cos_full, sin_full, info = _make_case(shape, dtype, config.device)
+            for mode in config.modes:
+                if progress:
+                    progress(f"{shape} {dtype_name} {mode}")
+                make = _forward_fns if mode == "forward" else _backward_fns
+                fns = make(q, k, cos, sin, cos_full, sin_full, compiled)
+                report["cases"].append({**info, "mode": mode, "results": _time_case(fns, config, timer)})
+            del q, k, cos_full, sin_full
+    report["elapsed_s"] = time.perf_counter() - started
+    if hasattr(os, "getloadavg"):
+        report["environment"]["load_average_at_end"] = list(os.getloadavg())
+    return report
+
+
+def _fmt_ms(ms: float) -> str:
+    return f"{ms * 1e3:.1f} µs" if ms < 1 else f"{ms:.2f} ms"
+
+
+def format_table(report: dict) -> str:
+    """A markdown table: one row per case and implementation."""
+    lines = ["| case | dtype | pass | implementation | median | × ceiling | vs eager |",
+             "|---|---|---|---|---:|---:|---:|"]
+    for case in report["cases"]:
+        label = f"{case['shape']} ({case['batch']}×{case['seq']}, {case['q_heads']}q/{case['kv_heads']}kv×{case['head_dim']})"
+        for name, r in case["results"].items():
+            lines.append(f"| {label} | {case['dtype']} | {case['mode']} | {name} | {_fmt_ms(r['median_ms'])} | "
+                         f"{r['x_ceiling']:.2f} | {r['speedup_vs_eager']:.1f}× |")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = config_from_args(args)
+    except ValueError as exc:
+        print(f"posenc bench: {exc}")
+        return 2
+    env_line = f"torch {torch.__version__}, {config.device}, {torch.get_num_threads()} threads"
+    print(f"posenc bench: {' '.join(config.shapes)} × {' '.join(config.dtypes)} × {' / '.join(config.modes)}; "
+          f"{config.repeats} repeats after {config.warmup} warm-up calls; {env_line}", flush=True)
+    report = run_benchmark(config, progress=lambda what: print(f"  timing {what} ...", flush=True))
+    print()
+    print(format_table(report))
+    env = report["environment"]
+    load = env.get("load_average_at_start")
+    print(f"\nceiling = same-bytes in-place pass (q.mul_(1.0); k.mul_(1.0)); dispatched kernel: "
+          f"{env['dispatched_kernel']}; load average at start {load[0]:.2f}" if load else "")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2))
+    print(f"wrote {args.json} ({report['elapsed_s']:.0f} s)")
+    return 0

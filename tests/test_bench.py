@@ -1,0 +1,80 @@
+"""``posenc bench`` runs end to end in a tiny mode and writes well-formed JSON (no timing asserts)."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+from posenc import bench, cli
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_ARGS = ["--shapes", "tiny", "--repeats", "2", "--warmup", "0", "--dtypes", "float32", "bfloat16"]
+
+
+def check_report(report: dict, dtypes) -> None:
+    assert set(report) >= {"config", "environment", "cases", "elapsed_s"}
+    env = report["environment"]
+    assert env["device"] == "cpu" and env["threads"] >= 1
+    assert env["dispatched_kernel"] in ("fused C kernel", "reference")
+    cases = report["cases"]
+    assert {(c["dtype"], c["mode"]) for c in cases} == {(d, m) for d in dtypes for m in bench.MODES}
+    for case in cases:
+        assert case["shape"] == "tiny" and case["seq"] == 8 and case["bytes_q_k"] > 0
+        expected = set(bench.IMPLEMENTATIONS)
+        if case["mode"] == "forward+backward":
+            expected.discard("posenc in-place")
+        assert set(case["results"]) == expected
+        for name, r in case["results"].items():
+            assert len(r["samples_ms"]) == 2 and all(t > 0 for t in r["samples_ms"])
+            assert r["median_ms"] > 0 and r["x_ceiling"] > 0 and r["speedup_vs_eager"] > 0
+            assert r["calls_per_sample"] >= 1
+        assert case["results"]["memory pass"]["x_ceiling"] == pytest.approx(1.0)
+        assert case["results"]["eager"]["speedup_vs_eager"] == pytest.approx(1.0)
+        assert "first_call_s" in case["results"]["compiled eager"]
+
+
+def test_cli_tiny_run_writes_json(tmp_path, capsys):
+    out = tmp_path / "sub" / "bench.json"
+    assert cli.main(["bench", *TINY_ARGS, "--json", str(out)]) == 0
+    check_report(json.loads(out.read_text()), ["float32", "bfloat16"])
+    printed = capsys.readouterr().out
+    assert "| case | dtype | pass | implementation |" in printed and "compiled eager" in printed
+
+
+def test_benchmarks_script_uses_the_same_code(tmp_path, monkeypatch):
+    out = tmp_path / "bench.json"
+    monkeypatch.setattr(sys, "argv", ["bench_rope.py", "--shapes", "tiny", "--repeats", "2", "--warmup", "0",
+                                      "--modes", "forward", "--dtypes", "float32", "--no-compile",
+                                      "--json", str(out)])
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_path(str(ROOT / "benchmarks" / "bench_rope.py"), run_name="__main__")
+    assert exit_info.value.code == 0
+    report = json.loads(out.read_text())
+    assert [c["mode"] for c in report["cases"]] == ["forward"]
+    assert "compiled eager" not in report["cases"][0]["results"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--repeats", "0"], "--repeats must be >= 1"),
+    (["--warmup", "-1"], "--warmup must be >= 0"),
+    (["--device", "tpu"], "--device must be cpu, cuda or auto"),
+])
+def test_bad_arguments_are_refused(tmp_path, capsys, argv, message):
+    assert cli.main(["bench", "--shapes", "tiny", *argv, "--json", str(tmp_path / "x.json")]) == 2
+    assert message in capsys.readouterr().out
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_quick_defaults():
+    import argparse
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    config = bench.config_from_args(parser.parse_args(["--quick", "--device", "cpu"]))
+    assert config.shapes == bench.QUICK_SHAPES and config.dtypes == ("float32",)
+    assert config.repeats == 5 and config.modes == bench.MODES
+    full = bench.config_from_args(parser.parse_args(["--device", "cpu"]))
+    assert full.shapes == bench.FULL_SHAPES and "bfloat16" in full.dtypes
