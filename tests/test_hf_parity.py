@@ -363,3 +363,39 @@ def test_deepseek_interleaved_scores_match_reference():
     model_attention = module.DeepseekV3Attention(cfg, layer_idx=0)
     assert math.isclose(model_attention.scaling, qk_head_dim ** -0.5 * ours.softmax_scale_factor, rel_tol=1e-12)
     assert math.isclose(ours.softmax_scale_factor, mscale ** 2, rel_tol=1e-12)
+
+
+# -- the tour section on real configs: its numbers against the reference and closed forms ------------------
+def test_tour_section_numbers_match_reference_and_closed_forms(tmp_path):
+    import io
+
+    import rich.console
+
+    from posenc.tour import run_tour
+    from posenc.tour.configs import real_configs
+
+    console = rich.console.Console(file=io.StringIO(), width=110, color_system=None)
+    facts = run_tour(tmp_path, console=console, sections=[("configs", real_configs)]).facts
+    assert (tmp_path / "real_config_wavelengths.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # Llama 3.1 8B: bands from the published rule, wavelengths from the reference's own frequencies.
+    _, _, llama_ref, _ = model_rotary("llama-3.1-8b")
+    theta = [500000.0 ** (-2 * i / 128) for i in range(64)]
+    wavelengths = [2 * math.pi / t for t in theta]
+    assert facts["configs.llama31.kept"] == sum(w < 8192 / 4 for w in wavelengths)
+    assert facts["configs.llama31.slowed"] == sum(w > 8192 / 1 for w in wavelengths)
+    assert facts["configs.llama31.blended"] == 64 - facts["configs.llama31.kept"] - facts["configs.llama31.slowed"]
+    assert facts["configs.llama31.slowest_wavelength"] == pytest.approx(wavelengths[-1] * 8, rel=1e-12)
+    assert facts["configs.llama31.slowest_wavelength"] == pytest.approx(
+        2 * math.pi / llama_ref.inv_freq[-1].item(), rel=1e-6)
+    assert facts["configs.llama31.attention_factor"] == llama_ref.attention_scaling == 1.0
+
+    # Phi-3.5-mini: LongRoPE's attention factor rule and the long factors past 4096 tokens.
+    fixture, _, phi_ref, _ = model_rotary("phi-3.5-mini-instruct")
+    long_factor = fixture["rope_scaling"]["long_factor"]
+    assert facts["configs.phi35.attention_factor"] == pytest.approx(math.sqrt(1 + math.log(32) / math.log(4096)),
+                                                                   rel=1e-15)
+    assert facts["configs.phi35.attention_factor"] == pytest.approx(phi_ref.attention_scaling, rel=1e-12)
+    assert facts["configs.phi35.slowest_wavelength"] == pytest.approx(
+        2 * math.pi * long_factor[-1] / 10000.0 ** (-94 / 96), rel=1e-12)
+    assert facts["configs.phi35.long_factor_range"] == [min(long_factor), max(long_factor)]

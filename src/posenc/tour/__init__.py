@@ -58,7 +58,7 @@ class TourContext:
 
 Section = Tuple[str, Callable[[TourContext], None]]
 
-from . import bag, extension, learned_limit, mistakes, naive, rotary, waves  # noqa: E402
+from . import bag, configs, extension, learned_limit, mistakes, naive, rotary, waves  # noqa: E402
 
 #: The tour, in order: (title, function).
 SECTIONS: List[Section] = [
@@ -70,6 +70,7 @@ SECTIONS: List[Section] = [
     ("6. RoPE: rotate queries and keys", rotary.rope_demo),
     ("7. Three common mistakes", mistakes.common_mistakes),
     ("8. Preview: stretching RoPE to longer contexts", extension.context_extension),
+    ("9. Real configs: Llama 3.1 and Phi-3.5 read from config.json", configs.real_configs),
 ]
 
 

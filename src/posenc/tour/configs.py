@@ -1,0 +1,108 @@
+"""Section: two real model configs, read from their ``config.json`` fields, and what their scalings do.
+
+The fixtures in :mod:`posenc.fixtures` hold the rope fields of public configs. Loading one with
+:meth:`posenc.rope.RotaryEmbedding.from_hf_config` gives the same frequencies ``transformers`` uses
+(``tests/test_hf_parity.py``); this section shows them next to the unscaled frequencies of the same
+head, as wavelengths in tokens.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..fixtures import load_fixture
+from ..rope import RotaryEmbedding, rope_inv_freq
+from ._plot import new_figure, save
+from ._show import prose, table
+
+#: (fact key, fixture name)
+MODELS = (("llama31", "llama-3.1-8b"), ("phi35", "phi-3.5-mini-instruct"))
+
+
+def pair_bands(scaled: torch.Tensor, default: torch.Tensor, factor: float):
+    """Counts of pairs kept (ratio 1), fully slowed (ratio >= factor) and blended in between."""
+    ratio = default / scaled
+    kept = int((ratio <= 1 + 1e-12).sum())
+    slowed = int((ratio >= factor * (1 - 1e-12)).sum())
+    return kept, slowed, len(ratio) - kept - slowed
+
+
+def real_configs(ctx) -> None:
+    prose(ctx, """Real models ship their RoPE settings in [cyan]config.json[/]: a base
+    ([cyan]rope_theta[/]) and a [cyan]rope_scaling[/] dict. Two public configs, loaded with
+    [cyan]RotaryEmbedding.from_hf_config[/] from the fixtures in [cyan]posenc.fixtures[/]:""")
+    t = table("model", "rope type", "rotated", "base", "trained", "context", "table factor",
+              "slowest wavelength", "scaled")
+    curves = {}
+    for key, name in MODELS:
+        fixture = load_fixture(name)
+        rope = RotaryEmbedding.from_hf_config(fixture)
+        scaling = rope.scaling
+        default = rope_inv_freq(rope.rotary_dim, rope.base)                   # (r/2,) float64
+        trained = scaling.original_max_position_embeddings
+        context = fixture["max_position_embeddings"]
+        scaled, _ = rope.frequencies(context)          # longrope: the long factors at full context
+        ctx.record(f"configs.{key}.source", fixture["source"])
+        ctx.record(f"configs.{key}.rope_type", scaling.rope_type)
+        ctx.record(f"configs.{key}.rotary_dim", rope.rotary_dim)
+        ctx.record(f"configs.{key}.base", rope.base)
+        ctx.record(f"configs.{key}.trained", trained)
+        ctx.record(f"configs.{key}.context", context)
+        af = ctx.record(f"configs.{key}.attention_factor", rope.attention_factor)
+        slowest = ctx.record(f"configs.{key}.slowest_wavelength", float(2 * math.pi / scaled[-1]))
+        unscaled = ctx.record(f"configs.{key}.slowest_wavelength_default", float(2 * math.pi / default[-1]))
+        if scaling.rope_type == "llama3":
+            kept, slowed, blended = pair_bands(scaled, default, scaling.factor)
+            ctx.record(f"configs.{key}.kept", kept)
+            ctx.record(f"configs.{key}.blended", blended)
+            ctx.record(f"configs.{key}.slowed", slowed)
+        else:
+            ctx.record(f"configs.{key}.long_factor_range", [min(scaling.long_factor), max(scaling.long_factor)])
+            ctx.record(f"configs.{key}.short_factor_range", [min(scaling.short_factor), max(scaling.short_factor)])
+        t.add_row(fixture["source"].split("/")[-1], scaling.rope_type, f"{rope.rotary_dim} of {rope.head_dim}",
+                  f"{rope.base:g}", f"{trained:,}", f"{context:,}", f"{af:.4f}", f"{unscaled:,.0f}",
+                  f"{slowest:,.0f}")
+        curves[key] = (fixture["source"], default, scaled, trained, context, rope)
+    ctx.console.print(t)
+    ctx.console.print()
+    llama, phi = (f"configs.{k}" for k, _ in MODELS)
+    long_lo, long_hi = ctx.facts[phi + ".long_factor_range"]
+    short_lo, short_hi = ctx.facts[phi + ".short_factor_range"]
+    prose(ctx, f"""[bold]Llama 3.1[/] keeps its {ctx.facts[llama + '.kept']} fastest pairs exactly
+    (wavelengths under 8192 / high_freq_factor = 2048 tokens), slows the
+    {ctx.facts[llama + '.slowed']} slowest by the full factor 8 (wavelengths over 8192 tokens) and
+    blends the {ctx.facts[llama + '.blended']} in between; its tables are not rescaled (factor 1).
+    [bold]Phi-3.5-mini[/] (LongRoPE) divides each pair by its own searched factor: between
+    {short_lo:.2f} and {short_hi:.2f} for inputs up to {ctx.facts[phi + '.trained']:,} tokens, between
+    {long_lo:.2f} and {long_hi:.2f} beyond, and scales its cos/sin tables by
+    {ctx.facts[phi + '.attention_factor']:.4f} = sqrt(1 + ln 32 / ln 4096) for every input. Because the
+    long list takes over past {ctx.facts[phi + '.trained']:,} tokens, the frequencies change when a
+    generation crosses that length; [cyan]freeze_frequencies[/] fixes them for the whole generation
+    so that cached keys and new queries agree.""")
+    _draw(ctx, curves)
+
+
+def _draw(ctx, curves: dict) -> None:
+    fig = new_figure(10, 4.4)
+    axes = fig.subplots(1, 2)
+    for ax, (key, (source, default, scaled, trained, context, rope)) in zip(axes, curves.items()):
+        index = range(len(default))
+        ax.plot(index, (2 * math.pi / default).numpy(), "-", linewidth=1.6, label="unscaled")
+        if rope.scaling.rope_type == "longrope":
+            short, _ = rope.frequencies(trained)
+            ax.plot(index, (2 * math.pi / short).numpy(), "-.", linewidth=1.6, label="short factors")
+            ax.plot(index, (2 * math.pi / scaled).numpy(), "--", linewidth=1.6, label="long factors")
+        else:
+            ax.plot(index, (2 * math.pi / scaled).numpy(), "--", linewidth=1.6, label=rope.scaling.rope_type)
+        ax.axhline(trained, color="0.3", linewidth=0.9)
+        ax.text(0.5, trained * 1.2, f"trained {trained:,}", fontsize=8, color="0.3")
+        ax.axhline(context, color="tab:red", linewidth=0.9)
+        ax.text(0.5, context * 1.2, f"context {context:,}", fontsize=8, color="tab:red")
+        ax.set_yscale("log")
+        ax.set_xlabel("rotation pair i (0 = fastest)")
+        ax.set_ylabel("wavelength in tokens")
+        ax.set_title(f"{source}: base {rope.base:g}", fontsize=10)
+        ax.legend(fontsize=8)
+    save(ctx, fig, "real_config_wavelengths")
