@@ -191,6 +191,13 @@ def test_fast_wave_alone_nearly_repeats(facts):
 def test_min_pairwise_distance_helper():
     rows = torch.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 1.0]], dtype=torch.float64)
     assert waves.min_pairwise_distance(rows, chunk=2) == (1.0, 0, 2)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        x = torch.randn(300, 5, generator=generator, dtype=torch.float64)
+        brute = torch.cdist(x, x).fill_diagonal_(float("inf"))
+        dist, i, j = waves.min_pairwise_distance(x, chunk=64)
+        assert dist == pytest.approx(float(brute.min()), abs=1e-12)
+        assert i < j and brute[i, j] == pytest.approx(dist, abs=1e-12)
     with pytest.raises(ValueError, match="at least 2"):
         waves.min_pairwise_distance(rows[:1])
 

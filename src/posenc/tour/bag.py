@@ -101,7 +101,7 @@ def bag_of_tiles(ctx) -> None:
         t.add_row(name, WHERE[name], sci(diff), mark)
     ctx.console.print(t)
     smallest = min(ctx.facts[f"bag.{name}.pooled_max_diff"] for name in SCHEMES if name != "nope")
-    token_std = ctx.record("bag.token_std", float(nope.tok.weight.std()))
+    token_std = ctx.record("bag.token_std", float(nope.tok.weight.detach().std()))
     nope_diff = ctx.facts["bag.nope.pooled_max_diff"]
     if nope_diff > 0:
         margin = ctx.record("bag.smallest_scheme_over_nope", smallest / nope_diff)

@@ -42,24 +42,34 @@ def offset_map(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
 def min_pairwise_distance(rows: torch.Tensor, chunk: int = 2048) -> Tuple[float, int, int]:
     """Smallest Euclidean distance between two different rows, and the two row indices (i < j).
 
-    Uses ``|a - b|^2 = |a|^2 + |b|^2 - 2 a.b`` in blocks of ``chunk`` rows, in the rows' dtype.
+    Every pair is compared once. A float32 pass over ``|a|^2 + |b|^2 - 2 a.b`` (blocks of ``chunk``
+    rows against the rows after them) finds the pairs within a safe margin of the smallest squared
+    distance (the margin is ~40 times float32's rounding bound for these norms); those candidates
+    are then measured again in float64, and the smallest float64 distance is returned.
     """
     n = rows.shape[0]
     if n < 2:
         raise ValueError(f"rows must hold at least 2 vectors to compare, got {n}")
-    sq = (rows * rows).sum(-1)                                                    # (n,)
-    best, where = float("inf"), (0, 1)
+    fast = rows.to(torch.float32)
+    sq = (fast * fast).sum(-1)                                                    # (n,)
+    margin = 2e-5 * float(sq.max()) + 1e-30
+    best = float("inf")
+    firsts, seconds = [], []
     for start in range(0, n, chunk):
-        block = rows[start:start + chunk]                                         # (c, d)
-        d2 = sq[start:start + chunk, None] + sq[None, :] - 2 * block @ rows.T     # (c, n)
-        own = torch.arange(block.shape[0])
-        d2[own, own + start] = float("inf")
-        value, flat = d2.min(), int(d2.argmin())
-        if float(value) < best:
-            best = float(value)
-            i, j = start + flat // n, flat % n
-            where = (min(i, j), max(i, j))
-    return math.sqrt(max(best, 0.0)), where[0], where[1]
+        stop = min(start + chunk, n)
+        d2 = sq[start:stop, None] + sq[None, start:]                              # (c, n - start)
+        d2.addmm_(fast[start:stop], fast[start:].T, alpha=-2.0)
+        c = stop - start
+        d2[:, :c].masked_fill_(torch.ones(c, c, dtype=torch.bool).tril(), float("inf"))  # keep j > i
+        best = min(best, float(d2.min()))
+        i, j = torch.nonzero(d2 <= best + margin, as_tuple=True)
+        firsts.append(i + start)
+        seconds.append(j + start)
+    first, second = torch.cat(firsts), torch.cat(seconds)
+    exact = rows.to(torch.float64)
+    dist = (exact[first] - exact[second]).norm(dim=-1)                            # (candidates,)
+    k = int(dist.argmin())
+    return float(dist[k]), int(first[k]), int(second[k])
 
 
 def three_rules(ctx) -> None:
