@@ -134,6 +134,8 @@ def _read(config, layer_type, strict) -> Dict[str, Any]:
     rope = _rope_dict(fields, layer_type)
     rope_type = rope.get("rope_type", rope.get("type")) or "default"
     rope_type = ALIASES.get(rope_type, rope_type)
+    if fields.get("model_type") == "phi3" and rope_type == "yarn":
+        rope_type = "longrope"             # Phi-3 configs use "yarn" for LongRoPE, as transformers reads them
     if rope_type not in REGISTRY:
         raise ValueError(f"rope_type must be one of {sorted(REGISTRY)} (or legacy 'su'), got {rope_type!r}")
     if strict:
