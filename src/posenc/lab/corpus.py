@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import sysconfig
+from functools import lru_cache
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
@@ -96,7 +97,13 @@ def _concat(root: Path, rels: Sequence[str]) -> np.ndarray:
     chunks = []
     for rel in rels:
         chunks.append((root / rel).read_bytes())
-    return np.frombuffer(SEPARATOR.join(chunks), dtype=np.uint8).copy()
+    return _frozen(np.frombuffer(SEPARATOR.join(chunks), dtype=np.uint8))
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array = array.copy()
+    array.flags.writeable = False
+    return array
 
 
 def load_corpus(data: Optional[str] = None, *, pattern: Optional[str] = None,
@@ -112,6 +119,13 @@ def load_corpus(data: Optional[str] = None, *, pattern: Optional[str] = None,
         val_fraction: share of files (by path hash) or bytes held out for validation, in (0, 0.5].
     """
     check_float("val_fraction", val_fraction, greater_than=0.0, maximum=0.5)
+    return _load(data, pattern, float(val_fraction))
+
+
+@lru_cache(maxsize=2)
+def _load(data: Optional[str], pattern: Optional[str], val_fraction: float) -> Corpus:
+    # Cached: a process that runs the lab twice (tests, notebooks) reads the files once. The arrays
+    # are shared between callers and never written to.
     if data is None:
         root, pattern = stdlib_root(), pattern or "*.py"
     else:
@@ -119,7 +133,7 @@ def load_corpus(data: Optional[str] = None, *, pattern: Optional[str] = None,
         if not root.exists():
             raise FileNotFoundError(f"--data {data!r} does not exist; give a text file or a folder")
     if root.is_file():
-        raw = np.frombuffer(root.read_bytes(), dtype=np.uint8).copy()
+        raw = _frozen(np.frombuffer(root.read_bytes(), dtype=np.uint8))
         cut = int(raw.size * (1.0 - val_fraction))
         return Corpus(raw[:cut], raw[cut:], str(root), [root.name], [root.name])
     rels = find_files(root, pattern)

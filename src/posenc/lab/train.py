@@ -92,8 +92,9 @@ def train_steps(model: TinyLM, optimizer: torch.optim.Optimizer, data: np.ndarra
     for step in range(start, total):
         offsets = batch_offsets(data.size, length, batch, seed, step)[d.rank::d.world]
         x, y = get_batch(data, offsets, length, device)
+        rate = lr_at(step, lr=lr, warmup=warmup, total=total, min_ratio=min_ratio)
         for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, lr=lr, warmup=warmup, total=total, min_ratio=min_ratio)
+            group["lr"] = rate
         logits = net(x)                                                          # (b, L, 256)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         optimizer.zero_grad(set_to_none=True)
