@@ -295,6 +295,21 @@ def test_lab_view_reads_a_results_file(tmp_path):
     assert d["notes"] == []
 
 
+def test_lab_view_keeps_status_verdicts_and_unmeasurable_cells(tmp_path):
+    data = dict(SYNTHETIC, complete=False, verdicts=[
+        {"claim": "ALiBi stays flat", "seen": True, "evidence": "bpb 2.2 -> 2.25"},
+        {"claim": "YaRN helps", "seen": None, "evidence": "not measured in this run"}, "junk"])
+    data["schemes"] = dict(SYNTHETIC["schemes"], learned={"eval": {
+        "512": {"cannot": True, "note": "cannot: the learned table has 128 rows"}}, "loss_by_position": {}})
+    data["extension"] = {"yarn": {"512": {"bpb": 2.5, "finetuned": {"bpb": 2.3, "loss_by_position": [1.0]}}}}
+    d = lab_results.read_lab_results(write_results(tmp_path / "run", data))
+    assert d["complete"] is False and "not complete" in " ".join(d["notes"])
+    assert [v["seen"] for v in d["verdicts"]] == [True, None]
+    cell = d["schemes"]["learned"]["eval"]["512"]
+    assert cell["cannot"] is True and cell["bpb"] is None and "128 rows" in cell["note"]
+    assert d["extension"]["yarn"]["512"]["finetuned_bpb"] == 2.3
+
+
 def test_lab_view_says_what_is_missing(tmp_path):
     assert lab_results.read_lab_results(None)["available"] is False
     assert "not found" in lab_results.read_lab_results(tmp_path)["notes"][0]

@@ -77,8 +77,14 @@ def lab_run(tmp_path_factory):
                      "loss_by_position": {"512": losses}},
             "alibi": {"eval": {"256": {"bpb": 2.3}, "512": {"bpb": 2.35}},
                       "loss_by_position": {"512": [2.9] * 512}},
+            "learned": {"eval": {"256": {"bpb": 2.4}, "512": {"cannot": True, "note": "cannot: 256 rows"}},
+                        "loss_by_position": {}},
         },
-        "extension": {"yarn": {"512": {"bpb": 2.4}}},
+        "extension": {"yarn": {"512": {"bpb": 2.4, "finetuned": {"bpb": 2.31}}}},
+        "complete": True,
+        "verdicts": [{"claim": "ALiBi stays within 5% at the longest length", "seen": True, "evidence": "+2.2%"},
+                     {"claim": "Plain RoPE loses quality beyond the training length", "seen": True,
+                      "evidence": "+22%"}],
     }), encoding="utf-8")
     return run
 
@@ -341,8 +347,11 @@ def test_lab_view_shows_the_run(page, server):
     section = open_view(page, server, "lab")
     assert section.locator("#lab-chart path.series").count() == 2
     cells = section.locator("#lab-eval td[data-bpb]")
-    assert sorted(float(c.get_attribute("data-bpb")) for c in cells.all()) == [2.25, 2.3, 2.35, 2.75]
-    assert section.locator("#lab-ext td[data-bpb='2.4']").count() == 1
+    assert sorted(float(c.get_attribute("data-bpb")) for c in cells.all()) == [2.25, 2.3, 2.35, 2.4, 2.75]
+    assert section.locator("#lab-eval td.missing", has_text="cannot").count() == 1
+    ext = section.locator("#lab-ext td[data-bpb='2.4']")
+    assert ext.count() == 1 and "ft 2.310" in ext.text_content()
+    assert section.locator("#lab-verdicts li.seen").count() == 2
 
 
 # -- 8. knowledge checks -----------------------------------------------------------------------------------------------

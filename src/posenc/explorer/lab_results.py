@@ -8,6 +8,10 @@ The lab writes ``results.json`` into its run folder::
                         "loss_by_position": {"<length>": [float per position, ...]}}},
      "extension": {method: {"<length>": {"bpb": float, ...}}}}
 
+and, when it has them, ``complete`` (false while a run is still going), ``verdicts`` (``[{"claim",
+"seen", "evidence"}]``), ``cannot``/``note`` on an evaluation the scheme could not do (a learned table
+past its rows) and ``finetuned`` results under an extension method. Losses are bits per byte.
+
 A run may be unfinished or from an older version, so nothing here trusts the file: every missing or
 malformed entry is dropped and described in ``notes``, numbers that are not finite become ``None``,
 and long loss curves are averaged into at most :data:`MAX_CURVE_POINTS` buckets so the page stays
@@ -71,6 +75,10 @@ def _eval_table(raw, where: str, notes: List[str]) -> Dict[str, dict]:
         ci = entry.get("bpb_ci")
         row["bpb_ci"] = ([_number(ci[0]), _number(ci[1])]
                          if isinstance(ci, (list, tuple)) and len(ci) == 2 else None)
+        row["cannot"] = entry.get("cannot") is True
+        row["note"] = entry["note"][:200] if isinstance(entry.get("note"), str) else None
+        finetuned = entry.get("finetuned")
+        row["finetuned_bpb"] = _number(finetuned.get("bpb")) if isinstance(finetuned, dict) else None
         for name in EVAL_KEYS:
             if row[name] is None and name in entry:
                 notes.append(f"{where}, length {length}: {name} is not a finite number")
@@ -159,9 +167,26 @@ def read_lab_results(run_dir: Optional[Path]) -> dict:
     if not eval_lengths:
         found = {int(k) for s in schemes.values() for k in s["eval"]}
         eval_lengths = sorted(found)
+    complete = data.get("complete")
+    if complete is False:
+        notes.append("the run is not complete: results so far")
     return {"available": bool(schemes), "run": Path(run_dir).name, "train_len": train_len,
             "eval_lengths": eval_lengths, "config": _plain(config), "schemes": schemes,
-            "extension": extension, "notes": notes}
+            "extension": extension, "complete": complete if isinstance(complete, bool) else None,
+            "verdicts": _verdicts(data.get("verdicts")), "notes": notes}
+
+
+def _verdicts(raw) -> List[dict]:
+    """``[{"claim": str, "seen": bool | None, "evidence": str}]`` from whatever the file holds."""
+    if not isinstance(raw, list):
+        return []
+    out = []
+    for item in raw[:MAX_ENTRIES]:
+        if isinstance(item, dict) and isinstance(item.get("claim"), str):
+            seen = item.get("seen")
+            out.append({"claim": item["claim"][:300], "seen": seen if isinstance(seen, bool) else None,
+                        "evidence": str(item.get("evidence", ""))[:300]})
+    return out
 
 
 def _plain(value, depth: int = 0):

@@ -327,11 +327,12 @@ function setupDials() {
     const line = (s, id, tag) => `<p><b>${tag}</b> “${escapeText(s.text)}”: “${escapeText(d.query_word)}” sits at seat
       ${s.query_seat} (${fmt(s.seat_angles_deg[s.query_seat], 0)}°), “${escapeText(d.key_word)}” at seat ${s.key_seat}
       (${fmt(s.seat_angles_deg[s.key_seat], 0)}°): the key is
-      ${valueSpan(`${id}-rel`, s.relative_angle_deg, 1)}° from the query. RoPE score ${valueSpan(`${id}-rope`, s.score_rope, 6)}.</p>`;
+      ${s.relative_angle_deg > 0 ? "+" : ""}${valueSpan(`${id}-rel`, s.relative_angle_deg, 1)}° from the query.
+      RoPE score ${valueSpan(`${id}-rope`, s.score_rope, 6)}.</p>`;
     $("wo-proof").innerHTML = `${line(a, "wo-a", "A")}${line(b, "wo-b", "B")}
       <p>Without positions both sentences give the score ${valueSpan("wo-nope", a.score_nope, 6)}
-      (the same two vectors). With RoPE the relative angle flips from ${fmt(a.relative_angle_deg, 0)}° to
-      ${fmt(b.relative_angle_deg, 0)}°, and the scores differ by ${fmt(Math.abs(a.score_rope - b.score_rope), 4)}:
+      (the same two vectors). With RoPE the relative angle goes from ${a.relative_angle_deg > 0 ? "+" : ""}${fmt(a.relative_angle_deg, 0)}° to
+      ${b.relative_angle_deg > 0 ? "+" : ""}${fmt(b.relative_angle_deg, 0)}°, and the scores differ by ${fmt(Math.abs(a.score_rope - b.score_rope), 4)}:
       attention can tell who bit whom.</p>`;
   }, { selector: ".wo-error" });
   for (const id of ["wo-a", "wo-b", "wo-q", "wo-k"]) $(id).addEventListener("input", () => order(250));
@@ -615,7 +616,7 @@ function setupLab() {
     lineChart($("lab-chart"), {
       width: 860, height: 340, title: "loss against position",
       x: { domain: [0, Math.max(1, maxX)], label: "position in the evaluation text" },
-      y: { domain: extent(series.map((s) => s.ys)), label: "loss" },
+      y: { domain: extent(series.map((s) => s.ys)), label: "bits per byte" },
       series, vlines: data.train_len ? [{ x: data.train_len, label: `trained on ${fmtInt(data.train_len)}`, color: "#333" }] : [],
     });
   }
@@ -624,14 +625,29 @@ function setupLab() {
     const head = `<thead><tr><th>${label}</th>${lengths.map((l) => `<th>${fmtInt(l)}${data.train_len && l > data.train_len ? " ›" : ""}</th>`).join("")}</tr></thead>`;
     const body = entries.map(([name, rows]) => `<tr><td>${escapeText(name)}</td>${lengths.map((l) => {
       const r = rows[String(l)];
+      const note = r && r.note ? ` title="${escapeText(r.note)}"` : "";
+      if (r && r.cannot) return `<td class="num missing"${note}>cannot</td>`;
       if (!r || r.bpb === null || r.bpb === undefined) return '<td class="num missing">–</td>';
       const ci = r.bpb_ci && r.bpb_ci[0] !== null ? ` <small>[${fmt(r.bpb_ci[0], 3)}, ${fmt(r.bpb_ci[1], 3)}]</small>` : "";
-      return `<td class="num" data-bpb="${r.bpb}">${fmt(r.bpb, 3)}${ci}</td>`;
+      const ft = r.finetuned_bpb !== null && r.finetuned_bpb !== undefined ? `<br><small>ft ${fmt(r.finetuned_bpb, 3)}</small>` : "";
+      const mark = r.note && r.note.includes("interpolated") ? " †" : "";
+      return `<td class="num" data-bpb="${r.bpb}"${note}>${fmt(r.bpb, 3)}${mark}${ci}${ft}</td>`;
     }).join("")}</tr>`).join("");
     node.innerHTML = head + `<tbody>${body || `<tr><td colspan="${lengths.length + 1}">none</td></tr>`}</tbody>`;
   }
 
   function tables() {
+    $("lab-status").textContent = `run ${data.run}: trained on ${data.train_len ? fmtInt(data.train_len) : "?"} bytes, ` +
+      `evaluated at ${data.eval_lengths.map(fmtInt).join(", ") || "no lengths yet"}` +
+      (data.complete === false ? " (still running: results so far)" : data.complete ? " (complete)" : "");
+    const verdicts = $("lab-verdicts");
+    verdicts.replaceChildren();
+    for (const v of data.verdicts || []) {
+      const item = html("li", { class: v.seen === true ? "seen" : v.seen === false ? "not-seen" : "unknown" }, verdicts);
+      html("b", {}, item, `${v.seen === true ? "seen" : v.seen === false ? "not seen" : "not measured"}: `);
+      item.appendChild(document.createTextNode(`${v.claim} (${v.evidence})`));
+    }
+    if (!verdicts.childElementCount) html("li", {}, verdicts, "no verdicts in this results file");
     const lengths = data.eval_lengths.length ? data.eval_lengths : [];
     table($("lab-eval"), Object.entries(data.schemes).map(([n, s]) => [n, s.eval]), lengths, "scheme");
     table($("lab-ext"), Object.entries(data.extension || {}), lengths, "method");
