@@ -204,8 +204,9 @@ def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
     if kernel is None or table_grad:
         return _apply_reference(q, k, cos, sin, layout, r, inplace)
     table_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
-    cos = _dense_last_dim(cos.to(table_dtype))
-    sin = _dense_last_dim(sin.to(table_dtype))
+    if cos.dtype != table_dtype:
+        cos, sin = cos.to(table_dtype), sin.to(table_dtype)
+    cos, sin = _dense_last_dim(cos), _dense_last_dim(sin)
     interleaved = layout == "interleaved"
     if wants_grad and inplace:
         return (FusedRotaryInplace.apply(q, cos, sin, kernel, interleaved, r),

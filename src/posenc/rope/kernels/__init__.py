@@ -23,12 +23,18 @@ Kernel = Callable[..., None]
 
 _lock = threading.Lock()
 _triton: dict = {}
+_cpu_kernel: dict = {}
 
 
 def cpu_kernel() -> Optional[Kernel]:
     """The fused CPU kernel, or ``None`` (after one warning) when it cannot be built here."""
     lib = cpu.library()
-    return None if lib is None else functools.partial(cpu.rotate, lib)
+    if lib is None:
+        return None
+    cached = _cpu_kernel.get("kernel")
+    if cached is None or cached.args[0] is not lib:
+        cached = _cpu_kernel["kernel"] = functools.partial(cpu.rotate, lib)
+    return cached
 
 
 def triton_kernel() -> Optional[Kernel]:

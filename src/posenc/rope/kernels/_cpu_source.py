@@ -23,7 +23,7 @@ SOURCE = r"""
 #include <pthread.h>
 
 #define BLOCK_S 16
-#define MAX_THREADS 256
+#define MAX_THREADS 64
 
 enum { DT_F32 = 0, DT_BF16 = 1, DT_F16 = 2, DT_F64 = 3 };
 
@@ -198,14 +198,29 @@ static void *thread_main(void *arg) {
     return NULL;
 }
 
-/* Returns 0 on success, the number of threads that could not be started otherwise (their work is
-   then done on the calling thread, so the result is complete either way). */
-int posenc_rope(void *qx, void *qy, int64_t q_heads, const int64_t *q_xs, const int64_t *q_ys,
-                void *kx, void *ky, int64_t k_heads, const int64_t *k_xs, const int64_t *k_ys,
-                const void *cos, const void *sin, int64_t cs_b, int64_t cs_s,
-                const int64_t *pos, int64_t ps_b, int64_t ps_s,
-                int64_t batch, int64_t seq, int64_t d, int64_t r, int interleaved, int dtype,
-                double sign, int threads) {
+/* All arguments travel in one int64 array (pointers included), so that a call from Python through
+   ctypes converts one argument instead of twenty-five: at decode sizes that conversion is most of
+   the cost. Layout (element strides, tables' batch stride 0 when shared, pos 0 when absent):
+     0 q_in  1 q_out  2 q_heads  3-5 q_in strides (batch, heads, seq)  6-8 q_out strides
+     9 k_in 10 k_out 11 k_heads 12-14 k_in strides                    15-17 k_out strides
+    18 cos  19 sin   20 cos/sin batch stride  21 cos/sin row stride
+    22 positions     23 positions batch stride  24 positions seq stride
+    25 batch 26 seq  27 head_dim  28 rotary_dim  29 interleaved  30 dtype code  31 inverse
+    32 threads
+   Returns the number of threads that could not be started (their share ran on the calling thread,
+   so the result is complete either way). */
+int posenc_rope(const int64_t *a) {
+    void *qx = (void *)(intptr_t)a[0], *qy = (void *)(intptr_t)a[1];
+    void *kx = (void *)(intptr_t)a[9], *ky = (void *)(intptr_t)a[10];
+    int64_t q_heads = a[2], k_heads = a[11];
+    const int64_t *q_xs = a + 3, *q_ys = a + 6, *k_xs = a + 12, *k_ys = a + 15;
+    const void *cos = (const void *)(intptr_t)a[18], *sin = (const void *)(intptr_t)a[19];
+    int64_t cs_b = a[20], cs_s = a[21];
+    const int64_t *pos = (const int64_t *)(intptr_t)a[22];
+    int64_t ps_b = a[23], ps_s = a[24], batch = a[25], seq = a[26], d = a[27], r = a[28];
+    int interleaved = (int)a[29], dtype = (int)a[30];
+    double sign = a[31] ? -1.0 : 1.0;
+    int threads = (int)a[32];
     job base;
     memset(&base, 0, sizeof base);
     base.op[0].x = (char *)qx; base.op[0].y = (char *)qy; base.op[0].heads = q_heads;

@@ -115,15 +115,8 @@ def build(extra_flags=()) -> Path:
 
 def _load(path: Path) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(path))
-    fn = lib.posenc_rope
-    i64, ptr, p64 = ctypes.c_int64, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64)
-    fn.argtypes = [ptr, ptr, i64, p64, p64,            # q in, q out, heads, strides in, strides out
-                   ptr, ptr, i64, p64, p64,            # k likewise
-                   ptr, ptr, i64, i64,                 # cos, sin, their batch and seq strides
-                   ptr, i64, i64,                      # positions (or NULL) and their strides
-                   i64, i64, i64, i64,                 # batch, seq, head_dim, rotary_dim
-                   ctypes.c_int, ctypes.c_int, ctypes.c_double, ctypes.c_int]
-    fn.restype = ctypes.c_int
+    lib.posenc_rope.argtypes = [ctypes.c_void_p]          # one packed int64 array, see the C source
+    lib.posenc_rope.restype = ctypes.c_int
     return lib
 
 
@@ -164,8 +157,7 @@ def reset() -> None:
         _state.clear()
 
 
-def _strides(t: torch.Tensor):
-    return (ctypes.c_int64 * 3)(t.stride(0), t.stride(1), t.stride(2))
+_ARGS = ctypes.c_int64 * 33
 
 
 def rotate(lib: ctypes.CDLL, q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.Tensor,
@@ -178,16 +170,17 @@ def rotate(lib: ctypes.CDLL, q: torch.Tensor, k: torch.Tensor, q_out: torch.Tens
     float64) with a contiguous last dimension; ``positions`` (B|1, seq) int64 indexing ``rows``, or
     ``None`` to use row ``s`` for position ``s``.
     """
-    batch, _, seq, d = q.shape
+    batch, q_heads, seq, d = q.shape
     nbytes = (q.numel() + k.numel()) * q.element_size()
     threads = torch.get_num_threads() if nbytes >= PARALLEL_MIN_BYTES else 1
-    cs_b = cos.stride(0) if cos.shape[0] > 1 else 0
-    if positions is not None:
-        pos_ptr, ps_b, ps_s = positions.data_ptr(), (positions.stride(0) if positions.shape[0] > 1 else 0), positions.stride(1)
+    if positions is None:
+        pos_ptr, ps_b, ps_s = 0, 0, 0
     else:
-        pos_ptr, ps_b, ps_s = None, 0, 0
-    lib.posenc_rope(q.data_ptr(), q_out.data_ptr(), q.shape[1], _strides(q), _strides(q_out),
-                    k.data_ptr(), k_out.data_ptr(), k.shape[1], _strides(k), _strides(k_out),
-                    cos.data_ptr(), sin.data_ptr(), cs_b, cos.stride(1), pos_ptr, ps_b, ps_s,
-                    batch, seq, d, rotary_dim, int(interleaved), DTYPE_CODES[q.dtype],
-                    -1.0 if inverse else 1.0, threads)
+        pos_ptr, ps_b, ps_s = positions.data_ptr(), positions.stride(0) if positions.shape[0] > 1 else 0, positions.stride(1)
+    qs, qos, ks, kos = q.stride(), q_out.stride(), k.stride(), k_out.stride()
+    args = _ARGS(q.data_ptr(), q_out.data_ptr(), q_heads, qs[0], qs[1], qs[2], qos[0], qos[1], qos[2],
+                 k.data_ptr(), k_out.data_ptr(), k.shape[1], ks[0], ks[1], ks[2], kos[0], kos[1], kos[2],
+                 cos.data_ptr(), sin.data_ptr(), cos.stride(0) if cos.shape[0] > 1 else 0, cos.stride(1),
+                 pos_ptr, ps_b, ps_s, batch, seq, d, rotary_dim, int(interleaved), DTYPE_CODES[q.dtype],
+                 int(inverse), threads)
+    lib.posenc_rope(ctypes.addressof(args))
