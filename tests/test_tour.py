@@ -433,3 +433,10 @@ def test_bag_margin_over_nope(facts):
     else:
         assert ratio is None
     assert 0.01 < facts["bag.token_std"] < 0.03                 # TinyLM's N(0, 0.02) initialisation
+
+
+def test_cli_refuses_a_file_as_output_folder(tmp_path, capsys):
+    target = tmp_path / "taken"
+    target.write_text("x")
+    assert cli_main(["tour", "--out", str(target)]) == 2
+    assert "--out must be a folder" in capsys.readouterr().out

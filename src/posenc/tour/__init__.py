@@ -115,6 +115,10 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     console = rich.console.Console()
     out = pathlib.Path(args.out)
+    if out.exists() and not out.is_dir():
+        console.print(f"[bold red]posenc tour:[/] --out must be a folder (existing or new), but "
+                      f"{str(out)!r} is a file")
+        return 2
     console.print(Panel(
         "[bold]How does a transformer know word order?[/]\n"
         "Attention reads every token at once, so position has to be put in on purpose. This tour "
