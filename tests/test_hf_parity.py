@@ -30,6 +30,7 @@ from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbeddin
 from transformers.models.gpt_neox.modeling_gpt_neox import apply_rotary_pos_emb as neox_apply
 
 from posenc.fixtures import fixture_names, load_fixture
+from posenc.hf import rotary_kwargs_from_hf, scaling_from_hf, to_hf_dict
 from posenc.rope import RotaryEmbedding, rope_frequencies
 
 transformers.logging.set_verbosity_error()
@@ -399,3 +400,78 @@ def test_tour_section_numbers_match_reference_and_closed_forms(tmp_path):
     assert facts["configs.phi35.slowest_wavelength"] == pytest.approx(
         2 * math.pi * long_factor[-1] / 10000.0 ** (-94 / 96), rel=1e-12)
     assert facts["configs.phi35.long_factor_range"] == [min(long_factor), max(long_factor)]
+
+
+# -- reading and writing configs ---------------------------------------------------------------------------
+LLAMA31_ROPE = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192}
+
+
+def test_legacy_and_new_style_configs_read_the_same():
+    legacy_type = {"hidden_size": 4096, "num_attention_heads": 32, "rope_theta": 500000.0,
+                   "max_position_embeddings": 131072, "rope_scaling": {**LLAMA31_ROPE, "type": "llama3"}}
+    legacy_rope_type = {**legacy_type, "rope_scaling": {**LLAMA31_ROPE, "rope_type": "llama3"}}
+    new_style = {"head_dim": 128, "max_position_embeddings": 131072,
+                 "rope_parameters": {**LLAMA31_ROPE, "rope_type": "llama3", "rope_theta": 500000.0}}
+    built = [RotaryEmbedding.from_hf_config(c) for c in (legacy_type, legacy_rope_type, new_style)]
+    built.append(RotaryEmbedding.from_hf_config(AutoConfig.for_model("llama", **legacy_type)))
+    for rope in built:
+        assert (rope.head_dim, rope.rotary_dim, rope.base) == (128, 128, 500000.0)
+        assert rope.scaling == built[0].scaling
+        assert torch.equal(rope.inv_freq, built[0].inv_freq)
+
+
+@pytest.mark.parametrize("name", fixture_names())
+@pytest.mark.parametrize("style", ["rope_parameters", "rope_scaling"])
+def test_to_hf_dict_round_trips_and_loads_in_transformers(name, style):
+    rope = RotaryEmbedding.from_hf_config(load_fixture(name))
+    written = to_hf_dict(rope, style)
+    if style == "rope_parameters":
+        assert written == rope.to_hf_dict()
+    again = RotaryEmbedding.from_hf_config(written, layout=rope.layout)
+    assert (again.head_dim, again.rotary_dim, again.base, again.scaling) == \
+        (rope.head_dim, rope.rotary_dim, rope.base, rope.scaling)
+    assert torch.equal(again.inv_freq, rope.inv_freq) and again.attention_factor == rope.attention_factor
+    # transformers reads the written dict to the same frequencies.
+    cfg = AutoConfig.for_model("llama", hidden_size=rope.head_dim * 2, num_attention_heads=2, **written)
+    kind = cfg.rope_parameters["rope_type"]
+    if kind != "default":
+        inv, factor = ROPE_INIT_FUNCTIONS[kind](cfg, None)
+        torch.testing.assert_close(inv.double(), rope.inv_freq.double(), rtol=1e-6, atol=0)
+        assert math.isclose(factor, rope.attention_factor, rel_tol=1e-6)
+
+
+def test_config_quirks_follow_transformers():
+    phi3_yarn = {"hidden_size": 64, "num_attention_heads": 2, "max_position_embeddings": 64,
+                 "original_max_position_embeddings": 16, "model_type": "phi3",
+                 "rope_scaling": {"type": "yarn", "short_factor": [1.0] * 16, "long_factor": [2.0] * 16}}
+    ours = RotaryEmbedding.from_hf_config(phi3_yarn)
+    ref = AutoConfig.for_model("phi3", **{k: v for k, v in phi3_yarn.items() if k != "model_type"})
+    assert ours.scaling.rope_type == ref.rope_parameters["rope_type"] == "longrope"
+    assert ours.scaling.factor == 4.0                         # max_position_embeddings / original
+    neox = RotaryEmbedding.from_hf_config(load_fixture("gpt-neox-20b"))
+    assert (neox.rotary_dim, neox.base) == (24, 10000.0)      # rotary_pct, rotary_emb_base
+
+
+def test_bad_configs_raise_with_the_field():
+    base = {"hidden_size": 64, "num_attention_heads": 2}
+    with pytest.raises(ValueError, match=r"keys it does not use: \['factr'\]"):
+        RotaryEmbedding.from_hf_config({**base, "rope_scaling": {"type": "linear", "factor": 2.0, "factr": 1}})
+    loose = scaling_from_hf({**base, "rope_scaling": {"type": "linear", "factor": 2.0, "factr": 1}}, strict=False)
+    assert loose.factor == 2.0
+    with pytest.raises(ValueError, match="missing its required key 'factor'"):
+        RotaryEmbedding.from_hf_config({**base, "rope_scaling": {"type": "linear"}})
+    with pytest.raises(ValueError, match="must be an even number"):
+        RotaryEmbedding.from_hf_config({**base, "partial_rotary_factor": 0.3})
+    with pytest.raises(ValueError, match="rope_type must be one of"):
+        RotaryEmbedding.from_hf_config({**base, "rope_scaling": {"type": "zigzag"}})
+    with pytest.raises(ValueError, match="hidden_size and num_attention_heads"):
+        RotaryEmbedding.from_hf_config({"rope_theta": 1e4})
+    nested = {**base, "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0},
+                                          "sliding_attention": {"rope_type": "default"}}}
+    with pytest.raises(ValueError, match="pass layer_type="):
+        RotaryEmbedding.from_hf_config(nested)
+    assert rotary_kwargs_from_hf(nested, layer_type="full_attention")["scaling"].factor == 8.0
+    with pytest.raises(ValueError, match="both or neither"):
+        RotaryEmbedding.from_hf_config({**base, "rope_scaling": {"type": "yarn", "factor": 4.0, "mscale": 1.0,
+                                                                 "original_max_position_embeddings": 16}})

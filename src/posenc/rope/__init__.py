@@ -3,6 +3,10 @@
 from .apply import apply_rotary, rotate_reference
 from .embedding import RotaryEmbedding
 from .layout import LAYOUTS, permute_for_half_split, permute_for_interleaved
+from .positions import (
+    position_ids_from_attention_mask, position_ids_from_cu_seqlens, position_ids_from_document_ids,
+    position_ids_from_offsets,
+)
 from .scaling import (
     DYNAMIC_TYPES, REGISTRY, DefaultScaling, DynamicNTKScaling, LinearScaling, Llama3Scaling,
     LongRoPEScaling, NTKScaling, ProportionalScaling, YaRNScaling, rope_frequencies, scaling_from_dict,
@@ -13,7 +17,9 @@ from .tables import rope_angles, rope_cos_sin, rope_inv_freq, rope_table
 __all__ = [
     "DYNAMIC_TYPES", "DefaultScaling", "DynamicNTKScaling", "LAYOUTS", "LinearScaling", "Llama3Scaling",
     "LongRoPEScaling", "NTKScaling", "ProportionalScaling", "REGISTRY", "RotaryEmbedding", "YaRNScaling",
-    "apply_rotary", "permute_for_half_split", "permute_for_interleaved", "rope_angles", "rope_cos_sin",
+    "apply_rotary", "permute_for_half_split", "permute_for_interleaved", "position_ids_from_attention_mask",
+    "position_ids_from_cu_seqlens", "position_ids_from_document_ids", "position_ids_from_offsets",
+    "rope_angles", "rope_cos_sin",
     "rope_frequencies", "rope_inv_freq", "rope_table", "rotate_reference", "scaling_from_dict",
     "scaling_to_dict", "yarn_softmax_scale",
 ]
