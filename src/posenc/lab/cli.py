@@ -23,7 +23,7 @@ import torch
 
 from .config import EXTENSION_METHODS, LabConfig, PRESETS, preset_config
 from .corpus import load_corpus
-from .distributed import Dist, barrier, setup, teardown
+from .distributed import Dist, barrier, broadcast_flag, setup, teardown
 from .evaluate import evaluate_at, window_ends
 from .extend import extended_model, finetune
 from .report import build_results, write_report
@@ -161,8 +161,10 @@ class _Interrupt:
         finally:
             signal.signal(signal.SIGINT, previous)
 
-    def check(self) -> None:
-        if self.requested:
+    def check(self, d: Dist = Dist()) -> None:
+        """Raise KeyboardInterrupt if a stop was asked for. Under torchrun rank 0 decides, so every
+        process stops at the same step instead of leaving the others waiting in a collective."""
+        if broadcast_flag(d, self.requested):
             raise KeyboardInterrupt
 
 
@@ -233,9 +235,11 @@ def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, i
                 save(step + 1)
                 progress.log(f"{scheme}: step {step + 1}/{cfg.steps}, "
                              f"loss {loss / math.log(2):.3f} bits per byte")
-            if interrupt.requested:
+            try:
+                interrupt.check(d)
+            except KeyboardInterrupt:
                 save(step + 1)
-                raise KeyboardInterrupt
+                raise
 
         if start < cfg.steps:
             train_steps(model, optimizer, corpus.train, start=start, total=cfg.steps,
@@ -315,7 +319,7 @@ def _run(args, d: Dist) -> int:
         task = progress.add("evaluate", len(cfg.schemes) * len(lengths),
                             len(cfg.schemes) * len(lengths) - len(todo))
         for scheme, n in todo:
-            interrupt.check()
+            interrupt.check(d)
             result = evaluate_at(models[scheme], corpus.val, ends, n,
                                  learned_beyond=cfg.learned_beyond, **eval_kw)
             record["eval"].setdefault(scheme, {})[str(n)] = result
@@ -331,11 +335,11 @@ def _run(args, d: Dist) -> int:
             todo = [s for s in steps if not _have(record, *s)]
             task = progress.add("extend rope", len(steps), len(steps) - len(todo))
             for method, n, ft in todo:
-                interrupt.check()
+                interrupt.check(d)
                 model = extended_model(models["rope"], method, n, cfg.train_len)
                 if ft:
                     finetune(model, corpus.train, cfg, n, device=device, d=d,
-                             on_step=lambda step, loss: interrupt.check())
+                             on_step=lambda step, loss: interrupt.check(d))
                 result = evaluate_at(model, corpus.val, ends, n, **eval_kw)
                 entry = record["extension"].setdefault(method, {}).setdefault(str(n), {})
                 if ft:
