@@ -6,7 +6,10 @@ to ``ctx.console``, writes any figure into ``ctx.out_dir``, and records every nu
 library and the mathematics and compare.
 
 Adding a section: write a module in this package with a function taking a :class:`TourContext`, and
-append ``(title, function)`` to :data:`SECTIONS`.
+append ``(title, function)`` to :data:`SECTIONS`. Record numbers with ``ctx.record(key, value)``
+(it refuses a key used twice) and write figures with :func:`posenc.tour._plot.save`, which records
+their paths under ``figure.<name>``. Sections run with the torch seed set to 0 inside a forked
+random state, so their numbers are reproducible.
 """
 
 from __future__ import annotations
@@ -125,8 +128,8 @@ def run(args: argparse.Namespace) -> int:
         "shows why, and how each common scheme does it. Every number is computed now by posenc "
         f"itself; the figures go to [cyan]{out}[/].", title="posenc tour"))
     ctx = run_tour(out, console=console)
-    figures = sorted(p.name for p in ctx.out_dir.glob("*.png"))
+    figures = sorted(pathlib.Path(v).name for k, v in ctx.facts.items() if k.startswith("figure."))
     console.print(f"[bold green]Tour finished[/] in {time.perf_counter() - start:.1f} s: "
-                  f"{len(ctx.facts)} numbers computed live; figures in "
+                  f"{len(ctx.facts)} facts computed live; figures in "
                   f"[cyan]{ctx.out_dir.resolve()}[/]: {', '.join(figures)}")
     return 0
