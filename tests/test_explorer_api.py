@@ -293,6 +293,11 @@ def test_lab_view_reads_a_results_file(tmp_path):
     assert d["schemes"]["alibi"]["eval"]["128"]["bpb_last_quarter"] is None
     assert d["extension"]["yarn"]["512"]["bpb"] == 2.5
     assert d["notes"] == []
+    with TestClient(create_app(lab_run=run, allowed_hosts=None)) as c:
+        smooth = get(c, "/api/lab", points=100)["schemes"]["rope"]["loss_by_position"]
+        assert c.get("/api/lab", params={"points": 0}).status_code == 422
+    assert len(smooth["512"]["loss"]) == 100 and smooth["512"]["loss"][0] == pytest.approx(sum(range(20)) / 20)
+    assert len(smooth["128"]["loss"]) == 100
 
 
 def test_lab_view_keeps_status_verdicts_and_unmeasurable_cells(tmp_path):
@@ -392,6 +397,7 @@ BAD = [
     ("/api/config", {"rotary_dim": 300}), ("/api/config", {"head_dim": 16, "rotary_dim": 32}),
     ("/api/config", {"layout": "diagonal"}), ("/api/config", {"method": "longrope"}),
     ("/api/config", {"method": "llama3", "high_freq_factor": 0.5}), ("/api/config", {"max_position_embeddings": 0}),
+    ("/api/lab", {"points": 1000}), ("/api/lab", {"points": "many"}),
     ("/api/quiz/nope/answer", {"choice": 0}), ("/api/quiz/relative/answer", {"choice": 5}),
     ("/api/quiz/relative/answer", {"choice": -1}), ("/api/quiz/relative/answer", {}),
 ]

@@ -352,6 +352,8 @@ def test_lab_view_shows_the_run(page, server):
     ext = section.locator("#lab-ext td[data-bpb='2.4']")
     assert ext.count() == 1 and "ft 2.310" in ext.text_content()
     assert section.locator("#lab-verdicts li.seen").count() == 2
+    set_slider(page, section, "#lab-points", 64)                     # averaged into 64 buckets
+    assert section.locator("#lab-chart path.series").count() == 2
 
 
 # -- 8. knowledge checks -----------------------------------------------------------------------------------------------

@@ -221,8 +221,9 @@ def create_app(lab_run: Optional[Path] = None,
 
     # -- 7. lab results ----------------------------------------------------------------------------
     @app.get("/api/lab")
-    def lab():
-        return lab_results.read_lab_results(lab_dir)
+    def lab(points: int = Query(lab_results.MAX_CURVE_POINTS, ge=1, le=lab_results.MAX_CURVE_POINTS,
+                                description="points per loss curve (bucket means)")):
+        return lab_results.read_lab_results(lab_dir, points)
 
     # -- 8. knowledge checks -----------------------------------------------------------------------
     @app.get("/api/quiz")

@@ -47,14 +47,16 @@ def _length_key(key) -> Optional[int]:
     return length if length > 0 else None
 
 
-def bucket_curve(values: List[Optional[float]]) -> Tuple[List[float], List[Optional[float]]]:
-    """``(positions, losses)``: the curve itself, or bucket means at bucket centres if it is long."""
+def bucket_curve(values: List[Optional[float]],
+                 points: int = MAX_CURVE_POINTS) -> Tuple[List[float], List[Optional[float]]]:
+    """``(positions, losses)``: the curve itself, or the means of ``points`` equal buckets (at their
+    centres) if it is longer than that."""
     n = len(values)
-    if n <= MAX_CURVE_POINTS:
+    if n <= points:
         return [float(i) for i in range(n)], values
     positions, means = [], []
-    for b in range(MAX_CURVE_POINTS):
-        lo, hi = b * n // MAX_CURVE_POINTS, (b + 1) * n // MAX_CURVE_POINTS
+    for b in range(points):
+        lo, hi = b * n // points, (b + 1) * n // points
         finite = [v for v in values[lo:hi] if v is not None]
         positions.append((lo + hi - 1) / 2)
         means.append(sum(finite) / len(finite) if finite else None)
@@ -86,7 +88,7 @@ def _eval_table(raw, where: str, notes: List[str]) -> Dict[str, dict]:
     return table
 
 
-def _curves(raw, where: str, notes: List[str]) -> Dict[str, dict]:
+def _curves(raw, where: str, notes: List[str], points: int) -> Dict[str, dict]:
     curves: Dict[str, dict] = {}
     if not isinstance(raw, dict):
         notes.append(f"{where}: no loss_by_position")
@@ -96,19 +98,24 @@ def _curves(raw, where: str, notes: List[str]) -> Dict[str, dict]:
         if length is None or not isinstance(values, list):
             notes.append(f"{where}: loss_by_position entry {str(key)[:40]!r} is not a list of losses")
             continue
-        positions, losses = bucket_curve([_number(v) for v in values])
+        positions, losses = bucket_curve([_number(v) for v in values], points)
         curves[str(length)] = {"positions": positions, "loss": losses, "points": len(values)}
     return curves
 
 
-def read_lab_results(run_dir: Optional[Path]) -> dict:
+def read_lab_results(run_dir: Optional[Path], points: int = MAX_CURVE_POINTS) -> dict:
     """The lab results of ``run_dir`` in the page's shape, or why there are none.
+
+    ``points`` (1 .. :data:`MAX_CURVE_POINTS`) bounds each loss curve; fewer points average more
+    positions together, which smooths a noisy curve.
 
     Returns a dict with ``available`` (bool), ``notes`` (what was missing or malformed) and, when
     available, ``run`` (the folder's name), ``train_len``, ``eval_lengths``, ``config``, ``schemes``
     (``{name: {"eval": {length: row}, "loss_by_position": {length: curve}}}``) and ``extension``
     (``{method: {length: row}}``).
     """
+    if isinstance(points, bool) or not isinstance(points, int) or not 1 <= points <= MAX_CURVE_POINTS:
+        raise ValueError(f"points must be an integer in 1..{MAX_CURVE_POINTS}, got {points!r}")
     if run_dir is None:
         return {"available": False, "notes": ["no lab run given: start the console with "
                                               "`posenc explore --lab-run RUN_DIR`"]}
@@ -156,7 +163,7 @@ def read_lab_results(run_dir: Optional[Path]) -> dict:
                 continue
             schemes[name] = {"eval": _eval_table(entry.get("eval"), f"scheme {name!r}", notes),
                              "loss_by_position": _curves(entry.get("loss_by_position"),
-                                                         f"scheme {name!r}", notes)}
+                                                         f"scheme {name!r}", notes, points)}
     extension: Dict[str, dict] = {}
     raw_ext = data.get("extension")
     if isinstance(raw_ext, dict):

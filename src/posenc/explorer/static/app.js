@@ -589,9 +589,11 @@ function setupLab() {
   let data = null;
   const select = $("lab-length");
   select.addEventListener("change", () => draw());
+  const points = slider("lab-points", () => refresh());
 
   const refresh = loader("lab", async (signal) => {
-    data = await api("/api/lab", {}, signal);
+    const keep = select.value;
+    data = await api("/api/lab", { points: points() }, signal);
     const notes = $("lab-notes");
     notes.replaceChildren();
     for (const note of data.notes || []) html("li", {}, notes, note);
@@ -601,7 +603,9 @@ function setupLab() {
     for (const s of Object.values(data.schemes)) for (const l of Object.keys(s.loss_by_position)) lengths.add(Number(l));
     select.replaceChildren();
     for (const l of [...lengths].sort((a, b) => a - b)) html("option", { value: l }, select, fmtInt(l));
-    if (select.options.length) select.value = select.options[select.options.length - 1].value;
+    if (select.options.length) {
+      select.value = [...select.options].some((o) => o.value === keep) ? keep : select.options[select.options.length - 1].value;
+    }
     draw();
     tables();
   });
