@@ -135,7 +135,9 @@ def test_cpu_shapes(fused_cpu, count_fused, case):
 def test_cpu_two_dim_tables_and_float64_tables(fused_cpu):
     q, k, cos, sin = make_inputs(torch.float32)
     want = reference(q, k, cos, sin, "half", None)
-    for c, s in ((cos[0], sin[0]), (cos.double(), sin.double())):
+    for c, s in ((cos[0], sin[0]), (cos.double(), sin.double()), (cos, sin.double()), (cos.half(), sin)):
+        if c.dtype == torch.float16:
+            want = reference(q, k, c, s, "half", None)
         got = apply_rotary(q, k, c, s)
         assert_close(got[0], want[0])
         assert_close(got[1], want[1])
@@ -395,7 +397,7 @@ def test_triton_import_failure_warns_and_falls_back(monkeypatch):
 def test_other_devices_use_reference():
     q = torch.empty(1, 2, 3, 8, device="meta")
     cos = torch.empty(3, 4, device="meta")
-    assert _fused_kernel(q, q, cos, False) is None
+    assert _fused_kernel(q, q, cos, cos, False) is None
     out_q, out_k = apply_rotary(q, q, cos, cos)
     assert out_q.shape == q.shape and out_q.device.type == "meta"
 

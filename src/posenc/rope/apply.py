@@ -156,17 +156,18 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _is_functorch_wrapped = getattr(torch._C._functorch, "is_functorch_wrapped_tensor", lambda t: False)
 
 
-def _fused_kernel(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, inplace: bool) -> Optional[Callable]:
+def _fused_kernel(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                  inplace: bool) -> Optional[Callable]:
     """The kernel to use for these inputs, or ``None`` for the reference."""
     if torch.compiler.is_compiling():
-        return None                       # Inductor fuses the reference; an opaque call would break the graph
-    if type(q) not in _PLAIN or type(k) not in _PLAIN or type(cos) not in _PLAIN:
+        return None                       # Inductor fuses the reference; an opaque call breaks graphs
+    if any(type(t) not in _PLAIN for t in (q, k, cos, sin)):
         return None
     if _is_functorch_wrapped(q) or _is_functorch_wrapped(k) or _is_functorch_wrapped(cos):
         return None
     if q.dtype != k.dtype or q.dtype not in kernels.cpu.DTYPE_CODES:
         return None
-    if not (q.device == k.device == cos.device):
+    if not (q.device == k.device == cos.device == sin.device):
         return None                       # let the reference raise torch's own device error
     if q.stride(-1) != 1 or k.stride(-1) != 1:
         return None
@@ -198,13 +199,13 @@ def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
     r = check_rotary_inputs(q, k, cos, sin, layout, rotary_dim)
     if cos.dim() == 2:
         cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)                     # (1, S, r/2)
-    kernel = _fused_kernel(q, k, cos, inplace)
+    kernel = _fused_kernel(q, k, cos, sin, inplace)
     wants_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
     table_grad = torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)
     if kernel is None or table_grad:
         return _apply_reference(q, k, cos, sin, layout, r, inplace)
     table_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
-    if cos.dtype != table_dtype:
+    if cos.dtype != table_dtype or sin.dtype != table_dtype:
         cos, sin = cos.to(table_dtype), sin.to(table_dtype)
     cos, sin = _dense_last_dim(cos), _dense_last_dim(sin)
     interleaved = layout == "interleaved"
