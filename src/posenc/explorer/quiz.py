@@ -215,7 +215,7 @@ CHECKS: Tuple[Check, ...] = (
           1,
           ("Concatenation would double the width, and every weight matrix after it; the schemes "
            "add instead.",
-           "Right: same width, plain sum, and the values stay small so the word's meaning survives.",
+           "Same width, plain sum, and the values stay small so the word's meaning survives.",
            "The model needs both what the word is and where it is; nothing is thrown away."),
           _added),
     Check("learned-limit", "learned tables",
@@ -227,7 +227,7 @@ CHECKS: Tuple[Check, ...] = (
           2,
           ("Nothing wraps: reusing row 0 would make position 512 look like the first token.",
            "A learned table has no formula to fall back on; rows that were never trained do not exist.",
-           "Right: the table ends at row 511. posenc says so, and offers truncation or interpolation."),
+           "The table ends at row 511. posenc says so, and offers truncation or interpolation."),
           _learned_limit),
     Check("relative", "RoPE",
           "With RoPE, a key at seat 10 and a query at seat 12 are two seats apart. The same two words "
@@ -236,7 +236,7 @@ CHECKS: Tuple[Check, ...] = (
            "The later score is smaller because the angles are 50 times larger.",
            "They agree only for the slowest pairs."),
           0,
-          ("Right: both vectors turned by the same extra amount, so the angle between them, and the "
+          ("Both vectors turned by the same extra amount, so the angle between them, and the "
            "dot product, is unchanged.",
            "Each vector turns further, but by the same amount; the gap between them is what counts.",
            "Every pair keeps its gap, fast or slow, so the whole score is the same."),
@@ -249,7 +249,7 @@ CHECKS: Tuple[Check, ...] = (
            "The output projection undoes any rotation of the values anyway."),
           1,
           ("Cost is not the reason: a rotation of v costs the same as a rotation of k.",
-           "Right: rotated values bring absolute position back into the output.",
+           "Rotated values bring absolute position back into the output.",
            "The output projection is one fixed matrix; it cannot undo a rotation that varies by seat."),
           _qk_only),
     Check("llama3-bands", "context extension",
@@ -263,7 +263,7 @@ CHECKS: Tuple[Check, ...] = (
           ("The slow pairs are the ones that get divided by the factor: they never completed a turn in "
            "training, so longer inputs would show them unseen angles.",
            "That is plain position interpolation (the linear scaling), not llama3.",
-           "Right: fast pairs already turned many times in training, so larger positions show them "
+           "Fast pairs already turned many times in training, so larger positions show them "
            "nothing new."),
           _llama3_bands),
     Check("fast-columns", "sinusoidal",
@@ -273,7 +273,7 @@ CHECKS: Tuple[Check, ...] = (
            "All columns change by the same amount."),
           1,
           ("Slow waves barely move between neighbours; they place a token in the larger stretch of text.",
-           "Right: the first pair turns a full radian per seat, like a second hand.",
+           "The first pair turns a full radian per seat, like a second hand.",
            "Each pair turns at its own speed, from one radian per seat down to a tiny fraction."),
           _fast_columns),
     Check("bag-of-words", "why positions",
@@ -283,7 +283,7 @@ CHECKS: Tuple[Check, ...] = (
            "Yes: the softmax weighs earlier words more.",
            "Yes: the query projection depends on where a word sits."),
           0,
-          ("Right: without positions attention sees a bag of words.",
+          ("Without positions attention sees a bag of words.",
            "The softmax only sees scores, and the scores only see the words.",
            "The projections are the same matrix for every seat."),
           _bag_of_words),
@@ -294,7 +294,7 @@ CHECKS: Tuple[Check, ...] = (
            "-10/256, because every head uses the smallest slope.",
            "+5, nearer keys are penalised instead."),
           0,
-          ("Right: slopes are 1/2, 1/4, ..., 1/256, and the penalty is slope times distance.",
+          ("Slopes are 1/2, 1/4, ..., 1/256, and the penalty is slope times distance.",
            "1/256 is the slope of the last head, the one that looks furthest.",
            "The penalty grows with distance and is never positive."),
           _alibi_head0),
@@ -306,7 +306,7 @@ CHECKS: Tuple[Check, ...] = (
           2,
           ("The rotation itself still runs in the model's dtype; only the table is built in float64, once.",
            "float32 itself is not precise enough for the product at long positions.",
-           "Right: float32 has a spacing of 0.0625 near a million; float64 keeps the angle exact."),
+           "Float32 has a spacing of 0.0625 near a million; float64 keeps the angle exact."),
           _precision),
     Check("linear-vs-ntk", "context extension",
           "Position interpolation (linear) and NTK-aware scaling both stretch a RoPE model 4x. What "
@@ -315,7 +315,7 @@ CHECKS: Tuple[Check, ...] = (
            "Both slow it 4x.",
            "NTK slows it more than linear does."),
           0,
-          ("Right: NTK raises the base, which moves slow pairs most and the fastest one not at all.",
+          ("NTK raises the base, which moves slow pairs most and the fastest one not at all.",
            "Only linear divides every frequency; NTK changes the base instead.",
            "NTK's base change leaves the first pair (exponent 0) exactly where it was."),
           _linear_vs_ntk),
