@@ -6,8 +6,9 @@ page with the numbers posenc computes here. A screenshot of every view lands in
 ``$POSENC_SCREENSHOT_DIR`` (default: a folder under pytest's temporary directory), never in the
 repository.
 
-The browser is the system Chromium (Playwright never downloads one). Without it these tests skip with
-the reason, unless ``POSENC_REQUIRE_BROWSER=1`` (set in CI), which turns the skip into a failure.
+The browser is the system Chromium, or the executable ``$POSENC_CHROMIUM`` names (Playwright never
+downloads one). Without it these tests skip with the reason, unless ``POSENC_REQUIRE_BROWSER=1`` (set in
+CI), which turns the skip into a failure.
 """
 
 from __future__ import annotations
@@ -40,8 +41,11 @@ REQUIRE = os.environ.get("POSENC_REQUIRE_BROWSER") == "1"
 
 
 def find_chromium():
-    for candidate in (os.environ.get("POSENC_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
-                      shutil.which("chromium-browser")):
+    """``$POSENC_CHROMIUM`` if set (and only that), else the system Chromium."""
+    chosen = os.environ.get("POSENC_CHROMIUM")
+    candidates = [chosen] if chosen else ["/usr/bin/chromium", shutil.which("chromium"),
+                                          shutil.which("chromium-browser")]
+    for candidate in candidates:
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return candidate
     return None
@@ -57,8 +61,9 @@ def unavailable(reason: str):
 def chromium_path():
     path = find_chromium()
     if path is None:
-        unavailable("Chromium not found (looked at $POSENC_CHROMIUM, /usr/bin/chromium and PATH); "
-                    "install it with the system package manager, e.g. `apt-get install chromium`")
+        where = os.environ.get("POSENC_CHROMIUM") or "/usr/bin/chromium and PATH"
+        unavailable(f"Chromium not found (looked at {where}); install it with the system package "
+                    "manager, e.g. `apt-get install chromium`, or point $POSENC_CHROMIUM at it")
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
@@ -231,6 +236,13 @@ def test_fingerprint_slider_changes_table_and_hover_shows_library_value(page, se
     assert float(cell.get_attribute("data-value")) == float(sinusoidal_table(40, 32)[pos, dim])
     expect(page.locator("#fp-formula")).to_contain_text(f"cos({pos} /")
 
+    canvas.focus()                                               # the keyboard moves the cell too
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowDown")
+    expect(cell).to_have_attribute("data-dim", str(dim + 1))
+    expect(cell).to_have_attribute("data-pos", str(pos + 1))
+    assert float(cell.get_attribute("data-value")) == float(sinusoidal_table(40, 32)[pos + 1, dim + 1])
+
     bars = page.locator("#fp-seat-bars svg")
     before = bars.get_attribute("data-values")
     page.locator("#fp-pos").fill("9")
@@ -295,6 +307,20 @@ def test_score_readout_equals_the_closed_form(page, server):
     paths = section.locator("#sc-alibi path.series").count()
     set_slider(page, section, "#sc-heads", 4)
     assert section.locator("#sc-alibi path.series").count() == 4 != paths
+
+
+def test_clicking_a_dial_finds_its_pair_in_the_wavelength_view(page, server):
+    from playwright.sync_api import expect
+
+    open_view(page, server, "dials")
+    page.locator(".dial-box[data-pair='5']").click()
+    section = page.locator("#view-wavelengths")
+    expect(section).to_be_visible()
+    readout = page.locator("#wl-readout")
+    expect(readout).to_have_attribute("data-pair", "5")
+    shown = float(readout.locator("[data-series='no scaling']").get_attribute("data-value"))
+    assert shown == pytest.approx(2 * math.pi / float(rope_inv_freq(16, 10000.0)[5]), rel=1e-12)
+    expect(section.locator("#wl-chart .marker-label", has_text="pair 5 (from the dials)")).to_have_count(1)
 
 
 # -- 4. wavelengths ------------------------------------------------------------------------------------------------

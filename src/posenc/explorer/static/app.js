@@ -17,6 +17,8 @@ const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b
 // -- shared state: the RoPE settings every view uses -------------------------------------------------
 const rope = { headDim: 16, base: 10000 };
 const scaling = { trainLen: 8192, factor: 8, seqLen: 32768, betaFast: 32, betaSlow: 1, low: 1, high: 4 };
+// The rotation pair picked on a clock dial; the wavelength and precision views mark it too.
+const focus = { pair: null };
 
 // -- talking to the server ------------------------------------------------------------------------------
 async function api(path, params = {}, signal = undefined) {
@@ -232,6 +234,17 @@ function setupFingerprint() {
     cellLoader(wait);
   }
 
+  canvas.tabIndex = 0;
+  canvas.addEventListener("keydown", (event) => {
+    if (!st.table) return;
+    const moves = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] };
+    if (!(event.key in moves)) return;
+    event.preventDefault();
+    const here = st.hover || { row: 0, col: 0 };
+    const [dr, dc] = moves[event.key];
+    hoverCell({ row: Math.max(0, Math.min(st.table.length - 1, here.row + dr)),
+      col: Math.max(0, Math.min(st.table.d_model - 1, here.col + dc)) });
+  });
   canvas.addEventListener("mousemove", (event) => {
     if (!st.table) return;
     const cell = cellAt(canvas, event, st.size);
@@ -288,6 +301,15 @@ function setupDials() {
         caption: `q turned ${fmt(d.relative_angle_deg[i], 1)}° more than k`,
       });
       holder.dataset.relativeDeg = d.relative_angle_deg[i];
+      holder.title = `pair ${i}: wavelength ${fmt(d.wavelength[i], 1)} positions. Click to find it in the wavelength view.`;
+      holder.tabIndex = 0;
+      const follow = () => {
+        focus.pair = i;
+        for (const name of ["wavelengths", "precision"]) views[name].stale = true;
+        window.location.hash = "#wavelengths";
+      };
+      holder.addEventListener("click", follow);
+      holder.addEventListener("keydown", (event) => { if (event.key === "Enter") follow(); });
     });
     const mq = d.q_pos + d.offset, mk = d.k_pos + d.offset;
     $("dl-scoreline").innerHTML = `
@@ -433,12 +455,21 @@ function setupWavelengths() {
 
   function chart(pairs, series, hlines, bands) {
     const all = series.map((s) => s.ys).concat([hlines.map((h) => h.y)]);
+    const readout = (i) => {
+      $("wl-readout").innerHTML = `pair ${i}: ` + series.map((s) =>
+        `${escapeText(s.name)} <span class="num" data-series="${escapeText(s.name)}" data-value="${s.ys[i]}">${s.ys[i] === null ? "no rotation" : fmt(s.ys[i], 1)}</span>`).join(" · ");
+      $("wl-readout").dataset.pair = i;
+    };
+    const marked = focus.pair !== null && focus.pair < pairs.length;
     lineChart($("wl-chart"), {
       width: 860, height: 380, title: "wavelength per pair",
       x: { domain: [0, Math.max(1, pairs.length - 1)], label: "rotation pair i (fast → slow)" },
       y: { domain: extent(all, { positiveOnly: true }), log: true, label: "wavelength (positions, log)" },
       series, hlines, bands,
+      vlines: marked ? [{ x: focus.pair, color: "#6a51a3", label: `pair ${focus.pair} (from the dials)` }] : [],
+      onHover: (x) => { const i = Math.max(0, Math.min(pairs.length - 1, Math.round(x))); readout(i); return i; },
     });
+    readout(marked ? focus.pair : 0);
   }
 
   function drawSettings(d) {
@@ -574,6 +605,7 @@ function setupPrecision() {
       x: { domain: [0, Math.max(1, pairs.length - 1)], label: "rotation pair i (fast → slow)" },
       y: { domain: [FLOOR, 10], log: true, label: `angle error at ${fmtInt(d.pos)} (rad)` },
       series: names.map((n) => ({ name: label[n], xs: pairs, ys: floor(d.at_pos[n]), color: COLORS[n], points: true })),
+      vlines: focus.pair !== null && focus.pair < pairs.length ? [{ x: focus.pair, color: "#6a51a3", label: `pair ${focus.pair}` }] : [],
       legend: false,
     });
     const worst = (n) => { const v = d.at_pos[n]; return v.some((x) => x === null) ? null : Math.max(...v); };
