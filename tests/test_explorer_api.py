@@ -25,7 +25,7 @@ from posenc.sinusoidal import sinusoidal_frequencies, sinusoidal_table
 from posenc.explorer import lab_results, quiz
 from posenc.explorer.app import create_app
 from posenc.explorer.limits import LIMITS
-from posenc.explorer.server import add_arguments
+from posenc.explorer.server import _allowed_hosts, add_arguments
 
 TWO_PI = 2 * math.pi
 
@@ -66,6 +66,8 @@ def test_unknown_host_header_is_refused():
     with TestClient(create_app()) as strict:
         assert strict.get("/api/meta", headers={"host": "evil.example"}).status_code == 400
         assert strict.get("/api/meta", headers={"host": "127.0.0.1:8765"}).status_code == 200
+        assert strict.get("/api/meta", headers={"host": "[::1]:8765"}).status_code == 200
+        assert strict.get("/api/meta", headers={"host": "localhost"}).status_code == 200
 
 
 def test_meta_lists_limits_methods_and_checks(client):
@@ -76,6 +78,34 @@ def test_meta_lists_limits_methods_and_checks(client):
     assert meta["lab"] is False
 
 
+#: slider id -> (API parameter, how the slider's value becomes the parameter's)
+SLIDERS = {
+    "fp-d-model": ("d_model", int), "fp-length": ("length", int), "fp-base-log": ("base", lambda v: 10 ** v),
+    "g-base-log": ("base", lambda v: 10 ** v), "dl-q": ("q_pos", int), "dl-k": ("k_pos", int),
+    "dl-offset": ("offset", int), "dl-seed": ("seed", int), "wo-deg": ("degrees", float),
+    "sc-max": ("max_distance", int), "sc-dmodel": ("d_model", int), "sc-heads": ("heads", int),
+    "wl-train-log": ("train_len", lambda v: 2 ** v), "wl-factor": ("factor", float),
+    "wl-seq-log": ("seq_len", lambda v: 2 ** v), "wl-beta-fast": ("beta_fast", float),
+    "wl-beta-slow": ("beta_slow", float), "wl-low": ("low_freq_factor", float),
+    "wl-high": ("high_freq_factor", float), "al-heads": ("heads", int), "al-len": ("matrix_len", int),
+    "al-seed": ("seed", int), "pr-max-log": ("max_position", lambda v: 2 ** v),
+}
+
+
+def test_page_sliders_stay_inside_the_api_limits(client):
+    import re
+
+    page = client.get("/").text
+    found = dict(re.findall(r'<input type="range" id="([\w-]+)"([^>]*)>', page))
+    assert set(SLIDERS) <= set(found)
+    for slider, (param, convert) in SLIDERS.items():
+        attrs = dict(re.findall(r'(min|max)="([^"]+)"', found[slider]))
+        limit = LIMITS[param]
+        for bound in ("min", "max"):
+            value = convert(float(attrs[bound]))
+            assert limit.minimum <= value <= limit.maximum, (slider, bound, value)
+
+
 def test_cli_defaults_bind_loopback():
     import argparse
 
@@ -84,6 +114,8 @@ def test_cli_defaults_bind_loopback():
     args = parser.parse_args([])
     assert args.host == "127.0.0.1" and args.open is False and args.lab_run is None
     assert parser.parse_args(["--port", "9000", "--open"]).port == 9000
+    assert _allowed_hosts("127.0.0.1") == ["127.0.0.1", "[::1]", "localhost"]
+    assert _allowed_hosts("0.0.0.0") is None
 
 
 # -- 1. wave fingerprint --------------------------------------------------------------------------------

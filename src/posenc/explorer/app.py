@@ -84,14 +84,15 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 
 def create_app(lab_run: Optional[Path] = None,
-               allowed_hosts: Optional[Iterable[str]] = ("127.0.0.1", "localhost", "::1")) -> FastAPI:
+               allowed_hosts: Optional[Iterable[str]] = ("127.0.0.1", "localhost", "[::1]")) -> FastAPI:
     """Build the explorer application.
 
     Args:
         lab_run: a ``posenc lab`` run folder whose ``results.json`` the lab view shows; fixed here so
             that no request can name a path.
-        allowed_hosts: ``Host`` header values accepted (protects a loopback server from pages that
-            rebind their own domain name to 127.0.0.1); ``None`` accepts any.
+        allowed_hosts: ``Host`` header values accepted, without port, IPv6 addresses in brackets
+            (protects a loopback server from pages that rebind their own domain name to 127.0.0.1);
+            ``None`` accepts any.
     """
     app = FastAPI(title="posenc explorer", docs_url=None, redoc_url=None, openapi_url=None)
     if allowed_hosts is not None:

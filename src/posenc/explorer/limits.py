@@ -1,8 +1,8 @@
 """Bounds on every number the explorer's API accepts.
 
 Each request is answered by a computation whose size is fixed by these bounds, so no query string can
-make the server allocate more than a few megabytes or work for more than a few milliseconds. The same
-table feeds the page's sliders (``GET /api/meta``), so the page never offers a value the API refuses.
+make the server allocate more than a few megabytes or work for more than a few milliseconds. The table
+is published at ``GET /api/meta``; the page's sliders stay inside it.
 """
 
 from __future__ import annotations

@@ -29,9 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _allowed_hosts(host: str):
+    """Host header values the server answers to (IPv6 addresses appear there in brackets)."""
     if host in ("0.0.0.0", "::", ""):
         return None                      # any name this machine answers to
-    return sorted(set(LOOPBACK) | {host})
+    names = set(LOOPBACK) | {host}
+    return sorted(f"[{name}]" if ":" in name else name for name in names)
 
 
 def _port_free(host: str, port: int) -> bool:
