@@ -119,6 +119,22 @@ def test_schemes_share_every_other_initial_weight():
                 assert torch.equal(value, ref[key]), (name, key)
 
 
+def test_every_length_scores_the_same_bytes_in_pieces():
+    model = build_model(preset_config("smoke"), "rope")
+    data = (np.arange(3000, dtype=np.int64) * 7) % 251
+    ends = window_ends(data.size, 64, 3)
+    whole = per_position_nats(model, data, ends, 16, batch=2, device="cpu", span=64)   # (3, 64)
+    for c in range(4):                         # piece c is a window of 16 ending 16*(3-c) earlier
+        alone = per_position_nats(model, data, ends - 16 * (3 - c), 16, batch=2, device="cpu")
+        assert np.allclose(whole[:, 16 * c:16 * (c + 1)], alone, atol=1e-6)
+    s = summarize_losses(whole, piece=16, final_bytes=8, bootstrap_samples=10)
+    assert s["bpb_final32"] == pytest.approx(whole[:, -8:].mean() / math.log(2))
+    assert s["bpb_last_quarter"] == pytest.approx(
+        whole.reshape(3, 4, 16)[:, :, 12:].mean() / math.log(2))
+    with pytest.raises(ValueError, match="multiple"):
+        per_position_nats(model, data, ends, 24, batch=2, device="cpu", span=64)
+
+
 def test_windows_end_at_the_same_bytes_at_every_length():
     ends = window_ends(10_000, 256, 5)
     assert ends[0] == 257 and ends[-1] == 10_000

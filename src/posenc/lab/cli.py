@@ -306,7 +306,7 @@ def _run(args, d: Dist) -> int:
     record.setdefault("eval", {}), record.setdefault("extension", {})
     lengths = cfg.eval_lengths
     ends = window_ends(corpus.val.size, lengths[-1], cfg.eval_windows)
-    eval_kw = dict(batch=cfg.eval_batch, final_bytes=cfg.final_bytes,
+    eval_kw = dict(batch=cfg.eval_batch, final_bytes=cfg.final_bytes, span=lengths[-1],
                    bootstrap_samples=cfg.bootstrap_samples, seed=cfg.seed, device=device, d=d)
     progress = _Progress(d.main)
     progress.log(f"run folder {run.root} ({'resuming' if resuming else 'new'}); "

@@ -1,11 +1,16 @@
 """Evaluation on fixed validation windows at several multiples of the training length.
 
-Window ``w`` ends at the same byte ``end[w]`` at every evaluation length ``L``: its targets are the
-``L`` bytes before ``end[w]`` and its inputs the ``L`` bytes before those shifted by one. Longer
-evaluations therefore add context to the left of the same text, and the final 32 targets are the
-same bytes at every length: their bits per byte differ only by how well the model uses (or is
-confused by) the extra context. Window ends are evenly spaced through the validation stream, so the
-set is fixed by the corpus alone, with no randomness.
+The validation text is read through ``eval_windows`` fixed windows, evenly spaced through the
+stream (no randomness), each holding ``span`` = the longest evaluation length of target bytes. At
+evaluation length ``L`` every window is cut into ``span / L`` consecutive pieces of ``L`` bytes and
+each piece is read from scratch, with positions ``0 .. L - 1`` (as Press et al. 2022 evaluate on
+non-overlapping chunks). So every length scores **the same bytes**; only how much context each byte
+gets, and at which positions, differs:
+
+* ``bpb``: all bytes of the windows, identical text at every length;
+* ``bpb_last_quarter``: bytes in the last quarter of their piece (positions ``3L/4 .. L - 1``),
+  the ones read furthest past the training length;
+* ``bpb_final32``: the final 32 bytes of each window, the last positions of the last piece.
 """
 
 from __future__ import annotations
@@ -40,22 +45,38 @@ def window_ends(n_bytes: int, max_length: int, n_windows: int) -> np.ndarray:
 
 @torch.no_grad()
 def per_position_nats(model: TinyLM, data: np.ndarray, ends: np.ndarray, length: int, *,
-                      batch: int, device, d: Dist = Dist()) -> np.ndarray:
-    """Cross-entropy in nats of every prediction in every window.
+                      batch: int, device, d: Dist = Dist(), span: Optional[int] = None) -> np.ndarray:
+    """Cross-entropy in nats of every byte of every window, read in pieces of ``length``.
 
-    Returns shape (n_windows, length). Under torchrun, window ``w`` is computed by process
+    Args:
+        ends: window ends (exclusive), shape (n_windows,); each must be >= ``span + 1``.
+        length: evaluation length; ``span`` must be a multiple of it.
+        batch: sequences of ``span`` bytes per forward pass (shorter pieces are packed up to the
+            same number of bytes).
+        span: target bytes per window (default ``length``).
+
+    Returns shape (n_windows, span): entry ``[w, t]`` is the loss on byte ``ends[w] - span + t``
+    given the bytes before it in its piece. Under torchrun, window ``w`` is computed by process
     ``w % world`` and the rows are summed across processes, so every process gets the whole array.
     """
+    span = length if span is None else span
+    check_int("length", length, minimum=1)
+    if span % length:
+        raise ValueError(f"span={span} must be a multiple of length={length}")
     model.eval()
-    out = torch.zeros(len(ends), length, dtype=torch.float64, device=device)
-    mine = [w for w in range(len(ends)) if w % d.world == d.rank]
-    for i in range(0, len(mine), batch):
-        idx = mine[i:i + batch]
-        rows = np.stack([data[ends[w] - length - 1:ends[w]] for w in idx]).astype(np.int64)
+    pieces = span // length
+    out = torch.zeros(len(ends), span, dtype=torch.float64, device=device)
+    jobs = [(w, c) for w in range(len(ends)) if w % d.world == d.rank for c in range(pieces)]
+    rows_per_pass = max(1, batch * pieces)
+    for i in range(0, len(jobs), rows_per_pass):
+        part = jobs[i:i + rows_per_pass]
+        starts = [int(ends[w]) - span + c * length for w, c in part]
+        rows = np.stack([data[s - 1:s + length] for s in starts]).astype(np.int64)
         t = torch.from_numpy(rows).to(device)                                   # (b, L+1)
         logits = model(t[:, :-1])                                               # (b, L, 256)
         nats = F.cross_entropy(logits.float().transpose(1, 2), t[:, 1:], reduction="none")
-        out[idx] = nats.to(torch.float64)                                       # (b, L)
+        for row, (w, c) in enumerate(part):
+            out[w, c * length:(c + 1) * length] = nats[row].to(torch.float64)
     return all_reduce_sum(d, out).cpu().numpy()
 
 
@@ -80,20 +101,23 @@ def model_for_length(model: TinyLM, length: int, learned_beyond: str) -> tuple:
 
 def evaluate_at(model: TinyLM, data: np.ndarray, ends: np.ndarray, length: int, *, batch: int,
                 final_bytes: int, bootstrap_samples: int, seed: int, device, d: Dist = Dist(),
-                learned_beyond: str = "interpolate") -> dict:
+                learned_beyond: str = "interpolate", span: Optional[int] = None) -> dict:
     """All reported numbers of one model at one length, plus the mean loss at every position.
 
-    Returns the :func:`summarize_losses` dict plus ``loss_by_position`` (bits per byte at each
-    position, averaged over windows, shape (length,)); for a learned table that cannot be used,
+    ``span`` is the number of target bytes per window (the longest evaluation length; default
+    ``length``). Returns the :func:`summarize_losses` dict plus ``loss_by_position`` (bits per byte at
+    each position of a piece, averaged over all pieces, shape (length,)); for a learned table that cannot be used,
     ``{"cannot": True, "note": ...}``.
     """
     target, note = model_for_length(model, length, learned_beyond)
     if target is None:
         return {"cannot": True, "note": note}
-    nats = per_position_nats(target, data, ends, length, batch=batch, device=device, d=d)
-    result = summarize_losses(nats, final_bytes=final_bytes, bootstrap_samples=bootstrap_samples,
-                              seed=seed)
-    result["loss_by_position"] = [round(float(v), 5) for v in bits_per_byte(nats).mean(axis=0)]
+    nats = per_position_nats(target, data, ends, length, batch=batch, device=device, d=d,
+                             span=span)
+    result = summarize_losses(nats, piece=length, final_bytes=final_bytes,
+                              bootstrap_samples=bootstrap_samples, seed=seed)
+    by_position = bits_per_byte(nats).reshape(len(ends), -1, length).mean(axis=(0, 1))   # (L,)
+    result["loss_by_position"] = [round(float(v), 5) for v in by_position]
     if note:
         result["note"] = note
     return result

@@ -8,7 +8,7 @@ manages about 2 on Python source.
 from __future__ import annotations
 
 import math
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -48,27 +48,33 @@ def bootstrap_ci(per_window: Sequence[float], *, samples: int = 2000, level: flo
     return float(lo), float(hi)
 
 
-def summarize_losses(nats: np.ndarray, *, final_bytes: int = 32, bootstrap_samples: int = 2000,
-                     seed: int = 0) -> dict:
+def summarize_losses(nats: np.ndarray, *, piece: Optional[int] = None, final_bytes: int = 32,
+                     bootstrap_samples: int = 2000, seed: int = 0) -> dict:
     """All reported numbers for one scheme at one length.
 
     Args:
-        nats: per-position cross-entropy in nats, shape (n_windows, length): entry ``[w, t]`` is the
-            loss of predicting byte ``t + 1`` of window ``w`` from bytes ``0..t``.
-        final_bytes: size of the tail that is the same text at every evaluation length.
+        nats: per-byte cross-entropy in nats, shape (n_windows, span). Each window was read as
+            ``span / piece`` consecutive pieces of ``piece`` bytes, each from position 0.
+        piece: the evaluation length (default ``span``: one piece per window).
+        final_bytes: size of the window's tail that is the same text at every evaluation length.
 
     Returns:
-        ``bpb`` (all positions), ``bpb_last_quarter``, ``bpb_final32`` (the last ``final_bytes``),
-        each with a 95% bootstrap interval over windows (``*_ci``), plus ``n_windows``.
+        ``bpb`` (all bytes), ``bpb_last_quarter`` (bytes in the last quarter of their piece),
+        ``bpb_final32`` (the last ``final_bytes`` of each window), each with a 95% bootstrap
+        interval over windows (``*_ci``), plus ``n_windows``.
     """
     nats = np.asarray(nats, dtype=np.float64)
     if nats.ndim != 2 or nats.shape[0] == 0:
-        raise ValueError(f"nats must have shape (n_windows, length) with n_windows >= 1, got {nats.shape}")
-    length = nats.shape[1]
-    check_int("final_bytes", final_bytes, minimum=1, maximum=length)
-    bits = bits_per_byte(nats)                                         # (W, L)
-    parts = {"bpb": bits, "bpb_last_quarter": bits[:, length - max(1, length // 4):],
-             "bpb_final32": bits[:, length - final_bytes:]}
+        raise ValueError(f"nats must have shape (n_windows, span) with n_windows >= 1, got {nats.shape}")
+    span = nats.shape[1]
+    piece = span if piece is None else check_int("piece", piece, minimum=1, maximum=span)
+    if span % piece:
+        raise ValueError(f"piece={piece} must divide the window span {span}")
+    check_int("final_bytes", final_bytes, minimum=1, maximum=piece)
+    bits = bits_per_byte(nats)                                         # (W, span)
+    in_piece = np.arange(span) % piece                                 # (span,)
+    parts = {"bpb": bits, "bpb_last_quarter": bits[:, in_piece >= piece - max(1, piece // 4)],
+             "bpb_final32": bits[:, span - final_bytes:]}
     out = {}
     for key, part in parts.items():
         per_window = part.mean(axis=1)                                 # (W,)

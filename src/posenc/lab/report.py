@@ -170,7 +170,9 @@ def markdown(results: dict, command: str = "") -> str:
               f"{corpus.get('train_files', '?')} training / {corpus.get('val_files', '?')} "
               f"validation files ({corpus.get('train_bytes', 0) / 1e6:.1f} MB / "
               f"{corpus.get('val_bytes', 0) / 1e6:.1f} MB); {cfg['eval_windows']} fixed validation "
-              f"windows. Bits per byte (lower is better), 95% bootstrap intervals over windows.", ""]
+              f"windows of {lengths[-1]} bytes, read in pieces of the evaluation length, so every "
+              f"length scores the same bytes. Bits per byte (lower is better), 95% bootstrap "
+              f"intervals over windows.", ""]
     if not results.get("complete"):
         lines += ["**Incomplete run**: resume it with `posenc lab --resume RUN_DIR`.", ""]
     lines += ["## In-distribution quality", "",
