@@ -2,8 +2,8 @@
 
 Configs describe RoPE with a handful of fields spread over the config, in two generations:
 
-* legacy (transformers < 4.55 and most ``config.json`` files on the Hub): top-level ``rope_theta``
-  and ``partial_rotary_factor``, and a ``rope_scaling`` dict whose type is in ``type`` (oldest) or
+* legacy (most ``config.json`` files on the Hub): top-level ``rope_theta`` and
+  ``partial_rotary_factor``, and a ``rope_scaling`` dict whose type is in ``type`` (oldest) or
   ``rope_type``;
 * new style (transformers 5): one ``rope_parameters`` dict that also holds ``rope_theta`` and
   ``partial_rotary_factor``.
