@@ -75,6 +75,6 @@ def test_quick_defaults():
     bench.add_arguments(parser)
     config = bench.config_from_args(parser.parse_args(["--quick", "--device", "cpu"]))
     assert config.shapes == bench.QUICK_SHAPES and config.dtypes == ("float32",)
-    assert config.repeats == 5 and config.modes == bench.MODES
+    assert config.repeats == 9 and config.modes == bench.MODES
     full = bench.config_from_args(parser.parse_args(["--device", "cpu"]))
     assert full.shapes == bench.FULL_SHAPES and "bfloat16" in full.dtypes

@@ -77,16 +77,16 @@ class BenchConfig:
     dtypes: Sequence[str] = ("float32",)
     modes: Sequence[str] = MODES
     device: str = "cpu"
-    repeats: int = 7              # timed repeats per implementation and case
+    repeats: int = 9              # timed repeats per implementation and case
     warmup: int = 2               # untimed calls before timing
-    min_sample_s: float = 2e-3    # a repeat loops a short call until it lasts at least this long
+    min_sample_s: float = 1e-2    # a repeat loops a short call until it lasts at least this long
     compile: bool = True          # include "compiled eager" (costs compile time per case)
     quick: bool = False
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
-                        help="decode and prefill-4k, float32, 5 repeats: under two minutes on 2 CPU cores")
+                        help="decode and prefill-4k, float32: under two minutes on 2 CPU cores")
     parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=None,
                         help=f"cases to run (default {' '.join(FULL_SHAPES)}; --quick: {' '.join(QUICK_SHAPES)}; "
                              "'tiny' is a small smoke-test shape)")
@@ -94,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="element types (default float32 bfloat16; --quick: float32)")
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
     parser.add_argument("--device", default="auto", help="cpu, cuda, or auto (cuda when available)")
-    parser.add_argument("--repeats", type=int, default=None, help="timed repeats (default 7; --quick: 5)")
+    parser.add_argument("--repeats", type=int, default=None, help="timed repeats (default 9)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed calls before timing (default 2)")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile row")
     parser.add_argument("--json", type=Path, default=Path("bench-rope.json"),
@@ -109,7 +109,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         raise ValueError(f"--device must be cpu, cuda or auto, got {args.device!r}")
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda was asked for but torch.cuda.is_available() is False")
-    repeats = args.repeats if args.repeats is not None else (5 if args.quick else 7)
+    repeats = args.repeats if args.repeats is not None else 9
     if repeats < 1:
         raise ValueError(f"--repeats must be >= 1, got {repeats}")
     if args.warmup < 0:
@@ -118,7 +118,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         shapes=tuple(args.shapes or (QUICK_SHAPES if args.quick else FULL_SHAPES)),
         dtypes=tuple(args.dtypes or (("float32",) if args.quick else ("float32", "bfloat16"))),
         modes=tuple(args.modes), device=device, repeats=repeats, warmup=args.warmup,
-        min_sample_s=1e-3 if args.quick else 2e-3, compile=not args.no_compile, quick=args.quick)
+        min_sample_s=5e-3 if args.quick else 1e-2, compile=not args.no_compile, quick=args.quick)
 
 
 # -- timing ---------------------------------------------------------------------------------------
