@@ -51,9 +51,28 @@ def test_index_and_static_files_are_served_with_a_strict_policy(client):
     page = client.get("/")
     assert page.status_code == 200 and "posenc explorer" in page.text
     assert "default-src 'self'" in page.headers["content-security-policy"]
-    for name in ("app.js", "charts.js", "style.css"):
-        assert client.get(f"/static/{name}").status_code == 200
+    assert client.get("/static/style.css").status_code == 200
     assert "http://" not in page.text and "https://" not in page.text     # nothing from the network
+
+
+def test_every_script_the_page_imports_is_served_and_local(client):
+    import posixpath
+    import re
+
+    todo, seen = ["/static/app.js"], set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        response = client.get(path)
+        assert response.status_code == 200, path
+        assert "javascript" in response.headers["content-type"]
+        for target in re.findall(r'^import [^;]*? from "([^"]+)";', response.text, flags=re.M):
+            assert target.startswith("."), f"{path} imports {target} from outside the page"
+            todo.append(posixpath.normpath(posixpath.join(posixpath.dirname(path), target)))
+    assert {"/static/core.js", "/static/charts.js", "/static/views/dials.js"} <= seen
+    assert len(seen) >= 12
 
 
 @pytest.mark.parametrize("path", ["/static/../app.py", "/static/%2e%2e/app.py", "/static/..%2fapp.py",

@@ -1,0 +1,139 @@
+// Shared machinery of the explorer page: the RoPE settings every view uses, requests to the
+// server's JSON API, debounced loaders that report errors in their view, and the router.
+
+import { fmt } from "./charts.js";
+
+export const $ = (id) => document.getElementById(id);
+export const COLORS = {
+  q: "#1f77b4", k: "#ff7f0e", rope: "#1f77b4", sinusoidal: "#d62728", default: "#222222",
+  linear: "#9467bd", ntk: "#2ca02c", dynamic: "#17becf", yarn: "#ff7f0e", llama3: "#e377c2",
+  bfloat16: "#d62728", float16: "#ff7f0e", float32: "#1f77b4", posenc: "#2ca02c",
+};
+export const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+  "#bcbd22", "#17becf"];
+
+// -- shared state: the RoPE settings every view uses -------------------------------------------------
+export const rope = { headDim: 16, base: 10000 };
+export const scaling = { trainLen: 8192, factor: 8, seqLen: 32768, betaFast: 32, betaSlow: 1, low: 1, high: 4 };
+// The rotation pair picked on a clock dial; the wavelength and precision views mark it too.
+export const focus = { pair: null };
+
+// -- talking to the server ------------------------------------------------------------------------------
+export async function api(path, params = {}, signal = undefined) {
+  const url = new URL(path, window.location.origin);
+  for (const [key, value] of Object.entries(params)) url.searchParams.set(key, String(value));
+  const response = await fetch(url, { signal });
+  let body = null;
+  try { body = await response.json(); } catch (err) { body = null; }
+  if (!response.ok) {
+    const detail = body && body.detail ? body.detail : `${response.status} ${response.statusText}`;
+    throw new Error(typeof detail === "string" ? detail : JSON.stringify(detail));
+  }
+  return body;
+}
+
+export function section(name) { return $(`view-${name}`); }
+
+export function showError(name, message, selector = ".error") {
+  const box = section(name).querySelector(selector);
+  box.textContent = message;
+  box.hidden = false;
+}
+
+export function clearError(name, selector = ".error") {
+  const box = section(name).querySelector(selector);
+  box.hidden = true;
+  box.textContent = "";
+}
+
+export function rendered(name) {
+  const node = section(name);
+  node.dataset.renders = String(Number(node.dataset.renders || 0) + 1);
+}
+
+// A loader that debounces, cancels the request it supersedes, and reports errors in its view.
+export function loader(name, load, { delay = 70, selector = ".error" } = {}) {
+  let timer = null, controller = null;
+  return function schedule(wait = delay) {
+    clearTimeout(timer);
+    timer = setTimeout(async () => {
+      if (controller) controller.abort();
+      controller = new AbortController();
+      const mine = controller;
+      try {
+        await load(mine.signal);
+        if (mine.signal.aborted) return;
+        clearError(name, selector);
+        rendered(name);
+      } catch (err) {
+        if (err.name !== "AbortError") showError(name, err.message, selector);
+      }
+    }, wait);
+  };
+}
+
+// Slider <-> output wiring; `transform` maps the slider's value to the value used.
+export function slider(id, onChange, transform = Number, format = String) {
+  const input = $(id), out = $(`${id}-out`) || $(id.replace(/-log$/, "") + "-out");
+  const read = () => transform(Number(input.value));
+  const update = () => { if (out) out.textContent = format(read()); };
+  input.addEventListener("input", () => { update(); onChange(read()); });
+  update();
+  return read;
+}
+
+export const pow2 = (v) => Math.round(2 ** v);
+export const pow10 = (v) => Number((10 ** v).toPrecision(3));
+
+export function escapeText(text) {
+  const node = document.createElement("span");
+  node.textContent = text;
+  return node.innerHTML;
+}
+
+export function valueSpan(id, value, digits = 6, extra = "") {
+  return `<span id="${id}" class="num" data-value="${value}"${extra}>${fmt(value, digits)}</span>`;
+}
+
+// -- router ------------------------------------------------------------------------------------------------
+export const views = {};
+let active = null;
+
+export function show(name) {
+  if (!views[name]) name = "fingerprint";
+  for (const node of document.querySelectorAll(".view")) node.hidden = node.id !== `view-${name}`;
+  for (const link of document.querySelectorAll(".tabs a")) link.classList.toggle("active", link.dataset.view === name);
+  active = name;
+  const view = views[name];
+  if (view.stale) { view.stale = false; view.refresh(0); }
+}
+
+export function invalidateAll() {
+  for (const [name, view] of Object.entries(views)) {
+    if (!view.usesRope) continue;
+    view.stale = true;
+  }
+  if (active && views[active].stale) { views[active].stale = false; views[active].refresh(); }
+}
+
+export function register(name, refresh, usesRope = true) {
+  views[name] = { refresh, stale: true, usesRope };
+}
+
+// -- global settings -----------------------------------------------------------------------------------------
+export function setupGlobal() {
+  const headDim = $("g-head-dim"), baseLog = $("g-base-log"), base = $("g-base");
+  headDim.addEventListener("change", () => { rope.headDim = Number(headDim.value); invalidateAll(); });
+  baseLog.addEventListener("input", () => {
+    rope.base = pow10(Number(baseLog.value));
+    base.value = rope.base;
+    invalidateAll();
+  });
+  base.addEventListener("change", () => {
+    const value = Number(base.value);
+    rope.base = value;
+    if (value > 0) baseLog.value = Math.log10(value);
+    invalidateAll();
+  });
+  $("rope-settings").addEventListener("submit", (event) => event.preventDefault());
+}

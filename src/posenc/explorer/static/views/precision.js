@@ -1,0 +1,41 @@
+// View 6 of the explorer: precision.
+
+import { fmtInt, lineChart } from "../charts.js";
+import { $, COLORS, rope, focus, api, loader, slider, pow2, valueSpan, register } from "../core.js";
+
+export function setupPrecision() {
+  const maxPos = slider("pr-max-log", () => refresh(), pow2, fmtInt);
+  const pos = slider("pr-pos-log", () => refresh(), (v) => Math.min(2 ** 31, Math.round(10 ** v)), fmtInt);
+  const FLOOR = 1e-12;
+  const floor = (arr) => arr.map((v) => (v === null ? null : Math.max(v, FLOOR)));
+
+  const refresh = loader("precision", async (signal) => {
+    const d = await api("/api/precision", { head_dim: rope.headDim, base: rope.base, max_position: maxPos(),
+      pos: pos() }, signal);
+    const names = ["bfloat16", "float16", "float32", "posenc"];
+    const label = { bfloat16: "bfloat16 (pos·θ in bf16)", float16: "float16 (pos·θ in fp16)",
+      float32: "float32 (pos·θ in fp32)", posenc: "posenc float32 tables" };
+    lineChart($("pr-chart"), {
+      width: 560, height: 320, title: "angle error against position",
+      x: { domain: [1, d.max_position], log: true, label: "position (log)" },
+      y: { domain: [FLOOR, 10], log: true, label: "worst angle error (rad)" },
+      series: names.map((n) => ({ name: label[n], xs: d.positions, ys: floor(d.max_error[n]), color: COLORS[n],
+        width: n === "posenc" ? 3 : 2 })),
+      vlines: d.pos <= d.max_position && d.pos >= 1 ? [{ x: d.pos, color: "#333", label: `pos ${fmtInt(d.pos)}` }] : [],
+    });
+    const pairs = d.theta.map((_, i) => i);
+    lineChart($("pr-pairs"), {
+      width: 560, height: 320, title: "angle error per pair",
+      x: { domain: [0, Math.max(1, pairs.length - 1)], label: "rotation pair i (fast → slow)" },
+      y: { domain: [FLOOR, 10], log: true, label: `angle error at ${fmtInt(d.pos)} (rad)` },
+      series: names.map((n) => ({ name: label[n], xs: pairs, ys: floor(d.at_pos[n]), color: COLORS[n], points: true })),
+      vlines: focus.pair !== null && focus.pair < pairs.length ? [{ x: focus.pair, color: "#6a51a3", label: `pair ${focus.pair}` }] : [],
+      legend: false,
+    });
+    const worst = (n) => { const v = d.at_pos[n]; return v.some((x) => x === null) ? null : Math.max(...v); };
+    $("pr-readout").innerHTML = `At position ${fmtInt(d.pos)}, worst pair: bfloat16 ${valueSpan("pr-bf16", worst("bfloat16"), 4)} rad
+      · float16 ${worst("float16") === null ? '<span id="pr-fp16" class="num" data-value="overflow">overflow (past 65504)</span>' : valueSpan("pr-fp16", worst("float16"), 4)}
+      · float32 ${valueSpan("pr-fp32", worst("float32"), 4)} rad · posenc ${valueSpan("pr-posenc", worst("posenc"), 2)} rad`;
+  });
+  register("precision", refresh);
+}

@@ -1,0 +1,123 @@
+// View 4 of the explorer: wavelengths and scalings.
+
+import { extent, fmt, fmtInt, html, lineChart } from "../charts.js";
+import { $, COLORS, PALETTE, rope, scaling, focus, api, showError, loader, slider, pow2, escapeText, views, register } from "../core.js";
+
+export function setupWavelengths() {
+  const train = slider("wl-train-log", (v) => { scaling.trainLen = v; changed(); }, pow2, fmtInt);
+  const factor = slider("wl-factor", (v) => { scaling.factor = v; changed(); });
+  const seqLen = slider("wl-seq-log", (v) => { scaling.seqLen = v; changed(); }, pow2, fmtInt);
+  const betaFast = slider("wl-beta-fast", (v) => { scaling.betaFast = v; changed(); });
+  const betaSlow = slider("wl-beta-slow", (v) => { scaling.betaSlow = v; changed(); });
+  const low = slider("wl-low", (v) => { scaling.low = v; changed(); });
+  const high = slider("wl-high", (v) => { scaling.high = v; changed(); });
+  Object.assign(scaling, { trainLen: train(), factor: factor(), seqLen: seqLen(), betaFast: betaFast(),
+    betaSlow: betaSlow(), low: low(), high: high() });
+  const fixtureSelect = $("wl-fixture");
+
+  function changed() {
+    if (views.config) views.config.stale = true;
+    refresh();
+  }
+
+  const methods = () => [...$("wl-methods").querySelectorAll("input:checked")].map((i) => i.value);
+  $("wl-methods").addEventListener("change", () => refresh());
+  fixtureSelect.addEventListener("change", () => refresh(0));
+
+  const refresh = loader("wavelengths", async (signal) => {
+    const name = fixtureSelect.value;
+    $("wl-methods").disabled = Boolean(name);
+    if (name) {
+      const f = await api("/api/fixture", { name }, signal);
+      drawFixture(f);
+      return;
+    }
+    const d = await api("/api/wavelengths", { rotary_dim: rope.headDim, base: rope.base,
+      train_len: scaling.trainLen, methods: methods().join(","), factor: scaling.factor, seq_len: scaling.seqLen,
+      beta_fast: scaling.betaFast, beta_slow: scaling.betaSlow, low_freq_factor: scaling.low,
+      high_freq_factor: scaling.high }, signal);
+    drawSettings(d);
+  });
+
+  function chart(pairs, series, hlines, bands) {
+    const all = series.map((s) => s.ys).concat([hlines.map((h) => h.y)]);
+    const readout = (i) => {
+      $("wl-readout").innerHTML = `pair ${i}: ` + series.map((s) =>
+        `${escapeText(s.name)} <span class="num" data-series="${escapeText(s.name)}" data-value="${s.ys[i]}">${s.ys[i] === null ? "no rotation" : fmt(s.ys[i], 1)}</span>`).join(" · ");
+      $("wl-readout").dataset.pair = i;
+    };
+    const marked = focus.pair !== null && focus.pair < pairs.length;
+    lineChart($("wl-chart"), {
+      width: 860, height: 380, title: "wavelength per pair",
+      x: { domain: [0, Math.max(1, pairs.length - 1)], label: "rotation pair i (fast → slow)" },
+      y: { domain: extent(all, { positiveOnly: true }), log: true, label: "wavelength (positions, log)" },
+      series, hlines, bands,
+      vlines: marked ? [{ x: focus.pair, color: "#6a51a3", label: `pair ${focus.pair} (from the dials)` }] : [],
+      onHover: (x) => { const i = Math.max(0, Math.min(pairs.length - 1, Math.round(x))); readout(i); return i; },
+    });
+    readout(marked ? focus.pair : 0);
+  }
+
+  function drawSettings(d) {
+    const series = [{ name: "no scaling", xs: d.pairs, ys: d.default.wavelength, color: COLORS.default, width: 2.5, points: d.pairs.length <= 32 }];
+    const bands = [], hlines = [
+      { y: d.train_len, label: `trained context ${fmtInt(d.train_len)}`, color: "#333" },
+      { y: d.extended_len, label: `target ${fmtInt(d.extended_len)} (× ${d.factor})`, color: "#777", dash: "2 3" },
+    ];
+    for (const [name, m] of Object.entries(d.methods)) {
+      series.push({ name: `${name}${name === "dynamic" ? ` at length ${fmtInt(d.seq_len)}` : ""}`, xs: d.pairs, ys: m.wavelength,
+        color: COLORS[name], dash: name === "linear" ? "7 4" : undefined });
+      if ((name === "yarn" || name === "llama3") && m.ramp) {
+        bands.push({ x0: m.ramp[0] - 0.5, x1: m.ramp[1] + 0.5, color: COLORS[name], label: `${name} ramp` });
+      }
+    }
+    for (const [name, [a, b]] of Object.entries(d.thresholds)) {
+      hlines.push({ y: a, color: COLORS[name], dash: "1 3", left: true, label: `${name}: keep below ${fmt(a, 0)}` });
+      hlines.push({ y: b, color: COLORS[name], dash: "1 3", left: true, label: `${name}: divide above ${fmt(b, 0)}` });
+    }
+    chart(d.pairs, series, hlines, bands);
+    $("wl-caption").textContent = `${d.full_turns_in_training} of ${d.pairs.length} pairs complete a full turn inside the trained context of ${fmtInt(d.train_len)}. ` +
+      "Shaded: pairs a ramp blends between keeping θ and dividing it by the factor.";
+    const rows = Object.entries(d.methods).map(([name, m]) => `<tr data-method="${name}"><td>${name}</td>
+      <td class="num" data-kept="${m.kept}">${m.kept}</td><td class="num">${m.blended}</td><td class="num">${m.divided}</td>
+      <td class="num">${fmt(m.attention_factor, 4)}</td><td><code>${escapeText(JSON.stringify(m.config))}</code></td></tr>`);
+    $("wl-table").innerHTML = `<thead><tr><th>method</th><th>pairs kept</th><th>blended</th><th>divided by factor</th>
+      <th>attention factor</th><th>config</th></tr></thead><tbody>${rows.join("") || '<tr><td colspan="6">no overlay selected</td></tr>'}</tbody>`;
+    $("wl-fixture-fields").hidden = true;
+  }
+
+  function drawFixture(f) {
+    const series = [{ name: `${f.name}: rope_theta ${fmt(f.base, 0)}, no scaling`, xs: f.pairs, ys: f.default.wavelength,
+      color: COLORS.default, width: 2.5 }];
+    const curveNames = { configured: `${f.rope_type} as configured`, at_max_position_embeddings: `${f.rope_type} at ${fmtInt(f.max_position_embeddings)} tokens` };
+    const bands = [];
+    Object.entries(f.curves).forEach(([key, c], i) => {
+      series.push({ name: curveNames[key] || key, xs: f.pairs, ys: c.wavelength, color: COLORS[f.rope_type] || PALETTE[i], dash: i ? "6 3" : undefined });
+      if (key === "configured" && c.ramp && (f.rope_type === "yarn" || f.rope_type === "llama3")) {
+        bands.push({ x0: c.ramp[0] - 0.5, x1: c.ramp[1] + 0.5, color: COLORS[f.rope_type], label: `${f.rope_type} ramp` });
+      }
+    });
+    const hlines = [{ y: f.train_len, label: `trained context ${fmtInt(f.train_len)}`, color: "#333" }];
+    if (f.max_position_embeddings !== f.train_len) hlines.push({ y: f.max_position_embeddings, color: "#777", dash: "2 3",
+      label: `max_position_embeddings ${fmtInt(f.max_position_embeddings)}` });
+    chart(f.pairs, series, hlines, bands);
+    const c = f.curves.configured;
+    $("wl-caption").textContent = `${f.name} (${f.model_type}): head_dim ${f.head_dim}, ${f.rotary_dim} rotated features, ` +
+      `layout ${f.layout}; ${c.kept} pairs kept, ${c.blended} blended, ${c.divided} divided by the factor.`;
+    $("wl-table").innerHTML = `<thead><tr><th>fixture</th><th>rope type</th><th>rope_theta</th><th>rotary_dim</th>
+      <th>factor</th><th>attention factor</th></tr></thead><tbody><tr data-fixture="${escapeText(f.name)}"><td>${escapeText(f.name)}</td>
+      <td>${f.rope_type}</td><td class="num">${fmt(f.base, 0)}</td><td class="num">${f.rotary_dim}</td>
+      <td class="num">${f.factor === null ? "–" : fmt(f.factor, 2)}</td><td class="num">${fmt(c.attention_factor, 4)}</td></tr></tbody>`;
+    const fields = $("wl-fixture-fields");
+    fields.textContent = `config.json fields:\n${JSON.stringify(f.config_fields, null, 2)}`;
+    fields.hidden = false;
+  }
+
+  api("/api/fixtures").then((list) => {
+    for (const f of list.fixtures) {
+      if (f.error) continue;
+      html("option", { value: f.name }, fixtureSelect, `${f.name} (${f.rope_type}, θ=${fmt(f.base, 0)})`);
+    }
+  }).catch((err) => showError("wavelengths", err.message));
+  register("wavelengths", refresh);
+}
