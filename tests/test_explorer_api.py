@@ -103,6 +103,7 @@ SLIDERS = {
     "g-base-log": ("base", lambda v: 10 ** v), "dl-q": ("q_pos", int), "dl-k": ("k_pos", int),
     "dl-offset": ("offset", int), "dl-seed": ("seed", int), "wo-deg": ("degrees", float),
     "sc-max": ("max_distance", int), "sc-dmodel": ("d_model", int), "sc-heads": ("heads", int),
+    "sc-compare-log": ("base", lambda v: 10 ** v),
     "wl-train-log": ("train_len", lambda v: 2 ** v), "wl-factor": ("factor", float),
     "wl-seq-log": ("seq_len", lambda v: 2 ** v), "wl-beta-fast": ("beta_fast", float),
     "wl-beta-slow": ("beta_slow", float), "wl-low": ("low_freq_factor", float),
@@ -211,6 +212,10 @@ def test_scores_follow_the_closed_forms(client):
     assert d["alibi_slopes"] == slopes.tolist()
     assert d["alibi"][4][:5] == pytest.approx([-float(slopes[4]) * i for i in range(5)])
     assert d["rope"][0] == pytest.approx(1.0) and max(d["rope"][100:]) < 0.9
+    assert d["rope_compare"] is None
+    d2 = get(client, "/api/scores", head_dim=32, base=10000.0, max_distance=300, compare_base=500000.0)
+    slow = torch.cos(dist.unsqueeze(-1) * rope_inv_freq(32, 500000.0)).mean(-1)
+    assert d2["rope_compare"] == pytest.approx(slow.tolist(), abs=1e-12) and d2["rope"] == d["rope"]
 
 
 # -- 5. ALiBi beside RoPE ------------------------------------------------------------------------------------
@@ -435,7 +440,8 @@ BAD = [
     ("/api/rope/order", {"key_word": "cat"}), ("/api/rope/order", {"degrees": 0}),
     ("/api/rope/order", {"degrees": 720}), ("/api/rope/order", {"text_a": ""}),
     ("/api/scores", {"max_distance": 100000}), ("/api/scores", {"heads": 0}), ("/api/scores", {"head_dim": 9}),
-    ("/api/scores", {"sin_base": "-inf"}),
+    ("/api/scores", {"sin_base": "-inf"}), ("/api/scores", {"compare_base": 1}),
+    ("/api/scores", {"compare_base": "nan"}),
     ("/api/alibi", {"heads": 4, "head": 5}), ("/api/alibi", {"matrix_len": 1000}), ("/api/alibi", {"head_dim": 3}),
     ("/api/precision", {"max_position": 2**40}), ("/api/precision", {"pos": -1}), ("/api/precision", {"head_dim": 5}),
     ("/api/wavelengths", {"methods": "yarn,foo"}), ("/api/wavelengths", {"methods": "yarn,yarn"}),

@@ -304,6 +304,8 @@ def test_score_readout_equals_the_closed_form(page, server):
     table = sinusoidal_table(38, 64, dtype=torch.float64)
     assert value_of(page, "#sc-sin-at") == pytest.approx(float(table[37] @ table[0] / 32), abs=1e-12)
     assert value_of(page, "#sc-alibi-at") == pytest.approx(-37 * float(alibi_slopes(8)[0]))
+    slow = torch.cos(37 * rope_inv_freq(16, 501000.0)).mean()
+    assert value_of(page, "#sc-rope2-at") == pytest.approx(float(slow), abs=1e-12)
     paths = section.locator("#sc-alibi path.series").count()
     set_slider(page, section, "#sc-heads", 4)
     assert section.locator("#sc-alibi path.series").count() == 4 != paths

@@ -159,8 +159,11 @@ def create_app(lab_run: Optional[Path] = None,
     @app.get("/api/scores")
     def scores(head_dim: int = _int("head_dim"), base: float = _float("base"),
                d_model: int = _int("d_model"), sin_base: float = _float("base"),
-               heads: int = _int("heads"), max_distance: int = _int("max_distance")):
-        return views.scores_view(head_dim, base, d_model, sin_base, heads, max_distance)
+               heads: int = _int("heads"), max_distance: int = _int("max_distance"),
+               compare_base: Optional[float] = Query(None, ge=float(LIMITS["base"].minimum),
+                                                     le=float(LIMITS["base"].maximum), allow_inf_nan=False,
+                                                     description="a second RoPE base to compare")):
+        return views.scores_view(head_dim, base, d_model, sin_base, heads, max_distance, compare_base)
 
     # -- 5. ALiBi ----------------------------------------------------------------------------------
     @app.get("/api/alibi")

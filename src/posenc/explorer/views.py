@@ -216,8 +216,17 @@ def word_order_view(text_a: str, text_b: str, query_word: str, key_word: str,
 
 
 # -- 3. score vs relative distance ------------------------------------------------------------------
+def _rope_decay(head_dim: int, base: float, distances: List[int]) -> torch.Tensor:
+    """``q' . k' / head_dim`` for ``q = k = ones``, query at each distance, key at 0 -> (D,)."""
+    inv_freq = rope_inv_freq(head_dim, base)
+    ones = torch.ones(head_dim, dtype=torch.float64)
+    q_rot = rotate_at(ones, distances, inv_freq)                              # (D, hd)
+    k_rot = rotate_at(ones, [0], inv_freq)[0]                                 # (hd,)
+    return (q_rot @ k_rot) / head_dim
+
+
 def scores_view(head_dim: int, base: float, d_model: int, sin_base: float, heads: int,
-                max_distance: int) -> dict:
+                max_distance: int, compare_base: Optional[float] = None) -> dict:
     """How each scheme's score between two positions changes with their distance ``0..max_distance``.
 
     * RoPE: ``q' . k'`` for ``q = k = ones(head_dim)``, query at position ``d``, key at 0, divided by
@@ -225,14 +234,14 @@ def scores_view(head_dim: int, base: float, d_model: int, sin_base: float, heads
       3.4.3: the sum of ``cos(d * theta_i)`` over pairs, which shrinks (with ripples) as ``d`` grows.
     * sinusoidal: ``PE[d] . PE[0] / (d_model / 2)``, the similarity of two position vectors.
     * ALiBi: the bias each head adds at distance ``d``, ``-slope_h * d``.
+
+    ``compare_base`` adds the RoPE curve for a second base (``rope_compare``), to see how a larger
+    ``rope_theta`` stretches the decay over longer distances.
     """
     check_int("head_dim", head_dim, minimum=2, even=True)
     distances = list(range(max_distance + 1))
-    inv_freq = rope_inv_freq(head_dim, base)
-    ones = torch.ones(head_dim, dtype=torch.float64)
-    q_rot = rotate_at(ones, distances, inv_freq)                              # (D+1, hd)
-    k_rot = rotate_at(ones, [0], inv_freq)[0]                                 # (hd,)
-    rope = (q_rot @ k_rot) / head_dim                                         # (D+1,)
+    rope = _rope_decay(head_dim, base, distances)                             # (D+1,)
+    compare = None if compare_base is None else _rope_decay(head_dim, compare_base, distances).tolist()
     table = sinusoidal_table(max_distance + 1, d_model, sin_base, dtype=torch.float64)
     sinus = (table @ table[0]) / (d_model / 2)                                # (D+1,)
     slopes = alibi_slopes(heads)
@@ -242,6 +251,7 @@ def scores_view(head_dim: int, base: float, d_model: int, sin_base: float, heads
         "head_dim": head_dim, "base": base, "d_model": d_model, "sin_base": sin_base,
         "heads": heads, "max_distance": max_distance, "distances": distances,
         "rope": rope.tolist(), "sinusoidal": sinus.tolist(),
+        "compare_base": compare_base, "rope_compare": compare,
         "alibi_slopes": slopes.tolist(), "alibi": bias.tolist(),
     }
 

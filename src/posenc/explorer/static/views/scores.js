@@ -1,18 +1,19 @@
 // View 3 of the explorer: score vs distance.
 
-import { extent, fmt, lineChart } from "../charts.js";
-import { $, COLORS, PALETTE, rope, api, loader, slider, valueSpan, register } from "../core.js";
+import { extent, fmt, fmtInt, lineChart } from "../charts.js";
+import { $, COLORS, PALETTE, rope, api, loader, slider, pow10, valueSpan, register } from "../core.js";
 
 export function setupScores() {
   let data = null;
   const maxD = slider("sc-max", (v) => { $("sc-at").max = v; refresh(); });
   const dModel = slider("sc-dmodel", () => refresh());
   const heads = slider("sc-heads", () => refresh());
+  const compare = slider("sc-compare-log", () => refresh(), pow10, fmtInt);
   const at = slider("sc-at", () => draw());
 
   const refresh = loader("scores", async (signal) => {
     data = await api("/api/scores", { head_dim: rope.headDim, base: rope.base, d_model: dModel(),
-      sin_base: 10000, heads: heads(), max_distance: maxD() }, signal);
+      sin_base: 10000, heads: heads(), max_distance: maxD(), compare_base: compare() }, signal);
     draw();
   });
 
@@ -22,9 +23,10 @@ export function setupScores() {
     lineChart($("sc-chart"), {
       width: 600, height: 300, title: "score against distance",
       x: { domain: [0, data.max_distance], label: "relative distance d (seats)" },
-      y: { domain: extent([data.rope, data.sinusoidal]), label: "normalised score" },
+      y: { domain: extent([data.rope, data.sinusoidal, data.rope_compare]), label: "normalised score" },
       series: [
         { name: `RoPE (head_dim ${data.head_dim}, base ${fmt(data.base, 0)})`, xs: data.distances, ys: data.rope, color: COLORS.rope },
+        { name: `RoPE, base ${fmt(data.compare_base, 0)}`, xs: data.distances, ys: data.rope_compare, color: "#6a51a3", width: 1.5 },
         { name: `sinusoidal (d_model ${data.d_model}, base 10000)`, xs: data.distances, ys: data.sinusoidal, color: COLORS.sinusoidal, dash: "6 3" },
       ],
       hlines: [{ y: 0, color: "#999", dash: "2 3" }],
@@ -44,6 +46,7 @@ export function setupScores() {
 
   function readout(d) {
     $("sc-readout").innerHTML = `At distance ${d}: RoPE ${valueSpan("sc-rope-at", data.rope[d], 6, ` data-d="${d}"`)}
+      · RoPE base ${fmtInt(data.compare_base)} ${valueSpan("sc-rope2-at", data.rope_compare[d], 6)}
       · sinusoidal ${valueSpan("sc-sin-at", data.sinusoidal[d], 6)}
       · ALiBi head 0 ${valueSpan("sc-alibi-at", data.alibi[0][d], 4)}, head ${data.heads - 1}
       ${fmt(data.alibi[data.heads - 1][d], 4)}`;
