@@ -194,9 +194,10 @@ def _read(config, layer_type, strict) -> Dict[str, Any]:
             if key not in rope:
                 _missing(rope_type, key)
         orig = original()
+        # a ratio below 1 (context shorter than the trained length) means no attention scaling
         scaling = LongRoPEScaling(rope["short_factor"], rope["long_factor"], orig,
                                   attention_factor=rope.get("attention_factor"),
-                                  factor=factor_or_ratio(orig))
+                                  factor=max(factor_or_ratio(orig), 1.0))
     else:                                                # proportional
         scaling = ProportionalScaling(partial_rotary_factor=partial, factor=rope.get("factor", 1.0))
         rotary_dim = head_dim
