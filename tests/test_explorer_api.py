@@ -1,7 +1,7 @@
 """The explorer's JSON API, in process: every endpoint, its numbers against the library's, bad input.
 
 The numbers are checked against posenc's public functions (or closed forms of them), never against the
-explorer's own helpers, so a view cannot drift from the library unnoticed.
+explorer's own functions, so a view cannot drift from the library unnoticed.
 """
 
 from __future__ import annotations

@@ -156,7 +156,7 @@ def page(browser, server):
     assert problems == [], f"errors in the page: {problems}"
 
 
-# -- helpers ----------------------------------------------------------------------------------------
+# -- page actions -----------------------------------------------------------------------------------
 def open_view(page, server, view):
     from playwright.sync_api import expect
 

@@ -29,7 +29,7 @@ from .limits import MAX_TEXT_CHARS, MAX_WORD_CHARS, MAX_WORDS
 TWO_PI = 2 * math.pi
 
 
-# -- helpers ---------------------------------------------------------------------------------------
+# -- shared pieces -------------------------------------------------------------------------------
 def split_words(text: str, name: str = "text") -> List[str]:
     """Whitespace-separated words of ``text``, refusing empty or oversized input."""
     if not isinstance(text, str):

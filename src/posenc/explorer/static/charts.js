@@ -1,4 +1,4 @@
-// Drawing helpers for the posenc explorer: SVG line charts, canvas heatmaps, clock dials.
+// Drawing functions for the posenc explorer: SVG line charts, canvas heatmaps, clock dials.
 // They only draw numbers handed to them by the server; nothing here computes an encoding.
 
 const SVG_NS = "http://www.w3.org/2000/svg";
