@@ -191,6 +191,7 @@ def _backward_fns(q, k, cos, sin, cos_full, sin_full, compiled) -> Dict[str, Cal
 
     def step(forward):
         def go():
+            ql.grad = kl.grad = None        # as after optimizer.zero_grad(): backward assigns, no sum
             qo, ko = forward()
             torch.autograd.backward((qo, ko), (gq, gk))
         return go
