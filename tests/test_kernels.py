@@ -385,6 +385,26 @@ def test_build_from_scratch_into_empty_cache(monkeypatch, tmp_path):
     assert cpu.build() == path                                         # second call: from the cache
 
 
+def test_build_retries_without_march_native(monkeypatch, tmp_path):
+    """A compiler that rejects -march=native still gets the kernel (portable code)."""
+    try:
+        real = cpu._compiler()
+    except cpu.FusedKernelUnavailable as exc:
+        pytest.skip(f"no C compiler here: {exc}")
+    picky = tmp_path / "picky-cc"
+    picky.write_text('#!/bin/sh\nfor a in "$@"; do [ "$a" = "-march=native" ] && '
+                     '{ echo "unknown flag -march=native" >&2; exit 1; }; done\n'
+                     f'exec "{real}" "$@"\n')
+    picky.chmod(0o755)
+    monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", str(picky))
+    lib = cpu._load(cpu.build())
+    q, k, cos, sin = make_inputs(torch.float32)
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    cpu.rotate(lib, q, k, q_out, k_out, cos, sin, interleaved=False, rotary_dim=32)
+    assert torch.equal(q_out, reference(q, k, cos, sin, "half", None)[0])
+
+
 def test_triton_import_failure_warns_and_falls_back(monkeypatch):
     monkeypatch.setitem(sys.modules, "triton", None)                   # "import triton" raises
     monkeypatch.delitem(sys.modules, "posenc.rope.kernels.triton_rope", raising=False)

@@ -37,7 +37,7 @@ DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2, torch.floa
 #: Below this many bytes of q and k together a single thread is faster than starting more.
 PARALLEL_MIN_BYTES = 1 << 18
 
-_FLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fPIC", "-shared", "-pthread"]
+_FLAGS = ["-O3", "-ffp-contract=off", "-fPIC", "-shared", "-pthread"]
 _lock = threading.Lock()
 _state: dict = {}
 
@@ -86,17 +86,33 @@ def _compiler_version(cc: str) -> str:
 
 
 def build(extra_flags=()) -> Path:
-    """Compile the kernel (or find it in the cache) and return the shared library's path."""
+    """Compile the kernel (or find it in the cache) and return the shared library's path.
+
+    ``-march=native`` lets the compiler use every vector instruction of this CPU; a compiler that
+    does not know the flag gets a second try without it.
+    """
     if sys.platform == "win32":
         raise FusedKernelUnavailable("the fused CPU kernel is built for POSIX systems only")
     cc = _compiler()
-    flags = _FLAGS + list(extra_flags)
-    key = hashlib.sha256("\0".join([SOURCE, cc, _compiler_version(cc), " ".join(flags),
-                                    _cpu_fingerprint()]).encode()).hexdigest()[:20]
+    version = _compiler_version(cc)
     directory = _cache_dir()
-    target = directory / f"posenc_rope_{key}.so"
-    if target.exists():
-        return target
+    error = None
+    for native in (True, False):
+        flags = _FLAGS + (["-march=native"] if native else []) + list(extra_flags)
+        key = hashlib.sha256("\0".join([SOURCE, cc, version, " ".join(flags),
+                                        _cpu_fingerprint()]).encode()).hexdigest()[:20]
+        target = directory / f"posenc_rope_{key}.so"
+        if target.exists():
+            return target
+        try:
+            _compile(cc, flags, directory, target)
+            return target
+        except FusedKernelUnavailable as exc:
+            error = error or exc
+    raise error
+
+
+def _compile(cc: str, flags, directory: Path, target: Path) -> None:
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         src = Path(tmp) / "posenc_rope.c"
         src.write_text(SOURCE)
@@ -110,7 +126,6 @@ def build(extra_flags=()) -> Path:
             detail = (result.stderr or result.stdout).strip().splitlines()
             raise FusedKernelUnavailable(f"compiling with {cc} failed: {detail[0] if detail else 'no output'}")
         os.replace(out, target)          # atomic: concurrent builders never see a partial file
-    return target
 
 
 def _load(path: Path) -> ctypes.CDLL:
