@@ -25,8 +25,7 @@ import torch
 
 import posenc
 from posenc.rope import kernels
-from posenc.rope.apply import (FusedRotary, _apply_reference, _fused_kernel, apply_rotary,
-                               rotate_reference)
+from posenc.rope.apply import _apply_reference, _fused_kernel, apply_rotary, apply_rotary_at
 from posenc.rope.kernels import cpu
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
@@ -211,6 +210,52 @@ def test_float16_without_compiler_support(monkeypatch, tmp_path):
     want_q, want_k = reference(q16, k16, cos, sin, "half", None)
     torch.testing.assert_close(got_q, want_q, rtol=0, atol=0, equal_nan=True)
     torch.testing.assert_close(got_k, want_k, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("inplace", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_apply_rotary_at_packed_positions(fused_cpu, count_fused, layout, inplace, dtype):
+    q, k, _, _ = make_inputs(dtype, batch=2, seq=9, rotary_dim=16)
+    angles = torch.rand(40, 8, dtype=torch.float64) * 2 * math.pi
+    cos_t, sin_t = angles.cos().float(), angles.sin().float()
+    positions = torch.tensor([[0, 1, 2, 3, 0, 1, 0, 1, 2], [30, 31, 32, 33, 34, 35, 36, 37, 38]])
+    want = reference(q, k, cos_t[positions], sin_t[positions], layout, 16)
+    got = apply_rotary_at(q.clone(), k.clone(), cos_t, sin_t, positions, layout=layout, rotary_dim=16,
+                          inplace=inplace)
+    assert count_fused
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    shared = apply_rotary_at(q, k, cos_t, sin_t, positions[0], layout=layout, rotary_dim=16)   # (seq,)
+    want_shared = reference(q, k, cos_t[positions[:1]], sin_t[positions[:1]], layout, 16)
+    assert torch.equal(shared[0], want_shared[0])
+
+
+def test_apply_rotary_at_backward(fused_cpu):
+    q, k, _, _ = make_inputs(torch.float64, batch=1, q_heads=2, kv_heads=1, seq=5, head_dim=8)
+    angles = torch.rand(7, 4, dtype=torch.float64) * 2 * math.pi
+    cos_t, sin_t = angles.cos(), angles.sin()
+    positions = torch.tensor([[3, 4, 0, 1, 2]])
+    q.requires_grad_()
+    k.requires_grad_()
+    out = apply_rotary_at(q, k, cos_t, sin_t, positions, layout="interleaved")
+    assert type(out[0].grad_fn).__name__ == "FusedRotaryBackward"
+    assert torch.autograd.gradcheck(
+        lambda a, b: apply_rotary_at(a, b, cos_t, sin_t, positions, layout="interleaved"), (q, k))
+
+
+def test_apply_rotary_at_bad_positions():
+    q, k, _, _ = make_inputs(torch.float32, batch=2, seq=4)
+    table = torch.rand(10, 16)
+    with pytest.raises(ValueError, match=r"positions must be < 10 .* maximum of 12"):
+        apply_rotary_at(q, k, table, table, torch.tensor([[0, 1, 2, 12]]))
+    with pytest.raises(ValueError, match=r"positions must be >= 0"):
+        apply_rotary_at(q, k, table, table, torch.tensor([0, -1, 2, 3]))
+    with pytest.raises(TypeError, match="integer dtype"):
+        apply_rotary_at(q, k, table, table, torch.tensor([0.0, 1.0, 2.0, 3.0]))
+    with pytest.raises(ValueError, match=r"positions must have shape \(batch or 1, seq\)"):
+        apply_rotary_at(q, k, table, table, torch.tensor([[0, 1, 2]]))
+    with pytest.raises(ValueError, match="cos_table and sin_table must have the same shape"):
+        apply_rotary_at(q, k, table, table[:5], torch.tensor([0, 1, 2, 3]))
 
 
 # -- CPU fused kernel, backward ------------------------------------------------------------------

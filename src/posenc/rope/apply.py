@@ -11,6 +11,9 @@ fastest correct path (see ``docs/kernels.md``):
 * anything else (other devices, tensor subclasses, ``vmap``, a last dimension that is not
   contiguous, gradients wanted for cos/sin, or no fused kernel available here): the reference.
 
+:func:`apply_rotary_at` is the same for packed batches: it takes whole tables and per-token positions,
+and the fused kernels read the named rows directly.
+
 With autograd the fused path runs as :class:`FusedRotary`, whose backward is the inverse rotation
 (the same kernel with sin negated), applied to the incoming gradients.
 
@@ -23,11 +26,12 @@ through unchanged.
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Optional, Tuple
 
 import torch
 
-from .._checks import check_choice, check_int, check_tensor
+from .._checks import check_choice, check_int, check_positions, check_tensor
 from . import kernels
 from .layout import LAYOUTS
 
@@ -200,7 +204,6 @@ def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
     if cos.dim() == 2:
         cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)                     # (1, S, r/2)
     kernel = _fused_kernel(q, k, cos, sin, inplace)
-    wants_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
     table_grad = torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)
     if kernel is None or table_grad:
         return _apply_reference(q, k, cos, sin, layout, r, inplace)
@@ -208,11 +211,15 @@ def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
     if cos.dtype != table_dtype or sin.dtype != table_dtype:
         cos, sin = cos.to(table_dtype), sin.to(table_dtype)
     cos, sin = _dense_last_dim(cos), _dense_last_dim(sin)
-    interleaved = layout == "interleaved"
-    if wants_grad and inplace:
-        return (FusedRotaryInplace.apply(q, cos, sin, kernel, interleaved, r),
-                FusedRotaryInplace.apply(k, cos, sin, kernel, interleaved, r))
-    if wants_grad:
+    return _run_fused(q, k, cos, sin, kernel, layout == "interleaved", r, inplace)
+
+
+def _run_fused(q, k, cos, sin, kernel, interleaved, r, inplace):
+    """Run ``kernel``: through the autograd Functions when q or k need gradients, directly otherwise."""
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad):
+        if inplace:
+            return (FusedRotaryInplace.apply(q, cos, sin, kernel, interleaved, r),
+                    FusedRotaryInplace.apply(k, cos, sin, kernel, interleaved, r))
         return FusedRotary.apply(q, k, cos, sin, kernel, interleaved, r, False, False)
     if inplace:
         q_out, k_out = q, k
@@ -220,6 +227,53 @@ def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
         q_out, k_out = kernels.empty_like(q), kernels.empty_like(k)
     kernel(q, k, q_out, k_out, cos, sin, interleaved=interleaved, rotary_dim=r)
     return q_out, k_out
+
+
+def apply_rotary_at(q: torch.Tensor, k: torch.Tensor, cos_table: torch.Tensor, sin_table: torch.Tensor,
+                    positions: torch.Tensor, *, layout: str = "half", rotary_dim: Optional[int] = None,
+                    inplace: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Rotate q and k by the table rows that ``positions`` name: packed and variable-length batches.
+
+    When several documents are packed into one row, positions restart at each document boundary
+    (``[0, 1, 2, 0, 1, 0, 1, 2, 3]``). Instead of gathering a per-token copy of the tables first,
+    the fused kernels read row ``positions[b, s]`` of the shared table directly.
+
+    Args:
+        q: (batch, q_heads, seq, head_dim).
+        k: (batch, kv_heads, seq, head_dim).
+        cos_table, sin_table: (rows, rotary_dim // 2), e.g. ``RotaryEmbedding.cos_cached``.
+        positions: (batch or 1, seq) or (seq,) integers in ``[0, rows)``.
+        layout, rotary_dim, inplace: as in :func:`apply_rotary`.
+
+    Returns:
+        ``(q_rotated, k_rotated)``, equal to ``apply_rotary(q, k, cos_table[positions],
+        sin_table[positions], ...)``.
+    """
+    check_tensor("cos_table", cos_table, ndim=2, floating=True)
+    check_tensor("sin_table", sin_table, ndim=2, floating=True)
+    check_positions("positions", positions)
+    if positions.dim() == 1:
+        positions = positions.unsqueeze(0)
+    if positions.dim() != 2 or positions.shape[-1] != q.shape[2] or positions.shape[0] not in (1, q.shape[0]):
+        raise ValueError(f"positions must have shape (batch or 1, seq) = ({q.shape[0]} or 1, {q.shape[2]}) "
+                         f"or ({q.shape[2]},), got {tuple(positions.shape)}")
+    rows = cos_table.shape[0]
+    if positions.numel() and not torch.compiler.is_compiling() and int(positions.max()) >= rows:
+        raise ValueError(f"positions must be < {rows} (the number of table rows), got a maximum of "
+                         f"{int(positions.max())}; grow the table first (RotaryEmbedding.extend)")
+    per_token = cos_table[:1].expand(positions.shape[0], q.shape[2], -1)      # shape of the gathered rows
+    r = check_rotary_inputs(q, k, per_token, per_token, layout, rotary_dim)
+    if cos_table.shape != sin_table.shape:
+        raise ValueError(f"cos_table and sin_table must have the same shape, got {tuple(cos_table.shape)} "
+                         f"and {tuple(sin_table.shape)}")
+    kernel = _fused_kernel(q, k, cos_table, sin_table, inplace)
+    table_grad = torch.is_grad_enabled() and (cos_table.requires_grad or sin_table.requires_grad)
+    if kernel is None or table_grad or positions.device != q.device:
+        return _apply_reference(q, k, cos_table[positions], sin_table[positions], layout, r, inplace)
+    table_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+    cos, sin = (_dense_last_dim(t.to(table_dtype)).unsqueeze(0) for t in (cos_table, sin_table))  # (1, rows, r/2)
+    kernel = functools.partial(kernel, positions=positions.to(torch.int64))
+    return _run_fused(q, k, cos, sin, kernel, layout == "interleaved", r, inplace)
 
 
 def _apply_reference(q, k, cos, sin, layout, r, inplace):
