@@ -555,7 +555,8 @@ TRITON_SCRIPT = textwrap.dedent(r"""
                 out = _apply_reference(a, b, cos, sin, layout, 12, False)
             torch.autograd.backward(out, (gq, gk))
             grads.append((a.grad, b.grad))
-        results[f"backward/{layout}"] = {"abs": max(err(grads[0][0], grads[1][0]), err(grads[0][1], grads[1][1])), "ulp": 0.0}
+        worst = max(err(grads[0][0], grads[1][0]), err(grads[0][1], grads[1][1]))
+        results[f"backward/{layout}"] = {"abs": worst, "ulp": 0.0}
         # every gradcheck perturbation is a kernel launch in the interpreter: keep it small
         a, b, c4, s4 = inputs(torch.float64, batch=1, hq=2, hk=1, seq=2, d=8, r=4)
         ok = torch.autograd.gradcheck(

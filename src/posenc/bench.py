@@ -305,7 +305,8 @@ def format_table(report: dict) -> str:
     lines = ["| case | dtype | pass | implementation | median | × ceiling | vs eager |",
              "|---|---|---|---|---:|---:|---:|"]
     for case in report["cases"]:
-        label = f"{case['shape']} ({case['batch']}×{case['seq']}, {case['q_heads']}q/{case['kv_heads']}kv×{case['head_dim']})"
+        label = (f"{case['shape']} ({case['batch']}×{case['seq']}, "
+                 f"{case['q_heads']}q/{case['kv_heads']}kv×{case['head_dim']})")
         for name, r in case["results"].items():
             lines.append(f"| {label} | {case['dtype']} | {case['mode']} | {name} | {_fmt_ms(r['median_ms'])} | "
                          f"{r['x_ceiling']:.2f} | {r['speedup_vs_eager']:.1f}× |")

@@ -229,7 +229,8 @@ def rotate(lib: ctypes.CDLL, q: torch.Tensor, k: torch.Tensor, q_out: torch.Tens
     if positions is None:
         pos_ptr, ps_b, ps_s = 0, 0, 0
     else:
-        pos_ptr, ps_b, ps_s = positions.data_ptr(), positions.stride(0) if positions.shape[0] > 1 else 0, positions.stride(1)
+        pos_ptr, ps_s = positions.data_ptr(), positions.stride(1)
+        ps_b = positions.stride(0) if positions.shape[0] > 1 else 0
     qs, qos, ks, kos = q.stride(), q_out.stride(), k.stride(), k_out.stride()
     args = _ARGS(q.data_ptr(), q_out.data_ptr(), q_heads, qs[0], qs[1], qs[2], qos[0], qos[1], qos[2],
                  k.data_ptr(), k_out.data_ptr(), k.shape[1], ks[0], ks[1], ks[2], kos[0], kos[1], kos[2],
