@@ -103,7 +103,9 @@ def rotate(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.T
     else:
         ps_b = ps_s = 0
         pos = cos                      # never read: HAS_POS is False
-    block_h = min(triton.next_power_of_2(max(n_qh, k.shape[1])), max(1, 4096 // triton.next_power_of_2(half)))
+    # heads per step: all of them, but at most ~4096 elements of a/b per tile to bound registers
+    block_h = max(1, min(triton.next_power_of_2(max(n_qh, k.shape[1], 1)),
+                         4096 // triton.next_power_of_2(half)))
     _rope_kernel[(batch * seq,)](
         q, k, q_out, k_out, cos, sin, pos, seq, n_qh, k.shape[1],
         q.stride(0), q.stride(1), q.stride(2), q_out.stride(0), q_out.stride(1), q_out.stride(2),
