@@ -112,7 +112,7 @@ class FusedRotary(torch.autograd.Function):
         if inplace:
             q_out, k_out = q, k
         else:
-            q_out, k_out = kernels.empty_like(q), kernels.empty_like(k)
+            q_out, k_out = torch.empty_like(q), torch.empty_like(k)
         kernel(q, k, q_out, k_out, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim,
                inverse=inverse)
         if inplace:
@@ -224,7 +224,7 @@ def _run_fused(q, k, cos, sin, kernel, interleaved, r, inplace):
     if inplace:
         q_out, k_out = q, k
     else:
-        q_out, k_out = kernels.empty_like(q), kernels.empty_like(k)
+        q_out, k_out = torch.empty_like(q), torch.empty_like(k)
     kernel(q, k, q_out, k_out, cos, sin, interleaved=interleaved, rotary_dim=r)
     return q_out, k_out
 

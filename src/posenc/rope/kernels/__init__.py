@@ -68,7 +68,3 @@ def kernel_for(device: torch.device) -> Optional[Kernel]:
         return triton_kernel()
     return None
 
-
-def empty_like(t: torch.Tensor) -> torch.Tensor:
-    """An output buffer for a kernel: on CPU, large ones are hinted to use huge pages."""
-    return cpu.empty_like(t) if t.device.type == "cpu" else torch.empty_like(t)

@@ -174,45 +174,6 @@ def reset() -> None:
 
 _ARGS = ctypes.c_int64 * 33
 
-_HUGE_PAGE = 2 << 20
-_MADV_HUGEPAGE = 14                     # Linux <sys/mman.h>
-_HUGE_MIN_BYTES = 4 << 20
-
-
-def _madvise():
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).madvise
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_madvise_fn = _madvise()
-
-
-def empty_like(t: torch.Tensor) -> torch.Tensor:
-    """``torch.empty_like``, with a hint that a large fresh output be backed by huge pages.
-
-    A new 64 MB output comes from the operating system one 4 KiB page fault at a time, and those
-    faults can cost more than the rotation itself (measured: an out-of-place call of 85 ms became
-    40 ms, the in-place call taking 20 ms). ``madvise(MADV_HUGEPAGE)`` on the untouched buffer lets
-    the kernel fault it in 2 MiB at a time where transparent huge pages are enabled in ``madvise`` or
-    ``always`` mode; elsewhere the call does nothing. It only changes how the pages are backed.
-    """
-    out = torch.empty_like(t)
-    nbytes = out.numel() * out.element_size()
-    if _madvise_fn is not None and nbytes >= _HUGE_MIN_BYTES:
-        start = -(-out.data_ptr() // _HUGE_PAGE) * _HUGE_PAGE
-        end = (out.data_ptr() + nbytes) // _HUGE_PAGE * _HUGE_PAGE
-        if end > start:
-            _madvise_fn(start, end - start, _MADV_HUGEPAGE)
-    return out
-
-
 def rotate(lib: ctypes.CDLL, q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.Tensor,
            cos: torch.Tensor, sin: torch.Tensor, *, interleaved: bool, rotary_dim: int,
            inverse: bool = False, positions: Optional[torch.Tensor] = None) -> None:
