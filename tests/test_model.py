@@ -88,3 +88,18 @@ def test_bad_config_is_named():
         TinyLM(ModelConfig(d_model=30, n_heads=4))
     with pytest.raises(TypeError, match="integer token ids"):
         TinyLM(ModelConfig(d_model=D, n_heads=H, n_layers=1))(torch.zeros(1, 3))
+
+
+def test_attention_uses_the_schemes_softmax_scale_factor():
+    """A scheme's softmax_scale_factor multiplies 1/sqrt(head_dim), like scaling q by it."""
+    attn, scheme = _attn_and_scheme("rope")
+    x = torch.randn(1, 6, D)
+    pos = torch.arange(6).unsqueeze(0)
+    base = attn(x, scheme, pos)
+    scheme.softmax_scale_factor = 1.7
+    scaled = attn(x, scheme, pos)
+    assert (scaled - base).abs().max() > 1e-4
+    with torch.no_grad():                                      # same as scaling the q rows of qkv by 1.7
+        attn.qkv.weight[:D] *= 1.7
+    scheme.softmax_scale_factor = 1.0
+    torch.testing.assert_close(attn(x, scheme, pos), scaled, atol=1e-5, rtol=1e-5)

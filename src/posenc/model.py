@@ -13,6 +13,7 @@ library's real code.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Optional
 
@@ -56,10 +57,12 @@ class CausalSelfAttention(nn.Module):
         q, k, v = (t.view(B, S, self.n_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
         q, k = scheme.rotate(q, k, position_ids)                                  # (B, H, S, hd), v untouched
         mask = self._logit_bias(scheme, position_ids, causal, x.dtype)
+        # DeepSeek-style YaRN puts its temperature into the softmax scale instead of the cos/sin tables.
+        scale = getattr(scheme, "softmax_scale_factor", 1.0) / math.sqrt(self.head_dim)
         if mask is None:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)        # (B, H, S, hd)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)  # (B, H, S, hd)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
         return self.out(y.transpose(1, 2).reshape(B, S, D))
 
     @staticmethod
