@@ -372,7 +372,10 @@ def test_compile_tinylm():
     assert not ours, [b.reason for b in ours]
     torch._dynamo.reset()
     compiled = torch.compile(model, fullgraph=False)
-    torch.testing.assert_close(compiled(idx), model(idx), rtol=1e-5, atol=1e-5)
+    logits = compiled(idx)
+    torch.testing.assert_close(logits, model(idx), rtol=1e-5, atol=1e-5)
+    logits.square().mean().backward()                                   # training through it works
+    assert all(p.grad is not None for p in model.parameters())
 
 
 # -- fallback ------------------------------------------------------------------------------------
