@@ -128,9 +128,9 @@ class _Timer:
     def __init__(self, device: str):
         self.cuda = device == "cuda"
         if self.cuda:
-            size = 2 * torch.cuda.get_device_properties(0).L2_cache_size if hasattr(
-                torch.cuda.get_device_properties(0), "L2_cache_size") else 256 << 20
-            self.flush_buffer = torch.empty(max(size, 64 << 20), dtype=torch.uint8, device="cuda")
+            l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or (64 << 20)
+            # writing twice the L2 size evicts whatever the previous repeat left there
+            self.flush_buffer = torch.empty(max(2 * l2, 64 << 20), dtype=torch.uint8, device="cuda")
 
     def once(self, fn: Callable[[], None], calls: int) -> float:
         if self.cuda:
@@ -328,7 +328,7 @@ def run(args: argparse.Namespace) -> int:
     env = report["environment"]
     load = env.get("load_average_at_start")
     print(f"\nceiling = same-bytes in-place pass (q.mul_(1.0); k.mul_(1.0)); dispatched kernel: "
-          f"{env['dispatched_kernel']}; load average at start {load[0]:.2f}" if load else "")
+          f"{env['dispatched_kernel']}" + (f"; load average at start {load[0]:.2f}" if load else ""))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2))
     print(f"wrote {args.json} ({report['elapsed_s']:.0f} s)")
