@@ -344,6 +344,36 @@ def test_gradcheck_fused_and_reference(fused_cpu, layout, rotary_dim):
     assert torch.autograd.gradcheck(lambda a, b, c_, s_: reference(a, b, c_, s_, layout, rotary_dim), (q, k, c, s))
 
 
+def test_forward_mode_ad(fused_cpu):
+    """Dual tensors go through the Functions' jvp (the tangent rotates like the input)."""
+    q, k, cos, sin = make_inputs(torch.float64, batch=1, q_heads=2, kv_heads=1, seq=3, head_dim=8)
+    q.requires_grad_()
+    k.requires_grad_()
+    for inplace in (False, True):
+        fn = (lambda a, b: apply_rotary(a * 1, b * 1, cos, sin, inplace=True)) if inplace else (
+            lambda a, b: apply_rotary(a, b, cos, sin, layout="interleaved"))
+        assert torch.autograd.gradcheck(fn, (q, k), check_forward_ad=True)
+    import torch.autograd.forward_ad as fwAD
+    tq, tk = torch.randn_like(q), torch.randn_like(k)
+    with torch.no_grad(), fwAD.dual_level():
+        out_q, _ = apply_rotary(fwAD.make_dual(q.detach(), tq), fwAD.make_dual(k.detach(), tk), cos, sin)
+        tangent = fwAD.unpack_dual(out_q).tangent
+    assert tangent is not None
+    torch.testing.assert_close(tangent, reference(tq, tk, cos, sin, "half", None)[0], rtol=1e-12, atol=1e-12)
+
+
+def test_inplace_without_grad_bumps_the_version(fused_cpu):
+    """Like any in-place op: a tensor saved for backward and then rotated in place is detected."""
+    q, k, cos, sin = make_inputs(torch.float32)
+    x = q.clone().requires_grad_()
+    y = x * 1
+    loss = (y * y).sum()                                                 # saves y for backward
+    with torch.no_grad():
+        apply_rotary(y, k, cos, sin, inplace=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
 # -- torch.compile -------------------------------------------------------------------------------
 def test_compile_dispatcher_has_no_graph_break():
     q, k, cos, sin = make_inputs(torch.float32)
@@ -553,7 +583,7 @@ TRITON_SCRIPT = textwrap.dedent(r"""
         for use_triton in (True, False):
             a, b = q.clone().requires_grad_(), k.clone().requires_grad_()
             if use_triton:
-                out = FusedRotary.apply(a, b, cos, sin, triton_rope.rotate, layout == "interleaved", 12, False, False)
+                out = FusedRotary.apply(a, b, cos, sin, triton_rope.rotate, layout == "interleaved", 12, False)
             else:
                 out = _apply_reference(a, b, cos, sin, layout, 12, False)
             torch.autograd.backward(out, (gq, gk))
@@ -563,7 +593,7 @@ TRITON_SCRIPT = textwrap.dedent(r"""
         # every gradcheck perturbation is a kernel launch in the interpreter: keep it small
         a, b, c4, s4 = inputs(torch.float64, batch=1, hq=2, hk=1, seq=2, d=8, r=4)
         ok = torch.autograd.gradcheck(
-            lambda x, y: FusedRotary.apply(x, y, c4, s4, triton_rope.rotate, layout == "interleaved", 4, False, False),
+            lambda x, y: FusedRotary.apply(x, y, c4, s4, triton_rope.rotate, layout == "interleaved", 4, False),
             (a.requires_grad_(), b.requires_grad_()))
         results[f"gradcheck/{layout}"] = {"abs": 0.0 if ok else 1.0, "ulp": 0.0}
         x = q.clone().requires_grad_()

@@ -30,6 +30,7 @@ import functools
 from typing import Callable, Optional, Tuple
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
 
 from .._checks import check_choice, check_int, check_positions, check_tensor
 from . import kernels
@@ -94,41 +95,46 @@ def check_rotary_inputs(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin
 
 
 class FusedRotary(torch.autograd.Function):
-    """A fused rotation of (q, k) as an autograd node.
+    """A fused out-of-place rotation of (q, k) as an autograd node (backward and forward mode).
 
     The rotation is linear and orthogonal, so its backward is its transpose, the rotation by the
     negated angles: ``grad_q = R(-theta) grad_q'``. That is the same kernel with ``inverse`` flipped,
     applied through this Function again, so double backward works too. cos/sin get no gradient (the
     dispatcher sends tables that require one to the reference).
 
-    With ``inplace=True`` the kernel overwrites q and k and marks them dirty. Autograd refuses a
-    Function that modifies a view in place and returns two tensors, and q and k usually are views
-    (of one qkv projection), so in-place application with gradients goes through
-    :class:`FusedRotaryInplace`, one tensor per node, instead.
+    In-place application with gradients goes through :class:`FusedRotaryInplace`, one tensor per
+    node: autograd refuses a Function that modifies a view in place and returns two tensors, and q
+    and k usually are views (of one qkv projection).
     """
 
     @staticmethod
-    def forward(ctx, q, k, cos, sin, kernel, interleaved, rotary_dim, inplace, inverse):
-        if inplace:
-            q_out, k_out = q, k
-        else:
-            q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    def forward(ctx, q, k, cos, sin, kernel, interleaved, rotary_dim, inverse):
+        q_out, k_out = torch.empty_like(q), torch.empty_like(k)
         kernel(q, k, q_out, k_out, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim,
                inverse=inverse)
-        if inplace:
-            ctx.mark_dirty(q, k)
         ctx.save_for_backward(cos, sin)
+        ctx.save_for_forward(cos, sin)
         ctx.config = (kernel, interleaved, rotary_dim, inverse)
         return q_out, k_out
+
+    @staticmethod
+    def jvp(ctx, tangent_q, tangent_k, *_):
+        """Forward-mode AD: the rotation is linear, so the tangents rotate like the inputs."""
+        cos, sin = ctx.saved_tensors
+        kernel, interleaved, rotary_dim, inverse = ctx.config
+        tq, tk = _dense_last_dim(tangent_q), _dense_last_dim(tangent_k)
+        out_q, out_k = torch.empty_like(tq), torch.empty_like(tk)
+        kernel(tq, tk, out_q, out_k, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim,
+               inverse=inverse)
+        return out_q, out_k
 
     @staticmethod
     def backward(ctx, grad_q, grad_k):
         cos, sin = ctx.saved_tensors
         kernel, interleaved, rotary_dim, inverse = ctx.config
         grad_q, grad_k = _dense_last_dim(grad_q), _dense_last_dim(grad_k)
-        gq, gk = FusedRotary.apply(grad_q, grad_k, cos, sin, kernel, interleaved, rotary_dim, False,
-                                   not inverse)
-        return gq, gk, None, None, None, None, None, None, None
+        gq, gk = FusedRotary.apply(grad_q, grad_k, cos, sin, kernel, interleaved, rotary_dim, not inverse)
+        return gq, gk, None, None, None, None, None, None
 
 
 class FusedRotaryInplace(torch.autograd.Function):
@@ -140,16 +146,37 @@ class FusedRotaryInplace(torch.autograd.Function):
         kernel(x, none, x, none, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim)
         ctx.mark_dirty(x)
         ctx.save_for_backward(cos, sin)
+        ctx.save_for_forward(cos, sin)
         ctx.config = (kernel, interleaved, rotary_dim)
         return x
+
+    @staticmethod
+    def jvp(ctx, tangent, *_):
+        cos, sin = ctx.saved_tensors
+        kernel, interleaved, rotary_dim = ctx.config
+        if tangent.stride(-1) == 1:
+            none = tangent[:, :0]
+            kernel(tangent, none, tangent, none, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim)
+            torch.autograd.graph.increment_version(tangent)   # the kernel wrote behind autograd's back
+        else:
+            dense = tangent.contiguous()
+            none = dense[:, :0]
+            kernel(dense, none, dense, none, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim)
+            tangent.copy_(dense)
+        return tangent
 
     @staticmethod
     def backward(ctx, grad):
         cos, sin = ctx.saved_tensors
         kernel, interleaved, rotary_dim = ctx.config
         grad = _dense_last_dim(grad)
-        g, _ = FusedRotary.apply(grad, grad[:, :0], cos, sin, kernel, interleaved, rotary_dim, False, True)
+        g, _ = FusedRotary.apply(grad, grad[:, :0], cos, sin, kernel, interleaved, rotary_dim, True)
         return g, None, None, None, None, None
+
+
+def _forward_ad_active() -> bool:
+    """Whether a ``torch.autograd.forward_ad.dual_level`` is open (dual tensors need the Function)."""
+    return getattr(_forward_ad, "_current_level", -1) >= 0
 
 
 def _dense_last_dim(t: torch.Tensor) -> torch.Tensor:
@@ -216,16 +243,19 @@ def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
 
 def _run_fused(q, k, cos, sin, kernel, interleaved, r, inplace):
     """Run ``kernel``: through the autograd Functions when q or k need gradients, directly otherwise."""
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad):
+    if (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)) or _forward_ad_active():
         if inplace:
             return (FusedRotaryInplace.apply(q, cos, sin, kernel, interleaved, r),
                     FusedRotaryInplace.apply(k, cos, sin, kernel, interleaved, r))
-        return FusedRotary.apply(q, k, cos, sin, kernel, interleaved, r, False, False)
+        return FusedRotary.apply(q, k, cos, sin, kernel, interleaved, r, False)
     if inplace:
         q_out, k_out = q, k
     else:
         q_out, k_out = torch.empty_like(q), torch.empty_like(k)
     kernel(q, k, q_out, k_out, cos, sin, interleaved=interleaved, rotary_dim=r)
+    if inplace:
+        # as any in-place torch op does, so autograd notices if q or k was saved for a backward
+        torch.autograd.graph.increment_version((q, k))
     return q_out, k_out
 
 
