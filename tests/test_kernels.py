@@ -492,6 +492,15 @@ def test_triton_import_failure_warns_and_falls_back(monkeypatch):
     assert kernels.kernel_for(torch.device("meta")) is None
 
 
+def test_vmap_uses_reference(count_fused):
+    q, k, cos, sin = make_inputs(torch.float32, batch=3)
+    got_q, got_k = torch.vmap(lambda a, b: apply_rotary(a, b, cos, sin))(q.unsqueeze(1), k.unsqueeze(1))
+    want = reference(q, k, cos, sin, "half", None)
+    assert not count_fused
+    assert_close(got_q.squeeze(1), want[0])
+    assert_close(got_k.squeeze(1), want[1])
+
+
 def test_other_devices_use_reference():
     q = torch.empty(1, 2, 3, 8, device="meta")
     cos = torch.empty(3, 4, device="meta")
