@@ -103,3 +103,14 @@ def test_attention_uses_the_schemes_softmax_scale_factor():
         attn.qkv.weight[:D] *= 1.7
     scheme.softmax_scale_factor = 1.0
     torch.testing.assert_close(attn(x, scheme, pos), scaled, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi", "sinusoidal", "learned"])
+def test_model_compiles_without_graph_breaks(name):
+    import torch._dynamo as dynamo
+
+    torch.manual_seed(0)
+    model = TinyLM(ModelConfig(scheme=name, d_model=D, n_heads=H, n_layers=1))
+    ids = torch.randint(0, 256, (2, 16))
+    explained = dynamo.explain(model)(ids)
+    assert explained.graph_break_count == 0, [b.reason for b in explained.break_reasons]

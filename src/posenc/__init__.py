@@ -9,7 +9,7 @@ from .alibi import ALiBi, alibi_bias, alibi_slopes
 from .factory import SCHEMES, make_scheme
 from .learned import LearnedPositionalEmbedding, PositionOutOfRangeError
 from .model import Block, CausalSelfAttention, ModelConfig, TinyLM
-from .rope import RotaryEmbedding, apply_rotary, permute_for_half_split, permute_for_interleaved
+from .rope import RotaryEmbedding, apply_rotary, apply_rotary_at, permute_for_half_split, permute_for_interleaved
 from .schemes import NoPE, PositionScheme
 from .sinusoidal import SinusoidalPositionalEncoding, sinusoidal_frequencies, sinusoidal_table
 
@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ALiBi", "Block", "CausalSelfAttention", "LearnedPositionalEmbedding", "ModelConfig", "NoPE",
     "PositionOutOfRangeError", "PositionScheme", "RotaryEmbedding", "SCHEMES",
-    "SinusoidalPositionalEncoding", "TinyLM", "alibi_bias", "alibi_slopes", "apply_rotary",
+    "SinusoidalPositionalEncoding", "TinyLM", "alibi_bias", "alibi_slopes", "apply_rotary", "apply_rotary_at",
     "make_scheme", "permute_for_half_split", "permute_for_interleaved", "sinusoidal_frequencies",
     "sinusoidal_table",
 ]

@@ -70,12 +70,13 @@ def check_positions(name: str, positions: torch.Tensor) -> torch.Tensor:
         raise TypeError(f"{name} must be an integer torch.Tensor, got {type(positions).__name__}")
     if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
         raise TypeError(f"{name} must have an integer dtype (int32 or int64), got {positions.dtype}")
-    if positions.numel() and not _is_tracing() and int(positions.min()) < 0:
+    if positions.numel() and not is_compiling() and int(positions.min()) < 0:
         raise ValueError(f"{name} must be >= 0, got a minimum of {int(positions.min())}")
     return positions
 
 
-def _is_tracing() -> bool:
+def is_compiling() -> bool:
+    """True while torch.compile traces: data-dependent checks (``.item()``) are skipped there."""
     compiler = getattr(torch, "compiler", None)
     return bool(compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling())
 

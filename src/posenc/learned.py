@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_choice, check_int, check_tensor, resolve_positions
+from ._checks import check_choice, check_int, check_tensor, is_compiling, resolve_positions
 from .schemes import PositionScheme
 
 
@@ -62,7 +62,7 @@ class LearnedPositionalEmbedding(PositionScheme):
 
     def encodings(self, position_ids: torch.Tensor) -> torch.Tensor:
         """Rows for ``position_ids`` of any shape -> (*position_ids.shape, d_model)."""
-        if position_ids.numel():
+        if position_ids.numel() and not is_compiling():      # a data-dependent check breaks graphs
             top = int(position_ids.max())
             if top >= self.max_len:
                 raise PositionOutOfRangeError(top, self.max_len)

@@ -27,7 +27,7 @@ from typing import Optional
 import torch
 
 from ._buffers import PreciseTables, ambient_device
-from ._checks import check_float, check_int, check_tensor, resolve_positions
+from ._checks import check_float, check_int, check_tensor, is_compiling, resolve_positions
 from .schemes import PositionScheme
 
 
@@ -105,7 +105,8 @@ class SinusoidalPositionalEncoding(PreciseTables, PositionScheme):
 
     def encodings(self, position_ids: torch.Tensor) -> torch.Tensor:
         """Position vectors for ``position_ids`` of any shape -> shape (*position_ids.shape, d_model)."""
-        if position_ids.numel():
+        # Inside torch.compile growth would break the graph; call extend(max_len) before compiling.
+        if position_ids.numel() and not is_compiling():
             self.extend(int(position_ids.max()) + 1)
         return self.pe[position_ids]
 

@@ -1,6 +1,6 @@
 """Rotary position embeddings: tables, rotation, layouts, scalings, positions."""
 
-from .apply import apply_rotary, rotate_reference
+from .apply import apply_rotary, apply_rotary_at, rotate_reference
 from .embedding import RotaryEmbedding
 from .layout import LAYOUTS, permute_for_half_split, permute_for_interleaved
 from .positions import (
@@ -17,7 +17,7 @@ from .tables import rope_angles, rope_cos_sin, rope_inv_freq, rope_table
 __all__ = [
     "DYNAMIC_TYPES", "DefaultScaling", "DynamicNTKScaling", "LAYOUTS", "LinearScaling", "Llama3Scaling",
     "LongRoPEScaling", "NTKScaling", "ProportionalScaling", "REGISTRY", "RotaryEmbedding", "YaRNScaling",
-    "apply_rotary", "permute_for_half_split", "permute_for_interleaved", "position_ids_from_attention_mask",
+    "apply_rotary", "apply_rotary_at", "permute_for_half_split", "permute_for_interleaved", "position_ids_from_attention_mask",
     "position_ids_from_cu_seqlens", "position_ids_from_document_ids", "position_ids_from_offsets",
     "rope_angles", "rope_cos_sin",
     "rope_frequencies", "rope_inv_freq", "rope_table", "rotate_reference", "scaling_from_dict",

@@ -9,7 +9,7 @@ import torch
 from .._buffers import PreciseTables, ambient_device
 from .._checks import check_choice, check_float, check_int, check_tensor, resolve_positions
 from ..schemes import PositionScheme
-from .apply import apply_rotary
+from .apply import apply_rotary, apply_rotary_at
 from .layout import LAYOUTS
 from .positions import position_ids_from_offsets
 from .scaling import DYNAMIC_TYPES, YaRNScaling, rope_frequencies, yarn_softmax_scale
@@ -196,6 +196,16 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         return cos.to(where), sin.to(where)
 
     def rotate(self, q, k, position_ids):
+        if torch.compiler.is_compiling() and not self.is_dynamic:
+            # No data-dependent growth inside a compiled graph (it would break the graph at .item()):
+            # the cache must already cover the positions. Call extend(max_len) before compiling.
+            return apply_rotary(q, k, self.cos_cached[position_ids], self.sin_cached[position_ids],
+                                layout=self.layout, rotary_dim=self.rotary_dim)
+        if position_ids.numel() and self._uses_cached_tables(int(position_ids.max()) + 1):
+            self.extend(int(position_ids.max()) + 1)
+            # the fused kernels read the rows named by position_ids straight from the shared tables
+            return apply_rotary_at(q, k, self.cos_cached, self.sin_cached, position_ids,
+                                   layout=self.layout, rotary_dim=self.rotary_dim)
         cos, sin = self.cos_sin(position_ids)
         return apply_rotary(q, k, cos, sin, layout=self.layout, rotary_dim=self.rotary_dim)
 
