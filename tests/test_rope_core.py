@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from posenc import RotaryEmbedding
-from posenc.rope import rope_inv_freq, rope_table, rotate_reference
+from posenc.rope import rope_cos_sin, rope_inv_freq, rope_table, rotate_reference
 
 
 def _rotate_one(rope, x, position):
@@ -97,10 +97,15 @@ def test_precision_bound_at_one_million():
     """cos/sin at position 1,048,575 (head_dim 128, base 10000) within 1e-6 of float64."""
     pos = 1_048_575
     rope = RotaryEmbedding(128, max_position_embeddings=16)
-    cos, sin = rope.cos_sin(torch.tensor([[pos]]))
+    # the module's table rows are built by rope_cos_sin over a range of positions; build just this one
+    cos, sin = rope_cos_sin(torch.tensor([pos]), rope_inv_freq(128), dtype=rope.cos_cached.dtype)
     angles = pos * rope_inv_freq(128)                               # float64 reference
-    assert (cos[0, 0].double() - angles.cos()).abs().max() < 1e-6
-    assert (sin[0, 0].double() - angles.sin()).abs().max() < 1e-6
+    assert cos.dtype == torch.float32
+    assert (cos[0].double() - angles.cos()).abs().max() < 1e-6
+    assert (sin[0].double() - angles.sin()).abs().max() < 1e-6
+    # and the module's own cached rows agree with that function exactly
+    rows = rope_cos_sin(torch.arange(16), rope_inv_freq(128))
+    torch.testing.assert_close(rope.cos_cached, rows[0], atol=0, rtol=0)
     # the common float32 way is far off there, which is why the tables are built in float64
     naive = torch.tensor(float(pos)) * rope_inv_freq(128).float()
     assert (naive.cos().double() - angles.cos()).abs().max() > 1e-3
