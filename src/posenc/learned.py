@@ -11,14 +11,12 @@ idea as position interpolation for RoPE; the new rows are estimates, so fine-tun
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_choice, check_int, check_tensor, is_compiling, resolve_positions
-from .schemes import PositionScheme
+from ._checks import check_choice, check_int, is_compiling
+from .schemes import AdditiveEncoding
 
 
 class PositionOutOfRangeError(IndexError):
@@ -35,7 +33,7 @@ class PositionOutOfRangeError(IndexError):
         )
 
 
-class LearnedPositionalEmbedding(PositionScheme):
+class LearnedPositionalEmbedding(AdditiveEncoding):
     """A trainable table of ``max_len`` position vectors, added to token embeddings.
 
     Args:
@@ -68,18 +66,6 @@ class LearnedPositionalEmbedding(PositionScheme):
                 raise PositionOutOfRangeError(top, self.max_len)
         return F.embedding(position_ids, self.weight)
 
-    def embed(self, x, position_ids):
-        check_tensor("x", x, ndim=3, floating=True)
-        if x.shape[-1] != self.d_model:
-            raise ValueError(f"x has last dimension {x.shape[-1]} but this table was built for "
-                             f"d_model={self.d_model}; they must be equal to be added")
-        return x + self.encodings(position_ids).to(x.dtype)
-
-    def forward(self, x: torch.Tensor, position_ids: Optional[torch.Tensor] = None,
-                offset: int = 0) -> torch.Tensor:
-        check_tensor("x", x, ndim=3, floating=True)
-        pos = resolve_positions(x.shape[1], position_ids, offset, x.device, batch=x.shape[0])
-        return self.embed(x, pos)
 
     @torch.no_grad()
     def extend(self, new_max_len: int, method: str = "interpolate") -> None:

@@ -23,6 +23,8 @@ from typing import Optional, Tuple
 import torch
 from torch import nn
 
+from ._checks import check_tensor, resolve_positions
+
 
 class PositionScheme(nn.Module):
     """Base class: every hook defaults to "no position information here"."""
@@ -54,6 +56,36 @@ class PositionScheme(nn.Module):
             k_positions: positions of the keys, shape (Lk,).
         """
         return None
+
+
+class AdditiveEncoding(PositionScheme):
+    """Base of the schemes that add a position vector to each token vector (sinusoidal, learned).
+
+    Subclasses set ``self.d_model`` and implement ``encodings(position_ids)``, returning the vectors
+    of shape (*position_ids.shape, d_model).
+
+    Shape:
+        ``forward(x)``: x is (batch, seq, d_model) -> same shape, ``x + encodings(positions)``.
+    """
+
+    d_model: int
+
+    def encodings(self, position_ids: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def embed(self, x, position_ids):
+        check_tensor("x", x, ndim=3, floating=True)
+        if x.shape[-1] != self.d_model:
+            raise ValueError(f"x has last dimension {x.shape[-1]} but this {self.name} encoding was built "
+                             f"for d_model={self.d_model}; they must be equal to be added")
+        return x + self.encodings(position_ids).to(x.dtype)
+
+    def forward(self, x: torch.Tensor, position_ids: Optional[torch.Tensor] = None,
+                offset: int = 0) -> torch.Tensor:
+        """Add position vectors at ``position_ids`` (batch, seq), or at ``offset + arange(seq)``."""
+        check_tensor("x", x, ndim=3, floating=True)
+        pos = resolve_positions(x.shape[1], position_ids, offset, x.device, batch=x.shape[0])
+        return self.embed(x, pos)
 
 
 class NoPE(PositionScheme):

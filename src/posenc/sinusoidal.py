@@ -27,8 +27,8 @@ from typing import Optional
 import torch
 
 from ._buffers import PreciseTables, ambient_device
-from ._checks import check_float, check_int, check_tensor, is_compiling, resolve_positions
-from .schemes import PositionScheme
+from ._checks import check_float, check_int, is_compiling
+from .schemes import AdditiveEncoding
 
 
 def sinusoidal_frequencies(d_model: int, base: float = 10000.0,
@@ -61,7 +61,7 @@ def sinusoidal_table(length: int, d_model: int, base: float = 10000.0, *, start:
     return table[:, :d_model].to(dtype=dtype, device=device)
 
 
-class SinusoidalPositionalEncoding(PreciseTables, PositionScheme):
+class SinusoidalPositionalEncoding(PreciseTables, AdditiveEncoding):
     """Fixed sinusoidal position vectors added to token embeddings.
 
     Args:
@@ -109,19 +109,6 @@ class SinusoidalPositionalEncoding(PreciseTables, PositionScheme):
         if position_ids.numel() and not is_compiling():
             self.extend(int(position_ids.max()) + 1)
         return self.pe[position_ids]
-
-    def embed(self, x, position_ids):
-        check_tensor("x", x, ndim=3, floating=True)
-        if x.shape[-1] != self.d_model:
-            raise ValueError(f"x has last dimension {x.shape[-1]} but this encoding was built for "
-                             f"d_model={self.d_model}; they must be equal to be added")
-        return x + self.encodings(position_ids).to(x.dtype)
-
-    def forward(self, x: torch.Tensor, position_ids: Optional[torch.Tensor] = None,
-                offset: int = 0) -> torch.Tensor:
-        check_tensor("x", x, ndim=3, floating=True)
-        pos = resolve_positions(x.shape[1], position_ids, offset, x.device, batch=x.shape[0])
-        return self.embed(x, pos)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, base={self.base:g}, cached_rows={self.pe.shape[0]}"
