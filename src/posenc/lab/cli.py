@@ -332,6 +332,10 @@ def _run(args, d: Dist) -> int:
             methods = ["none"] + list(cfg.extension_methods)
             steps = [(m, n, ft) for n in lengths[1:] for m in methods
                      for ft in ((False, True) if cfg.finetune else (False,))]
+            if cfg.finetune:
+                # Control: the same fine-tune at the training length. The models are small and
+                # briefly trained, so part of any fine-tune's gain is simply more training.
+                steps += [("none", lengths[0], False), ("none", lengths[0], True)]
             todo = [s for s in steps if not _have(record, *s)]
             task = progress.add("extend rope", len(steps), len(steps) - len(todo))
             for method, n, ft in todo:

@@ -115,11 +115,15 @@ def verdicts(results: dict) -> List[dict]:
         out.append({"claim": claim, "seen": all(a > b for _, a, b in pairs),
                     "evidence": "; ".join(f"{k}: {a:.3f} vs {b:.3f}" for k, a, b in pairs)})
 
-    claim = "A short fine-tune closes most (>= half) of the remaining gap to the 1x bpb"
-    ref = _bpb(rope_eval.get(base))
+    control = _bpb(ext.get("none", {}).get(base, {}).get("finetuned"))
+    claim = ("A short fine-tune closes most (>= half) of the remaining gap to the 1x bpb"
+             + (" of the control (plain RoPE fine-tuned the same way at 1x)" if control else ""))
+    ref = control if control is not None else _bpb(rope_eval.get(base))
     rows, closed = [], []
     for method, per_len in ext.items():
         for k, entry in per_len.items():
+            if k == base:
+                continue
             before, after = _bpb(entry), _bpb(entry.get("finetuned"))
             if ref is None or before is None or after is None:
                 continue
@@ -134,6 +138,16 @@ def verdicts(results: dict) -> List[dict]:
         out.append({"claim": claim, "seen": None, "evidence": "no fine-tune in this run (--finetune)"})
     else:
         out.append({"claim": claim, "seen": bool(closed) and all(closed), "evidence": "; ".join(rows)})
+
+    claim = "After the same fine-tune, linear interpolation beats plain RoPE (extrapolation)"
+    pairs = [(k, _bpb(ext.get("linear", {}).get(k, {}).get("finetuned")),
+              _bpb(ext.get("none", {}).get(k, {}).get("finetuned"))) for k in long_keys]
+    pairs = [p for p in pairs if p[1] is not None and p[2] is not None]
+    if not pairs:
+        out.append({"claim": claim, "seen": None, "evidence": "no fine-tune in this run (--finetune)"})
+    else:
+        out.append({"claim": claim, "seen": all(a < b for _, a, b in pairs),
+                    "evidence": "; ".join(f"{k}: {a:.3f} vs {b:.3f}" for k, a, b in pairs)})
     return out
 
 
@@ -206,6 +220,12 @@ def markdown(results: dict, command: str = "") -> str:
             cells = [_cell(per_len.get(str(n)), "bpb", ci=False) for n in longer]
             ft = [_cell(per_len.get(str(n), {}).get("finetuned"), "bpb", ci=False) for n in longer]
             lines.append(f"| {method} | " + " | ".join(cells + ft) + " |")
+        control = results["extension"].get("none", {}).get(str(lengths[0]), {}).get("finetuned")
+        if control and "bpb" in control:
+            lines += ["", f"Control: plain RoPE fine-tuned the same way at the training length "
+                          f"scores {control['bpb']:.3f} at {lengths[0]} (before: "
+                          f"{results['extension']['none'][str(lengths[0])]['bpb']:.3f}); part of "
+                          f"every fine-tune's gain is this extra training."]
     lines += ["", "## Did the published pattern appear?", ""]
     for v in results.get("verdicts", []):
         mark = {True: "yes", False: "**no**", None: "not measured"}[v["seen"]]
