@@ -222,10 +222,11 @@ def markdown(results: dict, command: str = "") -> str:
             lines.append(f"| {method} | " + " | ".join(cells + ft) + " |")
         control = results["extension"].get("none", {}).get(str(lengths[0]), {}).get("finetuned")
         if control and "bpb" in control:
+            before = results["extension"]["none"][str(lengths[0])]["bpb"]
             lines += ["", f"Control: plain RoPE fine-tuned the same way at the training length "
-                          f"scores {control['bpb']:.3f} at {lengths[0]} (before: "
-                          f"{results['extension']['none'][str(lengths[0])]['bpb']:.3f}); part of "
-                          f"every fine-tune's gain is this extra training."]
+                          f"scores {control['bpb']:.3f} at {lengths[0]} (before: {before:.3f}), so "
+                          f"extra training alone changes bits per byte by "
+                          f"{control['bpb'] - before:+.3f}."]
     lines += ["", "## Did the published pattern appear?", ""]
     for v in results.get("verdicts", []):
         mark = {True: "yes", False: "**no**", None: "not measured"}[v["seen"]]
