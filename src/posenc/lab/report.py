@@ -267,7 +267,7 @@ def plot(results: dict, folder: Path) -> List[Path]:
     ax.set_xlabel("evaluation length (bytes); grey line = training length")
     ax.set_ylabel("bits per byte (all positions)")
     ax.set_title("Length extrapolation by position scheme")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, ncol=2, loc="upper left")
     fig.tight_layout()
     path = folder / "bpb_vs_length.png"
     fig.savefig(path, dpi=120)
