@@ -17,10 +17,14 @@ def test_slopes_for_12_heads_follow_the_paper():
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 6, 7, 16, 20, 32])
-def test_slopes_positive_distinct_and_at_most_one_half(n):
+def test_slopes_positive_distinct_and_below_one(n):
     s = alibi_slopes(n)
-    assert s.shape == (n,) and (s > 0).all() and (s <= 1.0).all()
+    assert s.shape == (n,) and (s > 0).all() and (s < 1.0).all()
     assert len(set(s.tolist())) == n
+    p = 2 ** (n.bit_length() - 1)                     # largest power of two <= n
+    torch.testing.assert_close(s[:p], alibi_slopes(p))   # the first p slopes are those of p heads
+    ratios = s[1:p] / s[:p - 1]
+    torch.testing.assert_close(ratios, torch.full_like(ratios, 2.0 ** (-8.0 / p)))  # geometric
 
 
 def test_bias_is_linear_in_distance_and_causal():

@@ -104,14 +104,18 @@ def test_cpu_forward_matches_reference(fused_cpu, count_fused, dtype, layout, ro
         assert torch.equal(q_in, q) and torch.equal(k_in, k), "out-of-place call modified its inputs"
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_cpu_forward_is_bit_exact(fused_cpu, dtype):
-    """Same operations in the same order, no fused multiply-adds: identical bits, not just close."""
-    q, k, cos, sin = make_inputs(dtype, seq=40, head_dim=64)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64], ids=str)
+@pytest.mark.parametrize("head_dim,rotary_dim", [(64, None), (64, 32), (4, 2), (4, None), (2, None)])
+def test_cpu_forward_is_bit_exact(fused_cpu, dtype, head_dim, rotary_dim):
+    """Same operations in the same order, no fused multiply-adds: identical bits, not just close.
+
+    Tiny rotary widths matter: there the compiler's straight-line (SLP) vectoriser would otherwise turn
+    an interleaved pair into a complex multiply with fused multiply-adds."""
+    q, k, cos, sin = make_inputs(dtype, seq=40, head_dim=head_dim, rotary_dim=rotary_dim)
     for layout in ("half", "interleaved"):
-        got = apply_rotary(q, k, cos, sin, layout=layout)
-        want = reference(q, k, cos, sin, layout, None)
-        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        got = apply_rotary(q, k, cos, sin, layout=layout, rotary_dim=rotary_dim)
+        want = reference(q, k, cos, sin, layout, rotary_dim)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), layout
 
 
 @pytest.mark.parametrize("case", [

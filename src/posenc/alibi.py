@@ -45,6 +45,7 @@ def alibi_bias(slopes: torch.Tensor, q_positions: torch.Tensor, k_positions: tor
     With ``causal=True`` keys after the query (``j > i``) get ``-inf`` (the causal mask). With
     ``causal=False`` the bias is symmetric, ``-slope * |i - j|`` (the paper's encoder variant).
     """
+    check_tensor("slopes", slopes, ndim=1, floating=True)
     check_tensor("q_positions", q_positions, ndim=1)
     check_tensor("k_positions", k_positions, ndim=1)
     dist = (q_positions.unsqueeze(-1) - k_positions.unsqueeze(0)).to(slopes.dtype)   # (Lq, Lk)
@@ -61,8 +62,10 @@ class ALiBi(PreciseTables, PositionScheme):
         num_heads: attention heads; each gets its own slope (any positive count).
 
     Shape:
-        ``bias(q_positions, k_positions)``: (Lq,), (Lk,) -> (num_heads, Lq, Lk), causal (-inf above
-        the diagonal), float32.
+        ``bias(q_positions, k_positions)``: (Lq,), (Lk,) -> (num_heads, Lq, Lk), float32: the distance
+        penalty ``-slope * |i - j|`` alone. The attention that adds it applies causality by token order
+        (:class:`posenc.model.CausalSelfAttention` does), which stays right when positions restart
+        inside a row (packed documents) or repeat (padding). ``forward`` returns the causal matrix.
     """
 
     name = "alibi"
@@ -79,14 +82,14 @@ class ALiBi(PreciseTables, PositionScheme):
         self.slopes = alibi_slopes(self.num_heads).to(device=device, dtype=self.table_dtype)
 
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> Optional[torch.Tensor]:
-        return alibi_bias(self.slopes, q_positions, k_positions, causal=True)
+        return alibi_bias(self.slopes, q_positions, k_positions, causal=False)
 
     def forward(self, q_len: int, k_len: Optional[int] = None) -> torch.Tensor:
         """Causal bias for ``q_len`` queries that are the last ``q_len`` of ``k_len`` keys."""
         check_int("q_len", q_len, minimum=1)
         k_len = q_len if k_len is None else check_int("k_len", k_len, minimum=q_len)
         k_pos = torch.arange(k_len, device=self.slopes.device)
-        return self.bias(k_pos[k_len - q_len:], k_pos)
+        return alibi_bias(self.slopes, k_pos[k_len - q_len:], k_pos, causal=True)
 
     def extra_repr(self) -> str:
         return f"num_heads={self.num_heads}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ._checks import check_choice
+from ._checks import check_choice, check_int
 from .alibi import ALiBi
 from .learned import LearnedPositionalEmbedding
 from .rope.embedding import RotaryEmbedding
@@ -23,16 +23,18 @@ def make_scheme(name: str, *, d_model: int, n_heads: int, max_len: int = 1024,
     ``rope_*`` arguments configure RoPE and are ignored by the others.
     """
     check_choice("scheme", name, set(SCHEMES))
+    check_int("d_model", d_model, minimum=1)
+    check_int("n_heads", n_heads, minimum=1)
     if name == "nope":
         return NoPE()
     if name == "sinusoidal":
         return SinusoidalPositionalEncoding(d_model, max_len=max_len)
     if name == "learned":
         return LearnedPositionalEmbedding(max_len, d_model)
-    if name == "alibi":
-        return ALiBi(n_heads)
     if d_model % n_heads:
         raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+    if name == "alibi":
+        return ALiBi(n_heads)
     return RotaryEmbedding(d_model // n_heads, base=rope_base, rotary_dim=rotary_dim,
                            layout=rope_layout, scaling=rope_scaling,
                            max_position_embeddings=max_len)

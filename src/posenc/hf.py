@@ -26,8 +26,10 @@ Checkpoints on the Hub use the half-split layout (``layout="half"``) except GPT-
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, Optional
 
+from ._checks import check_int
 from .rope.scaling import (
     ALIASES, REGISTRY, DefaultScaling, DynamicNTKScaling, LinearScaling, Llama3Scaling, LongRoPEScaling,
     NTKScaling, ProportionalScaling, YaRNScaling,
@@ -99,6 +101,12 @@ def _rope_dict(fields: _Fields, layer_type: Optional[str]) -> Dict[str, Any]:
     return dict(rope)
 
 
+def _given(rope: Dict[str, Any], key: str, default):
+    """``rope[key]`` when present and not null, else ``default`` (0 stays 0 and gets validated)."""
+    value = rope.get(key)
+    return default if value is None else value
+
+
 def _head_dim(fields: _Fields) -> int:
     for key in ("qk_rope_head_dim", "head_dim"):
         if fields.get(key) is not None:
@@ -107,6 +115,8 @@ def _head_dim(fields: _Fields) -> int:
     heads = fields.get("num_attention_heads", fields.get("n_head"))
     if hidden is None or heads is None:
         raise ValueError("config must give head_dim, or hidden_size and num_attention_heads")
+    check_int("hidden_size", hidden, minimum=1)
+    check_int("num_attention_heads", heads, minimum=1)
     if hidden % heads:
         raise ValueError(f"hidden_size={hidden} is not divisible by num_attention_heads={heads}")
     return hidden // heads
@@ -180,7 +190,8 @@ def _read(config, layer_type, strict) -> Dict[str, Any]:
         orig = original()
         mscale, mscale_all_dim = rope.get("mscale") or None, rope.get("mscale_all_dim") or None
         scaling = YaRNScaling(factor_or_ratio(orig), orig,
-                              beta_fast=rope.get("beta_fast") or 32.0, beta_slow=rope.get("beta_slow") or 1.0,
+                              beta_fast=_given(rope, "beta_fast", 32.0),
+                              beta_slow=_given(rope, "beta_slow", 1.0),
                               mscale=mscale, mscale_all_dim=mscale_all_dim,
                               attention_factor=rope.get("attention_factor"),
                               truncate=rope.get("truncate", True))
@@ -239,7 +250,12 @@ def to_hf_dict(rope, style: str = "rope_parameters") -> Dict[str, Any]:
     if scaling.rope_type == "dynamic":
         params.pop("original_max_position_embeddings")
         out["max_position_embeddings"] = scaling.original_max_position_embeddings
+    if scaling.rope_type == "longrope" and scaling.attention_factor is None and scaling.factor is None:
+        # a reader fills a missing factor from the context lengths; pin the factor this module uses
+        params["attention_factor"] = rope.attention_factor
     partial = rope.rotary_dim / rope.head_dim
+    while int(rope.head_dim * partial) < rope.rotary_dim:   # readers take int(head_dim * factor)
+        partial = math.nextafter(partial, math.inf)
     if scaling.rope_type == "proportional":
         partial = scaling.partial_rotary_factor
     if style == "rope_parameters":

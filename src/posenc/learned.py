@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_choice, check_int, is_compiling
+from ._checks import check_choice, check_float, check_int, check_positions, is_compiling
 from .schemes import AdditiveEncoding
 
 
@@ -52,6 +52,7 @@ class LearnedPositionalEmbedding(AdditiveEncoding):
         super().__init__()
         self.max_len = check_int("max_len", max_len, minimum=1)
         self.d_model = check_int("d_model", d_model, minimum=1)
+        check_float("init_std", init_std, minimum=0.0)
         self.weight = nn.Parameter(torch.randn(max_len, d_model) * init_std)
 
     @property
@@ -60,6 +61,7 @@ class LearnedPositionalEmbedding(AdditiveEncoding):
 
     def encodings(self, position_ids: torch.Tensor) -> torch.Tensor:
         """Rows for ``position_ids`` of any shape -> (*position_ids.shape, d_model)."""
+        check_positions("position_ids", position_ids)
         if position_ids.numel() and not is_compiling():      # a data-dependent check breaks graphs
             top = int(position_ids.max())
             if top >= self.max_len:

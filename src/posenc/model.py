@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_float, check_int, check_tensor, resolve_positions
+from ._checks import check_float, check_int, check_tensor, is_compiling, resolve_positions
 from .factory import SCHEMES, make_scheme
 from .schemes import PositionScheme
 
@@ -52,7 +52,11 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, scheme: PositionScheme, position_ids: torch.Tensor,
                 causal: bool = True) -> torch.Tensor:
+        check_tensor("x", x, ndim=3, floating=True)
         B, S, D = x.shape
+        if D != self.n_heads * self.head_dim:
+            raise ValueError(f"x has last dimension {D}, this attention was built for "
+                             f"d_model={self.n_heads * self.head_dim}")
         q, k, v = self.qkv(x).split(D, dim=-1)                                   # 3 x (B, S, D)
         q, k, v = (t.view(B, S, self.n_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
         q, k = scheme.rotate(q, k, position_ids)                                  # (B, H, S, hd), v untouched
@@ -71,10 +75,12 @@ class CausalSelfAttention(nn.Module):
         if rows[0] is None:
             return None
         bias = torch.stack(rows)                                                  # (B|1, H, S, S)
-        if not causal:
-            # ALiBi's bias hook is causal; without a causal mask use the symmetric distance penalty.
-            upper = torch.isinf(bias)
-            bias = torch.where(upper, bias.transpose(-1, -2), bias)
+        if causal:
+            # Causality goes by token order, never by position values: with packed documents or
+            # padding, a later token may carry a smaller position and must still stay invisible.
+            S = bias.shape[-1]
+            future = torch.ones(S, S, dtype=torch.bool, device=bias.device).triu(1)
+            bias = bias.masked_fill(future, float("-inf"))
         return bias.to(dtype)
 
 
@@ -121,6 +127,8 @@ class ModelConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         check_float("dropout", self.dropout, minimum=0.0, maximum=1.0)
+        if not isinstance(self.bias, bool):
+            raise TypeError(f"bias must be True or False, got {self.bias!r}")
         return self
 
     def to_dict(self) -> dict:
@@ -159,8 +167,13 @@ class TinyLM(nn.Module):
                       offset: int = 0, causal: bool = True) -> torch.Tensor:
         """Final normalised hidden states, shape (batch, seq, d_model)."""
         check_tensor("idx", idx, ndim=2)
-        if idx.is_floating_point():
+        if idx.is_floating_point() or idx.dtype == torch.bool:
             raise TypeError(f"idx must hold integer token ids, got dtype {idx.dtype}")
+        if idx.numel() and not is_compiling():
+            low, high = int(idx.min()), int(idx.max())
+            if low < 0 or high >= self.config.vocab_size:
+                raise ValueError(f"idx must hold token ids in [0, {self.config.vocab_size}) (vocab_size), "
+                                 f"got values from {low} to {high}")
         pos = resolve_positions(idx.shape[1], position_ids, offset, idx.device, batch=idx.shape[0])
         x = self.scheme.embed(self.tok(idx), pos)                 # (B, S, D)
         for block in self.blocks:

@@ -23,7 +23,7 @@ from typing import Optional, Tuple
 import torch
 from torch import nn
 
-from ._checks import check_tensor, resolve_positions
+from ._checks import check_positions, check_tensor, resolve_positions
 
 
 class PositionScheme(nn.Module):
@@ -75,6 +75,7 @@ class AdditiveEncoding(PositionScheme):
 
     def embed(self, x, position_ids):
         check_tensor("x", x, ndim=3, floating=True)
+        check_positions("position_ids", position_ids)
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x has last dimension {x.shape[-1]} but this {self.name} encoding was built "
                              f"for d_model={self.d_model}; they must be equal to be added")

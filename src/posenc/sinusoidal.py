@@ -27,7 +27,7 @@ from typing import Optional
 import torch
 
 from ._buffers import PreciseTables, ambient_device
-from ._checks import check_float, check_int, is_compiling
+from ._checks import check_float, check_int, check_positions, is_compiling
 from .schemes import AdditiveEncoding
 
 
@@ -105,6 +105,7 @@ class SinusoidalPositionalEncoding(PreciseTables, AdditiveEncoding):
 
     def encodings(self, position_ids: torch.Tensor) -> torch.Tensor:
         """Position vectors for ``position_ids`` of any shape -> shape (*position_ids.shape, d_model)."""
+        check_positions("position_ids", position_ids)
         # Inside torch.compile growth would break the graph; call extend(max_len) before compiling.
         if position_ids.numel() and not is_compiling():
             self.extend(int(position_ids.max()) + 1)

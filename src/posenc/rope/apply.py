@@ -279,6 +279,8 @@ def apply_rotary_at(q: torch.Tensor, k: torch.Tensor, cos_table: torch.Tensor, s
         ``(q_rotated, k_rotated)``, equal to ``apply_rotary(q, k, cos_table[positions],
         sin_table[positions], ...)``.
     """
+    check_tensor("q", q, ndim=4, floating=True)
+    check_tensor("k", k, ndim=4, floating=True)
     check_tensor("cos_table", cos_table, ndim=2, floating=True)
     check_tensor("sin_table", sin_table, ndim=2, floating=True)
     check_positions("positions", positions)

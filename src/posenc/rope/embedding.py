@@ -7,7 +7,7 @@ from typing import Optional, Tuple, Union
 import torch
 
 from .._buffers import PreciseTables, ambient_device
-from .._checks import check_choice, check_float, check_int, check_tensor, resolve_positions
+from .._checks import check_choice, check_float, check_int, check_positions, check_tensor, resolve_positions
 from ..schemes import PositionScheme
 from .apply import apply_rotary, apply_rotary_at
 from .layout import LAYOUTS
@@ -184,6 +184,7 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
 
         For the dynamic types the call's length is ``max(position_ids) + 1`` (see the class notes).
         """
+        check_positions("position_ids", position_ids)
         if not position_ids.numel():
             return self.cos_cached[position_ids], self.sin_cached[position_ids]
         seq_len = int(position_ids.max()) + 1
@@ -201,6 +202,7 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
             # the cache must already cover the positions. Call extend(max_len) before compiling.
             return apply_rotary(q, k, self.cos_cached[position_ids], self.sin_cached[position_ids],
                                 layout=self.layout, rotary_dim=self.rotary_dim)
+        check_positions("position_ids", position_ids)
         if position_ids.numel() and self._uses_cached_tables(int(position_ids.max()) + 1):
             self.extend(int(position_ids.max()) + 1)
             # the fused kernels read the rows named by position_ids straight from the shared tables

@@ -30,6 +30,7 @@ from typing import Callable, ClassVar, Dict, Optional, Tuple, Type
 
 import torch
 
+from .._checks import check_float
 from .tables import rope_inv_freq
 
 Frequencies = Tuple[torch.Tensor, float]
@@ -314,7 +315,7 @@ def _yarn(config: YaRNScaling, rotary_dim: int, base: float, seq_len: Optional[i
     low, high = max(low, 0), min(high, rotary_dim - 1)
     if low == high:
         high += 0.001                       # a step instead of a ramp; avoids dividing by zero
-    index = torch.arange(rotary_dim // 2, dtype=torch.float64)
+    index = torch.arange(rotary_dim // 2, dtype=torch.float64, device="cpu")
     ramp = ((index - low) / (high - low)).clamp(0.0, 1.0)   # 0: keep theta_i, 1: theta_i / s
     theta = rope_inv_freq(rotary_dim, base)
     inv_freq = theta / config.factor * ramp + theta * (1.0 - ramp)
@@ -450,7 +451,7 @@ def longrope_attention_factor(config: LongRoPEScaling) -> float:
 def _longrope(config: LongRoPEScaling, rotary_dim: int, base: float,
               seq_len: Optional[int] = None) -> Frequencies:
     chosen = config.long_factor if config.uses_long_factor(seq_len) else config.short_factor
-    factors = torch.tensor(chosen, dtype=torch.float64)
+    factors = torch.tensor(chosen, dtype=torch.float64, device="cpu")
     return rope_inv_freq(rotary_dim, base) / factors, longrope_attention_factor(config)
 
 
@@ -523,6 +524,7 @@ def rope_frequencies(scaling, rotary_dim: int, base: float,
     Returns:
         float64 ``inv_freq`` of shape (rotary_dim // 2,) and the float ``attention_factor``.
     """
+    check_float("base", base, greater_than=1.0)
     scaling = DefaultScaling() if scaling is None else scaling
     rope_type = getattr(scaling, "rope_type", None)
     if rope_type not in REGISTRY or not isinstance(scaling, REGISTRY[rope_type][0]):

@@ -18,7 +18,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from .._checks import check_float, check_int
+from .._checks import check_float, check_int, check_tensor
 
 
 def rope_inv_freq(rotary_dim: int, base: float = 10000.0) -> torch.Tensor:
@@ -45,6 +45,8 @@ def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor
     Returns:
         float64 tensor of shape (*P, rotary_dim // 2).
     """
+    check_tensor("positions", positions)
+    check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
     pos = positions.to(torch.float64)
     angles = pos.unsqueeze(-1) * inv_freq.to(device=pos.device, dtype=torch.float64)
     return torch.remainder(angles, 2 * math.pi)

@@ -13,7 +13,7 @@ the tests do to check that fallback too).
 
 Numerics match :func:`posenc.rope.apply.rotate_reference` bit for bit: bf16/fp16 are widened to
 float32, every product and difference is rounded separately (the file is compiled with
-``-ffp-contract=off``, so no fused multiply-adds), and the result is rounded to the storage type once
+``-ffp-contract=off -fno-tree-slp-vectorize``, so no fused multiply-adds), and the result is rounded to the storage type once
 with round-to-nearest-even, as ``Tensor.to`` does.
 """
 

@@ -37,7 +37,7 @@ DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2, torch.floa
 #: Below this many bytes of q and k together a single thread is faster than starting more.
 PARALLEL_MIN_BYTES = 1 << 18
 
-_FLAGS = ["-O3", "-ffp-contract=off", "-fPIC", "-shared", "-pthread"]
+_FLAGS = ["-O3", "-ffp-contract=off", "-fno-tree-slp-vectorize", "-fPIC", "-shared", "-pthread"]
 _lock = threading.Lock()
 _state: dict = {}
 
