@@ -135,6 +135,28 @@ def test_every_length_scores_the_same_bytes_in_pieces():
         per_position_nats(model, data, ends, 24, batch=2, device="cpu", span=64)
 
 
+def test_learned_table_past_its_rows_is_reported_or_interpolated():
+    from posenc.lab.evaluate import evaluate_at
+    from posenc.lab.report import markdown
+
+    cfg = preset_config("smoke")
+    model = build_model(cfg, "learned")            # 32 rows
+    data = np.arange(4000, dtype=np.int64) % 256
+    ends = window_ends(data.size, 64, 4)
+    kw = dict(batch=2, final_bytes=8, bootstrap_samples=10, seed=0, device="cpu", span=64)
+    cannot = evaluate_at(model, data, ends, 64, learned_beyond="cannot", **kw)
+    assert cannot["cannot"] is True and "32 rows" in cannot["note"]
+    stretched = evaluate_at(model, data, ends, 64, learned_beyond="interpolate", **kw)
+    assert "interpolated from 32 to 64 rows" in stretched["note"]
+    assert model.scheme.max_len == 32              # the trained model itself is untouched
+    inside = evaluate_at(model, data, ends, 32, learned_beyond="cannot", **kw)
+    results = {"config": cfg.to_dict(), "train_len": 32, "eval_lengths": [32, 64], "complete": True,
+               "schemes": {"learned": {"train": {}, "eval": {"32": inside, "64": cannot},
+                                       "loss_by_position": {}}},
+               "extension": {}, "verdicts": []}
+    assert "| learned | " in markdown(results) and "| cannot |" in markdown(results)
+
+
 def test_windows_end_at_the_same_bytes_at_every_length():
     ends = window_ends(10_000, 256, 5)
     assert ends[0] == 257 and ends[-1] == 10_000
