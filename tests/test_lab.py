@@ -19,7 +19,7 @@ import torch
 from posenc.cli import main
 from posenc.lab import cli as lab_cli
 from posenc.lab import train as lab_train
-from posenc.lab.config import LabConfig, preset_config
+from posenc.lab.config import preset_config
 from posenc.lab.corpus import find_files, load_corpus, split_paths, stdlib_root
 from posenc.lab.evaluate import per_position_nats, window_ends
 from posenc.lab.extend import dynamic_effective_scaling, extended_model, scaling_for

@@ -16,7 +16,6 @@ import signal
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import torch

@@ -17,7 +17,7 @@ All losses are bits per byte; intervals are 95% bootstrap intervals over validat
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 import numpy as np
 
