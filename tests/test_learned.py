@@ -23,6 +23,9 @@ def test_position_at_max_len_raises_clear_error():
     assert "position 512" in msg and "512 rows" in msg and "truncate" in msg and "extend" in msg
     assert isinstance(info.value, IndexError)
     assert info.value.position == 512 and info.value.max_len == 512
+    with pytest.raises(PositionOutOfRangeError, match=r"position 512 .*positions up to 599") as info:
+        emb(torch.zeros(1, 600, 8))                   # a 600-token paragraph into a 512-row table
+    assert (info.value.position, info.value.largest) == (512, 599)
 
 
 def test_interpolated_extension_keeps_end_rows_and_is_linear_between():

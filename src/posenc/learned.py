@@ -11,6 +11,8 @@ idea as position interpolation for RoPE; the new rows are estimates, so fine-tun
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -22,11 +24,13 @@ from .schemes import AdditiveEncoding
 class PositionOutOfRangeError(IndexError):
     """A position at or past the end of a learned table. Subclass of ``IndexError``."""
 
-    def __init__(self, position: int, max_len: int):
-        self.position = position
+    def __init__(self, position: int, max_len: int, largest: Optional[int] = None):
+        self.position = position                  # the first position asked for that has no row
         self.max_len = max_len
+        self.largest = position if largest is None else largest
+        asked = "" if self.largest == position else f" (positions up to {self.largest} were asked for)"
         super().__init__(
-            f"position {position} is outside the learned position table, which has {max_len} rows "
+            f"position {position} is outside the learned position table{asked}, which has {max_len} rows "
             f"(positions 0..{max_len - 1}). A learned table has no trained vector past its last row. "
             f"Ways out: truncate the input to {max_len} tokens, or stretch the table with "
             f"LearnedPositionalEmbedding.extend(new_max_len) (interpolated rows; fine-tune after)."
@@ -65,7 +69,8 @@ class LearnedPositionalEmbedding(AdditiveEncoding):
         if position_ids.numel() and not is_compiling():      # a data-dependent check breaks graphs
             top = int(position_ids.max())
             if top >= self.max_len:
-                raise PositionOutOfRangeError(top, self.max_len)
+                first = int(position_ids[position_ids >= self.max_len].min())
+                raise PositionOutOfRangeError(first, self.max_len, largest=top)
         return F.embedding(position_ids, self.weight)
 
 
