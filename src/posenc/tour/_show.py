@@ -14,11 +14,18 @@ def prose(ctx, text: str) -> None:
 
 
 def table(*columns: str, title: str = "") -> Table:
-    """A rich table with right-aligned columns except the first."""
+    """A rich table: a left-aligned label column, then right-aligned value columns.
+
+    Value columns never wrap, so a number is never split across two lines on a narrow terminal
+    (rich narrows the label column instead). A long value header is broken by hand with ``\\n``.
+    """
     t = Table(title=title or None, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
               pad_edge=False)
     for i, name in enumerate(columns):
-        t.add_column(name, justify="left" if i == 0 else "right", overflow="fold")
+        if i == 0:
+            t.add_column(name, justify="left", overflow="fold")
+        else:
+            t.add_column(name, justify="right", no_wrap=True)
     return t
 
 

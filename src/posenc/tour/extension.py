@@ -58,8 +58,8 @@ def context_extension(ctx) -> None:
     short_pairs = ctx.record("extension.partial_turn_pairs",
                              int((TRAINED * default < 2 * math.pi).sum()))
     results = {}
-    t = table("scaling", "fastest pair", "slowest pair", "rad/seat, fastest", "attention factor",
-              f"pairs unseen at {length:,}")
+    t = table("scaling", "fastest\npair", "slowest\npair", "rad/seat,\nfastest", "attention\nfactor",
+              f"pairs unseen\nat {length:,}")
     for name, config in scalings().items():
         inv_freq, factor = rope_frequencies(config, ROTARY_DIM, BASE)
         results[name] = inv_freq

@@ -142,7 +142,7 @@ def _concatenate_instead_of_add(ctx) -> None:
     prose(ctx, f"""[bold]Mistake 2: concatenating instead of adding.[/] Gluing a {WIDE}-wide position
     vector onto a {WIDE}-wide word vector makes every token {2 * WIDE} wide. Parameter counts of
     posenc's own layers (built on the meta device, so only their sizes exist):""")
-    t = table("layer", f"input {WIDE} (added)", f"input {2 * WIDE} (concatenated)", "ratio")
+    t = table("layer", f"input {WIDE}\n(added)", f"input {2 * WIDE}\n(concatenated)", "ratio")
     for label, small, big in rows:
         key = "linear" if isinstance(small, nn.Linear) else "block"
         n_small = ctx.record(f"mistakes.concat.{key}.added", parameter_count(small))
@@ -174,7 +174,7 @@ def _rotating_values(ctx) -> None:
     right_diff = ctx.record("mistakes.rotate_v.correct_shift_diff", float((right[0] - right[1]).abs().max()))
     wrong_diff = ctx.record("mistakes.rotate_v.rotated_shift_diff", float((wrong[0] - wrong[1]).abs().max()))
     scale = ctx.record("mistakes.rotate_v.output_scale", float(right[0].abs().max()))
-    t = table("attention", f"max |out(seats 0-5) - out(seats {SHIFT}-{SHIFT + 5})|", "shift-invariant?")
+    t = table("attention", f"max |out(seats 0-5) -\nout(seats {SHIFT}-{SHIFT + 5})|", "shift-invariant?")
     t.add_row("q and k rotated (correct)", sci(right_diff), verdict(right_diff < 1e-4, "yes", "no"))
     t.add_row("q, k and v rotated (mistake)", sci(wrong_diff), verdict(wrong_diff < 1e-4, "yes", "no"))
     ctx.console.print(t)

@@ -51,7 +51,7 @@ def plain_seat_numbers(ctx) -> None:
     ctx.record("naive.word_norm", word_norm)
     ctx.record("naive.cosine.no_position", float(F.cosine_similarity(dog, man, dim=0)))
 
-    t = table("seat", "raw: |pos| / |word|", "cos(dog, man)", "sine: |pos| / |word|", "cos(dog, man)",
+    t = table("seat", "raw:\n|pos| / |word|", "cos(dog, man)", "sine:\n|pos| / |word|", "cos(dog, man)",
               title="How much the position term outweighs the word term")
     for pos in POSITIONS:
         raw = torch.full((D_MODEL,), float(pos), dtype=torch.float64)
