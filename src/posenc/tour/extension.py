@@ -33,8 +33,8 @@ def scalings() -> dict:
     }
 
 
-def unseen_pairs(inv_freq: torch.Tensor, default: torch.Tensor, trained: int, length: int) -> int:
-    """Pairs that reach angles never seen in training when reading ``length`` tokens.
+def unseen_mask(inv_freq: torch.Tensor, default: torch.Tensor, trained: int, length: int) -> torch.Tensor:
+    """Which pairs reach angles never seen in training when reading ``length`` tokens (bool, (r/2,)).
 
     In training pair ``i`` turned by ``default[i]`` per seat over ``trained`` seats; if that is less
     than one full turn, it only ever saw angles up to ``(trained - 1) * default[i]``. A pair counts as
@@ -43,7 +43,28 @@ def unseen_pairs(inv_freq: torch.Tensor, default: torch.Tensor, trained: int, le
     """
     partial_turn = trained * default < 2 * math.pi
     overshoot = (length - 1) * inv_freq > trained * default
-    return int((partial_turn & overshoot).sum())
+    return partial_turn & overshoot
+
+
+def unseen_pairs(inv_freq: torch.Tensor, default: torch.Tensor, trained: int, length: int) -> int:
+    """How many pairs :func:`unseen_mask` marks."""
+    return int(unseen_mask(inv_freq, default, trained, length).sum())
+
+
+def index_ranges(indices) -> str:
+    """``[3, 4, 5, 9]`` -> ``"3-5, 9"``: pair indices as runs of consecutive numbers."""
+    runs = []
+    for i in sorted(indices):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def times(count: float) -> str:
+    """``1`` -> ``"once"``, ``32`` -> ``"32 times"``."""
+    return "once" if count == 1 else f"{count:g} times"
 
 
 def context_extension(ctx) -> None:
@@ -60,7 +81,9 @@ def context_extension(ctx) -> None:
     results = {}
     t = table("scaling", "fastest\npair", "slowest\npair", "rad/seat,\nfastest", "attention\nfactor",
               f"pairs unseen\nat {length:,}")
-    for name, config in scalings().items():
+    configs = scalings()
+    yarn = configs["yarn"]
+    for name, config in configs.items():
         inv_freq, factor = rope_frequencies(config, ROTARY_DIM, BASE)
         results[name] = inv_freq
         fast = ctx.record(f"extension.{name}.fastest_ratio", float(inv_freq[0] / default[0]))
@@ -68,6 +91,13 @@ def context_extension(ctx) -> None:
         step = ctx.record(f"extension.{name}.fastest_step", float(inv_freq[0]))
         ctx.record(f"extension.{name}.attention_factor", factor)
         unseen = ctx.record(f"extension.{name}.unseen_pairs", unseen_pairs(inv_freq, default, TRAINED, length))
+        if name == "ntk":
+            ntk_unseen = ctx.record("extension.ntk.unseen_indices",
+                                    torch.nonzero(unseen_mask(inv_freq, default, TRAINED, length)).flatten().tolist())
+        if name == "yarn":
+            ratio = inv_freq / default                                            # (64,) 1 = kept, 1/s = slowed
+            yarn_kept = ctx.record("extension.yarn.kept_pairs", int((ratio >= 1 - 1e-12).sum()))
+            yarn_slowed = ctx.record("extension.yarn.slowed_pairs", int((ratio <= (1 + 1e-12) / FACTOR).sum()))
         t.add_row(name, f"x{fast:.3f}", f"x{slow:.4f}", f"{step:.3f}", f"{factor:.4f}",
                   f"{unseen} of {ROTARY_DIM // 2}")
     ctx.console.print(t)
@@ -88,10 +118,13 @@ def context_extension(ctx) -> None:
     closer: the fastest pair moves {ctx.facts['extension.linear.fastest_step']:.2f} rad per seat
     instead of 1. [bold]NTK-aware[/] raises the base instead: the fastest pair keeps its speed (local
     order stays sharp) and only the slowest pair is slowed the full {FACTOR:g}x, with a smooth change in
-    between; {ctx.facts['extension.ntk.unseen_pairs']} pairs in the middle are slowed too little and
-    still pass the angles they saw in training, though by less. [bold]YaRN[/]
-    keeps the pairs that turn more than about 32 times in training, interpolates the pairs that turn less
-    than once, ramps in between, and scales the attention logits by
+    between. That change is too gentle near the slow end: {len(ntk_unseen)} pairs (pairs
+    {index_ranges(ntk_unseen)}, counting 0 as the fastest and {ROTARY_DIM // 2 - 1} as the slowest) are
+    slowed too little and still pass the angles they saw in training, though by less. [bold]YaRN[/]
+    keeps the pairs that turn more than about {times(yarn.beta_fast)} in training (beta_fast),
+    interpolates the pairs that turn less than {times(yarn.beta_slow)} (beta_slow), ramps in between
+    (here {yarn_kept} pairs kept, {yarn_slowed} fully slowed, {ROTARY_DIM // 2 - yarn_kept - yarn_slowed}
+    ramped), and scales the attention logits by
     {ctx.facts['extension.yarn.attention_factor'] ** 2:.4f} (its factor
     {ctx.facts['extension.yarn.attention_factor']:.4f} on both q and k) to counter the flatter
     attention over a longer input. Of the {ROTARY_DIM // 2} pairs, {short_pairs} turn less than once in

@@ -91,11 +91,43 @@ def rope_demo(ctx) -> None:
     ctx.console.print(t)
     ctx.record("rope.demo.score_near", ctx.facts["rope.demo.score.1.3"])
     ctx.record("rope.demo.score_far", ctx.facts["rope.demo.score.101.103"])
-    prose(ctx, f"""Seats 1 vs 3 and 101 vs 103 (and 10,001 vs 10,003) give the same score; seats 1 vs
-    4, three apart, do not. Attention reads distance, not address.""")
+    prose(ctx, _distance_verdict(ctx))
 
     _module_check(ctx)
     _dials(ctx)
+
+
+def _seats(pairs) -> str:
+    """``[(1, 3), (101, 103)]`` -> ``"seats 1 vs 3 and 101 vs 103"``."""
+    text = [f"{m:,} vs {n:,}" for m, n in pairs]
+    return "seats " + (", ".join(text[:-1]) + " and " + text[-1] if len(text) > 1 else text[0])
+
+
+def _distance_verdict(ctx) -> str:
+    """The sentence under the score table, built from the recorded scores (to 5 decimals).
+
+    Pairs at the first pair's gap should score the same, every other gap differently; the sentence
+    says which pairs did, and the closing claim is made only when all of them did.
+    """
+    first = SEAT_PAIRS[0]
+    near = round(ctx.facts[f"rope.demo.score.{first[0]}.{first[1]}"], 5)
+    gap = first[1] - first[0]
+    same = [p for p in SEAT_PAIRS if round(ctx.facts[f"rope.demo.score.{p[0]}.{p[1]}"], 5) == near]
+    other = [p for p in SEAT_PAIRS if p not in same]
+    ctx.record("rope.demo.same_score_pairs", [list(p) for p in same])
+    ctx.record("rope.demo.other_score_pairs", [list(p) for p in other])
+    held = (all(n - m == gap for m, n in same)
+            and all(n - m != gap for m, n in other))
+    ctx.record("rope.demo.distance_only", held)
+    text = f"{_seats(same).capitalize()} give the same score"
+    if other:
+        gaps = sorted({n - m for m, n in other})
+        apart = " or ".join(str(g) for g in gaps)
+        text += f"; {_seats(other)}, {apart} apart, do not"
+    if held:
+        return text + ". Attention reads distance, not address."
+    return text + (f". [bold red]That is NOT as claimed:[/] every pair {gap} apart should score the "
+                   "same and every other gap differently.")
 
 
 def _module_check(ctx) -> None:
@@ -121,8 +153,10 @@ def _dials(ctx) -> None:
     angles = hand_angles(seats)
     for seat in seats:
         ctx.record(f"rope.dial.{seat}", float(angles[seat]))
-    prose(ctx, """The clock picture: with theta = 30 degrees per seat, RoPE turns the vector (1, 0),
-    which points at 0 degrees, to """ + ", ".join(f"{float(a):.0f}" for a in angles) + """ degrees at seats 0-3.""")
+    step = ctx.record("rope.dial.step_degrees", math.degrees(DIAL_THETA))
+    prose(ctx, f"""The clock picture: with theta = {step:.0f} degrees per seat, RoPE turns the vector
+    (1, 0), which points at 0 degrees, to {", ".join(f"{float(a):.0f}" for a in angles)} degrees at
+    seats {seats[0]}-{seats[-1]}.""")
     t = table("sentence", "dog at", "bit at", "dog's hand", "bit's hand", "dog to bit")
     relative = {}
     for name, words in SENTENCES.items():
@@ -168,7 +202,7 @@ def _draw_dials(ctx, angles: torch.Tensor) -> None:
             ax.axis("off")
         axes[row][0].text(-1.6, 0, f"sentence {name}", rotation=90, va="center", ha="center",
                           fontsize=10)
-    fig.suptitle("RoPE clock dials: each seat turns the vector by +30 degrees "
+    fig.suptitle(f"RoPE clock dials: each seat turns the vector by {ctx.facts['rope.dial.step_degrees']:+.0f} degrees "
                  f"(dog to bit: {ctx.facts['rope.relative.A']:+.0f} deg in A, "
                  f"{ctx.facts['rope.relative.B']:+.0f} deg in B)", fontsize=11)
     save(ctx, fig, "rope_clock_dials")

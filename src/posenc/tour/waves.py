@@ -163,10 +163,14 @@ def fingerprint(ctx) -> None:
                   " ".join(signed(v) for v in lesson), verdict(same, "yes", "no"))
     ctx.console.print(t)
     period = ctx.record("fingerprint.slow_divisor", float(1 / sinusoidal_frequencies(4)[1]))
-    spread = ctx.record("fingerprint.speed_ratio_512", float(1 / sinusoidal_frequencies(512)[-1]))
+    slow_step = ctx.record("fingerprint.slow_step", float(pe[3, 2] - pe[0, 2]) / 3)      # mean rise, seats 0-3
+    paper = sinusoidal_frequencies(512)                                          # (256,) one per pair
+    spread = ctx.record("fingerprint.speed_ratio_512", float(1 / paper[-1]))
+    between = ctx.record("fingerprint.pairs_between_512", len(paper) - 2)
     prose(ctx, f"""Two honest remarks. The "medium" wave is not a slower wave: it is column 1, the
     cosine partner of the fast sine, turning at exactly the same speed (it just starts at 1 instead
     of 0). With d_model = 4 there are only two speeds, 1 and 1/{period:.0f} (10000^(2/4) =
     {period:.0f}), so the "slow" wave is column 2, sin(pos/{period:.0f}), whose values grow by
-    about 0.01 per seat. In the paper's model (d_model = 512) the slowest pair turns {spread:,.0f} times
-    more slowly than the fastest, and the 254 pairs in between fill in the speeds.""")
+    about {slow_step:.2f} per seat. In the paper's model (d_model = 512) the slowest pair turns
+    {spread:,.0f} times more slowly than the fastest, and the {between} pairs in between fill in the
+    speeds.""")
