@@ -271,8 +271,14 @@ def test_wavelength_overlays_are_the_library_frequencies(client):
         entry = d["methods"][name]
         assert entry["inv_freq"] == inv_freq.tolist(), name
         assert entry["attention_factor"] == factor
-        assert entry["kept"] + entry["blended"] + entry["divided"] == 32
-    assert d["methods"]["linear"]["divided"] == 32
+        slow = (default / inv_freq).tolist()
+        assert entry["slowdown"] == pytest.approx([min(slow), max(slow)], rel=1e-12)
+        if name in ("yarn", "llama3"):                            # the ramp methods, split three ways
+            assert entry["split"] and entry["kept"] + entry["blended"] + entry["divided"] == 32
+        else:                                                     # no ramp: no kept/blended/divided
+            assert not entry["split"] and entry["kept"] is entry["blended"] is entry["divided"] is None
+    assert d["methods"]["linear"]["slowdown"] == pytest.approx([8.0, 8.0])
+    assert d["methods"]["ntk"]["slowdown"] == pytest.approx([1.0, 8.0])
     llama = d["methods"]["llama3"]
     wavelengths = (TWO_PI / default).tolist()
     assert llama["kept"] == sum(w < 8192 / 4 for w in wavelengths)
@@ -294,25 +300,94 @@ def test_fixtures_load_real_configs_through_posenc_hf(client):
         assert client.get("/api/fixture", params={"name": name}).status_code == 200, name
 
 
-@pytest.mark.parametrize("method", ["default", "linear", "ntk", "dynamic", "yarn", "llama3"])
-def test_config_round_trips_through_hugging_face(client, method):
+def test_longrope_fixture_shows_its_two_factor_lists_and_no_invented_factor(client):
+    d = get(client, "/api/fixture", name="phi-3.5-mini-instruct")
+    from posenc.fixtures import load_fixture
+
+    config = load_fixture("phi-3.5-mini-instruct")
+    assert "factor" not in config["rope_scaling"] and d["factor"] is None
+    listed = {f["name"]: f for f in get(client, "/api/fixtures")["fixtures"]}
+    assert listed["phi-3.5-mini-instruct"]["factor"] is None
+    assert listed["llama-3.1-8b"]["factor"] == 8.0
+    assert set(d["curves"]) == {"short", "long"}
+    default = torch.tensor(d["default"]["inv_freq"], dtype=torch.float64)
+    for key in ("short", "long"):
+        curve = d["curves"][key]
+        assert curve["split"] is False and curve["kept"] is None      # LongRoPE has no ramp
+        factors = torch.tensor(config["rope_scaling"][f"{key}_factor"], dtype=torch.float64)
+        torch.testing.assert_close(torch.tensor(curve["inv_freq"], dtype=torch.float64), default / factors,
+                                   rtol=1e-12, atol=0)
+        assert curve["slowdown"] == pytest.approx([float(factors.min()), float(factors.max())], rel=1e-9)
+
+
+#: what each exported method is meant to be, as posenc configs (head_dim 64, rotary_dim 32, base 500000)
+REQUESTED = {
+    "default": None, "linear": LinearScaling(8.0), "ntk": NTKScaling(8.0),
+    "dynamic": DynamicNTKScaling(8.0, 8192),
+    "yarn": YaRNScaling(8.0, 8192, beta_fast=32.0, beta_slow=1.0),
+    "llama3": Llama3Scaling(8.0, 1.0, 4.0, 8192),
+}
+
+
+def reference_frequencies(hf: dict, seq_len=None):
+    """``(inv_freq, attention_factor)`` as ``transformers`` computes them from an exported config dict."""
+    import transformers
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding
+
+    transformers.logging.set_verbosity_error()
+    config = LlamaConfig(**hf, hidden_size=2 * hf["head_dim"], num_attention_heads=2)
+    rope_type = config.rope_parameters["rope_type"]
+    if rope_type == "default":             # the reference with partial rotary support
+        inv_freq, factor = GPTNeoXRotaryEmbedding.compute_default_rope_parameters(config)
+    else:
+        inv_freq, factor = ROPE_INIT_FUNCTIONS[rope_type](config, None, seq_len=seq_len)
+    return inv_freq.double(), float(factor)
+
+
+@pytest.mark.parametrize("method", list(REQUESTED))
+def test_config_loads_in_transformers_as_the_requested_rope(client, method):
     d = get(client, "/api/config", head_dim=64, rotary_dim=32, base=500000.0, layout="half", method=method,
             max_position_embeddings=131072, factor=8.0, original_max_position_embeddings=8192)
     cfg = d["posenc"]
     assert cfg["rotary_dim"] == 32 and cfg["base"] == 500000.0
+    requested = REQUESTED[method]
+    # dynamic NTK adapts to the length: compare at the trained length and well past it
+    lengths = [None, 8192 * 5] if method == "dynamic" else [None]
     for style in ("hf_rope_parameters", "hf_rope_scaling"):
         hf = d[style]
         assert hf["max_position_embeddings"] == (8192 if method == "dynamic" else 131072)
-        rebuilt = rotary_kwargs_from_hf(hf)
-        assert rebuilt["rotary_dim"] == 32 and rebuilt["base"] == 500000.0
-        ours = rope_frequencies(rebuilt["scaling"], 32, 500000.0)
-        scaling = None if cfg["scaling"] is None else rebuilt["scaling"]
-        assert ours[0].tolist() == rope_frequencies(scaling, 32, 500000.0)[0].tolist()
-        assert (rebuilt["scaling"] is None) == (method == "default")
+        rope = hf["rope_parameters"] if style == "hf_rope_parameters" else (hf["rope_scaling"] or {})
+        assert rope.get("rope_type", "default") == ("default" if method == "ntk" else method)
+        for seq_len in lengths:
+            expected, expected_factor = rope_frequencies(requested, 32, 500000.0, seq_len)
+            reference, reference_factor = reference_frequencies(hf, seq_len)
+            torch.testing.assert_close(reference, expected, rtol=1e-6, atol=0)
+            assert reference_factor == pytest.approx(expected_factor, rel=1e-12)
+        rebuilt = rotary_kwargs_from_hf(hf)                       # posenc reads its own export back
+        assert rebuilt["rotary_dim"] == 32
+        torch.testing.assert_close(rope_frequencies(rebuilt["scaling"], 32, rebuilt["base"])[0],
+                                   rope_frequencies(requested, 32, 500000.0)[0], rtol=1e-12, atol=0)
+    assert (d["hf_note"] is not None) == (method == "ntk")
     namespace = {}
-    exec(d["python"], namespace)                               # the snippet builds the same module
+    exec(d["python"], namespace)                               # the snippet builds the requested module
     assert namespace["rope"].rotary_dim == 32
+    assert namespace["rope"].scaling == requested
     assert namespace["rope"].attention_factor == d["attention_factor"]
+
+
+def test_ntk_exports_the_equivalent_base():
+    d = 32
+    theta = 500000.0 * 8.0 ** (d / (d - 2))
+    from posenc.explorer.scaling_view import config_view
+    out = config_view(64, d, 500000.0, "half", "ntk", max_position_embeddings=131072, factor=8.0,
+                      original=8192, beta_fast=32.0, beta_slow=1.0, low_freq_factor=1.0,
+                      high_freq_factor=4.0)
+    assert out["hf_rope_parameters"]["rope_parameters"]["rope_theta"] == pytest.approx(theta, rel=1e-15)
+    assert out["hf_rope_scaling"]["rope_theta"] == pytest.approx(theta, rel=1e-15)
+    assert out["hf_rope_scaling"]["rope_scaling"] is None
+    assert "rope_theta" in out["hf_note"] and out["posenc"]["scaling"] == {"rope_type": "ntk", "factor": 8.0}
 
 
 # -- 7. lab results ---------------------------------------------------------------------------------------------------

@@ -5,9 +5,12 @@ A pair with frequency ``theta_i`` repeats every ``2 pi / theta_i`` positions, it
 whose wavelength is shorter than the training context ``L0`` have turned through every angle in
 training; the others have only seen part of their circle, and positions past ``L0`` show them angles
 they never saw. Every context-extension method is a rule for which wavelengths to stretch and by how
-much; this module asks :func:`posenc.rope.scaling.rope_frequencies` for the answer of each rule and
-classifies every pair by the ratio new/old frequency: ``kept`` (ratio 1), ``divided`` (ratio
-``1/factor``) or ``blended`` (anything between, the ramp that YaRN and Llama 3 shade).
+much; this module asks :func:`posenc.rope.scaling.rope_frequencies` for the answer of each rule.
+
+Every curve reports the range of slow-down ratios old/new frequency. Only the two methods built from a
+ramp, YaRN and Llama 3, also split the pairs three ways: ``kept`` (ratio 1), ``divided`` (ratio
+``factor``) and ``blended`` (the ramp between). NTK, dynamic NTK and LongRoPE slow almost every pair by
+a different amount, so such counts would say nothing true about them.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from ..rope.embedding import RotaryEmbedding
 from ..rope.layout import LAYOUTS
 from ..rope.scaling import (
     DYNAMIC_TYPES, DynamicNTKScaling, LinearScaling, Llama3Scaling, NTKScaling, YaRNScaling,
-    rope_frequencies, scaling_to_dict,
+    _ntk_base, rope_frequencies, scaling_to_dict,
 )
 from ..rope.tables import rope_inv_freq
 
@@ -37,6 +40,8 @@ TWO_PI = 2 * math.pi
 METHODS = ("linear", "ntk", "dynamic", "yarn", "llama3")
 #: what "copy as config" accepts: no scaling, or one of the overlays
 CONFIG_METHODS = ("default",) + METHODS
+#: the methods whose rule is "keep, ramp, divide"; only these are split three ways
+RAMP_METHODS = ("yarn", "llama3")
 _RATIO_TOL = 1e-9
 _MAX_FIXTURE_BYTES = 1024 * 1024
 _FIXTURE_NAME = re.compile(r"^[A-Za-z0-9._\-/#]{1,120}$")
@@ -72,7 +77,10 @@ def parse_methods(text: str) -> List[str]:
 
 
 def classify(ratio: torch.Tensor, factor: Optional[float]) -> dict:
-    """Split pairs by ``ratio = new / old frequency`` into kept, divided by ``factor`` and blended."""
+    """Split pairs by ``ratio = new / old frequency`` into kept, divided by ``factor`` and blended.
+
+    Meaningful only for the ramp methods (:data:`RAMP_METHODS`); see :func:`slowdown` for the others.
+    """
     kept = (ratio - 1).abs() <= _RATIO_TOL
     divided = ((ratio * factor - 1).abs() <= _RATIO_TOL) if factor and factor > 1 else torch.zeros_like(kept)
     blended = ~(kept | divided)
@@ -83,15 +91,28 @@ def classify(ratio: torch.Tensor, factor: Optional[float]) -> dict:
                            for k, d in zip(kept.tolist(), divided.tolist())]}
 
 
+def slowdown(ratio: torch.Tensor) -> Optional[List[float]]:
+    """``[least, most]`` slow-down ``old / new frequency`` over the rotated pairs (``None`` if none rotate)."""
+    rotated = ratio[ratio > 0]
+    if rotated.numel() == 0:
+        return None
+    slow = 1 / rotated
+    return [float(slow.min()), float(slow.max())]
+
+
 def _curve(scaling, rotary_dim: int, base: float, seq_len: Optional[int], factor: Optional[float]) -> dict:
     default = rope_inv_freq(rotary_dim, base)
     inv_freq, attention_factor = rope_frequencies(scaling, rotary_dim, base, seq_len)
     ratio = inv_freq / default
     wavelength = [TWO_PI / f if f > 0 else None for f in inv_freq.tolist()]   # 0: a pair left unrotated
+    rope_type = getattr(scaling, "rope_type", "default")
+    split = classify(ratio, factor) if rope_type in RAMP_METHODS else {
+        "kept": None, "divided": None, "blended": None, "ramp": None, "pair_class": None}
     return {"inv_freq": inv_freq.tolist(), "wavelength": wavelength, "ratio": ratio.tolist(),
-            "attention_factor": attention_factor,
+            "attention_factor": attention_factor, "rope_type": rope_type,
+            "split": rope_type in RAMP_METHODS, "slowdown": slowdown(ratio),
             "config": scaling_to_dict(scaling) if scaling is not None else {"rope_type": "default"},
-            **classify(ratio, factor)}
+            **split}
 
 
 def wavelengths_view(rotary_dim: int, base: float, train_len: int, methods: Sequence[str], *,
@@ -153,11 +174,26 @@ def _fixture_files() -> Dict[str, str]:
     return found
 
 
-def _layer_types(config: dict) -> List[Optional[str]]:
+def _rope_dict(config: dict) -> Optional[dict]:
     rope = config.get("rope_parameters") or config.get("rope_scaling")
     text = config.get("text_config")
     if not rope and isinstance(text, dict):
         rope = text.get("rope_parameters") or text.get("rope_scaling")
+    return rope if isinstance(rope, dict) else None
+
+
+def _stated_factor(config: dict, layer_type: Optional[str]) -> Optional[float]:
+    """The ``factor`` the config writes down, or ``None``: readers may derive one (LongRoPE takes
+    ``max_position_embeddings / original``), but the page shows only what the file says."""
+    rope = _rope_dict(config) or {}
+    if layer_type is not None:
+        rope = rope.get(layer_type) or {}
+    factor = rope.get("factor")
+    return float(factor) if isinstance(factor, (int, float)) and not isinstance(factor, bool) else None
+
+
+def _layer_types(config: dict) -> List[Optional[str]]:
+    rope = _rope_dict(config)
     if isinstance(rope, dict):
         nested = sorted(k for k, v in rope.items() if isinstance(v, dict))
         if nested:
@@ -191,7 +227,7 @@ def _rotary_kwargs(name: str) -> dict:
 def fixture_list() -> List[dict]:
     """One summary per fixture: name, model type, rope type, base, widths, context lengths."""
     rows = []
-    for name, (config, _) in fixtures().items():
+    for name, (config, layer_type) in fixtures().items():
         try:
             kw = _rotary_kwargs(name)
         except (ValueError, TypeError, KeyError) as err:
@@ -204,7 +240,7 @@ def fixture_list() -> List[dict]:
             "base": kw["base"], "head_dim": kw["head_dim"], "rotary_dim": kw["rotary_dim"],
             "max_position_embeddings": kw["max_position_embeddings"],
             "original_max_position_embeddings": getattr(scaling, "original_max_position_embeddings", None),
-            "factor": getattr(scaling, "factor", None),
+            "factor": _stated_factor(config, layer_type),
         })
     return rows
 
@@ -213,22 +249,28 @@ def fixture_view(name: str) -> dict:
     """Wavelengths of a fixture's RoPE as configured, beside the same RoPE without scaling.
 
     Types whose frequencies depend on the length (dynamic, longrope) are shown at the trained length
-    and at the advertised ``max_position_embeddings``.
+    and at the advertised ``max_position_embeddings``; for LongRoPE these are its two lists, the
+    short factors (``short``) and the long factors (``long``). ``factor`` is the one the config
+    states (``None`` when it states none).
     """
     if not isinstance(name, str) or not _FIXTURE_NAME.match(name) or name not in fixtures():
         raise ValueError(f"fixture must be one of {sorted(fixtures())}, got {name!r}")
     kw = _rotary_kwargs(name)
     scaling, rotary_dim, base = kw["scaling"], kw["rotary_dim"], kw["base"]
     rope_type = getattr(scaling, "rope_type", "default")
-    factor = getattr(scaling, "factor", None)
-    original = getattr(scaling, "original_max_position_embeddings", None) or kw["max_position_embeddings"]
-    curves = {"configured": _curve(scaling, rotary_dim, base, None, factor)}
-    if rope_type in DYNAMIC_TYPES:
-        curves["at_max_position_embeddings"] = _curve(scaling, rotary_dim, base,
-                                                      max(kw["max_position_embeddings"], original + 1),
-                                                      factor)
-    default = rope_inv_freq(rotary_dim, base)
     config, layer_type = fixtures()[name]
+    factor = _stated_factor(config, layer_type)
+    original = getattr(scaling, "original_max_position_embeddings", None) or kw["max_position_embeddings"]
+    used_factor = getattr(scaling, "factor", None)
+    longest = max(kw["max_position_embeddings"], original + 1)
+    if rope_type == "longrope":
+        curves = {"short": _curve(scaling, rotary_dim, base, None, used_factor),
+                  "long": _curve(scaling, rotary_dim, base, longest, used_factor)}
+    else:
+        curves = {"configured": _curve(scaling, rotary_dim, base, None, used_factor)}
+        if rope_type in DYNAMIC_TYPES:
+            curves["at_max_position_embeddings"] = _curve(scaling, rotary_dim, base, longest, used_factor)
+    default = rope_inv_freq(rotary_dim, base)
     rope_fields = {k: config[k] for k in ("rope_theta", "rope_scaling", "rope_parameters", "head_dim",
                                           "partial_rotary_factor", "max_position_embeddings",
                                           "original_max_position_embeddings") if k in config}
@@ -247,7 +289,13 @@ def fixture_view(name: str) -> dict:
 def config_view(head_dim: int, rotary_dim: int, base: float, layout: str, method: str, *,
                 max_position_embeddings: int, factor: float, original: int, beta_fast: float,
                 beta_slow: float, low_freq_factor: float, high_freq_factor: float) -> dict:
-    """The current RoPE settings as posenc arguments and as Hugging Face config fields."""
+    """The current RoPE settings as posenc arguments and as Hugging Face config fields.
+
+    ``transformers`` has no static NTK rope type, and a config saying ``"rope_type": "ntk"`` would not
+    load there. Static NTK is exactly a larger base, ``base * factor ** (d / (d - 2))`` with ``d`` the
+    rotated width, so for ``method="ntk"`` the Hugging Face dicts are a ``default`` RoPE with that
+    ``rope_theta`` (``hf_note`` says so), while the posenc snippet keeps :class:`NTKScaling`.
+    """
     from ..hf import to_hf_dict
 
     check_int("rotary_dim", rotary_dim, minimum=2, maximum=head_dim, even=True)
@@ -259,8 +307,18 @@ def config_view(head_dim: int, rotary_dim: int, base: float, layout: str, method
     # max_position_embeddings says (the number only travels into the config dicts).
     rope = RotaryEmbedding(head_dim, base=base, rotary_dim=rotary_dim, layout=layout, scaling=scaling,
                            max_position_embeddings=1)
-    described = SimpleNamespace(head_dim=rope.head_dim, rotary_dim=rope.rotary_dim, base=rope.base,
-                                scaling=rope.scaling, max_position_embeddings=max_position_embeddings)
+    hf_note = None
+    if method == "ntk":
+        ntk_base = _ntk_base(rope.base, factor, rope.rotary_dim)
+        described = SimpleNamespace(head_dim=rope.head_dim, rotary_dim=rope.rotary_dim, base=ntk_base,
+                                    scaling=None, max_position_embeddings=max_position_embeddings)
+        hf_note = (f"transformers has no static NTK rope type: static NTK is the default RoPE with "
+                   f"rope_theta = base * factor ** (d / (d - 2)) = {rope.base:g} * {factor:g} ** "
+                   f"({rope.rotary_dim} / {rope.rotary_dim - 2}) = {ntk_base!r}, so the config.json "
+                   f"panels write that rope_theta with rope_type \"default\".")
+    else:
+        described = SimpleNamespace(head_dim=rope.head_dim, rotary_dim=rope.rotary_dim, base=rope.base,
+                                    scaling=rope.scaling, max_position_embeddings=max_position_embeddings)
     scaling_dict = scaling_to_dict(scaling) if scaling is not None else None
     kwargs = {"head_dim": head_dim, "base": base, "rotary_dim": rotary_dim, "layout": layout,
               "max_position_embeddings": max_position_embeddings}
@@ -270,6 +328,7 @@ def config_view(head_dim: int, rotary_dim: int, base: float, layout: str, method
         "hf_rope_scaling": to_hf_dict(described, style="rope_scaling"),
         "python": _python_snippet(kwargs, scaling_dict),
         "attention_factor": rope.attention_factor,
+        "hf_note": hf_note,
     }
 
 
@@ -278,5 +337,11 @@ def _python_snippet(kwargs: dict, scaling: Optional[dict]) -> str:
     if scaling is None:
         return f"from posenc import RotaryEmbedding\n\nrope = RotaryEmbedding(\n{args})\n"
     return ("from posenc import RotaryEmbedding\nfrom posenc.rope.scaling import scaling_from_dict\n\n"
-            f"scaling = scaling_from_dict({scaling!r})\n"
+            f"scaling = scaling_from_dict({_dict_lines(scaling)})\n"
             f"rope = RotaryEmbedding(\n{args}    scaling=scaling,\n)\n")
+
+
+def _dict_lines(values: dict) -> str:
+    """A dict literal with one key per line, so the snippet fits a narrow panel."""
+    body = "".join(f"    {k!r}: {v!r},\n" for k, v in values.items())
+    return "{\n" + body + "}"
