@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import struct
 
 import numpy as np
@@ -19,17 +20,21 @@ import posenc.tour as tour
 from posenc import (CausalSelfAttention, LearnedPositionalEmbedding, ModelConfig,
                     PositionOutOfRangeError, RotaryEmbedding, TinyLM)
 from posenc.cli import main as cli_main
-from posenc.tour import bag, extension, mistakes, naive, rotary, waves
+from posenc.fixtures import load_fixture
+from posenc.rope import YaRNScaling
+from posenc.tour import bag, configs, extension, mistakes, naive, rotary, waves
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-FIGURES = ("sinusoidal_heatmap", "rope_clock_dials", "rope_scaling_wavelengths")
+FIGURES = ("sinusoidal_heatmap", "rope_clock_dials", "rope_scaling_wavelengths", "real_config_wavelengths")
+#: What ``posenc tour | cat`` gets: rich's default width when stdout is not a terminal.
+NARROW = 80
 
 
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory):
     out = tmp_path_factory.mktemp("tour") / "figures"
     buffer = io.StringIO()
-    console = rich.console.Console(file=buffer, width=110, color_system=None)
+    console = rich.console.Console(file=buffer, width=NARROW, color_system=None)
     ctx = tour.run_tour(out, console=console)
     return ctx, buffer.getvalue()
 
@@ -37,6 +42,12 @@ def ran(tmp_path_factory):
 @pytest.fixture(scope="module")
 def facts(ran):
     return ran[0].facts
+
+
+@pytest.fixture(scope="module")
+def flowing(ran):
+    """The tour's text with every run of whitespace made one space, for reading wrapped prose."""
+    return " ".join(ran[1].split())
 
 
 def sin_freqs(d_model: int, base: float = 10000.0) -> np.ndarray:
@@ -66,6 +77,26 @@ def test_figures_are_valid_pngs(ran, name):
     width, height = struct.unpack(">II", data[16:24])
     assert width > 300 and height > 200
     assert data.rstrip(b"\0")[-8:-4] == b"IEND"
+
+
+def printed_intact(text: str, number: str) -> bool:
+    """``number`` appears as a whole token: not split over two lines, not part of a longer number."""
+    return re.search(rf"(?<![\d,.]){re.escape(number)}(?![\d,]|\.\d)", text) is not None
+
+
+def test_printed_intact_helper():
+    assert printed_intact("context 131,072 tokens", "131,072")
+    assert not printed_intact(" 131,07 \n 2 ", "131,072")
+    assert not printed_intact("1,131,072", "131,072") and not printed_intact("131,0721", "131,072")
+    assert not printed_intact("131,072.5", "131,072") and printed_intact("131,072.", "131,072")
+
+
+def test_no_large_integer_is_split_at_80_columns(ran):
+    ctx, text = ran
+    assert max(len(line) for line in text.splitlines()) <= NARROW
+    for key, value in ctx.facts.items():
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 100:
+            assert printed_intact(text, f"{value:,}") or printed_intact(text, str(value)), (key, value)
 
 
 def test_facts_are_plain_numbers_or_data(facts):
@@ -214,9 +245,14 @@ def test_fingerprint_is_the_d4_table(facts, seat):
         assert round(facts[f"fingerprint.{name}.{seat}"], 2) == value
 
 
-def test_fingerprint_speeds(facts):
+def test_fingerprint_speeds(facts, flowing):
     assert facts["fingerprint.slow_divisor"] == pytest.approx(100.0)
     assert facts["fingerprint.speed_ratio_512"] == pytest.approx(10000 ** (510 / 512))
+    slow_step = math.sin(3 / 100) / 3                          # column 2 rises from sin(0) to sin(3/100)
+    assert facts["fingerprint.slow_step"] == pytest.approx(slow_step, rel=1e-12)
+    assert f"grow by about {slow_step:.2f} per seat" in flowing
+    assert facts["fingerprint.pairs_between_512"] == 512 // 2 - 2
+    assert f"the {512 // 2 - 2} pairs in between" in flowing
 
 
 # -- 5. learned table --------------------------------------------------------------------------------
@@ -261,6 +297,31 @@ def test_rope_scores_depend_on_distance_only(facts):
     assert abs(facts["rope.demo.score.1.4"] - facts["rope.demo.score_near"]) > 0.1
 
 
+def test_rope_verdict_follows_the_scores(facts, flowing):
+    near = rot2(rotary.QUERY, rotary.THETA) @ rot2(rotary.KEY, 3 * rotary.THETA)
+    same, other = [], []
+    for m, n in rotary.SEAT_PAIRS:
+        score = rot2(rotary.QUERY, m * rotary.THETA) @ rot2(rotary.KEY, n * rotary.THETA)
+        (same if round(score, 5) == round(near, 5) else other).append([m, n])
+    assert facts["rope.demo.same_score_pairs"] == same
+    assert facts["rope.demo.other_score_pairs"] == other
+    assert facts["rope.demo.distance_only"] is True
+    assert "Seats 1 vs 3, 101 vs 103 and 10,001 vs 10,003 give the same score; seats 1 vs 4, 3 apart, " \
+           "do not. Attention reads distance, not address." in flowing
+
+
+def test_rope_verdict_reports_a_failed_claim(tmp_path):
+    scores = {(1, 3): 0.5, (101, 103): 0.7, (10_001, 10_003): 0.5, (1, 4): 0.2}
+    ctx = tour.TourContext(console=rich.console.Console(file=io.StringIO()), out_dir=tmp_path,
+                           facts={f"rope.demo.score.{m}.{n}": v for (m, n), v in scores.items()})
+    text = rotary._distance_verdict(ctx)
+    assert ctx.facts["rope.demo.distance_only"] is False
+    assert ctx.facts["rope.demo.other_score_pairs"] == [[101, 103], [1, 4]]
+    assert "NOT as claimed" in text and "not address" not in text
+    assert text.startswith("Seats 1 vs 3 and 10,001 vs 10,003 give the same score; seats 101 vs 103 "
+                           "and 1 vs 4, 2 or 3 apart, do not")
+
+
 def test_rope_module_scores(facts):
     scores = facts["rope.module.scores"]
     assert len(scores) == 3
@@ -268,7 +329,10 @@ def test_rope_module_scores(facts):
     assert facts["rope.module.spread"] < 1e-4 * max(1.0, max(abs(v) for v in scores.values()))
 
 
-def test_clock_dials(facts):
+def test_clock_dials(facts, flowing):
+    step = math.degrees(rotary.DIAL_THETA)
+    assert facts["rope.dial.step_degrees"] == pytest.approx(step)
+    assert f"with theta = {step:.0f} degrees per seat" in flowing
     for seat in range(4):
         assert facts[f"rope.dial.{seat}"] == pytest.approx(30.0 * seat, abs=1e-9)
     assert facts["rope.relative.A"] == pytest.approx(30.0)
@@ -379,6 +443,134 @@ def test_unseen_angle_counts(facts):
     assert facts["extension.yarn.unseen_pairs"] == 0
     assert 0 < facts["extension.ntk.unseen_pairs"] < facts["extension.default.unseen_pairs"]
     assert facts["extension.linear.interpolation_error"] < 1e-6
+
+
+def test_ntk_unseen_pairs_are_named_by_index(facts, flowing):
+    d, trained, s = extension.ROTARY_DIM, extension.TRAINED, extension.FACTOR
+    i = np.arange(0, d, 2) / d
+    theta = extension.BASE ** -i
+    ntk = (extension.BASE * s ** (d / (d - 2))) ** -i               # NTK-aware: base * s^(d/(d-2))
+    unseen = (trained * theta < 2 * math.pi) & ((trained * s - 1) * ntk > trained * theta)
+    indices = np.nonzero(unseen)[0].tolist()
+    assert facts["extension.ntk.unseen_indices"] == indices
+    assert facts["extension.ntk.unseen_pairs"] == len(indices)
+    assert indices == list(range(indices[0], indices[-1] + 1))     # one run, at the slow end
+    assert indices[0] > d // 4 and indices[-1] == d // 2 - 2
+    assert f"{len(indices)} pairs (pairs {indices[0]}-{indices[-1]}, counting 0 as the fastest" in flowing
+
+
+def test_yarn_bands_follow_beta_fast_and_beta_slow(facts, flowing):
+    d, trained = extension.ROTARY_DIM, extension.TRAINED
+    yarn = extension.scalings()["yarn"]
+    assert isinstance(yarn, YaRNScaling)
+
+    def pair_index(turns):                                          # pair that turns `turns` times in L0
+        return d * math.log(trained / (2 * math.pi * turns)) / (2 * math.log(extension.BASE))
+
+    low, high = math.floor(pair_index(yarn.beta_fast)), math.ceil(pair_index(yarn.beta_slow))
+    assert facts["extension.yarn.kept_pairs"] == low + 1
+    assert facts["extension.yarn.slowed_pairs"] == d // 2 - high
+    ramped = d // 2 - (low + 1) - (d // 2 - high)
+    assert f"turn more than about {yarn.beta_fast:g} times in training (beta_fast)" in flowing
+    slow = "once" if yarn.beta_slow == 1 else f"{yarn.beta_slow:g} times"
+    assert f"turn less than {slow} (beta_slow)" in flowing
+    assert (f"{low + 1} pairs kept, {d // 2 - high} fully slowed, {ramped} ramped") in flowing
+
+
+def test_extension_wording_helpers():
+    assert extension.index_ranges([9, 3, 4, 5, 11, 12]) == "3-5, 9, 11-12"
+    assert extension.index_ranges([7]) == "7"
+    assert extension.times(1) == "once" and extension.times(32.0) == "32 times"
+
+
+# -- 9. real configs ---------------------------------------------------------------------------------
+def wavelengths(rotary_dim: int, base: float) -> np.ndarray:
+    """2 pi / theta_i for every pair, theta_i = base^(-2i/d), in tokens."""
+    return 2 * math.pi * base ** (np.arange(0, rotary_dim, 2, dtype=np.float64) / rotary_dim)
+
+
+def head_of(fixture: dict):
+    head = fixture.get("head_dim") or fixture["hidden_size"] // fixture["num_attention_heads"]
+    return head, int(head * fixture.get("partial_rotary_factor", 1.0))
+
+
+def test_llama31_bands_from_wavelengths(facts, ran, flowing):
+    fixture = load_fixture("llama-3.1-8b")
+    rs = fixture["rope_scaling"]
+    head, rotary_dim = head_of(fixture)
+    lam = wavelengths(rotary_dim, fixture["rope_theta"])
+    original = rs["original_max_position_embeddings"]
+    kept = int((lam < original / rs["high_freq_factor"]).sum())        # Meta's apply_scaling bands
+    slowed = int((lam > original / rs["low_freq_factor"]).sum())
+    blended = rotary_dim // 2 - kept - slowed
+    key = "configs.llama31"
+    assert (facts[f"{key}.kept"], facts[f"{key}.slowed"], facts[f"{key}.blended"]) == (kept, slowed, blended)
+    assert kept > 0 and slowed > 0 and blended > 0
+    assert facts[f"{key}.kept_below"] == original / rs["high_freq_factor"]
+    assert facts[f"{key}.slowed_above"] == original / rs["low_freq_factor"]
+    assert facts[f"{key}.factor"] == rs["factor"]
+    assert facts[f"{key}.attention_factor"] == 1.0                  # llama3 leaves the tables alone
+    assert facts[f"{key}.slowest_wavelength_default"] == pytest.approx(lam[-1], rel=1e-12)
+    assert lam[-1] > original / rs["low_freq_factor"]                # so the slowest pair is slowed fully
+    assert facts[f"{key}.slowest_wavelength"] == pytest.approx(lam[-1] * rs["factor"], rel=1e-9)
+    assert (facts[f"{key}.rotary_dim"], facts[f"{key}.head_dim"]) == (rotary_dim, head)
+    assert (facts[f"{key}.base"], facts[f"{key}.rope_type"]) == (fixture["rope_theta"], rs["rope_type"])
+    assert facts[f"{key}.trained"] == original
+    assert facts[f"{key}.context"] == fixture["max_position_embeddings"]
+    assert (f"keeps its {kept} fastest pairs exactly (wavelengths under {original:,} / high_freq_factor "
+            f"= {original / rs['high_freq_factor']:,.0f} tokens), slows the {slowed} slowest by the full "
+            f"factor {rs['factor']:g} (wavelengths over {original:,} / low_freq_factor = "
+            f"{original / rs['low_freq_factor']:,.0f} tokens) and blends the {blended} in between; its "
+            "tables are not rescaled (factor 1)") in flowing
+
+
+def test_phi35_longrope_from_fixture(facts, flowing):
+    fixture = load_fixture("phi-3.5-mini-instruct")
+    rs = fixture["rope_scaling"]
+    head, rotary_dim = head_of(fixture)
+    original = fixture.get("original_max_position_embeddings") or rs["original_max_position_embeddings"]
+    s = fixture["max_position_embeddings"] / original
+    factor = math.sqrt(1 + math.log(s) / math.log(original))          # Phi-3's rule, s = context / L0
+    key = "configs.phi35"
+    assert facts[f"{key}.factor"] == pytest.approx(s)
+    assert facts[f"{key}.attention_factor"] == pytest.approx(factor, rel=1e-12)
+    for name in ("long_factor", "short_factor"):
+        assert facts[f"{key}.{name}_range"] == pytest.approx([min(rs[name]), max(rs[name])])
+    lam = wavelengths(rotary_dim, fixture["rope_theta"])
+    assert facts[f"{key}.slowest_wavelength_default"] == pytest.approx(lam[-1], rel=1e-12)
+    # Past L0 each pair is divided by its long factor, so its wavelength is multiplied by it.
+    assert facts[f"{key}.slowest_wavelength"] == pytest.approx(lam[-1] * rs["long_factor"][-1], rel=1e-6)
+    assert (facts[f"{key}.rotary_dim"], facts[f"{key}.head_dim"]) == (rotary_dim, head)
+    assert facts[f"{key}.trained"] == original
+    assert facts[f"{key}.context"] == fixture["max_position_embeddings"]
+    long_lo, long_hi = min(rs["long_factor"]), max(rs["long_factor"])
+    short_lo, short_hi = min(rs["short_factor"]), max(rs["short_factor"])
+    assert (f"between {short_lo:.2f} and {short_hi:.2f} for inputs up to {original:,} tokens, between "
+            f"{long_lo:.2f} and {long_hi:.2f} beyond, and scales its cos/sin tables by {factor:.4f} = "
+            f"sqrt(1 + ln {s:g} / ln {original}) for every input") in flowing
+
+
+@pytest.mark.parametrize("key,name", configs.MODELS)
+def test_real_config_tables_print_whole_numbers(ran, facts, key, name):
+    _, text = ran
+    fixture = load_fixture(name)
+    model = fixture["source"].split("/")[-1]
+    rows = [line.split() for line in text.splitlines() if line.strip().startswith(model)]
+    assert len(rows) == 2                                           # one row per table, name not folded
+    said, does = rows
+    head, rotary_dim = head_of(fixture)
+    assert said[1:] == [facts[f"configs.{key}.rope_type"], str(rotary_dim), "of", str(head),
+                        f"{fixture['rope_theta']:g}", f"{facts[f'configs.{key}.trained']:,}",
+                        f"{fixture['max_position_embeddings']:,}"]
+    assert does[1:] == [f"{facts[f'configs.{key}.attention_factor']:.4f}",
+                        f"{facts[f'configs.{key}.slowest_wavelength_default']:,.0f}",
+                        f"{facts[f'configs.{key}.slowest_wavelength']:,.0f}"]
+
+
+def test_pair_bands_helper():
+    default = torch.tensor([1.0, 0.5, 0.25, 0.125], dtype=torch.float64)
+    scaled = default / torch.tensor([1.0, 2.0, 8.0, 8.0], dtype=torch.float64)
+    assert configs.pair_bands(scaled, default, 8.0) == (1, 2, 1)
 
 
 # -- interface and CLI -------------------------------------------------------------------------------

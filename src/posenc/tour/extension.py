@@ -46,11 +46,6 @@ def unseen_mask(inv_freq: torch.Tensor, default: torch.Tensor, trained: int, len
     return partial_turn & overshoot
 
 
-def unseen_pairs(inv_freq: torch.Tensor, default: torch.Tensor, trained: int, length: int) -> int:
-    """How many pairs :func:`unseen_mask` marks."""
-    return int(unseen_mask(inv_freq, default, trained, length).sum())
-
-
 def index_ranges(indices) -> str:
     """``[3, 4, 5, 9]`` -> ``"3-5, 9"``: pair indices as runs of consecutive numbers."""
     runs = []
@@ -90,14 +85,15 @@ def context_extension(ctx) -> None:
         slow = ctx.record(f"extension.{name}.slowest_ratio", float(inv_freq[-1] / default[-1]))
         step = ctx.record(f"extension.{name}.fastest_step", float(inv_freq[0]))
         ctx.record(f"extension.{name}.attention_factor", factor)
-        unseen = ctx.record(f"extension.{name}.unseen_pairs", unseen_pairs(inv_freq, default, TRAINED, length))
+        mask = unseen_mask(inv_freq, default, TRAINED, length)                   # (64,) bool
+        unseen = ctx.record(f"extension.{name}.unseen_pairs", int(mask.sum()))
         if name == "ntk":
-            ntk_unseen = ctx.record("extension.ntk.unseen_indices",
-                                    torch.nonzero(unseen_mask(inv_freq, default, TRAINED, length)).flatten().tolist())
+            ntk_unseen = ctx.record("extension.ntk.unseen_indices", torch.nonzero(mask).flatten().tolist())
         if name == "yarn":
-            ratio = inv_freq / default                                            # (64,) 1 = kept, 1/s = slowed
+            ratio = inv_freq / default                                  # (64,) 1 = kept, 1/s = slowed
             yarn_kept = ctx.record("extension.yarn.kept_pairs", int((ratio >= 1 - 1e-12).sum()))
-            yarn_slowed = ctx.record("extension.yarn.slowed_pairs", int((ratio <= (1 + 1e-12) / FACTOR).sum()))
+            yarn_slowed = ctx.record("extension.yarn.slowed_pairs",
+                                     int((ratio <= (1 + 1e-12) / FACTOR).sum()))
         t.add_row(name, f"x{fast:.3f}", f"x{slow:.4f}", f"{step:.3f}", f"{factor:.4f}",
                   f"{unseen} of {ROTARY_DIM // 2}")
     ctx.console.print(t)

@@ -202,7 +202,8 @@ def _draw_dials(ctx, angles: torch.Tensor) -> None:
             ax.axis("off")
         axes[row][0].text(-1.6, 0, f"sentence {name}", rotation=90, va="center", ha="center",
                           fontsize=10)
-    fig.suptitle(f"RoPE clock dials: each seat turns the vector by {ctx.facts['rope.dial.step_degrees']:+.0f} degrees "
+    step = ctx.facts["rope.dial.step_degrees"]
+    fig.suptitle(f"RoPE clock dials: each seat turns the vector by {step:+.0f} degrees "
                  f"(dog to bit: {ctx.facts['rope.relative.A']:+.0f} deg in A, "
                  f"{ctx.facts['rope.relative.B']:+.0f} deg in B)", fontsize=11)
     save(ctx, fig, "rope_clock_dials")

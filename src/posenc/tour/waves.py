@@ -163,7 +163,7 @@ def fingerprint(ctx) -> None:
                   " ".join(signed(v) for v in lesson), verdict(same, "yes", "no"))
     ctx.console.print(t)
     period = ctx.record("fingerprint.slow_divisor", float(1 / sinusoidal_frequencies(4)[1]))
-    slow_step = ctx.record("fingerprint.slow_step", float(pe[3, 2] - pe[0, 2]) / 3)      # mean rise, seats 0-3
+    slow_step = ctx.record("fingerprint.slow_step", float(pe[3, 2] - pe[0, 2]) / 3)  # mean rise, seats 0-3
     paper = sinusoidal_frequencies(512)                                          # (256,) one per pair
     spread = ctx.record("fingerprint.speed_ratio_512", float(1 / paper[-1]))
     between = ctx.record("fingerprint.pairs_between_512", len(paper) - 2)
