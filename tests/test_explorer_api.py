@@ -218,6 +218,23 @@ def test_scores_follow_the_closed_forms(client):
     assert d2["rope_compare"] == pytest.approx(slow.tolist(), abs=1e-12) and d2["rope"] == d["rope"]
 
 
+def test_long_score_ranges_are_sampled_and_exact_where_sampled(client):
+    from posenc.explorer.limits import MAX_SCORE_POINTS
+
+    top = int(LIMITS["max_distance"].maximum)
+    d = get(client, "/api/scores", head_dim=32, base=10000.0, d_model=24, heads=4, max_distance=top,
+            compare_base=500000.0)
+    dist = d["distances"]
+    assert len(dist) <= MAX_SCORE_POINTS and dist[0] == 0 and dist[-1] == top and dist == sorted(set(dist))
+    assert len(d["rope"]) == len(d["sinusoidal"]) == len(d["rope_compare"]) == len(d["alibi"][0]) == len(dist)
+    at = torch.tensor(dist, dtype=torch.float64)
+    rope_expected = torch.cos(at.unsqueeze(-1) * rope_inv_freq(32, 10000.0)).mean(-1)
+    assert d["rope"] == pytest.approx(rope_expected.tolist(), abs=1e-12)
+    table = sinusoidal_table(top + 1, 24, dtype=torch.float64)
+    assert d["sinusoidal"] == pytest.approx(((table[at.long()] @ table[0]) / 12).tolist(), abs=1e-12)
+    assert d["alibi"][3] == pytest.approx([-float(alibi_slopes(4)[3]) * x for x in dist])
+
+
 # -- 5. ALiBi beside RoPE ------------------------------------------------------------------------------------
 def test_alibi_matrix_is_the_library_bias_and_rope_matrix_depends_on_distance_only(client):
     d = get(client, "/api/alibi", heads=12, head=5, matrix_len=9, head_dim=16, base=10000.0, seed=4)
@@ -474,10 +491,50 @@ def test_quiz_lists_questions_without_answers(client):
         assert len(check["choices"]) >= 2
 
 
+def _supports_added(v):
+    d = v["d_model"]
+    assert v["shape"][-1] == d and v["max_abs"] <= 1.0
+    assert v["pe_norm"] == pytest.approx([math.sqrt(d / 2)] * 2, rel=1e-6)     # fixed size, every row
+    assert v["embedding_norm"] == pytest.approx(v["embedding_std"] * math.sqrt(d), rel=0.05)
+    assert v["ratio"] == pytest.approx(v["pe_norm"][0] / v["embedding_norm"], rel=1e-3)
+    assert v["ratio"] > 10                        # bounded, yet it dwarfs a small-init embedding
+    assert v["ratio_scaled"] == pytest.approx(v["ratio"] / math.sqrt(d), rel=1e-9)
+
+
+def _supports_llama3(v):
+    # closed form: a pair is kept below original/high, divided above original/low, blended between
+    wavelengths = [2 * math.pi * v["base"] ** (2 * i / v["rotary_dim"]) for i in range(v["rotary_dim"] // 2)]
+    kept = sum(w < v["original"] / v["high_freq_factor"] for w in wavelengths)
+    divided = sum(w > v["original"] / v["low_freq_factor"] for w in wavelengths)
+    assert (v["kept"], v["blended"], v["divided"]) == (kept, len(wavelengths) - kept - divided, divided)
+    assert (kept, divided) == (29, 29) and v["blended"] == 6
+
+
+#: for each knowledge check, what its evidence must show for the keyed answer to be right
+SUPPORTS = {
+    "added": _supports_added,
+    "learned-limit": lambda v: ("512" in v["error"] and v["requested"] > v["max_len"] == 512),
+    "relative": lambda v: v["score_near"] == pytest.approx(v["score_far"], abs=1e-12),
+    "qk-only": lambda v: v["change_qk_only"] < 1e-12 and v["change_with_v"] > 1e-2,
+    "llama3-bands": _supports_llama3,
+    "fast-columns": lambda v: min(v["first"]) > 0.1 and max(v["last"]) < 1e-3,
+    "bag-of-words": lambda v: v["nope_difference"] < 1e-12 and v["sinusoidal_difference"] > 1e-3,
+    "alibi-head0": lambda v: v["head0"] == -5.0 and v["head7"] == -10 / 256 and v["slopes"][0] == 0.5,
+    "precision": lambda v: 0.01 <= v["float32"] < 0.1 and v["posenc"] < 1e-6,
+    "linear-vs-ntk": lambda v: (v["linear"] == pytest.approx([0.25, 0.25], rel=1e-12)
+                                and v["ntk"] == pytest.approx([1.0, 0.25], rel=1e-12)),
+}
+
+
+def test_every_check_has_its_evidence_tested():
+    assert set(SUPPORTS) == {check.id for check in quiz.CHECKS}
+
+
 @pytest.mark.parametrize("check", quiz.CHECKS, ids=lambda c: c.id)
 def test_every_check_explains_itself_with_a_computation(client, check):
     right = get(client, f"/api/quiz/{check.id}/answer", choice=check.answer)
     assert right["correct"] is True and right["evidence"] and right["values"]
+    assert SUPPORTS[check.id](right["values"]) is not False, right["values"]
     wrong = (check.answer + 1) % len(check.choices)
     answer = get(client, f"/api/quiz/{check.id}/answer", choice=wrong)
     assert answer["correct"] is False and answer["answer"] == check.answer
@@ -493,10 +550,16 @@ def test_check_evidence_equals_the_library(client):
     assert learned["error"] == str(err.value)
     relative = get(client, "/api/quiz/relative/answer", choice=0)["values"]
     assert relative["score_near"] == pytest.approx(relative["score_far"], abs=1e-12)
-    bands = get(client, "/api/quiz/llama3-bands/answer", choice=2)["values"]
+    bands = get(client, "/api/quiz/llama3-bands/answer", choice=2)
+    values = bands["values"]
     ratio = rope_frequencies(Llama3Scaling(8.0, 1.0, 4.0, 8192), 128, 500000.0)[0] / rope_inv_freq(128, 500000.0)
-    assert bands["ratio"] == ratio.tolist()
-    assert bands["kept"] + bands["blended"] + bands["divided"] == 64
+    assert values["ratio"] == ratio.tolist()
+    _supports_llama3(values)
+    # the prose is formatted from the fixture, not typed in
+    prose = " ".join(bands["evidence"])
+    for fragment in ("rope_theta 500000", "128 rotated features", "factor 8", "original context 8192",
+                     "8192 / high_freq_factor 4 = 2048", "29 of 64", "6 are blended", "29 are divided by 8"):
+        assert fragment in prose
 
 
 # -- bad input: always 422 with a message, never a server error ------------------------------------------------------

@@ -1,8 +1,12 @@
 """Bounds on every number the explorer's API accepts.
 
 Each request is answered by a computation whose size is fixed by these bounds, so no query string can
-make the server allocate more than a few megabytes or work for more than a few milliseconds. The table
-is published at ``GET /api/meta``; the page's sliders stay inside it.
+make the server allocate more than a few megabytes or work for long. Measured with every parameter at
+its maximum on one CPU core: the heaviest requests are ``/api/scores`` (about 0.4 s, 0.7 MB, its
+distances sampled at :data:`MAX_SCORE_POINTS` points) and ``/api/sinusoidal`` (about 0.3 s, 1.3 MB);
+the "bag of words" knowledge check, which runs an attention block, takes about 0.5 s; everything else
+answers in tens of milliseconds. The table is published at ``GET /api/meta``; the page's sliders stay
+inside it.
 """
 
 from __future__ import annotations
@@ -61,6 +65,9 @@ LIMITS: Dict[str, Limit] = {
     "high_freq_factor": Limit(0.01, 1024.0, 4.0, "Llama-3: wavelength limit of no change"),
     "max_position_embeddings": Limit(1, 100_000_000, 8192, "positions the config advertises"),
 }
+
+#: Most distances ``/api/scores`` samples; longer ranges are spread over this many points.
+MAX_SCORE_POINTS = 513
 
 #: Longest text the fingerprint and word-order views accept, in characters and in words.
 MAX_TEXT_CHARS = 300

@@ -36,20 +36,37 @@ class Check:
 
 
 # -- evidence ---------------------------------------------------------------------------------------
+#: the initialisation the "added" evidence compares against: d_model, and the std of a token
+#: embedding drawn from N(0, std^2) (0.02 is the GPT-2 / BERT choice)
+ADDED_D_MODEL = 512
+ADDED_EMBEDDING_STD = 0.02
+
+
 def _added() -> Evidence:
     from ..sinusoidal import SinusoidalPositionalEncoding
 
-    d_model = 8
+    d_model, std = ADDED_D_MODEL, ADDED_EMBEDDING_STD
     pe = SinusoidalPositionalEncoding(d_model, max_len=2048)
     tokens = torch.zeros(1, 3, d_model)
     out = pe(tokens)                                                          # (1, 3, d)
     largest = float(pe.pe.abs().max())
+    pe_norm = pe.pe.to(torch.float64).norm(dim=-1)                            # (max_len,)
+    g = torch.Generator().manual_seed(0)
+    embedding = torch.randn(1000, d_model, generator=g, dtype=torch.float64) * std   # (1000, d)
+    emb_norm = float(embedding.norm(dim=-1).mean())
+    ratio = float(pe_norm.mean()) / emb_norm
+    scaled_ratio = float(pe_norm.mean()) / (emb_norm * math.sqrt(d_model))
     return ([f"Three token vectors of width {d_model} in, {tuple(out.shape)} out: the width is unchanged.",
-             f"With zero token vectors the output equals the position rows themselves; row 1 is "
-             f"{[round(v, 4) for v in out[0, 1].tolist()]}.",
-             f"Over all {pe.pe.shape[0]} cached rows the largest |value| is {largest:.6f}, so the "
-             f"position never swamps the meaning it is added to."],
-            {"shape": list(out.shape), "max_abs": largest, "row1": out[0, 1].tolist()})
+             f"Every value lies in [-1, 1] (largest |value| over {pe.pe.shape[0]} rows: {largest:.6f}) "
+             f"and every row has the same length |PE| = sqrt(d/2) = {float(pe_norm.min()):.4f} .. "
+             f"{float(pe_norm.max()):.4f}: bounded and of fixed size, unlike raw integers 0, 1, 2, ...",
+             f"Bounded is not small: token embeddings drawn from N(0, {std}^2) have mean length "
+             f"{emb_norm:.4f}, so |PE| / |embedding| = {ratio:.1f} and the position dominates the sum.",
+             f"The 2017 Transformer multiplies embeddings by sqrt(d_model) = {math.sqrt(d_model):.1f} first; "
+             f"with the same initialisation that brings the ratio to {scaled_ratio:.2f}."],
+            {"shape": list(out.shape), "max_abs": largest, "d_model": d_model, "embedding_std": std,
+             "pe_norm": [float(pe_norm.min()), float(pe_norm.max())], "embedding_norm": emb_norm,
+             "ratio": ratio, "ratio_scaled": scaled_ratio})
 
 
 def _learned_limit() -> Evidence:
@@ -107,24 +124,33 @@ def _qk_only() -> Evidence:
             {"change_qk_only": plain, "change_with_v": rotated, "shift": shift})
 
 
+#: the shipped config the Llama 3 check reads
+LLAMA3_FIXTURE = "llama-3.1-8b"
+
+
 def _llama3_bands() -> Evidence:
-    from ..rope.scaling import Llama3Scaling, rope_frequencies
+    from ..fixtures import load_fixture
+    from ..hf import rotary_kwargs_from_hf
+    from ..rope.scaling import rope_frequencies
     from ..rope.tables import rope_inv_freq
 
-    rotary_dim, base = 128, 500000.0
-    cfg = Llama3Scaling(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
-                        original_max_position_embeddings=8192)
+    kw = rotary_kwargs_from_hf(load_fixture(LLAMA3_FIXTURE))
+    cfg, rotary_dim, base = kw["scaling"], kw["rotary_dim"], kw["base"]
     scaled, _ = rope_frequencies(cfg, rotary_dim, base)
-    ratio = scaled / rope_inv_freq(rotary_dim, base)                          # (64,)
+    ratio = scaled / rope_inv_freq(rotary_dim, base)                          # (rotary_dim / 2,)
     kept = int(torch.isclose(ratio, torch.ones_like(ratio), rtol=1e-12, atol=0).sum())
-    divided = int(torch.isclose(ratio, torch.full_like(ratio, 1 / 8), rtol=1e-12, atol=0).sum())
+    divided = int(torch.isclose(ratio, torch.full_like(ratio, 1 / cfg.factor), rtol=1e-12, atol=0).sum())
     between = ratio.numel() - kept - divided
-    return ([f"Llama 3.1 (rope_theta 500000, 128 rotated features, factor 8, original context 8192): "
-             f"{kept} of {ratio.numel()} pairs keep their frequency, {between} are blended, "
-             f"{divided} are divided by 8.",
-             f"The kept pairs are the first ones, wavelength under 8192 / high_freq_factor 4 = 2048 "
-             f"tokens: they already turn several times inside the trained context."],
-            {"kept": kept, "blended": between, "divided": divided, "ratio": ratio.tolist()})
+    original, high = cfg.original_max_position_embeddings, cfg.high_freq_factor
+    return ([f"{LLAMA3_FIXTURE} (rope_theta {base:g}, {rotary_dim} rotated features, factor "
+             f"{cfg.factor:g}, original context {original}): {kept} of {ratio.numel()} pairs keep their "
+             f"frequency, {between} are blended, {divided} are divided by {cfg.factor:g}.",
+             f"The kept pairs are the first ones, wavelength under {original} / high_freq_factor "
+             f"{high:g} = {original / high:g} tokens: they already turn several times inside the trained "
+             f"context."],
+            {"kept": kept, "blended": between, "divided": divided, "ratio": ratio.tolist(),
+             "factor": cfg.factor, "original": original, "low_freq_factor": cfg.low_freq_factor,
+             "high_freq_factor": high, "base": base, "rotary_dim": rotary_dim})
 
 
 def _fast_columns() -> Evidence:
@@ -216,7 +242,8 @@ CHECKS: Tuple[Check, ...] = (
           1,
           ("Concatenation would double the width, and every weight matrix after it; the schemes "
            "add instead.",
-           "Same width, plain sum, and the values stay small so the word's meaning survives.",
+           "Same width, plain sum; the position values are bounded and of fixed size, unlike raw "
+           "integers.",
            "The model needs both what the word is and where it is; nothing is thrown away."),
           _added),
     Check("learned-limit", "learned tables",

@@ -312,10 +312,12 @@ def config_view(head_dim: int, rotary_dim: int, base: float, layout: str, method
         ntk_base = _ntk_base(rope.base, factor, rope.rotary_dim)
         described = SimpleNamespace(head_dim=rope.head_dim, rotary_dim=rope.rotary_dim, base=ntk_base,
                                     scaling=None, max_position_embeddings=max_position_embeddings)
+        d = rope.rotary_dim
+        worked = (f"{rope.base:g} * {factor:g} ** ({d} / {d - 2}) = {ntk_base!r}" if d > 2 else
+                  f"{rope.base:g} (with d = 2 the only pair is the fastest, which NTK never moves)")
         hf_note = (f"transformers has no static NTK rope type: static NTK is the default RoPE with "
-                   f"rope_theta = base * factor ** (d / (d - 2)) = {rope.base:g} * {factor:g} ** "
-                   f"({rope.rotary_dim} / {rope.rotary_dim - 2}) = {ntk_base!r}, so the config.json "
-                   f"panels write that rope_theta with rope_type \"default\".")
+                   f"rope_theta = base * factor ** (d / (d - 2)) = {worked}, so the config.json panels "
+                   f"write that rope_theta with rope_type \"default\".")
     else:
         described = SimpleNamespace(head_dim=rope.head_dim, rotary_dim=rope.rotary_dim, base=rope.base,
                                     scaling=rope.scaling, max_position_embeddings=max_position_embeddings)

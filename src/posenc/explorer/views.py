@@ -24,7 +24,7 @@ from ..alibi import alibi_bias, alibi_slopes
 from ..rope.apply import apply_rotary
 from ..rope.tables import rope_angles, rope_cos_sin, rope_inv_freq
 from ..sinusoidal import sinusoidal_frequencies, sinusoidal_table
-from .limits import MAX_TEXT_CHARS, MAX_WORD_CHARS, MAX_WORDS
+from .limits import MAX_SCORE_POINTS, MAX_TEXT_CHARS, MAX_WORD_CHARS, MAX_WORDS
 
 TWO_PI = 2 * math.pi
 
@@ -225,9 +225,21 @@ def _rope_decay(head_dim: int, base: float, distances: List[int]) -> torch.Tenso
     return (q_rot @ k_rot) / head_dim
 
 
+def score_distances(max_distance: int, points: int = MAX_SCORE_POINTS) -> List[int]:
+    """Every distance ``0..max_distance`` if there are at most ``points``, else ``points`` of them spread
+    evenly (0 and ``max_distance`` included), so the response stays the same size however far it reaches."""
+    if max_distance + 1 <= points:
+        return list(range(max_distance + 1))
+    grid = torch.linspace(0, max_distance, points, dtype=torch.float64).round().long()
+    return sorted(set(grid.tolist()))
+
+
 def scores_view(head_dim: int, base: float, d_model: int, sin_base: float, heads: int,
                 max_distance: int, compare_base: Optional[float] = None) -> dict:
     """How each scheme's score between two positions changes with their distance ``0..max_distance``.
+
+    Sampled at :func:`score_distances` (every distance up to :data:`MAX_SCORE_POINTS` of them); the
+    values at the sampled distances are exact.
 
     * RoPE: ``q' . k'`` for ``q = k = ones(head_dim)``, query at position ``d``, key at 0, divided by
       ``head_dim`` (so distance 0 gives 1). This is the long-range decay curve of RoFormer section
@@ -239,14 +251,14 @@ def scores_view(head_dim: int, base: float, d_model: int, sin_base: float, heads
     ``rope_theta`` stretches the decay over longer distances.
     """
     check_int("head_dim", head_dim, minimum=2, even=True)
-    distances = list(range(max_distance + 1))
-    rope = _rope_decay(head_dim, base, distances)                             # (D+1,)
+    distances = score_distances(max_distance)
+    index = torch.tensor(distances)                                           # (P,)
+    rope = _rope_decay(head_dim, base, distances)                             # (P,)
     compare = None if compare_base is None else _rope_decay(head_dim, compare_base, distances).tolist()
-    table = sinusoidal_table(max_distance + 1, d_model, sin_base, dtype=torch.float64)
-    sinus = (table @ table[0]) / (d_model / 2)                                # (D+1,)
+    table = sinusoidal_table(max_distance + 1, d_model, sin_base, dtype=torch.float64)[index]   # (P, d)
+    sinus = (table @ table[0]) / (d_model / 2)                                # (P,)
     slopes = alibi_slopes(heads)
-    pos = torch.arange(max_distance + 1)
-    bias = alibi_bias(slopes, pos[-1:], pos)[:, 0, :].flip(-1)               # (H, D+1), distance order
+    bias = alibi_bias(slopes, torch.tensor([max_distance]), max_distance - index)[:, 0, :]   # (H, P)
     return {
         "head_dim": head_dim, "base": base, "d_model": d_model, "sin_base": sin_base,
         "heads": heads, "max_distance": max_distance, "distances": distances,
