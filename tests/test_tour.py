@@ -1,7 +1,8 @@
 """``posenc tour``: every number it prints is checked against the library or the mathematics.
 
-The tour runs once per module into a temporary folder; each test recomputes a recorded fact by an
-independent route (closed-form formulas in float64, or the library called directly) and compares.
+The tour runs once per module into a temporary folder, printed at 80 columns as in a pipe; each test
+recomputes a recorded fact by an independent route (closed-form formulas in float64, the fixture
+JSON, or the library called directly) and compares.
 """
 
 from __future__ import annotations
