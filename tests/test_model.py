@@ -114,3 +114,19 @@ def test_model_compiles_without_graph_breaks(name):
     ids = torch.randint(0, 256, (2, 16))
     explained = dynamo.explain(model)(ids)
     assert explained.graph_break_count == 0, [b.reason for b in explained.break_reasons]
+
+
+def test_token_embeddings_are_scaled_by_sqrt_d_model_only_under_the_fixed_sine_table():
+    for name, want in (("sinusoidal", D ** 0.5), ("learned", 1.0), ("rope", 1.0), ("nope", 1.0)):
+        model = TinyLM(ModelConfig(scheme=name, d_model=D, n_heads=H, n_layers=1, max_len=32))
+        assert model.embed_scale == pytest.approx(want)
+    torch.manual_seed(0)
+    model = TinyLM(ModelConfig(scheme="sinusoidal", d_model=D, n_heads=H, n_layers=1, embed_scale=3.0))
+    ids = torch.randint(0, 256, (1, 5))
+    seen = {}
+    model.blocks[0].register_forward_pre_hook(lambda m, args: seen.update(x=args[0]))
+    model(ids)
+    want = model.tok(ids) * 3.0 + model.scheme.encodings(torch.arange(5)[None])
+    torch.testing.assert_close(seen["x"], want)
+    with pytest.raises(ValueError, match="embed_scale"):
+        TinyLM(ModelConfig(embed_scale=0.0))

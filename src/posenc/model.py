@@ -118,6 +118,10 @@ class ModelConfig:
     rope_layout: str = "half"     # "half" or "interleaved"
     dropout: float = 0.0
     bias: bool = False            # biases in linear layers and LayerNorms
+    # Multiplier on the token embeddings before a position vector is added. None: sqrt(d_model) for
+    # the fixed sinusoidal table (Vaswani et al. 2017, section 3.4; without it, small-init embeddings
+    # are dwarfed by sine values of size ~0.7 and the model barely sees which token it reads), else 1.
+    embed_scale: Optional[float] = None
 
     def validate(self) -> "ModelConfig":
         if self.scheme not in SCHEMES:
@@ -127,9 +131,16 @@ class ModelConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         check_float("dropout", self.dropout, minimum=0.0, maximum=1.0)
+        if self.embed_scale is not None:
+            check_float("embed_scale", self.embed_scale, greater_than=0.0)
         if not isinstance(self.bias, bool):
             raise TypeError(f"bias must be True or False, got {self.bias!r}")
         return self
+
+    def resolved_embed_scale(self) -> float:
+        if self.embed_scale is not None:
+            return float(self.embed_scale)
+        return math.sqrt(self.d_model) if self.scheme == "sinusoidal" else 1.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -154,6 +165,7 @@ class TinyLM(nn.Module):
         self.norm = nn.LayerNorm(config.d_model, bias=config.bias)
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.head.weight = self.tok.weight                        # weight tying (GPT-2)
+        self.embed_scale = config.resolved_embed_scale()
         self.apply(self._init)
 
     @staticmethod
@@ -175,7 +187,7 @@ class TinyLM(nn.Module):
                 raise ValueError(f"idx must hold token ids in [0, {self.config.vocab_size}) (vocab_size), "
                                  f"got values from {low} to {high}")
         pos = resolve_positions(idx.shape[1], position_ids, offset, idx.device, batch=idx.shape[0])
-        x = self.scheme.embed(self.tok(idx), pos)                 # (B, S, D)
+        x = self.scheme.embed(self.tok(idx) * self.embed_scale, pos)   # (B, S, D)
         for block in self.blocks:
             x = block(x, self.scheme, pos, causal)
         return self.norm(x)
