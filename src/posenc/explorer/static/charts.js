@@ -97,15 +97,28 @@ export function extent(arrays, { positiveOnly = false } = {}) {
   return [lo, hi];
 }
 
+// A label on a white box, so lines and curves behind it never strike it through. The width is
+// estimated from the text (11px type) because a chart may be drawn while its view is hidden.
+export function boxedLabel(parent, { x, y, text, color = "#555", anchor = "start", cls = "marker-label" }) {
+  const w = text.length * 6.2 + 6, h = 14;
+  const left = anchor === "end" ? x - w + 3 : anchor === "middle" ? x - w / 2 : x - 3;
+  const group = svg("g", { class: "boxed-label" }, parent);
+  svg("rect", { x: left, y: y - 11, width: w, height: h, rx: 3, fill: "#fff", "fill-opacity": 0.9 }, group);
+  svg("text", { x, y, "text-anchor": anchor, class: cls, fill: color }, group).textContent = text;
+  return group;
+}
+
 // -- line chart -------------------------------------------------------------------------------------
 // spec: {width, height, x: {domain, log, label}, y: {domain, log, label}, series: [{name, xs, ys, color,
 // dash, width, points}], hlines: [{y, label, color, dash}], vlines: [{x, label, color}],
-// bands: [{x0, x1, color, label}], onHover(xValue) -> optional}
+// bands: [{x0, x1, color, label}], labelsOutside (hline labels in a right margin of that width),
+// onHover(xValue) -> optional}
 export function lineChart(container, spec) {
   container.replaceChildren();
   const width = spec.width || 640, height = spec.height || 320;
-  const m = { left: 62, right: 16, top: 14, bottom: 44 };
-  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img",
+  const outside = (spec.hlines || []).some((l) => l.label) ? spec.labelsOutside || 0 : 0;
+  const m = { left: 62, right: 16 + outside, top: 14, bottom: 44 };
+  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: `chart${spec.wide ? " wide" : ""}`, role: "img",
     "aria-label": spec.title || "chart" }, container);
   const x = scale(spec.x.domain, [m.left, width - m.right], spec.x.log);
   const y = scale(spec.y.domain, [height - m.bottom, m.top], spec.y.log);
@@ -114,14 +127,14 @@ export function lineChart(container, spec) {
   const clip = svg("clipPath", { id: clipId }, defs);
   svg("rect", { x: m.left, y: m.top, width: width - m.left - m.right, height: height - m.top - m.bottom }, clip);
 
-  for (const band of spec.bands || []) {
+  // Ramps: light fill and a dashed outline each, so two overlapping ramps both stay visible.
+  (spec.bands || []).forEach((band, k) => {
     const xa = x(band.x0), xb = x(band.x1);
     svg("rect", { x: Math.min(xa, xb), y: m.top, width: Math.max(2, Math.abs(xb - xa)),
-      height: height - m.top - m.bottom, fill: band.color, opacity: 0.18, class: "band",
+      height: height - m.top - m.bottom, fill: band.color, "fill-opacity": 0.1, stroke: band.color,
+      "stroke-width": 1.5, "stroke-dasharray": k % 2 ? "2 3" : "6 3", class: "band",
       "clip-path": `url(#${clipId})` }, root);
-    if (band.label) svg("text", { x: Math.min(xa, xb) + 3, y: m.top + 12, class: "band-label", fill: band.color },
-      root).textContent = band.label;
-  }
+  });
   const axis = svg("g", { class: "axis" }, root);
   for (const t of ticks(spec.x.domain, spec.x.log)) {
     svg("line", { x1: x(t), x2: x(t), y1: m.top, y2: height - m.bottom, class: "grid" }, axis);
@@ -139,23 +152,46 @@ export function lineChart(container, spec) {
     transform: `rotate(-90 14 ${(m.top + height - m.bottom) / 2})`, class: "axis-label" }, axis).textContent = spec.y.label;
 
   const plot = svg("g", { "clip-path": `url(#${clipId})` }, root);
-  const labelled = new Map();    // label lines that share a height once, joined
+  const labels = [];
   for (const line of spec.hlines || []) {
     svg("line", { x1: m.left, x2: width - m.right, y1: y(line.y), y2: y(line.y), stroke: line.color || "#555",
       "stroke-dasharray": line.dash || "5 4", class: "marker-line" }, plot);
-    if (!line.label) continue;
-    const key = `${line.left ? "l" : "r"}${Math.round(y(line.y))}`;
-    if (labelled.has(key)) { labelled.get(key).textContent += ` · ${line.label}`; continue; }
-    const text = svg("text", { x: line.left ? m.left + 4 : width - m.right - 4, y: y(line.y) - 4,
-      "text-anchor": line.left ? "start" : "end", class: "marker-label", fill: line.color || "#555" }, plot);
-    text.textContent = line.label;
-    labelled.set(key, text);
+    if (line.label) labels.push({ at: y(line.y), text: line.label, color: line.color || "#555", left: line.left });
   }
   for (const line of spec.vlines || []) {
     svg("line", { x1: x(line.x), x2: x(line.x), y1: m.top, y2: height - m.bottom, stroke: line.color || "#555",
       "stroke-dasharray": line.dash || "5 4", class: "marker-line" }, plot);
-    if (line.label) svg("text", { x: x(line.x) + 4, y: m.top + 12, class: "marker-label", fill: line.color || "#555" },
-      plot).textContent = line.label;
+  }
+  const series = svg("g", { class: "series-layer" }, root);
+  // Labels go on top of the curves: in the right margin when there is one, otherwise on white boxes.
+  const front = svg("g", { class: "labels" }, root);
+  if (outside) {
+    labels.sort((a, b) => a.at - b.at);
+    let next = m.top + 4;
+    for (const label of labels) {
+      const at = Math.min(height - m.bottom, Math.max(label.at + 4, next));
+      svg("line", { x1: width - m.right, x2: width - m.right + 6, y1: label.at, y2: at - 4, stroke: label.color,
+        class: "label-leader" }, front);
+      svg("text", { x: width - m.right + 9, y: at, class: "marker-label", fill: label.color }, front).textContent = label.text;
+      next = at + 13;
+    }
+  } else {
+    for (const label of labels) {
+      boxedLabel(front, { x: label.left ? m.left + 4 : width - m.right - 4, y: label.at - 4, text: label.text,
+        color: label.color, anchor: label.left ? "start" : "end" });
+    }
+  }
+  let bandRow = 0;
+  for (const band of spec.bands || []) {
+    if (!band.label) continue;
+    boxedLabel(front, { x: Math.min(x(band.x0), x(band.x1)) + 4, y: m.top + 13 + 16 * bandRow++, text: band.label,
+      color: band.color, cls: "band-label" });
+  }
+  for (const line of spec.vlines || []) {
+    if (!line.label) continue;
+    const px = x(line.x), flip = px > (m.left + width - m.right) / 2;
+    boxedLabel(front, { x: px + (flip ? -4 : 4), y: height - m.bottom - 6, text: line.label, color: line.color || "#555",
+      anchor: flip ? "end" : "start" });
   }
   for (const s of spec.series) {
     let d = "", pen = false;
@@ -167,12 +203,12 @@ export function lineChart(container, spec) {
       pen = true;
     }
     svg("path", { d, fill: "none", stroke: s.color, "stroke-width": s.width || 2, "stroke-dasharray": s.dash,
-      class: "series", "data-name": s.name }, plot);
+      class: "series", "data-name": s.name, "clip-path": `url(#${clipId})` }, series);
     if (s.points) {
       for (let i = 0; i < s.xs.length; i++) {
         const vy = s.ys[i];
         if (vy === null || !Number.isFinite(vy) || (spec.y.log && vy <= 0)) continue;
-        svg("circle", { cx: x(s.xs[i]), cy: y(vy), r: 2.5, fill: s.color }, plot);
+        svg("circle", { cx: x(s.xs[i]), cy: y(vy), r: 2.5, fill: s.color, "clip-path": `url(#${clipId})` }, series);
       }
     }
   }
@@ -289,24 +325,51 @@ export function dial(container, { size = 150, hands = [], arc = null, title = ""
 }
 
 // -- bars -----------------------------------------------------------------------------------------------
+// "2⁻⁵" for exact powers of two, else the plain number.
+const SUPERSCRIPT = { "-": "⁻", 0: "⁰", 1: "¹", 2: "²", 3: "³", 4: "⁴", 5: "⁵", 6: "⁶", 7: "⁷", 8: "⁸", 9: "⁹" };
+export function pow2Label(v) {
+  const e = Math.log2(v);
+  if (Math.abs(e - Math.round(e)) > 1e-9) return String(Number(v.toPrecision(3)));
+  return "2" + String(Math.round(e)).split("").map((c) => SUPERSCRIPT[c]).join("");
+}
+
 export function bars(container, values, { width = 560, height = 120, colour = null, highlight = -1, log = false,
-  label = "", domain = null } = {}) {
+  label = "", domain = null, tickFormat = null, left = 48 } = {}) {
   container.replaceChildren();
   const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "bars", role: "img", "aria-label": label }, container);
-  const left = 48, n = values.length, w = (width - left - 2) / Math.max(1, n);
+  const n = values.length, w = (width - left - 2) / Math.max(1, n);
   const finite = values.filter((v) => v !== null && Number.isFinite(v) && (!log || v > 0));
   let [lo, hi] = domain || (log ? extent([finite], { positiveOnly: true }) : [Math.min(0, ...finite), Math.max(0, ...finite)]);
   if (lo === hi) hi = lo + 1;
   const y = scale([lo, hi], [height - 14, 6], log);
   const zero = log ? height - 14 : y(0);
   svg("line", { x1: left - 2, x2: width, y1: zero, y2: zero, class: "frame" }, root);
-  svg("text", { x: left - 6, y: 12, "text-anchor": "end", class: "bar-tick" }, root).textContent = tickLabel(hi, false);
-  svg("text", { x: left - 6, y: height - 14, "text-anchor": "end", class: "bar-tick" }, root).textContent = tickLabel(lo, false);
+  const tick = tickFormat || ((v) => tickLabel(v, false));
+  svg("text", { x: left - 6, y: 12, "text-anchor": "end", class: "bar-tick" }, root).textContent = tick(hi);
+  svg("text", { x: left - 6, y: height - 14, "text-anchor": "end", class: "bar-tick" }, root).textContent = tick(lo);
   values.forEach((v, i) => {
     if (v === null || !Number.isFinite(v) || (log && v <= 0)) return;
     const top = y(v);
     svg("rect", { x: left + i * w, y: Math.min(top, zero), width: Math.max(1, w - 1), height: Math.max(1, Math.abs(zero - top)),
       fill: colour ? colour(v, i) : "#4c78a8", class: i === highlight ? "bar highlight" : "bar" }, root);
   });
+  return root;
+}
+
+// -- colour scale -------------------------------------------------------------------------------------
+// A horizontal strip of `colour(t)` for t from `t0` to `t1`, labelled with the values at both ends.
+export function colourScale(container, colour, { lo, hi, t0 = 0, t1 = 1, label = "", width = 260, format = String } = {}) {
+  container.replaceChildren();
+  const steps = 32, h = 12, root = svg("svg", { viewBox: `0 0 ${width} 34`, class: "colour-scale", role: "img",
+    "aria-label": `colour scale ${label}` }, container);
+  const left = 4, span = width - 2 * left;
+  for (let k = 0; k < steps; k++) {
+    const t = t0 + ((k + 0.5) / steps) * (t1 - t0);
+    svg("rect", { x: left + (k * span) / steps, y: 2, width: span / steps + 0.5, height: h,
+      fill: `rgb(${colour(t).join(",")})` }, root);
+  }
+  svg("text", { x: left, y: 28, class: "bar-tick" }, root).textContent = format(lo);
+  svg("text", { x: width / 2, y: 28, "text-anchor": "middle", class: "bar-tick" }, root).textContent = label;
+  svg("text", { x: width - left, y: 28, "text-anchor": "end", class: "bar-tick" }, root).textContent = format(hi);
   return root;
 }

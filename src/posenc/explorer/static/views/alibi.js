@@ -1,6 +1,6 @@
 // View 5 of the explorer: ALiBi vs RoPE.
 
-import { bars, cellAt, diverging, fmt, heatmap, sequential } from "../charts.js";
+import { bars, cellAt, colourScale, diverging, fmt, heatmap, pow2Label, sequential } from "../charts.js";
 import { $, COLORS, rope, api, loader, slider, valueSpan, register } from "../core.js";
 
 export function setupAlibi() {
@@ -23,9 +23,17 @@ export function setupAlibi() {
     st.biasSize = heatmap($("al-bias"), d.bias, (v) => sequential(low ? v / low : 0), { maxWidth: 300, maxHeight: 300 });
     const top = Math.max(...d.rope_scores.flat().filter((v) => v !== null).map(Math.abs)) || 1;
     st.ropeSize = heatmap($("al-rope"), d.rope_scores, (v) => diverging(v / top), { maxWidth: 300, maxHeight: 300 });
+    colourScale($("al-bias-scale"), sequential, { lo: 0, hi: low, label: "bias", format: (v) => fmt(v, 2) });
+    colourScale($("al-rope-scale"), diverging, { lo: -top, hi: top, t0: -1, t1: 1, label: "score",
+      format: (v) => fmt(v, 2) });
     $("al-head-label").textContent = d.head;
     $("al-slope").innerHTML = `${valueSpan("al-slope-value", d.slopes[d.head], 6)} = 2<sup>${fmt(d.slopes_log2[d.head], 2)}</sup>`;
+    // The log axis starts one step (the ratio of the two smallest slopes) below the smallest slope,
+    // so the smallest slope still gets a bar of one step's height.
+    const sorted = [...d.slopes].sort((a, b) => a - b);
+    const step = sorted.length > 1 && sorted[1] > sorted[0] ? sorted[1] / sorted[0] : 2;
     bars($("al-slopes"), d.slopes, { width: 300, height: 200, log: true, highlight: d.head, label: "ALiBi slopes",
+      domain: [sorted[0] / step, sorted[sorted.length - 1]], tickFormat: pow2Label, left: 40,
       colour: (v, i) => (i === d.head ? COLORS.k : "#4c78a8") });
   });
 

@@ -15,6 +15,8 @@ export function setupConfig() {
     $("cf-hf-new").textContent = JSON.stringify(d.hf_rope_parameters, null, 2);
     $("cf-hf-old").textContent = JSON.stringify(d.hf_rope_scaling, null, 2);
     $("cf-python").dataset.config = JSON.stringify(d.posenc);
+    $("cf-hf-note").hidden = !d.hf_note;
+    $("cf-hf-note").textContent = d.hf_note || "";
     $("cf-note").textContent = `attention factor on the cos/sin tables: ${fmt(d.attention_factor, 6)}. ` +
       (d.posenc.layout === "interleaved" ? "config.json has no layout field: Hugging Face checkpoints are half-split; " +
         "interleaved weights need posenc.permute_for_half_split first." : "");

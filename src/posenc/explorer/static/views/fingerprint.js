@@ -1,6 +1,6 @@
 // View 1 of the explorer: wave fingerprint.
 
-import { bars, cellAt, diverging, fmt, fmtInt, heatmap, html, lineChart, sequential } from "../charts.js";
+import { bars, cellAt, colourScale, diverging, fmt, fmtInt, heatmap, html, lineChart, sequential } from "../charts.js";
 import { $, COLORS, api, loader, slider, pow10, valueSpan, register } from "../core.js";
 
 export function setupFingerprint() {
@@ -20,6 +20,7 @@ export function setupFingerprint() {
     ]);
     st.table = table;
     st.size = heatmap(canvas, table.table, diverging, { maxWidth: 560, maxHeight: 560 });
+    fitWidth(canvas, 760);
     canvas.dataset.rows = table.length;
     canvas.dataset.cols = table.d_model;
     canvas.dataset.cell = st.size;
@@ -30,6 +31,16 @@ export function setupFingerprint() {
     if (st.hover && st.hover.row < table.length && st.hover.col < table.d_model) hoverCell(st.hover, 0);
     else { st.hover = null; cursor.hidden = true; }
   });
+
+  // Blocks are drawn at whole pixels; CSS then stretches the canvas to the panel's width (keeping square
+  // cells) unless that would make it taller than `maxHeight`.
+  function fitWidth(node, maxHeight) {
+    const panel = node.closest(".panel");
+    const room = panel ? panel.clientWidth - 24 : node.width;
+    if (room <= 0) { node.style.width = ""; return; }
+    const zoom = Math.min(room / node.width, maxHeight / node.height);
+    node.style.width = `${Math.floor(node.width * zoom)}px`;
+  }
 
   function drawSeat() {
     if (!st.table) return;
@@ -115,6 +126,8 @@ export function setupFingerprint() {
     const dist = $("fp-dist");
     const top = Math.max(...prints.distances.flat());
     heatmap(dist, prints.distances, (v) => sequential(v / (top || 1)), { maxWidth: 260, maxHeight: 260 });
+    colourScale($("fp-dist-scale"), sequential, { lo: 0, hi: top, label: "distance |PE[p] − PE[q]|",
+      format: (v) => fmt(v, 2) });
   }
 
   $("fp-text").addEventListener("input", () => refresh(200));

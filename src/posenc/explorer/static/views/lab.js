@@ -16,6 +16,7 @@ export function setupLab() {
     notes.replaceChildren();
     for (const note of data.notes || []) html("li", {}, notes, note);
     $("lab-body").hidden = !data.available;
+    $("lab-how").hidden = Boolean(data.available);
     if (!data.available) return;
     const lengths = new Set();
     for (const s of Object.values(data.schemes)) for (const l of Object.keys(s.loss_by_position)) lengths.add(Number(l));
@@ -36,7 +37,7 @@ export function setupLab() {
     if (!series.length) { $("lab-chart").textContent = `No loss-by-position curves for length ${length}.`; return; }
     const maxX = Math.max(...series.map((s) => s.xs[s.xs.length - 1] || 1));
     lineChart($("lab-chart"), {
-      width: 860, height: 340, title: "loss against position",
+      width: 1240, height: 400, title: "loss against position", wide: true,
       x: { domain: [0, Math.max(1, maxX)], label: "position in the evaluation text" },
       y: { domain: extent(series.map((s) => s.ys)), label: "bits per byte" },
       series, vlines: data.train_len ? [{ x: data.train_len, label: `trained on ${fmtInt(data.train_len)}`, color: "#333" }] : [],

@@ -17,9 +17,17 @@ export function setupScores() {
     draw();
   });
 
+  // Long ranges come back sampled; the readout shows the nearest distance the server computed.
+  function nearest(distance) {
+    const ds = data.distances;
+    let lo = 0, hi = ds.length - 1;
+    while (hi - lo > 1) { const mid = (lo + hi) >> 1; if (ds[mid] <= distance) lo = mid; else hi = mid; }
+    return distance - ds[lo] <= ds[hi] - distance ? lo : hi;
+  }
+
   function draw() {
     if (!data) return;
-    const d = Math.min(at(), data.max_distance);
+    const d = data.distances[nearest(Math.min(at(), data.max_distance))];
     lineChart($("sc-chart"), {
       width: 600, height: 300, title: "score against distance",
       x: { domain: [0, data.max_distance], label: "relative distance d (seats)" },
@@ -31,7 +39,7 @@ export function setupScores() {
       ],
       hlines: [{ y: 0, color: "#999", dash: "2 3" }],
       vlines: [{ x: d, color: "#333", label: `d = ${d}` }],
-      onHover: (x) => { const v = Math.max(0, Math.min(data.max_distance, Math.round(x))); $("sc-at").value = v; $("sc-at-out").textContent = v; readout(v); return v; },
+      onHover: (x) => { const v = data.distances[nearest(Math.max(0, Math.min(data.max_distance, x)))]; $("sc-at").value = v; $("sc-at-out").textContent = v; readout(v); return v; },
     });
     lineChart($("sc-alibi"), {
       width: 600, height: 300, title: "ALiBi bias against distance",
@@ -45,11 +53,14 @@ export function setupScores() {
   }
 
   function readout(d) {
-    $("sc-readout").innerHTML = `At distance ${d}: RoPE ${valueSpan("sc-rope-at", data.rope[d], 6, ` data-d="${d}"`)}
-      · RoPE base ${fmtInt(data.compare_base)} ${valueSpan("sc-rope2-at", data.rope_compare[d], 6)}
-      · sinusoidal ${valueSpan("sc-sin-at", data.sinusoidal[d], 6)}
-      · ALiBi head 0 ${valueSpan("sc-alibi-at", data.alibi[0][d], 4)}, head ${data.heads - 1}
-      ${fmt(data.alibi[data.heads - 1][d], 4)}`;
+    const i = nearest(d);
+    const sampled = data.distances.length < data.max_distance + 1
+      ? ` <span class="muted">(${data.distances.length} sampled distances)</span>` : "";
+    $("sc-readout").innerHTML = `At distance ${d}: RoPE ${valueSpan("sc-rope-at", data.rope[i], 6, ` data-d="${d}"`)}
+      · RoPE base ${fmtInt(data.compare_base)} ${valueSpan("sc-rope2-at", data.rope_compare[i], 6)}
+      · sinusoidal ${valueSpan("sc-sin-at", data.sinusoidal[i], 6)}
+      · ALiBi head 0 ${valueSpan("sc-alibi-at", data.alibi[0][i], 4)}, head ${data.heads - 1}
+      ${fmt(data.alibi[data.heads - 1][i], 4)}${sampled}`;
   }
   register("scores", refresh);
 }

@@ -48,7 +48,7 @@ export function setupWavelengths() {
     };
     const marked = focus.pair !== null && focus.pair < pairs.length;
     lineChart($("wl-chart"), {
-      width: 860, height: 380, title: "wavelength per pair",
+      width: 1240, height: 430, title: "wavelength per pair", wide: true, labelsOutside: 200,
       x: { domain: [0, Math.max(1, pairs.length - 1)], label: "rotation pair i (fast → slow)" },
       y: { domain: extent(all, { positiveOnly: true }), log: true, label: "wavelength (positions, log)" },
       series, hlines, bands,
@@ -57,6 +57,13 @@ export function setupWavelengths() {
     });
     readout(marked ? focus.pair : 0);
   }
+
+  // "slowed by ×1…×8": what a method without a ramp does, as the range of old/new frequency.
+  const slowed = (m) => (m.slowdown === null ? "no rotated pairs"
+    : m.slowdown[0] === m.slowdown[1] || Math.abs(m.slowdown[1] / m.slowdown[0] - 1) < 1e-9
+      ? `every pair slowed by ×${fmt(m.slowdown[0], 3)}`
+      : `slowed by ×${fmt(m.slowdown[0], 3)} … ×${fmt(m.slowdown[1], 3)}`);
+  const what = (m) => (m.split ? `${m.kept} pairs kept, ${m.blended} blended, ${m.divided} divided by the factor` : slowed(m));
 
   function drawSettings(d) {
     const series = [{ name: "no scaling", xs: d.pairs, ys: d.default.wavelength, color: COLORS.default, width: 2.5, points: d.pairs.length <= 32 }];
@@ -67,47 +74,53 @@ export function setupWavelengths() {
     for (const [name, m] of Object.entries(d.methods)) {
       series.push({ name: `${name}${name === "dynamic" ? ` at length ${fmtInt(d.seq_len)}` : ""}`, xs: d.pairs, ys: m.wavelength,
         color: COLORS[name], dash: name === "linear" ? "7 4" : undefined });
-      if ((name === "yarn" || name === "llama3") && m.ramp) {
+      if (m.split && m.ramp) {
         bands.push({ x0: m.ramp[0] - 0.5, x1: m.ramp[1] + 0.5, color: COLORS[name], label: `${name} ramp` });
       }
     }
     for (const [name, [a, b]] of Object.entries(d.thresholds)) {
-      hlines.push({ y: a, color: COLORS[name], dash: "1 3", left: true, label: `${name}: keep below ${fmt(a, 0)}` });
-      hlines.push({ y: b, color: COLORS[name], dash: "1 3", left: true, label: `${name}: divide above ${fmt(b, 0)}` });
+      hlines.push({ y: a, color: COLORS[name], dash: "1 3", label: `${name}: keep below ${fmtInt(a)}` });
+      hlines.push({ y: b, color: COLORS[name], dash: "1 3", label: `${name}: divide above ${fmtInt(b)}` });
     }
     chart(d.pairs, series, hlines, bands);
     $("wl-caption").textContent = `${d.full_turns_in_training} of ${d.pairs.length} pairs complete a full turn inside the trained context of ${fmtInt(d.train_len)}. ` +
-      "Shaded: pairs a ramp blends between keeping θ and dividing it by the factor.";
+      (bands.length ? "Outlined: the pairs a ramp blends between keeping θ and dividing it by the factor (YaRN and Llama 3 only). " : "") +
+      "Methods without a ramp slow each pair by its own amount, given as a range.";
     const rows = Object.entries(d.methods).map(([name, m]) => `<tr data-method="${name}"><td>${name}</td>
-      <td class="num" data-kept="${m.kept}">${m.kept}</td><td class="num">${m.blended}</td><td class="num">${m.divided}</td>
+      <td class="num" data-kept="${m.split ? m.kept : ""}">${m.split ? m.kept : "–"}</td>
+      <td class="num">${m.split ? m.blended : "–"}</td><td class="num">${m.split ? m.divided : "–"}</td>
+      <td class="num" data-slowdown="${m.slowdown ? m.slowdown.join(",") : ""}">${slowed(m).replace(/^(every pair )?slowed by /, "")}</td>
       <td class="num">${fmt(m.attention_factor, 4)}</td><td><code>${escapeText(JSON.stringify(m.config))}</code></td></tr>`);
     $("wl-table").innerHTML = `<thead><tr><th>method</th><th>pairs kept</th><th>blended</th><th>divided by factor</th>
-      <th>attention factor</th><th>config</th></tr></thead><tbody>${rows.join("") || '<tr><td colspan="6">no overlay selected</td></tr>'}</tbody>`;
+      <th>slow-down (old θ / new θ)</th><th>attention factor</th><th>config</th></tr></thead>
+      <tbody>${rows.join("") || '<tr><td colspan="7">no overlay selected</td></tr>'}</tbody>`;
     $("wl-fixture-fields").hidden = true;
   }
 
   function drawFixture(f) {
     const series = [{ name: `${f.name}: rope_theta ${fmt(f.base, 0)}, no scaling`, xs: f.pairs, ys: f.default.wavelength,
       color: COLORS.default, width: 2.5 }];
-    const curveNames = { configured: `${f.rope_type} as configured`, at_max_position_embeddings: `${f.rope_type} at ${fmtInt(f.max_position_embeddings)} tokens` };
+    const curveNames = { configured: `${f.rope_type} as configured`,
+      at_max_position_embeddings: `${f.rope_type} at ${fmtInt(f.max_position_embeddings)} tokens`,
+      short: "short factors (up to the trained length)", long: "long factors (past the trained length)" };
     const bands = [];
     Object.entries(f.curves).forEach(([key, c], i) => {
-      series.push({ name: curveNames[key] || key, xs: f.pairs, ys: c.wavelength, color: COLORS[f.rope_type] || PALETTE[i], dash: i ? "6 3" : undefined });
-      if (key === "configured" && c.ramp && (f.rope_type === "yarn" || f.rope_type === "llama3")) {
-        bands.push({ x0: c.ramp[0] - 0.5, x1: c.ramp[1] + 0.5, color: COLORS[f.rope_type], label: `${f.rope_type} ramp` });
-      }
+      series.push({ name: curveNames[key] || key, xs: f.pairs, ys: c.wavelength, color: i ? PALETTE[3] : COLORS[f.rope_type] || PALETTE[i],
+        dash: i ? "6 3" : undefined });
+      if (c.split && c.ramp) bands.push({ x0: c.ramp[0] - 0.5, x1: c.ramp[1] + 0.5, color: COLORS[f.rope_type], label: `${f.rope_type} ramp` });
     });
     const hlines = [{ y: f.train_len, label: `trained context ${fmtInt(f.train_len)}`, color: "#333" }];
     if (f.max_position_embeddings !== f.train_len) hlines.push({ y: f.max_position_embeddings, color: "#777", dash: "2 3",
       label: `max_position_embeddings ${fmtInt(f.max_position_embeddings)}` });
     chart(f.pairs, series, hlines, bands);
-    const c = f.curves.configured;
+    const parts = Object.entries(f.curves).map(([key, c]) => (Object.keys(f.curves).length > 1 ? `${curveNames[key]}: ` : "") + what(c));
     $("wl-caption").textContent = `${f.name} (${f.model_type}): head_dim ${f.head_dim}, ${f.rotary_dim} rotated features, ` +
-      `layout ${f.layout}; ${c.kept} pairs kept, ${c.blended} blended, ${c.divided} divided by the factor.`;
+      `layout ${f.layout}; ${f.rope_type === "default" ? "no scaling" : parts.join("; ")}.`;
+    const first = Object.values(f.curves)[0];
     $("wl-table").innerHTML = `<thead><tr><th>fixture</th><th>rope type</th><th>rope_theta</th><th>rotary_dim</th>
-      <th>factor</th><th>attention factor</th></tr></thead><tbody><tr data-fixture="${escapeText(f.name)}"><td>${escapeText(f.name)}</td>
+      <th>factor (as stated)</th><th>attention factor</th></tr></thead><tbody><tr data-fixture="${escapeText(f.name)}"><td>${escapeText(f.name)}</td>
       <td>${f.rope_type}</td><td class="num">${fmt(f.base, 0)}</td><td class="num">${f.rotary_dim}</td>
-      <td class="num">${f.factor === null ? "–" : fmt(f.factor, 2)}</td><td class="num">${fmt(c.attention_factor, 4)}</td></tr></tbody>`;
+      <td class="num">${f.factor === null ? "not stated" : fmt(f.factor, 2)}</td><td class="num">${fmt(first.attention_factor, 4)}</td></tr></tbody>`;
     const fields = $("wl-fixture-fields");
     fields.textContent = `config.json fields:\n${JSON.stringify(f.config_fields, null, 2)}`;
     fields.hidden = false;
