@@ -192,6 +192,48 @@ def set_slider(page, section, selector, value):
     after_change(section, before)
 
 
+#: per view, (selector, fewest drawn marks): SVG shapes that carry data, or for a canvas, distinct colours
+MARKS = {
+    "fingerprint": [("canvas#fp-heat", 20), ("#fp-seat-bars rect", 64), ("#fp-wave path.series", 1),
+                    ("#fp-wave circle", 32), ("canvas#fp-dist", 3), ("#fp-dist-scale rect", 32),
+                    ("canvas.barcode-strip", 5)],
+    "dials": [(".dial-box[data-pair] line.dial-hand", 16), ("#dl-pair-bars rect", 8),
+              ("#wo-clocks line.dial-hand", 6), ("#wo-clocks path.dial-arc", 2)],
+    "scores": [("#sc-chart path.series", 3), ("#sc-alibi path.series", 8)],
+    "wavelengths": [("#wl-chart path.series", 3), ("#wl-chart circle", 8), ("#wl-chart rect.band", 2)],
+    "alibi": [("#al-slopes rect.bar", 8), ("canvas#al-bias", 10), ("canvas#al-rope", 10),
+              ("#al-bias-scale rect", 32), ("#al-rope-scale rect", 32)],
+    "precision": [("#pr-chart path.series", 4), ("#pr-pairs circle", 16)],
+    "lab": [("#lab-chart path.series", 2), ("#lab-eval td[data-bpb]", 5)],
+    "quiz": [(".quiz-card .choice", 18), (".quiz-card .feedback .evidence li", 1)],
+    "config": [("#cf-python", 1), ("#cf-hf-new", 1), ("#cf-hf-old", 1)],
+}
+
+COUNT_MARKS = """([selector]) => {
+  const nodes = [...document.querySelectorAll(selector)];
+  if (nodes.length === 1 && nodes[0].tagName === "CANVAS") {
+    const c = nodes[0], data = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+    const colours = new Set();
+    for (let i = 0; i < data.length; i += 4) colours.add((data[i] << 16) | (data[i + 1] << 8) | data[i + 2]);
+    return colours.size;
+  }
+  if (selector.startsWith("canvas")) return nodes.filter((c) => c.width > 0 && c.height > 0).length;
+  return nodes.filter((n) => {
+    if (n.tagName === "path") return (n.getAttribute("d") || "").length > 20;
+    if (n.tagName === "rect") return Number(n.getAttribute("height")) > 0 && Number(n.getAttribute("width")) > 0;
+    if (n.tagName === "PRE") return n.textContent.trim().length > 20;
+    if (n.tagName === "line") return Math.hypot(n.x2.baseVal.value - n.x1.baseVal.value,
+                                                n.y2.baseVal.value - n.y1.baseVal.value) > 1;
+    const box = n.getBoundingClientRect();
+    return box.width > 0 && box.height > 0;
+  }).length;
+}"""
+
+
+def drawn(page, selector) -> int:
+    return page.evaluate(COUNT_MARKS, [selector])
+
+
 # -- every view renders ------------------------------------------------------------------------------
 @pytest.mark.parametrize("view", VIEWS)
 def test_each_view_renders_and_is_photographed(page, server, shots, view):
@@ -207,9 +249,11 @@ def test_each_view_renders_and_is_photographed(page, server, shots, view):
         page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.2)
         from playwright.sync_api import expect
         expect(page.locator("#fp-cell-value")).to_be_attached()
+        expect(page.locator("#fp-wave path.series")).to_have_count(1)
     page.screenshot(path=str(shots / f"{view}.png"), full_page=True)
     assert (shots / f"{view}.png").stat().st_size > 10_000
-    assert section.locator("svg, canvas, table, article, pre").count() > 0
+    for selector, fewest in MARKS[view]:
+        assert drawn(page, selector) >= fewest, (view, selector, drawn(page, selector))
 
 
 # -- 1. fingerprint: slider and hover ---------------------------------------------------------------------
@@ -348,12 +392,79 @@ def test_wavelength_toggles_and_fixture_picker(page, server):
     expect(page.locator("#wl-caption")).to_contain_text(f"{kept} pairs kept")
 
 
+LABEL_BOXES = """() => {
+  const root = document.querySelector("#wl-chart svg");
+  const frame = root.querySelector(".axis line.frame").getBoundingClientRect();
+  const plotRight = Math.max(...[...root.querySelectorAll(".axis line.frame")].map((l) => l.getBoundingClientRect().right));
+  const labels = [...root.querySelectorAll("g.labels > text.marker-label")].map((t) => {
+    const b = t.getBoundingClientRect();
+    return { text: t.textContent, left: b.left, right: b.right, top: b.top, bottom: b.bottom };
+  });
+  const panel = root.closest(".panel").getBoundingClientRect();
+  return { labels, plotRight, svgWidth: root.getBoundingClientRect().width, panelWidth: panel.width,
+           frameTop: frame.top };
+}"""
+
+
+def test_wavelength_labels_sit_outside_the_curves_and_the_chart_fills_its_panel(page, server):
+    from playwright.sync_api import expect
+
+    section = open_view(page, server, "wavelengths")
+    expect(section.locator("#wl-chart rect.band")).to_have_count(2)            # yarn and llama3, one each
+    geometry = page.evaluate(LABEL_BOXES)
+    labels = geometry["labels"]
+    texts = [label["text"] for label in labels]
+    assert "trained context 8,192" in texts and "target 65,536 (× 8)" in texts
+    assert "yarn: divide above 8,192" in texts and "llama3: divide above 8,192" in texts   # not run together
+    for label in labels:                                                       # right of the plot area
+        assert label["left"] >= geometry["plotRight"] - 0.5, label
+    for a, b in zip(labels, labels[1:]):
+        for other in labels:
+            if other is a:
+                continue
+            overlap = (min(a["right"], other["right"]) - max(a["left"], other["left"]) > 0 and
+                       min(a["bottom"], other["bottom"]) - max(a["top"], other["top"]) > 1)
+            assert not overlap, (a, other)
+    assert geometry["svgWidth"] >= 0.9 * geometry["panelWidth"] - 30
+
+
+def test_methods_without_a_ramp_show_a_slow_down_range_not_a_split(page, server):
+    from playwright.sync_api import expect
+
+    section = open_view(page, server, "wavelengths")
+    before = renders(section)
+    page.locator("#wl-methods input[value='ntk']").check()
+    after_change(section, before)
+    row = page.locator("#wl-table tr[data-method='ntk']")
+    expect(row).to_have_count(1)
+    assert row.locator("td[data-kept]").get_attribute("data-kept") == ""
+    least, most = (float(v) for v in row.locator("td[data-slowdown]").get_attribute("data-slowdown").split(","))
+    assert least == pytest.approx(1.0) and most == pytest.approx(8.0)
+    expect(row).to_contain_text("×1.000 … ×8.000")
+    assert page.locator("#wl-table tr[data-method='yarn'] td[data-kept]").get_attribute("data-kept") != ""
+    before = renders(section)
+    page.locator("#wl-fixture").select_option("phi-3.5-mini-instruct")
+    after_change(section, before)
+    names = [p.get_attribute("data-name") for p in section.locator("#wl-chart path.series").all()]
+    assert any(n.startswith("short factors") for n in names) and any(n.startswith("long factors") for n in names)
+    expect(page.locator("#wl-table tr[data-fixture]")).to_contain_text("not stated")
+    expect(page.locator("#wl-caption")).not_to_contain_text("kept")
+
+
 # -- 5. ALiBi ---------------------------------------------------------------------------------------------------------
 def test_alibi_slope_on_the_page_is_the_library_slope(page, server):
     section = open_view(page, server, "alibi")
     set_slider(page, section, "#al-heads", 6)
     set_slider(page, section, "#al-head", 4)
     assert value_of(page, "#al-slope-value") == float(alibi_slopes(6)[4])
+
+
+def test_alibi_slope_bars_all_have_height_and_readable_labels(page, server):
+    section = open_view(page, server, "alibi")
+    heights = [float(r.get_attribute("height")) for r in section.locator("#al-slopes rect.bar").all()]
+    assert len(heights) == 8 and min(heights) > 10                     # the smallest slope is drawn too
+    ticks = [t.text_content() for t in section.locator("#al-slopes text.bar-tick").all()]
+    assert ticks == ["2⁻¹", "2⁻⁹"]                                     # one step below 1/256
 
 
 # -- 6. precision ----------------------------------------------------------------------------------------------------
@@ -416,6 +527,24 @@ def test_copy_as_config_matches_posenc_hf(page, server):
     assert shown == expected
     page.locator("button.copy[data-target='cf-hf-new']").click()
     expect(page.locator("button.copy[data-target='cf-hf-new']")).not_to_have_text("Copy")
+    expect(page.locator("#cf-hf-note")).to_be_hidden()
+
+
+def test_ntk_is_copied_as_the_equivalent_rope_theta(page, server):
+    from playwright.sync_api import expect
+
+    section = open_view(page, server, "config")
+    before = renders(section)
+    page.locator("#cf-method").select_option("ntk")
+    after_change(section, before)
+    shown = json.loads(page.locator("#cf-hf-new").text_content())
+    assert shown["rope_parameters"]["rope_type"] == "default"
+    assert shown["rope_parameters"]["rope_theta"] == pytest.approx(10000.0 * 8.0 ** (16 / 14), rel=1e-12)
+    old_style = json.loads(page.locator("#cf-hf-old").text_content())
+    assert old_style["rope_scaling"] is None
+    expect(page.locator("#cf-hf-note")).to_be_visible()
+    expect(page.locator("#cf-hf-note")).to_contain_text("no static NTK")
+    expect(page.locator("#cf-python")).to_contain_text("'rope_type': 'ntk'")
 
 
 # -- linked settings and bad input ------------------------------------------------------------------------------------------
