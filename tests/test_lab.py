@@ -282,6 +282,19 @@ def test_interrupted_run_resumes_to_the_same_numbers(smoke_run, tmp_path, monkey
         assert resumed[key] == pytest.approx(clean[key], abs=1e-6), key
 
 
+def test_resume_refuses_a_checkpoint_of_another_model(smoke_run, tmp_path):
+    import shutil
+
+    run = tmp_path / "copy"
+    shutil.copytree(smoke_run, run)
+    path = run / "checkpoints" / "rope.pt"
+    ckpt = torch.load(path, weights_only=False)
+    ckpt["model_config"]["d_model"] = 64
+    torch.save(ckpt, path)
+    with pytest.raises(ValueError, match="rope.pt was made with model config"):
+        main(["lab", "--resume", str(run)])
+
+
 def test_resume_refuses_a_different_config(smoke_run):
     with pytest.raises(ValueError, match="steps=7 differs"):
         main(["lab", "--resume", str(smoke_run), "--steps", "7"])

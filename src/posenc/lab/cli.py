@@ -211,6 +211,12 @@ def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, i
         ckpt = load_checkpoint(run.checkpoint_path(scheme))
         start, losses = 0, []
         if ckpt is not None:
+            if ckpt.get("model_config") != model.config.to_dict():
+                raise ValueError(
+                    f"checkpoint {run.checkpoint_path(scheme)} was made with model config "
+                    f"{ckpt.get('model_config')}, but this version of posenc builds "
+                    f"{model.config.to_dict()}; resuming would mix two models. Delete that "
+                    f"checkpoint to retrain {scheme}, or start a new run")
             model.load_state_dict(ckpt["model"])
             optimizer.load_state_dict(ckpt["optimizer"])
             start, losses = ckpt["step"], list(ckpt["losses"])
