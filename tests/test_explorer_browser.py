@@ -237,7 +237,7 @@ def drawn(page, selector) -> int:
 # -- every view renders ------------------------------------------------------------------------------
 @pytest.mark.parametrize("view", VIEWS)
 def test_each_view_renders_and_is_photographed(page, server, shots, view):
-    section = open_view(page, server, view)
+    open_view(page, server, view)
     if view == "dials":
         page.locator("#wo-proof-btn").click()
     if view == "quiz":
