@@ -203,8 +203,9 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
             return apply_rotary(q, k, self.cos_cached[position_ids], self.sin_cached[position_ids],
                                 layout=self.layout, rotary_dim=self.rotary_dim)
         check_positions("position_ids", position_ids)
-        if position_ids.numel() and self._uses_cached_tables(int(position_ids.max()) + 1):
-            self.extend(int(position_ids.max()) + 1)
+        length = int(position_ids.max()) + 1 if position_ids.numel() else 0
+        if length and self._uses_cached_tables(length):
+            self.extend(length)
             # the fused kernels read the rows named by position_ids straight from the shared tables
             return apply_rotary_at(q, k, self.cos_cached, self.sin_cached, position_ids,
                                    layout=self.layout, rotary_dim=self.rotary_dim)
