@@ -21,6 +21,31 @@ COMMANDS = {
     "bench": ("posenc.bench", "time RoPE implementations side by side"),
 }
 
+#: name -> (extra, the top-level packages that extra installs). The core needs only torch; each app
+#: names the extra it needs instead of failing on an import deep inside it.
+EXTRAS = {
+    "tour": ("tour", ("rich", "matplotlib")),
+    "explore": ("explore", ("fastapi", "uvicorn")),
+    "lab": ("lab", ("numpy", "rich", "matplotlib")),
+}
+
+
+def missing_extra(command: str) -> Optional[str]:
+    """A one-line message naming the extra ``command`` needs, or ``None`` when it is installed."""
+    if command not in EXTRAS:
+        return None
+    extra, packages = EXTRAS[command]
+    missing = []
+    for package in packages:
+        try:
+            importlib.import_module(package)
+        except ImportError:
+            missing.append(package)
+    if not missing:
+        return None
+    return (f"posenc {command} needs the [{extra}] extra (missing: {', '.join(missing)}); "
+            f"install it with: pip install 'posenc[{extra}]'")
+
 
 def _available() -> dict:
     found = {}
@@ -43,6 +68,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--version", action="version", version=f"posenc {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = argv[0] if argv and argv[0] in commands else None
+    if chosen is not None:
+        problem = missing_extra(chosen)
+        if problem is not None:
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
     for name, (module, summary) in commands.items():
         p = sub.add_parser(name, help=summary, description=summary)
         if name == chosen:
