@@ -495,10 +495,28 @@ def _supports_added(v):
     d = v["d_model"]
     assert v["shape"][-1] == d and v["max_abs"] <= 1.0
     assert v["pe_norm"] == pytest.approx([math.sqrt(d / 2)] * 2, rel=1e-6)     # fixed size, every row
-    assert v["embedding_norm"] == pytest.approx(v["embedding_std"] * math.sqrt(d), rel=0.05)
-    assert v["ratio"] == pytest.approx(v["pe_norm"][0] / v["embedding_norm"], rel=1e-3)
-    assert v["ratio"] > 10                        # bounded, yet it dwarfs a small-init embedding
-    assert v["ratio_scaled"] == pytest.approx(v["ratio"] / math.sqrt(d), rel=1e-9)
+    # the stated scale: N(0, std^2) entries times sqrt(d_model), so about std * d long
+    assert v["embed_scale"] == pytest.approx(math.sqrt(d))
+    assert v["embedding_norm"] == pytest.approx(v["embedding_std"] * math.sqrt(d) * v["embed_scale"], rel=0.05)
+    assert v["ratio"] == pytest.approx(v["pe_norm"][0] / v["embedding_norm"], rel=1e-6)
+    assert 0.5 < v["ratio"] < 2                   # the same size as the word: neither drowns the other
+    assert v["ratio_unscaled"] == pytest.approx(v["ratio"] * math.sqrt(d), rel=1e-9)
+    assert v["raw_ratio_1000"] == pytest.approx(1000 * math.sqrt(d) / v["embedding_norm"], rel=1e-9)
+
+
+def test_the_basic_bag_of_words_check_comes_first(client):
+    checks = get(client, "/api/quiz")["checks"]
+    assert checks[0]["id"] == "bag-of-words" and quiz.CHECKS[0].id == "bag-of-words"
+
+
+def test_added_check_states_the_scale_the_tour_uses(client):
+    from posenc.input_sizes import position_word_lengths
+
+    answer = get(client, "/api/quiz/added/answer", choice=1)
+    sizes = position_word_lengths()
+    assert answer["values"]["ratio"] == pytest.approx(sizes["ratio"], rel=1e-12)
+    text = " ".join(answer["evidence"])
+    assert "TinyLM" in text and "posenc tour" in text and f"{sizes['ratio']:.2f}x" in text
 
 
 def _supports_llama3(v):

@@ -133,7 +133,8 @@ def _parameter_instead_of_buffer(ctx) -> None:
     (of the {used} seats the sentence used) no longer follow the formula. It also adds {extra:,} numbers for the
     optimizer to carry; cast to bf16 it is rounded by up to {err_param:.4f}. The buffer never
     receives a gradient, is not saved in the state_dict (saved: {in_state}), follows the module on
-    every [cyan].to()[/] (moved to the "{moved.pe.device.type}" device here), and posenc keeps it in
+    every [cyan].to()[/] (here even to PyTorch's stand-in device for tensors that have a shape but
+    no memory, called "{moved.pe.device.type}"), and posenc keeps it in
     float32 when the model is cast to a low precision.""")
 
 
@@ -147,8 +148,8 @@ def _concatenate_instead_of_add(ctx) -> None:
             ("one transformer block (attention + MLP)", added, concatenated))
     prose(ctx, f"""[bold]Mistake 2: concatenating instead of adding.[/] Gluing a {WIDE}-wide position
     vector onto a {WIDE}-wide word vector makes every token {2 * WIDE} wide. Below are the weight
-    counts of posenc's own layers. We only need their sizes, so we build them on PyTorch's "meta"
-    device, a stand-in where tensors have a shape but no memory and no values:""")
+    counts of posenc's own layers. We only need their sizes, so we build them on the "meta" device
+    met above, where tensors have a shape but no memory and no values:""")
     t = table("layer", f"input {WIDE}\n(added)", f"input {2 * WIDE}\n(concatenated)", "ratio")
     for label, small, big in rows:
         key = "linear" if isinstance(small, nn.Linear) else "block"
