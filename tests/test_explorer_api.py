@@ -244,6 +244,14 @@ def test_score_defaults_show_the_decay(client):
     assert d["rope"][0] == pytest.approx(1.0)
     assert d["rope"][0] - sum(far) / len(far) > 0.5                  # well below 1 far away
     assert sum(near) / len(near) > sum(far) / len(far) + 0.3          # and falling on the way
+    # the octave-averaged curve, recomputed from the closed form, falls steadily
+    inv_freq = rope_inv_freq(defaults["head_dim"], defaults["base"])
+    exact = torch.cos(torch.arange(defaults["max_distance"] + 1, dtype=torch.float64).unsqueeze(-1) * inv_freq).mean(-1)
+    trend = dict(zip(d["distances"], d["rope_trend"]))
+    for dist in (1, 16, 100, 2048):
+        lo, hi = math.ceil(dist / math.sqrt(2)), min(math.floor(dist * math.sqrt(2)), defaults["max_distance"])
+        assert trend[dist] == pytest.approx(float(exact[lo:hi + 1].mean()), abs=1e-12)
+    assert trend[1] > trend[16] > trend[100] > trend[1024] and trend[1024] < 0.25
 
 
 def test_long_ranges_keep_every_near_distance():

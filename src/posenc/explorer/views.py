@@ -242,6 +242,21 @@ def _rope_decay(head_dim: int, base: float, distances: List[int]) -> torch.Tenso
 DENSE_DISTANCES = 128
 
 
+def octave_means(values: torch.Tensor, at: Sequence[int]) -> torch.Tensor:
+    """Mean of ``values[j]`` over ``d / sqrt(2) <= j <= d * sqrt(2)`` for each ``d`` in ``at`` -> (len(at),).
+
+    ``values`` holds one number per distance ``0..len - 1``. The window is one octave wide around ``d``
+    (the same width everywhere on a log-distance axis); at ``d = 0`` it is just distance 0.
+    """
+    n = values.shape[0]
+    prefix = torch.cat((values.new_zeros(1), values.cumsum(0)))                # (n + 1,)
+    d = torch.tensor(list(at), dtype=torch.float64)
+    lo = torch.ceil(d / math.sqrt(2)).long().clamp(0, n - 1)
+    hi = torch.floor(d * math.sqrt(2)).long().clamp(0, n - 1)
+    hi = torch.maximum(hi, lo)
+    return (prefix[hi + 1] - prefix[lo]) / (hi - lo + 1).to(values.dtype)
+
+
 def score_distances(max_distance: int, points: int = MAX_SCORE_POINTS) -> List[int]:
     """Every distance ``0..max_distance`` if there are at most ``points``; else every distance up to
     :data:`DENSE_DISTANCES` and geometrically spaced ones after it (``max_distance`` included), so the
@@ -269,12 +284,15 @@ def scores_view(head_dim: int, base: float, d_model: int, sin_base: float, heads
     * ALiBi: the bias each head adds at distance ``d``, ``-slope_h * d``.
 
     ``compare_base`` adds the RoPE curve for a second base (``rope_compare``), to see how a larger
-    ``rope_theta`` stretches the decay over longer distances.
+    ``rope_theta`` stretches the decay over longer distances. ``rope_trend`` is the RoPE curve
+    averaged over one octave of distances around each sampled one (:func:`octave_means` of the exact
+    score at every distance), which shows the decay under the ripples of the fast pairs.
     """
     check_int("head_dim", head_dim, minimum=2, even=True)
     distances = score_distances(max_distance)
     index = torch.tensor(distances)                                           # (P,)
     rope = _rope_decay(head_dim, base, distances)                             # (P,)
+    trend = octave_means(_rope_decay(head_dim, base, list(range(max_distance + 1))), distances)   # (P,)
     compare = None if compare_base is None else _rope_decay(head_dim, compare_base, distances).tolist()
     table = sinusoidal_table(max_distance + 1, d_model, sin_base, dtype=torch.float64)[index]   # (P, d)
     sinus = (table @ table[0]) / (d_model / 2)                                # (P,)
@@ -283,7 +301,7 @@ def scores_view(head_dim: int, base: float, d_model: int, sin_base: float, heads
     return {
         "head_dim": head_dim, "base": base, "d_model": d_model, "sin_base": sin_base,
         "heads": heads, "max_distance": max_distance, "distances": distances,
-        "rope": rope.tolist(), "sinusoidal": sinus.tolist(),
+        "rope": rope.tolist(), "rope_trend": trend.tolist(), "sinusoidal": sinus.tolist(),
         "compare_base": compare_base, "rope_compare": compare,
         "alibi_slopes": slopes.tolist(), "alibi": bias.tolist(),
     }
