@@ -15,6 +15,13 @@ const SIGN_NOTE = `Signs: angles are counter-clockwise, as RoPE's matrix (a, b) 
   positive when the query comes after the key, the same convention as posenc tour ("dog" to "bit" is +30° in
   its sentence A).`;
 
+// Axis numbers in at most 6 characters, so a 56 px margin never clips them ("0.00276" became "00276"
+// in a narrower one): three significant digits, exponent form below 0.01.
+export function shortNumber(v) {
+  const text = v !== 0 && Math.abs(v) < 0.01 ? v.toExponential(1) : String(Number(v.toPrecision(3)));
+  return text.replace("-", "−");
+}
+
 // Words joined by spaces into lines of at most `width` characters.
 function wrapWords(words, width) {
   const lines = [""];
@@ -90,7 +97,7 @@ export function setupDials() {
       · without RoPE q·k = ${fmt(d.score_unrotated, 6)}`;
     const barBox = $("dl-pair-bars");
     bars(barBox, d.pair_scores_moved, { width: fitWidth(barBox, 560), height: 120, label: "score per pair",
-      tickFormat: (v) => fmt(v, 2), left: 56, colour: (v) => (v >= 0 ? COLORS.q : COLORS.sinusoidal) });
+      tickFormat: shortNumber, left: 56, colour: (v) => (v >= 0 ? COLORS.q : COLORS.sinusoidal) });
   });
 
   // the order proof
