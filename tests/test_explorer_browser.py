@@ -784,3 +784,26 @@ def test_tapping_the_heatmap_shows_a_cells_formula(phone, server):
     box = bias.bounding_box()
     bias.tap(position={"x": 1.5 * box["width"] / 16, "y": 5.5 * box["height"] / 16})
     expect(phone.locator("#al-bias-hover")).to_have_attribute("data-row", "5")
+
+
+def test_slope_labels_fit_for_any_head_count(page, server):
+    section = open_view(page, server, "alibi")
+    set_slider(page, section, "#al-heads", 16)                   # the axis starts at 2^-8.5 = 0.00276...
+    boxes = page.evaluate("""() => { const svg = document.querySelector('#al-slopes svg').getBoundingClientRect();
+      return [...document.querySelectorAll('#al-slopes text.bar-tick')].map((t) => {
+        const b = t.getBoundingClientRect(); return [t.textContent, b.left - svg.left]; }); }""")
+    assert [text for text, _ in boxes] == ["2^−0.5", "2^−8.5"]
+    assert all(left >= 0 for _, left in boxes), boxes
+
+
+CLIPPED = """() => [...document.querySelectorAll(".view:not([hidden]) svg text")].filter((t) => {
+  const svg = t.ownerSVGElement.getBoundingClientRect(), b = t.getBoundingClientRect();
+  return t.textContent.trim() && b.width > 0 && (b.left < svg.left - 0.5 || b.right > svg.right + 0.5);
+}).map((t) => t.textContent)"""
+
+
+@pytest.mark.parametrize("view", ["fingerprint", "dials", "scores", "alibi", "precision"])
+def test_no_chart_label_is_cut_at_the_edge(page, phone, server, view):
+    for pg in (page, phone):
+        open_view(pg, server, view)
+        assert pg.evaluate(CLIPPED) == [], (view, pg.viewport_size)

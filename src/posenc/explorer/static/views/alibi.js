@@ -4,6 +4,14 @@ import { bars, cellAt, colourScale, diverging, fmt, heatmap, pow2Label, sequenti
 import { $, rope, api, loader, slider, valueSpan, register } from "../core.js";
 import { fitWidth, headColour, heatAxes, onResize } from "./workbench.js";
 
+// "2⁻⁸" for whole powers of two; "2^−8.5" for the in-between slopes of a head count that is not a
+// power of two (their decimals, "0.00276", did not fit the margin and were cut to "00276").
+function slopeLabel(v) {
+  const e = Math.log2(v);
+  if (Math.abs(e - Math.round(e)) < 1e-9) return pow2Label(v);
+  return `2^${Number(e.toFixed(1))}`.replace("-", "−");
+}
+
 export function setupAlibi() {
   // `picked`: the cell last hovered or tapped on each matrix, re-read after every change of settings
   const st = { data: null, biasSize: 1, ropeSize: 1, picked: {} };
@@ -38,7 +46,7 @@ export function setupAlibi() {
     const sorted = [...d.slopes].sort((a, b) => a - b);
     const step = sorted.length > 1 && sorted[1] > sorted[0] ? sorted[1] / sorted[0] : 2;
     bars($("al-slopes"), d.slopes, { width: fitWidth($("al-slopes"), 300), height: 200, log: true, highlight: d.head,
-      label: "ALiBi slopes", domain: [sorted[0] / step, sorted[sorted.length - 1]], tickFormat: pow2Label, left: 40,
+      label: "ALiBi slopes", domain: [sorted[0] / step, sorted[sorted.length - 1]], tickFormat: slopeLabel, left: 58,
       colour: (v, i) => headColour(i, d.heads) });
     for (const name of Object.keys(st.picked)) show(name);
   });

@@ -110,7 +110,7 @@ export function setupDials() {
     d.sentences.forEach((s, which) => {
       const holder = html("div", { class: "dial-box wide", "data-sentence": which }, box);
       const hands = s.words.map((w, i) => ({
-        angle: rad(s.seat_angles_deg[i]), length: i === s.query_seat || i === s.key_seat ? 0.92 : 0.55,
+        angle: rad(s.seat_angles_deg[i]), length: i === s.query_seat || i === s.key_seat ? 0.74 : 0.5,
         color: i === s.query_seat ? COLORS.q : i === s.key_seat ? COLORS.k : "#b9b9b9",
         width: i === s.query_seat || i === s.key_seat ? 3.5 : 2,
         label: i === s.query_seat || i === s.key_seat ? w : "",
