@@ -23,7 +23,7 @@ from posenc import (CausalSelfAttention, LearnedPositionalEmbedding, ModelConfig
 from posenc.cli import main as cli_main
 from posenc.fixtures import load_fixture
 from posenc.rope import YaRNScaling
-from posenc.tour import bag, big_picture, configs, extension, mistakes, naive, rotary, waves
+from posenc.tour import bag, configs, extension, mistakes, naive, rotary, waves
 from posenc.tour._show import PLAIN_PREFIX
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -105,11 +105,24 @@ def test_jargon_is_explained_before_its_first_use(flowing):
 def test_figures_are_named_in_the_prose_that_discusses_them(ran):
     _, text = ran
     for name in FIGURES:
-        owner = [body for body in section_texts(text).values() if f"figure written: " in body
+        owner = [body for body in section_texts(text).values() if "figure written: " in body
                  and f"{name}.png" in body.split("figure written:")[-1]]
         assert len(owner) == 1, name
         prose = " ".join(owner[0].split("figure written:")[0].split())
         assert f"Figure {name}.png" in prose, name
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_figures_are_valid_pngs(ran, name):
+    ctx, _ = ran
+    path = ctx.out_dir / f"{name}.png"
+    assert path.is_file() and ctx.facts[f"figure.{name}"] == str(path)
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE
+    assert data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width > 300 and height > 200
+    assert data.rstrip(b"\0")[-8:-4] == b"IEND"
 
 
 def printed_intact(text: str, number: str) -> bool:
@@ -709,7 +722,7 @@ def test_bag_margin_over_nope(facts):
 
 
 def test_big_picture_closes_the_tour(ran, facts):
-    ctx, text = ran
+    _, text = ran
     assert tour.SECTIONS[-1].name == "big-picture"
     body = section_texts(text)["big-picture"]
     assert "Key points" in body and "The big picture." in body
@@ -734,7 +747,7 @@ def test_cli_lists_the_sections(capsys):
     assert cli_main(["tour", "--list"]) == 0
     out = capsys.readouterr().out
     for i, section in enumerate(tour.SECTIONS, 1):
-        assert re.search(rf"^\s*{i}\s+{re.escape(section.name)}\s+{re.escape(section.title)}", out, re.M)
+        assert re.search(rf"^\s*{i}\s+{re.escape(section.name)}\s+{re.escape(section.title)}", out, re.MULTILINE)
 
 
 @pytest.mark.parametrize("choice", ["2", "seats"])
