@@ -183,11 +183,29 @@ def test_dials_score_matches_rotary_embedding_and_ignores_a_common_shift(client)
     assert sum(d["pair_scores"]) == pytest.approx(d["score"], abs=1e-12)
 
 
+def test_dials_give_the_unturned_hands_and_each_turn_m_theta(client):
+    d = get(client, "/api/rope/dials", head_dim=128, base=10000.0, q_pos=7, k_pos=2, offset=1000, seed=3)
+    q, k = seeded(128, 3), seeded(128, 10_003)
+    assert d["q_pairs_unrotated"] == torch.stack((q[:64], q[64:]), -1).tolist()
+    assert d["k_pairs_unrotated"] == torch.stack((k[:64], k[64:]), -1).tolist()
+    inv_freq = rope_inv_freq(128, 10000.0)
+    for key, seat in (("q_turn_deg", 1007), ("k_turn_deg", 1002)):
+        expected = torch.remainder(torch.rad2deg(seat * inv_freq), 360.0)
+        assert d[key] == pytest.approx(expected.tolist(), abs=1e-9)
+    # each drawn hand is its unturned pair turned counter-clockwise by exactly that angle
+    for i in (0, 5, 63):
+        (a, b), (x, y) = d["q_pairs_unrotated"][i], d["q_pairs_moved"][i]
+        turn = math.degrees(math.atan2(y, x) - math.atan2(b, a)) % 360.0
+        assert min(abs(turn - d["q_turn_deg"][i]), 360 - abs(turn - d["q_turn_deg"][i])) < 1e-9
+
+
 def test_order_proof_flips_the_relative_angle_and_only_rope_tells_the_sentences_apart(client):
     d = get(client, "/api/rope/order", text_a="dog bites man", text_b="man bites dog",
             query_word="bites", key_word="dog", degrees=30.0)
     a, b = d["sentences"]
-    assert a["relative_angle_deg"] == pytest.approx(-30.0) and b["relative_angle_deg"] == pytest.approx(30.0)
+    # counter-clockwise positive, query's turn minus key's: "bites" after "dog" is +30, as in posenc tour
+    assert a["relative_angle_deg"] == pytest.approx(30.0) and b["relative_angle_deg"] == pytest.approx(-30.0)
+    assert (a["query_minus_key_seats"], b["query_minus_key_seats"]) == (1, -1)
     assert a["score_nope"] == b["score_nope"]
     assert abs(a["score_rope"] - b["score_rope"]) > 1e-3
     # the same rotation through the library's tables
@@ -216,6 +234,33 @@ def test_scores_follow_the_closed_forms(client):
     d2 = get(client, "/api/scores", head_dim=32, base=10000.0, max_distance=300, compare_base=500000.0)
     slow = torch.cos(dist.unsqueeze(-1) * rope_inv_freq(32, 500000.0)).mean(-1)
     assert d2["rope_compare"] == pytest.approx(slow.tolist(), abs=1e-12) and d2["rope"] == d["rope"]
+
+
+def test_score_defaults_show_the_decay(client):
+    defaults = {name: LIMITS[name].default for name in ("head_dim", "base", "d_model", "heads", "max_distance")}
+    d = get(client, "/api/scores", sin_base=10000.0, **defaults)
+    far = [r for dist, r in zip(d["distances"], d["rope"]) if dist >= defaults["max_distance"] // 2]
+    near = [r for dist, r in zip(d["distances"], d["rope"]) if 1 <= dist <= 16]
+    assert d["rope"][0] == pytest.approx(1.0)
+    assert d["rope"][0] - sum(far) / len(far) > 0.5                  # well below 1 far away
+    assert sum(near) / len(near) > sum(far) / len(far) + 0.3          # and falling on the way
+    # the octave-averaged curve, recomputed from the closed form, falls steadily
+    inv_freq = rope_inv_freq(defaults["head_dim"], defaults["base"])
+    exact = torch.cos(torch.arange(defaults["max_distance"] + 1, dtype=torch.float64).unsqueeze(-1) * inv_freq).mean(-1)
+    trend = dict(zip(d["distances"], d["rope_trend"]))
+    for dist in (1, 16, 100, 2048):
+        lo, hi = math.ceil(dist / math.sqrt(2)), min(math.floor(dist * math.sqrt(2)), defaults["max_distance"])
+        assert trend[dist] == pytest.approx(float(exact[lo:hi + 1].mean()), abs=1e-12)
+    assert trend[1] > trend[16] > trend[100] > trend[1024] and trend[1024] < 0.25
+
+
+def test_long_ranges_keep_every_near_distance():
+    from posenc.explorer.views import DENSE_DISTANCES, score_distances
+
+    d = score_distances(2048)
+    assert d[:DENSE_DISTANCES + 1] == list(range(DENSE_DISTANCES + 1)) and d[-1] == 2048
+    gaps = [b / a for a, b in zip(d[DENSE_DISTANCES:], d[DENSE_DISTANCES + 1:])]
+    assert max(gaps) < 1.02                                          # evenly spread on a log axis
 
 
 def test_long_score_ranges_are_sampled_and_exact_where_sampled(client):
@@ -495,10 +540,28 @@ def _supports_added(v):
     d = v["d_model"]
     assert v["shape"][-1] == d and v["max_abs"] <= 1.0
     assert v["pe_norm"] == pytest.approx([math.sqrt(d / 2)] * 2, rel=1e-6)     # fixed size, every row
-    assert v["embedding_norm"] == pytest.approx(v["embedding_std"] * math.sqrt(d), rel=0.05)
-    assert v["ratio"] == pytest.approx(v["pe_norm"][0] / v["embedding_norm"], rel=1e-3)
-    assert v["ratio"] > 10                        # bounded, yet it dwarfs a small-init embedding
-    assert v["ratio_scaled"] == pytest.approx(v["ratio"] / math.sqrt(d), rel=1e-9)
+    # the stated scale: N(0, std^2) entries times sqrt(d_model), so about std * d long
+    assert v["embed_scale"] == pytest.approx(math.sqrt(d))
+    assert v["embedding_norm"] == pytest.approx(v["embedding_std"] * math.sqrt(d) * v["embed_scale"], rel=0.05)
+    assert v["ratio"] == pytest.approx(v["pe_norm"][0] / v["embedding_norm"], rel=1e-6)
+    assert 0.5 < v["ratio"] < 2                   # the same size as the word: neither drowns the other
+    assert v["ratio_unscaled"] == pytest.approx(v["ratio"] * math.sqrt(d), rel=1e-9)
+    assert v["raw_ratio_1000"] == pytest.approx(1000 * math.sqrt(d) / v["embedding_norm"], rel=1e-9)
+
+
+def test_the_basic_bag_of_words_check_comes_first(client):
+    checks = get(client, "/api/quiz")["checks"]
+    assert checks[0]["id"] == "bag-of-words" and quiz.CHECKS[0].id == "bag-of-words"
+
+
+def test_added_check_states_the_scale_the_tour_uses(client):
+    from posenc.input_sizes import position_word_lengths
+
+    answer = get(client, "/api/quiz/added/answer", choice=1)
+    sizes = position_word_lengths()
+    assert answer["values"]["ratio"] == pytest.approx(sizes["ratio"], rel=1e-12)
+    text = " ".join(answer["evidence"])
+    assert "TinyLM" in text and "posenc tour" in text and f"{sizes['ratio']:.2f}x" in text
 
 
 def _supports_llama3(v):

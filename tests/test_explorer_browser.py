@@ -27,12 +27,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from posenc.alibi import alibi_slopes
+from posenc.alibi import alibi_bias, alibi_slopes
 from posenc.hf import to_hf_dict
 from posenc.rope import RotaryEmbedding
 from posenc.rope.scaling import Llama3Scaling
 from posenc.rope.tables import rope_inv_freq
 from posenc.sinusoidal import sinusoidal_table
+
+pytestmark = pytest.mark.slow                 # a real server and a real browser: seconds per test
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -328,13 +330,16 @@ def test_order_proof_is_revealed_by_a_click(page, server):
     expect(proof).to_be_hidden()
     page.locator("#wo-proof-btn").click()
     expect(proof).to_be_visible()
-    assert value_of(page, "#wo-a-rel") == pytest.approx(-30.0)
-    assert value_of(page, "#wo-b-rel") == pytest.approx(30.0)
+    # counter-clockwise positive, query minus key: the tour's sign ("dog" to "bit" is +30 in sentence A)
+    assert value_of(page, "#wo-a-rel") == pytest.approx(30.0)
+    assert value_of(page, "#wo-b-rel") == pytest.approx(-30.0)
     assert value_of(page, "#wo-a-rope") != pytest.approx(value_of(page, "#wo-b-rope"), abs=1e-3)
     old = page.locator("#wo-b-rel").get_attribute("data-value")
     page.locator("#wo-deg").fill("45")
     expect(page.locator("#wo-b-rel")).not_to_have_attribute("data-value", old)
-    assert value_of(page, "#wo-b-rel") == pytest.approx(45.0)
+    assert value_of(page, "#wo-b-rel") == pytest.approx(-45.0)
+    expect(page.locator("#wo-sign-note")).to_contain_text("counter-clockwise")
+    expect(page.locator("#wo-sign-note")).to_contain_text("posenc tour")
 
 
 # -- 3. scores -------------------------------------------------------------------------------------------------
@@ -568,3 +573,237 @@ def test_global_rope_settings_drive_the_views_and_bad_values_show_the_api_messag
     assert theta1 == pytest.approx(math.degrees(2 * float(rope_inv_freq(8, 500000.0)[1])), abs=1e-9)
     # the browser logs the refused request itself; that one is expected here
     page.problems[:] = [p for p in page.problems if "422" not in p]
+
+
+# -- workbench defects: every one has a test --------------------------------------------------------------------------
+DIAL_GEOMETRY = """() => [...document.querySelectorAll(".dial-box[data-pair]")].map((box) => {
+  const svg = box.querySelector("svg"), frame = svg.getBoundingClientRect();
+  const hands = [...svg.querySelectorAll("line.dial-hand")].map((l) => ({
+    ghost: l.classList.contains("ghost"), colour: l.getAttribute("stroke"), angle: Number(l.dataset.angleDeg) }));
+  const arc = svg.querySelector("path.dial-arc");
+  const texts = [...svg.querySelectorAll("text.dial-caption, text.dial-title")].map((t) => {
+    const b = t.getBoundingClientRect();
+    return { text: t.textContent, inside: b.left >= frame.left - 0.5 && b.right <= frame.right + 0.5 };
+  });
+  return { pair: Number(box.dataset.pair), qTurn: Number(box.dataset.qTurnDeg), hands, texts,
+           from: Number(arc.dataset.fromDeg), sweep: Number(arc.dataset.sweepDeg) };
+})"""
+
+
+def turned(a: float, b: float) -> float:
+    """Counter-clockwise angle from direction a to direction b, degrees in [0, 360)."""
+    return (b - a) % 360.0
+
+
+def close_mod_360(a: float, b: float, tol: float = 1e-6) -> bool:
+    d = abs(a - b) % 360.0
+    return min(d, 360.0 - d) < tol
+
+
+@pytest.mark.parametrize("head_dim", ["16", "128"])
+def test_dial_wedge_is_the_query_turn_m_theta_beside_its_ghost(page, server, head_dim):
+    from playwright.sync_api import expect
+
+    section = open_view(page, server, "dials")
+    if head_dim != "16":
+        before = renders(section)
+        page.locator("#g-head-dim").select_option(head_dim)
+        after_change(section, before)
+    set_slider(page, section, "#dl-offset", 5)                       # m = 3 + 5, n = 1 + 5
+    expect(page.locator(".dial-box[data-pair]")).to_have_count(int(head_dim) // 2)
+    inv_freq = rope_inv_freq(int(head_dim), 10000.0)
+    m, n = 8, 6
+    q = torch.randn(int(head_dim), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    half = int(head_dim) // 2
+    for dial in page.evaluate(DIAL_GEOMETRY):
+        i = dial["pair"]
+        expected = math.degrees(m * float(inv_freq[i])) % 360.0                # the library's m * theta_i
+        assert dial["qTurn"] == pytest.approx(expected, abs=1e-9)
+        assert dial["sweep"] == pytest.approx(expected, abs=1e-9)              # the shaded wedge is that turn
+        ghost = [h for h in dial["hands"] if h["ghost"] and h["colour"] == "#1f77b4"]
+        hand = [h for h in dial["hands"] if not h["ghost"] and h["colour"] == "#1f77b4"]
+        assert len(ghost) == 1 and len(hand) == 1
+        assert close_mod_360(ghost[0]["angle"], math.degrees(math.atan2(float(q[half + i]), float(q[i]))))
+        assert close_mod_360(dial["from"], ghost[0]["angle"])               # the wedge starts at the ghost
+        assert close_mod_360(turned(ghost[0]["angle"], hand[0]["angle"]), expected, 1e-6)   # and ends at q
+        captions = [t["text"] for t in dial["texts"]]
+        assert any(f"q turned {m}·θ = " in c for c in captions)
+        assert any(f"k turned {n}·θ = " in c for c in captions)
+        assert all(t["inside"] for t in dial["texts"]), (i, dial["texts"])  # nothing clipped, even at 128
+
+
+def test_fingerprint_readout_follows_a_smaller_d_model(page, server):
+    from playwright.sync_api import expect
+
+    section = open_view(page, server, "fingerprint")
+    canvas = page.locator("#fp-heat")
+    size = float(canvas.get_attribute("data-cell"))
+    box = canvas.bounding_box()
+    scale = box["width"] / float(page.evaluate("() => document.getElementById('fp-heat').width"))
+    page.mouse.move(box["x"] + 21.5 * size * scale, box["y"] + 13.5 * size * scale)
+    cell = page.locator("#fp-cell-value")
+    expect(cell).to_have_attribute("data-dim", "21")
+    page.mouse.move(0, 0)                                            # leave the table, then change the settings
+    set_slider(page, section, "#fp-d-model", 4)
+    expect(cell).to_have_attribute("data-dim", "3")                  # pulled into the 4-column table
+    expect(cell).to_have_attribute("data-pos", "13")
+    assert float(cell.get_attribute("data-value")) == float(sinusoidal_table(64, 4)[13, 3])
+    expect(page.locator("#fp-formula")).to_contain_text("PE[13, 3]")
+    expect(page.locator("#fp-formula")).not_to_contain_text("PE[13, 21]")
+    expect(page.locator("#fp-heat").locator("xpath=ancestor::div[contains(@class,'heat-axes')]")
+           .locator(".heat-xticks .heat-tick").last).to_have_attribute("data-tick", "3")
+
+
+def test_alibi_hover_readout_follows_the_head(page, server):
+    from playwright.sync_api import expect
+
+    section = open_view(page, server, "alibi")
+    canvas = page.locator("#al-bias")
+    box = canvas.bounding_box()
+    cells = 16
+    page.mouse.move(box["x"] + 2.5 * box["width"] / cells, box["y"] + 12.5 * box["height"] / cells)
+    out = page.locator("#al-bias-hover")
+    expect(out).to_have_attribute("data-head", "0")
+    bias = alibi_bias(alibi_slopes(8), torch.arange(16), torch.arange(16))
+    assert float(out.get_attribute("data-value")) == pytest.approx(float(bias[0, 12, 2]))
+    page.mouse.move(0, 0)
+    set_slider(page, section, "#al-head", 7)
+    expect(out).to_have_attribute("data-head", "7")                  # no stale head-0 number
+    assert float(out.get_attribute("data-value")) == pytest.approx(float(bias[7, 12, 2]))
+    expect(out).to_contain_text("head 7")
+
+
+def test_score_defaults_show_the_decay_and_heads_have_distinct_colours(page, server):
+    open_view(page, server, "scores")
+    chart = page.locator("#sc-chart svg")
+    at0, far = float(chart.get_attribute("data-score-at0")), float(chart.get_attribute("data-far-mean"))
+    assert at0 == pytest.approx(1.0) and at0 - far > 0.5
+    assert float(chart.get_attribute("data-trend-end")) < 0.3
+    assert chart.get_attribute("data-log") == "true"
+    colours = [p.get_attribute("stroke") for p in page.locator("#sc-alibi path.series").all()]
+    assert len(colours) == 8 and len(set(colours)) == 8
+    set_slider(page, page.locator("#view-scores"), "#sc-heads", 16)
+    colours = [p.get_attribute("stroke") for p in page.locator("#sc-alibi path.series").all()]
+    assert len(colours) == 16 and len(set(colours)) == 16
+
+
+def test_heatmaps_have_axis_ticks(page, server):
+    open_view(page, server, "fingerprint")
+    ticks = page.locator("#view-fingerprint .heat-axes").first.locator(".heat-yticks .heat-tick")
+    assert ticks.count() >= 3 and ticks.first.text_content() == "0"
+    assert page.locator("#view-fingerprint .heat-axes").count() == 2   # the table and the distances
+    open_view(page, server, "alibi")
+    for canvas in ("al-bias", "al-rope"):
+        grid = page.locator(f"#{canvas}").locator("xpath=..")
+        assert "heat-axes" in grid.get_attribute("class")
+        assert grid.locator(".heat-xticks .heat-tick").count() >= 3
+
+
+def test_tab_bar_is_one_row_at_1440(browser, server):
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    pg = context.new_page()
+    pg.goto(server)
+    tops = pg.evaluate("() => [...document.querySelectorAll('nav.tabs a')].map((a) => a.getBoundingClientRect().top)")
+    context.close()
+    assert len(tops) >= 9 and max(tops) - min(tops) < 1
+
+
+def test_dial_focus_is_visible(page, server):
+    open_view(page, server, "dials")
+    page.locator("#dl-seed").focus()
+    for _ in range(40):                                              # keyboard only, to the first dial
+        page.keyboard.press("Tab")
+        if page.evaluate("() => document.activeElement.matches('.dial-box[data-pair]')"):
+            break
+    style = page.evaluate("""() => { const s = getComputedStyle(document.activeElement);
+        return [document.activeElement.dataset.pair, s.outlineStyle, parseFloat(s.outlineWidth)]; }""")
+    assert style[0] == "0" and style[1] != "none" and style[2] >= 2
+
+
+def test_the_bag_of_words_check_comes_first(page, server):
+    open_view(page, server, "quiz")
+    first = page.locator(".quiz-card").first
+    assert first.get_attribute("data-check") == "bag-of-words"
+
+
+# -- a 390 px phone ---------------------------------------------------------------------------------------------------------
+PHONE_VIEWS = ("fingerprint", "dials", "scores", "alibi", "precision", "quiz")
+
+PHONE_LAYOUT = """() => {
+  const small = [];
+  for (const t of document.querySelectorAll(".view:not([hidden]) svg text")) {
+    const svg = t.ownerSVGElement, vb = svg.viewBox.baseVal, box = svg.getBoundingClientRect();
+    if (!vb || !vb.width || !box.width || !t.textContent.trim()) continue;
+    const px = parseFloat(getComputedStyle(t).fontSize) * box.width / vb.width;
+    if (px < 10.95) small.push([t.textContent, px]);
+  }
+  const wide = [...document.querySelectorAll("header .rope-settings, .quiz-card, .view:not([hidden]) .panel")]
+    .filter((n) => n.getBoundingClientRect().right > window.innerWidth + 0.5).map((n) => n.className);
+  return { scroll: document.documentElement.scrollWidth, inner: window.innerWidth, small, wide };
+}"""
+
+
+@pytest.fixture
+def phone(browser, server):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
+    pg = context.new_page()
+    problems = []
+    pg.on("pageerror", lambda err: problems.append(str(err)))
+    yield pg
+    context.close()
+    assert problems == []
+
+
+@pytest.mark.parametrize("view", PHONE_VIEWS)
+def test_workbench_fits_a_phone_with_readable_chart_text(phone, server, view):
+    open_view(phone, server, view)
+    if view == "quiz":
+        phone.locator("#quiz-bag-of-words .choice[data-choice='0']").tap()
+        from playwright.sync_api import expect
+        expect(phone.locator("#quiz-bag-of-words-feedback")).to_be_visible()
+    layout = phone.evaluate(PHONE_LAYOUT)
+    assert layout["scroll"] <= layout["inner"], layout
+    assert layout["wide"] == [], layout["wide"]
+    assert layout["small"] == [], layout["small"][:5]
+
+
+def test_tapping_the_heatmap_shows_a_cells_formula(phone, server):
+    from playwright.sync_api import expect
+
+    open_view(phone, server, "fingerprint")
+    canvas = phone.locator("#fp-heat")
+    box = canvas.bounding_box()
+    rows, cols = int(canvas.get_attribute("data-rows")), int(canvas.get_attribute("data-cols"))
+    canvas.tap(position={"x": 10.5 * box["width"] / cols, "y": 7.5 * box["height"] / rows})
+    cell = phone.locator("#fp-cell-value")
+    expect(cell).to_have_attribute("data-dim", "10")
+    expect(cell).to_have_attribute("data-pos", "7")
+    assert float(cell.get_attribute("data-value")) == float(sinusoidal_table(64, 64)[7, 10])
+    open_view(phone, server, "alibi")
+    bias = phone.locator("#al-bias")
+    box = bias.bounding_box()
+    bias.tap(position={"x": 1.5 * box["width"] / 16, "y": 5.5 * box["height"] / 16})
+    expect(phone.locator("#al-bias-hover")).to_have_attribute("data-row", "5")
+
+
+def test_slope_labels_fit_for_any_head_count(page, server):
+    section = open_view(page, server, "alibi")
+    set_slider(page, section, "#al-heads", 16)                   # the axis starts at 2^-8.5 = 0.00276...
+    boxes = page.evaluate("""() => { const svg = document.querySelector('#al-slopes svg').getBoundingClientRect();
+      return [...document.querySelectorAll('#al-slopes text.bar-tick')].map((t) => {
+        const b = t.getBoundingClientRect(); return [t.textContent, b.left - svg.left]; }); }""")
+    assert [text for text, _ in boxes] == ["2^−0.5", "2^−8.5"]
+    assert all(left >= 0 for _, left in boxes), boxes
+
+
+CLIPPED = """() => [...document.querySelectorAll(".view:not([hidden]) svg text")].filter((t) => {
+  const svg = t.ownerSVGElement.getBoundingClientRect(), b = t.getBoundingClientRect();
+  return t.textContent.trim() && b.width > 0 && (b.left < svg.left - 0.5 || b.right > svg.right + 0.5);
+}).map((t) => t.textContent)"""
+
+
+@pytest.mark.parametrize("view", ["fingerprint", "dials", "scores", "alibi", "precision"])
+def test_no_chart_label_is_cut_at_the_edge(page, phone, server, view):
+    for pg in (page, phone):
+        open_view(pg, server, view)
+        assert pg.evaluate(CLIPPED) == [], (view, pg.viewport_size)

@@ -19,11 +19,12 @@ import torch
 
 import posenc.tour as tour
 from posenc import (CausalSelfAttention, LearnedPositionalEmbedding, ModelConfig,
-                    PositionOutOfRangeError, RotaryEmbedding, TinyLM)
+                    PositionOutOfRangeError, RotaryEmbedding, TinyLM, apply_rotary)
 from posenc.cli import main as cli_main
 from posenc.fixtures import load_fixture
 from posenc.rope import YaRNScaling
 from posenc.tour import bag, configs, extension, mistakes, naive, rotary, waves
+from posenc.tour._show import PLAIN_PREFIX
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 FIGURES = ("sinusoidal_heatmap", "rope_clock_dials", "rope_scaling_wavelengths", "real_config_wavelengths")
@@ -63,8 +64,52 @@ def rot2(vec, angle: float) -> np.ndarray:
 # -- the run as a whole ------------------------------------------------------------------------------
 def test_every_section_prints_its_title(ran):
     _, text = ran
-    for title, _ in tour.SECTIONS:
-        assert title in text
+    for i, section in enumerate(tour.SECTIONS, 1):
+        assert f"{i}. {section.title}" in text
+
+
+def section_texts(text: str) -> dict:
+    """The printed tour cut at each section's title rule: section name -> its text."""
+    rules = [(text.index(f" {i}. {s.title} "), s.name) for i, s in enumerate(tour.SECTIONS, 1)]
+    rules.sort()
+    out = {}
+    for (start, name), (stop, _) in zip(rules, rules[1:] + [(len(text), None)]):
+        out[name] = text[start:stop].split("\n", 1)[1]
+    return out
+
+
+#: Technical terms, and the everyday words the tour must print before each one's first use.
+JARGON = {
+    "block-diagonal": "turns every clock hand by the same amount",
+    "non-persistent": "the optimizer never touches it",
+    '"meta" device': "a shape but no memory",
+}
+
+
+def test_every_section_opens_in_plain_words(ran):
+    _, text = ran
+    for name, body in section_texts(text).items():
+        first = body.lstrip().splitlines()[0]
+        assert first.startswith(PLAIN_PREFIX), (name, first)
+        opening = " ".join(body.lstrip().split("\n\n")[0].split())
+        for term in ("buffer", "block diagonal", "meta device", "theta", "sqrt", "R_k", "dtype"):
+            assert term not in opening, (name, term)
+
+
+def test_jargon_is_explained_before_its_first_use(flowing):
+    for term, words in JARGON.items():
+        assert term in flowing and words in flowing, term
+        assert flowing.index(words) < flowing.index(term), term
+
+
+def test_figures_are_named_in_the_prose_that_discusses_them(ran):
+    _, text = ran
+    for name in FIGURES:
+        owner = [body for body in section_texts(text).values() if "figure written: " in body
+                 and f"{name}.png" in body.split("figure written:")[-1]]
+        assert len(owner) == 1, name
+        prose = " ".join(owner[0].split("figure written:")[0].split())
+        assert f"Figure {name}.png" in prose, name
 
 
 @pytest.mark.parametrize("name", FIGURES)
@@ -149,11 +194,23 @@ def test_raw_integer_example(facts):
     assert facts["naive.example.stamped"] == pytest.approx([500.42, 499.85])
 
 
-def test_raw_integers_outweigh_words(facts):
+def tinylm_words(d_model: int):
+    """TinyLM's scaled word vectors rebuilt by hand: its seeded init, times sqrt(d_model)."""
     torch.manual_seed(0)
-    words = torch.nn.Embedding(2, naive.D_MODEL).weight.detach().double().numpy()
-    word_norm = np.linalg.norm(words, axis=1).mean()
+    model = TinyLM(ModelConfig(scheme="sinusoidal", vocab_size=256, d_model=d_model, n_layers=1, n_heads=1,
+                               mlp_ratio=1, max_len=8))
+    assert model.embed_scale == pytest.approx(math.sqrt(d_model))
+    return model.tok.weight.detach().double().numpy() * math.sqrt(d_model)
+
+
+def test_raw_integers_outweigh_words(facts):
+    all_words = tinylm_words(naive.D_MODEL)
+    words = all_words[:2]
+    word_norm = np.linalg.norm(all_words, axis=1).mean()
+    assert naive.D_MODEL == 512 and facts["naive.d_model"] == 512
     assert facts["naive.word_norm"] == pytest.approx(word_norm)
+    assert 0.02 * math.sqrt(naive.D_MODEL) * math.sqrt(naive.D_MODEL) == pytest.approx(word_norm, rel=0.05)
+    assert facts["naive.scale_ratio"] == pytest.approx(math.sqrt(naive.D_MODEL / 2) / word_norm, rel=1e-6)
     for pos in naive.POSITIONS:
         assert facts[f"naive.raw.ratio.{pos}"] == pytest.approx(pos * math.sqrt(naive.D_MODEL) / word_norm)
         assert facts[f"naive.sinusoidal.ratio.{pos}"] == pytest.approx(
@@ -163,6 +220,26 @@ def test_raw_integers_outweigh_words(facts):
         assert facts[f"naive.raw.cosine.{pos}"] == pytest.approx(cosine, abs=1e-9)
     assert facts["naive.raw.cosine.1000"] > 0.9999
     assert facts["naive.raw.ratio.1000"] > 100
+    assert max(facts[f"naive.sinusoidal.cosine.{pos}"] for pos in naive.POSITIONS) < 0.9
+
+
+def test_tour_states_the_embedding_scale_it_uses(flowing, facts):
+    assert f"TinyLM at width d_model = {naive.D_MODEL}" in flowing
+    assert "N(0, 0.02^2)" in flowing and f"sqrt(d_model) = {math.sqrt(naive.D_MODEL):.1f}" in flowing
+    assert f"{facts['naive.scale_ratio']:.2f} times that long" in flowing
+
+
+def test_tour_and_knowledge_check_agree_on_the_position_to_word_ratio(facts):
+    from posenc.explorer import quiz
+
+    check = quiz.BY_ID["added"]
+    lines, values = check.evidence()
+    assert values["d_model"] == naive.D_MODEL
+    assert values["embedding_std"] == facts["naive.embedding_std"] == 0.02
+    assert values["embed_scale"] == pytest.approx(facts["naive.embed_scale"])
+    assert values["ratio"] == pytest.approx(facts["naive.scale_ratio"], rel=1e-12)
+    assert values["ratio"] == pytest.approx(facts["big.position_over_word"], rel=1e-12)
+    assert any(f"{facts['naive.scale_ratio']:.2f}" in line for line in lines)
 
 
 def test_fraction_steps_depend_on_length_but_sine_steps_do_not(facts):
@@ -328,6 +405,22 @@ def test_rope_module_scores(facts):
     assert len(scores) == 3
     assert facts["rope.module.spread"] == pytest.approx(max(scores.values()) - min(scores.values()))
     assert facts["rope.module.spread"] < 1e-4 * max(1.0, max(abs(v) for v in scores.values()))
+
+
+def test_sign_convention_is_counter_clockwise_as_apply_rotary(facts, flowing):
+    theta = rotary.DIAL_THETA
+    x = torch.tensor([1.0, 0.0], dtype=torch.float64).view(1, 1, 1, 2)
+    cos = torch.tensor([[math.cos(theta)]], dtype=torch.float64)
+    sin = torch.tensor([[math.sin(theta)]], dtype=torch.float64)
+    turned, _ = apply_rotary(x, x, cos, sin)                       # (a cos - b sin, a sin + b cos)
+    assert facts["rope.sign.turned_x"] == pytest.approx(float(turned.flatten()[0]), abs=1e-12)
+    assert facts["rope.sign.turned_y"] == pytest.approx(float(turned.flatten()[1]), abs=1e-12)
+    assert facts["rope.sign.turned_y"] > 0 and facts["rope.sign.counter_clockwise"] is True
+    assert float(rotary.hand_angles([1])[0]) == pytest.approx(30.0)  # positive angle, counter-clockwise
+    assert "a positive angle turns counter-clockwise" in flowing
+    assert flowing.count('"clockwise"') == 1                          # said in one place
+    # A positive relative angle means the query sits after the key: "bit" (seat 2) after "dog" (seat 1)
+    assert facts["rope.relative.A"] > 0
 
 
 def test_clock_dials(facts, flowing):
@@ -626,6 +719,51 @@ def test_bag_margin_over_nope(facts):
     else:
         assert ratio is None
     assert 0.01 < facts["bag.token_std"] < 0.03                 # TinyLM's N(0, 0.02) initialisation
+
+
+def test_big_picture_closes_the_tour(ran, facts):
+    _, text = ran
+    assert tour.SECTIONS[-1].name == "big-picture"
+    body = section_texts(text)["big-picture"]
+    assert "Key points" in body and "The big picture." in body
+    assert facts["big.nope_difference"] < bag.NOPE_TOLERANCE < bag.SCHEME_MARGIN < facts["big.rope_difference"]
+    assert facts["big.sine_max_abs"] <= 1.0 and facts["big.learned_refuses_last_plus_one"] is True
+    assert facts["big.rope_score_near"] == pytest.approx(facts["rope.demo.score.1.3"], abs=1e-12)
+    assert facts["big.rope_score_far"] == pytest.approx(facts["big.rope_score_near"], abs=1e-9)
+
+
+def test_select_sections_by_number_and_name():
+    names = tour.section_names()
+    assert len(names) == len(set(names)) == len(tour.SECTIONS)
+    assert [s.name for s in tour.select_sections(["6", "bag", " Big-Picture "])] == ["rope", "bag", "big-picture"]
+    for bad in ("0", str(len(names) + 1), "ropee", "", "-1"):
+        with pytest.raises(ValueError) as err:
+            tour.select_sections([bad])
+        message = str(err.value)
+        assert repr(bad) in message and all(name in message for name in names)
+
+
+def test_cli_lists_the_sections(capsys):
+    assert cli_main(["tour", "--list"]) == 0
+    out = capsys.readouterr().out
+    for i, section in enumerate(tour.SECTIONS, 1):
+        assert re.search(rf"^\s*{i}\s+{re.escape(section.name)}\s+{re.escape(section.title)}", out, re.MULTILINE)
+
+
+@pytest.mark.parametrize("choice", ["2", "seats"])
+def test_cli_runs_one_section_by_number_or_name(tmp_path, capsys, choice):
+    assert cli_main(["tour", "--section", choice, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "2. Why plain seat numbers fail" in out and "1. A bag of tiles" not in out
+    assert "3. Sine waves" not in out and "Tour finished" in out
+
+
+def test_cli_names_the_valid_sections_for_a_bad_one(tmp_path, capsys):
+    assert cli_main(["tour", "--section", "clocks", "--out", str(tmp_path)]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "'clocks'" in out
+    for i, section in enumerate(tour.SECTIONS, 1):
+        assert f"{i} or {section.name}" in out
 
 
 def test_cli_refuses_a_file_as_output_folder(tmp_path, capsys):

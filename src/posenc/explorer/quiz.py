@@ -36,37 +36,39 @@ class Check:
 
 
 # -- evidence ---------------------------------------------------------------------------------------
-#: the initialisation the "added" evidence compares against: d_model, and the std of a token
-#: embedding drawn from N(0, std^2) (0.02 is the GPT-2 / BERT choice)
-ADDED_D_MODEL = 512
-ADDED_EMBEDDING_STD = 0.02
-
-
 def _added() -> Evidence:
+    """Width and size of a position vector beside a word vector, at the teaching layer's stated scale.
+
+    The scale is :mod:`posenc.input_sizes`' (TinyLM's N(0, 0.02^2) embeddings times sqrt(d_model)),
+    the same function ``posenc tour`` prints from, so the two agree by construction and a test checks it.
+    """
+    from ..input_sizes import D_MODEL, position_word_lengths
     from ..sinusoidal import SinusoidalPositionalEncoding
 
-    d_model, std = ADDED_D_MODEL, ADDED_EMBEDDING_STD
+    d_model = D_MODEL
+    sizes = position_word_lengths(d_model)
     pe = SinusoidalPositionalEncoding(d_model, max_len=2048)
     tokens = torch.zeros(1, 3, d_model)
     out = pe(tokens)                                                          # (1, 3, d)
     largest = float(pe.pe.abs().max())
     pe_norm = pe.pe.to(torch.float64).norm(dim=-1)                            # (max_len,)
-    g = torch.Generator().manual_seed(0)
-    embedding = torch.randn(1000, d_model, generator=g, dtype=torch.float64) * std   # (1000, d)
-    emb_norm = float(embedding.norm(dim=-1).mean())
-    ratio = float(pe_norm.mean()) / emb_norm
-    scaled_ratio = float(pe_norm.mean()) / (emb_norm * math.sqrt(d_model))
+    unscaled = sizes["ratio"] * sizes["embed_scale"]                          # without the sqrt(d) factor
+    raw = sizes["raw_ratio"][1000]
     return ([f"Three token vectors of width {d_model} in, {tuple(out.shape)} out: the width is unchanged.",
              f"Every value lies in [-1, 1] (largest |value| over {pe.pe.shape[0]} rows: {largest:.6f}) "
              f"and every row has the same length |PE| = sqrt(d/2) = {float(pe_norm.min()):.4f} .. "
-             f"{float(pe_norm.max()):.4f}: bounded and of fixed size, unlike raw integers 0, 1, 2, ...",
-             f"Bounded is not small: token embeddings drawn from N(0, {std}^2) have mean length "
-             f"{emb_norm:.4f}, so |PE| / |embedding| = {ratio:.1f} and the position dominates the sum.",
-             f"The 2017 Transformer multiplies embeddings by sqrt(d_model) = {math.sqrt(d_model):.1f} first; "
-             f"with the same initialisation that brings the ratio to {scaled_ratio:.2f}."],
-            {"shape": list(out.shape), "max_abs": largest, "d_model": d_model, "embedding_std": std,
-             "pe_norm": [float(pe_norm.min()), float(pe_norm.max())], "embedding_norm": emb_norm,
-             "ratio": ratio, "ratio_scaled": scaled_ratio})
+             f"{float(pe_norm.max()):.4f}.",
+             f"Scale used here and in posenc tour: posenc's TinyLM, word vectors N(0, "
+             f"{sizes['embedding_std']}^2) times sqrt(d_model) = {sizes['embed_scale']:.1f}, mean length "
+             f"{sizes['word_norm']:.2f}. The position vector is {sizes['ratio']:.2f}x the word's length: "
+             f"the same size, so neither drowns the other.",
+             f"Raw integers instead: seat 1000 as 1000 in every coordinate is {raw:,.0f}x the word's length. "
+             f"(Without the sqrt(d_model) factor the sine code would be {unscaled:.1f}x, which is why the "
+             f"2017 Transformer scales its embeddings.)"],
+            {"shape": list(out.shape), "max_abs": largest, "d_model": d_model,
+             "embedding_std": sizes["embedding_std"], "embed_scale": sizes["embed_scale"],
+             "pe_norm": [float(pe_norm.min()), float(pe_norm.max())], "embedding_norm": sizes["word_norm"],
+             "ratio": sizes["ratio"], "ratio_unscaled": unscaled, "raw_ratio_1000": raw})
 
 
 def _learned_limit() -> Evidence:
@@ -233,6 +235,17 @@ def _linear_vs_ntk() -> Evidence:
 
 
 CHECKS: Tuple[Check, ...] = (
+    Check("bag-of-words", "why positions",
+          "Attention with no position information and no causal mask reads \"dog bites man\" and "
+          "\"man bites dog\". Does the vector it produces for \"dog\" differ?",
+          ("No: the same words give the same outputs, just listed in another order.",
+           "Yes: the softmax weighs earlier words more.",
+           "Yes: the query projection depends on where a word sits."),
+          0,
+          ("Without positions attention sees a bag of words.",
+           "The softmax only sees scores, and the scores only see the words.",
+           "The projections are the same matrix for every seat."),
+          _bag_of_words),
     Check("added", "input encodings",
           "A sinusoidal or learned position vector meets a token's embedding before the first layer. "
           "How are the two combined?",
@@ -304,17 +317,6 @@ CHECKS: Tuple[Check, ...] = (
            "The first pair turns a full radian per seat, like a second hand.",
            "Each pair turns at its own speed, from one radian per seat down to a tiny fraction."),
           _fast_columns),
-    Check("bag-of-words", "why positions",
-          "Attention with no position information and no causal mask reads \"dog bites man\" and "
-          "\"man bites dog\". Does the vector it produces for \"dog\" differ?",
-          ("No: the same words give the same outputs, just listed in another order.",
-           "Yes: the softmax weighs earlier words more.",
-           "Yes: the query projection depends on where a word sits."),
-          0,
-          ("Without positions attention sees a bag of words.",
-           "The softmax only sees scores, and the scores only see the words.",
-           "The projections are the same matrix for every seat."),
-          _bag_of_words),
     Check("alibi-head0", "ALiBi",
           "In an 8-head ALiBi model, what does head 0 add to the score of a key 10 tokens behind the "
           "query?",

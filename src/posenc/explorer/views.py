@@ -7,7 +7,10 @@ is ready to be sent as JSON. Nothing is recomputed in the browser: the page only
 so a picture can never drift from the mathematics it claims to show.
 
 Conventions: RoPE vectors use the half-split layout (pair ``i`` is ``(x[i], x[i + d/2])``), the one
-Hugging Face uses; angles are in radians unless a key says ``_deg``. ``-inf`` entries of a causal
+Hugging Face uses; angles are in radians unless a key says ``_deg``. Positive angles turn
+counter-clockwise, as RoPE's matrix ``(a, b) -> (a cos - b sin, a sin + b cos)`` does, and a relative
+angle is the query's turn minus the key's, ``(query seat - key seat) * theta``: positive when the query
+sits after the key (the convention ``posenc tour`` uses too). ``-inf`` entries of a causal
 mask are sent as ``null`` because JSON has no infinities.
 """
 
@@ -141,6 +144,10 @@ def rope_dials(head_dim: int, base: float, q_pos: int, k_pos: int, offset: int, 
     The query and key are fixed example vectors (``seed``). Pair ``i`` turns by ``theta_i`` per seat;
     the angle between the query's and the key's hands is ``(q_pos - k_pos) * theta_i`` and the score
     ``q' . k'`` depends on nothing else, so it is the same at ``(q_pos + offset, k_pos + offset)``.
+
+    ``q_pairs_unrotated`` / ``k_pairs_unrotated`` are the pairs before any turn (the dials' ghost
+    hands); ``q_turn_deg`` / ``k_turn_deg`` are the turns ``m * theta_i`` and ``n * theta_i`` at the
+    moved seats ``m = q_pos + offset``, ``n = k_pos + offset``, in [0, 360) degrees (counter-clockwise).
     """
     check_int("head_dim", head_dim, minimum=2, even=True)
     inv_freq = rope_inv_freq(head_dim, base)                                 # (d/2,) float64
@@ -168,6 +175,8 @@ def rope_dials(head_dim: int, base: float, q_pos: int, k_pos: int, offset: int, 
         "relative_angle": relative.tolist(),
         "relative_angle_deg": torch.rad2deg(relative).tolist(),
         "q_pairs": pairs(q_rot[0]), "k_pairs": pairs(k_rot[0]),
+        "q_pairs_unrotated": pairs(q), "k_pairs_unrotated": pairs(k),
+        "q_turn_deg": torch.rad2deg(angles[2]).tolist(), "k_turn_deg": torch.rad2deg(angles[3]).tolist(),
         "q_pairs_moved": pairs(q_rot[1]), "k_pairs_moved": pairs(k_rot[1]),
         "pair_scores": contrib[0].tolist(), "pair_scores_moved": contrib[1].tolist(),
         "score": float(q_rot[0] @ k_rot[0]),
@@ -184,6 +193,10 @@ def word_order_view(text_a: str, text_b: str, query_word: str, key_word: str,
     2-D drawing. Each word gets a fixed 2-D content vector. Without positions the score of
     ``query_word`` attending to ``key_word`` is the same in both sentences (same two vectors); with
     RoPE it depends on the signed seat difference, whose angle flips sign when the words swap places.
+
+    ``relative_angle_deg`` is the turn from the key's hand to the query's,
+    ``(query seat - key seat) * degrees``, counter-clockwise positive: for "dog bites man" with query
+    "bites" and key "dog" it is +degrees, the tour's "dog to bit" angle for its sentence A.
     """
     check_float("degrees", degrees, minimum=1.0, maximum=179.0)
     inv_freq = torch.tensor([math.radians(degrees)], dtype=torch.float64)
@@ -198,14 +211,14 @@ def word_order_view(text_a: str, text_b: str, query_word: str, key_word: str,
                 raise ValueError(f"{role} {word!r} does not occur in {name} {text!r}")
         qi, ki = lowered.index(query_word.lower()), lowered.index(key_word.lower())
         seat_angles = rope_angles(torch.arange(len(words)), inv_freq)[:, 0]   # (W,)
-        relative = wrap_angle(torch.tensor(float(ki - qi), dtype=torch.float64) * inv_freq)[0]
+        relative = wrap_angle(torch.tensor(float(qi - ki), dtype=torch.float64) * inv_freq)[0]
         q_rot = rotate_at(q, [qi], inv_freq)[0]
         k_rot = rotate_at(k, [ki], inv_freq)[0]
         sentences.append({
             "text": text, "words": words,
             "seat_angles_deg": torch.rad2deg(seat_angles).tolist(),
             "query_seat": qi, "key_seat": ki,
-            "key_minus_query_seats": ki - qi,
+            "query_minus_key_seats": qi - ki,
             "relative_angle_deg": math.degrees(float(relative)),
             "score_rope": float(q_rot @ k_rot),
             "score_nope": float(q @ k),
@@ -225,21 +238,44 @@ def _rope_decay(head_dim: int, base: float, distances: List[int]) -> torch.Tenso
     return (q_rot @ k_rot) / head_dim
 
 
+#: ``score_distances`` keeps every distance up to this one, then spaces the rest geometrically.
+DENSE_DISTANCES = 128
+
+
+def octave_means(values: torch.Tensor, at: Sequence[int]) -> torch.Tensor:
+    """Mean of ``values[j]`` over ``d / sqrt(2) <= j <= d * sqrt(2)`` for each ``d`` in ``at`` -> (len(at),).
+
+    ``values`` holds one number per distance ``0..len - 1``. The window is one octave wide around ``d``
+    (the same width everywhere on a log-distance axis); at ``d = 0`` it is just distance 0.
+    """
+    n = values.shape[0]
+    prefix = torch.cat((values.new_zeros(1), values.cumsum(0)))                # (n + 1,)
+    d = torch.tensor(list(at), dtype=torch.float64)
+    lo = torch.ceil(d / math.sqrt(2)).long().clamp(0, n - 1)
+    hi = torch.floor(d * math.sqrt(2)).long().clamp(0, n - 1)
+    hi = torch.maximum(hi, lo)
+    return (prefix[hi + 1] - prefix[lo]) / (hi - lo + 1).to(values.dtype)
+
+
 def score_distances(max_distance: int, points: int = MAX_SCORE_POINTS) -> List[int]:
-    """Every distance ``0..max_distance`` if there are at most ``points``, else ``points`` of them spread
-    evenly (0 and ``max_distance`` included), so the response stays the same size however far it reaches."""
+    """Every distance ``0..max_distance`` if there are at most ``points``; else every distance up to
+    :data:`DENSE_DISTANCES` and geometrically spaced ones after it (``max_distance`` included), so the
+    response stays the same size however far it reaches and a log-distance axis is evenly covered."""
     if max_distance + 1 <= points:
         return list(range(max_distance + 1))
-    grid = torch.linspace(0, max_distance, points, dtype=torch.float64).round().long()
-    return sorted(set(grid.tolist()))
+    dense = list(range(DENSE_DISTANCES + 1))
+    rest = points - len(dense)
+    grid = torch.logspace(math.log10(DENSE_DISTANCES), math.log10(max_distance), rest + 1,
+                          dtype=torch.float64).round().long()
+    return sorted(set(dense) | set(grid.tolist()) | {max_distance})
 
 
 def scores_view(head_dim: int, base: float, d_model: int, sin_base: float, heads: int,
                 max_distance: int, compare_base: Optional[float] = None) -> dict:
     """How each scheme's score between two positions changes with their distance ``0..max_distance``.
 
-    Sampled at :func:`score_distances` (every distance up to :data:`MAX_SCORE_POINTS` of them); the
-    values at the sampled distances are exact.
+    Sampled at :func:`score_distances` (at most :data:`MAX_SCORE_POINTS` distances); the values at the
+    sampled distances are exact.
 
     * RoPE: ``q' . k'`` for ``q = k = ones(head_dim)``, query at position ``d``, key at 0, divided by
       ``head_dim`` (so distance 0 gives 1). This is the long-range decay curve of RoFormer section
@@ -248,12 +284,15 @@ def scores_view(head_dim: int, base: float, d_model: int, sin_base: float, heads
     * ALiBi: the bias each head adds at distance ``d``, ``-slope_h * d``.
 
     ``compare_base`` adds the RoPE curve for a second base (``rope_compare``), to see how a larger
-    ``rope_theta`` stretches the decay over longer distances.
+    ``rope_theta`` stretches the decay over longer distances. ``rope_trend`` is the RoPE curve
+    averaged over one octave of distances around each sampled one (:func:`octave_means` of the exact
+    score at every distance), which shows the decay under the ripples of the fast pairs.
     """
     check_int("head_dim", head_dim, minimum=2, even=True)
     distances = score_distances(max_distance)
     index = torch.tensor(distances)                                           # (P,)
     rope = _rope_decay(head_dim, base, distances)                             # (P,)
+    trend = octave_means(_rope_decay(head_dim, base, list(range(max_distance + 1))), distances)   # (P,)
     compare = None if compare_base is None else _rope_decay(head_dim, compare_base, distances).tolist()
     table = sinusoidal_table(max_distance + 1, d_model, sin_base, dtype=torch.float64)[index]   # (P, d)
     sinus = (table @ table[0]) / (d_model / 2)                                # (P,)
@@ -262,7 +301,7 @@ def scores_view(head_dim: int, base: float, d_model: int, sin_base: float, heads
     return {
         "head_dim": head_dim, "base": base, "d_model": d_model, "sin_base": sin_base,
         "heads": heads, "max_distance": max_distance, "distances": distances,
-        "rope": rope.tolist(), "sinusoidal": sinus.tolist(),
+        "rope": rope.tolist(), "rope_trend": trend.tolist(), "sinusoidal": sinus.tolist(),
         "compare_base": compare_base, "rope_compare": compare,
         "alibi_slopes": slopes.tolist(), "alibi": bias.tolist(),
     }

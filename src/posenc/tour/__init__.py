@@ -5,8 +5,9 @@ to ``ctx.console``, writes any figure into ``ctx.out_dir``, and records every nu
 ``ctx.facts`` under a stable key, so the test suite can recompute each one independently from the
 library and the mathematics and compare.
 
-Adding a section: write a module in this package with a function taking a :class:`TourContext`, and
-append ``(title, function)`` to :data:`SECTIONS`. Record numbers with ``ctx.record(key, value)``
+Adding a section: write a module in this package with a function taking a :class:`TourContext`
+that opens with :func:`posenc.tour._show.plain` (the idea in everyday words, before any jargon), and
+append a :class:`Section` to :data:`SECTIONS`. Record numbers with ``ctx.record(key, value)``
 (it refuses a key used twice) and write figures with :func:`posenc.tour._plot.save`, which records
 their paths under ``figure.<name>``. Sections run with the torch seed set to 0 inside a forked
 random state, so their numbers are reproducible.
@@ -19,7 +20,7 @@ import os
 import pathlib
 import time
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import rich.console
 import torch
@@ -59,32 +60,81 @@ class TourContext:
         return self.out_dir / f"{name}.png"
 
 
-Section = Tuple[str, Callable[[TourContext], None]]
+@dataclass(frozen=True)
+class Section:
+    """One section of the tour.
 
-from . import bag, configs, extension, learned_limit, mistakes, naive, rotary, waves  # noqa: E402
+    Attributes:
+        name: short name for ``posenc tour --section NAME``.
+        title: the heading printed above the section.
+        run: the function that prints the section (it takes a :class:`TourContext`).
+    """
 
-#: The tour, in order: (title, function).
+    name: str
+    title: str
+    run: Callable[[TourContext], None]
+
+
+from . import (bag, big_picture, configs, extension, learned_limit, mistakes, naive,  # noqa: E402
+               rotary, waves)
+
+#: The tour, in the lesson's order. Numbers in titles are added when printed.
 SECTIONS: List[Section] = [
-    ("1. A bag of tiles", bag.bag_of_tiles),
-    ("2. Why plain seat numbers fail", naive.plain_seat_numbers),
-    ("3. Sine waves: three rules, measured", waves.three_rules),
-    ("4. The wave fingerprint of seats 0-3", waves.fingerprint),
-    ("5. A learned table has a last row", learned_limit.learned_overflow),
-    ("6. RoPE: rotate queries and keys", rotary.rope_demo),
-    ("7. Three common mistakes", mistakes.common_mistakes),
-    ("8. Preview: stretching RoPE to longer contexts", extension.context_extension),
-    ("9. Real configs: Llama 3.1 and Phi-3.5 read from config.json", configs.real_configs),
+    Section("bag", "A bag of tiles", bag.bag_of_tiles),
+    Section("seats", "Why plain seat numbers fail", naive.plain_seat_numbers),
+    Section("rules", "Sine waves: three rules, measured", waves.three_rules),
+    Section("fingerprint", "The wave fingerprint of seats 0-3", waves.fingerprint),
+    Section("learned", "A learned table has a last row", learned_limit.learned_overflow),
+    Section("rope", "RoPE: rotate queries and keys", rotary.rope_demo),
+    Section("extension", "Stretching RoPE to longer contexts", extension.context_extension),
+    Section("configs", "Real configs: Llama 3.1 and Phi-3.5 read from config.json", configs.real_configs),
+    Section("mistakes", "Three common mistakes", mistakes.common_mistakes),
+    Section("big-picture", "Key points and the big picture", big_picture.big_picture),
 ]
 
 
+def section_names(sections: Optional[Sequence[Section]] = None) -> List[str]:
+    """The names ``--section`` accepts, in tour order."""
+    return [s.name for s in (SECTIONS if sections is None else sections)]
+
+
+def select_sections(choices: Sequence[str], sections: Optional[Sequence[Section]] = None) -> List[Section]:
+    """The sections named by ``choices``: 1-based numbers (``"3"``) or names (``"rope"``), in the order given.
+
+    Raises:
+        ValueError: naming the choice that matches nothing, and every valid number and name.
+    """
+    pool = list(SECTIONS if sections is None else sections)
+    chosen = []
+    for choice in choices:
+        text = str(choice).strip().lower()
+        if text.isdigit() and 1 <= int(text) <= len(pool):
+            chosen.append(pool[int(text) - 1])
+            continue
+        match = [s for s in pool if s.name == text]
+        if not match:
+            valid = ", ".join(f"{i} or {s.name}" for i, s in enumerate(pool, 1))
+            raise ValueError(f"--section must be a section number 1-{len(pool)} or a name, got {choice!r}; "
+                             f"valid sections: {valid}")
+        chosen.append(match[0])
+    return chosen
+
+
+def numbered(section: Section, sections: Optional[Sequence[Section]] = None) -> str:
+    """``"6. RoPE: rotate queries and keys"``: the title with the section's place in the tour."""
+    pool = list(SECTIONS if sections is None else sections)
+    return f"{pool.index(section) + 1}. {section.title}" if section in pool else section.title
+
+
 def run_tour(out_dir=DEFAULT_OUT, console: Optional[rich.console.Console] = None,
-             sections: Optional[List[Section]] = None) -> TourContext:
+             sections: Optional[Sequence[Union[Section, Tuple[str, Callable]]]] = None) -> TourContext:
     """Run every section (or the given ones) and return the context holding the recorded facts.
 
     Args:
         out_dir: folder for the figures (created if missing).
         console: where to print; ``None`` prints to the terminal.
-        sections: ``(title, function)`` pairs to run instead of :data:`SECTIONS`.
+        sections: :class:`Section` objects, or ``(title, function)`` pairs, to run instead of
+            :data:`SECTIONS`.
 
     Each section runs with a forked random-number state, so the tour neither depends on nor
     disturbs the caller's torch seed.
@@ -100,11 +150,15 @@ def run_tour(out_dir=DEFAULT_OUT, console: Optional[rich.console.Console] = None
     chosen = SECTIONS if sections is None else sections
     out.mkdir(parents=True, exist_ok=True)
     ctx = TourContext(console=console or rich.console.Console(), out_dir=out, facts={})
-    for title, section in chosen:
+    for item in chosen:
+        if isinstance(item, Section):
+            title, function = numbered(item), item.run
+        else:
+            title, function = item
         ctx.console.rule(f"[bold]{title}")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
-            section(ctx)
+            function(ctx)
         ctx.console.print()
     return ctx
 
@@ -112,11 +166,30 @@ def run_tour(out_dir=DEFAULT_OUT, console: Optional[rich.console.Console] = None
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR", default=str(DEFAULT_OUT),
                         help=f"folder for the tour's figures (default: {DEFAULT_OUT})")
+    parser.add_argument("--list", action="store_true", help="list the sections and exit")
+    parser.add_argument("--section", metavar="N|NAME", action="append", default=None,
+                        help="run only this section, by number or name (repeat for several; "
+                             "see --list)")
+
+
+def print_list(console: rich.console.Console) -> None:
+    """The table of contents: number, name for --section, title."""
+    console.print("[bold]posenc tour[/]: sections (run one with [cyan]posenc tour --section N[/] or by name)")
+    for i, section in enumerate(SECTIONS, 1):
+        console.print(f"  {i:>2}  [cyan]{section.name:<12}[/] {section.title}", highlight=False)
 
 
 def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     console = rich.console.Console()
+    if args.list:
+        print_list(console)
+        return 0
+    try:
+        chosen = select_sections(args.section) if args.section else SECTIONS
+    except ValueError as err:
+        console.print(f"[bold red]posenc tour:[/] {err}", highlight=False)
+        return 2
     out = pathlib.Path(args.out)
     if out.exists() and not out.is_dir():
         console.print(f"[bold red]posenc tour:[/] --out must be a folder (existing or new), but "
@@ -127,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
         "Attention reads every token at once, so position has to be put in on purpose. This tour "
         "shows why, and how each common scheme does it. Every number is computed now by posenc "
         f"itself; the figures go to [cyan]{out}[/].", title="posenc tour"))
-    ctx = run_tour(out, console=console)
+    ctx = run_tour(out, console=console, sections=chosen)
     figures = sorted(pathlib.Path(v).name for k, v in ctx.facts.items() if k.startswith("figure."))
     console.print(f"[bold green]Tour finished[/] in {time.perf_counter() - start:.1f} s: "
                   f"{len(ctx.facts)} facts computed live; figures in "

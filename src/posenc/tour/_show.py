@@ -13,6 +13,16 @@ def prose(ctx, text: str) -> None:
     ctx.console.print()
 
 
+#: What every section's first line starts with: the idea in everyday words, before any jargon.
+PLAIN_PREFIX = "In plain words:"
+
+
+def plain(ctx, text: str) -> None:
+    """Print a section's opening line: the idea in everyday words, before any technical term."""
+    ctx.console.print(f"[bold]{PLAIN_PREFIX}[/] " + " ".join(text.split()), highlight=False)
+    ctx.console.print()
+
+
 def table(*columns: str, title: str = "") -> Table:
     """A rich table: a left-aligned label column, then right-aligned value columns.
 

@@ -12,7 +12,7 @@ import torch
 
 from ..factory import SCHEMES
 from ..model import ModelConfig, TinyLM
-from ._show import prose, sci, table, verdict
+from ._show import plain, prose, sci, table, verdict
 
 SENTENCE_A = "the dog bit the man"
 SENTENCE_B = "the man bit the dog"
@@ -71,12 +71,16 @@ def hidden(model: TinyLM, sentence: str, causal: bool) -> torch.Tensor:
 
 
 def bag_of_tiles(ctx) -> None:
+    plain(ctx, """A transformer looks at all the words of a sentence at the same moment, like tiles
+    shaken out of a bag. Unless something tells it, it cannot know which word came first.""")
     prose(ctx, f"""A transformer reads all tokens at once. Nothing in self-attention itself says
     which token came first: every query compares itself with every key, and the result depends only
     on what the tokens are. We feed [bold]"{SENTENCE_A}"[/] and [bold]"{SENTENCE_B}"[/] (one token
     per word) through posenc's reference model, [cyan]posenc.TinyLM[/] (2 layers, width 32, 4 heads,
     untrained), with attention [italic]unmasked[/] (every token sees every other, as in an encoder),
-    and average each sentence's output vectors into one pooled vector.""")
+    and average each sentence's output vectors into one pooled vector. Where position is used at all,
+    the model's input for each word is its word vector [italic]plus[/] a position vector of the same
+    width: input = word + position.""")
 
     perm = permutation(SENTENCE_A, SENTENCE_B)
     nope = tiny_model("nope")

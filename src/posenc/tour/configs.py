@@ -15,7 +15,7 @@ import torch
 from ..fixtures import load_fixture
 from ..rope import RotaryEmbedding, rope_inv_freq
 from ._plot import new_figure, save
-from ._show import prose, table
+from ._show import plain, prose, table
 
 #: (fact key, fixture name)
 MODELS = (("llama31", "llama-3.1-8b"), ("phi35", "phi-3.5-mini-instruct"))
@@ -30,6 +30,8 @@ def pair_bands(scaled: torch.Tensor, default: torch.Tensor, factor: float):
 
 
 def real_configs(ctx) -> None:
+    plain(ctx, """Real models write these choices into a settings file that ships with the weights.
+    We read two of them and see what their settings do to the clock hands.""")
     prose(ctx, """Real models ship their RoPE settings in [cyan]config.json[/]: a base
     ([cyan]rope_theta[/]) and a [cyan]rope_scaling[/] dict. Two public configs, loaded with
     [cyan]RotaryEmbedding.from_hf_config[/] from the fixtures in [cyan]posenc.fixtures[/]:""")
@@ -107,6 +109,9 @@ def _explain(ctx, scalings: dict) -> None:
 
 
 def _draw(ctx, curves: dict) -> None:
+    prose(ctx, """Figure [cyan]real_config_wavelengths.png[/] shows, for each model, every pair's
+    wavelength unscaled and as its config scales it, beside the trained and the advertised context
+    lengths.""")
     fig = new_figure(10, 4.4)
     axes = fig.subplots(1, 2)
     for ax, (key, (source, default, scaled, trained, context, rope)) in zip(axes, curves.items()):

@@ -14,7 +14,7 @@ import torch
 
 from ..rope import LinearScaling, NTKScaling, RotaryEmbedding, YaRNScaling, rope_frequencies
 from ._plot import new_figure, save
-from ._show import prose, sci, table
+from ._show import plain, prose, sci, table
 
 #: A Llama-2-like head: 128 rotated features, base 10000, trained on 4096 tokens, stretched 4x.
 ROTARY_DIM = 128
@@ -63,6 +63,9 @@ def times(count: float) -> str:
 
 
 def context_extension(ctx) -> None:
+    plain(ctx, """A model trained on short texts has only seen its slow clock hands in part of their
+    circle. To read longer texts, we slow the hands down so that the new seats still show positions
+    the model has seen.""")
     length = int(TRAINED * FACTOR)
     prose(ctx, f"""RoPE models are trained on a fixed length and then stretched. Take a Llama-2-like
     head: {ROTARY_DIM} rotated features ({ROTARY_DIM // 2} pairs), base {BASE:g}, trained on
@@ -102,10 +105,10 @@ def context_extension(ctx) -> None:
 
     linear = RotaryEmbedding(ROTARY_DIM, base=BASE, scaling=LinearScaling(factor=FACTOR),
                              max_position_embeddings=8)
-    plain = RotaryEmbedding(ROTARY_DIM, base=BASE, max_position_embeddings=8)
+    unscaled = RotaryEmbedding(ROTARY_DIM, base=BASE, max_position_embeddings=8)
     seats = torch.tensor([[0, 1_000, 4_000, TRAINED - 1]])
     cos_lin, sin_lin = linear.cos_sin(seats * int(FACTOR))
-    cos_def, sin_def = plain.cos_sin(seats)
+    cos_def, sin_def = unscaled.cos_sin(seats)
     same = ctx.record("extension.linear.interpolation_error",
                       float(torch.maximum((cos_lin - cos_def).abs(), (sin_lin - sin_def).abs()).max()))
     prose(ctx, f"""[bold]Linear[/] (position interpolation) divides every frequency by {FACTOR:g}:
@@ -130,6 +133,10 @@ def context_extension(ctx) -> None:
 
 
 def _draw(ctx, results: dict) -> None:
+    prose(ctx, f"""Figure [cyan]rope_scaling_wavelengths.png[/] plots every pair's wavelength (how
+    many seats one full turn takes) under each scaling, with the trained length {TRAINED:,} and the
+    target length {int(TRAINED * FACTOR):,} as horizontal lines: a pair whose curve lies above the
+    trained line has never finished a turn in training.""")
     fig = new_figure(8, 4.6)
     ax = fig.subplots()
     index = range(ROTARY_DIM // 2)

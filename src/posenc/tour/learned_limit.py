@@ -6,7 +6,7 @@ import torch
 
 from ..learned import LearnedPositionalEmbedding, PositionOutOfRangeError
 from ..sinusoidal import SinusoidalPositionalEncoding
-from ._show import prose, signed, table
+from ._show import plain, prose, signed, table
 
 #: BERT's table: 512 rows. The tour uses a narrow width; the limit does not depend on it.
 ROWS = 512
@@ -21,6 +21,8 @@ def interpolation_source(row: int, old_rows: int, new_rows: int) -> float:
 
 
 def learned_overflow(ctx) -> None:
+    plain(ctx, """Another way is to let the model learn one vector per seat, like a numbered list.
+    It works, but the list has a last entry, and beyond it the model has nothing.""")
     prose(ctx, f"""BERT and GPT-2 learn one vector per seat in a second embedding table. We build
     [cyan]posenc.LearnedPositionalEmbedding({ROWS}, {D_MODEL})[/], a {ROWS}-row table like BERT's,
     and ask it for seats 510, 511 and 512:""")

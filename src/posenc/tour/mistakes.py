@@ -12,7 +12,7 @@ from ..model import Block, CausalSelfAttention, ModelConfig, TinyLM
 from ..rope import RotaryEmbedding
 from ..schemes import PositionScheme
 from ..sinusoidal import SinusoidalPositionalEncoding, sinusoidal_table
-from ._show import prose, sci, table, verdict
+from ._show import plain, prose, sci, table, verdict
 
 #: Small model for the training-step and rotation checks.
 D_MODEL = 32
@@ -76,6 +76,8 @@ def parameter_count(module: nn.Module) -> int:
 
 
 def common_mistakes(ctx) -> None:
+    plain(ctx, """Three slips are easy to make when writing this code. We make each one on purpose
+    and measure what breaks.""")
     _parameter_instead_of_buffer(ctx)
     _concatenate_instead_of_add(ctx)
     _rotating_values(ctx)
@@ -83,9 +85,13 @@ def common_mistakes(ctx) -> None:
 
 def _parameter_instead_of_buffer(ctx) -> None:
     prose(ctx, """[bold]Mistake 1: the fixed sine table as an nn.Parameter.[/] The table is a
-    constant of mathematics, not a weight. We build two copies of posenc's TinyLM, one with
+    constant of mathematics, not a weight the training should change. PyTorch has a place for such
+    tensors: a "buffer" travels with the module (to the GPU, for example) but the optimizer never
+    touches it, and a "non-persistent" buffer is also left out of saved checkpoints, since it can
+    be rebuilt from the formula. We build two copies of posenc's TinyLM, one with
     [cyan]SinusoidalPositionalEncoding[/] (the table is a non-persistent buffer) and one whose table
-    is an [cyan]nn.Parameter[/], and take one Adam step on the same sentence.""")
+    is an [cyan]nn.Parameter[/] (a trainable weight), and take one training step (Adam) on the same
+    sentence.""")
     config = ModelConfig(scheme="sinusoidal", vocab_size=256, d_model=D_MODEL, n_layers=1,
                          n_heads=N_HEADS, max_len=ROWS)
     tokens = torch.tensor([list(b"the dog bit the man")])                        # (1, 19) bytes
@@ -127,7 +133,8 @@ def _parameter_instead_of_buffer(ctx) -> None:
     (of the {used} seats the sentence used) no longer follow the formula. It also adds {extra:,} numbers for the
     optimizer to carry; cast to bf16 it is rounded by up to {err_param:.4f}. The buffer never
     receives a gradient, is not saved in the state_dict (saved: {in_state}), follows the module on
-    every [cyan].to()[/] (moved to the "{moved.pe.device.type}" device here), and posenc keeps it in
+    every [cyan].to()[/] (here even to PyTorch's stand-in device for tensors that have a shape but
+    no memory, called "{moved.pe.device.type}"), and posenc keeps it in
     float32 when the model is cast to a low precision.""")
 
 
@@ -140,8 +147,9 @@ def _concatenate_instead_of_add(ctx) -> None:
     rows = (("a linear map back to the model width", project_add, project_cat),
             ("one transformer block (attention + MLP)", added, concatenated))
     prose(ctx, f"""[bold]Mistake 2: concatenating instead of adding.[/] Gluing a {WIDE}-wide position
-    vector onto a {WIDE}-wide word vector makes every token {2 * WIDE} wide. Parameter counts of
-    posenc's own layers (built on the meta device, so only their sizes exist):""")
+    vector onto a {WIDE}-wide word vector makes every token {2 * WIDE} wide. Below are the weight
+    counts of posenc's own layers. We only need their sizes, so we build them on the "meta" device
+    met above, where tensors have a shape but no memory and no values:""")
     t = table("layer", f"input {WIDE}\n(added)", f"input {2 * WIDE}\n(concatenated)", "ratio")
     for label, small, big in rows:
         key = "linear" if isinstance(small, nn.Linear) else "block"

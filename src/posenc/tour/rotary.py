@@ -14,7 +14,7 @@ import torch
 
 from ..rope import RotaryEmbedding, apply_rotary, rope_cos_sin
 from ._plot import new_figure, save
-from ._show import prose, sci, table, verdict
+from ._show import plain, prose, sci, signed, table, verdict
 
 #: The lesson's demonstration: one 2-D pair turned by theta = 0.5 radians per seat.
 THETA = 0.5
@@ -74,6 +74,9 @@ def wrap_degrees(angle: float) -> float:
 
 
 def rope_demo(ctx) -> None:
+    plain(ctx, """Modern models add nothing to the word. Inside attention they turn small pieces of
+    each query and key like clock hands, further the later the word sits, so that only the gap
+    between two words changes their match.""")
     prose(ctx, f"""Modern LLMs (Llama, Mistral, Qwen, DeepSeek) add nothing to the input. Inside
     every attention layer, RoPE splits each query and key into pairs of numbers and turns pair i of
     the token at seat m by the angle m * theta_i. The score of query seat m against key seat n is then
@@ -148,6 +151,30 @@ def _module_check(ctx) -> None:
     {scores[100_000]:.6f} at 100005/100002 (spread {sci(spread)}, float32 rounding).""")
 
 
+def sign_check(theta: float = DIAL_THETA) -> torch.Tensor:
+    """(1, 0) turned by one seat of ``theta`` with the library's rotation, float64 shape (2,).
+
+    With RoPE's matrix ``(a, b) -> (a cos - b sin, a sin + b cos)`` a positive angle moves (1, 0) to
+    (cos, sin): its second coordinate is positive, a counter-clockwise turn on ordinary axes.
+    """
+    return rotate_2d(torch.tensor([[1.0, 0.0]]), [1], theta)[0]
+
+
+def _sign_convention(ctx) -> None:
+    moved = sign_check()
+    ctx.record("rope.sign.turned_x", float(moved[0]))
+    ctx.record("rope.sign.turned_y", float(moved[1]))
+    ctx.record("rope.sign.counter_clockwise", bool(moved[1] > 0))
+    prose(ctx, f"""[bold]Which way the hands turn.[/] Everywhere in posenc (this tour, the explorer,
+    the figures) a positive angle turns counter-clockwise, as in school geometry: RoPE's 2x2
+    matrix sends (a, b) to (a cos - b sin, a sin + b cos), and posenc's [cyan]apply_rotary[/] turns
+    (1, 0) by one seat of {math.degrees(DIAL_THETA):.0f} degrees to ({signed(float(moved[0]), 3)},
+    {signed(float(moved[1]), 3)}), up and to the left of where it started. The lesson calls the same
+    +30 degree step "clockwise" because it reads its dials like a clock; drawn in a mirror, one
+    turn looks like the other. What attention uses is the signed angle [italic]between[/] two hands,
+    and that sign is the same in both pictures: positive when the query sits after the key.""")
+
+
 def _dials(ctx) -> None:
     seats = list(range(4))
     angles = hand_angles(seats)
@@ -157,6 +184,7 @@ def _dials(ctx) -> None:
     prose(ctx, f"""The clock picture: with theta = {step:.0f} degrees per seat, RoPE turns the vector
     (1, 0), which points at 0 degrees, to {", ".join(f"{float(a):.0f}" for a in angles)} degrees at
     seats {seats[0]}-{seats[-1]}.""")
+    _sign_convention(ctx)
     t = table("sentence", "dog at", "bit at", "dog's hand", "bit's hand", "dog to bit")
     relative = {}
     for name, words in SENTENCES.items():
@@ -174,7 +202,9 @@ def _dials(ctx) -> None:
     {relative['B']:+.0f} degrees. The words are the same, only the sign of the angle between them
     changed, and the attention score follows: with "bit" querying q = {list(bit_q)} and "dog" keyed
     k = {list(dog_k)}, the score is {score_a:.5f} in A and {score_b:.5f} in B. Values are never turned:
-    they carry what a token says, not where it is.""")
+    they carry what a token says, not where it is. Figure [cyan]rope_clock_dials.png[/] draws both
+    sentences: each word's hand, the unturned hand at 0 degrees as a faint grey line, and the turn
+    between them shaded.""")
     _draw_dials(ctx, angles)
 
 
@@ -192,6 +222,9 @@ def _draw_dials(ctx, angles: torch.Tensor) -> None:
                         color="0.6", linewidth=0.8)
             a = math.radians(float(angles[seat]))
             colour = colours.get(word, "0.35")
+            ax.plot([0, 0.8], [0, 0], color="0.75", linewidth=1.5, linestyle="--")   # unturned hand
+            if angles[seat] > 0:
+                ax.add_patch(_wedge(float(angles[seat]), colour))
             ax.annotate("", xy=(0.8 * math.cos(a), 0.8 * math.sin(a)), xytext=(0, 0),
                         arrowprops=dict(arrowstyle="-|>", color=colour, linewidth=2.2))
             ax.set_title(f'seat {seat}: "{word}"\n{float(angles[seat]):.0f} deg', fontsize=9,
@@ -212,3 +245,9 @@ def _draw_dials(ctx, angles: torch.Tensor) -> None:
 def _circle():
     from matplotlib.patches import Circle
     return Circle((0, 0), 1.0, fill=False, color="0.4", linewidth=1.2)
+
+
+def _wedge(degrees: float, colour):
+    """The shaded turn from 0 to ``degrees``, counter-clockwise (matplotlib's own direction)."""
+    from matplotlib.patches import Wedge
+    return Wedge((0, 0), 0.45, 0.0, degrees, color=colour, alpha=0.18)

@@ -9,7 +9,7 @@ import torch
 
 from ..sinusoidal import sinusoidal_frequencies, sinusoidal_table
 from ._plot import new_figure, save
-from ._show import prose, sci, signed, table, verdict
+from ._show import plain, prose, sci, signed, table, verdict
 
 #: Table measured for the three rules: a modest width, 10,000 seats.
 D_MODEL = 128
@@ -73,6 +73,8 @@ def min_pairwise_distance(rows: torch.Tensor, chunk: int = 2048) -> Tuple[float,
 
 
 def three_rules(ctx) -> None:
+    plain(ctx, """Instead of one number that keeps growing, give every seat a set of waves, like the
+    hands of a clock turning at different speeds. Wave values always stay between -1 and 1.""")
     prose(ctx, f"""The 2017 transformer codes seat [italic]pos[/] with waves: column 2i holds
     sin(pos / 10000^(2i/d)) and column 2i+1 the cosine of the same angle. Early columns turn fast,
     late columns slowly, like the hands of a clock. We build the table with
@@ -86,9 +88,11 @@ def three_rules(ctx) -> None:
                       highlight=False)
     ctx.console.print()
 
-    prose(ctx, """[bold]Rule 2, a step is a step.[/] Moving k seats turns each (sin, cos) pair by
-    the fixed angle k * w_i. So PE(pos + k) = R_k PE(pos), where R_k is block diagonal with 2x2
-    rotations and does not depend on pos. We build R_k from the frequencies alone and check it
+    prose(ctx, """[bold]Rule 2, a step is a step.[/] Moving k seats turns every clock hand by the same
+    amount, whichever seat you start from: each (sin, cos) pair turns by the fixed angle k * w_i. In
+    matrix form PE(pos + k) = R_k PE(pos), where R_k holds one small 2x2 turning matrix per pair
+    along its diagonal and zeros everywhere else (a "block-diagonal" matrix); it does not depend on
+    pos. We build R_k from the frequencies alone and check it
     against every seat of the table:""")
     t = table("k", "seats checked", "max |PE(p+k) - R_k PE(p)|", "max |R_k R_k^T - I|")
     for k in OFFSETS:
@@ -120,6 +124,9 @@ def three_rules(ctx) -> None:
 
 
 def _heatmap(ctx, seats: int = 200) -> None:
+    prose(ctx, f"""Figure [cyan]sinusoidal_heatmap.png[/] draws the table for seats 0-{seats - 1}:
+    on the left every value as a colour (fast columns flicker, slow ones barely change), on the
+    right three single columns, fast, medium and slow, as curves.""")
     pe = sinusoidal_table(seats, D_MODEL).numpy()                                 # (seats, D_MODEL)
     fig = new_figure(11, 4.6)
     left, right = fig.subplots(1, 2, width_ratios=(1.35, 1))
@@ -147,6 +154,8 @@ def _heatmap(ctx, seats: int = 200) -> None:
 
 
 def fingerprint(ctx) -> None:
+    plain(ctx, """Reading the waves at seats 0 to 3 gives each seat its own short list of numbers, a
+    fingerprint that no other seat shares.""")
     pe = sinusoidal_table(4, 4, dtype=torch.float64)                              # (4 seats, 4 columns)
     prose(ctx, """The lesson shows a "wave fingerprint" for seats 0-3 with a fast, a medium and a
     slow wave. Those numbers are the first three columns of the sinusoidal table with d_model = 4

@@ -288,10 +288,14 @@ export function cellAt(canvas, event, size) {
 }
 
 // -- clock dial ---------------------------------------------------------------------------------------
-// hands: [{angle (radians, counter-clockwise from 3 o'clock), length in [0, 1], color, label}]
-// arc: {from, to, color, label} drawn between two angles.
+// hands: [{angle (radians, counter-clockwise from 3 o'clock), length in [0, 1], color, label,
+// dash (optional stroke-dasharray, e.g. for a ghost hand)}]
+// arc: {from, to, color, label} drawn between two angles, counter-clockwise when to > from.
+// caption: one line of text, or an array of lines (the dial grows to fit them).
 export function dial(container, { size = 150, hands = [], arc = null, title = "", caption = "", ticks: tickCount = 12 } = {}) {
-  const root = svg("svg", { viewBox: `0 0 ${size} ${size + 34}`, class: "dial", role: "img", "aria-label": title }, container);
+  const lines = Array.isArray(caption) ? caption : caption ? [caption] : [];
+  const root = svg("svg", { viewBox: `0 0 ${size} ${size + 18 + 15 * Math.max(1, lines.length)}`, class: "dial",
+    role: "img", "aria-label": [title, ...lines].filter(Boolean).join("; ") }, container);
   const c = size / 2, r = size / 2 - 12;
   svg("circle", { cx: c, cy: c, r, class: "dial-face" }, root);
   for (let i = 0; i < tickCount; i++) {
@@ -306,13 +310,15 @@ export function dial(container, { size = 150, hands = [], arc = null, title = ""
     const x0 = c + Math.cos(arc.from) * rr, y0 = c - Math.sin(arc.from) * rr;
     const x1 = c + Math.cos(arc.to) * rr, y1 = c - Math.sin(arc.to) * rr;
     svg("path", { d: `M${c},${c} L${x0},${y0} A${rr},${rr} 0 ${large} ${sweep > 0 ? 0 : 1} ${x1},${y1} Z`,
-      fill: arc.color, opacity: 0.3, class: "dial-arc" }, root);
+      fill: arc.color, opacity: 0.3, class: "dial-arc", "data-from-deg": (arc.from * 180) / Math.PI,
+      "data-sweep-deg": (sweep * 180) / Math.PI }, root);
   }
   for (const hand of hands) {
     const len = r * Math.max(0.08, Math.min(1, hand.length ?? 0.9));
     const x1 = c + Math.cos(hand.angle) * len, y1 = c - Math.sin(hand.angle) * len;
     svg("line", { x1: c, y1: c, x2: x1, y2: y1, stroke: hand.color, "stroke-width": hand.width || 3,
-      "stroke-linecap": "round", class: "dial-hand" }, root);
+      "stroke-linecap": "round", "stroke-dasharray": hand.dash, class: hand.dash ? "dial-hand ghost" : "dial-hand",
+      "data-angle-deg": (hand.angle * 180) / Math.PI }, root);
     if (hand.label) {
       const lx = c + Math.cos(hand.angle) * (len + 9), ly = c - Math.sin(hand.angle) * (len + 9) + 4;
       svg("text", { x: lx, y: ly, "text-anchor": "middle", class: "dial-label", fill: hand.color }, root).textContent = hand.label;
@@ -320,7 +326,9 @@ export function dial(container, { size = 150, hands = [], arc = null, title = ""
   }
   svg("circle", { cx: c, cy: c, r: 3, fill: "#333" }, root);
   if (title) svg("text", { x: c, y: size + 12, "text-anchor": "middle", class: "dial-title" }, root).textContent = title;
-  if (caption) svg("text", { x: c, y: size + 28, "text-anchor": "middle", class: "dial-caption" }, root).textContent = caption;
+  lines.forEach((line, i) => {
+    svg("text", { x: c, y: size + 28 + 15 * i, "text-anchor": "middle", class: "dial-caption" }, root).textContent = line;
+  });
   return root;
 }
 

@@ -2,12 +2,47 @@
 
 import { bars, dial, fmt, html } from "../charts.js";
 import { $, COLORS, rope, focus, api, loader, slider, escapeText, valueSpan, views, register } from "../core.js";
+import { fitWidth, onResize } from "./workbench.js";
+
+// Text of this view that must match what the dials draw (kept here, next to the drawing).
+const LEDE = `RoPE cuts a query and a key into pairs of numbers and turns pair <var>i</var> of a token at seat
+  <var>m</var> by <var>m</var>·θ<sub>i</sub>, counter-clockwise. One dial per pair: the dashed hands are the query
+  (blue) and key (orange) before any turn, the solid hands after it, and the shaded wedge is the query's turn
+  <var>m</var>·θ<sub>i</sub>. Slide <em>move both</em>: every hand turns further, but the gap between query and key,
+  and so the score, stays put. Click a dial to find its pair in the wavelength view.`;
+const SIGN_NOTE = `Signs: angles are counter-clockwise, as RoPE's matrix (a, b) → (a cos − b sin, a sin + b cos)
+  turns them, and the angle printed here is the query's turn minus the key's, (query seat − key seat)·θ. It is
+  positive when the query comes after the key, the same convention as posenc tour ("dog" to "bit" is +30° in
+  its sentence A).`;
+
+// Axis numbers in at most 6 characters, so a 56 px margin never clips them ("0.00276" became "00276"
+// in a narrower one): three significant digits, exponent form below 0.01.
+export function shortNumber(v) {
+  const text = v !== 0 && Math.abs(v) < 0.01 ? v.toExponential(1) : String(Number(v.toPrecision(3)));
+  return text.replace("-", "−");
+}
+
+// Words joined by spaces into lines of at most `width` characters.
+function wrapWords(words, width) {
+  const lines = [""];
+  for (const word of words) {
+    const last = lines[lines.length - 1];
+    if (last && last.length + 1 + word.length > width) lines.push(word);
+    else lines[lines.length - 1] = last ? `${last} ${word}` : word;
+  }
+  return lines;
+}
 
 export function setupDials() {
+  const section = $("view-dials");
+  const lede = section.querySelector(".lede");
+  if (lede) lede.innerHTML = LEDE;
+  if ($("wo-sign-note")) $("wo-sign-note").textContent = SIGN_NOTE.replace(/\s+/g, " ");
   const q = slider("dl-q", () => refresh());
   const k = slider("dl-k", () => refresh());
   const offset = slider("dl-offset", () => refresh(20));
   const seed = slider("dl-seed", () => refresh());
+  const rad = (deg) => (deg * Math.PI) / 180;
 
   const refresh = loader("dials", async (signal) => {
     const d = await api("/api/rope/dials", { head_dim: rope.headDim, base: rope.base, q_pos: q(), k_pos: k(),
@@ -16,39 +51,53 @@ export function setupDials() {
     box.replaceChildren();
     const norms = [...d.q_pairs_moved, ...d.k_pairs_moved].map(([a, b]) => Math.hypot(a, b));
     const top = Math.max(...norms) || 1;
+    const m = d.q_pos + d.offset, n = d.k_pos + d.offset;
     d.theta.forEach((theta, i) => {
       const [qa, qb] = d.q_pairs_moved[i], [ka, kb] = d.k_pairs_moved[i];
-      const qAngle = Math.atan2(qb, qa), kAngle = Math.atan2(kb, ka);
-      let between = qAngle - kAngle;
-      between = Math.atan2(Math.sin(between), Math.cos(between));
+      const [qa0, qb0] = d.q_pairs_unrotated[i], [ka0, kb0] = d.k_pairs_unrotated[i];
+      const qGhost = Math.atan2(qb0, qa0), kGhost = Math.atan2(kb0, ka0);
+      const qLen = Math.hypot(qa, qb) / top, kLen = Math.hypot(ka, kb) / top;
       const holder = html("div", { class: "dial-box", "data-pair": i }, box);
       dial(holder, {
-        size: 140,
-        hands: [{ angle: kAngle, length: Math.hypot(ka, kb) / top, color: COLORS.k, label: "k" },
-          { angle: qAngle, length: Math.hypot(qa, qb) / top, color: COLORS.q, label: "q" }],
-        arc: { from: kAngle, to: kAngle + between, color: "#6a51a3" },
-        title: `pair ${i} · θ=${fmt(d.theta_deg[i], 2)}°/seat`,
-        caption: `q turned ${fmt(d.relative_angle_deg[i], 1)}° more than k`,
+        size: 150,
+        hands: [
+          { angle: kGhost, length: kLen, color: COLORS.k, width: 1.5, dash: "3 3" },
+          { angle: qGhost, length: qLen, color: COLORS.q, width: 1.5, dash: "3 3" },
+          { angle: Math.atan2(kb, ka), length: kLen, color: COLORS.k, label: "k" },
+          { angle: Math.atan2(qb, qa), length: qLen, color: COLORS.q, label: "q" }],
+        // the query's turn m·θ, counter-clockwise from its unturned hand (the server's angle, not a difference
+        // of drawn hands, so whole turns and rounding cannot change it)
+        arc: { from: qGhost, to: qGhost + rad(d.q_turn_deg[i]), color: COLORS.q },
+        title: `pair ${i}: θ = ${fmt(d.theta_deg[i], 3)}°`,
+        // seats with many digits are named m and n (the score line gives their values) so a line fits
+        caption: [`q turned ${m < 1e4 ? m : "m"}·θ = ${fmt(d.q_turn_deg[i], 1)}°`,
+          `k turned ${n < 1e4 ? n : "n"}·θ = ${fmt(d.k_turn_deg[i], 1)}°`,
+          `gap (m−n)·θ = ${fmt(d.relative_angle_deg[i], 1)}°`],
       });
       holder.dataset.relativeDeg = d.relative_angle_deg[i];
+      holder.dataset.qTurnDeg = d.q_turn_deg[i];
+      holder.dataset.kTurnDeg = d.k_turn_deg[i];
       holder.title = `pair ${i}: wavelength ${fmt(d.wavelength[i], 1)} positions. Click to find it in the wavelength view.`;
       holder.tabIndex = 0;
+      holder.setAttribute("role", "button");
+      holder.setAttribute("aria-label", `pair ${i}: query turned ${fmt(d.q_turn_deg[i], 1)} degrees, key ${fmt(d.k_turn_deg[i], 1)}, `
+        + `gap ${fmt(d.relative_angle_deg[i], 1)}. Open in the wavelength view.`);
       const follow = () => {
         focus.pair = i;
         for (const name of ["wavelengths", "precision"]) views[name].stale = true;
         window.location.hash = "#wavelengths";
       };
       holder.addEventListener("click", follow);
-      holder.addEventListener("keydown", (event) => { if (event.key === "Enter") follow(); });
+      holder.addEventListener("keydown", (event) => { if (event.key === "Enter" || event.key === " ") { event.preventDefault(); follow(); } });
     });
-    const mq = d.q_pos + d.offset, mk = d.k_pos + d.offset;
     $("dl-scoreline").innerHTML = `
       score q′·k′ at seats (m, n) = (${d.q_pos}, ${d.k_pos}): ${valueSpan("dl-score", d.score, 9)}
-      · moved to (${mq}, ${mk}): ${valueSpan("dl-score-moved", d.score_moved, 9)}
+      · moved to (${m}, ${n}): ${valueSpan("dl-score-moved", d.score_moved, 9)}
       · difference ${fmt(Math.abs(d.score - d.score_moved), 2)}
       · without RoPE q·k = ${fmt(d.score_unrotated, 6)}`;
-    bars($("dl-pair-bars"), d.pair_scores_moved, { height: 120, label: "score per pair",
-      colour: (v) => (v >= 0 ? COLORS.q : COLORS.sinusoidal) });
+    const barBox = $("dl-pair-bars");
+    bars(barBox, d.pair_scores_moved, { width: fitWidth(barBox, 560), height: 120, label: "score per pair",
+      tickFormat: shortNumber, left: 56, colour: (v) => (v >= 0 ? COLORS.q : COLORS.sinusoidal) });
   });
 
   // the order proof
@@ -60,26 +109,26 @@ export function setupDials() {
     box.replaceChildren();
     d.sentences.forEach((s, which) => {
       const holder = html("div", { class: "dial-box wide", "data-sentence": which }, box);
-      const rad = (deg) => (deg * Math.PI) / 180;
       const hands = s.words.map((w, i) => ({
-        angle: rad(s.seat_angles_deg[i]), length: i === s.query_seat || i === s.key_seat ? 0.92 : 0.55,
+        angle: rad(s.seat_angles_deg[i]), length: i === s.query_seat || i === s.key_seat ? 0.74 : 0.5,
         color: i === s.query_seat ? COLORS.q : i === s.key_seat ? COLORS.k : "#b9b9b9",
         width: i === s.query_seat || i === s.key_seat ? 3.5 : 2,
         label: i === s.query_seat || i === s.key_seat ? w : "",
       }));
       dial(holder, {
         size: 200, hands, ticks: Math.round(360 / d.degrees),
-        arc: { from: rad(s.seat_angles_deg[s.query_seat]), to: rad(s.seat_angles_deg[s.query_seat] + s.relative_angle_deg),
+        arc: { from: rad(s.seat_angles_deg[s.key_seat]), to: rad(s.seat_angles_deg[s.key_seat] + s.relative_angle_deg),
           color: "#6a51a3" },
         title: `${which ? "B" : "A"}: “${s.text}”`,
-        caption: s.words.map((w, i) => `${i}:${w}`).join(" "),
+        caption: wrapWords(s.words.map((w, i) => `${i}:${w}`), 30),
       });
     });
     const [a, b] = d.sentences;
     const line = (s, id, tag) => `<p><b>${tag}</b> “${escapeText(s.text)}”: “${escapeText(d.query_word)}” sits at seat
       ${s.query_seat} (${fmt(s.seat_angles_deg[s.query_seat], 0)}°), “${escapeText(d.key_word)}” at seat ${s.key_seat}
-      (${fmt(s.seat_angles_deg[s.key_seat], 0)}°): the key is
-      ${s.relative_angle_deg > 0 ? "+" : ""}${valueSpan(`${id}-rel`, s.relative_angle_deg, 1)}° from the query.
+      (${fmt(s.seat_angles_deg[s.key_seat], 0)}°): the query's hand is
+      ${s.relative_angle_deg > 0 ? "+" : ""}${valueSpan(`${id}-rel`, s.relative_angle_deg, 1)}° from the key's
+      (counter-clockwise positive).
       RoPE score ${valueSpan(`${id}-rope`, s.score_rope, 6)}.</p>`;
     $("wo-proof").innerHTML = `${line(a, "wo-a", "A")}${line(b, "wo-b", "B")}
       <p>Without positions both sentences give the score ${valueSpan("wo-nope", a.score_nope, 6)}
@@ -95,4 +144,5 @@ export function setupDials() {
     $("wo-proof-btn").textContent = proof.hidden ? "See the proof" : "Hide the proof";
   });
   register("dials", (wait) => { refresh(wait); order(wait); });
+  onResize(section, () => { refresh(0); order(0); });
 }

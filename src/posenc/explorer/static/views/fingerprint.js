@@ -2,6 +2,7 @@
 
 import { bars, cellAt, colourScale, diverging, fmt, fmtInt, heatmap, html, lineChart, sequential } from "../charts.js";
 import { $, COLORS, api, loader, slider, pow10, valueSpan, register } from "../core.js";
+import { fitWidth as chartWidth, heatAxes, onResize } from "./workbench.js";
 
 export function setupFingerprint() {
   const st = { table: null, cell: null, size: 1, hover: null };
@@ -26,17 +27,21 @@ export function setupFingerprint() {
     canvas.dataset.cell = st.size;
     $("fp-rows").textContent = table.length - 1;
     $("fp-cols").textContent = table.d_model - 1;
+    heatAxes(canvas.parentElement, table.length, table.d_model, { rowLabel: "position", colLabel: "dimension" });
     drawSeat();
     drawBarcodes(prints);
-    if (st.hover && st.hover.row < table.length && st.hover.col < table.d_model) hoverCell(st.hover, 0);
-    else { st.hover = null; cursor.hidden = true; }
+    // The readout always describes a cell of the table on screen: a cell the new settings removed is
+    // pulled to the nearest one that still exists, and every change recomputes its formula.
+    if (st.hover) {
+      hoverCell({ row: Math.min(st.hover.row, table.length - 1), col: Math.min(st.hover.col, table.d_model - 1) }, 0);
+    }
   });
 
   // Blocks are drawn at whole pixels; CSS then stretches the canvas to the panel's width (keeping square
   // cells) unless that would make it taller than `maxHeight`.
   function fitWidth(node, maxHeight) {
     const panel = node.closest(".panel");
-    const room = panel ? panel.clientWidth - 24 : node.width;
+    const room = panel ? panel.clientWidth - 24 - 40 : node.width;          // 40 px: the row tick labels
     if (room <= 0) { node.style.width = ""; return; }
     const zoom = Math.min(room / node.width, maxHeight / node.height);
     node.style.width = `${Math.floor(node.width * zoom)}px`;
@@ -47,7 +52,8 @@ export function setupFingerprint() {
     const pos = Math.min(seat(), st.table.length - 1);
     $("fp-seat-label").textContent = pos;
     const row = st.table.table[pos];
-    const node = bars($("fp-seat-bars"), row, { height: 110, colour: (v) => `rgb(${diverging(v).join(",")})`,
+    const node = bars($("fp-seat-bars"), row, { width: chartWidth($("fp-seat-bars"), 560), height: 110,
+      colour: (v) => `rgb(${diverging(v).join(",")})`,
       domain: [-1, 1], label: `position vector of seat ${pos}` });
     node.dataset.pos = pos;
     node.dataset.values = JSON.stringify(row);
@@ -75,7 +81,7 @@ export function setupFingerprint() {
     const column = st.table.table.map((r) => r[col]);
     const xs = column.map((_, i) => i);
     lineChart($("fp-wave"), {
-      width: 420, height: 170, title: `column ${col} over positions`,
+      width: chartWidth($("fp-wave"), 420), height: 170, title: `column ${col} over positions`,
       x: { domain: [0, Math.max(1, xs.length - 1)], label: `position (column ${col})` },
       y: { domain: [-1.05, 1.05], label: "value" },
       series: [{ name: `column ${col}`, xs, ys: column, color: col % 2 ? COLORS.q : COLORS.sinusoidal, points: true }],
@@ -105,13 +111,16 @@ export function setupFingerprint() {
     hoverCell({ row: Math.max(0, Math.min(st.table.length - 1, here.row + dr)),
       col: Math.max(0, Math.min(st.table.d_model - 1, here.col + dc)) });
   });
-  canvas.addEventListener("mousemove", (event) => {
+  // Mouse hover, and a tap or click (touch screens have no hover), both pick the cell under the pointer.
+  const pick = (event, always) => {
     if (!st.table) return;
     const cell = cellAt(canvas, event, st.size);
     if (cell.row < 0 || cell.col < 0 || cell.row >= st.table.length || cell.col >= st.table.d_model) return;
-    if (st.hover && st.hover.row === cell.row && st.hover.col === cell.col) return;
+    if (!always && st.hover && st.hover.row === cell.row && st.hover.col === cell.col) return;
     hoverCell(cell);
-  });
+  };
+  canvas.addEventListener("mousemove", (event) => pick(event, false));
+  canvas.addEventListener("click", (event) => pick(event, true));
 
   function drawBarcodes(prints) {
     const box = $("fp-barcodes");
@@ -126,10 +135,12 @@ export function setupFingerprint() {
     const dist = $("fp-dist");
     const top = Math.max(...prints.distances.flat());
     heatmap(dist, prints.distances, (v) => sequential(v / (top || 1)), { maxWidth: 260, maxHeight: 260 });
+    heatAxes(dist, prints.words.length, prints.words.length, { rowLabel: "seat", colLabel: "seat" });
     colourScale($("fp-dist-scale"), sequential, { lo: 0, hi: top, label: "distance |PE[p] − PE[q]|",
-      format: (v) => fmt(v, 2) });
+      width: chartWidth($("fp-dist-scale"), 260), format: (v) => fmt(v, 2) });
   }
 
   $("fp-text").addEventListener("input", () => refresh(200));
   register("fingerprint", refresh, false);
+  onResize($("view-fingerprint"), () => refresh(0));
 }

@@ -2,6 +2,7 @@
 
 import { fmtInt, lineChart } from "../charts.js";
 import { $, COLORS, rope, focus, api, loader, slider, pow2, valueSpan, register } from "../core.js";
+import { fitWidth, onResize } from "./workbench.js";
 
 export function setupPrecision() {
   const maxPos = slider("pr-max-log", () => refresh(), pow2, fmtInt);
@@ -16,7 +17,7 @@ export function setupPrecision() {
     const label = { bfloat16: "bfloat16 (pos·θ in bf16)", float16: "float16 (pos·θ in fp16)",
       float32: "float32 (pos·θ in fp32)", posenc: "posenc float32 tables" };
     lineChart($("pr-chart"), {
-      width: 560, height: 320, title: "angle error against position",
+      width: fitWidth($("pr-chart"), 560), height: 320, title: "angle error against position",
       x: { domain: [1, d.max_position], log: true, label: "position (log)" },
       y: { domain: [FLOOR, 10], log: true, label: "worst angle error (rad)" },
       series: names.map((n) => ({ name: label[n], xs: d.positions, ys: floor(d.max_error[n]), color: COLORS[n],
@@ -25,7 +26,7 @@ export function setupPrecision() {
     });
     const pairs = d.theta.map((_, i) => i);
     lineChart($("pr-pairs"), {
-      width: 560, height: 320, title: "angle error per pair",
+      width: fitWidth($("pr-pairs"), 560), height: 320, title: "angle error per pair",
       x: { domain: [0, Math.max(1, pairs.length - 1)], label: "rotation pair i (fast → slow)" },
       y: { domain: [FLOOR, 10], log: true, label: `angle error at ${fmtInt(d.pos)} (rad)` },
       series: names.map((n) => ({ name: label[n], xs: pairs, ys: floor(d.at_pos[n]), color: COLORS[n], points: true })),
@@ -38,4 +39,5 @@ export function setupPrecision() {
       · float32 ${valueSpan("pr-fp32", worst("float32"), 4)} rad · posenc ${valueSpan("pr-posenc", worst("posenc"), 2)} rad`;
   });
   register("precision", refresh);
+  onResize($("view-precision"), () => refresh(0));
 }

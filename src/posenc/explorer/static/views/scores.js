@@ -1,11 +1,27 @@
 // View 3 of the explorer: score vs distance.
 
-import { extent, fmt, fmtInt, lineChart } from "../charts.js";
-import { $, COLORS, PALETTE, rope, api, loader, slider, pow10, valueSpan, register } from "../core.js";
+import { extent, fmt, fmtInt, html, lineChart } from "../charts.js";
+import { $, COLORS, rope, api, loader, slider, pow10, valueSpan, register } from "../core.js";
+import { fitWidth, headColour, onResize } from "./workbench.js";
+
+// RoPE's decay runs over every scale of distance (pair i fades after about 1/θ_i seats), so the view opens
+// on the whole range, drawn against log distance, where each octave gets the same width.
+const DEFAULT_MAX = 2048;
 
 export function setupScores() {
   let data = null;
-  const maxD = slider("sc-max", (v) => { $("sc-at").max = v; refresh(); });
+  const maxInput = $("sc-max"), atInput = $("sc-at");
+  if (Number(maxInput.max) >= DEFAULT_MAX) {
+    maxInput.value = DEFAULT_MAX;
+    atInput.max = DEFAULT_MAX;
+  }
+  const controls = maxInput.closest(".controls");
+  const logLabel = html("label", {}, controls);
+  const logBox = html("input", { type: "checkbox", id: "sc-log", checked: "" }, logLabel);
+  logLabel.appendChild(document.createTextNode(" log distance axis"));
+  logBox.addEventListener("change", () => draw());
+
+  const maxD = slider("sc-max", (v) => { atInput.max = v; refresh(); });
   const dModel = slider("sc-dmodel", () => refresh());
   const heads = slider("sc-heads", () => refresh());
   const compare = slider("sc-compare-log", () => refresh(), pow10, fmtInt);
@@ -28,25 +44,35 @@ export function setupScores() {
   function draw() {
     if (!data) return;
     const d = data.distances[nearest(Math.min(at(), data.max_distance))];
-    lineChart($("sc-chart"), {
-      width: 600, height: 300, title: "score against distance",
-      x: { domain: [0, data.max_distance], label: "relative distance d (seats)" },
+    const log = logBox.checked && data.max_distance > 1;
+    const chart = $("sc-chart");
+    const drawn = lineChart(chart, {
+      width: fitWidth(chart, 600), height: 300, title: "score against distance",
+      x: { domain: [log ? 1 : 0, data.max_distance], log, label: `relative distance d (seats${log ? ", log scale" : ""})` },
       y: { domain: extent([data.rope, data.sinusoidal, data.rope_compare]), label: "normalised score" },
       series: [
-        { name: `RoPE (head_dim ${data.head_dim}, base ${fmt(data.base, 0)})`, xs: data.distances, ys: data.rope, color: COLORS.rope },
+        { name: `RoPE (head_dim ${data.head_dim}, base ${fmt(data.base, 0)})`, xs: data.distances, ys: data.rope, color: COLORS.rope, width: 1.2 },
+        { name: "RoPE, averaged over an octave of distances", xs: data.distances, ys: data.rope_trend, color: "#08306b", width: 3.5 },
         { name: `RoPE, base ${fmt(data.compare_base, 0)}`, xs: data.distances, ys: data.rope_compare, color: "#6a51a3", width: 1.5 },
         { name: `sinusoidal (d_model ${data.d_model}, base 10000)`, xs: data.distances, ys: data.sinusoidal, color: COLORS.sinusoidal, dash: "6 3" },
       ],
       hlines: [{ y: 0, color: "#999", dash: "2 3" }],
-      vlines: [{ x: d, color: "#333", label: `d = ${d}` }],
-      onHover: (x) => { const v = data.distances[nearest(Math.max(0, Math.min(data.max_distance, x)))]; $("sc-at").value = v; $("sc-at-out").textContent = v; readout(v); return v; },
+      vlines: d >= (log ? 1 : 0) ? [{ x: d, color: "#333", label: `d = ${d}` }] : [],
+      onHover: (x) => { const v = data.distances[nearest(Math.max(0, Math.min(data.max_distance, x)))]; atInput.value = v; $("sc-at-out").textContent = v; readout(v); return v; },
     });
-    lineChart($("sc-alibi"), {
-      width: 600, height: 300, title: "ALiBi bias against distance",
+    // what the decay claim rests on, for readers and tests: the score at 0 and the mean over the far half
+    const far = data.rope.filter((_, i) => data.distances[i] >= data.max_distance / 2);
+    drawn.root.dataset.scoreAt0 = data.rope[0];
+    drawn.root.dataset.farMean = far.reduce((a, b) => a + b, 0) / Math.max(1, far.length);
+    drawn.root.dataset.trendEnd = data.rope_trend[data.rope_trend.length - 1];
+    drawn.root.dataset.log = String(log);
+    const alibiBox = $("sc-alibi");
+    lineChart(alibiBox, {
+      width: fitWidth(alibiBox, 600), height: 300, title: "ALiBi bias against distance",
       x: { domain: [0, data.max_distance], label: "relative distance d (seats)" },
       y: { domain: extent(data.alibi), label: "bias added to the logit" },
       series: data.alibi.map((row, h) => ({ name: `head ${h} (slope ${fmt(data.alibi_slopes[h], 4)})`, xs: data.distances,
-        ys: row, color: PALETTE[h % PALETTE.length] })),
+        ys: row, color: headColour(h, data.heads) })),
       vlines: [{ x: d, color: "#333" }],
     });
     readout(d);
@@ -63,4 +89,5 @@ export function setupScores() {
       ${fmt(data.alibi[data.heads - 1][i], 4)}${sampled}`;
   }
   register("scores", refresh);
+  onResize($("view-scores"), () => draw());
 }

@@ -1,0 +1,70 @@
+// Helpers the workbench views share: charts sized to their panel (so chart text keeps its CSS size
+// on a phone), tick labels around heatmap canvases, an ordered colour-blind-safe colour per head,
+// and redrawing a view when the window changes size.
+
+import { html, ticks } from "../charts.js";
+
+// The width to draw an SVG chart at: its container's width when that is smaller than `preferred`.
+// A chart drawn at its displayed width is not scaled down, so 11 px text stays 11 px.
+export function fitWidth(container, preferred, smallest = 240) {
+  const room = Math.floor(container.getBoundingClientRect().width || 0);
+  return room > 0 ? Math.max(smallest, Math.min(preferred, room)) : preferred;
+}
+
+// Viridis (perceptually ordered, readable with every common colour-vision deficiency), sampled at
+// t in [0, 1]; stops from matplotlib's table.
+const VIRIDIS = [[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142], [31, 158, 137],
+  [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]];
+export function viridis(t) {
+  const c = Math.max(0, Math.min(1, t)) * (VIRIDIS.length - 1);
+  const i = Math.min(VIRIDIS.length - 2, Math.floor(c)), f = c - i;
+  const rgb = VIRIDIS[i].map((v, k) => Math.round(v + (VIRIDIS[i + 1][k] - v) * f));
+  return `rgb(${rgb.join(",")})`;
+}
+
+// Colour of head `h` of `n`: dark purple (steepest slope) to yellow-green (gentlest), never the pale
+// end of viridis, which vanishes on white.
+export function headColour(h, n) {
+  return viridis(n > 1 ? (0.88 * h) / (n - 1) : 0);
+}
+
+// Tick labels on the left (rows) and below (columns) of a heatmap. `target` is the canvas, or the
+// element wrapping it with overlays; it is moved into a small grid once, and the labels sit at
+// percentages of the canvas's size, so they follow any CSS scaling.
+export function heatAxes(target, rows, cols, { rowLabel = "", colLabel = "" } = {}) {
+  let grid = target.parentElement;
+  if (!grid.classList.contains("heat-axes")) {
+    grid = html("div", { class: "heat-axes" });
+    target.parentElement.insertBefore(grid, target);
+    html("div", { class: "heat-yticks", "aria-hidden": "true" }, grid);
+    grid.appendChild(target);
+    html("div", { class: "heat-corner" }, grid);
+    html("div", { class: "heat-xticks", "aria-hidden": "true" }, grid);
+  }
+  const [ys, xs] = [grid.querySelector(".heat-yticks"), grid.querySelector(".heat-xticks")];
+  const place = (box, n, vertical, label) => {
+    box.replaceChildren();
+    const marks = ticks([0, Math.max(1, n - 1)], false, vertical ? 5 : 6).filter((v) => Number.isInteger(v) && v < n);
+    for (const v of marks) {
+      const at = `${((v + 0.5) / n) * 100}%`;
+      html("span", { class: "heat-tick", style: vertical ? `top:${at}` : `left:${at}`, "data-tick": v }, box, String(v));
+    }
+    box.dataset.label = label;
+  };
+  place(ys, rows, true, rowLabel);
+  place(xs, cols, false, colLabel);
+  grid.dataset.rows = rows;
+  grid.dataset.cols = cols;
+  return grid;
+}
+
+// Calls `draw` after the window stops changing size, if `section` is on screen.
+export function onResize(section, draw) {
+  let timer = null, width = window.innerWidth;
+  window.addEventListener("resize", () => {
+    if (window.innerWidth === width) return;
+    width = window.innerWidth;
+    clearTimeout(timer);
+    timer = setTimeout(() => { if (!section.hidden) draw(); }, 150);
+  });
+}
