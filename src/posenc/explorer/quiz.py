@@ -209,10 +209,10 @@ def _alibi_head0() -> Evidence:
 
 def _precision() -> Evidence:
     from ..rope.tables import rope_inv_freq
-    from .views import _angle_errors
+    from .views import angle_errors
 
     inv_freq = rope_inv_freq(128, 10000.0)
-    errors = _angle_errors(torch.tensor([1_000_000]), inv_freq)
+    errors = angle_errors(torch.tensor([1_000_000]), inv_freq)
     naive = float(errors["float32"].max())
     exact = float(errors["posenc"].max())
     return ([f"At position 1,000,000 the angle pos*theta formed in float32 is off by up to "

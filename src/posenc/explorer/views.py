@@ -344,7 +344,7 @@ def _position_grid(max_position: int, points: int = 48) -> List[int]:
     return sorted(set(grid.tolist()) | {max_position})
 
 
-def _angle_errors(positions: torch.Tensor, inv_freq: torch.Tensor) -> Dict[str, torch.Tensor]:
+def angle_errors(positions: torch.Tensor, inv_freq: torch.Tensor) -> Dict[str, torch.Tensor]:
     """|angle error| of a float32 cos/sin table, per position and pair (shape (P, d/2), float64).
 
     Every row ends in a float32 table, so they differ only in how the angle was formed. The naive
@@ -377,8 +377,8 @@ def precision_view(head_dim: int, base: float, max_position: int, pos: int) -> d
     check_int("head_dim", head_dim, minimum=2, even=True)
     inv_freq = rope_inv_freq(head_dim, base)
     grid = _position_grid(max_position)
-    errors = _angle_errors(torch.tensor(grid, dtype=torch.int64), inv_freq)
-    at_pos = _angle_errors(torch.tensor([pos], dtype=torch.int64), inv_freq)
+    errors = angle_errors(torch.tensor(grid, dtype=torch.int64), inv_freq)
+    at_pos = angle_errors(torch.tensor([pos], dtype=torch.int64), inv_freq)
 
     def finite(values: List[float]) -> List[Optional[float]]:
         return [v if math.isfinite(v) else None for v in values]
