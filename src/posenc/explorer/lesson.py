@@ -431,7 +431,7 @@ def rope_clock(head_dim: int, m: int, n: int, shift: int) -> dict:
     q_rot = _rotate_pairs(q, [m, m + shift], inv_freq)                          # (2, d)
     k_rot = _rotate_pairs(k, [n, n + shift], inv_freq)
     # right-hand side: the key turned by the gap (n - m) alone, dotted with the unturned query
-    gap_turn = _rotate_pairs(k, [0], inv_freq * (n - m))[0] if n != m else k
+    gap_turn = _rotate_pairs(k, [1], inv_freq * (n - m))[0]                    # (d,), turned (n - m) theta
     pairs = []
     for i in range(half):
         theta = float(inv_freq[i])
@@ -489,13 +489,14 @@ def stretching(factor: float, train_len: int, head_dim: int) -> dict:
                "ntk": NTKScaling(factor=factor),
                "yarn": YaRNScaling(factor=factor, original_max_position_embeddings=train_len)}
     plain = rope_inv_freq(head_dim, 10000.0)
-    seen = float(plain[-1]) * (train_len - 1)
+    # the angle swept over a whole context (seat 0 to seat L): the same measure for both lengths
+    seen = float(plain[-1]) * train_len
     methods = []
     for name, cfg in configs.items():
         inv_freq, attention = rope_frequencies(cfg, head_dim, 10000.0)
         wavelengths = (TWO_PI / inv_freq).tolist()
         methods.append({"method": name, "wavelengths": wavelengths, "attention_factor": attention,
-                        "slowest_angle_at_target": float(inv_freq[-1]) * (target - 1),
+                        "slowest_angle_at_target": float(inv_freq[-1]) * target,
                         "fastest_theta": float(inv_freq[0]),
                         "pairs_longer_than_training": int(sum(w > train_len for w in wavelengths))})
     return {"factor": factor, "train_len": train_len, "target_len": target, "head_dim": head_dim,
