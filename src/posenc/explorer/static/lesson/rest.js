@@ -95,13 +95,17 @@ registerChapter("common-mistakes", () => {
     data = await api("/api/lesson/mistakes", { steps: steps(), d_model: width(), shift: shift() }, signal);
     draw();
     const p = data.parameter;
-    numbers($("mis-numbers"), [
-      `after ${data.steps} Adam step(s): the buffer table moved ${fmt(p.buffer.largest_change, 4)} (trainable numbers ${fmtInt(p.buffer.trainable)}); ` +
-        `the parameter table moved ${fmt(p.parameter.largest_change, 4)} (trainable numbers ${fmtInt(p.parameter.trainable)})`,
+    numbers($("mis-param-numbers"), [
+      `after ${data.steps} Adam step(s): the buffer table moved ${fmt(p.buffer.largest_change, 4)} (trainable numbers ${fmtInt(p.buffer.trainable)})`,
+      `the parameter table moved ${fmt(p.parameter.largest_change, 4)} (trainable numbers ${fmtInt(p.parameter.trainable)})`,
+    ]);
+    numbers($("mis-cat-numbers"), [
       `one block at width ${data.concat.d_model}: ${fmtInt(data.concat.added)} parameters; at ${2 * data.concat.d_model}: ` +
         `${fmtInt(data.concat.concatenated)} (${fmt(data.concat.ratio, 2)} times as many)`,
-      `phrase of ${data.values.seq} tokens moved by ${data.values.shift}: last output changes by ${fmt(data.values.qk_only, 2)} with q, k turned, ` +
-        `${fmt(data.values.with_v, 4)} with v turned too`,
+    ]);
+    numbers($("mis-v-numbers"), [
+      `phrase of ${data.values.seq} tokens moved by ${data.values.shift}: the last output changes by ${fmt(data.values.qk_only, 2)} ` +
+        `with q, k turned, and by ${fmt(data.values.with_v, 4)} with v turned too`,
     ]);
   });
   load(0);

@@ -25,6 +25,7 @@ registerChapter("rope", () => {
     if (!rot) return;
     const holder = $("rot-plane"), size = Math.min(widthOf(holder, 340, 240), 340);
     const s = root(holder, size, size, `the vector (${fmt(rot.a, 2)}, ${fmt(rot.b, 2)}) turned by ${fmt(rot.angle_deg, 1)} degrees`);
+    s.setAttribute("role", "group");                 // it holds a control, so it cannot be a plain image
     const reach = Math.max(1.25, rot.length * 1.2), c = size / 2, unit = (size / 2 - 16) / reach;
     const px = (x) => c + x * unit, py = (y) => c - y * unit;
     svg("line", { x1: 4, x2: size - 4, y1: c, y2: c, stroke: "#b9bec8" }, s);
