@@ -116,7 +116,9 @@ def new_page(browser, server, size):
     problems = []
     page.on("pageerror", lambda err: problems.append(f"page error: {err}"))
     page.on("console", lambda msg: problems.append(f"console: {msg.text}") if msg.type == "error" else None)
-    page.on("requestfailed", lambda req: problems.append(f"failed request: {req.url}"))
+    # a request the page cancels itself (a slider moved on before the answer came) is not a failure
+    page.on("requestfailed", lambda req: problems.append(f"failed request: {req.url} ({req.failure})")
+            if "ERR_ABORTED" not in (req.failure or "") else None)
     page.on("response", lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
     page.on("request", lambda req: problems.append(f"other origin: {req.url}")
             if not (req.url.startswith(server) or req.url.startswith("data:")) else None)
