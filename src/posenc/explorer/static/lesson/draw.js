@@ -111,25 +111,26 @@ export function numbers(node, lines) {
   for (const line of lines) html("li", {}, list, line);
 }
 
-// A horizontal bar chart of labelled values (log scale optional) with the value printed on each bar.
+// A horizontal bar chart of labelled values (log scale optional): each label above its bar, the
+// value printed at the bar's end, so nothing is cut off on a narrow screen.
 export function hbars(holder, items, { label, log = false, format = (v) => fmt(v, 4), max = null }) {
-  const width = widthOf(holder, 640), rowH = 30, labelW = Math.min(190, width * 0.42);
-  const height = items.length * rowH + 8;
+  const width = widthOf(holder, 640), rowH = 44, room = width - 90;
+  const height = items.length * rowH + 4;
   const s = root(holder, width, height, label);
   const values = items.map((it) => it.value);
   const floor = log ? Math.min(...values.filter((v) => v > 0), 1e-16) : 0;
   const top = max ?? Math.max(...values, 1e-12);
   const pos = (v) => {
-    if (!log) return (Math.max(0, v) / top) * (width - labelW - 80);
+    if (!log) return (Math.max(0, v) / top) * room;
     const lo = Math.log10(floor / 10), hi = Math.log10(top);
-    return ((Math.log10(Math.max(v, floor / 10)) - lo) / (hi - lo || 1)) * (width - labelW - 80);
+    return ((Math.log10(Math.max(v, floor / 10)) - lo) / (hi - lo || 1)) * room;
   };
   items.forEach((it, i) => {
-    const y = 4 + i * rowH;
-    text(s, labelW - 6, y + 18, it.label, { size: 12, anchor: "end" });
+    const y = 2 + i * rowH;
+    text(s, 0, y + 13, it.label, { size: 12 });
     const w = Math.max(2, pos(it.value));
-    svg("rect", { x: labelW, y: y + 5, width: w, height: rowH - 12, fill: it.color || C.blue, class: "bar" }, s);
-    text(s, labelW + w + 5, y + 18, format(it.value), { size: 12 });
+    svg("rect", { x: 0, y: y + 19, width: w, height: 18, fill: it.color || C.blue, class: "bar" }, s);
+    text(s, w + 5, y + 33, format(it.value), { size: 12 });
   });
   return s;
 }
