@@ -125,6 +125,11 @@ def test_the_four_seat_fingerprint_is_the_width_4_table(client):
         assert hand["angle"] == pytest.approx(5 * hand["frequency"])
         assert hand["sin"] == pytest.approx(math.sin(hand["angle"]), abs=1e-6)
         assert hand["cos"] == pytest.approx(math.cos(hand["angle"]), abs=1e-6)
+        # the drawn wave passes through the table's value at every whole seat
+        at_seats = hand["curve"][::8]
+        column = sinusoidal_table(65, 64)[:, hand["columns"][0]]
+        assert at_seats == pytest.approx(column.tolist(), abs=1e-6)
+        assert at_seats == pytest.approx(hand["wave"], abs=1e-6)
     speeds = [h["frequency"] for h in d["hands"]]
     assert speeds == sorted(speeds, reverse=True) and speeds[0] == 1.0
 

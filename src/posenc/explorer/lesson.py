@@ -336,10 +336,15 @@ def clock_hands(seat: int, d_model: int) -> dict:
                       "angle_deg_mod_360": math.degrees(math.fmod(angle, TWO_PI)),
                       "sin": float(row[2 * pair]), "cos": float(row[2 * pair + 1]),
                       "wave": table[:, 2 * pair].tolist()})
+    # the continuous waves the table samples: sin(x * frequency) between the seats, 8 points per seat
+    between = torch.arange(0, 64 * 8 + 1, dtype=torch.float64) / 8                  # (513,)
+    for hand in hands:
+        hand["curve"] = torch.sin(between * hand["frequency"]).tolist()
     small = sinusoidal_table(4, 4)                                              # (4, 4)
     fingerprint = [{"seat": s, "fast": float(small[s, 0]), "medium": float(small[s, 1]),
                     "slow": float(small[s, 2])} for s in range(4)]
     return {"seat": seat, "d_model": d_model, "hands": hands, "positions": positions.tolist(),
+            "curve_positions": between.tolist(),
             "fingerprint_d_model": 4, "fingerprint": fingerprint,
             "fingerprint_frequencies": sinusoidal_frequencies(4).tolist()}
 

@@ -27,8 +27,11 @@ registerChapter("clock-hands", () => {
     lineChart($("clock-waves"), {
       width: widthOf($("clock-waves"), 720), height: 240, title: "sine column of each hand over seats 0 to 64",
       x: { domain: [0, 64], label: "seat" }, y: { domain: [-1.05, 1.05], label: "value" },
-      series: data.hands.map((h, k) => ({ name: `${h.speed} (column ${h.columns[0]})`, xs: data.positions, ys: h.wave,
-        color: colours[h.speed], dash: SERIES[k].dash })),
+      series: data.hands.flatMap((h, k) => [
+        { name: `${h.speed} (column ${h.columns[0]})`, xs: data.curve_positions, ys: h.curve, color: colours[h.speed],
+          dash: SERIES[k].dash, width: 1.5 },
+        { name: "", xs: data.positions, ys: h.wave, color: colours[h.speed], width: 0.01, points: true, hideLegend: true },
+      ]),
       vlines: [{ x: Math.min(64, data.seat), label: `seat ${data.seat}`, color: INK }],
     });
     const table = $("clock-fingerprint");
