@@ -173,10 +173,10 @@ def _block(d_model: int, heads: int) -> Block:
 
 def _scheme(name: str, d_model: int, heads: int):
     scheme = make_scheme(name, d_model=d_model, n_heads=heads, max_len=64)
-    if name == "learned":                            # a fixed table, so the page is reproducible
+    if isinstance(scheme, LearnedPositionalEmbedding):   # a fixed table, so the page is reproducible
         with torch.no_grad():
             g = torch.Generator().manual_seed(1)
-            scheme.weight.copy_(torch.randn(scheme.weight.shape, generator=g) * 0.5)
+            scheme.weight.copy_(torch.randn(tuple(scheme.weight.shape), generator=g) * 0.5)
     return scheme.double()
 
 
@@ -327,7 +327,7 @@ def clock_hands(seat: int, d_model: int) -> dict:
     row = sinusoidal_table(1, d_model, start=seat)[0]                           # (d,)
     positions = torch.arange(0, 65)
     table = sinusoidal_table(65, d_model)                                       # (65, d)
-    hands = []
+    hands: list[dict] = []
     for speed, pair in pairs.items():
         freq = float(freqs[pair])
         angle = seat * freq
@@ -339,7 +339,7 @@ def clock_hands(seat: int, d_model: int) -> dict:
     # the continuous waves the table samples: sin(x * frequency) between the seats, 8 points per seat
     between = torch.arange(0, 64 * 8 + 1, dtype=torch.float64) / 8                  # (513,)
     for hand in hands:
-        hand["curve"] = torch.sin(between * hand["frequency"]).tolist()
+        hand["curve"] = torch.sin(between * float(hand["frequency"])).tolist()
     small = sinusoidal_table(4, 4)                                              # (4, 4)
     fingerprint = [{"seat": s, "fast": float(small[s, 0]), "medium": float(small[s, 1]),
                     "slow": float(small[s, 2])} for s in range(4)]

@@ -52,8 +52,8 @@ registerChapter("knowledge-checks", () => {
     for (const check of checks) {
       const item = html("li", {}, list);
       const chapter = chapterOfCheck(check.id) || id;
-      const link = html("a", { href: `#${chapter}` }, item, check.prompt.split(/(?<=[.?])\s/)[0]);
-      link.title = `in chapter ${chapterNode(chapter).querySelector("h2").textContent}`;
+      html("a", { href: `#${chapter}` }, item, check.prompt.split(/(?<=[.?])\s/)[0]);
+      html("span", { class: "muted" }, item, ` (chapter: ${chapterNode(chapter).querySelector("h2").textContent})`);
       const state = check.id in results ? (results[check.id] ? " ✓ right" : " ✗ not at first") : " · not yet answered";
       html("span", { class: `check-state ${check.id in results ? (results[check.id] ? "pass" : "fail") : ""}` }, item, state);
     }
