@@ -68,7 +68,7 @@ def server(chromium_path):
     """``posenc explore --port 0`` in a subprocess; yields its base URL."""
     proc = subprocess.Popen([sys.executable, "-m", "posenc", "explore", "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: "queue.Queue[str]" = queue.Queue()
+    lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
     url = None
     try:

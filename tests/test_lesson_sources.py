@@ -49,7 +49,7 @@ OUTLINE = {
 
 def chapter_html(chapter_id: str) -> str:
     html = INDEX.read_text(encoding="utf-8")
-    match = re.search(rf'<article class="chapter" id="ch-{chapter_id}".*?</article>', html, re.S)
+    match = re.search(rf'<article class="chapter" id="ch-{chapter_id}".*?</article>', html, re.DOTALL)
     return match.group(0) if match else ""
 
 
