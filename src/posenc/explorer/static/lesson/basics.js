@@ -2,7 +2,7 @@
 
 import { $, api, slider } from "../core.js";
 import { chapterLoader, registerChapter } from "./main.js";
-import { C, T, INK, MUTED, svg, html, fmt, widthOf, root, text, divergingFill, barRow, numbers, hbars } from "./draw.js";
+import { C, T, INK, MUTED, svg, html, fmt, widthOf, root, text, divergingFill, barRow, numbers, hbars, stackLabels } from "./draw.js";
 
 // -- 1. the bag of tiles -----------------------------------------------------------------------------
 registerChapter("bag-of-tiles", () => {
@@ -148,6 +148,7 @@ registerChapter("three-rules", () => {
         `${mark(row.consistent)}: ${fmt(row.step_5_words, 4)} / ${fmt(row.step_this_sentence, 4)}`);
       html("td", { class: row.unique ? "pass" : "fail" }, tr, `${mark(row.unique)}: ${fmt(row.closest_pair, 4)}`);
     }
+    stackLabels(table);
   });
   $("rules-width").addEventListener("change", () => load(0));
   load(0);

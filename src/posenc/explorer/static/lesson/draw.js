@@ -134,3 +134,13 @@ export function hbars(holder, items, { label, log = false, format = (v) => fmt(v
   });
   return s;
 }
+
+// Names every cell after its column's heading (data-label), so a narrow screen can show the table
+// as one card per row (CSS: table.stack) without losing what each number is.
+export function stackLabels(table) {
+  table.classList.add("stack");
+  const heads = [...table.querySelectorAll("thead th")].map((th) => th.textContent.replace(/\?$/, ""));
+  for (const tr of table.querySelectorAll("tbody tr")) {
+    [...tr.children].forEach((cell, i) => { if (cell.tagName === "TD" && heads[i]) cell.dataset.label = heads[i]; });
+  }
+}

@@ -18,7 +18,7 @@ registerChapter("comparison", () => {
       tr.querySelector(".live-params").textContent = fmtInt(row.extra_parameters);
       const cell = tr.querySelector(".live-reads");
       cell.className = `live-reads ${row.reads ? "pass" : "fail"}`;
-      cell.textContent = row.reads ? "✓ yes" : `✗ no: ${row.error.split(".")[0]}`;
+      cell.textContent = row.reads ? "✓ yes" : `✗ no: ${row.error.split(". ")[0]}`;
     }
     numbers($("cmp-numbers"), d.schemes.map((r) => `${r.scheme} (acts on ${r.where}): ${fmtInt(r.extra_parameters)} extra trainable ` +
       `numbers at width ${d.d_model}; ${d.length} tokens: ${r.reads ? "placed" : "refused"}`));

@@ -4,7 +4,7 @@
 import { $, api, slider } from "../core.js";
 import { lineChart } from "../charts.js";
 import { chapterLoader, registerChapter } from "./main.js";
-import { C, T, INK, MUTED, SERIES, svg, html, fmt, widthOf, root, text, clock, rad, mod360, signed, numbers } from "./draw.js";
+import { C, T, INK, MUTED, SERIES, svg, html, fmt, widthOf, root, text, clock, rad, mod360, signed, numbers, stackLabels } from "./draw.js";
 
 // The drawn part of a turn: the angle itself, folded into one turn (the sign kept).
 function folded(degrees) { return Math.sign(degrees) * (Math.abs(degrees) % 360); }
@@ -212,8 +212,8 @@ registerChapter("stretching-rope", () => {
     table.replaceChildren();
     html("caption", {}, table, `Stretching ${data.train_len} to ${data.target_len} tokens (factor ${fmt(data.factor, 0)})`);
     const head = html("tr", {}, html("thead", {}, table));
-    for (const h of ["method", "fastest θ (rad/seat)", "pairs longer than training", "attention factor",
-      `slowest pair's largest angle at ${data.target_len} (training: ${fmt(data.slowest_angle_in_training, 3)} rad)`]) {
+    for (const h of ["method", "fastest θ", "pairs past training", "attention factor",
+      `slowest pair's angle at ${data.target_len} (training: ${fmt(data.slowest_angle_in_training, 3)} rad)`]) {
       html("th", { scope: "col" }, head, h);
     }
     const body = html("tbody", {}, table);
@@ -227,6 +227,7 @@ registerChapter("stretching-rope", () => {
       html("td", { class: `num ${within ? "pass" : "fail"}` }, tr,
         `${fmt(m.slowest_angle_at_target, 3)} rad ${within ? "✓ seen in training" : "✗ never seen"}`);
     }
+    stackLabels(table);
   });
   $("str-train").addEventListener("change", () => load(0));
   load(0);
