@@ -23,6 +23,7 @@ and a ``detail`` message naming the parameter, the value and what is allowed):
 ``/api/lab``                       results of the lab run given at start-up
 ``/api/quiz``                      the knowledge checks (without answers)
 ``/api/quiz/{id}/answer``          feedback and live evidence for one choice
+``/api/lesson/...``                the guided lesson's figures (see :mod:`posenc.explorer.lesson`)
 =================================  ===========================================================
 """
 
@@ -38,7 +39,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from . import lab_results, quiz, scaling_view, views
+from . import lab_results, lesson, quiz, scaling_view, views
 from .limits import LIMITS, MAX_TEXT_CHARS, MAX_WORD_CHARS, as_dict
 
 STATIC_DIR = Path(str(resources.files("posenc.explorer").joinpath("static")))
@@ -63,6 +64,17 @@ def _float(name: str, alias: Optional[str] = None):
     limit = LIMITS[name]
     return Query(float(limit.default), ge=float(limit.minimum), le=float(limit.maximum),
                  allow_inf_nan=False, description=limit.help, alias=alias)
+
+
+def _lesson_int(name: str):
+    limit = lesson.LESSON_LIMITS[name]
+    return Query(int(limit.default), ge=int(limit.minimum), le=int(limit.maximum), description=limit.help)
+
+
+def _lesson_float(name: str):
+    limit = lesson.LESSON_LIMITS[name]
+    return Query(float(limit.default), ge=float(limit.minimum), le=float(limit.maximum),
+                 allow_inf_nan=False, description=limit.help)
 
 
 def _text(default: str):
@@ -237,5 +249,76 @@ def create_app(lab_run: Optional[Path] = None,
     @app.get("/api/quiz/{check_id}/answer")
     def quiz_answer(check_id: str, choice: int = Query(..., ge=0, le=9)):
         return quiz.answer(check_id, choice)
+
+    # -- the guided lesson -------------------------------------------------------------------------
+    @app.get("/api/lesson/chapters")
+    def lesson_chapters():
+        return lesson.chapters() | {"limits": lesson.limits_dict()}
+
+    @app.get("/api/lesson/bag")
+    def lesson_bag(text: str = _text("the dog bit the man"), shuffle: int = _lesson_int("shuffle"),
+                   scheme: str = Query("nope", max_length=20)):
+        return lesson.bag_of_tiles(text, shuffle, scheme)
+
+    @app.get("/api/lesson/input")
+    def lesson_input(word: str = _word("dog"), seat: int = _lesson_int("seat"),
+                     d_model: int = Query(16, ge=2, le=64, description="width of both vectors (even)"),
+                     embed_std: float = _lesson_float("embed_std")):
+        return lesson.word_plus_position(word, seat, d_model, embed_std)
+
+    @app.get("/api/lesson/bad-ideas")
+    def lesson_bad_ideas(raw_seat: int = _lesson_int("raw_seat"),
+                         sentence_len: int = _lesson_int("sentence_len")):
+        return lesson.bad_ideas(raw_seat, sentence_len)
+
+    @app.get("/api/lesson/rules")
+    def lesson_rules(length: int = _lesson_int("rules_len"),
+                     d_model: int = Query(64, ge=2, le=256, description="width of the codes (even)")):
+        return lesson.three_rules(length, d_model)
+
+    @app.get("/api/lesson/clock")
+    def lesson_clock(seat: int = _lesson_int("wave_seat"), d_model: int = _lesson_int("wave_d_model")):
+        return lesson.clock_hands(seat, d_model)
+
+    @app.get("/api/lesson/learned")
+    def lesson_learned(tokens: int = _lesson_int("tokens"), stretch_to: int = _lesson_int("stretch_to")):
+        return lesson.learned_wall(tokens, stretch_to)
+
+    @app.get("/api/lesson/rotate")
+    def lesson_rotate(a: float = _lesson_float("a"), b: float = _lesson_float("b"),
+                      seat: int = _lesson_int("rot_seat"), theta_deg: float = _lesson_float("theta_deg")):
+        return lesson.rotate_vector(a, b, seat, theta_deg)
+
+    @app.get("/api/lesson/rope")
+    def lesson_rope(head_dim: int = _lesson_int("rope_head_dim"), m: int = _lesson_int("m"),
+                    n: int = _lesson_int("n"), shift: int = _lesson_int("shift")):
+        return lesson.rope_clock(head_dim, m, n, shift)
+
+    @app.get("/api/lesson/order")
+    def lesson_order(sentence: int = Query(0, ge=0, le=1, description="0: the dog bit the man; 1: swapped"),
+                     degrees: float = _lesson_float("order_deg")):
+        return lesson.word_order(sentence, degrees)
+
+    @app.get("/api/lesson/stretch")
+    def lesson_stretch(factor: float = _lesson_float("factor"), train_len: int = _lesson_int("train_len"),
+                       head_dim: int = _lesson_int("stretch_head_dim")):
+        return lesson.stretching(factor, train_len, head_dim)
+
+    @app.get("/api/lesson/compare")
+    def lesson_compare(length: int = _lesson_int("compare_len")):
+        return lesson.compare(length)
+
+    @app.get("/api/lesson/demo")
+    def lesson_demo(shift: int = _lesson_int("shift"), d_model: int = _lesson_int("demo_d_model")):
+        return lesson.run_demo(shift, d_model)
+
+    @app.get("/api/lesson/mistakes")
+    def lesson_mistakes(steps: int = _lesson_int("steps"), d_model: int = _lesson_int("concat_d_model"),
+                        shift: int = _lesson_int("shift")):
+        return lesson.mistakes(steps, d_model, shift)
+
+    @app.get("/api/lesson/big-picture")
+    def lesson_big_picture(scheme: str = Query("rope", max_length=20)):
+        return lesson.big_picture(scheme)
 
     return app

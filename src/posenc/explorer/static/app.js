@@ -1,7 +1,12 @@
 // The posenc explorer page. Every number drawn here is fetched from the server's JSON API, which
 // computes it with posenc's own functions; these scripts only lay the numbers out.
 
-import { setupGlobal, show } from "./core.js";
+import { setupGlobal, show, views } from "./core.js";
+import { setupLesson, showChapter, isChapter } from "./lesson/main.js";
+import "./lesson/basics.js";
+import "./lesson/waves.js";
+import "./lesson/rope.js";
+import "./lesson/rest.js";
 import { setupFingerprint } from "./views/fingerprint.js";
 import { setupDials } from "./views/dials.js";
 import { setupScores } from "./views/scores.js";
@@ -22,6 +27,26 @@ setupPrecision();
 setupLab();
 setupQuiz();
 setupConfig();
-window.addEventListener("hashchange", () => show(window.location.hash.slice(1)));
-show(window.location.hash.slice(1) || "fingerprint");
+setupLesson();
+
+// The hash names what is shown: a chapter of the lesson (the landing page), "workbench", or one of
+// the workbench's views (#fingerprint, #dials, ...), so every chapter and view has a deep link.
+function route() {
+  const name = window.location.hash.slice(1);
+  const bench = name === "workbench" || Object.prototype.hasOwnProperty.call(views, name);
+  document.getElementById("lesson").hidden = bench;
+  document.getElementById("workbench").hidden = !bench;
+  for (const link of document.querySelectorAll(".modes a")) {
+    const active = (link.dataset.mode === "workbench") === bench;
+    if (active) link.setAttribute("aria-current", "page"); else link.removeAttribute("aria-current");
+  }
+  if (bench) {
+    show(name === "workbench" ? "fingerprint" : name);
+    document.title = "posenc explorer · workbench";
+  } else {
+    showChapter(isChapter(name) ? name : "", { focus: name !== "" });
+  }
+}
+window.addEventListener("hashchange", route);
+route();
 document.body.dataset.ready = "true";

@@ -1,0 +1,671 @@
+"""The numbers behind the explorer's guided lesson, one function per interactive figure.
+
+The lesson (the landing page of ``posenc explore``) tells the story of positional encodings in
+thirteen chapters. Every figure in it asks the server for its numbers, and every function here
+answers by running posenc itself: the NoPE / sinusoidal / RoPE / ALiBi schemes inside the reference
+attention :class:`~posenc.model.Block`, :class:`~posenc.learned.LearnedPositionalEmbedding` and its
+:class:`~posenc.learned.PositionOutOfRangeError`, :func:`~posenc.rope.apply.apply_rotary`,
+:func:`~posenc.rope.scaling.rope_frequencies` ... The page draws; it never computes an encoding.
+
+Every parameter is range-checked against :data:`LESSON_LIMITS` (by the API, and again here with
+:func:`posenc._checks.check_int` / ``check_float`` so the functions are safe to call directly), and
+every computation is small. Measured on one CPU core with every parameter at its maximum, the
+heaviest is :func:`three_rules` (2048 positions compared pairwise, about 0.5 s); :func:`mistakes`
+(ten Adam steps of a one-layer model) takes about 0.2 s and everything else a few milliseconds.
+
+Sign convention (one for the whole lesson): an angle is positive counter-clockwise, the direction in
+which the matrix ``[[cos, -sin], [sin, cos]]`` turns ``(a, b)`` into ``(a cos - b sin, a sin + b cos)``.
+RoPE vectors use the half-split layout (pair ``i`` is ``(x[i], x[i + d/2])``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import math
+import random
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .._checks import check_choice, check_float, check_int
+from ..factory import SCHEMES, make_scheme
+from ..learned import LearnedPositionalEmbedding, PositionOutOfRangeError
+from ..model import Block, ModelConfig, TinyLM
+from ..rope.apply import apply_rotary
+from ..rope.scaling import LinearScaling, NTKScaling, YaRNScaling, rope_frequencies
+from ..rope.tables import rope_cos_sin, rope_inv_freq
+from ..schemes import PositionScheme
+from ..sinusoidal import (
+    SinusoidalPositionalEncoding,
+    sinusoidal_frequencies,
+    sinusoidal_table,
+)
+from .limits import Limit
+from .views import split_words, word_vector
+
+TWO_PI = 2 * math.pi
+
+#: query parameter name -> its limit, for the lesson's endpoints (integers unless the default is a float)
+LESSON_LIMITS: dict[str, Limit] = {
+    "shuffle": Limit(0, 9999, 0, "which shuffle of the words (0 keeps the sentence as written)"),
+    "seat": Limit(0, 4095, 3, "a seat (position) in the sentence"),
+    "embed_std": Limit(0.001, 10.0, 1.0, "standard deviation of the word vector's entries"),
+    "raw_seat": Limit(0, 100_000, 500, "the seat whose raw integer is added"),
+    "sentence_len": Limit(2, 100_000, 4, "words in the sentence coded by fractions"),
+    "rules_len": Limit(2, 2048, 512, "sentence length the three rules are checked on"),
+    "wave_seat": Limit(0, 10_000, 3, "the seat whose clock hands are drawn"),
+    "wave_d_model": Limit(4, 256, 64, "width of the sinusoidal position vectors (even)"),
+    "tokens": Limit(1, 4096, 513, "tokens fed to the learned table"),
+    "stretch_to": Limit(513, 4096, 1024, "rows of the learned table after interpolation"),
+    "a": Limit(-10.0, 10.0, 1.0, "first number of the 2-D vector"),
+    "b": Limit(-10.0, 10.0, 0.5, "second number of the 2-D vector"),
+    "rot_seat": Limit(0, 1000, 1, "seat m of the rotated vector"),
+    "theta_deg": Limit(-180.0, 180.0, 30.0, "theta, the turn per seat, in degrees"),
+    "rope_head_dim": Limit(2, 16, 8, "features per head (even; the lesson draws every pair)"),
+    "m": Limit(0, 100_000, 3, "seat m of the query"),
+    "n": Limit(0, 100_000, 1, "seat n of the key"),
+    "shift": Limit(0, 100_000, 100, "amount every seat is moved by"),
+    "order_deg": Limit(1.0, 179.0, 30.0, "turn per seat of the one-pair clock, in degrees"),
+    "factor": Limit(1.0, 64.0, 8.0, "context extension factor"),
+    "train_len": Limit(256, 131_072, 8192, "context length the model was trained with"),
+    "stretch_head_dim": Limit(16, 256, 128, "features per head (even)"),
+    "compare_len": Limit(1, 8192, 1024, "tokens each scheme is asked to read"),
+    "demo_d_model": Limit(2, 64, 4, "width of the demo's sinusoidal table (even)"),
+    "steps": Limit(1, 10, 1, "optimizer steps taken"),
+    "concat_d_model": Limit(16, 2048, 512, "width of the word vectors"),
+}
+
+#: schemes the bag-of-tiles and big-picture figures can run
+BAG_SCHEMES = tuple(SCHEMES)
+
+#: the seed words of the "bad ideas" chapter: a two-number word vector with entries in [-1, 1]
+TINY_WORD = (0.42, -0.15)
+
+#: the width of the learned table in chapter 6 (BERT's 512 rows; narrow so the page stays light)
+LEARNED_ROWS = 512
+LEARNED_WIDTH = 8
+
+#: the width of the bag-of-tiles attention block
+BAG_D_MODEL = 16
+BAG_HEADS = 2
+
+
+def _int(name: str, value) -> int:
+    limit = LESSON_LIMITS[name]
+    return check_int(name, value, minimum=int(limit.minimum), maximum=int(limit.maximum))
+
+
+def _float(name: str, value) -> float:
+    limit = LESSON_LIMITS[name]
+    return check_float(name, value, minimum=float(limit.minimum), maximum=float(limit.maximum))
+
+
+def limits_dict() -> dict:
+    return {name: limit.to_dict() for name, limit in LESSON_LIMITS.items()}
+
+
+# -- chapters ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Chapter:
+    id: str                      # the URL hash that names it
+    title: str
+    checks: tuple[str, ...]      # knowledge checks (posenc.explorer.quiz ids) shown inline
+
+
+CHAPTERS: tuple[Chapter, ...] = (
+    Chapter("bag-of-tiles", "A bag of tiles", ("bag-of-words",)),
+    Chapter("word-plus-position", "Word + position = input", ("added",)),
+    Chapter("bad-ideas", "Two ideas that fail", ()),
+    Chapter("three-rules", "The three rules", ()),
+    Chapter("clock-hands", "Sine waves as clock hands", ("fast-columns",)),
+    Chapter("learned-tables", "Learned tables and the 512 wall", ("learned-limit",)),
+    Chapter("rope", "RoPE: turn, don't add", ("relative", "qk-only")),
+    Chapter("stretching-rope", "Stretching RoPE", ("linear-vs-ntk", "llama3-bands")),
+    Chapter("comparison", "The methods side by side", ("alibi-head0",)),
+    Chapter("pytorch-demo", "The PyTorch demo", ()),
+    Chapter("knowledge-checks", "Check yourself", ("precision",)),
+    Chapter("common-mistakes", "Common mistakes", ()),
+    Chapter("big-picture", "Key points and the big picture", ()),
+)
+
+#: each section of the lesson this course retells -> the chapter that covers it
+SOURCE_SECTIONS: dict[str, str] = {
+    "The core idea": "bag-of-tiles",
+    "The bag of Scrabble tiles problem": "bag-of-tiles",
+    "The fix: a seat-number vector": "word-plus-position",
+    "Why simple seat numbers fail": "bad-ideas",
+    "Bad idea 1: raw integers": "bad-ideas",
+    "Bad idea 2: fractions from 0 to 1": "bad-ideas",
+    "The three rules": "three-rules",
+    "Knowledge check: how encodings combine": "word-plus-position",
+    "Sinusoidal encodings (the hands of a clock)": "clock-hands",
+    "The wave formulas (even and odd sliders)": "clock-hands",
+    "Learned positional embeddings (BERT, GPT-2)": "learned-tables",
+    "Method comparison table": "comparison",
+    "Knowledge check: BERT and 600 tokens": "learned-tables",
+    "RoPE: rotary position embeddings": "rope",
+    "Why rotating beats adding": "rope",
+    "Context extension (NTK-aware, YaRN)": "stretching-rope",
+    "Knowledge check: the relative angle": "rope",
+    "Visual: the wave fingerprint": "clock-hands",
+    "Visual: the RoPE clock dials": "rope",
+    "Visual: dog bit man vs man bit dog": "rope",
+    "Python implementation in PyTorch": "pytorch-demo",
+    "Key points": "big-picture",
+    "Common mistakes": "common-mistakes",
+    "The big picture": "big-picture",
+}
+
+
+def chapters() -> dict:
+    return {"chapters": [{"id": c.id, "title": c.title, "checks": list(c.checks)} for c in CHAPTERS],
+            "sources": SOURCE_SECTIONS}
+
+
+# -- 1. the bag of tiles ---------------------------------------------------------------------------
+def _block(d_model: int, heads: int) -> Block:
+    with torch.random.fork_rng(devices=[]):          # fixed weights without touching the global RNG
+        torch.manual_seed(0)
+        return Block(d_model, n_heads=heads).double().eval()
+
+
+def _scheme(name: str, d_model: int, heads: int):
+    scheme = make_scheme(name, d_model=d_model, n_heads=heads, max_len=64)
+    if isinstance(scheme, LearnedPositionalEmbedding):   # a fixed table, so the page is reproducible
+        with torch.no_grad():
+            g = torch.Generator().manual_seed(1)
+            scheme.weight.copy_(torch.randn(tuple(scheme.weight.shape), generator=g) * 0.5)
+    return scheme.double()
+
+
+def _run_block(words: list[str], scheme_name: str, causal: bool = False) -> torch.Tensor:
+    """Outputs (len(words), d) of a fixed posenc Block reading ``words`` with ``scheme_name``."""
+    block = _block(BAG_D_MODEL, BAG_HEADS)
+    scheme = _scheme(scheme_name, BAG_D_MODEL, BAG_HEADS)
+    x = torch.stack([word_vector(w, BAG_D_MODEL) for w in words]).unsqueeze(0)   # (1, S, d)
+    pos = torch.arange(len(words)).unsqueeze(0)                                 # (1, S)
+    with torch.no_grad():
+        return block(scheme.embed(x, pos), scheme, pos, causal=causal)[0]       # (S, d)
+
+
+def shuffled_order(count: int, shuffle: int) -> list[int]:
+    """A permutation of ``range(count)``: the identity for ``shuffle=0``, else a seeded shuffle
+    that differs from the identity whenever ``count > 1``."""
+    order = list(range(count))
+    if shuffle == 0 or count < 2:
+        return order
+    rng = random.Random(shuffle)
+    while order == list(range(count)):
+        rng.shuffle(order)
+    return order
+
+
+def bag_of_tiles(text: str, shuffle: int, scheme: str) -> dict:
+    """Run the sentence and a shuffle of it through one attention block (no causal mask).
+
+    For each word, the output vector it gets in the sentence as written and in the shuffled one,
+    and the largest difference between the two. With ``scheme="nope"`` the differences are rounding
+    only: attention without positions is permutation-equivariant.
+    """
+    words = split_words(text)
+    _int("shuffle", shuffle)
+    check_choice("scheme", scheme, set(BAG_SCHEMES))
+    order = shuffled_order(len(words), shuffle)
+    shuffled = [words[i] for i in order]
+    out_a = _run_block(words, scheme)                                            # (S, d)
+    out_b = _run_block(shuffled, scheme)
+    back = out_b[torch.tensor([order.index(i) for i in range(len(words))])]      # row i = word i
+    diff = (out_a - back).abs().amax(dim=-1)                                     # (S,)
+    return {"words": words, "order": order, "shuffled": shuffled, "scheme": scheme,
+            "d_model": BAG_D_MODEL, "outputs": out_a.tolist(), "outputs_shuffled": back.tolist(),
+            "difference": diff.tolist(), "largest_difference": float(diff.max())}
+
+
+# -- 2. word + position = input ------------------------------------------------------------------
+def word_plus_position(word: str, seat: int, d_model: int, embed_std: float) -> dict:
+    """A word vector, the sinusoidal position vector of ``seat``, and their sum (same width)."""
+    split_words(word, "word")
+    _int("seat", seat)
+    check_int("d_model", d_model, minimum=2, maximum=64, even=True)
+    _float("embed_std", embed_std)
+    encoding = SinusoidalPositionalEncoding(d_model).double()
+    w = word_vector(word, d_model) * embed_std                                  # (d,)
+    x = encoding(w.view(1, 1, d_model), offset=seat)[0, 0]                      # (d,) = w + PE[seat]
+    p = x - w
+    return {"word": word, "seat": seat, "d_model": d_model, "embed_std": embed_std,
+            "word_vector": w.tolist(), "position_vector": p.tolist(), "input": x.tolist(),
+            "word_norm": float(w.norm()), "position_norm": float(p.norm()),
+            "ratio": float(p.norm() / w.norm()),
+            "cosine_input_word": float(F.cosine_similarity(x, w, dim=0))}
+
+
+# -- 3. bad ideas --------------------------------------------------------------------------------
+def bad_ideas(raw_seat: int, sentence_len: int) -> dict:
+    """Bad idea 1: add the seat number itself. Bad idea 2: code seat i of L words as i / L."""
+    _int("raw_seat", raw_seat)
+    _int("sentence_len", sentence_len)
+    word = torch.tensor(TINY_WORD, dtype=torch.float64)
+    stamped = word + raw_seat
+    # two different 16-wide words with entries in [-1, 1], and how alike they look once stamped
+    dog, man = torch.tanh(word_vector("dog", 16)), torch.tanh(word_vector("man", 16))
+    raw = torch.full((16,), float(raw_seat), dtype=torch.float64)
+    wave = sinusoidal_table(1, 16, start=raw_seat)[0].double()
+    fractions = torch.arange(sentence_len, dtype=torch.float64) / sentence_len
+    shown = fractions[:8]
+    step = float(fractions[1] - fractions[0])
+    reference = torch.arange(4, dtype=torch.float64) / 4
+    return {
+        "raw_seat": raw_seat, "word": list(TINY_WORD), "stamped": stamped.tolist(),
+        "raw_ratio": float(raw.norm() / dog.norm()),
+        "cosine_words": float(F.cosine_similarity(dog, man, dim=0)),
+        "cosine_raw": float(F.cosine_similarity(dog + raw, man + raw, dim=0)),
+        "cosine_sine": float(F.cosine_similarity(dog + wave, man + wave, dim=0)),
+        "sentence_len": sentence_len, "fractions": shown.tolist(), "step": step,
+        "step_4_words": float(reference[1] - reference[0]),
+        "meaning_of_step": step * 4,      # the 1-word step, in units of the 4-word sentence's step
+    }
+
+
+# -- 4. the three rules --------------------------------------------------------------------------
+def _codes(name: str, length: int, d_model: int) -> torch.Tensor:
+    """Position codes (length, d_model) of a sentence of ``length`` words under each idea."""
+    if name == "raw integers":
+        return torch.arange(length, dtype=torch.float64).unsqueeze(1).expand(length, d_model)
+    if name == "fractions":
+        return (torch.arange(length, dtype=torch.float64) / length).unsqueeze(1).expand(length, d_model)
+    return sinusoidal_table(length, d_model).double()
+
+
+RULE_CODES = ("raw integers", "fractions", "sinusoidal")
+
+
+def three_rules(length: int, d_model: int) -> dict:
+    """Check the three rules on a sentence of ``length`` words for each coding idea.
+
+    Rule 1, bounded: the largest |value|. Rule 2, consistent step: the distance from seat 2 to
+    seat 3 in a 5-word sentence and in this one. Rule 3, unique: the smallest distance between the
+    codes of two different seats.
+    """
+    _int("rules_len", length)
+    check_int("d_model", d_model, minimum=2, maximum=256, even=True)
+    rows = []
+    for name in RULE_CODES:
+        codes = _codes(name, length, d_model)                                   # (L, d)
+        short = _codes(name, 5, d_model)
+        largest = float(codes.abs().max())
+        step_short = float((short[3] - short[2]).norm())
+        step_long = float((codes[3] - codes[2]).norm()) if length > 3 else None
+        if length > 1:
+            dist = torch.cdist(codes.unsqueeze(0), codes.unsqueeze(0))[0]        # (L, L)
+            dist.fill_diagonal_(math.inf)
+            closest = float(dist.min())
+        else:
+            closest = None
+        rows.append({
+            "code": name, "largest": largest, "bounded": largest <= 1.0,
+            "step_5_words": step_short, "step_this_sentence": step_long,
+            "consistent": step_long is not None and math.isclose(step_short, step_long, rel_tol=1e-9),
+            "closest_pair": closest, "unique": closest is not None and closest > 1e-9,
+        })
+    return {"length": length, "d_model": d_model, "codes": rows}
+
+
+# -- 5. sine waves as clock hands ----------------------------------------------------------------
+def clock_hands(seat: int, d_model: int) -> dict:
+    """The fast, medium and slow hands of ``seat``, the waves they come from, and the four-seat
+    fingerprint of the lesson's 4-wide table.
+
+    Hands: pair 0 (fastest, one radian per seat), pair d/8 (middle) and the last pair (slowest);
+    each hand's angle is seat x frequency, its tip (cos, sin) is the pair's two table columns.
+    """
+    _int("wave_seat", seat)
+    check_int("d_model", d_model, minimum=4, maximum=256, even=True)
+    freqs = sinusoidal_frequencies(d_model)                                     # (d/2,)
+    pairs = {"fast": 0, "medium": max(1, d_model // 8), "slow": d_model // 2 - 1}
+    row = sinusoidal_table(1, d_model, start=seat)[0]                           # (d,)
+    positions = torch.arange(0, 65)
+    table = sinusoidal_table(65, d_model)                                       # (65, d)
+    hands: list[dict] = []
+    for speed, pair in pairs.items():
+        freq = float(freqs[pair])
+        angle = seat * freq
+        hands.append({"speed": speed, "pair": pair, "columns": [2 * pair, 2 * pair + 1],
+                      "frequency": freq, "wavelength": TWO_PI / freq, "angle": angle,
+                      "angle_deg_mod_360": math.degrees(math.fmod(angle, TWO_PI)),
+                      "sin": float(row[2 * pair]), "cos": float(row[2 * pair + 1]),
+                      "wave": table[:, 2 * pair].tolist()})
+    # the continuous waves the table samples: sin(x * frequency) between the seats, 8 points per seat
+    between = torch.arange(0, 64 * 8 + 1, dtype=torch.float64) / 8                  # (513,)
+    for hand in hands:
+        hand["curve"] = torch.sin(between * float(hand["frequency"])).tolist()
+    small = sinusoidal_table(4, 4)                                              # (4, 4)
+    fingerprint = [{"seat": s, "fast": float(small[s, 0]), "medium": float(small[s, 1]),
+                    "slow": float(small[s, 2])} for s in range(4)]
+    return {"seat": seat, "d_model": d_model, "hands": hands, "positions": positions.tolist(),
+            "curve_positions": between.tolist(),
+            "fingerprint_d_model": 4, "fingerprint": fingerprint,
+            "fingerprint_frequencies": sinusoidal_frequencies(4).tolist()}
+
+
+# -- 6. learned tables and the 512 wall ----------------------------------------------------------
+def _learned_table() -> LearnedPositionalEmbedding:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return LearnedPositionalEmbedding(LEARNED_ROWS, LEARNED_WIDTH)
+
+
+def learned_wall(tokens: int, stretch_to: int) -> dict:
+    """Feed ``tokens`` positions to a 512-row learned table; stretch a copy to ``stretch_to`` rows.
+
+    The error message is the library's own :class:`PositionOutOfRangeError`. The stretched table
+    comes from :meth:`LearnedPositionalEmbedding.extend` (linear interpolation); column 0 of the last
+    rows of both tables is returned so the page can draw where the new rows come from.
+    """
+    _int("tokens", tokens)
+    _int("stretch_to", stretch_to)
+    table = _learned_table()
+    x = torch.zeros(1, tokens, LEARNED_WIDTH)
+    try:
+        out = table(x)
+        result = {"ok": True, "shape": list(out.shape), "error": None}
+    except PositionOutOfRangeError as err:
+        result = {"ok": False, "shape": None, "error": str(err), "error_type": type(err).__name__,
+                  "first_missing": err.position}
+    stretched = _learned_table()
+    stretched.extend(stretch_to, method="interpolate")
+    stretched_ok = tokens <= stretched.max_len
+    window = 16                                   # the last rows, where the two tables differ most
+    old_rows = list(range(LEARNED_ROWS - window, LEARNED_ROWS))
+    new_start = round((LEARNED_ROWS - window) * (stretch_to - 1) / (LEARNED_ROWS - 1))
+    new_rows = list(range(new_start, stretch_to))
+    scale = (LEARNED_ROWS - 1) / (stretch_to - 1)
+    with torch.no_grad():
+        old_col = table.weight[old_rows, 0].tolist()
+        new_col = stretched.weight[new_rows, 0].tolist()
+    return {"max_len": LEARNED_ROWS, "d_model": LEARNED_WIDTH, "tokens": tokens, **result,
+            "rows_used": min(tokens, LEARNED_ROWS), "stretch_to": stretch_to,
+            "stretched_reads_tokens": stretched_ok,
+            "old_positions": old_rows, "old_values": old_col,
+            "new_positions": new_rows, "new_values": new_col,
+            "new_at_old_scale": [r * scale for r in new_rows], "squeeze": scale}
+
+
+# -- 7. RoPE ---------------------------------------------------------------------------------------
+def _rotate_pairs(x: torch.Tensor, positions: list[int], inv_freq: torch.Tensor) -> torch.Tensor:
+    """RoPE copies of ``x`` (head_dim,) at each position, by posenc's apply_rotary -> (P, head_dim)."""
+    pos = torch.tensor(positions, dtype=torch.float64)
+    cos, sin = rope_cos_sin(pos, inv_freq, dtype=torch.float64)                # (P, d/2)
+    rows = x.to(torch.float64).expand(len(positions), -1).reshape(1, 1, len(positions), -1)
+    rotated, _ = apply_rotary(rows, rows, cos, sin, layout="half")              # (1, 1, P, d)
+    return rotated[0, 0]
+
+
+def rotate_vector(a: float, b: float, seat: int, theta_deg: float) -> dict:
+    """Turn the 2-D vector (a, b) by seat x theta with posenc's apply_rotary (one pair)."""
+    a, b = _float("a", a), _float("b", b)
+    _int("rot_seat", seat)
+    _float("theta_deg", theta_deg)
+    inv_freq = torch.tensor([math.radians(theta_deg)], dtype=torch.float64)
+    rotated = _rotate_pairs(torch.tensor([a, b], dtype=torch.float64), [seat], inv_freq)[0]
+    angle = seat * math.radians(theta_deg)
+    c, s = math.cos(angle), math.sin(angle)
+    return {"a": a, "b": b, "seat": seat, "theta_deg": theta_deg, "angle": angle,
+            "angle_deg": seat * theta_deg, "matrix": [[c, -s], [s, c]],
+            "rotated": rotated.tolist(), "length": math.hypot(a, b),
+            "rotated_length": float(rotated.norm())}
+
+
+def rope_clock(head_dim: int, m: int, n: int, shift: int) -> dict:
+    """Every pair of a query at seat m and a key at seat n: the vectors before (the ghost hands)
+    and after the turn, the turn m*theta_i itself, and the relative-angle proof with numbers.
+
+    The proof: (R(m t) q) . (R(n t) k) = q . R((n - m) t) k, because R(m t)^T R(n t) = R((n - m) t).
+    Both sides are computed, for the seats as given and for both moved by ``shift``.
+    """
+    check_int("head_dim", head_dim, minimum=2, maximum=int(LESSON_LIMITS["rope_head_dim"].maximum),
+              even=True)
+    for name, value in (("m", m), ("n", n), ("shift", shift)):
+        _int(name, value)
+    inv_freq = rope_inv_freq(head_dim, 10000.0)                                 # (d/2,)
+    g = torch.Generator()
+    q = torch.randn(head_dim, generator=g.manual_seed(1), dtype=torch.float64)
+    k = torch.randn(head_dim, generator=g.manual_seed(2), dtype=torch.float64)
+    half = head_dim // 2
+    q_rot = _rotate_pairs(q, [m, m + shift], inv_freq)                          # (2, d)
+    k_rot = _rotate_pairs(k, [n, n + shift], inv_freq)
+    # right-hand side: the key turned by the gap (n - m) alone, dotted with the unturned query
+    gap_turn = _rotate_pairs(k, [1], inv_freq * (n - m))[0]                    # (d,), turned (n - m) theta
+    pairs = []
+    for i in range(half):
+        theta = float(inv_freq[i])
+        pairs.append({
+            "pair": i, "theta": theta, "theta_deg": math.degrees(theta),
+            "q": [float(q[i]), float(q[i + half])], "k": [float(k[i]), float(k[i + half])],
+            "q_rotated": [float(q_rot[0, i]), float(q_rot[0, i + half])],
+            "k_rotated": [float(k_rot[0, i]), float(k_rot[0, i + half])],
+            "q_turn_deg": math.degrees(m * theta), "k_turn_deg": math.degrees(n * theta),
+            "gap_deg": math.degrees((n - m) * theta),
+        })
+    return {"head_dim": head_dim, "m": m, "n": n, "shift": shift, "pairs": pairs,
+            "score": float(q_rot[0] @ k_rot[0]), "score_shifted": float(q_rot[1] @ k_rot[1]),
+            "score_gap_only": float(q @ gap_turn), "score_unrotated": float(q @ k)}
+
+
+ORDER_SENTENCES = ("the dog bit the man", "the man bit the dog")
+
+
+def word_order(sentence: int, degrees: float) -> dict:
+    """The dog/man clock: every word of sentence A (0) or B (1) turned seat x degrees, and the turn
+    from "dog" to "bit" (angle of "bit" minus angle of "dog", counter-clockwise positive).
+
+    The scores come from posenc's apply_rotary on one pair: a fixed "bit" query against a fixed
+    "dog" key at their seats, beside the score without positions.
+    """
+    check_int("sentence", sentence, minimum=0, maximum=1)
+    _float("order_deg", degrees)
+    words = ORDER_SENTENCES[sentence].split()
+    inv_freq = torch.tensor([math.radians(degrees)], dtype=torch.float64)
+    dog, bit = words.index("dog"), words.index("bit")
+    q = torch.tensor([1.0, 0.25], dtype=torch.float64)                         # "bit" as a query
+    k = torch.tensor([0.6, 0.8], dtype=torch.float64)                          # "dog" as a key
+    q_rot = _rotate_pairs(q, [bit], inv_freq)[0]
+    k_rot = _rotate_pairs(k, [dog], inv_freq)[0]
+    return {"sentence": sentence, "text": ORDER_SENTENCES[sentence], "words": words,
+            "degrees": degrees, "angles_deg": [i * degrees for i in range(len(words))],
+            "dog_seat": dog, "bit_seat": bit, "turn_dog_to_bit_deg": (bit - dog) * degrees,
+            "score_rope": float(q_rot @ k_rot), "score_nope": float(q @ k)}
+
+
+# -- 8. stretching RoPE --------------------------------------------------------------------------
+def stretching(factor: float, train_len: int, head_dim: int) -> dict:
+    """Wavelength of every pair under plain RoPE, linear (PI), NTK-aware and YaRN scaling.
+
+    For each method: the wavelengths 2 pi / theta_i, the attention factor, and the largest angle the
+    slowest pair reaches at the new length (factor x train_len) beside the largest it saw in
+    training: a method that keeps the first at or under the second shows the model no new angle.
+    """
+    _float("factor", factor)
+    _int("train_len", train_len)
+    check_int("head_dim", head_dim, minimum=16, maximum=256, even=True)
+    target = round(factor * train_len)
+    configs = {"rope": None, "linear": LinearScaling(factor=factor),
+               "ntk": NTKScaling(factor=factor),
+               "yarn": YaRNScaling(factor=factor, original_max_position_embeddings=train_len)}
+    plain = rope_inv_freq(head_dim, 10000.0)
+    # the angle swept over a whole context (seat 0 to seat L): the same measure for both lengths
+    seen = float(plain[-1]) * train_len
+    methods = []
+    for name, cfg in configs.items():
+        inv_freq, attention = rope_frequencies(cfg, head_dim, 10000.0)
+        wavelengths = (TWO_PI / inv_freq).tolist()
+        methods.append({"method": name, "wavelengths": wavelengths, "attention_factor": attention,
+                        "slowest_angle_at_target": float(inv_freq[-1]) * target,
+                        "fastest_theta": float(inv_freq[0]),
+                        "pairs_longer_than_training": int(sum(w > train_len for w in wavelengths))})
+    return {"factor": factor, "train_len": train_len, "target_len": target, "head_dim": head_dim,
+            "slowest_angle_in_training": seen, "methods": methods}
+
+
+# -- 9. the comparison table ---------------------------------------------------------------------
+def compare(length: int) -> dict:
+    """Ask each scheme, as posenc builds it for a model trained on 512 tokens, to place ``length``
+    tokens: its own hook (embed, rotate or bias) runs at every position. Reports where the scheme
+    acts, its extra trainable numbers, and whether it could (the error is the library's own)."""
+    _int("compare_len", length)
+    d_model, heads = 32, 4
+    pos = torch.arange(length).unsqueeze(0)                                      # (1, L)
+    rows = []
+    for name in ("sinusoidal", "learned", "rope", "alibi", "nope"):
+        scheme = make_scheme(name, d_model=d_model, n_heads=heads, max_len=LEARNED_ROWS).double()
+        extra = sum(p.numel() for p in scheme.parameters() if p.requires_grad)
+        where = {"sinusoidal": "input", "learned": "input", "rope": "queries and keys",
+                 "alibi": "attention logits", "nope": "nowhere"}[name]
+        try:
+            with torch.no_grad():
+                x = scheme.embed(torch.zeros(1, length, d_model, dtype=torch.float64), pos)
+                q = torch.ones(1, heads, length, d_model // heads, dtype=torch.float64)
+                q, _ = scheme.rotate(q, q, pos)
+                # the last query against every key: the row a long input needs most
+                bias = scheme.bias(pos[0, -1:], pos[0])
+            finite = bool(torch.isfinite(x).all() and torch.isfinite(q).all()
+                          and (bias is None or torch.isfinite(bias).all()))
+            rows.append({"scheme": name, "where": where, "extra_parameters": extra, "reads": True,
+                         "finite": finite, "error": None})
+        except PositionOutOfRangeError as err:
+            rows.append({"scheme": name, "where": where, "extra_parameters": extra, "reads": False,
+                         "finite": None, "error": str(err)})
+    return {"length": length, "trained_len": LEARNED_ROWS, "d_model": d_model, "schemes": rows}
+
+
+# -- 10. the PyTorch demo --------------------------------------------------------------------------
+def pytorch_demo(shift: int = 100, d_model: int = 4) -> None:
+    """Sinusoidal table and RoPE with posenc: two seats apart scores the same anywhere."""
+    import torch
+
+    from posenc import RotaryEmbedding, sinusoidal_table
+
+    # 1. the sinusoidal table of the 2017 Transformer: a constant, built once
+    table = sinusoidal_table(10, d_model)                  # (10, d_model)
+    print("seat 0 wave vector:", [round(v, 3) for v in table[0].tolist()])
+    print("seat 1 wave vector:", [round(v, 3) for v in table[1].tolist()])
+
+    # 2. RoPE on one head of width 2: a query and a key, turned by their seats
+    rope = RotaryEmbedding(head_dim=2)                     # theta = 1 radian per seat
+    q = torch.tensor([1.0, 0.5], dtype=torch.float64).view(1, 1, 1, 2)   # (batch, heads, seq, dim)
+    k = torch.tensor([0.8, 0.2], dtype=torch.float64).view(1, 1, 1, 2)
+
+    def score(m: int, n: int) -> float:
+        q_m, _ = rope(q, q, position_ids=torch.tensor([[m]]))
+        _, k_n = rope(k, k, position_ids=torch.tensor([[n]]))
+        return float((q_m * k_n).sum())
+
+    print(f"score, seats 1 and 3:   {score(1, 3):.5f}")
+    print(f"score, seats {1 + shift} and {3 + shift}: {score(1 + shift, 3 + shift):.5f}")
+
+
+def run_demo(shift: int, d_model: int) -> dict:
+    """The source of :func:`pytorch_demo` and what it prints when run now."""
+    _int("shift", shift)
+    _int("demo_d_model", d_model)
+    check_int("d_model", d_model, minimum=2, maximum=64, even=True)
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        pytorch_demo(shift=shift, d_model=d_model)
+    source = inspect.getsource(pytorch_demo)
+    return {"shift": shift, "d_model": d_model, "source": source,
+            "output": buffer.getvalue().rstrip("\n").split("\n")}
+
+
+# -- 12. common mistakes -----------------------------------------------------------------------------
+class _TableAsParameter(PositionScheme):
+    """The mistake: the fixed sinusoidal table stored as a trainable ``nn.Parameter``."""
+
+    name = "sinusoidal-as-parameter"
+
+    def __init__(self, d_model: int, max_len: int):
+        super().__init__()
+        self.pe = torch.nn.Parameter(sinusoidal_table(max_len, d_model))       # (max_len, d)
+
+    def embed(self, x, position_ids):
+        return x + self.pe[position_ids].to(x.dtype)
+
+
+def mistakes(steps: int, d_model: int, shift: int) -> dict:
+    """Each common mistake run next to the right way.
+
+    1. Table as Parameter: ``steps`` Adam steps on one sentence move the parameter copy of the table
+       away from the formula; the buffer copy does not move.
+    2. Concatenate instead of add: parameters of one Block at width d (added) and 2d (glued on),
+       built on the meta device so only the sizes exist.
+    3. Rotating V: a phrase moved ``shift`` seats; the last token's output with q, k rotated (as
+       RoPE does) and with v rotated too.
+    """
+    _int("steps", steps)
+    _int("concat_d_model", d_model)
+    _int("shift", shift)
+    # 1
+    small = 32
+    config = ModelConfig(scheme="sinusoidal", vocab_size=256, d_model=small, n_layers=1, n_heads=4,
+                         max_len=32)
+    tokens = torch.tensor([list(b"the dog bit the man")])                      # (1, 19) bytes
+    exact = sinusoidal_table(32, small)
+    drift = {}
+    for label, scheme in (("buffer", SinusoidalPositionalEncoding(small, max_len=32)),
+                          ("parameter", _TableAsParameter(small, 32))):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            model = TinyLM(config, scheme=scheme)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+        for _ in range(steps):
+            logits = model(tokens[:, :-1])                                       # (1, 18, 256)
+            loss = F.cross_entropy(logits.reshape(-1, 256), tokens[:, 1:].reshape(-1))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        table = scheme.pe.detach()[:32].float()
+        drift[label] = {"largest_change": float((table - exact).abs().max()),
+                        "trainable": sum(p.numel() for p in scheme.parameters() if p.requires_grad)}
+    # 2
+    with torch.device("meta"):
+        added = sum(p.numel() for p in Block(d_model, 8).parameters())
+        glued = sum(p.numel() for p in Block(2 * d_model, 8).parameters())
+    # 3
+    seq, head_dim = 6, 8
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(1, 1, seq, head_dim, generator=g, dtype=torch.float64) for _ in range(3))
+    inv_freq = rope_inv_freq(head_dim, 10000.0)
+
+    def last_output(start: int, rotate_values: bool) -> torch.Tensor:
+        cos, sin = rope_cos_sin(torch.arange(start, start + seq), inv_freq, dtype=torch.float64)
+        qr, kr = apply_rotary(q, k, cos, sin)
+        vr = apply_rotary(v, v, cos, sin)[0] if rotate_values else v
+        weights = torch.softmax(qr @ kr.transpose(-1, -2) / math.sqrt(head_dim), dim=-1)
+        return (weights @ vr)[0, 0, -1]                                          # (head_dim,)
+
+    qk_only = float((last_output(0, False) - last_output(shift, False)).abs().max())
+    with_v = float((last_output(0, True) - last_output(shift, True)).abs().max())
+    return {"steps": steps, "parameter": drift,
+            "concat": {"d_model": d_model, "added": added, "concatenated": glued, "ratio": glued / added},
+            "values": {"shift": shift, "seq": seq, "qk_only": qk_only, "with_v": with_v}}
+
+
+# -- 13. the big picture ---------------------------------------------------------------------------
+def big_picture(scheme: str) -> dict:
+    """"the dog bit the man" against "the man bit the dog" through one block with ``scheme``:
+    does the output for "dog" change? Without a causal mask, so only the scheme can tell."""
+    check_choice("scheme", scheme, set(BAG_SCHEMES))
+    a, b = ORDER_SENTENCES[0].split(), ORDER_SENTENCES[1].split()
+    out_a, out_b = _run_block(a, scheme), _run_block(b, scheme)
+    dog = float((out_a[a.index("dog")] - out_b[b.index("dog")]).abs().max())
+    man = float((out_a[a.index("man")] - out_b[b.index("man")]).abs().max())
+    return {"scheme": scheme, "sentences": list(ORDER_SENTENCES), "dog_difference": dog,
+            "man_difference": man, "order_visible": max(dog, man) > 1e-9}
+
+
+__all__ = ["CHAPTERS", "LESSON_LIMITS", "SOURCE_SECTIONS", "bad_ideas", "bag_of_tiles", "big_picture",
+           "chapters", "clock_hands", "compare", "learned_wall", "mistakes", "pytorch_demo",
+           "rope_clock", "rotate_vector", "run_demo", "stretching", "three_rules", "word_order",
+           "word_plus_position"]

@@ -1,0 +1,156 @@
+// Chapters 1-4: the bag of tiles, word + position, the two bad ideas, the three rules.
+
+import { $, api, slider } from "../core.js";
+import { chapterLoader, registerChapter } from "./main.js";
+import { C, T, INK, MUTED, svg, html, fmt, widthOf, root, text, divergingFill, barRow, numbers, hbars, stackLabels } from "./draw.js";
+
+// -- 1. the bag of tiles -----------------------------------------------------------------------------
+registerChapter("bag-of-tiles", () => {
+  let shuffle = 0, data = null;
+  const draw = () => {
+    if (!data) return;
+    const holder = $("bag-figure"), width = widthOf(holder, 720);
+    const rowH = 54, tileW = Math.min(92, width * 0.26), height = data.words.length * rowH + 34;
+    const s = root(holder, width, height, `outputs of each word, as written and shuffled, with ${data.scheme}`);
+    text(s, 0, 14, `shuffled: ${data.shuffled.join(" ")}`, { size: 12, color: MUTED });
+    const span = Math.max(...data.outputs.flat().map(Math.abs), 1e-9);
+    const stripX = tileW + 10, stripW = width - stripX - 70, cell = stripW / data.d_model;
+    data.words.forEach((word, i) => {
+      const y = 26 + i * rowH;
+      svg("rect", { x: 0, y: y + 4, width: tileW, height: rowH - 14, rx: 6, fill: "#f3ead7", stroke: "#b08d57" }, s);
+      text(s, tileW / 2, y + rowH / 2 + 2, word, { size: 14, anchor: "middle", weight: 700 });
+      text(s, tileW / 2, y + rowH / 2 + 16, `seat ${i} → ${data.order.indexOf(i)}`, { size: 11, anchor: "middle", color: MUTED });
+      [data.outputs[i], data.outputs_shuffled[i]].forEach((row, k) => {
+        row.forEach((v, j) => svg("rect", { x: stripX + j * cell, y: y + 6 + k * 18, width: Math.max(1, cell - 1), height: 16,
+          fill: divergingFill(v, span), class: "cell" }, s));
+      });
+      const same = data.difference[i] < 1e-9;
+      text(s, width - 2, y + 26, same ? "same" : fmt(data.difference[i], 3), { size: 12, anchor: "end",
+        color: same ? T.green : T.vermillion, weight: 700 });
+    });
+  };
+  const load = chapterLoader("bag-of-tiles", async (signal) => {
+    data = await api("/api/lesson/bag", { text: $("bag-text").value, shuffle, scheme: $("bag-scheme").value }, signal);
+    draw();
+    numbers($("bag-numbers"), [
+      `scheme: ${data.scheme}; sentence: “${data.words.join(" ")}”; shuffled: “${data.shuffled.join(" ")}”.`,
+      ...data.words.map((w, i) => `“${w}” (seat ${i}): largest change of its output after the shuffle ${fmt(data.difference[i], 3)}`),
+      `largest change over all words: ${fmt(data.largest_difference, 3)}${data.largest_difference < 1e-9 ? " (rounding: the same vectors)" : ""}`,
+    ]);
+  });
+  $("bag-shuffle").addEventListener("click", () => { shuffle = (shuffle % 9999) + 1; load(0); });
+  $("bag-scheme").addEventListener("change", () => load(0));
+  $("bag-text").addEventListener("input", () => load(300));
+  load(0);
+  return draw;
+});
+
+// -- 2. word + position = input ------------------------------------------------------------------
+registerChapter("word-plus-position", () => {
+  let data = null;
+  const seat = slider("input-seat", () => load());
+  const stdOf = () => {
+    const v = $("input-std").value, width = Number($("input-width").value);
+    return v === "sqrt" ? 0.02 * Math.sqrt(width) : Number(v);
+  };
+  const draw = () => {
+    if (!data) return;
+    const holder = $("input-figure"), width = widthOf(holder, 720), rowH = 64, gap = 30;
+    const s = root(holder, width, 3 * (rowH + gap) + 4, `word vector plus position vector equals input, ${data.d_model} numbers each`);
+    const span = Math.max(...[...data.word_vector, ...data.position_vector, ...data.input].map(Math.abs));
+    const rows = [[data.word_vector, `word “${data.word}” (${data.d_model} numbers, length ${fmt(data.word_norm, 2)})`, C.blue],
+      [data.position_vector, `+ position of seat ${data.seat} (${data.d_model} numbers, length ${fmt(data.position_norm, 2)})`, C.green],
+      [data.input, `= input to the first layer (${data.d_model} numbers)`, C.purple]];
+    rows.forEach(([values, label, color], k) => barRow(s, values, { x: 0, y: 18 + k * (rowH + gap), width, height: rowH,
+      color, span, label }));
+  };
+  const load = chapterLoader("word-plus-position", async (signal) => {
+    const word = $("input-word").value.trim() || "dog";
+    data = await api("/api/lesson/input", { word, seat: seat(), d_model: $("input-width").value,
+      embed_std: Number(stdOf().toPrecision(6)) }, signal);
+    draw();
+    const show = (v) => `[${v.map((x) => fmt(x, 2)).join(", ")}]`;
+    numbers($("input-numbers"), [
+      `word “${data.word}”, entries drawn with standard deviation ${fmt(data.embed_std, 4)}: ${show(data.word_vector)}`,
+      `position of seat ${data.seat}: ${show(data.position_vector)}`,
+      `input = word + position: ${show(data.input)}`,
+      `lengths: word ${fmt(data.word_norm, 3)}, position ${fmt(data.position_norm, 3)} (always √(d/2)); position / word = ${fmt(data.ratio, 2)}`,
+      `direction of the input against the word alone (cosine): ${fmt(data.cosine_input_word, 3)}`,
+    ]);
+  });
+  $("input-width").addEventListener("change", () => load(0));
+  $("input-std").addEventListener("change", () => load(0));
+  $("input-word").addEventListener("input", () => load(300));
+  load(0);
+  return draw;
+});
+
+// -- 3. bad ideas -----------------------------------------------------------------------------------
+registerChapter("bad-ideas", () => {
+  let data = null;
+  const seat = slider("raw-seat", () => load());
+  const len = slider("frac-len", () => load());
+  const draw = () => {
+    if (!data) return;
+    hbars($("raw-figure"), [
+      { label: "words alone", value: data.cosine_words, color: C.blue },
+      { label: `+ raw seat ${data.raw_seat}`, value: data.cosine_raw, color: C.vermillion },
+      { label: `+ sine code of seat ${data.raw_seat}`, value: data.cosine_sine, color: C.green },
+    ], { label: "cosine similarity of dog and man", max: 1, format: (v) => fmt(v, 6) });
+    const holder = $("frac-figure"), width = widthOf(holder, 720), s = root(holder, width, 92,
+      `fraction codes of a ${data.sentence_len}-word sentence on a ruler from 0 to 1`);
+    const x = (v) => 12 + v * (width - 24);
+    svg("line", { x1: x(0), x2: x(1), y1: 40, y2: 40, stroke: INK, "stroke-width": 2 }, s);
+    text(s, x(0), 70, "0", { anchor: "middle" });
+    text(s, x(1), 70, "1", { anchor: "middle" });
+    data.fractions.forEach((f, i) => {
+      svg("line", { x1: x(f), x2: x(f), y1: 28, y2: 52, stroke: C.blue, "stroke-width": 2.5, class: "tick-mark" }, s);
+      if (data.fractions.length <= 8 && (i < 4 || data.sentence_len < 20)) text(s, x(f), 20, fmt(f, 2), { anchor: "middle", size: 12 });
+    });
+    text(s, width / 2, 88, `one step = ${fmt(data.step, 4)} (in a 4-word sentence: ${fmt(data.step_4_words, 2)})`,
+      { anchor: "middle", size: 12, color: T.vermillion, weight: 700 });
+  };
+  const load = chapterLoader("bad-ideas", async (signal) => {
+    data = await api("/api/lesson/bad-ideas", { raw_seat: seat(), sentence_len: len() }, signal);
+    draw();
+    numbers($("raw-numbers"), [
+      `[${data.word.join(", ")}] + ${data.raw_seat} = [${data.stamped.map((v) => fmt(v, 2)).join(", ")}]`,
+      `the raw position vector is ${fmt(data.raw_ratio, 1)} times longer than the word vector`,
+      `cosine(dog, man): alone ${fmt(data.cosine_words, 4)}, with the raw seat ${fmt(data.cosine_raw, 6)}, with the sine code ${fmt(data.cosine_sine, 4)}`,
+    ]);
+    numbers($("frac-numbers"), [
+      `${data.sentence_len} words: codes ${data.fractions.map((v) => fmt(v, 3)).join(", ")}${data.sentence_len > data.fractions.length ? ", …" : ""}`,
+      `one step = 1 / ${data.sentence_len} = ${fmt(data.step, 5)}; in a 4-word sentence one step is ${fmt(data.step_4_words, 2)}`,
+    ]);
+  });
+  load(0);
+  return draw;
+});
+
+// -- 4. the three rules -------------------------------------------------------------------------------
+registerChapter("three-rules", () => {
+  const len = slider("rules-len", () => load());
+  const load = chapterLoader("three-rules", async (signal) => {
+    const d = await api("/api/lesson/rules", { length: len(), d_model: $("rules-width").value }, signal);
+    const table = $("rules-table");
+    table.replaceChildren();
+    html("caption", {}, table, `The three rules on a ${d.length}-word sentence, codes ${d.d_model} numbers wide`);
+    const head = html("tr", {}, html("thead", {}, table));
+    for (const h of ["code", "1 · bounded (largest |value|)", "2 · same step (seat 2→3: 5 words / this sentence)",
+      "3 · unique (closest two seats)"]) html("th", { scope: "col" }, head, h);
+    const body = html("tbody", {}, table);
+    const mark = (ok) => (ok ? "✓ passes" : "✗ fails");
+    for (const row of d.codes) {
+      const tr = html("tr", { "data-code": row.code }, body);
+      html("th", { scope: "row" }, tr, row.code);
+      html("td", { class: row.bounded ? "pass" : "fail" }, tr, `${mark(row.bounded)}: ${fmt(row.largest, 4)}`);
+      html("td", { class: row.consistent ? "pass" : "fail" }, tr,
+        `${mark(row.consistent)}: ${fmt(row.step_5_words, 4)} / ${fmt(row.step_this_sentence, 4)}`);
+      html("td", { class: row.unique ? "pass" : "fail" }, tr, `${mark(row.unique)}: ${fmt(row.closest_pair, 4)}`);
+    }
+    stackLabels(table);
+  });
+  $("rules-width").addEventListener("change", () => load(0));
+  load(0);
+  return null;
+});

@@ -1,0 +1,146 @@
+// Drawing helpers of the lesson. Every figure is drawn at the width of its box (one SVG unit = one
+// CSS pixel), so text drawn at 12 units is 12 px on any screen. Colours are the Okabe-Ito set,
+// which readers with any common colour-vision deficiency can tell apart; lines also differ in dash.
+
+import { svg, html, fmt, fmtInt } from "../charts.js";
+
+export const INK = "#1d2330";
+export const MUTED = "#4b5262";
+export const C = {
+  blue: "#0072B2", orange: "#E69F00", green: "#009E73", vermillion: "#D55E00", purple: "#CC79A7",
+  sky: "#56B4E9", yellow: "#F0E442", grey: "#8a8f99",
+};
+// Text-safe (4.5:1 on white) variants for labels.
+export const T = { blue: "#005a8c", orange: "#8a5a00", green: "#00684c", vermillion: "#a64300", purple: "#8c3f73" };
+export const SERIES = [
+  { color: C.blue, dash: null }, { color: C.vermillion, dash: "7 4" }, { color: C.green, dash: "2 3" },
+  { color: C.orange, dash: "10 3 2 3" }, { color: C.purple, dash: "4 2" },
+];
+
+export { svg, html, fmt, fmtInt };
+
+export function widthOf(holder, max = 720, min = 260) {
+  const w = holder.clientWidth || holder.getBoundingClientRect().width || 320;
+  return Math.max(min, Math.min(max, Math.floor(w)));
+}
+
+export function root(holder, width, height, label) {
+  holder.replaceChildren();
+  return svg("svg", { viewBox: `0 0 ${width} ${height}`, width, height, class: "lesson-svg", role: "img",
+    "aria-label": label }, holder);
+}
+
+export function text(parent, x, y, content, { size = 12, anchor = "start", color = INK, weight = null } = {}) {
+  const node = svg("text", { x, y, "text-anchor": anchor, "font-size": size, fill: color, "font-weight": weight },
+    parent);
+  node.textContent = content;
+  return node;
+}
+
+// Diverging fill for values in [-1, 1]: blue negative, orange positive (colour-blind safe pair).
+export function divergingFill(v, span = 1) {
+  const t = Math.max(-1, Math.min(1, v / (span || 1)));
+  const far = t < 0 ? [0, 114, 178] : [230, 159, 0];
+  const a = Math.pow(Math.abs(t), 0.8);
+  const rgb = far.map((c) => Math.round(255 + (c - 255) * a));
+  return `rgb(${rgb.join(",")})`;
+}
+
+// A row of vertical bars for one vector, centred on a zero line. Returns the row's height.
+export function barRow(parent, values, { x, y, width, height = 60, color = C.blue, span = null, label = "" }) {
+  const top = span || Math.max(1e-12, ...values.map((v) => Math.abs(v)));
+  const zero = y + height / 2, w = width / values.length;
+  svg("line", { x1: x, x2: x + width, y1: zero, y2: zero, stroke: "#9aa1ad" }, parent);
+  values.forEach((v, i) => {
+    const h = (Math.abs(v) / top) * (height / 2 - 2);
+    svg("rect", { x: x + i * w + 1, y: v >= 0 ? zero - h : zero, width: Math.max(1, w - 2), height: Math.max(0.5, h),
+      fill: v >= 0 ? color : C.vermillion, class: "bar" }, parent);
+  });
+  if (label) text(parent, x, y - 4, label, { size: 12, color: INK, weight: 600 });
+  return height;
+}
+
+// A clock dial: a face, tick marks every 30°, hands at angles (radians, counter-clockwise from
+// 3 o'clock, y up), an optional ghost hand (dashed, the vector before a turn) and a shaded turn arc.
+export function clock(parent, { cx, cy, r, hands = [], ghost = null, arc = null }) {
+  const g = svg("g", { class: "clock" }, parent);
+  svg("circle", { cx, cy, r, fill: "#fff", stroke: "#8a8f99", "stroke-width": 1.5 }, g);
+  for (let i = 0; i < 12; i++) {
+    const a = (i / 12) * 2 * Math.PI;
+    svg("line", { x1: cx + Math.cos(a) * (r - 5), y1: cy - Math.sin(a) * (r - 5), x2: cx + Math.cos(a) * r,
+      y2: cy - Math.sin(a) * r, stroke: "#b9bec8" }, g);
+  }
+  if (arc && Math.abs(arc.sweep) > 1e-9) {
+    const rr = r * 0.42, sweep = Math.max(-2 * Math.PI + 1e-6, Math.min(2 * Math.PI - 1e-6, arc.sweep));
+    const end = arc.from + sweep;
+    const x0 = cx + Math.cos(arc.from) * rr, y0 = cy - Math.sin(arc.from) * rr;
+    const x1 = cx + Math.cos(end) * rr, y1 = cy - Math.sin(end) * rr;
+    const large = Math.abs(sweep) > Math.PI ? 1 : 0, dir = sweep > 0 ? 0 : 1;
+    svg("path", { d: `M${cx},${cy} L${x0},${y0} A${rr},${rr} 0 ${large} ${dir} ${x1},${y1} Z`, fill: arc.color || C.purple,
+      "fill-opacity": 0.3, stroke: arc.color || C.purple, class: "turn-arc" }, g);
+  }
+  const drawHand = (hand, dashed) => {
+    const len = r * Math.max(0.1, Math.min(1, hand.length ?? 0.85));
+    const x1 = cx + Math.cos(hand.angle) * len, y1 = cy - Math.sin(hand.angle) * len;
+    svg("line", { x1: cx, y1: cy, x2: x1, y2: y1, stroke: hand.color, "stroke-width": hand.width || (dashed ? 2 : 3.5),
+      "stroke-dasharray": dashed ? "4 3" : null, "stroke-linecap": "round", class: dashed ? "ghost-hand" : "hand" }, g);
+    if (hand.label) {
+      const lx = cx + Math.cos(hand.angle) * (len + 11), ly = cy - Math.sin(hand.angle) * (len + 11) + 4;
+      text(g, lx, ly, hand.label, { size: 12, anchor: "middle", color: hand.textColor || INK, weight: 700 });
+    }
+  };
+  if (ghost) drawHand({ ...ghost, color: ghost.color || "#6b7280" }, true);
+  for (const hand of hands) drawHand(hand, false);
+  svg("circle", { cx, cy, r: 3, fill: INK }, g);
+  return g;
+}
+
+export function deg(rad) { return (rad * 180) / Math.PI; }
+export function rad(d) { return (d * Math.PI) / 180; }
+export function mod360(d) { return ((d % 360) + 360) % 360; }
+
+export function signed(v, digits = 1) {
+  const s = fmt(v, digits);
+  return v > 0 ? `+${s}` : s;
+}
+
+// Text alternative of a figure: one line per item, written into a .numbers element.
+export function numbers(node, lines) {
+  node.replaceChildren();
+  const list = html("ul", {}, node);
+  for (const line of lines) html("li", {}, list, line);
+}
+
+// A horizontal bar chart of labelled values (log scale optional): each label above its bar, the
+// value printed at the bar's end, so nothing is cut off on a narrow screen.
+export function hbars(holder, items, { label, log = false, format = (v) => fmt(v, 4), max = null }) {
+  const width = widthOf(holder, 640), rowH = 44, room = width - 90;
+  const height = items.length * rowH + 4;
+  const s = root(holder, width, height, label);
+  const values = items.map((it) => it.value);
+  const floor = log ? Math.min(...values.filter((v) => v > 0), 1e-16) : 0;
+  const top = max ?? Math.max(...values, 1e-12);
+  const pos = (v) => {
+    if (!log) return (Math.max(0, v) / top) * room;
+    const lo = Math.log10(floor / 10), hi = Math.log10(top);
+    return ((Math.log10(Math.max(v, floor / 10)) - lo) / (hi - lo || 1)) * room;
+  };
+  items.forEach((it, i) => {
+    const y = 2 + i * rowH;
+    text(s, 0, y + 13, it.label, { size: 12 });
+    const w = Math.max(2, pos(it.value));
+    svg("rect", { x: 0, y: y + 19, width: w, height: 18, fill: it.color || C.blue, class: "bar" }, s);
+    text(s, w + 5, y + 33, format(it.value), { size: 12 });
+  });
+  return s;
+}
+
+// Names every cell after its column's heading (data-label), so a narrow screen can show the table
+// as one card per row (CSS: table.stack) without losing what each number is.
+export function stackLabels(table) {
+  table.classList.add("stack");
+  const heads = [...table.querySelectorAll("thead th")].map((th) => th.textContent.replace(/\?$/, ""));
+  for (const tr of table.querySelectorAll("tbody tr")) {
+    [...tr.children].forEach((cell, i) => { if (cell.tagName === "TD" && heads[i]) cell.dataset.label = heads[i]; });
+  }
+}

@@ -1,0 +1,128 @@
+// The guided lesson: thirteen chapters, one shown at a time, named by the URL hash.
+// Each chapter module registers a setup function that runs the first time its chapter is opened;
+// every number a chapter draws comes from the server's /api/lesson endpoints (posenc itself).
+
+import { api } from "../core.js";
+import { renderChecks } from "./checks.js";
+
+const chapters = new Map();        // id -> {setup, redraw, ready}
+let order = [];                    // chapter ids in reading order, as the page lists them
+let current = null;
+const READ_KEY = "posenc-lesson-read";
+
+export function chapterNode(id) { return document.getElementById(`ch-${id}`); }
+
+// A chapter's loader: debounces, cancels the request it supersedes, counts renders on the article
+// (data-renders, which the tests wait on) and shows errors in the chapter's first .error box.
+export function chapterLoader(id, load, { delay = 60 } = {}) {
+  let timer = null, controller = null;
+  return function schedule(wait = delay) {
+    clearTimeout(timer);
+    timer = setTimeout(async () => {
+      if (controller) controller.abort();
+      controller = new AbortController();
+      const mine = controller;
+      const node = chapterNode(id), box = node.querySelector(".error");
+      try {
+        await load(mine.signal);
+        if (mine.signal.aborted) return;
+        if (box) { box.hidden = true; box.textContent = ""; }
+        node.dataset.renders = String(Number(node.dataset.renders || 0) + 1);
+      } catch (err) {
+        if (err.name === "AbortError") return;
+        if (box) { box.textContent = err.message; box.hidden = false; }
+      }
+    }, wait);
+  };
+}
+
+// Registers a chapter. `setup()` wires its controls and returns a `redraw()` called on resizes.
+export function registerChapter(id, setup) { chapters.set(id, { setup, redraw: null, ready: false }); }
+
+function readSet() {
+  try { return new Set(JSON.parse(window.sessionStorage.getItem(READ_KEY) || "[]")); } catch (err) { return new Set(); }
+}
+
+function markRead(id) {
+  const read = readSet();
+  read.add(id);
+  try { window.sessionStorage.setItem(READ_KEY, JSON.stringify([...read])); } catch (err) { /* private mode */ }
+  return read;
+}
+
+function updateProgress(id) {
+  const index = order.indexOf(id), read = markRead(id);
+  const fill = document.getElementById("progress-fill"), bar = document.getElementById("progress");
+  fill.style.width = `${(100 * (index + 1)) / order.length}%`;
+  bar.setAttribute("aria-valuenow", String(index + 1));
+  bar.setAttribute("aria-valuetext", `chapter ${index + 1} of ${order.length}`);
+  const seen = order.filter((c) => read.has(c)).length;
+  document.getElementById("progress-text").textContent =
+    `Chapter ${index + 1} of ${order.length} · ${seen} of ${order.length} opened`;
+  for (const link of document.querySelectorAll("#toc-list a")) {
+    const target = link.getAttribute("href").slice(1);
+    if (target === id) link.setAttribute("aria-current", "step"); else link.removeAttribute("aria-current");
+    link.parentElement.classList.toggle("read", read.has(target));
+  }
+  const prev = document.getElementById("chapter-prev"), next = document.getElementById("chapter-next");
+  prev.disabled = index === 0;
+  prev.textContent = index === 0 ? "← Previous" : `← ${index}. ${titleOf(order[index - 1])}`;
+  next.textContent = index === order.length - 1 ? "Workbench →" : `${index + 2}. ${titleOf(order[index + 1])} →`;
+}
+
+function titleOf(id) { return chapterNode(id).querySelector("h2").textContent; }
+
+export function isChapter(id) { return order.includes(id); }
+
+export function showChapter(id, { focus = false } = {}) {
+  if (!isChapter(id)) id = order[0];
+  for (const c of order) chapterNode(c).hidden = c !== id;
+  current = id;
+  const entry = chapters.get(id);
+  if (entry && !entry.ready) {
+    entry.ready = true;
+    entry.redraw = entry.setup() || null;
+    renderChecks(chapterNode(id)).catch((err) => {
+      const box = chapterNode(id).querySelector(".error");
+      if (box) { box.textContent = err.message; box.hidden = false; }
+    });
+  }
+  updateProgress(id);
+  document.title = `${titleOf(id)} · posenc lesson`;
+  if (focus) document.getElementById("lesson-main").focus({ preventScroll: true });
+  window.scrollTo(0, 0);
+}
+
+function step(delta) {
+  const index = order.indexOf(current) + delta;
+  if (index >= order.length) { window.location.hash = "#workbench"; return; }
+  if (index < 0) return;
+  window.location.hash = `#${order[index]}`;
+}
+
+function typing(target) {
+  return target && (target.closest("input, select, textarea, [contenteditable], [role='slider']") !== null);
+}
+
+export function setupLesson() {
+  order = [...document.querySelectorAll("#lesson-main > article.chapter")].map((n) => n.dataset.chapter);
+  document.getElementById("chapter-prev").addEventListener("click", () => step(-1));
+  document.getElementById("chapter-next").addEventListener("click", () => step(1));
+  document.addEventListener("keydown", (event) => {
+    if (document.getElementById("lesson").hidden || event.altKey || event.ctrlKey || event.metaKey) return;
+    if (typing(event.target)) return;
+    if (event.key === "ArrowRight" || event.key === "n") { event.preventDefault(); step(1); }
+    if (event.key === "ArrowLeft" || event.key === "p") { event.preventDefault(); step(-1); }
+  });
+  let resizeTimer = null;
+  window.addEventListener("resize", () => {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(() => {
+      const entry = current && chapters.get(current);
+      if (entry && entry.redraw) entry.redraw();
+    }, 150);
+  });
+  // On a phone the chapter list starts folded, so the chapter itself comes first.
+  if (window.matchMedia("(max-width: 760px)").matches) document.getElementById("toc-box").open = false;
+}
+

@@ -1,0 +1,235 @@
+// Chapters 7-8: RoPE (the 2x2 matrix, ghost-hand dials, the relative-angle proof, who bit whom)
+// and stretching RoPE. Angles are positive counter-clockwise everywhere, as the matrix turns them.
+
+import { $, api, slider } from "../core.js";
+import { lineChart } from "../charts.js";
+import { chapterLoader, registerChapter } from "./main.js";
+import { C, T, INK, MUTED, SERIES, svg, html, fmt, widthOf, root, text, clock, rad, mod360, signed, numbers, stackLabels } from "./draw.js";
+
+// The drawn part of a turn: the angle itself, folded into one turn (the sign kept).
+function folded(degrees) { return Math.sign(degrees) * (Math.abs(degrees) % 360); }
+
+// -- 7. RoPE ---------------------------------------------------------------------------------------------
+registerChapter("rope", () => {
+  const vec = { a: 1, b: 0.5 };
+  let rot = null, dials = null, order = null, sentence = 0;
+  const seat = slider("rot-seat", () => loadRot());
+  const theta = slider("rot-theta", () => loadRot());
+  const m = slider("rope-m", () => loadDials());
+  const n = slider("rope-n", () => loadDials());
+  const shift = slider("rope-shift", () => loadDials());
+  const orderDeg = slider("order-deg", () => loadOrder());
+
+  // the plane with the draggable vector
+  const drawPlane = () => {
+    if (!rot) return;
+    const holder = $("rot-plane"), size = Math.min(widthOf(holder, 340, 240), 340);
+    const s = root(holder, size, size, `the vector (${fmt(rot.a, 2)}, ${fmt(rot.b, 2)}) turned by ${fmt(rot.angle_deg, 1)} degrees`);
+    s.setAttribute("role", "group");                 // it holds a control, so it cannot be a plain image
+    const reach = Math.max(1.25, rot.length * 1.2), c = size / 2, unit = (size / 2 - 16) / reach;
+    const px = (x) => c + x * unit, py = (y) => c - y * unit;
+    svg("line", { x1: 4, x2: size - 4, y1: c, y2: c, stroke: "#b9bec8" }, s);
+    svg("line", { x1: c, x2: c, y1: 4, y2: size - 4, stroke: "#b9bec8" }, s);
+    svg("circle", { cx: c, cy: c, r: rot.length * unit, fill: "none", stroke: "#d5d9e0", "stroke-dasharray": "3 3" }, s);
+    text(s, size - 6, c - 6, "a", { size: 12, anchor: "end", color: MUTED });
+    text(s, c + 6, 16, "b", { size: 12, color: MUTED });
+    const from = Math.atan2(rot.b, rot.a), sweep = rad(folded(rot.angle_deg));
+    if (Math.abs(sweep) > 1e-9) {
+      const rr = Math.min(36, rot.length * unit * 0.6), end = from + sweep;
+      const large = Math.abs(sweep) > Math.PI ? 1 : 0, dir = sweep > 0 ? 0 : 1;
+      svg("path", { d: `M${c},${c} L${c + Math.cos(from) * rr},${c - Math.sin(from) * rr} A${rr},${rr} 0 ${large} ${dir} ` +
+        `${c + Math.cos(end) * rr},${c - Math.sin(end) * rr} Z`, fill: C.purple, "fill-opacity": 0.3, stroke: C.purple, class: "turn-arc" }, s);
+    }
+    svg("line", { x1: c, y1: c, x2: px(rot.a), y2: py(rot.b), stroke: "#6b7280", "stroke-width": 2.5, "stroke-dasharray": "5 4",
+      class: "ghost-hand" }, s);
+    const [ra, rb] = rot.rotated;
+    svg("line", { x1: c, y1: c, x2: px(ra), y2: py(rb), stroke: C.blue, "stroke-width": 3.5, "stroke-linecap": "round", class: "hand" }, s);
+    text(s, px(ra) + (ra >= 0 ? 6 : -6), py(rb) - 6, "after", { size: 12, anchor: ra >= 0 ? "start" : "end", color: T.blue, weight: 700 });
+    const handle = svg("circle", { cx: px(rot.a), cy: py(rot.b), r: 11, fill: "#6b7280", "fill-opacity": 0.35, stroke: INK,
+      "stroke-width": 1.5, tabindex: 0, role: "slider", class: "drag-handle", "aria-label": "the vector before the turn",
+      "aria-valuemin": -180, "aria-valuemax": 180, "aria-valuenow": Math.round((from * 180) / Math.PI),
+      "aria-valuetext": `a = ${fmt(rot.a, 2)}, b = ${fmt(rot.b, 2)}; arrow keys move it` }, s);
+    const toValue = (event) => {
+      const box = s.getBoundingClientRect();
+      const x = ((event.clientX - box.left) / box.width) * size, y = ((event.clientY - box.top) / box.height) * size;
+      const clip = (v) => Math.max(-10, Math.min(10, Math.round(v * 20) / 20));
+      setVector(clip((x - c) / unit), clip((c - y) / unit));
+    };
+    handle.addEventListener("pointerdown", (event) => {
+      event.preventDefault();
+      const move = (e) => toValue(e);
+      const up = () => { window.removeEventListener("pointermove", move); window.removeEventListener("pointerup", up); };
+      window.addEventListener("pointermove", move);
+      window.addEventListener("pointerup", up);
+    });
+    s.addEventListener("click", (event) => { if (event.target === s) toValue(event); });
+    handle.addEventListener("keydown", (event) => {
+      const steps = { ArrowLeft: [-0.1, 0], ArrowRight: [0.1, 0], ArrowUp: [0, 0.1], ArrowDown: [0, -0.1] };
+      if (!steps[event.key]) return;
+      event.preventDefault();
+      const [da, db] = steps[event.key];
+      setVector(Math.round((vec.a + da) * 100) / 100, Math.round((vec.b + db) * 100) / 100, true);
+    });
+  };
+  function setVector(a, b, keepFocus = false) {
+    vec.a = Math.max(-10, Math.min(10, a));
+    vec.b = Math.max(-10, Math.min(10, b));
+    $("rot-a").value = String(vec.a);
+    $("rot-b").value = String(vec.b);
+    refocus = keepFocus;
+    loadRot(20);
+  }
+  let refocus = false;
+  const loadRot = chapterLoader("rope", async (signal) => {
+    rot = await api("/api/lesson/rotate", { a: vec.a, b: vec.b, seat: seat(), theta_deg: theta() }, signal);
+    drawPlane();
+    if (refocus) { const h = $("rot-plane").querySelector(".drag-handle"); if (h) h.focus(); refocus = false; }
+    const [[c0, c1], [s0, s1]] = rot.matrix, [ra, rb] = rot.rotated;
+    const box = $("rot-matrix");
+    box.replaceChildren();
+    html("p", {}, box, `m·θ = ${rot.seat} × ${fmt(rot.theta_deg, 0)}° = ${fmt(rot.angle_deg, 1)}°`);
+    const table = html("table", { class: "matrix", "aria-label": "the rotation matrix times the vector" }, box);
+    const row = (cells) => { const tr = html("tr", {}, table); cells.forEach((t) => html("td", {}, tr, t)); };
+    row([fmt(c0, 3), fmt(c1, 3), "×", fmt(rot.a, 2), "=", fmt(ra, 3)]);
+    row([fmt(s0, 3), fmt(s1, 3), "", fmt(rot.b, 2), "", fmt(rb, 3)]);
+    html("p", {}, box, `a′ = a·cos − b·sin = ${fmt(rot.a, 2)}×${fmt(c0, 3)} − ${fmt(rot.b, 2)}×${fmt(s0, 3)} = ${fmt(ra, 4)}`);
+    html("p", {}, box, `b′ = a·sin + b·cos = ${fmt(rot.a, 2)}×${fmt(s0, 3)} + ${fmt(rot.b, 2)}×${fmt(c0, 3)} = ${fmt(rb, 4)}`);
+    html("p", { class: "muted" }, box, `length before ${fmt(rot.length, 4)}, after ${fmt(rot.rotated_length, 4)}: a turn never stretches.`);
+  });
+  for (const id of ["rot-a", "rot-b"]) {
+    $(id).addEventListener("change", () => setVector(Number($("rot-a").value) || 0, Number($("rot-b").value) || 0));
+  }
+
+  // ghost-hand dials, one per pair, for the query and the key
+  const drawDials = () => {
+    if (!dials) return;
+    const box = $("rope-dials");
+    box.replaceChildren();
+    const top = Math.max(...dials.pairs.flatMap((p) => [Math.hypot(...p.q), Math.hypot(...p.k)]), 1e-9);
+    for (const who of ["q", "k"]) {
+      const row = html("div", { class: "dial-row", "data-who": who }, box);
+      html("p", { class: "dial-row-title" }, row, who === "q" ? `query at seat m = ${dials.m}` : `key at seat n = ${dials.n}`);
+      for (const p of dials.pairs) {
+        const card = html("div", { class: "dial-card", "data-pair": p.pair, "data-turn-deg": who === "q" ? p.q_turn_deg : p.k_turn_deg }, row);
+        const before = who === "q" ? p.q : p.k, after = who === "q" ? p.q_rotated : p.k_rotated;
+        const turn = who === "q" ? p.q_turn_deg : p.k_turn_deg;
+        const s = svg("svg", { viewBox: "0 0 130 130", width: 130, height: 130, class: "lesson-svg", role: "img",
+          "aria-label": `pair ${p.pair}: turned ${fmt(turn, 1)} degrees` }, card);
+        const color = who === "q" ? C.blue : C.orange;
+        clock(s, { cx: 65, cy: 65, r: 52,
+          ghost: { angle: Math.atan2(before[1], before[0]), length: Math.hypot(...before) / top },
+          hands: [{ angle: Math.atan2(after[1], after[0]), length: Math.hypot(...after) / top, color }],
+          arc: { from: Math.atan2(before[1], before[0]), sweep: rad(folded(turn)), color } });
+        html("p", { class: "dial-text" }, card, `pair ${p.pair}: θ = ${fmt(p.theta_deg, 2)}°/seat`);
+        html("p", { class: "dial-text" }, card, `turned ${fmt(turn, 1)}°${Math.abs(turn) >= 360 ? ` (${fmt(mod360(turn), 1)}° past whole turns)` : ""}`);
+      }
+    }
+  };
+  const loadDials = chapterLoader("rope", async (signal) => {
+    dials = await api("/api/lesson/rope", { head_dim: 8, m: m(), n: n(), shift: shift() }, signal);
+    drawDials();
+    const gap = dials.n - dials.m;
+    numbers($("rope-numbers"), [
+      ...dials.pairs.map((p) => `pair ${p.pair}: query turned ${fmt(p.q_turn_deg, 1)}°, key turned ${fmt(p.k_turn_deg, 1)}°, gap ${signed(p.gap_deg, 1)}°`),
+      `score q′·k′ = ${fmt(dials.score, 7)}; both moved by ${dials.shift}: ${fmt(dials.score_shifted, 7)}`,
+    ]);
+    const proof = $("rope-proof");
+    proof.replaceChildren();
+    const lines = [
+      ["q′ = R(mθ) q,  k′ = R(nθ) k", ""],
+      ["q′ · k′ = (R(mθ) q)ᵀ R(nθ) k = qᵀ R(mθ)ᵀ R(nθ) k", ""],
+      ["R(mθ)ᵀ = R(−mθ), and turns add up:  R(−mθ) R(nθ) = R((n − m)θ)", ""],
+      ["so  q′ · k′ = qᵀ R((n − m)θ) k : only the gap n − m is left", ""],
+      [`with m = ${dials.m}, n = ${dials.n}: q′ · k′ =`, fmt(dials.score, 9)],
+      [`only the key turned, by the gap (n − m = ${gap}):`, fmt(dials.score_gap_only, 9)],
+      [`both moved by ${dials.shift} (m = ${dials.m + dials.shift}, n = ${dials.n + dials.shift}):`, fmt(dials.score_shifted, 9)],
+      ["no turn at all (q · k):", fmt(dials.score_unrotated, 9)],
+    ];
+    const table = html("table", { class: "proof-table" }, proof);
+    html("caption", {}, table, "The relative-angle proof, with the numbers of the dials above (posenc's apply_rotary)");
+    for (const [left, right] of lines) {
+      const tr = html("tr", {}, table);
+      html("td", {}, tr, left);
+      html("td", { class: "num" }, tr, right);
+    }
+  });
+
+  // who bit whom
+  const drawOrder = () => {
+    if (!order) return;
+    const holder = $("order-figure"), size = Math.min(widthOf(holder, 300, 240), 300);
+    const s = root(holder, size, size, `${order.text}: each word's hand at seat times ${fmt(order.degrees, 0)} degrees`);
+    const hands = order.words.map((w, i) => {
+      const key = i === order.dog_seat ? "dog" : i === order.bit_seat ? "bit" : null;
+      return { angle: rad(order.angles_deg[i]), length: key ? 0.88 : 0.5, color: key === "dog" ? C.orange : key === "bit" ? C.blue : "#a3a8b2",
+        width: key ? 4 : 2, label: key ? `${w} (${i})` : "" };
+    }).sort((a, b) => a.length - b.length);
+    clock(s, { cx: size / 2, cy: size / 2, r: size / 2 - 40, hands,
+      arc: { from: rad(order.angles_deg[order.dog_seat]), sweep: rad(order.turn_dog_to_bit_deg), color: C.purple } });
+  };
+  const loadOrder = chapterLoader("rope", async (signal) => {
+    order = await api("/api/lesson/order", { sentence, degrees: orderDeg() }, signal);
+    drawOrder();
+    numbers($("order-numbers"), [
+      `sentence ${order.sentence ? "B" : "A"}: “${order.text}”; ${order.words.map((w, i) => `${w} ${fmt(order.angles_deg[i], 0)}°`).join(", ")}`,
+      `turn from “dog” (seat ${order.dog_seat}) to “bit” (seat ${order.bit_seat}): ${signed(order.turn_dog_to_bit_deg, 0)}°`,
+      `score of “bit” looking at “dog”: with RoPE ${fmt(order.score_rope, 4)}; without positions ${fmt(order.score_nope, 4)} in both sentences`,
+    ]);
+  });
+  $("order-rotate").addEventListener("click", () => {
+    sentence = 1 - sentence;
+    $("order-rotate").setAttribute("aria-pressed", String(sentence === 1));
+    $("order-rotate").textContent = sentence ? "Rotate back: the dog bit the man" : "Rotate: swap dog and man";
+    loadOrder(0);
+  });
+
+  loadRot(0); loadDials(0); loadOrder(0);
+  return () => { drawPlane(); drawDials(); drawOrder(); };
+});
+
+// -- 8. stretching RoPE ----------------------------------------------------------------------------------
+registerChapter("stretching-rope", () => {
+  let data = null;
+  const factor = slider("str-factor", () => load());
+  const names = { rope: "plain RoPE", linear: "linear (PI)", ntk: "NTK-aware", yarn: "YaRN" };
+  const draw = () => {
+    if (!data) return;
+    const xs = data.methods[0].wavelengths.map((_, i) => i);
+    const all = data.methods.flatMap((m) => m.wavelengths).concat([data.target_len]);
+    lineChart($("str-chart"), {
+      width: widthOf($("str-chart"), 720), height: 280, title: "wavelength of each pair",
+      x: { domain: [0, xs.length - 1], label: "pair i (fast → slow)" },
+      y: { domain: [Math.min(...all) / 1.5, Math.max(...all) * 1.5], log: true, label: "wavelength (seats)" },
+      series: data.methods.map((m, k) => ({ name: names[m.method], xs, ys: m.wavelengths, color: SERIES[k].color, dash: SERIES[k].dash })),
+      hlines: [{ y: data.train_len, label: `trained ${data.train_len}`, color: INK, left: true },
+        { y: data.target_len, label: `stretched ${data.target_len}`, color: T.vermillion, left: true }],
+    });
+  };
+  const load = chapterLoader("stretching-rope", async (signal) => {
+    data = await api("/api/lesson/stretch", { factor: factor(), train_len: $("str-train").value, head_dim: 128 }, signal);
+    draw();
+    const table = $("str-table");
+    table.replaceChildren();
+    html("caption", {}, table, `Stretching ${data.train_len} to ${data.target_len} tokens (factor ${fmt(data.factor, 0)})`);
+    const head = html("tr", {}, html("thead", {}, table));
+    for (const h of ["method", "fastest θ", "pairs past training", "attention factor",
+      `slowest pair's angle at ${data.target_len} (training: ${fmt(data.slowest_angle_in_training, 3)} rad)`]) {
+      html("th", { scope: "col" }, head, h);
+    }
+    const body = html("tbody", {}, table);
+    for (const m of data.methods) {
+      const tr = html("tr", { "data-method": m.method }, body);
+      html("th", { scope: "row" }, tr, names[m.method]);
+      html("td", { class: "num" }, tr, fmt(m.fastest_theta, 4));
+      html("td", { class: "num" }, tr, String(m.pairs_longer_than_training));
+      html("td", { class: "num" }, tr, fmt(m.attention_factor, 4));
+      const within = m.slowest_angle_at_target <= data.slowest_angle_in_training * (1 + 1e-9);
+      html("td", { class: `num ${within ? "pass" : "fail"}` }, tr,
+        `${fmt(m.slowest_angle_at_target, 3)} rad ${within ? "✓ seen in training" : "✗ never seen"}`);
+    }
+    stackLabels(table);
+  });
+  $("str-train").addEventListener("change", () => load(0));
+  load(0);
+  return draw;
+});

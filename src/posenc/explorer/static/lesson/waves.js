@@ -1,0 +1,115 @@
+// Chapters 5-6: sine waves as clock hands, learned tables and the 512 wall.
+
+import { $, api, slider } from "../core.js";
+import { lineChart } from "../charts.js";
+import { chapterLoader, registerChapter } from "./main.js";
+import { C, T, INK, SERIES, svg, html, fmt, widthOf, root, text, clock, numbers } from "./draw.js";
+
+// -- 5. clock hands -------------------------------------------------------------------------------
+registerChapter("clock-hands", () => {
+  let data = null;
+  const seat = slider("clock-seat", () => load());
+  const colours = { fast: C.vermillion, medium: C.blue, slow: C.green };
+  const draw = () => {
+    if (!data) return;
+    const box = $("clock-dials");
+    box.replaceChildren();
+    for (const hand of data.hands) {
+      const card = html("div", { class: "dial-card", "data-speed": hand.speed }, box);
+      const s = svg("svg", { viewBox: "0 0 150 150", width: 150, height: 150, class: "lesson-svg", role: "img",
+        "aria-label": `${hand.speed} hand, pair ${hand.pair}, at ${fmt(hand.angle_deg_mod_360, 1)} degrees` }, card);
+      clock(s, { cx: 75, cy: 75, r: 60, hands: [{ angle: hand.angle, color: colours[hand.speed], length: 0.9 }],
+        arc: { from: 0, sweep: (hand.angle_deg_mod_360 * Math.PI) / 180, color: colours[hand.speed] } });
+      html("p", { class: "dial-text" }, card,
+        `${hand.speed} · pair ${hand.pair} (columns ${hand.columns.join(", ")}) · wavelength ${fmt(hand.wavelength, 1)} seats`);
+      html("p", { class: "dial-text" }, card, `sin ${fmt(hand.sin, 3)}, cos ${fmt(hand.cos, 3)}`);
+    }
+    lineChart($("clock-waves"), {
+      width: widthOf($("clock-waves"), 720), height: 240, title: "sine column of each hand over seats 0 to 64",
+      x: { domain: [0, 64], label: "seat" }, y: { domain: [-1.05, 1.05], label: "value" },
+      series: data.hands.flatMap((h, k) => [
+        { name: `${h.speed} (column ${h.columns[0]})`, xs: data.curve_positions, ys: h.curve, color: colours[h.speed],
+          dash: SERIES[k].dash, width: 1.5 },
+        { name: "", xs: data.positions, ys: h.wave, color: colours[h.speed], width: 0.01, points: true, hideLegend: true },
+      ]),
+      vlines: [{ x: Math.min(64, data.seat), label: `seat ${data.seat}`, color: INK }],
+    });
+    const table = $("clock-fingerprint");
+    table.replaceChildren();
+    html("caption", {}, table, `Sinusoidal table of width ${data.fingerprint_d_model}, seats 0 to 3`);
+    const head = html("tr", {}, html("thead", {}, table));
+    const f = data.fingerprint_frequencies;
+    for (const h of ["seat", `fast: sin(pos × ${fmt(f[0], 2)})`, `"medium": cos(pos × ${fmt(f[0], 2)}), the fast hand's partner`,
+      `slow: sin(pos × ${fmt(f[1], 2)})`]) html("th", { scope: "col" }, head, h);
+    const body = html("tbody", {}, table), words = ["The", "dog", "bit", "man"];
+    for (const row of data.fingerprint) {
+      const tr = html("tr", {}, body);
+      html("th", { scope: "row" }, tr, `${row.seat} “${words[row.seat]}”`);
+      for (const key of ["fast", "medium", "slow"]) html("td", { class: "num" }, tr, fmt(row[key], 2));
+    }
+  };
+  const load = chapterLoader("clock-hands", async (signal) => {
+    data = await api("/api/lesson/clock", { seat: seat(), d_model: $("clock-width").value }, signal);
+    draw();
+    numbers($("clock-numbers"), data.hands.map((h) => `${h.speed} hand (pair ${h.pair}, ${fmt(h.frequency, 6)} rad per seat): ` +
+      `seat ${data.seat} → angle ${fmt(h.angle, 4)} rad = ${fmt(h.angle_deg_mod_360, 1)}° past a whole number of turns; sin ${fmt(h.sin, 4)}, cos ${fmt(h.cos, 4)}`));
+  });
+  $("clock-width").addEventListener("change", () => load(0));
+  load(0);
+  return draw;
+});
+
+// -- 6. learned tables -------------------------------------------------------------------------------
+registerChapter("learned-tables", () => {
+  let data = null;
+  const tokens = slider("wall-tokens", () => load());
+  const stretch = slider("wall-stretch", () => load());
+  const draw = () => {
+    if (!data) return;
+    const holder = $("wall-figure"), width = widthOf(holder, 720), s = root(holder, width, 96,
+      `a ${data.max_len}-row table and ${data.tokens} requested seats`);
+    const top = Math.max(1024, data.tokens), x = (v) => 8 + (v / top) * (width - 16);
+    svg("rect", { x: x(0), y: 20, width: x(data.max_len) - x(0), height: 26, fill: C.sky, stroke: C.blue }, s);
+    text(s, x(0) + 4, 38, `rows 0 … ${data.max_len - 1}`, { size: 12 });
+    svg("line", { x1: x(data.max_len), x2: x(data.max_len), y1: 10, y2: 58, stroke: INK, "stroke-width": 3 }, s);
+    text(s, x(data.max_len), 72, `the wall: ${data.max_len}`, { size: 12, anchor: x(data.max_len) > width - 90 ? "end" : "middle", weight: 700 });
+    const over = data.tokens > data.max_len;
+    svg("rect", { x: x(0), y: 50, width: Math.max(2, x(data.tokens) - x(0)), height: 8,
+      fill: over ? C.vermillion : C.green, class: "request" }, s);
+    text(s, Math.min(width - 4, x(data.tokens)), 90, `${data.tokens} tokens asked for`, { size: 12,
+      anchor: x(data.tokens) > width / 2 ? "end" : "start", color: over ? T.vermillion : T.green, weight: 700 });
+    lineChart($("stretch-figure"), {
+      width: widthOf($("stretch-figure"), 720), height: 230, title: "last rows of column 0, old and stretched",
+      x: { domain: [data.old_positions[0], data.old_positions[data.old_positions.length - 1]], label: "seat of the original table" },
+      y: { domain: [Math.min(...data.old_values, ...data.new_values) - 0.01, Math.max(...data.old_values, ...data.new_values) + 0.01],
+        label: "column 0" },
+      series: [
+        { name: `trained rows (${data.max_len})`, xs: data.old_positions, ys: data.old_values, color: C.blue, points: true },
+        { name: `stretched rows (${data.stretch_to})`, xs: data.new_at_old_scale, ys: data.new_values, color: C.vermillion,
+          dash: "2 4", points: true },
+      ],
+    });
+  };
+  const load = chapterLoader("learned-tables", async (signal) => {
+    data = await api("/api/lesson/learned", { tokens: tokens(), stretch_to: stretch() }, signal);
+    draw();
+    const result = $("wall-result");
+    result.className = `result-box ${data.ok ? "ok" : "failed"}`;
+    result.replaceChildren();
+    if (data.ok) {
+      html("p", {}, result, `${data.tokens} tokens: fine. The table answered with shape (${data.shape.join(", ")}).`);
+    } else {
+      html("p", { class: "verdict" }, result, `${data.tokens} tokens: posenc raised ${data.error_type}:`);
+      html("pre", { class: "error-message" }, result, data.error);
+    }
+    numbers($("wall-numbers"), [
+      `table of ${data.max_len} rows; ${data.tokens} tokens ${data.ok ? "read" : `stop at seat ${data.first_missing}`}`,
+      `stretched to ${data.stretch_to} rows: new row j sits at old seat j × ${fmt(data.squeeze, 5)}; ` +
+        `the stretched table ${data.stretched_reads_tokens ? "reads" : "still cannot read"} ${data.tokens} tokens`,
+      `last trained rows, column 0: ${data.old_values.slice(-4).map((v) => fmt(v, 4)).join(", ")}`,
+      `last stretched rows, column 0: ${data.new_values.slice(-4).map((v) => fmt(v, 4)).join(", ")}`,
+    ]);
+  });
+  load(0);
+  return draw;
+});

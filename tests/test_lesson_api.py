@@ -1,0 +1,316 @@
+"""The lesson's JSON endpoints: the numbers match posenc and an independent float64 reference, every
+parameter is bounded, and bad input gets HTTP 422 naming the parameter and the value."""
+
+from __future__ import annotations
+
+import cmath
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from posenc.explorer import lesson
+from posenc.explorer.app import create_app
+from posenc.learned import PositionOutOfRangeError
+from posenc.rope.tables import rope_inv_freq
+from posenc.sinusoidal import sinusoidal_table
+
+INDEX = Path(lesson.__file__).with_name("static") / "index.html"
+
+
+@pytest.fixture(scope="module")
+def client():
+    return TestClient(create_app(), base_url="http://127.0.0.1")
+
+
+def get(client, path, **params):
+    response = client.get(path, params=params)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+# -- chapters ---------------------------------------------------------------------------------------
+def test_chapters_are_listed_in_order_and_on_the_page(client):
+    d = get(client, "/api/lesson/chapters")
+    ids = [c["id"] for c in d["chapters"]]
+    assert len(ids) == 13 and len(set(ids)) == 13
+    html = INDEX.read_text(encoding="utf-8")
+    on_page = re.findall(r'<article class="chapter" id="ch-([a-z-]+)" data-chapter="\1"', html)
+    assert on_page == ids                                      # the page shows them in this order
+    assert set(d["sources"].values()) <= set(ids)
+    assert d["limits"]["tokens"]["maximum"] == lesson.LESSON_LIMITS["tokens"].maximum
+
+
+def test_every_inline_check_exists_in_the_quiz():
+    from posenc.explorer.quiz import BY_ID
+
+    named = [check for chapter in lesson.CHAPTERS for check in chapter.checks]
+    assert sorted(named) == sorted(BY_ID)                      # each check is placed exactly once
+    html = INDEX.read_text(encoding="utf-8")
+    for chapter in lesson.CHAPTERS:
+        for check in chapter.checks:
+            block = html.split(f'id="ch-{chapter.id}"')[1].split("</article>")[0]
+            assert re.search(rf'data-checks="[^"]*\b{check}\b', block), (chapter.id, check)
+
+
+# -- 1. bag of tiles ----------------------------------------------------------------------------------
+def test_without_positions_a_shuffle_changes_no_output(client):
+    d = get(client, "/api/lesson/bag", text="the dog bit the man", shuffle=3, scheme="nope")
+    assert d["order"] != list(range(5)) and sorted(d["order"]) == list(range(5))
+    assert d["shuffled"] == [d["words"][i] for i in d["order"]]
+    assert d["largest_difference"] < 1e-12
+    assert torch.allclose(torch.tensor(d["outputs"]), torch.tensor(d["outputs_shuffled"]), atol=1e-12)
+
+
+@pytest.mark.parametrize("scheme", ["sinusoidal", "learned", "rope", "alibi"])
+def test_with_positions_a_shuffle_changes_the_outputs(client, scheme):
+    d = get(client, "/api/lesson/bag", text="the dog bit the man", shuffle=3, scheme=scheme)
+    assert d["largest_difference"] > 1e-4
+
+
+def test_shuffle_zero_keeps_the_sentence(client):
+    d = get(client, "/api/lesson/bag", text="a b c", shuffle=0, scheme="rope")
+    assert d["order"] == [0, 1, 2] and d["largest_difference"] == 0.0
+
+
+# -- 2. word + position ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("d_model, std", [(8, 1.0), (16, 0.02), (32, 0.02 * math.sqrt(32))])
+def test_input_is_word_plus_the_sinusoidal_row(client, d_model, std):
+    d = get(client, "/api/lesson/input", word="dog", seat=7, d_model=d_model, embed_std=std)
+    word, pos, x = (torch.tensor(d[k], dtype=torch.float64) for k in ("word_vector", "position_vector", "input"))
+    assert len(word) == len(pos) == len(x) == d_model
+    torch.testing.assert_close(pos, sinusoidal_table(8, d_model)[7].double(), atol=1e-6, rtol=0)
+    torch.testing.assert_close(x, word + pos, atol=1e-12, rtol=0)
+    assert d["position_norm"] == pytest.approx(math.sqrt(d_model / 2), rel=1e-6)
+    assert d["ratio"] == pytest.approx(d["position_norm"] / d["word_norm"])
+
+
+# -- 3. bad ideas -------------------------------------------------------------------------------------------
+def test_raw_integers_drown_the_word_and_fractions_change_step(client):
+    d = get(client, "/api/lesson/bad-ideas", raw_seat=500, sentence_len=100)
+    assert d["stamped"] == pytest.approx([500.42, 499.85])
+    assert d["cosine_raw"] > 0.9999 > d["cosine_words"]         # two words, one direction
+    assert abs(d["cosine_sine"]) < 0.99
+    assert d["step"] == pytest.approx(0.01) and d["step_4_words"] == pytest.approx(0.25)
+    assert d["fractions"][:3] == pytest.approx([0.0, 0.01, 0.02])
+
+
+# -- 4. three rules ---------------------------------------------------------------------------------------
+def test_only_the_sine_code_passes_all_three_rules(client):
+    d = get(client, "/api/lesson/rules", length=1000, d_model=64)
+    rows = {r["code"]: r for r in d["codes"]}
+    assert (rows["sinusoidal"]["bounded"], rows["sinusoidal"]["consistent"], rows["sinusoidal"]["unique"]) == (True, True, True)
+    assert rows["raw integers"]["bounded"] is False and rows["raw integers"]["largest"] == 999.0
+    assert rows["fractions"]["bounded"] is True and rows["fractions"]["consistent"] is False
+    assert rows["fractions"]["step_this_sentence"] == pytest.approx(8.0 / 1000)   # 1/1000 in 64 columns
+    # at exactly five words the fractions are consistent with themselves
+    assert {r["code"]: r for r in get(client, "/api/lesson/rules", length=5, d_model=16)["codes"]}[
+        "fractions"]["consistent"] is True
+
+
+# -- 5. clock hands -------------------------------------------------------------------------------------
+def test_the_four_seat_fingerprint_is_the_width_4_table(client):
+    d = get(client, "/api/lesson/clock", seat=5, d_model=64)
+    table = sinusoidal_table(4, 4)
+    for row in d["fingerprint"]:
+        s = row["seat"]
+        assert (row["fast"], row["medium"], row["slow"]) == pytest.approx(
+            (float(table[s, 0]), float(table[s, 1]), float(table[s, 2])), abs=1e-7)
+    seat1 = d["fingerprint"][1]            # sin 1, cos 1 (the fast hand's partner), sin 0.01
+    assert (round(seat1["fast"], 2), round(seat1["medium"], 2), round(seat1["slow"], 2)) == (0.84, 0.54, 0.01)
+    for hand in d["hands"]:
+        assert hand["angle"] == pytest.approx(5 * hand["frequency"])
+        assert hand["sin"] == pytest.approx(math.sin(hand["angle"]), abs=1e-6)
+        assert hand["cos"] == pytest.approx(math.cos(hand["angle"]), abs=1e-6)
+        # the drawn wave passes through the table's value at every whole seat
+        at_seats = hand["curve"][::8]
+        column = sinusoidal_table(65, 64)[:, hand["columns"][0]]
+        assert at_seats == pytest.approx(column.tolist(), abs=1e-6)
+        assert at_seats == pytest.approx(hand["wave"], abs=1e-6)
+    speeds = [h["frequency"] for h in d["hands"]]
+    assert speeds == sorted(speeds, reverse=True) and speeds[0] == 1.0
+
+
+# -- 6. learned tables --------------------------------------------------------------------------------------
+def test_512_tokens_read_and_513_hit_the_wall(client):
+    ok = get(client, "/api/lesson/learned", tokens=512, stretch_to=1024)
+    assert ok["ok"] is True and ok["shape"] == [1, 512, lesson.LEARNED_WIDTH]
+    wall = get(client, "/api/lesson/learned", tokens=513, stretch_to=1024)
+    assert wall["ok"] is False and wall["first_missing"] == 512
+    assert wall["error"] == str(PositionOutOfRangeError(512, 512))
+    assert wall["error_type"] == "PositionOutOfRangeError" and wall["stretched_reads_tokens"] is True
+    # interpolated rows lie on the segments between trained rows
+    old = dict(zip(wall["old_positions"], wall["old_values"]))
+    for at, value in zip(wall["new_at_old_scale"], wall["new_values"]):
+        lo, hi = math.floor(at), min(math.ceil(at), 511)
+        if lo in old and hi in old:
+            assert min(old[lo], old[hi]) - 1e-6 <= value <= max(old[lo], old[hi]) + 1e-6
+
+
+# -- 7. RoPE --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("a, b, seat, theta", [(1.0, 0.5, 1, 30.0), (-2.0, 3.0, 7, -45.0), (0.3, -0.1, 1000, 179.0)])
+def test_rotation_matches_the_matrix_counter_clockwise(client, a, b, seat, theta):
+    d = get(client, "/api/lesson/rotate", a=a, b=b, seat=seat, theta_deg=theta)
+    turned = complex(a, b) * cmath.exp(1j * math.radians(theta) * seat)      # independent reference
+    assert d["rotated"] == pytest.approx([turned.real, turned.imag], abs=1e-12)
+    assert d["rotated_length"] == pytest.approx(math.hypot(a, b), rel=1e-12)
+    assert d["matrix"][1][0] == pytest.approx(math.sin(math.radians(theta * seat)))   # sin below the diagonal
+
+
+def test_positive_angles_turn_counter_clockwise(client):
+    d = get(client, "/api/lesson/rotate", a=1.0, b=0.0, seat=1, theta_deg=30.0)
+    assert d["rotated"][1] > 0                                  # (1, 0) turns up: counter-clockwise
+
+
+def test_rope_scores_depend_only_on_the_gap(client):
+    d = get(client, "/api/lesson/rope", head_dim=8, m=13, n=4, shift=777)
+    assert d["score"] == pytest.approx(d["score_shifted"], abs=1e-12)
+    assert d["score"] == pytest.approx(d["score_gap_only"], abs=1e-12)
+    assert abs(d["score"] - d["score_unrotated"]) > 1e-6
+    inv = rope_inv_freq(8).tolist()
+    ref = 0.0
+    for p, theta in zip(d["pairs"], inv):                       # complex-number reference per pair
+        q = complex(*p["q"]) * cmath.exp(1j * 13 * theta)
+        k = complex(*p["k"]) * cmath.exp(1j * 4 * theta)
+        assert p["q_rotated"] == pytest.approx([q.real, q.imag], abs=1e-12)
+        assert p["q_turn_deg"] == pytest.approx(math.degrees(13 * theta))
+        ref += (q * k.conjugate()).real
+    assert d["score"] == pytest.approx(ref, abs=1e-12)
+
+
+def test_swapping_dog_and_man_flips_the_turn(client):
+    a = get(client, "/api/lesson/order", sentence=0, degrees=30.0)
+    b = get(client, "/api/lesson/order", sentence=1, degrees=30.0)
+    assert a["turn_dog_to_bit_deg"] == 30.0 and b["turn_dog_to_bit_deg"] == -60.0
+    assert a["angles_deg"][:3] == [0.0, 30.0, 60.0]
+    assert a["score_nope"] == b["score_nope"]
+    assert abs(a["score_rope"] - b["score_rope"]) > 0.1
+
+
+# -- 8. stretching ---------------------------------------------------------------------------------------------
+def test_scalings_keep_the_slowest_pair_within_its_training_angles(client):
+    d = get(client, "/api/lesson/stretch", factor=8.0, train_len=8192, head_dim=128)
+    by = {m["method"]: m for m in d["methods"]}
+    plain = torch.tensor(by["rope"]["wavelengths"])
+    torch.testing.assert_close(torch.tensor(by["linear"]["wavelengths"]), plain * 8, rtol=1e-12, atol=0)
+    assert by["ntk"]["fastest_theta"] == pytest.approx(1.0) and by["yarn"]["fastest_theta"] == pytest.approx(1.0)
+    assert by["yarn"]["wavelengths"][-1] == pytest.approx(plain[-1].item() * 8)
+    seen = d["slowest_angle_in_training"]
+    assert by["rope"]["slowest_angle_at_target"] > 7 * seen
+    assert by["linear"]["slowest_angle_at_target"] == pytest.approx(seen, rel=1e-12)     # squeezed exactly in
+    assert by["yarn"]["slowest_angle_at_target"] == pytest.approx(seen, rel=1e-12)
+    assert by["ntk"]["slowest_angle_at_target"] == pytest.approx(seen, rel=1e-9)   # the raised base, by design
+    middle = len(plain) // 2                                     # ... but NTK slows the middle pairs less
+    assert plain[middle] < by["ntk"]["wavelengths"][middle] < by["linear"]["wavelengths"][middle]
+    assert by["yarn"]["attention_factor"] > 1.0 == by["linear"]["attention_factor"]
+
+
+# -- 9. comparison ---------------------------------------------------------------------------------------------
+def test_only_the_learned_table_stops_past_512(client):
+    fits = {r["scheme"]: r for r in get(client, "/api/lesson/compare", length=512)["schemes"]}
+    assert all(r["reads"] and r["finite"] for r in fits.values())
+    past = {r["scheme"]: r for r in get(client, "/api/lesson/compare", length=513)["schemes"]}
+    assert [s for s, r in past.items() if not r["reads"]] == ["learned"]
+    assert past["learned"]["error"] == str(PositionOutOfRangeError(512, 512))
+    assert past["learned"]["extra_parameters"] == 512 * 32
+    assert all(r["extra_parameters"] == 0 for s, r in past.items() if s != "learned")
+
+
+# -- 10. demo ----------------------------------------------------------------------------------------------------
+def test_demo_runs_the_code_it_shows(client):
+    d = get(client, "/api/lesson/demo", shift=100, d_model=4)
+    assert "RotaryEmbedding(head_dim=2)" in d["source"] and d["source"].startswith("def pytorch_demo")
+    assert d["output"][0] == "seat 0 wave vector: [0.0, 1.0, 0.0, 1.0]"
+    near = float(d["output"][2].split(":")[1])
+    far = float(d["output"][3].split(":")[1])
+    assert "seats 101 and 103" in d["output"][3] and near == far
+    # the printed numbers are RoPE's: q at seat 1, k at seat 3, theta = 1 rad, float64 reference
+    ref = (complex(1.0, 0.5) * cmath.exp(1j) * (complex(0.8, 0.2) * cmath.exp(3j)).conjugate()).real
+    assert near == pytest.approx(ref, abs=5e-6)
+
+
+# -- 12. mistakes ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_each_mistake_is_measured(client):
+    d = get(client, "/api/lesson/mistakes", steps=2, d_model=512, shift=100)
+    assert d["parameter"]["buffer"]["largest_change"] == 0.0 and d["parameter"]["buffer"]["trainable"] == 0
+    assert d["parameter"]["parameter"]["largest_change"] > 1e-3 and d["parameter"]["parameter"]["trainable"] == 32 * 32
+    assert 3.9 < d["concat"]["ratio"] < 4.0
+    assert d["values"]["qk_only"] < 1e-12
+    assert d["values"]["with_v"] > 0.1
+
+
+# -- 13. big picture ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("scheme, visible", [("nope", False), ("sinusoidal", True), ("rope", True), ("alibi", True),
+                                             ("learned", True)])
+def test_only_nope_cannot_tell_who_bit_whom(client, scheme, visible):
+    assert get(client, "/api/lesson/big-picture", scheme=scheme)["order_visible"] is visible
+
+
+# -- bad input -------------------------------------------------------------------------------------------------
+BAD = [
+    ("/api/lesson/bag", {"shuffle": 10_000}, "shuffle", "10000"),
+    ("/api/lesson/bag", {"scheme": "t5"}, "scheme", "t5"),
+    ("/api/lesson/bag", {"text": "   "}, "text", "'   '"),
+    ("/api/lesson/bag", {"text": " ".join(["w"] * 30)}, "text", "30"),
+    ("/api/lesson/input", {"seat": -1}, "seat", "-1"),
+    ("/api/lesson/input", {"d_model": 15}, "d_model", "15"),
+    ("/api/lesson/input", {"embed_std": "nan"}, "embed_std", "nan"),
+    ("/api/lesson/bad-ideas", {"raw_seat": 100_001}, "raw_seat", "100001"),
+    ("/api/lesson/bad-ideas", {"sentence_len": 1}, "sentence_len", "1"),
+    ("/api/lesson/rules", {"length": 2049}, "length", "2049"),
+    ("/api/lesson/rules", {"d_model": 7}, "d_model", "7"),
+    ("/api/lesson/clock", {"d_model": 2}, "d_model", "2"),
+    ("/api/lesson/clock", {"seat": "ten"}, "seat", "ten"),
+    ("/api/lesson/learned", {"tokens": 0}, "tokens", "0"),
+    ("/api/lesson/learned", {"stretch_to": 512}, "stretch_to", "512"),
+    ("/api/lesson/rotate", {"a": "inf"}, "a", "inf"),
+    ("/api/lesson/rotate", {"theta_deg": 181}, "theta_deg", "181"),
+    ("/api/lesson/rope", {"head_dim": 7}, "head_dim", "7"),
+    ("/api/lesson/rope", {"head_dim": 18}, "head_dim", "18"),
+    ("/api/lesson/rope", {"shift": 10**9}, "shift", "1000000000"),
+    ("/api/lesson/order", {"sentence": 2}, "sentence", "2"),
+    ("/api/lesson/stretch", {"factor": 0.5}, "factor", "0.5"),
+    ("/api/lesson/stretch", {"head_dim": 131}, "head_dim", "131"),
+    ("/api/lesson/compare", {"length": 9000}, "length", "9000"),
+    ("/api/lesson/demo", {"d_model": 3}, "d_model", "3"),
+    ("/api/lesson/mistakes", {"steps": 11}, "steps", "11"),
+    ("/api/lesson/big-picture", {"scheme": "NoPE"}, "scheme", "NoPE"),
+]
+
+
+@pytest.mark.parametrize("path, params, name, value", BAD, ids=[f"{p.rsplit('/', 1)[1]}-{n}-{v}" for p, _, n, v in BAD])
+def test_bad_input_is_refused_with_the_parameter_and_value(client, path, params, name, value):
+    response = client.get(path, params=params)
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert name in detail and value in detail, detail
+
+
+DIRECT = [
+    (lesson.bag_of_tiles, ("the dog", -1, "nope"), "shuffle"),
+    (lesson.word_plus_position, ("dog", 4096, 16, 1.0), "seat"),
+    (lesson.word_plus_position, ("dog", 3, 16, 0.0), "embed_std"),
+    (lesson.bad_ideas, (500, 100_001), "sentence_len"),
+    (lesson.three_rules, (1, 16), "rules_len"),
+    (lesson.clock_hands, (3, 258), "d_model"),
+    (lesson.learned_wall, (4097, 1024), "tokens"),
+    (lesson.rotate_vector, (1.0, math.nan, 1, 30.0), "b"),
+    (lesson.rope_clock, (8, 3, 100_001, 0), "n"),
+    (lesson.word_order, (0, 180.0), "order_deg"),
+    (lesson.stretching, (65.0, 8192, 128), "factor"),
+    (lesson.compare, (0,), "compare_len"),
+    (lesson.run_demo, (-5, 4), "shift"),
+    (lesson.mistakes, (1, 4096, 10), "concat_d_model"),
+    (lesson.big_picture, ("rotary",), "scheme"),
+]
+
+
+@pytest.mark.parametrize("function, args, name", DIRECT, ids=[f"{f.__name__}-{n}" for f, _, n in DIRECT])
+def test_functions_refuse_bad_values_themselves(function, args, name):
+    """The pure functions check their inputs too, not only behind the API."""
+    with pytest.raises(ValueError, match=re.escape(name)):
+        function(*args)

@@ -1,0 +1,361 @@
+"""The guided lesson in a real headless Chromium (Playwright) against a real ``posenc explore`` server.
+
+At a desktop size (1440x900) and a phone size (390x844) every chapter is opened by its URL hash and
+must render, fit the width of the screen, keep chart text at 11 px or more, give its figure a text
+alternative, change its figure when its main control moves, and pass axe-core with no serious or
+critical violation. Keyboard-only use must reach every control, and the arrow keys turn the pages.
+Screenshots of each chapter at both sizes land in ``$POSENC_SCREENSHOT_DIR`` (default: a folder
+under pytest's temporary directory), never in the repository.
+
+The browser is the system Chromium, or ``$POSENC_CHROMIUM`` (Playwright never downloads one). Without
+it these tests skip, unless ``POSENC_REQUIRE_BROWSER=1`` (set in CI) turns the skip into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from posenc.explorer.lesson import CHAPTERS
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+REQUIRE = os.environ.get("POSENC_REQUIRE_BROWSER") == "1"
+SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
+IDS = [c.id for c in CHAPTERS]
+
+
+def find_chromium():
+    chosen = os.environ.get("POSENC_CHROMIUM")
+    candidates = [chosen] if chosen else ["/usr/bin/chromium", shutil.which("chromium"),
+                                          shutil.which("chromium-browser")]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def unavailable(reason: str):
+    if REQUIRE:
+        pytest.fail(f"{reason} (POSENC_REQUIRE_BROWSER=1 requires the browser tests to run)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def chromium_path():
+    path = find_chromium()
+    if path is None:
+        unavailable("Chromium not found; install it (e.g. `apt-get install chromium`) or set $POSENC_CHROMIUM")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        unavailable("the Python package playwright is not installed")
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(chromium_path):
+    """``posenc explore --port 0`` in a subprocess; yields its base URL."""
+    proc = subprocess.Popen([sys.executable, "-m", "posenc", "explore", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+    url = None
+    try:
+        while url is None:
+            try:
+                line = lines.get(timeout=120)
+            except queue.Empty:
+                break
+            match = re.search(r"running at (http://\S+/)", line)
+            if match:
+                url = match.group(1).replace("localhost", "127.0.0.1")
+        if url is None:
+            pytest.fail(f"posenc explore did not report its address (exit code {proc.poll()})")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def browser(chromium_path, server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium_path, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory):
+    folder = os.environ.get("POSENC_SCREENSHOT_DIR")
+    path = Path(folder) if folder else tmp_path_factory.mktemp("lesson-screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def new_page(browser, server, size):
+    width, height = size
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    problems = []
+    page.on("pageerror", lambda err: problems.append(f"page error: {err}"))
+    page.on("console", lambda msg: problems.append(f"console: {msg.text}") if msg.type == "error" else None)
+    # a request the page cancels itself (a slider moved on before the answer came) is not a failure
+    page.on("requestfailed", lambda req: problems.append(f"failed request: {req.url} ({req.failure})")
+            if "ERR_ABORTED" not in (req.failure or "") else None)
+    page.on("response", lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+    page.on("request", lambda req: problems.append(f"other origin: {req.url}")
+            if not (req.url.startswith(server) or req.url.startswith("data:")) else None)
+    page.problems = problems
+    return context, page
+
+
+def open_chapter(page, server, chapter):
+    from playwright.sync_api import expect
+
+    page.goto(f"{server}#{chapter}")
+    node = page.locator(f"#ch-{chapter}")
+    expect(node).to_be_visible()
+    expect(node).not_to_have_attribute("data-renders", "0", timeout=20_000)
+    expect(node.locator(".error").first).to_be_hidden()
+    return node
+
+
+# What a figure shows: its drawing, its numbers, its tables and printed output.
+FIGURE_STATE = """(id) => {
+  const ch = document.getElementById('ch-' + id);
+  return [...ch.querySelectorAll('.fig-box, .numbers, .table-wrap, .code-output, .result-box, .proof-box, '
+    + '.dials-row, .feedback, .matrix-box')].map((n) => n.innerHTML).join('|');
+}"""
+
+# Chart text as rendered: font size times the SVG's scale on screen.
+SMALL_TEXT = """(id) => {
+  const ch = document.getElementById('ch-' + id), small = [];
+  for (const t of ch.querySelectorAll('svg text')) {
+    if (!t.textContent.trim() || t.getBoundingClientRect().width === 0) continue;
+    const owner = t.ownerSVGElement, box = owner.viewBox.baseVal;
+    const scale = box && box.width ? owner.getBoundingClientRect().width / box.width : 1;
+    const size = parseFloat(getComputedStyle(t).fontSize) * scale;
+    if (size < 10.95) small.push(`${t.textContent.trim()} (${size.toFixed(1)} px)`);
+  }
+  return small;
+}"""
+
+TEXT_ALTERNATIVES = """(id) => {
+  const ch = document.getElementById('ch-' + id), missing = [];
+  for (const fig of ch.querySelectorAll('figure.lesson-fig')) {
+    const words = [...fig.querySelectorAll('.numbers, table, pre, .result-box')].map((n) => n.textContent).join(' ');
+    if (!/\\d/.test(words)) missing.push(fig.getAttribute('aria-labelledby'));
+    for (const s of fig.querySelectorAll('svg.lesson-svg, svg.chart'))
+      if (!s.getAttribute('aria-label')) missing.push('svg without aria-label in ' + fig.getAttribute('aria-labelledby'));
+  }
+  return missing;
+}"""
+
+
+def move_primary_control(page, chapter):
+    """Moves the chapter's main control to another value; returns a description of the move."""
+    control = page.locator(f"#ch-{chapter} [data-primary]").first
+    control.wait_for(state="attached", timeout=20_000)
+    tag = control.evaluate("(n) => n.tagName.toLowerCase()")
+    kind = control.get_attribute("type") or ""
+    if tag == "input" and kind == "range":
+        low, high, value = (float(control.get_attribute(a) or 0) for a in ("min", "max", "value"))
+        value = float(control.input_value())
+        target = high if value != high else low
+        step = control.get_attribute("step")
+        shown = str(int(target)) if not step or float(step).is_integer() else str(target)
+        control.fill(shown)
+        return f"{control.get_attribute('id')} -> {shown}"
+    if tag == "select":
+        options = control.locator("option")
+        current = control.input_value()
+        other = next(options.nth(i).get_attribute("value") or options.nth(i).inner_text()
+                     for i in range(options.count())
+                     if (options.nth(i).get_attribute("value") or options.nth(i).inner_text()) != current)
+        control.select_option(other)
+        return f"{control.get_attribute('id')} -> {other}"
+    control.click()
+    return f"clicked {control.inner_text()[:30]!r}"
+
+
+def axe_serious(page, chapter):
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page, context=f"#ch-{chapter}")
+    return [f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']][:3]}"
+            for v in results.response["violations"] if v["impact"] in ("serious", "critical")]
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_every_chapter_renders_fits_reacts_and_passes_axe(browser, server, shots, size):
+    from playwright.sync_api import expect
+
+    width, height = SIZES[size]
+    context, page = new_page(browser, server, SIZES[size])
+    failures = []
+    try:
+        for number, chapter in enumerate(IDS, start=1):
+            node = open_chapter(page, server, chapter)
+            expect(page.locator("#progress-text")).to_contain_text(f"Chapter {number} of {len(IDS)}")
+            page.wait_for_timeout(150)                       # let late figures of the chapter settle
+            scroll = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+            if scroll[0] > scroll[1]:
+                failures.append(f"{chapter}: page {scroll[0]} px wide in a {scroll[1]} px window")
+            small = page.evaluate(SMALL_TEXT, chapter)
+            if small:
+                failures.append(f"{chapter}: chart text under 11 px: {small[:5]}")
+            missing = page.evaluate(TEXT_ALTERNATIVES, chapter)
+            if missing:
+                failures.append(f"{chapter}: figures without a text alternative: {missing}")
+            page.screenshot(path=str(shots / f"lesson-{number:02d}-{chapter}-{width}x{height}.png"), full_page=True)
+            violations = axe_serious(page, chapter)
+            if violations:
+                failures.append(f"{chapter}: axe: {violations}")
+
+            before, renders = page.evaluate(FIGURE_STATE, chapter), node.get_attribute("data-renders")
+            moved = move_primary_control(page, chapter)
+            expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
+            expect(node.locator(".error").first).to_be_hidden()
+            if page.evaluate(FIGURE_STATE, chapter) == before:
+                failures.append(f"{chapter}: the figure did not change after {moved}")
+            scroll = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+            if scroll[0] > scroll[1]:
+                failures.append(f"{chapter} after {moved}: page {scroll[0]} px wide in a {scroll[1]} px window")
+        assert not failures, "\n".join(failures)
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+KEYBOARD_SWEEP = """(id) => {
+  const ch = document.getElementById('ch-' + id);
+  const controls = [...ch.querySelectorAll('a[href], button, input, select, textarea, [tabindex]:not([tabindex="-1"])')]
+    .filter((n) => !n.disabled && n.getClientRects().length > 0);
+  controls.forEach((n, i) => n.setAttribute('data-kb', String(i)));
+  return controls.length;
+}"""
+
+
+def test_keyboard_alone_reaches_every_control_and_turns_pages(browser, server):
+    from playwright.sync_api import expect
+
+    context, page = new_page(browser, server, SIZES["desktop"])
+    unreached = {}
+    try:
+        for chapter in IDS:
+            node = open_chapter(page, server, chapter)
+            if chapter == "knowledge-checks":
+                expect(node.locator(".check-card .choice").first).to_be_visible()
+            page.wait_for_timeout(150)
+            count = page.evaluate(KEYBOARD_SWEEP, chapter)
+            assert count > 0, chapter
+            page.locator("#lesson-main").focus()
+            seen = set()
+            for _ in range(count + 40):
+                page.keyboard.press("Tab")
+                mark = page.evaluate("() => document.activeElement && document.activeElement.getAttribute('data-kb')")
+                if mark is not None:
+                    seen.add(int(mark))
+                if len(seen) == count:
+                    break
+                # a visible focus indicator on every control reached
+                outline = page.evaluate("""() => { const s = getComputedStyle(document.activeElement);
+                  return s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) >= 2 || s.boxShadow !== 'none'; }""")
+                assert outline, (chapter, page.evaluate("() => document.activeElement.outerHTML.slice(0, 120)"))
+            missed = sorted(set(range(count)) - seen)
+            if missed:
+                unreached[chapter] = [page.evaluate(f"() => document.querySelector('[data-kb=\"{i}\"]').outerHTML.slice(0, 100)")
+                                      for i in missed[:5]]
+        assert not unreached, unreached
+
+        # arrow keys turn the pages (when no control has the focus), and the hash follows
+        open_chapter(page, server, IDS[0])
+        page.evaluate("() => document.activeElement.blur()")
+        page.keyboard.press("ArrowRight")
+        expect(page.locator(f"#ch-{IDS[1]}")).to_be_visible()
+        assert page.evaluate("() => window.location.hash") == f"#{IDS[1]}"
+        page.keyboard.press("ArrowLeft")
+        expect(page.locator(f"#ch-{IDS[0]}")).to_be_visible()
+        # ... but not while a slider has the focus: there the arrows move the slider
+        open_chapter(page, server, "word-plus-position")
+        page.locator("#input-seat").focus()
+        page.keyboard.press("ArrowRight")
+        expect(page.locator("#input-seat-out")).to_have_text("4")
+        assert page.evaluate("() => window.location.hash") == "#word-plus-position"
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_deep_links_progress_checks_and_the_workbench(browser, server):
+    from playwright.sync_api import expect
+
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        page.goto(server)                                           # the landing page is the lesson
+        expect(page.locator(f"#ch-{IDS[0]}")).to_be_visible()
+        expect(page.locator("#workbench")).to_be_hidden()
+
+        # a knowledge check answered in chapter 1 counts on the review page
+        page.locator("#lq-bag-of-words .choice[data-choice='0']").click()
+        feedback = page.locator("#lq-bag-of-words-feedback")
+        expect(feedback).to_have_attribute("data-correct", "true")
+        expect(feedback.locator(".evidence li").first).to_contain_text("differs between the two sentences")
+        open_chapter(page, server, "knowledge-checks")
+        expect(page.locator("#lq-total")).to_contain_text("1 of 10 checks answered, 1 right")
+        expect(page.locator("#progress-text")).to_contain_text("Chapter 11 of 13 · 2 of 13 opened")
+
+        # RoPE: the vector can be moved by keyboard and by dragging, the turn is drawn with a ghost hand
+        node = open_chapter(page, server, "rope")
+        expect(page.locator("#rope-dials .ghost-hand")).to_have_count(8)
+        expect(page.locator("#rope-dials .hand")).to_have_count(8)
+        matrix = page.locator("#rot-matrix")
+        before = matrix.inner_text()
+        page.locator("#rot-plane .drag-handle").focus()
+        page.keyboard.press("ArrowUp")
+        expect(page.locator("#rot-b")).to_have_value("0.6")
+        expect(matrix).not_to_have_text(before)
+        handle = page.locator("#rot-plane .drag-handle").bounding_box()
+        plane = page.locator("#rot-plane svg").bounding_box()
+        page.mouse.move(handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2)
+        page.mouse.down()
+        page.mouse.move(plane["x"] + plane["width"] * 0.3, plane["y"] + plane["height"] * 0.3, steps=4)
+        page.mouse.up()
+        expect(page.locator("#rot-a")).to_have_value(re.compile(r"^-"))   # dragged left of the b axis
+        # the "rotate" button swaps the nouns and the turn from dog to bit changes sign
+        numbers = page.locator("#order-numbers")
+        expect(numbers).to_contain_text("+30°")
+        page.locator("#order-rotate").click()
+        expect(numbers).to_contain_text("−60°")
+        expect(page.locator("#order-rotate")).to_have_attribute("aria-pressed", "true")
+        assert node.is_visible()
+
+        # the workbench keeps its views, with deep links of their own
+        page.goto(f"{server}#dials")
+        expect(page.locator("#workbench")).to_be_visible()
+        expect(page.locator("#lesson")).to_be_hidden()
+        expect(page.locator("#view-dials")).to_be_visible()
+        page.goto(f"{server}#workbench")
+        expect(page.locator("#view-fingerprint")).to_be_visible()
+        page.locator("#mode-lesson").click()
+        expect(page.locator(f"#ch-{IDS[0]}")).to_be_visible()
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
