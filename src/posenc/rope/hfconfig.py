@@ -128,6 +128,19 @@ def _rope_dict(fields: ConfigFields, layer_type: Optional[str]) -> Dict[str, Any
     return dict(rope)
 
 
+def rope_dicts(config) -> Dict[Optional[str], Dict[str, Any]]:
+    """Every rope dict of a config, by layer type (``{None: dict}`` for a config with a single one).
+
+    The dicts are as written (no defaults filled in); the same precedence and conflict rules as
+    :func:`rotary_kwargs_from_hf` apply.
+    """
+    rope = _choose_rope(ConfigFields(config))
+    nested = {k: dict(v) for k, v in rope.items() if isinstance(v, dict)}
+    if nested:
+        return {k: nested[k] for k in sorted(nested, key=str)}
+    return {None: dict(rope)}
+
+
 def _head_dim(fields: ConfigFields) -> int:
     for key in ("qk_rope_head_dim", "head_dim"):
         if fields.get(key) is not None:
