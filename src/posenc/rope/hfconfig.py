@@ -43,9 +43,9 @@ from .registry import (
 
 DEFAULT_THETA = 10000.0
 DEFAULT_MAX_POSITIONS = 2048
-#: the largest head size read from a config: far above any published model, and small enough that a
-#: hostile config cannot make the module allocate tables of terabytes
-MAX_HEAD_DIM = 65536
+#: the largest head size read from a config: far above the heads of published models (64 to 512), and
+#: small enough that a hostile config cannot make the module build tables of many gigabytes
+MAX_HEAD_DIM = 8192
 #: model types whose checkpoints keep q/k rows in interleaved pair order
 INTERLEAVED_MODEL_TYPES = frozenset({"gptj", "deepseek_v2", "deepseek_v3"})
 
@@ -100,12 +100,13 @@ def _choose_rope(fields: ConfigFields) -> dict:
             raise ValueError(f"config field {name} must be a dict or null, got {value!r}")
     if params and legacy:
         a, b = _normalised(params, fields), _normalised(legacy, fields)
-        for key in sorted(set(a) | set(b), key=str):
-            if a.get(key, "<absent>") != b.get(key, "<absent>"):
+        shown = (lambda d, key: repr(d[key]) if key in d else "absent")
+        for key in ["rope_type"] + sorted(set(a) | set(b) - {"rope_type"}, key=str):
+            if key not in a or key not in b or a[key] != b[key]:
                 raise ValueError(
                     f"config fields rope_parameters and rope_scaling disagree on {key!r}: "
-                    f"{a.get(key, '<absent>')!r} vs {b.get(key, '<absent>')!r} (transformers 5 silently uses "
-                    f"rope_scaling and drops rope_parameters); keep only one of them")
+                    f"{shown(a, key)} vs {shown(b, key)} (transformers 5 silently uses rope_scaling and "
+                    f"drops rope_parameters); keep only one of them")
     return params or legacy or {}
 
 

@@ -107,20 +107,20 @@ def _fail_field(field_name: str, value, allowed: str):
     raise ValueError(f"config field {field_name} must be {allowed}, got {value!r}")
 
 
-def strict_int(field_name: str, value, *, minimum: int = 1) -> int:
+def strict_int(field_name: str, value, *, minimum: int = 1, maximum: int = 2 ** 53) -> int:
     """``value`` as an int: an int, or a float with no fractional part; never a bool or a string.
 
     Raises ``ValueError`` naming the config field, the value and what is allowed (``64.9`` is refused,
-    not truncated).
+    not truncated). The default ``maximum`` is the largest integer float64 holds exactly.
     """
-    allowed = f"an integer >= {minimum}"
+    allowed = f"an integer >= {minimum}" + (" and <= 2**53" if maximum == 2 ** 53 else f" and <= {maximum}")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         _fail_field(field_name, value, allowed)
     if isinstance(value, float):
         if not math.isfinite(value) or not value.is_integer():
             _fail_field(field_name, value, allowed)
         value = int(value)
-    if value < minimum:
+    if not minimum <= value <= maximum:
         _fail_field(field_name, value, allowed)
     return value
 
@@ -138,7 +138,10 @@ def strict_float(field_name: str, value, *, greater_than: Optional[float] = None
     allowed = " ".join(parts[:1]) + (" " + " and ".join(parts[1:]) if parts[1:] else "")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         _fail_field(field_name, value, allowed)
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:              # an int beyond float64
+        _fail_field(field_name, value, allowed)
     if (not math.isfinite(number) or (greater_than is not None and not number > greater_than)
             or (minimum is not None and number < minimum) or (maximum is not None and number > maximum)):
         _fail_field(field_name, value, allowed)

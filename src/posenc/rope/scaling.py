@@ -47,6 +47,10 @@ __all__ = [
 ]
 
 
+#: the longest length a config may give: float64 holds every integer up to it exactly
+MAX_LENGTH = 2 ** 53
+
+
 # -- validation helpers ----------------------------------------------------------------------------
 def _fail(config, field: str, value, allowed: str):
     raise ValueError(f"{config.rope_type!r} scaling: {field} must be {allowed}, got {value!r}")
@@ -54,7 +58,7 @@ def _fail(config, field: str, value, allowed: str):
 
 def _number(config, field: str, value, *, minimum: Optional[float] = None,
             greater_than: Optional[float] = None, allowed: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
         _fail(config, field, value, allowed)
     if minimum is not None and value < minimum:
         _fail(config, field, value, allowed)
@@ -63,14 +67,21 @@ def _number(config, field: str, value, *, minimum: Optional[float] = None,
     return float(value)
 
 
+def _finite(value) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:          # an int beyond float64
+        return False
+
+
 def _factor(config, field: str = "factor") -> float:
     return _number(config, field, getattr(config, field), minimum=1.0, allowed="a finite number >= 1")
 
 
 def _length(config, field: str = "original_max_position_embeddings") -> int:
     value = getattr(config, field)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        _fail(config, field, value, "an integer >= 1")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LENGTH:
+        _fail(config, field, value, "an integer >= 1 and <= 2**53")
     return value
 
 
@@ -136,7 +147,7 @@ class LinearScaling(_Validated):
 
 def _linear(config: LinearScaling, rotary_dim: int, base: float,
             seq_len: Optional[int] = None) -> Frequencies:
-    return rope_inv_freq(rotary_dim, base) / config.factor, 1.0
+    return rope_inv_freq(rotary_dim, base) / float(config.factor), 1.0
 
 
 # -- static NTK-aware -------------------------------------------------------------------------------
@@ -149,7 +160,14 @@ def ntk_base(base: float, scale: float, rotary_dim: int) -> float:
     """
     if rotary_dim == 2:
         return base
-    return base * scale ** (rotary_dim / (rotary_dim - 2))
+    try:
+        new_base = base * scale ** (rotary_dim / (rotary_dim - 2))
+    except OverflowError:
+        new_base = math.inf
+    if not math.isfinite(new_base):
+        raise ValueError(f"the NTK base base * scale ** (d / (d - 2)) = {base!r} * {scale!r} ** "
+                         f"({rotary_dim} / {rotary_dim - 2}) is beyond float64; use a smaller factor")
+    return new_base
 
 
 @dataclass(frozen=True)
@@ -175,7 +193,7 @@ class NTKScaling(_Validated):
 
 
 def _ntk(config: NTKScaling, rotary_dim: int, base: float, seq_len: Optional[int] = None) -> Frequencies:
-    return rope_inv_freq(rotary_dim, ntk_base(base, config.factor, rotary_dim)), 1.0
+    return rope_inv_freq(rotary_dim, ntk_base(base, float(config.factor), rotary_dim)), 1.0
 
 
 # -- dynamic NTK ------------------------------------------------------------------------------------
@@ -214,7 +232,7 @@ def _dynamic(config: DynamicNTKScaling, rotary_dim: int, base: float,
              seq_len: Optional[int] = None) -> Frequencies:
     original = config.original_max_position_embeddings
     length = original if seq_len is None else max(int(seq_len), original)
-    scale = 1.0 + config.factor * (length - original) / original   # = s L / L0 - (s - 1), exact at L0
+    scale = 1.0 + float(config.factor) * (length - original) / original   # = s L / L0 - (s - 1), exact at L0
     return rope_inv_freq(rotary_dim, ntk_base(base, scale, rotary_dim)), 1.0
 
 
@@ -329,7 +347,7 @@ def _yarn(config: YaRNScaling, rotary_dim: int, base: float, seq_len: Optional[i
     index = torch.arange(rotary_dim // 2, dtype=torch.float64, device="cpu")
     ramp = ((index - low) / (high - low)).clamp(0.0, 1.0)   # 0: keep theta_i, 1: theta_i / s
     theta = rope_inv_freq(rotary_dim, base)
-    inv_freq = theta / config.factor * ramp + theta * (1.0 - ramp)
+    inv_freq = theta / float(config.factor) * ramp + theta * (1.0 - ramp)
     return inv_freq, yarn_attention_factor(config)
 
 
@@ -376,12 +394,13 @@ class Llama3Scaling(_Validated):
 def _llama3(config: Llama3Scaling, rotary_dim: int, base: float,
             seq_len: Optional[int] = None) -> Frequencies:
     original = config.original_max_position_embeddings
+    factor, low, high = float(config.factor), float(config.low_freq_factor), float(config.high_freq_factor)
     theta = rope_inv_freq(rotary_dim, base)
     wavelength = 2 * math.pi / theta
-    smooth = (original / wavelength - config.low_freq_factor) / (config.high_freq_factor - config.low_freq_factor)
-    mixed = (1.0 - smooth) * theta / config.factor + smooth * theta
-    inv_freq = torch.where(wavelength > original / config.low_freq_factor, theta / config.factor, mixed)
-    inv_freq = torch.where(wavelength < original / config.high_freq_factor, theta, inv_freq)
+    smooth = (original / wavelength - low) / (high - low)
+    mixed = (1.0 - smooth) * theta / factor + smooth * theta
+    inv_freq = torch.where(wavelength > original / low, theta / factor, mixed)
+    inv_freq = torch.where(wavelength < original / high, theta, inv_freq)
     return inv_freq, 1.0
 
 
@@ -462,7 +481,7 @@ def longrope_attention_factor(config: LongRoPEScaling) -> float:
 def _longrope(config: LongRoPEScaling, rotary_dim: int, base: float,
               seq_len: Optional[int] = None) -> Frequencies:
     chosen = config.long_factor if config.uses_long_factor(seq_len) else config.short_factor
-    factors = torch.tensor(chosen, dtype=torch.float64, device="cpu")
+    factors = torch.tensor([float(f) for f in chosen], dtype=torch.float64, device="cpu")
     return rope_inv_freq(rotary_dim, base) / factors, longrope_attention_factor(config)
 
 
@@ -498,7 +517,7 @@ class ProportionalScaling(_Validated):
 def _proportional(config: ProportionalScaling, rotary_dim: int, base: float,
                   seq_len: Optional[int] = None) -> Frequencies:
     rotated = int(config.partial_rotary_factor * rotary_dim // 2)
-    inv_freq = rope_inv_freq(rotary_dim, base) / config.factor
+    inv_freq = rope_inv_freq(rotary_dim, base) / float(config.factor)
     inv_freq[rotated:] = 0.0
     return inv_freq, 1.0
 
@@ -537,8 +556,9 @@ def _llama3_from_hf(ctx: HFRope) -> Llama3Scaling:
 def _longrope_from_hf(ctx: HFRope) -> LongRoPEScaling:
     original = ctx.original()
     factor = ctx.get("factor")
-    if factor is None:
+    if factor is None and ctx.get("attention_factor") is None:
         # Derived from the lengths; a context no longer than the trained one means no attention scaling.
+        # (With an explicit attention_factor the factor would change nothing, so none is made up.)
         factor = max(ctx.max_positions / original, 1.0)
     return LongRoPEScaling(ctx.require("short_factor"), ctx.require("long_factor"), original,
                            attention_factor=ctx.get("attention_factor"), factor=factor)
