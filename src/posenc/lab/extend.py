@@ -2,23 +2,14 @@
 
 RoPE has no trained parameters, so extending a RoPE model means swapping its
 :class:`~posenc.rope.RotaryEmbedding` for one whose frequencies are rescaled for a longer input
-(``model.scheme = RotaryEmbedding(head_dim, base, scaling=...)``). The methods are the rope types of
-the scaling registry that have a lab default (:func:`posenc.rope.registry.lab_methods`), named as the
-rope type is, plus ``none`` (plain RoPE). For a target length ``L`` and training length ``L0`` each
-descriptor's ``lab_default(L, L0)`` gives the config; :func:`method_table` lists them:
-
-=============  ======================================================================
-method         scaling for ``L`` (``factor = L / L0``)
-=============  ======================================================================
-none           plain RoPE, frequencies unchanged
-linear         ``LinearScaling(factor)``: position interpolation
-ntk            ``NTKScaling(factor)``: NTK-aware base change
-dynamic        ``DynamicNTKScaling(2, L0)``, frozen at ``L``
-yarn           ``YaRNScaling(factor, L0)`` (beta_fast 32, beta_slow 1)
-llama3         ``Llama3Scaling(factor, 1, 4, L0)``
-=============  ======================================================================
-
-(``tests/test_scaling_registry.py`` checks this table against the registry.) Dynamic NTK was called
+(``model.scheme = RotaryEmbedding(head_dim, base, scaling=...)``). The methods are ``none`` (plain
+RoPE) and every rope type of the scaling registry that has a lab default
+(:func:`posenc.rope.registry.lab_methods`), named as the rope type is. For a target length ``L`` and
+training length ``L0`` each descriptor's ``lab_default(L, L0)`` gives the config, and
+:func:`method_table` lists them. posenc's own types give, with ``factor = L / L0``: ``linear`` ->
+``LinearScaling(factor)`` (position interpolation), ``ntk`` -> ``NTKScaling(factor)``, ``dynamic`` ->
+``DynamicNTKScaling(2, L0)`` frozen at ``L``, ``yarn`` -> ``YaRNScaling(factor, L0)`` (beta_fast 32,
+beta_slow 1), ``llama3`` -> ``Llama3Scaling(factor, 1, 4, L0)``. Dynamic NTK was called
 ``dynamic_ntk`` here before; it now has its rope type's name.
 
 Dynamic NTK does not know the target length: its configured factor stays fixed (2, a common choice)
