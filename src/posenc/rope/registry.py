@@ -32,7 +32,7 @@ import dataclasses
 import math
 import re
 import threading
-from collections.abc import Set
+from collections.abc import Set as AbstractSet
 from dataclasses import MISSING, dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Mapping, Optional, Tuple
 
@@ -449,7 +449,7 @@ def explorer_metadata() -> List[dict]:
     return [d.metadata() for d in REGISTRY.values()]
 
 
-class LiveNames(Set):
+class LiveNames(AbstractSet):
     """A read-only set of registered names chosen by a predicate, evaluated on every use, so a type
     registered later is a member too (``DYNAMIC_TYPES``)."""
 
