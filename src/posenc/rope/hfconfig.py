@@ -158,10 +158,7 @@ def _head_dim(fields: ConfigFields) -> int:
 
 
 def _bounded_head_dim(name: str, value) -> int:
-    head_dim = strict_int(name, value, minimum=2)
-    if head_dim > MAX_HEAD_DIM:
-        raise ValueError(f"config field {name} must be <= {MAX_HEAD_DIM}, got {head_dim}")
-    return head_dim
+    return strict_int(name, value, minimum=2, maximum=MAX_HEAD_DIM)
 
 
 def rotary_kwargs_from_hf(config, layer_type: Optional[str] = None, strict: bool = True) -> Dict[str, Any]:

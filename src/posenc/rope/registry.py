@@ -189,7 +189,7 @@ class HFRope:
             return strict_int("original_max_position_embeddings", top)
         inner = self.rope.get("original_max_position_embeddings")
         if inner is not None:
-            return strict_int("rope original_max_position_embeddings", inner)
+            return strict_int("original_max_position_embeddings (in the rope dict)", inner)
         return self.max_positions
 
     def ratio(self, original: int) -> float:
