@@ -420,3 +420,10 @@ def test_hostile_sweep_counts(capsys):
         print(f"\nhostile configs: {counts}")
     assert counts["hostile"]["refused"] == 3000
     assert counts["anything"]["accepted"] > 0 and counts["anything"]["refused"] > 0
+
+
+def test_a_factor_derived_below_one_is_explained():
+    refused({"head_dim": 32, "max_position_embeddings": 1024, "original_max_position_embeddings": 4096,
+             "rope_scaling": {"rope_type": "yarn"}}, "no factor", "1024 / 4096", "below 1")
+    assert scaling_from_hf({"head_dim": 32, "max_position_embeddings": 8192, "original_max_position_embeddings": 4096,
+                            "rope_scaling": {"rope_type": "yarn"}}).factor == 2.0

@@ -193,11 +193,17 @@ class HFRope:
         return self.max_positions
 
     def ratio(self, original: int) -> float:
-        """``factor`` when given (checked to be a finite number), else ``max_positions / original``."""
+        """``factor`` when given (a finite number >= 1), else ``max_positions / original``, the
+        context-extension ratio ``transformers`` derives (which must then be >= 1 too)."""
         factor = self.rope.get("factor")
-        if factor is None:
-            return self.max_positions / original
-        return strict_float("rope factor", factor, minimum=1.0)
+        if factor is not None:
+            return strict_float("factor", factor, minimum=1.0)
+        derived = self.max_positions / original
+        if derived < 1:
+            raise ValueError(f"{self.rope_type!r} rope dict has no factor, and the one derived from the "
+                             f"lengths, max_position_embeddings / original_max_position_embeddings = "
+                             f"{self.max_positions} / {original}, is below 1; give factor")
+        return derived
 
 
 # -- the descriptor ------------------------------------------------------------------------------------
@@ -339,6 +345,8 @@ _LOCK = threading.Lock()
 
 def register_scaling(descriptor: ScalingDescriptor, *, builtin: bool = False) -> ScalingDescriptor:
     """Add a rope type to the registry; returns the descriptor.
+
+    ``builtin=True`` (posenc's own types) keeps the type from being unregistered.
 
     Raises ``ValueError`` if the name or an alias is taken or malformed, or if the config class does
     not fit the descriptor (a dataclass whose ``rope_type`` is ``name``, with ``validate``; a
