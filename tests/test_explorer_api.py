@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from posenc.alibi import alibi_bias, alibi_slopes
 from posenc.hf import rotary_kwargs_from_hf
 from posenc.learned import LearnedPositionalEmbedding, PositionOutOfRangeError
-from posenc.rope import RotaryEmbedding
+from posenc.rope import REGISTRY, RotaryEmbedding
 from posenc.rope.scaling import (
     DynamicNTKScaling, LinearScaling, Llama3Scaling, NTKScaling, YaRNScaling, rope_frequencies,
 )
@@ -92,7 +92,8 @@ def test_unknown_host_header_is_refused():
 def test_meta_lists_limits_methods_and_checks(client):
     meta = get(client, "/api/meta")
     assert meta["limits"]["d_model"]["maximum"] == LIMITS["d_model"].maximum
-    assert set(meta["methods"]) == {"linear", "ntk", "dynamic", "yarn", "llama3"}
+    overlays = {name for name, d in REGISTRY.items() if d.explorer is not None}     # from the registry
+    assert set(meta["methods"]) == overlays >= {"linear", "ntk", "dynamic", "yarn", "llama3"}
     assert meta["checks"] >= 6
     assert meta["lab"] is False
 

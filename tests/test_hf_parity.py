@@ -31,18 +31,20 @@ from transformers.models.gpt_neox.modeling_gpt_neox import apply_rotary_pos_emb 
 
 from posenc.fixtures import fixture_names, load_fixture
 from posenc.hf import rotary_kwargs_from_hf, scaling_from_hf, to_hf_dict
-from posenc.rope import RotaryEmbedding, rope_frequencies
+from posenc.rope import REGISTRY, RotaryEmbedding, rope_frequencies
 
 transformers.logging.set_verbosity_error()
 
 SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-HF_TYPES = ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional")
+#: every registered rope type transformers implements (the registry says which)
+HF_TYPES = tuple(name for name, d in REGISTRY.items() if d.in_transformers)
 #: below this position the float32 angles of the reference are good to ~5e-6 (see module docstring)
 EXACT_REFERENCE_POSITIONS = 64
 
 
 def test_every_reference_rope_type_is_covered():
     assert set(ROPE_INIT_FUNCTIONS) | {"default"} == set(HF_TYPES)
+    assert HF_TYPES == ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional")
 
 
 # -- building one config for both libraries ----------------------------------------------------------

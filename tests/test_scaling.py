@@ -295,3 +295,33 @@ def test_tables_are_exact_and_survive_half_precision_casts(rope_type):
         torch.testing.assert_close(cos.double(), angles.cos() * factor, atol=2e-7, rtol=0)
         torch.testing.assert_close(sin.double(), angles.sin() * factor, atol=2e-7, rtol=0)
         assert torch.equal(cos, before[0]) and torch.equal(sin, before[1])
+
+
+# -- numbers at the edge of float64 ------------------------------------------------------------------
+def test_huge_numbers_are_refused_by_name_or_computed_exactly():
+    # an int beyond float64 is not a finite number
+    with pytest.raises(ValueError, match="factor must be a finite number >= 1"):
+        LinearScaling(10 ** 400)
+    with pytest.raises(ValueError, match="original_max_position_embeddings must be an integer >= 1 and <= 2"):
+        DynamicNTKScaling(2.0, 2 ** 53 + 1)
+    # a large int that float64 holds divides the frequencies like its float
+    inv, _ = rope_frequencies(LinearScaling(10 ** 30), 8, 10000.0)
+    assert torch.equal(inv, rope_inv_freq(8, 10000.0) / 1e30)
+    long = LongRoPEScaling([10 ** 20] * 4, [1] * 4, 64)
+    assert torch.equal(rope_frequencies(long, 8, 10000.0)[0], rope_inv_freq(8, 10000.0) / 1e20)
+    # NTK's new base past float64 is a clear error, not an OverflowError
+    with pytest.raises(ValueError, match="beyond float64"):
+        rope_frequencies(NTKScaling(1e300), 4, 10000.0)
+    with pytest.raises(ValueError, match="beyond float64"):
+        RotaryEmbedding(4, scaling=DynamicNTKScaling(1e300, 16)).frequencies(32)
+
+
+def test_ntk_base_is_public_and_keeps_the_fastest_pair():
+    from posenc.rope.scaling import ntk_base
+
+    for d in (4, 16, 128):
+        new = ntk_base(10000.0, 8.0, d)
+        assert new == pytest.approx(10000.0 * 8.0 ** (d / (d - 2)), rel=1e-15)
+        slowest_old, slowest_new = 10000.0 ** (-(d - 2) / d), new ** (-(d - 2) / d)
+        assert slowest_old / slowest_new == pytest.approx(8.0, rel=1e-12)
+    assert ntk_base(500.0, 8.0, 2) == 500.0

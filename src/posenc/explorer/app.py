@@ -16,6 +16,7 @@ and a ``detail`` message naming the parameter, the value and what is allowed):
 ``/api/scores``                    score vs relative distance for RoPE, sinusoidal and ALiBi
 ``/api/alibi``                     ALiBi slopes and bias matrix beside a RoPE score matrix
 ``/api/precision``                 RoPE angle error by position for bf16/fp16/fp32 and posenc
+``/api/scalings``                  every registered rope type: label, colour, sliders, flags
 ``/api/wavelengths``               wavelength per pair, with scaling overlays
 ``/api/fixtures``                  the shipped model config fixtures
 ``/api/fixture``                   wavelengths of one fixture's RoPE
@@ -193,6 +194,10 @@ def create_app(lab_run: Optional[Path] = None,
         return views.precision_view(head_dim, base, max_position, pos)
 
     # -- 4. wavelengths and scalings ---------------------------------------------------------------
+    @app.get("/api/scalings")
+    def scalings():
+        return {"scalings": scaling_view.scalings_metadata()}
+
     @app.get("/api/wavelengths")
     def wavelengths(rotary_dim: int = _int("rotary_dim"), base: float = _float("base"),
                     train_len: int = _int("train_len"),

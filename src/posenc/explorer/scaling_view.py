@@ -7,10 +7,14 @@ training; the others have only seen part of their circle, and positions past ``L
 they never saw. Every context-extension method is a rule for which wavelengths to stretch and by how
 much; this module asks :func:`posenc.rope.scaling.rope_frequencies` for the answer of each rule.
 
-Every curve reports the range of slow-down ratios old/new frequency. Only the two methods built from a
-ramp, YaRN and Llama 3, also split the pairs three ways: ``kept`` (ratio 1), ``divided`` (ratio
-``factor``) and ``blended`` (the ramp between). NTK, dynamic NTK and LongRoPE slow almost every pair by
-a different amount, so such counts would say nothing true about them.
+Every curve reports the range of slow-down ratios old/new frequency. Only the methods built from a
+ramp (``ramp`` in their explorer metadata: YaRN and Llama 3) also split the pairs three ways: ``kept``
+(ratio 1), ``divided`` (ratio ``factor``) and ``blended`` (the ramp between). NTK, dynamic NTK and
+LongRoPE slow almost every pair by a different amount, so such counts would say nothing true about them.
+
+The overlays, their colours, labels and sliders come from the scaling registry
+(:mod:`posenc.rope.registry`): every registered type with explorer metadata is an overlay, and
+``GET /api/scalings`` hands the same metadata to the page.
 """
 
 from __future__ import annotations
@@ -27,50 +31,84 @@ import torch
 
 from .._checks import check_choice, check_int
 from ..rope.embedding import RotaryEmbedding
+from ..rope.hfconfig import rope_dicts, rotary_kwargs_from_hf, to_hf_dict
 from ..rope.layout import LAYOUTS
-from ..rope.scaling import (
-    DYNAMIC_TYPES, DynamicNTKScaling, LinearScaling, Llama3Scaling, NTKScaling, YaRNScaling,
-    _ntk_base, rope_frequencies, scaling_to_dict,
-)
+from ..rope.registry import REGISTRY, ScalingDescriptor, config_fields, explorer_metadata
+from ..rope.scaling import DYNAMIC_TYPES, rope_frequencies, scaling_to_dict
 from ..rope.tables import rope_inv_freq
 
 TWO_PI = 2 * math.pi
-
-#: the overlays the page can toggle, in the order it draws them
-METHODS = ("linear", "ntk", "dynamic", "yarn", "llama3")
-#: what "copy as config" accepts: no scaling, or one of the overlays
-CONFIG_METHODS = ("default",) + METHODS
-#: the methods whose rule is "keep, ramp, divide"; only these are split three ways
-RAMP_METHODS = ("yarn", "llama3")
 _RATIO_TOL = 1e-9
 _MAX_FIXTURE_BYTES = 1024 * 1024
 _FIXTURE_NAME = re.compile(r"^[A-Za-z0-9._\-/#]{1,120}$")
 
 
+def methods() -> Tuple[str, ...]:
+    """The overlays the page can toggle, in the order it draws them: every registered type with
+    explorer metadata."""
+    return tuple(d.name for d in REGISTRY.values() if d.explorer is not None)
+
+
+def config_methods() -> Tuple[str, ...]:
+    """What "copy as config" accepts: no scaling, or one of the overlays."""
+    return ("default",) + methods()
+
+
+def ramp_methods() -> Tuple[str, ...]:
+    """The methods whose rule is "keep, ramp, divide"; only these are split three ways."""
+    return tuple(d.name for d in REGISTRY.values() if d.explorer is not None and d.explorer.ramp)
+
+
+def scalings_metadata() -> List[dict]:
+    """What ``GET /api/scalings`` returns: one entry per registered type (see
+    :meth:`posenc.rope.registry.ScalingDescriptor.metadata`)."""
+    return explorer_metadata()
+
+
+def __getattr__(name: str):
+    # METHODS, CONFIG_METHODS and RAMP_METHODS read the registry on every access, so a type registered
+    # after import is an overlay too.
+    live = {"METHODS": methods, "CONFIG_METHODS": config_methods, "RAMP_METHODS": ramp_methods}
+    if name in live:
+        return live[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def make_scaling(method: str, *, factor: float, original: int, beta_fast: float, beta_slow: float,
                  low_freq_factor: float, high_freq_factor: float):
-    """The posenc scaling config for ``method`` (``None`` for ``"default"``)."""
-    check_choice("method", method, set(CONFIG_METHODS))
+    """The posenc scaling config for ``method`` from the page's settings (``None`` for ``"default"``).
+
+    Each config field takes the page setting of the same name (``original`` is
+    ``original_max_position_embeddings``), else the default of the type's explorer parameter, else the
+    dataclass default.
+    """
+    check_choice("method", method, set(config_methods()))
     if method == "default":
         return None
-    if method == "linear":
-        return LinearScaling(factor=factor)
-    if method == "ntk":
-        return NTKScaling(factor=factor)
-    if method == "dynamic":
-        return DynamicNTKScaling(factor=factor, original_max_position_embeddings=original)
-    if method == "yarn":
-        return YaRNScaling(factor=factor, original_max_position_embeddings=original,
-                           beta_fast=beta_fast, beta_slow=beta_slow)
-    return Llama3Scaling(factor=factor, low_freq_factor=low_freq_factor,
-                         high_freq_factor=high_freq_factor, original_max_position_embeddings=original)
+    descriptor = REGISTRY[method]
+    settings = {"factor": factor, "original_max_position_embeddings": original, "beta_fast": beta_fast,
+                "beta_slow": beta_slow, "low_freq_factor": low_freq_factor,
+                "high_freq_factor": high_freq_factor}
+    return build_config(descriptor, settings)
+
+
+def build_config(descriptor: ScalingDescriptor, settings: Dict[str, float]):
+    """A config of ``descriptor``'s type from named settings (see :func:`make_scaling`)."""
+    defaults = {p.name: p.default for p in descriptor.explorer.parameters} if descriptor.explorer else {}
+    kwargs = {}
+    for f in config_fields(descriptor.config_class):
+        if f.name in settings:
+            kwargs[f.name] = settings[f.name]
+        elif f.name in defaults:
+            kwargs[f.name] = defaults[f.name]
+    return descriptor.config_class(**kwargs)
 
 
 def parse_methods(text: str) -> List[str]:
     """``"linear,yarn"`` -> ``["linear", "yarn"]``, refusing unknown or repeated names."""
     names = [part.strip() for part in text.split(",") if part.strip()] if text else []
     for name in names:
-        check_choice("methods", name, set(METHODS))
+        check_choice("methods", name, set(methods()))
     if len(set(names)) != len(names):
         raise ValueError(f"methods must not repeat a name, got {text!r}")
     return names
@@ -79,7 +117,7 @@ def parse_methods(text: str) -> List[str]:
 def classify(ratio: torch.Tensor, factor: Optional[float]) -> dict:
     """Split pairs by ``ratio = new / old frequency`` into kept, divided by ``factor`` and blended.
 
-    Meaningful only for the ramp methods (:data:`RAMP_METHODS`); see :func:`slowdown` for the others.
+    Meaningful only for the ramp methods (:func:`ramp_methods`); see :func:`slowdown` for the others.
     """
     kept = (ratio - 1).abs() <= _RATIO_TOL
     divided = ((ratio * factor - 1).abs() <= _RATIO_TOL) if factor and factor > 1 else torch.zeros_like(kept)
@@ -106,11 +144,12 @@ def _curve(scaling, rotary_dim: int, base: float, seq_len: Optional[int], factor
     ratio = inv_freq / default
     wavelength = [TWO_PI / f if f > 0 else None for f in inv_freq.tolist()]   # 0: a pair left unrotated
     rope_type = getattr(scaling, "rope_type", "default")
-    split = classify(ratio, factor) if rope_type in RAMP_METHODS else {
+    ramp = rope_type in ramp_methods()
+    split = classify(ratio, factor) if ramp else {
         "kept": None, "divided": None, "blended": None, "ramp": None, "pair_class": None}
     return {"inv_freq": inv_freq.tolist(), "wavelength": wavelength, "ratio": ratio.tolist(),
             "attention_factor": attention_factor, "rope_type": rope_type,
-            "split": rope_type in RAMP_METHODS, "slowdown": slowdown(ratio),
+            "split": ramp, "slowdown": slowdown(ratio),
             "config": scaling_to_dict(scaling) if scaling is not None else {"rope_type": "default"},
             **split}
 
@@ -121,22 +160,23 @@ def wavelengths_view(rotary_dim: int, base: float, train_len: int, methods: Sequ
     """Wavelength of every pair, unscaled and under each method in ``methods``.
 
     ``train_len`` is both the marked training context and the scalings'
-    ``original_max_position_embeddings``; ``seq_len`` is the current length dynamic NTK adapts to.
+    ``original_max_position_embeddings``; ``seq_len`` is the current length the length-dependent
+    methods (dynamic NTK) adapt to. ``thresholds`` holds, for the ramp methods, the wavelengths below
+    which pairs are kept and above which they are divided by the factor.
     """
     check_int("rotary_dim", rotary_dim, minimum=2, even=True)
     default = rope_inv_freq(rotary_dim, base)
     wavelength = (TWO_PI / default).tolist()
-    overlays = {}
+    overlays, thresholds = {}, {}
     for method in methods:
+        descriptor = REGISTRY[method]
         cfg = make_scaling(method, factor=factor, original=train_len, beta_fast=beta_fast,
                            beta_slow=beta_slow, low_freq_factor=low_freq_factor,
                            high_freq_factor=high_freq_factor)
-        overlays[method] = _curve(cfg, rotary_dim, base, seq_len if method == "dynamic" else None,
+        overlays[method] = _curve(cfg, rotary_dim, base, seq_len if descriptor.length_dependent else None,
                                   factor)
-    thresholds = {
-        "yarn": [train_len / beta_fast, train_len / beta_slow],
-        "llama3": [train_len / high_freq_factor, train_len / low_freq_factor],
-    }
+        if descriptor.explorer is not None and descriptor.explorer.thresholds is not None:
+            thresholds[method] = [float(t) for t in descriptor.explorer.thresholds(cfg)]
     return {
         "rotary_dim": rotary_dim, "base": base, "train_len": train_len, "factor": factor,
         "extended_len": train_len * factor, "seq_len": seq_len,
@@ -144,7 +184,7 @@ def wavelengths_view(rotary_dim: int, base: float, train_len: int, methods: Sequ
         "default": {"inv_freq": default.tolist(), "wavelength": wavelength},
         "full_turns_in_training": int(sum(w <= train_len for w in wavelength)),
         "methods": overlays,
-        "thresholds": {m: t for m, t in thresholds.items() if m in overlays},
+        "thresholds": thresholds,
     }
 
 
@@ -174,31 +214,18 @@ def _fixture_files() -> Dict[str, str]:
     return found
 
 
-def _rope_dict(config: dict) -> Optional[dict]:
-    rope = config.get("rope_parameters") or config.get("rope_scaling")
-    text = config.get("text_config")
-    if not rope and isinstance(text, dict):
-        rope = text.get("rope_parameters") or text.get("rope_scaling")
-    return rope if isinstance(rope, dict) else None
-
-
 def _stated_factor(config: dict, layer_type: Optional[str]) -> Optional[float]:
     """The ``factor`` the config writes down, or ``None``: readers may derive one (LongRoPE takes
     ``max_position_embeddings / original``), but the page shows only what the file says."""
-    rope = _rope_dict(config) or {}
-    if layer_type is not None:
-        rope = rope.get(layer_type) or {}
-    factor = rope.get("factor")
+    factor = rope_dicts(config).get(layer_type, {}).get("factor")
     return float(factor) if isinstance(factor, (int, float)) and not isinstance(factor, bool) else None
 
 
 def _layer_types(config: dict) -> List[Optional[str]]:
-    rope = _rope_dict(config)
-    if isinstance(rope, dict):
-        nested = sorted(k for k, v in rope.items() if isinstance(v, dict))
-        if nested:
-            return list(nested)
-    return [None]
+    try:
+        return list(rope_dicts(config))
+    except (ValueError, TypeError):
+        return [None]          # fixture_list then reports the reader's error for this fixture
 
 
 @lru_cache(maxsize=1)
@@ -218,8 +245,6 @@ def fixtures() -> Dict[str, Tuple[dict, Optional[str]]]:
 
 
 def _rotary_kwargs(name: str) -> dict:
-    from ..hf import rotary_kwargs_from_hf
-
     config, layer_type = fixtures()[name]
     return rotary_kwargs_from_hf(config, layer_type=layer_type, strict=False)
 
@@ -291,13 +316,11 @@ def config_view(head_dim: int, rotary_dim: int, base: float, layout: str, method
                 beta_slow: float, low_freq_factor: float, high_freq_factor: float) -> dict:
     """The current RoPE settings as posenc arguments and as Hugging Face config fields.
 
-    ``transformers`` has no static NTK rope type, and a config saying ``"rope_type": "ntk"`` would not
-    load there. Static NTK is exactly a larger base, ``base * factor ** (d / (d - 2))`` with ``d`` the
-    rotated width, so for ``method="ntk"`` the Hugging Face dicts are a ``default`` RoPE with that
-    ``rope_theta`` (``hf_note`` says so), while the posenc snippet keeps :class:`NTKScaling`.
+    For a type ``transformers`` does not know (its descriptor's ``transformers_equivalent``; static
+    NTK, which is exactly a larger base ``base * factor ** (d / (d - 2))``), the Hugging Face dicts
+    describe the equal configuration ``transformers`` can load (for NTK: a ``default`` RoPE with that
+    ``rope_theta``) and ``hf_note`` says so, while the posenc snippet keeps the posenc type.
     """
-    from ..hf import to_hf_dict
-
     check_int("rotary_dim", rotary_dim, minimum=2, maximum=head_dim, even=True)
     check_choice("layout", layout, set(LAYOUTS))
     scaling = make_scaling(method, factor=factor, original=original, beta_fast=beta_fast,
@@ -308,19 +331,13 @@ def config_view(head_dim: int, rotary_dim: int, base: float, layout: str, method
     rope = RotaryEmbedding(head_dim, base=base, rotary_dim=rotary_dim, layout=layout, scaling=scaling,
                            max_position_embeddings=1)
     hf_note = None
-    if method == "ntk":
-        ntk_base = _ntk_base(rope.base, factor, rope.rotary_dim)
-        described = SimpleNamespace(head_dim=rope.head_dim, rotary_dim=rope.rotary_dim, base=ntk_base,
-                                    scaling=None, max_position_embeddings=max_position_embeddings)
-        d = rope.rotary_dim
-        worked = (f"{rope.base:g} * {factor:g} ** ({d} / {d - 2}) = {ntk_base!r}" if d > 2 else
-                  f"{rope.base:g} (with d = 2 the only pair is the fastest, which NTK never moves)")
-        hf_note = (f"transformers has no static NTK rope type: static NTK is the default RoPE with "
-                   f"rope_theta = base * factor ** (d / (d - 2)) = {worked}, so the config.json panels "
-                   f"write that rope_theta with rope_type \"default\".")
-    else:
-        described = SimpleNamespace(head_dim=rope.head_dim, rotary_dim=rope.rotary_dim, base=rope.base,
-                                    scaling=rope.scaling, max_position_embeddings=max_position_embeddings)
+    descriptor = REGISTRY[method]
+    described = SimpleNamespace(head_dim=rope.head_dim, rotary_dim=rope.rotary_dim, base=rope.base,
+                                scaling=rope.scaling, max_position_embeddings=max_position_embeddings)
+    if descriptor.transformers_equivalent is not None and scaling is not None:
+        # transformers lacks this rope type: describe the equal configuration it can load
+        described.base, described.scaling, hf_note = descriptor.transformers_equivalent(
+            scaling, rope.base, rope.rotary_dim)
     scaling_dict = scaling_to_dict(scaling) if scaling is not None else None
     kwargs = {"head_dim": head_dim, "base": base, "rotary_dim": rotary_dim, "layout": layout,
               "max_position_embeddings": max_position_embeddings}

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..rope.registry import lab_methods
 from .config import EXTENSION_METHODS, LabConfig, PRESETS, preset_config
 from .corpus import load_corpus
 from .distributed import Dist, barrier, broadcast_flag, setup, teardown
@@ -47,6 +48,17 @@ def _names(text: str) -> list:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def _extension_methods(text: str) -> list:
+    """Comma-separated extension methods: the rope types registered with a lab default."""
+    names, allowed = _names(text), lab_methods()
+    for name in names:
+        if name not in allowed:
+            hint = " ('dynamic_ntk' is now spelt 'dynamic')" if name == "dynamic_ntk" else ""
+            raise argparse.ArgumentTypeError(f"unknown extension method {name!r}{hint}; choose from "
+                                             f"{','.join(allowed)}")
+    return names
+
+
 def _ints(text: str) -> list:
     try:
         return [int(t) for t in _names(text)]
@@ -62,8 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated schemes (default: nope,sinusoidal,learned,rope,alibi)")
     parser.add_argument("--eval-multipliers", type=_ints, default=None,
                         help="evaluation lengths as multiples of the training length (default 1,2,4,8)")
-    parser.add_argument("--extension-methods", type=_names, default=None,
-                        help=f"RoPE extension methods (default {','.join(EXTENSION_METHODS)})")
+    parser.add_argument("--extension-methods", type=_extension_methods, default=None,
+                        help=f"RoPE extension methods, any of {','.join(lab_methods())} "
+                             f"(default {','.join(EXTENSION_METHODS)})")
     parser.add_argument("--no-extension", dest="extension", action="store_false", default=None,
                         help="skip RoPE context extension")
     parser.add_argument("--finetune", action="store_true", default=None,

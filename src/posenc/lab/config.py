@@ -13,9 +13,11 @@ from typing import List, Optional
 
 from .._checks import check_choice, check_float, check_int
 from ..factory import SCHEMES
+from ..rope.registry import lab_methods
 
-#: RoPE context-extension methods the lab knows, in report order ("none" is plain RoPE).
-EXTENSION_METHODS = ("linear", "ntk", "dynamic_ntk", "yarn", "llama3")
+#: RoPE context-extension methods the lab knows, in report order ("none" is plain RoPE): the rope
+#: types registered with a lab default (see posenc.rope.registry), as registered at import.
+EXTENSION_METHODS = lab_methods()
 
 
 @dataclass
@@ -91,7 +93,7 @@ class LabConfig:
         check_int("final_bytes", self.final_bytes, maximum=self.train_len)
         check_choice("learned_beyond", self.learned_beyond, {"interpolate", "cannot"})
         for name in self.extension_methods:
-            check_choice("extension_methods", name, set(EXTENSION_METHODS))
+            check_choice("extension_methods", name, set(lab_methods()))
         return self
 
     @property

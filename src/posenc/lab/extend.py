@@ -2,24 +2,22 @@
 
 RoPE has no trained parameters, so extending a RoPE model means swapping its
 :class:`~posenc.rope.RotaryEmbedding` for one whose frequencies are rescaled for a longer input
-(``model.scheme = RotaryEmbedding(head_dim, base, scaling=...)``). For a target length ``L`` and
-training length ``L0`` the static methods use ``factor = L / L0``:
-
-=============  ===============================================================  ====================
-method         scaling                                                          origin
-=============  ===============================================================  ====================
-none           plain RoPE, frequencies unchanged                                Su et al. 2021
-linear         ``LinearScaling(factor)``: position interpolation                 Chen et al. 2023
-ntk            ``NTKScaling(factor)``: NTK-aware base change                     bloc97 2023
-dynamic_ntk    ``DynamicNTKScaling(2, L0)`` evaluated at the input length        emozilla 2023
-yarn           ``YaRNScaling(factor, L0)`` (beta_fast 32, beta_slow 1)           Peng et al. 2023
-llama3         ``Llama3Scaling(factor, 1, 4, L0)``                               Meta, Llama 3.1
-=============  ===============================================================  ====================
+(``model.scheme = RotaryEmbedding(head_dim, base, scaling=...)``). The methods are ``none`` (plain
+RoPE) and every rope type of the scaling registry that has a lab default
+(:func:`posenc.rope.registry.lab_methods`), named as the rope type is. For a target length ``L`` and
+training length ``L0`` each descriptor's ``lab_default(L, L0)`` gives the config, and
+:func:`method_table` lists them. posenc's own types give, with ``factor = L / L0``: ``linear`` ->
+``LinearScaling(factor)`` (position interpolation), ``ntk`` -> ``NTKScaling(factor)``, ``dynamic`` ->
+``DynamicNTKScaling(2, L0)`` frozen at ``L``, ``yarn`` -> ``YaRNScaling(factor, L0)`` (beta_fast 32,
+beta_slow 1), ``llama3`` -> ``Llama3Scaling(factor, 1, 4, L0)``. Dynamic NTK was called
+``dynamic_ntk`` here before; it now has its rope type's name.
 
 Dynamic NTK does not know the target length: its configured factor stays fixed (2, a common choice)
 and the NTK scale grows with the length it is given, ``s_eff = 2 L / L0 - 1``. The lab evaluates each
-window in one forward pass, so the whole window is rotated with the frequencies of its own length:
-exactly NTK with ``s_eff``, which is how it is built here (:func:`dynamic_effective_scaling`).
+window in one forward pass, so the whole window is rotated with the frequencies of its own length. Every
+length-dependent scaling is therefore frozen at ``L`` (:meth:`RotaryEmbedding.freeze_frequencies`):
+for dynamic NTK that is exactly NTK with ``s_eff`` (:func:`dynamic_effective_scaling`), served from the
+cached tables.
 
 The fine-tune follows the position-interpolation paper: a few hundred steps of next-byte training at
 the new length with the scaled frequencies, a small constant learning rate after a short warmup, and
@@ -29,18 +27,32 @@ the same data for every method.
 from __future__ import annotations
 
 import copy
+from typing import List, Tuple
 
 import numpy as np
 
 from ..model import TinyLM
-from ..rope import (DynamicNTKScaling, LinearScaling, Llama3Scaling, NTKScaling, RotaryEmbedding,
-                    YaRNScaling)
+from ..rope import NTKScaling, RotaryEmbedding
+from ..rope.registry import REGISTRY, lab_methods
+from ..rope.scaling import LAB_DYNAMIC_FACTOR
 from .config import LabConfig
 from .distributed import Dist
 from .train import make_optimizer, train_steps
 
 #: The configured factor of dynamic NTK (Hugging Face examples use 2.0).
-DYNAMIC_FACTOR = 2.0
+DYNAMIC_FACTOR = LAB_DYNAMIC_FACTOR
+#: the method that leaves plain RoPE in place
+NO_EXTENSION = "none"
+
+
+def method_names() -> Tuple[str, ...]:
+    """Every method ``scaling_for`` accepts: ``none`` and the registered types with a lab default."""
+    return (NO_EXTENSION,) + lab_methods()
+
+
+def method_table(length: int, train_len: int) -> List[Tuple[str, object]]:
+    """``[(method, scaling config or None)]`` for an extension from ``train_len`` to ``length``."""
+    return [(name, scaling_for(name, length, train_len)) for name in method_names()]
 
 
 def dynamic_effective_scaling(length: int, train_len: int) -> NTKScaling:
@@ -51,26 +63,21 @@ def dynamic_effective_scaling(length: int, train_len: int) -> NTKScaling:
 
 def scaling_for(method: str, length: int, train_len: int):
     """The scaling config of ``method`` for inputs of ``length`` bytes (``None`` for plain RoPE)."""
-    factor = length / train_len
-    if method == "none":
+    if method == NO_EXTENSION:
         return None
-    if method == "linear":
-        return LinearScaling(factor)
-    if method == "ntk":
-        return NTKScaling(factor)
-    if method == "dynamic_ntk":
-        DynamicNTKScaling(DYNAMIC_FACTOR, train_len).validate(None)
-        return dynamic_effective_scaling(length, train_len)
-    if method == "yarn":
-        return YaRNScaling(factor, train_len, beta_fast=32.0, beta_slow=1.0)
-    if method == "llama3":
-        return Llama3Scaling(factor, 1.0, 4.0, train_len)
-    raise ValueError(f"method must be one of none, linear, ntk, dynamic_ntk, yarn, llama3; "
-                     f"got {method!r}")
+    descriptor = REGISTRY.get(method) if isinstance(method, str) else None
+    if descriptor is None or descriptor.lab_default is None:
+        hint = " ('dynamic_ntk' is now spelt 'dynamic')" if method == "dynamic_ntk" else ""
+        raise ValueError(f"method must be one of {', '.join(method_names())}; got {method!r}{hint}")
+    return descriptor.lab_default(length, train_len)
 
 
 def extended_model(rope_model: TinyLM, method: str, length: int, train_len: int) -> TinyLM:
-    """A copy of the trained RoPE model whose rotary embedding is rescaled for ``length``."""
+    """A copy of the trained RoPE model whose rotary embedding is rescaled for ``length``.
+
+    Length-dependent scalings are frozen at ``length``: each evaluation window is one pass over
+    ``length`` tokens, which is the length they would pick themselves.
+    """
     old = rope_model.scheme
     if not isinstance(old, RotaryEmbedding):
         raise TypeError(f"context extension needs a RoPE model, got scheme {type(old).__name__}")
@@ -78,6 +85,8 @@ def extended_model(rope_model: TinyLM, method: str, length: int, train_len: int)
     model.scheme = RotaryEmbedding(old.head_dim, base=old.base, rotary_dim=old.rotary_dim,
                                    layout=old.layout, scaling=scaling_for(method, length, train_len),
                                    max_position_embeddings=length)
+    if model.scheme.is_dynamic:
+        model.scheme.freeze_frequencies(length)
     device = next(rope_model.parameters()).device
     return model.to(device)
 

@@ -7,6 +7,10 @@ from .positions import (
     position_ids_from_attention_mask, position_ids_from_cu_seqlens, position_ids_from_document_ids,
     position_ids_from_offsets,
 )
+from .registry import (
+    ExplorerInfo, HFRope, Parameter, ScalingDescriptor, get_descriptor, register_scaling, softmax_scale,
+    unregister_scaling,
+)
 from .scaling import (
     DYNAMIC_TYPES, REGISTRY, DefaultScaling, DynamicNTKScaling, LinearScaling, Llama3Scaling,
     LongRoPEScaling, NTKScaling, ProportionalScaling, YaRNScaling, rope_frequencies, scaling_from_dict,
@@ -15,11 +19,12 @@ from .scaling import (
 from .tables import rope_angles, rope_cos_sin, rope_inv_freq, rope_table
 
 __all__ = [
-    "DYNAMIC_TYPES", "DefaultScaling", "DynamicNTKScaling", "LAYOUTS", "LinearScaling", "Llama3Scaling",
-    "LongRoPEScaling", "NTKScaling", "ProportionalScaling", "REGISTRY", "RotaryEmbedding", "YaRNScaling",
-    "apply_rotary", "apply_rotary_at", "permute_for_half_split", "permute_for_interleaved", "position_ids_from_attention_mask",
-    "position_ids_from_cu_seqlens", "position_ids_from_document_ids", "position_ids_from_offsets",
-    "rope_angles", "rope_cos_sin",
-    "rope_frequencies", "rope_inv_freq", "rope_table", "rotate_reference", "scaling_from_dict",
-    "scaling_to_dict", "yarn_softmax_scale",
+    "DYNAMIC_TYPES", "DefaultScaling", "DynamicNTKScaling", "ExplorerInfo", "HFRope", "LAYOUTS",
+    "LinearScaling", "Llama3Scaling", "LongRoPEScaling", "NTKScaling", "Parameter", "ProportionalScaling",
+    "REGISTRY", "RotaryEmbedding", "ScalingDescriptor", "YaRNScaling", "apply_rotary", "apply_rotary_at",
+    "get_descriptor", "permute_for_half_split", "permute_for_interleaved",
+    "position_ids_from_attention_mask", "position_ids_from_cu_seqlens", "position_ids_from_document_ids",
+    "position_ids_from_offsets", "register_scaling", "rope_angles", "rope_cos_sin", "rope_frequencies",
+    "rope_inv_freq", "rope_table", "rotate_reference", "scaling_from_dict", "scaling_to_dict",
+    "softmax_scale", "unregister_scaling", "yarn_softmax_scale",
 ]

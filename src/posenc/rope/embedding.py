@@ -95,15 +95,16 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
     def from_hf_config(cls, config, **kwargs) -> "RotaryEmbedding":
         """Build from a ``transformers`` config object or a ``config.json`` dict.
 
-        See :func:`posenc.hf.rotary_kwargs_from_hf`; ``kwargs`` (e.g. ``layout``) override the values
-        read from the config.
+        See :func:`posenc.rope.hfconfig.rotary_kwargs_from_hf` (also :mod:`posenc.hf`); ``kwargs``
+        (e.g. ``layout``) override the values read from the config.
         """
-        from ..hf import rotary_kwargs_from_hf
+        from .hfconfig import rotary_kwargs_from_hf        # a sibling in the core, imported where used
         return cls(**{**rotary_kwargs_from_hf(config), **kwargs})
 
     def to_hf_dict(self) -> dict:
-        """The rope-related ``config.json`` fields that describe this module (see :func:`posenc.hf.to_hf_dict`)."""
-        from ..hf import to_hf_dict
+        """The rope-related ``config.json`` fields that describe this module (see
+        :func:`posenc.rope.hfconfig.to_hf_dict`); :meth:`from_hf_config` reads them back."""
+        from .hfconfig import to_hf_dict
         return to_hf_dict(self)
 
     # -- frequencies ---------------------------------------------------------------------------------

@@ -13,7 +13,9 @@ Each rope type is:
   does not depend on ``rotary_dim``);
 * a pure function ``(config, rotary_dim, base, seq_len=None) -> (inv_freq, attention_factor)``
   returning float64 frequencies of shape (rotary_dim // 2,) and a Python float;
-* one entry in :data:`REGISTRY`.
+* one :class:`~posenc.rope.registry.ScalingDescriptor` in :data:`REGISTRY` that ties them together
+  with its Hugging Face reader/writer, its length dependence, its softmax scale, the explorer's metadata
+  and the lab's default (see :mod:`posenc.rope.registry`, and CONTRIBUTING.md for adding a type).
 
 ``seq_len`` matters only to the two types that change with the current length (``dynamic`` and
 ``longrope``); the others ignore it. :func:`rope_frequencies` is the one entry point.
@@ -26,14 +28,27 @@ from __future__ import annotations
 
 import math
 from dataclasses import MISSING, dataclass, fields
-from typing import Callable, ClassVar, Dict, Optional, Tuple, Type
+from typing import ClassVar, Optional, Tuple
 
 import torch
 
 from .._checks import check_float
+from .registry import (
+    ALIASES, COMMON_HF_KEYS, REGISTRY, ExplorerInfo, Frequencies, HFRope, LiveNames, Parameter,
+    ScalingDescriptor, config_to_fields, descriptor_of, register_scaling, resolve_name,
+)
 from .tables import rope_inv_freq
 
-Frequencies = Tuple[torch.Tensor, float]
+__all__ = [
+    "ALIASES", "DYNAMIC_TYPES", "REGISTRY", "DefaultScaling", "DynamicNTKScaling", "LinearScaling",
+    "Llama3Scaling", "LongRoPEScaling", "NTKScaling", "ProportionalScaling", "YaRNScaling",
+    "longrope_attention_factor", "ntk_base", "rope_frequencies", "scaling_from_dict", "scaling_to_dict",
+    "yarn_attention_factor", "yarn_get_mscale", "yarn_softmax_scale",
+]
+
+
+#: the longest length a config may give: float64 holds every integer up to it exactly
+MAX_LENGTH = 2 ** 53
 
 
 # -- validation helpers ----------------------------------------------------------------------------
@@ -43,7 +58,7 @@ def _fail(config, field: str, value, allowed: str):
 
 def _number(config, field: str, value, *, minimum: Optional[float] = None,
             greater_than: Optional[float] = None, allowed: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
         _fail(config, field, value, allowed)
     if minimum is not None and value < minimum:
         _fail(config, field, value, allowed)
@@ -52,14 +67,21 @@ def _number(config, field: str, value, *, minimum: Optional[float] = None,
     return float(value)
 
 
+def _finite(value) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:          # an int beyond float64
+        return False
+
+
 def _factor(config, field: str = "factor") -> float:
     return _number(config, field, getattr(config, field), minimum=1.0, allowed="a finite number >= 1")
 
 
 def _length(config, field: str = "original_max_position_embeddings") -> int:
     value = getattr(config, field)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        _fail(config, field, value, "an integer >= 1")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LENGTH:
+        _fail(config, field, value, "an integer >= 1 and <= 2**53")
     return value
 
 
@@ -125,11 +147,11 @@ class LinearScaling(_Validated):
 
 def _linear(config: LinearScaling, rotary_dim: int, base: float,
             seq_len: Optional[int] = None) -> Frequencies:
-    return rope_inv_freq(rotary_dim, base) / config.factor, 1.0
+    return rope_inv_freq(rotary_dim, base) / float(config.factor), 1.0
 
 
 # -- static NTK-aware -------------------------------------------------------------------------------
-def _ntk_base(base: float, scale: float, rotary_dim: int) -> float:
+def ntk_base(base: float, scale: float, rotary_dim: int) -> float:
     """NTK-aware base change: ``base * scale ** (d / (d - 2))``.
 
     The exponent makes the slowest pair (``i = d/2 - 1``) turn exactly ``scale`` times slower while the
@@ -138,7 +160,14 @@ def _ntk_base(base: float, scale: float, rotary_dim: int) -> float:
     """
     if rotary_dim == 2:
         return base
-    return base * scale ** (rotary_dim / (rotary_dim - 2))
+    try:
+        new_base = base * scale ** (rotary_dim / (rotary_dim - 2))
+    except OverflowError:
+        new_base = math.inf
+    if not math.isfinite(new_base):
+        raise ValueError(f"the NTK base base * scale ** (d / (d - 2)) = {base!r} * {scale!r} ** "
+                         f"({rotary_dim} / {rotary_dim - 2}) is beyond float64; use a smaller factor")
+    return new_base
 
 
 @dataclass(frozen=True)
@@ -164,7 +193,7 @@ class NTKScaling(_Validated):
 
 
 def _ntk(config: NTKScaling, rotary_dim: int, base: float, seq_len: Optional[int] = None) -> Frequencies:
-    return rope_inv_freq(rotary_dim, _ntk_base(base, config.factor, rotary_dim)), 1.0
+    return rope_inv_freq(rotary_dim, ntk_base(base, float(config.factor), rotary_dim)), 1.0
 
 
 # -- dynamic NTK ------------------------------------------------------------------------------------
@@ -203,8 +232,8 @@ def _dynamic(config: DynamicNTKScaling, rotary_dim: int, base: float,
              seq_len: Optional[int] = None) -> Frequencies:
     original = config.original_max_position_embeddings
     length = original if seq_len is None else max(int(seq_len), original)
-    scale = 1.0 + config.factor * (length - original) / original   # = s L / L0 - (s - 1), exact at L0
-    return rope_inv_freq(rotary_dim, _ntk_base(base, scale, rotary_dim)), 1.0
+    scale = 1.0 + float(config.factor) * (length - original) / original   # = s L / L0 - (s - 1), exact at L0
+    return rope_inv_freq(rotary_dim, ntk_base(base, scale, rotary_dim)), 1.0
 
 
 # -- YaRN -------------------------------------------------------------------------------------------
@@ -318,7 +347,7 @@ def _yarn(config: YaRNScaling, rotary_dim: int, base: float, seq_len: Optional[i
     index = torch.arange(rotary_dim // 2, dtype=torch.float64, device="cpu")
     ramp = ((index - low) / (high - low)).clamp(0.0, 1.0)   # 0: keep theta_i, 1: theta_i / s
     theta = rope_inv_freq(rotary_dim, base)
-    inv_freq = theta / config.factor * ramp + theta * (1.0 - ramp)
+    inv_freq = theta / float(config.factor) * ramp + theta * (1.0 - ramp)
     return inv_freq, yarn_attention_factor(config)
 
 
@@ -365,12 +394,13 @@ class Llama3Scaling(_Validated):
 def _llama3(config: Llama3Scaling, rotary_dim: int, base: float,
             seq_len: Optional[int] = None) -> Frequencies:
     original = config.original_max_position_embeddings
+    factor, low, high = float(config.factor), float(config.low_freq_factor), float(config.high_freq_factor)
     theta = rope_inv_freq(rotary_dim, base)
     wavelength = 2 * math.pi / theta
-    smooth = (original / wavelength - config.low_freq_factor) / (config.high_freq_factor - config.low_freq_factor)
-    mixed = (1.0 - smooth) * theta / config.factor + smooth * theta
-    inv_freq = torch.where(wavelength > original / config.low_freq_factor, theta / config.factor, mixed)
-    inv_freq = torch.where(wavelength < original / config.high_freq_factor, theta, inv_freq)
+    smooth = (original / wavelength - low) / (high - low)
+    mixed = (1.0 - smooth) * theta / factor + smooth * theta
+    inv_freq = torch.where(wavelength > original / low, theta / factor, mixed)
+    inv_freq = torch.where(wavelength < original / high, theta, inv_freq)
     return inv_freq, 1.0
 
 
@@ -451,7 +481,7 @@ def longrope_attention_factor(config: LongRoPEScaling) -> float:
 def _longrope(config: LongRoPEScaling, rotary_dim: int, base: float,
               seq_len: Optional[int] = None) -> Frequencies:
     chosen = config.long_factor if config.uses_long_factor(seq_len) else config.short_factor
-    factors = torch.tensor(chosen, dtype=torch.float64, device="cpu")
+    factors = torch.tensor([float(f) for f in chosen], dtype=torch.float64, device="cpu")
     return rope_inv_freq(rotary_dim, base) / factors, longrope_attention_factor(config)
 
 
@@ -487,28 +517,148 @@ class ProportionalScaling(_Validated):
 def _proportional(config: ProportionalScaling, rotary_dim: int, base: float,
                   seq_len: Optional[int] = None) -> Frequencies:
     rotated = int(config.partial_rotary_factor * rotary_dim // 2)
-    inv_freq = rope_inv_freq(rotary_dim, base) / config.factor
+    inv_freq = rope_inv_freq(rotary_dim, base) / float(config.factor)
     inv_freq[rotated:] = 0.0
     return inv_freq, 1.0
 
 
-#: rope_type -> (config class, pure function)
-REGISTRY: Dict[str, Tuple[Type, Callable[..., Frequencies]]] = {
-    "default": (DefaultScaling, _default),
-    "linear": (LinearScaling, _linear),
-    "ntk": (NTKScaling, _ntk),
-    "dynamic": (DynamicNTKScaling, _dynamic),
-    "yarn": (YaRNScaling, _yarn),
-    "llama3": (Llama3Scaling, _llama3),
-    "longrope": (LongRoPEScaling, _longrope),
-    "proportional": (ProportionalScaling, _proportional),
-}
+# -- Hugging Face readers and writers that differ from "one key per field" ---------------------------
+def _zero_is_unset(value):
+    """``transformers`` treats ``mscale: 0`` like an absent key (``if mscale and mscale_all_dim``)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0:
+        return None
+    return value
 
-#: rope types whose frequencies depend on the current sequence length
-DYNAMIC_TYPES = frozenset({"dynamic", "longrope"})
 
-#: older names still found in published configs
-ALIASES = {"su": "longrope"}
+def _dynamic_from_hf(ctx: HFRope) -> DynamicNTKScaling:
+    # transformers reads the trained length of dynamic NTK from max_position_embeddings only
+    return DynamicNTKScaling(ctx.require("factor"), ctx.max_positions)
+
+
+def _dynamic_to_hf(config: DynamicNTKScaling):
+    return {"factor": config.factor}, {"max_position_embeddings": config.original_max_position_embeddings}
+
+
+def _yarn_from_hf(ctx: HFRope) -> YaRNScaling:
+    original = ctx.original()
+    return YaRNScaling(ctx.ratio(original), original,
+                       beta_fast=ctx.get("beta_fast", 32.0), beta_slow=ctx.get("beta_slow", 1.0),
+                       mscale=_zero_is_unset(ctx.get("mscale")),
+                       mscale_all_dim=_zero_is_unset(ctx.get("mscale_all_dim")),
+                       attention_factor=ctx.get("attention_factor"), truncate=ctx.get("truncate", True))
+
+
+def _llama3_from_hf(ctx: HFRope) -> Llama3Scaling:
+    return Llama3Scaling(ctx.require("factor"), ctx.require("low_freq_factor"),
+                         ctx.require("high_freq_factor"), ctx.original())
+
+
+def _longrope_from_hf(ctx: HFRope) -> LongRoPEScaling:
+    original = ctx.original()
+    factor = ctx.get("factor")
+    if factor is None and ctx.get("attention_factor") is None:
+        # Derived from the lengths; a context no longer than the trained one means no attention scaling.
+        # (With an explicit attention_factor the factor would change nothing, so none is made up.)
+        factor = max(ctx.max_positions / original, 1.0)
+    return LongRoPEScaling(ctx.require("short_factor"), ctx.require("long_factor"), original,
+                           attention_factor=ctx.get("attention_factor"), factor=factor)
+
+
+def _longrope_to_hf(config: LongRoPEScaling):
+    rope = config_to_fields(config)
+    if config.factor is None and config.attention_factor is None:
+        # A reader fills a missing factor from the context lengths; pin the factor this config uses.
+        rope["attention_factor"] = longrope_attention_factor(config)
+    return rope, {}
+
+
+def _ntk_for_transformers(config: NTKScaling, base: float, rotary_dim: int):
+    new_base = ntk_base(base, config.factor, rotary_dim)
+    d = rotary_dim
+    worked = (f"{base:g} * {config.factor:g} ** ({d} / {d - 2}) = {new_base!r}" if d > 2 else
+              f"{base:g} (with d = 2 the only pair is the fastest, which NTK never moves)")
+    note = (f"transformers has no static NTK rope type: static NTK is the default RoPE with "
+            f"rope_theta = base * factor ** (d / (d - 2)) = {worked}, so the config.json panels "
+            f"write that rope_theta with rope_type \"default\".")
+    return new_base, None, note
+
+
+def _yarn_thresholds(config: YaRNScaling):
+    original = config.original_max_position_embeddings
+    return original / config.beta_fast, original / config.beta_slow
+
+
+def _llama3_thresholds(config: Llama3Scaling):
+    original = config.original_max_position_embeddings
+    return original / config.high_freq_factor, original / config.low_freq_factor
+
+
+# -- the registry entries ----------------------------------------------------------------------------
+_FACTOR = Parameter("factor", "factor", 1.0, 64.0, 1.0, 8.0)
+
+#: The factor the lab gives dynamic NTK (Hugging Face examples use 2.0): dynamic NTK does not know the
+#: target length, its scale grows with the input instead.
+LAB_DYNAMIC_FACTOR = 2.0
+
+for _descriptor in (
+    ScalingDescriptor(
+        "default", DefaultScaling, _default, summary="`theta_i`", source="Su et al. 2021, RoFormer"),
+    ScalingDescriptor(
+        "linear", LinearScaling, _linear, summary="`theta_i / s`",
+        source="Chen et al. 2023, position interpolation; kaiokendev (SuperHOT)",
+        explorer=ExplorerInfo("linear / PI", "#9467bd", (_FACTOR,), shown=True, dash="7 4"),
+        lab_default=lambda length, train_len: LinearScaling(length / train_len)),
+    ScalingDescriptor(
+        "ntk", NTKScaling, _ntk, summary="`base' = base * s ** (d / (d - 2))`, `theta_i' = base' ** (-2i/d)`",
+        source='bloc97 2023 (r/LocalLLaMA), "NTK-aware scaled RoPE"',
+        in_transformers=False, transformers_equivalent=_ntk_for_transformers,
+        explorer=ExplorerInfo("NTK-aware", "#2ca02c", (_FACTOR,)),
+        lab_default=lambda length, train_len: NTKScaling(length / train_len)),
+    ScalingDescriptor(
+        "dynamic", DynamicNTKScaling, _dynamic,
+        summary="NTK with `s_eff = 1 + s (max(L, L0) - L0) / L0`",
+        source='emozilla 2023 (r/LocalLLaMA), "dynamically scaled RoPE"',
+        length_dependent=True, hf_keys=frozenset({"factor"}), hf_read=_dynamic_from_hf,
+        hf_write=_dynamic_to_hf,
+        explorer=ExplorerInfo("dynamic NTK", "#17becf", (_FACTOR,)),
+        lab_default=lambda length, train_len: DynamicNTKScaling(LAB_DYNAMIC_FACTOR, train_len)),
+    ScalingDescriptor(
+        "yarn", YaRNScaling, _yarn, summary="ramp between `theta_i` and `theta_i / s` (below)",
+        source="Peng et al. 2023, YaRN; DeepSeek-V2 (mscale)",
+        softmax_scale=yarn_softmax_scale, hf_read=_yarn_from_hf,
+        explorer=ExplorerInfo("YaRN", "#ff7f0e", (
+            _FACTOR, Parameter("beta_fast", "YaRN β_fast", 2.0, 64.0, 1.0, 32.0),
+            Parameter("beta_slow", "YaRN β_slow", 0.25, 4.0, 0.25, 1.0)),
+            shown=True, ramp=True, thresholds=_yarn_thresholds),
+        lab_default=lambda length, train_len: YaRNScaling(length / train_len, train_len,
+                                                          beta_fast=32.0, beta_slow=1.0)),
+    ScalingDescriptor(
+        "llama3", Llama3Scaling, _llama3, summary="three wavelength bands (below)",
+        source='Meta 2024, "The Llama 3 Herd of Models", reference `apply_scaling`',
+        hf_read=_llama3_from_hf,
+        explorer=ExplorerInfo("Llama 3", "#e377c2", (
+            _FACTOR, Parameter("low_freq_factor", "Llama-3 low_freq_factor", 0.5, 4.0, 0.5, 1.0),
+            Parameter("high_freq_factor", "Llama-3 high_freq_factor", 1.0, 16.0, 0.5, 4.0)),
+            shown=True, ramp=True, thresholds=_llama3_thresholds),
+        lab_default=lambda length, train_len: Llama3Scaling(length / train_len, 1.0, 4.0, train_len)),
+    ScalingDescriptor(
+        "longrope", LongRoPEScaling, _longrope,
+        summary="`theta_i / f_i`, `f = long_factor if L > L0 else short_factor`",
+        source='Ding et al. 2024, LongRoPE; Phi-3 (`"su"` in early configs)',
+        aliases=("su",), model_type_aliases={"phi3": "yarn"}, length_dependent=True,
+        hf_read=_longrope_from_hf, hf_write=_longrope_to_hf),
+    ScalingDescriptor(
+        "proportional", ProportionalScaling, _proportional,
+        summary="`theta_i / s` with the head's `d`, for the first `int(p d / 2)` pairs; 0 for the rest",
+        source="Hugging Face `transformers` (Gemma 4)",
+        rotary_fraction_field="partial_rotary_factor"),
+):
+    register_scaling(_descriptor, builtin=True)
+del _descriptor
+
+#: rope types whose frequencies depend on the current sequence length (a live view of the registry)
+DYNAMIC_TYPES = LiveNames(lambda d: d.length_dependent,
+                          "rope types whose frequencies depend on the current sequence length")
 
 
 def rope_frequencies(scaling, rotary_dim: int, base: float,
@@ -516,68 +666,54 @@ def rope_frequencies(scaling, rotary_dim: int, base: float,
     """``(inv_freq, attention_factor)`` for any registered scaling config (``None`` = default).
 
     Args:
-        scaling: a config instance from this module, or ``None``.
+        scaling: a config instance of a registered rope type, or ``None``.
         rotary_dim: rotated features per head (even).
         base: ``rope_theta``.
-        seq_len: current sequence length (only ``dynamic`` and ``longrope`` use it).
+        seq_len: current sequence length (only the length-dependent types, :data:`DYNAMIC_TYPES`,
+            use it).
 
     Returns:
         float64 ``inv_freq`` of shape (rotary_dim // 2,) and the float ``attention_factor``.
     """
     check_float("base", base, greater_than=1.0)
     scaling = DefaultScaling() if scaling is None else scaling
-    rope_type = getattr(scaling, "rope_type", None)
-    if rope_type not in REGISTRY or not isinstance(scaling, REGISTRY[rope_type][0]):
-        raise ValueError(f"scaling must be a config of a registered rope type {sorted(REGISTRY)}, "
-                         f"got {scaling!r}")
-    scaling.validate(rotary_dim)
+    descriptor = descriptor_of(scaling)
+    descriptor.validate(scaling, rotary_dim)
     if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1):
         raise ValueError(f"seq_len must be None or an integer >= 1, got {seq_len!r}")
-    inv_freq, attention_factor = REGISTRY[rope_type][1](scaling, rotary_dim, float(base), seq_len)
+    inv_freq, attention_factor = descriptor.frequencies(scaling, rotary_dim, float(base), seq_len)
     return inv_freq, float(attention_factor)
 
 
 # -- dict round trip --------------------------------------------------------------------------------
-_IGNORED_KEYS = frozenset({"rope_type", "type", "rope_theta", "partial_rotary_factor"})
-
-
 def scaling_from_dict(d: Optional[dict]):
     """Build a scaling config from a ``rope_scaling`` / ``rope_parameters``-style dict.
 
-    ``rope_type`` (or the legacy ``type``) selects the class; the other keys are its fields. The keys
-    ``rope_theta`` and ``partial_rotary_factor``, which new-style ``rope_parameters`` keep in the same
-    dict, are not scaling fields and are ignored here (:mod:`posenc.hf` reads them). Any other unknown
-    key raises, so a misspelt field is never dropped silently. ``None`` or ``{}`` gives
-    :class:`DefaultScaling`.
+    ``rope_type`` (or the legacy ``type``) selects the type; the other keys are its config fields,
+    taken as written (no Hugging Face defaults: :mod:`posenc.rope.hfconfig` reads whole configs). The
+    keys ``rope_theta`` and ``partial_rotary_factor``, which new-style ``rope_parameters`` keep in the
+    same dict, are not scaling fields and are ignored here. Any other unknown key raises, so a misspelt
+    field is never dropped silently. ``None`` or ``{}`` gives :class:`DefaultScaling`.
     """
     if not d:
         return DefaultScaling()
     if not isinstance(d, dict):
         raise TypeError(f"rope scaling must be a dict, got {type(d).__name__}")
-    rope_type = d.get("rope_type", d.get("type", "default"))
-    rope_type = ALIASES.get(rope_type, rope_type)
-    if rope_type not in REGISTRY:
-        raise ValueError(f"rope_type must be one of {sorted(REGISTRY)}, got {rope_type!r}")
-    cls = REGISTRY[rope_type][0]
+    descriptor = REGISTRY[resolve_name(d.get("rope_type", d.get("type", "default")))]
+    cls = descriptor.config_class
     names = {f.name for f in fields(cls)}
-    unknown = sorted(set(d) - names - _IGNORED_KEYS)
+    unknown = sorted(set(d) - names - COMMON_HF_KEYS)
     if unknown:
-        raise ValueError(f"{rope_type!r} scaling: unknown keys {unknown}; allowed keys are {sorted(names)}")
+        raise ValueError(f"{descriptor.name!r} scaling: unknown keys {unknown}; allowed keys are {sorted(names)}")
     kwargs = {k: v for k, v in d.items() if k in names}
     missing = sorted(f.name for f in fields(cls) if f.name not in kwargs and f.default is MISSING)
     if missing:
-        raise ValueError(f"{rope_type!r} scaling: missing required keys {missing}")
+        raise ValueError(f"{descriptor.name!r} scaling: missing required keys {missing}")
     return cls(**kwargs)
 
 
 def scaling_to_dict(cfg) -> dict:
     """The Hugging Face-style dict of a scaling config (``rope_type`` plus fields that are not None)."""
+    descriptor = descriptor_of(cfg)
     cfg = DefaultScaling() if cfg is None else cfg
-    if getattr(cfg, "rope_type", None) not in REGISTRY:
-        raise ValueError(f"cfg must be a registered scaling config, got {cfg!r}")
-    out = {"rope_type": cfg.rope_type}
-    for f in fields(cfg):
-        value = getattr(cfg, f.name)
-        if value is not None:
-            out[f.name] = list(value) if isinstance(value, tuple) else value
-    return out
+    return {"rope_type": descriptor.name, **config_to_fields(cfg)}

@@ -6,7 +6,6 @@ import { fmt } from "./charts.js";
 export const $ = (id) => document.getElementById(id);
 export const COLORS = {
   q: "#1f77b4", k: "#ff7f0e", rope: "#1f77b4", sinusoidal: "#d62728", default: "#222222",
-  linear: "#9467bd", ntk: "#2ca02c", dynamic: "#17becf", yarn: "#ff7f0e", llama3: "#e377c2",
   bfloat16: "#d62728", float16: "#ff7f0e", float32: "#1f77b4", posenc: "#2ca02c",
 };
 export const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -19,6 +18,16 @@ export const scaling = { trainLen: 8192, factor: 8, seqLen: 32768, betaFast: 32,
 export const focus = { pair: null };
 
 // -- talking to the server ------------------------------------------------------------------------------
+// The registered RoPE scalings (label, colour, sliders, flags), fetched once: the wavelength and
+// copy-as-config views build their checkboxes, options and colours from it.
+let scalingsRequest = null;
+export function scalingTypes() {
+  if (!scalingsRequest) {
+    scalingsRequest = api("/api/scalings").then((d) => d.scalings).catch((err) => { scalingsRequest = null; throw err; });
+  }
+  return scalingsRequest;
+}
+
 export async function api(path, params = {}, signal = undefined) {
   const url = new URL(path, window.location.origin);
   for (const [key, value] of Object.entries(params)) url.searchParams.set(key, String(value));

@@ -1,10 +1,25 @@
 // View 9 of the explorer: copy as config.
 
-import { fmt } from "../charts.js";
-import { $, rope, scaling, api, loader, register } from "../core.js";
+import { fmt, html } from "../charts.js";
+import { $, rope, scaling, api, loader, register, scalingTypes } from "../core.js";
 
 export function setupConfig() {
+  // The choices are "none" and every registered scaling the explorer draws (GET /api/scalings).
+  let built = false;
+  async function buildOptions() {
+    if (built) return;
+    const select = $("cf-method");
+    const chosen = select.value || "yarn";
+    select.replaceChildren();
+    html("option", { value: "default" }, select, "none");
+    for (const s of await scalingTypes()) {
+      if (s.overlay) html("option", { value: s.name }, select, s.name);
+    }
+    select.value = [...select.options].some((o) => o.value === chosen) ? chosen : "default";
+    built = true;
+  }
   const refresh = loader("config", async (signal) => {
+    await buildOptions();
     const frac = Number($("cf-rotary").value);
     const rotary = Math.max(2, 2 * Math.round((rope.headDim * frac) / 2));
     const d = await api("/api/config", { head_dim: rope.headDim, rotary_dim: rotary, base: rope.base,

@@ -1,7 +1,8 @@
 // View 4 of the explorer: wavelengths and scalings.
 
 import { extent, fmt, fmtInt, html, lineChart } from "../charts.js";
-import { $, COLORS, PALETTE, rope, scaling, focus, api, showError, loader, slider, pow2, escapeText, views, register } from "../core.js";
+import { $, COLORS, PALETTE, rope, scaling, focus, api, showError, loader, slider, pow2, escapeText, views, register,
+  scalingTypes } from "../core.js";
 
 export function setupWavelengths() {
   const train = slider("wl-train-log", (v) => { scaling.trainLen = v; changed(); }, pow2, fmtInt);
@@ -20,11 +21,28 @@ export function setupWavelengths() {
     refresh();
   }
 
+  // The overlays are the registered scalings with explorer metadata (GET /api/scalings): one checkbox
+  // each, and each curve in the colour and dash the metadata gives.
+  const types = {};
+  const colour = (name) => (types[name] && types[name].colour) || COLORS[name];
+  async function buildOverlays() {
+    if (Object.keys(types).length) return;
+    const box = $("wl-methods");
+    for (const label of box.querySelectorAll("label")) label.remove();
+    for (const s of await scalingTypes()) {
+      types[s.name] = s;
+      if (!s.overlay) continue;
+      const label = html("label", {}, box);
+      html("input", { type: "checkbox", value: s.name }, label).checked = s.shown;
+      label.append(` ${s.label}`);
+    }
+  }
   const methods = () => [...$("wl-methods").querySelectorAll("input:checked")].map((i) => i.value);
   $("wl-methods").addEventListener("change", () => refresh());
   fixtureSelect.addEventListener("change", () => refresh(0));
 
   const refresh = loader("wavelengths", async (signal) => {
+    await buildOverlays();
     const name = fixtureSelect.value;
     $("wl-methods").disabled = Boolean(name);
     if (name) {
@@ -72,19 +90,21 @@ export function setupWavelengths() {
       { y: d.extended_len, label: `target ${fmtInt(d.extended_len)} (× ${d.factor})`, color: "#777", dash: "2 3" },
     ];
     for (const [name, m] of Object.entries(d.methods)) {
-      series.push({ name: `${name}${name === "dynamic" ? ` at length ${fmtInt(d.seq_len)}` : ""}`, xs: d.pairs, ys: m.wavelength,
-        color: COLORS[name], dash: name === "linear" ? "7 4" : undefined });
+      const t = types[name] || {};
+      series.push({ name: `${name}${t.length_dependent ? ` at length ${fmtInt(d.seq_len)}` : ""}`, xs: d.pairs, ys: m.wavelength,
+        color: colour(name), dash: t.dash || undefined });
       if (m.split && m.ramp) {
-        bands.push({ x0: m.ramp[0] - 0.5, x1: m.ramp[1] + 0.5, color: COLORS[name], label: `${name} ramp` });
+        bands.push({ x0: m.ramp[0] - 0.5, x1: m.ramp[1] + 0.5, color: colour(name), label: `${name} ramp` });
       }
     }
     for (const [name, [a, b]] of Object.entries(d.thresholds)) {
-      hlines.push({ y: a, color: COLORS[name], dash: "1 3", label: `${name}: keep below ${fmtInt(a)}` });
-      hlines.push({ y: b, color: COLORS[name], dash: "1 3", label: `${name}: divide above ${fmtInt(b)}` });
+      hlines.push({ y: a, color: colour(name), dash: "1 3", label: `${name}: keep below ${fmtInt(a)}` });
+      hlines.push({ y: b, color: colour(name), dash: "1 3", label: `${name}: divide above ${fmtInt(b)}` });
     }
+    const ramps = Object.values(types).filter((t) => t.ramp).map((t) => t.label).join(" and ");
     chart(d.pairs, series, hlines, bands);
     $("wl-caption").textContent = `${d.full_turns_in_training} of ${d.pairs.length} pairs complete a full turn inside the trained context of ${fmtInt(d.train_len)}. ` +
-      (bands.length ? "Outlined: the pairs a ramp blends between keeping θ and dividing it by the factor (YaRN and Llama 3 only). " : "") +
+      (bands.length ? `Outlined: the pairs a ramp blends between keeping θ and dividing it by the factor (${ramps} only). ` : "") +
       "Methods without a ramp slow each pair by its own amount, given as a range.";
     const rows = Object.entries(d.methods).map(([name, m]) => `<tr data-method="${name}"><td>${name}</td>
       <td class="num" data-kept="${m.split ? m.kept : ""}">${m.split ? m.kept : "–"}</td>
@@ -105,9 +125,9 @@ export function setupWavelengths() {
       short: "short factors (up to the trained length)", long: "long factors (past the trained length)" };
     const bands = [];
     Object.entries(f.curves).forEach(([key, c], i) => {
-      series.push({ name: curveNames[key] || key, xs: f.pairs, ys: c.wavelength, color: i ? PALETTE[3] : COLORS[f.rope_type] || PALETTE[i],
+      series.push({ name: curveNames[key] || key, xs: f.pairs, ys: c.wavelength, color: i ? PALETTE[3] : colour(f.rope_type) || PALETTE[i],
         dash: i ? "6 3" : undefined });
-      if (c.split && c.ramp) bands.push({ x0: c.ramp[0] - 0.5, x1: c.ramp[1] + 0.5, color: COLORS[f.rope_type], label: `${f.rope_type} ramp` });
+      if (c.split && c.ramp) bands.push({ x0: c.ramp[0] - 0.5, x1: c.ramp[1] + 0.5, color: colour(f.rope_type), label: `${f.rope_type} ramp` });
     });
     const hlines = [{ y: f.train_len, label: `trained context ${fmtInt(f.train_len)}`, color: "#333" }];
     if (f.max_position_embeddings !== f.train_len) hlines.push({ y: f.max_position_embeddings, color: "#777", dash: "2 3",

@@ -1,0 +1,288 @@
+"""Hugging Face ``config.json`` rope fields <-> :class:`~posenc.rope.RotaryEmbedding` arguments.
+
+This is the core of posenc's Hugging Face interop; it needs no ``transformers`` (a config object is
+read through its ``to_dict()``). :mod:`posenc.hf` re-exports it as the public entry point.
+
+Configs describe RoPE with a handful of fields spread over the config, in two generations:
+
+* legacy (most ``config.json`` files on the Hub): top-level ``rope_theta`` and
+  ``partial_rotary_factor``, and a ``rope_scaling`` dict whose type is in ``type`` (oldest) or
+  ``rope_type``;
+* new style (transformers 5): one ``rope_parameters`` dict that also holds ``rope_theta`` and
+  ``partial_rotary_factor``.
+
+The head size is ``qk_rope_head_dim`` (DeepSeek) or ``head_dim`` if set, else ``hidden_size //
+num_attention_heads`` (GPT-J: ``n_embd // n_head``); the rotated width is ``int(head_dim *
+partial_rotary_factor)`` (GPT-NeoX: ``rotary_pct``), or an explicit top-level ``rotary_dim`` (GPT-J).
+``rope_theta`` (GPT-NeoX: ``rotary_emb_base``) defaults to 10000, as in ``transformers``; a value
+inside the rope dict takes precedence over the top-level one, also as in ``transformers``.
+
+Everything specific to one rope type (its keys, their defaults, where its trained length comes from,
+its older spellings) is in its :class:`~posenc.rope.registry.ScalingDescriptor`; this module only loops
+over the registry.
+
+Reading is strict. Numbers must be numbers: a string (``"64"``), a bool, NaN or infinity is refused, and
+so is a whole-number field with a fractional part (``head_dim=64.9`` is not truncated). Lengths and
+factors must be positive. A config holding both ``rope_parameters`` and ``rope_scaling`` must have them
+agree: ``transformers`` 5 silently keeps ``rope_scaling`` and drops ``rope_parameters``, which is rarely
+what the author meant, so posenc raises instead. Every refusal is a ``ValueError`` naming the field and
+the value (a ``TypeError`` when the config itself is not a dict or a config object).
+
+Checkpoints on the Hub use the half-split layout except GPT-J and DeepSeek-V2/V3 (``rope_interleave``),
+whose q/k rows are in interleaved pair order.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Optional
+
+from .registry import (
+    REGISTRY, HFRope, descriptor_of, resolve_name, strict_float, strict_int,
+)
+
+DEFAULT_THETA = 10000.0
+DEFAULT_MAX_POSITIONS = 2048
+#: the largest head size read from a config: far above the heads of published models (64 to 512), and
+#: small enough that a hostile config cannot make the module build tables of many gigabytes
+MAX_HEAD_DIM = 8192
+#: model types whose checkpoints keep q/k rows in interleaved pair order
+INTERLEAVED_MODEL_TYPES = frozenset({"gptj", "deepseek_v2", "deepseek_v3"})
+
+
+class ConfigFields:
+    """Uniform read access to a ``transformers`` config object or a plain ``config.json`` dict."""
+
+    def __init__(self, config):
+        if isinstance(config, dict):
+            self.data = config
+        elif hasattr(config, "to_dict"):
+            data = dict(config.to_dict())
+            for key in ("head_dim", "rope_parameters", "rope_scaling", "rope_theta",
+                        "partial_rotary_factor", "original_max_position_embeddings"):
+                if hasattr(config, key):
+                    data[key] = getattr(config, key)
+            self.data = data
+        else:
+            raise TypeError(f"config must be a transformers config or a dict, got {type(config).__name__}")
+        text = self.data.get("text_config")
+        if not self.has_shape() and isinstance(text, dict):
+            self.data = {**text}
+        elif not self.has_shape() and text is not None and hasattr(text, "to_dict"):
+            self.data = ConfigFields(text).data
+
+    def has_shape(self) -> bool:
+        return any(self.get(k) is not None for k in ("head_dim", "hidden_size", "n_embd", "qk_rope_head_dim"))
+
+    def get(self, key: str, default=None):
+        value = self.data.get(key, default)
+        return default if value is None else value
+
+
+def _normalised(rope: dict, fields: ConfigFields) -> dict:
+    """A rope dict as the model would use it: ``type`` spelt ``rope_type``, ``rope_theta`` and
+    ``partial_rotary_factor`` filled from the top level when absent (as ``transformers`` does)."""
+    out = dict(rope)
+    if "type" in out:
+        out.setdefault("rope_type", out.pop("type"))
+    out.setdefault("rope_type", "default")
+    out.setdefault("rope_theta", fields.get("rope_theta", DEFAULT_THETA))
+    partial = fields.get("partial_rotary_factor")
+    if partial is not None:
+        out.setdefault("partial_rotary_factor", partial)
+    return out
+
+
+def _choose_rope(fields: ConfigFields) -> dict:
+    params, legacy = fields.get("rope_parameters"), fields.get("rope_scaling")
+    for name, value in (("rope_parameters", params), ("rope_scaling", legacy)):
+        if value is not None and not isinstance(value, dict):
+            raise ValueError(f"config field {name} must be a dict or null, got {value!r}")
+    if params and legacy:
+        a, b = _normalised(params, fields), _normalised(legacy, fields)
+        shown = (lambda d, key: repr(d[key]) if key in d else "absent")
+        for key in ["rope_type"] + sorted(set(a) | set(b) - {"rope_type"}, key=str):
+            if key not in a or key not in b or a[key] != b[key]:
+                raise ValueError(
+                    f"config fields rope_parameters and rope_scaling disagree on {key!r}: "
+                    f"{shown(a, key)} vs {shown(b, key)} (transformers 5 silently uses rope_scaling and "
+                    f"drops rope_parameters); keep only one of them")
+    return params or legacy or {}
+
+
+def _rope_dict(fields: ConfigFields, layer_type: Optional[str]) -> Dict[str, Any]:
+    rope = _choose_rope(fields)
+    nested = {k: v for k, v in rope.items() if isinstance(v, dict)}
+    if nested:
+        plain = sorted((k for k in rope if k not in nested), key=str)
+        if plain:
+            raise ValueError(f"the rope dict mixes per-layer-type dicts {sorted(nested, key=str)} with plain "
+                             f"keys {plain}; give one or the other")
+        if layer_type is None:
+            raise ValueError(f"this config has one rope dict per layer type {sorted(nested, key=str)}; pass "
+                             "layer_type= to choose one")
+        if layer_type not in nested:
+            raise ValueError(f"layer_type must be one of {sorted(nested, key=str)}, got {layer_type!r}")
+        return dict(nested[layer_type])
+    if layer_type is not None:
+        raise ValueError(f"layer_type={layer_type!r} given but the config has a single rope dict")
+    return dict(rope)
+
+
+def rope_dicts(config) -> Dict[Optional[str], Dict[str, Any]]:
+    """Every rope dict of a config, by layer type (``{None: dict}`` for a config with a single one).
+
+    The dicts are as written (no defaults filled in); the same precedence and conflict rules as
+    :func:`rotary_kwargs_from_hf` apply.
+    """
+    rope = _choose_rope(ConfigFields(config))
+    nested = {k: dict(v) for k, v in rope.items() if isinstance(v, dict)}
+    if nested:
+        return {k: nested[k] for k in sorted(nested, key=str)}
+    return {None: dict(rope)}
+
+
+def _head_dim(fields: ConfigFields) -> int:
+    for key in ("qk_rope_head_dim", "head_dim"):
+        if fields.get(key) is not None:
+            return _bounded_head_dim(key, fields.get(key))
+    hidden_key = "hidden_size" if fields.get("hidden_size") is not None else "n_embd"
+    heads_key = "num_attention_heads" if fields.get("num_attention_heads") is not None else "n_head"
+    hidden, heads = fields.get(hidden_key), fields.get(heads_key)
+    if hidden is None or heads is None:
+        raise ValueError("config must give head_dim, or hidden_size and num_attention_heads")
+    hidden, heads = strict_int(hidden_key, hidden), strict_int(heads_key, heads)
+    if hidden % heads:
+        raise ValueError(f"config field {hidden_key}={hidden} is not divisible by {heads_key}={heads}")
+    return _bounded_head_dim(f"{hidden_key} // {heads_key}", hidden // heads)
+
+
+def _bounded_head_dim(name: str, value) -> int:
+    return strict_int(name, value, minimum=2, maximum=MAX_HEAD_DIM)
+
+
+def rotary_kwargs_from_hf(config, layer_type: Optional[str] = None, strict: bool = True) -> Dict[str, Any]:
+    """Keyword arguments of :class:`posenc.rope.RotaryEmbedding` for a ``transformers`` config.
+
+    Args:
+        config: a ``PretrainedConfig`` or the dict of a ``config.json``.
+        layer_type: for configs with one rope dict per layer type (Gemma 3, gpt-oss style nesting).
+        strict: raise on keys the rope type does not use (a misspelt key would otherwise change
+            nothing, silently). Values are always checked.
+
+    Returns:
+        ``head_dim``, ``base``, ``rotary_dim``, ``layout``, ``scaling`` (``None`` for the default type) and
+        ``max_position_embeddings``.
+    """
+    fields = ConfigFields(config)
+    rope = _rope_dict(fields, layer_type)
+    raw_type = rope.get("rope_type", rope.get("type"))
+    raw_type = "default" if raw_type is None else raw_type
+    model_type = fields.get("model_type")
+    descriptor = REGISTRY[resolve_name(raw_type, model_type if isinstance(model_type, str) else None)]
+    if strict:
+        allowed = descriptor.allowed_hf_keys()
+        unknown = sorted((k for k in rope if k not in allowed), key=str)
+        if unknown:
+            raise ValueError(f"{descriptor.name!r} rope dict has keys it does not use: {unknown} (allowed: "
+                             f"{sorted(allowed)}); pass strict=False to ignore")
+
+    base_key = "rope_theta" if rope.get("rope_theta") is not None or fields.get("rope_theta") is not None \
+        else "rotary_emb_base"
+    base = rope.get("rope_theta")
+    if base is None:
+        base = fields.get("rope_theta", fields.get("rotary_emb_base", DEFAULT_THETA))
+    base = strict_float(base_key, base, greater_than=1.0)
+    head_dim = _head_dim(fields)
+    partial_key = "partial_rotary_factor"
+    partial = rope.get("partial_rotary_factor")
+    if partial is None:
+        partial = fields.get("partial_rotary_factor")
+        if partial is None and fields.get("rotary_pct") is not None:
+            partial_key, partial = "rotary_pct", fields.get("rotary_pct")
+    partial = 1.0 if partial is None else strict_float(partial_key, partial, greater_than=0.0, maximum=1.0)
+    positions_key = "max_position_embeddings" if fields.get("max_position_embeddings") is not None \
+        else "n_positions"
+    max_positions = strict_int(positions_key, fields.get(positions_key, DEFAULT_MAX_POSITIONS))
+    explicit = fields.get("rotary_dim")                 # GPT-J style: an explicit width
+    if explicit is not None:
+        rotary_dim = strict_int("rotary_dim", explicit, minimum=2)
+    elif descriptor.rotary_fraction_field is not None:
+        rotary_dim = head_dim                           # the scaling leaves pairs unrotated itself
+    else:
+        rotary_dim = int(head_dim * partial)
+    if rotary_dim < 2 or rotary_dim % 2 or rotary_dim > head_dim:
+        raise ValueError(f"the rotated width int(head_dim * partial_rotary_factor) = int({head_dim} * "
+                         f"{partial!r}) = {rotary_dim} must be an even number from 2 to head_dim"
+                         if explicit is None else
+                         f"config field rotary_dim must be an even number from 2 to head_dim={head_dim}, "
+                         f"got {rotary_dim}")
+
+    ctx = HFRope(descriptor.name, rope, fields.data, head_dim, partial, max_positions)
+    scaling = descriptor.read_hf(ctx)
+    descriptor.validate(scaling, rotary_dim)
+    interleaved = fields.data.get("rope_interleave")
+    if interleaved is None:
+        interleaved = model_type in INTERLEAVED_MODEL_TYPES
+    elif not isinstance(interleaved, bool):
+        raise ValueError(f"config field rope_interleave must be true or false, got {interleaved!r}")
+    return {"head_dim": head_dim, "base": base, "rotary_dim": rotary_dim,
+            "layout": "interleaved" if interleaved else "half",
+            "scaling": None if descriptor.name == "default" else scaling,
+            "max_position_embeddings": max_positions}
+
+
+def scaling_from_hf(config, layer_type: Optional[str] = None, strict: bool = True):
+    """The posenc scaling config a ``transformers`` config (object or dict) describes (``None`` for
+    the default rope type); see :func:`rotary_kwargs_from_hf`."""
+    return rotary_kwargs_from_hf(config, layer_type, strict)["scaling"]
+
+
+def to_hf_dict(rope, style: str = "rope_parameters") -> Dict[str, Any]:
+    """The rope-related ``config.json`` fields of a :class:`posenc.rope.RotaryEmbedding`.
+
+    Args:
+        rope: the module (or any object with ``head_dim``, ``rotary_dim``, ``base``, ``scaling``,
+            ``max_position_embeddings`` and optionally ``layout``).
+        style: ``"rope_parameters"`` (transformers 5: ``rope_theta`` inside the dict) or
+            ``"rope_scaling"`` (legacy: top-level ``rope_theta``, ``rope_scaling`` null for default).
+
+    ``rotary_kwargs_from_hf(to_hf_dict(rope))`` gives back the module's arguments, with two rules that
+    follow from what configs can say: a ``dynamic`` scaling's trained length is written as
+    ``max_position_embeddings`` (``transformers`` reads it from there), so the module's own
+    ``max_position_embeddings`` comes back as that length; a LongRoPE config with neither ``factor`` nor
+    ``attention_factor`` is written with its attention factor pinned (a reader would otherwise derive a
+    factor from the context lengths), so it comes back with ``attention_factor`` set to the same value.
+    The interleaved layout is written as ``rope_interleave: true`` (DeepSeek's field). A rotated width
+    that ``partial_rotary_factor`` cannot express (proportional scaling on part of the head) is written
+    as a top-level ``rotary_dim`` (GPT-J's field), which ``transformers`` reads for GPT-J only.
+    """
+    if style not in ("rope_parameters", "rope_scaling"):
+        raise ValueError(f"style must be 'rope_parameters' or 'rope_scaling', got {style!r}")
+    descriptor = descriptor_of(rope.scaling)
+    scaling = rope.scaling if rope.scaling is not None else descriptor.config_class()
+    fields, top = descriptor.write_hf(scaling)
+    params: Dict[str, Any] = {"rope_type": descriptor.name, **{k: fields[k] for k in sorted(fields)}}
+    out: Dict[str, Any] = {"head_dim": rope.head_dim, "max_position_embeddings": rope.max_position_embeddings}
+    out.update(top)
+    if descriptor.rotary_fraction_field is not None:
+        partial = getattr(scaling, descriptor.rotary_fraction_field)
+        if rope.rotary_dim != rope.head_dim:
+            out["rotary_dim"] = rope.rotary_dim
+    else:
+        partial = rope.rotary_dim / rope.head_dim
+        while int(rope.head_dim * partial) < rope.rotary_dim:   # readers take int(head_dim * factor)
+            partial = math.nextafter(partial, math.inf)
+    if getattr(rope, "layout", "half") == "interleaved":
+        out["rope_interleave"] = True
+    if style == "rope_parameters":
+        params["rope_theta"] = rope.base
+        if partial != 1.0:
+            params["partial_rotary_factor"] = partial
+        out["rope_parameters"] = params
+    else:
+        out["rope_theta"] = rope.base
+        if partial != 1.0:
+            out["partial_rotary_factor"] = partial
+        out["rope_scaling"] = None if descriptor.name == "default" else params
+    return {key: out[key] for key in sorted(out)}

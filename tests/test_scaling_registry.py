@@ -1,0 +1,295 @@
+"""The scaling registry: a rope type added from outside the package works everywhere the apps look.
+
+The toy scaling below lives only in this file. Registered, it must round-trip through Hugging Face
+dicts, appear in the explorer's ``/api/scalings`` (and draw in ``/api/wavelengths``), and be a choice
+of ``posenc lab --extension-methods``; unregistered, it must be gone from all of them. The registry's
+own rules (refused registrations, live views) and the agreement of the docs and the lab's table with
+the registry are checked here too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Optional
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from posenc.explorer.app import create_app
+from posenc.hf import rotary_kwargs_from_hf, to_hf_dict
+from posenc.lab import cli as lab_cli
+from posenc.lab.config import LabConfig
+from posenc.lab.extend import dynamic_effective_scaling, extended_model, method_names, method_table, scaling_for
+from posenc.lab.train import build_model
+from posenc.lab.config import preset_config
+from posenc.rope import (
+    DYNAMIC_TYPES, REGISTRY, DynamicNTKScaling, ExplorerInfo, LinearScaling, Parameter, RotaryEmbedding,
+    ScalingDescriptor, YaRNScaling, register_scaling, rope_frequencies, scaling_from_dict, scaling_to_dict,
+    softmax_scale, unregister_scaling, yarn_softmax_scale,
+)
+from posenc.rope.registry import lab_methods
+from posenc.rope.tables import rope_inv_freq
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "scalings.md"
+
+
+# -- a scaling defined outside the package ----------------------------------------------------------
+@dataclass(frozen=True)
+class TiltScaling:
+    """Slows pair ``i`` by ``factor ** (i / (n - 1))`` (``n`` pairs): the fastest pair is kept, the
+    slowest divided by ``factor``, geometric in between. A toy, not a published method."""
+
+    factor: float
+    tilt_floor: float = 1.0
+    rope_type: ClassVar[str] = "tilt"
+
+    def __post_init__(self):
+        self.validate(None)
+
+    def validate(self, rotary_dim: Optional[int]) -> None:
+        for name, value in (("factor", self.factor), ("tilt_floor", self.tilt_floor)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 1:
+                raise ValueError(f"'tilt' scaling: {name} must be a finite number >= 1, got {value!r}")
+        if rotary_dim is not None and (isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int)
+                                       or rotary_dim < 2 or rotary_dim % 2):
+            raise ValueError(f"'tilt' scaling: rotary_dim must be an even integer >= 2, got {rotary_dim!r}")
+
+
+def tilt_frequencies(config: TiltScaling, rotary_dim: int, base: float, seq_len=None):
+    pairs = rotary_dim // 2
+    exponent = torch.arange(pairs, dtype=torch.float64) / max(pairs - 1, 1)
+    return rope_inv_freq(rotary_dim, base) / config.factor ** exponent, 1.0
+
+
+TILT = ScalingDescriptor(
+    "tilt", TiltScaling, tilt_frequencies, summary="`theta_i / s ** (i / (d/2 - 1))`", source="a test",
+    explorer=ExplorerInfo("tilt (toy)", "#123456", (Parameter("factor", "factor", 1.0, 64.0, 1.0, 8.0),)),
+    lab_default=lambda length, train_len: TiltScaling(length / train_len))
+
+
+@pytest.fixture
+def tilt():
+    register_scaling(TILT)
+    try:
+        yield TILT
+    finally:
+        unregister_scaling("tilt")
+
+
+def lab_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser()
+    lab_cli.add_arguments(parser)
+    return parser
+
+
+# -- the proof: one descriptor, and every app knows the type -----------------------------------------
+@pytest.mark.parametrize("style", ["rope_parameters", "rope_scaling"])
+def test_outside_scaling_round_trips_through_hugging_face_dicts(tilt, style):
+    rope = RotaryEmbedding(32, base=5000.0, rotary_dim=16, layout="interleaved",
+                           scaling=TiltScaling(3.0, tilt_floor=1.5), max_position_embeddings=128)
+    fields = to_hf_dict(rope, style=style)
+    rope_dict = fields[style]
+    assert rope_dict["rope_type"] == "tilt" and rope_dict["factor"] == 3.0 and rope_dict["tilt_floor"] == 1.5
+    back = RotaryEmbedding.from_hf_config(fields)
+    assert (back.head_dim, back.rotary_dim, back.base, back.layout, back.max_position_embeddings) == (
+        32, 16, 5000.0, "interleaved", 128)
+    assert back.scaling == rope.scaling
+    assert torch.equal(back.frequencies()[0], tilt_frequencies(TiltScaling(3.0), 16, 5000.0)[0])
+    assert scaling_from_dict(scaling_to_dict(rope.scaling)) == rope.scaling
+    # the generic reader still checks keys and values
+    with pytest.raises(ValueError, match="keys it does not use: \\['factr'\\]"):
+        rotary_kwargs_from_hf({"head_dim": 32, "rope_scaling": {"rope_type": "tilt", "factor": 2.0, "factr": 1}})
+    with pytest.raises(ValueError, match="'tilt' scaling: factor must be .* got '2'"):
+        rotary_kwargs_from_hf({"head_dim": 32, "rope_scaling": {"rope_type": "tilt", "factor": "2"}})
+    with pytest.raises(ValueError, match="missing its required key 'factor'"):
+        rotary_kwargs_from_hf({"head_dim": 32, "rope_scaling": {"rope_type": "tilt"}})
+
+
+def test_outside_scaling_appears_in_the_explorer(tilt):
+    with TestClient(create_app(allowed_hosts=None)) as client:
+        listed = {s["name"]: s for s in client.get("/api/scalings").json()["scalings"]}
+        assert listed["tilt"]["label"] == "tilt (toy)" and listed["tilt"]["colour"] == "#123456"
+        assert listed["tilt"]["overlay"] is True and listed["tilt"]["lab"] is True
+        assert listed["tilt"]["parameters"] == [{"name": "factor", "label": "factor", "minimum": 1.0,
+                                                 "maximum": 64.0, "step": 1.0, "default": 8.0}]
+        assert "tilt" in client.get("/api/meta").json()["methods"]
+        d = client.get("/api/wavelengths", params={"rotary_dim": 16, "base": 10000, "train_len": 1024,
+                                                   "methods": "tilt", "factor": 4}).json()
+        want = tilt_frequencies(TiltScaling(4.0), 16, 10000.0)[0]
+        assert d["methods"]["tilt"]["inv_freq"] == want.tolist()
+        config = client.get("/api/config", params={"head_dim": 16, "method": "tilt", "factor": 4}).json()
+        assert config["posenc"]["scaling"] == {"rope_type": "tilt", "factor": 4.0, "tilt_floor": 1.0}
+        assert config["hf_rope_parameters"]["rope_parameters"]["rope_type"] == "tilt"
+    with TestClient(create_app(allowed_hosts=None)) as client:
+        unregister_scaling("tilt")
+        try:
+            names = [s["name"] for s in client.get("/api/scalings").json()["scalings"]]
+            assert "tilt" not in names
+            assert client.get("/api/wavelengths", params={"methods": "tilt"}).status_code == 422
+        finally:
+            register_scaling(TILT)
+
+
+def test_outside_scaling_is_a_lab_choice(tilt):
+    args = lab_parser().parse_args(["--extension-methods", "linear,tilt"])
+    assert args.extension_methods == ["linear", "tilt"]
+    assert "tilt" in method_names() and "tilt" in lab_methods()
+    LabConfig(extension_methods=["tilt", "yarn"]).validate()
+    assert scaling_for("tilt", 256, 64) == TiltScaling(4.0)
+
+
+def test_unregistered_scaling_is_gone_everywhere():
+    register_scaling(TILT)
+    unregister_scaling("tilt")
+    assert "tilt" not in REGISTRY
+    with pytest.raises(SystemExit):
+        lab_parser().parse_args(["--extension-methods", "tilt"])
+    with pytest.raises(ValueError, match="rope_type must be one of"):
+        rotary_kwargs_from_hf({"head_dim": 32, "rope_scaling": {"rope_type": "tilt", "factor": 2.0}})
+    with pytest.raises(ValueError, match="registered rope type"):
+        rope_frequencies(TiltScaling(2.0), 16, 10000.0)
+
+
+# -- the registry's rules ------------------------------------------------------------------------------
+def test_registration_is_refused_when_it_does_not_fit(tilt):
+    with pytest.raises(ValueError, match="already registered"):
+        register_scaling(TILT)
+    @dataclass(frozen=True)
+    class Tilt2(TiltScaling):
+        rope_type: ClassVar[str] = "tilt2"
+
+    with pytest.raises(ValueError, match="'su' is already registered"):
+        register_scaling(ScalingDescriptor("tilt2", Tilt2, tilt_frequencies, "", "", aliases=("su",)))
+    assert "tilt2" not in REGISTRY
+    with pytest.raises(ValueError, match="rope_type must be 'other'"):
+        register_scaling(ScalingDescriptor("other", TiltScaling, tilt_frequencies, "", ""))
+    with pytest.raises(ValueError, match="must match"):
+        register_scaling(ScalingDescriptor("Bad Name", TiltScaling, tilt_frequencies, "", ""))
+    with pytest.raises(TypeError, match="ScalingDescriptor"):
+        register_scaling({"name": "x"})
+    with pytest.raises(ValueError, match="cannot be unregistered"):
+        unregister_scaling("linear")
+    with pytest.raises(ValueError, match="colour"):
+        ExplorerInfo("x", "red")
+    with pytest.raises(ValueError, match="minimum <= default <= maximum"):
+        Parameter("factor", "factor", 1.0, 4.0, 1.0, 8.0)
+
+
+def test_length_dependent_types_need_a_trained_length_and_join_dynamic_types():
+    @dataclass(frozen=True)
+    class Grow:
+        factor: float = 2.0
+        rope_type: ClassVar[str] = "grow"
+
+        def validate(self, rotary_dim):
+            pass
+
+    with pytest.raises(ValueError, match="original_max_position_embeddings"):
+        register_scaling(ScalingDescriptor("grow", Grow, tilt_frequencies, "", "", length_dependent=True))
+
+    @dataclass(frozen=True)
+    class GrowWithLength:
+        factor: float = 2.0
+        original_max_position_embeddings: int = 64
+        rope_type: ClassVar[str] = "grow"
+
+        def validate(self, rotary_dim):
+            pass
+
+    assert "grow" not in DYNAMIC_TYPES
+    register_scaling(ScalingDescriptor("grow", GrowWithLength, tilt_frequencies, "", "", length_dependent=True))
+    try:
+        assert "grow" in DYNAMIC_TYPES and set(DYNAMIC_TYPES) == {"dynamic", "longrope", "grow"}
+        assert RotaryEmbedding(8, scaling=GrowWithLength()).is_dynamic
+    finally:
+        unregister_scaling("grow")
+    assert set(DYNAMIC_TYPES) == {"dynamic", "longrope"}
+
+
+def test_softmax_scale_comes_from_the_descriptor():
+    deepseek = YaRNScaling(40.0, 4096, mscale=0.707, mscale_all_dim=0.707)
+    assert softmax_scale(deepseek) == yarn_softmax_scale(deepseek) == pytest.approx(
+        (0.1 * 0.707 * math.log(40) + 1) ** 2, rel=1e-15)
+    assert softmax_scale(LinearScaling(4.0)) == 1.0 == softmax_scale(None)
+    assert RotaryEmbedding(64, scaling=deepseek).softmax_scale_factor == softmax_scale(deepseek)
+
+
+def test_explorer_metadata_is_complete_and_colours_distinct():
+    overlays = [d for d in REGISTRY.values() if d.explorer is not None]
+    assert {"linear", "ntk", "dynamic", "yarn", "llama3"} <= {d.name for d in overlays}
+    colours = [d.explorer.colour for d in overlays]
+    assert len(set(colours)) == len(colours)
+    for d in overlays:
+        # every slider names a field of the config class, and its default builds a valid config
+        names = {p.name for p in d.explorer.parameters}
+        assert names <= {f.name for f in dataclasses.fields(d.config_class)}
+        assert d.explorer.ramp == (d.explorer.thresholds is not None)
+
+
+# -- the lab's table -----------------------------------------------------------------------------------
+def test_lab_methods_are_the_registered_types_with_a_lab_default():
+    assert method_names() == ("none",) + tuple(n for n, d in REGISTRY.items() if d.lab_default is not None)
+    assert {"linear", "ntk", "dynamic", "yarn", "llama3"} <= set(method_names())
+    assert [name for name, _ in method_table(256, 64)] == list(method_names())
+    for name in lab_methods():
+        config = scaling_for(name, 256, 64)
+        assert type(config) is REGISTRY[name].config_class
+        REGISTRY[name].validate(config, 16)
+    with pytest.raises(ValueError, match="now spelt 'dynamic'"):
+        scaling_for("dynamic_ntk", 256, 64)
+    with pytest.raises(SystemExit):
+        lab_parser().parse_args(["--extension-methods", "dynamic_ntk"])
+
+
+@pytest.mark.slow
+def test_lab_dynamic_ntk_is_frozen_at_the_window_length():
+    """One pass over L tokens picks the frequencies of length L: the frozen module, the static NTK
+    with s_eff = 2 L / L0 - 1, and the unfrozen module on a full window all agree."""
+    model = build_model(preset_config("smoke"), "rope")
+    train_len = model.scheme.max_position_embeddings
+    length = 2 * train_len
+    x = torch.randint(0, 256, (1, length), generator=torch.Generator().manual_seed(0))
+    frozen = extended_model(model, "dynamic", length, train_len)
+    assert frozen.scheme.frozen_seq_len == length
+    static = extended_model(model, "ntk", length, train_len)
+    static.scheme = RotaryEmbedding(static.scheme.head_dim, base=static.scheme.base,
+                                    scaling=dynamic_effective_scaling(length, train_len),
+                                    max_position_embeddings=length)
+    free = extended_model(model, "dynamic", length, train_len)
+    free.scheme.unfreeze_frequencies()
+    with torch.no_grad():
+        a, b, c = frozen(x), static(x), free(x)
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(a, c, rtol=1e-5, atol=1e-5)
+    assert frozen.scheme.scaling == DynamicNTKScaling(2.0, train_len)
+
+
+# -- the docs table --------------------------------------------------------------------------------------
+def _docs_rows():
+    rows = {}
+    for line in DOCS.read_text(encoding="utf-8").splitlines():
+        match = re.match(r"^\| `(\w+)` \| `(\w+)\((.*?)\)` \|(.*)$", line)
+        if match:
+            rows[match.group(1)] = (match.group(2), match.group(3), [c.strip() for c in match.group(4).split("|")])
+    return rows
+
+
+def test_docs_table_lists_every_registered_type_as_the_registry_describes_it():
+    rows = _docs_rows()
+    assert list(rows) == list(REGISTRY), "docs/scalings.md's table must list every registered type, in order"
+    for name, (cls, args, cells) in rows.items():
+        d = REGISTRY[name]
+        assert cls == d.config_class.__name__
+        fields = [f.name for f in dataclasses.fields(d.config_class)]
+        assert [a.split("=")[0].strip() for a in args.split(",") if a.strip()] == fields
+        frequencies, _attention, length, in_transformers, _source = cells[:5]
+        assert frequencies == d.summary
+        assert length == ("yes" if d.length_dependent else "no")
+        assert in_transformers == ("yes" if d.in_transformers else "no")
