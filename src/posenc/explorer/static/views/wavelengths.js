@@ -1,6 +1,7 @@
 // View 4 of the explorer: wavelengths and scalings.
 
 import { extent, fmt, fmtInt, html, lineChart } from "../charts.js";
+import { fitWidth, onResize } from "./workbench.js";
 import { $, COLORS, PALETTE, rope, scaling, focus, api, showError, loader, slider, pow2, escapeText, views, register,
   scalingTypes } from "../core.js";
 
@@ -57,7 +58,14 @@ export function setupWavelengths() {
     drawSettings(d);
   });
 
+  let lastChart = null;
+  onResize($("view-wavelengths"), () => { if (lastChart) chart(...lastChart); });
+
   function chart(pairs, series, hlines, bands) {
+    lastChart = [pairs, series, hlines, bands];
+    // Drawn at the panel's width so its text keeps its size on a phone; the line labels move from a
+    // right margin into the plot when the panel is too narrow for the margin.
+    const width = fitWidth($("wl-chart"), 1240);
     const all = series.map((s) => s.ys).concat([hlines.map((h) => h.y)]);
     const readout = (i) => {
       $("wl-readout").innerHTML = `pair ${i}: ` + series.map((s) =>
@@ -66,7 +74,7 @@ export function setupWavelengths() {
     };
     const marked = focus.pair !== null && focus.pair < pairs.length;
     lineChart($("wl-chart"), {
-      width: 1240, height: 430, title: "wavelength per pair", wide: true, labelsOutside: 200,
+      width, height: 430, title: "wavelength per pair", wide: true, labelsOutside: width >= 720 ? 200 : 0,
       x: { domain: [0, Math.max(1, pairs.length - 1)], label: "rotation pair i (fast → slow)" },
       y: { domain: extent(all, { positiveOnly: true }), log: true, label: "wavelength (positions, log)" },
       series, hlines, bands,
