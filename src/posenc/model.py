@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_float, check_int, check_tensor, is_compiling, resolve_positions
+from ._checks import Positions, as_positions, check_float, check_int, check_tensor, checked_positions, is_compiling
 from .factory import SCHEMES, make_scheme
 from .schemes import PositionScheme
 
@@ -36,7 +36,8 @@ class CausalSelfAttention(nn.Module):
 
     Shape:
         ``forward(x, scheme, position_ids)``: x (batch, seq, d_model), position_ids (batch or 1, seq)
-        -> (batch, seq, d_model).
+        -> (batch, seq, d_model). ``position_ids`` may be :class:`posenc._checks.Positions` checked
+        once by the model, which every layer then shares without reading positions back again.
     """
 
     def __init__(self, d_model: int, n_heads: int, bias: bool = False):
@@ -50,9 +51,10 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.out = nn.Linear(d_model, d_model, bias=bias)
 
-    def forward(self, x: torch.Tensor, scheme: PositionScheme, position_ids: torch.Tensor,
+    def forward(self, x: torch.Tensor, scheme: PositionScheme, position_ids,
                 causal: bool = True) -> torch.Tensor:
         check_tensor("x", x, ndim=3, floating=True)
+        position_ids = as_positions("position_ids", position_ids)
         B, S, D = x.shape
         if D != self.n_heads * self.head_dim:
             raise ValueError(f"x has last dimension {D}, this attention was built for "
@@ -70,7 +72,15 @@ class CausalSelfAttention(nn.Module):
         return self.out(y.transpose(1, 2).reshape(B, S, D))
 
     @staticmethod
-    def _logit_bias(scheme, position_ids, causal, dtype) -> Optional[torch.Tensor]:
+    def _logit_bias(scheme, positions: Positions, causal, dtype) -> Optional[torch.Tensor]:
+        # the same matrix for every layer of a forward: built once, kept with the positions
+        key = ("logit_bias", id(scheme), causal, dtype)
+        if key not in positions.memo:
+            positions.memo[key] = CausalSelfAttention._build_logit_bias(scheme, positions.ids, causal, dtype)
+        return positions.memo[key]
+
+    @staticmethod
+    def _build_logit_bias(scheme, position_ids, causal, dtype) -> Optional[torch.Tensor]:
         rows = [scheme.bias(p, p) for p in position_ids]                          # each (H, S, S) or None
         if rows[0] is None:
             return None
@@ -186,7 +196,8 @@ class TinyLM(nn.Module):
             if low < 0 or high >= self.config.vocab_size:
                 raise ValueError(f"idx must hold token ids in [0, {self.config.vocab_size}) (vocab_size), "
                                  f"got values from {low} to {high}")
-        pos = resolve_positions(idx.shape[1], position_ids, offset, idx.device, batch=idx.shape[0])
+        # positions are checked here once (at most one read-back), not again in every layer
+        pos = checked_positions(idx.shape[1], position_ids, offset, idx.device, batch=idx.shape[0])
         x = self.scheme.embed(self.tok(idx) * self.embed_scale, pos)   # (B, S, D)
         for block in self.blocks:
             x = block(x, self.scheme, pos, causal)
