@@ -133,7 +133,7 @@ def _checked(name: str, positions, upper: Optional[int], hint: str):
         if upper is not None:
             _assert_in_graph(pos < upper, f"{name} must be < {upper}{hint}")
         return pos, None
-    low, high = (int(v) for v in torch.aminmax(pos))   # one read-back for both ends
+    low, high = torch.stack(torch.aminmax(pos)).tolist()      # one read-back for both ends
     if low < 0:
         raise ValueError(f"{name} must be >= 0, got {_first(pos, pos < 0)}")
     if upper is not None and high >= upper:

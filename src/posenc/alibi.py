@@ -19,7 +19,7 @@ from typing import Optional
 import torch
 
 from ._buffers import PreciseTables, ambient_device
-from ._checks import check_int, check_position_dtype, check_positions, check_tensor
+from ._checks import as_positions, check_int, check_position_dtype, check_tensor
 from .schemes import PositionScheme
 
 
@@ -84,8 +84,9 @@ class ALiBi(PreciseTables, PositionScheme):
         self.slopes = alibi_slopes(self.num_heads).to(device=device, dtype=self.table_dtype)
 
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> Optional[torch.Tensor]:
-        q_positions = check_positions("q_positions", q_positions)
-        k_positions = check_positions("k_positions", k_positions)
+        # tensors are checked here; Positions were checked once by the model
+        q_positions = as_positions("q_positions", q_positions).ids
+        k_positions = as_positions("k_positions", k_positions).ids
         return alibi_bias(self.slopes, q_positions, k_positions, causal=False)
 
     def forward(self, q_len: int, k_len: Optional[int] = None) -> torch.Tensor:

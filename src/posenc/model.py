@@ -81,7 +81,8 @@ class CausalSelfAttention(nn.Module):
 
     @staticmethod
     def _build_logit_bias(scheme, position_ids, causal, dtype) -> Optional[torch.Tensor]:
-        rows = [scheme.bias(p, p) for p in position_ids]                          # each (H, S, S) or None
+        # each row wrapped as checked positions: the scheme does not check (read back) them again
+        rows = [scheme.bias(p, p) for p in (Positions(row, None) for row in position_ids)]  # (H, S, S) | None
         if rows[0] is None:
             return None
         bias = torch.stack(rows)                                                  # (B|1, H, S, S)
@@ -192,7 +193,7 @@ class TinyLM(nn.Module):
         if idx.is_floating_point() or idx.dtype == torch.bool:
             raise TypeError(f"idx must hold integer token ids, got dtype {idx.dtype}")
         if idx.numel() and not is_compiling():
-            low, high = int(idx.min()), int(idx.max())
+            low, high = torch.stack(torch.aminmax(idx)).tolist()      # one read-back for both
             if low < 0 or high >= self.config.vocab_size:
                 raise ValueError(f"idx must hold token ids in [0, {self.config.vocab_size}) (vocab_size), "
                                  f"got values from {low} to {high}")
