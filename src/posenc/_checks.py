@@ -194,7 +194,11 @@ def checked_positions(seq_len: int, position_ids: Optional[torch.Tensor], offset
         check_int("offset", offset, minimum=0)
         ids = torch.arange(offset, offset + seq_len, device=device, dtype=torch.long).unsqueeze(0)
         return Positions(ids, offset + seq_len if seq_len else 0, start=offset)
-    return as_positions("position_ids", _shaped_positions(seq_len, position_ids, offset, device, batch))
+    # checked where the values are (a meta target device has none), then moved
+    pos = as_positions("position_ids", _shaped_positions(seq_len, position_ids, offset, batch))
+    if pos.ids.device != torch.device(device):
+        pos = Positions(pos.ids.to(device), pos.length)
+    return pos
 
 
 def resolve_positions(seq_len: int, position_ids: Optional[torch.Tensor], offset: int,
@@ -208,10 +212,10 @@ def resolve_positions(seq_len: int, position_ids: Optional[torch.Tensor], offset
     if position_ids is None:
         check_int("offset", offset, minimum=0)
         return torch.arange(offset, offset + seq_len, device=device, dtype=torch.long).unsqueeze(0)
-    return check_positions("position_ids", _shaped_positions(seq_len, position_ids, offset, device, batch))
+    return check_positions("position_ids", _shaped_positions(seq_len, position_ids, offset, batch)).to(device)
 
 
-def _shaped_positions(seq_len: int, position_ids, offset, device, batch) -> torch.Tensor:
+def _shaped_positions(seq_len: int, position_ids, offset, batch) -> torch.Tensor:
     """Explicit ``position_ids`` with the dtype and shape rules applied (values not read)."""
     if not (isinstance(offset, int) and not isinstance(offset, bool) and offset == 0):
         raise ValueError(f"give either position_ids or offset, not both (offset={offset!r})")
@@ -224,4 +228,4 @@ def _shaped_positions(seq_len: int, position_ids, offset, device, batch) -> torc
     if batch is not None and position_ids.shape[0] not in (1, batch):
         raise ValueError(f"position_ids has batch size {position_ids.shape[0]}, the input has {batch}; "
                          "allowed: 1 (shared) or the input's batch size")
-    return position_ids.to(device=device)
+    return position_ids
