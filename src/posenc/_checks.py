@@ -141,10 +141,18 @@ def _checked(name: str, positions, upper: Optional[int], hint: str):
     return pos, high + 1
 
 
+def _never_compiling() -> bool:
+    return False
+
+
+#: ``torch.compiler.is_compiling`` where this torch has it (2.3+), looked up once: it is on the
+#: per-call path of every module.
+_compiler_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or _never_compiling
+
+
 def is_compiling() -> bool:
     """True while torch.compile traces: data-dependent checks become graph assertions there."""
-    compiler = getattr(torch, "compiler", None)
-    return bool(compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling())
+    return _compiler_is_compiling()
 
 
 class Positions:

@@ -340,6 +340,15 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         and nothing is read back; the cos/sin rows are a view of the cache, reused while the offset
         stays the same (every layer of one decode step).
         """
+        if (position_ids is None and type(offset) is int and heads_first is True
+                and isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)):
+            view = self._decode_view          # lean path: the same offset as the previous call
+            if (view and view[0] is self._state and view[1] == offset and q.dim() == 4 and k.dim() == 4
+                    and view[2] == q.shape[2] == k.shape[2] and q.shape[0] == k.shape[0]
+                    and q.shape[3] == k.shape[3] == self.head_dim
+                    and q.is_floating_point() and k.is_floating_point() and not is_compiling()):
+                # Once apply_rotary takes ``validate=False``, pass it here: the checks above cover its own.
+                return apply_rotary(q, k, view[3], view[4], layout=self.layout, rotary_dim=self.rotary_dim)
         check_tensor("q", q, ndim=4, floating=True)
         check_tensor("k", k, ndim=4, floating=True)
         if not isinstance(heads_first, bool):
@@ -383,8 +392,9 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
                 ids = torch.arange(offset, stop, dtype=torch.int64)
                 cos, sin = rope_cos_sin(ids, state.inv_freq64, state.attention_factor, self.table_dtype)
                 cos, sin = cos.to(state.cos.device), sin.to(state.cos.device)
-            self._decode_view = (state, offset, seq, cos, sin)      # one assignment: thread-safe
-        # Once apply_rotary takes ``validate=False``, pass it here: the checks above cover its own.
+            cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)                             # (1, S, r/2)
+            if q.device == cos.device:
+                self._decode_view = (state, offset, seq, cos, sin)  # one assignment: thread-safe
         return apply_rotary(q, k, cos, sin, layout=self.layout, rotary_dim=self.rotary_dim)
 
     def extra_repr(self) -> str:
