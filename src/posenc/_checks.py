@@ -45,7 +45,11 @@ def check_float(name: str, value, *, greater_than: Optional[float] = None,
 
 
 def check_choice(name: str, value, allowed) -> str:
-    if value not in allowed:
+    try:
+        known = value in allowed
+    except TypeError:                 # an unhashable value (a list, a dict) is simply not a choice
+        known = False
+    if not known:
         raise ValueError(f"{name} must be one of {sorted(allowed)}, got {value!r}")
     return value
 

@@ -21,8 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import Positions, as_positions, check_float, check_int, check_tensor, checked_positions, is_compiling
+from ._checks import Positions, as_positions, check_choice, check_float, check_int, check_tensor, checked_positions, is_compiling
 from .factory import SCHEMES, make_scheme
+from .rope.layout import LAYOUTS
 from .schemes import PositionScheme
 
 
@@ -135,12 +136,21 @@ class ModelConfig:
     embed_scale: Optional[float] = None
 
     def validate(self) -> "ModelConfig":
-        if self.scheme not in SCHEMES:
+        """Check every field; raise ``TypeError``/``ValueError`` naming the field, value and rule."""
+        if not isinstance(self.scheme, str) or self.scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {list(SCHEMES)}, got {self.scheme!r}")
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "mlp_ratio", "max_len"):
             check_int(name, getattr(self, name), minimum=1)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        check_float("rope_base", self.rope_base, greater_than=1.0)
+        head_dim = self.d_model // self.n_heads
+        if self.scheme == "rope":
+            # RoPE rotates pairs: the head needs an even width, and rotary_dim fits inside it
+            check_int("head_dim (d_model // n_heads)", head_dim, minimum=2, even=True)
+        if self.rotary_dim is not None:
+            check_int("rotary_dim", self.rotary_dim, minimum=2, maximum=head_dim, even=True)
+        check_choice("rope_layout", self.rope_layout, set(LAYOUTS))
         check_float("dropout", self.dropout, minimum=0.0, maximum=1.0)
         if self.embed_scale is not None:
             check_float("embed_scale", self.embed_scale, greater_than=0.0)
