@@ -72,7 +72,9 @@ def sinusoidal_at(positions: torch.Tensor, d_model: int, base: float = 10000.0, 
     """
     check_tensor("positions", positions)
     freqs = sinusoidal_frequencies(d_model, base)                                   # (d/2,)
-    angles = angles_mod_2pi(positions.to("cpu"), freqs)                             # (*P, d/2)
+    if positions.device.type not in ("cpu", "cuda"):
+        positions = positions.cpu()                      # float64 math needs a device that has it
+    angles = angles_mod_2pi(positions, freqs)                                       # (*P, d/2)
     table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)           # (*P, 2*(d/2))
     return table[..., :d_model].to(dtype=dtype, device=device)
 
@@ -117,7 +119,7 @@ class SinusoidalPositionalEncoding(PreciseTables, AdditiveEncoding):
     @property
     def cache_limit(self) -> int:
         """Most rows the cache will ever hold: ``cache_limit_bytes`` over the bytes of one row."""
-        row_bytes = self.d_model * torch.empty((), dtype=self.table_dtype).element_size()
+        row_bytes = self.d_model * (torch.finfo(self.table_dtype).bits // 8)
         return max(1, self.cache_limit_bytes // row_bytes)
 
     def extend(self, length: int) -> None:

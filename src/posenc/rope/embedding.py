@@ -228,7 +228,7 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
     @property
     def cache_limit(self) -> int:
         """Most positions the cache will ever cover: ``cache_limit_bytes`` over the bytes of one row."""
-        row_bytes = 2 * (self.rotary_dim // 2) * torch.empty((), dtype=self.table_dtype).element_size()
+        row_bytes = 2 * (self.rotary_dim // 2) * (torch.finfo(self.table_dtype).bits // 8)
         return max(1, self.cache_limit_bytes // row_bytes)
 
     def extend(self, length: int) -> None:
@@ -297,8 +297,11 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
             inv_freq, attention_factor = state.inv_freq64, state.attention_factor
         else:
             inv_freq, attention_factor = rope_frequencies(self.scaling, self.rotary_dim, self.base, length)
-        # past the cache (or a per-length table): just the rows asked for, from float64 angles
-        cos, sin = rope_cos_sin(ids.to("cpu"), inv_freq, attention_factor, self.table_dtype)
+        # past the cache (or a per-length table): just the rows asked for, from float64 angles,
+        # computed where the positions are (no copy back to the host)
+        if ids.device.type not in ("cpu", "cuda"):
+            ids = ids.cpu()                               # float64 math needs a device that has it
+        cos, sin = rope_cos_sin(ids, inv_freq, attention_factor, self.table_dtype)
         return cos.to(state.cos.device), sin.to(state.cos.device)
 
     def rotate(self, q, k, position_ids):
@@ -356,8 +359,14 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         if q.shape[-1] != self.head_dim:
             raise ValueError(f"q has head_dim {q.shape[-1]} but this RotaryEmbedding was built for "
                              f"head_dim={self.head_dim}")
+        if k.shape[-1] != self.head_dim:
+            raise ValueError(f"k has head_dim {k.shape[-1]} but this RotaryEmbedding was built for "
+                             f"head_dim={self.head_dim}")
         if not heads_first:
             q, k = q.transpose(1, 2), k.transpose(1, 2)         # (B, H, S, D) views
+        if k.shape[0] != q.shape[0] or k.shape[2] != q.shape[2]:
+            raise ValueError(f"q and k must agree in batch and seq, got q {tuple(q.shape)} and k "
+                             f"{tuple(k.shape)} (as (batch, heads, seq, head_dim))")
         seq = q.shape[2]
         if position_ids is None and type(offset) is int and not self.is_dynamic and not is_compiling():
             q, k = self._rotate_at_offset(q, k, offset, seq)
@@ -395,6 +404,7 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
             cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)                             # (1, S, r/2)
             if q.device == cos.device:
                 self._decode_view = (state, offset, seq, cos, sin)  # one assignment: thread-safe
+        # Once apply_rotary takes ``validate=False``, pass it here too: forward checked q and k.
         return apply_rotary(q, k, cos, sin, layout=self.layout, rotary_dim=self.rotary_dim)
 
     def extra_repr(self) -> str:
