@@ -71,6 +71,7 @@ class ALiBi(PreciseTables, PositionScheme):
     """
 
     name = "alibi"
+    accepts_positions = True
 
     def __init__(self, num_heads: int):
         super().__init__()

@@ -51,6 +51,7 @@ class LearnedPositionalEmbedding(AdditiveEncoding):
     """
 
     name = "learned"
+    accepts_positions = True
 
     def __init__(self, max_len: int, d_model: int, init_std: float = 0.02):
         super().__init__()

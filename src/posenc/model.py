@@ -62,7 +62,8 @@ class CausalSelfAttention(nn.Module):
                              f"d_model={self.n_heads * self.head_dim}")
         q, k, v = self.qkv(x).split(D, dim=-1)                                   # 3 x (B, S, D)
         q, k, v = (t.view(B, S, self.n_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
-        q, k = scheme.rotate(q, k, position_ids)                                  # (B, H, S, hd), v untouched
+        given = position_ids if getattr(scheme, "accepts_positions", False) else position_ids.ids
+        q, k = scheme.rotate(q, k, given)                                         # (B, H, S, hd), v untouched
         mask = self._logit_bias(scheme, position_ids, causal, x.dtype)
         # DeepSeek-style YaRN puts its temperature into the softmax scale instead of the cos/sin tables.
         scale = getattr(scheme, "softmax_scale_factor", 1.0) / math.sqrt(self.head_dim)
@@ -83,7 +84,10 @@ class CausalSelfAttention(nn.Module):
     @staticmethod
     def _build_logit_bias(scheme, position_ids, causal, dtype) -> Optional[torch.Tensor]:
         # each row wrapped as checked positions: the scheme does not check (read back) them again
-        rows = [scheme.bias(p, p) for p in (Positions(row, None) for row in position_ids)]  # (H, S, S) | None
+        if getattr(scheme, "accepts_positions", False):
+            rows = [scheme.bias(p, p) for p in (Positions(row, None) for row in position_ids)]
+        else:
+            rows = [scheme.bias(p, p) for p in position_ids]                      # each (H, S, S) or None
         if rows[0] is None:
             return None
         bias = torch.stack(rows)                                                  # (B|1, H, S, S)
@@ -209,7 +213,8 @@ class TinyLM(nn.Module):
                                  f"got values from {low} to {high}")
         # positions are checked here once (at most one read-back), not again in every layer
         pos = checked_positions(idx.shape[1], position_ids, offset, idx.device, batch=idx.shape[0])
-        x = self.scheme.embed(self.tok(idx) * self.embed_scale, pos)   # (B, S, D)
+        given = pos if getattr(self.scheme, "accepts_positions", False) else pos.ids
+        x = self.scheme.embed(self.tok(idx) * self.embed_scale, given)  # (B, S, D)
         for block in self.blocks:
             x = block(x, self.scheme, pos, causal)
         return self.norm(x)

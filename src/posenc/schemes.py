@@ -33,6 +33,10 @@ class PositionScheme(nn.Module):
     name: str = "base"
     #: Largest number of positions the scheme can represent, ``None`` if unbounded.
     max_positions: Optional[int] = None
+    #: Whether the hooks accept :class:`posenc._checks.Positions` (positions the model checked once,
+    #: with a per-forward memo) in place of a tensor. A model passes plain tensors to schemes that
+    #: leave this False, so a scheme written against the tensor interface keeps working.
+    accepts_positions: bool = False
 
     def embed(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         """Add position information to token vectors.
@@ -84,7 +88,7 @@ class AdditiveEncoding(PositionScheme):
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x has last dimension {x.shape[-1]} but this {self.name} encoding was built "
                              f"for d_model={self.d_model}; they must be equal to be added")
-        return x + self.encodings(pos).to(x.dtype)
+        return x + self.encodings(pos if self.accepts_positions else pos.ids).to(x.dtype)
 
     def forward(self, x: torch.Tensor, position_ids: Optional[torch.Tensor] = None,
                 offset: int = 0) -> torch.Tensor:
@@ -105,3 +109,4 @@ class NoPE(PositionScheme):
     """
 
     name = "nope"
+    accepts_positions = True

@@ -93,6 +93,7 @@ class SinusoidalPositionalEncoding(PreciseTables, AdditiveEncoding):
     """
 
     name = "sinusoidal"
+    accepts_positions = True
 
     def __init__(self, d_model: int, max_len: Optional[int] = None, base: float = 10000.0):
         super().__init__()

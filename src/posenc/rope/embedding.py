@@ -88,6 +88,7 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
     """
 
     name = "rope"
+    accepts_positions = True
     #: most positions tabulated at construction (a 128k-context config would otherwise cost ~100 MB)
     INITIAL_CACHE = 8192
 
