@@ -178,3 +178,17 @@ def test_compiled_rope_with_inductor_refuses_negative_positions():
         torch.testing.assert_close(a, b)
     with pytest.raises(RuntimeError, match="position_ids must be >= 0"):
         compiled(q, k, position_ids=torch.tensor([[0, 1, -1, 3], [4, 5, 6, 7]]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scheme", posenc.SCHEMES)
+def test_compiled_model_is_one_graph_and_refuses_negative_positions(scheme):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = TinyLM(ModelConfig(scheme=scheme, d_model=16, n_heads=2, n_layers=2, max_len=32)).eval()
+    compiled = torch.compile(model, backend="eager", fullgraph=True)
+    idx, pos = torch.randint(0, 256, (2, 5)), torch.tensor([[0, 1, 2, 3, 4], [3, 4, 5, 6, 7]])
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(idx, position_ids=pos), model(idx, position_ids=pos), atol=0, rtol=0)
+        with pytest.raises(RuntimeError, match="position_ids must be >= 0"):
+            compiled(idx, position_ids=-pos)
