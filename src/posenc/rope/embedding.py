@@ -404,7 +404,9 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
                 cos, sin = cos.to(state.cos.device), sin.to(state.cos.device)
             cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)                             # (1, S, r/2)
             if q.device == cos.device:
-                self._decode_view = (state, offset, seq, cos, sin)  # one assignment: thread-safe
+                # one assignment, so thread-safe; straight into __dict__, because nn.Module's
+                # __setattr__ (it looks for parameters and buffers) costs as much as the slicing
+                self.__dict__["_decode_view"] = (state, offset, seq, cos, sin)
         # Once apply_rotary takes ``validate=False``, pass it here too: forward checked q and k.
         return apply_rotary(q, k, cos, sin, layout=self.layout, rotary_dim=self.rotary_dim)
 
