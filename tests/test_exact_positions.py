@@ -4,8 +4,8 @@ The reference is independent of the library: mpmath at 60 digits when installed,
 ``fractions`` with pi to 70 digits and Taylor series, both far beyond float64.
 """
 
-from fractions import Fraction
 import math
+from fractions import Fraction
 
 import pytest
 import torch

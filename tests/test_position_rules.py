@@ -9,8 +9,15 @@ import pytest
 import torch
 
 import posenc
-from posenc import (ALiBi, LearnedPositionalEmbedding, ModelConfig, PositionOutOfRangeError, RotaryEmbedding,
-                    SinusoidalPositionalEncoding, TinyLM)
+from posenc import (
+    ALiBi,
+    LearnedPositionalEmbedding,
+    ModelConfig,
+    PositionOutOfRangeError,
+    RotaryEmbedding,
+    SinusoidalPositionalEncoding,
+    TinyLM,
+)
 from posenc._checks import check_positions, checked_positions, resolve_positions
 from posenc.rope import apply_rotary_at, rope_inv_freq, rope_table
 

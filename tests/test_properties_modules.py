@@ -22,12 +22,30 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import posenc
-from posenc import (ALiBi, LearnedPositionalEmbedding, ModelConfig, NoPE, PositionOutOfRangeError, RotaryEmbedding,
-                    SinusoidalPositionalEncoding)
-from posenc.rope import (DynamicNTKScaling, LinearScaling, Llama3Scaling, LongRoPEScaling, NTKScaling,
-                         ProportionalScaling, YaRNScaling, rope_frequencies)
-from posenc.rope.positions import (position_ids_from_attention_mask, position_ids_from_cu_seqlens,
-                                   position_ids_from_document_ids, position_ids_from_offsets)
+from posenc import (
+    ALiBi,
+    LearnedPositionalEmbedding,
+    ModelConfig,
+    NoPE,
+    RotaryEmbedding,
+    SinusoidalPositionalEncoding,
+)
+from posenc.rope import (
+    DynamicNTKScaling,
+    LinearScaling,
+    Llama3Scaling,
+    LongRoPEScaling,
+    NTKScaling,
+    ProportionalScaling,
+    YaRNScaling,
+    rope_frequencies,
+)
+from posenc.rope.positions import (
+    position_ids_from_attention_mask,
+    position_ids_from_cu_seqlens,
+    position_ids_from_document_ids,
+    position_ids_from_offsets,
+)
 from posenc.sinusoidal import sinusoidal_frequencies
 
 COUNTS: dict = collections.defaultdict(collections.Counter)
@@ -467,7 +485,7 @@ def config_problem(cfg: dict):
             problems.append(name)
     if not problems and cfg["d_model"] % cfg["n_heads"]:
         problems.append("divisible")
-    number = lambda v: type(v) in (int, float) and math.isfinite(v)   # noqa: E731
+    number = lambda v: type(v) in (int, float) and math.isfinite(v)
     if not (number(cfg["rope_base"]) and cfg["rope_base"] > 1):
         problems.append("rope_base")
     head = cfg["d_model"] // cfg["n_heads"] if not problems else None
@@ -510,7 +528,7 @@ def test_model_config_validates_like_its_rules(data):
         return config, model
 
     def compare(got, _):
-        config, model = got
+        _, model = got
         seq = min(3, cfg["max_len"])                       # a learned table has max_len rows
         ids = torch.randint(0, cfg["vocab_size"], (1, seq))
         logits = model(ids)

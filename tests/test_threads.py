@@ -10,7 +10,13 @@ import threading
 import pytest
 import torch
 
-from posenc import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, TinyLM, ModelConfig
+from posenc import (
+    LearnedPositionalEmbedding,
+    ModelConfig,
+    RotaryEmbedding,
+    SinusoidalPositionalEncoding,
+    TinyLM,
+)
 from posenc.rope import DynamicNTKScaling
 
 THREADS = 6
@@ -35,7 +41,7 @@ def hammer(work, n_threads=THREADS):
         try:
             start.wait()
             work(i)
-        except BaseException as exc:  # noqa: BLE001 - reported below with its thread
+        except BaseException as exc:
             errors.append((i, exc))
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(n_threads)]
@@ -63,7 +69,7 @@ def test_rotary_shared_by_threads_equals_a_fresh_module(scaling):
         shared = RotaryEmbedding(16, scaling=scaling, max_position_embeddings=2)
         results = {}
 
-        def work(i):
+        def work(i, shared=shared, results=results):
             for off in offsets_for(i):
                 results[(i, off, "offset")] = shared(q, k, offset=off)
                 results[(i, off, "ids")] = shared(q, k, position_ids=packed * 7 + off)
@@ -91,7 +97,7 @@ def test_sinusoidal_shared_by_threads_equals_a_fresh_module():
         shared = SinusoidalPositionalEncoding(24, max_len=2)
         results = {}
 
-        def work(i):
+        def work(i, shared=shared, results=results):
             for off in offsets_for(i):
                 results[(i, off)] = shared(x, offset=off)
 

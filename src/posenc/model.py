@@ -21,7 +21,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import Positions, as_positions, check_choice, check_float, check_int, check_tensor, checked_positions, is_compiling
+from ._checks import (
+    Positions,
+    as_positions,
+    check_choice,
+    check_float,
+    check_int,
+    check_tensor,
+    checked_positions,
+    is_compiling,
+)
 from .factory import SCHEMES, make_scheme
 from .rope.layout import LAYOUTS
 from .schemes import PositionScheme

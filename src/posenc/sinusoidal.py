@@ -23,13 +23,19 @@ computed for that call only, from the same float64 angles (exact at any int64 po
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 import torch
 
 from ._buffers import PreciseTables, ambient_device
-from ._checks import as_positions, check_float, check_int, check_positions, check_tensor, is_compiling
+from ._checks import (
+    as_positions,
+    check_float,
+    check_int,
+    check_positions,
+    check_tensor,
+    is_compiling,
+)
 from .rope.tables import angles_mod_2pi
 from .schemes import AdditiveEncoding
 

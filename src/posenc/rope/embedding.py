@@ -8,8 +8,15 @@ import torch
 
 from .._buffers import PreciseTables, ambient_device
 from .._checks import (
-    Positions, as_positions, check_choice, check_float, check_int, check_positions, check_tensor,
-    checked_positions, is_compiling,
+    Positions,
+    as_positions,
+    check_choice,
+    check_float,
+    check_int,
+    check_positions,
+    check_tensor,
+    checked_positions,
+    is_compiling,
 )
 from ..schemes import PositionScheme
 from .apply import apply_rotary
