@@ -121,7 +121,7 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         cos, sin = self._table_rows(inv64, float(attention_factor), 0, rows, device)
         self.register_buffer("cos_cached", cos, persistent=False)
         self.register_buffer("sin_cached", sin, persistent=False)
-        self._state = _State(cos, sin, inv64, float(attention_factor), None)
+        self._publish(_State(cos, sin, inv64, float(attention_factor), None))
 
     # -- Hugging Face interop ------------------------------------------------------------------------
     @classmethod
@@ -154,6 +154,8 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
 
     def _publish(self, state: _State) -> None:
         """Make ``state`` current in one assignment (callers hold the lock); mirror it in the buffers."""
+        # (1, rows, r/2) views for the decode path, tagged with the state they belong to
+        self.__dict__["_rows3"] = (state, state.cos.unsqueeze(0), state.sin.unsqueeze(0))
         self._state = state
         self.cos_cached, self.sin_cached = state.cos, state.sin
 
@@ -348,16 +350,27 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
             ``(q, k)`` rotated, in the input layout, shapes and dtypes.
 
         Decoding (an int ``offset`` inside the cache) takes a lean path: no positions tensor is built
-        and nothing is read back; the cos/sin rows are a view of the cache, reused while the offset
-        stays the same (every layer of one decode step).
+        and nothing is read back; the cos/sin rows are a view of the cache, made once per offset and
+        reused while the offset stays the same (every layer of one decode step).
         """
         if (position_ids is None and type(offset) is int and heads_first is True
-                and isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)):
-            view = self._decode_view          # lean path: the same offset as the previous call
-            if (view and view[0] is self._state and view[1] == offset and q.dim() == 4 and k.dim() == 4
-                    and view[2] == q.shape[2] == k.shape[2] and q.shape[0] == k.shape[0]
-                    and q.shape[3] == k.shape[3] == self.head_dim
-                    and q.is_floating_point() and k.is_floating_point() and not is_compiling()):
+                and isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and q.dim() == 4
+                and k.dim() == 4 and q.shape[0] == k.shape[0] and q.shape[2] == k.shape[2]
+                and q.shape[3] == k.shape[3] == self.head_dim and q.is_floating_point()
+                and k.is_floating_point() and not self._is_dynamic and not is_compiling()):
+            # Lean decode path: q and k are fully checked above, the offset is a plain int.
+            seq = q.shape[2]
+            view = self._decode_view
+            state = self._state
+            if not (view and view[0] is state and view[1] == offset and view[2] == seq):
+                view = None
+                rows = self._rows3
+                if 0 <= offset and offset + seq <= state.cos.shape[0] and rows[0] is state:
+                    # inside the cache: one view per table, kept for the other layers of this step
+                    view = (state, offset, seq, rows[1][:, offset:offset + seq], rows[2][:, offset:offset + seq])
+                    if q.device == state.cos.device:
+                        self.__dict__["_decode_view"] = view    # one assignment: thread-safe
+            if view is not None:
                 # Once apply_rotary takes ``validate=False``, pass it here: the checks above cover its own.
                 return apply_rotary(q, k, view[3], view[4], layout=self.layout, rotary_dim=self.rotary_dim)
         check_tensor("q", q, ndim=4, floating=True)
