@@ -130,3 +130,28 @@ def test_token_embeddings_are_scaled_by_sqrt_d_model_only_under_the_fixed_sine_t
     torch.testing.assert_close(seen["x"], want)
     with pytest.raises(ValueError, match="embed_scale"):
         TinyLM(ModelConfig(embed_scale=0.0))
+
+
+def test_a_scheme_written_against_tensors_gets_tensors():
+    """Schemes from outside posenc see plain position tensors in every hook, as before."""
+    from posenc import PositionScheme
+
+    seen = []
+
+    class TensorOnly(PositionScheme):
+        def embed(self, x, position_ids):
+            seen.append(type(position_ids))
+            return x + position_ids.unsqueeze(-1).to(x.dtype) * 0.0
+
+        def rotate(self, q, k, position_ids):
+            seen.append(type(position_ids))
+            return q, k
+
+        def bias(self, q_positions, k_positions):
+            seen.append(type(q_positions))
+            return None
+
+    model = TinyLM(ModelConfig(d_model=16, n_heads=2, n_layers=2), scheme=TensorOnly())
+    model(torch.zeros(1, 4, dtype=torch.long), position_ids=torch.tensor([[0, 1, 0, 1]]))
+    model(torch.zeros(1, 4, dtype=torch.long), offset=3)
+    assert seen and all(t is torch.Tensor for t in seen)

@@ -45,7 +45,11 @@ def check_float(name: str, value, *, greater_than: Optional[float] = None,
 
 
 def check_choice(name: str, value, allowed) -> str:
-    if value not in allowed:
+    try:
+        known = value in allowed
+    except TypeError:                 # an unhashable value (a list, a dict) is simply not a choice
+        known = False
+    if not known:
         raise ValueError(f"{name} must be one of {sorted(allowed)}, got {value!r}")
     return value
 
@@ -64,26 +68,154 @@ def check_tensor(name: str, value, *, ndim=None, floating: bool = False) -> torc
     return value
 
 
-def check_positions(name: str, positions: torch.Tensor) -> torch.Tensor:
-    """Positions must be an integer tensor of non-negative values."""
+# -- positions: one set of rules for every path -------------------------------------------------------
+#
+# Positions index tables, so they follow the rules of an index, checked here and nowhere else:
+#   * an integer dtype (int8..int64, uint8..uint64); bool is refused by name, because torch reads a
+#     bool (and, on some paths, a uint8) tensor used as an index as a *mask*, silently;
+#   * every value >= 0, and < the number of rows where a table is bounded;
+#   * the result is int64, so no later indexing can treat it as a mask.
+# Eager code reads the extremes back once and names the offending value. Inside ``torch.compile`` a
+# read-back would break the graph, so the same rules become runtime assertions in the graph
+# (``torch._assert_async``): a compiled graph raises instead of wrapping a negative index around to
+# the last row. Meta tensors have no values; only the dtype and shape rules apply to them.
+
+def check_position_dtype(name: str, positions) -> torch.Tensor:
+    """Return ``positions`` as int64 after checking that it is an integer tensor (bool refused)."""
     if not isinstance(positions, torch.Tensor):
         raise TypeError(f"{name} must be an integer torch.Tensor, got {type(positions).__name__}")
-    if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
-        raise TypeError(f"{name} must have an integer dtype (int32 or int64), got {positions.dtype}")
-    if positions.numel() and not is_compiling() and int(positions.min()) < 0:
-        raise ValueError(f"{name} must be >= 0, got a minimum of {int(positions.min())}")
-    return positions
+    dtype = positions.dtype
+    if dtype == torch.bool:
+        raise TypeError(f"{name} must have an integer dtype, got torch.bool: a bool tensor is a mask, "
+                        "not positions (convert with .long() if 0/1 positions were meant)")
+    if dtype.is_floating_point or dtype.is_complex:
+        raise TypeError(f"{name} must have an integer dtype (int32 or int64), got {dtype}")
+    return positions if dtype == torch.int64 else positions.to(torch.int64)
+
+
+def _assert_in_graph(condition: torch.Tensor, message: str) -> None:
+    assert_async = getattr(torch, "_assert_async", None)
+    if assert_async is not None:
+        assert_async(condition.all(), message)
+    else:  # pragma: no cover - very old torch
+        torch._check_tensor_all(condition, lambda: message)
+
+
+def _first(positions: torch.Tensor, bad: torch.Tensor) -> str:
+    """``"<value> at index (i, j)"`` for the first True entry of ``bad`` (an error path: reads back)."""
+    index = tuple(int(i) for i in bad.nonzero()[0])
+    return f"{int(positions[index])} at index {index}"
+
+
+def check_positions(name: str, positions, *, upper: Optional[int] = None,
+                    hint: str = "") -> torch.Tensor:
+    """Apply the position rules to ``positions``; return it as int64.
+
+    Args:
+        name: the argument name used in error messages.
+        positions: an integer tensor of any shape.
+        upper: if given, every position must be ``< upper`` (a bounded table's row count).
+        hint: appended to the out-of-range message (what to do about it).
+
+    Raises:
+        TypeError: not a tensor, bool, floating or complex dtype.
+        ValueError: a negative position, or one ``>= upper``; the message gives the value and its index.
+    """
+    return _checked(name, positions, upper, hint)[0]
+
+
+def _checked(name: str, positions, upper: Optional[int], hint: str):
+    """``(int64 positions, max + 1 or 0 if empty, or None when the values cannot be read)``."""
+    pos = check_position_dtype(name, positions)
+    if not pos.numel():
+        return pos, 0
+    if pos.device.type == "meta":
+        return pos, None
+    if is_compiling():
+        _assert_in_graph(pos >= 0, f"{name} must be >= 0 (a negative position would wrap to the last "
+                                   "table row)")
+        if upper is not None:
+            _assert_in_graph(pos < upper, f"{name} must be < {upper}{hint}")
+        return pos, None
+    low, high = torch.stack(torch.aminmax(pos)).tolist()      # one read-back for both ends
+    if low < 0:
+        raise ValueError(f"{name} must be >= 0, got {_first(pos, pos < 0)}")
+    if upper is not None and high >= upper:
+        raise ValueError(f"{name} must be < {upper}, got {_first(pos, pos >= upper)}{hint}")
+    return pos, high + 1
+
+
+def _never_compiling() -> bool:
+    return False
+
+
+#: ``torch.compiler.is_compiling`` where this torch has it (2.3+), looked up once: it is on the
+#: per-call path of every module.
+_compiler_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or _never_compiling
 
 
 def is_compiling() -> bool:
-    """True while torch.compile traces: data-dependent checks (``.item()``) are skipped there."""
-    compiler = getattr(torch, "compiler", None)
-    return bool(compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling())
+    """True while torch.compile traces: data-dependent checks become graph assertions there."""
+    return _compiler_is_compiling()
+
+
+class Positions:
+    """Positions checked once, to be shared by every layer of one forward pass.
+
+    Checking positions needs their smallest and largest value on the host, which on a GPU is a
+    synchronisation. A model checks them once per forward (:func:`checked_positions`) and hands this
+    object to every layer; position schemes then neither check nor read back again, and may keep
+    per-forward work (gathered cos/sin rows, a bias matrix) in :attr:`memo`.
+
+    Attributes:
+        ids: int64 positions, shape (batch or 1, seq), all >= 0.
+        length: ``max(ids) + 1`` (0 when empty), known on the host; ``None`` inside ``torch.compile``,
+            where it is not read back.
+        start: when the positions are ``start + arange(seq)`` in every row (a KV-cache offset), the
+            ``start``; else ``None``.
+        memo: per-forward scratch space for position schemes, keyed by the scheme.
+    """
+
+    __slots__ = ("ids", "length", "start", "memo")
+
+    def __init__(self, ids: torch.Tensor, length: Optional[int], start: Optional[int] = None):
+        self.ids = ids
+        self.length = length
+        self.start = start
+        self.memo: dict = {}
+
+    def __repr__(self) -> str:
+        return f"Positions(shape={tuple(self.ids.shape)}, length={self.length}, start={self.start})"
+
+
+def as_positions(name: str, positions) -> Positions:
+    """``positions`` if already checked, else check a tensor once (any shape) and wrap it."""
+    if isinstance(positions, Positions):
+        return positions
+    return Positions(*_checked(name, positions, None, ""))
+
+
+def checked_positions(seq_len: int, position_ids: Optional[torch.Tensor], offset: int,
+                      device: torch.device, batch: Optional[int] = None) -> Positions:
+    """:func:`resolve_positions`, checked once and wrapped as :class:`Positions`.
+
+    With ``offset`` the positions are known without reading anything back; with ``position_ids``
+    the largest is read back once here.
+    """
+    if position_ids is None:
+        check_int("offset", offset, minimum=0)
+        ids = torch.arange(offset, offset + seq_len, device=device, dtype=torch.long).unsqueeze(0)
+        return Positions(ids, offset + seq_len if seq_len else 0, start=offset)
+    # checked where the values are (a meta target device has none), then moved
+    pos = as_positions("position_ids", _shaped_positions(seq_len, position_ids, offset, batch))
+    if pos.ids.device != torch.device(device):
+        pos = Positions(pos.ids.to(device), pos.length)
+    return pos
 
 
 def resolve_positions(seq_len: int, position_ids: Optional[torch.Tensor], offset: int,
                       device: torch.device, batch: Optional[int] = None) -> torch.Tensor:
-    """Return positions of shape (batch or 1, seq_len) as int64.
+    """Return checked positions of shape (batch or 1, seq_len) as int64.
 
     Either ``position_ids`` (shape (batch, seq) or (seq,)) is given, or positions are
     ``offset, offset + 1, ..., offset + seq_len - 1`` (``offset`` is the number of tokens already in a
@@ -92,9 +224,14 @@ def resolve_positions(seq_len: int, position_ids: Optional[torch.Tensor], offset
     if position_ids is None:
         check_int("offset", offset, minimum=0)
         return torch.arange(offset, offset + seq_len, device=device, dtype=torch.long).unsqueeze(0)
-    if offset:
-        raise ValueError(f"give either position_ids or offset, not both (offset={offset})")
-    check_positions("position_ids", position_ids)
+    return check_positions("position_ids", _shaped_positions(seq_len, position_ids, offset, batch)).to(device)
+
+
+def _shaped_positions(seq_len: int, position_ids, offset, batch) -> torch.Tensor:
+    """Explicit ``position_ids`` with the dtype and shape rules applied (values not read)."""
+    if not (isinstance(offset, int) and not isinstance(offset, bool) and offset == 0):
+        raise ValueError(f"give either position_ids or offset, not both (offset={offset!r})")
+    position_ids = check_position_dtype("position_ids", position_ids)
     if position_ids.dim() == 1:
         position_ids = position_ids.unsqueeze(0)
     if position_ids.dim() != 2 or position_ids.shape[-1] != seq_len:
@@ -103,4 +240,4 @@ def resolve_positions(seq_len: int, position_ids: Optional[torch.Tensor], offset
     if batch is not None and position_ids.shape[0] not in (1, batch):
         raise ValueError(f"position_ids has batch size {position_ids.shape[0]}, the input has {batch}; "
                          "allowed: 1 (shared) or the input's batch size")
-    return position_ids.to(device=device, dtype=torch.long)
+    return position_ids

@@ -19,7 +19,7 @@ from typing import Optional
 import torch
 
 from ._buffers import PreciseTables, ambient_device
-from ._checks import check_int, check_tensor
+from ._checks import as_positions, check_int, check_position_dtype, check_tensor
 from .schemes import PositionScheme
 
 
@@ -48,6 +48,8 @@ def alibi_bias(slopes: torch.Tensor, q_positions: torch.Tensor, k_positions: tor
     check_tensor("slopes", slopes, ndim=1, floating=True)
     check_tensor("q_positions", q_positions, ndim=1)
     check_tensor("k_positions", k_positions, ndim=1)
+    q_positions = check_position_dtype("q_positions", q_positions)     # int64: exact differences
+    k_positions = check_position_dtype("k_positions", k_positions)
     dist = (q_positions.unsqueeze(-1) - k_positions.unsqueeze(0)).to(slopes.dtype)   # (Lq, Lk)
     bias = -slopes.view(-1, 1, 1) * dist.abs()                                         # (H, Lq, Lk)
     if causal:
@@ -69,6 +71,7 @@ class ALiBi(PreciseTables, PositionScheme):
     """
 
     name = "alibi"
+    accepts_positions = True
 
     def __init__(self, num_heads: int):
         super().__init__()
@@ -82,6 +85,9 @@ class ALiBi(PreciseTables, PositionScheme):
         self.slopes = alibi_slopes(self.num_heads).to(device=device, dtype=self.table_dtype)
 
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> Optional[torch.Tensor]:
+        # tensors are checked here; Positions were checked once by the model
+        q_positions = as_positions("q_positions", q_positions).ids
+        k_positions = as_positions("k_positions", k_positions).ids
         return alibi_bias(self.slopes, q_positions, k_positions, causal=False)
 
     def forward(self, q_len: int, k_len: Optional[int] = None) -> torch.Tensor:

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_choice, check_float, check_int, check_positions, is_compiling
+from ._checks import as_positions, check_choice, check_float, check_int, check_positions
 from .schemes import AdditiveEncoding
 
 
@@ -51,6 +51,7 @@ class LearnedPositionalEmbedding(AdditiveEncoding):
     """
 
     name = "learned"
+    accepts_positions = True
 
     def __init__(self, max_len: int, d_model: int, init_std: float = 0.02):
         super().__init__()
@@ -63,16 +64,23 @@ class LearnedPositionalEmbedding(AdditiveEncoding):
     def max_positions(self) -> int:  # type: ignore[override]
         return self.max_len
 
-    def encodings(self, position_ids: torch.Tensor) -> torch.Tensor:
-        """Rows for ``position_ids`` of any shape -> (*position_ids.shape, d_model)."""
-        check_positions("position_ids", position_ids)
-        if position_ids.numel() and not is_compiling():      # a data-dependent check breaks graphs
-            top = int(position_ids.max())
-            if top >= self.max_len:
-                first = int(position_ids[position_ids >= self.max_len].min())
-                raise PositionOutOfRangeError(first, self.max_len, largest=top)
-        return F.embedding(position_ids, self.weight)
+    def encodings(self, position_ids) -> torch.Tensor:
+        """Rows for ``position_ids`` of any shape -> (*position_ids.shape, d_model).
 
+        ``position_ids`` is an integer tensor or :class:`posenc._checks.Positions` checked once per
+        forward (then nothing is read back here).
+        """
+        pos = as_positions("position_ids", position_ids)
+        if pos.length is None:
+            # inside torch.compile: the graph asserts the bound instead of reading the values back
+            ids = check_positions("position_ids", pos.ids, upper=self.max_len,
+                                  hint=f" (the learned table has {self.max_len} rows)")
+            return F.embedding(ids, self.weight)
+        if pos.length > self.max_len:
+            ids = pos.ids
+            first = int(ids[ids >= self.max_len].min())
+            raise PositionOutOfRangeError(first, self.max_len, largest=pos.length - 1)
+        return F.embedding(pos.ids, self.weight)
 
     @torch.no_grad()
     def extend(self, new_max_len: int, method: str = "interpolate") -> None:

@@ -21,8 +21,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_float, check_int, check_tensor, is_compiling, resolve_positions
+from ._checks import (
+    Positions,
+    as_positions,
+    check_choice,
+    check_float,
+    check_int,
+    check_tensor,
+    checked_positions,
+    is_compiling,
+)
 from .factory import SCHEMES, make_scheme
+from .rope.layout import LAYOUTS
 from .schemes import PositionScheme
 
 
@@ -36,7 +46,8 @@ class CausalSelfAttention(nn.Module):
 
     Shape:
         ``forward(x, scheme, position_ids)``: x (batch, seq, d_model), position_ids (batch or 1, seq)
-        -> (batch, seq, d_model).
+        -> (batch, seq, d_model). ``position_ids`` may be :class:`posenc._checks.Positions` checked
+        once by the model, which every layer then shares without reading positions back again.
     """
 
     def __init__(self, d_model: int, n_heads: int, bias: bool = False):
@@ -50,16 +61,18 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.out = nn.Linear(d_model, d_model, bias=bias)
 
-    def forward(self, x: torch.Tensor, scheme: PositionScheme, position_ids: torch.Tensor,
+    def forward(self, x: torch.Tensor, scheme: PositionScheme, position_ids,
                 causal: bool = True) -> torch.Tensor:
         check_tensor("x", x, ndim=3, floating=True)
+        position_ids = as_positions("position_ids", position_ids)
         B, S, D = x.shape
         if D != self.n_heads * self.head_dim:
             raise ValueError(f"x has last dimension {D}, this attention was built for "
                              f"d_model={self.n_heads * self.head_dim}")
         q, k, v = self.qkv(x).split(D, dim=-1)                                   # 3 x (B, S, D)
         q, k, v = (t.view(B, S, self.n_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
-        q, k = scheme.rotate(q, k, position_ids)                                  # (B, H, S, hd), v untouched
+        given = position_ids if getattr(scheme, "accepts_positions", False) else position_ids.ids
+        q, k = scheme.rotate(q, k, given)                                         # (B, H, S, hd), v untouched
         mask = self._logit_bias(scheme, position_ids, causal, x.dtype)
         # DeepSeek-style YaRN puts its temperature into the softmax scale instead of the cos/sin tables.
         scale = getattr(scheme, "softmax_scale_factor", 1.0) / math.sqrt(self.head_dim)
@@ -70,8 +83,20 @@ class CausalSelfAttention(nn.Module):
         return self.out(y.transpose(1, 2).reshape(B, S, D))
 
     @staticmethod
-    def _logit_bias(scheme, position_ids, causal, dtype) -> Optional[torch.Tensor]:
-        rows = [scheme.bias(p, p) for p in position_ids]                          # each (H, S, S) or None
+    def _logit_bias(scheme, positions: Positions, causal, dtype) -> Optional[torch.Tensor]:
+        # the same matrix for every layer of a forward: built once, kept with the positions
+        key = ("logit_bias", id(scheme), causal, dtype)
+        if key not in positions.memo:
+            positions.memo[key] = CausalSelfAttention._build_logit_bias(scheme, positions.ids, causal, dtype)
+        return positions.memo[key]
+
+    @staticmethod
+    def _build_logit_bias(scheme, position_ids, causal, dtype) -> Optional[torch.Tensor]:
+        # each row wrapped as checked positions: the scheme does not check (read back) them again
+        if getattr(scheme, "accepts_positions", False):
+            rows = [scheme.bias(p, p) for p in (Positions(row, None) for row in position_ids)]
+        else:
+            rows = [scheme.bias(p, p) for p in position_ids]                      # each (H, S, S) or None
         if rows[0] is None:
             return None
         bias = torch.stack(rows)                                                  # (B|1, H, S, S)
@@ -124,12 +149,21 @@ class ModelConfig:
     embed_scale: Optional[float] = None
 
     def validate(self) -> "ModelConfig":
-        if self.scheme not in SCHEMES:
+        """Check every field; raise ``TypeError``/``ValueError`` naming the field, value and rule."""
+        if not isinstance(self.scheme, str) or self.scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {list(SCHEMES)}, got {self.scheme!r}")
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "mlp_ratio", "max_len"):
             check_int(name, getattr(self, name), minimum=1)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        check_float("rope_base", self.rope_base, greater_than=1.0)
+        head_dim = self.d_model // self.n_heads
+        if self.scheme == "rope":
+            # RoPE rotates pairs: the head needs an even width, and rotary_dim fits inside it
+            check_int("head_dim (d_model // n_heads)", head_dim, minimum=2, even=True)
+        if self.rotary_dim is not None:
+            check_int("rotary_dim", self.rotary_dim, minimum=2, maximum=head_dim, even=True)
+        check_choice("rope_layout", self.rope_layout, set(LAYOUTS))
         check_float("dropout", self.dropout, minimum=0.0, maximum=1.0)
         if self.embed_scale is not None:
             check_float("embed_scale", self.embed_scale, greater_than=0.0)
@@ -182,12 +216,14 @@ class TinyLM(nn.Module):
         if idx.is_floating_point() or idx.dtype == torch.bool:
             raise TypeError(f"idx must hold integer token ids, got dtype {idx.dtype}")
         if idx.numel() and not is_compiling():
-            low, high = int(idx.min()), int(idx.max())
+            low, high = torch.stack(torch.aminmax(idx)).tolist()      # one read-back for both
             if low < 0 or high >= self.config.vocab_size:
                 raise ValueError(f"idx must hold token ids in [0, {self.config.vocab_size}) (vocab_size), "
                                  f"got values from {low} to {high}")
-        pos = resolve_positions(idx.shape[1], position_ids, offset, idx.device, batch=idx.shape[0])
-        x = self.scheme.embed(self.tok(idx) * self.embed_scale, pos)   # (B, S, D)
+        # positions are checked here once (at most one read-back), not again in every layer
+        pos = checked_positions(idx.shape[1], position_ids, offset, idx.device, batch=idx.shape[0])
+        given = pos if getattr(self.scheme, "accepts_positions", False) else pos.ids
+        x = self.scheme.embed(self.tok(idx) * self.embed_scale, given)  # (B, S, D)
         for block in self.blocks:
             x = block(x, self.scheme, pos, causal)
         return self.norm(x)

@@ -23,7 +23,7 @@ from typing import Optional, Tuple
 import torch
 from torch import nn
 
-from ._checks import check_positions, check_tensor, resolve_positions
+from ._checks import as_positions, check_tensor, checked_positions
 
 
 class PositionScheme(nn.Module):
@@ -33,19 +33,28 @@ class PositionScheme(nn.Module):
     name: str = "base"
     #: Largest number of positions the scheme can represent, ``None`` if unbounded.
     max_positions: Optional[int] = None
+    #: Whether the hooks accept :class:`posenc._checks.Positions` (positions the model checked once,
+    #: with a per-forward memo) in place of a tensor. A model passes plain tensors to schemes that
+    #: leave this False, so a scheme written against the tensor interface keeps working.
+    accepts_positions: bool = False
 
     def embed(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         """Add position information to token vectors.
 
         Args:
             x: token vectors, shape (batch, seq, d_model).
-            position_ids: int64 positions, shape (batch or 1, seq).
+            position_ids: int64 positions, shape (batch or 1, seq), or
+                :class:`posenc._checks.Positions` that the model checked once for all layers.
         """
         return x
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor,
                position_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Put position into queries and keys, shape (batch, heads, seq, head_dim). Never values."""
+        """Put position into queries and keys, shape (batch, heads, seq, head_dim). Never values.
+
+        ``position_ids`` as in :meth:`embed`; a model calls this once per layer with the same
+        :class:`posenc._checks.Positions`, so a scheme must not read positions back to the host here.
+        """
         return q, k
 
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> Optional[torch.Tensor]:
@@ -75,17 +84,17 @@ class AdditiveEncoding(PositionScheme):
 
     def embed(self, x, position_ids):
         check_tensor("x", x, ndim=3, floating=True)
-        check_positions("position_ids", position_ids)
+        pos = as_positions("position_ids", position_ids)
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x has last dimension {x.shape[-1]} but this {self.name} encoding was built "
                              f"for d_model={self.d_model}; they must be equal to be added")
-        return x + self.encodings(position_ids).to(x.dtype)
+        return x + self.encodings(pos if self.accepts_positions else pos.ids).to(x.dtype)
 
     def forward(self, x: torch.Tensor, position_ids: Optional[torch.Tensor] = None,
                 offset: int = 0) -> torch.Tensor:
         """Add position vectors at ``position_ids`` (batch, seq), or at ``offset + arange(seq)``."""
         check_tensor("x", x, ndim=3, floating=True)
-        pos = resolve_positions(x.shape[1], position_ids, offset, x.device, batch=x.shape[0])
+        pos = checked_positions(x.shape[1], position_ids, offset, x.device, batch=x.shape[0])
         return self.embed(x, pos)
 
 
@@ -100,3 +109,4 @@ class NoPE(PositionScheme):
     """
 
     name = "nope"
+    accepts_positions = True

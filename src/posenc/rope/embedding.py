@@ -2,18 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Optional, Tuple, Union
+from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
 
 from .._buffers import PreciseTables, ambient_device
-from .._checks import check_choice, check_float, check_int, check_positions, check_tensor, resolve_positions
+from .._checks import (
+    Positions,
+    as_positions,
+    check_choice,
+    check_float,
+    check_int,
+    check_positions,
+    check_tensor,
+    checked_positions,
+    is_compiling,
+)
 from ..schemes import PositionScheme
-from .apply import apply_rotary, apply_rotary_at
+from .apply import apply_rotary
 from .layout import LAYOUTS
 from .positions import position_ids_from_offsets
 from .scaling import DYNAMIC_TYPES, YaRNScaling, rope_frequencies, yarn_softmax_scale
 from .tables import rope_cos_sin
+
+
+class _State(NamedTuple):
+    """Everything a call reads, published as one object (see ``_publish``)."""
+
+    cos: torch.Tensor               # (rows, rotary_dim // 2), table_dtype, on the module's device
+    sin: torch.Tensor
+    inv_freq64: torch.Tensor        # (rotary_dim // 2,) float64 on CPU: what the tables were built from
+    attention_factor: float
+    frozen_seq_len: Optional[int]
 
 
 class RotaryEmbedding(PreciseTables, PositionScheme):
@@ -41,6 +61,13 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         both with ``heads_first=False`` as (batch, seq, heads, head_dim); q_heads may differ from
         kv_heads (GQA/MQA). Returns rotated ``(q, k)`` of the same shapes.
 
+    Bounded memory at any position. The cos/sin cache covers positions ``0 .. cache_limit - 1``, where
+    ``cache_limit`` is what fits in ``cache_limit_bytes`` (64 MiB: 131,072 positions for
+    rotary_dim 128 in float32, enough for a 128k context). A call that reaches past it gets cos/sin
+    computed for just the positions it names, from the same float64 angles (exact to ~1e-8 rad for
+    every int64 position, see :func:`posenc.rope.tables.angles_mod_2pi`): decoding one token at
+    position ``2**40`` builds one row, not a table.
+
     Length-dependent scalings (``dynamic`` NTK and ``longrope``). Their frequencies depend on the
     current length ``L = max(position_ids) + 1`` of each call, exactly as in ``transformers``: up to
     ``original_max_position_embeddings`` the cached default (dynamic) or short-factor (longrope) tables
@@ -56,6 +83,10 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
     from float64 after any dtype cast, so ``model.to(torch.bfloat16)`` never rounds them; the
     per-call tables of the dynamic types are built from float64 too.
 
+    Threads. One module may serve several threads: the cache grows by building new tables and
+    publishing cos, sin and the frequencies they came from as one object under a lock; every call
+    reads that object once.
+
     Attributes:
         attention_factor: the factor on the cos/sin tables (YaRN's mscale, LongRoPE's factor).
         softmax_scale_factor: what DeepSeek-style YaRN multiplies ``1/sqrt(d)`` by outside the tables
@@ -64,6 +95,7 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
     """
 
     name = "rope"
+    accepts_positions = True
     #: most positions tabulated at construction (a 128k-context config would otherwise cost ~100 MB)
     INITIAL_CACHE = 8192
 
@@ -79,16 +111,17 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         self.max_position_embeddings = check_int("max_position_embeddings", max_position_embeddings,
                                                  minimum=1)
         inv_freq, attention_factor = rope_frequencies(scaling, self.rotary_dim, self.base)
-        self._inv_freq64 = inv_freq.to(torch.float64).cpu()
-        self.attention_factor = float(attention_factor)
         self.softmax_scale_factor = yarn_softmax_scale(scaling) if isinstance(scaling, YaRNScaling) else 1.0
-        self.frozen_seq_len: Optional[int] = None
+        self._is_dynamic = getattr(scaling, "rope_type", "default") in DYNAMIC_TYPES
+        self._decode_view: tuple = ()
+        inv64 = inv_freq.to(torch.float64).cpu()
         device = ambient_device()
-        self.register_buffer("inv_freq", self._inv_freq64.to(device=device, dtype=self.table_dtype),
-                             persistent=False)
-        cos, sin = self._tables(0, min(self.max_position_embeddings, self.INITIAL_CACHE), device)
+        self.register_buffer("inv_freq", inv64.to(device=device, dtype=self.table_dtype), persistent=False)
+        rows = min(self.max_position_embeddings, self.INITIAL_CACHE, self.cache_limit)
+        cos, sin = self._table_rows(inv64, float(attention_factor), 0, rows, device)
         self.register_buffer("cos_cached", cos, persistent=False)
         self.register_buffer("sin_cached", sin, persistent=False)
+        self._publish(_State(cos, sin, inv64, float(attention_factor), None))
 
     # -- Hugging Face interop ------------------------------------------------------------------------
     @classmethod
@@ -107,20 +140,41 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         from .hfconfig import to_hf_dict
         return to_hf_dict(self)
 
+    # -- published state -----------------------------------------------------------------------------
+    @property
+    def attention_factor(self) -> float:
+        return self._state.attention_factor
+
+    @property
+    def frozen_seq_len(self) -> Optional[int]:
+        return self._state.frozen_seq_len
+
+    @property
+    def _inv_freq64(self) -> torch.Tensor:
+        return self._state.inv_freq64
+
+    def _publish(self, state: _State) -> None:
+        """Make ``state`` current in one assignment (callers hold the lock); mirror it in the buffers."""
+        # (1, rows, r/2) views for the decode path, tagged with the state they belong to
+        self.__dict__["_rows3"] = (state, state.cos.unsqueeze(0), state.sin.unsqueeze(0))
+        self._state = state
+        self.cos_cached, self.sin_cached = state.cos, state.sin
+
     # -- frequencies ---------------------------------------------------------------------------------
     @property
     def is_dynamic(self) -> bool:
         """True for scalings whose frequencies depend on the current length (dynamic, longrope)."""
-        return getattr(self.scaling, "rope_type", "default") in DYNAMIC_TYPES
+        return self._is_dynamic
 
     def frequencies(self, seq_len: Optional[int] = None) -> Tuple[torch.Tensor, float]:
         """float64 ``(inv_freq, attention_factor)`` this module uses for a call of length ``seq_len``."""
-        if self.frozen_seq_len is not None or not self.is_dynamic or seq_len is None:
-            return self._inv_freq64.clone(), self.attention_factor
+        state = self._state
+        if state.frozen_seq_len is not None or not self.is_dynamic or seq_len is None:
+            return state.inv_freq64.clone(), state.attention_factor
         return rope_frequencies(self.scaling, self.rotary_dim, self.base, seq_len)
 
-    def _uses_cached_tables(self, seq_len: int) -> bool:
-        if self.frozen_seq_len is not None or not self.is_dynamic:
+    def _uses_cached_frequencies(self, state: _State, seq_len: int) -> bool:
+        if state.frozen_seq_len is not None or not self.is_dynamic:
             return True
         return seq_len <= self.scaling.original_max_position_embeddings
 
@@ -133,83 +187,147 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         """
         check_int("seq_len", seq_len, minimum=1)
         inv_freq, attention_factor = rope_frequencies(self.scaling, self.rotary_dim, self.base, seq_len)
-        self._set_frequencies(inv_freq, attention_factor)
-        self.frozen_seq_len = seq_len
+        self._set_frequencies(inv_freq, attention_factor, seq_len)
         return self
 
     def unfreeze_frequencies(self) -> "RotaryEmbedding":
         """Go back to choosing frequencies by each call's length. Returns ``self``."""
         inv_freq, attention_factor = rope_frequencies(self.scaling, self.rotary_dim, self.base)
-        self._set_frequencies(inv_freq, attention_factor)
-        self.frozen_seq_len = None
+        self._set_frequencies(inv_freq, attention_factor, None)
         return self
 
-    def _set_frequencies(self, inv_freq: torch.Tensor, attention_factor: float) -> None:
-        self._inv_freq64 = inv_freq.to(torch.float64).cpu()
-        self.attention_factor = float(attention_factor)
-        if self.cos_cached.device.type == "meta":
-            return
-        self._rebuild_tables(self.cos_cached.device)
+    def _set_frequencies(self, inv_freq: torch.Tensor, attention_factor: float,
+                         frozen_seq_len: Optional[int]) -> None:
+        inv64 = inv_freq.to(torch.float64).cpu()
+        with self._table_lock:
+            old = self._state
+            device = old.cos.device
+            self.inv_freq = inv64.to(device=device, dtype=self.table_dtype)
+            if device.type == "meta":
+                cos, sin = old.cos, old.sin
+            else:
+                cos, sin = self._table_rows(inv64, float(attention_factor), 0, old.cos.shape[0], device)
+            self._publish(_State(cos, sin, inv64, float(attention_factor), frozen_seq_len))
 
     # -- caching ---------------------------------------------------------------------------------
-    def _tables(self, start: int, stop: int, device) -> Tuple[torch.Tensor, torch.Tensor]:
-        positions = torch.arange(start, stop, dtype=torch.float64, device="cpu")
-        cos, sin = rope_cos_sin(positions, self._inv_freq64, self.attention_factor, self.table_dtype)
+    def _table_rows(self, inv64: torch.Tensor, attention_factor: float, start: int, stop: int,
+                    device) -> Tuple[torch.Tensor, torch.Tensor]:
+        positions = torch.arange(start, stop, dtype=torch.int64, device="cpu")
+        cos, sin = rope_cos_sin(positions, inv64, attention_factor, self.table_dtype)
         return cos.to(device), sin.to(device)
 
     def _precise_buffer_names(self):
         return ("inv_freq", "cos_cached", "sin_cached")
 
     def _rebuild_tables(self, device):
-        self.inv_freq = self._inv_freq64.to(device=device, dtype=self.table_dtype)
-        self.cos_cached, self.sin_cached = self._tables(0, self.cos_cached.shape[0], device)
+        with self._table_lock:
+            state = self._state
+            self.inv_freq = state.inv_freq64.to(device=device, dtype=self.table_dtype)
+            cos, sin = self._table_rows(state.inv_freq64, state.attention_factor, 0, state.cos.shape[0],
+                                        device)
+            self._publish(state._replace(cos=cos, sin=sin))
+
+    def _tables_moved_to_meta(self):
+        with self._table_lock:
+            self._publish(self._state._replace(cos=self.cos_cached, sin=self.sin_cached))
 
     @property
     def cached_length(self) -> int:
-        return self.cos_cached.shape[0]
+        """Positions the cos/sin cache covers now (``0 .. cached_length - 1``)."""
+        return self._state.cos.shape[0]
+
+    @property
+    def cache_limit(self) -> int:
+        """Most positions the cache will ever cover: ``cache_limit_bytes`` over the bytes of one row."""
+        row_bytes = 2 * (self.rotary_dim // 2) * (torch.finfo(self.table_dtype).bits // 8)
+        return max(1, self.cache_limit_bytes // row_bytes)
 
     def extend(self, length: int) -> None:
-        """Grow the cos/sin cache to cover positions ``0 .. length - 1`` (at least doubling)."""
+        """Grow the cos/sin cache to cover positions ``0 .. length - 1`` (at least doubling).
+
+        The cache never grows past :attr:`cache_limit`; positions beyond it are computed per call.
+        """
         check_int("length", length, minimum=1)
-        rows = self.cached_length
-        if length <= rows:
-            return
-        new_rows = max(length, 2 * rows)
-        cos, sin = self._tables(rows, new_rows, self.cos_cached.device)
-        self.cos_cached = torch.cat((self.cos_cached, cos))
-        self.sin_cached = torch.cat((self.sin_cached, sin))
+        self._grow(min(length, self.cache_limit))
+
+    def _grow(self, length: int) -> _State:
+        """The current state, grown first if it covers fewer than ``length`` rows (length <= limit)."""
+        state = self._state
+        if length <= state.cos.shape[0]:
+            return state
+        with self._table_lock:
+            state = self._state                        # another thread may have grown it meanwhile
+            rows = state.cos.shape[0]
+            if length <= rows:
+                return state
+            new_rows = min(max(length, 2 * rows), self.cache_limit)
+            device = state.cos.device
+            if device.type == "meta":
+                cos = torch.empty(new_rows, state.cos.shape[1], dtype=state.cos.dtype, device=device)
+                sin = torch.empty_like(cos)
+            else:
+                cos, sin = self._table_rows(state.inv_freq64, state.attention_factor, rows, new_rows, device)
+                cos, sin = torch.cat((state.cos, cos)), torch.cat((state.sin, sin))
+            state = state._replace(cos=cos, sin=sin)
+            self._publish(state)
+            return state
 
     # -- lookup and rotation -----------------------------------------------------------------------
-    def cos_sin(self, position_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    def cos_sin(self, position_ids) -> Tuple[torch.Tensor, torch.Tensor]:
         """Half-width cos/sin for ``position_ids`` of shape (batch, seq) -> (batch, seq, rotary_dim // 2).
 
-        For the dynamic types the call's length is ``max(position_ids) + 1`` (see the class notes).
+        ``position_ids`` is an integer tensor of any shape, or :class:`posenc._checks.Positions`
+        checked once per forward. For the dynamic types the call's length is ``max(position_ids) + 1``
+        (see the class notes).
         """
-        check_positions("position_ids", position_ids)
-        if not position_ids.numel():
-            return self.cos_cached[position_ids], self.sin_cached[position_ids]
-        seq_len = int(position_ids.max()) + 1
-        if self._uses_cached_tables(seq_len):
-            self.extend(seq_len)
-            return self.cos_cached[position_ids], self.sin_cached[position_ids]
-        inv_freq, attention_factor = rope_frequencies(self.scaling, self.rotary_dim, self.base, seq_len)
-        where = self.cos_cached.device
-        cos, sin = rope_cos_sin(position_ids.to("cpu"), inv_freq, attention_factor, self.table_dtype)
-        return cos.to(where), sin.to(where)
+        pos = as_positions("position_ids", position_ids)
+        memo = pos.memo.get(id(self))
+        state = self._state
+        if memo is not None and memo[0] is state:
+            return memo[1], memo[2]
+        cos, sin = self._lookup(pos)
+        pos.memo[id(self)] = (self._state, cos, sin)
+        return cos, sin
+
+    def _lookup(self, pos: Positions) -> Tuple[torch.Tensor, torch.Tensor]:
+        ids, length = pos.ids, pos.length
+        if length is None:
+            # values unreadable (meta tensors; torch.compile): the cache as it stands, rows guarded
+            state = self._state
+            ids = check_positions("position_ids", ids, upper=state.cos.shape[0],
+                                  hint=" (the cached rows; call extend(max_len) before compiling)")
+            return state.cos[ids], state.sin[ids]
+        state = self._state
+        if not length or (self._uses_cached_frequencies(state, length) and length <= self.cache_limit):
+            state = self._grow(length)
+            if pos.start is not None and ids.shape[0] == 1:
+                return (state.cos[pos.start:length].unsqueeze(0),           # (1, S, r/2) views
+                        state.sin[pos.start:length].unsqueeze(0))
+            return state.cos[ids], state.sin[ids]
+        if self._uses_cached_frequencies(state, length):
+            inv_freq, attention_factor = state.inv_freq64, state.attention_factor
+        else:
+            inv_freq, attention_factor = rope_frequencies(self.scaling, self.rotary_dim, self.base, length)
+        # past the cache (or a per-length table): just the rows asked for, from float64 angles,
+        # computed where the positions are (no copy back to the host)
+        if ids.device.type not in ("cpu", "cuda"):
+            ids = ids.cpu()                               # float64 math needs a device that has it
+        cos, sin = rope_cos_sin(ids, inv_freq, attention_factor, self.table_dtype)
+        return cos.to(state.cos.device), sin.to(state.cos.device)
 
     def rotate(self, q, k, position_ids):
-        if torch.compiler.is_compiling() and not self.is_dynamic:
+        """Rotate q and k, each (batch, heads, seq, head_dim), at ``position_ids`` (batch or 1, seq).
+
+        ``position_ids`` may be a tensor (checked here, one read-back) or :class:`Positions` checked
+        once per forward by the model; the cos/sin rows are then looked up once for all layers.
+        """
+        if is_compiling() and not self.is_dynamic and not isinstance(position_ids, Positions):
             # No data-dependent growth inside a compiled graph (it would break the graph at .item()):
-            # the cache must already cover the positions. Call extend(max_len) before compiling.
-            return apply_rotary(q, k, self.cos_cached[position_ids], self.sin_cached[position_ids],
+            # the cache must already cover the positions, which the graph asserts.
+            ids = check_positions("position_ids", position_ids, upper=self.cos_cached.shape[0],
+                                  hint=" (the cached rows; call extend(max_len) before compiling)")
+            return apply_rotary(q, k, self.cos_cached[ids], self.sin_cached[ids],
                                 layout=self.layout, rotary_dim=self.rotary_dim)
-        check_positions("position_ids", position_ids)
-        length = int(position_ids.max()) + 1 if position_ids.numel() else 0
-        if length and self._uses_cached_tables(length):
-            self.extend(length)
-            # the fused kernels read the rows named by position_ids straight from the shared tables
-            return apply_rotary_at(q, k, self.cos_cached, self.sin_cached, position_ids,
-                                   layout=self.layout, rotary_dim=self.rotary_dim)
         cos, sin = self.cos_sin(position_ids)
         return apply_rotary(q, k, cos, sin, layout=self.layout, rotary_dim=self.rotary_dim)
 
@@ -231,7 +349,31 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
 
         Returns:
             ``(q, k)`` rotated, in the input layout, shapes and dtypes.
+
+        Decoding (an int ``offset`` inside the cache) takes a lean path: no positions tensor is built
+        and nothing is read back; the cos/sin rows are a view of the cache, made once per offset and
+        reused while the offset stays the same (every layer of one decode step).
         """
+        if (position_ids is None and type(offset) is int and heads_first is True
+                and isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and q.dim() == 4
+                and k.dim() == 4 and q.shape[0] == k.shape[0] and q.shape[2] == k.shape[2]
+                and q.shape[3] == k.shape[3] == self.head_dim and q.is_floating_point()
+                and k.is_floating_point() and not self._is_dynamic and not is_compiling()):
+            # Lean decode path: q and k are fully checked above, the offset is a plain int.
+            seq = q.shape[2]
+            view = self._decode_view
+            state = self._state
+            if not (view and view[0] is state and view[1] == offset and view[2] == seq):
+                view = None
+                rows = self._rows3
+                if 0 <= offset and offset + seq <= state.cos.shape[0] and rows[0] is state:
+                    # inside the cache: one view per table, kept for the other layers of this step
+                    view = (state, offset, seq, rows[1][:, offset:offset + seq], rows[2][:, offset:offset + seq])
+                    if q.device == state.cos.device:
+                        self.__dict__["_decode_view"] = view    # one assignment: thread-safe
+            if view is not None:
+                # Once apply_rotary takes ``validate=False``, pass it here: the checks above cover its own.
+                return apply_rotary(q, k, view[3], view[4], layout=self.layout, rotary_dim=self.rotary_dim)
         check_tensor("q", q, ndim=4, floating=True)
         check_tensor("k", k, ndim=4, floating=True)
         if not isinstance(heads_first, bool):
@@ -239,19 +381,55 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         if q.shape[-1] != self.head_dim:
             raise ValueError(f"q has head_dim {q.shape[-1]} but this RotaryEmbedding was built for "
                              f"head_dim={self.head_dim}")
+        if k.shape[-1] != self.head_dim:
+            raise ValueError(f"k has head_dim {k.shape[-1]} but this RotaryEmbedding was built for "
+                             f"head_dim={self.head_dim}")
         if not heads_first:
             q, k = q.transpose(1, 2), k.transpose(1, 2)         # (B, H, S, D) views
+        if k.shape[0] != q.shape[0] or k.shape[2] != q.shape[2]:
+            raise ValueError(f"q and k must agree in batch and seq, got q {tuple(q.shape)} and k "
+                             f"{tuple(k.shape)} (as (batch, heads, seq, head_dim))")
         seq = q.shape[2]
-        if isinstance(offset, torch.Tensor):
-            if position_ids is not None:
-                raise ValueError("give either position_ids or offset, not both")
-            position_ids = position_ids_from_offsets(offset, seq)
-            offset = 0
-        pos = resolve_positions(seq, position_ids, offset, q.device, batch=q.shape[0])
-        q, k = self.rotate(q, k, pos)
+        if position_ids is None and type(offset) is int and not self.is_dynamic and not is_compiling():
+            q, k = self._rotate_at_offset(q, k, offset, seq)
+        else:
+            if isinstance(offset, torch.Tensor):
+                if position_ids is not None:
+                    raise ValueError("give either position_ids or offset, not both")
+                position_ids = position_ids_from_offsets(offset, seq).to(q.device)
+                offset = 0
+            if isinstance(position_ids, Positions):
+                pos = position_ids
+            else:
+                pos = checked_positions(seq, position_ids, offset, q.device, batch=q.shape[0])
+            q, k = self.rotate(q, k, pos)
         if not heads_first:
             q, k = q.transpose(1, 2), k.transpose(1, 2)
         return q, k
+
+    def _rotate_at_offset(self, q, k, offset: int, seq: int):
+        """Positions ``offset .. offset + seq - 1`` for every row: cos/sin as a view of the cache."""
+        view = self._decode_view
+        state = self._state
+        if view and view[0] is state and view[1] == offset and view[2] == seq:
+            cos, sin = view[3], view[4]
+        else:
+            check_int("offset", offset, minimum=0)
+            stop = offset + seq
+            if stop <= self.cache_limit:
+                state = self._grow(stop)
+                cos, sin = state.cos[offset:stop], state.sin[offset:stop]             # (S, r/2) views
+            else:
+                ids = torch.arange(offset, stop, dtype=torch.int64)
+                cos, sin = rope_cos_sin(ids, state.inv_freq64, state.attention_factor, self.table_dtype)
+                cos, sin = cos.to(state.cos.device), sin.to(state.cos.device)
+            cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)                             # (1, S, r/2)
+            if q.device == cos.device:
+                # one assignment, so thread-safe; straight into __dict__, because nn.Module's
+                # __setattr__ (it looks for parameters and buffers) costs as much as the slicing
+                self.__dict__["_decode_view"] = (state, offset, seq, cos, sin)
+        # Once apply_rotary takes ``validate=False``, pass it here too: forward checked q and k.
+        return apply_rotary(q, k, cos, sin, layout=self.layout, rotary_dim=self.rotary_dim)
 
     def extra_repr(self) -> str:
         text = (f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base:g}, "

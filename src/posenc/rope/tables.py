@@ -9,11 +9,20 @@ of 0.0625, so at position 1,048,575 the fastest pair's angle is already off by u
 cos/sin by ~2.5e-2. posenc forms and reduces the angles in float64 (spacing 1e-10 there), takes cos
 and sin in float64, and only then casts to the table dtype: the error is float32 rounding, ~6e-8.
 The tables are built once per length and cached, so the float64 work is not on the hot path.
+
+Float64 alone is not enough far out: at position ``2**40`` the product ``m * theta_i`` has a spacing of
+``2**-12`` radians. For integer positions :func:`angles_mod_2pi` therefore splits the position into
+21-bit limbs, ``m = m0 + m1 * 2**21 + m2 * 2**42``, and multiplies each limb by ``2**(21 j) * theta_i``
+already reduced modulo ``2*pi`` with exact rational arithmetic. Every partial product stays below
+``2**21 * 2*pi``, so the angle is right to about 1e-8 radians for every non-negative int64 position.
+Below ``2**21`` the limbs above the first are zero and the result is the plain float64 product.
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
+from functools import lru_cache
 from typing import Optional, Tuple
 
 import torch
@@ -35,8 +44,59 @@ def rope_inv_freq(rotary_dim: int, base: float = 10000.0) -> torch.Tensor:
     return base ** -exponents
 
 
+#: 2*pi to 70 significant digits, for reducing ``2**(21 j) * theta`` exactly.
+_TWO_PI = 2 * Fraction("3.141592653589793238462643383279502884197169399375105820974944592307816406")
+_LIMB_BITS = 21
+_LIMBS = 3                                       # 63 bits: every non-negative int64
+
+
+@lru_cache(maxsize=256)
+def _limb_phases(freqs: Tuple[float, ...]) -> Tuple[Tuple[float, ...], ...]:
+    """``(2**(21 j) * f) mod 2*pi`` for each limb ``j`` and frequency ``f``, rounded once to float64."""
+    phases = []
+    for j in range(_LIMBS):
+        row = []
+        for f in freqs:
+            x = Fraction(f) * (1 << (_LIMB_BITS * j))
+            row.append(float(x - _TWO_PI * math.floor(x / _TWO_PI)))
+        phases.append(tuple(row))
+    return tuple(phases)
+
+
+def angles_mod_2pi(positions: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    """``positions * freqs`` reduced to [0, 2*pi), float64, exact to ~1e-8 rad at any position.
+
+    Args:
+        positions: any shape ``P``. Integer positions (int64 range, >= 0) are split into 21-bit limbs
+            as described in the module notes; floating positions are multiplied in float64 directly.
+        freqs: angular frequencies, shape (F,), any floating dtype (read as float64).
+
+    Returns:
+        float64 tensor of shape (*P, F), on ``positions``' device.
+    """
+    check_tensor("positions", positions)
+    check_tensor("freqs", freqs, ndim=1, floating=True)
+    device = positions.device
+    f64 = freqs.detach().to(device="cpu", dtype=torch.float64)
+    if positions.is_floating_point():
+        angles = positions.to(torch.float64).unsqueeze(-1) * f64.to(device)
+        return torch.remainder(angles, 2 * math.pi)
+    if device.type == "meta":
+        return torch.empty((*positions.shape, f64.numel()), dtype=torch.float64, device=device)
+    phases = torch.tensor(_limb_phases(tuple(f64.tolist())), dtype=torch.float64, device=device)  # (3, F)
+    signed = positions.to(torch.int64).unsqueeze(-1)                                               # (*P, 1)
+    pos = signed.abs()                               # angle(-m) = -angle(m): relative offsets work too
+    mask = (1 << _LIMB_BITS) - 1
+    angles = (pos & mask).to(torch.float64) * phases[0]
+    for j in range(1, _LIMBS):
+        limb = (pos >> (_LIMB_BITS * j)) & mask
+        angles = angles + limb.to(torch.float64) * phases[j]
+    angles = torch.where(signed < 0, -angles, angles)
+    return torch.remainder(angles, 2 * math.pi)
+
+
 def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
-    """Angles ``positions * inv_freq`` in float64, reduced to [0, 2*pi).
+    """Angles ``positions * inv_freq`` in float64, reduced to [0, 2*pi) (see :func:`angles_mod_2pi`).
 
     Args:
         positions: integer or float positions, any shape ``P``.
@@ -47,9 +107,7 @@ def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor
     """
     check_tensor("positions", positions)
     check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
-    pos = positions.to(torch.float64)
-    angles = pos.unsqueeze(-1) * inv_freq.to(device=pos.device, dtype=torch.float64)
-    return torch.remainder(angles, 2 * math.pi)
+    return angles_mod_2pi(positions, inv_freq)
 
 
 def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor, attention_factor: float = 1.0,
@@ -72,6 +130,6 @@ def rope_table(length: int, inv_freq: torch.Tensor, attention_factor: float = 1.
                device: Optional[torch.device] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """cos/sin tables for positions ``0 .. length - 1``, each of shape (length, rotary_dim // 2)."""
     check_int("length", length, minimum=0)
-    positions = torch.arange(length, dtype=torch.float64, device="cpu")
+    positions = torch.arange(length, dtype=torch.int64, device="cpu")
     cos, sin = rope_cos_sin(positions, inv_freq, attention_factor, dtype)
     return cos.to(device), sin.to(device)

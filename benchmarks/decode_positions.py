@@ -1,0 +1,124 @@
+"""Per-layer decode cost of RotaryEmbedding, and decoding far out (2**31, 2**40) in bounded memory.
+
+    PYTHONPATH=src OMP_NUM_THREADS=1 python benchmarks/decode_positions.py
+    PYTHONPATH=src OMP_NUM_THREADS=1 python benchmarks/decode_positions.py --json out.json
+
+One decode step rotates one token per layer: q (1, 32, 1, 128), k (1, 8, 1, 128), float32, CPU, the
+Llama-3-8B head layout. Rows, all timed in one run and interleaved so that machine load hits them
+alike (the best of ``--repeats`` samples, each the mean over many calls):
+
+* ``module, same offset``: ``rope(q, k, offset=5000)`` as layers 2..L of one step call it;
+* ``module, new offset``: the offset moves on every call, as layer 1 of each step sees it;
+* ``apply_rotary, ready tables``: posenc's functional entry with the cos/sin rows already sliced;
+* ``kernel only``: the fused CPU kernel called directly into preallocated outputs, the floor a
+  module call can approach once the functional entry skips its argument checks;
+* ``transformers apply_rotary_pos_emb``: its per-layer call with cos/sin already built (skipped when
+  transformers is not installed);
+* ``memory pass``: ``q.mul_(1.0); k.mul_(1.0)``, the same bytes read and written in place.
+
+Then the far positions: one token at ``2**31`` and ``2**40`` (a new position every call, so the row
+is computed every time), with the cache size before and after.
+
+Ratios are what to read; absolute microseconds depend on the machine and its load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import torch
+
+from posenc import RotaryEmbedding
+from posenc.rope import apply_rotary, kernels
+
+
+def timer(fn, calls):
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) / calls
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=15, help="samples per row (best is kept)")
+    parser.add_argument("--calls", type=int, default=400, help="calls per sample")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args(argv)
+    torch.manual_seed(0)
+
+    q, k = torch.randn(1, 32, 1, 128), torch.randn(1, 8, 1, 128)
+    rope = RotaryEmbedding(128, base=500000.0, max_position_embeddings=8192)
+    offset = 5000
+    cos, sin = rope.cos_cached[offset:offset + 1], rope.sin_cached[offset:offset + 1]       # (1, 64)
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    kernel = kernels.kernel_for(q.device)
+    moving = iter(range(10**9))
+
+    rows = {
+        "module, same offset": lambda: rope(q, k, offset=offset),
+        "module, new offset": lambda: rope(q, k, offset=offset + next(moving) % 3000),
+        "apply_rotary, ready tables": lambda: apply_rotary(q, k, cos, sin),
+        "memory pass": lambda: (q.mul_(1.0), k.mul_(1.0)),
+    }
+    if kernel is not None:
+        c3, s3 = cos.unsqueeze(0), sin.unsqueeze(0)
+        rows["kernel only"] = lambda: kernel(q, k, q_out, k_out, c3, s3, interleaved=False, rotary_dim=128)
+    try:
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+    except ImportError:
+        apply_rotary_pos_emb = None
+    if apply_rotary_pos_emb is not None:
+        cos_full = torch.cat((cos, cos), -1)[None, None]                          # (1, 1, 1, 128) as in HF
+        sin_full = torch.cat((sin, sin), -1)[None, None]
+        rows["transformers apply_rotary_pos_emb"] = lambda: apply_rotary_pos_emb(q, k, cos_full, sin_full)
+
+    best = {name: float("inf") for name in rows}
+    for fn in rows.values():
+        for _ in range(50):
+            fn()                                                                   # warm up
+    for _ in range(args.repeats):
+        for name, fn in rows.items():                                              # interleaved
+            best[name] = min(best[name], timer(fn, args.calls))
+
+    far = {}
+    for position in (2**31, 2**40):
+        module = RotaryEmbedding(128, base=500000.0, max_position_embeddings=8192)
+        before = module.cached_length
+        start = time.perf_counter()
+        module(q, k, offset=position)                                              # first call
+        first = time.perf_counter() - start
+        steps = iter(range(10**9))
+        per_call = min(timer(lambda: module(q, k, offset=position + next(steps)), 50) for _ in range(5))
+        far[position] = {"first_call_ms": first * 1e3, "per_call_ms": per_call * 1e3,
+                         "cached_rows_before": before, "cached_rows_after": module.cached_length,
+                         "cache_bytes": 2 * module.cos_cached.numel() * module.cos_cached.element_size()}
+
+    ceiling = best["memory pass"]
+    print(f"decode, one token per layer: q (1, 32, 1, 128), k (1, 8, 1, 128), float32, "
+          f"torch threads {torch.get_num_threads()}")
+    print(f"{'call':38s} {'us':>8s} {'x memory pass':>14s}" +
+          (f" {'hf / this':>10s}" if "transformers apply_rotary_pos_emb" in best else ""))
+    hf = best.get("transformers apply_rotary_pos_emb")
+    for name, seconds in best.items():
+        line = f"{name:38s} {seconds * 1e6:8.2f} {seconds / ceiling:14.2f}"
+        if hf is not None:
+            line += f" {hf / seconds:10.2f}"
+        print(line)
+    print("\nfar positions (a new position every call; the cache is never grown past its window):")
+    for position, row in far.items():
+        print(f"  offset 2**{position.bit_length() - 1}: first call {row['first_call_ms']:.2f} ms, then "
+              f"{row['per_call_ms']:.3f} ms per call; cached rows {row['cached_rows_before']} -> "
+              f"{row['cached_rows_after']} ({row['cache_bytes'] / 2**20:.1f} MiB)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"decode_us": {k: v * 1e6 for k, v in best.items()},
+                       "far": {str(k): v for k, v in far.items()}}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
