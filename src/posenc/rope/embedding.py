@@ -22,7 +22,8 @@ from ..schemes import PositionScheme
 from .apply import apply_rotary
 from .layout import LAYOUTS
 from .positions import position_ids_from_offsets
-from .scaling import DYNAMIC_TYPES, YaRNScaling, rope_frequencies, yarn_softmax_scale
+from .registry import is_length_dependent, softmax_scale
+from .scaling import rope_frequencies
 from .tables import rope_cos_sin
 
 
@@ -90,7 +91,7 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
     Attributes:
         attention_factor: the factor on the cos/sin tables (YaRN's mscale, LongRoPE's factor).
         softmax_scale_factor: what DeepSeek-style YaRN multiplies ``1/sqrt(d)`` by outside the tables
-            (``yarn_softmax_scale``); 1 for every other configuration.
+            (the descriptor's ``softmax_scale``); 1 for every other configuration.
         frozen_seq_len: the length the frequencies are frozen at, or ``None``.
     """
 
@@ -111,8 +112,8 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         self.max_position_embeddings = check_int("max_position_embeddings", max_position_embeddings,
                                                  minimum=1)
         inv_freq, attention_factor = rope_frequencies(scaling, self.rotary_dim, self.base)
-        self.softmax_scale_factor = yarn_softmax_scale(scaling) if isinstance(scaling, YaRNScaling) else 1.0
-        self._is_dynamic = getattr(scaling, "rope_type", "default") in DYNAMIC_TYPES
+        self.softmax_scale_factor = softmax_scale(scaling)
+        self._is_dynamic = is_length_dependent(scaling)
         self._decode_view: tuple = ()
         inv64 = inv_freq.to(torch.float64).cpu()
         device = ambient_device()
