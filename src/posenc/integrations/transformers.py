@@ -44,6 +44,7 @@ from torch import nn
 from ..rope.apply import apply_rotary
 from ..rope.embedding import RotaryEmbedding
 from ..rope.layout import LAYOUTS
+from ..rope.tables import rope_cos_sin
 
 
 class UnsupportedModelError(ValueError):
@@ -115,10 +116,20 @@ class PosencRotaryTables(nn.Module):
         self.rope = rope
         self.sin_first = sin_first
 
+    #: positions below this are served from the module's growing cache; rows past it are computed
+    #: exactly for just the positions asked for (a 1M-position prompt must not build a 1M-row table)
+    CACHE_LIMIT = 1 << 15
+
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         if position_ids.dim() == 1:
             position_ids = position_ids.unsqueeze(0)
-        cos, sin = self.rope.cos_sin(position_ids)                  # (B, S, r/2), float64-derived
+        rope = self.rope
+        length = int(position_ids.max()) + 1 if position_ids.numel() else 0   # one host read per forward
+        if length <= max(rope.cached_length, min(rope.max_position_embeddings, self.CACHE_LIMIT)):
+            cos, sin = rope.cos_sin(position_ids)                  # (B, S, r/2), float64-derived
+        else:
+            inv_freq, attention_factor = rope.frequencies(length)   # float64, for this call's length
+            cos, sin = rope_cos_sin(position_ids.to("cpu"), inv_freq, attention_factor, rope.table_dtype)
         if cos.device != x.device:
             cos, sin = cos.to(x.device), sin.to(x.device)
         return (sin, cos) if self.sin_first else (cos, sin)
