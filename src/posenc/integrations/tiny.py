@@ -77,7 +77,7 @@ def tiny_config(name: str, **overrides):
     from transformers import AutoConfig
     model_type, fields = case_fields(name)
     head_dim = rotary_kwargs_from_hf({"model_type": model_type, **fields})["head_dim"]
-    small = {"vocab_size": VOCAB, "num_hidden_layers": LAYERS, "tie_word_embeddings": False}
+    small = {"vocab_size": VOCAB, "num_hidden_layers": LAYERS, "tie_word_embeddings": False, "pad_token_id": 0}
     if model_type in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gpt_oss"):
         small.update(hidden_size=64, intermediate_size=64, num_attention_heads=2, num_key_value_heads=1,
                      head_dim=head_dim)
@@ -90,7 +90,7 @@ def tiny_config(name: str, **overrides):
             small["num_key_value_heads"] = 2
     elif model_type == "gptj":
         small = {"vocab_size": VOCAB, "n_layer": LAYERS, "n_embd": 2 * 128, "n_head": 2, "n_inner": 64,
-                 "tie_word_embeddings": False}
+                 "tie_word_embeddings": False, "pad_token_id": 0}
     elif model_type == "deepseek_v3":
         small.update(hidden_size=64, intermediate_size=64, moe_intermediate_size=32, num_attention_heads=2,
                      num_key_value_heads=2, qk_nope_head_dim=16, v_head_dim=16, kv_lora_rank=32,
