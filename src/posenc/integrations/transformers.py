@@ -183,6 +183,9 @@ def _with_globals(fn: Callable, overrides: Dict[str, object]) -> Callable:
     if inner is None:
         namespace = dict(fn.__globals__)
         namespace.update(overrides)
+        # Without ``__name__`` torch.compile guards on this dict itself; with it, Dynamo would look the
+        # names up in the original module and guard on the class-wide functions instead.
+        namespace.pop("__name__", None)
         new = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
         new.__kwdefaults__ = fn.__kwdefaults__
         new.__dict__.update(fn.__dict__)
