@@ -172,7 +172,7 @@ def _single_function(layout: str) -> Callable:
     return posenc_apply_rotary_pos_emb
 
 
-def _with_globals(fn: Callable, overrides: Dict[str, object]) -> Callable:
+def instance_function_override(fn: Callable, overrides: Dict[str, object]) -> Callable:
     """A copy of ``fn`` whose global name lookups see ``overrides`` first.
 
     ``fn`` may be wrapped by decorators that keep the wrapped function in a closure cell and in
@@ -191,7 +191,7 @@ def _with_globals(fn: Callable, overrides: Dict[str, object]) -> Callable:
         new.__dict__.update(fn.__dict__)
         new.__qualname__, new.__module__, new.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
         return new
-    new_inner = _with_globals(inner, overrides)
+    new_inner = instance_function_override(inner, overrides)
     cells = fn.__closure__ or ()
     if not any(_cell_holds(c, inner) for c in cells):
         raise UnsupportedModelError(f"cannot rebuild the decorator around {fn.__qualname__}: its wrapped "
@@ -368,7 +368,7 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None,
         for m in attention:
             original = type(m).forward
             if original not in rebuilt:
-                rebuilt[original] = _with_globals(original, overrides)
+                rebuilt[original] = instance_function_override(original, overrides)
             installed = types.MethodType(rebuilt[original], m)
             m.forward = installed
             handle._attention.append((m, installed))
