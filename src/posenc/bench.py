@@ -111,7 +111,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
     parser.add_argument("--device", default="auto", help="cpu, cuda, or auto (cuda when available)")
     parser.add_argument("--repeats", default=None, help="timed repeats (default 9; --model: 3)")
-    parser.add_argument("--warmup", default="2", help="untimed calls before timing (default 2)")
+    parser.add_argument("--warmup", default=None, help="untimed calls before timing (default 2; --model: 1)")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile row")
     parser.add_argument("--json", type=Path, default=None,
                         help="where to write the results (default: bench-rope.json; --model: bench-model.json)")
@@ -163,7 +163,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda was asked for but torch.cuda.is_available() is False")
     repeats = 9 if args.repeats is None else parse_count("--repeats", args.repeats, 1)
-    warmup = parse_count("--warmup", args.warmup, 0)
+    warmup = 2 if args.warmup is None else parse_count("--warmup", args.warmup, 0)
     return BenchConfig(
         shapes=tuple(args.shapes or (QUICK_SHAPES if args.quick else FULL_SHAPES)),
         dtypes=tuple(args.dtypes or (("float32",) if args.quick else ("float32", "bfloat16"))),
@@ -432,11 +432,11 @@ def _profile_pe(fn: Callable[[], None]) -> Tuple[float, float]:
 
 
 def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", "bfloat16"), repeats: int = 3,
-                        decode_tokens: int = 8,
+                        decode_tokens: int = 8, warmup: int = 1,
                         progress: Optional[Callable[[str], None]] = None) -> dict:
     """Unpatched vs posenc-patched Llama: forward, position-encoding time, decode time per token.
 
-    Per dtype and variant, after one warm-up forward: one profiled forward gives the
+    Per dtype and variant, after ``warmup`` untimed forwards: one profiled forward gives the
     position-encoding seconds; ``repeats`` unprofiled forwards give the forward time (median);
     ``decode_tokens`` single-token steps after a prefill, with the KV cache, give the decode time per
     token (median over steps), one of them profiled for its position-encoding share.
@@ -461,7 +461,8 @@ def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", 
             restore = _instrument(model)
             try:
                 with torch.no_grad():
-                    model(ids)                              # warm-up: kernel build, table growth
+                    for _ in range(warmup):                 # kernel build, table growth
+                        model(ids)
                     pe_s, profiled_s = _profile_pe(lambda: model(ids))
                     forward = []
                     for _ in range(repeats):
@@ -520,6 +521,7 @@ def format_model_table(report: dict) -> str:
 def _model_run(args: argparse.Namespace) -> int:
     try:
         repeats = 3 if args.repeats is None else parse_count("--repeats", args.repeats, 1)
+        warmup = 1 if args.warmup is None else parse_count("--warmup", args.warmup, 0)
         decode_tokens = parse_count("--decode-tokens", args.decode_tokens, 1)
         path = args.json or Path("bench-model.json")
         check_writable(path)
@@ -533,7 +535,7 @@ def _model_run(args: argparse.Namespace) -> int:
     dtypes = tuple(args.dtypes or ("float32", "bfloat16"))
     print(f"posenc bench --model ({args.model_size}): {' '.join(dtypes)}; {repeats} forwards, {decode_tokens} "
           f"decode steps; torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
-    report = run_model_benchmark(args.model_size, dtypes, repeats, decode_tokens,
+    report = run_model_benchmark(args.model_size, dtypes, repeats, decode_tokens, warmup,
                                  progress=lambda what: print(f"  timing {what} ...", flush=True))
     print()
     print(format_model_table(report))
