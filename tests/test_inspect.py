@@ -81,7 +81,7 @@ SCALED = [n for n in FIXTURES if n not in ("gpt-j-6b",)]
 @pytest.mark.parametrize("name", SCALED)
 def test_pair_kinds_match_transformers_frequencies(reports, name):
     r = reports[name]
-    config, rotary = hf_rotary(name)
+    _, rotary = hf_rotary(name)
     if r["rope_type"] == "longrope":                     # the long factors apply at the extended length
         rotary(torch.zeros(1), torch.tensor([[r["extended_context"] - 1]]))
     hf = rotary.inv_freq.double()
@@ -105,7 +105,7 @@ def test_pair_kinds_match_transformers_frequencies(reports, name):
 def test_precision_audit_matches_transformers_own_module(reports, name):
     r = reports[name]
     audit = r["precision"]
-    config, rotary = hf_rotary(name)
+    _, rotary = hf_rotary(name)
     first, last = audit["positions_audited"]
     pos = torch.arange(first, last + 1)[None]
     cos, sin = rotary(torch.zeros(1, dtype=torch.float32), pos)

@@ -21,8 +21,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from posenc.integrations import tiny  # noqa: E402
-from posenc.integrations.transformers import (  # noqa: E402
+from posenc.integrations import tiny
+from posenc.integrations.transformers import (
     ARCHITECTURES, PosencRotaryTables, UnsupportedModelError, patch, patch_of, supported_model_types, unpatch,
 )
 
@@ -282,9 +282,8 @@ def test_alibi_falcon_is_refused():
 
 def test_double_patch_and_bad_arguments():
     model = tiny.tiny_model("llama-3.1-8b")
-    with patch(model):
-        with pytest.raises(ValueError, match="already patched"):
-            patch(model)
+    with patch(model), pytest.raises(ValueError, match="already patched"):
+        patch(model)
     with pytest.raises(ValueError, match="layout must be one of"):
         patch(model, layout="diagonal")
     with pytest.raises(ValueError, match="freeze_frequencies applies to .* 'llama3'"):
@@ -319,3 +318,14 @@ def test_freeze_frequencies_makes_the_kv_cache_consistent(name):
     drifting_unpatched = decode_vs_full(model, ids, new=10)
     assert frozen <= 20 * reference_noise                  # cached keys and new queries agree
     assert drifting > 100 * frozen and drifting_unpatched > 100 * frozen
+
+
+@pytest.mark.slow
+def test_example_script_runs(capsys):
+    import pathlib
+    import runpy
+    script = pathlib.Path(__file__).resolve().parents[1] / "examples" / "patch_transformers.py"
+    runpy.run_path(str(script), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "greedy tokens, patched == unpatched: True" in out
+    assert "the model is its original self: LlamaRotaryEmbedding" in out

@@ -463,7 +463,7 @@ def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", 
                 with torch.no_grad():
                     for _ in range(warmup):                 # kernel build, table growth
                         model(ids)
-                    pe_s, profiled_s = _profile_pe(lambda: model(ids))
+                    pe_s, profiled_s = _profile_pe(functools.partial(model, ids))
                     forward = []
                     for _ in range(repeats):
                         t0 = time.perf_counter()
@@ -475,7 +475,7 @@ def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", 
                     steps = []
                     for step in range(decode_tokens + 1):
                         if step == 0:
-                            decode_pe, _ = _profile_pe(lambda: model(token, cache=cache, use_cache=True))
+                            decode_pe, _ = _profile_pe(functools.partial(model, token, cache=cache, use_cache=True))
                             continue
                         t0 = time.perf_counter()
                         out = model(token, cache=cache, use_cache=True)
@@ -508,13 +508,13 @@ def format_model_table(report: dict) -> str:
              f"× {m['head_dim']}, {m['num_hidden_layers']} layers, {m['seq']} tokens; {m['rope']}", "",
              "| dtype | model | position encoding (profiler) | whole forward | decode / token | "
              "decode position encoding |", "|---|---|---:|---:|---:|---:|"]
+    def cell(row, key):
+        speedup = row.get(f"speedup_{key}")
+        return _fmt_ms(row[key]) + (f" ({speedup:.1f}×)" if speedup is not None else "")
+
     for r in report["rows"]:
-        def cell(key):
-            text = _fmt_ms(r[key])
-            speedup = r.get(f"speedup_{key}")
-            return text + (f" ({speedup:.1f}×)" if speedup is not None else "")
-        lines.append(f"| {r['dtype']} | {r['variant']} | {cell('pe_ms')} | {cell('forward_ms')} | "
-                     f"{cell('decode_ms_per_token')} | {cell('decode_pe_ms')} |")
+        lines.append(f"| {r['dtype']} | {r['variant']} | {cell(r, 'pe_ms')} | {cell(r, 'forward_ms')} | "
+                     f"{cell(r, 'decode_ms_per_token')} | {cell(r, 'decode_pe_ms')} |")
     return "\n".join(lines)
 
 
