@@ -82,7 +82,8 @@ def test_short_positions_match_unpatched(models, name):
 
 
 @pytest.mark.parametrize("name, wrong", [("llama-3.1-8b", "interleaved"), ("gpt-j-6b", "half"),
-                                         ("deepseek-v3", "half"), ("gpt-neox-20b", "interleaved")])
+                                         ("deepseek-v3", "half"), ("gpt-neox-20b", "interleaved"),
+                                         ("deepseek-v2-lite", "half")])
 def test_negative_control_wrong_layout_is_detected(models, name, wrong):
     model, ref = models(name)
     ids, pos = ids_for(), positions(0)
@@ -261,17 +262,6 @@ def test_unsupported_architecture_names_the_supported_ones():
                                  intermediate_size=16))
     with pytest.raises(UnsupportedModelError, match="supports model types .*llama.*got 'bert'"):
         patch(model)
-
-
-def test_deepseek_v2_is_refused_by_name():
-    from transformers import AutoConfig, AutoModelForCausalLM
-    config = AutoConfig.for_model("deepseek_v2", vocab_size=32, hidden_size=32, intermediate_size=32,
-                                  moe_intermediate_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                  num_key_value_heads=2, kv_lora_rank=16, q_lora_rank=None,
-                                  qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8, n_routed_experts=2,
-                                  num_experts_per_tok=1, first_k_dense_replace=1)
-    with pytest.raises(UnsupportedModelError, match="deepseek_v2"):
-        patch(AutoModelForCausalLM.from_config(config))
 
 
 def test_alibi_falcon_is_refused():

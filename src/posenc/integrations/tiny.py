@@ -47,6 +47,7 @@ CASES: Dict[str, Tuple[str, Dict]] = {
     "gpt-neox-20b": ("fixture", {"name": "gpt-neox-20b"}),
     "gpt-j-6b": ("fixture", {"name": "gpt-j-6b"}),
     "deepseek-v3": ("fixture", {"name": "deepseek-v3"}),
+    "deepseek-v2-lite": ("fixture", {"name": "deepseek-v2-lite"}),
     "gpt-oss-20b": ("fixture", {"name": "gpt-oss-20b"}),
     "mistral": ("mistral", {"head_dim": 128, "rope_theta": 1000000.0, "max_position_embeddings": 32768}),
     "qwen3": ("qwen3", {"head_dim": 128, "rope_theta": 1000000.0, "max_position_embeddings": 40960}),
@@ -96,6 +97,11 @@ def tiny_config(name: str, **overrides):
                      num_key_value_heads=2, qk_nope_head_dim=16, v_head_dim=16, kv_lora_rank=32,
                      q_lora_rank=32, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
                      first_k_dense_replace=LAYERS)
+    elif model_type == "deepseek_v2":
+        small.update(hidden_size=64, intermediate_size=64, moe_intermediate_size=32, num_attention_heads=2,
+                     num_key_value_heads=2, qk_nope_head_dim=16, v_head_dim=16, kv_lora_rank=32,
+                     q_lora_rank=None, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
+                     first_k_dense_replace=LAYERS)
     else:
         raise ValueError(f"no tiny shape for model_type {model_type!r}")
     fields = {k: v for k, v in fields.items() if k not in ("n_embd", "n_head")}
@@ -143,6 +149,8 @@ class ExactRotary(nn.Module):
         cos, sin = angles.cos() * factor, angles.sin() * factor
         if self.model_type == "gptj":
             return sin.to(x.dtype), cos.to(x.dtype)
+        if self.model_type == "deepseek_v2":                   # freqs_cis = cos + i sin, complex128 here
+            return torch.complex(cos, sin)
         if self.model_type != "gpt_oss":                       # gpt-oss keeps the half-width form
             cos, sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
         return cos.to(x.dtype), sin.to(x.dtype)

@@ -60,7 +60,8 @@ class Architecture:
         functions: global names the attention ``forward`` calls to rotate, each with the layout it
             implements (DeepSeek-V3 has one of each and picks by ``config.rope_interleave``).
         style: ``"pair"`` for ``f(q, k, cos, sin)`` returning both; ``"single"`` for GPT-J's
-            ``f(x, sin, cos)`` on one (batch, seq, heads, rotary_dim) tensor.
+            ``f(x, sin, cos)`` on one (batch, seq, heads, rotary_dim) tensor; ``"complex"`` for
+            DeepSeek-V2's ``f(q, k, freqs_cis)``, whose rotary module returns ``cos + i sin``.
         sin_first: the rotary module returns ``(sin, cos)`` rather than ``(cos, sin)`` (GPT-J).
     """
 
@@ -87,6 +88,8 @@ ARCHITECTURES: Dict[str, Architecture] = {
     "deepseek_v3": Architecture("transformers.models.deepseek_v3.modeling_deepseek_v3",
                                 (("apply_rotary_pos_emb", "half"),
                                  ("apply_rotary_pos_emb_interleave", "interleaved"))),
+    "deepseek_v2": Architecture("transformers.models.deepseek_v2.modeling_deepseek_v2",
+                                (("apply_rotary_emb", "interleaved"),), style="complex"),
     "gptj": Architecture("transformers.models.gptj.modeling_gptj", (("apply_rotary_pos_emb", "interleaved"),),
                          style="single", sin_first=True),
 }
@@ -104,6 +107,7 @@ class PosencRotaryTables(nn.Module):
     Args:
         rope: the :class:`posenc.RotaryEmbedding` built from the model's config.
         sin_first: return ``(sin, cos)`` (GPT-J's order) instead of ``(cos, sin)``.
+        complex_output: return one complex tensor ``cos + i sin`` (DeepSeek-V2's ``freqs_cis``).
 
     Shape:
         ``forward(x, position_ids)``: x is only used for its device; position_ids (batch, seq) or
@@ -111,10 +115,11 @@ class PosencRotaryTables(nn.Module):
         (float32, or float64 after ``.double()``), whatever the dtype of x.
     """
 
-    def __init__(self, rope: RotaryEmbedding, sin_first: bool = False):
+    def __init__(self, rope: RotaryEmbedding, sin_first: bool = False, complex_output: bool = False):
         super().__init__()
         self.rope = rope
         self.sin_first = sin_first
+        self.complex_output = complex_output
 
     #: positions below this are served from the module's growing cache; rows past it are computed
     #: exactly for just the positions asked for (a 1M-position prompt must not build a 1M-row table)
@@ -132,6 +137,8 @@ class PosencRotaryTables(nn.Module):
             cos, sin = rope_cos_sin(position_ids.to("cpu"), inv_freq, attention_factor, rope.table_dtype)
         if cos.device != x.device:
             cos, sin = cos.to(x.device), sin.to(x.device)
+        if self.complex_output:
+            return torch.complex(cos, sin)                          # DeepSeek-V2's freqs_cis
         return (sin, cos) if self.sin_first else (cos, sin)
 
 
@@ -170,6 +177,16 @@ def _single_function(layout: str) -> Callable:
                               rotary_dim=2 * cos.shape[-1], inplace=_in_place_is_safe(x))
         return out.transpose(1, 2)
     return posenc_apply_rotary_pos_emb
+
+
+def _complex_function(layout: str) -> Callable:
+    def posenc_apply_rotary_emb(xq, xk, freqs_cis):
+        """DeepSeek-V2's form: xq, xk (B, H, S, r) in interleaved pairs; freqs_cis (B|1, S, r/2) complex."""
+        freqs_cis = freqs_cis.to(xq.device)
+        cos, sin = freqs_cis.real, freqs_cis.imag
+        return apply_rotary(xq, xk, cos, sin, layout=layout, rotary_dim=2 * cos.shape[-1],
+                            inplace=_in_place_is_safe(xq, xk))
+    return posenc_apply_rotary_emb
 
 
 def instance_function_override(fn: Callable, overrides: Dict[str, object]) -> Callable:
@@ -330,8 +347,8 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None,
     if model_type not in ARCHITECTURES:
         raise UnsupportedModelError(
             f"posenc.integrations.transformers.patch supports model types {supported_model_types()}; got "
-            f"{model_type!r} ({type(model).__name__}). ALiBi families (bloom, mpt) are not patched: their "
-            "bias is already computed once per forward")
+            f"{model_type!r} ({type(model).__name__}). ALiBi families (bloom, mpt) are not patched (see "
+            "docs/transformers.md)")
     if model_type == "falcon" and getattr(config, "alibi", False):
         raise UnsupportedModelError("this Falcon config uses ALiBi (alibi=True), not rotary embeddings; "
                                     "patch supports rotary Falcon models only")
@@ -361,7 +378,7 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None,
             f"({_transformers_version()}) lays out {model_type!r} differently from what posenc expects")
 
     handle = PosencPatch(model, rope, layout)
-    make = _pair_function if arch.style == "pair" else _single_function
+    make = {"pair": _pair_function, "single": _single_function, "complex": _complex_function}[arch.style]
     overrides = {name: make(layout or own) for name, own in arch.functions}
     rebuilt: Dict[Callable, Callable] = {}
     try:
@@ -373,7 +390,8 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None,
             m.forward = installed
             handle._attention.append((m, installed))
         for parent, attr, child in rotary_slots:
-            setattr(parent, attr, PosencRotaryTables(rope, sin_first=arch.sin_first))
+            setattr(parent, attr, PosencRotaryTables(rope, sin_first=arch.sin_first,
+                                                     complex_output=arch.style == "complex"))
             handle._rotary.append((parent, attr, child))
     except Exception:
         handle.undo()
