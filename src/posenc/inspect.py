@@ -118,6 +118,9 @@ def inspect_config(config, layer_type: Optional[str] = None) -> Dict[str, Any]:
     scaling, base = kwargs["scaling"], kwargs["base"]
     head_dim, rotary_dim = kwargs["head_dim"], kwargs["rotary_dim"]
     max_positions = kwargs["max_position_embeddings"]
+    if max_positions > 2 ** 53:
+        raise ValueError(f"max_position_embeddings must be <= 2**53 (where float64 still holds every "
+                         f"position), got {max_positions}")
     rope_type = getattr(scaling, "rope_type", "default")
     trained = getattr(scaling, "original_max_position_embeddings", None) or max_positions
     factor = getattr(scaling, "factor", None)
@@ -232,7 +235,8 @@ def _audit(inv_freq64: torch.Tensor, attention_factor: float, max_positions: int
         "transformers": {"angle_error": _angle_error(angle, positions, inv_freq64),
                          "cos_sin_error": err(cos, exact_cos, sin, exact_sin),
                          "tables_dtype": dtype},
-        "posenc": {"angle_error": 0.0 if last < 2 ** 53 else float("nan"),
+        # float64 angle: the rounding of inv_freq and of the product, each half an ulp (2**-53 relative)
+        "posenc": {"angle_error": float(2 * last * inv_freq64.max()) * 2.0 ** -53,
                    "cos_sin_error": err(ours_cos.double(), exact_cos, ours_sin.double(), exact_sin),
                    "tables_dtype": "float32"},
     }
@@ -313,7 +317,8 @@ def format_report(report: Dict[str, Any]) -> str:
               f"    transformers (float32 angles, {p['transformers']['tables_dtype']} tables)"
               f"{'':<{max(0, 8 - len(p['transformers']['tables_dtype']))}}{p['transformers']['angle_error']:10.2g}"
               f"   {p['transformers']['cos_sin_error']:10.2g}",
-              f"    posenc (float64 angles, float32 tables)       {'< 1e-9':>10}   {p['posenc']['cos_sin_error']:10.2g}"]
+              f"    posenc (float64 angles, float32 tables)       {'< %.0e' % p['posenc']['angle_error']:>10}"
+              f"   {p['posenc']['cos_sin_error']:10.2g}"]
     if not r["torch_dtype_given"]:
         lines.append("    (the config gives no torch_dtype: audited as float32)")
     lines += ["", "  risks" if r["risks"] else "  risks: none found"]
