@@ -29,6 +29,7 @@ import argparse
 import json
 import math
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -323,7 +324,8 @@ def format_report(report: Dict[str, Any]) -> str:
         lines.append("    (the config gives no torch_dtype: audited as float32)")
     lines += ["", "  risks" if r["risks"] else "  risks: none found"]
     for risk in r["risks"]:
-        lines.append(f"    - {risk['risk']}: {risk['detail']}")
+        lines += textwrap.wrap(f"{risk['risk']}: {risk['detail']}", width=100, initial_indent="    - ",
+                               subsequent_indent="      ")
     return "\n".join(lines)
 
 
