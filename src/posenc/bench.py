@@ -436,67 +436,82 @@ def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", 
                         progress: Optional[Callable[[str], None]] = None) -> dict:
     """Unpatched vs posenc-patched Llama: forward, position-encoding time, decode time per token.
 
-    Per dtype and variant, after ``warmup`` untimed forwards: one profiled forward gives the
-    position-encoding seconds; ``repeats`` unprofiled forwards give the forward time (median);
-    ``decode_tokens`` single-token steps after a prefill, with the KV cache, give the decode time per
-    token (median over steps), one of them profiled for its position-encoding share.
+    Two instances with the same weights, one patched (patching is per instance), so that every
+    measurement alternates between them and a drifting machine load hits both alike. Per dtype:
+    ``warmup`` untimed forwards each; one profiled forward each gives the position-encoding seconds;
+    ``repeats`` alternating unprofiled forwards give the forward time (median); after a prefill with
+    the KV cache, ``decode_tokens`` alternating single-token steps give the decode time per token
+    (median), and one more profiled step each its position-encoding share.
     """
+    import copy
+
     from transformers import DynamicCache
 
     from .integrations.transformers import patch
     if size not in MODEL_SIZES:
         raise ValueError(f"size must be one of {list(MODEL_SIZES)}, got {size!r}")
     seq = MODEL_SIZES[size]["seq"]
+    variants = ("unpatched", "posenc")
     report = {"model": {**MODEL_SIZES[size], "rope": "llama3, rope_theta 5e5 (Llama-3.1-8B)", "size": size},
               "environment": _environment(BenchConfig(device="cpu")), "rows": []}
     started = time.perf_counter()
     for dtype_name in dtypes:
         dtype = getattr(torch, dtype_name)
-        model = _model(size, dtype)
+        unpatched = _model(size, dtype)
+        patched = copy.deepcopy(unpatched)
+        handle = patch(patched)
+        models = dict(zip(variants, (unpatched, patched)))
         ids = torch.randint(0, MODEL_SIZES[size]["vocab_size"], (1, seq), generator=torch.Generator().manual_seed(0))
-        for variant in ("unpatched", "posenc"):
+        rows = {v: {"dtype": dtype_name, "variant": v, "seq": seq, "decode_tokens": decode_tokens} for v in variants}
+        forward = {v: [] for v in variants}
+        steps = {v: [] for v in variants}
+        with torch.no_grad():
             if progress:
-                progress(f"{dtype_name} {variant}")
-            handle = patch(model) if variant == "posenc" else None
-            restore = _instrument(model)
-            try:
-                with torch.no_grad():
-                    for _ in range(warmup):                 # kernel build, table growth
-                        model(ids)
+                progress(f"{dtype_name}: warm-up and profiled forwards")
+            for v, model in models.items():
+                for _ in range(warmup):                     # kernel build, table growth
+                    model(ids)
+                restore = _instrument(model)
+                try:
                     pe_s, profiled_s = _profile_pe(functools.partial(model, ids))
-                    forward = []
-                    for _ in range(repeats):
-                        t0 = time.perf_counter()
-                        model(ids)
-                        forward.append(time.perf_counter() - t0)
-                    cache = DynamicCache(config=model.config)
-                    out = model(ids, cache=cache, use_cache=True)
-                    token = out.logits[:, -1:].argmax(-1)
-                    steps = []
-                    for step in range(decode_tokens + 1):
-                        if step == 0:
-                            decode_pe, _ = _profile_pe(functools.partial(model, token, cache=cache, use_cache=True))
-                            continue
-                        t0 = time.perf_counter()
-                        out = model(token, cache=cache, use_cache=True)
-                        steps.append(time.perf_counter() - t0)
-                        token = out.logits[:, -1:].argmax(-1)
-            finally:
-                restore()
-                if handle is not None:
-                    handle.undo()
-            report["rows"].append({"dtype": dtype_name, "variant": variant, "seq": seq,
-                                   "pe_ms": pe_s * 1e3, "profiled_forward_ms": profiled_s * 1e3,
-                                   "forward_ms": statistics.median(forward) * 1e3,
-                                   "forward_samples_ms": [t * 1e3 for t in forward],
-                                   "decode_ms_per_token": statistics.median(steps) * 1e3,
-                                   "decode_pe_ms": decode_pe * 1e3, "decode_tokens": decode_tokens})
-        del model
-    for dtype_name in dtypes:
-        base, ours = [next(r for r in report["rows"] if r["dtype"] == dtype_name and r["variant"] == v)
-                      for v in ("unpatched", "posenc")]
+                finally:
+                    restore()
+                rows[v].update(pe_ms=pe_s * 1e3, profiled_forward_ms=profiled_s * 1e3)
+            if progress:
+                progress(f"{dtype_name}: {repeats} forwards each, alternating")
+            for _ in range(repeats):
+                for v, model in models.items():
+                    t0 = time.perf_counter()
+                    model(ids)
+                    forward[v].append(time.perf_counter() - t0)
+            if progress:
+                progress(f"{dtype_name}: prefill, then {decode_tokens} decode steps each, alternating")
+            caches, tokens = {}, {}
+            for v, model in models.items():
+                caches[v] = DynamicCache(config=model.config)
+                tokens[v] = model(ids, cache=caches[v], use_cache=True).logits[:, -1:].argmax(-1)
+            for _ in range(decode_tokens):
+                for v, model in models.items():
+                    t0 = time.perf_counter()
+                    out = model(tokens[v], cache=caches[v], use_cache=True)
+                    steps[v].append(time.perf_counter() - t0)
+                    tokens[v] = out.logits[:, -1:].argmax(-1)
+            for v, model in models.items():
+                restore = _instrument(model)
+                try:
+                    decode_pe, _ = _profile_pe(functools.partial(model, tokens[v], cache=caches[v], use_cache=True))
+                finally:
+                    restore()
+                rows[v].update(forward_ms=statistics.median(forward[v]) * 1e3,
+                               forward_samples_ms=[t * 1e3 for t in forward[v]],
+                               decode_ms_per_token=statistics.median(steps[v]) * 1e3,
+                               decode_samples_ms=[t * 1e3 for t in steps[v]], decode_pe_ms=decode_pe * 1e3)
+        handle.undo()
+        base, ours = rows["unpatched"], rows["posenc"]
         for key in ("pe_ms", "forward_ms", "decode_ms_per_token", "decode_pe_ms"):
             ours[f"speedup_{key}"] = base[key] / ours[key] if ours[key] > 0 else float("inf")
+        report["rows"] += [base, ours]
+        del unpatched, patched, models, caches
     report["elapsed_s"] = time.perf_counter() - started
     return report
 
