@@ -319,3 +319,13 @@ def test_example_script_runs(capsys):
     out = capsys.readouterr().out
     assert "greedy tokens, patched == unpatched: True" in out
     assert "the model is its original self: LlamaRotaryEmbedding" in out
+
+
+def test_bad_position_ids_are_refused_by_name(models):
+    model, _ = models("llama-3.1-8b")
+    ids = ids_for()
+    with patch(model):
+        with pytest.raises(ValueError, match="position_ids"):           # not a silent wrap-around
+            tiny.logits(model, ids, positions(0) - 3)
+        with pytest.raises(TypeError, match="position_ids"):            # no float positions
+            tiny.logits(model, ids, positions(0).float())
