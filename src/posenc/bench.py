@@ -23,7 +23,7 @@ times; a repeat of a very short call runs it in a loop and reports the time per 
 reported. On CUDA, the L2 cache is flushed before every repeat and time is taken with CUDA events.
 
 ``posenc bench --model`` measures the same inside a ``transformers`` model instead (see
-:func:`run_model_benchmark`): a wide tiny Llama, unpatched and patched with
+:func:`run_model_benchmark`): a wide tiny Llama, unpatched and patched in turn with
 :func:`posenc.integrations.transformers.patch`, timing the whole forward, the part of it spent in
 position encoding (rotary tables plus rotation, summed by ``torch.profiler`` over labelled scopes) and
 the decode time per generated token with the KV cache.
@@ -436,18 +436,17 @@ def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", 
                         progress: Optional[Callable[[str], None]] = None) -> dict:
     """Unpatched vs posenc-patched Llama: forward, position-encoding time, decode time per token.
 
-    Two instances with the same weights, one patched (patching is per instance), so that every
-    measurement alternates between them and a drifting machine load hits both alike. Per dtype:
-    ``warmup`` untimed forwards each; one profiled forward each gives the position-encoding seconds;
-    ``repeats`` alternating unprofiled forwards give the forward time (median); after a prefill with
-    the KV cache, ``decode_tokens`` alternating single-token steps give the decode time per token
-    (median), and one more profiled step each its position-encoding share.
+    One model instance, patched and unpatched in turn before every measurement (patching takes a few
+    milliseconds and is never timed), so that the two variants read the very same weights and a
+    drifting machine load hits both alike. Per dtype: ``warmup`` untimed forwards each; one profiled
+    forward each gives the position-encoding seconds; ``repeats`` alternating unprofiled forwards give
+    the forward time (median); after a prefill with the KV cache (one cache per variant),
+    ``decode_tokens`` alternating single-token steps give the decode time per token (median), and one
+    more profiled step each its position-encoding share.
     """
-    import copy
-
     from transformers import DynamicCache
 
-    from .integrations.transformers import patch
+    from .integrations.transformers import patch, unpatch
     if size not in MODEL_SIZES:
         raise ValueError(f"size must be one of {list(MODEL_SIZES)}, got {size!r}")
     seq = MODEL_SIZES[size]["seq"]
@@ -457,10 +456,14 @@ def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", 
     started = time.perf_counter()
     for dtype_name in dtypes:
         dtype = getattr(torch, dtype_name)
-        unpatched = _model(size, dtype)
-        patched = copy.deepcopy(unpatched)
-        handle = patch(patched)
-        models = dict(zip(variants, (unpatched, patched)))
+        model = _model(size, dtype)
+
+        def use(variant, model=model):
+            unpatch(model)
+            if variant == "posenc":
+                patch(model)
+            return model
+
         ids = torch.randint(0, MODEL_SIZES[size]["vocab_size"], (1, seq), generator=torch.Generator().manual_seed(0))
         rows = {v: {"dtype": dtype_name, "variant": v, "seq": seq, "decode_tokens": decode_tokens} for v in variants}
         forward = {v: [] for v in variants}
@@ -468,7 +471,8 @@ def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", 
         with torch.no_grad():
             if progress:
                 progress(f"{dtype_name}: warm-up and profiled forwards")
-            for v, model in models.items():
+            for v in variants:
+                use(v)
                 for _ in range(warmup):                     # kernel build, table growth
                     model(ids)
                 restore = _instrument(model)
@@ -480,23 +484,27 @@ def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", 
             if progress:
                 progress(f"{dtype_name}: {repeats} forwards each, alternating")
             for _ in range(repeats):
-                for v, model in models.items():
+                for v in variants:
+                    use(v)
                     t0 = time.perf_counter()
                     model(ids)
                     forward[v].append(time.perf_counter() - t0)
             if progress:
                 progress(f"{dtype_name}: prefill, then {decode_tokens} decode steps each, alternating")
             caches, tokens = {}, {}
-            for v, model in models.items():
+            for v in variants:
+                use(v)
                 caches[v] = DynamicCache(config=model.config)
                 tokens[v] = model(ids, cache=caches[v], use_cache=True).logits[:, -1:].argmax(-1)
             for _ in range(decode_tokens):
-                for v, model in models.items():
+                for v in variants:
+                    use(v)
                     t0 = time.perf_counter()
                     out = model(tokens[v], cache=caches[v], use_cache=True)
                     steps[v].append(time.perf_counter() - t0)
                     tokens[v] = out.logits[:, -1:].argmax(-1)
-            for v, model in models.items():
+            for v in variants:
+                use(v)
                 restore = _instrument(model)
                 try:
                     decode_pe, _ = _profile_pe(functools.partial(model, tokens[v], cache=caches[v], use_cache=True))
@@ -506,12 +514,12 @@ def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", 
                                forward_samples_ms=[t * 1e3 for t in forward[v]],
                                decode_ms_per_token=statistics.median(steps[v]) * 1e3,
                                decode_samples_ms=[t * 1e3 for t in steps[v]], decode_pe_ms=decode_pe * 1e3)
-        handle.undo()
+        unpatch(model)
         base, ours = rows["unpatched"], rows["posenc"]
         for key in ("pe_ms", "forward_ms", "decode_ms_per_token", "decode_pe_ms"):
             ours[f"speedup_{key}"] = base[key] / ours[key] if ours[key] > 0 else float("inf")
         report["rows"] += [base, ours]
-        del unpatched, patched, models, caches
+        del model, caches
     report["elapsed_s"] = time.perf_counter() - started
     return report
 
