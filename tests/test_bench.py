@@ -78,3 +78,72 @@ def test_quick_defaults():
     assert config.repeats == 9 and config.modes == bench.MODES
     full = bench.config_from_args(parser.parse_args(["--device", "cpu"]))
     assert full.shapes == bench.FULL_SHAPES and "bfloat16" in full.dtypes
+
+
+# -- command-line hygiene: output path and numbers checked before any work --------------------------------
+BAD_NUMBERS = [
+    ("--repeats", "x", "--repeats must be a whole number, got 'x'"),
+    ("--repeats", "1.5", "--repeats must be a whole number, got '1.5'"),
+    ("--warmup", "nan", "--warmup must be a whole number, got 'nan'"),
+    ("--repeats", "99999999", "--repeats must be >= 1 and <= 1000, got 99999999"),
+]
+
+
+@pytest.mark.parametrize("model, flag, value, message", [
+    *[(False, *case) for case in BAD_NUMBERS],
+    *[(True, *case) for case in BAD_NUMBERS],
+    (True, "--decode-tokens", "0", "--decode-tokens must be >= 1 and <= 1000, got 0"),
+])
+def test_bad_numbers_give_one_line(tmp_path, capsys, monkeypatch, flag, value, message, model):
+    monkeypatch.setattr(bench, "run_benchmark", _must_not_run)
+    monkeypatch.setattr(bench, "run_model_benchmark", _must_not_run)
+    argv = ["bench", *(["--model"] if model else []), flag, value, "--json", str(tmp_path / "x.json")]
+    assert cli.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out.strip() == f"posenc bench: {message}" and captured.err == ""
+    assert not (tmp_path / "x.json").exists()
+
+
+def _must_not_run(*args, **kwargs):
+    raise AssertionError("the benchmark ran although its output path or flags were bad")
+
+
+@pytest.mark.parametrize("model", [False, True])
+def test_unwritable_json_fails_before_the_benchmark(tmp_path, capsys, monkeypatch, model):
+    monkeypatch.setattr(bench, "run_benchmark", _must_not_run)
+    monkeypatch.setattr(bench, "run_model_benchmark", _must_not_run)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    mode = ["--model"] if model else []
+    assert cli.main(["bench", *mode, "--json", str(blocker / "out.json")]) == 2
+    assert "cannot be written" in capsys.readouterr().out
+    assert cli.main(["bench", *mode, "--json", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().out
+
+
+def test_writable_check_leaves_no_file(tmp_path):
+    target = tmp_path / "new" / "out.json"
+    bench.check_writable(target)
+    assert not target.exists()
+    existing = tmp_path / "kept.json"
+    existing.write_text("{}")
+    bench.check_writable(existing)
+    assert existing.read_text() == "{}"
+
+
+@pytest.mark.slow
+def test_model_table_tiny(tmp_path, capsys):
+    pytest.importorskip("transformers")
+    out = tmp_path / "model.json"
+    assert cli.main(["bench", "--model", "--model-size", "tiny", "--dtypes", "float32", "--repeats", "1",
+                     "--decode-tokens", "2", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    rows = {(r["dtype"], r["variant"]): r for r in report["rows"]}
+    assert set(rows) == {("float32", "unpatched"), ("float32", "posenc")}
+    for r in rows.values():
+        assert r["pe_ms"] > 0 and r["forward_ms"] > 0 and r["decode_ms_per_token"] > 0
+        assert r["pe_ms"] < r["profiled_forward_ms"]               # a part of the forward
+    ours = rows[("float32", "posenc")]
+    assert ours["speedup_forward_ms"] == pytest.approx(rows[("float32", "unpatched")]["forward_ms"] /
+                                                       ours["forward_ms"])
+    assert "| float32 | posenc |" in capsys.readouterr().out

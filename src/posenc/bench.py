@@ -22,6 +22,12 @@ Shapes follow Llama-3-8B attention (32 query heads, 8 key/value heads, head_dim 
 times; a repeat of a very short call runs it in a loop and reports the time per call. Medians are
 reported. On CUDA, the L2 cache is flushed before every repeat and time is taken with CUDA events.
 
+``posenc bench --model`` measures the same inside a ``transformers`` model instead (see
+:func:`run_model_benchmark`): a wide tiny Llama, unpatched and patched in turn with
+:func:`posenc.integrations.transformers.patch`, timing the whole forward, the part of it spent in
+position encoding (rotary tables plus rotation, summed by ``torch.profiler`` over labelled scopes) and
+the decode time per generated token with the KV cache.
+
 Timings on a shared machine move from run to run; only ratios measured within one run are meaningful,
 which is why every row of a case is timed in the same process, interleaved round by round.
 """
@@ -29,6 +35,7 @@ which is why every row of a case is timed in the same process, interleaved round
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -36,7 +43,7 @@ import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -56,6 +63,15 @@ IMPLEMENTATIONS = ("posenc", "posenc in-place", "posenc reference", "eager", "co
                    "memory pass")
 CEILING = "memory pass"
 EAGER = "eager"
+#: --model sizes: the Llama attention shape of the issue, and a smoke-test shape
+MODEL_SIZES = {
+    "wide": {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+             "intermediate_size": 4096, "num_hidden_layers": 2, "vocab_size": 1024, "seq": 2048},
+    "tiny": {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+             "intermediate_size": 64, "num_hidden_layers": 2, "vocab_size": 128, "seq": 32},
+}
+#: profiler scope that labels position-encoding work in the model benchmark
+PE_SCOPE = "position encoding"
 
 
 # -- the usual implementation, as found in transformers' Llama ------------------------------------
@@ -94,11 +110,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="element types (default float32 bfloat16; --quick: float32)")
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
     parser.add_argument("--device", default="auto", help="cpu, cuda, or auto (cuda when available)")
-    parser.add_argument("--repeats", type=int, default=None, help="timed repeats (default 9)")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed calls before timing (default 2)")
+    parser.add_argument("--repeats", default=None, help="timed repeats (default 9; --model: 3)")
+    parser.add_argument("--warmup", default=None, help="untimed calls before timing (default 2; --model: 1)")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile row")
-    parser.add_argument("--json", type=Path, default=Path("bench-rope.json"),
-                        help="where to write the results (default: bench-rope.json)")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="where to write the results (default: bench-rope.json; --model: bench-model.json)")
+    parser.add_argument("--model", action="store_true",
+                        help="instead of kernels: a wide tiny Llama (hidden 4096, 32 heads, 8 kv heads, 2 layers, "
+                             "2048 tokens), unpatched vs patched by posenc.integrations.transformers")
+    parser.add_argument("--model-size", choices=list(MODEL_SIZES), default="wide",
+                        help="'wide' (default) or 'tiny' (a seconds-long smoke test)")
+    parser.add_argument("--decode-tokens", default="8", help="--model: tokens generated for the decode row "
+                                                             "(default 8)")
+
+
+#: most repeats / warm-up calls / decode tokens a flag may ask for (a typo must not mean a week)
+MAX_COUNT = 1000
+
+
+def parse_count(flag: str, text, minimum: int) -> int:
+    """An integer flag value in [minimum, MAX_COUNT], or ValueError with a one-line message."""
+    try:
+        value = int(str(text), 10)
+    except ValueError:
+        raise ValueError(f"{flag} must be a whole number, got {text!r}") from None
+    if not minimum <= value <= MAX_COUNT:
+        raise ValueError(f"{flag} must be >= {minimum} and <= {MAX_COUNT}, got {value}")
+    return value
+
+
+def check_writable(path: Path) -> None:
+    """Raise ValueError (one line) unless ``path`` can be written, before any long work starts."""
+    if path.is_dir():
+        raise ValueError(f"--json {path} is a folder; give a file name")
+    existed = path.exists()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"--json {path} cannot be written: {exc.strerror or exc}") from None
+    if not existed:
+        path.unlink()
 
 
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
@@ -109,15 +162,12 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         raise ValueError(f"--device must be cpu, cuda or auto, got {args.device!r}")
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda was asked for but torch.cuda.is_available() is False")
-    repeats = args.repeats if args.repeats is not None else 9
-    if repeats < 1:
-        raise ValueError(f"--repeats must be >= 1, got {repeats}")
-    if args.warmup < 0:
-        raise ValueError(f"--warmup must be >= 0, got {args.warmup}")
+    repeats = 9 if args.repeats is None else parse_count("--repeats", args.repeats, 1)
+    warmup = 2 if args.warmup is None else parse_count("--warmup", args.warmup, 0)
     return BenchConfig(
         shapes=tuple(args.shapes or (QUICK_SHAPES if args.quick else FULL_SHAPES)),
         dtypes=tuple(args.dtypes or (("float32",) if args.quick else ("float32", "bfloat16"))),
-        modes=tuple(args.modes), device=device, repeats=repeats, warmup=args.warmup,
+        modes=tuple(args.modes), device=device, repeats=repeats, warmup=warmup,
         min_sample_s=5e-3 if args.quick else 1e-2, compile=not args.no_compile, quick=args.quick)
 
 
@@ -313,9 +363,218 @@ def format_table(report: dict) -> str:
     return "\n".join(lines)
 
 
+# -- the model-level benchmark ---------------------------------------------------------------------
+def _model(size: str, dtype: torch.dtype):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    dims = {k: v for k, v in MODEL_SIZES[size].items() if k != "seq"}
+    # Llama-3.1-8B's rope fields: llama3 scaling, rope_theta 5e5, 128k context
+    config = LlamaConfig(**dims, max_position_embeddings=131072, rope_theta=500000.0,
+                         rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                       "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+                         tie_word_embeddings=False)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).eval()
+    return model.to(dtype)
+
+
+def _labelled(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        with torch.profiler.record_function(PE_SCOPE):
+            return fn(*args, **kwargs)
+    return call
+
+
+def _instrument(model) -> Callable[[], None]:
+    """Label the model's position-encoding work for the profiler; returns the function that undoes it.
+
+    The rotary module's ``forward`` and the rotation function the attention layers call are wrapped
+    per instance (the same mechanism as the patch), so patched and unpatched models are measured alike.
+    """
+    from .integrations.transformers import instance_function_override
+    undo = []
+    for module in model.modules():
+        name = type(module).__name__
+        if name.endswith("RotaryEmbedding") or name == "PosencRotaryTables":
+            module.forward = _labelled(module.forward)
+            undo.append(lambda m=module: m.__dict__.pop("forward", None))
+    for module in model.modules():
+        if not type(module).__name__.endswith("Attention"):
+            continue
+        previous = module.__dict__.get("forward")                  # the patch's, if patched
+        forward = getattr(previous, "__func__", None) or type(module).forward
+        rotate = _resolve_global(forward, "apply_rotary_pos_emb")
+        new = instance_function_override(forward, {"apply_rotary_pos_emb": _labelled(rotate)})
+        module.forward = new.__get__(module)
+        undo.append(lambda m=module, p=previous: m.__dict__.update(forward=p) if p is not None
+                    else m.__dict__.pop("forward", None))
+    def restore():
+        for fn in reversed(undo):
+            fn()
+    return restore
+
+
+def _resolve_global(fn: Callable, name: str):
+    while hasattr(fn, "__wrapped__"):
+        fn = fn.__wrapped__
+    return fn.__globals__[name]
+
+
+def _profile_pe(fn: Callable[[], None]) -> Tuple[float, float]:
+    """(seconds in position encoding, seconds of the whole call) for one profiled call of ``fn``."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        fn()
+        total = time.perf_counter() - t0
+    pe = sum(e.cpu_time_total for e in prof.key_averages() if e.key == PE_SCOPE) / 1e6
+    return pe, total
+
+
+def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", "bfloat16"), repeats: int = 3,
+                        decode_tokens: int = 8, warmup: int = 1,
+                        progress: Optional[Callable[[str], None]] = None) -> dict:
+    """Unpatched vs posenc-patched Llama: forward, position-encoding time, decode time per token.
+
+    One model instance, patched and unpatched in turn before every measurement (patching takes a few
+    milliseconds and is never timed), so that the two variants read the very same weights and a
+    drifting machine load hits both alike. Per dtype: ``warmup`` untimed forwards each; one profiled
+    forward each gives the position-encoding seconds; ``repeats`` alternating unprofiled forwards give
+    the forward time (median); after a prefill with the KV cache (one cache per variant),
+    ``decode_tokens`` alternating single-token steps give the decode time per token (median), and one
+    more profiled step each its position-encoding share.
+    """
+    from transformers import DynamicCache
+
+    from .integrations.transformers import patch, unpatch
+    if size not in MODEL_SIZES:
+        raise ValueError(f"size must be one of {list(MODEL_SIZES)}, got {size!r}")
+    seq = MODEL_SIZES[size]["seq"]
+    variants = ("unpatched", "posenc")
+    report = {"model": {**MODEL_SIZES[size], "rope": "llama3, rope_theta 5e5 (Llama-3.1-8B)", "size": size},
+              "environment": _environment(BenchConfig(device="cpu")), "rows": []}
+    started = time.perf_counter()
+    for dtype_name in dtypes:
+        dtype = getattr(torch, dtype_name)
+        model = _model(size, dtype)
+
+        def use(variant, model=model):
+            unpatch(model)
+            if variant == "posenc":
+                patch(model)
+            return model
+
+        ids = torch.randint(0, MODEL_SIZES[size]["vocab_size"], (1, seq), generator=torch.Generator().manual_seed(0))
+        rows = {v: {"dtype": dtype_name, "variant": v, "seq": seq, "decode_tokens": decode_tokens} for v in variants}
+        forward = {v: [] for v in variants}
+        steps = {v: [] for v in variants}
+        with torch.no_grad():
+            if progress:
+                progress(f"{dtype_name}: warm-up and profiled forwards")
+            for v in variants:
+                use(v)
+                for _ in range(warmup):                     # kernel build, table growth
+                    model(ids)
+                restore = _instrument(model)
+                try:
+                    pe_s, profiled_s = _profile_pe(functools.partial(model, ids))
+                finally:
+                    restore()
+                rows[v].update(pe_ms=pe_s * 1e3, profiled_forward_ms=profiled_s * 1e3)
+            if progress:
+                progress(f"{dtype_name}: {repeats} forwards each, alternating")
+            for _ in range(repeats):
+                for v in variants:
+                    use(v)
+                    t0 = time.perf_counter()
+                    model(ids)
+                    forward[v].append(time.perf_counter() - t0)
+            if progress:
+                progress(f"{dtype_name}: prefill, then {decode_tokens} decode steps each, alternating")
+            caches, tokens = {}, {}
+            for v in variants:
+                use(v)
+                caches[v] = DynamicCache(config=model.config)
+                tokens[v] = model(ids, cache=caches[v], use_cache=True).logits[:, -1:].argmax(-1)
+            for _ in range(decode_tokens):
+                for v in variants:
+                    use(v)
+                    t0 = time.perf_counter()
+                    out = model(tokens[v], cache=caches[v], use_cache=True)
+                    steps[v].append(time.perf_counter() - t0)
+                    tokens[v] = out.logits[:, -1:].argmax(-1)
+            for v in variants:
+                use(v)
+                restore = _instrument(model)
+                try:
+                    decode_pe, _ = _profile_pe(functools.partial(model, tokens[v], cache=caches[v], use_cache=True))
+                finally:
+                    restore()
+                rows[v].update(forward_ms=statistics.median(forward[v]) * 1e3,
+                               forward_samples_ms=[t * 1e3 for t in forward[v]],
+                               decode_ms_per_token=statistics.median(steps[v]) * 1e3,
+                               decode_samples_ms=[t * 1e3 for t in steps[v]], decode_pe_ms=decode_pe * 1e3)
+        unpatch(model)
+        base, ours = rows["unpatched"], rows["posenc"]
+        for key in ("pe_ms", "forward_ms", "decode_ms_per_token", "decode_pe_ms"):
+            ours[f"speedup_{key}"] = base[key] / ours[key] if ours[key] > 0 else float("inf")
+        report["rows"] += [base, ours]
+        del model, caches
+    report["elapsed_s"] = time.perf_counter() - started
+    return report
+
+
+def format_model_table(report: dict) -> str:
+    """A markdown table: one row per dtype and variant, speed-ups of posenc over unpatched."""
+    m = report["model"]
+    lines = [f"Llama, hidden {m['hidden_size']}, {m['num_attention_heads']} heads / {m['num_key_value_heads']} kv "
+             f"× {m['head_dim']}, {m['num_hidden_layers']} layers, {m['seq']} tokens; {m['rope']}", "",
+             "| dtype | model | position encoding (profiler) | whole forward | decode / token | "
+             "decode position encoding |", "|---|---|---:|---:|---:|---:|"]
+    def cell(row, key):
+        speedup = row.get(f"speedup_{key}")
+        return _fmt_ms(row[key]) + (f" ({speedup:.1f}×)" if speedup is not None else "")
+
+    for r in report["rows"]:
+        lines.append(f"| {r['dtype']} | {r['variant']} | {cell(r, 'pe_ms')} | {cell(r, 'forward_ms')} | "
+                     f"{cell(r, 'decode_ms_per_token')} | {cell(r, 'decode_pe_ms')} |")
+    return "\n".join(lines)
+
+
+def _model_run(args: argparse.Namespace) -> int:
+    try:
+        repeats = 3 if args.repeats is None else parse_count("--repeats", args.repeats, 1)
+        warmup = 1 if args.warmup is None else parse_count("--warmup", args.warmup, 0)
+        decode_tokens = parse_count("--decode-tokens", args.decode_tokens, 1)
+        path = args.json or Path("bench-model.json")
+        check_writable(path)
+        import transformers  # noqa: F401
+    except ImportError:
+        print("posenc bench --model: needs transformers (pip install transformers)")
+        return 2
+    except ValueError as exc:
+        print(f"posenc bench: {exc}")
+        return 2
+    dtypes = tuple(args.dtypes or ("float32", "bfloat16"))
+    print(f"posenc bench --model ({args.model_size}): {' '.join(dtypes)}; {repeats} forwards, {decode_tokens} "
+          f"decode steps; torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
+    report = run_model_benchmark(args.model_size, dtypes, repeats, decode_tokens, warmup,
+                                 progress=lambda what: print(f"  timing {what} ...", flush=True))
+    print()
+    print(format_model_table(report))
+    print("\n(×: unpatched time / posenc time, measured in this run)")
+    path.write_text(json.dumps(report, indent=2))
+    print(f"wrote {path} ({report['elapsed_s']:.0f} s)")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.model:
+        return _model_run(args)
     try:
         config = config_from_args(args)
+        path = args.json or Path("bench-rope.json")
+        check_writable(path)
     except ValueError as exc:
         print(f"posenc bench: {exc}")
         return 2
@@ -329,7 +588,6 @@ def run(args: argparse.Namespace) -> int:
     load = env.get("load_average_at_start")
     print(f"\nceiling = same-bytes in-place pass (q.mul_(1.0); k.mul_(1.0)); dispatched kernel: "
           f"{env['dispatched_kernel']}" + (f"; load average at start {load[0]:.2f}" if load else ""))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2))
-    print(f"wrote {args.json} ({report['elapsed_s']:.0f} s)")
+    path.write_text(json.dumps(report, indent=2))
+    print(f"wrote {path} ({report['elapsed_s']:.0f} s)")
     return 0

@@ -19,6 +19,7 @@ COMMANDS = {
     "explore": ("posenc.explorer.server", "start the interactive console in your browser"),
     "lab": ("posenc.lab.cli", "train small LMs that differ only in position scheme and test long inputs"),
     "bench": ("posenc.bench", "time RoPE implementations side by side"),
+    "inspect": ("posenc.inspect", "explain a model's position encoding from its config.json, with a precision audit"),
 }
 
 #: name -> (extra, the top-level packages that extra installs). The core needs only torch; each app

@@ -1,0 +1,433 @@
+"""posenc inside a Hugging Face ``transformers`` model, in one call.
+
+:func:`patch` changes one model instance in two places:
+
+1. **Its rotary embedding module(s)** (``model.model.rotary_emb`` and the like) are replaced by a
+   :class:`PosencRotaryTables` that wraps a :class:`posenc.RotaryEmbedding` built from the model's
+   config. Per forward it returns the half-width cos/sin rows for the call's ``position_ids``:
+   angles formed and reduced in float64, cos/sin taken in float64 and rounded once, to float32 (to
+   float64 if the model runs in float64). They are *not* cast to the model's dtype: a bf16 model gets
+   float32 tables, and the rotation rounds its result to bf16 once.
+2. **The rotary application in each attention layer.** The attention class's ``forward`` calls a
+   module-level function (``apply_rotary_pos_emb`` and relatives). The patched layer gets its own
+   ``forward``: the same code object as the class's, run with a copy of the module's globals in which
+   that name points to posenc's :func:`posenc.apply_rotary` (the fused kernel on CPU and CUDA,
+   rotating in place when no autograd graph is being recorded: q and k are fresh projections there).
+   Decorators around ``forward`` are rebuilt around the new function, so they behave as before.
+
+Scope: **one instance**. The class, the modeling module and every other instance of the same class are
+untouched (nothing global is monkey-patched, unlike Liger-Kernel's ``apply_liger_kernel_to_*``).
+:meth:`PosencPatch.undo` puts the original rotary modules back and deletes the per-instance
+``forward`` attributes, which restores the model exactly; ``with patch(model): ...`` undoes on exit.
+
+What keeps working: ``generate()`` with the KV cache (cached keys were rotated by the patched layers
+too), left padding and packed sequences (``position_ids`` are honoured row by row), eager and SDPA
+attention, ``torch.compile`` (the table lookup reads ``max(position_ids)`` and costs one graph break;
+the rotation itself is traced as plain torch ops) and autograd (out of place, with posenc's backward).
+
+Frequencies that depend on the length (``dynamic`` NTK, LongRoPE) follow the length of each call, as
+``transformers`` does; ``freeze_frequencies=N`` uses the frequencies for length ``N`` for every call
+instead, so keys in a KV cache and later queries agree (see ``docs/transformers.md``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import types
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+from torch import nn
+
+from ..rope.apply import apply_rotary
+from ..rope.embedding import RotaryEmbedding
+from ..rope.layout import LAYOUTS
+from ..rope.tables import rope_cos_sin
+
+
+class UnsupportedModelError(ValueError):
+    """The model's architecture is not one :func:`patch` knows how to change."""
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """How posenc enters one ``transformers`` model family.
+
+    Attributes:
+        module: the modeling module, ``transformers.models.<family>.modeling_<family>``.
+        functions: global names the attention ``forward`` calls to rotate, each with the layout it
+            implements (DeepSeek-V3 has one of each and picks by ``config.rope_interleave``).
+        style: ``"pair"`` for ``f(q, k, cos, sin)`` returning both; ``"single"`` for GPT-J's
+            ``f(x, sin, cos)`` on one (batch, seq, heads, rotary_dim) tensor; ``"complex"`` for
+            DeepSeek-V2's ``f(q, k, freqs_cis)``, whose rotary module returns ``cos + i sin``.
+        sin_first: the rotary module returns ``(sin, cos)`` rather than ``(cos, sin)`` (GPT-J).
+    """
+
+    module: str
+    functions: Tuple[Tuple[str, str], ...]
+    style: str = "pair"
+    sin_first: bool = False
+
+
+_HALF = (("apply_rotary_pos_emb", "half"),)
+
+#: ``config.model_type`` -> how to patch it
+ARCHITECTURES: Dict[str, Architecture] = {
+    "llama": Architecture("transformers.models.llama.modeling_llama", _HALF),
+    "mistral": Architecture("transformers.models.mistral.modeling_mistral", _HALF),
+    "qwen2": Architecture("transformers.models.qwen2.modeling_qwen2", _HALF),
+    "qwen3": Architecture("transformers.models.qwen3.modeling_qwen3", _HALF),
+    "phi3": Architecture("transformers.models.phi3.modeling_phi3", _HALF),
+    "phi": Architecture("transformers.models.phi.modeling_phi", _HALF),
+    "gemma": Architecture("transformers.models.gemma.modeling_gemma", _HALF),
+    "gpt_neox": Architecture("transformers.models.gpt_neox.modeling_gpt_neox", _HALF),
+    "gpt_oss": Architecture("transformers.models.gpt_oss.modeling_gpt_oss", _HALF),
+    "falcon": Architecture("transformers.models.falcon.modeling_falcon", _HALF),
+    "deepseek_v3": Architecture("transformers.models.deepseek_v3.modeling_deepseek_v3",
+                                (("apply_rotary_pos_emb", "half"),
+                                 ("apply_rotary_pos_emb_interleave", "interleaved"))),
+    "deepseek_v2": Architecture("transformers.models.deepseek_v2.modeling_deepseek_v2",
+                                (("apply_rotary_emb", "interleaved"),), style="complex"),
+    "gptj": Architecture("transformers.models.gptj.modeling_gptj", (("apply_rotary_pos_emb", "interleaved"),),
+                         style="single", sin_first=True),
+}
+
+
+def supported_model_types() -> List[str]:
+    """The ``config.model_type`` values :func:`patch` accepts, sorted."""
+    return sorted(ARCHITECTURES)
+
+
+# -- the tables ---------------------------------------------------------------------------------------
+class PosencRotaryTables(nn.Module):
+    """Stands in for a model's ``*RotaryEmbedding``: exact half-width cos/sin for ``position_ids``.
+
+    Args:
+        rope: the :class:`posenc.RotaryEmbedding` built from the model's config.
+        sin_first: return ``(sin, cos)`` (GPT-J's order) instead of ``(cos, sin)``.
+        complex_output: return one complex tensor ``cos + i sin`` (DeepSeek-V2's ``freqs_cis``).
+
+    Shape:
+        ``forward(x, position_ids)``: x is only used for its device; position_ids (batch, seq) or
+        (seq,). Returns two (batch or 1, seq, rotary_dim // 2) tensors in the rope's table dtype
+        (float32, or float64 after ``.double()``), whatever the dtype of x.
+    """
+
+    def __init__(self, rope: RotaryEmbedding, sin_first: bool = False, complex_output: bool = False):
+        super().__init__()
+        self.rope = rope
+        self.sin_first = sin_first
+        self.complex_output = complex_output
+
+    #: positions below this are served from the module's growing cache; rows past it are computed
+    #: exactly for just the positions asked for (a 1M-position prompt must not build a 1M-row table)
+    CACHE_LIMIT = 1 << 15
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        if position_ids.dim() == 1:
+            position_ids = position_ids.unsqueeze(0)
+        rope = self.rope
+        length = int(position_ids.max()) + 1 if position_ids.numel() else 0   # one host read per forward
+        if length <= max(rope.cached_length, min(rope.max_position_embeddings, self.CACHE_LIMIT)):
+            cos, sin = rope.cos_sin(position_ids)                  # (B, S, r/2), float64-derived
+        else:
+            inv_freq, attention_factor = rope.frequencies(length)   # float64, for this call's length
+            cos, sin = rope_cos_sin(position_ids.to("cpu"), inv_freq, attention_factor, rope.table_dtype)
+        if cos.device != x.device:
+            cos, sin = cos.to(x.device), sin.to(x.device)
+        if self.complex_output:
+            return torch.complex(cos, sin)                          # DeepSeek-V2's freqs_cis
+        return (sin, cos) if self.sin_first else (cos, sin)
+
+
+# -- the rotation -------------------------------------------------------------------------------------
+def _in_place_is_safe(*tensors: torch.Tensor) -> bool:
+    """In place only outside autograd and compilation: q and k are then fresh projection outputs.
+
+    With a graph being recorded an op before the rotation may have saved q or k (or a view of the
+    same projection) for its backward; under ``torch.compile`` functional code traces best.
+    """
+    if torch.compiler.is_compiling():
+        return False
+    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+
+
+def _pair_function(layout: str) -> Callable:
+    def posenc_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+        """(B, H, S, D) q and k (or (B, S, H, D) with unsqueeze_dim=2), half-width cos/sin (B|1, S, r/2)."""
+        if unsqueeze_dim == 2:
+            q, k = q.transpose(1, 2), k.transpose(1, 2)
+        elif unsqueeze_dim != 1:
+            raise ValueError(f"unsqueeze_dim must be 1 (heads first) or 2 (seq first), got {unsqueeze_dim!r}")
+        q, k = apply_rotary(q, k, cos, sin, layout=layout, rotary_dim=2 * cos.shape[-1],
+                            inplace=_in_place_is_safe(q, k))
+        if unsqueeze_dim == 2:
+            q, k = q.transpose(1, 2), k.transpose(1, 2)
+        return q, k
+    return posenc_apply_rotary_pos_emb
+
+
+def _single_function(layout: str) -> Callable:
+    def posenc_apply_rotary_pos_emb(x, sin, cos):
+        """GPT-J's form: x (B, S, H, rotary_dim), half-width sin/cos (B|1, S, r/2)."""
+        heads_first = x.transpose(1, 2)                                       # (B, H, S, r) view
+        out, _ = apply_rotary(heads_first, heads_first[:, :0], cos, sin, layout=layout,
+                              rotary_dim=2 * cos.shape[-1], inplace=_in_place_is_safe(x))
+        return out.transpose(1, 2)
+    return posenc_apply_rotary_pos_emb
+
+
+def _complex_function(layout: str) -> Callable:
+    def posenc_apply_rotary_emb(xq, xk, freqs_cis):
+        """DeepSeek-V2's form: xq, xk (B, H, S, r) in interleaved pairs; freqs_cis (B|1, S, r/2) complex."""
+        freqs_cis = freqs_cis.to(xq.device)
+        cos, sin = freqs_cis.real, freqs_cis.imag
+        return apply_rotary(xq, xk, cos, sin, layout=layout, rotary_dim=2 * cos.shape[-1],
+                            inplace=_in_place_is_safe(xq, xk))
+    return posenc_apply_rotary_emb
+
+
+def instance_function_override(fn: Callable, overrides: Dict[str, object]) -> Callable:
+    """A copy of ``fn`` whose global name lookups see ``overrides`` first.
+
+    ``fn`` may be wrapped by decorators that keep the wrapped function in a closure cell and in
+    ``__wrapped__`` (``functools.wraps``); each wrapper is rebuilt around the new inner function.
+    The module's globals are copied once, here: later changes to the module are not seen.
+    """
+    inner = getattr(fn, "__wrapped__", None)
+    if inner is None:
+        namespace = dict(fn.__globals__)
+        namespace.update(overrides)
+        # Without ``__name__`` torch.compile guards on this dict itself; with it, Dynamo would look the
+        # names up in the original module and guard on the class-wide functions instead.
+        namespace.pop("__name__", None)
+        new = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
+        new.__kwdefaults__ = fn.__kwdefaults__
+        new.__dict__.update(fn.__dict__)
+        new.__qualname__, new.__module__, new.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
+        return new
+    new_inner = instance_function_override(inner, overrides)
+    cells = fn.__closure__ or ()
+    if not any(_cell_holds(c, inner) for c in cells):
+        raise UnsupportedModelError(f"cannot rebuild the decorator around {fn.__qualname__}: its wrapped "
+                                    "function is not held in a closure cell")
+    closure = tuple(types.CellType(new_inner) if _cell_holds(c, inner) else c for c in cells)
+    new = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, closure)
+    new.__kwdefaults__ = fn.__kwdefaults__
+    functools.update_wrapper(new, new_inner)
+    return new
+
+
+def _cell_holds(cell, value) -> bool:
+    try:
+        return cell.cell_contents is value
+    except ValueError:                      # an empty cell
+        return False
+
+
+def _code_names(fn: Callable) -> set:
+    while hasattr(fn, "__wrapped__"):
+        fn = fn.__wrapped__
+    return set(getattr(getattr(fn, "__code__", None), "co_names", ()))
+
+
+# -- the patch ----------------------------------------------------------------------------------------
+class PosencPatch:
+    """What :func:`patch` changed in one model; :meth:`undo` (or leaving a ``with`` block) reverts it.
+
+    Attributes:
+        model: the patched model.
+        rope: the :class:`posenc.RotaryEmbedding` that all replaced rotary modules share.
+        layout: the pair layout used for the rotation (``None``: each function's own, see
+            :data:`ARCHITECTURES`).
+        rotary_modules: names of the replaced rotary embedding modules.
+        attention_modules: names of the attention modules given a posenc ``forward``.
+    """
+
+    def __init__(self, model: nn.Module, rope: RotaryEmbedding, layout: Optional[str]):
+        self.model = model
+        self.rope = rope
+        self.layout = layout
+        self._rotary: List[Tuple[nn.Module, str, nn.Module]] = []      # (parent, attribute, original)
+        self._attention: List[Tuple[nn.Module, Callable]] = []         # (module, installed forward)
+        self.active = True
+
+    @property
+    def rotary_modules(self) -> List[str]:
+        return [self._name_of(parent, attr) for parent, attr, _ in self._rotary]
+
+    @property
+    def attention_modules(self) -> List[str]:
+        return [self._name_of(module) for module, _ in self._attention]
+
+    def _name_of(self, module: nn.Module, attr: Optional[str] = None) -> str:
+        for name, m in self.model.named_modules():
+            if m is module:
+                return f"{name}.{attr}" if attr and name else (attr or name)
+        return attr or "?"
+
+    def freeze_frequencies(self, seq_len: int) -> "PosencPatch":
+        """Use the frequencies for length ``seq_len`` in every call (dynamic NTK and LongRoPE only)."""
+        _check_freezable(self.rope)
+        self.rope.freeze_frequencies(seq_len)
+        return self
+
+    def unfreeze_frequencies(self) -> "PosencPatch":
+        """Back to choosing frequencies by each call's length, as ``transformers`` does."""
+        self.rope.unfreeze_frequencies()
+        return self
+
+    def undo(self) -> None:
+        """Put back the original rotary modules and class ``forward`` methods. Idempotent."""
+        if not self.active:
+            return
+        for module, installed in self._attention:
+            if module.__dict__.get("forward") is installed:
+                del module.forward
+        for parent, attr, original in self._rotary:
+            setattr(parent, attr, original)
+        self.model.__dict__.pop("_posenc_patch", None)
+        self._attention, self._rotary = [], []
+        self.active = False
+
+    def __enter__(self) -> "PosencPatch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.undo()
+
+    def __repr__(self) -> str:
+        state = "active" if self.active else "undone"
+        return (f"PosencPatch({type(self.model).__name__}, {state}, {len(self._attention)} attention layers, "
+                f"rope={self.rope.extra_repr()})")
+
+
+def _check_freezable(rope: RotaryEmbedding) -> None:
+    if not rope.is_dynamic:
+        rope_type = getattr(rope.scaling, "rope_type", "default")
+        raise ValueError(f"freeze_frequencies applies to the length-dependent rope types 'dynamic' and "
+                         f"'longrope'; this model's rope type is {rope_type!r}, whose frequencies never change")
+
+
+def _config_of(model: nn.Module):
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(config, "model_type"):
+        raise TypeError(f"model must be a transformers PreTrainedModel (with a .config), got "
+                        f"{type(model).__name__}")
+    return config
+
+
+def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None,
+          layout: Optional[str] = None) -> PosencPatch:
+    """Make one ``transformers`` model use posenc's exact tables and fused rotation.
+
+    Args:
+        model: a model of a supported family (:func:`supported_model_types`), e.g.
+            ``LlamaForCausalLM`` or ``LlamaModel``, on any device, in any dtype.
+        freeze_frequencies: for ``dynamic`` NTK and LongRoPE configs only: use the frequencies for
+            this length (e.g. prompt + new tokens) in every call, so cached keys and new queries are
+            rotated alike. ``None`` (default) follows each call's length as ``transformers`` does.
+        layout: force the pair layout (``"half"`` or ``"interleaved"``) instead of the one the
+            architecture's code implements; for checkpoints whose q/k rows were permuted. A wrong
+            value gives a different (wrong) model, which the tests use as a negative control.
+
+    Returns:
+        A :class:`PosencPatch`; call ``.undo()`` or use it as a context manager.
+
+    Raises:
+        UnsupportedModelError: the model family is not supported (the message lists those that are),
+            or an ALiBi configuration of a family that is.
+        ValueError: the model is already patched, or ``freeze_frequencies`` is given for a rope type
+            whose frequencies do not depend on the length.
+    """
+    config = _config_of(model)
+    model_type = config.model_type
+    if model_type not in ARCHITECTURES:
+        raise UnsupportedModelError(
+            f"posenc.integrations.transformers.patch supports model types {supported_model_types()}; got "
+            f"{model_type!r} ({type(model).__name__}). ALiBi families (bloom, mpt) are not patched (see "
+            "docs/transformers.md)")
+    if model_type == "falcon" and getattr(config, "alibi", False):
+        raise UnsupportedModelError("this Falcon config uses ALiBi (alibi=True), not rotary embeddings; "
+                                    "patch supports rotary Falcon models only")
+    if model.__dict__.get("_posenc_patch") is not None:
+        raise ValueError(f"this {type(model).__name__} is already patched by posenc; call .undo() on the "
+                         "existing patch first")
+    if layout is not None and layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {sorted(LAYOUTS)} or None, got {layout!r}")
+    arch = ARCHITECTURES[model_type]
+    module = importlib.import_module(arch.module)
+    rope = _rope_for(model, config)
+    if freeze_frequencies is not None:
+        _check_freezable(rope)
+        rope.freeze_frequencies(freeze_frequencies)
+
+    rotary_class_names = {n for n in dir(module) if n.endswith("RotaryEmbedding")}
+    rotary_slots = [(parent, attr, child) for parent in model.modules()
+                    for attr, child in parent.named_children()
+                    if type(child).__name__ in rotary_class_names and type(child).__module__ == module.__name__]
+    names = {name for name, _ in arch.functions}
+    attention = [m for m in model.modules()
+                 if type(m).__module__ == module.__name__ and names & _code_names(type(m).forward)]
+    if not rotary_slots or not attention:
+        raise UnsupportedModelError(
+            f"found {len(rotary_slots)} rotary embedding modules and {len(attention)} attention modules "
+            f"calling {sorted(names)} in this {type(model).__name__}; this transformers version "
+            f"({_transformers_version()}) lays out {model_type!r} differently from what posenc expects")
+
+    handle = PosencPatch(model, rope, layout)
+    make = {"pair": _pair_function, "single": _single_function, "complex": _complex_function}[arch.style]
+    overrides = {name: make(layout or own) for name, own in arch.functions}
+    rebuilt: Dict[Callable, Callable] = {}
+    try:
+        for m in attention:
+            original = type(m).forward
+            if original not in rebuilt:
+                rebuilt[original] = instance_function_override(original, overrides)
+            installed = types.MethodType(rebuilt[original], m)
+            m.forward = installed
+            handle._attention.append((m, installed))
+        for parent, attr, child in rotary_slots:
+            setattr(parent, attr, PosencRotaryTables(rope, sin_first=arch.sin_first,
+                                                     complex_output=arch.style == "complex"))
+            handle._rotary.append((parent, attr, child))
+    except Exception:
+        handle.undo()
+        raise
+    model.__dict__["_posenc_patch"] = handle
+    return handle
+
+
+def _rope_for(model: nn.Module, config) -> RotaryEmbedding:
+    rope = RotaryEmbedding.from_hf_config(config)
+    try:
+        reference = next(model.parameters())
+    except StopIteration:
+        reference = None
+    if reference is not None:
+        rope = rope.to(device=reference.device)
+        if reference.dtype == torch.float64:
+            rope = rope.double()              # tables follow a float64 model up to float64, never down
+    return rope
+
+
+def _transformers_version() -> str:
+    try:
+        import transformers
+        return transformers.__version__
+    except ImportError:                   # pragma: no cover - patch needs a transformers model anyway
+        return "not installed"
+
+
+def unpatch(model: nn.Module) -> None:
+    """Undo the posenc patch on ``model`` if there is one (see :meth:`PosencPatch.undo`)."""
+    handle = model.__dict__.get("_posenc_patch")
+    if handle is not None:
+        handle.undo()
+
+
+def patch_of(model: nn.Module) -> Optional[PosencPatch]:
+    """The active :class:`PosencPatch` of ``model``, or ``None``."""
+    return model.__dict__.get("_posenc_patch")

@@ -1,0 +1,210 @@
+"""``posenc inspect``: runs on every fixture, and its numbers agree with independent computation.
+
+Independent here means: wavelengths from the closed form ``2 pi * base ** (2i / d)`` in Python floats;
+what the scaling does to each pair from ``transformers``' own ``ROPE_INIT_FUNCTIONS``; the precision
+audit from ``transformers``' own rotary module run at the audited positions.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+
+import pytest
+import torch
+
+from posenc import cli
+from posenc.fixtures import fixture_names, load_fixture
+from posenc.inspect import EXACT_INTEGERS, format_report, inspect_config
+
+FIXTURES = fixture_names()
+
+
+def fields(name):
+    return {k: v for k, v in load_fixture(name).items() if k not in ("source", "note")}
+
+
+@pytest.fixture(scope="module")
+def reports():
+    return {name: inspect_config(fields(name)) for name in FIXTURES}
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_runs_on_every_fixture_and_fits_one_screen(reports, name):
+    report = reports[name]
+    json.loads(json.dumps(report))                       # JSON-ready
+    text = format_report(report)
+    assert len(text.splitlines()) <= 40
+    assert report["rope_type"] in text and f"{report['extended_context']:,}" in text
+    assert sum(g["last"] - g["first"] + 1 for g in report["pair_groups"]) == report["rotated_pairs"]
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_wavelengths_match_the_closed_form(reports, name):
+    r = reports[name]
+    d, base = r["rotary_dim"], r["rope_theta"]
+    for p in r["pairs"]:
+        expected = 2 * math.pi * base ** (2 * p["pair"] / d)
+        assert p["wavelength"] == pytest.approx(expected, rel=1e-12)
+        assert p["scaled_wavelength"] == pytest.approx(p["wavelength"] * p["ratio"], rel=1e-12)
+
+
+@pytest.mark.parametrize("name, rotated, unrotated, layout, trained, extended", [
+    ("gpt-neox-20b", 24, 72, "half", 2048, 2048),
+    ("phi-2", 32, 48, "half", 2048, 2048),
+    ("gpt-j-6b", 64, 192, "interleaved", 2048, 2048),
+    ("deepseek-v3", 64, 0, "interleaved", 4096, 163840),
+    ("llama-3.1-8b", 128, 0, "half", 8192, 131072),
+    ("phi-3.5-mini-instruct", 96, 0, "half", 4096, 131072),
+])
+def test_shape_and_context_fields(reports, name, rotated, unrotated, layout, trained, extended):
+    r = reports[name]
+    assert (r["rotary_dim"], r["unrotated_dim"], r["layout"]) == (rotated, unrotated, layout)
+    assert (r["trained_context"], r["extended_context"]) == (trained, extended)
+
+
+def hf_rotary(name):
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    f = fields(name)
+    model_type = f.pop("model_type")
+    config = transformers.AutoConfig.for_model(model_type, **f)
+    module = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    (cls,) = [getattr(module, n) for n in dir(module) if n.endswith("RotaryEmbedding") and n[0] != "_"]
+    return config, cls(config)
+
+
+SCALED = [n for n in FIXTURES if n not in ("gpt-j-6b",)]
+
+
+@pytest.mark.parametrize("name", SCALED)
+def test_pair_kinds_match_transformers_frequencies(reports, name):
+    r = reports[name]
+    _, rotary = hf_rotary(name)
+    if r["rope_type"] == "longrope":                     # the long factors apply at the extended length
+        rotary(torch.zeros(1), torch.tensor([[r["extended_context"] - 1]]))
+    hf = rotary.inv_freq.double()
+    default = torch.tensor([1.0 / p["wavelength"] * 2 * math.pi for p in r["pairs"]], dtype=torch.float64)
+    ratio = default / hf                                 # transformers' float32 frequencies: 1e-6 relative
+    for p, hf_ratio in zip(r["pairs"], ratio.tolist()):
+        assert p["ratio"] == pytest.approx(hf_ratio, rel=2e-6)
+        if p["kind"] == "kept":
+            assert hf_ratio == pytest.approx(1.0, rel=2e-6)
+        elif p["kind"] == "interpolated":
+            assert hf_ratio == pytest.approx(r["factor"], rel=2e-6)
+        else:
+            assert p["kind"] in ("ramped", "searched", "rebased")
+            if p["kind"] == "ramped":
+                assert 1.0 + 1e-6 < hf_ratio < r["factor"] * (1 - 1e-6)
+    assert r["attention_factor"] == pytest.approx(rotary.attention_scaling, rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "phi-3.5-mini-instruct", "qwen2.5-7b-instruct-yarn",
+                                  "codellama-7b", "gpt-oss-20b"])
+def test_precision_audit_matches_transformers_own_module(reports, name):
+    r = reports[name]
+    audit = r["precision"]
+    _, rotary = hf_rotary(name)
+    first, last = audit["positions_audited"]
+    pos = torch.arange(first, last + 1)[None]
+    cos, sin = rotary(torch.zeros(1, dtype=torch.float32), pos)
+    half = cos.shape[-1] // 2 if name != "gpt-oss-20b" else cos.shape[-1]
+    cos, sin = cos[..., :half].double(), sin[..., :half].double()
+    inv = torch.tensor([2 * math.pi / p["scaled_wavelength"] for p in r["pairs"]], dtype=torch.float64)
+    angle = pos.double()[..., None] * inv
+    f = r["attention_factor"]
+    actual = max(float((cos - angle.cos() * f).abs().max()), float((sin - angle.sin() * f).abs().max()))
+    # the report emulates transformers (float32 frequencies and angles); its rounding is the same kind
+    assert audit["transformers"]["cos_sin_error"] == pytest.approx(actual, rel=2.0)
+    assert audit["transformers"]["cos_sin_error"] > 1e3 * audit["posenc"]["cos_sin_error"]
+    assert audit["posenc"]["cos_sin_error"] < 1.2e-7 * max(1.0, f)
+
+
+def test_risks():
+    llama = fields("llama-3.1-8b")
+    risks = {x["risk"] for x in inspect_config(llama)["risks"]}
+    assert "float32 angles at the longest context" in risks
+    assert not any("change during generation" in x for x in risks)
+
+    bf16 = inspect_config({**llama, "torch_dtype": "bfloat16"})
+    risks = {x["risk"] for x in bf16["risks"]}
+    assert {"inv_freq stored in bfloat16", "positions past bfloat16's exact-integer range"} <= risks
+    assert bf16["precision"]["dtype"] == "bfloat16"
+    assert bf16["precision"]["transformers"]["cos_sin_error"] >= inspect_config(llama)["precision"][
+        "transformers"]["cos_sin_error"]
+
+    huge = inspect_config({**fields("codellama-7b"), "max_position_embeddings": EXACT_INTEGERS["float32"] + 2})
+    assert "positions past float32's exact-integer range" in {x["risk"] for x in huge["risks"]}
+
+    phi3 = {x["risk"] for x in inspect_config(fields("phi-3.5-mini-instruct"))["risks"]}
+    assert "frequencies change during generation" in phi3
+
+    dynamic = inspect_config({**llama, "rope_scaling": {"rope_type": "dynamic", "factor": 4.0}})
+    assert "frequencies change during generation" in {x["risk"] for x in dynamic["risks"]}
+    assert {p["kind"] for p in dynamic["pairs"]} <= {"kept", "rebased"}
+
+    missing = {**llama, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}
+    assert "missing original_max_position_embeddings" in {x["risk"] for x in inspect_config(missing)["risks"]}
+    given = {**llama, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8192}}
+    assert "missing original_max_position_embeddings" not in {x["risk"] for x in inspect_config(given)["risks"]}
+
+
+def test_config_object_matches_dict():
+    transformers = pytest.importorskip("transformers")
+    f = fields("llama-3.1-8b")
+    f.pop("model_type")
+    from_object = inspect_config(transformers.LlamaConfig(**f))
+    from_dict = inspect_config(fields("llama-3.1-8b"))
+    for key in ("rope_type", "rope_theta", "rotary_dim", "trained_context", "extended_context", "pairs"):
+        assert from_object[key] == from_dict[key], key
+    assert from_object["source"] == "LlamaConfig"
+
+
+# -- the command line ----------------------------------------------------------------------------------
+def write_config(tmp_path, name="llama-3.1-8b", text=None):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(text if text is not None else json.dumps(fields(name)))
+    return folder
+
+
+def test_cli_text_json_folder_and_plot(tmp_path, capsys):
+    folder = write_config(tmp_path)
+    assert cli.main(["inspect", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "llama3, factor 8" in out and "risks" in out
+    assert cli.main(["inspect", str(folder / "config.json"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["rope_type"] == "llama3" and len(report["pairs"]) == 64
+    plot = tmp_path / "waves.png"
+    assert cli.main(["inspect", str(folder), "--plot", str(plot)]) == 0
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("setup, message", [
+    (lambda p: p / "absent.json", "does not exist"),
+    (lambda p: p, "folder without a config.json"),
+    (lambda p: write_config(p, text="{not json"), "is not valid JSON (line 1"),
+    (lambda p: write_config(p, text="[1, 2]"), "holds a JSON list"),
+    (lambda p: write_config(p, text=json.dumps({"model_type": "llama", "hidden_size": 64,
+                                                "num_attention_heads": 2, "rope_scaling": {"rope_type": "warp"}})),
+     "rope_type must be one of"),
+    (lambda p: write_config(p, text=json.dumps({**fields("codellama-7b"), "max_position_embeddings": 10 ** 30})),
+     "max_position_embeddings must be <= 2**53"),
+])
+def test_cli_bad_inputs_give_one_line(tmp_path, capsys, setup, message):
+    target = setup(tmp_path)
+    assert cli.main(["inspect", str(target)]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in captured.err
+    assert captured.out == ""
+
+
+def test_cli_bad_plot_path(tmp_path, capsys):
+    folder = write_config(tmp_path)
+    assert cli.main(["inspect", str(folder), "--plot", str(tmp_path / "waves.txt")]) == 2
+    assert "--plot must end in" in capsys.readouterr().err
+    assert cli.main(["inspect", str(folder), "--plot", str(tmp_path / "no" / "such" / "dir" / "w.png")]) == 2
+    assert "cannot write" in capsys.readouterr().err

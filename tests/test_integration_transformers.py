@@ -1,0 +1,331 @@
+"""posenc inside real ``transformers`` models: parity, long-position accuracy, generation, scope.
+
+Every case is a tiny random model (2 layers, small width) whose rope fields are copied from a real
+config (:mod:`posenc.integrations.tiny`); nothing is downloaded.
+
+Yardstick: :func:`posenc.integrations.tiny.float64_reference`, the unpatched ``transformers`` code run
+in float64 with its rotary module's angles computed exactly in float64 (plain torch float64 ops, not
+posenc's tables or kernels).
+
+Tolerance at short positions: ``4 × noise``, where ``noise`` is the unpatched float32 model's own
+distance from the float64 run on the same input. Two float32 evaluations of one function differ by at
+most the sum of their errors, and each error is about ``noise`` (the rope part is exact to 6e-8 at
+positions below 64 in both); the factor 4 leaves room for the patched path's different (single)
+rounding order. A wrong pair layout (the negative control) misses this bound by orders of magnitude.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from posenc.integrations import tiny
+from posenc.integrations.transformers import (
+    ARCHITECTURES, PosencRotaryTables, UnsupportedModelError, patch, patch_of, supported_model_types, unpatch,
+)
+
+transformers.logging.set_verbosity_error()
+
+CASES = tiny.case_names()
+SEQ = 16
+LONG_OFFSETS = (131072, 1048576)          # 128k and 1M: position_ids = offset + arange(SEQ)
+#: GPT-J's own table stops at n_positions (2048): unpatched, it cannot run at long positions at all
+TABLE_BOUND = {"gpt-j-6b"}
+
+
+def ids_for(seed: int = 1, batch: int = 2, seq: int = SEQ) -> torch.Tensor:
+    return torch.randint(1, tiny.VOCAB, (batch, seq), generator=torch.Generator().manual_seed(seed))
+
+
+def positions(offset: int, batch: int = 2, seq: int = SEQ) -> torch.Tensor:
+    return (torch.arange(seq) + offset).unsqueeze(0).expand(batch, -1)
+
+
+def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).abs().max())
+
+
+@pytest.fixture(scope="module")
+def models():
+    """Built once per case for the module: (model, its float64 reference)."""
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            model = tiny.tiny_model(name)
+            cache[name] = (model, tiny.float64_reference(model))
+        return cache[name]
+    return get
+
+
+def test_every_supported_family_has_a_case():
+    families = {tiny.case_fields(name)[0] for name in CASES}
+    assert families == set(supported_model_types())
+
+
+# -- short positions: equal to the unpatched model ---------------------------------------------------
+@pytest.mark.parametrize("name", CASES)
+def test_short_positions_match_unpatched(models, name):
+    model, ref = models(name)
+    ids, pos = ids_for(), positions(0)
+    exact = tiny.logits(ref, ids, pos)
+    before = tiny.logits(model, ids, pos)
+    noise = max_diff(before, exact)
+    with patch(model) as handle:
+        after = tiny.logits(model, ids, pos)
+        assert handle.attention_modules and handle.rotary_modules
+    assert 0 < noise < 1e-4
+    assert max_diff(after, before) <= 4 * noise, (name, max_diff(after, before), noise)
+    assert max_diff(after, exact) <= 4 * noise
+
+
+@pytest.mark.parametrize("name, wrong", [("llama-3.1-8b", "interleaved"), ("gpt-j-6b", "half"),
+                                         ("deepseek-v3", "half"), ("gpt-neox-20b", "interleaved"),
+                                         ("deepseek-v2-lite", "half")])
+def test_negative_control_wrong_layout_is_detected(models, name, wrong):
+    model, ref = models(name)
+    ids, pos = ids_for(), positions(0)
+    noise = max_diff(tiny.logits(model, ids, pos), tiny.logits(ref, ids, pos))
+    with patch(model, layout=wrong):
+        wrong_logits = tiny.logits(model, ids, pos)
+    assert max_diff(wrong_logits, tiny.logits(ref, ids, pos)) > 100 * 4 * noise
+
+
+# -- long positions: closer to float64 -----------------------------------------------------------------
+@pytest.mark.parametrize("offset", LONG_OFFSETS)
+@pytest.mark.parametrize("name", CASES)
+def test_long_positions_closer_to_float64(models, name, offset):
+    model, ref = models(name)
+    ids, pos = ids_for(), positions(offset)
+    exact = tiny.logits(ref, ids, pos)
+    short_noise = max_diff(tiny.logits(model, ids, positions(0)), tiny.logits(ref, ids, positions(0)))
+    with patch(model):
+        patched_error = max_diff(tiny.logits(model, ids, pos), exact)
+    # the patched model is as exact at 1M as at position 0: its float32 noise, nothing from rope
+    assert patched_error <= 4 * short_noise, (name, offset, patched_error, short_noise)
+    if name in TABLE_BOUND:
+        with pytest.raises(IndexError):
+            tiny.logits(model, ids, pos)
+        return
+    unpatched_error = max_diff(tiny.logits(model, ids, pos), exact)
+    assert unpatched_error >= 10 * patched_error, (name, offset, unpatched_error, patched_error)
+
+
+# -- generation ---------------------------------------------------------------------------------------
+def greedy(model, ids, mask=None, new=8):
+    with torch.no_grad():
+        return model.generate(ids, attention_mask=mask, max_new_tokens=new, do_sample=False, pad_token_id=0,
+                              min_new_tokens=new)
+
+
+@pytest.mark.parametrize("left_padding", [False, True])
+@pytest.mark.parametrize("name", CASES)
+def test_greedy_generation_matches_unpatched(models, name, left_padding):
+    model, _ = models(name)
+    ids = ids_for(seed=3, seq=10)
+    mask = torch.ones_like(ids)
+    if left_padding:
+        ids[0, :4] = 0
+        mask[0, :4] = 0
+    expected = greedy(model, ids, mask)
+    with patch(model):
+        got = greedy(model, ids, mask)
+    assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_attention_implementations(attn):
+    model = tiny.tiny_model("llama-3.1-8b", attn_implementation=attn)
+    ids = ids_for()
+    exact = tiny.logits(tiny.float64_reference(model), ids)
+    before = tiny.logits(model, ids)
+    with patch(model):
+        after = tiny.logits(model, ids)
+        generated = greedy(model, ids[:, :6])
+    assert max_diff(after, before) <= 4 * max_diff(before, exact)
+    assert torch.equal(generated, greedy(model, ids[:, :6]))
+
+
+def test_packed_position_ids(models):
+    model, ref = models("qwen2.5-7b-instruct-yarn")
+    ids = ids_for(batch=1)
+    packed = torch.cat((torch.arange(6), torch.arange(4), torch.arange(6))).unsqueeze(0)   # 3 documents
+    exact = tiny.logits(ref, ids, packed)
+    before = tiny.logits(model, ids, packed)
+    with patch(model):
+        after = tiny.logits(model, ids, packed)
+    assert max_diff(after, before) <= 4 * max_diff(before, exact)
+
+
+# -- autograd and compile ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "gpt-j-6b", "deepseek-v3"])
+def test_gradients_match_unpatched(name):
+    model = tiny.tiny_model(name).train()
+    ids = ids_for()
+
+    def grads():
+        model.zero_grad()
+        model(ids, labels=ids).loss.backward()
+        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    expected = grads()
+    with patch(model):
+        got = grads()
+    assert expected.keys() == got.keys() and expected
+    for n in expected:
+        scale = expected[n].abs().max().item() + 1e-12
+        assert max_diff(got[n], expected[n]) <= 1e-4 * scale, n
+
+
+@pytest.mark.slow
+def test_torch_compile_matches_eager():
+    model = tiny.tiny_model("llama-3.1-8b")
+    ids = ids_for()
+    with patch(model):
+        eager = tiny.logits(model, ids)
+        compiled = torch.compile(model)
+        got = tiny.logits(compiled, ids)
+        got_long = tiny.logits(compiled, ids, positions(1048576))
+        eager_long = tiny.logits(model, ids, positions(1048576))
+    assert max_diff(got, eager) < 1e-4
+    assert max_diff(got_long, eager_long) < 1e-4
+
+
+# -- scope and undo ------------------------------------------------------------------------------------------
+def test_patch_is_per_instance_and_undo_restores_exactly():
+    model, other = tiny.tiny_model("llama-3.1-8b"), tiny.tiny_model("llama-3.1-8b", seed=1)
+    ids = ids_for()
+    attn_class = type(model.model.layers[0].self_attn)
+    class_forward = attn_class.forward
+    rotary_before = model.model.rotary_emb
+    state_before = {k: v.clone() for k, v in model.state_dict().items()}
+    logits_before, other_before = tiny.logits(model, ids), tiny.logits(other, ids)
+
+    handle = patch(model)
+    assert patch_of(model) is handle
+    assert isinstance(model.model.rotary_emb, PosencRotaryTables)
+    assert "forward" in model.model.layers[0].self_attn.__dict__
+    # the class, the module's function and the other instance are untouched
+    assert attn_class.forward is class_forward
+    module = __import__(ARCHITECTURES["llama"].module, fromlist=["x"])
+    assert module.apply_rotary_pos_emb.__module__ == module.__name__
+    assert "forward" not in other.model.layers[0].self_attn.__dict__
+    assert type(other.model.rotary_emb).__name__ == "LlamaRotaryEmbedding"
+    assert torch.equal(tiny.logits(other, ids), other_before)
+
+    handle.undo()
+    handle.undo()                                          # idempotent
+    assert patch_of(model) is None
+    assert model.model.rotary_emb is rotary_before
+    assert all("forward" not in layer.self_attn.__dict__ for layer in model.model.layers)
+    assert torch.equal(tiny.logits(model, ids), logits_before)
+    assert all(torch.equal(v, state_before[k]) for k, v in model.state_dict().items())
+    assert model.state_dict().keys() == state_before.keys()
+
+
+def test_context_manager_and_unpatch():
+    model = tiny.tiny_model("phi-2")
+    with patch(model):
+        assert patch_of(model) is not None
+    assert patch_of(model) is None
+    patch(model)
+    unpatch(model)
+    assert patch_of(model) is None
+    unpatch(model)                                         # nothing to undo: no error
+
+
+def test_state_dict_unchanged_by_patch():
+    model = tiny.tiny_model("gpt-neox-20b")
+    keys = set(model.state_dict())
+    with patch(model):
+        assert set(model.state_dict()) == keys             # posenc's tables are non-persistent buffers
+
+
+def test_dtype_casts_keep_exact_tables():
+    model = tiny.tiny_model("llama-3.2-1b")
+    with patch(model) as handle:
+        model.to(torch.bfloat16)
+        assert handle.rope.cos_cached.dtype == torch.float32
+        cos, _ = model.model.rotary_emb(torch.zeros(1, dtype=torch.bfloat16), torch.arange(4)[None])
+        assert cos.dtype == torch.float32                  # tables reach the rotation unrounded
+        model.double()
+        cos, _ = model.model.rotary_emb(torch.zeros(1, dtype=torch.float64), torch.arange(4)[None])
+        assert cos.dtype == torch.float64
+
+
+# -- refusals --------------------------------------------------------------------------------------------------
+def test_unsupported_architecture_names_the_supported_ones():
+    from transformers import BertConfig, BertModel
+    model = BertModel(BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=16))
+    with pytest.raises(UnsupportedModelError, match="supports model types .*llama.*got 'bert'"):
+        patch(model)
+
+
+def test_alibi_falcon_is_refused():
+    model = tiny.tiny_model("falcon", alibi=True)
+    with pytest.raises(UnsupportedModelError, match="alibi=True"):
+        patch(model)
+
+
+def test_double_patch_and_bad_arguments():
+    model = tiny.tiny_model("llama-3.1-8b")
+    with patch(model), pytest.raises(ValueError, match="already patched"):
+        patch(model)
+    with pytest.raises(ValueError, match="layout must be one of"):
+        patch(model, layout="diagonal")
+    with pytest.raises(ValueError, match="freeze_frequencies applies to .* 'llama3'"):
+        patch(model, freeze_frequencies=4096)
+    assert patch_of(model) is None                         # a refused patch leaves nothing behind
+    with pytest.raises(TypeError, match="PreTrainedModel"):
+        patch(torch.nn.Linear(2, 2))
+
+
+# -- dynamic frequencies: transformers' behaviour, and freeze_frequencies ----------------------------------------
+def decode_vs_full(model, ids, new: int):
+    """Max |logits of cached decoding - logits of one full forward| over the generated steps."""
+    with torch.no_grad():
+        out = model.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0,
+                             output_logits=True, return_dict_in_generate=True)
+        step_logits = torch.stack(out.logits, 1).double()                   # (B, new, V)
+        full = model(out.sequences[:, :-1]).logits[:, ids.shape[1] - 1:].double()
+    return max_diff(step_logits, full)
+
+
+@pytest.mark.parametrize("name", ["phi-3.5-mini-instruct", "llama-dynamic"])
+def test_freeze_frequencies_makes_the_kv_cache_consistent(name):
+    # a trained length of 16 so that 12 prompt tokens + 10 new ones cross it
+    key = {"phi-3.5-mini-instruct": "original_max_position_embeddings", "llama-dynamic": "max_position_embeddings"}
+    model = tiny.tiny_model(name, **{key[name]: 16})
+    ids = ids_for(seq=12)
+    reference_noise = max_diff(tiny.logits(model, ids), tiny.logits(tiny.float64_reference(model), ids))
+    with patch(model):
+        drifting = decode_vs_full(model, ids, new=10)
+    with patch(model, freeze_frequencies=22):
+        frozen = decode_vs_full(model, ids, new=10)
+    drifting_unpatched = decode_vs_full(model, ids, new=10)
+    assert frozen <= 20 * reference_noise                  # cached keys and new queries agree
+    assert drifting > 100 * frozen and drifting_unpatched > 100 * frozen
+
+
+@pytest.mark.slow
+def test_example_script_runs(capsys):
+    import pathlib
+    import runpy
+    script = pathlib.Path(__file__).resolve().parents[1] / "examples" / "patch_transformers.py"
+    runpy.run_path(str(script), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "greedy tokens, patched == unpatched: True" in out
+    assert "the model is its original self: LlamaRotaryEmbedding" in out
+
+
+def test_bad_position_ids_are_refused_by_name(models):
+    model, _ = models("llama-3.1-8b")
+    ids = ids_for()
+    with patch(model):
+        with pytest.raises(ValueError, match="position_ids"):           # not a silent wrap-around
+            tiny.logits(model, ids, positions(0) - 3)
+        with pytest.raises(TypeError, match="position_ids"):            # no float positions
+            tiny.logits(model, ids, positions(0).float())
