@@ -191,7 +191,7 @@ def test_cli_text_json_folder_and_plot(tmp_path, capsys):
                                                 "num_attention_heads": 2, "rope_scaling": {"rope_type": "warp"}})),
      "rope_type must be one of"),
     (lambda p: write_config(p, text=json.dumps({**fields("codellama-7b"), "max_position_embeddings": 10 ** 30})),
-     "max_position_embeddings must be <= 2**53"),
+     "max_position_embeddings must be an integer >= 1 and <= 2**53"),
 ])
 def test_cli_bad_inputs_give_one_line(tmp_path, capsys, setup, message):
     target = setup(tmp_path)
