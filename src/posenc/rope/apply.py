@@ -367,6 +367,8 @@ def apply_rotary_at(q: torch.Tensor, k: torch.Tensor, cos_table: torch.Tensor, s
         if int(positions.max()) >= rows:
             raise ValueError(f"positions must be < {rows} (the number of table rows), got a maximum of "
                              f"{int(positions.max())}; grow the table first (RotaryEmbedding.extend)")
+    if positions.dtype not in (torch.int64, torch.int32):
+        positions = positions.long()      # uint8 would index as a boolean mask; the kernels read int64/int32
     if not fused:
         cos, sin = cos_table[positions], sin_table[positions]                 # (B|1, S, r/2)
         if inplace and _inplace_aliasing(q, k, full=True):
@@ -377,8 +379,6 @@ def apply_rotary_at(q: torch.Tensor, k: torch.Tensor, cos_table: torch.Tensor, s
     cos, sin = cos_table.unsqueeze(0), sin_table.unsqueeze(0)                 # (1, rows, r/2)
     if cos.dtype != table_dtype or sin.dtype != table_dtype:
         cos, sin = cos.to(table_dtype), sin.to(table_dtype)
-    if positions.dtype not in (torch.int64, torch.int32):
-        positions = positions.to(torch.int64)
     kernel = functools.partial(kernel, positions=positions)
     return _run_fused(q, k, cos, sin, kernel, layout == "interleaved", r, inplace, grad)
 
