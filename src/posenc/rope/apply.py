@@ -281,8 +281,7 @@ def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
     grad = torch.is_grad_enabled()
     if kernel is None or (grad and (cos.requires_grad or sin.requires_grad)):
         if inplace and _inplace_aliasing(q, k, full=True):
-            q, _ = _apply_reference(q, q[:, :0], cos, sin, layout, r, True)
-            return q, q
+            return _rotate_shared_reference(q, cos, sin, layout, r)
         return _apply_reference(q, k, cos, sin, layout, r, inplace)
     table_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     if cos.dtype != table_dtype or sin.dtype != table_dtype:
@@ -372,8 +371,7 @@ def apply_rotary_at(q: torch.Tensor, k: torch.Tensor, cos_table: torch.Tensor, s
     if not fused:
         cos, sin = cos_table[positions], sin_table[positions]                 # (B|1, S, r/2)
         if inplace and _inplace_aliasing(q, k, full=True):
-            q, _ = _apply_reference(q, q[:, :0], cos, sin, layout, r, True)
-            return q, q
+            return _rotate_shared_reference(q, cos, sin, layout, r)
         return _apply_reference(q, k, cos, sin, layout, r, inplace)
     table_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     cos, sin = cos_table.unsqueeze(0), sin_table.unsqueeze(0)                 # (1, rows, r/2)
@@ -381,6 +379,12 @@ def apply_rotary_at(q: torch.Tensor, k: torch.Tensor, cos_table: torch.Tensor, s
         cos, sin = cos.to(table_dtype), sin.to(table_dtype)
     kernel = functools.partial(kernel, positions=positions)
     return _run_fused(q, k, cos, sin, kernel, layout == "interleaved", r, inplace, grad)
+
+
+def _rotate_shared_reference(x, cos, sin, layout, r):
+    """In place, when q and k are one tensor: rotate it once, as the reference does for q and k."""
+    x.copy_(rotate_reference(x, cos.unsqueeze(1), sin.unsqueeze(1), layout=layout, rotary_dim=r))
+    return x, x
 
 
 def _apply_reference(q, k, cos, sin, layout, r, inplace):
