@@ -74,6 +74,7 @@ def reference(q, k, cos, sin, layout="half", r=None):
 
 
 # -- regressions ---------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_sin_with_its_own_strides_at_scale():
     """The reproduction from the bug report: sin an expanded view, cos dense. The old kernel read sin
     with cos's strides, far past sin's one row: garbage, and at this size a segfault."""
@@ -343,7 +344,7 @@ TRITON_DRIVER = """
     assert os.environ.get("TRITON_INTERPRET") == "1"
     import kernel_layouts as layouts
     from posenc.rope.kernels import triton_rope
-    tally = layouts.run(triton_rope.rotate, 40, seed=7, range_errors=False)
+    tally = layouts.run(triton_rope.rotate, 40, seed=7, range_errors=False, ulps=1.0)
     tally["nan_positions"] = layouts.triton_kernel_nan_positions(triton_rope.rotate, seed=8)
     print("RESULT " + json.dumps(tally))
 """
@@ -386,7 +387,7 @@ def addresses(t):
     return set(idx.flatten().tolist())
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(views_of_one_storage())
 def test_overlap_matches_brute_force(pair):
     x, y = pair

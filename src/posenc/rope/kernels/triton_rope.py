@@ -60,8 +60,8 @@ def _rope_kernel(q_ptr, k_ptr, qo_ptr, ko_ptr, cos_ptr, sin_ptr, pos_ptr,
                  ks_b, ks_h, ks_s, ks_d, kos_b, kos_h, kos_s, kos_d,
                  cs_b, cs_s, cs_i, ss_b, ss_s, ss_i, ps_b, ps_s,
                  HALF_R: tl.constexpr, BLOCK_R: tl.constexpr, HEAD_DIM: tl.constexpr,
-                 BLOCK_REST: tl.constexpr, COPY_REST: tl.constexpr, INTERLEAVED: tl.constexpr,
-                 HAS_POS: tl.constexpr, INVERSE: tl.constexpr, BLOCK_H: tl.constexpr):
+                 BLOCK_REST: tl.constexpr, COPY_REST_Q: tl.constexpr, COPY_REST_K: tl.constexpr,
+                 INTERLEAVED: tl.constexpr, HAS_POS: tl.constexpr, INVERSE: tl.constexpr, BLOCK_H: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     b = pid // seq
     t = pid % seq
@@ -89,9 +89,9 @@ def _rope_kernel(q_ptr, k_ptr, qo_ptr, ko_ptr, cos_ptr, sin_ptr, pos_ptr,
         offs_a = offs.to(tl.int64)
         offs_b = (offs + HALF_R).to(tl.int64)
     _rotate_heads(q_ptr + b * qs_b + t * qs_s, qo_ptr + b * qos_b + t * qos_s, n_qh, qs_h, qs_d, qos_h, qos_d,
-                  c, s, offs_a, offs_b, mask_r, HALF_R, HEAD_DIM, BLOCK_REST, COPY_REST, BLOCK_H)
+                  c, s, offs_a, offs_b, mask_r, HALF_R, HEAD_DIM, BLOCK_REST, COPY_REST_Q, BLOCK_H)
     _rotate_heads(k_ptr + b * ks_b + t * ks_s, ko_ptr + b * kos_b + t * kos_s, n_kh, ks_h, ks_d, kos_h, kos_d,
-                  c, s, offs_a, offs_b, mask_r, HALF_R, HEAD_DIM, BLOCK_REST, COPY_REST, BLOCK_H)
+                  c, s, offs_a, offs_b, mask_r, HALF_R, HEAD_DIM, BLOCK_REST, COPY_REST_K, BLOCK_H)
 
 
 def check_operands(q, k, q_out, k_out, cos, sin, rotary_dim, positions=None) -> None:
@@ -153,7 +153,9 @@ def rotate(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.T
         return
     half = rotary_dim // 2
     rest = head_dim - rotary_dim
-    copy_rest = rest > 0 and not overlap.identical(q_out, q)
+    # the untouched tail is copied unless that output is its own input (q and k decide separately)
+    copy_rest_q = rest > 0 and not overlap.identical(q_out, q)
+    copy_rest_k = rest > 0 and not overlap.identical(k_out, k)
     cs_b = cos.stride(0) if cos.shape[0] > 1 else 0
     ss_b = sin.stride(0) if sin.shape[0] > 1 else 0
     if positions is not None:
@@ -171,5 +173,5 @@ def rotate(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.T
         *q.stride(), *q_out.stride(), *k.stride(), *k_out.stride(),
         cs_b, cos.stride(1), cos.stride(2), ss_b, sin.stride(1), sin.stride(2), ps_b, ps_s,
         HALF_R=half, BLOCK_R=triton.next_power_of_2(half), HEAD_DIM=head_dim,
-        BLOCK_REST=triton.next_power_of_2(max(rest, 1)), COPY_REST=copy_rest,
+        BLOCK_REST=triton.next_power_of_2(max(rest, 1)), COPY_REST_Q=copy_rest_q, COPY_REST_K=copy_rest_k,
         INTERLEAVED=interleaved, HAS_POS=positions is not None, INVERSE=inverse, BLOCK_H=block_h)
