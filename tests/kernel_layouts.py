@@ -276,3 +276,25 @@ def triton_kernel_nan_positions(kernel: Callable, seed: int) -> Dict:
 def summary(tallies: List[Dict]) -> Dict:
     keys = ("cases", "correct", "clear_errors", "wrong")
     return {key: sum(t.get(key, 0) for t in tallies) for key in keys}
+
+
+def addresses(t: torch.Tensor) -> List[int]:
+    """Byte address of every element (brute force; for the small tensors of the tests)."""
+    if t.numel() == 0:
+        return []
+    es = t.element_size()
+    index = torch.as_strided(torch.arange(t.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))),
+                             t.shape, t.stride(), t.storage_offset())
+    base = t.untyped_storage().data_ptr()
+    return [base + i * es for i in index.flatten().tolist()]
+
+
+def shares_memory_within(t: torch.Tensor) -> bool:
+    found = addresses(t)
+    return len(set(found)) < len(found)
+
+
+def shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether some byte belongs to an element of both (brute force)."""
+    bytes_a = {x + i for x in addresses(a) for i in range(a.element_size())}
+    return any(x + i in bytes_a for x in addresses(b) for i in range(b.element_size()))
