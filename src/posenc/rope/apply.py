@@ -74,6 +74,20 @@ def rotate_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, l
 def check_rotary_inputs(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                         layout: str, rotary_dim: Optional[int]) -> int:
     """Validate the arguments of :func:`apply_rotary`; return the resolved rotary_dim."""
+    # Fast path, a handful of tuple comparisons: a decode step calls this once per layer. Anything
+    # unusual falls through to the checks below, which raise the detailed messages.
+    try:
+        qs, ks, cs = q.shape, k.shape, cos.shape
+        r = qs[-1] if rotary_dim is None else rotary_dim
+        if (len(qs) == 4 and len(ks) == 4 and ks[0] == qs[0] and ks[2] == qs[2] and ks[3] == qs[3]
+                and type(r) is int and 2 <= r <= qs[3] and not r % 2 and cs == sin.shape
+                and (len(cs) == 2 or (len(cs) == 3 and cs[0] in (1, qs[0])))
+                and cs[-1] == r // 2 and cs[-2] == qs[2] and layout in LAYOUTS
+                and q.is_floating_point() and k.is_floating_point() and cos.is_floating_point()
+                and sin.is_floating_point() and isinstance(sin, torch.Tensor)):
+            return r
+    except (AttributeError, TypeError, IndexError):
+        pass
     check_tensor("q", q, ndim=4, floating=True)
     check_tensor("k", k, ndim=4, floating=True)
     check_tensor("cos", cos, ndim=(2, 3), floating=True)
@@ -192,6 +206,7 @@ def _dense_last_dim(t: torch.Tensor) -> torch.Tensor:
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _is_functorch_wrapped = getattr(torch._C._functorch, "is_functorch_wrapped_tensor", lambda t: False)
 _is_compiling = torch.compiler.is_compiling
+_CPU = torch.device("cpu")
 _FUSED_DTYPES = frozenset((torch.float32, torch.bfloat16, torch.float16, torch.float64))
 
 
@@ -210,6 +225,8 @@ def _fused_kernel(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torc
         return None
     if q.dtype != k.dtype or q.dtype not in _FUSED_DTYPES:
         return None
+    if q.is_cpu and k.is_cpu and cos.is_cpu and sin.is_cpu:
+        return kernels.kernel_for(_CPU)
     device = q.device
     if not (device == k.device == cos.device == sin.device):
         return None                       # let the reference raise torch's own device error
