@@ -249,6 +249,27 @@ def test_validate_false_gives_the_same_answers(kernel):
         apply_rotary(q, k, cos[:, :2], sin[:, :2], rotary_dim=12, validate=False)
 
 
+def test_threads_with_strided_operands(kernel):
+    """Large enough for several threads: transposed q/k, expanded sin, transposed-copy cos."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(2, threads))
+    try:
+        gen = torch.Generator().manual_seed(9)
+        S = 700
+        q = torch.randn(1, S, 8, 64, generator=gen).transpose(1, 2)         # (1, 8, S, 64), strided
+        k = torch.randn(1, S, 2, 64, generator=gen).transpose(1, 2)
+        angles = torch.rand(S, 32, generator=gen) * 6.3
+        cos = angles.cos().t().contiguous().t()
+        sin = angles.sin()[5:6].expand(S, 32)
+        want = reference(q, k, cos.contiguous(), sin.contiguous(), "interleaved")
+        got = apply_rotary(q, k, cos, sin, layout="interleaved")
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        apply_rotary(q, k, cos, sin, layout="interleaved", inplace=True)
+        assert torch.equal(q, want[0]) and torch.equal(k, want[1])
+    finally:
+        torch.set_num_threads(threads)
+
+
 # -- randomized layouts --------------------------------------------------------------------------
 def test_random_layouts_cpu_kernel(kernel):
     tally = layouts.run(kernel, 150, seed=11)
