@@ -214,8 +214,9 @@ def _fused_kernel(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torc
                   inplace: bool = False) -> Optional[Callable]:
     """The kernel to use for these inputs, or ``None`` for the reference.
 
-    Strides do not matter: both kernels take every stride of every operand. ``inplace`` is kept for
-    callers of the old signature; aliasing is checked by :func:`_inplace_aliasing` and the kernels.
+    Strides do not matter: both kernels take every stride of every operand. ``inplace`` no longer
+    changes the answer (aliasing is checked by :func:`_inplace_aliasing` and by the kernels); it stays
+    for ``posenc.bench``, which still passes it.
     """
     if _is_compiling():
         return None                       # Inductor fuses the reference; an opaque call breaks graphs
