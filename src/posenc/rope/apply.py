@@ -379,7 +379,10 @@ def apply_rotary_at(q: torch.Tensor, k: torch.Tensor, cos_table: torch.Tensor, s
     table_grad = grad and (cos_table.requires_grad or sin_table.requires_grad)
     fused = kernel is not None and not table_grad and positions.device == q.device
     # The CPU kernel checks the range itself, with the same message, without a separate pass here.
-    if validate and positions.numel() and not _is_compiling() and not (fused and q.is_cpu):
+    # The reference path checks even without validate: indexing would wrap a negative position.
+    if not fused and not validate:
+        check_positions("positions", positions)
+    if (validate or not fused) and positions.numel() and not _is_compiling() and not (fused and q.is_cpu):
         rows = cos_table.shape[0]
         if int(positions.max()) >= rows:
             raise ValueError(f"positions must be < {rows} (the number of table rows), got a maximum of "
