@@ -11,7 +11,8 @@ sliced, expanded, broadcast batch), in place or not, ``validate`` on or off, q a
 * raise ``ValueError`` or ``TypeError`` whose message names the offending argument, when the call
   is invalid, before anything is written.
 
-Outcomes are counted; with ``POSENC_PROPERTY_TALLY=path`` the counts are written there as JSON.
+Outcomes are counted; with ``POSENC_PROPERTY_TALLY=path`` the counts are written there as JSON, and
+``POSENC_PROPERTY_EXAMPLES`` sets how many calls each test generates (250 by default).
 The fused kernels themselves are also driven by random cases under AddressSanitizer and in separate
 processes (``test_kernel_safety.py``), where a crash fails a test instead of the run.
 """
@@ -36,7 +37,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 import kernel_layouts as layouts  # noqa: E402
 
 TALLY = collections.Counter()
-SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: POSENC_PROPERTY_EXAMPLES raises the number of generated calls per test for a longer search.
+SETTINGS = settings(max_examples=int(os.environ.get("POSENC_PROPERTY_EXAMPLES", "250")), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.fixture(scope="module", autouse=True)
