@@ -223,6 +223,9 @@ static void run_units(const job *j) {
             for (int64_t hd = 0; hd < in->shape[1]; hd++) {
                 for (int64_t s = s0; s < s1; s++) {
                     int64_t row = a->positions.data ? position_at(&a->positions, j->ps_b, b, s) : s;
+                    /* checked before the work began; checked again because ctypes releases the GIL
+                       and another thread may have written the positions since */
+                    if (row < 0 || row >= a->cos.shape[1]) continue;
                     const char *c = (const char *)a->cos.data + (size_t)(b * j->cs_b + row * a->cos.stride[1]) * ts;
                     const char *sn = (const char *)a->sin.data + (size_t)(b * j->ss_b + row * a->sin.stride[1]) * ts;
                     const char *x = (const char *)in->data
