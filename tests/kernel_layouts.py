@@ -283,8 +283,8 @@ def addresses(t: torch.Tensor) -> List[int]:
     if t.numel() == 0:
         return []
     es = t.element_size()
-    index = torch.as_strided(torch.arange(t.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))),
-                             t.shape, t.stride(), t.storage_offset())
+    extent = t.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    index = torch.as_strided(torch.arange(extent), t.shape, t.stride(), t.storage_offset())
     base = t.untyped_storage().data_ptr()
     return [base + i * es for i in index.flatten().tolist()]
 

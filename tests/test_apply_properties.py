@@ -66,7 +66,8 @@ def calls(draw, at: bool):
     layout = draw(st.sampled_from(["half", "interleaved"]))
     table_dtype = draw(st.sampled_from([torch.float32, torch.float64, torch.bfloat16, torch.float16]))
     call = dict(dtype=dtype, layout=layout, rotary_dim=r, r=rr, inplace=draw(st.booleans()),
-                validate=draw(st.booleans()), alias=draw(st.sampled_from(["none"] * 4 + ["same", "partial", "expanded"])),
+                validate=draw(st.booleans()),
+                alias=draw(st.sampled_from(["none"] * 4 + ["same", "partial", "expanded"])),
                 broken=None)
     q = layouts.strided((batch, hq, seq, d), dtype, rng)
     k = layouts.strided((batch, hk, seq, d), dtype, rng)
@@ -155,6 +156,10 @@ def expected_outputs(call, at: bool):
     return layouts.oracle(q, cos, sin, r, inter, False), layouts.oracle(k, cos, sin, r, inter, False)
 
 
+def unchanged(now: torch.Tensor, before: torch.Tensor) -> bool:
+    return torch.equal(now.nan_to_num(), before.nan_to_num())
+
+
 def check_call(call, at: bool):
     TALLY["cases"] += 1
     expected_error, words = (None, None)
@@ -205,7 +210,7 @@ def check_call(call, at: bool):
             TALLY["wrong"] += 1
             raise AssertionError(f"expected {expected_error.__name__} naming {words!r}, got "
                                  f"{type(exc).__name__}: {exc}") from exc
-        if not (torch.equal(q.nan_to_num(), q_before.nan_to_num()) and torch.equal(k.nan_to_num(), k_before.nan_to_num())):
+        if not (unchanged(q, q_before) and unchanged(k, k_before)):
             TALLY["wrong"] += 1
             raise AssertionError(f"refused ({exc}), but modified q or k first")
         TALLY["clear_errors"] += 1
@@ -222,11 +227,12 @@ def check_call(call, at: bool):
     if call["inplace"]:
         ok = ok and out[0] is q and (out[1] is k or call["alias"] == "same")
     else:
-        ok = ok and torch.equal(q.nan_to_num(), q_before.nan_to_num()) and torch.equal(k.nan_to_num(), k_before.nan_to_num())
+        ok = ok and unchanged(q, q_before) and unchanged(k, k_before)
     if not ok:
         TALLY["wrong"] += 1
         raise AssertionError(f"wrong answer: q {tuple(q.shape)} {q.stride()} {q.dtype}, k {k.stride()}, "
-                             f"alias {call['alias']}, inplace {call['inplace']}, layout {call['layout']}, r {call['r']}")
+                             f"alias {call['alias']}, inplace {call['inplace']}, layout {call['layout']}, "
+                             f"r {call['r']}")
     TALLY["correct"] += 1
 
 

@@ -136,7 +136,8 @@ def test_same_tensor_as_q_and_k_in_place_is_rotated_once(kernel):
 def test_same_tensor_in_place_under_autograd(kernel):
     gen = torch.Generator().manual_seed(5)
     x = torch.randn(1, 2, 5, 8, generator=gen, dtype=torch.float64, requires_grad=True)
-    cos, sin = torch.rand(5, 4, generator=gen, dtype=torch.float64), torch.rand(5, 4, generator=gen, dtype=torch.float64)
+    cos = torch.rand(5, 4, generator=gen, dtype=torch.float64)
+    sin = torch.rand(5, 4, generator=gen, dtype=torch.float64)
     y = x * 1
     out_q, out_k = apply_rotary(y, y, cos, sin, inplace=True)
     want = reference(x.detach(), x.detach(), cos, sin)[0]
@@ -222,7 +223,8 @@ def test_kernel_checks_positions_itself(kernel):
     q, k = torch.randn(1, 2, 4, 8), torch.randn(1, 1, 4, 8)
     table = torch.rand(6, 4)
     out = q.clone()
-    for bad, message in ((6, r"positions must be < 6 .* maximum of 6"), (-3, r"positions must be >= 0, got a minimum of -3")):
+    for bad, message in ((6, r"positions must be < 6 .* maximum of 6"),
+                         (-3, r"positions must be >= 0, got a minimum of -3")):
         pos = torch.tensor([0, 1, bad, 2])
         with pytest.raises(ValueError, match=message):
             apply_rotary_at(out, k.clone(), table, table, pos, inplace=True, validate=False)

@@ -389,7 +389,7 @@ def apply_rotary_at(q: torch.Tensor, k: torch.Tensor, cos_table: torch.Tensor, s
                              f"{int(positions.max())}; grow the table first (RotaryEmbedding.extend)")
     if positions.dtype not in (torch.int64, torch.int32):
         positions = positions.long()      # uint8 would index as a boolean mask; the kernels read int64/int32
-    if not fused:
+    if not fused or kernel is None:
         cos, sin = cos_table[positions], sin_table[positions]                 # (B|1, S, r/2)
         if inplace and _inplace_aliasing(q, k, full=True):
             return _rotate_shared_reference(q, cos, sin, layout, r)

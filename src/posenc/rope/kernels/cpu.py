@@ -100,7 +100,7 @@ def _slots(structure, prefix="") -> List[str]:
         if isinstance(kind, type) and issubclass(kind, ctypes.Structure):
             names += _slots(kind, f"{prefix}{name}.")
         elif isinstance(kind, type) and issubclass(kind, ctypes.Array):
-            names += [f"{prefix}{name}[{i}]" for i in range(kind._length_)]
+            names += [f"{prefix}{name}[{i}]" for i in range(ctypes.sizeof(kind) // 8)]   # int64 items
         else:
             names.append(prefix + name)
     return names
@@ -119,8 +119,9 @@ ABI = 2 * 1000000 + ctypes.sizeof(RopeArgs)
 # -- building ------------------------------------------------------------------------------------
 def _compiler() -> str:
     for candidate in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if candidate and shutil.which(candidate):
-            return shutil.which(candidate)
+        found = shutil.which(candidate) if candidate else None
+        if found:
+            return found
     raise FusedKernelUnavailable("no C compiler found (looked for $CC, cc, gcc, clang)")
 
 
@@ -199,7 +200,7 @@ def build(extra_flags=()) -> Path:
     version = _compiler_version(cc)
     text = source()
     directory = _cache_dir()
-    error = None
+    error: Optional[FusedKernelUnavailable] = None
     for native in (True, False):
         flags = [*FLAGS, *(NATIVE_FLAGS if native else ()), *extra_flags]
         key = hashlib.sha256("\0".join([text, cc, version, " ".join(flags),
@@ -212,7 +213,7 @@ def build(extra_flags=()) -> Path:
             return target
         except FusedKernelUnavailable as exc:
             error = error or exc
-    raise error
+    raise error or FusedKernelUnavailable("no build was attempted")
 
 
 def _compile(cc: str, flags, directory: Path, target: Path) -> None:

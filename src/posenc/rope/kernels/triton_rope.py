@@ -2,7 +2,8 @@
 
 Grid: one program per (batch, position). Every operand is addressed through its own strides (all
 four dims of q, k and the outputs, all three of cos and sin, both of positions), and
-:func:`check_operands` refuses overlapping outputs before the launch, as the C kernel does. A program loads its position's half-width cos/sin row once
+:func:`check_operands` refuses overlapping outputs before the launch, as the C kernel does.
+A program loads its position's half-width cos/sin row once
 (through ``positions`` when given, so packed variable-length batches need no gathered copy of the
 table), then walks the q heads and the k heads in blocks of ``BLOCK_H``. Each element of q and k is
 read once and written once; GQA needs nothing special because the heads of q and of k are separate
