@@ -248,7 +248,8 @@ def _inplace_aliasing(q: torch.Tensor, k: torch.Tensor, full: bool) -> bool:
     """
     if not (_has_storage(q) and _has_storage(k)):
         return False                      # no memory to alias (meta, functorch, compile)
-    same = q.data_ptr() == k.data_ptr() and q.shape == k.shape and overlap.identical(q, k)
+    # empty tensors have no memory to share, whatever their data pointers say
+    same = bool(q.numel()) and q.data_ptr() == k.data_ptr() and q.shape == k.shape and overlap.identical(q, k)
     if not full:
         return same
     for name, t in (("q", q), ("k", k)):
