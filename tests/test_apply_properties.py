@@ -12,7 +12,7 @@ sliced, expanded, broadcast batch), in place or not, ``validate`` on or off, q a
   is invalid, before anything is written.
 
 Outcomes are counted; with ``POSENC_PROPERTY_TALLY=path`` the counts are written there as JSON, and
-``POSENC_PROPERTY_EXAMPLES`` sets how many calls each test generates (250 by default).
+``POSENC_PROPERTY_EXAMPLES`` sets how many calls each slow-tier test generates (400 by default).
 The fused kernels themselves are also driven by random cases under AddressSanitizer and in separate
 processes (``test_kernel_safety.py``), where a crash fails a test instead of the run.
 """
@@ -37,9 +37,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 import kernel_layouts as layouts  # noqa: E402
 
 TALLY = collections.Counter()
-#: POSENC_PROPERTY_EXAMPLES raises the number of generated calls per test for a longer search.
-SETTINGS = settings(max_examples=int(os.environ.get("POSENC_PROPERTY_EXAMPLES", "250")), deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+#: Generated calls per test: a short search in the fast tier, a longer one in the slow tier;
+#: POSENC_PROPERTY_EXAMPLES overrides the longer one.
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+LONG = settings(max_examples=int(os.environ.get("POSENC_PROPERTY_EXAMPLES", "400")), deadline=None,
+                suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -136,7 +138,8 @@ def break_call(call, at: bool):
         call["k"] = torch.zeros(k.shape[0], k.shape[1], k.shape[2] + 1, d, dtype=k.dtype)
         return ValueError, "seq"
     if kind == "cos/sin shapes differ":
-        call["sin"] = call["sin"][..., :0, :] if call["sin"].shape[-2] else torch.cat([call["sin"]] * 2, -2)
+        sn = call["sin"]
+        call["sin"] = torch.cat([sn, torch.zeros(*sn.shape[:-2], 1, sn.shape[-1], dtype=sn.dtype)], dim=-2)
         return ValueError, "sin"
     if kind == "not a tensor":
         call["cos"] = call["cos"].tolist()
@@ -236,13 +239,27 @@ def check_call(call, at: bool):
     TALLY["correct"] += 1
 
 
-@SETTINGS
+@FAST
 @given(calls(at=False))
 def test_apply_rotary_is_correct_or_refuses_clearly(call):
     check_call(call, at=False)
 
 
-@SETTINGS
+@FAST
 @given(calls(at=True))
 def test_apply_rotary_at_is_correct_or_refuses_clearly(call):
+    check_call(call, at=True)
+
+
+@pytest.mark.slow
+@LONG
+@given(calls(at=False))
+def test_apply_rotary_long_search(call):
+    check_call(call, at=False)
+
+
+@pytest.mark.slow
+@LONG
+@given(calls(at=True))
+def test_apply_rotary_at_long_search(call):
     check_call(call, at=True)
