@@ -509,6 +509,11 @@ def test_build_uses_warnings_as_errors_and_one_command():
     command = cpu.build_command("cc", cpu.FLAGS, Path("out.so"))
     assert command[0] == "cc" and str(cpu.SOURCE_PATH) in command and command[-2:] == ["-o", "out.so"]
     assert cpu.SOURCE_PATH.suffix == ".c" and cpu.SOURCE_PATH.exists()
+    pyproject = TESTS.parent / "pyproject.toml"
+    if pyproject.exists():                                              # a source checkout: ships the .c
+        import tomllib
+        data = tomllib.loads(pyproject.read_text())
+        assert "**/*.c" in data["tool"]["setuptools"]["package-data"]["posenc"]
 
 
 @pytest.mark.slow
