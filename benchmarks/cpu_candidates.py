@@ -75,7 +75,7 @@ def main():
     cos_full = torch.cat((cos, cos), -1).unsqueeze(1).to(dtype)
     sin_full = torch.cat((sin, sin), -1).unsqueeze(1).to(dtype)
     c4, s4 = cos.unsqueeze(1), sin.unsqueeze(1)
-    lib = cpu.library()
+    kernel = cpu.make_rotate(cpu.library())
     qo, ko = torch.empty_like(q), torch.empty_like(k)
 
     compiled = torch.compile(lambda q, k: (rotate_reference(q, c4, s4), rotate_reference(k, c4, s4)))
@@ -89,8 +89,8 @@ def main():
         "posenc reference": lambda: (rotate_reference(q, c4, s4), rotate_reference(k, c4, s4)),
         "chunked torch in-place": lambda: chunked_inplace(q, k, cos, sin),
         "inductor (compiled reference)": lambda: compiled(q, k),
-        "C kernel, out of place": lambda: cpu.rotate(lib, q, k, qo, ko, cos, sin, interleaved=False, rotary_dim=128),
-        "C kernel, in place": lambda: cpu.rotate(lib, q, k, q, k, cos, sin, interleaved=False, rotary_dim=128),
+        "C kernel, out of place": lambda: kernel(q, k, qo, ko, cos, sin, interleaved=False, rotary_dim=128),
+        "C kernel, in place": lambda: kernel(q, k, q, k, cos, sin, interleaved=False, rotary_dim=128),
     }
     results = {name: median_ms(fn, args.repeats) for name, fn in rows.items()}
     ceiling = results["memory pass"]

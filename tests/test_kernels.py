@@ -161,12 +161,21 @@ def test_cpu_strided_views(fused_cpu, count_fused):
     assert_close(got[1], want[1])
 
 
-def test_non_contiguous_last_dim_uses_reference(count_fused):
-    q, k, cos, sin = make_inputs(torch.float32, head_dim=32)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_non_contiguous_last_dim_uses_strided_kernel(fused_cpu, count_fused, dtype):
+    """A last dimension with stride != 1 (in q, k and the tables) takes the kernel's strided loop,
+    which does the same arithmetic as the unit-stride one: still bit for bit the reference."""
+    q, k, cos, sin = make_inputs(dtype, head_dim=32, rotary_dim=16)
     q_t = q.transpose(-1, -2).contiguous().transpose(-1, -2)           # last-dim stride != 1
-    got = apply_rotary(q_t, k, cos, sin)
-    assert not count_fused
-    assert_close(got[0], reference(q, k, cos, sin, "half", None)[0])
+    cos_t = cos.transpose(-1, -2).contiguous().transpose(-1, -2)
+    for layout in ("half", "interleaved"):
+        got = apply_rotary(q_t, k, cos_t, sin, layout=layout, rotary_dim=16)
+        want = reference(q, k, cos, sin, layout, 16)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        got = apply_rotary(q_t.clone(memory_format=torch.preserve_format), k, cos_t, sin, layout=layout,
+                           rotary_dim=16, inplace=True)
+        assert torch.equal(got[0], want[0])
+    assert count_fused
 
 
 def test_rotation_inverse(fused_cpu):

@@ -8,8 +8,12 @@ fastest correct path (see ``docs/kernels.md``):
 * CUDA tensors: the Triton kernel of :mod:`posenc.rope.kernels.triton_rope`;
 * under ``torch.compile``: the reference, which Inductor fuses into one generated kernel together
   with its neighbours, so the dispatcher never breaks a graph;
-* anything else (other devices, tensor subclasses, ``vmap``, a last dimension that is not
-  contiguous, gradients wanted for cos/sin, or no fused kernel available here): the reference.
+* anything else (other devices, tensor subclasses, ``vmap``, gradients wanted for cos/sin, or no
+  fused kernel available here): the reference.
+
+Both kernels take every stride of every operand, and refuse (``ValueError``) an output that shares
+memory with another operand unless it is exactly its own input. With ``inplace=True``, q and k may be
+the same tensor (rotated once); any other overlap between them is refused on every path.
 
 :func:`apply_rotary_at` is the same for packed batches: it takes whole tables and per-token positions,
 and the fused kernels read the named rows directly.
@@ -34,6 +38,7 @@ import torch.autograd.forward_ad as _forward_ad
 
 from .._checks import check_choice, check_int, check_positions, check_tensor
 from . import kernels
+from .kernels import overlap
 from .layout import LAYOUTS
 
 
@@ -69,6 +74,20 @@ def rotate_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, l
 def check_rotary_inputs(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                         layout: str, rotary_dim: Optional[int]) -> int:
     """Validate the arguments of :func:`apply_rotary`; return the resolved rotary_dim."""
+    # Fast path, a handful of tuple comparisons: a decode step calls this once per layer. Anything
+    # unusual falls through to the checks below, which raise the detailed messages.
+    try:
+        qs, ks, cs = q.shape, k.shape, cos.shape
+        r = qs[-1] if rotary_dim is None else rotary_dim
+        if (len(qs) == 4 and len(ks) == 4 and ks[0] == qs[0] and ks[2] == qs[2] and ks[3] == qs[3]
+                and type(r) is int and 2 <= r <= qs[3] and not r % 2 and cs == sin.shape
+                and (len(cs) == 2 or (len(cs) == 3 and cs[0] in (1, qs[0])))
+                and cs[-1] == r // 2 and cs[-2] == qs[2] and layout in LAYOUTS
+                and q.is_floating_point() and k.is_floating_point() and cos.is_floating_point()
+                and sin.is_floating_point() and isinstance(sin, torch.Tensor)):
+            return r
+    except (AttributeError, TypeError, IndexError):
+        pass
     check_tensor("q", q, ndim=4, floating=True)
     check_tensor("k", k, ndim=4, floating=True)
     check_tensor("cos", cos, ndim=(2, 3), floating=True)
@@ -154,7 +173,7 @@ class FusedRotaryInplace(torch.autograd.Function):
     def jvp(ctx, tangent, *_):
         cos, sin = ctx.saved_tensors
         kernel, interleaved, rotary_dim = ctx.config
-        if tangent.stride(-1) == 1:
+        if not overlap.self_overlaps(tangent):
             none = tangent[:, :0]
             kernel(tangent, none, tangent, none, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim)
             torch.autograd.graph.increment_version(tangent)   # the kernel wrote behind autograd's back
@@ -180,36 +199,74 @@ def _forward_ad_active() -> bool:
 
 
 def _dense_last_dim(t: torch.Tensor) -> torch.Tensor:
+    # the kernels take any strides; a copy here only makes the incoming gradient's layout friendlier
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _is_functorch_wrapped = getattr(torch._C._functorch, "is_functorch_wrapped_tensor", lambda t: False)
+_is_compiling = torch.compiler.is_compiling
+_CPU = torch.device("cpu")
+_FUSED_DTYPES = frozenset((torch.float32, torch.bfloat16, torch.float16, torch.float64))
 
 
 def _fused_kernel(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                  inplace: bool) -> Optional[Callable]:
-    """The kernel to use for these inputs, or ``None`` for the reference."""
-    if torch.compiler.is_compiling():
+                  inplace: bool = False) -> Optional[Callable]:
+    """The kernel to use for these inputs, or ``None`` for the reference.
+
+    Strides do not matter: both kernels take every stride of every operand. ``inplace`` no longer
+    changes the answer (aliasing is checked by :func:`_inplace_aliasing` and by the kernels); it stays
+    for ``posenc.bench``, which still passes it.
+    """
+    if _is_compiling():
         return None                       # Inductor fuses the reference; an opaque call breaks graphs
-    if any(type(t) not in _PLAIN for t in (q, k, cos, sin)):
+    if not (type(q) in _PLAIN and type(k) in _PLAIN and type(cos) in _PLAIN and type(sin) in _PLAIN):
         return None
     if _is_functorch_wrapped(q) or _is_functorch_wrapped(k) or _is_functorch_wrapped(cos):
         return None
-    if q.dtype != k.dtype or q.dtype not in kernels.cpu.DTYPE_CODES:
+    if q.dtype != k.dtype or q.dtype not in _FUSED_DTYPES:
         return None
-    if not (q.device == k.device == cos.device == sin.device):
+    if q.is_cpu and k.is_cpu and cos.is_cpu and sin.is_cpu:
+        return kernels.kernel_for(_CPU)
+    device = q.device
+    if not (device == k.device == cos.device == sin.device):
         return None                       # let the reference raise torch's own device error
-    if q.stride(-1) != 1 or k.stride(-1) != 1:
-        return None
-    if inplace and any(st == 0 and n > 1 for t in (q, k) for st, n in zip(t.stride(), t.shape)):
-        return None                       # overlapping memory: the reference raises torch's error
-    return kernels.kernel_for(q.device)
+    return kernels.kernel_for(device)
+
+
+def _has_storage(t: torch.Tensor) -> bool:
+    return type(t) in _PLAIN and not t.is_meta and not _is_functorch_wrapped(t) and not _is_compiling()
+
+
+def _inplace_aliasing(q: torch.Tensor, k: torch.Tensor, full: bool) -> bool:
+    """Rules for ``inplace=True``; returns whether q and k are one view (then it is rotated once).
+
+    With ``full`` (paths where no kernel sees q and k together: the reference, and the autograd
+    Functions, which rotate q and k in separate calls) it also raises ``ValueError`` when q and k
+    overlap otherwise, or when either has elements that share memory. The fused direct path leaves
+    those checks to the kernel, which applies the same rule.
+    """
+    if not (_has_storage(q) and _has_storage(k)):
+        return False                      # no memory to alias (meta, functorch, compile)
+    # empty tensors have no memory to share, whatever their data pointers say
+    same = bool(q.numel()) and q.data_ptr() == k.data_ptr() and q.shape == k.shape and overlap.identical(q, k)
+    if not full:
+        return same
+    for name, t in (("q", q), ("k", k)):
+        if overlap.self_overlaps(t):
+            raise ValueError(f"{name} has elements that share memory (an expanded or otherwise "
+                             f"overlapping view, strides {tuple(t.stride())}), so rotating it in place "
+                             "is ambiguous; pass a .contiguous() or .clone() copy")
+    if not same and overlap.overlaps(q, k):
+        raise ValueError("q and k share memory, so rotating both in place would rotate the shared "
+                         "elements twice; pass inplace=False, or q and k that do not overlap (the "
+                         "same tensor for both is fine: it is rotated once)")
+    return same
 
 
 def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *,
                  layout: str = "half", rotary_dim: Optional[int] = None,
-                 inplace: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+                 inplace: bool = False, validate: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
     """Rotate queries and keys (never values) by their positions' angles.
 
     Args:
@@ -219,49 +276,66 @@ def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
             tables from :func:`posenc.rope.tables.rope_cos_sin`, shared by all heads.
         layout: ``"half"`` (GPT-NeoX / Hugging Face) or ``"interleaved"`` (GPT-J / Meta).
         rotary_dim: rotated features per head; ``None`` means ``head_dim``.
-        inplace: write the result into ``q`` and ``k`` and return them.
+        inplace: write the result into ``q`` and ``k`` and return them. ``q`` and ``k`` may be the
+            same tensor (it is rotated once, as the reference would); any other overlap between
+            them raises ``ValueError``.
+        validate: check shapes, dtypes and the layout name. ``False`` is for callers that already
+            did (a model checks once per forward, not once per layer); memory safety does not
+            depend on it, because the fused kernels check strides, bounds and overlap themselves.
 
     Returns:
         ``(q_rotated, k_rotated)`` with the shapes and dtypes of ``q`` and ``k``.
 
+    Any strides are accepted (transposed, sliced, expanded inputs; expanded outputs are refused).
     The fused paths compute in float32 (float64 for float64 inputs) and round once, like the
     reference; on CPU they agree with it bit for bit.
     """
-    r = check_rotary_inputs(q, k, cos, sin, layout, rotary_dim)
+    if validate:
+        r = check_rotary_inputs(q, k, cos, sin, layout, rotary_dim)
+    else:
+        r = q.shape[-1] if rotary_dim is None else rotary_dim
     if cos.dim() == 2:
         cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)                     # (1, S, r/2)
-    kernel = _fused_kernel(q, k, cos, sin, inplace)
-    table_grad = torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)
-    if kernel is None or table_grad:
+    kernel = _fused_kernel(q, k, cos, sin)
+    grad = torch.is_grad_enabled()
+    if kernel is None or (grad and (cos.requires_grad or sin.requires_grad)):
+        if inplace and _inplace_aliasing(q, k, full=True):
+            return _rotate_shared_reference(q, cos, sin, layout, r)
         return _apply_reference(q, k, cos, sin, layout, r, inplace)
     table_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     if cos.dtype != table_dtype or sin.dtype != table_dtype:
         cos, sin = cos.to(table_dtype), sin.to(table_dtype)
-    cos, sin = _dense_last_dim(cos), _dense_last_dim(sin)
-    return _run_fused(q, k, cos, sin, kernel, layout == "interleaved", r, inplace)
+    return _run_fused(q, k, cos, sin, kernel, layout == "interleaved", r, inplace, grad)
 
 
-def _run_fused(q, k, cos, sin, kernel, interleaved, r, inplace):
+def _run_fused(q, k, cos, sin, kernel, interleaved, r, inplace, grad):
     """Run ``kernel``: through the autograd Functions when q or k need gradients, directly otherwise."""
-    if (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)) or _forward_ad_active():
+    if (grad and (q.requires_grad or k.requires_grad)) or _forward_ad_active():
         if inplace:
+            if _inplace_aliasing(q, k, full=True):
+                q = FusedRotaryInplace.apply(q, cos, sin, kernel, interleaved, r)
+                return q, q
             return (FusedRotaryInplace.apply(q, cos, sin, kernel, interleaved, r),
                     FusedRotaryInplace.apply(k, cos, sin, kernel, interleaved, r))
         return FusedRotary.apply(q, k, cos, sin, kernel, interleaved, r, False)
     if inplace:
-        q_out, k_out = q, k
-    else:
-        q_out, k_out = torch.empty_like(q), torch.empty_like(k)
-    kernel(q, k, q_out, k_out, cos, sin, interleaved=interleaved, rotary_dim=r)
-    if inplace:
+        if _inplace_aliasing(q, k, full=False):
+            none = q[:, :0]                                                   # (B, 0, S, D): no heads
+            kernel(q, none, q, none, cos, sin, interleaved=interleaved, rotary_dim=r)
+            torch.autograd.graph.increment_version(q)
+            return q, q
+        kernel(q, k, q, k, cos, sin, interleaved=interleaved, rotary_dim=r)
         # as any in-place torch op does, so autograd notices if q or k was saved for a backward
         torch.autograd.graph.increment_version((q, k))
+        return q, k
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    kernel(q, k, q_out, k_out, cos, sin, interleaved=interleaved, rotary_dim=r)
     return q_out, k_out
 
 
 def apply_rotary_at(q: torch.Tensor, k: torch.Tensor, cos_table: torch.Tensor, sin_table: torch.Tensor,
                     positions: torch.Tensor, *, layout: str = "half", rotary_dim: Optional[int] = None,
-                    inplace: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+                    inplace: bool = False, validate: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
     """Rotate q and k by the table rows that ``positions`` name: packed and variable-length batches.
 
     When several documents are packed into one row, positions restart at each document boundary
@@ -273,39 +347,66 @@ def apply_rotary_at(q: torch.Tensor, k: torch.Tensor, cos_table: torch.Tensor, s
         k: (batch, kv_heads, seq, head_dim).
         cos_table, sin_table: (rows, rotary_dim // 2), e.g. ``RotaryEmbedding.cos_cached``.
         positions: (batch or 1, seq) or (seq,) integers in ``[0, rows)``.
-        layout, rotary_dim, inplace: as in :func:`apply_rotary`.
+        layout, rotary_dim, inplace, validate: as in :func:`apply_rotary`. With ``validate=False``
+            positions are still bounds-checked where a kernel reads them: the CPU kernel raises the
+            same ``ValueError``, the Triton kernel never reads outside the table (it writes NaN for
+            an out-of-range position instead, to stay free of host synchronisation).
 
     Returns:
         ``(q_rotated, k_rotated)``, equal to ``apply_rotary(q, k, cos_table[positions],
         sin_table[positions], ...)``.
     """
-    check_tensor("q", q, ndim=4, floating=True)
-    check_tensor("k", k, ndim=4, floating=True)
-    check_tensor("cos_table", cos_table, ndim=2, floating=True)
-    check_tensor("sin_table", sin_table, ndim=2, floating=True)
-    check_positions("positions", positions)
+    if validate:
+        check_tensor("q", q, ndim=4, floating=True)
+        check_tensor("k", k, ndim=4, floating=True)
+        check_tensor("cos_table", cos_table, ndim=2, floating=True)
+        check_tensor("sin_table", sin_table, ndim=2, floating=True)
+        check_positions("positions", positions)
     if positions.dim() == 1:
         positions = positions.unsqueeze(0)
-    if positions.dim() != 2 or positions.shape[-1] != q.shape[2] or positions.shape[0] not in (1, q.shape[0]):
-        raise ValueError(f"positions must have shape (batch or 1, seq) = ({q.shape[0]} or 1, {q.shape[2]}) "
-                         f"or ({q.shape[2]},), got {tuple(positions.shape)}")
-    rows = cos_table.shape[0]
-    if positions.numel() and not torch.compiler.is_compiling() and int(positions.max()) >= rows:
-        raise ValueError(f"positions must be < {rows} (the number of table rows), got a maximum of "
-                         f"{int(positions.max())}; grow the table first (RotaryEmbedding.extend)")
-    per_token = cos_table[:1].expand(positions.shape[0], q.shape[2], -1)      # shape of the gathered rows
-    r = check_rotary_inputs(q, k, per_token, per_token, layout, rotary_dim)
-    if cos_table.shape != sin_table.shape:
-        raise ValueError(f"cos_table and sin_table must have the same shape, got {tuple(cos_table.shape)} "
-                         f"and {tuple(sin_table.shape)}")
-    kernel = _fused_kernel(q, k, cos_table, sin_table, inplace)
-    table_grad = torch.is_grad_enabled() and (cos_table.requires_grad or sin_table.requires_grad)
-    if kernel is None or table_grad or positions.device != q.device:
-        return _apply_reference(q, k, cos_table[positions], sin_table[positions], layout, r, inplace)
+    if validate:
+        if positions.dim() != 2 or positions.shape[-1] != q.shape[2] or positions.shape[0] not in (1, q.shape[0]):
+            raise ValueError(f"positions must have shape (batch or 1, seq) = ({q.shape[0]} or 1, {q.shape[2]}) "
+                             f"or ({q.shape[2]},), got {tuple(positions.shape)}")
+        per_token = cos_table[:1].expand(positions.shape[0], q.shape[2], -1)  # shape of the gathered rows
+        r = check_rotary_inputs(q, k, per_token, per_token, layout, rotary_dim)
+        if cos_table.shape != sin_table.shape:
+            raise ValueError(f"cos_table and sin_table must have the same shape, got {tuple(cos_table.shape)} "
+                             f"and {tuple(sin_table.shape)}")
+    else:
+        r = q.shape[-1] if rotary_dim is None else rotary_dim
+    kernel = _fused_kernel(q, k, cos_table, sin_table)
+    grad = torch.is_grad_enabled()
+    table_grad = grad and (cos_table.requires_grad or sin_table.requires_grad)
+    fused = kernel is not None and not table_grad and positions.device == q.device
+    # The CPU kernel checks the range itself, with the same message, without a separate pass here.
+    # The reference path checks even without validate: indexing would wrap a negative position.
+    if not fused and not validate:
+        check_positions("positions", positions)
+    if (validate or not fused) and positions.numel() and not _is_compiling() and not (fused and q.is_cpu):
+        rows = cos_table.shape[0]
+        if int(positions.max()) >= rows:
+            raise ValueError(f"positions must be < {rows} (the number of table rows), got a maximum of "
+                             f"{int(positions.max())}; grow the table first (RotaryEmbedding.extend)")
+    if positions.dtype not in (torch.int64, torch.int32):
+        positions = positions.long()      # uint8 would index as a boolean mask; the kernels read int64/int32
+    if not fused or kernel is None:
+        cos, sin = cos_table[positions], sin_table[positions]                 # (B|1, S, r/2)
+        if inplace and _inplace_aliasing(q, k, full=True):
+            return _rotate_shared_reference(q, cos, sin, layout, r)
+        return _apply_reference(q, k, cos, sin, layout, r, inplace)
     table_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
-    cos, sin = (_dense_last_dim(t.to(table_dtype)).unsqueeze(0) for t in (cos_table, sin_table))  # (1, rows, r/2)
-    kernel = functools.partial(kernel, positions=positions.to(torch.int64))
-    return _run_fused(q, k, cos, sin, kernel, layout == "interleaved", r, inplace)
+    cos, sin = cos_table.unsqueeze(0), sin_table.unsqueeze(0)                 # (1, rows, r/2)
+    if cos.dtype != table_dtype or sin.dtype != table_dtype:
+        cos, sin = cos.to(table_dtype), sin.to(table_dtype)
+    kernel = functools.partial(kernel, positions=positions)
+    return _run_fused(q, k, cos, sin, kernel, layout == "interleaved", r, inplace, grad)
+
+
+def _rotate_shared_reference(x, cos, sin, layout, r):
+    """In place, when q and k are one tensor: rotate it once, as the reference does for q and k."""
+    x.copy_(rotate_reference(x, cos.unsqueeze(1), sin.unsqueeze(1), layout=layout, rotary_dim=r))
+    return x, x
 
 
 def _apply_reference(q, k, cos, sin, layout, r, inplace):

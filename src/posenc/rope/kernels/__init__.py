@@ -1,6 +1,7 @@
 """Fused rotation kernels behind :func:`posenc.apply_rotary`.
 
-* :mod:`.cpu`: a C kernel compiled on first use, one pass over q and k, threads over positions.
+* :mod:`.cpu`: a C kernel (``rope_kernel.c``) compiled on first use, one pass over q and k,
+  threads over positions.
 * :mod:`.triton_rope`: a Triton kernel for GPUs (also run on CPU in Triton's interpreter by the
   tests).
 
@@ -12,7 +13,6 @@ Both are checked against :func:`posenc.rope.apply.rotate_reference`, which stays
 
 from __future__ import annotations
 
-import functools
 import threading
 import warnings
 from typing import Callable, Optional
@@ -35,8 +35,9 @@ def cpu_kernel() -> Optional[Kernel]:
     if lib is None:
         return None
     cached = _cpu_kernel.get("kernel")
-    if cached is None or cached.args[0] is not lib:
-        cached = _cpu_kernel["kernel"] = functools.partial(cpu.rotate, lib)
+    if cached is None or _cpu_kernel.get("lib") is not lib:
+        cached = cpu.make_rotate(lib)
+        _cpu_kernel.update(kernel=cached, lib=lib)
     return cached
 
 

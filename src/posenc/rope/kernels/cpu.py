@@ -1,4 +1,4 @@
-"""The fused CPU rotation: a small C kernel compiled on first use and called through ``ctypes``.
+"""The fused CPU rotation: ``rope_kernel.c``, compiled on first use and called through ``ctypes``.
 
 Why this and not the alternatives (measured in ``benchmarks/cpu_candidates.py``, see
 ``docs/kernels.md``): the rotation is pure memory traffic, and only a loop that reads each element
@@ -6,10 +6,16 @@ of q and k once and writes it once reaches the in-place memory pass. torch ops, 
 in cache, pay a dispatch per op per chunk; Inductor compiles per shape and dtype and re-checks guards
 on every eager call; a ``torch.utils.cpp_extension`` build needs ninja and a minute of compiling
 against the torch headers. The C file has no dependency beyond libc and POSIX threads, builds in
-about a second with the system compiler, and is cached per source, compiler and CPU.
+about a second with the system compiler, and is cached per source, compiler, flags and CPU.
+
+The call passes one :class:`RopeArgs` struct, which mirrors ``posenc_rope_args`` in the C file: the
+data pointer, dtype, shape and strides of every operand. The C side checks shapes, dtypes,
+positions and memory overlap before it touches an element (see "Memory safety" in
+``docs/kernels.md``), and :func:`rotate` turns a refusal into a ``ValueError`` or ``TypeError``.
 
 When no compiler is found, the build fails, or ``POSENC_DISABLE_FUSED=1`` is set, :func:`library`
-returns ``None`` after one warning and the caller uses the PyTorch reference.
+returns ``None`` after one warning and the caller uses the PyTorch reference. A cached library that
+is corrupt or truncated is detected (by its recorded hash) and rebuilt.
 """
 
 from __future__ import annotations
@@ -19,25 +25,36 @@ import hashlib
 import os
 import platform
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import warnings
 from pathlib import Path
-from typing import Optional
+from typing import Callable, List, Optional, Sequence
 
 import torch
 
-from ._cpu_source import SOURCE
+#: The kernel's C source, shipped inside the package.
+SOURCE_PATH = Path(__file__).with_name("rope_kernel.c")
 
-#: dtype -> code understood by the C kernel
-DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2, torch.float64: 3}
+#: dtype -> code understood by the C kernel (``DT_*`` in the C file); any other dtype is refused.
+DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2, torch.float64: 3,
+               torch.int64: 4, torch.int32: 5}
+_DATA_DTYPES = frozenset((torch.float32, torch.bfloat16, torch.float16, torch.float64))
 
 #: Below this many bytes of q and k together a single thread is faster than starting more.
 PARALLEL_MIN_BYTES = 1 << 18
 
-_FLAGS = ["-O3", "-ffp-contract=off", "-fno-tree-slp-vectorize", "-fPIC", "-shared", "-pthread"]
+#: The one build command's flags. ``-ffp-contract=off -fno-tree-slp-vectorize``: no fused
+#: multiply-adds, so results match the reference bit for bit; ``-Werror``: a warning is a bug here,
+#: and a kernel that does not build leaves the reference in charge.
+FLAGS = ("-std=gnu11", "-O3", "-ffp-contract=off", "-fno-tree-slp-vectorize", "-fPIC", "-shared",
+         "-pthread", "-Wall", "-Wextra", "-Werror")
+#: Tried first, dropped for compilers that do not know it.
+NATIVE_FLAGS = ("-march=native",)
+
 _lock = threading.Lock()
 _state: dict = {}
 
@@ -46,10 +63,65 @@ class FusedKernelUnavailable(RuntimeError):
     """The fused CPU kernel could not be built or loaded; the message says why."""
 
 
+# -- the argument struct -----------------------------------------------------------------------------
+class Operand(ctypes.Structure):
+    """A 4-d tensor: q, k, q_out or k_out, shape (batch, heads, seq, head_dim)."""
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int64),
+                ("shape", ctypes.c_int64 * 4), ("stride", ctypes.c_int64 * 4)]
+
+
+class Table(ctypes.Structure):
+    """cos or sin, shape (batch or 1, rows, rotary_dim // 2)."""
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int64),
+                ("shape", ctypes.c_int64 * 3), ("stride", ctypes.c_int64 * 3)]
+
+
+class Index(ctypes.Structure):
+    """positions, shape (batch or 1, seq); ``data`` NULL when absent (row s for position s)."""
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int64),
+                ("shape", ctypes.c_int64 * 2), ("stride", ctypes.c_int64 * 2)]
+
+
+class RopeArgs(ctypes.Structure):
+    """Mirror of ``posenc_rope_args`` in ``rope_kernel.c`` (shapes and strides in elements)."""
+    _fields_ = [("q", Operand), ("k", Operand), ("q_out", Operand), ("k_out", Operand),
+                ("cos", Table), ("sin", Table), ("positions", Index),
+                ("rotary_dim", ctypes.c_int64), ("interleaved", ctypes.c_int64),
+                ("inverse", ctypes.c_int64), ("threads", ctypes.c_int64),
+                # written by the kernel
+                ("error_a", ctypes.c_int64), ("error_b", ctypes.c_int64),
+                ("error_value", ctypes.c_int64), ("threads_failed", ctypes.c_int64)]
+
+
+def _slots(structure, prefix="") -> List[str]:
+    """Flattened names of the struct's 64-bit slots, in memory order."""
+    names = []
+    for name, kind in structure._fields_:
+        if isinstance(kind, type) and issubclass(kind, ctypes.Structure):
+            names += _slots(kind, f"{prefix}{name}.")
+        elif isinstance(kind, type) and issubclass(kind, ctypes.Array):
+            names += [f"{prefix}{name}[{i}]" for i in range(ctypes.sizeof(kind) // 8)]   # int64 items
+        else:
+            names.append(prefix + name)
+    return names
+
+
+#: Every field is 64 bits wide, so one ``struct.pack_into`` fills the struct (filling fields one
+#: by one through ctypes costs several microseconds, which is most of a decode step).
+SLOTS = _slots(RopeArgs)
+_PACK = struct.Struct(f"={len(SLOTS) - 4}q")            # everything but the four result slots
+if ctypes.sizeof(RopeArgs) != 8 * len(SLOTS):
+    raise ImportError("posenc: RopeArgs has padding; it no longer mirrors posenc_rope_args")
+#: What ``posenc_rope_abi()`` must return: the layout version and ``sizeof(posenc_rope_args)``.
+ABI = 2 * 1000000 + ctypes.sizeof(RopeArgs)
+
+
+# -- building ------------------------------------------------------------------------------------
 def _compiler() -> str:
     for candidate in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if candidate and shutil.which(candidate):
-            return shutil.which(candidate)
+        found = shutil.which(candidate) if candidate else None
+        if found:
+            return found
     raise FusedKernelUnavailable("no C compiler found (looked for $CC, cc, gcc, clang)")
 
 
@@ -85,54 +157,122 @@ def _compiler_version(cc: str) -> str:
         raise FusedKernelUnavailable(f"the C compiler {cc} does not run ({exc})") from exc
 
 
+def source() -> str:
+    """The C source text."""
+    try:
+        return SOURCE_PATH.read_text()
+    except OSError as exc:
+        raise FusedKernelUnavailable(f"cannot read the kernel source {SOURCE_PATH} ({exc}); "
+                                     "reinstall posenc") from exc
+
+
+def build_command(cc: str, flags: Sequence[str], output: Path) -> List[str]:
+    """The one command that builds the kernel (the tests build the sanitizer variant with it)."""
+    return [cc, *flags, str(SOURCE_PATH), "-o", str(output)]
+
+
+def _digest(path: Path) -> Optional[str]:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _intact(target: Path) -> bool:
+    """The cached library exists and still has the hash recorded when it was built."""
+    try:
+        recorded = target.with_suffix(".sha256").read_text().strip()
+    except OSError:
+        return False
+    return recorded == _digest(target)
+
+
 def build(extra_flags=()) -> Path:
     """Compile the kernel (or find it in the cache) and return the shared library's path.
 
     ``-march=native`` lets the compiler use every vector instruction of this CPU; a compiler that
-    does not know the flag gets a second try without it.
+    does not know the flag gets a second try without it. A cached library whose bytes no longer
+    match the hash recorded at build time (truncated, corrupted) is built again.
     """
     if sys.platform == "win32":
         raise FusedKernelUnavailable("the fused CPU kernel is built for POSIX systems only")
     cc = _compiler()
     version = _compiler_version(cc)
+    text = source()
     directory = _cache_dir()
-    error = None
+    error: Optional[FusedKernelUnavailable] = None
     for native in (True, False):
-        flags = _FLAGS + (["-march=native"] if native else []) + list(extra_flags)
-        key = hashlib.sha256("\0".join([SOURCE, cc, version, " ".join(flags),
+        flags = [*FLAGS, *(NATIVE_FLAGS if native else ()), *extra_flags]
+        key = hashlib.sha256("\0".join([text, cc, version, " ".join(flags),
                                         _cpu_fingerprint()]).encode()).hexdigest()[:20]
         target = directory / f"posenc_rope_{key}.so"
-        if target.exists():
+        if _intact(target):
             return target
         try:
             _compile(cc, flags, directory, target)
             return target
         except FusedKernelUnavailable as exc:
             error = error or exc
-    raise error
+    raise error or FusedKernelUnavailable("no build was attempted")
 
 
 def _compile(cc: str, flags, directory: Path, target: Path) -> None:
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
-        src = Path(tmp) / "posenc_rope.c"
-        src.write_text(SOURCE)
         out = Path(tmp) / target.name
         try:
-            result = subprocess.run([cc, *flags, str(src), "-o", str(out)], capture_output=True,
-                                    text=True, timeout=300)
+            result = subprocess.run(build_command(cc, flags, out), capture_output=True, text=True,
+                                    timeout=300)
         except (OSError, subprocess.SubprocessError) as exc:
-            raise FusedKernelUnavailable(f"compiling with {cc} failed ({exc})") from exc
+            raise FusedKernelUnavailable(f"compiling {SOURCE_PATH} with {cc} failed ({exc})") from exc
         if result.returncode != 0:
             detail = (result.stderr or result.stdout).strip().splitlines()
-            raise FusedKernelUnavailable(f"compiling with {cc} failed: {detail[0] if detail else 'no output'}")
-        os.replace(out, target)          # atomic: concurrent builders never see a partial file
+            raise FusedKernelUnavailable(f"compiling {SOURCE_PATH} with {cc} failed: "
+                                         f"{detail[0] if detail else 'no output'}")
+        digest = _digest(out)
+        # atomic renames: concurrent builders never see a partial file; the hash goes last, so a
+        # library without its hash is simply built again
+        os.replace(out, target)
+        sidecar = Path(tmp) / "digest"
+        sidecar.write_text(f"{digest}\n")
+        os.replace(sidecar, target.with_suffix(".sha256"))
 
 
 def _load(path: Path) -> ctypes.CDLL:
-    lib = ctypes.CDLL(str(path))
-    lib.posenc_rope.argtypes = [ctypes.c_void_p]          # one packed int64 array, see the C source
+    try:
+        lib = ctypes.CDLL(str(path))
+        abi = lib.posenc_rope_abi
+    except (OSError, AttributeError) as exc:
+        raise FusedKernelUnavailable(f"cannot load the cached kernel {path} ({exc})") from exc
+    abi.restype = ctypes.c_int64
+    abi.argtypes = []
+    if abi() != ABI:
+        raise FusedKernelUnavailable(f"the cached kernel {path} has argument layout {abi()}, "
+                                     f"this posenc needs {ABI}")
+    lib.posenc_rope.argtypes = [ctypes.POINTER(RopeArgs)]
     lib.posenc_rope.restype = ctypes.c_int
     return lib
+
+
+def _discard(path: Path) -> None:
+    for victim in (path, path.with_suffix(".sha256")):
+        try:
+            victim.unlink()
+        except OSError:
+            pass
+
+
+def load_or_rebuild(extra_flags=()) -> ctypes.CDLL:
+    """Build (or find) and load the kernel; a cached library that will not load is rebuilt once."""
+    path = build(extra_flags)
+    try:
+        return _load(path)
+    except FusedKernelUnavailable:
+        _discard(path)
+    path = build(extra_flags)
+    try:
+        return _load(path)
+    except FusedKernelUnavailable as exc:
+        raise FusedKernelUnavailable(f"{exc}; it was rebuilt once and still does not load") from exc
 
 
 def disabled_by_environment() -> bool:
@@ -150,8 +290,8 @@ def library() -> Optional[ctypes.CDLL]:
                 reason = "POSENC_DISABLE_FUSED is set"
             else:
                 try:
-                    lib = _load(build())
-                except (FusedKernelUnavailable, OSError) as exc:
+                    lib = load_or_rebuild()
+                except FusedKernelUnavailable as exc:
                     reason = str(exc)
             if lib is None:
                 _state["reason"] = reason
@@ -172,30 +312,121 @@ def reset() -> None:
         _state.clear()
 
 
-_ARGS = ctypes.c_int64 * 33
+# -- calling -------------------------------------------------------------------------------------
+_NAMES = ("q", "k", "q_out", "k_out", "cos", "sin", "positions")
+_ERR_DTYPE, _ERR_SHAPE, _ERR_ROTARY_DIM, _ERR_STRIDE = 1, 2, 3, 4
+_ERR_POS_NEGATIVE, _ERR_POS_RANGE, _ERR_OVERLAP, _ERR_SELF_OVERLAP = 5, 6, 7, 8
+
+
+def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
+    """:func:`rotate` bound to ``lib``, with the foreign function looked up once."""
+    fn = lib.posenc_rope
+    codes = DTYPE_CODES
+    data_dtypes = _DATA_DTYPES
+    pack = _PACK.pack_into
+    threads_of = torch.get_num_threads
+
+    def rotate_bound(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.Tensor,
+                     cos: torch.Tensor, sin: torch.Tensor, *, interleaved: bool, rotary_dim: int,
+                     inverse: bool = False, positions: Optional[torch.Tensor] = None) -> None:
+        try:
+            on_cpu = (q.is_cpu and k.is_cpu and q_out.is_cpu and k_out.is_cpu and cos.is_cpu and sin.is_cpu
+                      and (positions is None or positions.is_cpu))
+        except AttributeError as exc:
+            raise TypeError(f"the fused kernel takes tensors ({exc})") from None
+        if not on_cpu:
+            raise ValueError("the fused CPU kernel needs CPU tensors, got devices "
+                             f"{[str(t.device) for t in (q, k, q_out, k_out, cos, sin, positions) if t is not None]}")
+        if (q.dim(), k.dim(), q_out.dim(), k_out.dim(), cos.dim(), sin.dim()) != (4, 4, 4, 4, 3, 3):
+            raise ValueError("the fused kernel needs 4-d q, k, q_out, k_out (batch, heads, seq, head_dim) "
+                             "and 3-d cos, sin (batch or 1, rows, rotary_dim // 2), got shapes "
+                             f"{[tuple(t.shape) for t in (q, k, q_out, k_out, cos, sin)]}")
+        if q.dtype not in data_dtypes:
+            raise TypeError(f"q has dtype {q.dtype}; the fused kernel rotates float32, bfloat16, "
+                            "float16 or float64")
+        if positions is None:
+            pos = (0, 0, 0, 0, 0, 0)
+        else:
+            if positions.dim() != 2:
+                raise ValueError(f"positions must be 2-d (batch or 1, seq) here, got shape {tuple(positions.shape)}")
+            pos = (positions.data_ptr(), codes.get(positions.dtype, -1), *positions.shape, *positions.stride())
+        nbytes = (q.numel() + k.numel()) * q.element_size()
+        args = RopeArgs()
+        pack(args, 0,
+             q.data_ptr(), codes.get(q.dtype, -1), *q.shape, *q.stride(),
+             k.data_ptr(), codes.get(k.dtype, -1), *k.shape, *k.stride(),
+             q_out.data_ptr(), codes.get(q_out.dtype, -1), *q_out.shape, *q_out.stride(),
+             k_out.data_ptr(), codes.get(k_out.dtype, -1), *k_out.shape, *k_out.stride(),
+             cos.data_ptr(), codes.get(cos.dtype, -1), *cos.shape, *cos.stride(),
+             sin.data_ptr(), codes.get(sin.dtype, -1), *sin.shape, *sin.stride(),
+             *pos, rotary_dim, interleaved, inverse,
+             threads_of() if nbytes >= PARALLEL_MIN_BYTES else 1)
+        status = fn(args)
+        if status:
+            raise _refusal(status, args, (q, k, q_out, k_out, cos, sin, positions), rotary_dim)
+
+    return rotate_bound
+
 
 def rotate(lib: ctypes.CDLL, q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.Tensor,
            cos: torch.Tensor, sin: torch.Tensor, *, interleaved: bool, rotary_dim: int,
            inverse: bool = False, positions: Optional[torch.Tensor] = None) -> None:
-    """Write the rotation of ``q``/``k`` into ``q_out``/``k_out`` (which may be ``q``/``k``).
+    """Write the rotation of ``q``/``k`` into ``q_out``/``k_out`` (each may be its own input).
 
-    The caller guarantees: 4-d CPU tensors of one dtype in :data:`DTYPE_CODES` with a contiguous last
-    dimension; ``cos``/``sin`` of shape (B|1, rows, rotary_dim // 2) in float32 (float64 when q is
-    float64) with a contiguous last dimension; ``positions`` (B|1, seq) int64 indexing ``rows``, or
-    ``None`` to use row ``s`` for position ``s``.
+    Args:
+        q, k, q_out, k_out: (B, Hq, S, D), (B, Hk, S, D), and the same shapes; one dtype among
+            float32, bfloat16, float16, float64; any strides.
+        cos, sin: (B or 1, rows, rotary_dim // 2) in float32 (float64 when q is float64); any strides.
+        positions: (B or 1, S) int64 or int32 rows of the tables, or ``None`` for row ``s`` at
+            position ``s`` (then rows >= S).
+
+    Anything else, an output that shares memory with another operand (other than being exactly its
+    own input), or a position outside ``[0, rows)`` raises ``ValueError``/``TypeError`` before any
+    element is read or written.
     """
-    batch, q_heads, seq, d = q.shape
-    nbytes = (q.numel() + k.numel()) * q.element_size()
-    threads = torch.get_num_threads() if nbytes >= PARALLEL_MIN_BYTES else 1
-    if positions is None:
-        pos_ptr, ps_b, ps_s = 0, 0, 0
-    else:
-        pos_ptr, ps_s = positions.data_ptr(), positions.stride(1)
-        ps_b = positions.stride(0) if positions.shape[0] > 1 else 0
-    qs, qos, ks, kos = q.stride(), q_out.stride(), k.stride(), k_out.stride()
-    args = _ARGS(q.data_ptr(), q_out.data_ptr(), q_heads, qs[0], qs[1], qs[2], qos[0], qos[1], qos[2],
-                 k.data_ptr(), k_out.data_ptr(), k.shape[1], ks[0], ks[1], ks[2], kos[0], kos[1], kos[2],
-                 cos.data_ptr(), sin.data_ptr(), cos.stride(0) if cos.shape[0] > 1 else 0, cos.stride(1),
-                 pos_ptr, ps_b, ps_s, batch, seq, d, rotary_dim, int(interleaved), DTYPE_CODES[q.dtype],
-                 int(inverse), threads)
-    lib.posenc_rope(ctypes.addressof(args))
+    make_rotate(lib)(q, k, q_out, k_out, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim,
+                     inverse=inverse, positions=positions)
+
+
+def _refusal(status: int, args: RopeArgs, tensors, rotary_dim: int) -> Exception:
+    """The exception for a refused call: what was wrong, with the values, and what is allowed."""
+    q, k, q_out, k_out = tensors[:4]
+
+    def name(i: int) -> str:
+        if i in (2, 3):
+            source_ = tensors[i - 2]
+            out = tensors[i]
+            if out.data_ptr() == source_.data_ptr() and out.stride() == source_.stride():
+                return f"{_NAMES[i - 2]} (written in place)"
+        return _NAMES[i]
+
+    a, b, value = args.error_a, args.error_b, args.error_value
+    if status == _ERR_DTYPE:
+        return TypeError(f"{name(a)} has dtype {tensors[a].dtype}; the fused kernel needs q, k, q_out "
+                         "and k_out of one dtype (float32, bfloat16, float16 or float64), cos and sin "
+                         "in float32 (float64 for float64 q), positions int32 or int64")
+    if status == _ERR_SHAPE:
+        return ValueError(f"{name(a)} has shape {tuple(tensors[a].shape)} (dim {b} is {value}), which "
+                          f"does not fit q {tuple(q.shape)}: allowed are k (B, Hk, S, D) with q's B, S, "
+                          "D; q_out and k_out of the shapes of q and k; cos and sin of one shape "
+                          f"(B or 1, rows, rotary_dim // 2 = {rotary_dim // 2}) with rows >= S when no "
+                          "positions are given; positions (B or 1, S)")
+    if status == _ERR_ROTARY_DIM:
+        return ValueError(f"rotary_dim must be even and in [2, head_dim={q.shape[-1]}], got {value}")
+    if status == _ERR_STRIDE:
+        return ValueError(f"{name(a)} has a negative stride {value} in dim {b}; strides must be >= 0")
+    if status == _ERR_POS_NEGATIVE:
+        return ValueError(f"positions must be >= 0, got a minimum of {value}")
+    if status == _ERR_POS_RANGE:
+        return ValueError(f"positions must be < {b} (the number of table rows), got a maximum of "
+                          f"{value}; grow the table first (RotaryEmbedding.extend)")
+    if status == _ERR_OVERLAP:
+        how = "may share memory (an overlap could not be ruled out)" if value else "share memory"
+        return ValueError(f"{name(a)} and {name(b)} {how}: an output must not overlap any other "
+                          "operand, except that it may be exactly its own input (in place); pass "
+                          "separate tensors, or .clone() one of them")
+    if status == _ERR_SELF_OVERLAP:
+        return ValueError(f"{name(a)} has elements that share memory (an expanded or otherwise "
+                          f"overlapping view, strides {tuple(tensors[a].stride())}), so writing it is "
+                          "ambiguous; pass a .contiguous() or .clone() copy")
+    return RuntimeError(f"the fused kernel refused the call with unknown status {status}")

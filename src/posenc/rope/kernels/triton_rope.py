@@ -1,6 +1,9 @@
 """The Triton rotation kernel: q and k of one token per program, every head, one launch.
 
-Grid: one program per (batch, position). A program loads its position's half-width cos/sin row once
+Grid: one program per (batch, position). Every operand is addressed through its own strides (all
+four dims of q, k and the outputs, all three of cos and sin, both of positions), and
+:func:`check_operands` refuses overlapping outputs before the launch, as the C kernel does.
+A program loads its position's half-width cos/sin row once
 (through ``positions`` when given, so packed variable-length batches need no gathered copy of the
 table), then walks the q heads and the k heads in blocks of ``BLOCK_H``. Each element of q and k is
 read once and written once; GQA needs nothing special because the heads of q and of k are separate
@@ -23,8 +26,13 @@ import triton
 import triton.language as tl
 
 
+from . import overlap
+
+_DATA_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+
+
 @triton.jit
-def _rotate_heads(x_ptr, y_ptr, n_heads, xs_h, ys_h, c, s, offs_a, offs_b, mask_r,
+def _rotate_heads(x_ptr, y_ptr, n_heads, xs_h, xs_d, ys_h, ys_d, c, s, offs_a, offs_b, mask_r,
                   HALF_R: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_REST: tl.constexpr,
                   COPY_REST: tl.constexpr, BLOCK_H: tl.constexpr):
     for h0 in range(0, n_heads, BLOCK_H):
@@ -33,69 +41,124 @@ def _rotate_heads(x_ptr, y_ptr, n_heads, xs_h, ys_h, c, s, offs_a, offs_b, mask_
         mask = mask_h[:, None] & mask_r[None, :]
         x_row = x_ptr + heads[:, None].to(tl.int64) * xs_h
         y_row = y_ptr + heads[:, None].to(tl.int64) * ys_h
-        a = tl.load(x_row + offs_a[None, :], mask=mask, other=0.0).to(c.dtype)   # (BLOCK_H, BLOCK_R)
-        b = tl.load(x_row + offs_b[None, :], mask=mask, other=0.0).to(c.dtype)
+        a = tl.load(x_row + offs_a[None, :] * xs_d, mask=mask, other=0.0).to(c.dtype)   # (BLOCK_H, BLOCK_R)
+        b = tl.load(x_row + offs_b[None, :] * xs_d, mask=mask, other=0.0).to(c.dtype)
         new_a = a * c[None, :] - b * s[None, :]
         new_b = a * s[None, :] + b * c[None, :]
-        tl.store(y_row + offs_a[None, :], new_a.to(y_ptr.dtype.element_ty), mask=mask)
-        tl.store(y_row + offs_b[None, :], new_b.to(y_ptr.dtype.element_ty), mask=mask)
+        tl.store(y_row + offs_a[None, :] * ys_d, new_a.to(y_ptr.dtype.element_ty), mask=mask)
+        tl.store(y_row + offs_b[None, :] * ys_d, new_b.to(y_ptr.dtype.element_ty), mask=mask)
         if COPY_REST:
             offs_rest = 2 * HALF_R + tl.arange(0, BLOCK_REST)
             mask_rest = mask_h[:, None] & (offs_rest < HEAD_DIM)[None, :]
-            rest = tl.load(x_row + offs_rest[None, :], mask=mask_rest, other=0.0)
-            tl.store(y_row + offs_rest[None, :], rest, mask=mask_rest)
+            rest = tl.load(x_row + offs_rest[None, :].to(tl.int64) * xs_d, mask=mask_rest, other=0.0)
+            tl.store(y_row + offs_rest[None, :].to(tl.int64) * ys_d, rest, mask=mask_rest)
 
 
 @triton.jit
 def _rope_kernel(q_ptr, k_ptr, qo_ptr, ko_ptr, cos_ptr, sin_ptr, pos_ptr,
-                 seq, n_qh, n_kh,
-                 qs_b, qs_h, qs_s, qos_b, qos_h, qos_s,
-                 ks_b, ks_h, ks_s, kos_b, kos_h, kos_s,
-                 cs_b, cs_s, ps_b, ps_s,
+                 seq, n_qh, n_kh, rows,
+                 qs_b, qs_h, qs_s, qs_d, qos_b, qos_h, qos_s, qos_d,
+                 ks_b, ks_h, ks_s, ks_d, kos_b, kos_h, kos_s, kos_d,
+                 cs_b, cs_s, cs_i, ss_b, ss_s, ss_i, ps_b, ps_s,
                  HALF_R: tl.constexpr, BLOCK_R: tl.constexpr, HEAD_DIM: tl.constexpr,
-                 BLOCK_REST: tl.constexpr, COPY_REST: tl.constexpr, INTERLEAVED: tl.constexpr,
-                 HAS_POS: tl.constexpr, INVERSE: tl.constexpr, BLOCK_H: tl.constexpr):
+                 BLOCK_REST: tl.constexpr, COPY_REST_Q: tl.constexpr, COPY_REST_K: tl.constexpr,
+                 INTERLEAVED: tl.constexpr, HAS_POS: tl.constexpr, INVERSE: tl.constexpr, BLOCK_H: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     b = pid // seq
     t = pid % seq
-    if HAS_POS:
-        row = tl.load(pos_ptr + b * ps_b + t * ps_s).to(tl.int64)
-    else:
-        row = t
     offs = tl.arange(0, BLOCK_R)
     mask_r = offs < HALF_R
-    c = tl.load(cos_ptr + b * cs_b + row * cs_s + offs, mask=mask_r, other=0.0)
-    s = tl.load(sin_ptr + b * cs_b + row * cs_s + offs, mask=mask_r, other=0.0)
+    if HAS_POS:
+        row = tl.load(pos_ptr + b * ps_b + t * ps_s).to(tl.int64)
+        # never read outside the table: an out-of-range position (possible only when the caller
+        # skipped validation) rotates by NaN instead, visibly wrong rather than a stray read
+        valid = (row >= 0) & (row < rows)
+        row = tl.where(valid, row, 0)                 # row 0 exists: check_operands refuses rows == 0
+        c = tl.load(cos_ptr + b * cs_b + row * cs_s + offs * cs_i, mask=mask_r, other=0.0)
+        s = tl.load(sin_ptr + b * ss_b + row * ss_s + offs * ss_i, mask=mask_r, other=0.0)
+        c = tl.where(valid, c, float("nan"))
+        s = tl.where(valid, s, float("nan"))
+    else:
+        c = tl.load(cos_ptr + b * cs_b + t * cs_s + offs * cs_i, mask=mask_r, other=0.0)
+        s = tl.load(sin_ptr + b * ss_b + t * ss_s + offs * ss_i, mask=mask_r, other=0.0)
     if INVERSE:
         s = -s
     if INTERLEAVED:
-        offs_a = 2 * offs
-        offs_b = 2 * offs + 1
+        offs_a = (2 * offs).to(tl.int64)
+        offs_b = (2 * offs + 1).to(tl.int64)
     else:
-        offs_a = offs
-        offs_b = offs + HALF_R
-    _rotate_heads(q_ptr + b * qs_b + t * qs_s, qo_ptr + b * qos_b + t * qos_s, n_qh, qs_h, qos_h,
-                  c, s, offs_a, offs_b, mask_r, HALF_R, HEAD_DIM, BLOCK_REST, COPY_REST, BLOCK_H)
-    _rotate_heads(k_ptr + b * ks_b + t * ks_s, ko_ptr + b * kos_b + t * kos_s, n_kh, ks_h, kos_h,
-                  c, s, offs_a, offs_b, mask_r, HALF_R, HEAD_DIM, BLOCK_REST, COPY_REST, BLOCK_H)
+        offs_a = offs.to(tl.int64)
+        offs_b = (offs + HALF_R).to(tl.int64)
+    _rotate_heads(q_ptr + b * qs_b + t * qs_s, qo_ptr + b * qos_b + t * qos_s, n_qh, qs_h, qs_d, qos_h, qos_d,
+                  c, s, offs_a, offs_b, mask_r, HALF_R, HEAD_DIM, BLOCK_REST, COPY_REST_Q, BLOCK_H)
+    _rotate_heads(k_ptr + b * ks_b + t * ks_s, ko_ptr + b * kos_b + t * kos_s, n_kh, ks_h, ks_d, kos_h, kos_d,
+                  c, s, offs_a, offs_b, mask_r, HALF_R, HEAD_DIM, BLOCK_REST, COPY_REST_K, BLOCK_H)
+
+
+def check_operands(q, k, q_out, k_out, cos, sin, rotary_dim, positions=None) -> None:
+    """The C kernel's checks, in Python: shapes, dtypes and memory overlap (see ``rope_kernel.c``).
+
+    Positions are not range-checked here (that would read them back to the host); the kernel masks
+    out-of-range rows instead.
+    """
+    if (q.dim(), k.dim(), q_out.dim(), k_out.dim(), cos.dim(), sin.dim()) != (4, 4, 4, 4, 3, 3):
+        raise ValueError("the fused kernel needs 4-d q, k, q_out, k_out (batch, heads, seq, head_dim) "
+                         "and 3-d cos, sin (batch or 1, rows, rotary_dim // 2), got shapes "
+                         f"{[tuple(t.shape) for t in (q, k, q_out, k_out, cos, sin)]}")
+    if q.dtype not in _DATA_DTYPES or not (q.dtype == k.dtype == q_out.dtype == k_out.dtype):
+        raise TypeError("the fused kernel needs q, k, q_out and k_out of one dtype among float32, "
+                        f"bfloat16, float16, float64, got {[t.dtype for t in (q, k, q_out, k_out)]}")
+    table_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+    if cos.dtype != table_dtype or sin.dtype != table_dtype:
+        raise TypeError(f"cos and sin must be {table_dtype} for {q.dtype} q, got {cos.dtype} and {sin.dtype}")
+    batch, _, seq, head_dim = q.shape
+    if (k.shape[0], k.shape[2], k.shape[3]) != (batch, seq, head_dim) or q_out.shape != q.shape \
+            or k_out.shape != k.shape:
+        raise ValueError(f"k must be (B, Hk, S, D) with q's B, S, D and q_out/k_out the shapes of q/k, got "
+                         f"q {tuple(q.shape)}, k {tuple(k.shape)}, q_out {tuple(q_out.shape)}, "
+                         f"k_out {tuple(k_out.shape)}")
+    if rotary_dim < 2 or rotary_dim % 2 or rotary_dim > head_dim:
+        raise ValueError(f"rotary_dim must be even and in [2, head_dim={head_dim}], got {rotary_dim}")
+    if cos.shape != sin.shape or cos.shape[0] not in (1, batch) or cos.shape[2] != rotary_dim // 2:
+        raise ValueError(f"cos and sin must both be (B or 1, rows, rotary_dim // 2 = {rotary_dim // 2}), "
+                         f"got {tuple(cos.shape)} and {tuple(sin.shape)}")
+    if positions is None:
+        if batch * seq and cos.shape[1] < seq:
+            raise ValueError(f"cos/sin cover {cos.shape[1]} positions but q/k have seq={seq}")
+    else:
+        if positions.dim() != 2 or positions.shape[0] not in (1, batch) or positions.shape[1] != seq:
+            raise ValueError(f"positions must be (B or 1, S) = ({batch} or 1, {seq}), got {tuple(positions.shape)}")
+        if batch * seq and cos.shape[1] == 0:
+            raise ValueError("positions must be < 0 (the number of table rows): the tables are empty")
+        if positions.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"positions must be int64 or int32 here, got {positions.dtype}")
+    inputs = [("q", q), ("k", k), ("cos", cos), ("sin", sin)]
+    if positions is not None:
+        inputs.append(("positions", positions))
+    overlap.check_outputs(inputs, [("q_out", q_out), ("k_out", k_out)])
 
 
 def rotate(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.Tensor,
            cos: torch.Tensor, sin: torch.Tensor, *, interleaved: bool, rotary_dim: int,
            inverse: bool = False, positions: Optional[torch.Tensor] = None) -> None:
-    """Write the rotation of ``q``/``k`` into ``q_out``/``k_out`` (which may be ``q``/``k``).
+    """Write the rotation of ``q``/``k`` into ``q_out``/``k_out`` (each may be its own input).
 
     Same contract as :func:`posenc.rope.kernels.cpu.rotate`: q (B, Hq, S, D), k (B, Hk, S, D), one
-    dtype, contiguous last dimension; cos/sin (B|1, rows, rotary_dim // 2) with a contiguous last
-    dimension, in float32 (float64 for float64 q); ``positions`` (B|1, S) integers indexing ``rows``.
+    dtype, any strides; cos/sin (B|1, rows, rotary_dim // 2) in float32 (float64 for float64 q), any
+    strides; ``positions`` (B|1, S) int64/int32 indexing ``rows``. Checked by :func:`check_operands`
+    before the launch; a position outside ``[0, rows)`` gives NaN for that token.
     """
+    check_operands(q, k, q_out, k_out, cos, sin, rotary_dim, positions)
     batch, n_qh, seq, head_dim = q.shape
     if batch * seq == 0:
         return
     half = rotary_dim // 2
     rest = head_dim - rotary_dim
-    copy_rest = rest > 0 and q_out.data_ptr() != q.data_ptr()
+    # the untouched tail is copied unless that output is its own input (q and k decide separately)
+    copy_rest_q = rest > 0 and not overlap.identical(q_out, q)
+    copy_rest_k = rest > 0 and not overlap.identical(k_out, k)
     cs_b = cos.stride(0) if cos.shape[0] > 1 else 0
+    ss_b = sin.stride(0) if sin.shape[0] > 1 else 0
     if positions is not None:
         ps_b = positions.stride(0) if positions.shape[0] > 1 else 0
         ps_s = positions.stride(1)
@@ -107,10 +170,9 @@ def rotate(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.T
     block_h = max(1, min(triton.next_power_of_2(max(n_qh, k.shape[1], 1)),
                          4096 // triton.next_power_of_2(half)))
     _rope_kernel[(batch * seq,)](
-        q, k, q_out, k_out, cos, sin, pos, seq, n_qh, k.shape[1],
-        q.stride(0), q.stride(1), q.stride(2), q_out.stride(0), q_out.stride(1), q_out.stride(2),
-        k.stride(0), k.stride(1), k.stride(2), k_out.stride(0), k_out.stride(1), k_out.stride(2),
-        cs_b, cos.stride(1), ps_b, ps_s,
+        q, k, q_out, k_out, cos, sin, pos, seq, n_qh, k.shape[1], cos.shape[1],
+        *q.stride(), *q_out.stride(), *k.stride(), *k_out.stride(),
+        cs_b, cos.stride(1), cos.stride(2), ss_b, sin.stride(1), sin.stride(2), ps_b, ps_s,
         HALF_R=half, BLOCK_R=triton.next_power_of_2(half), HEAD_DIM=head_dim,
-        BLOCK_REST=triton.next_power_of_2(max(rest, 1)), COPY_REST=copy_rest,
+        BLOCK_REST=triton.next_power_of_2(max(rest, 1)), COPY_REST_Q=copy_rest_q, COPY_REST_K=copy_rest_k,
         INTERLEAVED=interleaved, HAS_POS=positions is not None, INVERSE=inverse, BLOCK_H=block_h)
