@@ -88,8 +88,6 @@ def test_every_integer_dtype_gives_the_int64_answer(dtype, path):
     torch.testing.assert_close(learned.encodings(pos.to(dtype)), learned.encodings(pos), atol=0, rtol=0)
 
 
-@pytest.mark.xfail(strict=True, reason="apply_rotary_at must index with check_positions' int64 result; "
-                                       "until then its reference path reads uint8 positions as a mask")
 def test_apply_rotary_at_reference_path_reads_uint8_as_positions():
     cos, sin = rope_table(8, rope_inv_freq(8))
     q = non_contiguous(torch.randn(1, 1, 3, 8))

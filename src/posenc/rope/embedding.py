@@ -373,8 +373,9 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
                     if q.device == state.cos.device:
                         self.__dict__["_decode_view"] = view    # one assignment: thread-safe
             if view is not None:
-                # Once apply_rotary takes ``validate=False``, pass it here: the checks above cover its own.
-                return apply_rotary(q, k, view[3], view[4], layout=self.layout, rotary_dim=self.rotary_dim)
+                # The checks above cover apply_rotary's own; the kernels still check shapes and bounds.
+                return apply_rotary(q, k, view[3], view[4], layout=self.layout, rotary_dim=self.rotary_dim,
+                                    validate=False)
         check_tensor("q", q, ndim=4, floating=True)
         check_tensor("k", k, ndim=4, floating=True)
         if not isinstance(heads_first, bool):
@@ -429,8 +430,8 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
                 # one assignment, so thread-safe; straight into __dict__, because nn.Module's
                 # __setattr__ (it looks for parameters and buffers) costs as much as the slicing
                 self.__dict__["_decode_view"] = (state, offset, seq, cos, sin)
-        # Once apply_rotary takes ``validate=False``, pass it here too: forward checked q and k.
-        return apply_rotary(q, k, cos, sin, layout=self.layout, rotary_dim=self.rotary_dim)
+        # forward checked q and k, and cos/sin were cut to their sequence here
+        return apply_rotary(q, k, cos, sin, layout=self.layout, rotary_dim=self.rotary_dim, validate=False)
 
     def extra_repr(self) -> str:
         text = (f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base:g}, "
