@@ -221,11 +221,11 @@ def _make_case(shape: str, dtype: torch.dtype, device: str):
 
 
 def _forward_fns(q, k, cos, sin, cos_full, sin_full, compiled) -> Dict[str, Callable[[], None]]:
-    from .rope.apply import _apply_reference, apply_rotary
+    from .rope.apply import apply_reference, apply_rotary
     fns = {
         "posenc": lambda: apply_rotary(q, k, cos, sin),
         "posenc in-place": lambda: apply_rotary(q, k, cos, sin, inplace=True),
-        "posenc reference": lambda: _apply_reference(q, k, cos, sin, "half", q.shape[-1], False),
+        "posenc reference": lambda: apply_reference(q, k, cos, sin, "half", q.shape[-1], False),
         "eager": lambda: eager_rotary(q, k, cos_full, sin_full),
         "memory pass": lambda: (q.mul_(1.0), k.mul_(1.0)),
     }
@@ -235,7 +235,7 @@ def _forward_fns(q, k, cos, sin, cos_full, sin_full, compiled) -> Dict[str, Call
 
 
 def _backward_fns(q, k, cos, sin, cos_full, sin_full, compiled) -> Dict[str, Callable[[], None]]:
-    from .rope.apply import _apply_reference, apply_rotary
+    from .rope.apply import apply_reference, apply_rotary
     ql, kl = q.detach().clone().requires_grad_(), k.detach().clone().requires_grad_()
     gq, gk = torch.randn_like(q), torch.randn_like(k)
 
@@ -248,7 +248,7 @@ def _backward_fns(q, k, cos, sin, cos_full, sin_full, compiled) -> Dict[str, Cal
 
     fns = {
         "posenc": step(lambda: apply_rotary(ql, kl, cos, sin)),
-        "posenc reference": step(lambda: _apply_reference(ql, kl, cos, sin, "half", q.shape[-1], False)),
+        "posenc reference": step(lambda: apply_reference(ql, kl, cos, sin, "half", q.shape[-1], False)),
         "eager": step(lambda: eager_rotary(ql, kl, cos_full, sin_full)),
         "memory pass": lambda: (q.mul_(1.0), k.mul_(1.0), gq.mul_(1.0), gk.mul_(1.0)),
     }
@@ -290,14 +290,14 @@ def _time_case(fns: Dict[str, Callable[[], None]], config: BenchConfig, timer: _
 def _environment(config: BenchConfig) -> dict:
     from . import __version__
     from .rope import kernels
-    from .rope.apply import _fused_kernel
+    from .rope.apply import fused_kernel
     env = {"posenc": __version__, "torch": torch.__version__, "python": platform.python_version(),
            "device": config.device, "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
            "machine": platform.machine(), "processor": _cpu_name()}
     if hasattr(os, "getloadavg"):
         env["load_average_at_start"] = list(os.getloadavg())
     probe = torch.zeros(1, 1, 1, 2, device=config.device)
-    kernel = _fused_kernel(probe, probe, probe, probe, False)
+    kernel = fused_kernel(probe, probe, probe, probe, False)
     env["dispatched_kernel"] = ("fused C kernel" if config.device == "cpu" else "Triton") if kernel else "reference"
     if config.device == "cpu" and kernel is None:
         env["fused_unavailable_reason"] = kernels.cpu.unavailable_reason()

@@ -204,14 +204,17 @@ def _dense_last_dim(t: torch.Tensor) -> torch.Tensor:
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
-_is_functorch_wrapped = getattr(torch._C._functorch, "is_functorch_wrapped_tensor", lambda t: False)
+# A private PyTorch function: there is no public way to ask whether a tensor is a functorch (vmap,
+# grad) wrapper, which no fused kernel can read. It waits for a public predicate in torch.func;
+# tests/test_kernels.py::test_functorch_wrapper_probe_is_still_there fails loudly if this one goes.
+_is_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 _is_compiling = torch.compiler.is_compiling
 _CPU = torch.device("cpu")
 _FUSED_DTYPES = frozenset((torch.float32, torch.bfloat16, torch.float16, torch.float64))
 
 
-def _fused_kernel(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                  inplace: bool = False) -> Optional[Callable]:
+def fused_kernel(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                 inplace: bool = False) -> Optional[Callable]:
     """The kernel to use for these inputs, or ``None`` for the reference.
 
     Strides do not matter: both kernels take every stride of every operand. ``inplace`` no longer
@@ -296,12 +299,12 @@ def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
         r = q.shape[-1] if rotary_dim is None else rotary_dim
     if cos.dim() == 2:
         cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)                     # (1, S, r/2)
-    kernel = _fused_kernel(q, k, cos, sin)
+    kernel = fused_kernel(q, k, cos, sin)
     grad = torch.is_grad_enabled()
     if kernel is None or (grad and (cos.requires_grad or sin.requires_grad)):
         if inplace and _inplace_aliasing(q, k, full=True):
             return _rotate_shared_reference(q, cos, sin, layout, r)
-        return _apply_reference(q, k, cos, sin, layout, r, inplace)
+        return apply_reference(q, k, cos, sin, layout, r, inplace)
     table_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     if cos.dtype != table_dtype or sin.dtype != table_dtype:
         cos, sin = cos.to(table_dtype), sin.to(table_dtype)
@@ -375,7 +378,7 @@ def apply_rotary_at(q: torch.Tensor, k: torch.Tensor, cos_table: torch.Tensor, s
                              f"and {tuple(sin_table.shape)}")
     else:
         r = q.shape[-1] if rotary_dim is None else rotary_dim
-    kernel = _fused_kernel(q, k, cos_table, sin_table)
+    kernel = fused_kernel(q, k, cos_table, sin_table)
     grad = torch.is_grad_enabled()
     table_grad = grad and (cos_table.requires_grad or sin_table.requires_grad)
     fused = kernel is not None and not table_grad and positions.device == q.device
@@ -394,7 +397,7 @@ def apply_rotary_at(q: torch.Tensor, k: torch.Tensor, cos_table: torch.Tensor, s
         cos, sin = cos_table[positions], sin_table[positions]                 # (B|1, S, r/2)
         if inplace and _inplace_aliasing(q, k, full=True):
             return _rotate_shared_reference(q, cos, sin, layout, r)
-        return _apply_reference(q, k, cos, sin, layout, r, inplace)
+        return apply_reference(q, k, cos, sin, layout, r, inplace)
     table_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     cos, sin = cos_table.unsqueeze(0), sin_table.unsqueeze(0)                 # (1, rows, r/2)
     if cos.dtype != table_dtype or sin.dtype != table_dtype:
@@ -409,7 +412,9 @@ def _rotate_shared_reference(x, cos, sin, layout, r):
     return x, x
 
 
-def _apply_reference(q, k, cos, sin, layout, r, inplace):
+def apply_reference(q, k, cos, sin, layout, r, inplace):
+    """The reference path of :func:`apply_rotary` for checked inputs: ``cos``/``sin`` are (B|1, S, r/2)
+    and are broadcast over heads; ``r`` is the resolved rotary_dim. Also what ``posenc bench`` times."""
     cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)                            # (B|1, 1, S, r/2): over heads
     q_out = rotate_reference(q, cos, sin, layout=layout, rotary_dim=r)
     k_out = rotate_reference(k, cos, sin, layout=layout, rotary_dim=r)
