@@ -1,0 +1,33 @@
+"""The linters are part of the suite: ruff (lint and format) on the whole tree, mypy on the package
+(strict on the core and the model, lenient on the apps; the configuration is in pyproject.toml)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TREES = ["src", "tests", "benchmarks", "examples"]
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
+
+
+def test_ruff_lint():
+    result = run("ruff", "check", *TREES)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format():
+    result = run("ruff", "format", "--check", *TREES)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_mypy():
+    result = run("mypy")
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr
