@@ -132,7 +132,7 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         See :func:`posenc.rope.hfconfig.rotary_kwargs_from_hf` (also :mod:`posenc.hf`); ``kwargs``
         (e.g. ``layout``) override the values read from the config.
         """
-        from .hfconfig import rotary_kwargs_from_hf        # a sibling in the core, imported where used
+        from .hfconfig import rotary_kwargs_from_hf  # a sibling in the core, imported where used
         return cls(**{**rotary_kwargs_from_hf(config), **kwargs})
 
     def to_hf_dict(self) -> dict:

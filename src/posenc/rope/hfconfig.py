@@ -38,7 +38,12 @@ import math
 from typing import Any, Dict, Optional
 
 from .registry import (
-    REGISTRY, HFRope, descriptor_of, resolve_name, strict_float, strict_int,
+    REGISTRY,
+    HFRope,
+    descriptor_of,
+    resolve_name,
+    strict_float,
+    strict_int,
 )
 
 DEFAULT_THETA = 10000.0

@@ -25,7 +25,6 @@ import torch
 import triton
 import triton.language as tl
 
-
 from . import overlap
 
 _DATA_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
