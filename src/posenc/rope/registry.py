@@ -34,7 +34,21 @@ import re
 import threading
 from collections.abc import Set as AbstractSet
 from dataclasses import MISSING, dataclass, field
-from typing import Any, Callable, Dict, FrozenSet, Iterable, Iterator, List, Mapping, NoReturn, Optional, Set, Tuple, Type
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    FrozenSet,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    NoReturn,
+    Optional,
+    Set,
+    Tuple,
+    Type,
+)
 
 import torch
 
