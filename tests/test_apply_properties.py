@@ -215,7 +215,7 @@ def check_call(call, at: bool):
                                  f"{type(exc).__name__}: {exc}") from exc
         if not (unchanged(q, q_before) and unchanged(k, k_before)):
             TALLY["wrong"] += 1
-            raise AssertionError(f"refused ({exc}), but modified q or k first")
+            raise AssertionError(f"refused ({exc}), but modified q or k first") from exc
         TALLY["clear_errors"] += 1
         return
     if expected_error is not None:

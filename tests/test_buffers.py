@@ -67,7 +67,7 @@ def test_copies_and_pickles_keep_working_tables_and_a_lock(name):
     module = MODULES[name]()
     for clone in (copy.deepcopy(module), pickle.loads(pickle.dumps(module))):
         assert clone._table_lock is not module._table_lock
-        for (n, a), (_, b) in zip(module.named_buffers(), clone.named_buffers()):
+        for (_, a), (_, b) in zip(module.named_buffers(), clone.named_buffers()):
             torch.testing.assert_close(a, b, atol=0, rtol=0)
     rope = RotaryEmbedding(8, max_position_embeddings=4)
     twin = copy.deepcopy(rope)

@@ -14,18 +14,23 @@ import torch
 from fastapi.testclient import TestClient
 
 from posenc.alibi import alibi_bias, alibi_slopes
-from posenc.hf import rotary_kwargs_from_hf
-from posenc.learned import LearnedPositionalEmbedding, PositionOutOfRangeError
-from posenc.rope import REGISTRY, RotaryEmbedding
-from posenc.rope.scaling import (
-    DynamicNTKScaling, LinearScaling, Llama3Scaling, NTKScaling, YaRNScaling, rope_frequencies,
-)
-from posenc.rope.tables import rope_cos_sin, rope_inv_freq
-from posenc.sinusoidal import sinusoidal_frequencies, sinusoidal_table
 from posenc.explorer import lab_results, quiz
 from posenc.explorer.app import create_app
 from posenc.explorer.limits import LIMITS
 from posenc.explorer.server import _allowed_hosts, add_arguments
+from posenc.hf import rotary_kwargs_from_hf
+from posenc.learned import LearnedPositionalEmbedding, PositionOutOfRangeError
+from posenc.rope import REGISTRY, RotaryEmbedding
+from posenc.rope.scaling import (
+    DynamicNTKScaling,
+    LinearScaling,
+    Llama3Scaling,
+    NTKScaling,
+    YaRNScaling,
+    rope_frequencies,
+)
+from posenc.rope.tables import rope_cos_sin, rope_inv_freq
+from posenc.sinusoidal import sinusoidal_frequencies, sinusoidal_table
 
 TWO_PI = 2 * math.pi
 

@@ -400,7 +400,8 @@ def test_wavelength_toggles_and_fixture_picker(page, server):
 LABEL_BOXES = """() => {
   const root = document.querySelector("#wl-chart svg");
   const frame = root.querySelector(".axis line.frame").getBoundingClientRect();
-  const plotRight = Math.max(...[...root.querySelectorAll(".axis line.frame")].map((l) => l.getBoundingClientRect().right));
+  const plotRight = Math.max(
+    ...[...root.querySelectorAll(".axis line.frame")].map((l) => l.getBoundingClientRect().right));
   const labels = [...root.querySelectorAll("g.labels > text.marker-label")].map((t) => {
     const b = t.getBoundingClientRect();
     return { text: t.textContent, left: b.left, right: b.right, top: b.top, bottom: b.bottom };
@@ -423,7 +424,7 @@ def test_wavelength_labels_sit_outside_the_curves_and_the_chart_fills_its_panel(
     assert "yarn: divide above 8,192" in texts and "llama3: divide above 8,192" in texts   # not run together
     for label in labels:                                                       # right of the plot area
         assert label["left"] >= geometry["plotRight"] - 0.5, label
-    for a, b in zip(labels, labels[1:]):
+    for a in labels:
         for other in labels:
             if other is a:
                 continue
@@ -486,7 +487,7 @@ def test_precision_readout(page, server):
     assert page.locator("#pr-fp16").get_attribute("data-value") == "overflow"
 
 
-# -- 7. lab --------------------------------------------------------------------------------------------------------------
+# -- 7. lab ------------------------------------------------------------------------------------------------------------
 def test_lab_view_shows_the_run(page, server):
     section = open_view(page, server, "lab")
     assert section.locator("#lab-chart path.series").count() == 2
@@ -517,7 +518,7 @@ def test_knowledge_check_gives_feedback_with_live_numbers(page, server):
     expect(page.locator("#quiz-score")).to_contain_text("1 of")
 
 
-# -- 9. copy as config ---------------------------------------------------------------------------------------------------
+# -- 9. copy as config -------------------------------------------------------------------------------------------------
 def test_copy_as_config_matches_posenc_hf(page, server):
     from playwright.sync_api import expect
 
@@ -552,7 +553,7 @@ def test_ntk_is_copied_as_the_equivalent_rope_theta(page, server):
     expect(page.locator("#cf-python")).to_contain_text("'rope_type': 'ntk'")
 
 
-# -- linked settings and bad input ------------------------------------------------------------------------------------------
+# -- linked settings and bad input -------------------------------------------------------------------------------------
 def test_global_rope_settings_drive_the_views_and_bad_values_show_the_api_message(page, server):
     from playwright.sync_api import expect
 
@@ -726,7 +727,7 @@ def test_the_bag_of_words_check_comes_first(page, server):
     assert first.get_attribute("data-check") == "bag-of-words"
 
 
-# -- a 390 px phone ---------------------------------------------------------------------------------------------------------
+# -- a 390 px phone ----------------------------------------------------------------------------------------------------
 PHONE_VIEWS = ("fingerprint", "dials", "scores", "alibi", "precision", "quiz", "wavelengths")
 
 PHONE_LAYOUT = """() => {

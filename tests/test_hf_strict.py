@@ -22,8 +22,17 @@ from hypothesis import strategies as st
 
 from posenc.hf import MAX_HEAD_DIM, rotary_kwargs_from_hf, scaling_from_hf, to_hf_dict
 from posenc.rope import (
-    REGISTRY, DynamicNTKScaling, LinearScaling, Llama3Scaling, LongRoPEScaling, NTKScaling,
-    ProportionalScaling, RotaryEmbedding, YaRNScaling, rope_frequencies, softmax_scale,
+    REGISTRY,
+    DynamicNTKScaling,
+    LinearScaling,
+    Llama3Scaling,
+    LongRoPEScaling,
+    NTKScaling,
+    ProportionalScaling,
+    RotaryEmbedding,
+    YaRNScaling,
+    rope_frequencies,
+    softmax_scale,
 )
 from posenc.rope.scaling import longrope_attention_factor
 
@@ -201,7 +210,9 @@ def modules(draw, rope_type=None):
         "ntk": lambda: NTKScaling(factor),
         "dynamic": lambda: DynamicNTKScaling(factor, original),
         "yarn": lambda: YaRNScaling(
-            factor, original, beta_fast=2.0 + draw(st.floats(0.0, 62.0)), beta_slow=draw(st.floats(0.1, 2.0)),
+            # beta_slow stays below 2.0 <= beta_fast: YaRN requires beta_fast > beta_slow
+            factor, original, beta_fast=2.0 + draw(st.floats(0.0, 62.0)),
+            beta_slow=draw(st.floats(0.1, 2.0, exclude_max=True)),
             **(dict(mscale=draw(st.floats(0.1, 2.0)), mscale_all_dim=draw(st.floats(0.1, 2.0)))
                if draw(st.booleans()) else {}),
             attention_factor=optional(st.floats(0.1, 4.0)), truncate=draw(st.booleans())),

@@ -21,9 +21,15 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from posenc.integrations import tiny
-from posenc.integrations.transformers import (
-    ARCHITECTURES, PosencRotaryTables, UnsupportedModelError, patch, patch_of, supported_model_types, unpatch,
+from posenc.integrations import tiny  # noqa: E402  (after the importorskip above)
+from posenc.integrations.transformers import (  # noqa: E402
+    ARCHITECTURES,
+    PosencRotaryTables,
+    UnsupportedModelError,
+    patch,
+    patch_of,
+    supported_model_types,
+    unpatch,
 )
 
 transformers.logging.set_verbosity_error()

@@ -25,7 +25,7 @@ import torch
 
 import posenc
 from posenc.rope import kernels
-from posenc.rope.apply import apply_reference, fused_kernel, apply_rotary, apply_rotary_at
+from posenc.rope.apply import apply_reference, apply_rotary, apply_rotary_at, fused_kernel
 from posenc.rope.kernels import cpu
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]

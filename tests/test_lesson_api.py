@@ -102,7 +102,8 @@ def test_raw_integers_drown_the_word_and_fractions_change_step(client):
 def test_only_the_sine_code_passes_all_three_rules(client):
     d = get(client, "/api/lesson/rules", length=1000, d_model=64)
     rows = {r["code"]: r for r in d["codes"]}
-    assert (rows["sinusoidal"]["bounded"], rows["sinusoidal"]["consistent"], rows["sinusoidal"]["unique"]) == (True, True, True)
+    sinusoidal = rows["sinusoidal"]
+    assert (sinusoidal["bounded"], sinusoidal["consistent"], sinusoidal["unique"]) == (True, True, True)
     assert rows["raw integers"]["bounded"] is False and rows["raw integers"]["largest"] == 999.0
     assert rows["fractions"]["bounded"] is True and rows["fractions"]["consistent"] is False
     assert rows["fractions"]["step_this_sentence"] == pytest.approx(8.0 / 1000)   # 1/1000 in 64 columns

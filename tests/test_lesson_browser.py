@@ -163,7 +163,8 @@ TEXT_ALTERNATIVES = """(id) => {
     const words = [...fig.querySelectorAll('.numbers, table, pre, .result-box')].map((n) => n.textContent).join(' ');
     if (!/\\d/.test(words)) missing.push(fig.getAttribute('aria-labelledby'));
     for (const s of fig.querySelectorAll('svg.lesson-svg, svg.chart'))
-      if (!s.getAttribute('aria-label')) missing.push('svg without aria-label in ' + fig.getAttribute('aria-labelledby'));
+      if (!s.getAttribute('aria-label'))
+        missing.push('svg without aria-label in ' + fig.getAttribute('aria-labelledby'));
   }
   return missing;
 }"""
@@ -281,8 +282,10 @@ def test_keyboard_alone_reaches_every_control_and_turns_pages(browser, server):
                 assert outline, (chapter, page.evaluate("() => document.activeElement.outerHTML.slice(0, 120)"))
             missed = sorted(set(range(count)) - seen)
             if missed:
-                unreached[chapter] = [page.evaluate(f"() => document.querySelector('[data-kb=\"{i}\"]').outerHTML.slice(0, 100)")
-                                      for i in missed[:5]]
+                unreached[chapter] = [
+                    page.evaluate(f"() => document.querySelector('[data-kb=\"{i}\"]').outerHTML.slice(0, 100)")
+                    for i in missed[:5]
+                ]
         assert not unreached, unreached
 
         # arrow keys turn the pages (when no control has the focus), and the hash follows

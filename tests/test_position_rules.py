@@ -164,7 +164,10 @@ def test_compiled_rope_refuses_negative_positions_instead_of_wrapping(backend):
 @pytest.mark.parametrize("scheme", ["sinusoidal", "learned"])
 def test_compiled_additive_schemes_refuse_bad_positions(scheme):
     torch._dynamo.reset()
-    module = SinusoidalPositionalEncoding(8, max_len=16) if scheme == "sinusoidal" else LearnedPositionalEmbedding(16, 8)
+    if scheme == "sinusoidal":
+        module = SinusoidalPositionalEncoding(8, max_len=16)
+    else:
+        module = LearnedPositionalEmbedding(16, 8)
     compiled = torch.compile(module, backend="eager", fullgraph=True)
     x = torch.zeros(1, 3, 8)
     good = torch.tensor([[0, 5, 15]])

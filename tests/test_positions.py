@@ -8,10 +8,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from posenc.rope import (
-    DynamicNTKScaling, LinearScaling, LongRoPEScaling, RotaryEmbedding, YaRNScaling, rope_frequencies,
+    DynamicNTKScaling,
+    LinearScaling,
+    LongRoPEScaling,
+    RotaryEmbedding,
+    YaRNScaling,
+    rope_frequencies,
 )
 from posenc.rope.positions import (
-    position_ids_from_attention_mask, position_ids_from_cu_seqlens, position_ids_from_document_ids,
+    position_ids_from_attention_mask,
+    position_ids_from_cu_seqlens,
+    position_ids_from_document_ids,
     position_ids_from_offsets,
 )
 

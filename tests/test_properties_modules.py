@@ -134,7 +134,8 @@ def rotate64(x: torch.Tensor, positions: torch.Tensor, inv_freq, factor: float, 
 
 def close(tolerance):
     def compare(got, want):
-        got, want = (got,) if isinstance(got, torch.Tensor) else got, (want,) if isinstance(want, torch.Tensor) else want
+        got = (got,) if isinstance(got, torch.Tensor) else got
+        want = (want,) if isinstance(want, torch.Tensor) else want
         for g, w in zip(got, want):
             if g.shape != w.shape:
                 return f"shape {tuple(g.shape)} != {tuple(w.shape)}"
@@ -514,7 +515,8 @@ def test_model_config_validates_like_its_rules(data):
                vocab_size=data.draw(st.integers(1, 300)), d_model=data.draw(st.sampled_from([8, 12, 16, 24, 30, 32])),
                n_layers=data.draw(st.integers(1, 3)), n_heads=data.draw(st.sampled_from([1, 2, 2, 4, 4, 3])),
                mlp_ratio=data.draw(st.integers(1, 4)), max_len=data.draw(st.integers(1, 64)),
-               rope_base=data.draw(st.floats(1.5, 1e6)), rotary_dim=data.draw(st.sampled_from([None, None, None, 2, 4]) | st.integers(1, 16)),
+               rope_base=data.draw(st.floats(1.5, 1e6)),
+               rotary_dim=data.draw(st.sampled_from([None, None, None, 2, 4]) | st.integers(1, 16)),
                rope_layout=data.draw(st.sampled_from(["half", "interleaved"] * 4 + ["zigzag"])),
                dropout=data.draw(st.floats(0, 1)), bias=data.draw(st.booleans()),
                embed_scale=data.draw(st.none() | st.floats(0.1, 10)))

@@ -24,14 +24,26 @@ from fastapi.testclient import TestClient
 from posenc.explorer.app import create_app
 from posenc.hf import rotary_kwargs_from_hf, to_hf_dict
 from posenc.lab import cli as lab_cli
-from posenc.lab.config import LabConfig
+from posenc.lab.config import LabConfig, preset_config
 from posenc.lab.extend import dynamic_effective_scaling, extended_model, method_names, method_table, scaling_for
 from posenc.lab.train import build_model
-from posenc.lab.config import preset_config
 from posenc.rope import (
-    DYNAMIC_TYPES, REGISTRY, DynamicNTKScaling, ExplorerInfo, LinearScaling, Parameter, RotaryEmbedding,
-    ScalingDescriptor, YaRNScaling, register_scaling, rope_frequencies, scaling_from_dict, scaling_to_dict,
-    softmax_scale, unregister_scaling, yarn_softmax_scale,
+    DYNAMIC_TYPES,
+    REGISTRY,
+    DynamicNTKScaling,
+    ExplorerInfo,
+    LinearScaling,
+    Parameter,
+    RotaryEmbedding,
+    ScalingDescriptor,
+    YaRNScaling,
+    register_scaling,
+    rope_frequencies,
+    scaling_from_dict,
+    scaling_to_dict,
+    softmax_scale,
+    unregister_scaling,
+    yarn_softmax_scale,
 )
 from posenc.rope.registry import lab_methods
 from posenc.rope.tables import rope_inv_freq

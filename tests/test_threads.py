@@ -75,7 +75,7 @@ def test_rotary_shared_by_threads_equals_a_fresh_module(scaling):
                 results[(i, off, "ids")] = shared(q, k, position_ids=packed * 7 + off)
 
         hammer(work)
-        for (i, off, kind), (rq, rk) in results.items():
+        for (_, off, kind), (rq, rk) in results.items():
             if kind == "offset":
                 want_q, want_k = fresh_module(q, k, offset=off)
             else:
@@ -102,7 +102,7 @@ def test_sinusoidal_shared_by_threads_equals_a_fresh_module():
                 results[(i, off)] = shared(x, offset=off)
 
         hammer(work)
-        for (i, off), out in results.items():
+        for (_, off), out in results.items():
             torch.testing.assert_close(out, fresh(x, offset=off), atol=0, rtol=0)
         rows = shared.pe.shape[0]
         fresh.extend(rows)
@@ -126,6 +126,6 @@ def test_learned_and_a_whole_model_shared_by_threads():
     fresh = TinyLM(ModelConfig(scheme="rope", d_model=16, n_heads=2, n_layers=2, max_len=2)).eval()
     fresh.load_state_dict(model.state_dict())
     with torch.no_grad():
-        for (i, off), (logits, added) in results.items():
+        for (_, off), (logits, added) in results.items():
             torch.testing.assert_close(logits, fresh(ids, offset=off), atol=0, rtol=0)
             torch.testing.assert_close(added, learned(x, offset=off % 60), atol=0, rtol=0)

@@ -18,8 +18,15 @@ import rich.console
 import torch
 
 import posenc.tour as tour
-from posenc import (CausalSelfAttention, LearnedPositionalEmbedding, ModelConfig,
-                    PositionOutOfRangeError, RotaryEmbedding, TinyLM, apply_rotary)
+from posenc import (
+    CausalSelfAttention,
+    LearnedPositionalEmbedding,
+    ModelConfig,
+    PositionOutOfRangeError,
+    RotaryEmbedding,
+    TinyLM,
+    apply_rotary,
+)
 from posenc.cli import main as cli_main
 from posenc.fixtures import load_fixture
 from posenc.rope import YaRNScaling

@@ -4,11 +4,30 @@ import pytest
 import torch
 
 import posenc
-from posenc import (ALiBi, CausalSelfAttention, LearnedPositionalEmbedding, ModelConfig, RotaryEmbedding,
-                    SinusoidalPositionalEncoding, TinyLM, alibi_bias, make_scheme)
+from posenc import (
+    ALiBi,
+    CausalSelfAttention,
+    LearnedPositionalEmbedding,
+    ModelConfig,
+    RotaryEmbedding,
+    SinusoidalPositionalEncoding,
+    TinyLM,
+    alibi_bias,
+    make_scheme,
+)
 from posenc.hf import to_hf_dict
-from posenc.rope import (REGISTRY, DynamicNTKScaling, LinearScaling, Llama3Scaling, LongRoPEScaling,
-                         NTKScaling, YaRNScaling, apply_rotary_at, rope_cos_sin, rope_frequencies)
+from posenc.rope import (
+    REGISTRY,
+    DynamicNTKScaling,
+    LinearScaling,
+    Llama3Scaling,
+    LongRoPEScaling,
+    NTKScaling,
+    YaRNScaling,
+    apply_rotary_at,
+    rope_cos_sin,
+    rope_frequencies,
+)
 
 SCALINGS = {
     "default": None,

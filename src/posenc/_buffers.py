@@ -14,7 +14,7 @@ the tables sees either the old set or the new one, never half of each.
 from __future__ import annotations
 
 import threading
-from typing import Iterable
+from typing import Any, Callable, Dict, Iterable
 
 import torch
 from torch import nn
@@ -38,12 +38,12 @@ class PreciseTables(nn.Module):
         # reentrant: a rebuild after a cast publishes new tables while the cast holds the lock
         self._table_lock = threading.RLock()
 
-    def __getstate__(self):
+    def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
         state.pop("_table_lock", None)              # locks do not pickle or deepcopy
         return state
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: Dict[str, Any]) -> None:
         super().__setstate__(state)
         self._table_lock = threading.RLock()
 
@@ -60,11 +60,11 @@ class PreciseTables(nn.Module):
     # ``register_module_buffer_registration_hook`` fires on registration only). Replace this override
     # with such a per-module post-conversion hook once PyTorch offers one.
     # tests/test_buffers.py fails loudly if ``_apply``'s signature or its use by ``.to()`` changes.
-    def _apply(self, fn, *args, **kwargs):
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], *args: Any, **kwargs: Any) -> "PreciseTables":
         # Rebuild after every cast or move: ``fn`` may have rounded the tables (``.half()``) or, for
         # ``to_empty()``, replaced them with uninitialised memory. Rebuilding is cheap and exact.
         with self._table_lock:
-            module = super()._apply(fn, *args, **kwargs)
+            module: PreciseTables = super()._apply(fn, *args, **kwargs)
             names = [n for n in self._precise_buffer_names() if getattr(self, n, None) is not None]
             if not names:
                 return module

@@ -8,12 +8,12 @@ wrong. Nothing here uses ``assert`` (asserts vanish under ``python -O``).
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Any, Collection, Optional, Sequence, Tuple, Union
 
 import torch
 
 
-def check_int(name: str, value, *, minimum: Optional[int] = None, maximum: Optional[int] = None,
+def check_int(name: str, value: object, *, minimum: Optional[int] = None, maximum: Optional[int] = None,
               even: bool = False) -> int:
     """Return ``value`` as an int after checking its type and range, else raise with details."""
     if isinstance(value, bool) or not isinstance(value, int):
@@ -27,7 +27,7 @@ def check_int(name: str, value, *, minimum: Optional[int] = None, maximum: Optio
     return value
 
 
-def check_float(name: str, value, *, greater_than: Optional[float] = None,
+def check_float(name: str, value: object, *, greater_than: Optional[float] = None,
                 minimum: Optional[float] = None, maximum: Optional[float] = None) -> float:
     """Return ``value`` as a finite float after checking its range, else raise with details."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -44,17 +44,15 @@ def check_float(name: str, value, *, greater_than: Optional[float] = None,
     return value
 
 
-def check_choice(name: str, value, allowed) -> str:
-    try:
-        known = value in allowed
-    except TypeError:                 # an unhashable value (a list, a dict) is simply not a choice
-        known = False
-    if not known:
+def check_choice(name: str, value: object, allowed: Collection[str]) -> str:
+    # Every choice is a string, so anything else (a list, a dict, unhashable or not) is simply not one.
+    if not isinstance(value, str) or value not in allowed:
         raise ValueError(f"{name} must be one of {sorted(allowed)}, got {value!r}")
     return value
 
 
-def check_tensor(name: str, value, *, ndim=None, floating: bool = False) -> torch.Tensor:
+def check_tensor(name: str, value: object, *, ndim: Union[int, Sequence[int], None] = None,
+                 floating: bool = False) -> torch.Tensor:
     """Check that ``value`` is a tensor with the given number of dims (int or tuple of ints)."""
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
@@ -80,7 +78,7 @@ def check_tensor(name: str, value, *, ndim=None, floating: bool = False) -> torc
 # (``torch._assert_async``): a compiled graph raises instead of wrapping a negative index around to
 # the last row. Meta tensors have no values; only the dtype and shape rules apply to them.
 
-def check_position_dtype(name: str, positions) -> torch.Tensor:
+def check_position_dtype(name: str, positions: object) -> torch.Tensor:
     """Return ``positions`` as int64 after checking that it is an integer tensor (bool refused)."""
     if not isinstance(positions, torch.Tensor):
         raise TypeError(f"{name} must be an integer torch.Tensor, got {type(positions).__name__}")
@@ -107,7 +105,7 @@ def _first(positions: torch.Tensor, bad: torch.Tensor) -> str:
     return f"{int(positions[index])} at index {index}"
 
 
-def check_positions(name: str, positions, *, upper: Optional[int] = None,
+def check_positions(name: str, positions: object, *, upper: Optional[int] = None,
                     hint: str = "") -> torch.Tensor:
     """Apply the position rules to ``positions``; return it as int64.
 
@@ -124,7 +122,7 @@ def check_positions(name: str, positions, *, upper: Optional[int] = None,
     return _checked(name, positions, upper, hint)[0]
 
 
-def _checked(name: str, positions, upper: Optional[int], hint: str):
+def _checked(name: str, positions: object, upper: Optional[int], hint: str) -> Tuple[torch.Tensor, Optional[int]]:
     """``(int64 positions, max + 1 or 0 if empty, or None when the values cannot be read)``."""
     pos = check_position_dtype(name, positions)
     if not pos.numel():
@@ -182,13 +180,17 @@ class Positions:
         self.ids = ids
         self.length = length
         self.start = start
-        self.memo: dict = {}
+        self.memo: dict[Any, Any] = {}
 
     def __repr__(self) -> str:
         return f"Positions(shape={tuple(self.ids.shape)}, length={self.length}, start={self.start})"
 
 
-def as_positions(name: str, positions) -> Positions:
+#: What a position hook accepts: an integer tensor, or :class:`Positions` a model checked once.
+PositionsLike = Union[torch.Tensor, Positions]
+
+
+def as_positions(name: str, positions: object) -> Positions:
     """``positions`` if already checked, else check a tensor once (any shape) and wrap it."""
     if isinstance(positions, Positions):
         return positions
@@ -227,7 +229,7 @@ def resolve_positions(seq_len: int, position_ids: Optional[torch.Tensor], offset
     return check_positions("position_ids", _shaped_positions(seq_len, position_ids, offset, batch)).to(device)
 
 
-def _shaped_positions(seq_len: int, position_ids, offset, batch) -> torch.Tensor:
+def _shaped_positions(seq_len: int, position_ids: object, offset: object, batch: Optional[int]) -> torch.Tensor:
     """Explicit ``position_ids`` with the dtype and shape rules applied (values not read)."""
     if not (isinstance(offset, int) and not isinstance(offset, bool) and offset == 0):
         raise ValueError(f"give either position_ids or offset, not both (offset={offset!r})")

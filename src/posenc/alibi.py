@@ -14,12 +14,12 @@ other slope of the ``2p`` sequence until it has ``n``.
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import List, Optional, Tuple
 
 import torch
 
 from ._buffers import PreciseTables, ambient_device
-from ._checks import as_positions, check_int, check_position_dtype, check_tensor
+from ._checks import PositionsLike, as_positions, check_int, check_position_dtype, check_tensor
 from .schemes import PositionScheme
 
 
@@ -27,7 +27,7 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     """Per-head slopes of Press et al., float64, shape (num_heads,)."""
     check_int("num_heads", num_heads, minimum=1)
 
-    def power_of_two(n: int) -> list:
+    def power_of_two(n: int) -> List[float]:
         start = 2.0 ** (-8.0 / n)
         return [start ** (i + 1) for i in range(n)]
 
@@ -76,19 +76,20 @@ class ALiBi(PreciseTables, PositionScheme):
     def __init__(self, num_heads: int):
         super().__init__()
         self.num_heads = check_int("num_heads", num_heads, minimum=1)
-        self.register_buffer("slopes", alibi_slopes(num_heads).to(device=ambient_device(), dtype=self.table_dtype), persistent=False)
+        slopes = alibi_slopes(num_heads).to(device=ambient_device(), dtype=self.table_dtype)
+        self.register_buffer("slopes", slopes, persistent=False)
 
-    def _precise_buffer_names(self):
+    def _precise_buffer_names(self) -> Tuple[str, ...]:
         return ("slopes",)
 
-    def _rebuild_tables(self, device):
+    def _rebuild_tables(self, device: torch.device) -> None:
         self.slopes = alibi_slopes(self.num_heads).to(device=device, dtype=self.table_dtype)
 
-    def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> Optional[torch.Tensor]:
+    def bias(self, q_positions: PositionsLike, k_positions: PositionsLike) -> Optional[torch.Tensor]:
         # tensors are checked here; Positions were checked once by the model
-        q_positions = as_positions("q_positions", q_positions).ids
-        k_positions = as_positions("k_positions", k_positions).ids
-        return alibi_bias(self.slopes, q_positions, k_positions, causal=False)
+        q_ids = as_positions("q_positions", q_positions).ids
+        k_ids = as_positions("k_positions", k_positions).ids
+        return alibi_bias(self.slopes, q_ids, k_ids, causal=False)
 
     def forward(self, q_len: int, k_len: Optional[int] = None) -> torch.Tensor:
         """Causal bias for ``q_len`` queries that are the last ``q_len`` of ``k_len`` keys."""

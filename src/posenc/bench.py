@@ -43,7 +43,7 @@ import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -211,7 +211,7 @@ def _make_case(shape: str, dtype: torch.dtype, device: str):
     q = torch.randn(batch, dims["q_heads"], seq, d, generator=gen).to(device=device, dtype=dtype)
     k = torch.randn(batch, dims["kv_heads"], seq, d, generator=gen).to(device=device, dtype=dtype)
     from .rope.tables import rope_inv_freq, rope_table
-    cos, sin = rope_table(seq + 100, rope_inv_freq(d, 500000.0), device=device)
+    cos, sin = rope_table(seq + 100, rope_inv_freq(d, 500000.0), device=torch.device(device))
     cos, sin = cos[100:].unsqueeze(0), sin[100:].unsqueeze(0)               # (1, S, d/2): decode at 100+
     cos_full = torch.cat((cos, cos), -1).unsqueeze(1).to(dtype)             # (1, 1, S, d), as in HF
     sin_full = torch.cat((sin, sin), -1).unsqueeze(1).to(dtype)
@@ -272,9 +272,9 @@ def _time_case(fns: Dict[str, Callable[[], None]], config: BenchConfig, timer: _
     for _ in range(config.repeats):
         for name, fn in fns.items():
             samples[name].append(timer.once(fn, calls[name]) * 1e3)
-    out = {}
+    out: Dict[str, Dict[str, Any]] = {}
     for name in fns:
-        entry = {"median_ms": statistics.median(samples[name]), "samples_ms": samples[name],
+        entry: Dict[str, Any] = {"median_ms": statistics.median(samples[name]), "samples_ms": samples[name],
                  "calls_per_sample": calls[name]}
         if name == "compiled eager":
             entry["first_call_s"] = compile_s[name]
@@ -326,7 +326,7 @@ def run_benchmark(config: BenchConfig, progress: Optional[Callable[[str], None]]
         if mode not in MODES:
             raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
     timer = _Timer(config.device)
-    report = {"config": asdict(config), "environment": _environment(config), "cases": []}
+    report: Dict[str, Any] = {"config": asdict(config), "environment": _environment(config), "cases": []}
     started = time.perf_counter()
     compiled = torch.compile(eager_rotary) if config.compile else None
     for dtype_name in config.dtypes:
@@ -368,10 +368,13 @@ def _model(size: str, dtype: torch.dtype):
     from transformers import LlamaConfig, LlamaForCausalLM
     dims = {k: v for k, v in MODEL_SIZES[size].items() if k != "seq"}
     # Llama-3.1-8B's rope fields: llama3 scaling, rope_theta 5e5, 128k context
-    config = LlamaConfig(**dims, max_position_embeddings=131072, rope_theta=500000.0,
-                         rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                                       "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
-                         tie_word_embeddings=False)
+    # (the rope_theta and rope_scaling keywords: every supported transformers version reads them)
+    fields: Dict[str, Any] = dict(
+        dims, max_position_embeddings=131072, rope_theta=500000.0,
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 8192},
+        tie_word_embeddings=False)
+    config = LlamaConfig(**fields)
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).eval()
     return model.to(dtype)
@@ -406,8 +409,12 @@ def _instrument(model) -> Callable[[], None]:
         rotate = _resolve_global(forward, "apply_rotary_pos_emb")
         new = instance_function_override(forward, {"apply_rotary_pos_emb": _labelled(rotate)})
         module.forward = new.__get__(module)
-        undo.append(lambda m=module, p=previous: m.__dict__.update(forward=p) if p is not None
-                    else m.__dict__.pop("forward", None))
+        def put_back(m: torch.nn.Module = module, p: Any = previous) -> None:
+            if p is not None:
+                m.__dict__.update(forward=p)
+            else:
+                m.__dict__.pop("forward", None)
+        undo.append(put_back)
     def restore():
         for fn in reversed(undo):
             fn()
@@ -451,8 +458,9 @@ def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", 
         raise ValueError(f"size must be one of {list(MODEL_SIZES)}, got {size!r}")
     seq = MODEL_SIZES[size]["seq"]
     variants = ("unpatched", "posenc")
-    report = {"model": {**MODEL_SIZES[size], "rope": "llama3, rope_theta 5e5 (Llama-3.1-8B)", "size": size},
-              "environment": _environment(BenchConfig(device="cpu")), "rows": []}
+    report: Dict[str, Any] = {
+        "model": {**MODEL_SIZES[size], "rope": "llama3, rope_theta 5e5 (Llama-3.1-8B)", "size": size},
+        "environment": _environment(BenchConfig(device="cpu")), "rows": []}
     started = time.perf_counter()
     for dtype_name in dtypes:
         dtype = getattr(torch, dtype_name)
@@ -465,9 +473,10 @@ def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", 
             return model
 
         ids = torch.randint(0, MODEL_SIZES[size]["vocab_size"], (1, seq), generator=torch.Generator().manual_seed(0))
-        rows = {v: {"dtype": dtype_name, "variant": v, "seq": seq, "decode_tokens": decode_tokens} for v in variants}
-        forward = {v: [] for v in variants}
-        steps = {v: [] for v in variants}
+        rows: Dict[str, Dict[str, Any]] = {
+            v: {"dtype": dtype_name, "variant": v, "seq": seq, "decode_tokens": decode_tokens} for v in variants}
+        forward: Dict[str, List[float]] = {v: [] for v in variants}
+        steps: Dict[str, List[float]] = {v: [] for v in variants}
         with torch.no_grad():
             if progress:
                 progress(f"{dtype_name}: warm-up and profiled forwards")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from ._checks import check_choice, check_int
 from .alibi import ALiBi
@@ -16,7 +16,7 @@ SCHEMES = ("nope", "sinusoidal", "learned", "rope", "alibi")
 
 def make_scheme(name: str, *, d_model: int, n_heads: int, max_len: int = 1024,
                 rope_base: float = 10000.0, rotary_dim: Optional[int] = None,
-                rope_layout: str = "half", rope_scaling=None) -> PositionScheme:
+                rope_layout: str = "half", rope_scaling: Any = None) -> PositionScheme:
     """Create the scheme ``name`` for a model of width ``d_model`` with ``n_heads`` heads.
 
     ``max_len`` is the row count of a learned table (the only scheme with a hard limit); the

@@ -15,8 +15,13 @@ Typical use::
 from __future__ import annotations
 
 from .rope.hfconfig import (
-    DEFAULT_MAX_POSITIONS, DEFAULT_THETA, INTERLEAVED_MODEL_TYPES, MAX_HEAD_DIM, rotary_kwargs_from_hf,
-    scaling_from_hf, to_hf_dict,
+    DEFAULT_MAX_POSITIONS,
+    DEFAULT_THETA,
+    INTERLEAVED_MODEL_TYPES,
+    MAX_HEAD_DIM,
+    rotary_kwargs_from_hf,
+    scaling_from_hf,
+    to_hf_dict,
 )
 
 __all__ = [

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import as_positions, check_choice, check_float, check_int, check_positions
+from ._checks import PositionsLike, as_positions, check_choice, check_float, check_int, check_positions
 from .schemes import AdditiveEncoding
 
 
@@ -64,7 +64,7 @@ class LearnedPositionalEmbedding(AdditiveEncoding):
     def max_positions(self) -> int:  # type: ignore[override]
         return self.max_len
 
-    def encodings(self, position_ids) -> torch.Tensor:
+    def encodings(self, position_ids: PositionsLike) -> torch.Tensor:
         """Rows for ``position_ids`` of any shape -> (*position_ids.shape, d_model).
 
         ``position_ids`` is an integer tensor or :class:`posenc._checks.Positions` checked once per

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import Any, Dict, List, Optional, cast
 
 import torch
 import torch.nn.functional as F
@@ -23,6 +23,7 @@ from torch import nn
 
 from ._checks import (
     Positions,
+    PositionsLike,
     as_positions,
     check_choice,
     check_float,
@@ -61,37 +62,41 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.out = nn.Linear(d_model, d_model, bias=bias)
 
-    def forward(self, x: torch.Tensor, scheme: PositionScheme, position_ids,
+    def forward(self, x: torch.Tensor, scheme: PositionScheme, position_ids: PositionsLike,
                 causal: bool = True) -> torch.Tensor:
         check_tensor("x", x, ndim=3, floating=True)
-        position_ids = as_positions("position_ids", position_ids)
+        positions = as_positions("position_ids", position_ids)
         B, S, D = x.shape
         if D != self.n_heads * self.head_dim:
             raise ValueError(f"x has last dimension {D}, this attention was built for "
                              f"d_model={self.n_heads * self.head_dim}")
         q, k, v = self.qkv(x).split(D, dim=-1)                                   # 3 x (B, S, D)
         q, k, v = (t.view(B, S, self.n_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
-        given = position_ids if getattr(scheme, "accepts_positions", False) else position_ids.ids
+        given = positions if getattr(scheme, "accepts_positions", False) else positions.ids
         q, k = scheme.rotate(q, k, given)                                         # (B, H, S, hd), v untouched
-        mask = self._logit_bias(scheme, position_ids, causal, x.dtype)
+        mask = self._logit_bias(scheme, positions, causal, x.dtype)
         # DeepSeek-style YaRN puts its temperature into the softmax scale instead of the cos/sin tables.
         scale = getattr(scheme, "softmax_scale_factor", 1.0) / math.sqrt(self.head_dim)
         if mask is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)  # (B, H, S, hd)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
-        return self.out(y.transpose(1, 2).reshape(B, S, D))
+        out: torch.Tensor = self.out(y.transpose(1, 2).reshape(B, S, D))
+        return out
 
     @staticmethod
-    def _logit_bias(scheme, positions: Positions, causal, dtype) -> Optional[torch.Tensor]:
+    def _logit_bias(scheme: PositionScheme, positions: Positions, causal: bool,
+                    dtype: torch.dtype) -> Optional[torch.Tensor]:
         # the same matrix for every layer of a forward: built once, kept with the positions
         key = ("logit_bias", id(scheme), causal, dtype)
         if key not in positions.memo:
             positions.memo[key] = CausalSelfAttention._build_logit_bias(scheme, positions.ids, causal, dtype)
-        return positions.memo[key]
+        bias: Optional[torch.Tensor] = positions.memo[key]
+        return bias
 
     @staticmethod
-    def _build_logit_bias(scheme, position_ids, causal, dtype) -> Optional[torch.Tensor]:
+    def _build_logit_bias(scheme: PositionScheme, position_ids: torch.Tensor, causal: bool,
+                          dtype: torch.dtype) -> Optional[torch.Tensor]:
         # each row wrapped as checked positions: the scheme does not check (read back) them again
         if getattr(scheme, "accepts_positions", False):
             rows = [scheme.bias(p, p) for p in (Positions(row, None) for row in position_ids)]
@@ -99,7 +104,8 @@ class CausalSelfAttention(nn.Module):
             rows = [scheme.bias(p, p) for p in position_ids]                      # each (H, S, S) or None
         if rows[0] is None:
             return None
-        bias = torch.stack(rows)                                                  # (B|1, H, S, S)
+        # a scheme gives a bias for every row or for none, so here every row is a tensor
+        bias = torch.stack(cast(List[torch.Tensor], rows))                        # (B|1, H, S, S)
         if causal:
             # Causality goes by token order, never by position values: with packed documents or
             # padding, a later token may carry a smaller position and must still stay invisible.
@@ -122,9 +128,11 @@ class Block(nn.Module):
                                  nn.Linear(mlp_ratio * d_model, d_model, bias=bias))
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x, scheme, position_ids, causal=True):
+    def forward(self, x: torch.Tensor, scheme: PositionScheme, position_ids: PositionsLike,
+                causal: bool = True) -> torch.Tensor:
         x = x + self.drop(self.attn(self.norm1(x), scheme, position_ids, causal))
-        return x + self.drop(self.mlp(self.norm2(x)))
+        out: torch.Tensor = x + self.drop(self.mlp(self.norm2(x)))
+        return out
 
 
 @dataclass
@@ -176,7 +184,7 @@ class ModelConfig:
             return float(self.embed_scale)
         return math.sqrt(self.d_model) if self.scheme == "sinusoidal" else 1.0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
 
 
@@ -206,8 +214,9 @@ class TinyLM(nn.Module):
     def _init(module: nn.Module) -> None:
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, std=0.02)
-            if getattr(module, "bias", None) is not None:
-                nn.init.zeros_(module.bias)
+            bias = getattr(module, "bias", None)
+            if bias is not None:
+                nn.init.zeros_(bias)
 
     def hidden_states(self, idx: torch.Tensor, position_ids: Optional[torch.Tensor] = None,
                       offset: int = 0, causal: bool = True) -> torch.Tensor:
@@ -226,11 +235,13 @@ class TinyLM(nn.Module):
         x = self.scheme.embed(self.tok(idx) * self.embed_scale, given)  # (B, S, D)
         for block in self.blocks:
             x = block(x, self.scheme, pos, causal)
-        return self.norm(x)
+        hidden: torch.Tensor = self.norm(x)
+        return hidden
 
     def forward(self, idx: torch.Tensor, position_ids: Optional[torch.Tensor] = None,
                 offset: int = 0) -> torch.Tensor:
-        return self.head(self.hidden_states(idx, position_ids, offset))  # (B, S, vocab)
+        logits: torch.Tensor = self.head(self.hidden_states(idx, position_ids, offset))  # (B, S, vocab)
+        return logits
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -23,7 +23,7 @@ from typing import Optional, Tuple
 import torch
 from torch import nn
 
-from ._checks import as_positions, check_tensor, checked_positions
+from ._checks import PositionsLike, as_positions, check_tensor, checked_positions
 
 
 class PositionScheme(nn.Module):
@@ -38,7 +38,7 @@ class PositionScheme(nn.Module):
     #: leave this False, so a scheme written against the tensor interface keeps working.
     accepts_positions: bool = False
 
-    def embed(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+    def embed(self, x: torch.Tensor, position_ids: PositionsLike) -> torch.Tensor:
         """Add position information to token vectors.
 
         Args:
@@ -49,7 +49,7 @@ class PositionScheme(nn.Module):
         return x
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor,
-               position_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+               position_ids: PositionsLike) -> Tuple[torch.Tensor, torch.Tensor]:
         """Put position into queries and keys, shape (batch, heads, seq, head_dim). Never values.
 
         ``position_ids`` as in :meth:`embed`; a model calls this once per layer with the same
@@ -57,7 +57,7 @@ class PositionScheme(nn.Module):
         """
         return q, k
 
-    def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> Optional[torch.Tensor]:
+    def bias(self, q_positions: PositionsLike, k_positions: PositionsLike) -> Optional[torch.Tensor]:
         """Additive attention-logit bias of shape (heads, Lq, Lk), or ``None``.
 
         Args:
@@ -79,10 +79,10 @@ class AdditiveEncoding(PositionScheme):
 
     d_model: int
 
-    def encodings(self, position_ids: torch.Tensor) -> torch.Tensor:
+    def encodings(self, position_ids: PositionsLike) -> torch.Tensor:
         raise NotImplementedError
 
-    def embed(self, x, position_ids):
+    def embed(self, x: torch.Tensor, position_ids: PositionsLike) -> torch.Tensor:
         check_tensor("x", x, ndim=3, floating=True)
         pos = as_positions("position_ids", position_ids)
         if x.shape[-1] != self.d_model:

@@ -23,12 +23,13 @@ computed for that call only, from the same float64 angles (exact at any int64 po
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 
 from ._buffers import PreciseTables, ambient_device
 from ._checks import (
+    PositionsLike,
     as_positions,
     check_float,
     check_int,
@@ -100,6 +101,8 @@ class SinusoidalPositionalEncoding(PreciseTables, AdditiveEncoding):
 
     name = "sinusoidal"
     accepts_positions = True
+    pe: torch.Tensor
+    _table: torch.Tensor
 
     def __init__(self, d_model: int, max_len: Optional[int] = None, base: float = 10000.0):
         super().__init__()
@@ -112,15 +115,15 @@ class SinusoidalPositionalEncoding(PreciseTables, AdditiveEncoding):
                              persistent=False)
         self._table = self.pe         # the published table: read once per call, replaced whole
 
-    def _precise_buffer_names(self):
+    def _precise_buffer_names(self) -> Tuple[str, ...]:
         return ("pe",)
 
-    def _rebuild_tables(self, device):
+    def _rebuild_tables(self, device: torch.device) -> None:
         with self._table_lock:
             self.pe = self._table = sinusoidal_table(self._table.shape[0], self.d_model, self.base,
                                                      dtype=self.table_dtype, device=device)
 
-    def _tables_moved_to_meta(self):
+    def _tables_moved_to_meta(self) -> None:
         self._table = self.pe
 
     @property
@@ -156,7 +159,7 @@ class SinusoidalPositionalEncoding(PreciseTables, AdditiveEncoding):
             self.pe = self._table = grown        # readers use _table: one assignment publishes it
             return grown
 
-    def encodings(self, position_ids) -> torch.Tensor:
+    def encodings(self, position_ids: PositionsLike) -> torch.Tensor:
         """Position vectors for ``position_ids`` of any shape -> shape (*position_ids.shape, d_model).
 
         ``position_ids`` is an integer tensor or :class:`posenc._checks.Positions` checked once.

@@ -25,7 +25,7 @@ import re
 from functools import lru_cache
 from importlib import resources
 from types import SimpleNamespace
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -251,7 +251,7 @@ def _rotary_kwargs(name: str) -> dict:
 
 def fixture_list() -> List[dict]:
     """One summary per fixture: name, model type, rope type, base, widths, context lengths."""
-    rows = []
+    rows: List[Dict[str, Any]] = []
     for name, (config, layer_type) in fixtures().items():
         try:
             kw = _rotary_kwargs(name)
@@ -259,14 +259,15 @@ def fixture_list() -> List[dict]:
             rows.append({"name": name, "error": str(err)})
             continue
         scaling = kw["scaling"]
-        rows.append({
+        row: Dict[str, Any] = {
             "name": name, "model_type": config.get("model_type"),
             "rope_type": getattr(scaling, "rope_type", "default"),
             "base": kw["base"], "head_dim": kw["head_dim"], "rotary_dim": kw["rotary_dim"],
             "max_position_embeddings": kw["max_position_embeddings"],
             "original_max_position_embeddings": getattr(scaling, "original_max_position_embeddings", None),
             "factor": _stated_factor(config, layer_type),
-        })
+        }
+        rows.append(row)
     return rows
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import importlib
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -78,7 +78,8 @@ def tiny_config(name: str, **overrides):
     from transformers import AutoConfig
     model_type, fields = case_fields(name)
     head_dim = rotary_kwargs_from_hf({"model_type": model_type, **fields})["head_dim"]
-    small = {"vocab_size": VOCAB, "num_hidden_layers": LAYERS, "tie_word_embeddings": False, "pad_token_id": 0}
+    small: Dict[str, object] = {"vocab_size": VOCAB, "num_hidden_layers": LAYERS, "tie_word_embeddings": False,
+                                 "pad_token_id": 0}
     if model_type in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gpt_oss"):
         small.update(hidden_size=64, intermediate_size=64, num_attention_heads=2, num_key_value_heads=1,
                      head_dim=head_dim)
@@ -164,7 +165,7 @@ def float64_reference(model: nn.Module) -> nn.Module:
     """
     if model.__dict__.get("_posenc_patch") is not None:
         raise ValueError("float64_reference needs the unpatched model; undo the posenc patch first")
-    ref = copy.deepcopy(model).to(torch.float64)
+    ref: Any = copy.deepcopy(model).to(torch.float64)        # a transformers model: it has .config
     model_type = ref.config.model_type
     module = importlib.import_module(type(ref).__module__)
     slots = [(parent, attr) for parent in ref.modules() for attr, child in parent.named_children()

@@ -36,7 +36,7 @@ import functools
 import importlib
 import types
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -125,7 +125,8 @@ class PosencRotaryTables(nn.Module):
     #: exactly for just the positions asked for (a 1M-position prompt must not build a 1M-row table)
     CACHE_LIMIT = 1 << 15
 
-    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor,
+                position_ids: torch.Tensor) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
         if position_ids.dim() == 1:
             position_ids = position_ids.unsqueeze(0)
         rope = self.rope
@@ -189,7 +190,7 @@ def _complex_function(layout: str) -> Callable:
     return posenc_apply_rotary_emb
 
 
-def instance_function_override(fn: Callable, overrides: Dict[str, object]) -> Callable:
+def instance_function_override(fn: Callable, overrides: Mapping[str, object]) -> Callable:
     """A copy of ``fn`` whose global name lookups see ``overrides`` first.
 
     ``fn`` may be wrapped by decorators that keep the wrapped function in a closure cell and in

@@ -4,17 +4,36 @@ from .apply import apply_rotary, apply_rotary_at, rotate_reference
 from .embedding import RotaryEmbedding
 from .layout import LAYOUTS, permute_for_half_split, permute_for_interleaved
 from .positions import (
-    position_ids_from_attention_mask, position_ids_from_cu_seqlens, position_ids_from_document_ids,
+    position_ids_from_attention_mask,
+    position_ids_from_cu_seqlens,
+    position_ids_from_document_ids,
     position_ids_from_offsets,
 )
 from .registry import (
-    ExplorerInfo, HFRope, Parameter, ScalingDescriptor, get_descriptor, register_scaling, softmax_scale,
+    ExplorerInfo,
+    HFRope,
+    Parameter,
+    ScalingDescriptor,
+    get_descriptor,
+    register_scaling,
+    softmax_scale,
     unregister_scaling,
 )
 from .scaling import (
-    DYNAMIC_TYPES, REGISTRY, DefaultScaling, DynamicNTKScaling, LinearScaling, Llama3Scaling,
-    LongRoPEScaling, NTKScaling, ProportionalScaling, YaRNScaling, rope_frequencies, scaling_from_dict,
-    scaling_to_dict, yarn_softmax_scale,
+    DYNAMIC_TYPES,
+    REGISTRY,
+    DefaultScaling,
+    DynamicNTKScaling,
+    LinearScaling,
+    Llama3Scaling,
+    LongRoPEScaling,
+    NTKScaling,
+    ProportionalScaling,
+    YaRNScaling,
+    rope_frequencies,
+    scaling_from_dict,
+    scaling_to_dict,
+    yarn_softmax_scale,
 )
 from .tables import rope_angles, rope_cos_sin, rope_inv_freq, rope_table
 

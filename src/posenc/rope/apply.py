@@ -31,14 +31,14 @@ through unchanged.
 from __future__ import annotations
 
 import functools
-from typing import Callable, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import torch
 import torch.autograd.forward_ad as _forward_ad
 
 from .._checks import check_choice, check_int, check_positions, check_tensor
 from . import kernels
-from .kernels import overlap
+from .kernels import Kernel, overlap
 from .layout import LAYOUTS
 
 
@@ -127,7 +127,8 @@ class FusedRotary(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, q, k, cos, sin, kernel, interleaved, rotary_dim, inverse):
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                kernel: Kernel, interleaved: bool, rotary_dim: int, inverse: bool) -> Tuple[torch.Tensor, torch.Tensor]:
         q_out, k_out = torch.empty_like(q), torch.empty_like(k)
         kernel(q, k, q_out, k_out, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim,
                inverse=inverse)
@@ -137,7 +138,8 @@ class FusedRotary(torch.autograd.Function):
         return q_out, k_out
 
     @staticmethod
-    def jvp(ctx, tangent_q, tangent_k, *_):
+    def jvp(ctx: Any, tangent_q: torch.Tensor, tangent_k: torch.Tensor,
+            *_: Any) -> Tuple[torch.Tensor, torch.Tensor]:
         """Forward-mode AD: the rotation is linear, so the tangents rotate like the inputs."""
         cos, sin = ctx.saved_tensors
         kernel, interleaved, rotary_dim, inverse = ctx.config
@@ -148,7 +150,7 @@ class FusedRotary(torch.autograd.Function):
         return out_q, out_k
 
     @staticmethod
-    def backward(ctx, grad_q, grad_k):
+    def backward(ctx: Any, grad_q: torch.Tensor, grad_k: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
         cos, sin = ctx.saved_tensors
         kernel, interleaved, rotary_dim, inverse = ctx.config
         grad_q, grad_k = _dense_last_dim(grad_q), _dense_last_dim(grad_k)
@@ -160,7 +162,8 @@ class FusedRotaryInplace(torch.autograd.Function):
     """Rotate one tensor in place as an autograd node (q or k alone; see :class:`FusedRotary`)."""
 
     @staticmethod
-    def forward(ctx, x, cos, sin, kernel, interleaved, rotary_dim):
+    def forward(ctx: Any, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                kernel: Kernel, interleaved: bool, rotary_dim: int) -> torch.Tensor:
         none = x[:, :0]                                                       # (B, 0, S, D): no heads
         kernel(x, none, x, none, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim)
         ctx.mark_dirty(x)
@@ -170,7 +173,7 @@ class FusedRotaryInplace(torch.autograd.Function):
         return x
 
     @staticmethod
-    def jvp(ctx, tangent, *_):
+    def jvp(ctx: Any, tangent: torch.Tensor, *_: Any) -> torch.Tensor:
         cos, sin = ctx.saved_tensors
         kernel, interleaved, rotary_dim = ctx.config
         if not overlap.self_overlaps(tangent):
@@ -185,7 +188,7 @@ class FusedRotaryInplace(torch.autograd.Function):
         return tangent
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
         cos, sin = ctx.saved_tensors
         kernel, interleaved, rotary_dim = ctx.config
         grad = _dense_last_dim(grad)
@@ -214,7 +217,7 @@ _FUSED_DTYPES = frozenset((torch.float32, torch.bfloat16, torch.float16, torch.f
 
 
 def fused_kernel(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                 inplace: bool = False) -> Optional[Callable]:
+                 inplace: bool = False) -> Optional[Kernel]:
     """The kernel to use for these inputs, or ``None`` for the reference.
 
     Strides do not matter: both kernels take every stride of every operand. ``inplace`` no longer
@@ -311,16 +314,21 @@ def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
     return _run_fused(q, k, cos, sin, kernel, layout == "interleaved", r, inplace, grad)
 
 
-def _run_fused(q, k, cos, sin, kernel, interleaved, r, inplace, grad):
+def _run_fused(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, kernel: Kernel,
+               interleaved: bool, r: int, inplace: bool, grad: bool) -> Tuple[torch.Tensor, torch.Tensor]:
     """Run ``kernel``: through the autograd Functions when q or k need gradients, directly otherwise."""
     if (grad and (q.requires_grad or k.requires_grad)) or _forward_ad_active():
         if inplace:
             if _inplace_aliasing(q, k, full=True):
                 q = FusedRotaryInplace.apply(q, cos, sin, kernel, interleaved, r)
                 return q, q
-            return (FusedRotaryInplace.apply(q, cos, sin, kernel, interleaved, r),
-                    FusedRotaryInplace.apply(k, cos, sin, kernel, interleaved, r))
-        return FusedRotary.apply(q, k, cos, sin, kernel, interleaved, r, False)
+            q_done: torch.Tensor = FusedRotaryInplace.apply(q, cos, sin, kernel, interleaved, r)
+            k_done: torch.Tensor = FusedRotaryInplace.apply(k, cos, sin, kernel, interleaved, r)
+            return q_done, k_done
+        q_out: torch.Tensor
+        k_out: torch.Tensor
+        q_out, k_out = FusedRotary.apply(q, k, cos, sin, kernel, interleaved, r, False)
+        return q_out, k_out
     if inplace:
         if _inplace_aliasing(q, k, full=False):
             none = q[:, :0]                                                   # (B, 0, S, D): no heads
@@ -406,13 +414,15 @@ def apply_rotary_at(q: torch.Tensor, k: torch.Tensor, cos_table: torch.Tensor, s
     return _run_fused(q, k, cos, sin, kernel, layout == "interleaved", r, inplace, grad)
 
 
-def _rotate_shared_reference(x, cos, sin, layout, r):
+def _rotate_shared_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str,
+                             r: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """In place, when q and k are one tensor: rotate it once, as the reference does for q and k."""
     x.copy_(rotate_reference(x, cos.unsqueeze(1), sin.unsqueeze(1), layout=layout, rotary_dim=r))
     return x, x
 
 
-def apply_reference(q, k, cos, sin, layout, r, inplace):
+def apply_reference(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str,
+                    r: int, inplace: bool) -> Tuple[torch.Tensor, torch.Tensor]:
     """The reference path of :func:`apply_rotary` for checked inputs: ``cos``/``sin`` are (B|1, S, r/2)
     and are broadcast over heads; ``r`` is the resolved rotary_dim. Also what ``posenc bench`` times."""
     cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)                            # (B|1, 1, S, r/2): over heads

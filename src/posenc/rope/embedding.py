@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Tuple, Union
+from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 
 import torch
 
 from .._buffers import PreciseTables, ambient_device
 from .._checks import (
     Positions,
+    PositionsLike,
     as_positions,
     check_choice,
     check_float,
@@ -99,9 +100,16 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
     accepts_positions = True
     #: most positions tabulated at construction (a 128k-context config would otherwise cost ~100 MB)
     INITIAL_CACHE = 8192
+    inv_freq: torch.Tensor
+    cos_cached: torch.Tensor
+    sin_cached: torch.Tensor
+    #: ``(state, offset, seq, cos, sin)`` of the last decode step, or ``()``
+    _decode_view: Tuple[Any, ...]
+    #: ``(state, cos, sin)`` with (1, rows, r/2) views of the state's tables
+    _rows3: Tuple[_State, torch.Tensor, torch.Tensor]
 
     def __init__(self, head_dim: int, base: float = 10000.0, rotary_dim: Optional[int] = None,
-                 layout: str = "half", scaling=None, max_position_embeddings: int = 2048):
+                 layout: str = "half", scaling: Any = None, max_position_embeddings: int = 2048) -> None:
         super().__init__()
         self.head_dim = check_int("head_dim", head_dim, minimum=2, even=True)
         self.rotary_dim = head_dim if rotary_dim is None else check_int(
@@ -114,7 +122,7 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         inv_freq, attention_factor = rope_frequencies(scaling, self.rotary_dim, self.base)
         self.softmax_scale_factor = softmax_scale(scaling)
         self._is_dynamic = is_length_dependent(scaling)
-        self._decode_view: tuple = ()
+        self._decode_view = ()
         inv64 = inv_freq.to(torch.float64).cpu()
         device = ambient_device()
         self.register_buffer("inv_freq", inv64.to(device=device, dtype=self.table_dtype), persistent=False)
@@ -126,16 +134,16 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
 
     # -- Hugging Face interop ------------------------------------------------------------------------
     @classmethod
-    def from_hf_config(cls, config, **kwargs) -> "RotaryEmbedding":
+    def from_hf_config(cls, config: Any, **kwargs: Any) -> "RotaryEmbedding":
         """Build from a ``transformers`` config object or a ``config.json`` dict.
 
         See :func:`posenc.rope.hfconfig.rotary_kwargs_from_hf` (also :mod:`posenc.hf`); ``kwargs``
         (e.g. ``layout``) override the values read from the config.
         """
-        from .hfconfig import rotary_kwargs_from_hf        # a sibling in the core, imported where used
+        from .hfconfig import rotary_kwargs_from_hf  # a sibling in the core, imported where used
         return cls(**{**rotary_kwargs_from_hf(config), **kwargs})
 
-    def to_hf_dict(self) -> dict:
+    def to_hf_dict(self) -> Dict[str, Any]:
         """The rope-related ``config.json`` fields that describe this module (see
         :func:`posenc.rope.hfconfig.to_hf_dict`); :meth:`from_hf_config` reads them back."""
         from .hfconfig import to_hf_dict
@@ -177,7 +185,7 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
     def _uses_cached_frequencies(self, state: _State, seq_len: int) -> bool:
         if state.frozen_seq_len is not None or not self.is_dynamic:
             return True
-        return seq_len <= self.scaling.original_max_position_embeddings
+        return bool(seq_len <= self.scaling.original_max_position_embeddings)
 
     def freeze_frequencies(self, seq_len: int) -> "RotaryEmbedding":
         """Use the frequencies for length ``seq_len`` for every call until :meth:`unfreeze_frequencies`.
@@ -212,15 +220,15 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
 
     # -- caching ---------------------------------------------------------------------------------
     def _table_rows(self, inv64: torch.Tensor, attention_factor: float, start: int, stop: int,
-                    device) -> Tuple[torch.Tensor, torch.Tensor]:
+                    device: Union[torch.device, str]) -> Tuple[torch.Tensor, torch.Tensor]:
         positions = torch.arange(start, stop, dtype=torch.int64, device="cpu")
         cos, sin = rope_cos_sin(positions, inv64, attention_factor, self.table_dtype)
         return cos.to(device), sin.to(device)
 
-    def _precise_buffer_names(self):
+    def _precise_buffer_names(self) -> Tuple[str, ...]:
         return ("inv_freq", "cos_cached", "sin_cached")
 
-    def _rebuild_tables(self, device):
+    def _rebuild_tables(self, device: torch.device) -> None:
         with self._table_lock:
             state = self._state
             self.inv_freq = state.inv_freq64.to(device=device, dtype=self.table_dtype)
@@ -228,7 +236,7 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
                                         device)
             self._publish(state._replace(cos=cos, sin=sin))
 
-    def _tables_moved_to_meta(self):
+    def _tables_moved_to_meta(self) -> None:
         with self._table_lock:
             self._publish(self._state._replace(cos=self.cos_cached, sin=self.sin_cached))
 
@@ -274,7 +282,7 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
             return state
 
     # -- lookup and rotation -----------------------------------------------------------------------
-    def cos_sin(self, position_ids) -> Tuple[torch.Tensor, torch.Tensor]:
+    def cos_sin(self, position_ids: PositionsLike) -> Tuple[torch.Tensor, torch.Tensor]:
         """Half-width cos/sin for ``position_ids`` of shape (batch, seq) -> (batch, seq, rotary_dim // 2).
 
         ``position_ids`` is an integer tensor of any shape, or :class:`posenc._checks.Positions`
@@ -316,7 +324,8 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         cos, sin = rope_cos_sin(ids, inv_freq, attention_factor, self.table_dtype)
         return cos.to(state.cos.device), sin.to(state.cos.device)
 
-    def rotate(self, q, k, position_ids):
+    def rotate(self, q: torch.Tensor, k: torch.Tensor,
+               position_ids: PositionsLike) -> Tuple[torch.Tensor, torch.Tensor]:
         """Rotate q and k, each (batch, heads, seq, head_dim), at ``position_ids`` (batch or 1, seq).
 
         ``position_ids`` may be a tensor (checked here, one read-back) or :class:`Positions` checked
@@ -362,7 +371,7 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
                 and k.is_floating_point() and not self._is_dynamic and not is_compiling()):
             # Lean decode path: q and k are fully checked above, the offset is a plain int.
             seq = q.shape[2]
-            view = self._decode_view
+            view: Optional[Tuple[Any, ...]] = self._decode_view
             state = self._state
             if not (view and view[0] is state and view[1] == offset and view[2] == seq):
                 view = None
@@ -409,7 +418,8 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
             q, k = q.transpose(1, 2), k.transpose(1, 2)
         return q, k
 
-    def _rotate_at_offset(self, q, k, offset: int, seq: int):
+    def _rotate_at_offset(self, q: torch.Tensor, k: torch.Tensor, offset: int,
+                          seq: int) -> Tuple[torch.Tensor, torch.Tensor]:
         """Positions ``offset .. offset + seq - 1`` for every row: cos/sin as a view of the cache."""
         view = self._decode_view
         state = self._state

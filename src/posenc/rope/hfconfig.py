@@ -38,7 +38,12 @@ import math
 from typing import Any, Dict, Optional
 
 from .registry import (
-    REGISTRY, HFRope, descriptor_of, resolve_name, strict_float, strict_int,
+    REGISTRY,
+    HFRope,
+    descriptor_of,
+    resolve_name,
+    strict_float,
+    strict_int,
 )
 
 DEFAULT_THETA = 10000.0
@@ -53,7 +58,8 @@ INTERLEAVED_MODEL_TYPES = frozenset({"gptj", "deepseek_v2", "deepseek_v3"})
 class ConfigFields:
     """Uniform read access to a ``transformers`` config object or a plain ``config.json`` dict."""
 
-    def __init__(self, config):
+    def __init__(self, config: Any) -> None:
+        self.data: Dict[str, Any]
         if isinstance(config, dict):
             self.data = config
         elif hasattr(config, "to_dict"):
@@ -74,12 +80,12 @@ class ConfigFields:
     def has_shape(self) -> bool:
         return any(self.get(k) is not None for k in ("head_dim", "hidden_size", "n_embd", "qk_rope_head_dim"))
 
-    def get(self, key: str, default=None):
+    def get(self, key: str, default: Any = None) -> Any:
         value = self.data.get(key, default)
         return default if value is None else value
 
 
-def _normalised(rope: dict, fields: ConfigFields) -> dict:
+def _normalised(rope: Dict[str, Any], fields: ConfigFields) -> Dict[str, Any]:
     """A rope dict as the model would use it: ``type`` spelt ``rope_type``, ``rope_theta`` and
     ``partial_rotary_factor`` filled from the top level when absent (as ``transformers`` does)."""
     out = dict(rope)
@@ -93,7 +99,7 @@ def _normalised(rope: dict, fields: ConfigFields) -> dict:
     return out
 
 
-def _choose_rope(fields: ConfigFields) -> dict:
+def _choose_rope(fields: ConfigFields) -> Dict[str, Any]:
     params, legacy = fields.get("rope_parameters"), fields.get("rope_scaling")
     for name, value in (("rope_parameters", params), ("rope_scaling", legacy)):
         if value is not None and not isinstance(value, dict):
@@ -129,7 +135,7 @@ def _rope_dict(fields: ConfigFields, layer_type: Optional[str]) -> Dict[str, Any
     return dict(rope)
 
 
-def rope_dicts(config) -> Dict[Optional[str], Dict[str, Any]]:
+def rope_dicts(config: Any) -> Dict[Optional[str], Dict[str, Any]]:
     """Every rope dict of a config, by layer type (``{None: dict}`` for a config with a single one).
 
     The dicts are as written (no defaults filled in); the same precedence and conflict rules as
@@ -157,11 +163,11 @@ def _head_dim(fields: ConfigFields) -> int:
     return _bounded_head_dim(f"{hidden_key} // {heads_key}", hidden // heads)
 
 
-def _bounded_head_dim(name: str, value) -> int:
+def _bounded_head_dim(name: str, value: object) -> int:
     return strict_int(name, value, minimum=2, maximum=MAX_HEAD_DIM)
 
 
-def rotary_kwargs_from_hf(config, layer_type: Optional[str] = None, strict: bool = True) -> Dict[str, Any]:
+def rotary_kwargs_from_hf(config: Any, layer_type: Optional[str] = None, strict: bool = True) -> Dict[str, Any]:
     """Keyword arguments of :class:`posenc.rope.RotaryEmbedding` for a ``transformers`` config.
 
     Args:
@@ -232,13 +238,13 @@ def rotary_kwargs_from_hf(config, layer_type: Optional[str] = None, strict: bool
             "max_position_embeddings": max_positions}
 
 
-def scaling_from_hf(config, layer_type: Optional[str] = None, strict: bool = True):
+def scaling_from_hf(config: Any, layer_type: Optional[str] = None, strict: bool = True) -> Any:
     """The posenc scaling config a ``transformers`` config (object or dict) describes (``None`` for
     the default rope type); see :func:`rotary_kwargs_from_hf`."""
     return rotary_kwargs_from_hf(config, layer_type, strict)["scaling"]
 
 
-def to_hf_dict(rope, style: str = "rope_parameters") -> Dict[str, Any]:
+def to_hf_dict(rope: Any, style: str = "rope_parameters") -> Dict[str, Any]:
     """The rope-related ``config.json`` fields of a :class:`posenc.rope.RotaryEmbedding`.
 
     Args:

@@ -37,7 +37,7 @@ def _head_row_order(head_dim: int, rotary_dim: int, to_half: bool) -> torch.Tens
     return torch.cat((order, torch.arange(rotary_dim, head_dim)))
 
 
-def _permute(weight: torch.Tensor, n_heads: int, rotary_dim: Optional[int], to_half: bool):
+def _permute(weight: torch.Tensor, n_heads: int, rotary_dim: Optional[int], to_half: bool) -> torch.Tensor:
     check_tensor("weight", weight, ndim=(1, 2))
     check_int("n_heads", n_heads, minimum=1)
     rows = weight.shape[0]

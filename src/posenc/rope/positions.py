@@ -19,16 +19,18 @@ Every function returns int64 positions.
 
 from __future__ import annotations
 
+from typing import Union
+
 import torch
 
 from .._checks import check_int, check_tensor
 
 
-def _integer_tensor(name: str, value) -> torch.Tensor:
-    check_tensor(name, value)
-    if value.is_floating_point() or value.is_complex():
-        raise TypeError(f"{name} must be an integer or bool tensor, got dtype {value.dtype}")
-    return value
+def _integer_tensor(name: str, value: object) -> torch.Tensor:
+    tensor = check_tensor(name, value)
+    if tensor.is_floating_point() or tensor.is_complex():
+        raise TypeError(f"{name} must be an integer or bool tensor, got dtype {tensor.dtype}")
+    return tensor
 
 
 def position_ids_from_attention_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -96,7 +98,7 @@ def position_ids_from_document_ids(document_ids: torch.Tensor) -> torch.Tensor:
     return index - starts
 
 
-def position_ids_from_offsets(offsets, seq_len: int) -> torch.Tensor:
+def position_ids_from_offsets(offsets: Union[int, torch.Tensor], seq_len: int) -> torch.Tensor:
     """``offset + arange(seq_len)`` per row: int or (batch,) offsets -> (1 or batch, seq_len) int64.
 
     ``offsets`` is the number of tokens each row already has in its KV cache (with left padding:

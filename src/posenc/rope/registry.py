@@ -34,7 +34,21 @@ import re
 import threading
 from collections.abc import Set as AbstractSet
 from dataclasses import MISSING, dataclass, field
-from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Mapping, Optional, Tuple
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    FrozenSet,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    NoReturn,
+    Optional,
+    Set,
+    Tuple,
+    Type,
+)
 
 import torch
 
@@ -61,7 +75,7 @@ class Parameter:
     step: float
     default: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for key in ("minimum", "maximum", "step", "default"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -70,7 +84,7 @@ class Parameter:
             raise ValueError(f"Parameter {self.name!r}: need minimum <= default <= maximum and step > 0, got "
                              f"{self.minimum}, {self.default}, {self.maximum}, step {self.step}")
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
 
 
@@ -96,18 +110,18 @@ class ExplorerInfo:
     dash: Optional[str] = None
     thresholds: Optional[Callable[[Any], Tuple[float, float]]] = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.colour, str) or not _COLOUR.match(self.colour):
             raise ValueError(f"ExplorerInfo colour must be '#rrggbb', got {self.colour!r}")
         object.__setattr__(self, "parameters", tuple(self.parameters))
 
 
 # -- Hugging Face reading context ----------------------------------------------------------------------
-def _fail_field(field_name: str, value, allowed: str):
+def _fail_field(field_name: str, value: object, allowed: str) -> NoReturn:
     raise ValueError(f"config field {field_name} must be {allowed}, got {value!r}")
 
 
-def strict_int(field_name: str, value, *, minimum: int = 1, maximum: int = 2 ** 53) -> int:
+def strict_int(field_name: str, value: object, *, minimum: int = 1, maximum: int = 2 ** 53) -> int:
     """``value`` as an int: an int, or a float with no fractional part; never a bool or a string.
 
     Raises ``ValueError`` naming the config field, the value and what is allowed (``64.9`` is refused,
@@ -125,7 +139,7 @@ def strict_int(field_name: str, value, *, minimum: int = 1, maximum: int = 2 ** 
     return value
 
 
-def strict_float(field_name: str, value, *, greater_than: Optional[float] = None,
+def strict_float(field_name: str, value: object, *, greater_than: Optional[float] = None,
                  minimum: Optional[float] = None, maximum: Optional[float] = None) -> float:
     """``value`` as a finite float in range; never a bool or a string. Raises ``ValueError``."""
     parts = ["a finite number"]
@@ -168,12 +182,12 @@ class HFRope:
     partial: float
     max_positions: int
 
-    def get(self, key: str, default=None):
+    def get(self, key: str, default: Any = None) -> Any:
         """``rope[key]`` when present and not null, else ``default``."""
         value = self.rope.get(key)
         return default if value is None else value
 
-    def require(self, key: str):
+    def require(self, key: str) -> Any:
         """``rope[key]``, or a ``ValueError`` naming the rope type and the missing key."""
         value = self.rope.get(key)
         if value is None:
@@ -207,11 +221,11 @@ class HFRope:
 
 
 # -- the descriptor ------------------------------------------------------------------------------------
-def _one(config) -> float:
+def _one(config: Any) -> float:
     return 1.0
 
 
-def config_fields(config_class) -> Tuple[dataclasses.Field, ...]:
+def config_fields(config_class: Any) -> Tuple[dataclasses.Field[Any], ...]:
     """The dataclass fields of a scaling config class (``rope_type`` is a ClassVar, so not among them)."""
     return dataclasses.fields(config_class)
 
@@ -252,7 +266,7 @@ class ScalingDescriptor:
     """
 
     name: str
-    config_class: type
+    config_class: Type[Any]
     frequencies: Callable[..., Frequencies]
     summary: str
     source: str
@@ -270,7 +284,7 @@ class ScalingDescriptor:
     lab_default: Optional[Callable[[int, int], Any]] = None
 
     # -- the validator and the pure function --------------------------------------------------------
-    def validate(self, config, rotary_dim: Optional[int] = None) -> None:
+    def validate(self, config: Any, rotary_dim: Optional[int] = None) -> None:
         """Raise ``ValueError`` unless ``config`` is a valid config of this type for ``rotary_dim``."""
         if not isinstance(config, self.config_class):
             raise ValueError(f"{self.name!r} scaling: config must be a {self.config_class.__name__}, "
@@ -284,11 +298,11 @@ class ScalingDescriptor:
             f.name for f in config_fields(self.config_class))
         return frozenset(own - {self.rotary_fraction_field}) | COMMON_HF_KEYS
 
-    def read_hf(self, ctx: HFRope):
+    def read_hf(self, ctx: HFRope) -> Any:
         """The config a rope dict describes (validated)."""
         if self.hf_read is not None:
             return self.hf_read(ctx)
-        kwargs = {}
+        kwargs: Dict[str, Any] = {}
         for f in config_fields(self.config_class):
             if f.name == self.rotary_fraction_field:
                 kwargs[f.name] = ctx.partial
@@ -301,14 +315,14 @@ class ScalingDescriptor:
             kwargs[f.name] = list(value) if isinstance(value, tuple) else value
         return self.config_class(**kwargs)
 
-    def write_hf(self, config) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    def write_hf(self, config: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         """``(rope dict fields without rope_type, top-level config fields)`` describing ``config``."""
         if self.hf_write is not None:
             rope, top = self.hf_write(config)
             return dict(rope), dict(top)
         return config_to_fields(config, skip=(self.rotary_fraction_field,)), {}
 
-    def metadata(self) -> dict:
+    def metadata(self) -> Dict[str, Any]:
         """JSON-ready explorer metadata (``None`` values kept, so every type has the same keys)."""
         info = self.explorer
         return {
@@ -322,7 +336,7 @@ class ScalingDescriptor:
         }
 
 
-def config_to_fields(config, skip=()) -> Dict[str, Any]:
+def config_to_fields(config: Any, skip: Iterable[Optional[str]] = ()) -> Dict[str, Any]:
     """``{field: value}`` of a config dataclass, without ``None`` values, tuples as lists."""
     out: Dict[str, Any] = {}
     for f in config_fields(type(config)):
@@ -339,7 +353,7 @@ def config_to_fields(config, skip=()) -> Dict[str, Any]:
 REGISTRY: Dict[str, ScalingDescriptor] = {}
 #: older spelling -> registered name
 ALIASES: Dict[str, str] = {}
-_BUILTIN: set = set()
+_BUILTIN: Set[str] = set()
 _LOCK = threading.Lock()
 
 
@@ -401,7 +415,7 @@ def unregister_scaling(name: str) -> ScalingDescriptor:
     return descriptor
 
 
-def resolve_name(name, model_type: Optional[str] = None) -> str:
+def resolve_name(name: object, model_type: Optional[str] = None) -> str:
     """The registered name for ``name`` (aliases and per-model spellings resolved), or ``ValueError``."""
     if not isinstance(name, str):
         raise ValueError(f"rope_type must be a string, one of {sorted(REGISTRY)}, got {name!r}")
@@ -421,7 +435,7 @@ def get_descriptor(name: str) -> ScalingDescriptor:
     return REGISTRY[resolve_name(name)]
 
 
-def descriptor_of(config) -> ScalingDescriptor:
+def descriptor_of(config: Any) -> ScalingDescriptor:
     """The descriptor of a config instance (``None`` is the default type)."""
     if config is None:
         return REGISTRY["default"]
@@ -437,12 +451,12 @@ def descriptors() -> List[ScalingDescriptor]:
     return list(REGISTRY.values())
 
 
-def softmax_scale(config) -> float:
+def softmax_scale(config: Any) -> float:
     """What the attention must multiply ``1/sqrt(d)`` by for ``config`` (1 for most types)."""
     return float(descriptor_of(config).softmax_scale(config))
 
 
-def is_length_dependent(config) -> bool:
+def is_length_dependent(config: Any) -> bool:
     """True when the frequencies of ``config`` change with the current length."""
     return descriptor_of(config).length_dependent
 
@@ -452,23 +466,23 @@ def lab_methods() -> Tuple[str, ...]:
     return tuple(d.name for d in REGISTRY.values() if d.lab_default is not None)
 
 
-def explorer_metadata() -> List[dict]:
+def explorer_metadata() -> List[Dict[str, Any]]:
     """JSON-ready metadata of every registered type, in registration order (``/api/scalings``)."""
     return [d.metadata() for d in REGISTRY.values()]
 
 
-class LiveNames(AbstractSet):
+class LiveNames(AbstractSet[str]):
     """A read-only set of registered names chosen by a predicate, evaluated on every use, so a type
     registered later is a member too (``DYNAMIC_TYPES``)."""
 
-    def __init__(self, predicate: Callable[[ScalingDescriptor], bool], doc: str = ""):
+    def __init__(self, predicate: Callable[[ScalingDescriptor], bool], doc: str = "") -> None:
         self._predicate = predicate
         self.__doc__ = doc
 
     def _names(self) -> FrozenSet[str]:
         return frozenset(d.name for d in list(REGISTRY.values()) if self._predicate(d))
 
-    def __contains__(self, name) -> bool:
+    def __contains__(self, name: object) -> bool:
         desc = REGISTRY.get(name) if isinstance(name, str) else None
         return desc is not None and bool(self._predicate(desc))
 
@@ -478,7 +492,7 @@ class LiveNames(AbstractSet):
     def __len__(self) -> int:
         return len(self._names())
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(self._names())
 
     def __repr__(self) -> str:

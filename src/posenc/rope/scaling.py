@@ -28,14 +28,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import MISSING, dataclass, fields
-from typing import ClassVar, Optional, Tuple
+from typing import Any, ClassVar, Dict, NoReturn, Optional, Tuple
 
 import torch
 
 from .._checks import check_float
 from .registry import (
-    ALIASES, COMMON_HF_KEYS, REGISTRY, ExplorerInfo, Frequencies, HFRope, LiveNames, Parameter,
-    ScalingDescriptor, config_to_fields, descriptor_of, register_scaling, resolve_name,
+    ALIASES,
+    COMMON_HF_KEYS,
+    REGISTRY,
+    ExplorerInfo,
+    Frequencies,
+    HFRope,
+    LiveNames,
+    Parameter,
+    ScalingDescriptor,
+    config_to_fields,
+    descriptor_of,
+    register_scaling,
+    resolve_name,
 )
 from .tables import rope_inv_freq
 
@@ -52,11 +63,11 @@ MAX_LENGTH = 2 ** 53
 
 
 # -- validation helpers ----------------------------------------------------------------------------
-def _fail(config, field: str, value, allowed: str):
+def _fail(config: Any, field: str, value: object, allowed: str) -> NoReturn:
     raise ValueError(f"{config.rope_type!r} scaling: {field} must be {allowed}, got {value!r}")
 
 
-def _number(config, field: str, value, *, minimum: Optional[float] = None,
+def _number(config: Any, field: str, value: object, *, minimum: Optional[float] = None,
             greater_than: Optional[float] = None, allowed: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
         _fail(config, field, value, allowed)
@@ -67,31 +78,31 @@ def _number(config, field: str, value, *, minimum: Optional[float] = None,
     return float(value)
 
 
-def _finite(value) -> bool:
+def _finite(value: float) -> bool:
     try:
         return math.isfinite(value)
     except OverflowError:          # an int beyond float64
         return False
 
 
-def _factor(config, field: str = "factor") -> float:
+def _factor(config: Any, field: str = "factor") -> float:
     return _number(config, field, getattr(config, field), minimum=1.0, allowed="a finite number >= 1")
 
 
-def _length(config, field: str = "original_max_position_embeddings") -> int:
+def _length(config: Any, field: str = "original_max_position_embeddings") -> int:
     value = getattr(config, field)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LENGTH:
         _fail(config, field, value, "an integer >= 1 and <= 2**53")
     return value
 
 
-def _optional_positive(config, field: str) -> None:
+def _optional_positive(config: Any, field: str) -> None:
     value = getattr(config, field)
     if value is not None:
         _number(config, field, value, greater_than=0.0, allowed="None or a finite number > 0")
 
 
-def _check_rotary_dim(config, rotary_dim) -> None:
+def _check_rotary_dim(config: Any, rotary_dim: object) -> None:
     if rotary_dim is None:
         return
     if isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int) or rotary_dim < 2 or rotary_dim % 2:
@@ -101,8 +112,12 @@ def _check_rotary_dim(config, rotary_dim) -> None:
 class _Validated:
     """Validates everything that does not depend on ``rotary_dim`` at construction time."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.validate(None)
+
+    def validate(self, rotary_dim: Optional[int]) -> None:
+        """Raise ``ValueError`` unless the config is valid for ``rotary_dim`` (each type defines it)."""
+        raise NotImplementedError
 
 
 # -- default -----------------------------------------------------------------------------------------
@@ -161,7 +176,7 @@ def ntk_base(base: float, scale: float, rotary_dim: int) -> float:
     if rotary_dim == 2:
         return base
     try:
-        new_base = base * scale ** (rotary_dim / (rotary_dim - 2))
+        new_base = float(base * scale ** (rotary_dim / (rotary_dim - 2)))
     except OverflowError:
         new_base = math.inf
     if not math.isfinite(new_base):
@@ -438,7 +453,7 @@ class LongRoPEScaling(_Validated):
     factor: Optional[float] = None
     rope_type: ClassVar[str] = "longrope"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("short_factor", "long_factor"):
             value = getattr(self, name)
             if isinstance(value, (list, tuple, torch.Tensor)):
@@ -523,7 +538,7 @@ def _proportional(config: ProportionalScaling, rotary_dim: int, base: float,
 
 
 # -- Hugging Face readers and writers that differ from "one key per field" ---------------------------
-def _zero_is_unset(value):
+def _zero_is_unset(value: Any) -> Any:
     """``transformers`` treats ``mscale: 0`` like an absent key (``if mscale and mscale_all_dim``)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0:
         return None
@@ -535,7 +550,7 @@ def _dynamic_from_hf(ctx: HFRope) -> DynamicNTKScaling:
     return DynamicNTKScaling(ctx.require("factor"), ctx.max_positions)
 
 
-def _dynamic_to_hf(config: DynamicNTKScaling):
+def _dynamic_to_hf(config: DynamicNTKScaling) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     return {"factor": config.factor}, {"max_position_embeddings": config.original_max_position_embeddings}
 
 
@@ -564,7 +579,7 @@ def _longrope_from_hf(ctx: HFRope) -> LongRoPEScaling:
                            attention_factor=ctx.get("attention_factor"), factor=factor)
 
 
-def _longrope_to_hf(config: LongRoPEScaling):
+def _longrope_to_hf(config: LongRoPEScaling) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     rope = config_to_fields(config)
     if config.factor is None and config.attention_factor is None:
         # A reader fills a missing factor from the context lengths; pin the factor this config uses.
@@ -572,7 +587,7 @@ def _longrope_to_hf(config: LongRoPEScaling):
     return rope, {}
 
 
-def _ntk_for_transformers(config: NTKScaling, base: float, rotary_dim: int):
+def _ntk_for_transformers(config: NTKScaling, base: float, rotary_dim: int) -> Tuple[float, None, str]:
     new_base = ntk_base(base, config.factor, rotary_dim)
     d = rotary_dim
     worked = (f"{base:g} * {config.factor:g} ** ({d} / {d - 2}) = {new_base!r}" if d > 2 else
@@ -583,12 +598,12 @@ def _ntk_for_transformers(config: NTKScaling, base: float, rotary_dim: int):
     return new_base, None, note
 
 
-def _yarn_thresholds(config: YaRNScaling):
+def _yarn_thresholds(config: YaRNScaling) -> Tuple[float, float]:
     original = config.original_max_position_embeddings
     return original / config.beta_fast, original / config.beta_slow
 
 
-def _llama3_thresholds(config: Llama3Scaling):
+def _llama3_thresholds(config: Llama3Scaling) -> Tuple[float, float]:
     original = config.original_max_position_embeddings
     return original / config.high_freq_factor, original / config.low_freq_factor
 
@@ -661,7 +676,7 @@ DYNAMIC_TYPES = LiveNames(lambda d: d.length_dependent,
                           "rope types whose frequencies depend on the current sequence length")
 
 
-def rope_frequencies(scaling, rotary_dim: int, base: float,
+def rope_frequencies(scaling: Any, rotary_dim: int, base: float,
                      seq_len: Optional[int] = None) -> Frequencies:
     """``(inv_freq, attention_factor)`` for any registered scaling config (``None`` = default).
 
@@ -686,7 +701,7 @@ def rope_frequencies(scaling, rotary_dim: int, base: float,
 
 
 # -- dict round trip --------------------------------------------------------------------------------
-def scaling_from_dict(d: Optional[dict]):
+def scaling_from_dict(d: Optional[Dict[str, Any]]) -> Any:
     """Build a scaling config from a ``rope_scaling`` / ``rope_parameters``-style dict.
 
     ``rope_type`` (or the legacy ``type``) selects the type; the other keys are its config fields,
@@ -712,7 +727,7 @@ def scaling_from_dict(d: Optional[dict]):
     return cls(**kwargs)
 
 
-def scaling_to_dict(cfg) -> dict:
+def scaling_to_dict(cfg: Any) -> Dict[str, Any]:
     """The Hugging Face-style dict of a scaling config (``rope_type`` plus fields that are not None)."""
     descriptor = descriptor_of(cfg)
     cfg = DefaultScaling() if cfg is None else cfg

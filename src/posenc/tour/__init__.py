@@ -75,8 +75,7 @@ class Section:
     run: Callable[[TourContext], None]
 
 
-from . import (bag, big_picture, configs, extension, learned_limit, mistakes, naive,  # noqa: E402
-               rotary, waves)
+from . import bag, big_picture, configs, extension, learned_limit, mistakes, naive, rotary, waves  # noqa: E402
 
 #: The tour, in the lesson's order. Numbers in titles are added when printed.
 SECTIONS: List[Section] = [

@@ -114,7 +114,7 @@ def _draw(ctx, curves: dict) -> None:
     lengths.""")
     fig = new_figure(10, 4.4)
     axes = fig.subplots(1, 2)
-    for ax, (key, (source, default, scaled, trained, context, rope)) in zip(axes, curves.items()):
+    for ax, (source, default, scaled, trained, context, rope) in zip(axes, curves.values()):
         index = range(len(default))
         ax.plot(index, (2 * math.pi / default).numpy(), "-", linewidth=1.6, label="unscaled")
         if rope.scaling.rope_type == "longrope":

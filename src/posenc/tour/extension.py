@@ -9,6 +9,7 @@ frequencies so that a longer input stays (mostly) within the angles seen in trai
 from __future__ import annotations
 
 import math
+from typing import List
 
 import torch
 
@@ -48,7 +49,7 @@ def unseen_mask(inv_freq: torch.Tensor, default: torch.Tensor, trained: int, len
 
 def index_ranges(indices) -> str:
     """``[3, 4, 5, 9]`` -> ``"3-5, 9"``: pair indices as runs of consecutive numbers."""
-    runs = []
+    runs: List[List[int]] = []
     for i in sorted(indices):
         if runs and i == runs[-1][1] + 1:
             runs[-1][1] = i

@@ -95,17 +95,19 @@ def _parameter_instead_of_buffer(ctx) -> None:
     config = ModelConfig(scheme="sinusoidal", vocab_size=256, d_model=D_MODEL, n_layers=1,
                          n_heads=N_HEADS, max_len=ROWS)
     tokens = torch.tensor([list(b"the dog bit the man")])                        # (1, 19) bytes
-    correct = TinyLM(config, scheme=SinusoidalPositionalEncoding(D_MODEL, max_len=ROWS))
-    wrong = TinyLM(config, scheme=SinusoidalAsParameter(D_MODEL, ROWS))
+    correct_scheme = SinusoidalPositionalEncoding(D_MODEL, max_len=ROWS)
+    wrong_scheme = SinusoidalAsParameter(D_MODEL, ROWS)
+    correct = TinyLM(config, scheme=correct_scheme)
+    wrong = TinyLM(config, scheme=wrong_scheme)
     exact = sinusoidal_table(ROWS, D_MODEL)
     for model in (correct, wrong):
         one_training_step(model, tokens)
     moved_buffer = ctx.record("mistakes.parameter.buffer_change",
-                              float((correct.scheme.pe[:ROWS] - exact).abs().max()))
+                              float((correct_scheme.pe[:ROWS] - exact).abs().max()))
     moved_param = ctx.record("mistakes.parameter.parameter_change",
-                             float((wrong.scheme.pe.detach() - exact).abs().max()))
+                             float((wrong_scheme.pe.detach() - exact).abs().max()))
     rows_changed = ctx.record("mistakes.parameter.rows_changed",
-                              int(((wrong.scheme.pe.detach() - exact).abs().amax(-1) > 0).sum()))
+                              int(((wrong_scheme.pe.detach() - exact).abs().amax(-1) > 0).sum()))
     extra = ctx.record("mistakes.parameter.extra_trainable",
                        parameter_count(wrong) - parameter_count(correct))
     in_state = ctx.record("mistakes.parameter.buffer_in_state_dict",

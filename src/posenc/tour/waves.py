@@ -117,8 +117,9 @@ def three_rules(ctx) -> None:
     {dist:.4f}, between seats {i} and {j} ({j - i} apart): no two seats share a code. (By rule 2 the
     distance depends only on how far apart two seats are, so every pair of neighbours ties with
     this one.) The many speeds matter: the fastest pair of columns on its own nearly repeats. Among
-    seats 0..{FAST_ONLY_LENGTH - 1:,}, seats {fi} and {fj} are only {sci(fast_dist)} apart in those two columns, because {fj - fi} radians is
-    {turns:.5f} turns, almost a whole number. The slower columns tell such seats apart.""")
+    seats 0..{FAST_ONLY_LENGTH - 1:,}, seats {fi} and {fj} are only {sci(fast_dist)} apart in those two
+    columns, because {fj - fi} radians is {turns:.5f} turns, almost a whole number. The slower
+    columns tell such seats apart.""")
 
     _heatmap(ctx)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Callable, Optional
+from typing import Any, Callable, Dict, Optional
 
 import torch
 
@@ -25,8 +25,8 @@ from . import cpu
 Kernel = Callable[..., None]
 
 _lock = threading.Lock()
-_triton: dict = {}
-_cpu_kernel: dict = {}
+_triton: Dict[str, Any] = {}
+_cpu_kernel: Dict[str, Any] = {}
 
 
 def cpu_kernel() -> Optional[Kernel]:
@@ -54,7 +54,8 @@ def triton_kernel() -> Optional[Kernel]:
                     _triton["reason"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
                     warnings.warn(f"posenc: Triton RoPE kernel unavailable ({_triton['reason']}); "
                                   "using the PyTorch reference", RuntimeWarning, stacklevel=3)
-    return _triton["kernel"]
+    kernel: Optional[Kernel] = _triton["kernel"]
+    return kernel
 
 
 def kernel_for(device: torch.device) -> Optional[Kernel]:

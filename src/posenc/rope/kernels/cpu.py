@@ -32,7 +32,7 @@ import tempfile
 import threading
 import warnings
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
@@ -56,7 +56,7 @@ FLAGS = ("-std=gnu11", "-O3", "-ffp-contract=off", "-fno-tree-slp-vectorize", "-
 NATIVE_FLAGS = ("-march=native",)
 
 _lock = threading.Lock()
-_state: dict = {}
+_state: Dict[str, Any] = {}
 
 
 class FusedKernelUnavailable(RuntimeError):
@@ -93,7 +93,7 @@ class RopeArgs(ctypes.Structure):
                 ("error_value", ctypes.c_int64), ("threads_failed", ctypes.c_int64)]
 
 
-def _slots(structure, prefix="") -> List[str]:
+def _slots(structure: Any, prefix: str = "") -> List[str]:
     """Flattened names of the struct's 64-bit slots, in memory order."""
     names = []
     for name, kind in structure._fields_:
@@ -187,7 +187,7 @@ def _intact(target: Path) -> bool:
     return recorded == _digest(target)
 
 
-def build(extra_flags=()) -> Path:
+def build(extra_flags: Sequence[str] = ()) -> Path:
     """Compile the kernel (or find it in the cache) and return the shared library's path.
 
     ``-march=native`` lets the compiler use every vector instruction of this CPU; a compiler that
@@ -216,7 +216,7 @@ def build(extra_flags=()) -> Path:
     raise error or FusedKernelUnavailable("no build was attempted")
 
 
-def _compile(cc: str, flags, directory: Path, target: Path) -> None:
+def _compile(cc: str, flags: Sequence[str], directory: Path, target: Path) -> None:
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         out = Path(tmp) / target.name
         try:
@@ -261,7 +261,7 @@ def _discard(path: Path) -> None:
             pass
 
 
-def load_or_rebuild(extra_flags=()) -> ctypes.CDLL:
+def load_or_rebuild(extra_flags: Sequence[str] = ()) -> ctypes.CDLL:
     """Build (or find) and load the kernel; a cached library that will not load is rebuilt once."""
     path = build(extra_flags)
     try:
@@ -282,7 +282,8 @@ def disabled_by_environment() -> bool:
 def library() -> Optional[ctypes.CDLL]:
     """The loaded kernel, or ``None`` (with one warning per process) when it cannot be used."""
     if "lib" in _state:
-        return _state["lib"]
+        cached: Optional[ctypes.CDLL] = _state["lib"]
+        return cached
     with _lock:
         if "lib" not in _state:
             lib, reason = None, None
@@ -298,7 +299,8 @@ def library() -> Optional[ctypes.CDLL]:
                 warnings.warn(f"posenc: fused CPU RoPE kernel unavailable ({reason}); using the "
                               "PyTorch reference", RuntimeWarning, stacklevel=3)
             _state["lib"] = lib
-    return _state["lib"]
+    loaded: Optional[ctypes.CDLL] = _state["lib"]
+    return loaded
 
 
 def unavailable_reason() -> Optional[str]:
@@ -363,7 +365,9 @@ def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
              threads_of() if nbytes >= PARALLEL_MIN_BYTES else 1)
         status = fn(args)
         if status:
-            raise _refusal(status, args, (q, k, q_out, k_out, cos, sin, positions), rotary_dim)
+            # positions come last, so leaving them out when absent keeps every index the kernel reports
+            operands = [t for t in (q, k, q_out, k_out, cos, sin, positions) if t is not None]
+            raise _refusal(status, args, operands, rotary_dim)
 
     return rotate_bound
 
@@ -388,7 +392,7 @@ def rotate(lib: ctypes.CDLL, q: torch.Tensor, k: torch.Tensor, q_out: torch.Tens
                      inverse=inverse, positions=positions)
 
 
-def _refusal(status: int, args: RopeArgs, tensors, rotary_dim: int) -> Exception:
+def _refusal(status: int, args: RopeArgs, tensors: Sequence[torch.Tensor], rotary_dim: int) -> Exception:
     """The exception for a refused call: what was wrong, with the values, and what is allowed."""
     q, k, q_out, k_out = tensors[:4]
 

@@ -15,7 +15,7 @@ A search that runs out of budget reports a possible overlap, which the callers r
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import torch
 
@@ -78,7 +78,7 @@ def overlap_of(x: Footprint, y: Footprint) -> int:
     delta = yb - xb
     if xes != yes_ or delta % xes:
         return 1                        # different dtypes or misaligned views: the byte ranges decide
-    merged: dict = {}
+    merged: Dict[int, Tuple[int, int]] = {}   # stride -> (lowest, highest) index multiple
     for dims, sign in ((xdims, 1), (ydims, -1)):
         for n, s in dims:
             if s == 0:
@@ -110,7 +110,8 @@ def self_overlaps(t: torch.Tensor) -> bool:
     return False
 
 
-def check_outputs(named_inputs, named_outputs) -> None:
+def check_outputs(named_inputs: Sequence[Tuple[str, torch.Tensor]],
+                  named_outputs: Sequence[Tuple[str, torch.Tensor]]) -> None:
     """Raise ``ValueError`` unless every output is disjoint from every other operand (an output may
     be exactly the input at the same index: in place).
 

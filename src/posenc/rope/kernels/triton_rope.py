@@ -25,14 +25,16 @@ import torch
 import triton
 import triton.language as tl
 
-
 from . import overlap
 
 _DATA_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 
 
-@triton.jit
-def _rotate_heads(x_ptr, y_ptr, n_heads, xs_h, xs_d, ys_h, ys_d, c, s, offs_a, offs_b, mask_r,
+# triton.jit carries no annotations, and triton reads a kernel's parameter annotations itself
+# (tl.constexpr), so the kernel parameters stay unannotated (hence the two ignores).
+@triton.jit  # type: ignore[untyped-decorator]
+def _rotate_heads(  # type: ignore[no-untyped-def]
+                  x_ptr, y_ptr, n_heads, xs_h, xs_d, ys_h, ys_d, c, s, offs_a, offs_b, mask_r,
                   HALF_R: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_REST: tl.constexpr,
                   COPY_REST: tl.constexpr, BLOCK_H: tl.constexpr):
     for h0 in range(0, n_heads, BLOCK_H):
@@ -54,8 +56,11 @@ def _rotate_heads(x_ptr, y_ptr, n_heads, xs_h, xs_d, ys_h, ys_d, c, s, offs_a, o
             tl.store(y_row + offs_rest[None, :].to(tl.int64) * ys_d, rest, mask=mask_rest)
 
 
-@triton.jit
-def _rope_kernel(q_ptr, k_ptr, qo_ptr, ko_ptr, cos_ptr, sin_ptr, pos_ptr,
+# triton.jit carries no annotations, and triton reads a kernel's parameter annotations itself
+# (tl.constexpr), so the kernel parameters stay unannotated (hence the two ignores).
+@triton.jit  # type: ignore[untyped-decorator]
+def _rope_kernel(  # type: ignore[no-untyped-def]
+                 q_ptr, k_ptr, qo_ptr, ko_ptr, cos_ptr, sin_ptr, pos_ptr,
                  seq, n_qh, n_kh, rows,
                  qs_b, qs_h, qs_s, qs_d, qos_b, qos_h, qos_s, qos_d,
                  ks_b, ks_h, ks_s, ks_d, kos_b, kos_h, kos_s, kos_d,
@@ -95,7 +100,8 @@ def _rope_kernel(q_ptr, k_ptr, qo_ptr, ko_ptr, cos_ptr, sin_ptr, pos_ptr,
                   c, s, offs_a, offs_b, mask_r, HALF_R, HEAD_DIM, BLOCK_REST, COPY_REST_K, BLOCK_H)
 
 
-def check_operands(q, k, q_out, k_out, cos, sin, rotary_dim, positions=None) -> None:
+def check_operands(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.Tensor, cos: torch.Tensor,
+                   sin: torch.Tensor, rotary_dim: int, positions: Optional[torch.Tensor] = None) -> None:
     """The C kernel's checks, in Python: shapes, dtypes and memory overlap (see ``rope_kernel.c``).
 
     Positions are not range-checked here (that would read them back to the host); the kernel masks
