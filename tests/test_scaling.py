@@ -246,13 +246,19 @@ def test_llama3_bands(d, base, s, low, gap, original):
 
 
 def test_llama3_is_continuous_at_the_band_edges():
-    # A wavelength exactly at an edge gives the same value from both sides of the formula.
+    # rotary_dim 2 has one pair, theta = 1, wavelength 2 pi. Put that wavelength a hair on either side
+    # of each band edge: the library's frequency must be the kept theta at the fast edge and theta / s
+    # at the slow edge, from both sides (the blend meets both pieces without a jump).
     original, s = 8192, 8.0
-    for edge_factor, expected_ratio in ((1.0, s), (4.0, 1.0)):
-        edge_wavelength = original / edge_factor
-        g = (original / edge_wavelength - 1.0) / (4.0 - 1.0)
-        theta = 2 * math.pi / edge_wavelength
-        assert math.isclose((1 - g) * theta / s + g * theta, theta / expected_ratio, rel_tol=1e-15)
+    at = original / (2 * math.pi)                  # L0 / lambda for the one pair
+    for side in (1 - 1e-9, 1 + 1e-9):
+        inv, _ = rope_frequencies(Llama3Scaling(s, 1.0, at * side, original), 2, 10000.0)
+        assert math.isclose(float(inv[0]), 1.0, rel_tol=1e-8)
+        inv, _ = rope_frequencies(Llama3Scaling(s, at * side, 2 * at, original), 2, 10000.0)
+        assert math.isclose(float(inv[0]), 1.0 / s, rel_tol=1e-8)
+    # and halfway through the band (g = 1/2) it is the mean of the two
+    inv, _ = rope_frequencies(Llama3Scaling(s, at / 2, 3 * at / 2, original), 2, 10000.0)
+    assert math.isclose(float(inv[0]), 0.5 / s + 0.5, rel_tol=1e-12)
 
 
 @SETTINGS

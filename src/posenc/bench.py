@@ -448,8 +448,8 @@ def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", 
     drifting machine load hits both alike. Per dtype: ``warmup`` untimed forwards each; one profiled
     forward each gives the position-encoding seconds; ``repeats`` alternating unprofiled forwards give
     the forward time (median); after a prefill with the KV cache (one cache per variant),
-    ``decode_tokens`` alternating single-token steps give the decode time per token (median), and one
-    more profiled step each its position-encoding share.
+    ``decode_tokens`` alternating single-token steps give the decode time per token (median), and
+    several more profiled steps each (median) its position-encoding share.
     """
     from transformers import DynamicCache
 
@@ -516,7 +516,13 @@ def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", 
                 use(v)
                 restore = _instrument(model)
                 try:
-                    decode_pe, _ = _profile_pe(functools.partial(model, tokens[v], cache=caches[v], use_cache=True))
+                    # a single decode step lasts about a millisecond of position encoding, so one
+                    # profiled step is noise; take the median of several
+                    samples = []
+                    for _ in range(max(3, min(decode_tokens, 7))):
+                        samples.append(_profile_pe(functools.partial(model, tokens[v], cache=caches[v],
+                                                                     use_cache=True))[0])
+                    decode_pe = statistics.median(samples)
                 finally:
                     restore()
                 rows[v].update(forward_ms=statistics.median(forward[v]) * 1e3,
