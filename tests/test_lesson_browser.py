@@ -126,6 +126,18 @@ def new_page(browser, server, size):
     return context, page
 
 
+def settled_box(page, selector, tries=50):
+    """The bounding box of ``selector`` once two reads 0.1 s apart agree (a redraw replaces the node)."""
+    last = None
+    for _ in range(tries):
+        box = page.locator(selector).bounding_box()
+        if box is not None and box == last:
+            return box
+        last = box
+        page.wait_for_timeout(100)
+    raise AssertionError(f"{selector} did not settle: last box {last}")
+
+
 def open_chapter(page, server, chapter):
     from playwright.sync_api import expect
 
@@ -335,8 +347,9 @@ def test_deep_links_progress_checks_and_the_workbench(browser, server):
         page.keyboard.press("ArrowUp")
         expect(page.locator("#rot-b")).to_have_value("0.6")
         expect(matrix).not_to_have_text(before)
-        handle = page.locator("#rot-plane .drag-handle").bounding_box()
-        plane = page.locator("#rot-plane svg").bounding_box()
+        # the chapter's other figures may still be loading and redraw the plane: measure once it is still
+        handle = settled_box(page, "#rot-plane .drag-handle")
+        plane = settled_box(page, "#rot-plane svg")
         page.mouse.move(handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2)
         page.mouse.down()
         page.mouse.move(plane["x"] + plane["width"] * 0.3, plane["y"] + plane["height"] * 0.3, steps=4)
