@@ -45,7 +45,7 @@ def _decode_child(calls: int, repeats: int) -> dict:
     k = torch.randn(1, 8, 1, 128, generator=gen)
     cos, sin = rope_table(200, rope_inv_freq(128, 500000.0))
     cos, sin = cos[100:101].unsqueeze(0).contiguous(), sin[100:101].unsqueeze(0).contiguous()  # (1, 1, 64)
-    cos_full = torch.cat((cos, cos), -1).unsqueeze(1)                         # (1, 1, 1, 128), as in HF
+    cos_full = torch.cat((cos, cos), -1).unsqueeze(1)  # (1, 1, 1, 128), as in HF
     sin_full = torch.cat((sin, sin), -1).unsqueeze(1)
 
     def rotate_half(x):
@@ -54,8 +54,10 @@ def _decode_child(calls: int, repeats: int) -> dict:
     rows = {
         "posenc apply_rotary": lambda: apply_rotary(q, k, cos, sin),
         "posenc in-place": lambda: apply_rotary(q, k, cos, sin, inplace=True),
-        "eager (transformers formula)": lambda: (q * cos_full + rotate_half(q) * sin_full,
-                                                 k * cos_full + rotate_half(k) * sin_full),
+        "eager (transformers formula)": lambda: (
+            q * cos_full + rotate_half(q) * sin_full,
+            k * cos_full + rotate_half(k) * sin_full,
+        ),
     }
     if "validate" in inspect.signature(apply_rotary).parameters:
         rows["posenc validate=False"] = lambda: apply_rotary(q, k, cos, sin, validate=False)
@@ -80,17 +82,25 @@ def decode_overhead(args) -> int:
     for _ in range(args.rounds):
         for label, src in versions:
             env = {**os.environ, "PYTHONPATH": src, "OMP_NUM_THREADS": "1"}
-            proc = subprocess.run([sys.executable, __file__, "--decode-child", "--calls", str(args.calls)],
-                                  capture_output=True, text=True, env=env, timeout=600)
+            proc = subprocess.run(
+                [sys.executable, __file__, "--decode-child", "--calls", str(args.calls)],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=600,
+            )
             if proc.returncode != 0:
                 print(proc.stderr, file=sys.stderr)
                 return 1
             results[label].append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    medians = {label: {row: statistics.median(r[row] for r in runs) for row in runs[0]}
-               for label, runs in results.items()}
+    medians = {
+        label: {row: statistics.median(r[row] for r in runs) for row in runs[0]} for label, runs in results.items()
+    }
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"decode step, q (1, 32, 1, 128), k (1, 8, 1, 128), float32, 1 thread; medians of {args.rounds} "
-          f"interpreters per version; load average {load:.1f}")
+    print(
+        f"decode step, q (1, 32, 1, 128), k (1, 8, 1, 128), float32, 1 thread; medians of {args.rounds} "
+        f"interpreters per version; load average {load:.1f}"
+    )
     rows = list(medians["after"])
     header = f"{'row':30s}" + "".join(f"{label + ' µs':>12s}" for label, _ in versions)
     print(header + ("   after/before" if args.baseline_src else ""))
@@ -119,6 +129,7 @@ def main(argv=None) -> int:
         parser.add_argument("--json", help="write the medians and every round here")
         return decode_overhead(parser.parse_args(argv))
     from posenc import bench
+
     parser = argparse.ArgumentParser(prog="bench_rope.py", description=bench.__doc__.splitlines()[0])
     bench.add_arguments(parser)
     return bench.run(parser.parse_args(argv))

@@ -39,9 +39,9 @@ def chunked_inplace(q, k, cos, sin, block=16):
     h = q.shape[-1] // 2
     for x in (q, k):
         for s0 in range(0, x.shape[2], block):
-            part = x[:, :, s0:s0 + block]                          # (B, H, blk, d)
-            c = cos[:, s0:s0 + block].unsqueeze(1)                 # (1, 1, blk, d/2)
-            s = sin[:, s0:s0 + block].unsqueeze(1)
+            part = x[:, :, s0 : s0 + block]  # (B, H, blk, d)
+            c = cos[:, s0 : s0 + block].unsqueeze(1)  # (1, 1, blk, d/2)
+            s = sin[:, s0 : s0 + block].unsqueeze(1)
             a, b = part[..., :h], part[..., h:]
             saved = a.clone()
             a.mul_(c).addcmul_(b, s, value=-1.0)
@@ -94,8 +94,10 @@ def main():
     }
     results = {name: median_ms(fn, args.repeats) for name, fn in rows.items()}
     ceiling = results["memory pass"]
-    print(f"q (1, 32, {args.seq}, 128), k (1, 8, {args.seq}, 128), {args.dtype}, "
-          f"{torch.get_num_threads()} threads; inductor compile {compile_s:.1f} s")
+    print(
+        f"q (1, 32, {args.seq}, 128), k (1, 8, {args.seq}, 128), {args.dtype}, "
+        f"{torch.get_num_threads()} threads; inductor compile {compile_s:.1f} s"
+    )
     print(f"{'candidate':32s} {'median ms':>10s} {'x ceiling':>10s}")
     for name, ms in results.items():
         print(f"{name:32s} {ms:10.2f} {ms / ceiling:10.2f}")

@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     q, k = torch.randn(1, 32, 1, 128), torch.randn(1, 8, 1, 128)
     rope = RotaryEmbedding(128, base=500000.0, max_position_embeddings=8192)
     offset = 5000
-    cos, sin = rope.cos_cached[offset:offset + 1], rope.sin_cached[offset:offset + 1]       # (1, 64)
+    cos, sin = rope.cos_cached[offset : offset + 1], rope.sin_cached[offset : offset + 1]  # (1, 64)
     q_out, k_out = torch.empty_like(q), torch.empty_like(k)
     kernel = kernels.kernel_for(q.device)
     moving = iter(range(10**9))
@@ -72,16 +72,16 @@ def main(argv=None) -> int:
     except ImportError:
         apply_rotary_pos_emb = None
     if apply_rotary_pos_emb is not None:
-        cos_full = torch.cat((cos, cos), -1)[None, None]                          # (1, 1, 1, 128) as in HF
+        cos_full = torch.cat((cos, cos), -1)[None, None]  # (1, 1, 1, 128) as in HF
         sin_full = torch.cat((sin, sin), -1)[None, None]
         rows["transformers apply_rotary_pos_emb"] = lambda: apply_rotary_pos_emb(q, k, cos_full, sin_full)
 
     best = {name: float("inf") for name in rows}
     for fn in rows.values():
         for _ in range(50):
-            fn()                                                                   # warm up
+            fn()  # warm up
     for _ in range(args.repeats):
-        for name, fn in rows.items():                                              # interleaved
+        for name, fn in rows.items():  # interleaved
             best[name] = min(best[name], timer(fn, args.calls))
 
     far = {}
@@ -89,22 +89,32 @@ def main(argv=None) -> int:
         module = RotaryEmbedding(128, base=500000.0, max_position_embeddings=8192)
         before = module.cached_length
         start = time.perf_counter()
-        module(q, k, offset=position)                                              # first call
+        module(q, k, offset=position)  # first call
         first = time.perf_counter() - start
         steps = iter(range(10**9))
+
         # The closure is timed at once, within this iteration; the defaults bind it to this iteration anyway.
         def call(module=module, position=position, steps=steps):
             return module(q, k, offset=position + next(steps))
+
         per_call = min(timer(call, 50) for _ in range(5))
-        far[position] = {"first_call_ms": first * 1e3, "per_call_ms": per_call * 1e3,
-                         "cached_rows_before": before, "cached_rows_after": module.cached_length,
-                         "cache_bytes": 2 * module.cos_cached.numel() * module.cos_cached.element_size()}
+        far[position] = {
+            "first_call_ms": first * 1e3,
+            "per_call_ms": per_call * 1e3,
+            "cached_rows_before": before,
+            "cached_rows_after": module.cached_length,
+            "cache_bytes": 2 * module.cos_cached.numel() * module.cos_cached.element_size(),
+        }
 
     ceiling = best["memory pass"]
-    print(f"decode, one token per layer: q (1, 32, 1, 128), k (1, 8, 1, 128), float32, "
-          f"torch threads {torch.get_num_threads()}")
-    print(f"{'call':38s} {'us':>8s} {'x memory pass':>14s}" +
-          (f" {'hf / this':>10s}" if "transformers apply_rotary_pos_emb" in best else ""))
+    print(
+        f"decode, one token per layer: q (1, 32, 1, 128), k (1, 8, 1, 128), float32, "
+        f"torch threads {torch.get_num_threads()}"
+    )
+    print(
+        f"{'call':38s} {'us':>8s} {'x memory pass':>14s}"
+        + (f" {'hf / this':>10s}" if "transformers apply_rotary_pos_emb" in best else "")
+    )
     hf = best.get("transformers apply_rotary_pos_emb")
     for name, seconds in best.items():
         line = f"{name:38s} {seconds * 1e6:8.2f} {seconds / ceiling:14.2f}"
@@ -113,13 +123,18 @@ def main(argv=None) -> int:
         print(line)
     print("\nfar positions (a new position every call; the cache is never grown past its window):")
     for position, row in far.items():
-        print(f"  offset 2**{position.bit_length() - 1}: first call {row['first_call_ms']:.2f} ms, then "
-              f"{row['per_call_ms']:.3f} ms per call; cached rows {row['cached_rows_before']} -> "
-              f"{row['cached_rows_after']} ({row['cache_bytes'] / 2**20:.1f} MiB)")
+        print(
+            f"  offset 2**{position.bit_length() - 1}: first call {row['first_call_ms']:.2f} ms, then "
+            f"{row['per_call_ms']:.3f} ms per call; cached rows {row['cached_rows_before']} -> "
+            f"{row['cached_rows_after']} ({row['cache_bytes'] / 2**20:.1f} MiB)"
+        )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"decode_us": {k: v * 1e6 for k, v in best.items()},
-                       "far": {str(k): v for k, v in far.items()}}, f, indent=2)
+            json.dump(
+                {"decode_us": {k: v * 1e6 for k, v in best.items()}, "far": {str(k): v for k, v in far.items()}},
+                f,
+                indent=2,
+            )
     return 0
 
 

@@ -33,7 +33,7 @@ def errors(model, ref, ids, offset):
     exact = tiny.logits(ref, ids, pos)
     try:
         unpatched = float((tiny.logits(model, ids, pos) - exact).abs().max())
-    except IndexError:                      # GPT-J's own table ends at n_positions
+    except IndexError:  # GPT-J's own table ends at n_positions
         unpatched = float("nan")
     with patch(model):
         patched_logits = tiny.logits(model, ids, pos)
@@ -42,8 +42,10 @@ def errors(model, ref, ids, offset):
 
 def main(names):
     ids = torch.randint(1, tiny.VOCAB, (2, SEQ), generator=torch.Generator().manual_seed(1))
-    print("| case | model type | short: patched vs unpatched | float32 noise | 128k ×better | 1M ×better | "
-          "bf16 128k ×better | bf16 1M ×better |")
+    print(
+        "| case | model type | short: patched vs unpatched | float32 noise | 128k ×better | 1M ×better | "
+        "bf16 128k ×better | bf16 1M ×better |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for name in names:
         model = tiny.tiny_model(name)
@@ -63,8 +65,10 @@ def main(names):
         for offset in (131072, 1048576):
             u, p, _ = errors(bf16, ref_bf16, ids, offset)
             cells.append("n/a (table ends)" if math.isnan(u) else f"{u / p:.2f} ({u:.1e} → {p:.1e})")
-        print(f"| {name} | {model.config.model_type} | {short:.1e} | {noise:.1e} | " + " | ".join(cells) + " |",
-              flush=True)
+        print(
+            f"| {name} | {model.config.model_type} | {short:.1e} | {noise:.1e} | " + " | ".join(cells) + " |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

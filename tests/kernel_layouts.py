@@ -20,26 +20,33 @@ import torch
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 #: unit roundoff of each storage format
-UNIT = {torch.float32: 2.0 ** -24, torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11, torch.float64: 2.0 ** -53}
+UNIT = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float64: 2.0**-53}
 #: smallest positive subnormal: the absolute floor of a rounding error
-TINY = {torch.float32: 2.0 ** -149, torch.bfloat16: 2.0 ** -133, torch.float16: 2.0 ** -24, torch.float64: 2.0 ** -1074}
+TINY = {torch.float32: 2.0**-149, torch.bfloat16: 2.0**-133, torch.float16: 2.0**-24, torch.float64: 2.0**-1074}
 
 
-def strided(shape: Sequence[int], dtype: torch.dtype, rng: random.Random, *, expand: bool = True,
-            scale: float = 2.0, integers: Optional[int] = None) -> torch.Tensor:
+def strided(
+    shape: Sequence[int],
+    dtype: torch.dtype,
+    rng: random.Random,
+    *,
+    expand: bool = True,
+    scale: float = 2.0,
+    integers: Optional[int] = None,
+) -> torch.Tensor:
     """A tensor of ``shape`` with a random layout in an exact-fit storage of its own."""
     dims = list(range(len(shape)))
-    rng.shuffle(dims)                                   # innermost first
+    rng.shuffle(dims)  # innermost first
     strides = [0] * len(shape)
     span = 1
     for d in dims:
         n = shape[d]
         if n == 1 and rng.random() < 0.3:
-            strides[d] = rng.choice([0, 1, 5, 1000])    # torch ignores the stride of a size-1 dim
+            strides[d] = rng.choice([0, 1, 5, 1000])  # torch ignores the stride of a size-1 dim
         elif expand and n > 1 and rng.random() < 0.15:
-            strides[d] = 0                              # expanded
+            strides[d] = 0  # expanded
         else:
-            strides[d] = span * rng.choice([1, 1, 1, 2, 3])    # padded rows: a sliced view
+            strides[d] = span * rng.choice([1, 1, 1, 2, 3])  # padded rows: a sliced view
             span = strides[d] * max(n, 1)
     offset = rng.choice([0, 0, 1, 7])
     numel = 1
@@ -54,15 +61,16 @@ def strided(shape: Sequence[int], dtype: torch.dtype, rng: random.Random, *, exp
     return torch.as_strided(base, tuple(shape), tuple(strides), offset)
 
 
-def oracle(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, r: int, interleaved: bool,
-           inverse: bool) -> torch.Tensor:
+def oracle(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, r: int, interleaved: bool, inverse: bool
+) -> torch.Tensor:
     """The rotation in float64 by explicit pair indices; cos/sin already per token (B|1, S, r/2)."""
     xd = x.double()
     out = xd.clone()
     half = r // 2
     ia = torch.arange(half) * 2 if interleaved else torch.arange(half)
     ib = ia + 1 if interleaved else ia + half
-    c = cos.double().unsqueeze(1)                      # (B|1, 1, S, r/2)
+    c = cos.double().unsqueeze(1)  # (B|1, 1, S, r/2)
     s = sin.double().unsqueeze(1) * (-1.0 if inverse else 1.0)
     a, b = xd[..., ia], xd[..., ib]
     out[..., ia] = a * c - b * s
@@ -70,8 +78,9 @@ def oracle(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, r: int, interl
     return out
 
 
-def within_rounding(got: torch.Tensor, x: torch.Tensor, exact: torch.Tensor, r: int,
-                    interleaved: bool, ulps: float = 0.5) -> bool:
+def within_rounding(
+    got: torch.Tensor, x: torch.Tensor, exact: torch.Tensor, r: int, interleaved: bool, ulps: float = 0.5
+) -> bool:
     """|got - exact| within one rounding to the output format (``ulps`` units in the last place:
     0.5 for round-to-nearest) plus a few float32 (or float64) operations on the pair: the error
     bound of "compute in float32, round once"."""
@@ -79,7 +88,7 @@ def within_rounding(got: torch.Tensor, x: torch.Tensor, exact: torch.Tensor, r: 
         return False
     if not got.numel():
         return True
-    compute = 2.0 ** -53 if got.dtype == torch.float64 else 2.0 ** -24
+    compute = 2.0**-53 if got.dtype == torch.float64 else 2.0**-24
     xd = x.double().abs()
     half = r // 2
     ia = torch.arange(half) * 2 if interleaved else torch.arange(half)
@@ -107,13 +116,18 @@ def random_case(rng: random.Random, *, positions_mode: str = "random") -> Dict:
         k=strided((batch, hk, seq, d), dtype, rng),
         cos=strided((tb, rows, r // 2), table_dtype, rng, scale=1.0),
         sin=strided((tb, rows, r // 2), table_dtype, rng, scale=1.0),
-        interleaved=rng.random() < 0.5, inverse=rng.random() < 0.3, rotary_dim=r, positions=None)
+        interleaved=rng.random() < 0.5,
+        inverse=rng.random() < 0.3,
+        rotary_dim=r,
+        positions=None,
+    )
     if use_pos:
-        case["positions"] = strided((rng.choice([1, batch]), seq), rng.choice([torch.int64, torch.int32]),
-                                    rng, integers=rows)
+        case["positions"] = strided(
+            (rng.choice([1, batch]), seq), rng.choice([torch.int64, torch.int32]), rng, integers=rows
+        )
     mode = rng.choice(["fresh", "fresh", "fresh", "inplace", "inplace_q"])
     q, k = case["q"], case["k"]
-    fresh = lambda t: strided(t.shape, dtype, rng, expand=False)   # noqa: E731
+    fresh = lambda t: strided(t.shape, dtype, rng, expand=False)  # noqa: E731
     if mode == "fresh" or _self_overlapping(q) or _self_overlapping(k):
         case["q_out"], case["k_out"] = fresh(q), fresh(k)
     elif mode == "inplace":
@@ -136,15 +150,16 @@ def hostile_case(rng: random.Random) -> Dict:
     """A case the kernel must refuse before touching memory: (case, expected exception type)."""
     case = random_case(rng, positions_mode="always" if rng.random() < 0.3 else "never")
     q, k = case["q"], case["k"]
-    kind = rng.choice(["out_is_k", "partial", "expanded_out", "bad_pos", "neg_pos", "short_table",
-                       "wrong_half", "dtype"])
+    kind = rng.choice(
+        ["out_is_k", "partial", "expanded_out", "bad_pos", "neg_pos", "short_table", "wrong_half", "dtype"]
+    )
     if kind == "bad_pos" and case["positions"] is not None and q.shape[2] and q.shape[0]:
         p = case["positions"].clone()
-        p[rng.randrange(p.shape[0]), rng.randrange(p.shape[1])] = case["cos"].shape[1] + rng.choice([0, 1, 10 ** 9])
+        p[rng.randrange(p.shape[0]), rng.randrange(p.shape[1])] = case["cos"].shape[1] + rng.choice([0, 1, 10**9])
         case["positions"] = p
     elif kind == "neg_pos" and case["positions"] is not None and q.shape[2]:
         p = case["positions"].clone()
-        p[rng.randrange(p.shape[0]), rng.randrange(p.shape[1])] = -rng.choice([1, 2 ** 31 - 1])
+        p[rng.randrange(p.shape[0]), rng.randrange(p.shape[1])] = -rng.choice([1, 2**31 - 1])
         case["positions"] = p
     elif kind == "short_table" and case["positions"] is None and q.shape[2]:
         case["cos"] = case["cos"][:, : q.shape[2] - 1]
@@ -158,7 +173,7 @@ def hostile_case(rng: random.Random) -> Dict:
         case["q_out"] = k
     elif kind == "partial" and q.numel() > 1:
         base = (torch.randn(q.numel() + 1, dtype=torch.float64) * 2).to(q.dtype)
-        case["q"], case["q_out"] = base[1:].view(q.shape), base[:-1].view(q.shape)   # one element apart
+        case["q"], case["q_out"] = base[1:].view(q.shape), base[:-1].view(q.shape)  # one element apart
     elif kind == "expanded_out" and q.numel() > 1 and max(q.shape[:3]) > 1:
         dim = max(range(3), key=lambda i: q.shape[i])
         shape = list(q.shape)
@@ -170,8 +185,9 @@ def hostile_case(rng: random.Random) -> Dict:
     return case, ValueError, kind
 
 
-def run(kernel: Callable, n: int, seed: int, *, hostile: bool = True, range_errors: bool = True,
-        ulps: float = 0.5) -> Dict:
+def run(
+    kernel: Callable, n: int, seed: int, *, hostile: bool = True, range_errors: bool = True, ulps: float = 0.5
+) -> Dict:
     """Drive ``kernel`` (the kernel-level interface) with ``n`` random valid cases and, with
     ``hostile``, as many refused ones. Returns counts and the first few failures, described.
 
@@ -194,7 +210,7 @@ def run(kernel: Callable, n: int, seed: int, *, hostile: bool = True, range_erro
             rows_b = torch.arange(max(cos.shape[0], pos.shape[0]))
             cb = rows_b if cos.shape[0] > 1 else torch.zeros_like(rows_b)
             pb = rows_b if pos.shape[0] > 1 else torch.zeros_like(rows_b)
-            c_tok = cos[cb[:, None], pos[pb].long()]                  # (B|1, S, r/2)
+            c_tok = cos[cb[:, None], pos[pb].long()]  # (B|1, S, r/2)
             s_tok = sin[cb[:, None], pos[pb].long()]
         else:
             c_tok, s_tok = cos[:, : q.shape[2]], sin[:, : q.shape[2]]
@@ -202,13 +218,24 @@ def run(kernel: Callable, n: int, seed: int, *, hostile: bool = True, range_erro
         want_k = oracle(k, c_tok, s_tok, case["rotary_dim"], case["interleaved"], case["inverse"])
         q_in, k_in = q.clone(), k.clone()
         try:
-            kernel(q, k, q_out, k_out, cos, sin, interleaved=case["interleaved"], rotary_dim=case["rotary_dim"],
-                   inverse=case["inverse"], positions=pos)
-        except Exception as exc:   # a valid case must not be refused
+            kernel(
+                q,
+                k,
+                q_out,
+                k_out,
+                cos,
+                sin,
+                interleaved=case["interleaved"],
+                rotary_dim=case["rotary_dim"],
+                inverse=case["inverse"],
+                positions=pos,
+            )
+        except Exception as exc:  # a valid case must not be refused
             failed(f"case {i}: refused a valid call: {type(exc).__name__}: {exc}")
             continue
-        ok = (within_rounding(q_out, q_in, want_q, case["rotary_dim"], case["interleaved"], ulps)
-              and within_rounding(k_out, k_in, want_k, case["rotary_dim"], case["interleaved"], ulps))
+        ok = within_rounding(q_out, q_in, want_q, case["rotary_dim"], case["interleaved"], ulps) and within_rounding(
+            k_out, k_in, want_k, case["rotary_dim"], case["interleaved"], ulps
+        )
         if q_out is not q:
             ok = ok and torch.equal(q, q_in)
         if k_out is not k:
@@ -216,10 +243,12 @@ def run(kernel: Callable, n: int, seed: int, *, hostile: bool = True, range_erro
         if ok:
             tally["correct"] += 1
         else:
-            failed(f"case {i}: wrong values; q {tuple(q.shape)} {q.stride()} {q.dtype}, k {k.stride()}, "
-                   f"q_out {q_out.stride()}, cos {tuple(cos.shape)} {cos.stride()}, sin {sin.stride()}, "
-                   f"positions {None if pos is None else (tuple(pos.shape), pos.stride(), pos.dtype)}, "
-                   f"r {case['rotary_dim']}, interleaved {case['interleaved']}")
+            failed(
+                f"case {i}: wrong values; q {tuple(q.shape)} {q.stride()} {q.dtype}, k {k.stride()}, "
+                f"q_out {q_out.stride()}, cos {tuple(cos.shape)} {cos.stride()}, sin {sin.stride()}, "
+                f"positions {None if pos is None else (tuple(pos.shape), pos.stride(), pos.dtype)}, "
+                f"r {case['rotary_dim']}, interleaved {case['interleaved']}"
+            )
     if hostile:
         made = 0
         while made < n:
@@ -234,9 +263,18 @@ def run(kernel: Callable, n: int, seed: int, *, hostile: bool = True, range_erro
             outs = (case["q_out"], case["k_out"])
             before = [o.clone() for o in outs]
             try:
-                kernel(case["q"], case["k"], case["q_out"], case["k_out"], case["cos"], case["sin"],
-                       interleaved=case["interleaved"], rotary_dim=case["rotary_dim"],
-                       inverse=case["inverse"], positions=case["positions"])
+                kernel(
+                    case["q"],
+                    case["k"],
+                    case["q_out"],
+                    case["k_out"],
+                    case["cos"],
+                    case["sin"],
+                    interleaved=case["interleaved"],
+                    rotary_dim=case["rotary_dim"],
+                    inverse=case["inverse"],
+                    positions=case["positions"],
+                )
             except expected as exc:
                 untouched = all(torch.equal(o.nan_to_num(), b.nan_to_num()) for o, b in zip(outs, before))
                 if str(exc) and untouched:
@@ -263,8 +301,17 @@ def triton_kernel_nan_positions(kernel: Callable, seed: int) -> Dict:
         pos = case["positions"].clone()
         pos[0, 0] = case["cos"].shape[1] + 5
         out_q, out_k = torch.empty(q.shape, dtype=q.dtype), torch.empty(case["k"].shape, dtype=q.dtype)
-        kernel(q, case["k"], out_q, out_k, case["cos"], case["sin"], interleaved=case["interleaved"],
-               rotary_dim=case["rotary_dim"], positions=pos)
+        kernel(
+            q,
+            case["k"],
+            out_q,
+            out_k,
+            case["cos"],
+            case["sin"],
+            interleaved=case["interleaved"],
+            rotary_dim=case["rotary_dim"],
+            positions=pos,
+        )
         tally["cases"] += 1
         if bool(out_q[0, :, 0, : case["rotary_dim"]].isnan().all()):
             tally["nan_rows"] += 1

@@ -40,8 +40,11 @@ TALLY = collections.Counter()
 #: Generated calls per test: a short search in the fast tier, a longer one in the slow tier;
 #: POSENC_PROPERTY_EXAMPLES overrides the longer one.
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-LONG = settings(max_examples=int(os.environ.get("POSENC_PROPERTY_EXAMPLES", "400")), deadline=None,
-                suppress_health_check=[HealthCheck.too_slow])
+LONG = settings(
+    max_examples=int(os.environ.get("POSENC_PROPERTY_EXAMPLES", "400")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -52,25 +55,46 @@ def report_tally():
         Path(path).write_text(json.dumps(dict(TALLY), indent=1))
 
 
-BROKEN = ["odd rotary_dim", "rotary_dim > head_dim", "table width", "table seq", "table batch",
-          "layout name", "integer q", "k head_dim", "k seq", "cos/sin shapes differ", "not a tensor"]
+BROKEN = [
+    "odd rotary_dim",
+    "rotary_dim > head_dim",
+    "table width",
+    "table seq",
+    "table batch",
+    "layout name",
+    "integer q",
+    "k head_dim",
+    "k seq",
+    "cos/sin shapes differ",
+    "not a tensor",
+]
 
 
 @st.composite
 def calls(draw, at: bool):
-    rng = random.Random(draw(st.integers(0, 2 ** 32 - 1)))
+    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
     dtype = draw(st.sampled_from(layouts.DTYPES))
-    batch, hq, hk, seq = (draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(1, 3)),
-                          draw(st.integers(0, 9)))
+    batch, hq, hk, seq = (
+        draw(st.integers(1, 3)),
+        draw(st.integers(1, 4)),
+        draw(st.integers(1, 3)),
+        draw(st.integers(0, 9)),
+    )
     d = 2 * draw(st.integers(1, 8))
     r = draw(st.one_of(st.none(), st.integers(1, d // 2).map(lambda h: 2 * h)))
     rr = d if r is None else r
     layout = draw(st.sampled_from(["half", "interleaved"]))
     table_dtype = draw(st.sampled_from([torch.float32, torch.float64, torch.bfloat16, torch.float16]))
-    call = dict(dtype=dtype, layout=layout, rotary_dim=r, r=rr, inplace=draw(st.booleans()),
-                validate=draw(st.booleans()),
-                alias=draw(st.sampled_from(["none"] * 4 + ["same", "partial", "expanded"])),
-                broken=None)
+    call = dict(
+        dtype=dtype,
+        layout=layout,
+        rotary_dim=r,
+        r=rr,
+        inplace=draw(st.booleans()),
+        validate=draw(st.booleans()),
+        alias=draw(st.sampled_from(["none"] * 4 + ["same", "partial", "expanded"])),
+        broken=None,
+    )
     q = layouts.strided((batch, hq, seq, d), dtype, rng)
     k = layouts.strided((batch, hk, seq, d), dtype, rng)
     if call["alias"] == "same":
@@ -78,7 +102,7 @@ def calls(draw, at: bool):
     elif call["alias"] == "partial":
         heads = hq + 1
         base = layouts.strided((batch, heads, seq, d), dtype, rng, expand=False)
-        q, k = base[:, :hq], base[:, 1:heads]                           # share heads 1 .. hq-1
+        q, k = base[:, :hq], base[:, 1:heads]  # share heads 1 .. hq-1
     elif call["alias"] == "expanded" and seq > 0:
         q = layouts.strided((batch, 1, seq, d), dtype, rng).expand(batch, max(hq, 2), seq, d)
     call.update(q=q, k=k)
@@ -152,7 +176,7 @@ def expected_outputs(call, at: bool):
     if at:
         pos = call["positions"].long()
         pos = pos.unsqueeze(0) if pos.dim() == 1 else pos
-        cos, sin = cos[pos], sin[pos]                                   # (B|1, S, r/2)
+        cos, sin = cos[pos], sin[pos]  # (B|1, S, r/2)
     elif cos.dim() == 2:
         cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)
     inter = call["layout"] == "interleaved"
@@ -194,12 +218,16 @@ def check_call(call, at: bool):
     writes = call["inplace"]
     if expected_error is None and writes:
         same = q.data_ptr() == k.data_ptr() and q.shape == k.shape and q.stride() == k.stride()
-        if (layouts.shares_memory_within(q) or layouts.shares_memory_within(k)
-                or (not same and layouts.shares_memory(q, k))):
+        if (
+            layouts.shares_memory_within(q)
+            or layouts.shares_memory_within(k)
+            or (not same and layouts.shares_memory(q, k))
+        ):
             expected_error, words = ValueError, "share memory"
     q_before, k_before = q.clone() if isinstance(q, torch.Tensor) else q, k.clone()
-    kwargs = dict(layout=call["layout"], rotary_dim=call["rotary_dim"], inplace=call["inplace"],
-                  validate=call["validate"])
+    kwargs = dict(
+        layout=call["layout"], rotary_dim=call["rotary_dim"], inplace=call["inplace"], validate=call["validate"]
+    )
     try:
         if at:
             out = apply_rotary_at(q, k, call["cos"], call["sin"], call["positions"], **kwargs)
@@ -211,8 +239,9 @@ def check_call(call, at: bool):
             raise AssertionError(f"valid call refused: {type(exc).__name__}: {exc}") from exc
         if not isinstance(exc, expected_error) or words.split()[0] not in str(exc):
             TALLY["wrong"] += 1
-            raise AssertionError(f"expected {expected_error.__name__} naming {words!r}, got "
-                                 f"{type(exc).__name__}: {exc}") from exc
+            raise AssertionError(
+                f"expected {expected_error.__name__} naming {words!r}, got {type(exc).__name__}: {exc}"
+            ) from exc
         if not (unchanged(q, q_before) and unchanged(k, k_before)):
             TALLY["wrong"] += 1
             raise AssertionError(f"refused ({exc}), but modified q or k first") from exc
@@ -221,21 +250,26 @@ def check_call(call, at: bool):
     if expected_error is not None:
         TALLY["wrong"] += 1
         raise AssertionError(f"expected {expected_error.__name__} ({words}); the call returned")
-    call["q"], call["k"] = q_before, k_before                            # the oracle reads the inputs
+    call["q"], call["k"] = q_before, k_before  # the oracle reads the inputs
     want_q, want_k = expected_outputs(call, at)
     inter = call["layout"] == "interleaved"
-    ok = (layouts.within_rounding(out[0], q_before, want_q, call["r"], inter)
-          and layouts.within_rounding(out[1], k_before, want_k, call["r"], inter)
-          and out[0].dtype == q.dtype and out[1].dtype == k.dtype)
+    ok = (
+        layouts.within_rounding(out[0], q_before, want_q, call["r"], inter)
+        and layouts.within_rounding(out[1], k_before, want_k, call["r"], inter)
+        and out[0].dtype == q.dtype
+        and out[1].dtype == k.dtype
+    )
     if call["inplace"]:
         ok = ok and out[0] is q and (out[1] is k or call["alias"] == "same")
     else:
         ok = ok and unchanged(q, q_before) and unchanged(k, k_before)
     if not ok:
         TALLY["wrong"] += 1
-        raise AssertionError(f"wrong answer: q {tuple(q.shape)} {q.stride()} {q.dtype}, k {k.stride()}, "
-                             f"alias {call['alias']}, inplace {call['inplace']}, layout {call['layout']}, "
-                             f"r {call['r']}")
+        raise AssertionError(
+            f"wrong answer: q {tuple(q.shape)} {q.stride()} {q.dtype}, k {k.stride()}, "
+            f"alias {call['alias']}, inplace {call['inplace']}, layout {call['layout']}, "
+            f"r {call['r']}"
+        )
     TALLY["correct"] += 1
 
 

@@ -41,7 +41,7 @@ def layer_of(module: str) -> int:
         return LAYERS["interop"]
     if head in ("model", "factory"):
         return LAYERS["model"]
-    if head == "":                      # posenc/__init__.py re-exports the core and the model
+    if head == "":  # posenc/__init__.py re-exports the core and the model
         return LAYERS["model"]
     return LAYERS["core"]
 
@@ -84,10 +84,17 @@ def violations():
         for line, target, names in imports(module, path, is_package):
             where = f"{path.relative_to(ROOT.parent)}:{line}"
             # `from posenc.rope import scaling` imports the submodule posenc.rope.scaling
-            targets = [target] if not names else [
-                f"{target}.{n}" if (ROOT.parent / (target.replace('.', '/') + '/' + n)).exists()
-                or (ROOT.parent / (target.replace('.', '/') + '/' + n + '.py')).exists() else target
-                for n in names]
+            targets = (
+                [target]
+                if not names
+                else [
+                    f"{target}.{n}"
+                    if (ROOT.parent / (target.replace(".", "/") + "/" + n)).exists()
+                    or (ROOT.parent / (target.replace(".", "/") + "/" + n + ".py")).exists()
+                    else target
+                    for n in names
+                ]
+            )
             for t in targets:
                 if layer_of(t) > own:
                     upward.append(f"{where}: {module} (layer {own}) imports {t} (layer {layer_of(t)})")
@@ -142,8 +149,13 @@ BLOCK_APP_PACKAGES = textwrap.dedent("""
 
 def run_blocked(code: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-c", BLOCK_APP_PACKAGES + textwrap.dedent(code)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", BLOCK_APP_PACKAGES + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def test_core_needs_only_torch():
@@ -176,11 +188,12 @@ def test_missing_extra_is_named(command, extra):
 
 def test_version_is_written_once():
     from importlib.metadata import PackageNotFoundError, version
+
     try:
         installed = version("posenc")
     except PackageNotFoundError:
         pytest.skip("posenc is not installed as a distribution here")
     assert installed == posenc.__version__
-    pyproject = (ROOT.parent.parent / "pyproject.toml")
+    pyproject = ROOT.parent.parent / "pyproject.toml"
     if pyproject.exists():
         assert 'dynamic = ["version"]' in pyproject.read_text()

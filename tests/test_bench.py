@@ -47,9 +47,26 @@ def test_cli_tiny_run_writes_json(tmp_path, capsys):
 
 def test_benchmarks_script_uses_the_same_code(tmp_path, monkeypatch):
     out = tmp_path / "bench.json"
-    monkeypatch.setattr(sys, "argv", ["bench_rope.py", "--shapes", "tiny", "--repeats", "2", "--warmup", "0",
-                                      "--modes", "forward", "--dtypes", "float32", "--no-compile",
-                                      "--json", str(out)])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "bench_rope.py",
+            "--shapes",
+            "tiny",
+            "--repeats",
+            "2",
+            "--warmup",
+            "0",
+            "--modes",
+            "forward",
+            "--dtypes",
+            "float32",
+            "--no-compile",
+            "--json",
+            str(out),
+        ],
+    )
     with pytest.raises(SystemExit) as exit_info:
         runpy.run_path(str(ROOT / "benchmarks" / "bench_rope.py"), run_name="__main__")
     assert exit_info.value.code == 0
@@ -58,11 +75,14 @@ def test_benchmarks_script_uses_the_same_code(tmp_path, monkeypatch):
     assert "compiled eager" not in report["cases"][0]["results"]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--repeats", "0"], "--repeats must be >= 1"),
-    (["--warmup", "-1"], "--warmup must be >= 0"),
-    (["--device", "tpu"], "--device must be cpu, cuda or auto"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--repeats", "0"], "--repeats must be >= 1"),
+        (["--warmup", "-1"], "--warmup must be >= 0"),
+        (["--device", "tpu"], "--device must be cpu, cuda or auto"),
+    ],
+)
 def test_bad_arguments_are_refused(tmp_path, capsys, argv, message):
     assert cli.main(["bench", "--shapes", "tiny", *argv, "--json", str(tmp_path / "x.json")]) == 2
     assert message in capsys.readouterr().out
@@ -71,6 +91,7 @@ def test_bad_arguments_are_refused(tmp_path, capsys, argv, message):
 
 def test_quick_defaults():
     import argparse
+
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
     config = bench.config_from_args(parser.parse_args(["--quick", "--device", "cpu"]))
@@ -89,11 +110,14 @@ BAD_NUMBERS = [
 ]
 
 
-@pytest.mark.parametrize("model, flag, value, message", [
-    *[(False, *case) for case in BAD_NUMBERS],
-    *[(True, *case) for case in BAD_NUMBERS],
-    (True, "--decode-tokens", "0", "--decode-tokens must be >= 1 and <= 1000, got 0"),
-])
+@pytest.mark.parametrize(
+    "model, flag, value, message",
+    [
+        *[(False, *case) for case in BAD_NUMBERS],
+        *[(True, *case) for case in BAD_NUMBERS],
+        (True, "--decode-tokens", "0", "--decode-tokens must be >= 1 and <= 1000, got 0"),
+    ],
+)
 def test_bad_numbers_give_one_line(tmp_path, capsys, monkeypatch, flag, value, message, model):
     monkeypatch.setattr(bench, "run_benchmark", _must_not_run)
     monkeypatch.setattr(bench, "run_model_benchmark", _must_not_run)
@@ -135,15 +159,33 @@ def test_writable_check_leaves_no_file(tmp_path):
 def test_model_table_tiny(tmp_path, capsys):
     pytest.importorskip("transformers")
     out = tmp_path / "model.json"
-    assert cli.main(["bench", "--model", "--model-size", "tiny", "--dtypes", "float32", "--repeats", "1",
-                     "--decode-tokens", "2", "--json", str(out)]) == 0
+    assert (
+        cli.main(
+            [
+                "bench",
+                "--model",
+                "--model-size",
+                "tiny",
+                "--dtypes",
+                "float32",
+                "--repeats",
+                "1",
+                "--decode-tokens",
+                "2",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     report = json.loads(out.read_text())
     rows = {(r["dtype"], r["variant"]): r for r in report["rows"]}
     assert set(rows) == {("float32", "unpatched"), ("float32", "posenc")}
     for r in rows.values():
         assert r["pe_ms"] > 0 and r["forward_ms"] > 0 and r["decode_ms_per_token"] > 0
-        assert r["pe_ms"] < r["profiled_forward_ms"]               # a part of the forward
+        assert r["pe_ms"] < r["profiled_forward_ms"]  # a part of the forward
     ours = rows[("float32", "posenc")]
-    assert ours["speedup_forward_ms"] == pytest.approx(rows[("float32", "unpatched")]["forward_ms"] /
-                                                       ours["forward_ms"])
+    assert ours["speedup_forward_ms"] == pytest.approx(
+        rows[("float32", "unpatched")]["forward_ms"] / ours["forward_ms"]
+    )
     assert "| float32 | posenc |" in capsys.readouterr().out

@@ -27,7 +27,8 @@ def test_nn_module_apply_is_still_the_hook_every_cast_goes_through():
     params = list(inspect.signature(nn.Module._apply).parameters)
     assert params[:2] == ["self", "fn"], (
         f"torch changed nn.Module._apply's signature to {params}; posenc._buffers.PreciseTables "
-        "overrides it and must be updated")
+        "overrides it and must be updated"
+    )
     seen = []
 
     class Probe(nn.Module):
@@ -40,8 +41,10 @@ def test_nn_module_apply_is_still_the_hook_every_cast_goes_through():
     parent.to("meta")
     parent.to_empty(device="cpu")
     parent.half()
-    assert len(seen) == 4, ("a parent's .to()/.half()/.to_empty() no longer reaches its children's "
-                            "_apply; PreciseTables would stop rebuilding its tables")
+    assert len(seen) == 4, (
+        "a parent's .to()/.half()/.to_empty() no longer reaches its children's "
+        "_apply; PreciseTables would stop rebuilding its tables"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

@@ -20,8 +20,7 @@ try:
 except ImportError:  # pragma: no cover - mpmath ships with sympy, a torch dependency
     mpmath = None
 
-FAR = [2**21 - 1, 2**21, 2**31, 2**31 + 12345, 2**40, 2**40 + 987654321, 3 * 2**40 + 1, 2**53 + 1,
-       2**62 + 7, 2**63 - 1]
+FAR = [2**21 - 1, 2**21, 2**31, 2**31 + 12345, 2**40, 2**40 + 987654321, 3 * 2**40 + 1, 2**53 + 1, 2**62 + 7, 2**63 - 1]
 PI = Fraction("3.14159265358979323846264338327950288419716939937510582097494459230781640628620899")
 
 
@@ -34,7 +33,7 @@ def exact_cos_sin(position: int, freq: float):
     x = Fraction(position) * Fraction(freq)
     x -= 2 * PI * math.floor(x / (2 * PI))
     term, cos_sum, sin_sum, n = Fraction(1), Fraction(0), Fraction(0), 0
-    while n < 80:                               # |x| < 2 pi: 80 terms are exact far past float64
+    while n < 80:  # |x| < 2 pi: 80 terms are exact far past float64
         if n % 4 == 0:
             cos_sum += term
         elif n % 4 == 1:
@@ -62,7 +61,7 @@ def test_the_reference_itself_agrees_with_float64_near_zero():
 
 def test_float64_angles_are_exact_to_1e_8_radians_at_any_position():
     freqs = rope_inv_freq(128)
-    angles = angles_mod_2pi(torch.tensor(FAR), freqs)                          # (P, 64)
+    angles = angles_mod_2pi(torch.tensor(FAR), freqs)  # (P, 64)
     cos_ref, sin_ref = reference_rows(FAR, freqs.tolist())
     assert (angles.cos() - cos_ref).abs().max() < 1e-8
     assert (angles.sin() - sin_ref).abs().max() < 1e-8
@@ -92,7 +91,7 @@ def test_module_decode_far_out_is_exact_and_builds_no_table(position):
     torch.manual_seed(0)
     q, k = torch.randn(1, 4, 1, 128), torch.randn(1, 2, 1, 128)
     rq, rk = rope(q, k, offset=position)
-    assert rope.cached_length == rows_before                        # no table was built or grown
+    assert rope.cached_length == rows_before  # no table was built or grown
     cos, sin = reference_rows([position], rope_inv_freq(128).tolist())
     want_q = rotate_reference(q.double(), cos.unsqueeze(0), sin.unsqueeze(0))
     want_k = rotate_reference(k.double(), cos.unsqueeze(0), sin.unsqueeze(0))
@@ -108,7 +107,7 @@ def test_module_decode_far_out_is_exact_and_builds_no_table(position):
 
 def test_packed_positions_past_the_cache_mix_with_cached_ones():
     rope = RotaryEmbedding(32, scaling=LinearScaling(2.0), max_position_embeddings=16)
-    rope.cache_limit_bytes = 64 * rope.rotary_dim * 4 // 2 * 2      # 64 rows at most
+    rope.cache_limit_bytes = 64 * rope.rotary_dim * 4 // 2 * 2  # 64 rows at most
     assert rope.cache_limit == 64
     pos = torch.tensor([[3, 2**40, 63, 64, 2**31, 0]])
     cos, sin = rope.cos_sin(pos)
@@ -121,7 +120,7 @@ def test_packed_positions_past_the_cache_mix_with_cached_ones():
 
 def test_cache_stops_at_its_limit_and_rows_past_it_equal_a_fresh_table():
     rope = RotaryEmbedding(16, max_position_embeddings=8)
-    rope.cache_limit_bytes = 100 * 16 * 4                                # 100 rows of 2 x 8 floats
+    rope.cache_limit_bytes = 100 * 16 * 4  # 100 rows of 2 x 8 floats
     assert rope.cache_limit == 100
     q = torch.randn(1, 2, 300, 16)
     rq, _ = rope(q, q)

@@ -54,7 +54,7 @@ def configs(draw, rope_type: str, max_positions=st.integers(16, 4096)):
     head_dim = draw(st.sampled_from([8, 16, 32, 48, 64, 96, 128]))
     partial = draw(st.sampled_from([1.0, 0.5, 0.25]))
     if int(head_dim * partial) % 2 or (rope_type == "dynamic" and int(head_dim * partial) == 2):
-        partial = 1.0                 # the reference divides by d - 2 for dynamic: see test below
+        partial = 1.0  # the reference divides by d - 2 for dynamic: see test below
     rotary_dim = int(head_dim * partial)
     base = 10 ** draw(st.floats(2.0, 6.5))
     factor = draw(st.floats(1.0, 64.0))
@@ -66,8 +66,13 @@ def configs(draw, rope_type: str, max_positions=st.integers(16, 4096)):
     elif rope_type == "yarn":
         max_pos = int(original * factor)
         beta_slow = draw(st.floats(0.25, 4.0))
-        rope.update(factor=factor, original_max_position_embeddings=original, beta_slow=beta_slow,
-                    beta_fast=beta_slow + draw(st.floats(0.5, 64.0)), truncate=draw(st.booleans()))
+        rope.update(
+            factor=factor,
+            original_max_position_embeddings=original,
+            beta_slow=beta_slow,
+            beta_fast=beta_slow + draw(st.floats(0.5, 64.0)),
+            truncate=draw(st.booleans()),
+        )
         if draw(st.booleans()):
             rope.update(mscale=draw(st.floats(0.1, 2.0)), mscale_all_dim=draw(st.floats(0.1, 2.0)))
         if draw(st.booleans()):
@@ -75,22 +80,32 @@ def configs(draw, rope_type: str, max_positions=st.integers(16, 4096)):
     elif rope_type == "llama3":
         max_pos = int(original * factor) + 1
         low = draw(st.floats(0.5, 2.0))
-        rope.update(factor=factor, original_max_position_embeddings=original, low_freq_factor=low,
-                    high_freq_factor=low + draw(st.floats(0.5, 8.0)))
+        rope.update(
+            factor=factor,
+            original_max_position_embeddings=original,
+            low_freq_factor=low,
+            high_freq_factor=low + draw(st.floats(0.5, 8.0)),
+        )
     elif rope_type == "longrope":
         max_pos = int(original * factor)
         n = rotary_dim // 2
-        rope.update(original_max_position_embeddings=original,
-                    short_factor=draw(st.lists(st.floats(1.0, 4.0), min_size=n, max_size=n)),
-                    long_factor=draw(st.lists(st.floats(1.0, 64.0), min_size=n, max_size=n)))
+        rope.update(
+            original_max_position_embeddings=original,
+            short_factor=draw(st.lists(st.floats(1.0, 4.0), min_size=n, max_size=n)),
+            long_factor=draw(st.lists(st.floats(1.0, 64.0), min_size=n, max_size=n)),
+        )
         if draw(st.booleans()):
             rope["factor"] = factor
         if draw(st.booleans()):
             rope["attention_factor"] = draw(st.floats(0.5, 2.0))
     elif rope_type == "proportional":
         rope["factor"] = factor
-    return {"hidden_size": head_dim * 2, "num_attention_heads": 2, "max_position_embeddings": max_pos,
-            "rope_parameters": rope}
+    return {
+        "hidden_size": head_dim * 2,
+        "num_attention_heads": 2,
+        "max_position_embeddings": max_pos,
+        "rope_parameters": rope,
+    }
 
 
 def hf_config(config: dict) -> GPTNeoXConfig:
@@ -146,17 +161,20 @@ def exact_frequencies(config: dict, seq_len=None):
                 out.append((1 - g) * t / s + g * t)
         return out, 1.0
     if kind == "yarn":
+
         def dim_of(rotations):
             return d * math.log(orig / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
         low, high = dim_of(rope["beta_fast"]), dim_of(rope["beta_slow"])
         if rope["truncate"]:
             low, high = math.floor(low), math.ceil(high)
         low, high = max(low, 0), min(high, d - 1)
         high = high + 0.001 if low == high else high
         ramps = [min(max((i - low) / (high - low), 0.0), 1.0) for i in range(d // 2)]
-        m = (lambda k: 0.1 * k * math.log(s) + 1.0 if s > 1 else 1.0)
-        factor = rope.get("attention_factor") or (m(rope["mscale"]) / m(rope["mscale_all_dim"])
-                                                  if "mscale" in rope else m(1.0))
+        m = lambda k: 0.1 * k * math.log(s) + 1.0 if s > 1 else 1.0
+        factor = rope.get("attention_factor") or (
+            m(rope["mscale"]) / m(rope["mscale_all_dim"]) if "mscale" in rope else m(1.0)
+        )
         return [t / s * r + t * (1 - r) for t, r in zip(theta, ramps)], factor
     # longrope
     chosen = rope["long_factor"] if seq_len and seq_len > orig else rope["short_factor"]
@@ -205,17 +223,20 @@ def test_dynamic_frequencies_match_past_the_trained_length(config, extra):
 def test_longrope_long_factor_matches_past_the_trained_length(config, extra):
     original = config["rope_parameters"]["original_max_position_embeddings"]
     assert_frequencies_match(config, seq_len=original + extra)
-    assert_frequencies_match(config, seq_len=original)           # the boundary stays short
+    assert_frequencies_match(config, seq_len=original)  # the boundary stays short
 
 
 def test_reference_cannot_do_dynamic_ntk_on_one_pair():
-    config = {"hidden_size": 16, "num_attention_heads": 2, "max_position_embeddings": 16,
-              "rope_parameters": {"rope_type": "dynamic", "rope_theta": 100.0, "partial_rotary_factor": 0.25,
-                                  "factor": 2.0}}
-    with pytest.raises(ZeroDivisionError):          # base * s ** (d / (d - 2)) with d = 2
+    config = {
+        "hidden_size": 16,
+        "num_attention_heads": 2,
+        "max_position_embeddings": 16,
+        "rope_parameters": {"rope_type": "dynamic", "rope_theta": 100.0, "partial_rotary_factor": 0.25, "factor": 2.0},
+    }
+    with pytest.raises(ZeroDivisionError):  # base * s ** (d / (d - 2)) with d = 2
         hf_frequencies(config, seq_len=32)
     rope = RotaryEmbedding.from_hf_config(config)
-    inv, _ = rope.frequencies(32)      # posenc: the one pair is the fastest, which NTK never changes
+    inv, _ = rope.frequencies(32)  # posenc: the one pair is the fastest, which NTK never changes
     assert inv.tolist() == [1.0]
 
 
@@ -225,7 +246,7 @@ def rotate_both(config: dict, position_ids: torch.Tensor, seed: int):
     head_dim = config["hidden_size"] // config["num_attention_heads"]
     batch, seq = position_ids.shape
     q = torch.randn(batch, 4, seq, head_dim, generator=gen)
-    k = torch.randn(batch, 2, seq, head_dim, generator=gen)                # GQA: fewer kv heads
+    k = torch.randn(batch, 2, seq, head_dim, generator=gen)  # GQA: fewer kv heads
     ref_module = GPTNeoXRotaryEmbedding(hf_config(config))
     cos, sin = ref_module(q, position_ids)
     q_ref, k_ref = neox_apply(q, k, cos, sin)
@@ -234,13 +255,14 @@ def rotate_both(config: dict, position_ids: torch.Tensor, seed: int):
     return (q_ref, k_ref), (q_out, k_out), (q, k)
 
 
-def rotate_float64(x: torch.Tensor, position_ids: torch.Tensor, inv_freq: torch.Tensor,
-                   attention_factor: float, rotary_dim: int) -> torch.Tensor:
+def rotate_float64(
+    x: torch.Tensor, position_ids: torch.Tensor, inv_freq: torch.Tensor, attention_factor: float, rotary_dim: int
+) -> torch.Tensor:
     """Half-split RoPE written out in float64: the exact values the float32 results approximate."""
     x = x.double()
-    angles = position_ids.double()[:, None, :, None] * inv_freq.double()      # (B, 1, S, r/2)
+    angles = position_ids.double()[:, None, :, None] * inv_freq.double()  # (B, 1, S, r/2)
     cos, sin = angles.cos() * attention_factor, angles.sin() * attention_factor
-    a, b = x[..., : rotary_dim // 2], x[..., rotary_dim // 2: rotary_dim]
+    a, b = x[..., : rotary_dim // 2], x[..., rotary_dim // 2 : rotary_dim]
     return torch.cat((a * cos - b * sin, a * sin + b * cos, x[..., rotary_dim:]), dim=-1)
 
 
@@ -267,8 +289,7 @@ def test_rotated_qk_match_model_classes(rope_type, data):
     # Trained lengths small enough that the dynamic/long regimes start below EXACT_REFERENCE_POSITIONS.
     config = data.draw(configs(rope_type, max_positions=st.integers(8, 40)))
     seq = data.draw(st.integers(1, 24))
-    positions = data.draw(st.lists(st.integers(0, EXACT_REFERENCE_POSITIONS - 1), min_size=2 * seq,
-                                   max_size=2 * seq))
+    positions = data.draw(st.lists(st.integers(0, EXACT_REFERENCE_POSITIONS - 1), min_size=2 * seq, max_size=2 * seq))
     position_ids = torch.tensor(positions).view(2, seq)
     (q_ref, k_ref), (q_out, k_out), (q, k) = rotate_both(config, position_ids, data.draw(st.integers(0, 9)))
     assert_rotation_matches(config, q_out, q_ref, exact_rotation(config, q, position_ids))
@@ -290,8 +311,12 @@ def test_long_positions_exact_where_the_reference_drifts(rope_type, data):
 def test_reference_angles_drift_with_position():
     """A Llama-2-like head at position one million: the reference's float32 angles are off by ~0.1
     rad (the noted precision loss), posenc's rotated q stays at float32 rounding."""
-    config = {"hidden_size": 256, "num_attention_heads": 2, "max_position_embeddings": 4096,
-              "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0}}
+    config = {
+        "hidden_size": 256,
+        "num_attention_heads": 2,
+        "max_position_embeddings": 4096,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0},
+    }
     position_ids = torch.tensor([[999_999, 1_000_000, 1_048_575]])
     (q_ref, _), (q_out, _), (q, _) = rotate_both(config, position_ids, 0)
     exact = exact_rotation(config, q, position_ids)
@@ -300,16 +325,20 @@ def test_reference_angles_drift_with_position():
 
 
 def test_reference_rounds_inv_freq_when_cast_to_bf16():
-    config = {"hidden_size": 256, "num_attention_heads": 2, "max_position_embeddings": 64,
-              "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0}}
+    config = {
+        "hidden_size": 256,
+        "num_attention_heads": 2,
+        "max_position_embeddings": 64,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0},
+    }
     ref = GPTNeoXRotaryEmbedding(hf_config(config))
     exact = ref.inv_freq.double().clone()
     ref_rel = ((ref.to(torch.bfloat16).inv_freq.double() - exact).abs() / exact).max().item()
     ours = RotaryEmbedding.from_hf_config(config)
     before = ours.inv_freq.clone()
     ours.to(torch.bfloat16)
-    assert ref_rel > 1e-3                               # the reference's buffer was rounded to bf16
-    assert torch.equal(ours.inv_freq, before)           # posenc rebuilt it from float64
+    assert ref_rel > 1e-3  # the reference's buffer was rounded to bf16
+    assert torch.equal(ours.inv_freq, before)  # posenc rebuilt it from float64
 
 
 # -- real configs, through the model families they belong to ---------------------------------------------
@@ -327,12 +356,12 @@ def model_rotary(name: str):
 def test_fixture_matches_its_model_family(name):
     fixture, cfg, ref, _ = model_rotary(name)
     ours = RotaryEmbedding.from_hf_config(fixture)
-    assert RotaryEmbedding.from_hf_config(cfg).scaling == ours.scaling        # object and dict agree
+    assert RotaryEmbedding.from_hf_config(cfg).scaling == ours.scaling  # object and dict agree
     inv = ref.inv_freq.double()
     rel = ((ours.inv_freq.double() - inv).abs() / inv).max().item()
     assert rel <= 1e-6
     assert math.isclose(ours.attention_factor, ref.attention_scaling, rel_tol=1e-6)
-    if ours.is_dynamic:                       # LongRoPE: the long factors past the trained length
+    if ours.is_dynamic:  # LongRoPE: the long factors past the trained length
         long_len = ours.scaling.original_max_position_embeddings + 1
         ref_module_inv = ref(torch.zeros(1), torch.tensor([[long_len - 1]])) and ref.inv_freq.double()
         rel = ((ours.frequencies(long_len)[0] - ref_module_inv).abs() / ref_module_inv).max().item()
@@ -348,6 +377,7 @@ def test_gpt_j_fixture_matches_its_sinusoid_table():
     cos, sin = ours.cos_sin(positions.unsqueeze(0))
     if table is None:
         from transformers.models.gptj.modeling_gptj import create_sinusoidal_positions
+
         table = create_sinusoidal_positions(cfg.n_positions, cfg.rotary_dim)
     ref_sin, ref_cos = table[positions].chunk(2, dim=-1)
     torch.testing.assert_close(cos[0], ref_cos.float(), atol=1e-5, rtol=0)
@@ -364,14 +394,13 @@ def test_deepseek_interleaved_scores_match_reference():
     cos, sin = ref(q, pos)
     q_ref, k_ref = module.apply_rotary_pos_emb_interleave(q, k, cos, sin)
     q_out, k_out = ours(q, k, pos)
-    torch.testing.assert_close(q_out @ k_out.transpose(-1, -2), q_ref @ k_ref.transpose(-1, -2),
-                               atol=1e-4, rtol=0)
+    torch.testing.assert_close(q_out @ k_out.transpose(-1, -2), q_ref @ k_ref.transpose(-1, -2), atol=1e-4, rtol=0)
     # The rest of DeepSeek's YaRN temperature lives in its softmax scale.
     mscale = 0.1 * fixture["rope_scaling"]["mscale_all_dim"] * math.log(40) + 1.0
     qk_head_dim = fixture["qk_nope_head_dim"] + fixture["qk_rope_head_dim"]
     model_attention = module.DeepseekV3Attention(cfg, layer_idx=0)
-    assert math.isclose(model_attention.scaling, qk_head_dim ** -0.5 * ours.softmax_scale_factor, rel_tol=1e-12)
-    assert math.isclose(ours.softmax_scale_factor, mscale ** 2, rel_tol=1e-12)
+    assert math.isclose(model_attention.scaling, qk_head_dim**-0.5 * ours.softmax_scale_factor, rel_tol=1e-12)
+    assert math.isclose(ours.softmax_scale_factor, mscale**2, rel_tol=1e-12)
 
 
 # -- the tour section on real configs: its numbers against the reference and closed forms ------------------
@@ -396,31 +425,46 @@ def test_tour_section_numbers_match_reference_and_closed_forms(tmp_path):
     assert facts["configs.llama31.blended"] == 64 - facts["configs.llama31.kept"] - facts["configs.llama31.slowed"]
     assert facts["configs.llama31.slowest_wavelength"] == pytest.approx(wavelengths[-1] * 8, rel=1e-12)
     assert facts["configs.llama31.slowest_wavelength"] == pytest.approx(
-        2 * math.pi / llama_ref.inv_freq[-1].item(), rel=1e-6)
+        2 * math.pi / llama_ref.inv_freq[-1].item(), rel=1e-6
+    )
     assert facts["configs.llama31.attention_factor"] == llama_ref.attention_scaling == 1.0
 
     # Phi-3.5-mini: LongRoPE's attention factor rule and the long factors past 4096 tokens.
     fixture, _, phi_ref, _ = model_rotary("phi-3.5-mini-instruct")
     long_factor = fixture["rope_scaling"]["long_factor"]
-    assert facts["configs.phi35.attention_factor"] == pytest.approx(math.sqrt(1 + math.log(32) / math.log(4096)),
-                                                                   rel=1e-15)
+    assert facts["configs.phi35.attention_factor"] == pytest.approx(
+        math.sqrt(1 + math.log(32) / math.log(4096)), rel=1e-15
+    )
     assert facts["configs.phi35.attention_factor"] == pytest.approx(phi_ref.attention_scaling, rel=1e-12)
     assert facts["configs.phi35.slowest_wavelength"] == pytest.approx(
-        2 * math.pi * long_factor[-1] / 10000.0 ** (-94 / 96), rel=1e-12)
+        2 * math.pi * long_factor[-1] / 10000.0 ** (-94 / 96), rel=1e-12
+    )
     assert facts["configs.phi35.long_factor_range"] == [min(long_factor), max(long_factor)]
 
 
 # -- reading and writing configs ---------------------------------------------------------------------------
-LLAMA31_ROPE = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                "original_max_position_embeddings": 8192}
+LLAMA31_ROPE = {
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
 
 
 def test_legacy_and_new_style_configs_read_the_same():
-    legacy_type = {"hidden_size": 4096, "num_attention_heads": 32, "rope_theta": 500000.0,
-                   "max_position_embeddings": 131072, "rope_scaling": {**LLAMA31_ROPE, "type": "llama3"}}
+    legacy_type = {
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "rope_theta": 500000.0,
+        "max_position_embeddings": 131072,
+        "rope_scaling": {**LLAMA31_ROPE, "type": "llama3"},
+    }
     legacy_rope_type = {**legacy_type, "rope_scaling": {**LLAMA31_ROPE, "rope_type": "llama3"}}
-    new_style = {"head_dim": 128, "max_position_embeddings": 131072,
-                 "rope_parameters": {**LLAMA31_ROPE, "rope_type": "llama3", "rope_theta": 500000.0}}
+    new_style = {
+        "head_dim": 128,
+        "max_position_embeddings": 131072,
+        "rope_parameters": {**LLAMA31_ROPE, "rope_type": "llama3", "rope_theta": 500000.0},
+    }
     built = [RotaryEmbedding.from_hf_config(c) for c in (legacy_type, legacy_rope_type, new_style)]
     built.append(RotaryEmbedding.from_hf_config(AutoConfig.for_model("llama", **legacy_type)))
     for rope in built:
@@ -437,8 +481,12 @@ def test_to_hf_dict_round_trips_and_loads_in_transformers(name, style):
     if style == "rope_parameters":
         assert written == rope.to_hf_dict()
     again = RotaryEmbedding.from_hf_config(written, layout=rope.layout)
-    assert (again.head_dim, again.rotary_dim, again.base, again.scaling) == \
-        (rope.head_dim, rope.rotary_dim, rope.base, rope.scaling)
+    assert (again.head_dim, again.rotary_dim, again.base, again.scaling) == (
+        rope.head_dim,
+        rope.rotary_dim,
+        rope.base,
+        rope.scaling,
+    )
     assert torch.equal(again.inv_freq, rope.inv_freq) and again.attention_factor == rope.attention_factor
     # transformers reads the written dict to the same frequencies.
     cfg = AutoConfig.for_model("llama", hidden_size=rope.head_dim * 2, num_attention_heads=2, **written)
@@ -450,15 +498,20 @@ def test_to_hf_dict_round_trips_and_loads_in_transformers(name, style):
 
 
 def test_config_quirks_follow_transformers():
-    phi3_yarn = {"hidden_size": 64, "num_attention_heads": 2, "max_position_embeddings": 64,
-                 "original_max_position_embeddings": 16, "model_type": "phi3",
-                 "rope_scaling": {"type": "yarn", "short_factor": [1.0] * 16, "long_factor": [2.0] * 16}}
+    phi3_yarn = {
+        "hidden_size": 64,
+        "num_attention_heads": 2,
+        "max_position_embeddings": 64,
+        "original_max_position_embeddings": 16,
+        "model_type": "phi3",
+        "rope_scaling": {"type": "yarn", "short_factor": [1.0] * 16, "long_factor": [2.0] * 16},
+    }
     ours = RotaryEmbedding.from_hf_config(phi3_yarn)
     ref = AutoConfig.for_model("phi3", **{k: v for k, v in phi3_yarn.items() if k != "model_type"})
     assert ours.scaling.rope_type == ref.rope_parameters["rope_type"] == "longrope"
-    assert ours.scaling.factor == 4.0                         # max_position_embeddings / original
+    assert ours.scaling.factor == 4.0  # max_position_embeddings / original
     neox = RotaryEmbedding.from_hf_config(load_fixture("gpt-neox-20b"))
-    assert (neox.rotary_dim, neox.base) == (24, 10000.0)      # rotary_pct, rotary_emb_base
+    assert (neox.rotary_dim, neox.base) == (24, 10000.0)  # rotary_pct, rotary_emb_base
 
 
 def test_bad_configs_raise_with_the_field():
@@ -475,11 +528,20 @@ def test_bad_configs_raise_with_the_field():
         RotaryEmbedding.from_hf_config({**base, "rope_scaling": {"type": "zigzag"}})
     with pytest.raises(ValueError, match="hidden_size and num_attention_heads"):
         RotaryEmbedding.from_hf_config({"rope_theta": 1e4})
-    nested = {**base, "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0},
-                                          "sliding_attention": {"rope_type": "default"}}}
+    nested = {
+        **base,
+        "rope_parameters": {
+            "full_attention": {"rope_type": "linear", "factor": 8.0},
+            "sliding_attention": {"rope_type": "default"},
+        },
+    }
     with pytest.raises(ValueError, match="pass layer_type="):
         RotaryEmbedding.from_hf_config(nested)
     assert rotary_kwargs_from_hf(nested, layer_type="full_attention")["scaling"].factor == 8.0
     with pytest.raises(ValueError, match="both or neither"):
-        RotaryEmbedding.from_hf_config({**base, "rope_scaling": {"type": "yarn", "factor": 4.0, "mscale": 1.0,
-                                                                 "original_max_position_embeddings": 16}})
+        RotaryEmbedding.from_hf_config(
+            {
+                **base,
+                "rope_scaling": {"type": "yarn", "factor": 4.0, "mscale": 1.0, "original_max_position_embeddings": 16},
+            }
+        )

@@ -55,7 +55,7 @@ def reads_per_forward(scheme, n_layers, **call):
     model = TinyLM(ModelConfig(scheme=scheme, d_model=32, n_heads=4, n_layers=n_layers, max_len=64)).eval()
     idx = torch.randint(0, 256, (2, 8))
     with torch.no_grad():
-        model(idx, **call)                     # warm: caches grown, kernels loaded
+        model(idx, **call)  # warm: caches grown, kernels loaded
         with CountReads() as counter:
             model(idx, **call)
     return counter.reads
@@ -79,7 +79,7 @@ def test_no_read_back_per_layer(scheme, call):
 def test_module_decode_call_reads_nothing_back():
     rope = RotaryEmbedding(64, max_position_embeddings=16)
     q, k = torch.randn(1, 4, 1, 64), torch.randn(1, 2, 1, 64)
-    rope(q, k, offset=5010)                  # grows the cache once (a table build, not a per-call cost)
+    rope(q, k, offset=5010)  # grows the cache once (a table build, not a per-call cost)
     with CountReads() as counter:
         for step in range(3):
             for _layer in range(4):

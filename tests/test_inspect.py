@@ -33,7 +33,7 @@ def reports():
 @pytest.mark.parametrize("name", FIXTURES)
 def test_runs_on_every_fixture_and_fits_one_screen(reports, name):
     report = reports[name]
-    json.loads(json.dumps(report))                       # JSON-ready
+    json.loads(json.dumps(report))  # JSON-ready
     text = format_report(report)
     assert len(text.splitlines()) <= 40
     assert report["rope_type"] in text and f"{report['extended_context']:,}" in text
@@ -50,14 +50,17 @@ def test_wavelengths_match_the_closed_form(reports, name):
         assert p["scaled_wavelength"] == pytest.approx(p["wavelength"] * p["ratio"], rel=1e-12)
 
 
-@pytest.mark.parametrize("name, rotated, unrotated, layout, trained, extended", [
-    ("gpt-neox-20b", 24, 72, "half", 2048, 2048),
-    ("phi-2", 32, 48, "half", 2048, 2048),
-    ("gpt-j-6b", 64, 192, "interleaved", 2048, 2048),
-    ("deepseek-v3", 64, 0, "interleaved", 4096, 163840),
-    ("llama-3.1-8b", 128, 0, "half", 8192, 131072),
-    ("phi-3.5-mini-instruct", 96, 0, "half", 4096, 131072),
-])
+@pytest.mark.parametrize(
+    "name, rotated, unrotated, layout, trained, extended",
+    [
+        ("gpt-neox-20b", 24, 72, "half", 2048, 2048),
+        ("phi-2", 32, 48, "half", 2048, 2048),
+        ("gpt-j-6b", 64, 192, "interleaved", 2048, 2048),
+        ("deepseek-v3", 64, 0, "interleaved", 4096, 163840),
+        ("llama-3.1-8b", 128, 0, "half", 8192, 131072),
+        ("phi-3.5-mini-instruct", 96, 0, "half", 4096, 131072),
+    ],
+)
 def test_shape_and_context_fields(reports, name, rotated, unrotated, layout, trained, extended):
     r = reports[name]
     assert (r["rotary_dim"], r["unrotated_dim"], r["layout"]) == (rotated, unrotated, layout)
@@ -82,11 +85,11 @@ SCALED = [n for n in FIXTURES if n not in ("gpt-j-6b",)]
 def test_pair_kinds_match_transformers_frequencies(reports, name):
     r = reports[name]
     _, rotary = hf_rotary(name)
-    if r["rope_type"] == "longrope":                     # the long factors apply at the extended length
+    if r["rope_type"] == "longrope":  # the long factors apply at the extended length
         rotary(torch.zeros(1), torch.tensor([[r["extended_context"] - 1]]))
     hf = rotary.inv_freq.double()
     default = torch.tensor([1.0 / p["wavelength"] * 2 * math.pi for p in r["pairs"]], dtype=torch.float64)
-    ratio = default / hf                                 # transformers' float32 frequencies: 1e-6 relative
+    ratio = default / hf  # transformers' float32 frequencies: 1e-6 relative
     for p, hf_ratio in zip(r["pairs"], ratio.tolist()):
         assert p["ratio"] == pytest.approx(hf_ratio, rel=2e-6)
         if p["kind"] == "kept":
@@ -100,8 +103,9 @@ def test_pair_kinds_match_transformers_frequencies(reports, name):
     assert r["attention_factor"] == pytest.approx(rotary.attention_scaling, rel=1e-6)
 
 
-@pytest.mark.parametrize("name", ["llama-3.1-8b", "phi-3.5-mini-instruct", "qwen2.5-7b-instruct-yarn",
-                                  "codellama-7b", "gpt-oss-20b"])
+@pytest.mark.parametrize(
+    "name", ["llama-3.1-8b", "phi-3.5-mini-instruct", "qwen2.5-7b-instruct-yarn", "codellama-7b", "gpt-oss-20b"]
+)
 def test_precision_audit_matches_transformers_own_module(reports, name):
     r = reports[name]
     audit = r["precision"]
@@ -131,8 +135,10 @@ def test_risks():
     risks = {x["risk"] for x in bf16["risks"]}
     assert {"inv_freq stored in bfloat16", "positions past bfloat16's exact-integer range"} <= risks
     assert bf16["precision"]["dtype"] == "bfloat16"
-    assert bf16["precision"]["transformers"]["cos_sin_error"] >= inspect_config(llama)["precision"][
-        "transformers"]["cos_sin_error"]
+    assert (
+        bf16["precision"]["transformers"]["cos_sin_error"]
+        >= inspect_config(llama)["precision"]["transformers"]["cos_sin_error"]
+    )
 
     huge = inspect_config({**fields("codellama-7b"), "max_position_embeddings": EXACT_INTEGERS["float32"] + 2})
     assert "positions past float32's exact-integer range" in {x["risk"] for x in huge["risks"]}
@@ -182,17 +188,33 @@ def test_cli_text_json_folder_and_plot(tmp_path, capsys):
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("setup, message", [
-    (lambda p: p / "absent.json", "does not exist"),
-    (lambda p: p, "folder without a config.json"),
-    (lambda p: write_config(p, text="{not json"), "is not valid JSON (line 1"),
-    (lambda p: write_config(p, text="[1, 2]"), "holds a JSON list"),
-    (lambda p: write_config(p, text=json.dumps({"model_type": "llama", "hidden_size": 64,
-                                                "num_attention_heads": 2, "rope_scaling": {"rope_type": "warp"}})),
-     "rope_type must be one of"),
-    (lambda p: write_config(p, text=json.dumps({**fields("codellama-7b"), "max_position_embeddings": 10 ** 30})),
-     "max_position_embeddings must be an integer >= 1 and <= 2**53"),
-])
+@pytest.mark.parametrize(
+    "setup, message",
+    [
+        (lambda p: p / "absent.json", "does not exist"),
+        (lambda p: p, "folder without a config.json"),
+        (lambda p: write_config(p, text="{not json"), "is not valid JSON (line 1"),
+        (lambda p: write_config(p, text="[1, 2]"), "holds a JSON list"),
+        (
+            lambda p: write_config(
+                p,
+                text=json.dumps(
+                    {
+                        "model_type": "llama",
+                        "hidden_size": 64,
+                        "num_attention_heads": 2,
+                        "rope_scaling": {"rope_type": "warp"},
+                    }
+                ),
+            ),
+            "rope_type must be one of",
+        ),
+        (
+            lambda p: write_config(p, text=json.dumps({**fields("codellama-7b"), "max_position_embeddings": 10**30})),
+            "max_position_embeddings must be an integer >= 1 and <= 2**53",
+        ),
+    ],
+)
 def test_cli_bad_inputs_give_one_line(tmp_path, capsys, setup, message):
     target = setup(tmp_path)
     assert cli.main(["inspect", str(target)]) == 2

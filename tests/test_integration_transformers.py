@@ -36,7 +36,7 @@ transformers.logging.set_verbosity_error()
 
 CASES = tiny.case_names()
 SEQ = 16
-LONG_OFFSETS = (131072, 1048576)          # 128k and 1M: position_ids = offset + arange(SEQ)
+LONG_OFFSETS = (131072, 1048576)  # 128k and 1M: position_ids = offset + arange(SEQ)
 #: GPT-J's own table stops at n_positions (2048): unpatched, it cannot run at long positions at all
 TABLE_BOUND = {"gpt-j-6b"}
 
@@ -63,6 +63,7 @@ def models():
             model = tiny.tiny_model(name)
             cache[name] = (model, tiny.float64_reference(model))
         return cache[name]
+
     return get
 
 
@@ -87,9 +88,16 @@ def test_short_positions_match_unpatched(models, name):
     assert max_diff(after, exact) <= 4 * noise
 
 
-@pytest.mark.parametrize("name, wrong", [("llama-3.1-8b", "interleaved"), ("gpt-j-6b", "half"),
-                                         ("deepseek-v3", "half"), ("gpt-neox-20b", "interleaved"),
-                                         ("deepseek-v2-lite", "half")])
+@pytest.mark.parametrize(
+    "name, wrong",
+    [
+        ("llama-3.1-8b", "interleaved"),
+        ("gpt-j-6b", "half"),
+        ("deepseek-v3", "half"),
+        ("gpt-neox-20b", "interleaved"),
+        ("deepseek-v2-lite", "half"),
+    ],
+)
 def test_negative_control_wrong_layout_is_detected(models, name, wrong):
     model, ref = models(name)
     ids, pos = ids_for(), positions(0)
@@ -122,8 +130,9 @@ def test_long_positions_closer_to_float64(models, name, offset):
 # -- generation ---------------------------------------------------------------------------------------
 def greedy(model, ids, mask=None, new=8):
     with torch.no_grad():
-        return model.generate(ids, attention_mask=mask, max_new_tokens=new, do_sample=False, pad_token_id=0,
-                              min_new_tokens=new)
+        return model.generate(
+            ids, attention_mask=mask, max_new_tokens=new, do_sample=False, pad_token_id=0, min_new_tokens=new
+        )
 
 
 @pytest.mark.parametrize("left_padding", [False, True])
@@ -157,7 +166,7 @@ def test_attention_implementations(attn):
 def test_packed_position_ids(models):
     model, ref = models("qwen2.5-7b-instruct-yarn")
     ids = ids_for(batch=1)
-    packed = torch.cat((torch.arange(6), torch.arange(4), torch.arange(6))).unsqueeze(0)   # 3 documents
+    packed = torch.cat((torch.arange(6), torch.arange(4), torch.arange(6))).unsqueeze(0)  # 3 documents
     exact = tiny.logits(ref, ids, packed)
     before = tiny.logits(model, ids, packed)
     with patch(model):
@@ -222,7 +231,7 @@ def test_patch_is_per_instance_and_undo_restores_exactly():
     assert torch.equal(tiny.logits(other, ids), other_before)
 
     handle.undo()
-    handle.undo()                                          # idempotent
+    handle.undo()  # idempotent
     assert patch_of(model) is None
     assert model.model.rotary_emb is rotary_before
     assert all("forward" not in layer.self_attn.__dict__ for layer in model.model.layers)
@@ -239,14 +248,14 @@ def test_context_manager_and_unpatch():
     patch(model)
     unpatch(model)
     assert patch_of(model) is None
-    unpatch(model)                                         # nothing to undo: no error
+    unpatch(model)  # nothing to undo: no error
 
 
 def test_state_dict_unchanged_by_patch():
     model = tiny.tiny_model("gpt-neox-20b")
     keys = set(model.state_dict())
     with patch(model):
-        assert set(model.state_dict()) == keys             # posenc's tables are non-persistent buffers
+        assert set(model.state_dict()) == keys  # posenc's tables are non-persistent buffers
 
 
 def test_dtype_casts_keep_exact_tables():
@@ -255,7 +264,7 @@ def test_dtype_casts_keep_exact_tables():
         model.to(torch.bfloat16)
         assert handle.rope.cos_cached.dtype == torch.float32
         cos, _ = model.model.rotary_emb(torch.zeros(1, dtype=torch.bfloat16), torch.arange(4)[None])
-        assert cos.dtype == torch.float32                  # tables reach the rotation unrounded
+        assert cos.dtype == torch.float32  # tables reach the rotation unrounded
         model.double()
         cos, _ = model.model.rotary_emb(torch.zeros(1, dtype=torch.float64), torch.arange(4)[None])
         assert cos.dtype == torch.float64
@@ -264,8 +273,10 @@ def test_dtype_casts_keep_exact_tables():
 # -- refusals --------------------------------------------------------------------------------------------------
 def test_unsupported_architecture_names_the_supported_ones():
     from transformers import BertConfig, BertModel
-    model = BertModel(BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                 intermediate_size=16))
+
+    model = BertModel(
+        BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16)
+    )
     with pytest.raises(UnsupportedModelError, match="supports model types .*llama.*got 'bert'"):
         patch(model)
 
@@ -284,7 +295,7 @@ def test_double_patch_and_bad_arguments():
         patch(model, layout="diagonal")
     with pytest.raises(ValueError, match="freeze_frequencies applies to .* 'llama3'"):
         patch(model, freeze_frequencies=4096)
-    assert patch_of(model) is None                         # a refused patch leaves nothing behind
+    assert patch_of(model) is None  # a refused patch leaves nothing behind
     with pytest.raises(TypeError, match="PreTrainedModel"):
         patch(torch.nn.Linear(2, 2))
 
@@ -293,10 +304,17 @@ def test_double_patch_and_bad_arguments():
 def decode_vs_full(model, ids, new: int):
     """Max |logits of cached decoding - logits of one full forward| over the generated steps."""
     with torch.no_grad():
-        out = model.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0,
-                             output_logits=True, return_dict_in_generate=True)
-        step_logits = torch.stack(out.logits, 1).double()                   # (B, new, V)
-        full = model(out.sequences[:, :-1]).logits[:, ids.shape[1] - 1:].double()
+        out = model.generate(
+            ids,
+            max_new_tokens=new,
+            min_new_tokens=new,
+            do_sample=False,
+            pad_token_id=0,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+        step_logits = torch.stack(out.logits, 1).double()  # (B, new, V)
+        full = model(out.sequences[:, :-1]).logits[:, ids.shape[1] - 1 :].double()
     return max_diff(step_logits, full)
 
 
@@ -312,7 +330,7 @@ def test_freeze_frequencies_makes_the_kv_cache_consistent(name):
     with patch(model, freeze_frequencies=22):
         frozen = decode_vs_full(model, ids, new=10)
     drifting_unpatched = decode_vs_full(model, ids, new=10)
-    assert frozen <= 20 * reference_noise                  # cached keys and new queries agree
+    assert frozen <= 20 * reference_noise  # cached keys and new queries agree
     assert drifting > 100 * frozen and drifting_unpatched > 100 * frozen
 
 
@@ -320,6 +338,7 @@ def test_freeze_frequencies_makes_the_kv_cache_consistent(name):
 def test_example_script_runs(capsys):
     import pathlib
     import runpy
+
     script = pathlib.Path(__file__).resolve().parents[1] / "examples" / "patch_transformers.py"
     runpy.run_path(str(script), run_name="__main__")
     out = capsys.readouterr().out
@@ -331,7 +350,7 @@ def test_bad_position_ids_are_refused_by_name(models):
     model, _ = models("llama-3.1-8b")
     ids = ids_for()
     with patch(model):
-        with pytest.raises(ValueError, match="position_ids"):           # not a silent wrap-around
+        with pytest.raises(ValueError, match="position_ids"):  # not a silent wrap-around
             tiny.logits(model, ids, positions(0) - 3)
-        with pytest.raises(TypeError, match="position_ids"):            # no float positions
+        with pytest.raises(TypeError, match="position_ids"):  # no float positions
             tiny.logits(model, ids, positions(0).float())

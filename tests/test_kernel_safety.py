@@ -52,25 +52,28 @@ def kernel():
 
 def run_python(code: str, *, env=None, timeout=600) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter (a crash there fails a test, not the test run)."""
-    full_env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(TESTS)]), "OMP_NUM_THREADS": "1",
-                **(env or {})}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=full_env, timeout=timeout)
+    full_env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(TESTS)]), "OMP_NUM_THREADS": "1", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=full_env, timeout=timeout
+    )
 
 
 def result_of(proc: subprocess.CompletedProcess) -> dict:
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, (f"subprocess failed (exit {proc.returncode}):\n"
-                                            f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    assert proc.returncode == 0 and lines, (
+        f"subprocess failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    )
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 def reference(q, k, cos, sin, layout="half", r=None):
     if cos.dim() == 2:
         cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)
     c, s = cos.unsqueeze(1), sin.unsqueeze(1)
-    return (rotate_reference(q, c, s, layout=layout, rotary_dim=r),
-            rotate_reference(k, c, s, layout=layout, rotary_dim=r))
+    return (
+        rotate_reference(q, c, s, layout=layout, rotary_dim=r),
+        rotate_reference(k, c, s, layout=layout, rotary_dim=r),
+    )
 
 
 # -- regressions ---------------------------------------------------------------------------------
@@ -105,7 +108,7 @@ def test_cos_and_sin_with_different_layouts(kernel, dtype):
         "dense": lambda t: t,
         "transposed copy": lambda t: t.t().contiguous().t(),
         "expanded row": lambda t: t[:1].expand(S, half),
-        "sliced": lambda t: torch.stack([t, t], -1)[..., 0],                # every other element
+        "sliced": lambda t: torch.stack([t, t], -1)[..., 0],  # every other element
     }
     for cname, cform in forms.items():
         for sname, sform in forms.items():
@@ -125,7 +128,7 @@ def test_same_tensor_as_q_and_k_in_place_is_rotated_once(kernel):
         out_q, out_k = apply_rotary(y, y, cos, sin, inplace=True)
         assert torch.equal(y, want) and out_q is y and out_k is y
         y = make()
-        out_q, out_k = apply_rotary(y, y.view(y.shape), cos, sin, inplace=True)    # another view, same memory
+        out_q, out_k = apply_rotary(y, y.view(y.shape), cos, sin, inplace=True)  # another view, same memory
         assert torch.equal(y, want)
     # positions path
     y = x.clone()
@@ -169,7 +172,7 @@ def test_partial_overlap_of_q_and_k_in_place_is_refused(kernel, path):
         base = base.requires_grad_() * 1
     if path == "reference":
         cos = cos.requires_grad_()
-    q, k = base[:, 0:4], base[:, 2:6]                                   # heads 2 and 3 shared
+    q, k = base[:, 0:4], base[:, 2:6]  # heads 2 and 3 shared
     before = base.detach().clone()
     with pytest.raises(ValueError, match="q and k share memory|k share memory"):
         apply_rotary(q, k, cos, sin, inplace=True)
@@ -184,7 +187,7 @@ def test_partial_overlap_of_q_and_k_in_place_is_refused(kernel, path):
 def test_interleaved_views_of_one_projection_in_place(kernel):
     """q and k as disjoint, interleaved views of one qkv buffer: their address ranges intersect but no
     element is shared, so the exact overlap test lets the in-place call through."""
-    qkv = torch.randn(2, 7, 3 * 4 * 16)                                 # (B, S, 3*H*D)
+    qkv = torch.randn(2, 7, 3 * 4 * 16)  # (B, S, 3*H*D)
     q = qkv[..., :64].view(2, 7, 4, 16).transpose(1, 2)
     k = qkv[..., 64:128].view(2, 7, 4, 16).transpose(1, 2)
     cos, sin = torch.rand(7, 8), torch.rand(7, 8)
@@ -213,8 +216,16 @@ def test_kernel_refuses_overlapping_outputs_before_writing(kernel):
         kernel(q, k, out, out, cos, sin, interleaved=False, rotary_dim=8)
     with pytest.raises(ValueError, match=r"q_out and cos share memory"):
         buf = torch.empty(64)
-        kernel(q, k, buf.view(1, 2, 4, 8), torch.empty_like(k), buf[:16].view(1, 4, 4), sin,
-               interleaved=False, rotary_dim=8)
+        kernel(
+            q,
+            k,
+            buf.view(1, 2, 4, 8),
+            torch.empty_like(k),
+            buf[:16].view(1, 4, 4),
+            sin,
+            interleaved=False,
+            rotary_dim=8,
+        )
     assert torch.equal(k, k_before)
 
 
@@ -223,8 +234,10 @@ def test_kernel_checks_positions_itself(kernel):
     q, k = torch.randn(1, 2, 4, 8), torch.randn(1, 1, 4, 8)
     table = torch.rand(6, 4)
     out = q.clone()
-    for bad, message in ((6, r"positions must be < 6 .* maximum of 6"),
-                         (-3, r"positions must be >= 0, got a minimum of -3")):
+    for bad, message in (
+        (6, r"positions must be < 6 .* maximum of 6"),
+        (-3, r"positions must be >= 0, got a minimum of -3"),
+    ):
         pos = torch.tensor([0, 1, bad, 2])
         with pytest.raises(ValueError, match=message):
             apply_rotary_at(out, k.clone(), table, table, pos, inplace=True, validate=False)
@@ -258,7 +271,7 @@ def test_threads_with_strided_operands(kernel):
     try:
         gen = torch.Generator().manual_seed(9)
         S = 700
-        q = torch.randn(1, S, 8, 64, generator=gen).transpose(1, 2)         # (1, 8, S, 64), strided
+        q = torch.randn(1, S, 8, 64, generator=gen).transpose(1, 2)  # (1, 8, S, 64), strided
         k = torch.randn(1, S, 2, 64, generator=gen).transpose(1, 2)
         angles = torch.rand(S, 32, generator=gen) * 6.3
         cos = angles.cos().t().contiguous().t()
@@ -331,8 +344,12 @@ def _asan_env(tmp_path):
     runtime = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
     if not runtime or not os.path.isabs(runtime) or not os.path.exists(runtime):
         pytest.skip(f"{cc} has no AddressSanitizer runtime (libasan.so)")
-    return {"LD_PRELOAD": runtime, "ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1",
-            "POSENC_CACHE_DIR": str(tmp_path), "CC": cc}
+    return {
+        "LD_PRELOAD": runtime,
+        "ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1",
+        "POSENC_CACHE_DIR": str(tmp_path),
+        "CC": cc,
+    }
 
 
 @pytest.mark.slow
@@ -340,10 +357,13 @@ def test_random_layouts_under_address_sanitizer(tmp_path):
     """The C file built with -fsanitize=address, driven by random layouts (every operand in an
     exact-fit allocation) and by refused calls, in a subprocess with the ASan runtime preloaded."""
     env = _asan_env(tmp_path)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(ASAN_DRIVER), "200"], capture_output=True,
-                          text=True, timeout=900,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(TESTS)]),
-                               "OMP_NUM_THREADS": "1", **env})
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(ASAN_DRIVER), "200"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(TESTS)]), "OMP_NUM_THREADS": "1", **env},
+    )
     assert "AddressSanitizer" not in proc.stderr, proc.stderr[-5000:]
     tally = result_of(proc)
     print(f"ASan: {tally}")
@@ -355,10 +375,13 @@ def test_random_layouts_under_address_sanitizer(tmp_path):
 def test_address_sanitizer_catches_a_lying_caller(tmp_path):
     """Positive control for the test above: a struct that claims more table rows than exist."""
     env = _asan_env(tmp_path)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(ASAN_DRIVER), "control"], capture_output=True,
-                          text=True, timeout=900,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(TESTS)]),
-                               "OMP_NUM_THREADS": "1", **env})
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(ASAN_DRIVER), "control"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(TESTS)]), "OMP_NUM_THREADS": "1", **env},
+    )
     assert proc.returncode != 0 and "heap-buffer-overflow" in proc.stderr, (proc.stdout, proc.stderr[-3000:])
 
 
@@ -433,7 +456,7 @@ def test_c_overlap_check_matches_brute_force(kernel, pair, swap):
     if x.dim() != 3 or y.dim() != 3 or x.shape != y.shape or x.shape[-1] % 2 or not x.numel():
         return
     inp, out = (y, x) if swap else (x, y)
-    q, q_out = inp.unsqueeze(0), out.unsqueeze(0)                       # (1, H, S, D)
+    q, q_out = inp.unsqueeze(0), out.unsqueeze(0)  # (1, H, S, D)
     seq, d = q.shape[2], q.shape[3]
     cos, sin = torch.ones(1, seq, d // 2), torch.zeros(1, seq, d // 2)
     none = torch.empty(1, 0, seq, d)
@@ -479,12 +502,13 @@ def test_damaged_cached_library_is_rebuilt(tmp_path, monkeypatch, fresh_kernel_s
         path.write_bytes(b"\x7fELF" + os.urandom(len(good) - 4))
     elif damage == "garbage with a matching hash":
         import hashlib
+
         path.write_bytes(b"not a library at all")
         sidecar.write_text(hashlib.sha256(b"not a library at all").hexdigest())
     else:
         sidecar.unlink()
     with warnings.catch_warnings():
-        warnings.simplefilter("error")                                 # rebuilt, not disabled with a warning
+        warnings.simplefilter("error")  # rebuilt, not disabled with a warning
         lib = cpu.library()
     assert lib is not None
     q, k = torch.randn(1, 2, 3, 8), torch.randn(1, 1, 3, 8)
@@ -510,8 +534,9 @@ def test_build_uses_warnings_as_errors_and_one_command():
     assert command[0] == "cc" and str(cpu.SOURCE_PATH) in command and command[-2:] == ["-o", "out.so"]
     assert cpu.SOURCE_PATH.suffix == ".c" and cpu.SOURCE_PATH.exists()
     pyproject = TESTS.parent / "pyproject.toml"
-    if pyproject.exists():                                              # a source checkout: ships the .c
+    if pyproject.exists():  # a source checkout: ships the .c
         import tomllib
+
         data = tomllib.loads(pyproject.read_text())
         assert "**/*.c" in data["tool"]["setuptools"]["package-data"]["posenc"]
 
@@ -523,8 +548,9 @@ def test_source_compiles_without_warnings(tmp_path, compiler, extra):
     cc = shutil.which(compiler)
     if cc is None:
         pytest.skip(f"{compiler} is not installed")
-    proc = subprocess.run(cpu.build_command(cc, [*cpu.FLAGS, *extra], tmp_path / "k.so"),
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        cpu.build_command(cc, [*cpu.FLAGS, *extra], tmp_path / "k.so"), capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
 
 

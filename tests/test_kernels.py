@@ -30,8 +30,12 @@ from posenc.rope.kernels import cpu
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 # (rtol, atol): one ulp of the output's format for the half types, 1e-6 for float32
-TOL = {torch.float32: (1e-6, 1e-6), torch.float64: (1e-12, 1e-12),
-       torch.bfloat16: (2.0 ** -7, 2.0 ** -14), torch.float16: (2.0 ** -10, 2.0 ** -24)}
+TOL = {
+    torch.float32: (1e-6, 1e-6),
+    torch.float64: (1e-12, 1e-12),
+    torch.bfloat16: (2.0**-7, 2.0**-14),
+    torch.float16: (2.0**-10, 2.0**-24),
+}
 
 
 @pytest.fixture(scope="module")
@@ -56,14 +60,14 @@ def count_fused(monkeypatch):
         def counted(*args, **kwargs):
             calls.append(1)
             return kernel(*args, **kwargs)
+
         return counted
 
     monkeypatch.setattr(kernels, "kernel_for", spy)
     return calls
 
 
-def make_inputs(dtype, *, batch=2, q_heads=4, kv_heads=2, seq=19, head_dim=32, rotary_dim=None,
-                table_batch=1, seed=0):
+def make_inputs(dtype, *, batch=2, q_heads=4, kv_heads=2, seq=19, head_dim=32, rotary_dim=None, table_batch=1, seed=0):
     gen = torch.Generator().manual_seed(seed)
     r = head_dim if rotary_dim is None else rotary_dim
     q = (torch.randn(batch, q_heads, seq, head_dim, generator=gen, dtype=torch.float64) * 2).to(dtype)
@@ -118,14 +122,18 @@ def test_cpu_forward_is_bit_exact(fused_cpu, dtype, head_dim, rotary_dim):
         assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), layout
 
 
-@pytest.mark.parametrize("case", [
-    dict(q_heads=8, kv_heads=1),            # multi-query
-    dict(q_heads=6, kv_heads=6),            # plain multi-head
-    dict(batch=3, table_batch=3),           # per-sample tables (packed / offset positions)
-    dict(seq=1),                            # decode
-    dict(seq=0),                            # empty
-    dict(seq=300, batch=1, q_heads=32, kv_heads=8, head_dim=128),  # large enough for threads
-], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+@pytest.mark.parametrize(
+    "case",
+    [
+        dict(q_heads=8, kv_heads=1),  # multi-query
+        dict(q_heads=6, kv_heads=6),  # plain multi-head
+        dict(batch=3, table_batch=3),  # per-sample tables (packed / offset positions)
+        dict(seq=1),  # decode
+        dict(seq=0),  # empty
+        dict(seq=300, batch=1, q_heads=32, kv_heads=8, head_dim=128),  # large enough for threads
+    ],
+    ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()),
+)
 def test_cpu_shapes(fused_cpu, count_fused, case):
     q, k, cos, sin = make_inputs(torch.float32, **case)
     got = apply_rotary(q, k, cos, sin)
@@ -149,9 +157,9 @@ def test_cpu_two_dim_tables_and_float64_tables(fused_cpu):
 def test_cpu_strided_views(fused_cpu, count_fused):
     """q/k as transposed views of a (batch, seq, heads, head_dim) projection, as in attention."""
     gen = torch.Generator().manual_seed(1)
-    qkv = torch.randn(2, 11, 3 * 4 * 16, generator=gen)                # (B, S, 3*H*D)
+    qkv = torch.randn(2, 11, 3 * 4 * 16, generator=gen)  # (B, S, 3*H*D)
     q, k, _ = qkv.split(64, dim=-1)
-    q = q.view(2, 11, 4, 16).transpose(1, 2)                            # (B, H, S, D), strided
+    q = q.view(2, 11, 4, 16).transpose(1, 2)  # (B, H, S, D), strided
     k = k.view(2, 11, 4, 16).transpose(1, 2)
     _, _, cos, sin = make_inputs(torch.float32, seq=11, head_dim=16, rotary_dim=8)
     want = reference(q, k, cos, sin, "interleaved", 8)
@@ -166,14 +174,15 @@ def test_non_contiguous_last_dim_uses_strided_kernel(fused_cpu, count_fused, dty
     """A last dimension with stride != 1 (in q, k and the tables) takes the kernel's strided loop,
     which does the same arithmetic as the unit-stride one: still bit for bit the reference."""
     q, k, cos, sin = make_inputs(dtype, head_dim=32, rotary_dim=16)
-    q_t = q.transpose(-1, -2).contiguous().transpose(-1, -2)           # last-dim stride != 1
+    q_t = q.transpose(-1, -2).contiguous().transpose(-1, -2)  # last-dim stride != 1
     cos_t = cos.transpose(-1, -2).contiguous().transpose(-1, -2)
     for layout in ("half", "interleaved"):
         got = apply_rotary(q_t, k, cos_t, sin, layout=layout, rotary_dim=16)
         want = reference(q, k, cos, sin, layout, 16)
         assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
-        got = apply_rotary(q_t.clone(memory_format=torch.preserve_format), k, cos_t, sin, layout=layout,
-                           rotary_dim=16, inplace=True)
+        got = apply_rotary(
+            q_t.clone(memory_format=torch.preserve_format), k, cos_t, sin, layout=layout, rotary_dim=16, inplace=True
+        )
         assert torch.equal(got[0], want[0])
     assert count_fused
 
@@ -198,8 +207,7 @@ def test_positions_index_the_table(fused_cpu):
     cos_t, sin_t = angles.cos().float().unsqueeze(0), angles.sin().float().unsqueeze(0)  # (1, rows, r/2)
     want = reference(q, k, cos_t[:, positions[0]], sin_t[:, positions[0]], "half", None)
     got_q, got_k = torch.empty_like(q), torch.empty_like(k)
-    kernels.cpu_kernel()(q, k, got_q, got_k, cos_t, sin_t, interleaved=False, rotary_dim=32,
-                         positions=positions)
+    kernels.cpu_kernel()(q, k, got_q, got_k, cos_t, sin_t, interleaved=False, rotary_dim=32, positions=positions)
     assert_close(got_q, want[0])
     assert_close(got_k, want[1])
 
@@ -211,13 +219,29 @@ def test_float16_without_compiler_support(monkeypatch, tmp_path):
         lib = cpu._load(cpu.build(["-DPOSENC_NO_FLOAT16"]))
     except cpu.FusedKernelUnavailable as exc:
         pytest.skip(f"no C compiler here: {exc}")
-    special = torch.tensor([0.0, -0.0, 1e-7, -3e-8, 6e-5, 65504.0, 65519.0, 65520.0, 7e4,
-                            float("inf"), float("-inf"), float("nan"), 1.0, -2.5])
+    special = torch.tensor(
+        [
+            0.0,
+            -0.0,
+            1e-7,
+            -3e-8,
+            6e-5,
+            65504.0,
+            65519.0,
+            65520.0,
+            7e4,
+            float("inf"),
+            float("-inf"),
+            float("nan"),
+            1.0,
+            -2.5,
+        ]
+    )
     q = torch.cat([special, torch.randn(64 - special.numel()) * 100]).view(1, 1, 4, 16)
     q16 = q.to(torch.float16)
     k16 = torch.randn(1, 1, 4, 16).to(torch.float16)
     cos = torch.ones(1, 4, 8) * torch.tensor([1.0, 0.6, -0.8, 1e-5, 0.0, 1.0, 0.3, -1.0])
-    sin = (1 - cos ** 2).clamp(min=0).sqrt()
+    sin = (1 - cos**2).clamp(min=0).sqrt()
     got_q, got_k = torch.empty_like(q16), torch.empty_like(k16)
     cpu.rotate(lib, q16, k16, got_q, got_k, cos, sin, interleaved=False, rotary_dim=16)
     want_q, want_k = reference(q16, k16, cos, sin, "half", None)
@@ -234,11 +258,10 @@ def test_apply_rotary_at_packed_positions(fused_cpu, count_fused, layout, inplac
     cos_t, sin_t = angles.cos().float(), angles.sin().float()
     positions = torch.tensor([[0, 1, 2, 3, 0, 1, 0, 1, 2], [30, 31, 32, 33, 34, 35, 36, 37, 38]])
     want = reference(q, k, cos_t[positions], sin_t[positions], layout, 16)
-    got = apply_rotary_at(q.clone(), k.clone(), cos_t, sin_t, positions, layout=layout, rotary_dim=16,
-                          inplace=inplace)
+    got = apply_rotary_at(q.clone(), k.clone(), cos_t, sin_t, positions, layout=layout, rotary_dim=16, inplace=inplace)
     assert count_fused
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
-    shared = apply_rotary_at(q, k, cos_t, sin_t, positions[0], layout=layout, rotary_dim=16)   # (seq,)
+    shared = apply_rotary_at(q, k, cos_t, sin_t, positions[0], layout=layout, rotary_dim=16)  # (seq,)
     want_shared = reference(q, k, cos_t[positions[:1]], sin_t[positions[:1]], layout, 16)
     assert torch.equal(shared[0], want_shared[0])
 
@@ -253,7 +276,8 @@ def test_apply_rotary_at_backward(fused_cpu):
     out = apply_rotary_at(q, k, cos_t, sin_t, positions, layout="interleaved")
     assert type(out[0].grad_fn).__name__ == "FusedRotaryBackward"
     assert torch.autograd.gradcheck(
-        lambda a, b: apply_rotary_at(a, b, cos_t, sin_t, positions, layout="interleaved"), (q, k))
+        lambda a, b: apply_rotary_at(a, b, cos_t, sin_t, positions, layout="interleaved"), (q, k)
+    )
 
 
 def test_apply_rotary_at_bad_positions():
@@ -280,8 +304,10 @@ def test_cpu_backward_matches_reference(fused_cpu, dtype, layout, rotary_dim):
     gen = torch.Generator().manual_seed(5)
     gq, gk = torch.randn(q.shape, generator=gen).to(dtype), torch.randn(k.shape, generator=gen).to(dtype)
     grads = []
-    for fn in (lambda a, b: apply_rotary(a, b, cos, sin, layout=layout, rotary_dim=rotary_dim),
-               lambda a, b: reference(a, b, cos, sin, layout, rotary_dim)):
+    for fn in (
+        lambda a, b: apply_rotary(a, b, cos, sin, layout=layout, rotary_dim=rotary_dim),
+        lambda a, b: reference(a, b, cos, sin, layout, rotary_dim),
+    ):
         a, b = q.clone().requires_grad_(), k.clone().requires_grad_()
         out_q, out_k = fn(a, b)
         torch.autograd.backward((out_q, out_k), (gq, gk))
@@ -300,8 +326,8 @@ def test_cpu_inplace_on_activations_with_autograd(fused_cpu, layout):
     _, _, cos, sin = make_inputs(torch.float32, seq=7, head_dim=16, rotary_dim=12)
 
     def loss(inplace):
-        q = (x @ wq).view(2, 7, 4, 16).transpose(1, 2)                  # (B, Hq, S, D), a view
-        k = (x @ wk).view(2, 7, 2, 16).transpose(1, 2)                  # (B, Hkv, S, D)
+        q = (x @ wq).view(2, 7, 4, 16).transpose(1, 2)  # (B, Hq, S, D), a view
+        k = (x @ wk).view(2, 7, 2, 16).transpose(1, 2)  # (B, Hkv, S, D)
         q2, k2 = apply_rotary(q, k, cos, sin, layout=layout, rotary_dim=12, inplace=inplace)
         if inplace:
             assert q2 is q and k2 is k
@@ -334,8 +360,9 @@ def test_tables_requiring_grad_use_reference(fused_cpu):
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 @pytest.mark.parametrize("rotary_dim", [None, 4])
 def test_gradcheck_fused_and_reference(fused_cpu, layout, rotary_dim):
-    q, k, cos, sin = make_inputs(torch.float64, batch=1, q_heads=2, kv_heads=1, seq=3, head_dim=8,
-                                 rotary_dim=rotary_dim)
+    q, k, cos, sin = make_inputs(
+        torch.float64, batch=1, q_heads=2, kv_heads=1, seq=3, head_dim=8, rotary_dim=rotary_dim
+    )
     q.requires_grad_()
     k.requires_grad_()
 
@@ -363,10 +390,14 @@ def test_forward_mode_ad(fused_cpu):
     q.requires_grad_()
     k.requires_grad_()
     for inplace in (False, True):
-        fn = (lambda a, b: apply_rotary(a * 1, b * 1, cos, sin, inplace=True)) if inplace else (
-            lambda a, b: apply_rotary(a, b, cos, sin, layout="interleaved"))
+        fn = (
+            (lambda a, b: apply_rotary(a * 1, b * 1, cos, sin, inplace=True))
+            if inplace
+            else (lambda a, b: apply_rotary(a, b, cos, sin, layout="interleaved"))
+        )
         assert torch.autograd.gradcheck(fn, (q, k), check_forward_ad=True)
     import torch.autograd.forward_ad as fwAD
+
     tq, tk = torch.randn_like(q), torch.randn_like(k)
     with torch.no_grad(), fwAD.dual_level():
         out_q, _ = apply_rotary(fwAD.make_dual(q.detach(), tq), fwAD.make_dual(k.detach(), tk), cos, sin)
@@ -380,7 +411,7 @@ def test_inplace_without_grad_bumps_the_version(fused_cpu):
     q, k, cos, sin = make_inputs(torch.float32)
     x = q.clone().requires_grad_()
     y = x * 1
-    loss = (y * y).sum()                                                 # saves y for backward
+    loss = (y * y).sum()  # saves y for backward
     with torch.no_grad():
         apply_rotary(y, k, cos, sin, inplace=True)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
@@ -391,8 +422,7 @@ def test_inplace_without_grad_bumps_the_version(fused_cpu):
 def test_compile_dispatcher_has_no_graph_break():
     q, k, cos, sin = make_inputs(torch.float32)
     torch._dynamo.reset()
-    compiled = torch.compile(lambda a, b: apply_rotary(a, b, cos, sin, layout="interleaved"),
-                             fullgraph=True)
+    compiled = torch.compile(lambda a, b: apply_rotary(a, b, cos, sin, layout="interleaved"), fullgraph=True)
     got = compiled(q, k)
     want = reference(q, k, cos, sin, "interleaved", None)
     torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
@@ -405,19 +435,23 @@ def test_compile_tinylm():
     """torch.compile of a model using posenc: same logits; graph breaks come only from outside
     the rotation (reported in the failure message if the dispatcher ever causes one)."""
     torch.manual_seed(0)
-    model = posenc.TinyLM(posenc.ModelConfig(scheme="rope", d_model=32, n_heads=2, n_layers=1,
-                                             max_len=64, rotary_dim=8))
+    model = posenc.TinyLM(
+        posenc.ModelConfig(scheme="rope", d_model=32, n_heads=2, n_layers=1, max_len=64, rotary_dim=8)
+    )
     idx = torch.randint(0, 256, (2, 16))
     torch._dynamo.reset()
     explanation = torch._dynamo.explain(model)(idx)
-    ours = [b for b in explanation.break_reasons
-            if any("rope/apply.py" in f.filename or "rope/kernels" in f.filename for f in b.user_stack)]
+    ours = [
+        b
+        for b in explanation.break_reasons
+        if any("rope/apply.py" in f.filename or "rope/kernels" in f.filename for f in b.user_stack)
+    ]
     assert not ours, [b.reason for b in ours]
     torch._dynamo.reset()
     compiled = torch.compile(model, fullgraph=False)
     logits = compiled(idx)
     torch.testing.assert_close(logits, model(idx), rtol=1e-5, atol=1e-5)
-    logits.square().mean().backward()                                   # training through it works
+    logits.square().mean().backward()  # training through it works
     assert all(p.grad is not None for p in model.parameters())
 
 
@@ -443,9 +477,9 @@ def test_fallback_when_disabled_warns_once(monkeypatch, fresh_kernel_state):
 
 
 def test_fallback_without_compiler(monkeypatch, tmp_path, fresh_kernel_state):
-    monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path))              # nothing cached there
+    monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path))  # nothing cached there
     monkeypatch.setenv("CC", "no-such-compiler")
-    monkeypatch.setenv("PATH", str(tmp_path))                          # and none on PATH
+    monkeypatch.setenv("PATH", str(tmp_path))  # and none on PATH
     q, k, cos, sin = make_inputs(torch.float32)
     with pytest.warns(RuntimeWarning, match="no C compiler found") as record:
         got = apply_rotary(q, k, cos, sin, layout="interleaved")
@@ -473,7 +507,7 @@ def test_build_from_scratch_into_empty_cache(monkeypatch, tmp_path):
     except cpu.FusedKernelUnavailable as exc:
         pytest.skip(f"no C compiler here: {exc}")
     assert path.exists() and path.parent.parent == tmp_path
-    assert cpu.build() == path                                         # second call: from the cache
+    assert cpu.build() == path  # second call: from the cache
 
 
 def test_build_retries_without_march_native(monkeypatch, tmp_path):
@@ -483,9 +517,11 @@ def test_build_retries_without_march_native(monkeypatch, tmp_path):
     except cpu.FusedKernelUnavailable as exc:
         pytest.skip(f"no C compiler here: {exc}")
     picky = tmp_path / "picky-cc"
-    picky.write_text('#!/bin/sh\nfor a in "$@"; do [ "$a" = "-march=native" ] && '
-                     '{ echo "unknown flag -march=native" >&2; exit 1; }; done\n'
-                     f'exec "{real}" "$@"\n')
+    picky.write_text(
+        '#!/bin/sh\nfor a in "$@"; do [ "$a" = "-march=native" ] && '
+        '{ echo "unknown flag -march=native" >&2; exit 1; }; done\n'
+        f'exec "{real}" "$@"\n'
+    )
     picky.chmod(0o755)
     monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("CC", str(picky))
@@ -497,7 +533,7 @@ def test_build_retries_without_march_native(monkeypatch, tmp_path):
 
 
 def test_triton_import_failure_warns_and_falls_back(monkeypatch):
-    monkeypatch.setitem(sys.modules, "triton", None)                   # "import triton" raises
+    monkeypatch.setitem(sys.modules, "triton", None)  # "import triton" raises
     monkeypatch.delitem(sys.modules, "posenc.rope.kernels.triton_rope", raising=False)
     monkeypatch.setattr(kernels, "_triton", {})
     with pytest.warns(RuntimeWarning, match="Triton RoPE kernel unavailable"):
@@ -644,15 +680,19 @@ TRITON_SCRIPT = textwrap.dedent(r"""
 def triton_results():
     pytest.importorskip("triton", reason="triton is a test dependency: pip install triton")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, "-c", TRITON_SCRIPT], capture_output=True, text=True,
-                          env=env, timeout=900)
+    proc = subprocess.run([sys.executable, "-c", TRITON_SCRIPT], capture_output=True, text=True, env=env, timeout=900)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULTS ")]
     assert proc.returncode == 0 and lines, f"Triton interpreter run failed:\n{proc.stdout}\n{proc.stderr}"
-    return json.loads(lines[-1][len("RESULTS "):])
+    return json.loads(lines[-1][len("RESULTS ") :])
 
 
-TRITON_FORWARD_KEYS = [f"forward/{d}/{lay}/r{r}/{m}" for d in ("float32", "bfloat16", "float16", "float64")
-                       for lay in ("half", "interleaved") for r in (32, 12) for m in ("out", "inplace")]
+TRITON_FORWARD_KEYS = [
+    f"forward/{d}/{lay}/r{r}/{m}"
+    for d in ("float32", "bfloat16", "float16", "float64")
+    for lay in ("half", "interleaved")
+    for r in (32, 12)
+    for m in ("out", "inplace")
+]
 
 
 @pytest.mark.parametrize("key", TRITON_FORWARD_KEYS)
@@ -667,10 +707,20 @@ def test_triton_interpreter_forward(triton_results, key):
         assert result["ulp"] <= 1.0 + 1e-9, result
 
 
-@pytest.mark.parametrize("key", ["shape/mqa", "shape/decode", "shape/heads-not-pow2", "positions/packed",
-                                 "backward/half", "backward/interleaved", "gradcheck/half",
-                                 "gradcheck/interleaved", "backward-inplace/half",
-                                 "backward-inplace/interleaved"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "shape/mqa",
+        "shape/decode",
+        "shape/heads-not-pow2",
+        "positions/packed",
+        "backward/half",
+        "backward/interleaved",
+        "gradcheck/half",
+        "gradcheck/interleaved",
+        "backward-inplace/half",
+        "backward-inplace/interleaved",
+    ],
+)
 def test_triton_interpreter_cases(triton_results, key):
     assert triton_results[key]["abs"] <= 1e-6, triton_results[key]
-

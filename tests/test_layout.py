@@ -20,9 +20,10 @@ def meta_rotate(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.
     x: (batch, seq, heads, head_dim) as in Meta's code; positions: (seq,).
     """
     head_dim = x.shape[-1]
-    theta = rope_inv_freq(head_dim, base)                                    # (hd/2,) float64
-    freqs_cis = torch.polar(torch.ones(len(positions), head_dim // 2, dtype=torch.float64),
-                            positions.double()[:, None] * theta)            # (S, hd/2) complex128
+    theta = rope_inv_freq(head_dim, base)  # (hd/2,) float64
+    freqs_cis = torch.polar(
+        torch.ones(len(positions), head_dim // 2, dtype=torch.float64), positions.double()[:, None] * theta
+    )  # (S, hd/2) complex128
     pairs = torch.view_as_complex(x.double().reshape(*x.shape[:-1], head_dim // 2, 2))
     return torch.view_as_real(pairs * freqs_cis[None, :, None, :]).flatten(-2)
 
@@ -34,24 +35,32 @@ def hf_conversion_permute(w: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 
 @SETTINGS
-@given(n_heads=st.integers(1, 4), kv_div=st.sampled_from([1, 2, 4]), half_dim=st.integers(1, 16),
-       d_model=st.integers(4, 48), seq=st.integers(1, 12), base=st.sampled_from([100.0, 1e4, 5e5]),
-       start=st.integers(0, 10_000), seed=st.integers(0, 99))
-def test_interleaved_on_original_weights_equals_half_split_on_permuted(n_heads, kv_div, half_dim, d_model,
-                                                                      seq, base, start, seed):
-    kv_heads = max(1, n_heads // kv_div) if n_heads % kv_div == 0 else n_heads     # GQA when divisible
+@given(
+    n_heads=st.integers(1, 4),
+    kv_div=st.sampled_from([1, 2, 4]),
+    half_dim=st.integers(1, 16),
+    d_model=st.integers(4, 48),
+    seq=st.integers(1, 12),
+    base=st.sampled_from([100.0, 1e4, 5e5]),
+    start=st.integers(0, 10_000),
+    seed=st.integers(0, 99),
+)
+def test_interleaved_on_original_weights_equals_half_split_on_permuted(
+    n_heads, kv_div, half_dim, d_model, seq, base, start, seed
+):
+    kv_heads = max(1, n_heads // kv_div) if n_heads % kv_div == 0 else n_heads  # GQA when divisible
     head_dim = 2 * half_dim
     gen = torch.Generator().manual_seed(seed)
-    wq = torch.randn(n_heads * head_dim, d_model, generator=gen) / d_model ** 0.5
-    wk = torch.randn(kv_heads * head_dim, d_model, generator=gen) / d_model ** 0.5
+    wq = torch.randn(n_heads * head_dim, d_model, generator=gen) / d_model**0.5
+    wk = torch.randn(kv_heads * head_dim, d_model, generator=gen) / d_model**0.5
     x = torch.randn(2, seq, d_model, generator=gen)
     positions = torch.arange(start, start + seq)
 
-    def heads(w, h):                                                          # (B, S, h, hd)
+    def heads(w, h):  # (B, S, h, hd)
         return (x @ w.T).view(2, seq, h, head_dim)
 
     # Meta: interleaved pairs on the original weights, float64 complex arithmetic.
-    q_meta = meta_rotate(heads(wq, n_heads), positions, base).transpose(1, 2)   # (B, H, S, hd)
+    q_meta = meta_rotate(heads(wq, n_heads), positions, base).transpose(1, 2)  # (B, H, S, hd)
     k_meta = meta_rotate(heads(wk, kv_heads), positions, base).transpose(1, 2)
     k_meta = k_meta.repeat_interleave(n_heads // kv_heads, dim=1)
     scores_meta = q_meta @ k_meta.transpose(-1, -2)
@@ -68,8 +77,7 @@ def test_interleaved_on_original_weights_equals_half_split_on_permuted(n_heads, 
     # posenc's interleaved layout on the original weights reproduces Meta's rotated vectors themselves.
     inter = RotaryEmbedding(head_dim, base=base, layout="interleaved")
     q_int, _ = inter(heads(wq, n_heads), heads(wk, kv_heads), positions.unsqueeze(0), heads_first=False)
-    torch.testing.assert_close(q_int.double(), meta_rotate(heads(wq, n_heads), positions, base),
-                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(q_int.double(), meta_rotate(heads(wq, n_heads), positions, base), atol=1e-5, rtol=0)
 
 
 @SETTINGS
@@ -102,8 +110,9 @@ def test_partial_rotary_permutes_only_the_rotated_rows():
 
     inter = RotaryEmbedding(head_dim, rotary_dim=rotary_dim, layout="interleaved")
     half = RotaryEmbedding(head_dim, rotary_dim=rotary_dim, layout="half")
-    torch.testing.assert_close(scores(half, permute_for_half_split(wq, n_heads, rotary_dim)), scores(inter, wq),
-                               atol=1e-4, rtol=0)
+    torch.testing.assert_close(
+        scores(half, permute_for_half_split(wq, n_heads, rotary_dim)), scores(inter, wq), atol=1e-4, rtol=0
+    )
 
 
 def test_mixing_layouts_without_the_permutation_is_wrong():

@@ -16,7 +16,7 @@ def test_adds_rows_by_position():
 
 def test_position_at_max_len_raises_clear_error():
     emb = LearnedPositionalEmbedding(512, 8)
-    emb(torch.zeros(1, 512, 8))                       # positions 0..511 are fine
+    emb(torch.zeros(1, 512, 8))  # positions 0..511 are fine
     with pytest.raises(PositionOutOfRangeError) as info:
         emb(torch.zeros(1, 513, 8))
     msg = str(info.value)
@@ -24,7 +24,7 @@ def test_position_at_max_len_raises_clear_error():
     assert isinstance(info.value, IndexError)
     assert info.value.position == 512 and info.value.max_len == 512
     with pytest.raises(PositionOutOfRangeError, match=r"position 512 .*positions up to 599") as info:
-        emb(torch.zeros(1, 600, 8))                   # a 600-token paragraph into a 512-row table
+        emb(torch.zeros(1, 600, 8))  # a 600-token paragraph into a 512-row table
     assert (info.value.position, info.value.largest) == (512, 599)
 
 
@@ -37,7 +37,7 @@ def test_interpolated_extension_keeps_end_rows_and_is_linear_between():
     # align_corners: new row j sits at old position j * 4 / 8 = j / 2
     torch.testing.assert_close(new[::2], old)
     torch.testing.assert_close(new[1::2], (old[:-1] + old[1:]) / 2)
-    emb(torch.zeros(1, 9, 3))                         # now readable
+    emb(torch.zeros(1, 9, 3))  # now readable
     assert isinstance(emb.weight, torch.nn.Parameter) and emb.weight.requires_grad
 
 

@@ -39,7 +39,7 @@ def test_chapters_are_listed_in_order_and_on_the_page(client):
     assert len(ids) == 13 and len(set(ids)) == 13
     html = INDEX.read_text(encoding="utf-8")
     on_page = re.findall(r'<article class="chapter" id="ch-([a-z-]+)" data-chapter="\1"', html)
-    assert on_page == ids                                      # the page shows them in this order
+    assert on_page == ids  # the page shows them in this order
     assert set(d["sources"].values()) <= set(ids)
     assert d["limits"]["tokens"]["maximum"] == lesson.LESSON_LIMITS["tokens"].maximum
 
@@ -48,7 +48,7 @@ def test_every_inline_check_exists_in_the_quiz():
     from posenc.explorer.quiz import BY_ID
 
     named = [check for chapter in lesson.CHAPTERS for check in chapter.checks]
-    assert sorted(named) == sorted(BY_ID)                      # each check is placed exactly once
+    assert sorted(named) == sorted(BY_ID)  # each check is placed exactly once
     html = INDEX.read_text(encoding="utf-8")
     for chapter in lesson.CHAPTERS:
         for check in chapter.checks:
@@ -92,7 +92,7 @@ def test_input_is_word_plus_the_sinusoidal_row(client, d_model, std):
 def test_raw_integers_drown_the_word_and_fractions_change_step(client):
     d = get(client, "/api/lesson/bad-ideas", raw_seat=500, sentence_len=100)
     assert d["stamped"] == pytest.approx([500.42, 499.85])
-    assert d["cosine_raw"] > 0.9999 > d["cosine_words"]         # two words, one direction
+    assert d["cosine_raw"] > 0.9999 > d["cosine_words"]  # two words, one direction
     assert abs(d["cosine_sine"]) < 0.99
     assert d["step"] == pytest.approx(0.01) and d["step_4_words"] == pytest.approx(0.25)
     assert d["fractions"][:3] == pytest.approx([0.0, 0.01, 0.02])
@@ -106,10 +106,11 @@ def test_only_the_sine_code_passes_all_three_rules(client):
     assert (sinusoidal["bounded"], sinusoidal["consistent"], sinusoidal["unique"]) == (True, True, True)
     assert rows["raw integers"]["bounded"] is False and rows["raw integers"]["largest"] == 999.0
     assert rows["fractions"]["bounded"] is True and rows["fractions"]["consistent"] is False
-    assert rows["fractions"]["step_this_sentence"] == pytest.approx(8.0 / 1000)   # 1/1000 in 64 columns
+    assert rows["fractions"]["step_this_sentence"] == pytest.approx(8.0 / 1000)  # 1/1000 in 64 columns
     # at exactly five words the fractions are consistent with themselves
-    assert {r["code"]: r for r in get(client, "/api/lesson/rules", length=5, d_model=16)["codes"]}[
-        "fractions"]["consistent"] is True
+    assert {r["code"]: r for r in get(client, "/api/lesson/rules", length=5, d_model=16)["codes"]}["fractions"][
+        "consistent"
+    ] is True
 
 
 # -- 5. clock hands -------------------------------------------------------------------------------------
@@ -119,8 +120,9 @@ def test_the_four_seat_fingerprint_is_the_width_4_table(client):
     for row in d["fingerprint"]:
         s = row["seat"]
         assert (row["fast"], row["medium"], row["slow"]) == pytest.approx(
-            (float(table[s, 0]), float(table[s, 1]), float(table[s, 2])), abs=1e-7)
-    seat1 = d["fingerprint"][1]            # sin 1, cos 1 (the fast hand's partner), sin 0.01
+            (float(table[s, 0]), float(table[s, 1]), float(table[s, 2])), abs=1e-7
+        )
+    seat1 = d["fingerprint"][1]  # sin 1, cos 1 (the fast hand's partner), sin 0.01
     assert (round(seat1["fast"], 2), round(seat1["medium"], 2), round(seat1["slow"], 2)) == (0.84, 0.54, 0.01)
     for hand in d["hands"]:
         assert hand["angle"] == pytest.approx(5 * hand["frequency"])
@@ -155,15 +157,15 @@ def test_512_tokens_read_and_513_hit_the_wall(client):
 @pytest.mark.parametrize("a, b, seat, theta", [(1.0, 0.5, 1, 30.0), (-2.0, 3.0, 7, -45.0), (0.3, -0.1, 1000, 179.0)])
 def test_rotation_matches_the_matrix_counter_clockwise(client, a, b, seat, theta):
     d = get(client, "/api/lesson/rotate", a=a, b=b, seat=seat, theta_deg=theta)
-    turned = complex(a, b) * cmath.exp(1j * math.radians(theta) * seat)      # independent reference
+    turned = complex(a, b) * cmath.exp(1j * math.radians(theta) * seat)  # independent reference
     assert d["rotated"] == pytest.approx([turned.real, turned.imag], abs=1e-12)
     assert d["rotated_length"] == pytest.approx(math.hypot(a, b), rel=1e-12)
-    assert d["matrix"][1][0] == pytest.approx(math.sin(math.radians(theta * seat)))   # sin below the diagonal
+    assert d["matrix"][1][0] == pytest.approx(math.sin(math.radians(theta * seat)))  # sin below the diagonal
 
 
 def test_positive_angles_turn_counter_clockwise(client):
     d = get(client, "/api/lesson/rotate", a=1.0, b=0.0, seat=1, theta_deg=30.0)
-    assert d["rotated"][1] > 0                                  # (1, 0) turns up: counter-clockwise
+    assert d["rotated"][1] > 0  # (1, 0) turns up: counter-clockwise
 
 
 def test_rope_scores_depend_only_on_the_gap(client):
@@ -173,7 +175,7 @@ def test_rope_scores_depend_only_on_the_gap(client):
     assert abs(d["score"] - d["score_unrotated"]) > 1e-6
     inv = rope_inv_freq(8).tolist()
     ref = 0.0
-    for p, theta in zip(d["pairs"], inv):                       # complex-number reference per pair
+    for p, theta in zip(d["pairs"], inv):  # complex-number reference per pair
         q = complex(*p["q"]) * cmath.exp(1j * 13 * theta)
         k = complex(*p["k"]) * cmath.exp(1j * 4 * theta)
         assert p["q_rotated"] == pytest.approx([q.real, q.imag], abs=1e-12)
@@ -201,10 +203,10 @@ def test_scalings_keep_the_slowest_pair_within_its_training_angles(client):
     assert by["yarn"]["wavelengths"][-1] == pytest.approx(plain[-1].item() * 8)
     seen = d["slowest_angle_in_training"]
     assert by["rope"]["slowest_angle_at_target"] > 7 * seen
-    assert by["linear"]["slowest_angle_at_target"] == pytest.approx(seen, rel=1e-12)     # squeezed exactly in
+    assert by["linear"]["slowest_angle_at_target"] == pytest.approx(seen, rel=1e-12)  # squeezed exactly in
     assert by["yarn"]["slowest_angle_at_target"] == pytest.approx(seen, rel=1e-12)
-    assert by["ntk"]["slowest_angle_at_target"] == pytest.approx(seen, rel=1e-9)   # the raised base, by design
-    middle = len(plain) // 2                                     # ... but NTK slows the middle pairs less
+    assert by["ntk"]["slowest_angle_at_target"] == pytest.approx(seen, rel=1e-9)  # the raised base, by design
+    middle = len(plain) // 2  # ... but NTK slows the middle pairs less
     assert plain[middle] < by["ntk"]["wavelengths"][middle] < by["linear"]["wavelengths"][middle]
     assert by["yarn"]["attention_factor"] > 1.0 == by["linear"]["attention_factor"]
 
@@ -245,8 +247,9 @@ def test_each_mistake_is_measured(client):
 
 
 # -- 13. big picture ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("scheme, visible", [("nope", False), ("sinusoidal", True), ("rope", True), ("alibi", True),
-                                             ("learned", True)])
+@pytest.mark.parametrize(
+    "scheme, visible", [("nope", False), ("sinusoidal", True), ("rope", True), ("alibi", True), ("learned", True)]
+)
 def test_only_nope_cannot_tell_who_bit_whom(client, scheme, visible):
     assert get(client, "/api/lesson/big-picture", scheme=scheme)["order_visible"] is visible
 

@@ -28,8 +28,14 @@ from posenc.explorer.lesson import CHAPTERS
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 REQUIRE = os.environ.get("POSENC_REQUIRE_BROWSER") == "1"
 SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
 IDS = [c.id for c in CHAPTERS]
@@ -37,8 +43,9 @@ IDS = [c.id for c in CHAPTERS]
 
 def find_chromium():
     chosen = os.environ.get("POSENC_CHROMIUM")
-    candidates = [chosen] if chosen else ["/usr/bin/chromium", shutil.which("chromium"),
-                                          shutil.which("chromium-browser")]
+    candidates = (
+        [chosen] if chosen else ["/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")]
+    )
     for candidate in candidates:
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return candidate
@@ -66,8 +73,12 @@ def chromium_path():
 @pytest.fixture(scope="module")
 def server(chromium_path):
     """``posenc explore --port 0`` in a subprocess; yields its base URL."""
-    proc = subprocess.Popen([sys.executable, "-m", "posenc", "explore", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "posenc", "explore", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
     url = None
@@ -117,11 +128,23 @@ def new_page(browser, server, size):
     page.on("pageerror", lambda err: problems.append(f"page error: {err}"))
     page.on("console", lambda msg: problems.append(f"console: {msg.text}") if msg.type == "error" else None)
     # a request the page cancels itself (a slider moved on before the answer came) is not a failure
-    page.on("requestfailed", lambda req: problems.append(f"failed request: {req.url} ({req.failure})")
-            if "ERR_ABORTED" not in (req.failure or "") else None)
+    page.on(
+        "requestfailed",
+        lambda req: (
+            problems.append(f"failed request: {req.url} ({req.failure})")
+            if "ERR_ABORTED" not in (req.failure or "")
+            else None
+        ),
+    )
     page.on("response", lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
-    page.on("request", lambda req: problems.append(f"other origin: {req.url}")
-            if not (req.url.startswith(server) or req.url.startswith("data:")) else None)
+    page.on(
+        "request",
+        lambda req: (
+            problems.append(f"other origin: {req.url}")
+            if not (req.url.startswith(server) or req.url.startswith("data:"))
+            else None
+        ),
+    )
     page.problems = problems
     return context, page
 
@@ -199,9 +222,11 @@ def move_primary_control(page, chapter):
     if tag == "select":
         options = control.locator("option")
         current = control.input_value()
-        other = next(options.nth(i).get_attribute("value") or options.nth(i).inner_text()
-                     for i in range(options.count())
-                     if (options.nth(i).get_attribute("value") or options.nth(i).inner_text()) != current)
+        other = next(
+            options.nth(i).get_attribute("value") or options.nth(i).inner_text()
+            for i in range(options.count())
+            if (options.nth(i).get_attribute("value") or options.nth(i).inner_text()) != current
+        )
         control.select_option(other)
         return f"{control.get_attribute('id')} -> {other}"
     control.click()
@@ -212,8 +237,11 @@ def axe_serious(page, chapter):
     from axe_playwright_python.sync_playwright import Axe
 
     results = Axe().run(page, context=f"#ch-{chapter}")
-    return [f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']][:3]}"
-            for v in results.response["violations"] if v["impact"] in ("serious", "critical")]
+    return [
+        f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']][:3]}"
+        for v in results.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
 
 
 @pytest.mark.parametrize("size", list(SIZES))
@@ -227,7 +255,7 @@ def test_every_chapter_renders_fits_reacts_and_passes_axe(browser, server, shots
         for number, chapter in enumerate(IDS, start=1):
             node = open_chapter(page, server, chapter)
             expect(page.locator("#progress-text")).to_contain_text(f"Chapter {number} of {len(IDS)}")
-            page.wait_for_timeout(150)                       # let late figures of the chapter settle
+            page.wait_for_timeout(150)  # let late figures of the chapter settle
             scroll = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
             if scroll[0] > scroll[1]:
                 failures.append(f"{chapter}: page {scroll[0]} px wide in a {scroll[1]} px window")
@@ -324,7 +352,7 @@ def test_deep_links_progress_checks_and_the_workbench(browser, server):
 
     context, page = new_page(browser, server, SIZES["phone"])
     try:
-        page.goto(server)                                           # the landing page is the lesson
+        page.goto(server)  # the landing page is the lesson
         expect(page.locator(f"#ch-{IDS[0]}")).to_be_visible()
         expect(page.locator("#workbench")).to_be_hidden()
 
@@ -354,7 +382,7 @@ def test_deep_links_progress_checks_and_the_workbench(browser, server):
         page.mouse.down()
         page.mouse.move(plane["x"] + plane["width"] * 0.3, plane["y"] + plane["height"] * 0.3, steps=4)
         page.mouse.up()
-        expect(page.locator("#rot-a")).to_have_value(re.compile(r"^-"))   # dragged left of the b axis
+        expect(page.locator("#rot-a")).to_have_value(re.compile(r"^-"))  # dragged left of the b axis
         # the "rotate" button swaps the nouns and the turn from dog to bit changes sign
         numbers = page.locator("#order-numbers")
         expect(numbers).to_contain_text("+30°")

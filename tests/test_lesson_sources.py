@@ -22,7 +22,7 @@ INDEX = Path(lesson.__file__).with_name("static") / "index.html"
 OUTLINE = {
     "The core idea": "Core Idea",
     "The bag of Scrabble tiles problem": "Scrabble Tiles",
-    "The fix: a seat-number vector": "Seat Number\" Vector",
+    "The fix: a seat-number vector": 'Seat Number" Vector',
     "Why simple seat numbers fail": "Simple Seat Numbers",
     "Bad idea 1: raw integers": "Raw Integers",
     "Bad idea 2: fractions from 0 to 1": "Fractions",
@@ -72,8 +72,11 @@ def test_chapters_follow_the_source_order():
     ids = [c.id for c in lesson.CHAPTERS]
     first_seen = [lesson.SOURCE_SECTIONS[s] for s in OUTLINE]
     # the chapters that tell the story proper appear in the order of the sections they retell
-    story = [c for c in dict.fromkeys(first_seen) if c not in ("comparison", "pytorch-demo", "big-picture",
-                                                                "common-mistakes")]
+    story = [
+        c
+        for c in dict.fromkeys(first_seen)
+        if c not in ("comparison", "pytorch-demo", "big-picture", "common-mistakes")
+    ]
     assert story == [c for c in ids if c in story]
 
 
@@ -82,11 +85,15 @@ def test_the_source_outline_is_covered_when_available():
     if not path:
         pytest.skip("set POSENC_SEED_LESSON to the source lesson's text to compare its outline")
     text = Path(path).read_text(encoding="utf-8")
-    outline = [line.strip() for line in text.split("Positional Encodings: How Transformers Know Word Order")[-1]
-               .splitlines() if line.strip()]
+    outline = [
+        line.strip()
+        for line in text.split("Positional Encodings: How Transformers Know Word Order")[-1].splitlines()
+        if line.strip()
+    ]
     assert len(outline) >= 10
     for heading in outline:
-        assert any(fragment.lower() in heading.lower() for fragment in OUTLINE.values()), \
+        assert any(fragment.lower() in heading.lower() for fragment in OUTLINE.values()), (
             f"the source section {heading!r} is not mapped to a chapter"
+        )
     for fragment in OUTLINE.values():
         assert fragment.lower() in text.lower(), f"{fragment!r} no longer occurs in the source lesson"

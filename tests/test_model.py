@@ -28,7 +28,7 @@ def test_every_scheme_breaks_the_symmetry(name):
     torch.manual_seed(0)
     model = TinyLM(ModelConfig(scheme=name, d_model=D, n_heads=H, n_layers=1, max_len=64))
     ids = torch.tensor([[1, 2, 3, 1, 4]])
-    swapped = torch.tensor([[1, 4, 3, 1, 2]])                # swap tokens at positions 1 and 4
+    swapped = torch.tensor([[1, 4, 3, 1, 2]])  # swap tokens at positions 1 and 4
     a = model.hidden_states(ids, causal=False).sum(1)
     b = model.hidden_states(swapped, causal=False).sum(1)
     assert (a - b).abs().max() > 1e-4
@@ -99,7 +99,7 @@ def test_attention_uses_the_schemes_softmax_scale_factor():
     scheme.softmax_scale_factor = 1.7
     scaled = attn(x, scheme, pos)
     assert (scaled - base).abs().max() > 1e-4
-    with torch.no_grad():                                      # same as scaling the q rows of qkv by 1.7
+    with torch.no_grad():  # same as scaling the q rows of qkv by 1.7
         attn.qkv.weight[:D] *= 1.7
     scheme.softmax_scale_factor = 1.0
     torch.testing.assert_close(attn(x, scheme, pos), scaled, atol=1e-5, rtol=1e-5)
@@ -117,7 +117,7 @@ def test_model_compiles_without_graph_breaks(name):
 
 
 def test_token_embeddings_are_scaled_by_sqrt_d_model_only_under_the_fixed_sine_table():
-    for name, want in (("sinusoidal", D ** 0.5), ("learned", 1.0), ("rope", 1.0), ("nope", 1.0)):
+    for name, want in (("sinusoidal", D**0.5), ("learned", 1.0), ("rope", 1.0), ("nope", 1.0)):
         model = TinyLM(ModelConfig(scheme=name, d_model=D, n_heads=H, n_layers=1, max_len=32))
         assert model.embed_scale == pytest.approx(want)
     torch.manual_seed(0)

@@ -43,10 +43,12 @@ ENTRY_POINTS = {
     "sinusoidal": lambda p: SinusoidalPositionalEncoding(8)(torch.zeros(1, 3, 8), position_ids=p),
     "learned": lambda p: LearnedPositionalEmbedding(16, 8)(torch.zeros(1, 3, 8), position_ids=p),
     "alibi.bias": lambda p: ALiBi(2).bias(p[0], p[0]),
-    "tinylm": lambda p: TinyLM(ModelConfig(d_model=16, n_heads=2, n_layers=1))(torch.zeros(1, 3, dtype=torch.long),
-                                                                               position_ids=p),
-    "apply_rotary_at": lambda p: apply_rotary_at(torch.randn(1, 1, 3, 8), torch.randn(1, 1, 3, 8),
-                                                 *rope_table(16, rope_inv_freq(8)), p),
+    "tinylm": lambda p: TinyLM(ModelConfig(d_model=16, n_heads=2, n_layers=1))(
+        torch.zeros(1, 3, dtype=torch.long), position_ids=p
+    ),
+    "apply_rotary_at": lambda p: apply_rotary_at(
+        torch.randn(1, 1, 3, 8), torch.randn(1, 1, 3, 8), *rope_table(16, rope_inv_freq(8)), p
+    ),
     "resolve_positions": lambda p: resolve_positions(3, p, 0, torch.device("cpu")),
 }
 
@@ -128,8 +130,9 @@ def test_out_of_range_is_named_with_the_value():
     with pytest.raises(PositionOutOfRangeError, match="position 4 .*up to 6"):
         learned.encodings(torch.tensor([[0, 6, 4]]))
     with pytest.raises(ValueError, match="must be < 16"):
-        apply_rotary_at(torch.randn(1, 1, 2, 8), torch.randn(1, 1, 2, 8), *rope_table(16, rope_inv_freq(8)),
-                        torch.tensor([[0, 16]]))
+        apply_rotary_at(
+            torch.randn(1, 1, 2, 8), torch.randn(1, 1, 2, 8), *rope_table(16, rope_inv_freq(8)), torch.tensor([[0, 16]])
+        )
 
 
 def test_meta_positions_follow_the_dtype_and_shape_rules():

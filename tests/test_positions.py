@@ -27,8 +27,10 @@ SETTINGS = settings(max_examples=20, deadline=None)
 
 def qk(batch, q_heads, kv_heads, seq, head_dim, seed=0, dtype=torch.float32):
     gen = torch.Generator().manual_seed(seed)
-    return (torch.randn(batch, q_heads, seq, head_dim, generator=gen, dtype=dtype),
-            torch.randn(batch, kv_heads, seq, head_dim, generator=gen, dtype=dtype))
+    return (
+        torch.randn(batch, q_heads, seq, head_dim, generator=gen, dtype=dtype),
+        torch.randn(batch, kv_heads, seq, head_dim, generator=gen, dtype=dtype),
+    )
 
 
 # -- left padding ----------------------------------------------------------------------------------
@@ -41,7 +43,7 @@ def test_attention_mask_positions_count_real_tokens(lengths, pad_right):
         if pad_right:
             mask[row, :n] = 1
         else:
-            mask[row, seq - n:] = 1
+            mask[row, seq - n :] = 1
     pos = position_ids_from_attention_mask(mask)
     for row, n in enumerate(lengths):
         real = pos[row][mask[row].bool()]
@@ -58,18 +60,18 @@ def test_left_padded_batch_rotates_like_each_prompt_alone():
     q_rot, k_rot = rope(q, k, position_ids_from_attention_mask(mask))
     for row, n in enumerate(lengths):
         alone = RotaryEmbedding(16, scaling=DynamicNTKScaling(4.0, 8), max_position_embeddings=8)
-        qa, ka = alone(q[row:row + 1, :, seq - n:], k[row:row + 1, :, seq - n:])
-        if n <= 8:            # the batch's length (12) decides the dynamic base for every row, as in HF
+        qa, ka = alone(q[row : row + 1, :, seq - n :], k[row : row + 1, :, seq - n :])
+        if n <= 8:  # the batch's length (12) decides the dynamic base for every row, as in HF
             inv, _ = rope.frequencies(12)
             assert not torch.equal(inv, alone.frequencies(n)[0])
             continue
-        torch.testing.assert_close(q_rot[row:row + 1, :, seq - n:], qa, atol=0, rtol=0)
-        torch.testing.assert_close(k_rot[row:row + 1, :, seq - n:], ka, atol=0, rtol=0)
+        torch.testing.assert_close(q_rot[row : row + 1, :, seq - n :], qa, atol=0, rtol=0)
+        torch.testing.assert_close(k_rot[row : row + 1, :, seq - n :], ka, atol=0, rtol=0)
 
 
 def test_left_padding_matches_hf_generate_positions_on_real_tokens():
     mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1], [0, 0, 0, 0, 1]])
-    hf = mask.long().cumsum(-1) - 1                       # what transformers' generate derives
+    hf = mask.long().cumsum(-1) - 1  # what transformers' generate derives
     hf.masked_fill_(mask == 0, 1)
     ours = position_ids_from_attention_mask(mask)
     assert torch.equal(ours[mask.bool()], hf[mask.bool()])
@@ -104,8 +106,8 @@ def test_packed_row_rotates_each_document_as_if_alone():
     q_rot, k_rot = rope(q, k, position_ids_from_cu_seqlens(cu).unsqueeze(0))
     start = 0
     for n in lengths:
-        qa, ka = rope(q[:, :, start:start + n], k[:, :, start:start + n])
-        assert torch.equal(q_rot[:, :, start:start + n], qa) and torch.equal(k_rot[:, :, start:start + n], ka)
+        qa, ka = rope(q[:, :, start : start + n], k[:, :, start : start + n])
+        assert torch.equal(q_rot[:, :, start : start + n], qa) and torch.equal(k_rot[:, :, start : start + n], ka)
         start += n
 
 
@@ -125,8 +127,12 @@ def test_bad_cu_seqlens_raise():
 
 # -- offsets, explicit positions, layouts, GQA -------------------------------------------------------------
 @SETTINGS
-@given(seq=st.integers(1, 8), offset=st.integers(0, 5000), q_heads=st.sampled_from([1, 2, 4, 8]),
-       group=st.sampled_from([1, 2, 4]))
+@given(
+    seq=st.integers(1, 8),
+    offset=st.integers(0, 5000),
+    q_heads=st.sampled_from([1, 2, 4, 8]),
+    group=st.sampled_from([1, 2, 4]),
+)
 def test_offset_explicit_positions_and_both_layouts_agree(seq, offset, q_heads, group):
     kv_heads = max(1, q_heads // group)
     rope = RotaryEmbedding(16, rotary_dim=12)
@@ -139,13 +145,13 @@ def test_offset_explicit_positions_and_both_layouts_agree(seq, offset, q_heads, 
         assert torch.equal(by_offset[0], other[0]) and torch.equal(by_offset[1], other[1])
     # GQA: every kv head is rotated exactly as a lone head would be
     for h in range(kv_heads):
-        _, alone = rope(q[:, :1], k[:, h:h + 1], offset=offset)
-        assert torch.equal(by_offset[1][:, h:h + 1], alone)
+        _, alone = rope(q[:, :1], k[:, h : h + 1], offset=offset)
+        assert torch.equal(by_offset[1][:, h : h + 1], alone)
 
 
 def test_per_row_offsets_decode_a_left_padded_batch():
     mask = torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]])
-    offsets = mask.sum(-1)                                     # real tokens already cached per row
+    offsets = mask.sum(-1)  # real tokens already cached per row
     assert position_ids_from_offsets(offsets, 2).tolist() == [[2, 3], [4, 5]]
     extended = torch.cat((mask, torch.ones(2, 2, dtype=torch.long)), dim=1)
     assert torch.equal(position_ids_from_attention_mask(extended)[:, -2:], position_ids_from_offsets(offsets, 2))
@@ -170,7 +176,7 @@ def incremental(rope, q, k, prompt):
     q_parts.append(qp)
     k_parts.append(kp)
     for t in range(prompt, q.shape[2]):
-        qt, kt = rope(q[:, :, t:t + 1], k[:, :, t:t + 1], offset=t)
+        qt, kt = rope(q[:, :, t : t + 1], k[:, :, t : t + 1], offset=t)
         q_parts.append(qt)
         k_parts.append(kt)
     return torch.cat(q_parts, dim=2), torch.cat(k_parts, dim=2)
@@ -185,8 +191,9 @@ def test_static_scalings_give_the_same_keys_incrementally(scaling):
     assert torch.equal(one_pass[0], step[0]) and torch.equal(one_pass[1], step[1])
 
 
-@pytest.mark.parametrize("scaling", [DynamicNTKScaling(4.0, 16),
-                                     LongRoPEScaling([1.0] * 8, [4.0 + i for i in range(8)], 16, factor=4.0)])
+@pytest.mark.parametrize(
+    "scaling", [DynamicNTKScaling(4.0, 16), LongRoPEScaling([1.0] * 8, [4.0 + i for i in range(8)], 16, factor=4.0)]
+)
 def test_dynamic_types_drift_across_a_cache_unless_frozen(scaling):
     rope = RotaryEmbedding(16, scaling=scaling, max_position_embeddings=16)
     total, prompt = 40, 10
@@ -201,8 +208,8 @@ def test_dynamic_types_drift_across_a_cache_unless_frozen(scaling):
     # pairs at the same distance must score the same, and across the drifting cache they do not.
     same_q, same_k = q[:, :, :1].expand(1, 2, total, 16), k[:, :, :1].expand(1, 1, total, 16)
     sq, sk = incremental(rope, same_q, same_k, prompt)
-    near_start = (sq[:, :, 12] * sk[:, :, 2]).sum(-1)          # distance 10, key cached at prefill
-    near_end = (sq[:, :, 39] * sk[:, :, 29]).sum(-1)           # distance 10, both decoded late
+    near_start = (sq[:, :, 12] * sk[:, :, 2]).sum(-1)  # distance 10, key cached at prefill
+    near_end = (sq[:, :, 39] * sk[:, :, 29]).sum(-1)  # distance 10, both decoded late
     assert (near_start - near_end).abs().max().item() > 1e-3
 
     # Frozen at the final length: one set of frequencies for the whole generation.
@@ -210,14 +217,15 @@ def test_dynamic_types_drift_across_a_cache_unless_frozen(scaling):
     frozen_pass = rope(q, k)
     frozen_step = incremental(rope, q, k, prompt)
     assert torch.equal(frozen_pass[0], frozen_step[0]) and torch.equal(frozen_pass[1], frozen_step[1])
-    torch.testing.assert_close(frozen_pass[0], one_pass[0], atol=0, rtol=0)   # = the one-pass answer
+    torch.testing.assert_close(frozen_pass[0], one_pass[0], atol=0, rtol=0)  # = the one-pass answer
     inv, factor = rope_frequencies(scaling, 16, 10000.0, total)
     assert torch.equal(rope.frequencies(3)[0], inv) and rope.attention_factor == factor
 
     # Frozen, the same pairs score the same.
     fq, fk = incremental(rope, same_q, same_k, prompt)
-    torch.testing.assert_close((fq[:, :, 12] * fk[:, :, 2]).sum(-1), (fq[:, :, 39] * fk[:, :, 29]).sum(-1),
-                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        (fq[:, :, 12] * fk[:, :, 2]).sum(-1), (fq[:, :, 39] * fk[:, :, 29]).sum(-1), atol=1e-5, rtol=0
+    )
 
     # Casting keeps the frozen frequencies exact; unfreezing restores the per-call behaviour.
     rope.to(torch.bfloat16)

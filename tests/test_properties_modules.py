@@ -49,8 +49,7 @@ from posenc.rope.positions import (
 from posenc.sinusoidal import sinusoidal_frequencies
 
 COUNTS: dict = collections.defaultdict(collections.Counter)
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-                    derandomize=True)
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 CLEAR = (TypeError, ValueError, IndexError)
 
 
@@ -144,6 +143,7 @@ def close(tolerance):
             if not err <= tolerance * scale:
                 return f"max error {err:.3g} > {tolerance:g} x {scale:.3g}"
         return None
+
     return compare
 
 
@@ -163,9 +163,11 @@ def scaling_for(kind: str, draw, pairs: int):
         "dynamic": lambda: DynamicNTKScaling(factor, original),
         "yarn": lambda: YaRNScaling(factor, original),
         "llama3": lambda: Llama3Scaling(factor, 1.0, 4.0, original),
-        "longrope": lambda: LongRoPEScaling(draw(st.lists(st.floats(1.0, 4.0), min_size=pairs, max_size=pairs)),
-                                            draw(st.lists(st.floats(1.0, 8.0), min_size=pairs, max_size=pairs)),
-                                            original),
+        "longrope": lambda: LongRoPEScaling(
+            draw(st.lists(st.floats(1.0, 4.0), min_size=pairs, max_size=pairs)),
+            draw(st.lists(st.floats(1.0, 8.0), min_size=pairs, max_size=pairs)),
+            original,
+        ),
         "proportional": lambda: ProportionalScaling(draw(st.floats(0.1, 1.0)), factor),
     }[kind]()
 
@@ -180,14 +182,21 @@ def rope_cases(draw):
     kind = draw(st.sampled_from(sorted(posenc.rope.REGISTRY)))
     scaling = scaling_for(kind, draw, (rotary_dim or head_dim) // 2)
     return dict(
-        head_dim=head_dim, rotary_dim=rotary_dim, scaling=scaling,
+        head_dim=head_dim,
+        rotary_dim=rotary_dim,
+        scaling=scaling,
         layout=draw(st.sampled_from(["half", "interleaved"])),
         base=draw(st.sampled_from([10000.0, 500000.0, 1e6]) | st.floats(2.0, 1e7)),
-        batch=draw(st.integers(1, 2)), q_heads=draw(st.integers(1, 3)), kv_heads=draw(st.integers(1, 2)),
-        seq=draw(st.integers(1, 4)), dtype=draw(st.sampled_from([torch.float32, torch.float64, torch.bfloat16])),
-        heads_first=draw(st.booleans()), strided=draw(st.booleans()),
+        batch=draw(st.integers(1, 2)),
+        q_heads=draw(st.integers(1, 3)),
+        kv_heads=draw(st.integers(1, 2)),
+        seq=draw(st.integers(1, 4)),
+        dtype=draw(st.sampled_from([torch.float32, torch.float64, torch.bfloat16])),
+        heads_first=draw(st.booleans()),
+        strided=draw(st.booleans()),
         mode=draw(st.sampled_from(["offset", "offset tensor", "ids", "ids shared"])),
-        offset=draw(positions_st), starts=draw(st.lists(positions_st, min_size=2, max_size=2)),
+        offset=draw(positions_st),
+        starts=draw(st.lists(positions_st, min_size=2, max_size=2)),
         ids=draw(st.lists(positions_st, min_size=8, max_size=8)),
         hostile=draw(st.sampled_from(HOSTILE) | st.just("none")),
     )
@@ -198,8 +207,14 @@ def rope_cases(draw):
 @given(case=rope_cases())
 def test_rotary_embedding_is_exact_or_refuses(case):
     c = case
-    rope = RotaryEmbedding(c["head_dim"], base=c["base"], rotary_dim=c["rotary_dim"], layout=c["layout"],
-                           scaling=c["scaling"], max_position_embeddings=16)
+    rope = RotaryEmbedding(
+        c["head_dim"],
+        base=c["base"],
+        rotary_dim=c["rotary_dim"],
+        layout=c["layout"],
+        scaling=c["scaling"],
+        max_position_embeddings=16,
+    )
     r = rope.rotary_dim
     gen = torch.Generator().manual_seed(0)
     B, S = c["batch"], c["seq"]
@@ -214,8 +229,11 @@ def test_rotary_embedding_is_exact_or_refuses(case):
         kwargs = dict(offset=starts)
     else:
         rows = 1 if c["mode"] == "ids shared" else B
-        pos = torch.tensor(c["ids"][:rows * S]).reshape(rows, S) if len(c["ids"]) >= rows * S else \
-            torch.tensor((c["ids"] * 4)[:rows * S]).reshape(rows, S)
+        pos = (
+            torch.tensor(c["ids"][: rows * S]).reshape(rows, S)
+            if len(c["ids"]) >= rows * S
+            else torch.tensor((c["ids"] * 4)[: rows * S]).reshape(rows, S)
+        )
         kwargs = dict(position_ids=pos)
     bad = None
     hostile = c["hostile"]
@@ -258,8 +276,10 @@ def test_rotary_embedding_is_exact_or_refuses(case):
             inv_freq, factor = rope_frequencies(c["scaling"], r, c["base"], length)
         else:
             inv_freq, factor = rope_frequencies(c["scaling"], r, c["base"])
-        return (rotate64(q, pos, inv_freq.tolist(), factor, c["layout"], r),
-                rotate64(k, pos, inv_freq.tolist(), factor, c["layout"], r))
+        return (
+            rotate64(q, pos, inv_freq.tolist(), factor, c["layout"], r),
+            rotate64(k, pos, inv_freq.tolist(), factor, c["layout"], r),
+        )
 
     run_case("rope", compute, reference, close(TOLERANCE[c["dtype"]]), bad)
 
@@ -267,9 +287,15 @@ def test_rotary_embedding_is_exact_or_refuses(case):
 # -- sinusoidal, learned, ALiBi, NoPE -----------------------------------------------------------------
 @pytest.mark.slow
 @SETTINGS
-@given(d_model=st.integers(1, 12), base=st.sampled_from([10000.0, 500.0]), batch=st.integers(1, 2),
-       seq=st.integers(1, 4), ids=st.lists(positions_st, min_size=8, max_size=8), use_offset=st.booleans(),
-       hostile=st.sampled_from(["none", "none", "negative", "bool", "float", "width"]))
+@given(
+    d_model=st.integers(1, 12),
+    base=st.sampled_from([10000.0, 500.0]),
+    batch=st.integers(1, 2),
+    seq=st.integers(1, 4),
+    ids=st.lists(positions_st, min_size=8, max_size=8),
+    use_offset=st.booleans(),
+    hostile=st.sampled_from(["none", "none", "negative", "bool", "float", "width"]),
+)
 def test_sinusoidal_is_exact_or_refuses(d_model, base, batch, seq, ids, use_offset, hostile):
     pe = SinusoidalPositionalEncoding(d_model, max_len=8, base=base)
     x = torch.randn(batch, seq, d_model, dtype=torch.float64)
@@ -287,19 +313,25 @@ def test_sinusoidal_is_exact_or_refuses(d_model, base, batch, seq, ids, use_offs
     freqs = sinusoidal_frequencies(d_model, base).tolist()
 
     def reference():
-        table = torch.tensor([[v for f in freqs for v in reversed(exact_cos_sin(int(p), f))][:d_model]
-                              for p in pos[0]], dtype=torch.float64)
+        table = torch.tensor(
+            [[v for f in freqs for v in reversed(exact_cos_sin(int(p), f))][:d_model] for p in pos[0]],
+            dtype=torch.float64,
+        )
         return x + table.unsqueeze(0)
 
     run_case("sinusoidal", lambda: pe(x, **kwargs), reference, close(1e-6), bad)
 
 
 @SETTINGS
-@given(max_len=st.integers(1, 20), d_model=st.integers(1, 8), seq=st.integers(1, 5),
-       fractions=st.lists(st.floats(0.0, 1.1), min_size=5, max_size=5),
-       hostile=st.sampled_from(["none", "none", "negative", "bool", "float"]))
+@given(
+    max_len=st.integers(1, 20),
+    d_model=st.integers(1, 8),
+    seq=st.integers(1, 5),
+    fractions=st.lists(st.floats(0.0, 1.1), min_size=5, max_size=5),
+    hostile=st.sampled_from(["none", "none", "negative", "bool", "float"]),
+)
 def test_learned_is_the_table_row_or_refuses(max_len, d_model, seq, fractions, hostile):
-    ids = [int(f * max_len) for f in fractions]                   # mostly inside, sometimes past the end
+    ids = [int(f * max_len) for f in fractions]  # mostly inside, sometimes past the end
     learned = LearnedPositionalEmbedding(max_len, d_model)
     x = torch.randn(1, seq, d_model)
     pos = torch.tensor([ids[:seq]])
@@ -318,8 +350,10 @@ def test_learned_is_the_table_row_or_refuses(max_len, d_model, seq, fractions, h
 
 def paper_slopes(n: int):
     """Press et al.'s slopes, written from the paper's description."""
+
     def geometric(m):
         return [2.0 ** (-8.0 * (i + 1) / m) for i in range(m)]
+
     p = 1
     while p * 2 <= n:
         p *= 2
@@ -327,9 +361,12 @@ def paper_slopes(n: int):
 
 
 @SETTINGS
-@given(heads=st.integers(1, 12), q_pos=st.lists(positions_st, min_size=1, max_size=4),
-       k_pos=st.lists(st.integers(0, 2**30), min_size=1, max_size=4),
-       hostile=st.sampled_from(["none", "none", "negative", "bool", "float"]))
+@given(
+    heads=st.integers(1, 12),
+    q_pos=st.lists(positions_st, min_size=1, max_size=4),
+    k_pos=st.lists(st.integers(0, 2**30), min_size=1, max_size=4),
+    hostile=st.sampled_from(["none", "none", "negative", "bool", "float"]),
+)
 def test_alibi_bias_is_the_distance_penalty_or_refuses(heads, q_pos, k_pos, hostile):
     alibi = ALiBi(heads)
     qp, kp = torch.tensor(q_pos), torch.tensor(k_pos)
@@ -365,8 +402,11 @@ def test_nope_changes_nothing(batch, seq, width):
 
 # -- position helpers ----------------------------------------------------------------------------------
 @SETTINGS
-@given(mask=st.lists(st.lists(st.integers(0, 1), min_size=1, max_size=6), min_size=1, max_size=3),
-       as_bool=st.booleans(), hostile=st.sampled_from(["none", "none", "value 2", "float", "1-d"]))
+@given(
+    mask=st.lists(st.lists(st.integers(0, 1), min_size=1, max_size=6), min_size=1, max_size=3),
+    as_bool=st.booleans(),
+    hostile=st.sampled_from(["none", "none", "value 2", "float", "1-d"]),
+)
 def test_attention_mask_helper(mask, as_bool, hostile):
     width = len(mask[0])
     mask = [(row * width)[:width] for row in mask]
@@ -394,8 +434,10 @@ def test_attention_mask_helper(mask, as_bool, hostile):
 
 
 @SETTINGS
-@given(lengths=st.lists(st.integers(0, 5), min_size=0, max_size=5),
-       hostile=st.sampled_from(["none", "none", "decreasing", "not at 0", "float", "2-d"]))
+@given(
+    lengths=st.lists(st.integers(0, 5), min_size=0, max_size=5),
+    hostile=st.sampled_from(["none", "none", "decreasing", "not at 0", "float", "2-d"]),
+)
 def test_cu_seqlens_helper(lengths, hostile):
     cu = [0]
     for n in lengths:
@@ -418,8 +460,10 @@ def test_cu_seqlens_helper(lengths, hostile):
 
 
 @SETTINGS
-@given(docs=st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=6), min_size=1, max_size=3),
-       hostile=st.sampled_from(["none", "none", "float", "scalar"]))
+@given(
+    docs=st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=6), min_size=1, max_size=3),
+    hostile=st.sampled_from(["none", "none", "float", "scalar"]),
+)
 def test_document_ids_helper(docs, hostile):
     width = len(docs[0])
     docs = [(row * width)[:width] for row in docs]
@@ -444,8 +488,11 @@ def test_document_ids_helper(docs, hostile):
 
 
 @SETTINGS
-@given(offsets=st.one_of(st.integers(0, 2**40), st.lists(st.integers(0, 2**40), min_size=1, max_size=3)),
-       seq=st.integers(0, 4), hostile=st.sampled_from(["none", "none", "negative", "float", "bool", "seq"]))
+@given(
+    offsets=st.one_of(st.integers(0, 2**40), st.lists(st.integers(0, 2**40), min_size=1, max_size=3)),
+    seq=st.integers(0, 4),
+    hostile=st.sampled_from(["none", "none", "negative", "float", "bool", "seq"]),
+)
 def test_offsets_helper(offsets, seq, hostile):
     value = offsets if isinstance(offsets, int) else torch.tensor(offsets)
     bad = None
@@ -470,8 +517,21 @@ def junk():
     return st.sampled_from([True, 2.5, "64", None, -1, 0, float("nan"), [4]])
 
 
-FIELDS = ["scheme", "vocab_size", "d_model", "n_layers", "n_heads", "mlp_ratio", "max_len", "rope_base",
-          "rotary_dim", "rope_layout", "dropout", "bias", "embed_scale"]
+FIELDS = [
+    "scheme",
+    "vocab_size",
+    "d_model",
+    "n_layers",
+    "n_heads",
+    "mlp_ratio",
+    "max_len",
+    "rope_base",
+    "rotary_dim",
+    "rope_layout",
+    "dropout",
+    "bias",
+    "embed_scale",
+]
 
 
 def config_problem(cfg: dict):
@@ -511,15 +571,21 @@ def config_problem(cfg: dict):
 @SETTINGS
 @given(data=st.data())
 def test_model_config_validates_like_its_rules(data):
-    cfg = dict(scheme=data.draw(st.sampled_from(list(posenc.SCHEMES) * 4 + ["RoPE", "xpos"])),
-               vocab_size=data.draw(st.integers(1, 300)), d_model=data.draw(st.sampled_from([8, 12, 16, 24, 30, 32])),
-               n_layers=data.draw(st.integers(1, 3)), n_heads=data.draw(st.sampled_from([1, 2, 2, 4, 4, 3])),
-               mlp_ratio=data.draw(st.integers(1, 4)), max_len=data.draw(st.integers(1, 64)),
-               rope_base=data.draw(st.floats(1.5, 1e6)),
-               rotary_dim=data.draw(st.sampled_from([None, None, None, 2, 4]) | st.integers(1, 16)),
-               rope_layout=data.draw(st.sampled_from(["half", "interleaved"] * 4 + ["zigzag"])),
-               dropout=data.draw(st.floats(0, 1)), bias=data.draw(st.booleans()),
-               embed_scale=data.draw(st.none() | st.floats(0.1, 10)))
+    cfg = dict(
+        scheme=data.draw(st.sampled_from(list(posenc.SCHEMES) * 4 + ["RoPE", "xpos"])),
+        vocab_size=data.draw(st.integers(1, 300)),
+        d_model=data.draw(st.sampled_from([8, 12, 16, 24, 30, 32])),
+        n_layers=data.draw(st.integers(1, 3)),
+        n_heads=data.draw(st.sampled_from([1, 2, 2, 4, 4, 3])),
+        mlp_ratio=data.draw(st.integers(1, 4)),
+        max_len=data.draw(st.integers(1, 64)),
+        rope_base=data.draw(st.floats(1.5, 1e6)),
+        rotary_dim=data.draw(st.sampled_from([None, None, None, 2, 4]) | st.integers(1, 16)),
+        rope_layout=data.draw(st.sampled_from(["half", "interleaved"] * 4 + ["zigzag"])),
+        dropout=data.draw(st.floats(0, 1)),
+        bias=data.draw(st.booleans()),
+        embed_scale=data.draw(st.none() | st.floats(0.1, 10)),
+    )
     if data.draw(st.integers(0, 3)) == 0:
         cfg[data.draw(st.sampled_from(FIELDS))] = data.draw(junk())
     problems = config_problem(cfg)
@@ -531,7 +597,7 @@ def test_model_config_validates_like_its_rules(data):
 
     def compare(got, _):
         _, model = got
-        seq = min(3, cfg["max_len"])                       # a learned table has max_len rows
+        seq = min(3, cfg["max_len"])  # a learned table has max_len rows
         ids = torch.randint(0, cfg["vocab_size"], (1, seq))
         logits = model(ids)
         if logits.shape != (1, seq, cfg["vocab_size"]) or not torch.isfinite(logits).all():

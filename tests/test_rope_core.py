@@ -19,8 +19,13 @@ def _rotate_one(rope, x, position):
 
 
 @settings(max_examples=30, deadline=None)
-@given(m=st.integers(0, 5000), n=st.integers(0, 5000), shift=st.integers(0, 20000),
-       layout=st.sampled_from(["half", "interleaved"]), seed=st.integers(0, 2**16))
+@given(
+    m=st.integers(0, 5000),
+    n=st.integers(0, 5000),
+    shift=st.integers(0, 20000),
+    layout=st.sampled_from(["half", "interleaved"]),
+    seed=st.integers(0, 2**16),
+)
 def test_scores_depend_only_on_relative_distance(m, n, shift, layout, seed):
     g = torch.Generator().manual_seed(seed)
     rope = RotaryEmbedding(32, layout=layout, max_position_embeddings=8)
@@ -46,7 +51,7 @@ def test_half_split_pairs_rotate_by_m_theta():
     inv = rope_inv_freq(head_dim)
     for i in range(head_dim // 2):
         x = torch.zeros(head_dim, dtype=torch.float64)
-        x[i] = 1.0                                           # the pair (x[i], x[i + d/2]) = (1, 0)
+        x[i] = 1.0  # the pair (x[i], x[i + d/2]) = (1, 0)
         out = _rotate_one(rope, x, pos)
         angle = pos * inv[i].item()
         assert out[i].item() == pytest.approx(math.cos(angle), abs=1e-12)
@@ -76,7 +81,7 @@ def test_partial_rotary_leaves_the_tail_alone():
 
 def test_offset_equals_explicit_positions_and_gqa():
     rope = RotaryEmbedding(32)
-    q, k = torch.randn(2, 8, 5, 32), torch.randn(2, 2, 5, 32)      # 8 query heads, 2 kv heads
+    q, k = torch.randn(2, 8, 5, 32), torch.randn(2, 2, 5, 32)  # 8 query heads, 2 kv heads
     a = rope(q, k, offset=40)
     b = rope(q, k, position_ids=torch.arange(40, 45).expand(2, 5))
     for x, y in zip(a, b):
@@ -99,7 +104,7 @@ def test_precision_bound_at_one_million():
     rope = RotaryEmbedding(128, max_position_embeddings=16)
     # the module's table rows are built by rope_cos_sin over a range of positions; build just this one
     cos, sin = rope_cos_sin(torch.tensor([pos]), rope_inv_freq(128), dtype=rope.cos_cached.dtype)
-    angles = pos * rope_inv_freq(128)                               # float64 reference
+    angles = pos * rope_inv_freq(128)  # float64 reference
     assert cos.dtype == torch.float32
     assert (cos[0].double() - angles.cos()).abs().max() < 1e-6
     assert (sin[0].double() - angles.sin()).abs().max() < 1e-6

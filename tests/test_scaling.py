@@ -29,15 +29,16 @@ from posenc.rope.tables import rope_inv_freq
 
 SETTINGS = settings(max_examples=25, deadline=None)
 rotary_dims = st.integers(2, 64).map(lambda n: 2 * n)
-bases = st.floats(2.0, 6.5).map(lambda e: 10 ** e)
+bases = st.floats(2.0, 6.5).map(lambda e: 10**e)
 factors = st.floats(1.0, 64.0)
 lengths = st.integers(16, 32768)
 
 
 # -- validators ----------------------------------------------------------------------------------
 def _longrope(**kw):
-    return LongRoPEScaling(**{"short_factor": [1.0] * 4, "long_factor": [2.0] * 4,
-                              "original_max_position_embeddings": 64, **kw})
+    return LongRoPEScaling(
+        **{"short_factor": [1.0] * 4, "long_factor": [2.0] * 4, "original_max_position_embeddings": 64, **kw}
+    )
 
 
 BAD_FIELDS = [
@@ -66,20 +67,24 @@ BAD_FIELDS = [
     ("longrope", lambda v: _longrope(short_factor=v), "short_factor[1]", [1.0, -1.0, 1.0, 1.0], "> 0"),
     ("longrope", lambda v: _longrope(long_factor=v), "long_factor[0]", [float("inf")] * 4, "> 0"),
     ("longrope", lambda v: _longrope(long_factor=v), "long_factor", 2.0, "non-empty list"),
-    ("longrope", lambda v: _longrope(original_max_position_embeddings=v), "original_max_position_embeddings",
-     0, "integer >= 1"),
+    (
+        "longrope",
+        lambda v: _longrope(original_max_position_embeddings=v),
+        "original_max_position_embeddings",
+        0,
+        "integer >= 1",
+    ),
     ("longrope", lambda v: _longrope(attention_factor=v), "attention_factor", -0.5, "> 0"),
     ("longrope", lambda v: _longrope(factor=v), "factor", 0.5, ">= 1"),
-    ("proportional", lambda v: ProportionalScaling(partial_rotary_factor=v), "partial_rotary_factor", 0.0,
-     "(0, 1]"),
-    ("proportional", lambda v: ProportionalScaling(partial_rotary_factor=v), "partial_rotary_factor", 1.5,
-     "(0, 1]"),
+    ("proportional", lambda v: ProportionalScaling(partial_rotary_factor=v), "partial_rotary_factor", 0.0, "(0, 1]"),
+    ("proportional", lambda v: ProportionalScaling(partial_rotary_factor=v), "partial_rotary_factor", 1.5, "(0, 1]"),
     ("proportional", lambda v: ProportionalScaling(factor=v), "factor", 0.25, ">= 1"),
 ]
 
 
-@pytest.mark.parametrize("rope_type, build, field, value, allowed", BAD_FIELDS,
-                         ids=[f"{t}-{f}-{v!r}" for t, _, f, v, _ in BAD_FIELDS])
+@pytest.mark.parametrize(
+    "rope_type, build, field, value, allowed", BAD_FIELDS, ids=[f"{t}-{f}-{v!r}" for t, _, f, v, _ in BAD_FIELDS]
+)
 def test_bad_field_raises_with_type_field_value_and_range(rope_type, build, field, value, allowed):
     with pytest.raises(ValueError) as info:
         build(value)
@@ -124,12 +129,30 @@ _EXAMPLES = {
     "linear": {"rope_type": "linear", "factor": 4.0},
     "ntk": {"rope_type": "ntk", "factor": 2.0},
     "dynamic": {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 2048},
-    "yarn": {"rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings": 4096, "beta_fast": 32.0,
-             "beta_slow": 1.0, "mscale": 0.707, "mscale_all_dim": 0.707, "truncate": True},
-    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-               "original_max_position_embeddings": 8192},
-    "longrope": {"rope_type": "longrope", "short_factor": [1.0, 1.5], "long_factor": [3.0, 9.0],
-                 "original_max_position_embeddings": 4096, "factor": 32.0},
+    "yarn": {
+        "rope_type": "yarn",
+        "factor": 40.0,
+        "original_max_position_embeddings": 4096,
+        "beta_fast": 32.0,
+        "beta_slow": 1.0,
+        "mscale": 0.707,
+        "mscale_all_dim": 0.707,
+        "truncate": True,
+    },
+    "llama3": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+    "longrope": {
+        "rope_type": "longrope",
+        "short_factor": [1.0, 1.5],
+        "long_factor": [3.0, 9.0],
+        "original_max_position_embeddings": 4096,
+        "factor": 32.0,
+    },
     "proportional": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "factor": 1.0},
 }
 
@@ -139,16 +162,17 @@ def test_dict_round_trip(rope_type):
     config = scaling_from_dict(_EXAMPLES[rope_type])
     assert config.rope_type == rope_type
     assert scaling_from_dict(scaling_to_dict(config)) == config
-    assert {k: v for k, v in scaling_to_dict(config).items()} == {
-        k: v for k, v in _EXAMPLES[rope_type].items()} | ({"beta_fast": 32.0, "beta_slow": 1.0, "truncate": True}
-                                                          if rope_type == "yarn" else {})
+    assert {k: v for k, v in scaling_to_dict(config).items()} == {k: v for k, v in _EXAMPLES[rope_type].items()} | (
+        {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": True} if rope_type == "yarn" else {}
+    )
 
 
 def test_dict_accepts_legacy_type_key_and_su_alias_and_rejects_unknown_keys():
     assert scaling_from_dict({"type": "linear", "factor": 2.0}) == LinearScaling(2.0)
     assert scaling_from_dict(None) == DefaultScaling() == scaling_from_dict({})
-    su = scaling_from_dict({"type": "su", "short_factor": [1.0], "long_factor": [2.0],
-                            "original_max_position_embeddings": 8})
+    su = scaling_from_dict(
+        {"type": "su", "short_factor": [1.0], "long_factor": [2.0], "original_max_position_embeddings": 8}
+    )
     assert isinstance(su, LongRoPEScaling)
     with pytest.raises(ValueError, match=r"unknown keys \['factr'\]"):
         scaling_from_dict({"rope_type": "linear", "factr": 2.0})
@@ -178,29 +202,40 @@ def test_ntk_keeps_fastest_pair_and_slows_slowest_by_factor(d, base, s):
 
 
 @SETTINGS
-@given(d=rotary_dims.filter(lambda d: d >= 4), base=bases, s=factors, original=lengths,
-       grow=st.floats(0.0, 8.0))
+@given(d=rotary_dims.filter(lambda d: d >= 4), base=bases, s=factors, original=lengths, grow=st.floats(0.0, 8.0))
 def test_dynamic_is_default_up_to_the_trained_length_then_ntk_of_the_effective_scale(d, base, s, original, grow):
     config = DynamicNTKScaling(s, original)
     for seq_len in (None, 1, original):
-        torch.testing.assert_close(rope_frequencies(config, d, base, seq_len)[0], rope_inv_freq(d, base),
-                                   rtol=1e-15, atol=0)
+        torch.testing.assert_close(
+            rope_frequencies(config, d, base, seq_len)[0], rope_inv_freq(d, base), rtol=1e-15, atol=0
+        )
     length = original + 1 + int(grow * original)
     effective = s * length / original - (s - 1)
-    torch.testing.assert_close(rope_frequencies(config, d, base, length)[0],
-                               rope_frequencies(NTKScaling(effective), d, base)[0], rtol=1e-13, atol=0)
+    torch.testing.assert_close(
+        rope_frequencies(config, d, base, length)[0],
+        rope_frequencies(NTKScaling(effective), d, base)[0],
+        rtol=1e-13,
+        atol=0,
+    )
 
 
 @SETTINGS
-@given(d=rotary_dims, base=bases, s=factors, original=lengths, truncate=st.booleans(),
-       beta_slow=st.floats(0.25, 4.0), gap=st.floats(0.5, 64.0))
+@given(
+    d=rotary_dims,
+    base=bases,
+    s=factors,
+    original=lengths,
+    truncate=st.booleans(),
+    beta_slow=st.floats(0.25, 4.0),
+    gap=st.floats(0.5, 64.0),
+)
 def test_yarn_lies_between_interpolation_and_default(d, base, s, original, truncate, beta_slow, gap):
     config = YaRNScaling(s, original, beta_fast=beta_slow + gap, beta_slow=beta_slow, truncate=truncate)
     inv, _ = rope_frequencies(config, d, base)
     default = rope_inv_freq(d, base)
     assert bool((inv <= default * (1 + 1e-14)).all())
     assert bool((inv >= default / s * (1 - 1e-14)).all())
-    ratio = default / inv                          # 1 = kept, s = interpolated; never decreasing in i
+    ratio = default / inv  # 1 = kept, s = interpolated; never decreasing in i
     assert bool((ratio[1:] >= ratio[:-1] * (1 - 1e-12)).all())
 
 
@@ -208,7 +243,7 @@ def test_yarn_fast_pairs_kept_slow_pairs_interpolated():
     d, base, s, original = 128, 10000.0, 16.0, 4096
     inv, factor = rope_frequencies(YaRNScaling(s, original), d, base)
     default = rope_inv_freq(d, base)
-    turns = original * default / (2 * math.pi)         # full rotations over the trained length
+    turns = original * default / (2 * math.pi)  # full rotations over the trained length
     assert torch.equal(inv[turns > 33], default[turns > 33])
     torch.testing.assert_close(inv[turns < 0.99], default[turns < 0.99] / s, rtol=1e-15, atol=0)
     assert math.isclose(factor, 0.1 * math.log(s) + 1.0, rel_tol=1e-15)
@@ -216,14 +251,14 @@ def test_yarn_fast_pairs_kept_slow_pairs_interpolated():
 
 def test_yarn_attention_factor_rules_and_deepseek_softmax_scale():
     s = 40.0
-    m = (lambda k: 0.1 * k * math.log(s) + 1.0)
+    m = lambda k: 0.1 * k * math.log(s) + 1.0
     plain = YaRNScaling(s, 4096)
     deepseek = YaRNScaling(s, 4096, mscale=0.707, mscale_all_dim=0.707)
     mixed = YaRNScaling(s, 4096, mscale=1.0, mscale_all_dim=0.5)
     explicit = YaRNScaling(s, 4096, attention_factor=1.25, mscale=1.0, mscale_all_dim=0.5)
     assert rope_frequencies(plain, 64, 1e4)[1] == pytest.approx(m(1.0), rel=1e-15)
-    assert rope_frequencies(deepseek, 64, 1e4)[1] == 1.0            # the table factor collapses ...
-    assert yarn_softmax_scale(deepseek) == pytest.approx(m(0.707) ** 2, rel=1e-15)   # ... into softmax
+    assert rope_frequencies(deepseek, 64, 1e4)[1] == 1.0  # the table factor collapses ...
+    assert yarn_softmax_scale(deepseek) == pytest.approx(m(0.707) ** 2, rel=1e-15)  # ... into softmax
     assert yarn_softmax_scale(plain) == 1.0
     assert rope_frequencies(mixed, 64, 1e4)[1] == pytest.approx(m(1.0) / m(0.5), rel=1e-15)
     assert rope_frequencies(explicit, 64, 1e4)[1] == 1.25
@@ -231,15 +266,14 @@ def test_yarn_attention_factor_rules_and_deepseek_softmax_scale():
 
 
 @SETTINGS
-@given(d=rotary_dims, base=bases, s=factors, low=st.floats(0.5, 2.0), gap=st.floats(0.5, 8.0),
-       original=lengths)
+@given(d=rotary_dims, base=bases, s=factors, low=st.floats(0.5, 2.0), gap=st.floats(0.5, 8.0), original=lengths)
 def test_llama3_bands(d, base, s, low, gap, original):
     high = low + gap
     inv, factor = rope_frequencies(Llama3Scaling(s, low, high, original), d, base)
     default = rope_inv_freq(d, base)
     wavelength = 2 * math.pi / default
     fast, slow = wavelength < original / high, wavelength > original / low
-    assert torch.equal(inv[fast], default[fast])                     # high frequencies unchanged
+    assert torch.equal(inv[fast], default[fast])  # high frequencies unchanged
     torch.testing.assert_close(inv[slow], default[slow] / s, rtol=1e-15, atol=0)
     assert bool((inv <= default * (1 + 1e-14)).all()) and bool((inv >= default / s * (1 - 1e-14)).all())
     assert factor == 1.0
@@ -250,7 +284,7 @@ def test_llama3_is_continuous_at_the_band_edges():
     # of each band edge: the library's frequency must be the kept theta at the fast edge and theta / s
     # at the slow edge, from both sides (the blend meets both pieces without a jump).
     original, s = 8192, 8.0
-    at = original / (2 * math.pi)                  # L0 / lambda for the one pair
+    at = original / (2 * math.pi)  # L0 / lambda for the one pair
     for side in (1 - 1e-9, 1 + 1e-9):
         inv, _ = rope_frequencies(Llama3Scaling(s, 1.0, at * side, original), 2, 10000.0)
         assert math.isclose(float(inv[0]), 1.0, rel_tol=1e-8)
@@ -295,8 +329,11 @@ def test_factor_one_is_the_default_rope(rope_type):
 def test_tables_are_exact_and_survive_half_precision_casts(rope_type):
     example = dict(_EXAMPLES[rope_type])
     if rope_type == "longrope":
-        example.update(short_factor=[1.0 + i / 10 for i in range(16)], long_factor=[2.0 + i for i in range(16)],
-                       original_max_position_embeddings=64)
+        example.update(
+            short_factor=[1.0 + i / 10 for i in range(16)],
+            long_factor=[2.0 + i for i in range(16)],
+            original_max_position_embeddings=64,
+        )
     if rope_type == "dynamic":
         example["original_max_position_embeddings"] = 64
     rope = RotaryEmbedding(32, base=10000.0, scaling=scaling_from_dict(example), max_position_embeddings=64)
@@ -317,13 +354,13 @@ def test_tables_are_exact_and_survive_half_precision_casts(rope_type):
 def test_huge_numbers_are_refused_by_name_or_computed_exactly():
     # an int beyond float64 is not a finite number
     with pytest.raises(ValueError, match="factor must be a finite number >= 1"):
-        LinearScaling(10 ** 400)
+        LinearScaling(10**400)
     with pytest.raises(ValueError, match="original_max_position_embeddings must be an integer >= 1 and <= 2"):
-        DynamicNTKScaling(2.0, 2 ** 53 + 1)
+        DynamicNTKScaling(2.0, 2**53 + 1)
     # a large int that float64 holds divides the frequencies like its float
-    inv, _ = rope_frequencies(LinearScaling(10 ** 30), 8, 10000.0)
+    inv, _ = rope_frequencies(LinearScaling(10**30), 8, 10000.0)
     assert torch.equal(inv, rope_inv_freq(8, 10000.0) / 1e30)
-    long = LongRoPEScaling([10 ** 20] * 4, [1] * 4, 64)
+    long = LongRoPEScaling([10**20] * 4, [1] * 4, 64)
     assert torch.equal(rope_frequencies(long, 8, 10000.0)[0], rope_inv_freq(8, 10000.0) / 1e20)
     # NTK's new base past float64 is a clear error, not an OverflowError
     with pytest.raises(ValueError, match="beyond float64"):

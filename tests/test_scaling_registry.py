@@ -66,24 +66,29 @@ class TiltScaling:
 
     def validate(self, rotary_dim: Optional[int]) -> None:
         for name, value in (("factor", self.factor), ("tilt_floor", self.tilt_floor)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < 1:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 1:
                 raise ValueError(f"'tilt' scaling: {name} must be a finite number >= 1, got {value!r}")
-        if rotary_dim is not None and (isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int)
-                                       or rotary_dim < 2 or rotary_dim % 2):
+        if rotary_dim is not None and (
+            isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int) or rotary_dim < 2 or rotary_dim % 2
+        ):
             raise ValueError(f"'tilt' scaling: rotary_dim must be an even integer >= 2, got {rotary_dim!r}")
 
 
 def tilt_frequencies(config: TiltScaling, rotary_dim: int, base: float, seq_len=None):
     pairs = rotary_dim // 2
     exponent = torch.arange(pairs, dtype=torch.float64) / max(pairs - 1, 1)
-    return rope_inv_freq(rotary_dim, base) / config.factor ** exponent, 1.0
+    return rope_inv_freq(rotary_dim, base) / config.factor**exponent, 1.0
 
 
 TILT = ScalingDescriptor(
-    "tilt", TiltScaling, tilt_frequencies, summary="`theta_i / s ** (i / (d/2 - 1))`", source="a test",
+    "tilt",
+    TiltScaling,
+    tilt_frequencies,
+    summary="`theta_i / s ** (i / (d/2 - 1))`",
+    source="a test",
     explorer=ExplorerInfo("tilt (toy)", "#123456", (Parameter("factor", "factor", 1.0, 64.0, 1.0, 8.0),)),
-    lab_default=lambda length, train_len: TiltScaling(length / train_len))
+    lab_default=lambda length, train_len: TiltScaling(length / train_len),
+)
 
 
 @pytest.fixture
@@ -104,14 +109,25 @@ def lab_parser() -> argparse.ArgumentParser:
 # -- the proof: one descriptor, and every app knows the type -----------------------------------------
 @pytest.mark.parametrize("style", ["rope_parameters", "rope_scaling"])
 def test_outside_scaling_round_trips_through_hugging_face_dicts(tilt, style):
-    rope = RotaryEmbedding(32, base=5000.0, rotary_dim=16, layout="interleaved",
-                           scaling=TiltScaling(3.0, tilt_floor=1.5), max_position_embeddings=128)
+    rope = RotaryEmbedding(
+        32,
+        base=5000.0,
+        rotary_dim=16,
+        layout="interleaved",
+        scaling=TiltScaling(3.0, tilt_floor=1.5),
+        max_position_embeddings=128,
+    )
     fields = to_hf_dict(rope, style=style)
     rope_dict = fields[style]
     assert rope_dict["rope_type"] == "tilt" and rope_dict["factor"] == 3.0 and rope_dict["tilt_floor"] == 1.5
     back = RotaryEmbedding.from_hf_config(fields)
     assert (back.head_dim, back.rotary_dim, back.base, back.layout, back.max_position_embeddings) == (
-        32, 16, 5000.0, "interleaved", 128)
+        32,
+        16,
+        5000.0,
+        "interleaved",
+        128,
+    )
     assert back.scaling == rope.scaling
     assert torch.equal(back.frequencies()[0], tilt_frequencies(TiltScaling(3.0), 16, 5000.0)[0])
     assert scaling_from_dict(scaling_to_dict(rope.scaling)) == rope.scaling
@@ -129,11 +145,14 @@ def test_outside_scaling_appears_in_the_explorer(tilt):
         listed = {s["name"]: s for s in client.get("/api/scalings").json()["scalings"]}
         assert listed["tilt"]["label"] == "tilt (toy)" and listed["tilt"]["colour"] == "#123456"
         assert listed["tilt"]["overlay"] is True and listed["tilt"]["lab"] is True
-        assert listed["tilt"]["parameters"] == [{"name": "factor", "label": "factor", "minimum": 1.0,
-                                                 "maximum": 64.0, "step": 1.0, "default": 8.0}]
+        assert listed["tilt"]["parameters"] == [
+            {"name": "factor", "label": "factor", "minimum": 1.0, "maximum": 64.0, "step": 1.0, "default": 8.0}
+        ]
         assert "tilt" in client.get("/api/meta").json()["methods"]
-        d = client.get("/api/wavelengths", params={"rotary_dim": 16, "base": 10000, "train_len": 1024,
-                                                   "methods": "tilt", "factor": 4}).json()
+        d = client.get(
+            "/api/wavelengths",
+            params={"rotary_dim": 16, "base": 10000, "train_len": 1024, "methods": "tilt", "factor": 4},
+        ).json()
         want = tilt_frequencies(TiltScaling(4.0), 16, 10000.0)[0]
         assert d["methods"]["tilt"]["inv_freq"] == want.tolist()
         config = client.get("/api/config", params={"head_dim": 16, "method": "tilt", "factor": 4}).json()
@@ -173,6 +192,7 @@ def test_unregistered_scaling_is_gone_everywhere():
 def test_registration_is_refused_when_it_does_not_fit(tilt):
     with pytest.raises(ValueError, match="already registered"):
         register_scaling(TILT)
+
     @dataclass(frozen=True)
     class Tilt2(TiltScaling):
         rope_type: ClassVar[str] = "tilt2"
@@ -227,8 +247,11 @@ def test_length_dependent_types_need_a_trained_length_and_join_dynamic_types():
 
 def test_softmax_scale_comes_from_the_descriptor():
     deepseek = YaRNScaling(40.0, 4096, mscale=0.707, mscale_all_dim=0.707)
-    assert softmax_scale(deepseek) == yarn_softmax_scale(deepseek) == pytest.approx(
-        (0.1 * 0.707 * math.log(40) + 1) ** 2, rel=1e-15)
+    assert (
+        softmax_scale(deepseek)
+        == yarn_softmax_scale(deepseek)
+        == pytest.approx((0.1 * 0.707 * math.log(40) + 1) ** 2, rel=1e-15)
+    )
     assert softmax_scale(LinearScaling(4.0)) == 1.0 == softmax_scale(None)
     assert RotaryEmbedding(64, scaling=deepseek).softmax_scale_factor == softmax_scale(deepseek)
 
@@ -271,9 +294,12 @@ def test_lab_dynamic_ntk_is_frozen_at_the_window_length():
     frozen = extended_model(model, "dynamic", length, train_len)
     assert frozen.scheme.frozen_seq_len == length
     static = extended_model(model, "ntk", length, train_len)
-    static.scheme = RotaryEmbedding(static.scheme.head_dim, base=static.scheme.base,
-                                    scaling=dynamic_effective_scaling(length, train_len),
-                                    max_position_embeddings=length)
+    static.scheme = RotaryEmbedding(
+        static.scheme.head_dim,
+        base=static.scheme.base,
+        scaling=dynamic_effective_scaling(length, train_len),
+        max_position_embeddings=length,
+    )
     free = extended_model(model, "dynamic", length, train_len)
     free.scheme.unfreeze_frequencies()
     with torch.no_grad():

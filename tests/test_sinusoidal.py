@@ -35,7 +35,7 @@ def test_offset_is_a_fixed_block_rotation(pos, k, half):
     for i, w in enumerate(freqs.tolist()):
         c, s = math.cos(k * w), math.sin(k * w)
         # (sin, cos) pair: sin(a + b) = sin a cos b + cos a sin b ; cos(a + b) = cos a cos b - sin a sin b
-        rot[2 * i: 2 * i + 2, 2 * i: 2 * i + 2] = torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
+        rot[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
     table = sinusoidal_table(pos + k + 1, d, dtype=torch.float64)
     torch.testing.assert_close(rot @ table[pos], table[pos + k], atol=1e-9, rtol=0)
 

@@ -27,7 +27,7 @@ ROUNDS = 8
 @pytest.fixture(autouse=True)
 def fast_switching():
     old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)                 # switch threads as often as possible
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
     yield
     sys.setswitchinterval(old)
 
@@ -58,14 +58,15 @@ def offsets_for(i):
     return [3 + 29 * (s * THREADS + i) for s in range(STEPS)]
 
 
-@pytest.mark.parametrize("scaling", [None, pytest.param(DynamicNTKScaling(2.0, 64), marks=pytest.mark.slow)],
-                         ids=["default", "dynamic"])
+@pytest.mark.parametrize(
+    "scaling", [None, pytest.param(DynamicNTKScaling(2.0, 64), marks=pytest.mark.slow)], ids=["default", "dynamic"]
+)
 def test_rotary_shared_by_threads_equals_a_fresh_module(scaling):
     torch.manual_seed(0)
     q, k = torch.randn(1, 2, 5, 16), torch.randn(1, 1, 5, 16)
     packed = torch.tensor([[0, 1, 0, 1, 2]])
     fresh_module = RotaryEmbedding(16, scaling=scaling, max_position_embeddings=2)
-    for _ in range(ROUNDS):                  # every round starts small, so every round grows
+    for _ in range(ROUNDS):  # every round starts small, so every round grows
         shared = RotaryEmbedding(16, scaling=scaling, max_position_embeddings=2)
         results = {}
 

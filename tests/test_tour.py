@@ -112,8 +112,11 @@ def test_jargon_is_explained_before_its_first_use(flowing):
 def test_figures_are_named_in_the_prose_that_discusses_them(ran):
     _, text = ran
     for name in FIGURES:
-        owner = [body for body in section_texts(text).values() if "figure written: " in body
-                 and f"{name}.png" in body.split("figure written:")[-1]]
+        owner = [
+            body
+            for body in section_texts(text).values()
+            if "figure written: " in body and f"{name}.png" in body.split("figure written:")[-1]
+        ]
         assert len(owner) == 1, name
         prose = " ".join(owner[0].split("figure written:")[0].split())
         assert f"Figure {name}.png" in prose, name
@@ -173,14 +176,12 @@ def test_every_scheme_separates_the_sentences(facts, scheme):
 @pytest.mark.parametrize("scheme", ["nope", "sinusoidal", "learned", "rope", "alibi"])
 def test_bag_numbers_match_the_model_run_directly(facts, scheme):
     torch.manual_seed(0)
-    model = TinyLM(ModelConfig(scheme=scheme, vocab_size=4, d_model=32, n_layers=2, n_heads=4,
-                               max_len=16)).eval()
+    model = TinyLM(ModelConfig(scheme=scheme, vocab_size=4, d_model=32, n_layers=2, n_heads=4, max_len=16)).eval()
     ids = {"the": 0, "dog": 1, "bit": 2, "man": 3}
     a = torch.tensor([[ids[w] for w in "the dog bit the man".split()]])
     b = torch.tensor([[ids[w] for w in "the man bit the dog".split()]])
     with torch.no_grad():
-        diff = (model.hidden_states(a, causal=False).mean(1)
-                - model.hidden_states(b, causal=False).mean(1)).abs().max()
+        diff = (model.hidden_states(a, causal=False).mean(1) - model.hidden_states(b, causal=False).mean(1)).abs().max()
     assert facts[f"bag.{scheme}.pooled_max_diff"] == pytest.approx(float(diff), rel=1e-3, abs=1e-6)
 
 
@@ -204,8 +205,9 @@ def test_raw_integer_example(facts):
 def tinylm_words(d_model: int):
     """TinyLM's scaled word vectors rebuilt by hand: its seeded init, times sqrt(d_model)."""
     torch.manual_seed(0)
-    model = TinyLM(ModelConfig(scheme="sinusoidal", vocab_size=256, d_model=d_model, n_layers=1, n_heads=1,
-                               mlp_ratio=1, max_len=8))
+    model = TinyLM(
+        ModelConfig(scheme="sinusoidal", vocab_size=256, d_model=d_model, n_layers=1, n_heads=1, mlp_ratio=1, max_len=8)
+    )
     assert model.embed_scale == pytest.approx(math.sqrt(d_model))
     return model.tok.weight.detach().double().numpy() * math.sqrt(d_model)
 
@@ -221,7 +223,8 @@ def test_raw_integers_outweigh_words(facts):
     for pos in naive.POSITIONS:
         assert facts[f"naive.raw.ratio.{pos}"] == pytest.approx(pos * math.sqrt(naive.D_MODEL) / word_norm)
         assert facts[f"naive.sinusoidal.ratio.{pos}"] == pytest.approx(
-            math.sqrt(naive.D_MODEL / 2) / word_norm, rel=1e-6)
+            math.sqrt(naive.D_MODEL / 2) / word_norm, rel=1e-6
+        )
         a, b = words[0] + pos, words[1] + pos
         cosine = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
         assert facts[f"naive.raw.cosine.{pos}"] == pytest.approx(cosine, abs=1e-9)
@@ -254,7 +257,7 @@ def test_fraction_steps_depend_on_length_but_sine_steps_do_not(facts):
     assert facts["naive.fraction.step.100"] == pytest.approx(0.01)
     assert facts["naive.fraction.step_ratio"] == pytest.approx(25.0)
     w = sin_freqs(naive.D_MODEL)
-    step = math.sqrt(np.sum(2 - 2 * np.cos(w)))            # |PE(p+1) - PE(p)| for any p
+    step = math.sqrt(np.sum(2 - 2 * np.cos(w)))  # |PE(p+1) - PE(p)| for any p
     assert facts["naive.sinusoidal.step.4"] == pytest.approx(step, rel=1e-6)
     assert facts["naive.sinusoidal.step.100"] == pytest.approx(step, rel=1e-6)
 
@@ -296,7 +299,7 @@ def test_minimum_distance_equals_closed_form(facts):
 
 def test_fast_wave_alone_nearly_repeats(facts):
     offsets = np.arange(1, waves.FAST_ONLY_LENGTH)
-    dist = 2 * np.abs(np.sin(offsets / 2))                 # two columns: sin(p), cos(p)
+    dist = 2 * np.abs(np.sin(offsets / 2))  # two columns: sin(p), cos(p)
     i, j = facts["waves.unique.fast_only.pair"]
     assert facts["waves.unique.fast_only.min_distance"] == pytest.approx(dist.min(), abs=1e-9)
     assert j - i == offsets[dist.argmin()]
@@ -333,7 +336,7 @@ def test_fingerprint_is_the_d4_table(facts, seat):
 def test_fingerprint_speeds(facts, flowing):
     assert facts["fingerprint.slow_divisor"] == pytest.approx(100.0)
     assert facts["fingerprint.speed_ratio_512"] == pytest.approx(10000 ** (510 / 512))
-    slow_step = math.sin(3 / 100) / 3                          # column 2 rises from sin(0) to sin(3/100)
+    slow_step = math.sin(3 / 100) / 3  # column 2 rises from sin(0) to sin(3/100)
     assert facts["fingerprint.slow_step"] == pytest.approx(slow_step, rel=1e-12)
     assert f"grow by about {slow_step:.2f} per seat" in flowing
     assert facts["fingerprint.pairs_between_512"] == 512 // 2 - 2
@@ -391,20 +394,26 @@ def test_rope_verdict_follows_the_scores(facts, flowing):
     assert facts["rope.demo.same_score_pairs"] == same
     assert facts["rope.demo.other_score_pairs"] == other
     assert facts["rope.demo.distance_only"] is True
-    assert "Seats 1 vs 3, 101 vs 103 and 10,001 vs 10,003 give the same score; seats 1 vs 4, 3 apart, " \
-           "do not. Attention reads distance, not address." in flowing
+    assert (
+        "Seats 1 vs 3, 101 vs 103 and 10,001 vs 10,003 give the same score; seats 1 vs 4, 3 apart, "
+        "do not. Attention reads distance, not address." in flowing
+    )
 
 
 def test_rope_verdict_reports_a_failed_claim(tmp_path):
     scores = {(1, 3): 0.5, (101, 103): 0.7, (10_001, 10_003): 0.5, (1, 4): 0.2}
-    ctx = tour.TourContext(console=rich.console.Console(file=io.StringIO()), out_dir=tmp_path,
-                           facts={f"rope.demo.score.{m}.{n}": v for (m, n), v in scores.items()})
+    ctx = tour.TourContext(
+        console=rich.console.Console(file=io.StringIO()),
+        out_dir=tmp_path,
+        facts={f"rope.demo.score.{m}.{n}": v for (m, n), v in scores.items()},
+    )
     text = rotary._distance_verdict(ctx)
     assert ctx.facts["rope.demo.distance_only"] is False
     assert ctx.facts["rope.demo.other_score_pairs"] == [[101, 103], [1, 4]]
     assert "NOT as claimed" in text and "not address" not in text
-    assert text.startswith("Seats 1 vs 3 and 10,001 vs 10,003 give the same score; seats 101 vs 103 "
-                           "and 1 vs 4, 2 or 3 apart, do not")
+    assert text.startswith(
+        "Seats 1 vs 3 and 10,001 vs 10,003 give the same score; seats 101 vs 103 and 1 vs 4, 2 or 3 apart, do not"
+    )
 
 
 def test_rope_module_scores(facts):
@@ -419,13 +428,13 @@ def test_sign_convention_is_counter_clockwise_as_apply_rotary(facts, flowing):
     x = torch.tensor([1.0, 0.0], dtype=torch.float64).view(1, 1, 1, 2)
     cos = torch.tensor([[math.cos(theta)]], dtype=torch.float64)
     sin = torch.tensor([[math.sin(theta)]], dtype=torch.float64)
-    turned, _ = apply_rotary(x, x, cos, sin)                       # (a cos - b sin, a sin + b cos)
+    turned, _ = apply_rotary(x, x, cos, sin)  # (a cos - b sin, a sin + b cos)
     assert facts["rope.sign.turned_x"] == pytest.approx(float(turned.flatten()[0]), abs=1e-12)
     assert facts["rope.sign.turned_y"] == pytest.approx(float(turned.flatten()[1]), abs=1e-12)
     assert facts["rope.sign.turned_y"] > 0 and facts["rope.sign.counter_clockwise"] is True
     assert float(rotary.hand_angles([1])[0]) == pytest.approx(30.0)  # positive angle, counter-clockwise
     assert "a positive angle turns counter-clockwise" in flowing
-    assert flowing.count('"clockwise"') == 1                          # said in one place
+    assert flowing.count('"clockwise"') == 1  # said in one place
     # A positive relative angle means the query sits after the key: "bit" (seat 2) after "dog" (seat 1)
     assert facts["rope.relative.A"] > 0
 
@@ -464,7 +473,7 @@ def test_parameter_table_drifts_buffer_does_not(facts):
 def test_parameter_table_rounded_by_bf16_buffer_kept(facts):
     assert facts["mistakes.parameter.bf16_error_buffer"] == 0.0
     assert facts["mistakes.parameter.bf16_buffer_dtype"] == "torch.float32"
-    assert 1e-4 < facts["mistakes.parameter.bf16_error_parameter"] <= 2.0 ** -8
+    assert 1e-4 < facts["mistakes.parameter.bf16_error_parameter"] <= 2.0**-8
     assert facts["mistakes.parameter.buffer_device_after_to"] == "meta"
 
 
@@ -499,11 +508,11 @@ def test_values_rotated_hook_rotates_exactly_the_values():
         got = attention(x, rope, pos)
     # Reference: rotate q, k and v with RoPE's formula (half-split pairs), causal softmax attention.
     w = 10000.0 ** (-np.arange(0, hd, 2) / hd)
-    ang = torch.tensor(np.outer(np.arange(3, 8), w))                              # (S, hd/2)
+    ang = torch.tensor(np.outer(np.arange(3, 8), w))  # (S, hd/2)
     cos, sin = ang.cos(), ang.sin()
 
     def turn(t):
-        a, b = t[..., : hd // 2], t[..., hd // 2:]
+        a, b = t[..., : hd // 2], t[..., hd // 2 :]
         return torch.cat((a * cos - b * sin, a * sin + b * cos), -1)
 
     with torch.no_grad():
@@ -516,7 +525,7 @@ def test_values_rotated_hook_rotates_exactly_the_values():
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
     with torch.no_grad():
         plain = attention(x, rope, pos)
-    assert (plain - got).abs().max() > 1e-3                                       # the hook is gone again
+    assert (plain - got).abs().max() > 1e-3  # the hook is gone again
 
 
 # -- 8. context extension ----------------------------------------------------------------------------
@@ -537,7 +546,7 @@ def test_scaling_frequencies(facts):
 def test_unseen_angle_counts(facts):
     d, trained = extension.ROTARY_DIM, extension.TRAINED
     theta = 10000.0 ** (-np.arange(0, d, 2) / d)
-    partial = trained * theta < 2 * math.pi                 # wavelength longer than the training text
+    partial = trained * theta < 2 * math.pi  # wavelength longer than the training text
     assert facts["extension.partial_turn_pairs"] == int(partial.sum()) > 0
     assert facts["extension.default.unseen_pairs"] == int(partial.sum())
     assert facts["extension.linear.unseen_pairs"] == 0
@@ -549,13 +558,13 @@ def test_unseen_angle_counts(facts):
 def test_ntk_unseen_pairs_are_named_by_index(facts, flowing):
     d, trained, s = extension.ROTARY_DIM, extension.TRAINED, extension.FACTOR
     i = np.arange(0, d, 2) / d
-    theta = extension.BASE ** -i
-    ntk = (extension.BASE * s ** (d / (d - 2))) ** -i               # NTK-aware: base * s^(d/(d-2))
+    theta = extension.BASE**-i
+    ntk = (extension.BASE * s ** (d / (d - 2))) ** -i  # NTK-aware: base * s^(d/(d-2))
     unseen = (trained * theta < 2 * math.pi) & ((trained * s - 1) * ntk > trained * theta)
     indices = np.nonzero(unseen)[0].tolist()
     assert facts["extension.ntk.unseen_indices"] == indices
     assert facts["extension.ntk.unseen_pairs"] == len(indices)
-    assert indices == list(range(indices[0], indices[-1] + 1))     # one run, at the slow end
+    assert indices == list(range(indices[0], indices[-1] + 1))  # one run, at the slow end
     assert indices[0] > d // 4 and indices[-1] == d // 2 - 2
     assert f"{len(indices)} pairs (pairs {indices[0]}-{indices[-1]}, counting 0 as the fastest" in flowing
 
@@ -565,7 +574,7 @@ def test_yarn_bands_follow_beta_fast_and_beta_slow(facts, flowing):
     yarn = extension.scalings()["yarn"]
     assert isinstance(yarn, YaRNScaling)
 
-    def pair_index(turns):                                          # pair that turns `turns` times in L0
+    def pair_index(turns):  # pair that turns `turns` times in L0
         return d * math.log(trained / (2 * math.pi * turns)) / (2 * math.log(extension.BASE))
 
     low, high = math.floor(pair_index(yarn.beta_fast)), math.ceil(pair_index(yarn.beta_slow))
@@ -601,7 +610,7 @@ def test_llama31_bands_from_wavelengths(facts, ran, flowing):
     head, rotary_dim = head_of(fixture)
     lam = wavelengths(rotary_dim, fixture["rope_theta"])
     original = rs["original_max_position_embeddings"]
-    kept = int((lam < original / rs["high_freq_factor"]).sum())        # Meta's apply_scaling bands
+    kept = int((lam < original / rs["high_freq_factor"]).sum())  # Meta's apply_scaling bands
     slowed = int((lam > original / rs["low_freq_factor"]).sum())
     blended = rotary_dim // 2 - kept - slowed
     key = "configs.llama31"
@@ -610,19 +619,21 @@ def test_llama31_bands_from_wavelengths(facts, ran, flowing):
     assert facts[f"{key}.kept_below"] == original / rs["high_freq_factor"]
     assert facts[f"{key}.slowed_above"] == original / rs["low_freq_factor"]
     assert facts[f"{key}.factor"] == rs["factor"]
-    assert facts[f"{key}.attention_factor"] == 1.0                  # llama3 leaves the tables alone
+    assert facts[f"{key}.attention_factor"] == 1.0  # llama3 leaves the tables alone
     assert facts[f"{key}.slowest_wavelength_default"] == pytest.approx(lam[-1], rel=1e-12)
-    assert lam[-1] > original / rs["low_freq_factor"]                # so the slowest pair is slowed fully
+    assert lam[-1] > original / rs["low_freq_factor"]  # so the slowest pair is slowed fully
     assert facts[f"{key}.slowest_wavelength"] == pytest.approx(lam[-1] * rs["factor"], rel=1e-9)
     assert (facts[f"{key}.rotary_dim"], facts[f"{key}.head_dim"]) == (rotary_dim, head)
     assert (facts[f"{key}.base"], facts[f"{key}.rope_type"]) == (fixture["rope_theta"], rs["rope_type"])
     assert facts[f"{key}.trained"] == original
     assert facts[f"{key}.context"] == fixture["max_position_embeddings"]
-    assert (f"keeps its {kept} fastest pairs exactly (wavelengths under {original:,} / high_freq_factor "
-            f"= {original / rs['high_freq_factor']:,.0f} tokens), slows the {slowed} slowest by the full "
-            f"factor {rs['factor']:g} (wavelengths over {original:,} / low_freq_factor = "
-            f"{original / rs['low_freq_factor']:,.0f} tokens) and blends the {blended} in between; its "
-            "tables are not rescaled (factor 1)") in flowing
+    assert (
+        f"keeps its {kept} fastest pairs exactly (wavelengths under {original:,} / high_freq_factor "
+        f"= {original / rs['high_freq_factor']:,.0f} tokens), slows the {slowed} slowest by the full "
+        f"factor {rs['factor']:g} (wavelengths over {original:,} / low_freq_factor = "
+        f"{original / rs['low_freq_factor']:,.0f} tokens) and blends the {blended} in between; its "
+        "tables are not rescaled (factor 1)"
+    ) in flowing
 
 
 def test_phi35_longrope_from_fixture(facts, flowing):
@@ -631,7 +642,7 @@ def test_phi35_longrope_from_fixture(facts, flowing):
     head, rotary_dim = head_of(fixture)
     original = fixture.get("original_max_position_embeddings") or rs["original_max_position_embeddings"]
     s = fixture["max_position_embeddings"] / original
-    factor = math.sqrt(1 + math.log(s) / math.log(original))          # Phi-3's rule, s = context / L0
+    factor = math.sqrt(1 + math.log(s) / math.log(original))  # Phi-3's rule, s = context / L0
     key = "configs.phi35"
     assert facts[f"{key}.factor"] == pytest.approx(s)
     assert facts[f"{key}.attention_factor"] == pytest.approx(factor, rel=1e-12)
@@ -646,9 +657,11 @@ def test_phi35_longrope_from_fixture(facts, flowing):
     assert facts[f"{key}.context"] == fixture["max_position_embeddings"]
     long_lo, long_hi = min(rs["long_factor"]), max(rs["long_factor"])
     short_lo, short_hi = min(rs["short_factor"]), max(rs["short_factor"])
-    assert (f"between {short_lo:.2f} and {short_hi:.2f} for inputs up to {original:,} tokens, between "
-            f"{long_lo:.2f} and {long_hi:.2f} beyond, and scales its cos/sin tables by {factor:.4f} = "
-            f"sqrt(1 + ln {s:g} / ln {original}) for every input") in flowing
+    assert (
+        f"between {short_lo:.2f} and {short_hi:.2f} for inputs up to {original:,} tokens, between "
+        f"{long_lo:.2f} and {long_hi:.2f} beyond, and scales its cos/sin tables by {factor:.4f} = "
+        f"sqrt(1 + ln {s:g} / ln {original}) for every input"
+    ) in flowing
 
 
 @pytest.mark.parametrize("key,name", configs.MODELS)
@@ -657,15 +670,23 @@ def test_real_config_tables_print_whole_numbers(ran, facts, key, name):
     fixture = load_fixture(name)
     model = fixture["source"].split("/")[-1]
     rows = [line.split() for line in text.splitlines() if line.strip().startswith(model)]
-    assert len(rows) == 2                                           # one row per table, name not folded
+    assert len(rows) == 2  # one row per table, name not folded
     said, does = rows
     head, rotary_dim = head_of(fixture)
-    assert said[1:] == [facts[f"configs.{key}.rope_type"], str(rotary_dim), "of", str(head),
-                        f"{fixture['rope_theta']:g}", f"{facts[f'configs.{key}.trained']:,}",
-                        f"{fixture['max_position_embeddings']:,}"]
-    assert does[1:] == [f"{facts[f'configs.{key}.attention_factor']:.4f}",
-                        f"{facts[f'configs.{key}.slowest_wavelength_default']:,.0f}",
-                        f"{facts[f'configs.{key}.slowest_wavelength']:,.0f}"]
+    assert said[1:] == [
+        facts[f"configs.{key}.rope_type"],
+        str(rotary_dim),
+        "of",
+        str(head),
+        f"{fixture['rope_theta']:g}",
+        f"{facts[f'configs.{key}.trained']:,}",
+        f"{fixture['max_position_embeddings']:,}",
+    ]
+    assert does[1:] == [
+        f"{facts[f'configs.{key}.attention_factor']:.4f}",
+        f"{facts[f'configs.{key}.slowest_wavelength_default']:,.0f}",
+        f"{facts[f'configs.{key}.slowest_wavelength']:,.0f}",
+    ]
 
 
 def test_pair_bands_helper():
@@ -706,8 +727,7 @@ def test_tour_leaves_the_callers_random_state_alone(tmp_path):
     torch.manual_seed(1234)
     expected = torch.rand(3)
     torch.manual_seed(1234)
-    tour.run_tour(tmp_path, console=rich.console.Console(file=io.StringIO()),
-                  sections=[("bag", bag.bag_of_tiles)])
+    tour.run_tour(tmp_path, console=rich.console.Console(file=io.StringIO()), sections=[("bag", bag.bag_of_tiles)])
     assert torch.equal(torch.rand(3), expected)
 
 
@@ -725,7 +745,7 @@ def test_bag_margin_over_nope(facts):
         assert ratio == pytest.approx(smallest / facts["bag.nope.pooled_max_diff"])
     else:
         assert ratio is None
-    assert 0.01 < facts["bag.token_std"] < 0.03                 # TinyLM's N(0, 0.02) initialisation
+    assert 0.01 < facts["bag.token_std"] < 0.03  # TinyLM's N(0, 0.02) initialisation
 
 
 def test_big_picture_closes_the_tour(ran, facts):

@@ -46,8 +46,7 @@ def test_every_registered_scaling_is_exercised_here():
 
 # -- causality goes by token order -------------------------------------------------------------------
 @pytest.mark.parametrize("name", posenc.SCHEMES)
-@pytest.mark.parametrize("positions", [[0, 1, 2, 0, 1, 2], [0, 1, 2, 3, 0, 0]],
-                         ids=["packed", "right-padded"])
+@pytest.mark.parametrize("positions", [[0, 1, 2, 0, 1, 2], [0, 1, 2, 3, 0, 0]], ids=["packed", "right-padded"])
 def test_no_scheme_sees_later_tokens_when_positions_restart(name, positions):
     torch.manual_seed(0)
     model = TinyLM(ModelConfig(scheme=name, d_model=32, n_heads=4, n_layers=2, max_len=16))
@@ -62,7 +61,7 @@ def test_alibi_hook_is_the_distance_penalty_and_forward_the_causal_matrix():
     alibi = ALiBi(4)
     pos = torch.arange(5)
     hook = alibi.bias(pos, pos)
-    torch.testing.assert_close(hook, hook.transpose(-1, -2))          # -m |i - j|: symmetric, finite
+    torch.testing.assert_close(hook, hook.transpose(-1, -2))  # -m |i - j|: symmetric, finite
     causal = alibi(5)
     lower = torch.ones(5, 5, dtype=torch.bool).tril()
     torch.testing.assert_close(causal[:, lower], hook[:, lower])
@@ -116,29 +115,60 @@ def test_negative_positions_are_refused_by_every_hook():
 
 def test_bad_arguments_name_themselves():
     cases = [
-        (lambda: apply_rotary_at(torch.randn(4, 8), torch.randn(4, 8), torch.ones(4, 4), torch.ones(4, 4),
-                                 torch.arange(4)), ValueError, "q must have 4 dimensions"),
-        (lambda: TinyLM(ModelConfig(d_model=16, n_heads=2, n_layers=1))(torch.tensor([[300]])),
-         ValueError, r"idx must hold token ids in \[0, 256\)"),
-        (lambda: TinyLM(ModelConfig(d_model=16, n_heads=2, n_layers=1))(torch.tensor([[-1]])),
-         ValueError, "idx must hold token ids"),
-        (lambda: CausalSelfAttention(8, 2)(torch.zeros(3, 8), posenc.NoPE(), torch.arange(3)[None]),
-         ValueError, "x must have 3 dimensions"),
-        (lambda: CausalSelfAttention(8, 2)(torch.zeros(1, 3, 6), posenc.NoPE(), torch.arange(3)[None]),
-         ValueError, "d_model=8"),
+        (
+            lambda: apply_rotary_at(
+                torch.randn(4, 8), torch.randn(4, 8), torch.ones(4, 4), torch.ones(4, 4), torch.arange(4)
+            ),
+            ValueError,
+            "q must have 4 dimensions",
+        ),
+        (
+            lambda: TinyLM(ModelConfig(d_model=16, n_heads=2, n_layers=1))(torch.tensor([[300]])),
+            ValueError,
+            r"idx must hold token ids in \[0, 256\)",
+        ),
+        (
+            lambda: TinyLM(ModelConfig(d_model=16, n_heads=2, n_layers=1))(torch.tensor([[-1]])),
+            ValueError,
+            "idx must hold token ids",
+        ),
+        (
+            lambda: CausalSelfAttention(8, 2)(torch.zeros(3, 8), posenc.NoPE(), torch.arange(3)[None]),
+            ValueError,
+            "x must have 3 dimensions",
+        ),
+        (
+            lambda: CausalSelfAttention(8, 2)(torch.zeros(1, 3, 6), posenc.NoPE(), torch.arange(3)[None]),
+            ValueError,
+            "d_model=8",
+        ),
         (lambda: LearnedPositionalEmbedding(4, 8, init_std=float("nan")), ValueError, "init_std"),
         (lambda: LearnedPositionalEmbedding(4, 8, init_std=-1.0), ValueError, "init_std"),
         (lambda: alibi_bias(torch.ones(2, 2), torch.arange(3), torch.arange(3)), ValueError, "slopes"),
         (lambda: rope_cos_sin(torch.arange(3), torch.ones(2, 2)), ValueError, "inv_freq"),
-        (lambda: RotaryEmbedding.from_hf_config({"hidden_size": 64, "num_attention_heads": 0}),
-         ValueError, "num_attention_heads"),
+        (
+            lambda: RotaryEmbedding.from_hf_config({"hidden_size": 64, "num_attention_heads": 0}),
+            ValueError,
+            "num_attention_heads",
+        ),
         (lambda: rope_frequencies(None, 8, "1e4"), TypeError, "base"),
         (lambda: make_scheme("alibi", d_model=10, n_heads=4), ValueError, "divisible"),
         (lambda: TinyLM(ModelConfig(bias="yes")), TypeError, "bias"),
-        (lambda: RotaryEmbedding.from_hf_config(
-            {"head_dim": 8, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "beta_fast": 0,
-                                             "original_max_position_embeddings": 64}}),
-         ValueError, "beta_fast"),
+        (
+            lambda: RotaryEmbedding.from_hf_config(
+                {
+                    "head_dim": 8,
+                    "rope_scaling": {
+                        "rope_type": "yarn",
+                        "factor": 4.0,
+                        "beta_fast": 0,
+                        "original_max_position_embeddings": 64,
+                    },
+                }
+            ),
+            ValueError,
+            "beta_fast",
+        ),
     ]
     for make, error, pattern in cases:
         with pytest.raises(error, match=pattern):

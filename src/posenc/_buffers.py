@@ -40,7 +40,7 @@ class PreciseTables(nn.Module):
 
     def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
-        state.pop("_table_lock", None)              # locks do not pickle or deepcopy
+        state.pop("_table_lock", None)  # locks do not pickle or deepcopy
         return state
 
     def __setstate__(self, state: Dict[str, Any]) -> None:

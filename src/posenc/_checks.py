@@ -13,8 +13,9 @@ from typing import Any, Collection, Optional, Sequence, Tuple, Union
 import torch
 
 
-def check_int(name: str, value: object, *, minimum: Optional[int] = None, maximum: Optional[int] = None,
-              even: bool = False) -> int:
+def check_int(
+    name: str, value: object, *, minimum: Optional[int] = None, maximum: Optional[int] = None, even: bool = False
+) -> int:
     """Return ``value`` as an int after checking its type and range, else raise with details."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
@@ -27,8 +28,14 @@ def check_int(name: str, value: object, *, minimum: Optional[int] = None, maximu
     return value
 
 
-def check_float(name: str, value: object, *, greater_than: Optional[float] = None,
-                minimum: Optional[float] = None, maximum: Optional[float] = None) -> float:
+def check_float(
+    name: str,
+    value: object,
+    *,
+    greater_than: Optional[float] = None,
+    minimum: Optional[float] = None,
+    maximum: Optional[float] = None,
+) -> float:
     """Return ``value`` as a finite float after checking its range, else raise with details."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
@@ -51,16 +58,18 @@ def check_choice(name: str, value: object, allowed: Collection[str]) -> str:
     return value
 
 
-def check_tensor(name: str, value: object, *, ndim: Union[int, Sequence[int], None] = None,
-                 floating: bool = False) -> torch.Tensor:
+def check_tensor(
+    name: str, value: object, *, ndim: Union[int, Sequence[int], None] = None, floating: bool = False
+) -> torch.Tensor:
     """Check that ``value`` is a tensor with the given number of dims (int or tuple of ints)."""
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
         if value.dim() not in allowed:
-            raise ValueError(f"{name} must have {' or '.join(map(str, allowed))} dimensions, "
-                             f"got shape {tuple(value.shape)}")
+            raise ValueError(
+                f"{name} must have {' or '.join(map(str, allowed))} dimensions, got shape {tuple(value.shape)}"
+            )
     if floating and not value.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
     return value
@@ -78,14 +87,17 @@ def check_tensor(name: str, value: object, *, ndim: Union[int, Sequence[int], No
 # (``torch._assert_async``): a compiled graph raises instead of wrapping a negative index around to
 # the last row. Meta tensors have no values; only the dtype and shape rules apply to them.
 
+
 def check_position_dtype(name: str, positions: object) -> torch.Tensor:
     """Return ``positions`` as int64 after checking that it is an integer tensor (bool refused)."""
     if not isinstance(positions, torch.Tensor):
         raise TypeError(f"{name} must be an integer torch.Tensor, got {type(positions).__name__}")
     dtype = positions.dtype
     if dtype == torch.bool:
-        raise TypeError(f"{name} must have an integer dtype, got torch.bool: a bool tensor is a mask, "
-                        "not positions (convert with .long() if 0/1 positions were meant)")
+        raise TypeError(
+            f"{name} must have an integer dtype, got torch.bool: a bool tensor is a mask, "
+            "not positions (convert with .long() if 0/1 positions were meant)"
+        )
     if dtype.is_floating_point or dtype.is_complex:
         raise TypeError(f"{name} must have an integer dtype (int32 or int64), got {dtype}")
     return positions if dtype == torch.int64 else positions.to(torch.int64)
@@ -105,8 +117,7 @@ def _first(positions: torch.Tensor, bad: torch.Tensor) -> str:
     return f"{int(positions[index])} at index {index}"
 
 
-def check_positions(name: str, positions: object, *, upper: Optional[int] = None,
-                    hint: str = "") -> torch.Tensor:
+def check_positions(name: str, positions: object, *, upper: Optional[int] = None, hint: str = "") -> torch.Tensor:
     """Apply the position rules to ``positions``; return it as int64.
 
     Args:
@@ -130,12 +141,11 @@ def _checked(name: str, positions: object, upper: Optional[int], hint: str) -> T
     if pos.device.type == "meta":
         return pos, None
     if is_compiling():
-        _assert_in_graph(pos >= 0, f"{name} must be >= 0 (a negative position would wrap to the last "
-                                   "table row)")
+        _assert_in_graph(pos >= 0, f"{name} must be >= 0 (a negative position would wrap to the last table row)")
         if upper is not None:
             _assert_in_graph(pos < upper, f"{name} must be < {upper}{hint}")
         return pos, None
-    low, high = torch.stack(torch.aminmax(pos)).tolist()      # one read-back for both ends
+    low, high = torch.stack(torch.aminmax(pos)).tolist()  # one read-back for both ends
     if low < 0:
         raise ValueError(f"{name} must be >= 0, got {_first(pos, pos < 0)}")
     if upper is not None and high >= upper:
@@ -197,8 +207,9 @@ def as_positions(name: str, positions: object) -> Positions:
     return Positions(*_checked(name, positions, None, ""))
 
 
-def checked_positions(seq_len: int, position_ids: Optional[torch.Tensor], offset: int,
-                      device: torch.device, batch: Optional[int] = None) -> Positions:
+def checked_positions(
+    seq_len: int, position_ids: Optional[torch.Tensor], offset: int, device: torch.device, batch: Optional[int] = None
+) -> Positions:
     """:func:`resolve_positions`, checked once and wrapped as :class:`Positions`.
 
     With ``offset`` the positions are known without reading anything back; with ``position_ids``
@@ -215,8 +226,9 @@ def checked_positions(seq_len: int, position_ids: Optional[torch.Tensor], offset
     return pos
 
 
-def resolve_positions(seq_len: int, position_ids: Optional[torch.Tensor], offset: int,
-                      device: torch.device, batch: Optional[int] = None) -> torch.Tensor:
+def resolve_positions(
+    seq_len: int, position_ids: Optional[torch.Tensor], offset: int, device: torch.device, batch: Optional[int] = None
+) -> torch.Tensor:
     """Return checked positions of shape (batch or 1, seq_len) as int64.
 
     Either ``position_ids`` (shape (batch, seq) or (seq,)) is given, or positions are
@@ -237,9 +249,13 @@ def _shaped_positions(seq_len: int, position_ids: object, offset: object, batch:
     if position_ids.dim() == 1:
         position_ids = position_ids.unsqueeze(0)
     if position_ids.dim() != 2 or position_ids.shape[-1] != seq_len:
-        raise ValueError(f"position_ids must have shape (batch, {seq_len}) or ({seq_len},) to match the "
-                         f"sequence length, got {tuple(position_ids.shape)}")
+        raise ValueError(
+            f"position_ids must have shape (batch, {seq_len}) or ({seq_len},) to match the "
+            f"sequence length, got {tuple(position_ids.shape)}"
+        )
     if batch is not None and position_ids.shape[0] not in (1, batch):
-        raise ValueError(f"position_ids has batch size {position_ids.shape[0]}, the input has {batch}; "
-                         "allowed: 1 (shared) or the input's batch size")
+        raise ValueError(
+            f"position_ids has batch size {position_ids.shape[0]}, the input has {batch}; "
+            "allowed: 1 (shared) or the input's batch size"
+        )
     return position_ids

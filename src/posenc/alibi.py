@@ -38,8 +38,9 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     return torch.tensor(slopes, dtype=torch.float64, device="cpu")
 
 
-def alibi_bias(slopes: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor,
-               causal: bool = True) -> torch.Tensor:
+def alibi_bias(
+    slopes: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor, causal: bool = True
+) -> torch.Tensor:
     """The additive bias ``-slope * (i - j)``, shape (heads, Lq, Lk), in ``slopes.dtype``.
 
     With ``causal=True`` keys after the query (``j > i``) get ``-inf`` (the causal mask). With
@@ -48,10 +49,10 @@ def alibi_bias(slopes: torch.Tensor, q_positions: torch.Tensor, k_positions: tor
     check_tensor("slopes", slopes, ndim=1, floating=True)
     check_tensor("q_positions", q_positions, ndim=1)
     check_tensor("k_positions", k_positions, ndim=1)
-    q_positions = check_position_dtype("q_positions", q_positions)     # int64: exact differences
+    q_positions = check_position_dtype("q_positions", q_positions)  # int64: exact differences
     k_positions = check_position_dtype("k_positions", k_positions)
-    dist = (q_positions.unsqueeze(-1) - k_positions.unsqueeze(0)).to(slopes.dtype)   # (Lq, Lk)
-    bias = -slopes.view(-1, 1, 1) * dist.abs()                                         # (H, Lq, Lk)
+    dist = (q_positions.unsqueeze(-1) - k_positions.unsqueeze(0)).to(slopes.dtype)  # (Lq, Lk)
+    bias = -slopes.view(-1, 1, 1) * dist.abs()  # (H, Lq, Lk)
     if causal:
         bias = bias.masked_fill((dist < 0).unsqueeze(0), float("-inf"))
     return bias
@@ -96,7 +97,7 @@ class ALiBi(PreciseTables, PositionScheme):
         check_int("q_len", q_len, minimum=1)
         k_len = q_len if k_len is None else check_int("k_len", k_len, minimum=q_len)
         k_pos = torch.arange(k_len, device=self.slopes.device)
-        return alibi_bias(self.slopes, k_pos[k_len - q_len:], k_pos, causal=True)
+        return alibi_bias(self.slopes, k_pos[k_len - q_len :], k_pos, causal=True)
 
     def extra_repr(self) -> str:
         return f"num_heads={self.num_heads}"

@@ -59,16 +59,31 @@ TINY = {"q_heads": 4, "kv_heads": 2, "head_dim": 16}
 QUICK_SHAPES = ("decode", "prefill-4k")
 FULL_SHAPES = ("decode", "prefill-4k", "prefill-16k")
 MODES = ("forward", "forward+backward")
-IMPLEMENTATIONS = ("posenc", "posenc in-place", "posenc reference", "eager", "compiled eager",
-                   "memory pass")
+IMPLEMENTATIONS = ("posenc", "posenc in-place", "posenc reference", "eager", "compiled eager", "memory pass")
 CEILING = "memory pass"
 EAGER = "eager"
 #: --model sizes: the Llama attention shape of the issue, and a smoke-test shape
 MODEL_SIZES = {
-    "wide": {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
-             "intermediate_size": 4096, "num_hidden_layers": 2, "vocab_size": 1024, "seq": 2048},
-    "tiny": {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-             "intermediate_size": 64, "num_hidden_layers": 2, "vocab_size": 128, "seq": 32},
+    "wide": {
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "intermediate_size": 4096,
+        "num_hidden_layers": 2,
+        "vocab_size": 1024,
+        "seq": 2048,
+    },
+    "tiny": {
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "vocab_size": 128,
+        "seq": 32,
+    },
 }
 #: profiler scope that labels position-encoding work in the model benchmark
 PE_SCOPE = "position encoding"
@@ -93,35 +108,56 @@ class BenchConfig:
     dtypes: Sequence[str] = ("float32",)
     modes: Sequence[str] = MODES
     device: str = "cpu"
-    repeats: int = 9              # timed repeats per implementation and case
-    warmup: int = 2               # untimed calls before timing
-    min_sample_s: float = 1e-2    # a repeat loops a short call until it lasts at least this long
-    compile: bool = True          # include "compiled eager" (costs compile time per case)
+    repeats: int = 9  # timed repeats per implementation and case
+    warmup: int = 2  # untimed calls before timing
+    min_sample_s: float = 1e-2  # a repeat loops a short call until it lasts at least this long
+    compile: bool = True  # include "compiled eager" (costs compile time per case)
     quick: bool = False
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true",
-                        help="decode and prefill-4k, float32: under two minutes on 2 CPU cores")
-    parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=None,
-                        help=f"cases to run (default {' '.join(FULL_SHAPES)}; --quick: {' '.join(QUICK_SHAPES)}; "
-                             "'tiny' is a small smoke-test shape)")
-    parser.add_argument("--dtypes", nargs="+", choices=["float32", "bfloat16", "float16"], default=None,
-                        help="element types (default float32 bfloat16; --quick: float32)")
+    parser.add_argument(
+        "--quick", action="store_true", help="decode and prefill-4k, float32: under two minutes on 2 CPU cores"
+    )
+    parser.add_argument(
+        "--shapes",
+        nargs="+",
+        choices=list(SHAPES),
+        default=None,
+        help=f"cases to run (default {' '.join(FULL_SHAPES)}; --quick: {' '.join(QUICK_SHAPES)}; "
+        "'tiny' is a small smoke-test shape)",
+    )
+    parser.add_argument(
+        "--dtypes",
+        nargs="+",
+        choices=["float32", "bfloat16", "float16"],
+        default=None,
+        help="element types (default float32 bfloat16; --quick: float32)",
+    )
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
     parser.add_argument("--device", default="auto", help="cpu, cuda, or auto (cuda when available)")
     parser.add_argument("--repeats", default=None, help="timed repeats (default 9; --model: 3)")
     parser.add_argument("--warmup", default=None, help="untimed calls before timing (default 2; --model: 1)")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile row")
-    parser.add_argument("--json", type=Path, default=None,
-                        help="where to write the results (default: bench-rope.json; --model: bench-model.json)")
-    parser.add_argument("--model", action="store_true",
-                        help="instead of kernels: a wide tiny Llama (hidden 4096, 32 heads, 8 kv heads, 2 layers, "
-                             "2048 tokens), unpatched vs patched by posenc.integrations.transformers")
-    parser.add_argument("--model-size", choices=list(MODEL_SIZES), default="wide",
-                        help="'wide' (default) or 'tiny' (a seconds-long smoke test)")
-    parser.add_argument("--decode-tokens", default="8", help="--model: tokens generated for the decode row "
-                                                             "(default 8)")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        help="where to write the results (default: bench-rope.json; --model: bench-model.json)",
+    )
+    parser.add_argument(
+        "--model",
+        action="store_true",
+        help="instead of kernels: a wide tiny Llama (hidden 4096, 32 heads, 8 kv heads, 2 layers, "
+        "2048 tokens), unpatched vs patched by posenc.integrations.transformers",
+    )
+    parser.add_argument(
+        "--model-size",
+        choices=list(MODEL_SIZES),
+        default="wide",
+        help="'wide' (default) or 'tiny' (a seconds-long smoke test)",
+    )
+    parser.add_argument("--decode-tokens", default="8", help="--model: tokens generated for the decode row (default 8)")
 
 
 #: most repeats / warm-up calls / decode tokens a flag may ask for (a typo must not mean a week)
@@ -167,8 +203,14 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     return BenchConfig(
         shapes=tuple(args.shapes or (QUICK_SHAPES if args.quick else FULL_SHAPES)),
         dtypes=tuple(args.dtypes or (("float32",) if args.quick else ("float32", "bfloat16"))),
-        modes=tuple(args.modes), device=device, repeats=repeats, warmup=warmup,
-        min_sample_s=5e-3 if args.quick else 1e-2, compile=not args.no_compile, quick=args.quick)
+        modes=tuple(args.modes),
+        device=device,
+        repeats=repeats,
+        warmup=warmup,
+        min_sample_s=5e-3 if args.quick else 1e-2,
+        compile=not args.no_compile,
+        quick=args.quick,
+    )
 
 
 # -- timing ---------------------------------------------------------------------------------------
@@ -211,17 +253,25 @@ def _make_case(shape: str, dtype: torch.dtype, device: str):
     q = torch.randn(batch, dims["q_heads"], seq, d, generator=gen).to(device=device, dtype=dtype)
     k = torch.randn(batch, dims["kv_heads"], seq, d, generator=gen).to(device=device, dtype=dtype)
     from .rope.tables import rope_inv_freq, rope_table
+
     cos, sin = rope_table(seq + 100, rope_inv_freq(d, 500000.0), device=torch.device(device))
-    cos, sin = cos[100:].unsqueeze(0), sin[100:].unsqueeze(0)               # (1, S, d/2): decode at 100+
-    cos_full = torch.cat((cos, cos), -1).unsqueeze(1).to(dtype)             # (1, 1, S, d), as in HF
+    cos, sin = cos[100:].unsqueeze(0), sin[100:].unsqueeze(0)  # (1, S, d/2): decode at 100+
+    cos_full = torch.cat((cos, cos), -1).unsqueeze(1).to(dtype)  # (1, 1, S, d), as in HF
     sin_full = torch.cat((sin, sin), -1).unsqueeze(1).to(dtype)
-    info = {"shape": shape, "batch": batch, "seq": seq, **dims, "dtype": str(dtype).replace("torch.", ""),
-            "bytes_q_k": (q.numel() + k.numel()) * q.element_size()}
+    info = {
+        "shape": shape,
+        "batch": batch,
+        "seq": seq,
+        **dims,
+        "dtype": str(dtype).replace("torch.", ""),
+        "bytes_q_k": (q.numel() + k.numel()) * q.element_size(),
+    }
     return q, k, cos, sin, cos_full, sin_full, info
 
 
 def _forward_fns(q, k, cos, sin, cos_full, sin_full, compiled) -> Dict[str, Callable[[], None]]:
     from .rope.apply import apply_reference, apply_rotary
+
     fns = {
         "posenc": lambda: apply_rotary(q, k, cos, sin),
         "posenc in-place": lambda: apply_rotary(q, k, cos, sin, inplace=True),
@@ -236,14 +286,16 @@ def _forward_fns(q, k, cos, sin, cos_full, sin_full, compiled) -> Dict[str, Call
 
 def _backward_fns(q, k, cos, sin, cos_full, sin_full, compiled) -> Dict[str, Callable[[], None]]:
     from .rope.apply import apply_reference, apply_rotary
+
     ql, kl = q.detach().clone().requires_grad_(), k.detach().clone().requires_grad_()
     gq, gk = torch.randn_like(q), torch.randn_like(k)
 
     def step(forward):
         def go():
-            ql.grad = kl.grad = None        # as after optimizer.zero_grad(): backward assigns, no sum
+            ql.grad = kl.grad = None  # as after optimizer.zero_grad(): backward assigns, no sum
             qo, ko = forward()
             torch.autograd.backward((qo, ko), (gq, gk))
+
         return go
 
     fns = {
@@ -263,7 +315,7 @@ def _time_case(fns: Dict[str, Callable[[], None]], config: BenchConfig, timer: _
     compile_s = {}
     for name, fn in fns.items():
         t0 = time.perf_counter()
-        fn()                                                         # first call: compiles, builds
+        fn()  # first call: compiles, builds
         compile_s[name] = time.perf_counter() - t0
         for _ in range(config.warmup):
             fn()
@@ -274,8 +326,11 @@ def _time_case(fns: Dict[str, Callable[[], None]], config: BenchConfig, timer: _
             samples[name].append(timer.once(fn, calls[name]) * 1e3)
     out: Dict[str, Dict[str, Any]] = {}
     for name in fns:
-        entry: Dict[str, Any] = {"median_ms": statistics.median(samples[name]), "samples_ms": samples[name],
-                 "calls_per_sample": calls[name]}
+        entry: Dict[str, Any] = {
+            "median_ms": statistics.median(samples[name]),
+            "samples_ms": samples[name],
+            "calls_per_sample": calls[name],
+        }
         if name == "compiled eager":
             entry["first_call_s"] = compile_s[name]
         out[name] = entry
@@ -291,9 +346,17 @@ def _environment(config: BenchConfig) -> dict:
     from . import __version__
     from .rope import kernels
     from .rope.apply import fused_kernel
-    env = {"posenc": __version__, "torch": torch.__version__, "python": platform.python_version(),
-           "device": config.device, "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
-           "machine": platform.machine(), "processor": _cpu_name()}
+
+    env = {
+        "posenc": __version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "device": config.device,
+        "threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "machine": platform.machine(),
+        "processor": _cpu_name(),
+    }
     if hasattr(os, "getloadavg"):
         env["load_average_at_start"] = list(os.getloadavg())
     probe = torch.zeros(1, 1, 1, 2, device=config.device)
@@ -352,28 +415,43 @@ def _fmt_ms(ms: float) -> str:
 
 def format_table(report: dict) -> str:
     """A markdown table: one row per case and implementation."""
-    lines = ["| case | dtype | pass | implementation | median | × ceiling | vs eager |",
-             "|---|---|---|---|---:|---:|---:|"]
+    lines = [
+        "| case | dtype | pass | implementation | median | × ceiling | vs eager |",
+        "|---|---|---|---|---:|---:|---:|",
+    ]
     for case in report["cases"]:
-        label = (f"{case['shape']} ({case['batch']}×{case['seq']}, "
-                 f"{case['q_heads']}q/{case['kv_heads']}kv×{case['head_dim']})")
+        label = (
+            f"{case['shape']} ({case['batch']}×{case['seq']}, "
+            f"{case['q_heads']}q/{case['kv_heads']}kv×{case['head_dim']})"
+        )
         for name, r in case["results"].items():
-            lines.append(f"| {label} | {case['dtype']} | {case['mode']} | {name} | {_fmt_ms(r['median_ms'])} | "
-                         f"{r['x_ceiling']:.2f} | {r['speedup_vs_eager']:.1f}× |")
+            lines.append(
+                f"| {label} | {case['dtype']} | {case['mode']} | {name} | {_fmt_ms(r['median_ms'])} | "
+                f"{r['x_ceiling']:.2f} | {r['speedup_vs_eager']:.1f}× |"
+            )
     return "\n".join(lines)
 
 
 # -- the model-level benchmark ---------------------------------------------------------------------
 def _model(size: str, dtype: torch.dtype):
     from transformers import LlamaConfig, LlamaForCausalLM
+
     dims = {k: v for k, v in MODEL_SIZES[size].items() if k != "seq"}
     # Llama-3.1-8B's rope fields: llama3 scaling, rope_theta 5e5, 128k context
     # (the rope_theta and rope_scaling keywords: every supported transformers version reads them)
     fields: Dict[str, Any] = dict(
-        dims, max_position_embeddings=131072, rope_theta=500000.0,
-        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                      "original_max_position_embeddings": 8192},
-        tie_word_embeddings=False)
+        dims,
+        max_position_embeddings=131072,
+        rope_theta=500000.0,
+        rope_scaling={
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+        tie_word_embeddings=False,
+    )
     config = LlamaConfig(**fields)
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).eval()
@@ -385,6 +463,7 @@ def _labelled(fn: Callable) -> Callable:
     def call(*args, **kwargs):
         with torch.profiler.record_function(PE_SCOPE):
             return fn(*args, **kwargs)
+
     return call
 
 
@@ -395,6 +474,7 @@ def _instrument(model) -> Callable[[], None]:
     per instance (the same mechanism as the patch), so patched and unpatched models are measured alike.
     """
     from .integrations.transformers import instance_function_override
+
     undo = []
     for module in model.modules():
         name = type(module).__name__
@@ -404,20 +484,24 @@ def _instrument(model) -> Callable[[], None]:
     for module in model.modules():
         if not type(module).__name__.endswith("Attention"):
             continue
-        previous = module.__dict__.get("forward")                  # the patch's, if patched
+        previous = module.__dict__.get("forward")  # the patch's, if patched
         forward = getattr(previous, "__func__", None) or type(module).forward
         rotate = _resolve_global(forward, "apply_rotary_pos_emb")
         new = instance_function_override(forward, {"apply_rotary_pos_emb": _labelled(rotate)})
         module.forward = new.__get__(module)
+
         def put_back(m: torch.nn.Module = module, p: Any = previous) -> None:
             if p is not None:
                 m.__dict__.update(forward=p)
             else:
                 m.__dict__.pop("forward", None)
+
         undo.append(put_back)
+
     def restore():
         for fn in reversed(undo):
             fn()
+
     return restore
 
 
@@ -430,6 +514,7 @@ def _resolve_global(fn: Callable, name: str):
 def _profile_pe(fn: Callable[[], None]) -> Tuple[float, float]:
     """(seconds in position encoding, seconds of the whole call) for one profiled call of ``fn``."""
     from torch.profiler import ProfilerActivity, profile
+
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         t0 = time.perf_counter()
         fn()
@@ -438,9 +523,14 @@ def _profile_pe(fn: Callable[[], None]) -> Tuple[float, float]:
     return pe, total
 
 
-def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", "bfloat16"), repeats: int = 3,
-                        decode_tokens: int = 8, warmup: int = 1,
-                        progress: Optional[Callable[[str], None]] = None) -> dict:
+def run_model_benchmark(
+    size: str = "wide",
+    dtypes: Sequence[str] = ("float32", "bfloat16"),
+    repeats: int = 3,
+    decode_tokens: int = 8,
+    warmup: int = 1,
+    progress: Optional[Callable[[str], None]] = None,
+) -> dict:
     """Unpatched vs posenc-patched Llama: forward, position-encoding time, decode time per token.
 
     One model instance, patched and unpatched in turn before every measurement (patching takes a few
@@ -454,13 +544,16 @@ def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", 
     from transformers import DynamicCache
 
     from .integrations.transformers import patch, unpatch
+
     if size not in MODEL_SIZES:
         raise ValueError(f"size must be one of {list(MODEL_SIZES)}, got {size!r}")
     seq = MODEL_SIZES[size]["seq"]
     variants = ("unpatched", "posenc")
     report: Dict[str, Any] = {
         "model": {**MODEL_SIZES[size], "rope": "llama3, rope_theta 5e5 (Llama-3.1-8B)", "size": size},
-        "environment": _environment(BenchConfig(device="cpu")), "rows": []}
+        "environment": _environment(BenchConfig(device="cpu")),
+        "rows": [],
+    }
     started = time.perf_counter()
     for dtype_name in dtypes:
         dtype = getattr(torch, dtype_name)
@@ -474,7 +567,8 @@ def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", 
 
         ids = torch.randint(0, MODEL_SIZES[size]["vocab_size"], (1, seq), generator=torch.Generator().manual_seed(0))
         rows: Dict[str, Dict[str, Any]] = {
-            v: {"dtype": dtype_name, "variant": v, "seq": seq, "decode_tokens": decode_tokens} for v in variants}
+            v: {"dtype": dtype_name, "variant": v, "seq": seq, "decode_tokens": decode_tokens} for v in variants
+        }
         forward: Dict[str, List[float]] = {v: [] for v in variants}
         steps: Dict[str, List[float]] = {v: [] for v in variants}
         with torch.no_grad():
@@ -482,7 +576,7 @@ def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", 
                 progress(f"{dtype_name}: warm-up and profiled forwards")
             for v in variants:
                 use(v)
-                for _ in range(warmup):                     # kernel build, table growth
+                for _ in range(warmup):  # kernel build, table growth
                     model(ids)
                 restore = _instrument(model)
                 try:
@@ -520,15 +614,19 @@ def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", 
                     # profiled step is noise; take the median of several
                     samples = []
                     for _ in range(max(3, min(decode_tokens, 7))):
-                        samples.append(_profile_pe(functools.partial(model, tokens[v], cache=caches[v],
-                                                                     use_cache=True))[0])
+                        samples.append(
+                            _profile_pe(functools.partial(model, tokens[v], cache=caches[v], use_cache=True))[0]
+                        )
                     decode_pe = statistics.median(samples)
                 finally:
                     restore()
-                rows[v].update(forward_ms=statistics.median(forward[v]) * 1e3,
-                               forward_samples_ms=[t * 1e3 for t in forward[v]],
-                               decode_ms_per_token=statistics.median(steps[v]) * 1e3,
-                               decode_samples_ms=[t * 1e3 for t in steps[v]], decode_pe_ms=decode_pe * 1e3)
+                rows[v].update(
+                    forward_ms=statistics.median(forward[v]) * 1e3,
+                    forward_samples_ms=[t * 1e3 for t in forward[v]],
+                    decode_ms_per_token=statistics.median(steps[v]) * 1e3,
+                    decode_samples_ms=[t * 1e3 for t in steps[v]],
+                    decode_pe_ms=decode_pe * 1e3,
+                )
         unpatch(model)
         base, ours = rows["unpatched"], rows["posenc"]
         for key in ("pe_ms", "forward_ms", "decode_ms_per_token", "decode_pe_ms"):
@@ -542,17 +640,23 @@ def run_model_benchmark(size: str = "wide", dtypes: Sequence[str] = ("float32", 
 def format_model_table(report: dict) -> str:
     """A markdown table: one row per dtype and variant, speed-ups of posenc over unpatched."""
     m = report["model"]
-    lines = [f"Llama, hidden {m['hidden_size']}, {m['num_attention_heads']} heads / {m['num_key_value_heads']} kv "
-             f"× {m['head_dim']}, {m['num_hidden_layers']} layers, {m['seq']} tokens; {m['rope']}", "",
-             "| dtype | model | position encoding (profiler) | whole forward | decode / token | "
-             "decode position encoding |", "|---|---|---:|---:|---:|---:|"]
+    lines = [
+        f"Llama, hidden {m['hidden_size']}, {m['num_attention_heads']} heads / {m['num_key_value_heads']} kv "
+        f"× {m['head_dim']}, {m['num_hidden_layers']} layers, {m['seq']} tokens; {m['rope']}",
+        "",
+        "| dtype | model | position encoding (profiler) | whole forward | decode / token | decode position encoding |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+
     def cell(row, key):
         speedup = row.get(f"speedup_{key}")
         return _fmt_ms(row[key]) + (f" ({speedup:.1f}×)" if speedup is not None else "")
 
     for r in report["rows"]:
-        lines.append(f"| {r['dtype']} | {r['variant']} | {cell(r, 'pe_ms')} | {cell(r, 'forward_ms')} | "
-                     f"{cell(r, 'decode_ms_per_token')} | {cell(r, 'decode_pe_ms')} |")
+        lines.append(
+            f"| {r['dtype']} | {r['variant']} | {cell(r, 'pe_ms')} | {cell(r, 'forward_ms')} | "
+            f"{cell(r, 'decode_ms_per_token')} | {cell(r, 'decode_pe_ms')} |"
+        )
     return "\n".join(lines)
 
 
@@ -571,10 +675,19 @@ def _model_run(args: argparse.Namespace) -> int:
         print(f"posenc bench: {exc}")
         return 2
     dtypes = tuple(args.dtypes or ("float32", "bfloat16"))
-    print(f"posenc bench --model ({args.model_size}): {' '.join(dtypes)}; {repeats} forwards, {decode_tokens} "
-          f"decode steps; torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
-    report = run_model_benchmark(args.model_size, dtypes, repeats, decode_tokens, warmup,
-                                 progress=lambda what: print(f"  timing {what} ...", flush=True))
+    print(
+        f"posenc bench --model ({args.model_size}): {' '.join(dtypes)}; {repeats} forwards, {decode_tokens} "
+        f"decode steps; torch {torch.__version__}, {torch.get_num_threads()} threads",
+        flush=True,
+    )
+    report = run_model_benchmark(
+        args.model_size,
+        dtypes,
+        repeats,
+        decode_tokens,
+        warmup,
+        progress=lambda what: print(f"  timing {what} ...", flush=True),
+    )
     print()
     print(format_model_table(report))
     print("\n(×: unpatched time / posenc time, measured in this run)")
@@ -594,15 +707,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"posenc bench: {exc}")
         return 2
     env_line = f"torch {torch.__version__}, {config.device}, {torch.get_num_threads()} threads"
-    print(f"posenc bench: {' '.join(config.shapes)} × {' '.join(config.dtypes)} × {' / '.join(config.modes)}; "
-          f"{config.repeats} repeats after {config.warmup} warm-up calls; {env_line}", flush=True)
+    print(
+        f"posenc bench: {' '.join(config.shapes)} × {' '.join(config.dtypes)} × {' / '.join(config.modes)}; "
+        f"{config.repeats} repeats after {config.warmup} warm-up calls; {env_line}",
+        flush=True,
+    )
     report = run_benchmark(config, progress=lambda what: print(f"  timing {what} ...", flush=True))
     print()
     print(format_table(report))
     env = report["environment"]
     load = env.get("load_average_at_start")
-    print(f"\nceiling = same-bytes in-place pass (q.mul_(1.0); k.mul_(1.0)); dispatched kernel: "
-          f"{env['dispatched_kernel']}" + (f"; load average at start {load[0]:.2f}" if load else ""))
+    print(
+        f"\nceiling = same-bytes in-place pass (q.mul_(1.0); k.mul_(1.0)); dispatched kernel: "
+        f"{env['dispatched_kernel']}" + (f"; load average at start {load[0]:.2f}" if load else "")
+    )
     path.write_text(json.dumps(report, indent=2))
     print(f"wrote {path} ({report['elapsed_s']:.0f} s)")
     return 0

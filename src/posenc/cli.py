@@ -44,8 +44,10 @@ def missing_extra(command: str) -> Optional[str]:
             missing.append(package)
     if not missing:
         return None
-    return (f"posenc {command} needs the [{extra}] extra (missing: {', '.join(missing)}); "
-            f"install it with: pip install 'posenc[{extra}]'")
+    return (
+        f"posenc {command} needs the [{extra}] extra (missing: {', '.join(missing)}); "
+        f"install it with: pip install 'posenc[{extra}]'"
+    )
 
 
 def _available() -> dict:
@@ -53,7 +55,7 @@ def _available() -> dict:
     for name, (module, summary) in COMMANDS.items():
         try:
             present = importlib.util.find_spec(module) is not None
-        except ModuleNotFoundError:       # the parent package is absent
+        except ModuleNotFoundError:  # the parent package is absent
             present = False
         if present:
             found[name] = (module, summary)
@@ -64,8 +66,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = _available()
     parser = argparse.ArgumentParser(
-        prog="posenc",
-        description="Positional encodings for PyTorch transformers, explained and measured.")
+        prog="posenc", description="Positional encodings for PyTorch transformers, explained and measured."
+    )
     parser.add_argument("--version", action="version", version=f"posenc {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = argv[0] if argv and argv[0] in commands else None
@@ -91,6 +93,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def _version() -> str:
     from . import __version__
+
     return __version__
 
 

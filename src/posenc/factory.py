@@ -14,9 +14,17 @@ from .sinusoidal import SinusoidalPositionalEncoding
 SCHEMES = ("nope", "sinusoidal", "learned", "rope", "alibi")
 
 
-def make_scheme(name: str, *, d_model: int, n_heads: int, max_len: int = 1024,
-                rope_base: float = 10000.0, rotary_dim: Optional[int] = None,
-                rope_layout: str = "half", rope_scaling: Any = None) -> PositionScheme:
+def make_scheme(
+    name: str,
+    *,
+    d_model: int,
+    n_heads: int,
+    max_len: int = 1024,
+    rope_base: float = 10000.0,
+    rotary_dim: Optional[int] = None,
+    rope_layout: str = "half",
+    rope_scaling: Any = None,
+) -> PositionScheme:
     """Create the scheme ``name`` for a model of width ``d_model`` with ``n_heads`` heads.
 
     ``max_len`` is the row count of a learned table (the only scheme with a hard limit); the
@@ -35,6 +43,11 @@ def make_scheme(name: str, *, d_model: int, n_heads: int, max_len: int = 1024,
         raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
     if name == "alibi":
         return ALiBi(n_heads)
-    return RotaryEmbedding(d_model // n_heads, base=rope_base, rotary_dim=rotary_dim,
-                           layout=rope_layout, scaling=rope_scaling,
-                           max_position_embeddings=max_len)
+    return RotaryEmbedding(
+        d_model // n_heads,
+        base=rope_base,
+        rotary_dim=rotary_dim,
+        layout=rope_layout,
+        scaling=rope_scaling,
+        max_position_embeddings=max_len,
+    )

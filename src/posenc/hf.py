@@ -25,6 +25,11 @@ from .rope.hfconfig import (
 )
 
 __all__ = [
-    "DEFAULT_MAX_POSITIONS", "DEFAULT_THETA", "INTERLEAVED_MODEL_TYPES", "MAX_HEAD_DIM",
-    "rotary_kwargs_from_hf", "scaling_from_hf", "to_hf_dict",
+    "DEFAULT_MAX_POSITIONS",
+    "DEFAULT_THETA",
+    "INTERLEAVED_MODEL_TYPES",
+    "MAX_HEAD_DIM",
+    "rotary_kwargs_from_hf",
+    "scaling_from_hf",
+    "to_hf_dict",
 ]

@@ -38,9 +38,12 @@ def tinylm_word_vectors(d_model: int = D_MODEL, seed: int = 0) -> torch.Tensor:
     check_int("seed", seed, minimum=0)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = TinyLM(ModelConfig(scheme="sinusoidal", vocab_size=VOCAB, d_model=d_model, n_layers=1,
-                                   n_heads=1, mlp_ratio=1, max_len=8))
-    return model.tok.weight.detach().to(torch.float64) * model.embed_scale        # (VOCAB, d_model)
+        model = TinyLM(
+            ModelConfig(
+                scheme="sinusoidal", vocab_size=VOCAB, d_model=d_model, n_layers=1, n_heads=1, mlp_ratio=1, max_len=8
+            )
+        )
+    return model.tok.weight.detach().to(torch.float64) * model.embed_scale  # (VOCAB, d_model)
 
 
 def position_word_lengths(d_model: int = D_MODEL, seed: int = 0, positions=(0, 1, 500, 1000)) -> dict:
@@ -55,10 +58,14 @@ def position_word_lengths(d_model: int = D_MODEL, seed: int = 0, positions=(0, 1
     words = tinylm_word_vectors(d_model, seed)
     word_norm = float(words.norm(dim=-1).mean())
     pe = SinusoidalPositionalEncoding(d_model, max_len=8)
-    rows = pe.encodings(torch.tensor(list(positions))).to(torch.float64)          # (P, d_model)
+    rows = pe.encodings(torch.tensor(list(positions))).to(torch.float64)  # (P, d_model)
     position_norm = float(rows.norm(dim=-1).max())
     return {
-        "d_model": d_model, "embedding_std": 0.02, "embed_scale": math.sqrt(d_model),
-        "word_norm": word_norm, "position_norm": position_norm, "ratio": position_norm / word_norm,
+        "d_model": d_model,
+        "embedding_std": 0.02,
+        "embed_scale": math.sqrt(d_model),
+        "word_norm": word_norm,
+        "position_norm": position_norm,
+        "ratio": position_norm / word_norm,
         "raw_ratio": {int(p): p * math.sqrt(d_model) / word_norm for p in positions},
     }

@@ -40,10 +40,17 @@ from .rope.scaling import DYNAMIC_TYPES, YaRNScaling, rope_frequencies, yarn_sof
 from .rope.tables import rope_cos_sin
 
 #: largest integer every smaller integer of which the type holds exactly (2 ** (mantissa bits + 1))
-EXACT_INTEGERS = {"float16": 2 ** 11, "bfloat16": 2 ** 8, "float32": 2 ** 24, "float64": 2 ** 53}
+EXACT_INTEGERS = {"float16": 2**11, "bfloat16": 2**8, "float32": 2**24, "float64": 2**53}
 #: label of the pairs that are neither kept nor fully interpolated, per rope type
-_BETWEEN = {"yarn": "ramped", "llama3": "ramped", "ntk": "rebased", "dynamic": "rebased",
-            "longrope": "searched", "linear": "interpolated", "proportional": "interpolated"}
+_BETWEEN = {
+    "yarn": "ramped",
+    "llama3": "ramped",
+    "ntk": "rebased",
+    "dynamic": "rebased",
+    "longrope": "searched",
+    "linear": "interpolated",
+    "proportional": "interpolated",
+}
 #: positions audited: the last few the model claims (angle error grows with the position)
 _AUDIT_POSITIONS = 16
 
@@ -59,8 +66,14 @@ def load_config(source) -> Tuple[Dict[str, Any], str]:
         return dict(source), "dict"
     if hasattr(source, "to_dict") and not isinstance(source, (str, Path)):
         data = dict(source.to_dict())
-        for key in ("head_dim", "rope_parameters", "rope_scaling", "rope_theta", "partial_rotary_factor",
-                    "original_max_position_embeddings"):
+        for key in (
+            "head_dim",
+            "rope_parameters",
+            "rope_scaling",
+            "rope_theta",
+            "partial_rotary_factor",
+            "original_max_position_embeddings",
+        ):
             if hasattr(source, key):
                 data[key] = getattr(source, key)
         return data, type(source).__name__
@@ -119,9 +132,10 @@ def inspect_config(config, layer_type: Optional[str] = None) -> Dict[str, Any]:
     scaling, base = kwargs["scaling"], kwargs["base"]
     head_dim, rotary_dim = kwargs["head_dim"], kwargs["rotary_dim"]
     max_positions = kwargs["max_position_embeddings"]
-    if max_positions > 2 ** 53:
-        raise ValueError(f"max_position_embeddings must be <= 2**53 (where float64 still holds every "
-                         f"position), got {max_positions}")
+    if max_positions > 2**53:
+        raise ValueError(
+            f"max_position_embeddings must be <= 2**53 (where float64 still holds every position), got {max_positions}"
+        )
     rope_type = getattr(scaling, "rope_type", "default")
     trained = getattr(scaling, "original_max_position_embeddings", None) or max_positions
     factor = getattr(scaling, "factor", None)
@@ -159,19 +173,29 @@ def inspect_config(config, layer_type: Optional[str] = None) -> Dict[str, Any]:
     return report
 
 
-def _pairs(default_freq: torch.Tensor, scaled_freq: torch.Tensor, short_freq: Optional[torch.Tensor],
-           rope_type: str, factor: Optional[float]) -> List[Dict[str, Any]]:
+def _pairs(
+    default_freq: torch.Tensor,
+    scaled_freq: torch.Tensor,
+    short_freq: Optional[torch.Tensor],
+    rope_type: str,
+    factor: Optional[float],
+) -> List[Dict[str, Any]]:
     out = []
     for i, (d, s) in enumerate(zip(default_freq.tolist(), scaled_freq.tolist())):
-        ratio = d / s                                  # > 1: the pair turns slower than unscaled
+        ratio = d / s  # > 1: the pair turns slower than unscaled
         if abs(ratio - 1.0) < 1e-9:
             kind = "kept"
         elif factor is not None and abs(ratio - factor) < 1e-9 * factor and rope_type != "longrope":
             kind = "interpolated"
         else:
             kind = _BETWEEN.get(rope_type, "scaled")
-        entry = {"pair": i, "wavelength": 2 * math.pi / d, "scaled_wavelength": 2 * math.pi / s,
-                 "ratio": ratio, "kind": kind}
+        entry = {
+            "pair": i,
+            "wavelength": 2 * math.pi / d,
+            "scaled_wavelength": 2 * math.pi / s,
+            "ratio": ratio,
+            "kind": kind,
+        }
         if short_freq is not None:
             entry["short_ratio"] = d / float(short_freq[i])
         out.append(entry)
@@ -188,16 +212,25 @@ def _groups(pairs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
             g["ratio_min"], g["ratio_max"] = min(g["ratio_min"], p["ratio"]), max(g["ratio_max"], p["ratio"])
             g["wavelength_max"], g["scaled_wavelength_max"] = p["wavelength"], p["scaled_wavelength"]
         else:
-            groups.append({"kind": p["kind"], "first": p["pair"], "last": p["pair"],
-                           "ratio_min": p["ratio"], "ratio_max": p["ratio"],
-                           "wavelength_min": p["wavelength"], "wavelength_max": p["wavelength"],
-                           "scaled_wavelength_min": p["scaled_wavelength"],
-                           "scaled_wavelength_max": p["scaled_wavelength"]})
+            groups.append(
+                {
+                    "kind": p["kind"],
+                    "first": p["pair"],
+                    "last": p["pair"],
+                    "ratio_min": p["ratio"],
+                    "ratio_max": p["ratio"],
+                    "wavelength_min": p["wavelength"],
+                    "wavelength_max": p["wavelength"],
+                    "scaled_wavelength_min": p["scaled_wavelength"],
+                    "scaled_wavelength_max": p["scaled_wavelength"],
+                }
+            )
     return groups
 
 
-def transformers_style_cos_sin(positions: torch.Tensor, inv_freq64: torch.Tensor, attention_factor: float,
-                               dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def transformers_style_cos_sin(
+    positions: torch.Tensor, inv_freq64: torch.Tensor, attention_factor: float, dtype: torch.dtype
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """cos, sin and angle as ``transformers`` computes them: float32 frequencies and angles.
 
     ``inv_freq`` is rounded to float32 (transformers computes it in float32), the angle
@@ -233,13 +266,17 @@ def _audit(inv_freq64: torch.Tensor, attention_factor: float, max_positions: int
         "position": last,
         "positions_audited": [int(positions[0]), last],
         "dtype": dtype,
-        "transformers": {"angle_error": _angle_error(angle, positions, inv_freq64),
-                         "cos_sin_error": err(cos, exact_cos, sin, exact_sin),
-                         "tables_dtype": dtype},
+        "transformers": {
+            "angle_error": _angle_error(angle, positions, inv_freq64),
+            "cos_sin_error": err(cos, exact_cos, sin, exact_sin),
+            "tables_dtype": dtype,
+        },
         # float64 angle: the rounding of inv_freq and of the product, each half an ulp (2**-53 relative)
-        "posenc": {"angle_error": float(2 * last * inv_freq64.max()) * 2.0 ** -53,
-                   "cos_sin_error": err(ours_cos.double(), exact_cos, ours_sin.double(), exact_sin),
-                   "tables_dtype": "float32"},
+        "posenc": {
+            "angle_error": float(2 * last * inv_freq64.max()) * 2.0**-53,
+            "cos_sin_error": err(ours_cos.double(), exact_cos, ours_sin.double(), exact_sin),
+            "tables_dtype": "float32",
+        },
     }
 
 
@@ -249,37 +286,62 @@ def _risks(report: Dict[str, Any], data: Dict[str, Any], scaling, inv_freq64: to
     if dtype in ("bfloat16", "float16"):
         rounded = inv_freq64.to(getattr(torch, dtype)).to(torch.float64)
         drift = float((last * (rounded - inv_freq64)).abs().max())
-        risks.append({"risk": "inv_freq stored in " + dtype,
-                      "detail": f"model.to(torch.{dtype}) rounds transformers' inv_freq buffer; the angle at "
-                                f"position {last:,} then moves by up to {drift:.3g} rad "
-                                f"({drift / (2 * math.pi):.3g} turns). posenc keeps its tables in float32."})
+        risks.append(
+            {
+                "risk": "inv_freq stored in " + dtype,
+                "detail": f"model.to(torch.{dtype}) rounds transformers' inv_freq buffer; the angle at "
+                f"position {last:,} then moves by up to {drift:.3g} rad "
+                f"({drift / (2 * math.pi):.3g} turns). posenc keeps its tables in float32.",
+            }
+        )
     for name in dict.fromkeys(("float32", dtype)):
         limit = EXACT_INTEGERS[name]
         if last >= limit:
-            risks.append({"risk": f"positions past {name}'s exact-integer range",
-                          "detail": f"{name} holds every integer only up to {limit:,}; this model claims "
-                                    f"positions up to {last:,}. Positions must stay integers (or float64) "
-                                    "until the angle is formed."})
+            risks.append(
+                {
+                    "risk": f"positions past {name}'s exact-integer range",
+                    "detail": f"{name} holds every integer only up to {limit:,}; this model claims "
+                    f"positions up to {last:,}. Positions must stay integers (or float64) "
+                    "until the angle is formed.",
+                }
+            )
     if report["rope_type"] in DYNAMIC_TYPES:
-        what = ("the NTK base grows with the length" if report["rope_type"] == "dynamic"
-                else f"the short factors switch to the long ones past {report['trained_context']:,} tokens")
-        risks.append({"risk": "frequencies change during generation",
-                      "detail": f"{what}: keys cached before the change and queries after it were rotated "
-                                "with different frequencies. posenc offers freeze_frequencies(N)."})
+        what = (
+            "the NTK base grows with the length"
+            if report["rope_type"] == "dynamic"
+            else f"the short factors switch to the long ones past {report['trained_context']:,} tokens"
+        )
+        risks.append(
+            {
+                "risk": "frequencies change during generation",
+                "detail": f"{what}: keys cached before the change and queries after it were rotated "
+                "with different frequencies. posenc offers freeze_frequencies(N).",
+            }
+        )
     rope = _rope_dict(data)
-    if report["rope_type"] in ("yarn", "llama3", "longrope") and \
-            data.get("original_max_position_embeddings") is None and \
-            rope.get("original_max_position_embeddings") is None:
-        risks.append({"risk": "missing original_max_position_embeddings",
-                      "detail": f"{report['rope_type']} needs the trained length; it falls back to "
-                                f"max_position_embeddings={report['extended_context']:,}, which makes the "
-                                "scaling start at the extended length instead of the trained one."})
+    if (
+        report["rope_type"] in ("yarn", "llama3", "longrope")
+        and data.get("original_max_position_embeddings") is None
+        and rope.get("original_max_position_embeddings") is None
+    ):
+        risks.append(
+            {
+                "risk": "missing original_max_position_embeddings",
+                "detail": f"{report['rope_type']} needs the trained length; it falls back to "
+                f"max_position_embeddings={report['extended_context']:,}, which makes the "
+                "scaling start at the extended length instead of the trained one.",
+            }
+        )
     audit = report["precision"]["transformers"]
     if audit["angle_error"] > 1e-3:
-        risks.append({"risk": "float32 angles at the longest context",
-                      "detail": f"transformers' float32 angle is off by {audit['angle_error']:.2g} rad at "
-                                f"position {last:,} (cos/sin by {audit['cos_sin_error']:.2g}); posenc's "
-                                f"tables by {report['precision']['posenc']['cos_sin_error']:.2g}."})
+        risks.append(
+            {
+                "risk": "float32 angles at the longest context",
+                "detail": f"transformers' float32 angle is off by {audit['angle_error']:.2g} rad at "
+                f"position {last:,} (cos/sin by {audit['cos_sin_error']:.2g}); posenc's "
+                f"tables by {report['precision']['posenc']['cos_sin_error']:.2g}.",
+            }
+        )
     return risks
 
 
@@ -295,53 +357,70 @@ def _n(x: float) -> str:
 def format_report(report: Dict[str, Any]) -> str:
     """The one-screen text of ``posenc inspect``."""
     r = report
-    lines = [f"{r['source']}  ({r['model_type'] or 'model type not given'})",
-             f"  rope type      {r['rope_type']}" + (f", factor {_n(r['factor'])}" if r["factor"] else ""),
-             f"  rope_theta     {_n(r['rope_theta'])}",
-             f"  features       {r['rotary_dim']} of {r['head_dim']} per head rotated ({r['rotated_pairs']} pairs), "
-             f"{r['unrotated_dim']} unrotated; layout {r['layout']}",
-             f"  context        trained {r['trained_context']:,}, extended {r['extended_context']:,}",
-             f"  attention      cos/sin × {r['attention_factor']:.6g}"
-             + (f", softmax scale × {r['softmax_scale_factor']:.6g}" if r["softmax_scale_factor"] != 1.0 else ""),
-             "", "  pairs      what the scaling does            wavelength (tokens per turn) -> scaled"]
+    lines = [
+        f"{r['source']}  ({r['model_type'] or 'model type not given'})",
+        f"  rope type      {r['rope_type']}" + (f", factor {_n(r['factor'])}" if r["factor"] else ""),
+        f"  rope_theta     {_n(r['rope_theta'])}",
+        f"  features       {r['rotary_dim']} of {r['head_dim']} per head rotated ({r['rotated_pairs']} pairs), "
+        f"{r['unrotated_dim']} unrotated; layout {r['layout']}",
+        f"  context        trained {r['trained_context']:,}, extended {r['extended_context']:,}",
+        f"  attention      cos/sin × {r['attention_factor']:.6g}"
+        + (f", softmax scale × {r['softmax_scale_factor']:.6g}" if r["softmax_scale_factor"] != 1.0 else ""),
+        "",
+        "  pairs      what the scaling does            wavelength (tokens per turn) -> scaled",
+    ]
     for g in r["pair_groups"]:
         span = f"{g['first']}" if g["first"] == g["last"] else f"{g['first']}-{g['last']}"
-        ratio = (f"× {g['ratio_min']:.4g}" if abs(g["ratio_max"] - g["ratio_min"]) < 1e-9 * g["ratio_max"]
-                 else f"× {g['ratio_min']:.4g} .. {g['ratio_max']:.4g}")
+        ratio = (
+            f"× {g['ratio_min']:.4g}"
+            if abs(g["ratio_max"] - g["ratio_min"]) < 1e-9 * g["ratio_max"]
+            else f"× {g['ratio_min']:.4g} .. {g['ratio_max']:.4g}"
+        )
         what = g["kind"] if g["kind"] == "kept" else f"{g['kind']} {ratio}"
         wave = f"{_n(g['wavelength_min'])} .. {_n(g['wavelength_max'])}"
         if g["kind"] != "kept":
             wave += f" -> {_n(g['scaled_wavelength_min'])} .. {_n(g['scaled_wavelength_max'])}"
         lines.append(f"  {span:<10} {what:<32} {wave}")
     p = r["precision"]
-    lines += ["", f"  precision at position {p['position']:,} ({p['dtype']})       angle error   cos/sin error",
-              f"    transformers (float32 angles, {p['transformers']['tables_dtype']} tables)"
-              f"{'':<{max(0, 8 - len(p['transformers']['tables_dtype']))}}{p['transformers']['angle_error']:10.2g}"
-              f"   {p['transformers']['cos_sin_error']:10.2g}",
-              f"    posenc (float64 angles, float32 tables)       {'< %.0e' % p['posenc']['angle_error']:>10}"
-              f"   {p['posenc']['cos_sin_error']:10.2g}"]
+    lines += [
+        "",
+        f"  precision at position {p['position']:,} ({p['dtype']})       angle error   cos/sin error",
+        f"    transformers (float32 angles, {p['transformers']['tables_dtype']} tables)"
+        f"{'':<{max(0, 8 - len(p['transformers']['tables_dtype']))}}{p['transformers']['angle_error']:10.2g}"
+        f"   {p['transformers']['cos_sin_error']:10.2g}",
+        f"    posenc (float64 angles, float32 tables)       {'< %.0e' % p['posenc']['angle_error']:>10}"
+        f"   {p['posenc']['cos_sin_error']:10.2g}",
+    ]
     if not r["torch_dtype_given"]:
         lines.append("    (the config gives no torch_dtype: audited as float32)")
     lines += ["", "  risks" if r["risks"] else "  risks: none found"]
     for risk in r["risks"]:
-        lines += textwrap.wrap(f"{risk['risk']}: {risk['detail']}", width=100, initial_indent="    - ",
-                               subsequent_indent="      ")
+        lines += textwrap.wrap(
+            f"{risk['risk']}: {risk['detail']}", width=100, initial_indent="    - ", subsequent_indent="      "
+        )
     return "\n".join(lines)
 
 
 def plot_wavelengths(report: Dict[str, Any], path) -> Path:
     """Write the per-pair wavelength figure (default vs scaled, with the two context lengths)."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     path = Path(path)
     pairs = report["pairs"]
     idx = [p["pair"] for p in pairs]
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.semilogy(idx, [p["wavelength"] for p in pairs], "o-", ms=3, label=f"rope_theta={_n(report['rope_theta'])}")
     if report["rope_type"] != "default":
-        ax.semilogy(idx, [p["scaled_wavelength"] for p in pairs], "s-", ms=3,
-                    label=f"{report['rope_type']} at {report['extended_context']:,} tokens")
+        ax.semilogy(
+            idx,
+            [p["scaled_wavelength"] for p in pairs],
+            "s-",
+            ms=3,
+            label=f"{report['rope_type']} at {report['extended_context']:,} tokens",
+        )
     ax.axhline(report["trained_context"], color="grey", ls="--", lw=1, label="trained context")
     if report["extended_context"] != report["trained_context"]:
         ax.axhline(report["extended_context"], color="grey", ls=":", lw=1, label="extended context")
@@ -359,10 +438,16 @@ def plot_wavelengths(report: Dict[str, Any], path) -> Path:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="a config.json file or a model folder holding one")
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
-    parser.add_argument("--plot", type=Path, default=None, metavar="FILE",
-                        help="also write the per-pair wavelength figure (.png, .svg or .pdf)")
-    parser.add_argument("--layer-type", default=None,
-                        help="for configs with one rope dict per layer type: which one to inspect")
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the per-pair wavelength figure (.png, .svg or .pdf)",
+    )
+    parser.add_argument(
+        "--layer-type", default=None, help="for configs with one rope dict per layer type: which one to inspect"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ class PositionOutOfRangeError(IndexError):
     """A position at or past the end of a learned table. Subclass of ``IndexError``."""
 
     def __init__(self, position: int, max_len: int, largest: Optional[int] = None):
-        self.position = position                  # the first position asked for that has no row
+        self.position = position  # the first position asked for that has no row
         self.max_len = max_len
         self.largest = position if largest is None else largest
         asked = "" if self.largest == position else f" (positions up to {self.largest} were asked for)"
@@ -73,8 +73,9 @@ class LearnedPositionalEmbedding(AdditiveEncoding):
         pos = as_positions("position_ids", position_ids)
         if pos.length is None:
             # inside torch.compile: the graph asserts the bound instead of reading the values back
-            ids = check_positions("position_ids", pos.ids, upper=self.max_len,
-                                  hint=f" (the learned table has {self.max_len} rows)")
+            ids = check_positions(
+                "position_ids", pos.ids, upper=self.max_len, hint=f" (the learned table has {self.max_len} rows)"
+            )
             return F.embedding(ids, self.weight)
         if pos.length > self.max_len:
             ids = pos.ids
@@ -99,9 +100,9 @@ class LearnedPositionalEmbedding(AdditiveEncoding):
         check_choice("method", method, {"interpolate", "repeat_last"})
         old = self.weight.detach()
         if method == "interpolate":
-            grid = old.float().t().unsqueeze(0)                                   # (1, d, L)
+            grid = old.float().t().unsqueeze(0)  # (1, d, L)
             new = F.interpolate(grid, size=new_max_len, mode="linear", align_corners=True)
-            new = new.squeeze(0).t().to(old.dtype)                                # (L', d)
+            new = new.squeeze(0).t().to(old.dtype)  # (L', d)
         else:
             new = torch.cat((old, old[-1:].expand(new_max_len - self.max_len, -1)), dim=0)
         self.weight = nn.Parameter(new.contiguous(), requires_grad=self.weight.requires_grad)

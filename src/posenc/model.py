@@ -62,18 +62,20 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.out = nn.Linear(d_model, d_model, bias=bias)
 
-    def forward(self, x: torch.Tensor, scheme: PositionScheme, position_ids: PositionsLike,
-                causal: bool = True) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, scheme: PositionScheme, position_ids: PositionsLike, causal: bool = True
+    ) -> torch.Tensor:
         check_tensor("x", x, ndim=3, floating=True)
         positions = as_positions("position_ids", position_ids)
         B, S, D = x.shape
         if D != self.n_heads * self.head_dim:
-            raise ValueError(f"x has last dimension {D}, this attention was built for "
-                             f"d_model={self.n_heads * self.head_dim}")
-        q, k, v = self.qkv(x).split(D, dim=-1)                                   # 3 x (B, S, D)
+            raise ValueError(
+                f"x has last dimension {D}, this attention was built for d_model={self.n_heads * self.head_dim}"
+            )
+        q, k, v = self.qkv(x).split(D, dim=-1)  # 3 x (B, S, D)
         q, k, v = (t.view(B, S, self.n_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
         given = positions if getattr(scheme, "accepts_positions", False) else positions.ids
-        q, k = scheme.rotate(q, k, given)                                         # (B, H, S, hd), v untouched
+        q, k = scheme.rotate(q, k, given)  # (B, H, S, hd), v untouched
         mask = self._logit_bias(scheme, positions, causal, x.dtype)
         # DeepSeek-style YaRN puts its temperature into the softmax scale instead of the cos/sin tables.
         scale = getattr(scheme, "softmax_scale_factor", 1.0) / math.sqrt(self.head_dim)
@@ -85,8 +87,9 @@ class CausalSelfAttention(nn.Module):
         return out
 
     @staticmethod
-    def _logit_bias(scheme: PositionScheme, positions: Positions, causal: bool,
-                    dtype: torch.dtype) -> Optional[torch.Tensor]:
+    def _logit_bias(
+        scheme: PositionScheme, positions: Positions, causal: bool, dtype: torch.dtype
+    ) -> Optional[torch.Tensor]:
         # the same matrix for every layer of a forward: built once, kept with the positions
         key = ("logit_bias", id(scheme), causal, dtype)
         if key not in positions.memo:
@@ -95,17 +98,18 @@ class CausalSelfAttention(nn.Module):
         return bias
 
     @staticmethod
-    def _build_logit_bias(scheme: PositionScheme, position_ids: torch.Tensor, causal: bool,
-                          dtype: torch.dtype) -> Optional[torch.Tensor]:
+    def _build_logit_bias(
+        scheme: PositionScheme, position_ids: torch.Tensor, causal: bool, dtype: torch.dtype
+    ) -> Optional[torch.Tensor]:
         # each row wrapped as checked positions: the scheme does not check (read back) them again
         if getattr(scheme, "accepts_positions", False):
             rows = [scheme.bias(p, p) for p in (Positions(row, None) for row in position_ids)]
         else:
-            rows = [scheme.bias(p, p) for p in position_ids]                      # each (H, S, S) or None
+            rows = [scheme.bias(p, p) for p in position_ids]  # each (H, S, S) or None
         if rows[0] is None:
             return None
         # a scheme gives a bias for every row or for none, so here every row is a tensor
-        bias = torch.stack(cast(List[torch.Tensor], rows))                        # (B|1, H, S, S)
+        bias = torch.stack(cast(List[torch.Tensor], rows))  # (B|1, H, S, S)
         if causal:
             # Causality goes by token order, never by position values: with packed documents or
             # padding, a later token may carry a smaller position and must still stay invisible.
@@ -118,18 +122,21 @@ class CausalSelfAttention(nn.Module):
 class Block(nn.Module):
     """Pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, d_model: int, n_heads: int, mlp_ratio: int = 4, dropout: float = 0.0,
-                 bias: bool = False):
+    def __init__(self, d_model: int, n_heads: int, mlp_ratio: int = 4, dropout: float = 0.0, bias: bool = False):
         super().__init__()
         self.norm1 = nn.LayerNorm(d_model, bias=bias)
         self.attn = CausalSelfAttention(d_model, n_heads, bias=bias)
         self.norm2 = nn.LayerNorm(d_model, bias=bias)
-        self.mlp = nn.Sequential(nn.Linear(d_model, mlp_ratio * d_model, bias=bias), nn.GELU(),
-                                 nn.Linear(mlp_ratio * d_model, d_model, bias=bias))
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, mlp_ratio * d_model, bias=bias),
+            nn.GELU(),
+            nn.Linear(mlp_ratio * d_model, d_model, bias=bias),
+        )
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, scheme: PositionScheme, position_ids: PositionsLike,
-                causal: bool = True) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, scheme: PositionScheme, position_ids: PositionsLike, causal: bool = True
+    ) -> torch.Tensor:
         x = x + self.drop(self.attn(self.norm1(x), scheme, position_ids, causal))
         out: torch.Tensor = x + self.drop(self.mlp(self.norm2(x)))
         return out
@@ -139,18 +146,18 @@ class Block(nn.Module):
 class ModelConfig:
     """Hyper-parameters of :class:`TinyLM`; the position scheme is the only thing the lab varies."""
 
-    scheme: str = "rope"          # one of posenc.factory.SCHEMES
-    vocab_size: int = 256         # bytes
-    d_model: int = 128            # residual width
+    scheme: str = "rope"  # one of posenc.factory.SCHEMES
+    vocab_size: int = 256  # bytes
+    d_model: int = 128  # residual width
     n_layers: int = 4
-    n_heads: int = 4              # head_dim = d_model // n_heads
-    mlp_ratio: int = 4            # MLP hidden width = mlp_ratio * d_model
-    max_len: int = 1024           # rows of a learned table; initial cache size of the others
-    rope_base: float = 10000.0    # rope_theta
+    n_heads: int = 4  # head_dim = d_model // n_heads
+    mlp_ratio: int = 4  # MLP hidden width = mlp_ratio * d_model
+    max_len: int = 1024  # rows of a learned table; initial cache size of the others
+    rope_base: float = 10000.0  # rope_theta
     rotary_dim: Optional[int] = None  # partial rotary: features rotated per head (None = all)
-    rope_layout: str = "half"     # "half" or "interleaved"
+    rope_layout: str = "half"  # "half" or "interleaved"
     dropout: float = 0.0
-    bias: bool = False            # biases in linear layers and LayerNorms
+    bias: bool = False  # biases in linear layers and LayerNorms
     # Multiplier on the token embeddings before a position vector is added. None: sqrt(d_model) for
     # the fixed sinusoidal table (Vaswani et al. 2017, section 3.4; without it, small-init embeddings
     # are dwarfed by sine values of size ~0.7 and the model barely sees which token it reads), else 1.
@@ -199,14 +206,26 @@ class TinyLM(nn.Module):
         super().__init__()
         self.config = config.validate()
         self.tok = nn.Embedding(config.vocab_size, config.d_model)
-        self.scheme = scheme if scheme is not None else make_scheme(
-            config.scheme, d_model=config.d_model, n_heads=config.n_heads, max_len=config.max_len,
-            rope_base=config.rope_base, rotary_dim=config.rotary_dim, rope_layout=config.rope_layout)
-        self.blocks = nn.ModuleList(Block(config.d_model, config.n_heads, config.mlp_ratio,
-                                          config.dropout, config.bias) for _ in range(config.n_layers))
+        self.scheme = (
+            scheme
+            if scheme is not None
+            else make_scheme(
+                config.scheme,
+                d_model=config.d_model,
+                n_heads=config.n_heads,
+                max_len=config.max_len,
+                rope_base=config.rope_base,
+                rotary_dim=config.rotary_dim,
+                rope_layout=config.rope_layout,
+            )
+        )
+        self.blocks = nn.ModuleList(
+            Block(config.d_model, config.n_heads, config.mlp_ratio, config.dropout, config.bias)
+            for _ in range(config.n_layers)
+        )
         self.norm = nn.LayerNorm(config.d_model, bias=config.bias)
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        self.head.weight = self.tok.weight                        # weight tying (GPT-2)
+        self.head.weight = self.tok.weight  # weight tying (GPT-2)
         self.embed_scale = config.resolved_embed_scale()
         self.apply(self._init)
 
@@ -218,17 +237,20 @@ class TinyLM(nn.Module):
             if bias is not None:
                 nn.init.zeros_(bias)
 
-    def hidden_states(self, idx: torch.Tensor, position_ids: Optional[torch.Tensor] = None,
-                      offset: int = 0, causal: bool = True) -> torch.Tensor:
+    def hidden_states(
+        self, idx: torch.Tensor, position_ids: Optional[torch.Tensor] = None, offset: int = 0, causal: bool = True
+    ) -> torch.Tensor:
         """Final normalised hidden states, shape (batch, seq, d_model)."""
         check_tensor("idx", idx, ndim=2)
         if idx.is_floating_point() or idx.dtype == torch.bool:
             raise TypeError(f"idx must hold integer token ids, got dtype {idx.dtype}")
         if idx.numel() and not is_compiling():
-            low, high = torch.stack(torch.aminmax(idx)).tolist()      # one read-back for both
+            low, high = torch.stack(torch.aminmax(idx)).tolist()  # one read-back for both
             if low < 0 or high >= self.config.vocab_size:
-                raise ValueError(f"idx must hold token ids in [0, {self.config.vocab_size}) (vocab_size), "
-                                 f"got values from {low} to {high}")
+                raise ValueError(
+                    f"idx must hold token ids in [0, {self.config.vocab_size}) (vocab_size), "
+                    f"got values from {low} to {high}"
+                )
         # positions are checked here once (at most one read-back), not again in every layer
         pos = checked_positions(idx.shape[1], position_ids, offset, idx.device, batch=idx.shape[0])
         given = pos if getattr(self.scheme, "accepts_positions", False) else pos.ids
@@ -238,8 +260,7 @@ class TinyLM(nn.Module):
         hidden: torch.Tensor = self.norm(x)
         return hidden
 
-    def forward(self, idx: torch.Tensor, position_ids: Optional[torch.Tensor] = None,
-                offset: int = 0) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, position_ids: Optional[torch.Tensor] = None, offset: int = 0) -> torch.Tensor:
         logits: torch.Tensor = self.head(self.hidden_states(idx, position_ids, offset))  # (B, S, vocab)
         return logits
 

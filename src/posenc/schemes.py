@@ -48,8 +48,9 @@ class PositionScheme(nn.Module):
         """
         return x
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor,
-               position_ids: PositionsLike) -> Tuple[torch.Tensor, torch.Tensor]:
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, position_ids: PositionsLike
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
         """Put position into queries and keys, shape (batch, heads, seq, head_dim). Never values.
 
         ``position_ids`` as in :meth:`embed`; a model calls this once per layer with the same
@@ -86,12 +87,13 @@ class AdditiveEncoding(PositionScheme):
         check_tensor("x", x, ndim=3, floating=True)
         pos = as_positions("position_ids", position_ids)
         if x.shape[-1] != self.d_model:
-            raise ValueError(f"x has last dimension {x.shape[-1]} but this {self.name} encoding was built "
-                             f"for d_model={self.d_model}; they must be equal to be added")
+            raise ValueError(
+                f"x has last dimension {x.shape[-1]} but this {self.name} encoding was built "
+                f"for d_model={self.d_model}; they must be equal to be added"
+            )
         return x + self.encodings(pos if self.accepts_positions else pos.ids).to(x.dtype)
 
-    def forward(self, x: torch.Tensor, position_ids: Optional[torch.Tensor] = None,
-                offset: int = 0) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, position_ids: Optional[torch.Tensor] = None, offset: int = 0) -> torch.Tensor:
         """Add position vectors at ``position_ids`` (batch, seq), or at ``offset + arange(seq)``."""
         check_tensor("x", x, ndim=3, floating=True)
         pos = checked_positions(x.shape[1], position_ids, offset, x.device, batch=x.shape[0])

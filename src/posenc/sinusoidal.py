@@ -41,18 +41,23 @@ from .rope.tables import angles_mod_2pi
 from .schemes import AdditiveEncoding
 
 
-def sinusoidal_frequencies(d_model: int, base: float = 10000.0,
-                           dtype: torch.dtype = torch.float64) -> torch.Tensor:
+def sinusoidal_frequencies(d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """Angular frequency of each sin/cos pair, ``base ** (-2i / d_model)``, shape (ceil(d_model/2),)."""
     check_int("d_model", d_model, minimum=1)
     check_float("base", base, greater_than=1.0)
     exponents = torch.arange(0, d_model, 2, dtype=torch.float64, device="cpu") / d_model
-    return (base ** -exponents).to(dtype)
+    return (base**-exponents).to(dtype)
 
 
-def sinusoidal_table(length: int, d_model: int, base: float = 10000.0, *, start: int = 0,
-                     dtype: torch.dtype = torch.float32,
-                     device: Optional[torch.device] = None) -> torch.Tensor:
+def sinusoidal_table(
+    length: int,
+    d_model: int,
+    base: float = 10000.0,
+    *,
+    start: int = 0,
+    dtype: torch.dtype = torch.float32,
+    device: Optional[torch.device] = None,
+) -> torch.Tensor:
     """The sinusoidal table for positions ``start .. start + length - 1``.
 
     Angles are formed and reduced in float64, so values are exact to float32 rounding even at
@@ -66,23 +71,28 @@ def sinusoidal_table(length: int, d_model: int, base: float = 10000.0, *, start:
     """
     check_int("length", length, minimum=0)
     check_int("start", start, minimum=0)
-    pos = torch.arange(start, start + length, dtype=torch.int64, device="cpu")      # (L,)
+    pos = torch.arange(start, start + length, dtype=torch.int64, device="cpu")  # (L,)
     return sinusoidal_at(pos, d_model, base, dtype=dtype, device=device)
 
 
-def sinusoidal_at(positions: torch.Tensor, d_model: int, base: float = 10000.0, *,
-                  dtype: torch.dtype = torch.float32,
-                  device: Optional[torch.device] = None) -> torch.Tensor:
+def sinusoidal_at(
+    positions: torch.Tensor,
+    d_model: int,
+    base: float = 10000.0,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: Optional[torch.device] = None,
+) -> torch.Tensor:
     """Sinusoidal vectors for integer ``positions`` of any shape ``P`` -> (*P, d_model).
 
     The rows :func:`sinusoidal_table` would hold at those positions, without building the table.
     """
     check_tensor("positions", positions)
-    freqs = sinusoidal_frequencies(d_model, base)                                   # (d/2,)
+    freqs = sinusoidal_frequencies(d_model, base)  # (d/2,)
     if positions.device.type not in ("cpu", "cuda"):
-        positions = positions.cpu()                      # float64 math needs a device that has it
-    angles = angles_mod_2pi(positions, freqs)                                       # (*P, d/2)
-    table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)           # (*P, 2*(d/2))
+        positions = positions.cpu()  # float64 math needs a device that has it
+    angles = angles_mod_2pi(positions, freqs)  # (*P, d/2)
+    table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # (*P, 2*(d/2))
     return table[..., :d_model].to(dtype=dtype, device=device)
 
 
@@ -110,18 +120,21 @@ class SinusoidalPositionalEncoding(PreciseTables, AdditiveEncoding):
         self.base = check_float("base", base, greater_than=1.0)
         initial = 2048 if max_len is None else check_int("max_len", max_len, minimum=1)
         initial = min(initial, self.cache_limit)
-        self.register_buffer("pe", sinusoidal_table(initial, d_model, base, dtype=self.table_dtype,
-                                                   device=ambient_device()),
-                             persistent=False)
-        self._table = self.pe         # the published table: read once per call, replaced whole
+        self.register_buffer(
+            "pe",
+            sinusoidal_table(initial, d_model, base, dtype=self.table_dtype, device=ambient_device()),
+            persistent=False,
+        )
+        self._table = self.pe  # the published table: read once per call, replaced whole
 
     def _precise_buffer_names(self) -> Tuple[str, ...]:
         return ("pe",)
 
     def _rebuild_tables(self, device: torch.device) -> None:
         with self._table_lock:
-            self.pe = self._table = sinusoidal_table(self._table.shape[0], self.d_model, self.base,
-                                                     dtype=self.table_dtype, device=device)
+            self.pe = self._table = sinusoidal_table(
+                self._table.shape[0], self.d_model, self.base, dtype=self.table_dtype, device=device
+            )
 
     def _tables_moved_to_meta(self) -> None:
         self._table = self.pe
@@ -153,10 +166,11 @@ class SinusoidalPositionalEncoding(PreciseTables, AdditiveEncoding):
             if table.device.type == "meta":
                 grown = torch.empty(new_rows, self.d_model, dtype=table.dtype, device=table.device)
             else:
-                extra = sinusoidal_table(new_rows - rows, self.d_model, self.base, start=rows,
-                                         dtype=table.dtype, device=table.device)
+                extra = sinusoidal_table(
+                    new_rows - rows, self.d_model, self.base, start=rows, dtype=table.dtype, device=table.device
+                )
                 grown = torch.cat((table, extra), dim=0)
-            self.pe = self._table = grown        # readers use _table: one assignment publishes it
+            self.pe = self._table = grown  # readers use _table: one assignment publishes it
             return grown
 
     def encodings(self, position_ids: PositionsLike) -> torch.Tensor:
@@ -168,8 +182,12 @@ class SinusoidalPositionalEncoding(PreciseTables, AdditiveEncoding):
         if pos.length is None:
             # values unreadable (torch.compile, meta): the cache as it stands, rows guarded in-graph
             table = self._table if not is_compiling() else self.pe
-            ids = check_positions("position_ids", pos.ids, upper=table.shape[0],
-                                  hint=" (the cached rows; call extend(max_len) before compiling)")
+            ids = check_positions(
+                "position_ids",
+                pos.ids,
+                upper=table.shape[0],
+                hint=" (the cached rows; call extend(max_len) before compiling)",
+            )
             return table[ids]
         if pos.length <= self.cache_limit:
             return self._grow(max(pos.length, 1))[pos.ids]

@@ -110,9 +110,9 @@ def limits_dict() -> dict:
 # -- chapters ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Chapter:
-    id: str                      # the URL hash that names it
+    id: str  # the URL hash that names it
     title: str
-    checks: tuple[str, ...]      # knowledge checks (posenc.explorer.quiz ids) shown inline
+    checks: tuple[str, ...]  # knowledge checks (posenc.explorer.quiz ids) shown inline
 
 
 CHAPTERS: tuple[Chapter, ...] = (
@@ -161,20 +161,22 @@ SOURCE_SECTIONS: dict[str, str] = {
 
 
 def chapters() -> dict:
-    return {"chapters": [{"id": c.id, "title": c.title, "checks": list(c.checks)} for c in CHAPTERS],
-            "sources": SOURCE_SECTIONS}
+    return {
+        "chapters": [{"id": c.id, "title": c.title, "checks": list(c.checks)} for c in CHAPTERS],
+        "sources": SOURCE_SECTIONS,
+    }
 
 
 # -- 1. the bag of tiles ---------------------------------------------------------------------------
 def _block(d_model: int, heads: int) -> Block:
-    with torch.random.fork_rng(devices=[]):          # fixed weights without touching the global RNG
+    with torch.random.fork_rng(devices=[]):  # fixed weights without touching the global RNG
         torch.manual_seed(0)
         return Block(d_model, n_heads=heads).double().eval()
 
 
 def _scheme(name: str, d_model: int, heads: int):
     scheme = make_scheme(name, d_model=d_model, n_heads=heads, max_len=64)
-    if isinstance(scheme, LearnedPositionalEmbedding):   # a fixed table, so the page is reproducible
+    if isinstance(scheme, LearnedPositionalEmbedding):  # a fixed table, so the page is reproducible
         with torch.no_grad():
             g = torch.Generator().manual_seed(1)
             scheme.weight.copy_(torch.randn(tuple(scheme.weight.shape), generator=g) * 0.5)
@@ -185,10 +187,10 @@ def _run_block(words: list[str], scheme_name: str, causal: bool = False) -> torc
     """Outputs (len(words), d) of a fixed posenc Block reading ``words`` with ``scheme_name``."""
     block = _block(BAG_D_MODEL, BAG_HEADS)
     scheme = _scheme(scheme_name, BAG_D_MODEL, BAG_HEADS)
-    x = torch.stack([word_vector(w, BAG_D_MODEL) for w in words]).unsqueeze(0)   # (1, S, d)
-    pos = torch.arange(len(words)).unsqueeze(0)                                 # (1, S)
+    x = torch.stack([word_vector(w, BAG_D_MODEL) for w in words]).unsqueeze(0)  # (1, S, d)
+    pos = torch.arange(len(words)).unsqueeze(0)  # (1, S)
     with torch.no_grad():
-        return block(scheme.embed(x, pos), scheme, pos, causal=causal)[0]       # (S, d)
+        return block(scheme.embed(x, pos), scheme, pos, causal=causal)[0]  # (S, d)
 
 
 def shuffled_order(count: int, shuffle: int) -> list[int]:
@@ -215,13 +217,21 @@ def bag_of_tiles(text: str, shuffle: int, scheme: str) -> dict:
     check_choice("scheme", scheme, set(BAG_SCHEMES))
     order = shuffled_order(len(words), shuffle)
     shuffled = [words[i] for i in order]
-    out_a = _run_block(words, scheme)                                            # (S, d)
+    out_a = _run_block(words, scheme)  # (S, d)
     out_b = _run_block(shuffled, scheme)
-    back = out_b[torch.tensor([order.index(i) for i in range(len(words))])]      # row i = word i
-    diff = (out_a - back).abs().amax(dim=-1)                                     # (S,)
-    return {"words": words, "order": order, "shuffled": shuffled, "scheme": scheme,
-            "d_model": BAG_D_MODEL, "outputs": out_a.tolist(), "outputs_shuffled": back.tolist(),
-            "difference": diff.tolist(), "largest_difference": float(diff.max())}
+    back = out_b[torch.tensor([order.index(i) for i in range(len(words))])]  # row i = word i
+    diff = (out_a - back).abs().amax(dim=-1)  # (S,)
+    return {
+        "words": words,
+        "order": order,
+        "shuffled": shuffled,
+        "scheme": scheme,
+        "d_model": BAG_D_MODEL,
+        "outputs": out_a.tolist(),
+        "outputs_shuffled": back.tolist(),
+        "difference": diff.tolist(),
+        "largest_difference": float(diff.max()),
+    }
 
 
 # -- 2. word + position = input ------------------------------------------------------------------
@@ -232,14 +242,22 @@ def word_plus_position(word: str, seat: int, d_model: int, embed_std: float) -> 
     check_int("d_model", d_model, minimum=2, maximum=64, even=True)
     _float("embed_std", embed_std)
     encoding = SinusoidalPositionalEncoding(d_model).double()
-    w = word_vector(word, d_model) * embed_std                                  # (d,)
-    x = encoding(w.view(1, 1, d_model), offset=seat)[0, 0]                      # (d,) = w + PE[seat]
+    w = word_vector(word, d_model) * embed_std  # (d,)
+    x = encoding(w.view(1, 1, d_model), offset=seat)[0, 0]  # (d,) = w + PE[seat]
     p = x - w
-    return {"word": word, "seat": seat, "d_model": d_model, "embed_std": embed_std,
-            "word_vector": w.tolist(), "position_vector": p.tolist(), "input": x.tolist(),
-            "word_norm": float(w.norm()), "position_norm": float(p.norm()),
-            "ratio": float(p.norm() / w.norm()),
-            "cosine_input_word": float(F.cosine_similarity(x, w, dim=0))}
+    return {
+        "word": word,
+        "seat": seat,
+        "d_model": d_model,
+        "embed_std": embed_std,
+        "word_vector": w.tolist(),
+        "position_vector": p.tolist(),
+        "input": x.tolist(),
+        "word_norm": float(w.norm()),
+        "position_norm": float(p.norm()),
+        "ratio": float(p.norm() / w.norm()),
+        "cosine_input_word": float(F.cosine_similarity(x, w, dim=0)),
+    }
 
 
 # -- 3. bad ideas --------------------------------------------------------------------------------
@@ -258,14 +276,18 @@ def bad_ideas(raw_seat: int, sentence_len: int) -> dict:
     step = float(fractions[1] - fractions[0])
     reference = torch.arange(4, dtype=torch.float64) / 4
     return {
-        "raw_seat": raw_seat, "word": list(TINY_WORD), "stamped": stamped.tolist(),
+        "raw_seat": raw_seat,
+        "word": list(TINY_WORD),
+        "stamped": stamped.tolist(),
         "raw_ratio": float(raw.norm() / dog.norm()),
         "cosine_words": float(F.cosine_similarity(dog, man, dim=0)),
         "cosine_raw": float(F.cosine_similarity(dog + raw, man + raw, dim=0)),
         "cosine_sine": float(F.cosine_similarity(dog + wave, man + wave, dim=0)),
-        "sentence_len": sentence_len, "fractions": shown.tolist(), "step": step,
+        "sentence_len": sentence_len,
+        "fractions": shown.tolist(),
+        "step": step,
         "step_4_words": float(reference[1] - reference[0]),
-        "meaning_of_step": step * 4,      # the 1-word step, in units of the 4-word sentence's step
+        "meaning_of_step": step * 4,  # the 1-word step, in units of the 4-word sentence's step
     }
 
 
@@ -293,23 +315,29 @@ def three_rules(length: int, d_model: int) -> dict:
     check_int("d_model", d_model, minimum=2, maximum=256, even=True)
     rows = []
     for name in RULE_CODES:
-        codes = _codes(name, length, d_model)                                   # (L, d)
+        codes = _codes(name, length, d_model)  # (L, d)
         short = _codes(name, 5, d_model)
         largest = float(codes.abs().max())
         step_short = float((short[3] - short[2]).norm())
         step_long = float((codes[3] - codes[2]).norm()) if length > 3 else None
         if length > 1:
-            dist = torch.cdist(codes.unsqueeze(0), codes.unsqueeze(0))[0]        # (L, L)
+            dist = torch.cdist(codes.unsqueeze(0), codes.unsqueeze(0))[0]  # (L, L)
             dist.fill_diagonal_(math.inf)
             closest = float(dist.min())
         else:
             closest = None
-        rows.append({
-            "code": name, "largest": largest, "bounded": largest <= 1.0,
-            "step_5_words": step_short, "step_this_sentence": step_long,
-            "consistent": step_long is not None and math.isclose(step_short, step_long, rel_tol=1e-9),
-            "closest_pair": closest, "unique": closest is not None and closest > 1e-9,
-        })
+        rows.append(
+            {
+                "code": name,
+                "largest": largest,
+                "bounded": largest <= 1.0,
+                "step_5_words": step_short,
+                "step_this_sentence": step_long,
+                "consistent": step_long is not None and math.isclose(step_short, step_long, rel_tol=1e-9),
+                "closest_pair": closest,
+                "unique": closest is not None and closest > 1e-9,
+            }
+        )
     return {"length": length, "d_model": d_model, "codes": rows}
 
 
@@ -323,31 +351,48 @@ def clock_hands(seat: int, d_model: int) -> dict:
     """
     _int("wave_seat", seat)
     check_int("d_model", d_model, minimum=4, maximum=256, even=True)
-    freqs = sinusoidal_frequencies(d_model)                                     # (d/2,)
+    freqs = sinusoidal_frequencies(d_model)  # (d/2,)
     pairs = {"fast": 0, "medium": max(1, d_model // 8), "slow": d_model // 2 - 1}
-    row = sinusoidal_table(1, d_model, start=seat)[0]                           # (d,)
+    row = sinusoidal_table(1, d_model, start=seat)[0]  # (d,)
     positions = torch.arange(0, 65)
-    table = sinusoidal_table(65, d_model)                                       # (65, d)
+    table = sinusoidal_table(65, d_model)  # (65, d)
     hands: list[dict] = []
     for speed, pair in pairs.items():
         freq = float(freqs[pair])
         angle = seat * freq
-        hands.append({"speed": speed, "pair": pair, "columns": [2 * pair, 2 * pair + 1],
-                      "frequency": freq, "wavelength": TWO_PI / freq, "angle": angle,
-                      "angle_deg_mod_360": math.degrees(math.fmod(angle, TWO_PI)),
-                      "sin": float(row[2 * pair]), "cos": float(row[2 * pair + 1]),
-                      "wave": table[:, 2 * pair].tolist()})
+        hands.append(
+            {
+                "speed": speed,
+                "pair": pair,
+                "columns": [2 * pair, 2 * pair + 1],
+                "frequency": freq,
+                "wavelength": TWO_PI / freq,
+                "angle": angle,
+                "angle_deg_mod_360": math.degrees(math.fmod(angle, TWO_PI)),
+                "sin": float(row[2 * pair]),
+                "cos": float(row[2 * pair + 1]),
+                "wave": table[:, 2 * pair].tolist(),
+            }
+        )
     # the continuous waves the table samples: sin(x * frequency) between the seats, 8 points per seat
-    between = torch.arange(0, 64 * 8 + 1, dtype=torch.float64) / 8                  # (513,)
+    between = torch.arange(0, 64 * 8 + 1, dtype=torch.float64) / 8  # (513,)
     for hand in hands:
         hand["curve"] = torch.sin(between * float(hand["frequency"])).tolist()
-    small = sinusoidal_table(4, 4)                                              # (4, 4)
-    fingerprint = [{"seat": s, "fast": float(small[s, 0]), "medium": float(small[s, 1]),
-                    "slow": float(small[s, 2])} for s in range(4)]
-    return {"seat": seat, "d_model": d_model, "hands": hands, "positions": positions.tolist(),
-            "curve_positions": between.tolist(),
-            "fingerprint_d_model": 4, "fingerprint": fingerprint,
-            "fingerprint_frequencies": sinusoidal_frequencies(4).tolist()}
+    small = sinusoidal_table(4, 4)  # (4, 4)
+    fingerprint = [
+        {"seat": s, "fast": float(small[s, 0]), "medium": float(small[s, 1]), "slow": float(small[s, 2])}
+        for s in range(4)
+    ]
+    return {
+        "seat": seat,
+        "d_model": d_model,
+        "hands": hands,
+        "positions": positions.tolist(),
+        "curve_positions": between.tolist(),
+        "fingerprint_d_model": 4,
+        "fingerprint": fingerprint,
+        "fingerprint_frequencies": sinusoidal_frequencies(4).tolist(),
+    }
 
 
 # -- 6. learned tables and the 512 wall ----------------------------------------------------------
@@ -372,12 +417,17 @@ def learned_wall(tokens: int, stretch_to: int) -> dict:
         out = table(x)
         result = {"ok": True, "shape": list(out.shape), "error": None}
     except PositionOutOfRangeError as err:
-        result = {"ok": False, "shape": None, "error": str(err), "error_type": type(err).__name__,
-                  "first_missing": err.position}
+        result = {
+            "ok": False,
+            "shape": None,
+            "error": str(err),
+            "error_type": type(err).__name__,
+            "first_missing": err.position,
+        }
     stretched = _learned_table()
     stretched.extend(stretch_to, method="interpolate")
     stretched_ok = tokens <= stretched.max_len
-    window = 16                                   # the last rows, where the two tables differ most
+    window = 16  # the last rows, where the two tables differ most
     old_rows = list(range(LEARNED_ROWS - window, LEARNED_ROWS))
     new_start = round((LEARNED_ROWS - window) * (stretch_to - 1) / (LEARNED_ROWS - 1))
     new_rows = list(range(new_start, stretch_to))
@@ -385,21 +435,30 @@ def learned_wall(tokens: int, stretch_to: int) -> dict:
     with torch.no_grad():
         old_col = table.weight[old_rows, 0].tolist()
         new_col = stretched.weight[new_rows, 0].tolist()
-    return {"max_len": LEARNED_ROWS, "d_model": LEARNED_WIDTH, "tokens": tokens, **result,
-            "rows_used": min(tokens, LEARNED_ROWS), "stretch_to": stretch_to,
-            "stretched_reads_tokens": stretched_ok,
-            "old_positions": old_rows, "old_values": old_col,
-            "new_positions": new_rows, "new_values": new_col,
-            "new_at_old_scale": [r * scale for r in new_rows], "squeeze": scale}
+    return {
+        "max_len": LEARNED_ROWS,
+        "d_model": LEARNED_WIDTH,
+        "tokens": tokens,
+        **result,
+        "rows_used": min(tokens, LEARNED_ROWS),
+        "stretch_to": stretch_to,
+        "stretched_reads_tokens": stretched_ok,
+        "old_positions": old_rows,
+        "old_values": old_col,
+        "new_positions": new_rows,
+        "new_values": new_col,
+        "new_at_old_scale": [r * scale for r in new_rows],
+        "squeeze": scale,
+    }
 
 
 # -- 7. RoPE ---------------------------------------------------------------------------------------
 def _rotate_pairs(x: torch.Tensor, positions: list[int], inv_freq: torch.Tensor) -> torch.Tensor:
     """RoPE copies of ``x`` (head_dim,) at each position, by posenc's apply_rotary -> (P, head_dim)."""
     pos = torch.tensor(positions, dtype=torch.float64)
-    cos, sin = rope_cos_sin(pos, inv_freq, dtype=torch.float64)                # (P, d/2)
+    cos, sin = rope_cos_sin(pos, inv_freq, dtype=torch.float64)  # (P, d/2)
     rows = x.to(torch.float64).expand(len(positions), -1).reshape(1, 1, len(positions), -1)
-    rotated, _ = apply_rotary(rows, rows, cos, sin, layout="half")              # (1, 1, P, d)
+    rotated, _ = apply_rotary(rows, rows, cos, sin, layout="half")  # (1, 1, P, d)
     return rotated[0, 0]
 
 
@@ -412,10 +471,18 @@ def rotate_vector(a: float, b: float, seat: int, theta_deg: float) -> dict:
     rotated = _rotate_pairs(torch.tensor([a, b], dtype=torch.float64), [seat], inv_freq)[0]
     angle = seat * math.radians(theta_deg)
     c, s = math.cos(angle), math.sin(angle)
-    return {"a": a, "b": b, "seat": seat, "theta_deg": theta_deg, "angle": angle,
-            "angle_deg": seat * theta_deg, "matrix": [[c, -s], [s, c]],
-            "rotated": rotated.tolist(), "length": math.hypot(a, b),
-            "rotated_length": float(rotated.norm())}
+    return {
+        "a": a,
+        "b": b,
+        "seat": seat,
+        "theta_deg": theta_deg,
+        "angle": angle,
+        "angle_deg": seat * theta_deg,
+        "matrix": [[c, -s], [s, c]],
+        "rotated": rotated.tolist(),
+        "length": math.hypot(a, b),
+        "rotated_length": float(rotated.norm()),
+    }
 
 
 def rope_clock(head_dim: int, m: int, n: int, shift: int) -> dict:
@@ -425,33 +492,46 @@ def rope_clock(head_dim: int, m: int, n: int, shift: int) -> dict:
     The proof: (R(m t) q) . (R(n t) k) = q . R((n - m) t) k, because R(m t)^T R(n t) = R((n - m) t).
     Both sides are computed, for the seats as given and for both moved by ``shift``.
     """
-    check_int("head_dim", head_dim, minimum=2, maximum=int(LESSON_LIMITS["rope_head_dim"].maximum),
-              even=True)
+    check_int("head_dim", head_dim, minimum=2, maximum=int(LESSON_LIMITS["rope_head_dim"].maximum), even=True)
     for name, value in (("m", m), ("n", n), ("shift", shift)):
         _int(name, value)
-    inv_freq = rope_inv_freq(head_dim, 10000.0)                                 # (d/2,)
+    inv_freq = rope_inv_freq(head_dim, 10000.0)  # (d/2,)
     g = torch.Generator()
     q = torch.randn(head_dim, generator=g.manual_seed(1), dtype=torch.float64)
     k = torch.randn(head_dim, generator=g.manual_seed(2), dtype=torch.float64)
     half = head_dim // 2
-    q_rot = _rotate_pairs(q, [m, m + shift], inv_freq)                          # (2, d)
+    q_rot = _rotate_pairs(q, [m, m + shift], inv_freq)  # (2, d)
     k_rot = _rotate_pairs(k, [n, n + shift], inv_freq)
     # right-hand side: the key turned by the gap (n - m) alone, dotted with the unturned query
-    gap_turn = _rotate_pairs(k, [1], inv_freq * (n - m))[0]                    # (d,), turned (n - m) theta
+    gap_turn = _rotate_pairs(k, [1], inv_freq * (n - m))[0]  # (d,), turned (n - m) theta
     pairs = []
     for i in range(half):
         theta = float(inv_freq[i])
-        pairs.append({
-            "pair": i, "theta": theta, "theta_deg": math.degrees(theta),
-            "q": [float(q[i]), float(q[i + half])], "k": [float(k[i]), float(k[i + half])],
-            "q_rotated": [float(q_rot[0, i]), float(q_rot[0, i + half])],
-            "k_rotated": [float(k_rot[0, i]), float(k_rot[0, i + half])],
-            "q_turn_deg": math.degrees(m * theta), "k_turn_deg": math.degrees(n * theta),
-            "gap_deg": math.degrees((n - m) * theta),
-        })
-    return {"head_dim": head_dim, "m": m, "n": n, "shift": shift, "pairs": pairs,
-            "score": float(q_rot[0] @ k_rot[0]), "score_shifted": float(q_rot[1] @ k_rot[1]),
-            "score_gap_only": float(q @ gap_turn), "score_unrotated": float(q @ k)}
+        pairs.append(
+            {
+                "pair": i,
+                "theta": theta,
+                "theta_deg": math.degrees(theta),
+                "q": [float(q[i]), float(q[i + half])],
+                "k": [float(k[i]), float(k[i + half])],
+                "q_rotated": [float(q_rot[0, i]), float(q_rot[0, i + half])],
+                "k_rotated": [float(k_rot[0, i]), float(k_rot[0, i + half])],
+                "q_turn_deg": math.degrees(m * theta),
+                "k_turn_deg": math.degrees(n * theta),
+                "gap_deg": math.degrees((n - m) * theta),
+            }
+        )
+    return {
+        "head_dim": head_dim,
+        "m": m,
+        "n": n,
+        "shift": shift,
+        "pairs": pairs,
+        "score": float(q_rot[0] @ k_rot[0]),
+        "score_shifted": float(q_rot[1] @ k_rot[1]),
+        "score_gap_only": float(q @ gap_turn),
+        "score_unrotated": float(q @ k),
+    }
 
 
 ORDER_SENTENCES = ("the dog bit the man", "the man bit the dog")
@@ -469,14 +549,22 @@ def word_order(sentence: int, degrees: float) -> dict:
     words = ORDER_SENTENCES[sentence].split()
     inv_freq = torch.tensor([math.radians(degrees)], dtype=torch.float64)
     dog, bit = words.index("dog"), words.index("bit")
-    q = torch.tensor([1.0, 0.25], dtype=torch.float64)                         # "bit" as a query
-    k = torch.tensor([0.6, 0.8], dtype=torch.float64)                          # "dog" as a key
+    q = torch.tensor([1.0, 0.25], dtype=torch.float64)  # "bit" as a query
+    k = torch.tensor([0.6, 0.8], dtype=torch.float64)  # "dog" as a key
     q_rot = _rotate_pairs(q, [bit], inv_freq)[0]
     k_rot = _rotate_pairs(k, [dog], inv_freq)[0]
-    return {"sentence": sentence, "text": ORDER_SENTENCES[sentence], "words": words,
-            "degrees": degrees, "angles_deg": [i * degrees for i in range(len(words))],
-            "dog_seat": dog, "bit_seat": bit, "turn_dog_to_bit_deg": (bit - dog) * degrees,
-            "score_rope": float(q_rot @ k_rot), "score_nope": float(q @ k)}
+    return {
+        "sentence": sentence,
+        "text": ORDER_SENTENCES[sentence],
+        "words": words,
+        "degrees": degrees,
+        "angles_deg": [i * degrees for i in range(len(words))],
+        "dog_seat": dog,
+        "bit_seat": bit,
+        "turn_dog_to_bit_deg": (bit - dog) * degrees,
+        "score_rope": float(q_rot @ k_rot),
+        "score_nope": float(q @ k),
+    }
 
 
 # -- 8. stretching RoPE --------------------------------------------------------------------------
@@ -491,9 +579,12 @@ def stretching(factor: float, train_len: int, head_dim: int) -> dict:
     _int("train_len", train_len)
     check_int("head_dim", head_dim, minimum=16, maximum=256, even=True)
     target = round(factor * train_len)
-    configs = {"rope": None, "linear": LinearScaling(factor=factor),
-               "ntk": NTKScaling(factor=factor),
-               "yarn": YaRNScaling(factor=factor, original_max_position_embeddings=train_len)}
+    configs = {
+        "rope": None,
+        "linear": LinearScaling(factor=factor),
+        "ntk": NTKScaling(factor=factor),
+        "yarn": YaRNScaling(factor=factor, original_max_position_embeddings=train_len),
+    }
     plain = rope_inv_freq(head_dim, 10000.0)
     # the angle swept over a whole context (seat 0 to seat L): the same measure for both lengths
     seen = float(plain[-1]) * train_len
@@ -501,12 +592,24 @@ def stretching(factor: float, train_len: int, head_dim: int) -> dict:
     for name, cfg in configs.items():
         inv_freq, attention = rope_frequencies(cfg, head_dim, 10000.0)
         wavelengths = (TWO_PI / inv_freq).tolist()
-        methods.append({"method": name, "wavelengths": wavelengths, "attention_factor": attention,
-                        "slowest_angle_at_target": float(inv_freq[-1]) * target,
-                        "fastest_theta": float(inv_freq[0]),
-                        "pairs_longer_than_training": int(sum(w > train_len for w in wavelengths))})
-    return {"factor": factor, "train_len": train_len, "target_len": target, "head_dim": head_dim,
-            "slowest_angle_in_training": seen, "methods": methods}
+        methods.append(
+            {
+                "method": name,
+                "wavelengths": wavelengths,
+                "attention_factor": attention,
+                "slowest_angle_at_target": float(inv_freq[-1]) * target,
+                "fastest_theta": float(inv_freq[0]),
+                "pairs_longer_than_training": int(sum(w > train_len for w in wavelengths)),
+            }
+        )
+    return {
+        "factor": factor,
+        "train_len": train_len,
+        "target_len": target,
+        "head_dim": head_dim,
+        "slowest_angle_in_training": seen,
+        "methods": methods,
+    }
 
 
 # -- 9. the comparison table ---------------------------------------------------------------------
@@ -516,13 +619,18 @@ def compare(length: int) -> dict:
     acts, its extra trainable numbers, and whether it could (the error is the library's own)."""
     _int("compare_len", length)
     d_model, heads = 32, 4
-    pos = torch.arange(length).unsqueeze(0)                                      # (1, L)
+    pos = torch.arange(length).unsqueeze(0)  # (1, L)
     rows = []
     for name in ("sinusoidal", "learned", "rope", "alibi", "nope"):
         scheme = make_scheme(name, d_model=d_model, n_heads=heads, max_len=LEARNED_ROWS).double()
         extra = sum(p.numel() for p in scheme.parameters() if p.requires_grad)
-        where = {"sinusoidal": "input", "learned": "input", "rope": "queries and keys",
-                 "alibi": "attention logits", "nope": "nowhere"}[name]
+        where = {
+            "sinusoidal": "input",
+            "learned": "input",
+            "rope": "queries and keys",
+            "alibi": "attention logits",
+            "nope": "nowhere",
+        }[name]
         try:
             with torch.no_grad():
                 x = scheme.embed(torch.zeros(1, length, d_model, dtype=torch.float64), pos)
@@ -530,13 +638,30 @@ def compare(length: int) -> dict:
                 q, _ = scheme.rotate(q, q, pos)
                 # the last query against every key: the row a long input needs most
                 bias = scheme.bias(pos[0, -1:], pos[0])
-            finite = bool(torch.isfinite(x).all() and torch.isfinite(q).all()
-                          and (bias is None or torch.isfinite(bias).all()))
-            rows.append({"scheme": name, "where": where, "extra_parameters": extra, "reads": True,
-                         "finite": finite, "error": None})
+            finite = bool(
+                torch.isfinite(x).all() and torch.isfinite(q).all() and (bias is None or torch.isfinite(bias).all())
+            )
+            rows.append(
+                {
+                    "scheme": name,
+                    "where": where,
+                    "extra_parameters": extra,
+                    "reads": True,
+                    "finite": finite,
+                    "error": None,
+                }
+            )
         except PositionOutOfRangeError as err:
-            rows.append({"scheme": name, "where": where, "extra_parameters": extra, "reads": False,
-                         "finite": None, "error": str(err)})
+            rows.append(
+                {
+                    "scheme": name,
+                    "where": where,
+                    "extra_parameters": extra,
+                    "reads": False,
+                    "finite": None,
+                    "error": str(err),
+                }
+            )
     return {"length": length, "trained_len": LEARNED_ROWS, "d_model": d_model, "schemes": rows}
 
 
@@ -548,13 +673,13 @@ def pytorch_demo(shift: int = 100, d_model: int = 4) -> None:
     from posenc import RotaryEmbedding, sinusoidal_table
 
     # 1. the sinusoidal table of the 2017 Transformer: a constant, built once
-    table = sinusoidal_table(10, d_model)                  # (10, d_model)
+    table = sinusoidal_table(10, d_model)  # (10, d_model)
     print("seat 0 wave vector:", [round(v, 3) for v in table[0].tolist()])
     print("seat 1 wave vector:", [round(v, 3) for v in table[1].tolist()])
 
     # 2. RoPE on one head of width 2: a query and a key, turned by their seats
-    rope = RotaryEmbedding(head_dim=2)                     # theta = 1 radian per seat
-    q = torch.tensor([1.0, 0.5], dtype=torch.float64).view(1, 1, 1, 2)   # (batch, heads, seq, dim)
+    rope = RotaryEmbedding(head_dim=2)  # theta = 1 radian per seat
+    q = torch.tensor([1.0, 0.5], dtype=torch.float64).view(1, 1, 1, 2)  # (batch, heads, seq, dim)
     k = torch.tensor([0.8, 0.2], dtype=torch.float64).view(1, 1, 1, 2)
 
     def score(m: int, n: int) -> float:
@@ -575,8 +700,7 @@ def run_demo(shift: int, d_model: int) -> dict:
     with contextlib.redirect_stdout(buffer):
         pytorch_demo(shift=shift, d_model=d_model)
     source = inspect.getsource(pytorch_demo)
-    return {"shift": shift, "d_model": d_model, "source": source,
-            "output": buffer.getvalue().rstrip("\n").split("\n")}
+    return {"shift": shift, "d_model": d_model, "source": source, "output": buffer.getvalue().rstrip("\n").split("\n")}
 
 
 # -- 12. common mistakes -----------------------------------------------------------------------------
@@ -587,7 +711,7 @@ class _TableAsParameter(PositionScheme):
 
     def __init__(self, d_model: int, max_len: int):
         super().__init__()
-        self.pe = torch.nn.Parameter(sinusoidal_table(max_len, d_model))       # (max_len, d)
+        self.pe = torch.nn.Parameter(sinusoidal_table(max_len, d_model))  # (max_len, d)
 
     def embed(self, x, position_ids):
         return x + self.pe[position_ids].to(x.dtype)
@@ -608,26 +732,29 @@ def mistakes(steps: int, d_model: int, shift: int) -> dict:
     _int("shift", shift)
     # 1
     small = 32
-    config = ModelConfig(scheme="sinusoidal", vocab_size=256, d_model=small, n_layers=1, n_heads=4,
-                         max_len=32)
-    tokens = torch.tensor([list(b"the dog bit the man")])                      # (1, 19) bytes
+    config = ModelConfig(scheme="sinusoidal", vocab_size=256, d_model=small, n_layers=1, n_heads=4, max_len=32)
+    tokens = torch.tensor([list(b"the dog bit the man")])  # (1, 19) bytes
     exact = sinusoidal_table(32, small)
     drift = {}
-    for label, scheme in (("buffer", SinusoidalPositionalEncoding(small, max_len=32)),
-                          ("parameter", _TableAsParameter(small, 32))):
+    for label, scheme in (
+        ("buffer", SinusoidalPositionalEncoding(small, max_len=32)),
+        ("parameter", _TableAsParameter(small, 32)),
+    ):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             model = TinyLM(config, scheme=scheme)
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
         for _ in range(steps):
-            logits = model(tokens[:, :-1])                                       # (1, 18, 256)
+            logits = model(tokens[:, :-1])  # (1, 18, 256)
             loss = F.cross_entropy(logits.reshape(-1, 256), tokens[:, 1:].reshape(-1))
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
         table = scheme.pe.detach()[:32].float()
-        drift[label] = {"largest_change": float((table - exact).abs().max()),
-                        "trainable": sum(p.numel() for p in scheme.parameters() if p.requires_grad)}
+        drift[label] = {
+            "largest_change": float((table - exact).abs().max()),
+            "trainable": sum(p.numel() for p in scheme.parameters() if p.requires_grad),
+        }
     # 2
     with torch.device("meta"):
         added = sum(p.numel() for p in Block(d_model, 8).parameters())
@@ -643,29 +770,54 @@ def mistakes(steps: int, d_model: int, shift: int) -> dict:
         qr, kr = apply_rotary(q, k, cos, sin)
         vr = apply_rotary(v, v, cos, sin)[0] if rotate_values else v
         weights = torch.softmax(qr @ kr.transpose(-1, -2) / math.sqrt(head_dim), dim=-1)
-        return (weights @ vr)[0, 0, -1]                                          # (head_dim,)
+        return (weights @ vr)[0, 0, -1]  # (head_dim,)
 
     qk_only = float((last_output(0, False) - last_output(shift, False)).abs().max())
     with_v = float((last_output(0, True) - last_output(shift, True)).abs().max())
-    return {"steps": steps, "parameter": drift,
-            "concat": {"d_model": d_model, "added": added, "concatenated": glued, "ratio": glued / added},
-            "values": {"shift": shift, "seq": seq, "qk_only": qk_only, "with_v": with_v}}
+    return {
+        "steps": steps,
+        "parameter": drift,
+        "concat": {"d_model": d_model, "added": added, "concatenated": glued, "ratio": glued / added},
+        "values": {"shift": shift, "seq": seq, "qk_only": qk_only, "with_v": with_v},
+    }
 
 
 # -- 13. the big picture ---------------------------------------------------------------------------
 def big_picture(scheme: str) -> dict:
-    """"the dog bit the man" against "the man bit the dog" through one block with ``scheme``:
+    """ "the dog bit the man" against "the man bit the dog" through one block with ``scheme``:
     does the output for "dog" change? Without a causal mask, so only the scheme can tell."""
     check_choice("scheme", scheme, set(BAG_SCHEMES))
     a, b = ORDER_SENTENCES[0].split(), ORDER_SENTENCES[1].split()
     out_a, out_b = _run_block(a, scheme), _run_block(b, scheme)
     dog = float((out_a[a.index("dog")] - out_b[b.index("dog")]).abs().max())
     man = float((out_a[a.index("man")] - out_b[b.index("man")]).abs().max())
-    return {"scheme": scheme, "sentences": list(ORDER_SENTENCES), "dog_difference": dog,
-            "man_difference": man, "order_visible": max(dog, man) > 1e-9}
+    return {
+        "scheme": scheme,
+        "sentences": list(ORDER_SENTENCES),
+        "dog_difference": dog,
+        "man_difference": man,
+        "order_visible": max(dog, man) > 1e-9,
+    }
 
 
-__all__ = ["CHAPTERS", "LESSON_LIMITS", "SOURCE_SECTIONS", "bad_ideas", "bag_of_tiles", "big_picture",
-           "chapters", "clock_hands", "compare", "learned_wall", "mistakes", "pytorch_demo",
-           "rope_clock", "rotate_vector", "run_demo", "stretching", "three_rules", "word_order",
-           "word_plus_position"]
+__all__ = [
+    "CHAPTERS",
+    "LESSON_LIMITS",
+    "SOURCE_SECTIONS",
+    "bad_ideas",
+    "bag_of_tiles",
+    "big_picture",
+    "chapters",
+    "clock_hands",
+    "compare",
+    "learned_wall",
+    "mistakes",
+    "pytorch_demo",
+    "rope_clock",
+    "rotate_vector",
+    "run_demo",
+    "stretching",
+    "three_rules",
+    "word_order",
+    "word_plus_position",
+]

@@ -58,8 +58,7 @@ LIMITS: Dict[str, Limit] = {
     # wavelengths and scalings
     "train_len": Limit(2, 10_000_000, 4096, "context length the model was trained with"),
     "factor": Limit(1.0, 1024.0, 8.0, "context extension factor"),
-    "original_max_position_embeddings": Limit(2, 10_000_000, 8192,
-                                              "training context of the scaled model"),
+    "original_max_position_embeddings": Limit(2, 10_000_000, 8192, "training context of the scaled model"),
     "seq_len": Limit(1, 100_000_000, 32768, "current sequence length (dynamic NTK)"),
     "beta_fast": Limit(0.01, 1024.0, 32.0, "YaRN: rotations above which a pair is left alone"),
     "beta_slow": Limit(0.01, 1024.0, 1.0, "YaRN: rotations below which a pair is interpolated"),
@@ -80,4 +79,7 @@ MAX_WORD_CHARS = 32
 def as_dict() -> dict:
     """The limits in the shape ``GET /api/meta`` returns them."""
     return {name: limit.to_dict() for name, limit in LIMITS.items()} | {
-        "text_chars": MAX_TEXT_CHARS, "words": MAX_WORDS, "word_chars": MAX_WORD_CHARS}
+        "text_chars": MAX_TEXT_CHARS,
+        "words": MAX_WORDS,
+        "word_chars": MAX_WORD_CHARS,
+    }

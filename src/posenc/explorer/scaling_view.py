@@ -74,8 +74,16 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def make_scaling(method: str, *, factor: float, original: int, beta_fast: float, beta_slow: float,
-                 low_freq_factor: float, high_freq_factor: float):
+def make_scaling(
+    method: str,
+    *,
+    factor: float,
+    original: int,
+    beta_fast: float,
+    beta_slow: float,
+    low_freq_factor: float,
+    high_freq_factor: float,
+):
     """The posenc scaling config for ``method`` from the page's settings (``None`` for ``"default"``).
 
     Each config field takes the page setting of the same name (``original`` is
@@ -86,9 +94,14 @@ def make_scaling(method: str, *, factor: float, original: int, beta_fast: float,
     if method == "default":
         return None
     descriptor = REGISTRY[method]
-    settings = {"factor": factor, "original_max_position_embeddings": original, "beta_fast": beta_fast,
-                "beta_slow": beta_slow, "low_freq_factor": low_freq_factor,
-                "high_freq_factor": high_freq_factor}
+    settings = {
+        "factor": factor,
+        "original_max_position_embeddings": original,
+        "beta_fast": beta_fast,
+        "beta_slow": beta_slow,
+        "low_freq_factor": low_freq_factor,
+        "high_freq_factor": high_freq_factor,
+    }
     return build_config(descriptor, settings)
 
 
@@ -123,10 +136,13 @@ def classify(ratio: torch.Tensor, factor: Optional[float]) -> dict:
     divided = ((ratio * factor - 1).abs() <= _RATIO_TOL) if factor and factor > 1 else torch.zeros_like(kept)
     blended = ~(kept | divided)
     index = torch.nonzero(blended).flatten().tolist()
-    return {"kept": int(kept.sum()), "divided": int(divided.sum()), "blended": int(blended.sum()),
-            "ramp": [index[0], index[-1]] if index else None,
-            "pair_class": ["kept" if k else "divided" if d else "blended"
-                           for k, d in zip(kept.tolist(), divided.tolist())]}
+    return {
+        "kept": int(kept.sum()),
+        "divided": int(divided.sum()),
+        "blended": int(blended.sum()),
+        "ramp": [index[0], index[-1]] if index else None,
+        "pair_class": ["kept" if k else "divided" if d else "blended" for k, d in zip(kept.tolist(), divided.tolist())],
+    }
 
 
 def slowdown(ratio: torch.Tensor) -> Optional[List[float]]:
@@ -142,21 +158,40 @@ def _curve(scaling, rotary_dim: int, base: float, seq_len: Optional[int], factor
     default = rope_inv_freq(rotary_dim, base)
     inv_freq, attention_factor = rope_frequencies(scaling, rotary_dim, base, seq_len)
     ratio = inv_freq / default
-    wavelength = [TWO_PI / f if f > 0 else None for f in inv_freq.tolist()]   # 0: a pair left unrotated
+    wavelength = [TWO_PI / f if f > 0 else None for f in inv_freq.tolist()]  # 0: a pair left unrotated
     rope_type = getattr(scaling, "rope_type", "default")
     ramp = rope_type in ramp_methods()
-    split = classify(ratio, factor) if ramp else {
-        "kept": None, "divided": None, "blended": None, "ramp": None, "pair_class": None}
-    return {"inv_freq": inv_freq.tolist(), "wavelength": wavelength, "ratio": ratio.tolist(),
-            "attention_factor": attention_factor, "rope_type": rope_type,
-            "split": ramp, "slowdown": slowdown(ratio),
-            "config": scaling_to_dict(scaling) if scaling is not None else {"rope_type": "default"},
-            **split}
+    split = (
+        classify(ratio, factor)
+        if ramp
+        else {"kept": None, "divided": None, "blended": None, "ramp": None, "pair_class": None}
+    )
+    return {
+        "inv_freq": inv_freq.tolist(),
+        "wavelength": wavelength,
+        "ratio": ratio.tolist(),
+        "attention_factor": attention_factor,
+        "rope_type": rope_type,
+        "split": ramp,
+        "slowdown": slowdown(ratio),
+        "config": scaling_to_dict(scaling) if scaling is not None else {"rope_type": "default"},
+        **split,
+    }
 
 
-def wavelengths_view(rotary_dim: int, base: float, train_len: int, methods: Sequence[str], *,
-                     factor: float, seq_len: int, beta_fast: float, beta_slow: float,
-                     low_freq_factor: float, high_freq_factor: float) -> dict:
+def wavelengths_view(
+    rotary_dim: int,
+    base: float,
+    train_len: int,
+    methods: Sequence[str],
+    *,
+    factor: float,
+    seq_len: int,
+    beta_fast: float,
+    beta_slow: float,
+    low_freq_factor: float,
+    high_freq_factor: float,
+) -> dict:
     """Wavelength of every pair, unscaled and under each method in ``methods``.
 
     ``train_len`` is both the marked training context and the scalings'
@@ -170,16 +205,25 @@ def wavelengths_view(rotary_dim: int, base: float, train_len: int, methods: Sequ
     overlays, thresholds = {}, {}
     for method in methods:
         descriptor = REGISTRY[method]
-        cfg = make_scaling(method, factor=factor, original=train_len, beta_fast=beta_fast,
-                           beta_slow=beta_slow, low_freq_factor=low_freq_factor,
-                           high_freq_factor=high_freq_factor)
-        overlays[method] = _curve(cfg, rotary_dim, base, seq_len if descriptor.length_dependent else None,
-                                  factor)
+        cfg = make_scaling(
+            method,
+            factor=factor,
+            original=train_len,
+            beta_fast=beta_fast,
+            beta_slow=beta_slow,
+            low_freq_factor=low_freq_factor,
+            high_freq_factor=high_freq_factor,
+        )
+        overlays[method] = _curve(cfg, rotary_dim, base, seq_len if descriptor.length_dependent else None, factor)
         if descriptor.explorer is not None and descriptor.explorer.thresholds is not None:
             thresholds[method] = [float(t) for t in descriptor.explorer.thresholds(cfg)]
     return {
-        "rotary_dim": rotary_dim, "base": base, "train_len": train_len, "factor": factor,
-        "extended_len": train_len * factor, "seq_len": seq_len,
+        "rotary_dim": rotary_dim,
+        "base": base,
+        "train_len": train_len,
+        "factor": factor,
+        "extended_len": train_len * factor,
+        "seq_len": seq_len,
         "pairs": list(range(rotary_dim // 2)),
         "default": {"inv_freq": default.tolist(), "wavelength": wavelength},
         "full_turns_in_training": int(sum(w <= train_len for w in wavelength)),
@@ -225,7 +269,7 @@ def _layer_types(config: dict) -> List[Optional[str]]:
     try:
         return list(rope_dicts(config))
     except (ValueError, TypeError):
-        return [None]          # fixture_list then reports the reader's error for this fixture
+        return [None]  # fixture_list then reports the reader's error for this fixture
 
 
 @lru_cache(maxsize=1)
@@ -260,9 +304,12 @@ def fixture_list() -> List[dict]:
             continue
         scaling = kw["scaling"]
         row: Dict[str, Any] = {
-            "name": name, "model_type": config.get("model_type"),
+            "name": name,
+            "model_type": config.get("model_type"),
             "rope_type": getattr(scaling, "rope_type", "default"),
-            "base": kw["base"], "head_dim": kw["head_dim"], "rotary_dim": kw["rotary_dim"],
+            "base": kw["base"],
+            "head_dim": kw["head_dim"],
+            "rotary_dim": kw["rotary_dim"],
             "max_position_embeddings": kw["max_position_embeddings"],
             "original_max_position_embeddings": getattr(scaling, "original_max_position_embeddings", None),
             "factor": _stated_factor(config, layer_type),
@@ -290,31 +337,63 @@ def fixture_view(name: str) -> dict:
     used_factor = getattr(scaling, "factor", None)
     longest = max(kw["max_position_embeddings"], original + 1)
     if rope_type == "longrope":
-        curves = {"short": _curve(scaling, rotary_dim, base, None, used_factor),
-                  "long": _curve(scaling, rotary_dim, base, longest, used_factor)}
+        curves = {
+            "short": _curve(scaling, rotary_dim, base, None, used_factor),
+            "long": _curve(scaling, rotary_dim, base, longest, used_factor),
+        }
     else:
         curves = {"configured": _curve(scaling, rotary_dim, base, None, used_factor)}
         if rope_type in DYNAMIC_TYPES:
             curves["at_max_position_embeddings"] = _curve(scaling, rotary_dim, base, longest, used_factor)
     default = rope_inv_freq(rotary_dim, base)
-    rope_fields = {k: config[k] for k in ("rope_theta", "rope_scaling", "rope_parameters", "head_dim",
-                                          "partial_rotary_factor", "max_position_embeddings",
-                                          "original_max_position_embeddings") if k in config}
+    rope_fields = {
+        k: config[k]
+        for k in (
+            "rope_theta",
+            "rope_scaling",
+            "rope_parameters",
+            "head_dim",
+            "partial_rotary_factor",
+            "max_position_embeddings",
+            "original_max_position_embeddings",
+        )
+        if k in config
+    }
     return {
-        "name": name, "model_type": config.get("model_type"), "layer_type": layer_type,
-        "rope_type": rope_type, "base": base, "head_dim": kw["head_dim"], "rotary_dim": rotary_dim,
-        "layout": kw["layout"], "max_position_embeddings": kw["max_position_embeddings"],
-        "train_len": original, "factor": factor,
+        "name": name,
+        "model_type": config.get("model_type"),
+        "layer_type": layer_type,
+        "rope_type": rope_type,
+        "base": base,
+        "head_dim": kw["head_dim"],
+        "rotary_dim": rotary_dim,
+        "layout": kw["layout"],
+        "max_position_embeddings": kw["max_position_embeddings"],
+        "train_len": original,
+        "factor": factor,
         "pairs": list(range(rotary_dim // 2)),
         "default": {"inv_freq": default.tolist(), "wavelength": (TWO_PI / default).tolist()},
-        "curves": curves, "config_fields": rope_fields,
+        "curves": curves,
+        "config_fields": rope_fields,
     }
 
 
 # -- copy as config ---------------------------------------------------------------------------------
-def config_view(head_dim: int, rotary_dim: int, base: float, layout: str, method: str, *,
-                max_position_embeddings: int, factor: float, original: int, beta_fast: float,
-                beta_slow: float, low_freq_factor: float, high_freq_factor: float) -> dict:
+def config_view(
+    head_dim: int,
+    rotary_dim: int,
+    base: float,
+    layout: str,
+    method: str,
+    *,
+    max_position_embeddings: int,
+    factor: float,
+    original: int,
+    beta_fast: float,
+    beta_slow: float,
+    low_freq_factor: float,
+    high_freq_factor: float,
+) -> dict:
     """The current RoPE settings as posenc arguments and as Hugging Face config fields.
 
     For a type ``transformers`` does not know (its descriptor's ``transformers_equivalent``; static
@@ -324,24 +403,42 @@ def config_view(head_dim: int, rotary_dim: int, base: float, layout: str, method
     """
     check_int("rotary_dim", rotary_dim, minimum=2, maximum=head_dim, even=True)
     check_choice("layout", layout, set(LAYOUTS))
-    scaling = make_scaling(method, factor=factor, original=original, beta_fast=beta_fast,
-                           beta_slow=beta_slow, low_freq_factor=low_freq_factor,
-                           high_freq_factor=high_freq_factor)
+    scaling = make_scaling(
+        method,
+        factor=factor,
+        original=original,
+        beta_fast=beta_fast,
+        beta_slow=beta_slow,
+        low_freq_factor=low_freq_factor,
+        high_freq_factor=high_freq_factor,
+    )
     # Validate the whole combination with the real module; one cached row keeps it cheap whatever
     # max_position_embeddings says (the number only travels into the config dicts).
-    rope = RotaryEmbedding(head_dim, base=base, rotary_dim=rotary_dim, layout=layout, scaling=scaling,
-                           max_position_embeddings=1)
+    rope = RotaryEmbedding(
+        head_dim, base=base, rotary_dim=rotary_dim, layout=layout, scaling=scaling, max_position_embeddings=1
+    )
     hf_note = None
     descriptor = REGISTRY[method]
-    described = SimpleNamespace(head_dim=rope.head_dim, rotary_dim=rope.rotary_dim, base=rope.base,
-                                scaling=rope.scaling, max_position_embeddings=max_position_embeddings)
+    described = SimpleNamespace(
+        head_dim=rope.head_dim,
+        rotary_dim=rope.rotary_dim,
+        base=rope.base,
+        scaling=rope.scaling,
+        max_position_embeddings=max_position_embeddings,
+    )
     if descriptor.transformers_equivalent is not None and scaling is not None:
         # transformers lacks this rope type: describe the equal configuration it can load
         described.base, described.scaling, hf_note = descriptor.transformers_equivalent(
-            scaling, rope.base, rope.rotary_dim)
+            scaling, rope.base, rope.rotary_dim
+        )
     scaling_dict = scaling_to_dict(scaling) if scaling is not None else None
-    kwargs = {"head_dim": head_dim, "base": base, "rotary_dim": rotary_dim, "layout": layout,
-              "max_position_embeddings": max_position_embeddings}
+    kwargs = {
+        "head_dim": head_dim,
+        "base": base,
+        "rotary_dim": rotary_dim,
+        "layout": layout,
+        "max_position_embeddings": max_position_embeddings,
+    }
     return {
         "posenc": {**kwargs, "scaling": scaling_dict},
         "hf_rope_parameters": to_hf_dict(described, style="rope_parameters"),
@@ -356,9 +453,11 @@ def _python_snippet(kwargs: dict, scaling: Optional[dict]) -> str:
     args = "".join(f"    {k}={v!r},\n" for k, v in kwargs.items())
     if scaling is None:
         return f"from posenc import RotaryEmbedding\n\nrope = RotaryEmbedding(\n{args})\n"
-    return ("from posenc import RotaryEmbedding\nfrom posenc.rope.scaling import scaling_from_dict\n\n"
-            f"scaling = scaling_from_dict({_dict_lines(scaling)})\n"
-            f"rope = RotaryEmbedding(\n{args}    scaling=scaling,\n)\n")
+    return (
+        "from posenc import RotaryEmbedding\nfrom posenc.rope.scaling import scaling_from_dict\n\n"
+        f"scaling = scaling_from_dict({_dict_lines(scaling)})\n"
+        f"rope = RotaryEmbedding(\n{args}    scaling=scaling,\n)\n"
+    )
 
 
 def _dict_lines(values: dict) -> str:

@@ -19,19 +19,24 @@ DEFAULT_PORT = 8765
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
-                        help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)")
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="interface to bind (default 127.0.0.1, this machine only)")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)"
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, this machine only)")
     parser.add_argument("--open", action="store_true", help="open the console in a web browser")
-    parser.add_argument("--lab-run", type=Path, default=None, metavar="DIR",
-                        help="a `posenc lab` run folder whose results.json the lab view shows")
+    parser.add_argument(
+        "--lab-run",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a `posenc lab` run folder whose results.json the lab view shows",
+    )
 
 
 def _allowed_hosts(host: str):
     """Host header values the server answers to (IPv6 addresses appear there in brackets)."""
     if host in ("0.0.0.0", "::", ""):
-        return None                      # any name this machine answers to
+        return None  # any name this machine answers to
     names = set(LOOPBACK) | {host}
     return sorted(f"[{name}]" if ":" in name else name for name in names)
 
@@ -59,13 +64,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"--lab-run {args.lab_run} is not a folder", file=sys.stderr)
         return 2
     if args.port and not _port_free(args.host, args.port):
-        print(f"port {args.port} on {args.host} is in use; choose another with --port N "
-              "(or --port 0 for any free one)", file=sys.stderr)
+        print(
+            f"port {args.port} on {args.host} is in use; choose another with --port N (or --port 0 for any free one)",
+            file=sys.stderr,
+        )
         return 1
     if args.host not in LOOPBACK:
-        print(f"warning: listening on {args.host}, so other machines can reach the console",
-              file=sys.stderr)
-    torch.set_num_threads(1)             # every request is a small computation; stay light
+        print(f"warning: listening on {args.host}, so other machines can reach the console", file=sys.stderr)
+    torch.set_num_threads(1)  # every request is a small computation; stay light
 
     app = create_app(lab_run=args.lab_run, allowed_hosts=_allowed_hosts(args.host))
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")

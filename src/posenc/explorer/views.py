@@ -46,8 +46,10 @@ def split_words(text: str, name: str = "text") -> List[str]:
         raise ValueError(f"{name} must have at most {MAX_WORDS} words, got {len(words)}")
     for word in words:
         if len(word) > MAX_WORD_CHARS:
-            raise ValueError(f"each word of {name} must have at most {MAX_WORD_CHARS} characters, "
-                             f"got {word[:MAX_WORD_CHARS]!r}... ({len(word)})")
+            raise ValueError(
+                f"each word of {name} must have at most {MAX_WORD_CHARS} characters, "
+                f"got {word[:MAX_WORD_CHARS]!r}... ({len(word)})"
+            )
     return words
 
 
@@ -76,9 +78,9 @@ def rotate_at(x: torch.Tensor, positions: Sequence[int], inv_freq: torch.Tensor)
     rounding (the page compares scores that should agree to ~1e-15).
     """
     pos = torch.tensor(list(positions), dtype=torch.float64)
-    cos, sin = rope_cos_sin(pos, inv_freq, dtype=torch.float64)            # (P, d/2)
+    cos, sin = rope_cos_sin(pos, inv_freq, dtype=torch.float64)  # (P, d/2)
     rows = x.to(torch.float64).expand(len(positions), -1).reshape(1, 1, len(positions), -1)
-    rotated, _ = apply_rotary(rows, rows, cos, sin, layout="half")          # (1, 1, P, d)
+    rotated, _ = apply_rotary(rows, rows, cos, sin, layout="half")  # (1, 1, P, d)
     return rotated[0, 0]
 
 
@@ -89,14 +91,17 @@ def _masked(matrix: torch.Tensor) -> List[List[Optional[float]]]:
 # -- 1. wave fingerprint ---------------------------------------------------------------------------
 def sinusoidal_view(length: int, d_model: int, base: float) -> dict:
     """The sinusoidal table (length x d_model, float32 as the module stores it) and its waves."""
-    table = sinusoidal_table(length, d_model, base)                          # (L, d)
-    freqs = sinusoidal_frequencies(d_model, base)                            # (ceil(d/2),)
+    table = sinusoidal_table(length, d_model, base)  # (L, d)
+    freqs = sinusoidal_frequencies(d_model, base)  # (ceil(d/2),)
     return {
-        "length": length, "d_model": d_model, "base": base,
+        "length": length,
+        "d_model": d_model,
+        "base": base,
         "table": table.tolist(),
         "frequencies": freqs.tolist(),
         "wavelengths": (TWO_PI / freqs).tolist(),
-        "min": float(table.min()), "max": float(table.max()),
+        "min": float(table.min()),
+        "max": float(table.max()),
     }
 
 
@@ -105,10 +110,14 @@ def sinusoidal_cell(pos: int, dim: int, d_model: int, base: float) -> dict:
     check_int("dim", dim, minimum=0, maximum=d_model - 1)
     pair = dim // 2
     freq = float(sinusoidal_frequencies(d_model, base)[pair])
-    angle = pos * freq                                                        # float64
+    angle = pos * freq  # float64
     value = float(sinusoidal_table(1, d_model, base, start=pos)[0, dim])
     return {
-        "pos": pos, "dim": dim, "pair": pair, "d_model": d_model, "base": base,
+        "pos": pos,
+        "dim": dim,
+        "pair": pair,
+        "d_model": d_model,
+        "base": base,
         "function": "sin" if dim % 2 == 0 else "cos",
         "exponent": 2 * pair / d_model,
         "denominator": base ** (2 * pair / d_model),
@@ -128,10 +137,12 @@ def fingerprint_view(text: str, d_model: int, base: float) -> dict:
     on ``p`` (every diagonal of the matrix is constant).
     """
     words = split_words(text)
-    table = sinusoidal_table(len(words), d_model, base).to(torch.float64)    # (W, d)
-    dist = torch.cdist(table, table)                                         # (W, W)
+    table = sinusoidal_table(len(words), d_model, base).to(torch.float64)  # (W, d)
+    dist = torch.cdist(table, table)  # (W, W)
     return {
-        "words": words, "d_model": d_model, "base": base,
+        "words": words,
+        "d_model": d_model,
+        "base": base,
         "vectors": table.to(torch.float32).tolist(),
         "distances": dist.tolist(),
     }
@@ -150,43 +161,53 @@ def rope_dials(head_dim: int, base: float, q_pos: int, k_pos: int, offset: int, 
     moved seats ``m = q_pos + offset``, ``n = k_pos + offset``, in [0, 360) degrees (counter-clockwise).
     """
     check_int("head_dim", head_dim, minimum=2, even=True)
-    inv_freq = rope_inv_freq(head_dim, base)                                 # (d/2,) float64
+    inv_freq = rope_inv_freq(head_dim, base)  # (d/2,) float64
     q = example_vector(head_dim, seed)
     k = example_vector(head_dim, seed + 10_000)
     half = head_dim // 2
-    q_rot = rotate_at(q, [q_pos, q_pos + offset], inv_freq)                  # (2, d)
-    k_rot = rotate_at(k, [k_pos, k_pos + offset], inv_freq)                  # (2, d)
-    angles = rope_angles(torch.tensor([q_pos, k_pos, q_pos + offset, k_pos + offset]),
-                         inv_freq)                                           # (4, d/2) in [0, 2pi)
+    q_rot = rotate_at(q, [q_pos, q_pos + offset], inv_freq)  # (2, d)
+    k_rot = rotate_at(k, [k_pos, k_pos + offset], inv_freq)  # (2, d)
+    angles = rope_angles(torch.tensor([q_pos, k_pos, q_pos + offset, k_pos + offset]), inv_freq)  # (4, d/2) in [0, 2pi)
     relative = wrap_angle(torch.tensor(float(q_pos - k_pos), dtype=torch.float64) * inv_freq)
 
-    def pairs(v: torch.Tensor) -> List[List[float]]:                         # (d,) -> d/2 x [a, b]
+    def pairs(v: torch.Tensor) -> List[List[float]]:  # (d,) -> d/2 x [a, b]
         return torch.stack((v[:half], v[half:]), dim=-1).tolist()
 
-    contrib = (q_rot[:, :half] * k_rot[:, :half] + q_rot[:, half:] * k_rot[:, half:])  # (2, d/2)
+    contrib = q_rot[:, :half] * k_rot[:, :half] + q_rot[:, half:] * k_rot[:, half:]  # (2, d/2)
     return {
-        "head_dim": head_dim, "base": base, "q_pos": q_pos, "k_pos": k_pos, "offset": offset,
-        "seed": seed, "layout": "half",
+        "head_dim": head_dim,
+        "base": base,
+        "q_pos": q_pos,
+        "k_pos": k_pos,
+        "offset": offset,
+        "seed": seed,
+        "layout": "half",
         "theta": inv_freq.tolist(),
         "theta_deg": torch.rad2deg(inv_freq).tolist(),
         "wavelength": (TWO_PI / inv_freq).tolist(),
-        "q_angle": angles[0].tolist(), "k_angle": angles[1].tolist(),
-        "q_angle_moved": angles[2].tolist(), "k_angle_moved": angles[3].tolist(),
+        "q_angle": angles[0].tolist(),
+        "k_angle": angles[1].tolist(),
+        "q_angle_moved": angles[2].tolist(),
+        "k_angle_moved": angles[3].tolist(),
         "relative_angle": relative.tolist(),
         "relative_angle_deg": torch.rad2deg(relative).tolist(),
-        "q_pairs": pairs(q_rot[0]), "k_pairs": pairs(k_rot[0]),
-        "q_pairs_unrotated": pairs(q), "k_pairs_unrotated": pairs(k),
-        "q_turn_deg": torch.rad2deg(angles[2]).tolist(), "k_turn_deg": torch.rad2deg(angles[3]).tolist(),
-        "q_pairs_moved": pairs(q_rot[1]), "k_pairs_moved": pairs(k_rot[1]),
-        "pair_scores": contrib[0].tolist(), "pair_scores_moved": contrib[1].tolist(),
+        "q_pairs": pairs(q_rot[0]),
+        "k_pairs": pairs(k_rot[0]),
+        "q_pairs_unrotated": pairs(q),
+        "k_pairs_unrotated": pairs(k),
+        "q_turn_deg": torch.rad2deg(angles[2]).tolist(),
+        "k_turn_deg": torch.rad2deg(angles[3]).tolist(),
+        "q_pairs_moved": pairs(q_rot[1]),
+        "k_pairs_moved": pairs(k_rot[1]),
+        "pair_scores": contrib[0].tolist(),
+        "pair_scores_moved": contrib[1].tolist(),
         "score": float(q_rot[0] @ k_rot[0]),
         "score_moved": float(q_rot[1] @ k_rot[1]),
         "score_unrotated": float(q @ k),
     }
 
 
-def word_order_view(text_a: str, text_b: str, query_word: str, key_word: str,
-                    degrees: float) -> dict:
+def word_order_view(text_a: str, text_b: str, query_word: str, key_word: str, degrees: float) -> dict:
     """The "dog bites man" / "man bites dog" proof on a one-pair RoPE clock.
 
     One rotation pair turning ``degrees`` per seat (``inv_freq = radians(degrees)``), as in a
@@ -210,22 +231,33 @@ def word_order_view(text_a: str, text_b: str, query_word: str, key_word: str,
             if word.lower() not in lowered:
                 raise ValueError(f"{role} {word!r} does not occur in {name} {text!r}")
         qi, ki = lowered.index(query_word.lower()), lowered.index(key_word.lower())
-        seat_angles = rope_angles(torch.arange(len(words)), inv_freq)[:, 0]   # (W,)
+        seat_angles = rope_angles(torch.arange(len(words)), inv_freq)[:, 0]  # (W,)
         relative = wrap_angle(torch.tensor(float(qi - ki), dtype=torch.float64) * inv_freq)[0]
         q_rot = rotate_at(q, [qi], inv_freq)[0]
         k_rot = rotate_at(k, [ki], inv_freq)[0]
-        sentences.append({
-            "text": text, "words": words,
-            "seat_angles_deg": torch.rad2deg(seat_angles).tolist(),
-            "query_seat": qi, "key_seat": ki,
-            "query_minus_key_seats": qi - ki,
-            "relative_angle_deg": math.degrees(float(relative)),
-            "score_rope": float(q_rot @ k_rot),
-            "score_nope": float(q @ k),
-            "q_rotated": q_rot.tolist(), "k_rotated": k_rot.tolist(),
-        })
-    return {"degrees": degrees, "query_word": query_word, "key_word": key_word,
-            "q": q.tolist(), "k": k.tolist(), "sentences": sentences}
+        sentences.append(
+            {
+                "text": text,
+                "words": words,
+                "seat_angles_deg": torch.rad2deg(seat_angles).tolist(),
+                "query_seat": qi,
+                "key_seat": ki,
+                "query_minus_key_seats": qi - ki,
+                "relative_angle_deg": math.degrees(float(relative)),
+                "score_rope": float(q_rot @ k_rot),
+                "score_nope": float(q @ k),
+                "q_rotated": q_rot.tolist(),
+                "k_rotated": k_rot.tolist(),
+            }
+        )
+    return {
+        "degrees": degrees,
+        "query_word": query_word,
+        "key_word": key_word,
+        "q": q.tolist(),
+        "k": k.tolist(),
+        "sentences": sentences,
+    }
 
 
 # -- 3. score vs relative distance ------------------------------------------------------------------
@@ -233,8 +265,8 @@ def _rope_decay(head_dim: int, base: float, distances: List[int]) -> torch.Tenso
     """``q' . k' / head_dim`` for ``q = k = ones``, query at each distance, key at 0 -> (D,)."""
     inv_freq = rope_inv_freq(head_dim, base)
     ones = torch.ones(head_dim, dtype=torch.float64)
-    q_rot = rotate_at(ones, distances, inv_freq)                              # (D, hd)
-    k_rot = rotate_at(ones, [0], inv_freq)[0]                                 # (hd,)
+    q_rot = rotate_at(ones, distances, inv_freq)  # (D, hd)
+    k_rot = rotate_at(ones, [0], inv_freq)[0]  # (hd,)
     return (q_rot @ k_rot) / head_dim
 
 
@@ -249,7 +281,7 @@ def octave_means(values: torch.Tensor, at: Sequence[int]) -> torch.Tensor:
     (the same width everywhere on a log-distance axis); at ``d = 0`` it is just distance 0.
     """
     n = values.shape[0]
-    prefix = torch.cat((values.new_zeros(1), values.cumsum(0)))                # (n + 1,)
+    prefix = torch.cat((values.new_zeros(1), values.cumsum(0)))  # (n + 1,)
     d = torch.tensor(list(at), dtype=torch.float64)
     lo = torch.ceil(d / math.sqrt(2)).long().clamp(0, n - 1)
     hi = torch.floor(d * math.sqrt(2)).long().clamp(0, n - 1)
@@ -265,13 +297,23 @@ def score_distances(max_distance: int, points: int = MAX_SCORE_POINTS) -> List[i
         return list(range(max_distance + 1))
     dense = list(range(DENSE_DISTANCES + 1))
     rest = points - len(dense)
-    grid = torch.logspace(math.log10(DENSE_DISTANCES), math.log10(max_distance), rest + 1,
-                          dtype=torch.float64).round().long()
+    grid = (
+        torch.logspace(math.log10(DENSE_DISTANCES), math.log10(max_distance), rest + 1, dtype=torch.float64)
+        .round()
+        .long()
+    )
     return sorted(set(dense) | set(grid.tolist()) | {max_distance})
 
 
-def scores_view(head_dim: int, base: float, d_model: int, sin_base: float, heads: int,
-                max_distance: int, compare_base: Optional[float] = None) -> dict:
+def scores_view(
+    head_dim: int,
+    base: float,
+    d_model: int,
+    sin_base: float,
+    heads: int,
+    max_distance: int,
+    compare_base: Optional[float] = None,
+) -> dict:
     """How each scheme's score between two positions changes with their distance ``0..max_distance``.
 
     Sampled at :func:`score_distances` (at most :data:`MAX_SCORE_POINTS` distances); the values at the
@@ -290,20 +332,29 @@ def scores_view(head_dim: int, base: float, d_model: int, sin_base: float, heads
     """
     check_int("head_dim", head_dim, minimum=2, even=True)
     distances = score_distances(max_distance)
-    index = torch.tensor(distances)                                           # (P,)
-    rope = _rope_decay(head_dim, base, distances)                             # (P,)
-    trend = octave_means(_rope_decay(head_dim, base, list(range(max_distance + 1))), distances)   # (P,)
+    index = torch.tensor(distances)  # (P,)
+    rope = _rope_decay(head_dim, base, distances)  # (P,)
+    trend = octave_means(_rope_decay(head_dim, base, list(range(max_distance + 1))), distances)  # (P,)
     compare = None if compare_base is None else _rope_decay(head_dim, compare_base, distances).tolist()
-    table = sinusoidal_table(max_distance + 1, d_model, sin_base, dtype=torch.float64)[index]   # (P, d)
-    sinus = (table @ table[0]) / (d_model / 2)                                # (P,)
+    table = sinusoidal_table(max_distance + 1, d_model, sin_base, dtype=torch.float64)[index]  # (P, d)
+    sinus = (table @ table[0]) / (d_model / 2)  # (P,)
     slopes = alibi_slopes(heads)
-    bias = alibi_bias(slopes, torch.tensor([max_distance]), max_distance - index)[:, 0, :]   # (H, P)
+    bias = alibi_bias(slopes, torch.tensor([max_distance]), max_distance - index)[:, 0, :]  # (H, P)
     return {
-        "head_dim": head_dim, "base": base, "d_model": d_model, "sin_base": sin_base,
-        "heads": heads, "max_distance": max_distance, "distances": distances,
-        "rope": rope.tolist(), "rope_trend": trend.tolist(), "sinusoidal": sinus.tolist(),
-        "compare_base": compare_base, "rope_compare": compare,
-        "alibi_slopes": slopes.tolist(), "alibi": bias.tolist(),
+        "head_dim": head_dim,
+        "base": base,
+        "d_model": d_model,
+        "sin_base": sin_base,
+        "heads": heads,
+        "max_distance": max_distance,
+        "distances": distances,
+        "rope": rope.tolist(),
+        "rope_trend": trend.tolist(),
+        "sinusoidal": sinus.tolist(),
+        "compare_base": compare_base,
+        "rope_compare": compare,
+        "alibi_slopes": slopes.tolist(),
+        "alibi": bias.tolist(),
     }
 
 
@@ -319,14 +370,18 @@ def alibi_view(heads: int, head: int, matrix_len: int, head_dim: int, base: floa
     check_int("head_dim", head_dim, minimum=2, even=True)
     slopes = alibi_slopes(heads)
     pos = torch.arange(matrix_len)
-    bias = alibi_bias(slopes, pos, pos)                                       # (H, L, L)
+    bias = alibi_bias(slopes, pos, pos)  # (H, L, L)
     x = example_vector(head_dim, seed)
     rotated = rotate_at(x, range(matrix_len), rope_inv_freq(head_dim, base))  # (L, hd)
-    scores = rotated @ rotated.T / math.sqrt(head_dim)                        # (L, L)
+    scores = rotated @ rotated.T / math.sqrt(head_dim)  # (L, L)
     scores = scores.masked_fill(pos.unsqueeze(0) > pos.unsqueeze(1), float("-inf"))
     return {
-        "heads": heads, "head": head, "matrix_len": matrix_len, "head_dim": head_dim,
-        "base": base, "seed": seed,
+        "heads": heads,
+        "head": head,
+        "matrix_len": matrix_len,
+        "head_dim": head_dim,
+        "base": base,
+        "seed": seed,
         "slopes": slopes.tolist(),
         "slopes_log2": torch.log2(slopes).tolist(),
         "bias": _masked(bias[head]),
@@ -335,8 +390,7 @@ def alibi_view(heads: int, head: int, matrix_len: int, head_dim: int, base: floa
 
 
 # -- 6. precision ------------------------------------------------------------------------------------
-_NAIVE_DTYPES: Dict[str, torch.dtype] = {
-    "bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+_NAIVE_DTYPES: Dict[str, torch.dtype] = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
 def _position_grid(max_position: int, points: int = 48) -> List[int]:
@@ -353,7 +407,7 @@ def angle_errors(positions: torch.Tensor, inv_freq: torch.Tensor) -> Dict[str, t
     (:func:`rope_cos_sin`, angles formed in float64). The angle each table encodes is read back with
     ``atan2`` and compared with the exact one. Positions a dtype cannot hold give ``inf``.
     """
-    exact = positions.to(torch.float64).unsqueeze(-1) * inv_freq              # (P, d/2)
+    exact = positions.to(torch.float64).unsqueeze(-1) * inv_freq  # (P, d/2)
 
     def table_error(cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         recovered = torch.atan2(sin.to(torch.float64), cos.to(torch.float64))
@@ -384,7 +438,10 @@ def precision_view(head_dim: int, base: float, max_position: int, pos: int) -> d
         return [v if math.isfinite(v) else None for v in values]
 
     return {
-        "head_dim": head_dim, "base": base, "max_position": max_position, "pos": pos,
+        "head_dim": head_dim,
+        "base": base,
+        "max_position": max_position,
+        "pos": pos,
         "positions": grid,
         "max_error": {name: finite(err.max(dim=-1).values.tolist()) for name, err in errors.items()},
         "at_pos": {name: finite(err[0].tolist()) for name, err in at_pos.items()},

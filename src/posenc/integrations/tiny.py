@@ -36,11 +36,18 @@ CASES: Dict[str, Tuple[str, Dict]] = {
     "llama-3.2-1b": ("fixture", {"name": "llama-3.2-1b"}),
     "codellama-7b": ("fixture", {"name": "codellama-7b"}),
     "llama-linear": ("llama", {**_LLAMA31, "rope_scaling": {"rope_type": "linear", "factor": 4.0}}),
-    "llama-dynamic": ("llama", {**_LLAMA31, "max_position_embeddings": 8192,
-                                "rope_scaling": {"rope_type": "dynamic", "factor": 4.0}}),
-    "llama-yarn": ("llama", {**_LLAMA31, "max_position_embeddings": 32768,
-                             "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
-                                              "original_max_position_embeddings": 8192}}),
+    "llama-dynamic": (
+        "llama",
+        {**_LLAMA31, "max_position_embeddings": 8192, "rope_scaling": {"rope_type": "dynamic", "factor": 4.0}},
+    ),
+    "llama-yarn": (
+        "llama",
+        {
+            **_LLAMA31,
+            "max_position_embeddings": 32768,
+            "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8192},
+        },
+    ),
     "qwen2.5-7b-instruct-yarn": ("fixture", {"name": "qwen2.5-7b-instruct-yarn"}),
     "phi-3.5-mini-instruct": ("fixture", {"name": "phi-3.5-mini-instruct"}),
     "phi-2": ("fixture", {"name": "phi-2"}),
@@ -52,8 +59,16 @@ CASES: Dict[str, Tuple[str, Dict]] = {
     "mistral": ("mistral", {"head_dim": 128, "rope_theta": 1000000.0, "max_position_embeddings": 32768}),
     "qwen3": ("qwen3", {"head_dim": 128, "rope_theta": 1000000.0, "max_position_embeddings": 40960}),
     "gemma": ("gemma", {"head_dim": 256, "rope_theta": 10000.0, "max_position_embeddings": 8192}),
-    "falcon": ("falcon", {"hidden_size": 128, "num_attention_heads": 2, "rope_theta": 10000.0,
-                          "max_position_embeddings": 2048, "alibi": False}),
+    "falcon": (
+        "falcon",
+        {
+            "hidden_size": 128,
+            "num_attention_heads": 2,
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 2048,
+            "alibi": False,
+        },
+    ),
 }
 
 
@@ -76,13 +91,19 @@ def case_fields(name: str) -> Tuple[str, Dict]:
 def tiny_config(name: str, **overrides):
     """The ``transformers`` config of case ``name``: real rope fields, 2 layers, small width."""
     from transformers import AutoConfig
+
     model_type, fields = case_fields(name)
     head_dim = rotary_kwargs_from_hf({"model_type": model_type, **fields})["head_dim"]
-    small: Dict[str, object] = {"vocab_size": VOCAB, "num_hidden_layers": LAYERS, "tie_word_embeddings": False,
-                                 "pad_token_id": 0}
+    small: Dict[str, object] = {
+        "vocab_size": VOCAB,
+        "num_hidden_layers": LAYERS,
+        "tie_word_embeddings": False,
+        "pad_token_id": 0,
+    }
     if model_type in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gpt_oss"):
-        small.update(hidden_size=64, intermediate_size=64, num_attention_heads=2, num_key_value_heads=1,
-                     head_dim=head_dim)
+        small.update(
+            hidden_size=64, intermediate_size=64, num_attention_heads=2, num_key_value_heads=1, head_dim=head_dim
+        )
         if model_type == "gpt_oss":
             small.update(num_local_experts=4, num_experts_per_tok=2)
     elif model_type in ("phi3", "phi", "gpt_neox", "falcon"):
@@ -91,18 +112,49 @@ def tiny_config(name: str, **overrides):
         if model_type == "phi3":
             small["num_key_value_heads"] = 2
     elif model_type == "gptj":
-        small = {"vocab_size": VOCAB, "n_layer": LAYERS, "n_embd": 2 * 128, "n_head": 2, "n_inner": 64,
-                 "tie_word_embeddings": False, "pad_token_id": 0}
+        small = {
+            "vocab_size": VOCAB,
+            "n_layer": LAYERS,
+            "n_embd": 2 * 128,
+            "n_head": 2,
+            "n_inner": 64,
+            "tie_word_embeddings": False,
+            "pad_token_id": 0,
+        }
     elif model_type == "deepseek_v3":
-        small.update(hidden_size=64, intermediate_size=64, moe_intermediate_size=32, num_attention_heads=2,
-                     num_key_value_heads=2, qk_nope_head_dim=16, v_head_dim=16, kv_lora_rank=32,
-                     q_lora_rank=32, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
-                     first_k_dense_replace=LAYERS)
+        small.update(
+            hidden_size=64,
+            intermediate_size=64,
+            moe_intermediate_size=32,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            qk_nope_head_dim=16,
+            v_head_dim=16,
+            kv_lora_rank=32,
+            q_lora_rank=32,
+            n_routed_experts=4,
+            num_experts_per_tok=2,
+            n_group=1,
+            topk_group=1,
+            first_k_dense_replace=LAYERS,
+        )
     elif model_type == "deepseek_v2":
-        small.update(hidden_size=64, intermediate_size=64, moe_intermediate_size=32, num_attention_heads=2,
-                     num_key_value_heads=2, qk_nope_head_dim=16, v_head_dim=16, kv_lora_rank=32,
-                     q_lora_rank=None, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
-                     first_k_dense_replace=LAYERS)
+        small.update(
+            hidden_size=64,
+            intermediate_size=64,
+            moe_intermediate_size=32,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            qk_nope_head_dim=16,
+            v_head_dim=16,
+            kv_lora_rank=32,
+            q_lora_rank=None,
+            n_routed_experts=4,
+            num_experts_per_tok=2,
+            n_group=1,
+            topk_group=1,
+            first_k_dense_replace=LAYERS,
+        )
     else:
         raise ValueError(f"no tiny shape for model_type {model_type!r}")
     fields = {k: v for k, v in fields.items() if k not in ("n_embd", "n_head")}
@@ -112,12 +164,13 @@ def tiny_config(name: str, **overrides):
 def tiny_model(name: str, seed: int = 0, attn_implementation: str = "eager", **overrides) -> nn.Module:
     """A randomly initialised ``*ForCausalLM`` of case ``name`` in eval mode (float32, CPU)."""
     from transformers import AutoModelForCausalLM
+
     config = tiny_config(name, **overrides)
     config._attn_implementation = attn_implementation
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)
     if hasattr(model.config, "_experts_implementation"):
-        model.config._experts_implementation = "eager"     # the grouped-mm experts refuse float64
+        model.config._experts_implementation = "eager"  # the grouped-mm experts refuse float64
     with torch.no_grad():
         # the default init (std 0.02) makes tiny logits nearly uniform; larger weights make the
         # attention pattern, and so the positions, matter to the output
@@ -146,13 +199,13 @@ class ExactRotary(nn.Module):
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor):
         seq_len = int(position_ids.max()) + 1
         inv_freq, factor = rope_frequencies(self.scaling, self.rotary_dim, self.base, seq_len)
-        angles = position_ids.to(torch.float64)[..., None] * inv_freq.to(x.device)    # (B, S, r/2)
+        angles = position_ids.to(torch.float64)[..., None] * inv_freq.to(x.device)  # (B, S, r/2)
         cos, sin = angles.cos() * factor, angles.sin() * factor
         if self.model_type == "gptj":
             return sin.to(x.dtype), cos.to(x.dtype)
-        if self.model_type == "deepseek_v2":                   # freqs_cis = cos + i sin, complex128 here
+        if self.model_type == "deepseek_v2":  # freqs_cis = cos + i sin, complex128 here
             return torch.complex(cos, sin)
-        if self.model_type != "gpt_oss":                       # gpt-oss keeps the half-width form
+        if self.model_type != "gpt_oss":  # gpt-oss keeps the half-width form
             cos, sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
         return cos.to(x.dtype), sin.to(x.dtype)
 
@@ -165,11 +218,15 @@ def float64_reference(model: nn.Module) -> nn.Module:
     """
     if model.__dict__.get("_posenc_patch") is not None:
         raise ValueError("float64_reference needs the unpatched model; undo the posenc patch first")
-    ref: Any = copy.deepcopy(model).to(torch.float64)        # a transformers model: it has .config
+    ref: Any = copy.deepcopy(model).to(torch.float64)  # a transformers model: it has .config
     model_type = ref.config.model_type
     module = importlib.import_module(type(ref).__module__)
-    slots = [(parent, attr) for parent in ref.modules() for attr, child in parent.named_children()
-             if type(child).__name__.endswith("RotaryEmbedding") and type(child).__module__ == module.__name__]
+    slots = [
+        (parent, attr)
+        for parent in ref.modules()
+        for attr, child in parent.named_children()
+        if type(child).__name__.endswith("RotaryEmbedding") and type(child).__module__ == module.__name__
+    ]
     if not slots:
         raise ValueError(f"no rotary embedding module found in {type(model).__name__}")
     for parent, attr in slots:
@@ -177,8 +234,9 @@ def float64_reference(model: nn.Module) -> nn.Module:
     return ref
 
 
-def logits(model: nn.Module, input_ids: torch.Tensor, position_ids: Optional[torch.Tensor] = None,
-           **kwargs) -> torch.Tensor:
+def logits(
+    model: nn.Module, input_ids: torch.Tensor, position_ids: Optional[torch.Tensor] = None, **kwargs
+) -> torch.Tensor:
     """float64 logits of one forward without gradients."""
     with torch.no_grad():
         return model(input_ids, position_ids=position_ids, **kwargs).logits.to(torch.float64)

@@ -85,13 +85,19 @@ ARCHITECTURES: Dict[str, Architecture] = {
     "gpt_neox": Architecture("transformers.models.gpt_neox.modeling_gpt_neox", _HALF),
     "gpt_oss": Architecture("transformers.models.gpt_oss.modeling_gpt_oss", _HALF),
     "falcon": Architecture("transformers.models.falcon.modeling_falcon", _HALF),
-    "deepseek_v3": Architecture("transformers.models.deepseek_v3.modeling_deepseek_v3",
-                                (("apply_rotary_pos_emb", "half"),
-                                 ("apply_rotary_pos_emb_interleave", "interleaved"))),
-    "deepseek_v2": Architecture("transformers.models.deepseek_v2.modeling_deepseek_v2",
-                                (("apply_rotary_emb", "interleaved"),), style="complex"),
-    "gptj": Architecture("transformers.models.gptj.modeling_gptj", (("apply_rotary_pos_emb", "interleaved"),),
-                         style="single", sin_first=True),
+    "deepseek_v3": Architecture(
+        "transformers.models.deepseek_v3.modeling_deepseek_v3",
+        (("apply_rotary_pos_emb", "half"), ("apply_rotary_pos_emb_interleave", "interleaved")),
+    ),
+    "deepseek_v2": Architecture(
+        "transformers.models.deepseek_v2.modeling_deepseek_v2", (("apply_rotary_emb", "interleaved"),), style="complex"
+    ),
+    "gptj": Architecture(
+        "transformers.models.gptj.modeling_gptj",
+        (("apply_rotary_pos_emb", "interleaved"),),
+        style="single",
+        sin_first=True,
+    ),
 }
 
 
@@ -125,21 +131,22 @@ class PosencRotaryTables(nn.Module):
     #: exactly for just the positions asked for (a 1M-position prompt must not build a 1M-row table)
     CACHE_LIMIT = 1 << 15
 
-    def forward(self, x: torch.Tensor,
-                position_ids: torch.Tensor) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+    def forward(
+        self, x: torch.Tensor, position_ids: torch.Tensor
+    ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
         if position_ids.dim() == 1:
             position_ids = position_ids.unsqueeze(0)
         rope = self.rope
-        length = int(position_ids.max()) + 1 if position_ids.numel() else 0   # one host read per forward
+        length = int(position_ids.max()) + 1 if position_ids.numel() else 0  # one host read per forward
         if length <= max(rope.cached_length, min(rope.max_position_embeddings, self.CACHE_LIMIT)):
-            cos, sin = rope.cos_sin(position_ids)                  # (B, S, r/2), float64-derived
+            cos, sin = rope.cos_sin(position_ids)  # (B, S, r/2), float64-derived
         else:
-            inv_freq, attention_factor = rope.frequencies(length)   # float64, for this call's length
+            inv_freq, attention_factor = rope.frequencies(length)  # float64, for this call's length
             cos, sin = rope_cos_sin(position_ids.to("cpu"), inv_freq, attention_factor, rope.table_dtype)
         if cos.device != x.device:
             cos, sin = cos.to(x.device), sin.to(x.device)
         if self.complex_output:
-            return torch.complex(cos, sin)                          # DeepSeek-V2's freqs_cis
+            return torch.complex(cos, sin)  # DeepSeek-V2's freqs_cis
         return (sin, cos) if self.sin_first else (cos, sin)
 
 
@@ -162,21 +169,31 @@ def _pair_function(layout: str) -> Callable:
             q, k = q.transpose(1, 2), k.transpose(1, 2)
         elif unsqueeze_dim != 1:
             raise ValueError(f"unsqueeze_dim must be 1 (heads first) or 2 (seq first), got {unsqueeze_dim!r}")
-        q, k = apply_rotary(q, k, cos, sin, layout=layout, rotary_dim=2 * cos.shape[-1],
-                            inplace=_in_place_is_safe(q, k))
+        q, k = apply_rotary(
+            q, k, cos, sin, layout=layout, rotary_dim=2 * cos.shape[-1], inplace=_in_place_is_safe(q, k)
+        )
         if unsqueeze_dim == 2:
             q, k = q.transpose(1, 2), k.transpose(1, 2)
         return q, k
+
     return posenc_apply_rotary_pos_emb
 
 
 def _single_function(layout: str) -> Callable:
     def posenc_apply_rotary_pos_emb(x, sin, cos):
         """GPT-J's form: x (B, S, H, rotary_dim), half-width sin/cos (B|1, S, r/2)."""
-        heads_first = x.transpose(1, 2)                                       # (B, H, S, r) view
-        out, _ = apply_rotary(heads_first, heads_first[:, :0], cos, sin, layout=layout,
-                              rotary_dim=2 * cos.shape[-1], inplace=_in_place_is_safe(x))
+        heads_first = x.transpose(1, 2)  # (B, H, S, r) view
+        out, _ = apply_rotary(
+            heads_first,
+            heads_first[:, :0],
+            cos,
+            sin,
+            layout=layout,
+            rotary_dim=2 * cos.shape[-1],
+            inplace=_in_place_is_safe(x),
+        )
         return out.transpose(1, 2)
+
     return posenc_apply_rotary_pos_emb
 
 
@@ -185,8 +202,10 @@ def _complex_function(layout: str) -> Callable:
         """DeepSeek-V2's form: xq, xk (B, H, S, r) in interleaved pairs; freqs_cis (B|1, S, r/2) complex."""
         freqs_cis = freqs_cis.to(xq.device)
         cos, sin = freqs_cis.real, freqs_cis.imag
-        return apply_rotary(xq, xk, cos, sin, layout=layout, rotary_dim=2 * cos.shape[-1],
-                            inplace=_in_place_is_safe(xq, xk))
+        return apply_rotary(
+            xq, xk, cos, sin, layout=layout, rotary_dim=2 * cos.shape[-1], inplace=_in_place_is_safe(xq, xk)
+        )
+
     return posenc_apply_rotary_emb
 
 
@@ -212,8 +231,9 @@ def instance_function_override(fn: Callable, overrides: Mapping[str, object]) ->
     new_inner = instance_function_override(inner, overrides)
     cells = fn.__closure__ or ()
     if not any(_cell_holds(c, inner) for c in cells):
-        raise UnsupportedModelError(f"cannot rebuild the decorator around {fn.__qualname__}: its wrapped "
-                                    "function is not held in a closure cell")
+        raise UnsupportedModelError(
+            f"cannot rebuild the decorator around {fn.__qualname__}: its wrapped function is not held in a closure cell"
+        )
     closure = tuple(types.CellType(new_inner) if _cell_holds(c, inner) else c for c in cells)
     new = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, closure)
     new.__kwdefaults__ = fn.__kwdefaults__
@@ -224,7 +244,7 @@ def instance_function_override(fn: Callable, overrides: Mapping[str, object]) ->
 def _cell_holds(cell, value) -> bool:
     try:
         return cell.cell_contents is value
-    except ValueError:                      # an empty cell
+    except ValueError:  # an empty cell
         return False
 
 
@@ -251,8 +271,8 @@ class PosencPatch:
         self.model = model
         self.rope = rope
         self.layout = layout
-        self._rotary: List[Tuple[nn.Module, str, nn.Module]] = []      # (parent, attribute, original)
-        self._attention: List[Tuple[nn.Module, Callable]] = []         # (module, installed forward)
+        self._rotary: List[Tuple[nn.Module, str, nn.Module]] = []  # (parent, attribute, original)
+        self._attention: List[Tuple[nn.Module, Callable]] = []  # (module, installed forward)
         self.active = True
 
     @property
@@ -301,27 +321,29 @@ class PosencPatch:
 
     def __repr__(self) -> str:
         state = "active" if self.active else "undone"
-        return (f"PosencPatch({type(self.model).__name__}, {state}, {len(self._attention)} attention layers, "
-                f"rope={self.rope.extra_repr()})")
+        return (
+            f"PosencPatch({type(self.model).__name__}, {state}, {len(self._attention)} attention layers, "
+            f"rope={self.rope.extra_repr()})"
+        )
 
 
 def _check_freezable(rope: RotaryEmbedding) -> None:
     if not rope.is_dynamic:
         rope_type = getattr(rope.scaling, "rope_type", "default")
-        raise ValueError(f"freeze_frequencies applies to the length-dependent rope types 'dynamic' and "
-                         f"'longrope'; this model's rope type is {rope_type!r}, whose frequencies never change")
+        raise ValueError(
+            f"freeze_frequencies applies to the length-dependent rope types 'dynamic' and "
+            f"'longrope'; this model's rope type is {rope_type!r}, whose frequencies never change"
+        )
 
 
 def _config_of(model: nn.Module):
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "model_type"):
-        raise TypeError(f"model must be a transformers PreTrainedModel (with a .config), got "
-                        f"{type(model).__name__}")
+        raise TypeError(f"model must be a transformers PreTrainedModel (with a .config), got {type(model).__name__}")
     return config
 
 
-def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None,
-          layout: Optional[str] = None) -> PosencPatch:
+def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout: Optional[str] = None) -> PosencPatch:
     """Make one ``transformers`` model use posenc's exact tables and fused rotation.
 
     Args:
@@ -349,13 +371,17 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None,
         raise UnsupportedModelError(
             f"posenc.integrations.transformers.patch supports model types {supported_model_types()}; got "
             f"{model_type!r} ({type(model).__name__}). ALiBi families (bloom, mpt) are not patched (see "
-            "docs/transformers.md)")
+            "docs/transformers.md)"
+        )
     if model_type == "falcon" and getattr(config, "alibi", False):
-        raise UnsupportedModelError("this Falcon config uses ALiBi (alibi=True), not rotary embeddings; "
-                                    "patch supports rotary Falcon models only")
+        raise UnsupportedModelError(
+            "this Falcon config uses ALiBi (alibi=True), not rotary embeddings; "
+            "patch supports rotary Falcon models only"
+        )
     if model.__dict__.get("_posenc_patch") is not None:
-        raise ValueError(f"this {type(model).__name__} is already patched by posenc; call .undo() on the "
-                         "existing patch first")
+        raise ValueError(
+            f"this {type(model).__name__} is already patched by posenc; call .undo() on the existing patch first"
+        )
     if layout is not None and layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {sorted(LAYOUTS)} or None, got {layout!r}")
     arch = ARCHITECTURES[model_type]
@@ -366,17 +392,22 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None,
         rope.freeze_frequencies(freeze_frequencies)
 
     rotary_class_names = {n for n in dir(module) if n.endswith("RotaryEmbedding")}
-    rotary_slots = [(parent, attr, child) for parent in model.modules()
-                    for attr, child in parent.named_children()
-                    if type(child).__name__ in rotary_class_names and type(child).__module__ == module.__name__]
+    rotary_slots = [
+        (parent, attr, child)
+        for parent in model.modules()
+        for attr, child in parent.named_children()
+        if type(child).__name__ in rotary_class_names and type(child).__module__ == module.__name__
+    ]
     names = {name for name, _ in arch.functions}
-    attention = [m for m in model.modules()
-                 if type(m).__module__ == module.__name__ and names & _code_names(type(m).forward)]
+    attention = [
+        m for m in model.modules() if type(m).__module__ == module.__name__ and names & _code_names(type(m).forward)
+    ]
     if not rotary_slots or not attention:
         raise UnsupportedModelError(
             f"found {len(rotary_slots)} rotary embedding modules and {len(attention)} attention modules "
             f"calling {sorted(names)} in this {type(model).__name__}; this transformers version "
-            f"({_transformers_version()}) lays out {model_type!r} differently from what posenc expects")
+            f"({_transformers_version()}) lays out {model_type!r} differently from what posenc expects"
+        )
 
     handle = PosencPatch(model, rope, layout)
     make = {"pair": _pair_function, "single": _single_function, "complex": _complex_function}[arch.style]
@@ -391,8 +422,9 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None,
             m.forward = installed
             handle._attention.append((m, installed))
         for parent, attr, child in rotary_slots:
-            setattr(parent, attr, PosencRotaryTables(rope, sin_first=arch.sin_first,
-                                                     complex_output=arch.style == "complex"))
+            setattr(
+                parent, attr, PosencRotaryTables(rope, sin_first=arch.sin_first, complex_output=arch.style == "complex")
+            )
             handle._rotary.append((parent, attr, child))
     except Exception:
         handle.undo()
@@ -410,15 +442,16 @@ def _rope_for(model: nn.Module, config) -> RotaryEmbedding:
     if reference is not None:
         rope = rope.to(device=reference.device)
         if reference.dtype == torch.float64:
-            rope = rope.double()              # tables follow a float64 model up to float64, never down
+            rope = rope.double()  # tables follow a float64 model up to float64, never down
     return rope
 
 
 def _transformers_version() -> str:
     try:
         import transformers
+
         return transformers.__version__
-    except ImportError:                   # pragma: no cover - patch needs a transformers model anyway
+    except ImportError:  # pragma: no cover - patch needs a transformers model anyway
         return "not installed"
 
 

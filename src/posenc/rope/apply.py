@@ -42,8 +42,9 @@ from .kernels import Kernel, overlap
 from .layout import LAYOUTS
 
 
-def rotate_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str = "half",
-                     rotary_dim: Optional[int] = None) -> torch.Tensor:
+def rotate_reference(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str = "half", rotary_dim: Optional[int] = None
+) -> torch.Tensor:
     """Rotate ``x`` by the angles whose cos/sin are given. Out of place.
 
     Args:
@@ -60,7 +61,7 @@ def rotate_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, l
     rot = x[..., :r].to(compute)
     c, s = cos.to(compute), sin.to(compute)
     if layout == "half":
-        a, b = rot[..., : r // 2], rot[..., r // 2:]
+        a, b = rot[..., : r // 2], rot[..., r // 2 :]
         out = torch.cat((a * c - b * s, a * s + b * c), dim=-1)
     else:
         a, b = rot[..., 0::2], rot[..., 1::2]
@@ -71,20 +72,35 @@ def rotate_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, l
     return torch.cat((out, x[..., r:]), dim=-1)
 
 
-def check_rotary_inputs(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                        layout: str, rotary_dim: Optional[int]) -> int:
+def check_rotary_inputs(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, rotary_dim: Optional[int]
+) -> int:
     """Validate the arguments of :func:`apply_rotary`; return the resolved rotary_dim."""
     # Fast path, a handful of tuple comparisons: a decode step calls this once per layer. Anything
     # unusual falls through to the checks below, which raise the detailed messages.
     try:
         qs, ks, cs = q.shape, k.shape, cos.shape
         r = qs[-1] if rotary_dim is None else rotary_dim
-        if (len(qs) == 4 and len(ks) == 4 and ks[0] == qs[0] and ks[2] == qs[2] and ks[3] == qs[3]
-                and type(r) is int and 2 <= r <= qs[3] and not r % 2 and cs == sin.shape
-                and (len(cs) == 2 or (len(cs) == 3 and cs[0] in (1, qs[0])))
-                and cs[-1] == r // 2 and cs[-2] == qs[2] and layout in LAYOUTS
-                and q.is_floating_point() and k.is_floating_point() and cos.is_floating_point()
-                and sin.is_floating_point() and isinstance(sin, torch.Tensor)):
+        if (
+            len(qs) == 4
+            and len(ks) == 4
+            and ks[0] == qs[0]
+            and ks[2] == qs[2]
+            and ks[3] == qs[3]
+            and type(r) is int
+            and 2 <= r <= qs[3]
+            and not r % 2
+            and cs == sin.shape
+            and (len(cs) == 2 or (len(cs) == 3 and cs[0] in (1, qs[0])))
+            and cs[-1] == r // 2
+            and cs[-2] == qs[2]
+            and layout in LAYOUTS
+            and q.is_floating_point()
+            and k.is_floating_point()
+            and cos.is_floating_point()
+            and sin.is_floating_point()
+            and isinstance(sin, torch.Tensor)
+        ):
             return r
     except (AttributeError, TypeError, IndexError):
         pass
@@ -97,15 +113,18 @@ def check_rotary_inputs(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin
     if k.shape[-1] != head_dim:
         raise ValueError(f"q and k must have the same head_dim, got q {tuple(q.shape)} and k {tuple(k.shape)}")
     if k.shape[0] != q.shape[0] or k.shape[2] != q.shape[2]:
-        raise ValueError(f"q and k must agree in batch and seq (dims 0 and 2), got q {tuple(q.shape)} "
-                         f"and k {tuple(k.shape)}")
+        raise ValueError(
+            f"q and k must agree in batch and seq (dims 0 and 2), got q {tuple(q.shape)} and k {tuple(k.shape)}"
+        )
     r = head_dim if rotary_dim is None else rotary_dim
     check_int("rotary_dim", r, minimum=2, maximum=head_dim, even=True)
     if cos.shape != sin.shape:
         raise ValueError(f"cos and sin must have the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}")
     if cos.shape[-1] != r // 2:
-        raise ValueError(f"cos/sin must have last dimension rotary_dim // 2 = {r // 2} (one value per "
-                         f"rotation pair), got {cos.shape[-1]}")
+        raise ValueError(
+            f"cos/sin must have last dimension rotary_dim // 2 = {r // 2} (one value per "
+            f"rotation pair), got {cos.shape[-1]}"
+        )
     if cos.shape[-2] != q.shape[2]:
         raise ValueError(f"cos/sin cover {cos.shape[-2]} positions but q/k have seq={q.shape[2]}")
     if cos.dim() == 3 and cos.shape[0] not in (1, q.shape[0]):
@@ -127,26 +146,32 @@ class FusedRotary(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                kernel: Kernel, interleaved: bool, rotary_dim: int, inverse: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        ctx: Any,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        kernel: Kernel,
+        interleaved: bool,
+        rotary_dim: int,
+        inverse: bool,
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
         q_out, k_out = torch.empty_like(q), torch.empty_like(k)
-        kernel(q, k, q_out, k_out, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim,
-               inverse=inverse)
+        kernel(q, k, q_out, k_out, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim, inverse=inverse)
         ctx.save_for_backward(cos, sin)
         ctx.save_for_forward(cos, sin)
         ctx.config = (kernel, interleaved, rotary_dim, inverse)
         return q_out, k_out
 
     @staticmethod
-    def jvp(ctx: Any, tangent_q: torch.Tensor, tangent_k: torch.Tensor,
-            *_: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+    def jvp(ctx: Any, tangent_q: torch.Tensor, tangent_k: torch.Tensor, *_: Any) -> Tuple[torch.Tensor, torch.Tensor]:
         """Forward-mode AD: the rotation is linear, so the tangents rotate like the inputs."""
         cos, sin = ctx.saved_tensors
         kernel, interleaved, rotary_dim, inverse = ctx.config
         tq, tk = _dense_last_dim(tangent_q), _dense_last_dim(tangent_k)
         out_q, out_k = torch.empty_like(tq), torch.empty_like(tk)
-        kernel(tq, tk, out_q, out_k, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim,
-               inverse=inverse)
+        kernel(tq, tk, out_q, out_k, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim, inverse=inverse)
         return out_q, out_k
 
     @staticmethod
@@ -162,9 +187,16 @@ class FusedRotaryInplace(torch.autograd.Function):
     """Rotate one tensor in place as an autograd node (q or k alone; see :class:`FusedRotary`)."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                kernel: Kernel, interleaved: bool, rotary_dim: int) -> torch.Tensor:
-        none = x[:, :0]                                                       # (B, 0, S, D): no heads
+    def forward(
+        ctx: Any,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        kernel: Kernel,
+        interleaved: bool,
+        rotary_dim: int,
+    ) -> torch.Tensor:
+        none = x[:, :0]  # (B, 0, S, D): no heads
         kernel(x, none, x, none, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim)
         ctx.mark_dirty(x)
         ctx.save_for_backward(cos, sin)
@@ -179,7 +211,7 @@ class FusedRotaryInplace(torch.autograd.Function):
         if not overlap.self_overlaps(tangent):
             none = tangent[:, :0]
             kernel(tangent, none, tangent, none, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim)
-            torch.autograd.graph.increment_version(tangent)   # the kernel wrote behind autograd's back
+            torch.autograd.graph.increment_version(tangent)  # the kernel wrote behind autograd's back
         else:
             dense = tangent.contiguous()
             none = dense[:, :0]
@@ -216,8 +248,9 @@ _CPU = torch.device("cpu")
 _FUSED_DTYPES = frozenset((torch.float32, torch.bfloat16, torch.float16, torch.float64))
 
 
-def fused_kernel(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                 inplace: bool = False) -> Optional[Kernel]:
+def fused_kernel(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, inplace: bool = False
+) -> Optional[Kernel]:
     """The kernel to use for these inputs, or ``None`` for the reference.
 
     Strides do not matter: both kernels take every stride of every operand. ``inplace`` no longer
@@ -225,7 +258,7 @@ def fused_kernel(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
     for ``posenc.bench``, which still passes it.
     """
     if _is_compiling():
-        return None                       # Inductor fuses the reference; an opaque call breaks graphs
+        return None  # Inductor fuses the reference; an opaque call breaks graphs
     if not (type(q) in _PLAIN and type(k) in _PLAIN and type(cos) in _PLAIN and type(sin) in _PLAIN):
         return None
     if _is_functorch_wrapped(q) or _is_functorch_wrapped(k) or _is_functorch_wrapped(cos):
@@ -236,7 +269,7 @@ def fused_kernel(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
         return kernels.kernel_for(_CPU)
     device = q.device
     if not (device == k.device == cos.device == sin.device):
-        return None                       # let the reference raise torch's own device error
+        return None  # let the reference raise torch's own device error
     return kernels.kernel_for(device)
 
 
@@ -253,26 +286,38 @@ def _inplace_aliasing(q: torch.Tensor, k: torch.Tensor, full: bool) -> bool:
     those checks to the kernel, which applies the same rule.
     """
     if not (_has_storage(q) and _has_storage(k)):
-        return False                      # no memory to alias (meta, functorch, compile)
+        return False  # no memory to alias (meta, functorch, compile)
     # empty tensors have no memory to share, whatever their data pointers say
     same = bool(q.numel()) and q.data_ptr() == k.data_ptr() and q.shape == k.shape and overlap.identical(q, k)
     if not full:
         return same
     for name, t in (("q", q), ("k", k)):
         if overlap.self_overlaps(t):
-            raise ValueError(f"{name} has elements that share memory (an expanded or otherwise "
-                             f"overlapping view, strides {tuple(t.stride())}), so rotating it in place "
-                             "is ambiguous; pass a .contiguous() or .clone() copy")
+            raise ValueError(
+                f"{name} has elements that share memory (an expanded or otherwise "
+                f"overlapping view, strides {tuple(t.stride())}), so rotating it in place "
+                "is ambiguous; pass a .contiguous() or .clone() copy"
+            )
     if not same and overlap.overlaps(q, k):
-        raise ValueError("q and k share memory, so rotating both in place would rotate the shared "
-                         "elements twice; pass inplace=False, or q and k that do not overlap (the "
-                         "same tensor for both is fine: it is rotated once)")
+        raise ValueError(
+            "q and k share memory, so rotating both in place would rotate the shared "
+            "elements twice; pass inplace=False, or q and k that do not overlap (the "
+            "same tensor for both is fine: it is rotated once)"
+        )
     return same
 
 
-def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *,
-                 layout: str = "half", rotary_dim: Optional[int] = None,
-                 inplace: bool = False, validate: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
+def apply_rotary(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    *,
+    layout: str = "half",
+    rotary_dim: Optional[int] = None,
+    inplace: bool = False,
+    validate: bool = True,
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """Rotate queries and keys (never values) by their positions' angles.
 
     Args:
@@ -301,7 +346,7 @@ def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
     else:
         r = q.shape[-1] if rotary_dim is None else rotary_dim
     if cos.dim() == 2:
-        cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)                     # (1, S, r/2)
+        cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)  # (1, S, r/2)
     kernel = fused_kernel(q, k, cos, sin)
     grad = torch.is_grad_enabled()
     if kernel is None or (grad and (cos.requires_grad or sin.requires_grad)):
@@ -314,8 +359,17 @@ def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
     return _run_fused(q, k, cos, sin, kernel, layout == "interleaved", r, inplace, grad)
 
 
-def _run_fused(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, kernel: Kernel,
-               interleaved: bool, r: int, inplace: bool, grad: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+def _run_fused(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    kernel: Kernel,
+    interleaved: bool,
+    r: int,
+    inplace: bool,
+    grad: bool,
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """Run ``kernel``: through the autograd Functions when q or k need gradients, directly otherwise."""
     if (grad and (q.requires_grad or k.requires_grad)) or _forward_ad_active():
         if inplace:
@@ -331,7 +385,7 @@ def _run_fused(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.T
         return q_out, k_out
     if inplace:
         if _inplace_aliasing(q, k, full=False):
-            none = q[:, :0]                                                   # (B, 0, S, D): no heads
+            none = q[:, :0]  # (B, 0, S, D): no heads
             kernel(q, none, q, none, cos, sin, interleaved=interleaved, rotary_dim=r)
             torch.autograd.graph.increment_version(q)
             return q, q
@@ -344,9 +398,18 @@ def _run_fused(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.T
     return q_out, k_out
 
 
-def apply_rotary_at(q: torch.Tensor, k: torch.Tensor, cos_table: torch.Tensor, sin_table: torch.Tensor,
-                    positions: torch.Tensor, *, layout: str = "half", rotary_dim: Optional[int] = None,
-                    inplace: bool = False, validate: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
+def apply_rotary_at(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos_table: torch.Tensor,
+    sin_table: torch.Tensor,
+    positions: torch.Tensor,
+    *,
+    layout: str = "half",
+    rotary_dim: Optional[int] = None,
+    inplace: bool = False,
+    validate: bool = True,
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """Rotate q and k by the table rows that ``positions`` name: packed and variable-length batches.
 
     When several documents are packed into one row, positions restart at each document boundary
@@ -377,13 +440,17 @@ def apply_rotary_at(q: torch.Tensor, k: torch.Tensor, cos_table: torch.Tensor, s
         positions = positions.unsqueeze(0)
     if validate:
         if positions.dim() != 2 or positions.shape[-1] != q.shape[2] or positions.shape[0] not in (1, q.shape[0]):
-            raise ValueError(f"positions must have shape (batch or 1, seq) = ({q.shape[0]} or 1, {q.shape[2]}) "
-                             f"or ({q.shape[2]},), got {tuple(positions.shape)}")
+            raise ValueError(
+                f"positions must have shape (batch or 1, seq) = ({q.shape[0]} or 1, {q.shape[2]}) "
+                f"or ({q.shape[2]},), got {tuple(positions.shape)}"
+            )
         per_token = cos_table[:1].expand(positions.shape[0], q.shape[2], -1)  # shape of the gathered rows
         r = check_rotary_inputs(q, k, per_token, per_token, layout, rotary_dim)
         if cos_table.shape != sin_table.shape:
-            raise ValueError(f"cos_table and sin_table must have the same shape, got {tuple(cos_table.shape)} "
-                             f"and {tuple(sin_table.shape)}")
+            raise ValueError(
+                f"cos_table and sin_table must have the same shape, got {tuple(cos_table.shape)} "
+                f"and {tuple(sin_table.shape)}"
+            )
     else:
         r = q.shape[-1] if rotary_dim is None else rotary_dim
     kernel = fused_kernel(q, k, cos_table, sin_table)
@@ -397,35 +464,39 @@ def apply_rotary_at(q: torch.Tensor, k: torch.Tensor, cos_table: torch.Tensor, s
     if (validate or not fused) and positions.numel() and not _is_compiling() and not (fused and q.is_cpu):
         rows = cos_table.shape[0]
         if int(positions.max()) >= rows:
-            raise ValueError(f"positions must be < {rows} (the number of table rows), got a maximum of "
-                             f"{int(positions.max())}; grow the table first (RotaryEmbedding.extend)")
+            raise ValueError(
+                f"positions must be < {rows} (the number of table rows), got a maximum of "
+                f"{int(positions.max())}; grow the table first (RotaryEmbedding.extend)"
+            )
     if positions.dtype not in (torch.int64, torch.int32):
-        positions = positions.long()      # uint8 would index as a boolean mask; the kernels read int64/int32
+        positions = positions.long()  # uint8 would index as a boolean mask; the kernels read int64/int32
     if not fused or kernel is None:
-        cos, sin = cos_table[positions], sin_table[positions]                 # (B|1, S, r/2)
+        cos, sin = cos_table[positions], sin_table[positions]  # (B|1, S, r/2)
         if inplace and _inplace_aliasing(q, k, full=True):
             return _rotate_shared_reference(q, cos, sin, layout, r)
         return apply_reference(q, k, cos, sin, layout, r, inplace)
     table_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
-    cos, sin = cos_table.unsqueeze(0), sin_table.unsqueeze(0)                 # (1, rows, r/2)
+    cos, sin = cos_table.unsqueeze(0), sin_table.unsqueeze(0)  # (1, rows, r/2)
     if cos.dtype != table_dtype or sin.dtype != table_dtype:
         cos, sin = cos.to(table_dtype), sin.to(table_dtype)
     kernel = functools.partial(kernel, positions=positions)
     return _run_fused(q, k, cos, sin, kernel, layout == "interleaved", r, inplace, grad)
 
 
-def _rotate_shared_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str,
-                             r: int) -> Tuple[torch.Tensor, torch.Tensor]:
+def _rotate_shared_reference(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, r: int
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """In place, when q and k are one tensor: rotate it once, as the reference does for q and k."""
     x.copy_(rotate_reference(x, cos.unsqueeze(1), sin.unsqueeze(1), layout=layout, rotary_dim=r))
     return x, x
 
 
-def apply_reference(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str,
-                    r: int, inplace: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+def apply_reference(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, r: int, inplace: bool
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """The reference path of :func:`apply_rotary` for checked inputs: ``cos``/``sin`` are (B|1, S, r/2)
     and are broadcast over heads; ``r`` is the resolved rotary_dim. Also what ``posenc bench`` times."""
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)                            # (B|1, 1, S, r/2): over heads
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B|1, 1, S, r/2): over heads
     q_out = rotate_reference(q, cos, sin, layout=layout, rotary_dim=r)
     k_out = rotate_reference(k, cos, sin, layout=layout, rotary_dim=r)
     if inplace:

@@ -31,9 +31,9 @@ from .tables import rope_cos_sin
 class _State(NamedTuple):
     """Everything a call reads, published as one object (see ``_publish``)."""
 
-    cos: torch.Tensor               # (rows, rotary_dim // 2), table_dtype, on the module's device
+    cos: torch.Tensor  # (rows, rotary_dim // 2), table_dtype, on the module's device
     sin: torch.Tensor
-    inv_freq64: torch.Tensor        # (rotary_dim // 2,) float64 on CPU: what the tables were built from
+    inv_freq64: torch.Tensor  # (rotary_dim // 2,) float64 on CPU: what the tables were built from
     attention_factor: float
     frozen_seq_len: Optional[int]
 
@@ -108,17 +108,26 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
     #: ``(state, cos, sin)`` with (1, rows, r/2) views of the state's tables
     _rows3: Tuple[_State, torch.Tensor, torch.Tensor]
 
-    def __init__(self, head_dim: int, base: float = 10000.0, rotary_dim: Optional[int] = None,
-                 layout: str = "half", scaling: Any = None, max_position_embeddings: int = 2048) -> None:
+    def __init__(
+        self,
+        head_dim: int,
+        base: float = 10000.0,
+        rotary_dim: Optional[int] = None,
+        layout: str = "half",
+        scaling: Any = None,
+        max_position_embeddings: int = 2048,
+    ) -> None:
         super().__init__()
         self.head_dim = check_int("head_dim", head_dim, minimum=2, even=True)
-        self.rotary_dim = head_dim if rotary_dim is None else check_int(
-            "rotary_dim", rotary_dim, minimum=2, maximum=head_dim, even=True)
+        self.rotary_dim = (
+            head_dim
+            if rotary_dim is None
+            else check_int("rotary_dim", rotary_dim, minimum=2, maximum=head_dim, even=True)
+        )
         self.base = check_float("base", base, greater_than=1.0)
         self.layout = check_choice("layout", layout, set(LAYOUTS))
         self.scaling = scaling
-        self.max_position_embeddings = check_int("max_position_embeddings", max_position_embeddings,
-                                                 minimum=1)
+        self.max_position_embeddings = check_int("max_position_embeddings", max_position_embeddings, minimum=1)
         inv_freq, attention_factor = rope_frequencies(scaling, self.rotary_dim, self.base)
         self.softmax_scale_factor = softmax_scale(scaling)
         self._is_dynamic = is_length_dependent(scaling)
@@ -141,12 +150,14 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         (e.g. ``layout``) override the values read from the config.
         """
         from .hfconfig import rotary_kwargs_from_hf  # a sibling in the core, imported where used
+
         return cls(**{**rotary_kwargs_from_hf(config), **kwargs})
 
     def to_hf_dict(self) -> Dict[str, Any]:
         """The rope-related ``config.json`` fields that describe this module (see
         :func:`posenc.rope.hfconfig.to_hf_dict`); :meth:`from_hf_config` reads them back."""
         from .hfconfig import to_hf_dict
+
         return to_hf_dict(self)
 
     # -- published state -----------------------------------------------------------------------------
@@ -205,8 +216,7 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         self._set_frequencies(inv_freq, attention_factor, None)
         return self
 
-    def _set_frequencies(self, inv_freq: torch.Tensor, attention_factor: float,
-                         frozen_seq_len: Optional[int]) -> None:
+    def _set_frequencies(self, inv_freq: torch.Tensor, attention_factor: float, frozen_seq_len: Optional[int]) -> None:
         inv64 = inv_freq.to(torch.float64).cpu()
         with self._table_lock:
             old = self._state
@@ -219,8 +229,9 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
             self._publish(_State(cos, sin, inv64, float(attention_factor), frozen_seq_len))
 
     # -- caching ---------------------------------------------------------------------------------
-    def _table_rows(self, inv64: torch.Tensor, attention_factor: float, start: int, stop: int,
-                    device: Union[torch.device, str]) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _table_rows(
+        self, inv64: torch.Tensor, attention_factor: float, start: int, stop: int, device: Union[torch.device, str]
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
         positions = torch.arange(start, stop, dtype=torch.int64, device="cpu")
         cos, sin = rope_cos_sin(positions, inv64, attention_factor, self.table_dtype)
         return cos.to(device), sin.to(device)
@@ -232,8 +243,7 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         with self._table_lock:
             state = self._state
             self.inv_freq = state.inv_freq64.to(device=device, dtype=self.table_dtype)
-            cos, sin = self._table_rows(state.inv_freq64, state.attention_factor, 0, state.cos.shape[0],
-                                        device)
+            cos, sin = self._table_rows(state.inv_freq64, state.attention_factor, 0, state.cos.shape[0], device)
             self._publish(state._replace(cos=cos, sin=sin))
 
     def _tables_moved_to_meta(self) -> None:
@@ -265,7 +275,7 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         if length <= state.cos.shape[0]:
             return state
         with self._table_lock:
-            state = self._state                        # another thread may have grown it meanwhile
+            state = self._state  # another thread may have grown it meanwhile
             rows = state.cos.shape[0]
             if length <= rows:
                 return state
@@ -303,15 +313,21 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         if length is None:
             # values unreadable (meta tensors; torch.compile): the cache as it stands, rows guarded
             state = self._state
-            ids = check_positions("position_ids", ids, upper=state.cos.shape[0],
-                                  hint=" (the cached rows; call extend(max_len) before compiling)")
+            ids = check_positions(
+                "position_ids",
+                ids,
+                upper=state.cos.shape[0],
+                hint=" (the cached rows; call extend(max_len) before compiling)",
+            )
             return state.cos[ids], state.sin[ids]
         state = self._state
         if not length or (self._uses_cached_frequencies(state, length) and length <= self.cache_limit):
             state = self._grow(length)
             if pos.start is not None and ids.shape[0] == 1:
-                return (state.cos[pos.start:length].unsqueeze(0),           # (1, S, r/2) views
-                        state.sin[pos.start:length].unsqueeze(0))
+                return (
+                    state.cos[pos.start : length].unsqueeze(0),  # (1, S, r/2) views
+                    state.sin[pos.start : length].unsqueeze(0),
+                )
             return state.cos[ids], state.sin[ids]
         if self._uses_cached_frequencies(state, length):
             inv_freq, attention_factor = state.inv_freq64, state.attention_factor
@@ -320,12 +336,13 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         # past the cache (or a per-length table): just the rows asked for, from float64 angles,
         # computed where the positions are (no copy back to the host)
         if ids.device.type not in ("cpu", "cuda"):
-            ids = ids.cpu()                               # float64 math needs a device that has it
+            ids = ids.cpu()  # float64 math needs a device that has it
         cos, sin = rope_cos_sin(ids, inv_freq, attention_factor, self.table_dtype)
         return cos.to(state.cos.device), sin.to(state.cos.device)
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor,
-               position_ids: PositionsLike) -> Tuple[torch.Tensor, torch.Tensor]:
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, position_ids: PositionsLike
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
         """Rotate q and k, each (batch, heads, seq, head_dim), at ``position_ids`` (batch or 1, seq).
 
         ``position_ids`` may be a tensor (checked here, one read-back) or :class:`Positions` checked
@@ -334,16 +351,27 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         if is_compiling() and not self.is_dynamic and not isinstance(position_ids, Positions):
             # No data-dependent growth inside a compiled graph (it would break the graph at .item()):
             # the cache must already cover the positions, which the graph asserts.
-            ids = check_positions("position_ids", position_ids, upper=self.cos_cached.shape[0],
-                                  hint=" (the cached rows; call extend(max_len) before compiling)")
-            return apply_rotary(q, k, self.cos_cached[ids], self.sin_cached[ids],
-                                layout=self.layout, rotary_dim=self.rotary_dim)
+            ids = check_positions(
+                "position_ids",
+                position_ids,
+                upper=self.cos_cached.shape[0],
+                hint=" (the cached rows; call extend(max_len) before compiling)",
+            )
+            return apply_rotary(
+                q, k, self.cos_cached[ids], self.sin_cached[ids], layout=self.layout, rotary_dim=self.rotary_dim
+            )
         cos, sin = self.cos_sin(position_ids)
         return apply_rotary(q, k, cos, sin, layout=self.layout, rotary_dim=self.rotary_dim)
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, position_ids: Optional[torch.Tensor] = None,
-                offset: Union[int, torch.Tensor] = 0, *,
-                heads_first: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        position_ids: Optional[torch.Tensor] = None,
+        offset: Union[int, torch.Tensor] = 0,
+        *,
+        heads_first: bool = True,
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
         """Rotate q and k.
 
         Args:
@@ -364,11 +392,22 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         and nothing is read back; the cos/sin rows are a view of the cache, made once per offset and
         reused while the offset stays the same (every layer of one decode step).
         """
-        if (position_ids is None and type(offset) is int and heads_first is True
-                and isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and q.dim() == 4
-                and k.dim() == 4 and q.shape[0] == k.shape[0] and q.shape[2] == k.shape[2]
-                and q.shape[3] == k.shape[3] == self.head_dim and q.is_floating_point()
-                and k.is_floating_point() and not self._is_dynamic and not is_compiling()):
+        if (
+            position_ids is None
+            and type(offset) is int
+            and heads_first is True
+            and isinstance(q, torch.Tensor)
+            and isinstance(k, torch.Tensor)
+            and q.dim() == 4
+            and k.dim() == 4
+            and q.shape[0] == k.shape[0]
+            and q.shape[2] == k.shape[2]
+            and q.shape[3] == k.shape[3] == self.head_dim
+            and q.is_floating_point()
+            and k.is_floating_point()
+            and not self._is_dynamic
+            and not is_compiling()
+        ):
             # Lean decode path: q and k are fully checked above, the offset is a plain int.
             seq = q.shape[2]
             view: Optional[Tuple[Any, ...]] = self._decode_view
@@ -378,28 +417,33 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
                 rows = self._rows3
                 if 0 <= offset and offset + seq <= state.cos.shape[0] and rows[0] is state:
                     # inside the cache: one view per table, kept for the other layers of this step
-                    view = (state, offset, seq, rows[1][:, offset:offset + seq], rows[2][:, offset:offset + seq])
+                    view = (state, offset, seq, rows[1][:, offset : offset + seq], rows[2][:, offset : offset + seq])
                     if q.device == state.cos.device:
-                        self.__dict__["_decode_view"] = view    # one assignment: thread-safe
+                        self.__dict__["_decode_view"] = view  # one assignment: thread-safe
             if view is not None:
                 # The checks above cover apply_rotary's own; the kernels still check shapes and bounds.
-                return apply_rotary(q, k, view[3], view[4], layout=self.layout, rotary_dim=self.rotary_dim,
-                                    validate=False)
+                return apply_rotary(
+                    q, k, view[3], view[4], layout=self.layout, rotary_dim=self.rotary_dim, validate=False
+                )
         check_tensor("q", q, ndim=4, floating=True)
         check_tensor("k", k, ndim=4, floating=True)
         if not isinstance(heads_first, bool):
             raise TypeError(f"heads_first must be True or False, got {heads_first!r}")
         if q.shape[-1] != self.head_dim:
-            raise ValueError(f"q has head_dim {q.shape[-1]} but this RotaryEmbedding was built for "
-                             f"head_dim={self.head_dim}")
+            raise ValueError(
+                f"q has head_dim {q.shape[-1]} but this RotaryEmbedding was built for head_dim={self.head_dim}"
+            )
         if k.shape[-1] != self.head_dim:
-            raise ValueError(f"k has head_dim {k.shape[-1]} but this RotaryEmbedding was built for "
-                             f"head_dim={self.head_dim}")
+            raise ValueError(
+                f"k has head_dim {k.shape[-1]} but this RotaryEmbedding was built for head_dim={self.head_dim}"
+            )
         if not heads_first:
-            q, k = q.transpose(1, 2), k.transpose(1, 2)         # (B, H, S, D) views
+            q, k = q.transpose(1, 2), k.transpose(1, 2)  # (B, H, S, D) views
         if k.shape[0] != q.shape[0] or k.shape[2] != q.shape[2]:
-            raise ValueError(f"q and k must agree in batch and seq, got q {tuple(q.shape)} and k "
-                             f"{tuple(k.shape)} (as (batch, heads, seq, head_dim))")
+            raise ValueError(
+                f"q and k must agree in batch and seq, got q {tuple(q.shape)} and k "
+                f"{tuple(k.shape)} (as (batch, heads, seq, head_dim))"
+            )
         seq = q.shape[2]
         if position_ids is None and type(offset) is int and not self.is_dynamic and not is_compiling():
             q, k = self._rotate_at_offset(q, k, offset, seq)
@@ -418,8 +462,9 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
             q, k = q.transpose(1, 2), k.transpose(1, 2)
         return q, k
 
-    def _rotate_at_offset(self, q: torch.Tensor, k: torch.Tensor, offset: int,
-                          seq: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _rotate_at_offset(
+        self, q: torch.Tensor, k: torch.Tensor, offset: int, seq: int
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
         """Positions ``offset .. offset + seq - 1`` for every row: cos/sin as a view of the cache."""
         view = self._decode_view
         state = self._state
@@ -430,12 +475,12 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
             stop = offset + seq
             if stop <= self.cache_limit:
                 state = self._grow(stop)
-                cos, sin = state.cos[offset:stop], state.sin[offset:stop]             # (S, r/2) views
+                cos, sin = state.cos[offset:stop], state.sin[offset:stop]  # (S, r/2) views
             else:
                 ids = torch.arange(offset, stop, dtype=torch.int64)
                 cos, sin = rope_cos_sin(ids, state.inv_freq64, state.attention_factor, self.table_dtype)
                 cos, sin = cos.to(state.cos.device), sin.to(state.cos.device)
-            cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)                             # (1, S, r/2)
+            cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)  # (1, S, r/2)
             if q.device == cos.device:
                 # one assignment, so thread-safe; straight into __dict__, because nn.Module's
                 # __setattr__ (it looks for parameters and buffers) costs as much as the slicing
@@ -444,8 +489,10 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         return apply_rotary(q, k, cos, sin, layout=self.layout, rotary_dim=self.rotary_dim, validate=False)
 
     def extra_repr(self) -> str:
-        text = (f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base:g}, "
-                f"layout={self.layout!r}, scaling={type(self.scaling).__name__ if self.scaling else None}")
+        text = (
+            f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base:g}, "
+            f"layout={self.layout!r}, scaling={type(self.scaling).__name__ if self.scaling else None}"
+        )
         if self.frozen_seq_len is not None:
             text += f", frozen_seq_len={self.frozen_seq_len}"
         return text

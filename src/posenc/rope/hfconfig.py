@@ -64,8 +64,14 @@ class ConfigFields:
             self.data = config
         elif hasattr(config, "to_dict"):
             data = dict(config.to_dict())
-            for key in ("head_dim", "rope_parameters", "rope_scaling", "rope_theta",
-                        "partial_rotary_factor", "original_max_position_embeddings"):
+            for key in (
+                "head_dim",
+                "rope_parameters",
+                "rope_scaling",
+                "rope_theta",
+                "partial_rotary_factor",
+                "original_max_position_embeddings",
+            ):
                 if hasattr(config, key):
                     data[key] = getattr(config, key)
             self.data = data
@@ -106,13 +112,14 @@ def _choose_rope(fields: ConfigFields) -> Dict[str, Any]:
             raise ValueError(f"config field {name} must be a dict or null, got {value!r}")
     if params and legacy:
         a, b = _normalised(params, fields), _normalised(legacy, fields)
-        shown = (lambda d, key: repr(d[key]) if key in d else "absent")
+        shown = lambda d, key: repr(d[key]) if key in d else "absent"
         for key in ["rope_type"] + sorted(set(a) | set(b) - {"rope_type"}, key=str):
             if key not in a or key not in b or a[key] != b[key]:
                 raise ValueError(
                     f"config fields rope_parameters and rope_scaling disagree on {key!r}: "
                     f"{shown(a, key)} vs {shown(b, key)} (transformers 5 silently uses rope_scaling and "
-                    f"drops rope_parameters); keep only one of them")
+                    f"drops rope_parameters); keep only one of them"
+                )
     return params or legacy or {}
 
 
@@ -122,11 +129,15 @@ def _rope_dict(fields: ConfigFields, layer_type: Optional[str]) -> Dict[str, Any
     if nested:
         plain = sorted((k for k in rope if k not in nested), key=str)
         if plain:
-            raise ValueError(f"the rope dict mixes per-layer-type dicts {sorted(nested, key=str)} with plain "
-                             f"keys {plain}; give one or the other")
+            raise ValueError(
+                f"the rope dict mixes per-layer-type dicts {sorted(nested, key=str)} with plain "
+                f"keys {plain}; give one or the other"
+            )
         if layer_type is None:
-            raise ValueError(f"this config has one rope dict per layer type {sorted(nested, key=str)}; pass "
-                             "layer_type= to choose one")
+            raise ValueError(
+                f"this config has one rope dict per layer type {sorted(nested, key=str)}; pass "
+                "layer_type= to choose one"
+            )
         if layer_type not in nested:
             raise ValueError(f"layer_type must be one of {sorted(nested, key=str)}, got {layer_type!r}")
         return dict(nested[layer_type])
@@ -190,11 +201,16 @@ def rotary_kwargs_from_hf(config: Any, layer_type: Optional[str] = None, strict:
         allowed = descriptor.allowed_hf_keys()
         unknown = sorted((k for k in rope if k not in allowed), key=str)
         if unknown:
-            raise ValueError(f"{descriptor.name!r} rope dict has keys it does not use: {unknown} (allowed: "
-                             f"{sorted(allowed)}); pass strict=False to ignore")
+            raise ValueError(
+                f"{descriptor.name!r} rope dict has keys it does not use: {unknown} (allowed: "
+                f"{sorted(allowed)}); pass strict=False to ignore"
+            )
 
-    base_key = "rope_theta" if rope.get("rope_theta") is not None or fields.get("rope_theta") is not None \
+    base_key = (
+        "rope_theta"
+        if rope.get("rope_theta") is not None or fields.get("rope_theta") is not None
         else "rotary_emb_base"
+    )
     base = rope.get("rope_theta")
     if base is None:
         base = fields.get("rope_theta", fields.get("rotary_emb_base", DEFAULT_THETA))
@@ -207,22 +223,22 @@ def rotary_kwargs_from_hf(config: Any, layer_type: Optional[str] = None, strict:
         if partial is None and fields.get("rotary_pct") is not None:
             partial_key, partial = "rotary_pct", fields.get("rotary_pct")
     partial = 1.0 if partial is None else strict_float(partial_key, partial, greater_than=0.0, maximum=1.0)
-    positions_key = "max_position_embeddings" if fields.get("max_position_embeddings") is not None \
-        else "n_positions"
+    positions_key = "max_position_embeddings" if fields.get("max_position_embeddings") is not None else "n_positions"
     max_positions = strict_int(positions_key, fields.get(positions_key, DEFAULT_MAX_POSITIONS))
-    explicit = fields.get("rotary_dim")                 # GPT-J style: an explicit width
+    explicit = fields.get("rotary_dim")  # GPT-J style: an explicit width
     if explicit is not None:
         rotary_dim = strict_int("rotary_dim", explicit, minimum=2)
     elif descriptor.rotary_fraction_field is not None:
-        rotary_dim = head_dim                           # the scaling leaves pairs unrotated itself
+        rotary_dim = head_dim  # the scaling leaves pairs unrotated itself
     else:
         rotary_dim = int(head_dim * partial)
     if rotary_dim < 2 or rotary_dim % 2 or rotary_dim > head_dim:
-        raise ValueError(f"the rotated width int(head_dim * partial_rotary_factor) = int({head_dim} * "
-                         f"{partial!r}) = {rotary_dim} must be an even number from 2 to head_dim"
-                         if explicit is None else
-                         f"config field rotary_dim must be an even number from 2 to head_dim={head_dim}, "
-                         f"got {rotary_dim}")
+        raise ValueError(
+            f"the rotated width int(head_dim * partial_rotary_factor) = int({head_dim} * "
+            f"{partial!r}) = {rotary_dim} must be an even number from 2 to head_dim"
+            if explicit is None
+            else f"config field rotary_dim must be an even number from 2 to head_dim={head_dim}, got {rotary_dim}"
+        )
 
     ctx = HFRope(descriptor.name, rope, fields.data, head_dim, partial, max_positions)
     scaling = descriptor.read_hf(ctx)
@@ -232,10 +248,14 @@ def rotary_kwargs_from_hf(config: Any, layer_type: Optional[str] = None, strict:
         interleaved = model_type in INTERLEAVED_MODEL_TYPES
     elif not isinstance(interleaved, bool):
         raise ValueError(f"config field rope_interleave must be true or false, got {interleaved!r}")
-    return {"head_dim": head_dim, "base": base, "rotary_dim": rotary_dim,
-            "layout": "interleaved" if interleaved else "half",
-            "scaling": None if descriptor.name == "default" else scaling,
-            "max_position_embeddings": max_positions}
+    return {
+        "head_dim": head_dim,
+        "base": base,
+        "rotary_dim": rotary_dim,
+        "layout": "interleaved" if interleaved else "half",
+        "scaling": None if descriptor.name == "default" else scaling,
+        "max_position_embeddings": max_positions,
+    }
 
 
 def scaling_from_hf(config: Any, layer_type: Optional[str] = None, strict: bool = True) -> Any:
@@ -277,7 +297,7 @@ def to_hf_dict(rope: Any, style: str = "rope_parameters") -> Dict[str, Any]:
             out["rotary_dim"] = rope.rotary_dim
     else:
         partial = rope.rotary_dim / rope.head_dim
-        while int(rope.head_dim * partial) < rope.rotary_dim:   # readers take int(head_dim * factor)
+        while int(rope.head_dim * partial) < rope.rotary_dim:  # readers take int(head_dim * factor)
             partial = math.nextafter(partial, math.inf)
     if getattr(rope, "layout", "half") == "interleaved":
         out["rope_interleave"] = True

@@ -51,8 +51,7 @@ def _permute(weight: torch.Tensor, n_heads: int, rotary_dim: Optional[int], to_h
     return per_head.index_select(1, order).reshape(weight.shape)
 
 
-def permute_for_half_split(weight: torch.Tensor, n_heads: int,
-                           rotary_dim: Optional[int] = None) -> torch.Tensor:
+def permute_for_half_split(weight: torch.Tensor, n_heads: int, rotary_dim: Optional[int] = None) -> torch.Tensor:
     """Reorder q/k projection rows from the interleaved to the half-split convention.
 
     Args:
@@ -68,7 +67,6 @@ def permute_for_half_split(weight: torch.Tensor, n_heads: int,
     return _permute(weight, n_heads, rotary_dim, to_half=True)
 
 
-def permute_for_interleaved(weight: torch.Tensor, n_heads: int,
-                            rotary_dim: Optional[int] = None) -> torch.Tensor:
+def permute_for_interleaved(weight: torch.Tensor, n_heads: int, rotary_dim: Optional[int] = None) -> torch.Tensor:
     """Inverse of :func:`permute_for_half_split` (half-split rows -> interleaved rows)."""
     return _permute(weight, n_heads, rotary_dim, to_half=False)

@@ -48,8 +48,9 @@ def position_ids_from_attention_mask(attention_mask: torch.Tensor) -> torch.Tens
     if mask.dim() != 2:
         raise ValueError(f"attention_mask must have shape (batch, seq), got {tuple(mask.shape)}")
     if mask.numel() and not bool(((mask == 0) | (mask == 1)).all()):
-        raise ValueError("attention_mask must hold only 0/1 (or False/True) values, got "
-                         f"{sorted(set(mask.unique().tolist()))[:8]}")
+        raise ValueError(
+            f"attention_mask must hold only 0/1 (or False/True) values, got {sorted(set(mask.unique().tolist()))[:8]}"
+        )
     mask = mask.long()
     return ((mask.cumsum(-1) - 1) * mask).clamp_min(0)
 

@@ -81,8 +81,10 @@ class Parameter:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"Parameter {self.name!r}: {key} must be a finite number, got {value!r}")
         if not self.minimum <= self.default <= self.maximum or not self.step > 0:
-            raise ValueError(f"Parameter {self.name!r}: need minimum <= default <= maximum and step > 0, got "
-                             f"{self.minimum}, {self.default}, {self.maximum}, step {self.step}")
+            raise ValueError(
+                f"Parameter {self.name!r}: need minimum <= default <= maximum and step > 0, got "
+                f"{self.minimum}, {self.default}, {self.maximum}, step {self.step}"
+            )
 
     def as_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
@@ -121,13 +123,13 @@ def _fail_field(field_name: str, value: object, allowed: str) -> NoReturn:
     raise ValueError(f"config field {field_name} must be {allowed}, got {value!r}")
 
 
-def strict_int(field_name: str, value: object, *, minimum: int = 1, maximum: int = 2 ** 53) -> int:
+def strict_int(field_name: str, value: object, *, minimum: int = 1, maximum: int = 2**53) -> int:
     """``value`` as an int: an int, or a float with no fractional part; never a bool or a string.
 
     Raises ``ValueError`` naming the config field, the value and what is allowed (``64.9`` is refused,
     not truncated). The default ``maximum`` is the largest integer float64 holds exactly.
     """
-    allowed = f"an integer >= {minimum}" + (" and <= 2**53" if maximum == 2 ** 53 else f" and <= {maximum}")
+    allowed = f"an integer >= {minimum}" + (" and <= 2**53" if maximum == 2**53 else f" and <= {maximum}")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         _fail_field(field_name, value, allowed)
     if isinstance(value, float):
@@ -139,8 +141,14 @@ def strict_int(field_name: str, value: object, *, minimum: int = 1, maximum: int
     return value
 
 
-def strict_float(field_name: str, value: object, *, greater_than: Optional[float] = None,
-                 minimum: Optional[float] = None, maximum: Optional[float] = None) -> float:
+def strict_float(
+    field_name: str,
+    value: object,
+    *,
+    greater_than: Optional[float] = None,
+    minimum: Optional[float] = None,
+    maximum: Optional[float] = None,
+) -> float:
     """``value`` as a finite float in range; never a bool or a string. Raises ``ValueError``."""
     parts = ["a finite number"]
     if greater_than is not None:
@@ -154,10 +162,14 @@ def strict_float(field_name: str, value: object, *, greater_than: Optional[float
         _fail_field(field_name, value, allowed)
     try:
         number = float(value)
-    except OverflowError:              # an int beyond float64
+    except OverflowError:  # an int beyond float64
         _fail_field(field_name, value, allowed)
-    if (not math.isfinite(number) or (greater_than is not None and not number > greater_than)
-            or (minimum is not None and number < minimum) or (maximum is not None and number > maximum)):
+    if (
+        not math.isfinite(number)
+        or (greater_than is not None and not number > greater_than)
+        or (minimum is not None and number < minimum)
+        or (maximum is not None and number > maximum)
+    ):
         _fail_field(field_name, value, allowed)
     return number
 
@@ -214,9 +226,11 @@ class HFRope:
             return strict_float("factor", factor, minimum=1.0)
         derived = self.max_positions / original
         if derived < 1:
-            raise ValueError(f"{self.rope_type!r} rope dict has no factor, and the one derived from the "
-                             f"lengths, max_position_embeddings / original_max_position_embeddings = "
-                             f"{self.max_positions} / {original}, is below 1; give factor")
+            raise ValueError(
+                f"{self.rope_type!r} rope dict has no factor, and the one derived from the "
+                f"lengths, max_position_embeddings / original_max_position_embeddings = "
+                f"{self.max_positions} / {original}, is below 1; give factor"
+            )
         return derived
 
 
@@ -287,15 +301,13 @@ class ScalingDescriptor:
     def validate(self, config: Any, rotary_dim: Optional[int] = None) -> None:
         """Raise ``ValueError`` unless ``config`` is a valid config of this type for ``rotary_dim``."""
         if not isinstance(config, self.config_class):
-            raise ValueError(f"{self.name!r} scaling: config must be a {self.config_class.__name__}, "
-                             f"got {config!r}")
+            raise ValueError(f"{self.name!r} scaling: config must be a {self.config_class.__name__}, got {config!r}")
         config.validate(rotary_dim)
 
     # -- Hugging Face -------------------------------------------------------------------------------
     def allowed_hf_keys(self) -> FrozenSet[str]:
         """Keys a rope dict of this type may hold, the common ones included."""
-        own = self.hf_keys if self.hf_keys is not None else frozenset(
-            f.name for f in config_fields(self.config_class))
+        own = self.hf_keys if self.hf_keys is not None else frozenset(f.name for f in config_fields(self.config_class))
         return frozenset(own - {self.rotary_fraction_field}) | COMMON_HF_KEYS
 
     def read_hf(self, ctx: HFRope) -> Any:
@@ -326,13 +338,18 @@ class ScalingDescriptor:
         """JSON-ready explorer metadata (``None`` values kept, so every type has the same keys)."""
         info = self.explorer
         return {
-            "name": self.name, "label": info.label if info else self.name,
-            "colour": info.colour if info else None, "overlay": info is not None,
-            "shown": bool(info and info.shown), "ramp": bool(info and info.ramp),
+            "name": self.name,
+            "label": info.label if info else self.name,
+            "colour": info.colour if info else None,
+            "overlay": info is not None,
+            "shown": bool(info and info.shown),
+            "ramp": bool(info and info.ramp),
             "dash": info.dash if info else None,
             "parameters": [p.as_dict() for p in info.parameters] if info else [],
-            "length_dependent": self.length_dependent, "in_transformers": self.in_transformers,
-            "lab": self.lab_default is not None, "aliases": list(self.aliases),
+            "length_dependent": self.length_dependent,
+            "in_transformers": self.in_transformers,
+            "lab": self.lab_default is not None,
+            "aliases": list(self.aliases),
         }
 
 
@@ -375,18 +392,19 @@ def register_scaling(descriptor: ScalingDescriptor, *, builtin: bool = False) ->
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         raise ValueError(f"{name!r}: config_class must be a dataclass, got {cls!r}")
     if getattr(cls, "rope_type", None) != name:
-        raise ValueError(f"{name!r}: config_class.rope_type must be {name!r}, got "
-                         f"{getattr(cls, 'rope_type', None)!r}")
+        raise ValueError(f"{name!r}: config_class.rope_type must be {name!r}, got {getattr(cls, 'rope_type', None)!r}")
     if not callable(getattr(cls, "validate", None)) or not callable(descriptor.frequencies):
-        raise ValueError(f"{name!r}: config_class needs a validate(rotary_dim) method and frequencies "
-                         "must be callable")
+        raise ValueError(f"{name!r}: config_class needs a validate(rotary_dim) method and frequencies must be callable")
     field_names = {f.name for f in config_fields(cls)}
     if descriptor.length_dependent and "original_max_position_embeddings" not in field_names:
-        raise ValueError(f"{name!r}: a length-dependent scaling needs the field "
-                         "original_max_position_embeddings (the length up to which it is length-free)")
+        raise ValueError(
+            f"{name!r}: a length-dependent scaling needs the field "
+            "original_max_position_embeddings (the length up to which it is length-free)"
+        )
     if descriptor.rotary_fraction_field is not None and descriptor.rotary_fraction_field not in field_names:
-        raise ValueError(f"{name!r}: rotary_fraction_field {descriptor.rotary_fraction_field!r} is not a "
-                         f"field of {cls.__name__}")
+        raise ValueError(
+            f"{name!r}: rotary_fraction_field {descriptor.rotary_fraction_field!r} is not a field of {cls.__name__}"
+        )
     with _LOCK:
         taken = set(REGISTRY) | set(ALIASES)
         for spelling in (name, *descriptor.aliases):

@@ -51,15 +51,30 @@ from .registry import (
 from .tables import rope_inv_freq
 
 __all__ = [
-    "ALIASES", "DYNAMIC_TYPES", "REGISTRY", "DefaultScaling", "DynamicNTKScaling", "LinearScaling",
-    "Llama3Scaling", "LongRoPEScaling", "NTKScaling", "ProportionalScaling", "YaRNScaling",
-    "longrope_attention_factor", "ntk_base", "rope_frequencies", "scaling_from_dict", "scaling_to_dict",
-    "yarn_attention_factor", "yarn_get_mscale", "yarn_softmax_scale",
+    "ALIASES",
+    "DYNAMIC_TYPES",
+    "REGISTRY",
+    "DefaultScaling",
+    "DynamicNTKScaling",
+    "LinearScaling",
+    "Llama3Scaling",
+    "LongRoPEScaling",
+    "NTKScaling",
+    "ProportionalScaling",
+    "YaRNScaling",
+    "longrope_attention_factor",
+    "ntk_base",
+    "rope_frequencies",
+    "scaling_from_dict",
+    "scaling_to_dict",
+    "yarn_attention_factor",
+    "yarn_get_mscale",
+    "yarn_softmax_scale",
 ]
 
 
 #: the longest length a config may give: float64 holds every integer up to it exactly
-MAX_LENGTH = 2 ** 53
+MAX_LENGTH = 2**53
 
 
 # -- validation helpers ----------------------------------------------------------------------------
@@ -67,8 +82,15 @@ def _fail(config: Any, field: str, value: object, allowed: str) -> NoReturn:
     raise ValueError(f"{config.rope_type!r} scaling: {field} must be {allowed}, got {value!r}")
 
 
-def _number(config: Any, field: str, value: object, *, minimum: Optional[float] = None,
-            greater_than: Optional[float] = None, allowed: str) -> float:
+def _number(
+    config: Any,
+    field: str,
+    value: object,
+    *,
+    minimum: Optional[float] = None,
+    greater_than: Optional[float] = None,
+    allowed: str,
+) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
         _fail(config, field, value, allowed)
     if minimum is not None and value < minimum:
@@ -81,7 +103,7 @@ def _number(config: Any, field: str, value: object, *, minimum: Optional[float] 
 def _finite(value: float) -> bool:
     try:
         return math.isfinite(value)
-    except OverflowError:          # an int beyond float64
+    except OverflowError:  # an int beyond float64
         return False
 
 
@@ -134,8 +156,7 @@ class DefaultScaling(_Validated):
         _check_rotary_dim(self, rotary_dim)
 
 
-def _default(config: DefaultScaling, rotary_dim: int, base: float,
-             seq_len: Optional[int] = None) -> Frequencies:
+def _default(config: DefaultScaling, rotary_dim: int, base: float, seq_len: Optional[int] = None) -> Frequencies:
     return rope_inv_freq(rotary_dim, base), 1.0
 
 
@@ -160,8 +181,7 @@ class LinearScaling(_Validated):
         _factor(self)
 
 
-def _linear(config: LinearScaling, rotary_dim: int, base: float,
-            seq_len: Optional[int] = None) -> Frequencies:
+def _linear(config: LinearScaling, rotary_dim: int, base: float, seq_len: Optional[int] = None) -> Frequencies:
     return rope_inv_freq(rotary_dim, base) / float(config.factor), 1.0
 
 
@@ -180,8 +200,10 @@ def ntk_base(base: float, scale: float, rotary_dim: int) -> float:
     except OverflowError:
         new_base = math.inf
     if not math.isfinite(new_base):
-        raise ValueError(f"the NTK base base * scale ** (d / (d - 2)) = {base!r} * {scale!r} ** "
-                         f"({rotary_dim} / {rotary_dim - 2}) is beyond float64; use a smaller factor")
+        raise ValueError(
+            f"the NTK base base * scale ** (d / (d - 2)) = {base!r} * {scale!r} ** "
+            f"({rotary_dim} / {rotary_dim - 2}) is beyond float64; use a smaller factor"
+        )
     return new_base
 
 
@@ -243,11 +265,10 @@ class DynamicNTKScaling(_Validated):
         _length(self)
 
 
-def _dynamic(config: DynamicNTKScaling, rotary_dim: int, base: float,
-             seq_len: Optional[int] = None) -> Frequencies:
+def _dynamic(config: DynamicNTKScaling, rotary_dim: int, base: float, seq_len: Optional[int] = None) -> Frequencies:
     original = config.original_max_position_embeddings
     length = original if seq_len is None else max(int(seq_len), original)
-    scale = 1.0 + float(config.factor) * (length - original) / original   # = s L / L0 - (s - 1), exact at L0
+    scale = 1.0 + float(config.factor) * (length - original) / original  # = s L / L0 - (s - 1), exact at L0
     return rope_inv_freq(rotary_dim, ntk_base(base, scale, rotary_dim)), 1.0
 
 
@@ -317,14 +338,24 @@ class YaRNScaling(_Validated):
         _factor(self)
         _length(self)
         _number(self, "beta_slow", self.beta_slow, greater_than=0.0, allowed="a finite number > 0")
-        _number(self, "beta_fast", self.beta_fast, greater_than=self.beta_slow,
-                allowed=f"a finite number > beta_slow={self.beta_slow!r}")
+        _number(
+            self,
+            "beta_fast",
+            self.beta_fast,
+            greater_than=self.beta_slow,
+            allowed=f"a finite number > beta_slow={self.beta_slow!r}",
+        )
         _optional_positive(self, "mscale")
         _optional_positive(self, "mscale_all_dim")
         if (self.mscale is None) != (self.mscale_all_dim is None):
             missing = "mscale_all_dim" if self.mscale_all_dim is None else "mscale"
-            _fail(self, missing, None, "given together with "
-                  f"{'mscale' if missing == 'mscale_all_dim' else 'mscale_all_dim'} (both or neither)")
+            _fail(
+                self,
+                missing,
+                None,
+                "given together with "
+                f"{'mscale' if missing == 'mscale_all_dim' else 'mscale_all_dim'} (both or neither)",
+            )
         _optional_positive(self, "attention_factor")
         if not isinstance(self.truncate, bool):
             _fail(self, "truncate", self.truncate, "True or False")
@@ -358,9 +389,9 @@ def _yarn(config: YaRNScaling, rotary_dim: int, base: float, seq_len: Optional[i
         low, high = math.floor(low), math.ceil(high)
     low, high = max(low, 0), min(high, rotary_dim - 1)
     if low == high:
-        high += 0.001                       # a step instead of a ramp; avoids dividing by zero
+        high += 0.001  # a step instead of a ramp; avoids dividing by zero
     index = torch.arange(rotary_dim // 2, dtype=torch.float64, device="cpu")
-    ramp = ((index - low) / (high - low)).clamp(0.0, 1.0)   # 0: keep theta_i, 1: theta_i / s
+    ramp = ((index - low) / (high - low)).clamp(0.0, 1.0)  # 0: keep theta_i, 1: theta_i / s
     theta = rope_inv_freq(rotary_dim, base)
     inv_freq = theta / float(config.factor) * ramp + theta * (1.0 - ramp)
     return inv_freq, yarn_attention_factor(config)
@@ -399,15 +430,18 @@ class Llama3Scaling(_Validated):
     def validate(self, rotary_dim: Optional[int]) -> None:
         _check_rotary_dim(self, rotary_dim)
         _factor(self)
-        _number(self, "low_freq_factor", self.low_freq_factor, greater_than=0.0,
-                allowed="a finite number > 0")
-        _number(self, "high_freq_factor", self.high_freq_factor, greater_than=self.low_freq_factor,
-                allowed=f"a finite number > low_freq_factor={self.low_freq_factor!r}")
+        _number(self, "low_freq_factor", self.low_freq_factor, greater_than=0.0, allowed="a finite number > 0")
+        _number(
+            self,
+            "high_freq_factor",
+            self.high_freq_factor,
+            greater_than=self.low_freq_factor,
+            allowed=f"a finite number > low_freq_factor={self.low_freq_factor!r}",
+        )
         _length(self)
 
 
-def _llama3(config: Llama3Scaling, rotary_dim: int, base: float,
-            seq_len: Optional[int] = None) -> Frequencies:
+def _llama3(config: Llama3Scaling, rotary_dim: int, base: float, seq_len: Optional[int] = None) -> Frequencies:
     original = config.original_max_position_embeddings
     factor, low, high = float(config.factor), float(config.low_freq_factor), float(config.high_freq_factor)
     theta = rope_inv_freq(rotary_dim, base)
@@ -457,8 +491,10 @@ class LongRoPEScaling(_Validated):
         for name in ("short_factor", "long_factor"):
             value = getattr(self, name)
             if isinstance(value, (list, tuple, torch.Tensor)):
-                value = tuple(float(v) if isinstance(v, torch.Tensor) else v for v in
-                              (value.tolist() if isinstance(value, torch.Tensor) else value))
+                value = tuple(
+                    float(v) if isinstance(v, torch.Tensor) else v
+                    for v in (value.tolist() if isinstance(value, torch.Tensor) else value)
+                )
                 object.__setattr__(self, name, value)
         super().__post_init__()
 
@@ -471,8 +507,12 @@ class LongRoPEScaling(_Validated):
             for j, f in enumerate(value):
                 _number(self, f"{name}[{j}]", f, greater_than=0.0, allowed="a finite number > 0")
             if rotary_dim is not None and len(value) != rotary_dim // 2:
-                _fail(self, f"len({name})", len(value),
-                      f"rotary_dim // 2 = {rotary_dim // 2} (one factor per rotation pair)")
+                _fail(
+                    self,
+                    f"len({name})",
+                    len(value),
+                    f"rotary_dim // 2 = {rotary_dim // 2} (one factor per rotation pair)",
+                )
         _length(self)
         _optional_positive(self, "attention_factor")
         if self.factor is not None:
@@ -493,8 +533,7 @@ def longrope_attention_factor(config: LongRoPEScaling) -> float:
     return math.sqrt(1.0 + math.log(factor) / math.log(config.original_max_position_embeddings))
 
 
-def _longrope(config: LongRoPEScaling, rotary_dim: int, base: float,
-              seq_len: Optional[int] = None) -> Frequencies:
+def _longrope(config: LongRoPEScaling, rotary_dim: int, base: float, seq_len: Optional[int] = None) -> Frequencies:
     chosen = config.long_factor if config.uses_long_factor(seq_len) else config.short_factor
     factors = torch.tensor([float(f) for f in chosen], dtype=torch.float64, device="cpu")
     return rope_inv_freq(rotary_dim, base) / factors, longrope_attention_factor(config)
@@ -522,15 +561,17 @@ class ProportionalScaling(_Validated):
 
     def validate(self, rotary_dim: Optional[int]) -> None:
         _check_rotary_dim(self, rotary_dim)
-        p = _number(self, "partial_rotary_factor", self.partial_rotary_factor, greater_than=0.0,
-                    allowed="a number in (0, 1]")
+        p = _number(
+            self, "partial_rotary_factor", self.partial_rotary_factor, greater_than=0.0, allowed="a number in (0, 1]"
+        )
         if p > 1.0:
             _fail(self, "partial_rotary_factor", self.partial_rotary_factor, "a number in (0, 1]")
         _factor(self)
 
 
-def _proportional(config: ProportionalScaling, rotary_dim: int, base: float,
-                  seq_len: Optional[int] = None) -> Frequencies:
+def _proportional(
+    config: ProportionalScaling, rotary_dim: int, base: float, seq_len: Optional[int] = None
+) -> Frequencies:
     rotated = int(config.partial_rotary_factor * rotary_dim // 2)
     inv_freq = rope_inv_freq(rotary_dim, base) / float(config.factor)
     inv_freq[rotated:] = 0.0
@@ -556,16 +597,22 @@ def _dynamic_to_hf(config: DynamicNTKScaling) -> Tuple[Dict[str, Any], Dict[str,
 
 def _yarn_from_hf(ctx: HFRope) -> YaRNScaling:
     original = ctx.original()
-    return YaRNScaling(ctx.ratio(original), original,
-                       beta_fast=ctx.get("beta_fast", 32.0), beta_slow=ctx.get("beta_slow", 1.0),
-                       mscale=_zero_is_unset(ctx.get("mscale")),
-                       mscale_all_dim=_zero_is_unset(ctx.get("mscale_all_dim")),
-                       attention_factor=ctx.get("attention_factor"), truncate=ctx.get("truncate", True))
+    return YaRNScaling(
+        ctx.ratio(original),
+        original,
+        beta_fast=ctx.get("beta_fast", 32.0),
+        beta_slow=ctx.get("beta_slow", 1.0),
+        mscale=_zero_is_unset(ctx.get("mscale")),
+        mscale_all_dim=_zero_is_unset(ctx.get("mscale_all_dim")),
+        attention_factor=ctx.get("attention_factor"),
+        truncate=ctx.get("truncate", True),
+    )
 
 
 def _llama3_from_hf(ctx: HFRope) -> Llama3Scaling:
-    return Llama3Scaling(ctx.require("factor"), ctx.require("low_freq_factor"),
-                         ctx.require("high_freq_factor"), ctx.original())
+    return Llama3Scaling(
+        ctx.require("factor"), ctx.require("low_freq_factor"), ctx.require("high_freq_factor"), ctx.original()
+    )
 
 
 def _longrope_from_hf(ctx: HFRope) -> LongRoPEScaling:
@@ -575,8 +622,13 @@ def _longrope_from_hf(ctx: HFRope) -> LongRoPEScaling:
         # Derived from the lengths; a context no longer than the trained one means no attention scaling.
         # (With an explicit attention_factor the factor would change nothing, so none is made up.)
         factor = max(ctx.max_positions / original, 1.0)
-    return LongRoPEScaling(ctx.require("short_factor"), ctx.require("long_factor"), original,
-                           attention_factor=ctx.get("attention_factor"), factor=factor)
+    return LongRoPEScaling(
+        ctx.require("short_factor"),
+        ctx.require("long_factor"),
+        original,
+        attention_factor=ctx.get("attention_factor"),
+        factor=factor,
+    )
 
 
 def _longrope_to_hf(config: LongRoPEScaling) -> Tuple[Dict[str, Any], Dict[str, Any]]:
@@ -590,11 +642,16 @@ def _longrope_to_hf(config: LongRoPEScaling) -> Tuple[Dict[str, Any], Dict[str, 
 def _ntk_for_transformers(config: NTKScaling, base: float, rotary_dim: int) -> Tuple[float, None, str]:
     new_base = ntk_base(base, config.factor, rotary_dim)
     d = rotary_dim
-    worked = (f"{base:g} * {config.factor:g} ** ({d} / {d - 2}) = {new_base!r}" if d > 2 else
-              f"{base:g} (with d = 2 the only pair is the fastest, which NTK never moves)")
-    note = (f"transformers has no static NTK rope type: static NTK is the default RoPE with "
-            f"rope_theta = base * factor ** (d / (d - 2)) = {worked}, so the config.json panels "
-            f"write that rope_theta with rope_type \"default\".")
+    worked = (
+        f"{base:g} * {config.factor:g} ** ({d} / {d - 2}) = {new_base!r}"
+        if d > 2
+        else f"{base:g} (with d = 2 the only pair is the fastest, which NTK never moves)"
+    )
+    note = (
+        f"transformers has no static NTK rope type: static NTK is the default RoPE with "
+        f"rope_theta = base * factor ** (d / (d - 2)) = {worked}, so the config.json panels "
+        f'write that rope_theta with rope_type "default".'
+    )
     return new_base, None, note
 
 
@@ -616,68 +673,114 @@ _FACTOR = Parameter("factor", "factor", 1.0, 64.0, 1.0, 8.0)
 LAB_DYNAMIC_FACTOR = 2.0
 
 for _descriptor in (
+    ScalingDescriptor("default", DefaultScaling, _default, summary="`theta_i`", source="Su et al. 2021, RoFormer"),
     ScalingDescriptor(
-        "default", DefaultScaling, _default, summary="`theta_i`", source="Su et al. 2021, RoFormer"),
-    ScalingDescriptor(
-        "linear", LinearScaling, _linear, summary="`theta_i / s`",
+        "linear",
+        LinearScaling,
+        _linear,
+        summary="`theta_i / s`",
         source="Chen et al. 2023, position interpolation; kaiokendev (SuperHOT)",
         explorer=ExplorerInfo("linear / PI", "#9467bd", (_FACTOR,), shown=True, dash="7 4"),
-        lab_default=lambda length, train_len: LinearScaling(length / train_len)),
+        lab_default=lambda length, train_len: LinearScaling(length / train_len),
+    ),
     ScalingDescriptor(
-        "ntk", NTKScaling, _ntk, summary="`base' = base * s ** (d / (d - 2))`, `theta_i' = base' ** (-2i/d)`",
+        "ntk",
+        NTKScaling,
+        _ntk,
+        summary="`base' = base * s ** (d / (d - 2))`, `theta_i' = base' ** (-2i/d)`",
         source='bloc97 2023 (r/LocalLLaMA), "NTK-aware scaled RoPE"',
-        in_transformers=False, transformers_equivalent=_ntk_for_transformers,
+        in_transformers=False,
+        transformers_equivalent=_ntk_for_transformers,
         explorer=ExplorerInfo("NTK-aware", "#2ca02c", (_FACTOR,)),
-        lab_default=lambda length, train_len: NTKScaling(length / train_len)),
+        lab_default=lambda length, train_len: NTKScaling(length / train_len),
+    ),
     ScalingDescriptor(
-        "dynamic", DynamicNTKScaling, _dynamic,
+        "dynamic",
+        DynamicNTKScaling,
+        _dynamic,
         summary="NTK with `s_eff = 1 + s (max(L, L0) - L0) / L0`",
         source='emozilla 2023 (r/LocalLLaMA), "dynamically scaled RoPE"',
-        length_dependent=True, hf_keys=frozenset({"factor"}), hf_read=_dynamic_from_hf,
+        length_dependent=True,
+        hf_keys=frozenset({"factor"}),
+        hf_read=_dynamic_from_hf,
         hf_write=_dynamic_to_hf,
         explorer=ExplorerInfo("dynamic NTK", "#17becf", (_FACTOR,)),
-        lab_default=lambda length, train_len: DynamicNTKScaling(LAB_DYNAMIC_FACTOR, train_len)),
+        lab_default=lambda length, train_len: DynamicNTKScaling(LAB_DYNAMIC_FACTOR, train_len),
+    ),
     ScalingDescriptor(
-        "yarn", YaRNScaling, _yarn, summary="ramp between `theta_i` and `theta_i / s` (below)",
+        "yarn",
+        YaRNScaling,
+        _yarn,
+        summary="ramp between `theta_i` and `theta_i / s` (below)",
         source="Peng et al. 2023, YaRN; DeepSeek-V2 (mscale)",
-        softmax_scale=yarn_softmax_scale, hf_read=_yarn_from_hf,
-        explorer=ExplorerInfo("YaRN", "#ff7f0e", (
-            _FACTOR, Parameter("beta_fast", "YaRN β_fast", 2.0, 64.0, 1.0, 32.0),
-            Parameter("beta_slow", "YaRN β_slow", 0.25, 4.0, 0.25, 1.0)),
-            shown=True, ramp=True, thresholds=_yarn_thresholds),
-        lab_default=lambda length, train_len: YaRNScaling(length / train_len, train_len,
-                                                          beta_fast=32.0, beta_slow=1.0)),
+        softmax_scale=yarn_softmax_scale,
+        hf_read=_yarn_from_hf,
+        explorer=ExplorerInfo(
+            "YaRN",
+            "#ff7f0e",
+            (
+                _FACTOR,
+                Parameter("beta_fast", "YaRN β_fast", 2.0, 64.0, 1.0, 32.0),
+                Parameter("beta_slow", "YaRN β_slow", 0.25, 4.0, 0.25, 1.0),
+            ),
+            shown=True,
+            ramp=True,
+            thresholds=_yarn_thresholds,
+        ),
+        lab_default=lambda length, train_len: YaRNScaling(length / train_len, train_len, beta_fast=32.0, beta_slow=1.0),
+    ),
     ScalingDescriptor(
-        "llama3", Llama3Scaling, _llama3, summary="three wavelength bands (below)",
+        "llama3",
+        Llama3Scaling,
+        _llama3,
+        summary="three wavelength bands (below)",
         source='Meta 2024, "The Llama 3 Herd of Models", reference `apply_scaling`',
         hf_read=_llama3_from_hf,
-        explorer=ExplorerInfo("Llama 3", "#e377c2", (
-            _FACTOR, Parameter("low_freq_factor", "Llama-3 low_freq_factor", 0.5, 4.0, 0.5, 1.0),
-            Parameter("high_freq_factor", "Llama-3 high_freq_factor", 1.0, 16.0, 0.5, 4.0)),
-            shown=True, ramp=True, thresholds=_llama3_thresholds),
-        lab_default=lambda length, train_len: Llama3Scaling(length / train_len, 1.0, 4.0, train_len)),
+        explorer=ExplorerInfo(
+            "Llama 3",
+            "#e377c2",
+            (
+                _FACTOR,
+                Parameter("low_freq_factor", "Llama-3 low_freq_factor", 0.5, 4.0, 0.5, 1.0),
+                Parameter("high_freq_factor", "Llama-3 high_freq_factor", 1.0, 16.0, 0.5, 4.0),
+            ),
+            shown=True,
+            ramp=True,
+            thresholds=_llama3_thresholds,
+        ),
+        lab_default=lambda length, train_len: Llama3Scaling(length / train_len, 1.0, 4.0, train_len),
+    ),
     ScalingDescriptor(
-        "longrope", LongRoPEScaling, _longrope,
+        "longrope",
+        LongRoPEScaling,
+        _longrope,
         summary="`theta_i / f_i`, `f = long_factor if L > L0 else short_factor`",
         source='Ding et al. 2024, LongRoPE; Phi-3 (`"su"` in early configs)',
-        aliases=("su",), model_type_aliases={"phi3": "yarn"}, length_dependent=True,
-        hf_read=_longrope_from_hf, hf_write=_longrope_to_hf),
+        aliases=("su",),
+        model_type_aliases={"phi3": "yarn"},
+        length_dependent=True,
+        hf_read=_longrope_from_hf,
+        hf_write=_longrope_to_hf,
+    ),
     ScalingDescriptor(
-        "proportional", ProportionalScaling, _proportional,
+        "proportional",
+        ProportionalScaling,
+        _proportional,
         summary="`theta_i / s` with the head's `d`, for the first `int(p d / 2)` pairs; 0 for the rest",
         source="Hugging Face `transformers` (Gemma 4)",
-        rotary_fraction_field="partial_rotary_factor"),
+        rotary_fraction_field="partial_rotary_factor",
+    ),
 ):
     register_scaling(_descriptor, builtin=True)
 del _descriptor
 
 #: rope types whose frequencies depend on the current sequence length (a live view of the registry)
-DYNAMIC_TYPES = LiveNames(lambda d: d.length_dependent,
-                          "rope types whose frequencies depend on the current sequence length")
+DYNAMIC_TYPES = LiveNames(
+    lambda d: d.length_dependent, "rope types whose frequencies depend on the current sequence length"
+)
 
 
-def rope_frequencies(scaling: Any, rotary_dim: int, base: float,
-                     seq_len: Optional[int] = None) -> Frequencies:
+def rope_frequencies(scaling: Any, rotary_dim: int, base: float, seq_len: Optional[int] = None) -> Frequencies:
     """``(inv_freq, attention_factor)`` for any registered scaling config (``None`` = default).
 
     Args:

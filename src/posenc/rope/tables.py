@@ -41,13 +41,13 @@ def rope_inv_freq(rotary_dim: int, base: float = 10000.0) -> torch.Tensor:
     check_int("rotary_dim", rotary_dim, minimum=2, even=True)
     check_float("base", base, greater_than=1.0)
     exponents = torch.arange(0, rotary_dim, 2, dtype=torch.float64, device="cpu") / rotary_dim
-    return base ** -exponents
+    return base**-exponents
 
 
 #: 2*pi to 70 significant digits, for reducing ``2**(21 j) * theta`` exactly.
 _TWO_PI = 2 * Fraction("3.141592653589793238462643383279502884197169399375105820974944592307816406")
 _LIMB_BITS = 21
-_LIMBS = 3                                       # 63 bits: every non-negative int64
+_LIMBS = 3  # 63 bits: every non-negative int64
 
 
 @lru_cache(maxsize=256)
@@ -84,8 +84,8 @@ def angles_mod_2pi(positions: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor
     if device.type == "meta":
         return torch.empty((*positions.shape, f64.numel()), dtype=torch.float64, device=device)
     phases = torch.tensor(_limb_phases(tuple(f64.tolist())), dtype=torch.float64, device=device)  # (3, F)
-    signed = positions.to(torch.int64).unsqueeze(-1)                                               # (*P, 1)
-    pos = signed.abs()                               # angle(-m) = -angle(m): relative offsets work too
+    signed = positions.to(torch.int64).unsqueeze(-1)  # (*P, 1)
+    pos = signed.abs()  # angle(-m) = -angle(m): relative offsets work too
     mask = (1 << _LIMB_BITS) - 1
     angles = (pos & mask).to(torch.float64) * phases[0]
     for j in range(1, _LIMBS):
@@ -110,8 +110,9 @@ def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor
     return angles_mod_2pi(positions, inv_freq)
 
 
-def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor, attention_factor: float = 1.0,
-                 dtype: torch.dtype = torch.float32) -> Tuple[torch.Tensor, torch.Tensor]:
+def rope_cos_sin(
+    positions: torch.Tensor, inv_freq: torch.Tensor, attention_factor: float = 1.0, dtype: torch.dtype = torch.float32
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of the RoPE angles, scaled by ``attention_factor``, in ``dtype``.
 
     ``attention_factor`` (YaRN's ``mscale``, LongRoPE's scaling factor) multiplies both tables, which
@@ -125,9 +126,13 @@ def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor, attention_fact
     return (angles.cos() * attention_factor).to(dtype), (angles.sin() * attention_factor).to(dtype)
 
 
-def rope_table(length: int, inv_freq: torch.Tensor, attention_factor: float = 1.0,
-               dtype: torch.dtype = torch.float32,
-               device: Optional[torch.device] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+def rope_table(
+    length: int,
+    inv_freq: torch.Tensor,
+    attention_factor: float = 1.0,
+    dtype: torch.dtype = torch.float32,
+    device: Optional[torch.device] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """cos/sin tables for positions ``0 .. length - 1``, each of shape (length, rotary_dim // 2)."""
     check_int("length", length, minimum=0)
     positions = torch.arange(length, dtype=torch.int64, device="cpu")

@@ -48,8 +48,10 @@ class TourContext:
         if not isinstance(key, str) or not key:
             raise ValueError(f"fact key must be a non-empty string, got {key!r}")
         if key in self.facts:
-            raise ValueError(f"fact key {key!r} is already recorded (value {self.facts[key]!r}); "
-                             "every printed number needs its own key")
+            raise ValueError(
+                f"fact key {key!r} is already recorded (value {self.facts[key]!r}); "
+                "every printed number needs its own key"
+            )
         self.facts[key] = value
         return value
 
@@ -113,8 +115,9 @@ def select_sections(choices: Sequence[str], sections: Optional[Sequence[Section]
         match = [s for s in pool if s.name == text]
         if not match:
             valid = ", ".join(f"{i} or {s.name}" for i, s in enumerate(pool, 1))
-            raise ValueError(f"--section must be a section number 1-{len(pool)} or a name, got {choice!r}; "
-                             f"valid sections: {valid}")
+            raise ValueError(
+                f"--section must be a section number 1-{len(pool)} or a name, got {choice!r}; valid sections: {valid}"
+            )
         chosen.append(match[0])
     return chosen
 
@@ -125,8 +128,11 @@ def numbered(section: Section, sections: Optional[Sequence[Section]] = None) -> 
     return f"{pool.index(section) + 1}. {section.title}" if section in pool else section.title
 
 
-def run_tour(out_dir=DEFAULT_OUT, console: Optional[rich.console.Console] = None,
-             sections: Optional[Sequence[Union[Section, Tuple[str, Callable]]]] = None) -> TourContext:
+def run_tour(
+    out_dir=DEFAULT_OUT,
+    console: Optional[rich.console.Console] = None,
+    sections: Optional[Sequence[Union[Section, Tuple[str, Callable]]]] = None,
+) -> TourContext:
     """Run every section (or the given ones) and return the context holding the recorded facts.
 
     Args:
@@ -139,8 +145,7 @@ def run_tour(out_dir=DEFAULT_OUT, console: Optional[rich.console.Console] = None
     disturbs the caller's torch seed.
     """
     if not isinstance(out_dir, (str, os.PathLike)):
-        raise TypeError(f"out_dir must be a path (str or os.PathLike), got {out_dir!r} "
-                        f"({type(out_dir).__name__})")
+        raise TypeError(f"out_dir must be a path (str or os.PathLike), got {out_dir!r} ({type(out_dir).__name__})")
     out = pathlib.Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValueError(f"out_dir must be a folder, but {str(out)!r} exists and is a file")
@@ -163,12 +168,17 @@ def run_tour(out_dir=DEFAULT_OUT, console: Optional[rich.console.Console] = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", metavar="DIR", default=str(DEFAULT_OUT),
-                        help=f"folder for the tour's figures (default: {DEFAULT_OUT})")
+    parser.add_argument(
+        "--out", metavar="DIR", default=str(DEFAULT_OUT), help=f"folder for the tour's figures (default: {DEFAULT_OUT})"
+    )
     parser.add_argument("--list", action="store_true", help="list the sections and exit")
-    parser.add_argument("--section", metavar="N|NAME", action="append", default=None,
-                        help="run only this section, by number or name (repeat for several; "
-                             "see --list)")
+    parser.add_argument(
+        "--section",
+        metavar="N|NAME",
+        action="append",
+        default=None,
+        help="run only this section, by number or name (repeat for several; see --list)",
+    )
 
 
 def print_list(console: rich.console.Console) -> None:
@@ -191,17 +201,22 @@ def run(args: argparse.Namespace) -> int:
         return 2
     out = pathlib.Path(args.out)
     if out.exists() and not out.is_dir():
-        console.print(f"[bold red]posenc tour:[/] --out must be a folder (existing or new), but "
-                      f"{str(out)!r} is a file")
+        console.print(f"[bold red]posenc tour:[/] --out must be a folder (existing or new), but {str(out)!r} is a file")
         return 2
-    console.print(Panel(
-        "[bold]How does a transformer know word order?[/]\n"
-        "Attention reads every token at once, so position has to be put in on purpose. This tour "
-        "shows why, and how each common scheme does it. Every number is computed now by posenc "
-        f"itself; the figures go to [cyan]{out}[/].", title="posenc tour"))
+    console.print(
+        Panel(
+            "[bold]How does a transformer know word order?[/]\n"
+            "Attention reads every token at once, so position has to be put in on purpose. This tour "
+            "shows why, and how each common scheme does it. Every number is computed now by posenc "
+            f"itself; the figures go to [cyan]{out}[/].",
+            title="posenc tour",
+        )
+    )
     ctx = run_tour(out, console=console, sections=chosen)
     figures = sorted(pathlib.Path(v).name for k, v in ctx.facts.items() if k.startswith("figure."))
-    console.print(f"[bold green]Tour finished[/] in {time.perf_counter() - start:.1f} s: "
-                  f"{len(ctx.facts)} facts computed live; figures in "
-                  f"[cyan]{ctx.out_dir.resolve()}[/]: {', '.join(figures)}")
+    console.print(
+        f"[bold green]Tour finished[/] in {time.perf_counter() - start:.1f} s: "
+        f"{len(ctx.facts)} facts computed live; figures in "
+        f"[cyan]{ctx.out_dir.resolve()}[/]: {', '.join(figures)}"
+    )
     return 0

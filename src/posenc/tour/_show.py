@@ -29,8 +29,7 @@ def table(*columns: str, title: str = "") -> Table:
     Value columns never wrap, so a number is never split across two lines on a narrow terminal
     (rich narrows the label column instead). A long value header is broken by hand with ``\\n``.
     """
-    t = Table(title=title or None, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
-              pad_edge=False)
+    t = Table(title=title or None, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
     for i, name in enumerate(columns):
         if i == 0:
             t.add_column(name, justify="left", overflow="fold")

@@ -37,8 +37,7 @@ def token_ids(sentence: str) -> torch.Tensor:
     words = sentence.split()
     unknown = [w for w in words if w not in VOCAB]
     if unknown:
-        raise ValueError(f"sentence contains words {unknown} outside the tour's vocabulary "
-                         f"{sorted(VOCAB)}")
+        raise ValueError(f"sentence contains words {unknown} outside the tour's vocabulary {sorted(VOCAB)}")
     return torch.tensor([[VOCAB[w] for w in words]])
 
 
@@ -59,8 +58,7 @@ def permutation(src: str, dst: str) -> torch.Tensor:
 def tiny_model(scheme: str, seed: int = 0) -> TinyLM:
     """The small reference LM used for this demonstration (untrained; order-blindness is structural)."""
     torch.manual_seed(seed)
-    config = ModelConfig(scheme=scheme, vocab_size=len(VOCAB), d_model=32, n_layers=2, n_heads=4,
-                         max_len=16)
+    config = ModelConfig(scheme=scheme, vocab_size=len(VOCAB), d_model=32, n_layers=2, n_heads=4, max_len=16)
     return TinyLM(config).eval()
 
 
@@ -71,31 +69,45 @@ def hidden(model: TinyLM, sentence: str, causal: bool) -> torch.Tensor:
 
 
 def bag_of_tiles(ctx) -> None:
-    plain(ctx, """A transformer looks at all the words of a sentence at the same moment, like tiles
-    shaken out of a bag. Unless something tells it, it cannot know which word came first.""")
-    prose(ctx, f"""A transformer reads all tokens at once. Nothing in self-attention itself says
+    plain(
+        ctx,
+        """A transformer looks at all the words of a sentence at the same moment, like tiles
+    shaken out of a bag. Unless something tells it, it cannot know which word came first.""",
+    )
+    prose(
+        ctx,
+        f"""A transformer reads all tokens at once. Nothing in self-attention itself says
     which token came first: every query compares itself with every key, and the result depends only
     on what the tokens are. We feed [bold]"{SENTENCE_A}"[/] and [bold]"{SENTENCE_B}"[/] (one token
     per word) through posenc's reference model, [cyan]posenc.TinyLM[/] (2 layers, width 32, 4 heads,
     untrained), with attention [italic]unmasked[/] (every token sees every other, as in an encoder),
     and average each sentence's output vectors into one pooled vector. Where position is used at all,
     the model's input for each word is its word vector [italic]plus[/] a position vector of the same
-    width: input = word + position.""")
+    width: input = word + position.""",
+    )
 
     perm = permutation(SENTENCE_A, SENTENCE_B)
     nope = tiny_model("nope")
     h_a, h_b = hidden(nope, SENTENCE_A, False), hidden(nope, SENTENCE_B, False)
     permuted = ctx.record("bag.nope.permuted_max_diff", float((h_b - h_a[perm]).abs().max()))
-    ctx.console.print(f"With no position scheme (NoPE), sentence B's five output vectors equal "
-                      f"sentence A's taken in the order {perm.tolist()}: largest difference "
-                      f"[bold]{sci(permuted)}[/] (float32 rounding).", highlight=False)
+    ctx.console.print(
+        f"With no position scheme (NoPE), sentence B's five output vectors equal "
+        f"sentence A's taken in the order {perm.tolist()}: largest difference "
+        f"[bold]{sci(permuted)}[/] (float32 rounding).",
+        highlight=False,
+    )
     ctx.console.print()
 
-    t = table("scheme", "position enters", "max |pooled A - pooled B|", "order visible?",
-              title="Pooled outputs of the two sentences, unmasked attention")
+    t = table(
+        "scheme",
+        "position enters",
+        "max |pooled A - pooled B|",
+        "order visible?",
+        title="Pooled outputs of the two sentences, unmasked attention",
+    )
     for name in SCHEMES:
         model = nope if name == "nope" else tiny_model(name)
-        pooled_a = hidden(model, SENTENCE_A, False).mean(0)                      # (d_model,)
+        pooled_a = hidden(model, SENTENCE_A, False).mean(0)  # (d_model,)
         pooled_b = hidden(model, SENTENCE_B, False).mean(0)
         diff = ctx.record(f"bag.{name}.pooled_max_diff", float((pooled_a - pooled_b).abs().max()))
         if name == "nope":
@@ -113,15 +125,21 @@ def bag_of_tiles(ctx) -> None:
     else:
         ctx.record("bag.smallest_scheme_over_nope", None)
         compared = "far above NoPE's, which is exactly zero"
-    prose(ctx, f"""The differences look small because the model is untrained and its word vectors
-    are tiny (standard deviation {token_std:.3f}), but even the smallest is {compared}.""")
+    prose(
+        ctx,
+        f"""The differences look small because the model is untrained and its word vectors
+    are tiny (standard deviation {token_std:.3f}), but even the smallest is {compared}.""",
+    )
 
     causal = tiny_model("nope")
     pooled_a = hidden(causal, SENTENCE_A, True).mean(0)
     pooled_b = hidden(causal, SENTENCE_B, True).mean(0)
     causal_diff = ctx.record("bag.nope_causal.pooled_max_diff", float((pooled_a - pooled_b).abs().max()))
-    prose(ctx, f"""NoPE leaves the two sentences indistinguishable; every position scheme separates
+    prose(
+        ctx,
+        f"""NoPE leaves the two sentences indistinguishable; every position scheme separates
     them. One aside: a decoder's [italic]causal[/] mask already breaks the symmetry, because token t
     sees exactly t+1 tokens. The same NoPE model with the causal mask gives pooled outputs that differ
     by {sci(causal_diff)}. That is why decoder-only models without any position encoding can still
-    pick up some order, but only indirectly.""")
+    pick up some order, but only indirectly.""",
+    )

@@ -22,14 +22,17 @@ LEARNED_ROWS = 512
 
 def _pooled_difference(scheme: str) -> float:
     model = bag.tiny_model(scheme)
-    a = bag.hidden(model, bag.SENTENCE_A, False).mean(0)                          # (d_model,)
+    a = bag.hidden(model, bag.SENTENCE_A, False).mean(0)  # (d_model,)
     b = bag.hidden(model, bag.SENTENCE_B, False).mean(0)
     return float((a - b).abs().max())
 
 
 def big_picture(ctx) -> None:
-    plain(ctx, """A transformer reads every word at the same moment, which makes it fast; position
-    information is the small extra that keeps that speed without losing the order of the words.""")
+    plain(
+        ctx,
+        """A transformer reads every word at the same moment, which makes it fast; position
+    information is the small extra that keeps that speed without losing the order of the words.""",
+    )
 
     nope = ctx.record("big.nope_difference", _pooled_difference("nope"))
     rope = ctx.record("big.rope_difference", _pooled_difference("rope"))
@@ -46,18 +49,26 @@ def big_picture(ctx) -> None:
     far = ctx.record("big.rope_score_far", rotary.pair_score(rotary.QUERY, rotary.KEY, 101, 103))
 
     t = table("key point", "measured now", title="Key points")
-    t.add_row("Without position, attention cannot tell \"the dog bit the man\" from \"the man bit the "
-              "dog\" (pooled outputs, NoPE vs RoPE)", f"{sci(nope)} vs {sci(rope)}")
-    t.add_row(f"A sine position vector has the word's width ({D_MODEL}) and is added to it; at "
-              "TinyLM's scale it is about as long as the word", f"{ratio:.2f}x")
+    t.add_row(
+        'Without position, attention cannot tell "the dog bit the man" from "the man bit the '
+        'dog" (pooled outputs, NoPE vs RoPE)',
+        f"{sci(nope)} vs {sci(rope)}",
+    )
+    t.add_row(
+        f"A sine position vector has the word's width ({D_MODEL}) and is added to it; at "
+        "TinyLM's scale it is about as long as the word",
+        f"{ratio:.2f}x",
+    )
     t.add_row(f"Sine values stay in [-1, 1] (largest |value| over {BOUND_SEATS:,} seats)", f"{bound:.6f}")
-    t.add_row(f"A learned table of {LEARNED_ROWS} rows has no row {LEARNED_ROWS}",
-              "refused" if refused else "NOT refused")
-    t.add_row("RoPE: the score depends only on the gap (seats 1 vs 3, then 101 vs 103)",
-              f"{near:.5f}, {far:.5f}")
+    t.add_row(
+        f"A learned table of {LEARNED_ROWS} rows has no row {LEARNED_ROWS}", "refused" if refused else "NOT refused"
+    )
+    t.add_row("RoPE: the score depends only on the gap (seats 1 vs 3, then 101 vs 103)", f"{near:.5f}, {far:.5f}")
     ctx.console.print(t)
 
-    prose(ctx, """[bold]The big picture.[/] Without a position scheme, processing every word in
+    prose(
+        ctx,
+        """[bold]The big picture.[/] Without a position scheme, processing every word in
     parallel costs the model the order of the words: a sentence becomes a bag of tiles. With one,
     each word carries its seat, as a wave pattern added to its vector (sinusoidal), a learned row
     (BERT, GPT-2), a turn of its query and key (RoPE) or a penalty on far-away keys (ALiBi), and the
@@ -65,4 +76,5 @@ def big_picture(ctx) -> None:
     mostly a question of length: learned tables stop at their last row, sine waves never stop but
     models trained on short texts use new seats poorly, and RoPE models are stretched with scalings
     (the extension section, and [cyan]posenc lab[/] measures each one). Next comes attention itself,
-    which is where RoPE and ALiBi do their work.""")
+    which is where RoPE and ALiBi do their work.""",
+    )

@@ -64,22 +64,33 @@ def times(count: float) -> str:
 
 
 def context_extension(ctx) -> None:
-    plain(ctx, """A model trained on short texts has only seen its slow clock hands in part of their
+    plain(
+        ctx,
+        """A model trained on short texts has only seen its slow clock hands in part of their
     circle. To read longer texts, we slow the hands down so that the new seats still show positions
-    the model has seen.""")
+    the model has seen.""",
+    )
     length = int(TRAINED * FACTOR)
-    prose(ctx, f"""RoPE models are trained on a fixed length and then stretched. Take a Llama-2-like
+    prose(
+        ctx,
+        f"""RoPE models are trained on a fixed length and then stretched. Take a Llama-2-like
     head: {ROTARY_DIM} rotated features ({ROTARY_DIM // 2} pairs), base {BASE:g}, trained on
     {TRAINED:,} tokens, to be read at {length:,} ({FACTOR:g}x). A pair that turned less than once in
     training has only seen part of its circle; at the longer length it would meet angles it never
     saw. Each scaling is a config in [cyan]posenc.rope.scaling[/] turned into frequencies by
-    [cyan]rope_frequencies[/]:""")
-    default, _ = rope_frequencies(None, ROTARY_DIM, BASE)                        # (64,) float64
-    short_pairs = ctx.record("extension.partial_turn_pairs",
-                             int((TRAINED * default < 2 * math.pi).sum()))
+    [cyan]rope_frequencies[/]:""",
+    )
+    default, _ = rope_frequencies(None, ROTARY_DIM, BASE)  # (64,) float64
+    short_pairs = ctx.record("extension.partial_turn_pairs", int((TRAINED * default < 2 * math.pi).sum()))
     results = {}
-    t = table("scaling", "fastest\npair", "slowest\npair", "rad/seat,\nfastest", "attention\nfactor",
-              f"pairs unseen\nat {length:,}")
+    t = table(
+        "scaling",
+        "fastest\npair",
+        "slowest\npair",
+        "rad/seat,\nfastest",
+        "attention\nfactor",
+        f"pairs unseen\nat {length:,}",
+    )
     configs = scalings()
     yarn = configs["yarn"]
     for name, config in configs.items():
@@ -89,33 +100,36 @@ def context_extension(ctx) -> None:
         slow = ctx.record(f"extension.{name}.slowest_ratio", float(inv_freq[-1] / default[-1]))
         step = ctx.record(f"extension.{name}.fastest_step", float(inv_freq[0]))
         ctx.record(f"extension.{name}.attention_factor", factor)
-        mask = unseen_mask(inv_freq, default, TRAINED, length)                   # (64,) bool
+        mask = unseen_mask(inv_freq, default, TRAINED, length)  # (64,) bool
         unseen = ctx.record(f"extension.{name}.unseen_pairs", int(mask.sum()))
         if name == "ntk":
             ntk_unseen = ctx.record("extension.ntk.unseen_indices", torch.nonzero(mask).flatten().tolist())
         if name == "yarn":
-            ratio = inv_freq / default                                  # (64,) 1 = kept, 1/s = slowed
+            ratio = inv_freq / default  # (64,) 1 = kept, 1/s = slowed
             yarn_kept = ctx.record("extension.yarn.kept_pairs", int((ratio >= 1 - 1e-12).sum()))
-            yarn_slowed = ctx.record("extension.yarn.slowed_pairs",
-                                     int((ratio <= (1 + 1e-12) / FACTOR).sum()))
-        t.add_row(name, f"x{fast:.3f}", f"x{slow:.4f}", f"{step:.3f}", f"{factor:.4f}",
-                  f"{unseen} of {ROTARY_DIM // 2}")
+            yarn_slowed = ctx.record("extension.yarn.slowed_pairs", int((ratio <= (1 + 1e-12) / FACTOR).sum()))
+        t.add_row(
+            name, f"x{fast:.3f}", f"x{slow:.4f}", f"{step:.3f}", f"{factor:.4f}", f"{unseen} of {ROTARY_DIM // 2}"
+        )
     ctx.console.print(t)
     ctx.console.print("[dim](fastest/slowest pair: its frequency relative to the default)[/]")
     ctx.console.print()
 
-    linear = RotaryEmbedding(ROTARY_DIM, base=BASE, scaling=LinearScaling(factor=FACTOR),
-                             max_position_embeddings=8)
+    linear = RotaryEmbedding(ROTARY_DIM, base=BASE, scaling=LinearScaling(factor=FACTOR), max_position_embeddings=8)
     unscaled = RotaryEmbedding(ROTARY_DIM, base=BASE, max_position_embeddings=8)
     seats = torch.tensor([[0, 1_000, 4_000, TRAINED - 1]])
     cos_lin, sin_lin = linear.cos_sin(seats * int(FACTOR))
     cos_def, sin_def = unscaled.cos_sin(seats)
-    same = ctx.record("extension.linear.interpolation_error",
-                      float(torch.maximum((cos_lin - cos_def).abs(), (sin_lin - sin_def).abs()).max()))
-    prose(ctx, f"""[bold]Linear[/] (position interpolation) divides every frequency by {FACTOR:g}:
+    same = ctx.record(
+        "extension.linear.interpolation_error",
+        float(torch.maximum((cos_lin - cos_def).abs(), (sin_lin - sin_def).abs()).max()),
+    )
+    prose(
+        ctx,
+        f"""[bold]Linear[/] (position interpolation) divides every frequency by {FACTOR:g}:
     seat {FACTOR:g}p now looks exactly like seat p did (checked with [cyan]RotaryEmbedding[/]: largest
     cos/sin difference {sci(same)}), so nothing is unseen, but neighbours are {FACTOR:g} times
-    closer: the fastest pair moves {ctx.facts['extension.linear.fastest_step']:.2f} rad per seat
+    closer: the fastest pair moves {ctx.facts["extension.linear.fastest_step"]:.2f} rad per seat
     instead of 1. [bold]NTK-aware[/] raises the base instead: the fastest pair keeps its speed (local
     order stays sharp) and only the slowest pair is slowed the full {FACTOR:g}x, with a smooth change in
     between. That change is too gentle near the slow end: {len(ntk_unseen)} pairs (pairs
@@ -125,19 +139,23 @@ def context_extension(ctx) -> None:
     interpolates the pairs that turn less than {times(yarn.beta_slow)} (beta_slow), ramps in between
     (here {yarn_kept} pairs kept, {yarn_slowed} fully slowed, {ROTARY_DIM // 2 - yarn_kept - yarn_slowed}
     ramped), and scales the attention logits by
-    {ctx.facts['extension.yarn.attention_factor'] ** 2:.4f} (its factor
-    {ctx.facts['extension.yarn.attention_factor']:.4f} on both q and k) to counter the flatter
+    {ctx.facts["extension.yarn.attention_factor"] ** 2:.4f} (its factor
+    {ctx.facts["extension.yarn.attention_factor"]:.4f} on both q and k) to counter the flatter
     attention over a longer input. Of the {ROTARY_DIM // 2} pairs, {short_pairs} turn less than once in
     {TRAINED:,} tokens: with no scaling, all of them meet new angles. The lab trains small models
-    and measures what each scaling does to text longer than the training length.""")
+    and measures what each scaling does to text longer than the training length.""",
+    )
     _draw(ctx, results)
 
 
 def _draw(ctx, results: dict) -> None:
-    prose(ctx, f"""Figure [cyan]rope_scaling_wavelengths.png[/] plots every pair's wavelength (how
+    prose(
+        ctx,
+        f"""Figure [cyan]rope_scaling_wavelengths.png[/] plots every pair's wavelength (how
     many seats one full turn takes) under each scaling, with the trained length {TRAINED:,} and the
     target length {int(TRAINED * FACTOR):,} as horizontal lines: a pair whose curve lies above the
-    trained line has never finished a turn in training.""")
+    trained line has never finished a turn in training.""",
+    )
     fig = new_figure(8, 4.6)
     ax = fig.subplots()
     index = range(ROTARY_DIM // 2)
@@ -147,12 +165,10 @@ def _draw(ctx, results: dict) -> None:
     ax.axhline(TRAINED, color="0.3", linewidth=0.9)
     ax.text(1, TRAINED * 1.15, f"trained length {TRAINED:,}", fontsize=8, color="0.3")
     ax.axhline(TRAINED * FACTOR, color="tab:red", linewidth=0.9)
-    ax.text(1, TRAINED * FACTOR * 1.15, f"target length {int(TRAINED * FACTOR):,}", fontsize=8,
-            color="tab:red")
+    ax.text(1, TRAINED * FACTOR * 1.15, f"target length {int(TRAINED * FACTOR):,}", fontsize=8, color="tab:red")
     ax.set_yscale("log")
     ax.set_xlabel("rotation pair i (0 = fastest)")
     ax.set_ylabel("wavelength in seats (2 pi / theta_i)")
-    ax.set_title(f"RoPE wavelengths, {ROTARY_DIM} rotated features, base {BASE:g}, "
-                 f"scaled {FACTOR:g}x")
+    ax.set_title(f"RoPE wavelengths, {ROTARY_DIM} rotated features, base {BASE:g}, scaled {FACTOR:g}x")
     ax.legend()
     save(ctx, fig, "rope_scaling_wavelengths")

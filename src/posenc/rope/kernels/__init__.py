@@ -48,12 +48,16 @@ def triton_kernel() -> Optional[Kernel]:
             if "kernel" not in _triton:
                 try:
                     from . import triton_rope
+
                     _triton["kernel"] = triton_rope.rotate
                 except Exception as exc:  # an absent or broken Triton install must not break posenc
                     _triton["kernel"] = None
                     _triton["reason"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
-                    warnings.warn(f"posenc: Triton RoPE kernel unavailable ({_triton['reason']}); "
-                                  "using the PyTorch reference", RuntimeWarning, stacklevel=3)
+                    warnings.warn(
+                        f"posenc: Triton RoPE kernel unavailable ({_triton['reason']}); using the PyTorch reference",
+                        RuntimeWarning,
+                        stacklevel=3,
+                    )
     kernel: Optional[Kernel] = _triton["kernel"]
     return kernel
 
@@ -69,4 +73,3 @@ def kernel_for(device: torch.device) -> Optional[Kernel]:
     if device.type == "cuda":
         return triton_kernel()
     return None
-

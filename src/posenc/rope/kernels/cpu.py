@@ -40,8 +40,7 @@ import torch
 SOURCE_PATH = Path(__file__).with_name("rope_kernel.c")
 
 #: dtype -> code understood by the C kernel (``DT_*`` in the C file); any other dtype is refused.
-DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2, torch.float64: 3,
-               torch.int64: 4, torch.int32: 5}
+DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2, torch.float64: 3, torch.int64: 4, torch.int32: 5}
 _DATA_DTYPES = frozenset((torch.float32, torch.bfloat16, torch.float16, torch.float64))
 
 #: Below this many bytes of q and k together a single thread is faster than starting more.
@@ -50,8 +49,18 @@ PARALLEL_MIN_BYTES = 1 << 18
 #: The one build command's flags. ``-ffp-contract=off -fno-tree-slp-vectorize``: no fused
 #: multiply-adds, so results match the reference bit for bit; ``-Werror``: a warning is a bug here,
 #: and a kernel that does not build leaves the reference in charge.
-FLAGS = ("-std=gnu11", "-O3", "-ffp-contract=off", "-fno-tree-slp-vectorize", "-fPIC", "-shared",
-         "-pthread", "-Wall", "-Wextra", "-Werror")
+FLAGS = (
+    "-std=gnu11",
+    "-O3",
+    "-ffp-contract=off",
+    "-fno-tree-slp-vectorize",
+    "-fPIC",
+    "-shared",
+    "-pthread",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+)
 #: Tried first, dropped for compilers that do not know it.
 NATIVE_FLAGS = ("-march=native",)
 
@@ -66,31 +75,58 @@ class FusedKernelUnavailable(RuntimeError):
 # -- the argument struct -----------------------------------------------------------------------------
 class Operand(ctypes.Structure):
     """A 4-d tensor: q, k, q_out or k_out, shape (batch, heads, seq, head_dim)."""
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int64),
-                ("shape", ctypes.c_int64 * 4), ("stride", ctypes.c_int64 * 4)]
+
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int64),
+        ("shape", ctypes.c_int64 * 4),
+        ("stride", ctypes.c_int64 * 4),
+    ]
 
 
 class Table(ctypes.Structure):
     """cos or sin, shape (batch or 1, rows, rotary_dim // 2)."""
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int64),
-                ("shape", ctypes.c_int64 * 3), ("stride", ctypes.c_int64 * 3)]
+
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int64),
+        ("shape", ctypes.c_int64 * 3),
+        ("stride", ctypes.c_int64 * 3),
+    ]
 
 
 class Index(ctypes.Structure):
     """positions, shape (batch or 1, seq); ``data`` NULL when absent (row s for position s)."""
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int64),
-                ("shape", ctypes.c_int64 * 2), ("stride", ctypes.c_int64 * 2)]
+
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int64),
+        ("shape", ctypes.c_int64 * 2),
+        ("stride", ctypes.c_int64 * 2),
+    ]
 
 
 class RopeArgs(ctypes.Structure):
     """Mirror of ``posenc_rope_args`` in ``rope_kernel.c`` (shapes and strides in elements)."""
-    _fields_ = [("q", Operand), ("k", Operand), ("q_out", Operand), ("k_out", Operand),
-                ("cos", Table), ("sin", Table), ("positions", Index),
-                ("rotary_dim", ctypes.c_int64), ("interleaved", ctypes.c_int64),
-                ("inverse", ctypes.c_int64), ("threads", ctypes.c_int64),
-                # written by the kernel
-                ("error_a", ctypes.c_int64), ("error_b", ctypes.c_int64),
-                ("error_value", ctypes.c_int64), ("threads_failed", ctypes.c_int64)]
+
+    _fields_ = [
+        ("q", Operand),
+        ("k", Operand),
+        ("q_out", Operand),
+        ("k_out", Operand),
+        ("cos", Table),
+        ("sin", Table),
+        ("positions", Index),
+        ("rotary_dim", ctypes.c_int64),
+        ("interleaved", ctypes.c_int64),
+        ("inverse", ctypes.c_int64),
+        ("threads", ctypes.c_int64),
+        # written by the kernel
+        ("error_a", ctypes.c_int64),
+        ("error_b", ctypes.c_int64),
+        ("error_value", ctypes.c_int64),
+        ("threads_failed", ctypes.c_int64),
+    ]
 
 
 def _slots(structure: Any, prefix: str = "") -> List[str]:
@@ -100,7 +136,7 @@ def _slots(structure: Any, prefix: str = "") -> List[str]:
         if isinstance(kind, type) and issubclass(kind, ctypes.Structure):
             names += _slots(kind, f"{prefix}{name}.")
         elif isinstance(kind, type) and issubclass(kind, ctypes.Array):
-            names += [f"{prefix}{name}[{i}]" for i in range(ctypes.sizeof(kind) // 8)]   # int64 items
+            names += [f"{prefix}{name}[{i}]" for i in range(ctypes.sizeof(kind) // 8)]  # int64 items
         else:
             names.append(prefix + name)
     return names
@@ -109,7 +145,7 @@ def _slots(structure: Any, prefix: str = "") -> List[str]:
 #: Every field is 64 bits wide, so one ``struct.pack_into`` fills the struct (filling fields one
 #: by one through ctypes costs several microseconds, which is most of a decode step).
 SLOTS = _slots(RopeArgs)
-_PACK = struct.Struct(f"={len(SLOTS) - 4}q")            # everything but the four result slots
+_PACK = struct.Struct(f"={len(SLOTS) - 4}q")  # everything but the four result slots
 if ctypes.sizeof(RopeArgs) != 8 * len(SLOTS):
     raise ImportError("posenc: RopeArgs has padding; it no longer mirrors posenc_rope_args")
 #: What ``posenc_rope_abi()`` must return: the layout version and ``sizeof(posenc_rope_args)``.
@@ -127,7 +163,8 @@ def _compiler() -> str:
 
 def _cache_dir() -> Path:
     root = os.environ.get("POSENC_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "posenc")
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "posenc"
+    )
     path = Path(root) / "kernels"
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -162,8 +199,7 @@ def source() -> str:
     try:
         return SOURCE_PATH.read_text()
     except OSError as exc:
-        raise FusedKernelUnavailable(f"cannot read the kernel source {SOURCE_PATH} ({exc}); "
-                                     "reinstall posenc") from exc
+        raise FusedKernelUnavailable(f"cannot read the kernel source {SOURCE_PATH} ({exc}); reinstall posenc") from exc
 
 
 def build_command(cc: str, flags: Sequence[str], output: Path) -> List[str]:
@@ -203,8 +239,9 @@ def build(extra_flags: Sequence[str] = ()) -> Path:
     error: Optional[FusedKernelUnavailable] = None
     for native in (True, False):
         flags = [*FLAGS, *(NATIVE_FLAGS if native else ()), *extra_flags]
-        key = hashlib.sha256("\0".join([text, cc, version, " ".join(flags),
-                                        _cpu_fingerprint()]).encode()).hexdigest()[:20]
+        key = hashlib.sha256("\0".join([text, cc, version, " ".join(flags), _cpu_fingerprint()]).encode()).hexdigest()[
+            :20
+        ]
         target = directory / f"posenc_rope_{key}.so"
         if _intact(target):
             return target
@@ -220,14 +257,14 @@ def _compile(cc: str, flags: Sequence[str], directory: Path, target: Path) -> No
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         out = Path(tmp) / target.name
         try:
-            result = subprocess.run(build_command(cc, flags, out), capture_output=True, text=True,
-                                    timeout=300)
+            result = subprocess.run(build_command(cc, flags, out), capture_output=True, text=True, timeout=300)
         except (OSError, subprocess.SubprocessError) as exc:
             raise FusedKernelUnavailable(f"compiling {SOURCE_PATH} with {cc} failed ({exc})") from exc
         if result.returncode != 0:
             detail = (result.stderr or result.stdout).strip().splitlines()
-            raise FusedKernelUnavailable(f"compiling {SOURCE_PATH} with {cc} failed: "
-                                         f"{detail[0] if detail else 'no output'}")
+            raise FusedKernelUnavailable(
+                f"compiling {SOURCE_PATH} with {cc} failed: {detail[0] if detail else 'no output'}"
+            )
         digest = _digest(out)
         # atomic renames: concurrent builders never see a partial file; the hash goes last, so a
         # library without its hash is simply built again
@@ -246,8 +283,7 @@ def _load(path: Path) -> ctypes.CDLL:
     abi.restype = ctypes.c_int64
     abi.argtypes = []
     if abi() != ABI:
-        raise FusedKernelUnavailable(f"the cached kernel {path} has argument layout {abi()}, "
-                                     f"this posenc needs {ABI}")
+        raise FusedKernelUnavailable(f"the cached kernel {path} has argument layout {abi()}, this posenc needs {ABI}")
     lib.posenc_rope.argtypes = [ctypes.POINTER(RopeArgs)]
     lib.posenc_rope.restype = ctypes.c_int
     return lib
@@ -296,8 +332,11 @@ def library() -> Optional[ctypes.CDLL]:
                     reason = str(exc)
             if lib is None:
                 _state["reason"] = reason
-                warnings.warn(f"posenc: fused CPU RoPE kernel unavailable ({reason}); using the "
-                              "PyTorch reference", RuntimeWarning, stacklevel=3)
+                warnings.warn(
+                    f"posenc: fused CPU RoPE kernel unavailable ({reason}); using the PyTorch reference",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
             _state["lib"] = lib
     loaded: Optional[ctypes.CDLL] = _state["lib"]
     return loaded
@@ -328,24 +367,44 @@ def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
     pack = _PACK.pack_into
     threads_of = torch.get_num_threads
 
-    def rotate_bound(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.Tensor,
-                     cos: torch.Tensor, sin: torch.Tensor, *, interleaved: bool, rotary_dim: int,
-                     inverse: bool = False, positions: Optional[torch.Tensor] = None) -> None:
+    def rotate_bound(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        q_out: torch.Tensor,
+        k_out: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        *,
+        interleaved: bool,
+        rotary_dim: int,
+        inverse: bool = False,
+        positions: Optional[torch.Tensor] = None,
+    ) -> None:
         try:
-            on_cpu = (q.is_cpu and k.is_cpu and q_out.is_cpu and k_out.is_cpu and cos.is_cpu and sin.is_cpu
-                      and (positions is None or positions.is_cpu))
+            on_cpu = (
+                q.is_cpu
+                and k.is_cpu
+                and q_out.is_cpu
+                and k_out.is_cpu
+                and cos.is_cpu
+                and sin.is_cpu
+                and (positions is None or positions.is_cpu)
+            )
         except AttributeError as exc:
             raise TypeError(f"the fused kernel takes tensors ({exc})") from None
         if not on_cpu:
-            raise ValueError("the fused CPU kernel needs CPU tensors, got devices "
-                             f"{[str(t.device) for t in (q, k, q_out, k_out, cos, sin, positions) if t is not None]}")
+            raise ValueError(
+                "the fused CPU kernel needs CPU tensors, got devices "
+                f"{[str(t.device) for t in (q, k, q_out, k_out, cos, sin, positions) if t is not None]}"
+            )
         if (q.dim(), k.dim(), q_out.dim(), k_out.dim(), cos.dim(), sin.dim()) != (4, 4, 4, 4, 3, 3):
-            raise ValueError("the fused kernel needs 4-d q, k, q_out, k_out (batch, heads, seq, head_dim) "
-                             "and 3-d cos, sin (batch or 1, rows, rotary_dim // 2), got shapes "
-                             f"{[tuple(t.shape) for t in (q, k, q_out, k_out, cos, sin)]}")
+            raise ValueError(
+                "the fused kernel needs 4-d q, k, q_out, k_out (batch, heads, seq, head_dim) "
+                "and 3-d cos, sin (batch or 1, rows, rotary_dim // 2), got shapes "
+                f"{[tuple(t.shape) for t in (q, k, q_out, k_out, cos, sin)]}"
+            )
         if q.dtype not in data_dtypes:
-            raise TypeError(f"q has dtype {q.dtype}; the fused kernel rotates float32, bfloat16, "
-                            "float16 or float64")
+            raise TypeError(f"q has dtype {q.dtype}; the fused kernel rotates float32, bfloat16, float16 or float64")
         if positions is None:
             pos = (0, 0, 0, 0, 0, 0)
         else:
@@ -354,15 +413,39 @@ def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
             pos = (positions.data_ptr(), codes.get(positions.dtype, -1), *positions.shape, *positions.stride())
         nbytes = (q.numel() + k.numel()) * q.element_size()
         args = RopeArgs()
-        pack(args, 0,
-             q.data_ptr(), codes.get(q.dtype, -1), *q.shape, *q.stride(),
-             k.data_ptr(), codes.get(k.dtype, -1), *k.shape, *k.stride(),
-             q_out.data_ptr(), codes.get(q_out.dtype, -1), *q_out.shape, *q_out.stride(),
-             k_out.data_ptr(), codes.get(k_out.dtype, -1), *k_out.shape, *k_out.stride(),
-             cos.data_ptr(), codes.get(cos.dtype, -1), *cos.shape, *cos.stride(),
-             sin.data_ptr(), codes.get(sin.dtype, -1), *sin.shape, *sin.stride(),
-             *pos, rotary_dim, interleaved, inverse,
-             threads_of() if nbytes >= PARALLEL_MIN_BYTES else 1)
+        pack(
+            args,
+            0,
+            q.data_ptr(),
+            codes.get(q.dtype, -1),
+            *q.shape,
+            *q.stride(),
+            k.data_ptr(),
+            codes.get(k.dtype, -1),
+            *k.shape,
+            *k.stride(),
+            q_out.data_ptr(),
+            codes.get(q_out.dtype, -1),
+            *q_out.shape,
+            *q_out.stride(),
+            k_out.data_ptr(),
+            codes.get(k_out.dtype, -1),
+            *k_out.shape,
+            *k_out.stride(),
+            cos.data_ptr(),
+            codes.get(cos.dtype, -1),
+            *cos.shape,
+            *cos.stride(),
+            sin.data_ptr(),
+            codes.get(sin.dtype, -1),
+            *sin.shape,
+            *sin.stride(),
+            *pos,
+            rotary_dim,
+            interleaved,
+            inverse,
+            threads_of() if nbytes >= PARALLEL_MIN_BYTES else 1,
+        )
         status = fn(args)
         if status:
             # positions come last, so leaving them out when absent keeps every index the kernel reports
@@ -372,9 +455,20 @@ def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
     return rotate_bound
 
 
-def rotate(lib: ctypes.CDLL, q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.Tensor,
-           cos: torch.Tensor, sin: torch.Tensor, *, interleaved: bool, rotary_dim: int,
-           inverse: bool = False, positions: Optional[torch.Tensor] = None) -> None:
+def rotate(
+    lib: ctypes.CDLL,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_out: torch.Tensor,
+    k_out: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    *,
+    interleaved: bool,
+    rotary_dim: int,
+    inverse: bool = False,
+    positions: Optional[torch.Tensor] = None,
+) -> None:
     """Write the rotation of ``q``/``k`` into ``q_out``/``k_out`` (each may be its own input).
 
     Args:
@@ -388,8 +482,18 @@ def rotate(lib: ctypes.CDLL, q: torch.Tensor, k: torch.Tensor, q_out: torch.Tens
     own input), or a position outside ``[0, rows)`` raises ``ValueError``/``TypeError`` before any
     element is read or written.
     """
-    make_rotate(lib)(q, k, q_out, k_out, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim,
-                     inverse=inverse, positions=positions)
+    make_rotate(lib)(
+        q,
+        k,
+        q_out,
+        k_out,
+        cos,
+        sin,
+        interleaved=interleaved,
+        rotary_dim=rotary_dim,
+        inverse=inverse,
+        positions=positions,
+    )
 
 
 def _refusal(status: int, args: RopeArgs, tensors: Sequence[torch.Tensor], rotary_dim: int) -> Exception:
@@ -406,15 +510,19 @@ def _refusal(status: int, args: RopeArgs, tensors: Sequence[torch.Tensor], rotar
 
     a, b, value = args.error_a, args.error_b, args.error_value
     if status == _ERR_DTYPE:
-        return TypeError(f"{name(a)} has dtype {tensors[a].dtype}; the fused kernel needs q, k, q_out "
-                         "and k_out of one dtype (float32, bfloat16, float16 or float64), cos and sin "
-                         "in float32 (float64 for float64 q), positions int32 or int64")
+        return TypeError(
+            f"{name(a)} has dtype {tensors[a].dtype}; the fused kernel needs q, k, q_out "
+            "and k_out of one dtype (float32, bfloat16, float16 or float64), cos and sin "
+            "in float32 (float64 for float64 q), positions int32 or int64"
+        )
     if status == _ERR_SHAPE:
-        return ValueError(f"{name(a)} has shape {tuple(tensors[a].shape)} (dim {b} is {value}), which "
-                          f"does not fit q {tuple(q.shape)}: allowed are k (B, Hk, S, D) with q's B, S, "
-                          "D; q_out and k_out of the shapes of q and k; cos and sin of one shape "
-                          f"(B or 1, rows, rotary_dim // 2 = {rotary_dim // 2}) with rows >= S when no "
-                          "positions are given; positions (B or 1, S)")
+        return ValueError(
+            f"{name(a)} has shape {tuple(tensors[a].shape)} (dim {b} is {value}), which "
+            f"does not fit q {tuple(q.shape)}: allowed are k (B, Hk, S, D) with q's B, S, "
+            "D; q_out and k_out of the shapes of q and k; cos and sin of one shape "
+            f"(B or 1, rows, rotary_dim // 2 = {rotary_dim // 2}) with rows >= S when no "
+            "positions are given; positions (B or 1, S)"
+        )
     if status == _ERR_ROTARY_DIM:
         return ValueError(f"rotary_dim must be even and in [2, head_dim={q.shape[-1]}], got {value}")
     if status == _ERR_STRIDE:
@@ -422,15 +530,21 @@ def _refusal(status: int, args: RopeArgs, tensors: Sequence[torch.Tensor], rotar
     if status == _ERR_POS_NEGATIVE:
         return ValueError(f"positions must be >= 0, got a minimum of {value}")
     if status == _ERR_POS_RANGE:
-        return ValueError(f"positions must be < {b} (the number of table rows), got a maximum of "
-                          f"{value}; grow the table first (RotaryEmbedding.extend)")
+        return ValueError(
+            f"positions must be < {b} (the number of table rows), got a maximum of "
+            f"{value}; grow the table first (RotaryEmbedding.extend)"
+        )
     if status == _ERR_OVERLAP:
         how = "may share memory (an overlap could not be ruled out)" if value else "share memory"
-        return ValueError(f"{name(a)} and {name(b)} {how}: an output must not overlap any other "
-                          "operand, except that it may be exactly its own input (in place); pass "
-                          "separate tensors, or .clone() one of them")
+        return ValueError(
+            f"{name(a)} and {name(b)} {how}: an output must not overlap any other "
+            "operand, except that it may be exactly its own input (in place); pass "
+            "separate tensors, or .clone() one of them"
+        )
     if status == _ERR_SELF_OVERLAP:
-        return ValueError(f"{name(a)} has elements that share memory (an expanded or otherwise "
-                          f"overlapping view, strides {tuple(tensors[a].stride())}), so writing it is "
-                          "ambiguous; pass a .contiguous() or .clone() copy")
+        return ValueError(
+            f"{name(a)} has elements that share memory (an expanded or otherwise "
+            f"overlapping view, strides {tuple(tensors[a].stride())}), so writing it is "
+            "ambiguous; pass a .contiguous() or .clone() copy"
+        )
     return RuntimeError(f"the fused kernel refused the call with unknown status {status}")

@@ -22,7 +22,7 @@ import torch
 #: Nodes the search may visit before it gives up (and the caller refuses the call).
 BUDGET = 100_000
 
-Footprint = Tuple[int, int, Tuple[Tuple[int, int], ...], bool]   # base, element size, (size, stride), empty
+Footprint = Tuple[int, int, Tuple[Tuple[int, int], ...], bool]  # base, element size, (size, stride), empty
 
 
 def footprint(t: torch.Tensor) -> Footprint:
@@ -58,7 +58,7 @@ def _solve(terms: List[Tuple[int, int, int]], target: int) -> int:
         if i == n:
             return int(rest == 0)
         c, lo, hi = terms[i]
-        first = max(lo, -((hi_sum[i + 1] - rest) // c))           # ceil((rest - hi_sum) / c)
+        first = max(lo, -((hi_sum[i + 1] - rest) // c))  # ceil((rest - hi_sum) / c)
         last = min(hi, (rest - lo_sum[i + 1]) // c)
         for e in range(first, last + 1):
             found = search(i + 1, rest - e * c)
@@ -77,12 +77,12 @@ def overlap_of(x: Footprint, y: Footprint) -> int:
         return 0
     delta = yb - xb
     if xes != yes_ or delta % xes:
-        return 1                        # different dtypes or misaligned views: the byte ranges decide
-    merged: Dict[int, Tuple[int, int]] = {}   # stride -> (lowest, highest) index multiple
+        return 1  # different dtypes or misaligned views: the byte ranges decide
+    merged: Dict[int, Tuple[int, int]] = {}  # stride -> (lowest, highest) index multiple
     for dims, sign in ((xdims, 1), (ydims, -1)):
         for n, s in dims:
             if s == 0:
-                continue                # an expanded dim adds no address
+                continue  # an expanded dim adds no address
             lo, hi = merged.get(s, (0, 0))
             merged[s] = (lo - (n - 1), hi) if sign < 0 else (lo, hi + n - 1)
     terms = sorted(((s, lo, hi) for s, (lo, hi) in merged.items()), reverse=True)
@@ -110,8 +110,9 @@ def self_overlaps(t: torch.Tensor) -> bool:
     return False
 
 
-def check_outputs(named_inputs: Sequence[Tuple[str, torch.Tensor]],
-                  named_outputs: Sequence[Tuple[str, torch.Tensor]]) -> None:
+def check_outputs(
+    named_inputs: Sequence[Tuple[str, torch.Tensor]], named_outputs: Sequence[Tuple[str, torch.Tensor]]
+) -> None:
     """Raise ``ValueError`` unless every output is disjoint from every other operand (an output may
     be exactly the input at the same index: in place).
 
@@ -123,15 +124,19 @@ def check_outputs(named_inputs: Sequence[Tuple[str, torch.Tensor]],
     outs = [(name, footprint(t)) for name, t in named_outputs]
     for i, (out_name, out) in enumerate(named_outputs):
         if self_overlaps(out):
-            raise ValueError(f"{out_name} has elements that share memory (an expanded or otherwise "
-                             f"overlapping view, strides {tuple(out.stride())}), so writing it is "
-                             "ambiguous; pass a .contiguous() or .clone() copy")
+            raise ValueError(
+                f"{out_name} has elements that share memory (an expanded or otherwise "
+                f"overlapping view, strides {tuple(out.stride())}), so writing it is "
+                "ambiguous; pass a .contiguous() or .clone() copy"
+            )
         mine = outs[i][1]
-        others = [(n, f) for j, (n, f) in enumerate(ins) if not (j == i and f == mine)] + outs[i + 1:]
+        others = [(n, f) for j, (n, f) in enumerate(ins) if not (j == i and f == mine)] + outs[i + 1 :]
         for other_name, other in others:
             found = overlap_of(mine, other)
             if found:
                 how = "may share memory (an overlap could not be ruled out)" if found < 0 else "share memory"
-                raise ValueError(f"{out_name} and {other_name} {how}: an output must not overlap any "
-                                 "other operand, except that it may be exactly its own input (in "
-                                 "place); pass separate tensors, or .clone() one of them")
+                raise ValueError(
+                    f"{out_name} and {other_name} {how}: an output must not overlap any "
+                    "other operand, except that it may be exactly its own input (in "
+                    "place); pass separate tensors, or .clone() one of them"
+                )

@@ -34,16 +34,31 @@ _DATA_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 # (tl.constexpr), so the kernel parameters stay unannotated (hence the two ignores).
 @triton.jit  # type: ignore[untyped-decorator]
 def _rotate_heads(  # type: ignore[no-untyped-def]
-                  x_ptr, y_ptr, n_heads, xs_h, xs_d, ys_h, ys_d, c, s, offs_a, offs_b, mask_r,
-                  HALF_R: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_REST: tl.constexpr,
-                  COPY_REST: tl.constexpr, BLOCK_H: tl.constexpr):
+    x_ptr,
+    y_ptr,
+    n_heads,
+    xs_h,
+    xs_d,
+    ys_h,
+    ys_d,
+    c,
+    s,
+    offs_a,
+    offs_b,
+    mask_r,
+    HALF_R: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_REST: tl.constexpr,
+    COPY_REST: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+):
     for h0 in range(0, n_heads, BLOCK_H):
         heads = h0 + tl.arange(0, BLOCK_H)
         mask_h = heads < n_heads
         mask = mask_h[:, None] & mask_r[None, :]
         x_row = x_ptr + heads[:, None].to(tl.int64) * xs_h
         y_row = y_ptr + heads[:, None].to(tl.int64) * ys_h
-        a = tl.load(x_row + offs_a[None, :] * xs_d, mask=mask, other=0.0).to(c.dtype)   # (BLOCK_H, BLOCK_R)
+        a = tl.load(x_row + offs_a[None, :] * xs_d, mask=mask, other=0.0).to(c.dtype)  # (BLOCK_H, BLOCK_R)
         b = tl.load(x_row + offs_b[None, :] * xs_d, mask=mask, other=0.0).to(c.dtype)
         new_a = a * c[None, :] - b * s[None, :]
         new_b = a * s[None, :] + b * c[None, :]
@@ -60,14 +75,52 @@ def _rotate_heads(  # type: ignore[no-untyped-def]
 # (tl.constexpr), so the kernel parameters stay unannotated (hence the two ignores).
 @triton.jit  # type: ignore[untyped-decorator]
 def _rope_kernel(  # type: ignore[no-untyped-def]
-                 q_ptr, k_ptr, qo_ptr, ko_ptr, cos_ptr, sin_ptr, pos_ptr,
-                 seq, n_qh, n_kh, rows,
-                 qs_b, qs_h, qs_s, qs_d, qos_b, qos_h, qos_s, qos_d,
-                 ks_b, ks_h, ks_s, ks_d, kos_b, kos_h, kos_s, kos_d,
-                 cs_b, cs_s, cs_i, ss_b, ss_s, ss_i, ps_b, ps_s,
-                 HALF_R: tl.constexpr, BLOCK_R: tl.constexpr, HEAD_DIM: tl.constexpr,
-                 BLOCK_REST: tl.constexpr, COPY_REST_Q: tl.constexpr, COPY_REST_K: tl.constexpr,
-                 INTERLEAVED: tl.constexpr, HAS_POS: tl.constexpr, INVERSE: tl.constexpr, BLOCK_H: tl.constexpr):
+    q_ptr,
+    k_ptr,
+    qo_ptr,
+    ko_ptr,
+    cos_ptr,
+    sin_ptr,
+    pos_ptr,
+    seq,
+    n_qh,
+    n_kh,
+    rows,
+    qs_b,
+    qs_h,
+    qs_s,
+    qs_d,
+    qos_b,
+    qos_h,
+    qos_s,
+    qos_d,
+    ks_b,
+    ks_h,
+    ks_s,
+    ks_d,
+    kos_b,
+    kos_h,
+    kos_s,
+    kos_d,
+    cs_b,
+    cs_s,
+    cs_i,
+    ss_b,
+    ss_s,
+    ss_i,
+    ps_b,
+    ps_s,
+    HALF_R: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_REST: tl.constexpr,
+    COPY_REST_Q: tl.constexpr,
+    COPY_REST_K: tl.constexpr,
+    INTERLEAVED: tl.constexpr,
+    HAS_POS: tl.constexpr,
+    INVERSE: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+):
     pid = tl.program_id(0).to(tl.int64)
     b = pid // seq
     t = pid % seq
@@ -78,7 +131,7 @@ def _rope_kernel(  # type: ignore[no-untyped-def]
         # never read outside the table: an out-of-range position (possible only when the caller
         # skipped validation) rotates by NaN instead, visibly wrong rather than a stray read
         valid = (row >= 0) & (row < rows)
-        row = tl.where(valid, row, 0)                 # row 0 exists: check_operands refuses rows == 0
+        row = tl.where(valid, row, 0)  # row 0 exists: check_operands refuses rows == 0
         c = tl.load(cos_ptr + b * cs_b + row * cs_s + offs * cs_i, mask=mask_r, other=0.0)
         s = tl.load(sin_ptr + b * ss_b + row * ss_s + offs * ss_i, mask=mask_r, other=0.0)
         c = tl.where(valid, c, float("nan"))
@@ -94,40 +147,93 @@ def _rope_kernel(  # type: ignore[no-untyped-def]
     else:
         offs_a = offs.to(tl.int64)
         offs_b = (offs + HALF_R).to(tl.int64)
-    _rotate_heads(q_ptr + b * qs_b + t * qs_s, qo_ptr + b * qos_b + t * qos_s, n_qh, qs_h, qs_d, qos_h, qos_d,
-                  c, s, offs_a, offs_b, mask_r, HALF_R, HEAD_DIM, BLOCK_REST, COPY_REST_Q, BLOCK_H)
-    _rotate_heads(k_ptr + b * ks_b + t * ks_s, ko_ptr + b * kos_b + t * kos_s, n_kh, ks_h, ks_d, kos_h, kos_d,
-                  c, s, offs_a, offs_b, mask_r, HALF_R, HEAD_DIM, BLOCK_REST, COPY_REST_K, BLOCK_H)
+    _rotate_heads(
+        q_ptr + b * qs_b + t * qs_s,
+        qo_ptr + b * qos_b + t * qos_s,
+        n_qh,
+        qs_h,
+        qs_d,
+        qos_h,
+        qos_d,
+        c,
+        s,
+        offs_a,
+        offs_b,
+        mask_r,
+        HALF_R,
+        HEAD_DIM,
+        BLOCK_REST,
+        COPY_REST_Q,
+        BLOCK_H,
+    )
+    _rotate_heads(
+        k_ptr + b * ks_b + t * ks_s,
+        ko_ptr + b * kos_b + t * kos_s,
+        n_kh,
+        ks_h,
+        ks_d,
+        kos_h,
+        kos_d,
+        c,
+        s,
+        offs_a,
+        offs_b,
+        mask_r,
+        HALF_R,
+        HEAD_DIM,
+        BLOCK_REST,
+        COPY_REST_K,
+        BLOCK_H,
+    )
 
 
-def check_operands(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.Tensor, cos: torch.Tensor,
-                   sin: torch.Tensor, rotary_dim: int, positions: Optional[torch.Tensor] = None) -> None:
+def check_operands(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_out: torch.Tensor,
+    k_out: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    rotary_dim: int,
+    positions: Optional[torch.Tensor] = None,
+) -> None:
     """The C kernel's checks, in Python: shapes, dtypes and memory overlap (see ``rope_kernel.c``).
 
     Positions are not range-checked here (that would read them back to the host); the kernel masks
     out-of-range rows instead.
     """
     if (q.dim(), k.dim(), q_out.dim(), k_out.dim(), cos.dim(), sin.dim()) != (4, 4, 4, 4, 3, 3):
-        raise ValueError("the fused kernel needs 4-d q, k, q_out, k_out (batch, heads, seq, head_dim) "
-                         "and 3-d cos, sin (batch or 1, rows, rotary_dim // 2), got shapes "
-                         f"{[tuple(t.shape) for t in (q, k, q_out, k_out, cos, sin)]}")
+        raise ValueError(
+            "the fused kernel needs 4-d q, k, q_out, k_out (batch, heads, seq, head_dim) "
+            "and 3-d cos, sin (batch or 1, rows, rotary_dim // 2), got shapes "
+            f"{[tuple(t.shape) for t in (q, k, q_out, k_out, cos, sin)]}"
+        )
     if q.dtype not in _DATA_DTYPES or not (q.dtype == k.dtype == q_out.dtype == k_out.dtype):
-        raise TypeError("the fused kernel needs q, k, q_out and k_out of one dtype among float32, "
-                        f"bfloat16, float16, float64, got {[t.dtype for t in (q, k, q_out, k_out)]}")
+        raise TypeError(
+            "the fused kernel needs q, k, q_out and k_out of one dtype among float32, "
+            f"bfloat16, float16, float64, got {[t.dtype for t in (q, k, q_out, k_out)]}"
+        )
     table_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     if cos.dtype != table_dtype or sin.dtype != table_dtype:
         raise TypeError(f"cos and sin must be {table_dtype} for {q.dtype} q, got {cos.dtype} and {sin.dtype}")
     batch, _, seq, head_dim = q.shape
-    if (k.shape[0], k.shape[2], k.shape[3]) != (batch, seq, head_dim) or q_out.shape != q.shape \
-            or k_out.shape != k.shape:
-        raise ValueError(f"k must be (B, Hk, S, D) with q's B, S, D and q_out/k_out the shapes of q/k, got "
-                         f"q {tuple(q.shape)}, k {tuple(k.shape)}, q_out {tuple(q_out.shape)}, "
-                         f"k_out {tuple(k_out.shape)}")
+    if (
+        (k.shape[0], k.shape[2], k.shape[3]) != (batch, seq, head_dim)
+        or q_out.shape != q.shape
+        or k_out.shape != k.shape
+    ):
+        raise ValueError(
+            f"k must be (B, Hk, S, D) with q's B, S, D and q_out/k_out the shapes of q/k, got "
+            f"q {tuple(q.shape)}, k {tuple(k.shape)}, q_out {tuple(q_out.shape)}, "
+            f"k_out {tuple(k_out.shape)}"
+        )
     if rotary_dim < 2 or rotary_dim % 2 or rotary_dim > head_dim:
         raise ValueError(f"rotary_dim must be even and in [2, head_dim={head_dim}], got {rotary_dim}")
     if cos.shape != sin.shape or cos.shape[0] not in (1, batch) or cos.shape[2] != rotary_dim // 2:
-        raise ValueError(f"cos and sin must both be (B or 1, rows, rotary_dim // 2 = {rotary_dim // 2}), "
-                         f"got {tuple(cos.shape)} and {tuple(sin.shape)}")
+        raise ValueError(
+            f"cos and sin must both be (B or 1, rows, rotary_dim // 2 = {rotary_dim // 2}), "
+            f"got {tuple(cos.shape)} and {tuple(sin.shape)}"
+        )
     if positions is None:
         if batch * seq and cos.shape[1] < seq:
             raise ValueError(f"cos/sin cover {cos.shape[1]} positions but q/k have seq={seq}")
@@ -144,9 +250,19 @@ def check_operands(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out:
     overlap.check_outputs(inputs, [("q_out", q_out), ("k_out", k_out)])
 
 
-def rotate(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.Tensor,
-           cos: torch.Tensor, sin: torch.Tensor, *, interleaved: bool, rotary_dim: int,
-           inverse: bool = False, positions: Optional[torch.Tensor] = None) -> None:
+def rotate(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_out: torch.Tensor,
+    k_out: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    *,
+    interleaved: bool,
+    rotary_dim: int,
+    inverse: bool = False,
+    positions: Optional[torch.Tensor] = None,
+) -> None:
     """Write the rotation of ``q``/``k`` into ``q_out``/``k_out`` (each may be its own input).
 
     Same contract as :func:`posenc.rope.kernels.cpu.rotate`: q (B, Hq, S, D), k (B, Hk, S, D), one
@@ -171,14 +287,41 @@ def rotate(q: torch.Tensor, k: torch.Tensor, q_out: torch.Tensor, k_out: torch.T
         pos = positions
     else:
         ps_b = ps_s = 0
-        pos = cos                      # never read: HAS_POS is False
+        pos = cos  # never read: HAS_POS is False
     # heads per step: all of them, but at most ~4096 elements of a/b per tile to bound registers
-    block_h = max(1, min(triton.next_power_of_2(max(n_qh, k.shape[1], 1)),
-                         4096 // triton.next_power_of_2(half)))
+    block_h = max(1, min(triton.next_power_of_2(max(n_qh, k.shape[1], 1)), 4096 // triton.next_power_of_2(half)))
     _rope_kernel[(batch * seq,)](
-        q, k, q_out, k_out, cos, sin, pos, seq, n_qh, k.shape[1], cos.shape[1],
-        *q.stride(), *q_out.stride(), *k.stride(), *k_out.stride(),
-        cs_b, cos.stride(1), cos.stride(2), ss_b, sin.stride(1), sin.stride(2), ps_b, ps_s,
-        HALF_R=half, BLOCK_R=triton.next_power_of_2(half), HEAD_DIM=head_dim,
-        BLOCK_REST=triton.next_power_of_2(max(rest, 1)), COPY_REST_Q=copy_rest_q, COPY_REST_K=copy_rest_k,
-        INTERLEAVED=interleaved, HAS_POS=positions is not None, INVERSE=inverse, BLOCK_H=block_h)
+        q,
+        k,
+        q_out,
+        k_out,
+        cos,
+        sin,
+        pos,
+        seq,
+        n_qh,
+        k.shape[1],
+        cos.shape[1],
+        *q.stride(),
+        *q_out.stride(),
+        *k.stride(),
+        *k_out.stride(),
+        cs_b,
+        cos.stride(1),
+        cos.stride(2),
+        ss_b,
+        sin.stride(1),
+        sin.stride(2),
+        ps_b,
+        ps_s,
+        HALF_R=half,
+        BLOCK_R=triton.next_power_of_2(half),
+        HEAD_DIM=head_dim,
+        BLOCK_REST=triton.next_power_of_2(max(rest, 1)),
+        COPY_REST_Q=copy_rest_q,
+        COPY_REST_K=copy_rest_k,
+        INTERLEAVED=interleaved,
+        HAS_POS=positions is not None,
+        INVERSE=inverse,
+        BLOCK_H=block_h,
+    )
