@@ -27,12 +27,9 @@ from typing import List, Optional
 import numpy as np
 
 from .passkey import BIN_NAMES, CHANCE_LOGP_BITS
-from .schema import stamp
+from .schema import MACHINERY_CHECK, stamp
 from .store import write_json
 from .verdicts import LABELS, quote, verdicts
-
-#: The stamp on every smoke report and view.
-MACHINERY_CHECK = "machinery check: numbers carry no meaning"
 
 
 def build_results(cfg: dict, corpus: dict, train_info: dict, progress: dict, complete: bool) -> dict:

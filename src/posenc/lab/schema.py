@@ -27,6 +27,8 @@ from typing import Any, Dict, List, Optional, Tuple
 #: rate sweep and interval verdicts.
 SCHEMA_VERSION = 2
 KINDS = ("config", "corpus", "progress", "results", "checkpoint")
+#: The stamp on every smoke report and view.
+MACHINERY_CHECK = "machinery check: numbers carry no meaning"
 #: What a user can do about a broken file of the lab's own run folder.
 LAB_ADVICE = ("delete it and run `posenc lab --resume RUN` to redo only what it held, or start the "
               "run over with `posenc lab --out RUN --fresh`")
@@ -249,6 +251,8 @@ class Verdict:
         if not isinstance(raw, dict) or not isinstance(raw.get("claim"), str):
             return None
         verdict = raw.get("verdict") if raw.get("verdict") in VERDICTS else "not measured"
+        if "verdict" not in raw and isinstance(raw.get("seen"), bool):    # run-file version 1
+            verdict = "seen" if raw["seen"] else "not seen"
         return cls(raw["claim"][:300], verdict, _text(raw.get("evidence"), 600) or "",
                    _text(raw.get("group"), 40) or "perplexity", _text(raw.get("scheme"), 40),
                    _text(raw.get("expected"), 200), Side.parse(raw.get("a")), Side.parse(raw.get("b")))
