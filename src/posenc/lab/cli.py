@@ -201,7 +201,7 @@ def resolve_config(args) -> tuple:
                                f"new run")
         check_writable(run.root, "--resume")
         return cfg, run, True
-    cfg = _config(lambda: preset_config(args.preset or "quick", **overrides), "bad option")
+    cfg = _config(lambda: preset_config(args.preset or "quick", **overrides), "invalid settings")
     if args.out:
         root = Path(args.out)
     else:
@@ -603,10 +603,11 @@ def _run(args, d: Dist) -> int:
     _finish_step(cfg, corpus_info, info, record, run, d, complete=True, plots=args.plots)
     barrier(d)
     if d.main:
+        # Plain lines (no wrapping, no timestamps), so the path and the command can be copied.
         if cfg.preset == "smoke":
-            progress.log(f"smoke preset: {MACHINERY_CHECK}")
-        progress.log(f"report: {run.root / 'results.md'}")
-        progress.log(f"explore it: posenc explore --lab-run {shlex.quote(str(run.root))}")
+            print(f"smoke preset: {MACHINERY_CHECK}", file=sys.stderr)
+        print(f"report: {run.root / 'results.md'}  explore it: posenc explore --lab-run "
+              f"{shlex.quote(str(run.root))}", file=sys.stderr)
     return 0
 
 

@@ -80,6 +80,12 @@ class LabConfig:
                      "steps", "checkpoint_every", "eval_windows", "eval_batch", "final_bytes",
                      "bootstrap_samples", "finetune_steps", "finetune_batch"):
             check_int(name, getattr(self, name), minimum=1)
+        check_float("retrieval_share", self.retrieval_share, minimum=0.0, maximum=0.5)
+        check_int("retrieval_trials", self.retrieval_trials, minimum=0)
+        if (self.retrieval_share > 0 or self.retrieval_trials > 0) and self.train_len < MIN_LENGTH:
+            raise ValueError(f"train_len must be >= {MIN_LENGTH} for passkey retrieval (the plant and "
+                             f"the query take {MIN_LENGTH - 1} bytes), got {self.train_len}; set "
+                             f"retrieval_share and retrieval_trials to 0 for shorter sequences")
         check_int("warmup_steps", self.warmup_steps, minimum=0, maximum=self.steps)
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
             raise ValueError(f"d_model={self.d_model} / n_heads={self.n_heads} must give an even "
@@ -97,12 +103,6 @@ class LabConfig:
                              f"(1 = the training length), got {self.eval_multipliers}")
         check_int("final_bytes", self.final_bytes, maximum=self.train_len)
         check_choice("learned_beyond", self.learned_beyond, {"interpolate", "cannot"})
-        check_float("retrieval_share", self.retrieval_share, minimum=0.0, maximum=0.5)
-        check_int("retrieval_trials", self.retrieval_trials, minimum=0)
-        if (self.retrieval_share > 0 or self.retrieval_trials > 0) and self.train_len < MIN_LENGTH:
-            raise ValueError(f"train_len must be >= {MIN_LENGTH} for passkey retrieval (the plant and "
-                             f"the query take {MIN_LENGTH - 1} bytes), got {self.train_len}; set "
-                             f"retrieval_share and retrieval_trials to 0 for shorter sequences")
         if len(set(self.lr_sweep)) != len(self.lr_sweep):
             raise ValueError(f"lr_sweep must not repeat a rate, got {self.lr_sweep}")
         for rate in self.lr_sweep:

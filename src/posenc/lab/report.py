@@ -344,8 +344,7 @@ def plot_retrieval(results: dict, folder: Path) -> Optional[Path]:
     cols = min(5, len(panels))
     rows = -(-len(panels) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols, 2.3 * rows + 0.6), squeeze=False)
-    cmap = matplotlib.colormaps["viridis"].copy()
-    cmap.set_bad("#dddddd")
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#dddddd")
     for ax, (title, table) in zip(axes.flat, panels):
         grid = np.full((len(BIN_NAMES), len(lengths)), np.nan)
         for j, n in enumerate(lengths):

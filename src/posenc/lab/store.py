@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import tempfile
 import zipfile
 from pathlib import Path
@@ -104,9 +105,16 @@ def load_checkpoint(path: Path) -> Optional[dict]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
-        first = str(err).strip().splitlines()[0][:160] if str(err).strip() else "refused"
-        raise RunFileError(path, f"is not a plain-data checkpoint and was not loaded (nothing in it "
-                                 f"ran): weights_only loading refused it ({first})", advice) from None
+        text = str(err)
+        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+        if found:
+            raise RunFileError(path, f"is not a plain-data checkpoint and was not loaded (nothing in "
+                                     f"it ran): it refers to the Python object {found.group(1)}, "
+                                     f"which a checkpoint of tensors never does", advice) from None
+        detail = re.search(r"WeightsUnpickler error:\s*(.+)", text)
+        raise RunFileError(path, f"is truncated or corrupt (not a readable torch checkpoint: "
+                                 f"{(detail.group(1) if detail else text).strip()[:120]})",
+                           advice) from None
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile, KeyError,
             AttributeError, TypeError, IndexError) as err:
         raise RunFileError(path, f"is truncated or corrupt ({type(err).__name__}: "
