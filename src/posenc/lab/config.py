@@ -1,7 +1,8 @@
 """Every knob of a lab run in one dataclass, and the named presets.
 
-The presets were sized by measurement on a 2-core CPU (see ``docs/lab.md``): ``smoke`` is for
-tests (seconds), ``quick`` takes about ten minutes, ``standard`` about an hour. Any field can be
+The presets were sized by measurement on a 2-core CPU (see ``docs/lab.md`` for the measured times
+and the load they were measured under): ``smoke`` is a machinery check for tests (about 12 s of CPU
+time; its numbers carry no meaning), ``quick`` the small table, ``standard`` the published one. Any field can be
 overridden from the command line; the resolved config is saved as ``config.json`` in the run folder
 and is what ``--resume`` continues.
 """
@@ -133,15 +134,15 @@ class LabConfig:
 
 
 PRESETS = {
-    # Seconds on one core: exercises every code path, numbers mean nothing.
+    # A machinery check (about 12 s of CPU time): exercises every code path, numbers mean nothing.
     "smoke": dict(d_model=32, n_layers=2, n_heads=2, train_len=32, batch_size=8, steps=40,
                   lr=3e-3, warmup_steps=5, checkpoint_every=10, eval_windows=16, eval_batch=16,
                   bootstrap_samples=200, finetune_steps=8, finetune_batch=4, retrieval_trials=12),
-    # About ten minutes on 2 CPU cores.
+    # The small table (about 15 minutes on 2 idle CPU cores before retrieval; see docs/lab.md).
     "quick": dict(d_model=128, n_layers=4, n_heads=4, train_len=64, batch_size=32, steps=300,
                   lr=3e-3, warmup_steps=30, checkpoint_every=50, eval_windows=64, eval_batch=16,
                   finetune_steps=60, finetune_batch=8, retrieval_trials=64),
-    # About an hour on 2 CPU cores: the published table.
+    # The published table (an hour or more on 2 CPU cores; see docs/lab.md).
     "standard": dict(d_model=128, n_layers=4, n_heads=4, train_len=128, batch_size=32, steps=1000,
                      lr=3e-3, warmup_steps=100, checkpoint_every=100, eval_windows=128,
                      eval_batch=16, finetune_steps=150, finetune_batch=8, retrieval_trials=100),
