@@ -16,7 +16,7 @@ from posenc.lab.passkey import (BIN_NAMES, KEY_DIGITS, MIN_DISTANCE, PLANT_OPEN,
 from posenc.lab.report import build_results, markdown
 from posenc.lab.train import build_model
 from posenc.lab.verdicts import (NOT_MEASURED, NOT_SEEN, SEEN, WITHIN_NOISE, interval_verdict,
-                                 judge, verdicts)
+                                 judge)
 
 
 def filler(n: int, seed: int = 0) -> np.ndarray:

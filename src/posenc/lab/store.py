@@ -101,7 +101,7 @@ def load_checkpoint(path: Path) -> Optional[dict]:
     path = Path(path)
     if not path.exists():
         return None
-    advice = f"delete it to retrain that scheme (`posenc lab --resume RUN` then does only that)"
+    advice = "delete it to retrain that scheme (`posenc lab --resume RUN` then does only that)"
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
