@@ -16,7 +16,7 @@ function scaffold() {
   const heading = html("h3", {}, null, "Passkey retrieval ");
   html("small", { class: "muted" }, heading,
     "(exact-match accuracy of the greedy-decoded 5-digit key, [95% interval]; rows: key distance, near / mid / far = the training length or more; columns: evaluation length; ft: after a short fine-tune)");
-  const wrap = html("div", { id: "lab-retrieval", class: "heatmaps" });
+  const wrap = html("div", { id: "lab-retrieval", class: "heatmaps", style: "display:flex;flex-wrap:wrap;gap:0.5em 1.5em;align-items:flex-start" });
   evalTable.after(heading, wrap);
   const sweep = html("p", { id: "lab-sweep", class: "readout", hidden: "" });
   wrap.after(sweep);
