@@ -10,7 +10,8 @@ const BINS = ["near", "mid", "far"];
 function scaffold() {
   if ($("lab-stamp")) return;
   const body = $("lab-body");
-  const stamp = html("p", { id: "lab-stamp", class: "stamp", role: "note", hidden: "" });
+  const stamp = html("p", { id: "lab-stamp", class: "stamp", role: "note", hidden: "",
+    style: "font-weight:600;background:#fff3cd;color:#3d2e00;padding:0.4em 0.7em;border-left:4px solid #b58100" });
   body.insertBefore(stamp, body.firstChild);
   const evalTable = $("lab-eval");
   const heading = html("h3", {}, null, "Passkey retrieval ");
