@@ -92,7 +92,7 @@ def test_a_crafted_checkpoint_runs_nothing_and_is_refused(tmp_path):
 def test_checkpoints_hold_plain_data_and_broken_ones_are_named(tmp_path):
     path = tmp_path / "ckpt.pt"
     model = torch.nn.Linear(3, 2)
-    opt = torch.optim.AdamW(model.parameters())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)    # has per-parameter state
     model(torch.ones(1, 3)).sum().backward()
     opt.step()
     save_checkpoint(path, {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": 3,

@@ -113,13 +113,12 @@ def load_checkpoint(path: Path) -> Optional[dict]:
                                      f"which a checkpoint of tensors never does", advice) from None
         detail = re.search(r"WeightsUnpickler error:\s*(.+)", text)
         raise RunFileError(path, f"is truncated or corrupt (not a readable torch checkpoint: "
-                                 f"{(detail.group(1) if detail else text).strip()[:120]})",
+                                 f"{_first_sentence(detail.group(1) if detail else text)})",
                            advice) from None
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile, KeyError,
             AttributeError, TypeError, IndexError) as err:
         raise RunFileError(path, f"is truncated or corrupt ({type(err).__name__}: "
-                                 f"{str(err).strip().splitlines()[0][:160] if str(err).strip() else ''})",
-                           advice) from None
+                                 f"{_first_sentence(str(err))})", advice) from None
     if not isinstance(state, dict):
         raise RunFileError(path, f"holds a {type(state).__name__}, not a lab checkpoint", advice)
     version = state.get("schema_version", 1)
@@ -131,6 +130,12 @@ def load_checkpoint(path: Path) -> Optional[dict]:
         raise RunFileError(path, f"is not a complete lab checkpoint (missing {sorted(missing)} or a "
                                  f"malformed step/model)", advice)
     return state
+
+
+def _first_sentence(text: str, limit: int = 120) -> str:
+    """The first line and sentence of an error message, for a one-line report."""
+    text = text.strip().splitlines()[0] if text.strip() else "no detail"
+    return text.split(". ")[0][:limit]
 
 
 class RunDir:
