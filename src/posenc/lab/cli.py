@@ -128,9 +128,11 @@ def command_line(cfg: LabConfig) -> str:
         if value != getattr(base, dest):
             parts += [flag, str(value)]
     for dest, flag in (("schemes", "--schemes"), ("eval_multipliers", "--eval-multipliers"),
-                       ("extension_methods", "--extension-methods"), ("lr_sweep", "--lr-sweep")):
+                       ("extension_methods", "--extension-methods")):
         if getattr(cfg, dest) != getattr(base, dest):
             parts += [flag, ",".join(map(str, getattr(cfg, dest)))]
+    if cfg.lr_sweep != base.lr_sweep:
+        parts += ["--lr-sweep", ",".join(map(str, cfg.lr_sweep))]
     if not cfg.extension:
         parts.append("--no-extension")
     if cfg.finetune:
