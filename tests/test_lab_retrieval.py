@@ -283,3 +283,28 @@ def test_smoke_results_carry_the_stamp():
     res["config"]["preset"] = "smoke"
     res["machinery_check"] = True
     assert "machinery check: numbers carry no meaning" in markdown(res).splitlines()[2]
+
+
+@pytest.mark.parametrize("weight", [0.0, 1.0])
+def test_a_passkey_step_trains_on_passkey_rows_with_the_answer_term(weight):
+    from posenc.lab.distributed import Dist
+    from posenc.lab.passkey import answer_loss
+    from posenc.lab.train import batch_offsets, train_steps
+
+    cfg = preset_config("smoke")
+    data = filler(20_000)
+    step, length, batch = 4, 32, 4                                # step 4 is a passkey step at 0.2
+    assert is_retrieval_step(step, 0.2) and not is_retrieval_step(step - 1, 0.2)
+    a, b = build_model(cfg, "rope"), build_model(cfg, "rope")
+    opt_a = torch.optim.SGD(a.parameters(), lr=0.1)
+    train_steps(a, opt_a, data, start=step, total=step + 1, length=length, batch=batch, lr=0.1,
+                warmup=0, min_ratio=1.0, grad_clip=1e9, seed=3, device="cpu", d=Dist(),
+                retrieval_share=0.2, answer_weight=weight)
+    rows = training_rows(data, batch_offsets(data.size, length, batch, 3, step), length, 3, step)
+    t = torch.from_numpy(rows.astype(np.int64))
+    logits = b(t[:, :-1])
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 256), t[:, 1:].reshape(-1))
+    (loss + weight * answer_loss(logits, t[:, 1:])).backward()
+    torch.optim.SGD(b.parameters(), lr=0.1).step()
+    for (name, pa), pb in zip(a.named_parameters(), b.parameters()):
+        assert torch.allclose(pa, pb, atol=1e-6), name

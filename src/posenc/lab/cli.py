@@ -54,6 +54,7 @@ OVERRIDES = [
     ("--learned-beyond", "learned_beyond", str), ("--finetune-steps", "finetune_steps", int),
     ("--finetune-batch", "finetune_batch", int), ("--finetune-lr", "finetune_lr", float),
     ("--retrieval-share", "retrieval_share", float), ("--retrieval-trials", "retrieval_trials", int),
+    ("--retrieval-answer-weight", "retrieval_answer_weight", float),
     ("--sweep-steps", "sweep_steps", int),
 ]
 
@@ -367,7 +368,7 @@ def _sweep(cfg, corpus, run, record: Progress, d: Dist, device, progress: _Progr
         train_steps(model, optimizer, corpus.train, start=0, total=steps, length=cfg.train_len,
                     batch=cfg.batch_size, lr=rate, warmup=warmup, min_ratio=cfg.min_lr_ratio,
                     grad_clip=cfg.grad_clip, seed=cfg.seed, device=device, d=d, on_step=on_step,
-                    retrieval_share=cfg.retrieval_share)
+                    retrieval_share=cfg.retrieval_share, answer_weight=cfg.retrieval_answer_weight)
         nats = per_position_nats(model, corpus.train, ends, cfg.train_len, batch=cfg.eval_batch,
                                  device=device, d=d)
         score = float(bits_per_byte(nats).mean())
@@ -444,7 +445,8 @@ def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, i
                         length=cfg.train_len, batch=cfg.batch_size, lr=lr,
                         warmup=cfg.warmup_steps, min_ratio=cfg.min_lr_ratio,
                         grad_clip=cfg.grad_clip, seed=cfg.seed, device=device, d=d,
-                        on_step=on_step, retrieval_share=cfg.retrieval_share)
+                        on_step=on_step, retrieval_share=cfg.retrieval_share,
+                        answer_weight=cfg.retrieval_answer_weight)
             barrier(d)
         progress.remove(task)
         model.eval()

@@ -64,6 +64,7 @@ class LabConfig:
     # passkey retrieval (posenc.lab.passkey)
     retrieval_share: float = 0.2        # share of training steps that train on passkey sequences
     retrieval_trials: int = 64          # evaluation trials per (length, distance bin); 0 = none
+    retrieval_answer_weight: float = 1.0  # weight of the answer-byte loss added on passkey steps
     # fair training: sweep the peak learning rate per scheme before training (empty = one shared lr)
     lr_sweep: List[float] = field(default_factory=list)
     sweep_steps: int = 0                # steps per sweep run (0 = a fifth of `steps`)
@@ -83,6 +84,7 @@ class LabConfig:
             check_int(name, getattr(self, name), minimum=1)
         check_float("retrieval_share", self.retrieval_share, minimum=0.0, maximum=0.5)
         check_int("retrieval_trials", self.retrieval_trials, minimum=0)
+        check_float("retrieval_answer_weight", self.retrieval_answer_weight, minimum=0.0)
         if (self.retrieval_share > 0 or self.retrieval_trials > 0) and self.train_len < MIN_LENGTH:
             raise ValueError(f"train_len must be >= {MIN_LENGTH} for passkey retrieval (the plant and "
                              f"the query take {MIN_LENGTH - 1} bytes), got {self.train_len}; set "

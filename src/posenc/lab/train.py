@@ -83,13 +83,13 @@ def train_steps(model: TinyLM, optimizer: torch.optim.Optimizer, data: np.ndarra
                 start: int, total: int, length: int, batch: int, lr: float, warmup: int,
                 min_ratio: float, grad_clip: float, seed: int, device, d: Dist,
                 on_step: Optional[Callable[[int, float], None]] = None,
-                retrieval_share: float = 0.0) -> None:
+                retrieval_share: float = 0.0, answer_weight: float = 1.0) -> None:
     """Run steps ``start .. total - 1``; ``on_step(step, loss)`` after each (loss averaged over the
     global batch). Under torchrun each process takes rows ``rank::world`` of the global batch.
 
     The steps picked by :func:`~posenc.lab.passkey.is_retrieval_step` (``retrieval_share`` of them)
-    read passkey sequences built on the same filler offsets, and add the mean loss on the five answer
-    bytes to the next-byte loss; ``on_step`` reports the next-byte loss alone, so the training curve
+    read passkey sequences built on the same filler offsets, and add ``answer_weight`` times the mean
+    loss on the five answer bytes to the next-byte loss; ``on_step`` reports the next-byte loss alone, so the training curve
     stays comparable."""
     if batch % d.world:
         raise ValueError(f"batch size {batch} must be divisible by the number of processes "
@@ -110,7 +110,7 @@ def train_steps(model: TinyLM, optimizer: torch.optim.Optimizer, data: np.ndarra
             group["lr"] = rate
         logits = net(x)                                                          # (b, L, 256)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-        objective = loss + answer_loss(logits, y) if passkey else loss
+        objective = loss + answer_weight * answer_loss(logits, y) if passkey and answer_weight else loss
         optimizer.zero_grad(set_to_none=True)
         objective.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
