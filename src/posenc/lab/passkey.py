@@ -31,13 +31,13 @@ digits; a model that knows only "five digits follow" scores ``-5 log2 10 = -16.6
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._checks import check_float, check_int
+from .._checks import check_int
 from ..model import TinyLM
 from .distributed import Dist, all_reduce_sum
 from .metrics import bootstrap_ci
@@ -199,15 +199,3 @@ def evaluate_passkey(model: TinyLM, data: np.ndarray, length: int, *, train_len:
     correct, logp = score_trials(model, data, plan, length, batch=batch, device=device, d=d)
     return summarize_trials(plan, correct, logp, length=length, train_len=train_len,
                             bootstrap_samples=bootstrap_samples, seed=seed)
-
-
-def check_share(share: float) -> float:
-    return check_float("retrieval_share", share, minimum=0.0, maximum=0.5)
-
-
-def far_cell(retrieval: Optional[dict]) -> Optional[dict]:
-    """The ``far`` bin of one length's retrieval results, if measured."""
-    if not isinstance(retrieval, dict):
-        return None
-    cell = retrieval.get("far")
-    return cell if isinstance(cell, dict) else None
