@@ -78,6 +78,7 @@ def lab_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("lab-run")
     losses = [3.0 - 0.5 * math.exp(-i / 40) for i in range(256)] + [3.4 + i / 400 for i in range(256)]
     (run / "results.json").write_text(json.dumps({
+        "schema_version": 2, "kind": "results",         # posenc.lab.schema's stamp
         "config": {"d_model": 64}, "train_len": 256, "eval_lengths": [256, 512],
         "schemes": {
             "rope": {"eval": {"256": {"bpb": 2.25, "bpb_ci": [2.2, 2.3]}, "512": {"bpb": 2.75, "bpb_ci": [2.6, 2.9]}},

@@ -27,6 +27,7 @@ from ..learned import LearnedPositionalEmbedding
 from ..model import TinyLM
 from .distributed import Dist, all_reduce_sum
 from .metrics import bits_per_byte, summarize_losses
+from .passkey import evaluate_passkey
 
 
 def window_ends(n_bytes: int, max_length: int, n_windows: int) -> np.ndarray:
@@ -101,13 +102,16 @@ def model_for_length(model: TinyLM, length: int, learned_beyond: str) -> tuple:
 
 def evaluate_at(model: TinyLM, data: np.ndarray, ends: np.ndarray, length: int, *, batch: int,
                 final_bytes: int, bootstrap_samples: int, seed: int, device, d: Dist = Dist(),
-                learned_beyond: str = "interpolate", span: Optional[int] = None) -> dict:
+                learned_beyond: str = "interpolate", span: Optional[int] = None,
+                train_len: Optional[int] = None, retrieval_trials: int = 0) -> dict:
     """All reported numbers of one model at one length, plus the mean loss at every position.
 
     ``span`` is the number of target bytes per window (the longest evaluation length; default
     ``length``). Returns the :func:`summarize_losses` dict plus ``loss_by_position`` (bits per byte at
-    each position of a piece, averaged over all pieces, shape (length,)); for a learned table that cannot be used,
-    ``{"cannot": True, "note": ...}``.
+    each position of a piece, averaged over all pieces, shape (length,)) and, when
+    ``retrieval_trials`` > 0, ``retrieval`` (:func:`~posenc.lab.passkey.evaluate_passkey` per
+    distance bin, with filler from ``data``; ``train_len`` sets the bins). For a learned table that
+    cannot be used, ``{"cannot": True, "note": ...}``.
     """
     target, note = model_for_length(model, length, learned_beyond)
     if target is None:
@@ -118,6 +122,10 @@ def evaluate_at(model: TinyLM, data: np.ndarray, ends: np.ndarray, length: int, 
                               bootstrap_samples=bootstrap_samples, seed=seed)
     by_position = bits_per_byte(nats).reshape(len(ends), -1, length).mean(axis=(0, 1))   # (L,)
     result["loss_by_position"] = [round(float(v), 5) for v in by_position]
+    if retrieval_trials:
+        result["retrieval"] = evaluate_passkey(
+            target, data, length, train_len=train_len or length, trials=retrieval_trials,
+            batch=batch, bootstrap_samples=bootstrap_samples, seed=seed, device=device, d=d)
     if note:
         result["note"] = note
     return result

@@ -23,6 +23,7 @@ from ..factory import make_scheme
 from ..model import ModelConfig, TinyLM
 from .config import LabConfig
 from .distributed import Dist, all_reduce_sum
+from .passkey import answer_loss, is_retrieval_step, training_rows
 
 
 def model_config(cfg: LabConfig, scheme: str) -> ModelConfig:
@@ -81,24 +82,37 @@ def get_batch(data: np.ndarray, offsets: np.ndarray, length: int, device) -> tup
 def train_steps(model: TinyLM, optimizer: torch.optim.Optimizer, data: np.ndarray, *,
                 start: int, total: int, length: int, batch: int, lr: float, warmup: int,
                 min_ratio: float, grad_clip: float, seed: int, device, d: Dist,
-                on_step: Optional[Callable[[int, float], None]] = None) -> None:
+                on_step: Optional[Callable[[int, float], None]] = None,
+                retrieval_share: float = 0.0, answer_weight: float = 1.0) -> None:
     """Run steps ``start .. total - 1``; ``on_step(step, loss)`` after each (loss averaged over the
-    global batch). Under torchrun each process takes rows ``rank::world`` of the global batch."""
+    global batch). Under torchrun each process takes rows ``rank::world`` of the global batch.
+
+    The steps picked by :func:`~posenc.lab.passkey.is_retrieval_step` (``retrieval_share`` of them)
+    read passkey sequences built on the same filler offsets, and add ``answer_weight`` times the mean
+    loss on the five answer bytes to the next-byte loss; ``on_step`` reports the next-byte loss alone, so the training curve
+    stays comparable."""
     if batch % d.world:
         raise ValueError(f"batch size {batch} must be divisible by the number of processes "
                          f"{d.world} so every process gets an equal share")
     net = DDP(model, broadcast_buffers=False) if d.active else model
     model.train()
     for step in range(start, total):
-        offsets = batch_offsets(data.size, length, batch, seed, step)[d.rank::d.world]
-        x, y = get_batch(data, offsets, length, device)
+        offsets = batch_offsets(data.size, length, batch, seed, step)
+        passkey = is_retrieval_step(step, retrieval_share)
+        if passkey:
+            rows = training_rows(data, offsets, length, seed, step)[d.rank::d.world]
+            t = torch.from_numpy(rows.astype(np.int64)).to(device)               # (b, L+1)
+            x, y = t[:, :-1], t[:, 1:]
+        else:
+            x, y = get_batch(data, offsets[d.rank::d.world], length, device)
         rate = lr_at(step, lr=lr, warmup=warmup, total=total, min_ratio=min_ratio)
         for group in optimizer.param_groups:
             group["lr"] = rate
         logits = net(x)                                                          # (b, L, 256)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        objective = loss + answer_weight * answer_loss(logits, y) if passkey and answer_weight else loss
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        objective.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
         optimizer.step()
         value = all_reduce_sum(d, loss.detach().clone().reshape(1)).item() / d.world
