@@ -14,7 +14,7 @@ import torch
 
 from posenc.cli import main
 from posenc.explorer.lab_results import read_lab_results
-from posenc.lab.schema import (SCHEMA_VERSION, Progress, RunFileError, load_json_file, stamp)
+from posenc.lab.schema import SCHEMA_VERSION, Progress, RunFileError, load_json_file, stamp
 from posenc.lab.store import RunDir, load_checkpoint, save_checkpoint, write_run_file
 
 SMOKE = ["lab", "--preset", "smoke", "--threads", "1"]

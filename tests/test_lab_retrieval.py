@@ -10,13 +10,24 @@ import pytest
 import torch
 
 from posenc.lab.config import preset_config
-from posenc.lab.passkey import (BIN_NAMES, KEY_DIGITS, MIN_DISTANCE, PLANT_OPEN, bins,
-                                build_sequence, evaluate_passkey, is_retrieval_step, max_distance,
-                                score_trials, summarize_trials, training_rows, trial_plan)
+from posenc.lab.passkey import (
+    BIN_NAMES,
+    KEY_DIGITS,
+    MIN_DISTANCE,
+    PLANT_OPEN,
+    bins,
+    build_sequence,
+    evaluate_passkey,
+    is_retrieval_step,
+    max_distance,
+    score_trials,
+    summarize_trials,
+    training_rows,
+    trial_plan,
+)
 from posenc.lab.report import build_results, markdown
 from posenc.lab.train import build_model
-from posenc.lab.verdicts import (NOT_MEASURED, NOT_SEEN, SEEN, WITHIN_NOISE, interval_verdict,
-                                 judge)
+from posenc.lab.verdicts import NOT_MEASURED, NOT_SEEN, SEEN, WITHIN_NOISE, interval_verdict, judge
 
 
 def filler(n: int, seed: int = 0) -> np.ndarray:

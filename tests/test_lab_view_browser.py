@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_explorer_browser import browser, chromium_path, open_view, page, server  # noqa: F401  (fixtures)
+from test_lab_retrieval import constructed_results
 
 from posenc.lab.schema import stamp
-from test_explorer_browser import browser, chromium_path, page, server  # noqa: F401  (fixtures)
-from test_explorer_browser import open_view
-from test_lab_retrieval import constructed_results
 
 pytestmark = pytest.mark.slow
 

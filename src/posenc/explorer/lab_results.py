@@ -18,8 +18,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from ..lab.schema import (MACHINERY_CHECK, RETRIEVAL_BINS, SCHEMA_VERSION, EvalEntry, Results,
-                          RunFileError, load_json_file, version_of)
+from ..lab.schema import (
+    MACHINERY_CHECK,
+    RETRIEVAL_BINS,
+    SCHEMA_VERSION,
+    EvalEntry,
+    Results,
+    RunFileError,
+    load_json_file,
+    version_of,
+)
 
 RESULTS_FILE = "results.json"
 MAX_FILE_BYTES = 64 * 1024 * 1024

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ..rope.registry import lab_methods
-from .config import EXTENSION_METHODS, LabConfig, PRESETS, preset_config
+from .config import EXTENSION_METHODS, PRESETS, LabConfig, preset_config
 from .corpus import load_corpus
 from .distributed import Dist, barrier, broadcast_flag, setup, teardown
 from .evaluate import evaluate_at, per_position_nats, window_ends
@@ -36,7 +36,7 @@ from .metrics import bits_per_byte
 from .passkey import bins as passkey_bins
 from .report import MACHINERY_CHECK, build_results, write_report
 from .schema import Progress, RunFileError
-from .store import (RunDir, load_checkpoint, read_run_file, save_checkpoint, write_run_file)
+from .store import RunDir, load_checkpoint, read_run_file, save_checkpoint, write_run_file
 from .train import build_model, make_optimizer, train_steps
 
 
@@ -276,8 +276,14 @@ class _Progress:
         self.overall = None
         if enabled:
             from rich.console import Console
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                       TimeElapsedColumn, TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
             self.console = Console(stderr=True, log_path=False)
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                 TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),

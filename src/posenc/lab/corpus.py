@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import sysconfig
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
