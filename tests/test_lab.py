@@ -219,7 +219,7 @@ def test_smoke_run_writes_the_agreed_report(smoke_run):
     assert res["complete"] is True and res["machinery_check"] is True
     assert res["train_len"] == 32 and res["eval_lengths"] == [32, 64, 128, 256]
     assert set(res["schemes"]) == {"nope", "sinusoidal", "learned", "rope", "alibi"}
-    for name, s in res["schemes"].items():
+    for s in res["schemes"].values():
         for n in res["eval_lengths"]:
             e = s["eval"][str(n)]
             for key in ("bpb", "bpb_last_quarter", "bpb_final32"):

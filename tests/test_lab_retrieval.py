@@ -63,7 +63,7 @@ def test_bins_cover_near_mid_far_and_far_only_past_the_training_length():
     assert eight["far"] == (64, max_distance(512))
     for length in (64, 128, 512):
         ranges = list(bins(length, 64).values())
-        for (lo, hi), (lo2, _) in zip(ranges, ranges[1:]):
+        for (_, hi), (lo2, _) in zip(ranges, ranges[1:]):
             assert hi + 1 == lo2                                   # contiguous, no gaps
     with pytest.raises(ValueError, match="length must be >="):
         bins(10, 64)

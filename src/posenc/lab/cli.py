@@ -78,15 +78,15 @@ def _extension_methods(text: str) -> list:
 def _ints(text: str) -> list:
     try:
         return [int(t) for t in _names(text)]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from err
 
 
 def _floats(text: str) -> list:
     try:
         return [float(t) for t in _names(text)]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}")
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from err
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -437,14 +437,17 @@ def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, i
         began = time.time()
         ckpt_seconds = float(ckpt.get("seconds", 0.0)) if ckpt else 0.0
 
-        def save(step_done):
+        # Both closures run only inside this pass's train_steps call; the loop variables are
+        # still bound explicitly so a later change that keeps a closure cannot see the next scheme.
+        def save(step_done, *, path=path, model=model, optimizer=optimizer, losses=losses,
+                 ckpt_seconds=ckpt_seconds, began=began, lr=lr):
             if d.main:
                 save_checkpoint(path, {
                     "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                     "step": step_done, "losses": losses, "model_config": model.config.to_dict(),
                     "seconds": ckpt_seconds + time.time() - began, "lr": lr})
 
-        def on_step(step, loss):
+        def on_step(step, loss, *, losses=losses, task=task, stage=stage, scheme=scheme, k=k, save=save):
             losses.append(loss)
             progress.update(task, completed=step + 1,
                             description=f"{stage} {loss / math.log(2):.3f} bpb")

@@ -89,8 +89,8 @@ def train_steps(model: TinyLM, optimizer: torch.optim.Optimizer, data: np.ndarra
 
     The steps picked by :func:`~posenc.lab.passkey.is_retrieval_step` (``retrieval_share`` of them)
     read passkey sequences built on the same filler offsets, and add ``answer_weight`` times the mean
-    loss on the five answer bytes to the next-byte loss; ``on_step`` reports the next-byte loss alone, so the training curve
-    stays comparable."""
+    loss on the five answer bytes to the next-byte loss; ``on_step`` reports the next-byte loss
+    alone, so the training curve stays comparable."""
     if batch % d.world:
         raise ValueError(f"batch size {batch} must be divisible by the number of processes "
                          f"{d.world} so every process gets an equal share")
