@@ -144,6 +144,10 @@ def _text(value, limit: int = 300) -> Optional[str]:
     return value[:limit] if isinstance(value, str) else None
 
 
+def _dict(value) -> Dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def length_key(key) -> Optional[int]:
     """A positive evaluation length from a JSON key (``"128"`` -> 128), else None."""
     try:
@@ -250,7 +254,8 @@ class Verdict:
     def parse(cls, raw) -> Optional["Verdict"]:
         if not isinstance(raw, dict) or not isinstance(raw.get("claim"), str):
             return None
-        verdict = raw.get("verdict") if raw.get("verdict") in VERDICTS else "not measured"
+        given = raw.get("verdict")
+        verdict = given if isinstance(given, str) and given in VERDICTS else "not measured"
         if "verdict" not in raw and isinstance(raw.get("seen"), bool):    # run-file version 1
             verdict = "seen" if raw["seen"] else "not seen"
         return cls(raw["claim"][:300], verdict, _text(raw.get("evidence"), 600) or "",
@@ -287,10 +292,10 @@ class Results:
         notes: List[str] = []
         out = cls(complete=data.get("complete") if isinstance(data.get("complete"), bool) else None,
                   machinery_check=data.get("machinery_check") is True)
-        out.config = data.get("config") if isinstance(data.get("config"), dict) else {}
+        out.config = _dict(data.get("config"))
         if not out.config:
             notes.append("config is missing")
-        out.corpus = data.get("corpus") if isinstance(data.get("corpus"), dict) else {}
+        out.corpus = _dict(data.get("corpus"))
         out.train_len = _int(data.get("train_len"))
         if out.train_len is None or out.train_len < 1:
             notes.append("train_len is missing")
@@ -309,7 +314,7 @@ class Results:
             if not isinstance(entry, dict):
                 notes.append(f"scheme {name!r} has no results")
                 continue
-            result = SchemeResult(train=entry.get("train") if isinstance(entry.get("train"), dict) else {})
+            result = SchemeResult(train=_dict(entry.get("train")))
             evals = entry.get("eval")
             if not isinstance(evals, dict):
                 notes.append(f"scheme {name!r}: no evaluation results")
