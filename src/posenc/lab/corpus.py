@@ -43,7 +43,8 @@ def split_paths(relative_paths: Sequence[str], val_fraction: float) -> Tuple[Lis
     """Split paths into (train, validation), each sorted; a path is validation iff its hash
     fraction is below ``val_fraction``. Deterministic and disjoint by construction."""
     check_float("val_fraction", val_fraction, greater_than=0.0, maximum=0.5)
-    train, val = [], []
+    train: List[str] = []
+    val: List[str] = []
     for rel in sorted(set(relative_paths)):
         (val if path_fraction(rel) < val_fraction else train).append(rel)
     return train, val

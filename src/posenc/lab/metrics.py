@@ -8,7 +8,7 @@ manages about 2 on Python source.
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -22,7 +22,7 @@ def bits_per_byte(nats: np.ndarray) -> np.ndarray:
     return np.asarray(nats, dtype=np.float64) / LN2
 
 
-def bootstrap_ci(per_window: Sequence[float], *, samples: int = 2000, level: float = 0.95,
+def bootstrap_ci(per_window: Union[Sequence[float], np.ndarray], *, samples: int = 2000, level: float = 0.95,
                  seed: int = 0) -> Tuple[float, float]:
     """Percentile bootstrap interval of the mean over windows.
 
@@ -75,7 +75,7 @@ def summarize_losses(nats: np.ndarray, *, piece: Optional[int] = None, final_byt
     in_piece = np.arange(span) % piece                                 # (span,)
     parts = {"bpb": bits, "bpb_last_quarter": bits[:, in_piece >= piece - max(1, piece // 4)],
              "bpb_final32": bits[:, span - final_bytes:]}
-    out = {}
+    out: Dict[str, Any] = {}
     for key, part in parts.items():
         per_window = part.mean(axis=1)                                 # (W,)
         out[key] = float(per_window.mean())
