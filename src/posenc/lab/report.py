@@ -22,7 +22,7 @@ All losses are bits per byte; intervals are 95% bootstrap intervals over validat
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -45,7 +45,7 @@ def build_results(cfg: dict, corpus: dict, train_info: dict, progress: dict, com
             if "loss_by_position" in res:
                 curves[key] = res["loss_by_position"]
         schemes[name] = {"train": train_info.get(name, {}), "eval": evals, "loss_by_position": curves}
-    extension = {}
+    extension: Dict[str, Dict[str, dict]] = {}
     for method, per_len in progress["extension"].items():
         extension[method] = {}
         for key, res in per_len.items():
@@ -58,7 +58,7 @@ def build_results(cfg: dict, corpus: dict, train_info: dict, progress: dict, com
     for name, scores in progress.get("lr_sweep", {}).items():
         finite = {r: v for r, v in scores.items() if v is not None}
         sweep[name] = {"rates": dict(scores),
-                       "chosen": float(min(finite, key=finite.get)) if finite else None}
+                       "chosen": float(min(finite, key=finite.__getitem__)) if finite else None}
     results = {"config": cfg, "corpus": corpus, "complete": complete,
                "machinery_check": cfg.get("preset") == "smoke", "train_len": train_len,
                "eval_lengths": lengths, "schemes": schemes, "extension": extension,
@@ -227,7 +227,7 @@ def _verdict_lines(results: dict) -> List[str]:
              "Each claim is judged by its 95% intervals: **seen** when they separate in the "
              "claimed direction, **not seen** when they separate the other way, **within noise** "
              "when they overlap.", ""]
-    by_scheme = {}
+    by_scheme: Dict[str, Dict[str, dict]] = {}
     for v in vs:
         if v["group"] in ("perplexity", "retrieval"):
             by_scheme.setdefault(v["scheme"], {})[v["group"]] = v
@@ -269,8 +269,10 @@ def plot(results: dict, folder: Path) -> List[Path]:
         for n in lengths:
             e = s["eval"].get(str(n))
             if e and not e.get("cannot"):
-                xs.append(n), ys.append(e["bpb"])
-                lo.append(e["bpb"] - e["bpb_ci"][0]), hi.append(e["bpb_ci"][1] - e["bpb"])
+                xs.append(n)
+                ys.append(e["bpb"])
+                lo.append(e["bpb"] - e["bpb_ci"][0])
+                hi.append(e["bpb_ci"][1] - e["bpb"])
         if xs:
             ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=name)
     for method, per_len in results["extension"].items():
@@ -312,9 +314,9 @@ def plot(results: dict, folder: Path) -> List[Path]:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     written.append(path)
-    path = plot_retrieval(results, folder)
-    if path is not None:
-        written.append(path)
+    heatmap = plot_retrieval(results, folder)
+    if heatmap is not None:
+        written.append(heatmap)
     return written
 
 
