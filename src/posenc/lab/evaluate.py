@@ -16,7 +16,7 @@ gets, and at which positions, differs:
 from __future__ import annotations
 
 import copy
-from typing import Optional
+from typing import Optional, cast
 
 import numpy as np
 import torch
@@ -95,7 +95,8 @@ def model_for_length(model: TinyLM, length: int, learned_beyond: str) -> tuple:
     if learned_beyond == "cannot":
         return None, f"cannot: the learned table has {scheme.max_len} rows"
     stretched = copy.deepcopy(model)
-    stretched.scheme.extend(length, method="interpolate")
+    # The deep copy's scheme has the type checked above: a LearnedPositionalEmbedding.
+    cast(LearnedPositionalEmbedding, stretched.scheme).extend(length, method="interpolate")
     return stretched, (f"table interpolated from {scheme.max_len} to {length} rows "
                        f"(LearnedPositionalEmbedding.extend), no retraining")
 
