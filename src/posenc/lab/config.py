@@ -10,7 +10,7 @@ and is what ``--resume`` continues.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 from .._checks import check_choice, check_float, check_int
 from ..factory import SCHEMES
@@ -156,7 +156,7 @@ PRESETS = {
 def preset_config(name: str, **overrides) -> LabConfig:
     """The preset ``name`` with ``overrides`` (field name -> value) applied, validated."""
     check_choice("preset", name, set(PRESETS))
-    values = dict(PRESETS[name], preset=name)
+    values: Dict[str, Any] = dict(PRESETS[name], preset=name)
     known = {f.name for f in fields(LabConfig)}
     for key, value in overrides.items():
         if key not in known:
