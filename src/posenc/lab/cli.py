@@ -22,6 +22,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -38,6 +39,9 @@ from .report import MACHINERY_CHECK, build_results, write_report
 from .schema import Progress, RunFileError
 from .store import RunDir, load_checkpoint, read_run_file, save_checkpoint, write_run_file
 from .train import build_model, make_optimizer, train_steps
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 
 class LabError(Exception):
@@ -109,7 +113,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated peak learning rates to try per scheme on a short "
                              "budget (--sweep-steps) before training each scheme at its best rate")
     for flag, dest, kind in OVERRIDES:
-        extra = {"choices": ["interpolate", "cannot"]} if dest == "learned_beyond" else {}
+        extra: Dict[str, Any] = {"choices": ["interpolate", "cannot"]} if dest == "learned_beyond" else {}
         parser.add_argument(flag, dest=dest, type=kind, default=None,
                             help=f"override the preset's {dest}", **extra)
     parser.add_argument("--out", default=None,
@@ -273,7 +277,7 @@ class _Progress:
     def __init__(self, enabled: bool):
         self.enabled = enabled
         self.bar = None
-        self.overall = None
+        self.overall: Optional[TaskID] = None
         if enabled:
             from rich.console import Console
             from rich.progress import (
@@ -337,7 +341,7 @@ def _work(cfg: LabConfig) -> dict:
             "finetune": {n: 3 * cfg.finetune_steps * cfg.finetune_batch * n for n in lengths}}
 
 
-def _extension_steps(cfg: LabConfig) -> list:
+def _extension_steps(cfg: LabConfig) -> List[Tuple[str, int, bool]]:
     lengths = cfg.eval_lengths
     if not (cfg.extension and "rope" in cfg.schemes and len(lengths) > 1):
         return []
@@ -402,7 +406,7 @@ def _sweep(cfg, corpus, run, record: Progress, d: Dist, device, progress: _Progr
         finite = {r: v for r, v in scores.items() if v is not None}
         if not finite:
             raise LabError(f"every rate of --lr-sweep diverged for {scheme} ({scores}); try smaller rates")
-        chosen[scheme] = min(finite, key=finite.get)
+        chosen[scheme] = min(finite, key=finite.__getitem__)
     return chosen
 
 
@@ -473,11 +477,20 @@ def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, i
         progress.remove(task)
         model.eval()
         tail = losses[-max(1, len(losses) // 10):]
-        seconds = load_checkpoint(path)["seconds"] if d.main else None
+        seconds = _saved_seconds(path, scheme) if d.main else None
         info[scheme] = {"steps": len(losses), "final_bpb": float(np.mean(tail)) / math.log(2),
                         "parameters": model.num_parameters(), "train_seconds": seconds, "lr": lr}
         models[scheme] = model
     return models, info
+
+
+def _saved_seconds(path: Path, scheme: str) -> float:
+    """Training seconds recorded in ``scheme``'s checkpoint, which the last training step wrote."""
+    ckpt = load_checkpoint(path)
+    if ckpt is None:
+        raise LabError(f"checkpoint {path} of {scheme} is missing although training finished; "
+                       f"something removed it during the run. Resume to retrain {scheme}")
+    return ckpt["seconds"]
 
 
 def _finish_step(cfg, corpus_info, info, record: Progress, run, d, complete, plots=False):
@@ -517,8 +530,8 @@ def _initial_work(cfg, run: RunDir, record: Progress, steps: list) -> tuple:
             done += sweep if _sweep_key(rate) in record.lr_sweep.get(scheme, {}) else 0.0
         total += cfg.steps * w["train_step"]
         path = run.checkpoint_path(scheme)
-        if path.exists():
-            ckpt = load_checkpoint(path)
+        ckpt = load_checkpoint(path)
+        if ckpt is not None:
             done += min(cfg.steps, ckpt["step"]) * w["train_step"]
         for n in cfg.eval_lengths:
             total += w["eval"][n]
@@ -597,9 +610,9 @@ def _run(args, d: Dist) -> int:
                              + _retrieval_summary(result))
 
         if ext_steps:
-            todo = [s for s in ext_steps if not _have(record, *s)]
-            task = progress.add("extend rope", len(ext_steps), len(ext_steps) - len(todo))
-            for method, n, ft in todo:
+            ext_todo = [s for s in ext_steps if not _have(record, *s)]
+            task = progress.add("extend rope", len(ext_steps), len(ext_steps) - len(ext_todo))
+            for method, n, ft in ext_todo:
                 interrupt.check(d)
                 progress.update(task, description=f"extend rope: {method} at {n}"
                                                   f"{' fine-tuned' if ft else ''}")

@@ -375,12 +375,12 @@ class Progress:
 
     ``eval[scheme][length]`` and ``extension[method][length]`` (with ``finetuned`` inside) hold the
     evaluation dicts as :func:`posenc.lab.evaluate.evaluate_at` returns them; ``lr_sweep[scheme][rate]``
-    the selection loss of each sweep run.
+    the selection loss of each sweep run (``None`` where that run diverged).
     """
 
     eval: Dict[str, Dict[str, dict]] = field(default_factory=dict)
     extension: Dict[str, Dict[str, dict]] = field(default_factory=dict)
-    lr_sweep: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    lr_sweep: Dict[str, Dict[str, Optional[float]]] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict, path) -> "Progress":
