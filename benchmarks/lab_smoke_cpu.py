@@ -24,8 +24,19 @@ BUDGET_S = 30.0
 
 def main(extra) -> int:
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "posenc", "lab", "--preset", "smoke", "--threads", "1",
-               "--out", os.path.join(tmp, "run"), *extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "posenc",
+            "lab",
+            "--preset",
+            "smoke",
+            "--threads",
+            "1",
+            "--out",
+            os.path.join(tmp, "run"),
+            *extra,
+        ]
         env = dict(os.environ, OMP_NUM_THREADS="1")
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
@@ -36,9 +47,11 @@ def main(extra) -> int:
         print(done.stderr[-2000:], file=sys.stderr)
         return done.returncode
     user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
-    print(f"{' '.join(cmd[2:6] + extra)}: user {user:.1f} s + system {system:.1f} s = "
-          f"{user + system:.1f} s CPU (budget {BUDGET_S:.0f} s); wall {wall:.1f} s; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(
+        f"{' '.join(cmd[2:6] + extra)}: user {user:.1f} s + system {system:.1f} s = "
+        f"{user + system:.1f} s CPU (budget {BUDGET_S:.0f} s); wall {wall:.1f} s; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
     return 0
 
 

@@ -19,9 +19,26 @@ from posenc.lab.store import RunDir, load_checkpoint, save_checkpoint, write_run
 
 SMOKE = ["lab", "--preset", "smoke", "--threads", "1"]
 #: The smallest real run: one scheme, two lengths, no extension, a few steps.
-TINY = SMOKE + ["--schemes", "rope", "--eval-multipliers", "1,2", "--no-extension", "--steps", "6",
-                "--warmup-steps", "1", "--checkpoint-every", "3", "--eval-windows", "4",
-                "--retrieval-trials", "2", "--bootstrap-samples", "20", "--no-plots"]
+TINY = SMOKE + [
+    "--schemes",
+    "rope",
+    "--eval-multipliers",
+    "1,2",
+    "--no-extension",
+    "--steps",
+    "6",
+    "--warmup-steps",
+    "1",
+    "--checkpoint-every",
+    "3",
+    "--eval-windows",
+    "4",
+    "--retrieval-trials",
+    "2",
+    "--bootstrap-samples",
+    "20",
+    "--no-plots",
+]
 
 
 def one_line(err: str) -> str:
@@ -39,9 +56,12 @@ def test_stamp_round_trip_and_versions(tmp_path):
     assert load_json_file(path, "progress") == {"eval": {}, "extension": {}, "lr_sweep": {}}
     assert load_json_file(tmp_path / "absent.json", "progress") is None
 
-    path.write_text(json.dumps({"eval": {}, "extension": {}}))               # unstamped: version 1
-    with pytest.raises(RunFileError, match=r"progress.json: was written by an older posenc \(run-file "
-                                           r"version 1; this posenc reads version 2\); delete it"):
+    path.write_text(json.dumps({"eval": {}, "extension": {}}))  # unstamped: version 1
+    with pytest.raises(
+        RunFileError,
+        match=r"progress.json: was written by an older posenc \(run-file "
+        r"version 1; this posenc reads version 2\); delete it",
+    ):
         load_json_file(path, "progress")
     path.write_text(json.dumps(dict(stamp("progress", {}), schema_version=SCHEMA_VERSION + 1)))
     with pytest.raises(RunFileError, match="newer posenc .* upgrade posenc"):
@@ -49,7 +69,7 @@ def test_stamp_round_trip_and_versions(tmp_path):
     path.write_text(json.dumps(stamp("results", {})))
     with pytest.raises(RunFileError, match="is a 'results' file, expected 'progress'"):
         load_json_file(path, "progress")
-    path.write_text('{"schema_version": 2, "kind": "progress", "eval": {')    # a truncated write
+    path.write_text('{"schema_version": 2, "kind": "progress", "eval": {')  # a truncated write
     with pytest.raises(RunFileError, match="is not valid JSON \\(truncated or corrupt"):
         load_json_file(path, "progress")
     path.write_bytes(b"\xff\xfe\x00garbage")
@@ -77,11 +97,22 @@ def test_a_crafted_checkpoint_runs_nothing_and_is_refused(tmp_path):
     target = tmp_path / "pwned"
     path = tmp_path / "checkpoints" / "rope.pt"
     path.parent.mkdir()
-    torch.save({"schema_version": SCHEMA_VERSION, "model": {}, "optimizer": {}, "step": 1,
-                "losses": [], "model_config": {}, "payload": _Payload(str(target))}, path)
+    torch.save(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "model": {},
+            "optimizer": {},
+            "step": 1,
+            "losses": [],
+            "model_config": {},
+            "payload": _Payload(str(target)),
+        },
+        path,
+    )
     assert not target.exists()
-    with pytest.raises(RunFileError, match="rope.pt: is not a plain-data checkpoint and was not loaded "
-                                           "\\(nothing in it ran\\)"):
+    with pytest.raises(
+        RunFileError, match="rope.pt: is not a plain-data checkpoint and was not loaded \\(nothing in it ran\\)"
+    ):
         load_checkpoint(path)
     assert not target.exists()
     # Sanity check of the test itself: the unrestricted loader would have run it.
@@ -92,13 +123,22 @@ def test_a_crafted_checkpoint_runs_nothing_and_is_refused(tmp_path):
 def test_checkpoints_hold_plain_data_and_broken_ones_are_named(tmp_path):
     path = tmp_path / "ckpt.pt"
     model = torch.nn.Linear(3, 2)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)    # has per-parameter state
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)  # has per-parameter state
     model(torch.ones(1, 3)).sum().backward()
     opt.step()
-    save_checkpoint(path, {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": 3,
-                           "losses": [1.0, 0.5], "model_config": {"d_model": 3}, "seconds": 0.1,
-                           "lr": 3e-3})
-    back = load_checkpoint(path)                                   # weights_only=True inside
+    save_checkpoint(
+        path,
+        {
+            "model": model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "step": 3,
+            "losses": [1.0, 0.5],
+            "model_config": {"d_model": 3},
+            "seconds": 0.1,
+            "lr": 3e-3,
+        },
+    )
+    back = load_checkpoint(path)  # weights_only=True inside
     assert back["step"] == 3 and torch.equal(back["model"]["weight"], model.weight)
     with pytest.raises(ValueError, match="keys \\['extra'\\]"):
         save_checkpoint(path, {"extra": 1})
@@ -112,15 +152,18 @@ def test_checkpoints_hold_plain_data_and_broken_ones_are_named(tmp_path):
 
 
 # -- the command line: one line, exit status 2, before any long work -----------------------------
-@pytest.mark.parametrize("flags, fragment", [
-    (["--lr", "nan"], "lr must be finite, got nan"),
-    (["--lr", "inf"], "lr must be finite"),
-    (["--steps", "0"], "steps must be >= 1, got 0"),
-    (["--retrieval-share", "0.9"], "retrieval_share must be <= 0.5, got 0.9"),
-    (["--lr-sweep", "1e-3,-1"], "lr_sweep must be > 0.0, got -1.0"),
-    (["--train-len", "16"], "train_len must be >= 22 for passkey retrieval"),
-    (["--threads", "0"], "--threads must be >= 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "flags, fragment",
+    [
+        (["--lr", "nan"], "lr must be finite, got nan"),
+        (["--lr", "inf"], "lr must be finite"),
+        (["--steps", "0"], "steps must be >= 1, got 0"),
+        (["--retrieval-share", "0.9"], "retrieval_share must be <= 0.5, got 0.9"),
+        (["--lr-sweep", "1e-3,-1"], "lr_sweep must be > 0.0, got -1.0"),
+        (["--train-len", "16"], "train_len must be >= 22 for passkey retrieval"),
+        (["--threads", "0"], "--threads must be >= 1, got 0"),
+    ],
+)
 def test_bad_numbers_give_one_clean_line(flags, fragment, tmp_path, capsys):
     assert main(SMOKE + flags + ["--out", str(tmp_path / "run")]) == 2
     assert fragment in one_line(capsys.readouterr().err)
@@ -131,8 +174,13 @@ def test_bad_numbers_give_one_clean_line(flags, fragment, tmp_path, capsys):
 def test_no_traceback_from_the_real_command(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1] / "src"))
     for flags in (["--steps", "-3"], ["--lr", "nan"], ["--steps", "many"]):
-        done = subprocess.run([sys.executable, "-m", "posenc", *SMOKE, *flags, "--out",
-                               str(tmp_path / "r")], capture_output=True, text=True, env=env, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "posenc", *SMOKE, *flags, "--out", str(tmp_path / "r")],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert done.stderr.strip().splitlines()[-1].startswith("posenc lab:"), done.stderr
 
@@ -144,7 +192,7 @@ def test_unwritable_output_fails_before_training(tmp_path, capsys):
     assert "--out" in one_line(capsys.readouterr().err)
     assert main(SMOKE + ["--out", str(blocker)]) == 2
     assert "is a file, not a folder" in one_line(capsys.readouterr().err)
-    if os.geteuid() != 0:                                          # root may write anywhere
+    if os.geteuid() != 0:  # root may write anywhere
         locked = tmp_path / "locked"
         locked.mkdir()
         locked.chmod(0o500)
@@ -163,17 +211,22 @@ def tiny_run(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, damage, fragment", [
-    ("progress.json", lambda p: p.write_text(p.read_text()[:40]), "is not valid JSON"),
-    ("config.json", lambda p: p.write_text("{"), "is not valid JSON"),
-    ("corpus.json", lambda p: p.write_bytes(b"\xff\xff"), "not UTF-8"),
-    ("config.json", lambda p: p.write_text(json.dumps(json.loads(p.read_text()) | {"schema_version": 9})),
-     "newer posenc"),
-    ("checkpoints/rope.pt", lambda p: p.write_bytes(p.read_bytes()[:100]), "truncated or corrupt"),
-    ("checkpoints/rope.pt", lambda p: p.write_bytes(b"not a zip at all"), "truncated or corrupt"),
-])
-def test_broken_run_files_give_one_line_naming_the_file(tiny_run, tmp_path, capsys, name, damage,
-                                                        fragment):
+@pytest.mark.parametrize(
+    "name, damage, fragment",
+    [
+        ("progress.json", lambda p: p.write_text(p.read_text()[:40]), "is not valid JSON"),
+        ("config.json", lambda p: p.write_text("{"), "is not valid JSON"),
+        ("corpus.json", lambda p: p.write_bytes(b"\xff\xff"), "not UTF-8"),
+        (
+            "config.json",
+            lambda p: p.write_text(json.dumps(json.loads(p.read_text()) | {"schema_version": 9})),
+            "newer posenc",
+        ),
+        ("checkpoints/rope.pt", lambda p: p.write_bytes(p.read_bytes()[:100]), "truncated or corrupt"),
+        ("checkpoints/rope.pt", lambda p: p.write_bytes(b"not a zip at all"), "truncated or corrupt"),
+    ],
+)
+def test_broken_run_files_give_one_line_naming_the_file(tiny_run, tmp_path, capsys, name, damage, fragment):
     import shutil
 
     run = tmp_path / "copy"
@@ -192,12 +245,12 @@ def test_fresh_starts_a_run_over_and_resume_rewrites_nothing(tiny_run, tmp_path,
     run = tmp_path / "again"
     shutil.copytree(tiny_run, run)
     (run / "progress.json").write_text("{")
-    (run / "notes.txt").write_text("mine")                       # not a lab file: kept
+    (run / "notes.txt").write_text("mine")  # not a lab file: kept
     assert main(TINY + ["--out", str(run), "--fresh"]) == 0
     assert (run / "notes.txt").read_text() == "mine"
     assert json.loads((run / "results.json").read_text())["complete"] is True
     before = (run / "results.json").read_text()
-    assert main(["lab", "--resume", str(run)]) == 0               # nothing left to do
+    assert main(["lab", "--resume", str(run)]) == 0  # nothing left to do
     assert json.loads((run / "results.json").read_text()) == json.loads(before)
     err = capsys.readouterr().err
     assert f"posenc explore --lab-run {run}" in err and "results.md" in err
@@ -254,4 +307,4 @@ def test_lr_sweep_trains_each_scheme_at_its_best_rate(tmp_path):
         assert torch.load(run / "checkpoints" / f"{scheme}.pt", weights_only=True)["lr"] == float(best)
     table = (run / "results.md").read_text()
     assert "Learning rate chosen per scheme" in table and "| rope | " in table
-    assert "--lr-sweep 0.0001,0.003" in table                   # the command reproduces the sweep
+    assert "--lr-sweep 0.0001,0.003" in table  # the command reproduces the sweep

@@ -34,12 +34,20 @@ def test_lab_view_shows_retrieval_verdicts_and_the_smoke_stamp(page, server):  #
     assert stamp_line.text_content() == "Smoke run: machinery check: numbers carry no meaning."
     tables = section.locator("#lab-retrieval table.heatmap")
     captions = [c.text_content() for c in section.locator("#lab-retrieval caption").all()]
-    assert captions == ["rope", "alibi", "rope+none", "rope+none ft", "rope+linear", "rope+linear ft",
-                        "rope+yarn", "rope+yarn ft"]
+    assert captions == [
+        "rope",
+        "alibi",
+        "rope+none",
+        "rope+none ft",
+        "rope+linear",
+        "rope+linear ft",
+        "rope+yarn",
+        "rope+yarn ft",
+    ]
     assert tables.count() == 8
     alibi = tables.nth(1)
-    far = alibi.locator("tbody tr").nth(2)                        # near, mid, far
-    assert far.locator("td").nth(0).text_content() == "–"          # no far keys at 1x
+    far = alibi.locator("tbody tr").nth(2)  # near, mid, far
+    assert far.locator("td").nth(0).text_content() == "–"  # no far keys at 1x
     assert far.locator("td[data-accuracy='0']").count() == 1
     near = alibi.locator("tbody tr").nth(0).locator("td").nth(0)
     assert near.get_attribute("data-accuracy") == "0.85" and "[75%, 95%]" in near.text_content()

@@ -32,14 +32,15 @@ from ..lab.schema import (
 RESULTS_FILE = "results.json"
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_CURVE_POINTS = 512
-MAX_ENTRIES = 64          # schemes, lengths or methods kept from one file
+MAX_ENTRIES = 64  # schemes, lengths or methods kept from one file
 EVAL_KEYS = ("bpb", "bpb_last_quarter", "bpb_final32")
 #: What to do about a results file the view cannot use.
 ADVICE = "rerun the lab (`posenc lab --resume RUN` rewrites results.json when the run is recorded)"
 
 
-def bucket_curve(values: List[Optional[float]],
-                 points: int = MAX_CURVE_POINTS) -> Tuple[List[float], List[Optional[float]]]:
+def bucket_curve(
+    values: List[Optional[float]], points: int = MAX_CURVE_POINTS
+) -> Tuple[List[float], List[Optional[float]]]:
     """``(positions, losses)``: the curve itself, or the means of ``points`` equal buckets (at their
     centres) if it is longer than that."""
     n = len(values)
@@ -61,10 +62,18 @@ def _pair(value) -> Optional[List[Optional[float]]]:
 def _retrieval(entry: Optional[EvalEntry]) -> Dict[str, dict]:
     if entry is None:
         return {}
-    return {name: {"accuracy": cell.accuracy, "accuracy_ci": _pair(cell.accuracy_ci),
-                   "logp_bits": cell.logp_bits, "logp_bits_ci": _pair(cell.logp_bits_ci),
-                   "trials": cell.trials, "distance": _pair(cell.distance)}
-            for name, cell in entry.retrieval.items() if name in RETRIEVAL_BINS}
+    return {
+        name: {
+            "accuracy": cell.accuracy,
+            "accuracy_ci": _pair(cell.accuracy_ci),
+            "logp_bits": cell.logp_bits,
+            "logp_bits_ci": _pair(cell.logp_bits_ci),
+            "trials": cell.trials,
+            "distance": _pair(cell.distance),
+        }
+        for name, cell in entry.retrieval.items()
+        if name in RETRIEVAL_BINS
+    }
 
 
 def _row(entry: EvalEntry) -> dict:
@@ -96,43 +105,63 @@ def read_lab_results(run_dir: Optional[Path], points: int = MAX_CURVE_POINTS) ->
     if isinstance(points, bool) or not isinstance(points, int) or not 1 <= points <= MAX_CURVE_POINTS:
         raise ValueError(f"points must be an integer in 1..{MAX_CURVE_POINTS}, got {points!r}")
     if run_dir is None:
-        return {"available": False, "notes": ["no lab run given: start the console with "
-                                              "`posenc explore --lab-run RUN_DIR`"]}
+        return {
+            "available": False,
+            "notes": ["no lab run given: start the console with `posenc explore --lab-run RUN_DIR`"],
+        }
     run = Path(run_dir).name
     path = Path(run_dir) / RESULTS_FILE
     if not path.is_file():
-        return {"available": False, "run": run,
-                "notes": [f"{RESULTS_FILE} not found in the lab run folder {run!r} "
-                          "(the run may still be training)"]}
+        return {
+            "available": False,
+            "run": run,
+            "notes": [f"{RESULTS_FILE} not found in the lab run folder {run!r} (the run may still be training)"],
+        }
     notes: List[str] = []
     try:
         data = load_json_file(path, "results", ADVICE, max_bytes=MAX_FILE_BYTES)
     except RunFileError as err:
         raw = _peek(path)
         if version_of(raw) != 1:
-            return {"available": False, "run": run,
-                    "notes": [f"{RESULTS_FILE} could not be read: {err.problem}; "
-                              f"{err.advice.replace('RUN', run)}"]}
+            return {
+                "available": False,
+                "run": run,
+                "notes": [f"{RESULTS_FILE} could not be read: {err.problem}; {err.advice.replace('RUN', run)}"],
+            }
         # Written before the files were versioned: shown as far as it can be read.
-        notes.append(f"{RESULTS_FILE} was written by an older posenc (run-file version 1; this "
-                     f"version writes {SCHEMA_VERSION}): shown as far as it can be read, without "
-                     f"retrieval or interval verdicts; {ADVICE.replace('RUN', run)}")
+        notes.append(
+            f"{RESULTS_FILE} was written by an older posenc (run-file version 1; this "
+            f"version writes {SCHEMA_VERSION}): shown as far as it can be read, without "
+            f"retrieval or interval verdicts; {ADVICE.replace('RUN', run)}"
+        )
         data = raw
     results, parse_notes = Results.parse(data, MAX_ENTRIES)
     notes += parse_notes
-    schemes = {name: {"eval": {k: _row(e) for k, e in s.eval.items()},
-                      "loss_by_position": _curves(s.loss_by_position, points),
-                      "train": _plain(s.train)}
-               for name, s in results.schemes.items()}
-    extension = {method: {k: _row(e) for k, e in per_len.items()}
-                 for method, per_len in results.extension.items()}
+    schemes = {
+        name: {
+            "eval": {k: _row(e) for k, e in s.eval.items()},
+            "loss_by_position": _curves(s.loss_by_position, points),
+            "train": _plain(s.train),
+        }
+        for name, s in results.schemes.items()
+    }
+    extension = {method: {k: _row(e) for k, e in per_len.items()} for method, per_len in results.extension.items()}
     machinery = results.machinery_check or results.config.get("preset") == "smoke"
-    return {"available": bool(schemes), "run": run, "train_len": results.train_len,
-            "eval_lengths": results.eval_lengths, "config": _plain(results.config),
-            "machinery_check": machinery, "stamp": MACHINERY_CHECK if machinery else None,
-            "schemes": schemes, "extension": extension, "complete": results.complete,
-            "lr_sweep": _plain(results.lr_sweep),
-            "verdicts": [_verdict(v) for v in results.verdicts], "notes": notes}
+    return {
+        "available": bool(schemes),
+        "run": run,
+        "train_len": results.train_len,
+        "eval_lengths": results.eval_lengths,
+        "config": _plain(results.config),
+        "machinery_check": machinery,
+        "stamp": MACHINERY_CHECK if machinery else None,
+        "schemes": schemes,
+        "extension": extension,
+        "complete": results.complete,
+        "lr_sweep": _plain(results.lr_sweep),
+        "verdicts": [_verdict(v) for v in results.verdicts],
+        "notes": notes,
+    }
 
 
 def _peek(path: Path):
@@ -156,11 +185,18 @@ def _curves(raw: Dict[str, list], points: int) -> Dict[str, dict]:
 
 
 def _verdict(v) -> dict:
-    side = (lambda s: None if s is None else {"label": s.label, "value": s.value, "ci": _pair(s.ci)})
-    return {"claim": v.claim, "verdict": v.verdict,
-            "seen": {"seen": True, "not seen": False}.get(v.verdict),
-            "evidence": v.evidence, "group": v.group, "scheme": v.scheme, "expected": v.expected,
-            "a": side(v.a), "b": side(v.b)}
+    side = lambda s: None if s is None else {"label": s.label, "value": s.value, "ci": _pair(s.ci)}
+    return {
+        "claim": v.claim,
+        "verdict": v.verdict,
+        "seen": {"seen": True, "not seen": False}.get(v.verdict),
+        "evidence": v.evidence,
+        "group": v.group,
+        "scheme": v.scheme,
+        "expected": v.expected,
+        "a": side(v.a),
+        "b": side(v.b),
+    }
 
 
 def _plain(value, depth: int = 0):

@@ -47,18 +47,32 @@ if TYPE_CHECKING:
 class LabError(Exception):
     """A mistake in the command line or the run folder, reported as one line without a traceback."""
 
+
 #: (flag, config field, parser type): every config field the command line can override.
 OVERRIDES = [
-    ("--seed", "seed", int), ("--data", "data", str), ("--pattern", "pattern", str),
-    ("--val-fraction", "val_fraction", float), ("--d-model", "d_model", int),
-    ("--n-layers", "n_layers", int), ("--n-heads", "n_heads", int), ("--train-len", "train_len", int),
-    ("--batch-size", "batch_size", int), ("--steps", "steps", int), ("--lr", "lr", float),
-    ("--warmup-steps", "warmup_steps", int), ("--weight-decay", "weight_decay", float),
-    ("--checkpoint-every", "checkpoint_every", int), ("--eval-windows", "eval_windows", int),
-    ("--eval-batch", "eval_batch", int), ("--bootstrap-samples", "bootstrap_samples", int),
-    ("--learned-beyond", "learned_beyond", str), ("--finetune-steps", "finetune_steps", int),
-    ("--finetune-batch", "finetune_batch", int), ("--finetune-lr", "finetune_lr", float),
-    ("--retrieval-share", "retrieval_share", float), ("--retrieval-trials", "retrieval_trials", int),
+    ("--seed", "seed", int),
+    ("--data", "data", str),
+    ("--pattern", "pattern", str),
+    ("--val-fraction", "val_fraction", float),
+    ("--d-model", "d_model", int),
+    ("--n-layers", "n_layers", int),
+    ("--n-heads", "n_heads", int),
+    ("--train-len", "train_len", int),
+    ("--batch-size", "batch_size", int),
+    ("--steps", "steps", int),
+    ("--lr", "lr", float),
+    ("--warmup-steps", "warmup_steps", int),
+    ("--weight-decay", "weight_decay", float),
+    ("--checkpoint-every", "checkpoint_every", int),
+    ("--eval-windows", "eval_windows", int),
+    ("--eval-batch", "eval_batch", int),
+    ("--bootstrap-samples", "bootstrap_samples", int),
+    ("--learned-beyond", "learned_beyond", str),
+    ("--finetune-steps", "finetune_steps", int),
+    ("--finetune-batch", "finetune_batch", int),
+    ("--finetune-lr", "finetune_lr", float),
+    ("--retrieval-share", "retrieval_share", float),
+    ("--retrieval-trials", "retrieval_trials", int),
     ("--retrieval-answer-weight", "retrieval_answer_weight", float),
     ("--sweep-steps", "sweep_steps", int),
 ]
@@ -74,8 +88,9 @@ def _extension_methods(text: str) -> list:
     for name in names:
         if name not in allowed:
             hint = " ('dynamic_ntk' is now spelt 'dynamic')" if name == "dynamic_ntk" else ""
-            raise argparse.ArgumentTypeError(f"unknown extension method {name!r}{hint}; choose from "
-                                             f"{','.join(allowed)}")
+            raise argparse.ArgumentTypeError(
+                f"unknown extension method {name!r}{hint}; choose from {','.join(allowed)}"
+            )
     return names
 
 
@@ -94,47 +109,75 @@ def _floats(text: str) -> list:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", choices=sorted(PRESETS), default=None,
-                        help="size of the run: smoke (a machinery check, about 10 s of CPU; its "
-                             "numbers carry no meaning), quick (about 15 min on 2 idle cores), "
-                             "standard (an hour or more); default quick")
-    parser.add_argument("--schemes", type=_names, default=None,
-                        help="comma-separated schemes (default: nope,sinusoidal,learned,rope,alibi)")
-    parser.add_argument("--eval-multipliers", type=_ints, default=None,
-                        help="evaluation lengths as multiples of the training length (default 1,2,4,8)")
-    parser.add_argument("--extension-methods", type=_extension_methods, default=None,
-                        help=f"RoPE extension methods, any of {','.join(lab_methods())} "
-                             f"(default {','.join(EXTENSION_METHODS)})")
-    parser.add_argument("--no-extension", dest="extension", action="store_false", default=None,
-                        help="skip RoPE context extension")
-    parser.add_argument("--finetune", action="store_true", default=None,
-                        help="also fine-tune the RoPE model briefly at each longer length, per method")
-    parser.add_argument("--lr-sweep", dest="lr_sweep", type=_floats, default=None, metavar="RATES",
-                        help="comma-separated peak learning rates to try per scheme on a short "
-                             "budget (--sweep-steps) before training each scheme at its best rate")
+    parser.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default=None,
+        help="size of the run: smoke (a machinery check, about 10 s of CPU; its "
+        "numbers carry no meaning), quick (about 15 min on 2 idle cores), "
+        "standard (an hour or more); default quick",
+    )
+    parser.add_argument(
+        "--schemes",
+        type=_names,
+        default=None,
+        help="comma-separated schemes (default: nope,sinusoidal,learned,rope,alibi)",
+    )
+    parser.add_argument(
+        "--eval-multipliers",
+        type=_ints,
+        default=None,
+        help="evaluation lengths as multiples of the training length (default 1,2,4,8)",
+    )
+    parser.add_argument(
+        "--extension-methods",
+        type=_extension_methods,
+        default=None,
+        help=f"RoPE extension methods, any of {','.join(lab_methods())} (default {','.join(EXTENSION_METHODS)})",
+    )
+    parser.add_argument(
+        "--no-extension", dest="extension", action="store_false", default=None, help="skip RoPE context extension"
+    )
+    parser.add_argument(
+        "--finetune",
+        action="store_true",
+        default=None,
+        help="also fine-tune the RoPE model briefly at each longer length, per method",
+    )
+    parser.add_argument(
+        "--lr-sweep",
+        dest="lr_sweep",
+        type=_floats,
+        default=None,
+        metavar="RATES",
+        help="comma-separated peak learning rates to try per scheme on a short "
+        "budget (--sweep-steps) before training each scheme at its best rate",
+    )
     for flag, dest, kind in OVERRIDES:
         extra: Dict[str, Any] = {"choices": ["interpolate", "cannot"]} if dest == "learned_beyond" else {}
-        parser.add_argument(flag, dest=dest, type=kind, default=None,
-                            help=f"override the preset's {dest}", **extra)
-    parser.add_argument("--out", default=None,
-                        help="run folder to create (default runs/lab-<preset>-<time>)")
-    parser.add_argument("--resume", metavar="RUN_DIR", default=None,
-                        help="continue the run in RUN_DIR without redoing finished work")
-    parser.add_argument("--fresh", action="store_true",
-                        help="with --out: start over in a folder that holds an earlier run, "
-                             "deleting that run's files (only the lab's own files)")
+        parser.add_argument(flag, dest=dest, type=kind, default=None, help=f"override the preset's {dest}", **extra)
+    parser.add_argument("--out", default=None, help="run folder to create (default runs/lab-<preset>-<time>)")
+    parser.add_argument(
+        "--resume", metavar="RUN_DIR", default=None, help="continue the run in RUN_DIR without redoing finished work"
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="with --out: start over in a folder that holds an earlier run, "
+        "deleting that run's files (only the lab's own files)",
+    )
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads per process")
     parser.add_argument("--no-plots", dest="plots", action="store_false", default=True)
 
 
-_CONFIG_DESTS = ["preset", "schemes", "eval_multipliers", "extension_methods", "extension",
-                 "finetune", "lr_sweep"] + [dest for _, dest, _ in OVERRIDES]
+_CONFIG_DESTS = ["preset", "schemes", "eval_multipliers", "extension_methods", "extension", "finetune", "lr_sweep"] + [
+    dest for _, dest, _ in OVERRIDES
+]
 
 
 def _overrides(args) -> dict:
-    return {k: getattr(args, k) for k in _CONFIG_DESTS
-            if k != "preset" and getattr(args, k, None) is not None}
+    return {k: getattr(args, k) for k in _CONFIG_DESTS if k != "preset" and getattr(args, k, None) is not None}
 
 
 def command_line(cfg: LabConfig) -> str:
@@ -145,8 +188,11 @@ def command_line(cfg: LabConfig) -> str:
         value = getattr(cfg, dest)
         if value != getattr(base, dest):
             parts += [flag, str(value)]
-    for dest, flag in (("schemes", "--schemes"), ("eval_multipliers", "--eval-multipliers"),
-                       ("extension_methods", "--extension-methods")):
+    for dest, flag in (
+        ("schemes", "--schemes"),
+        ("eval_multipliers", "--eval-multipliers"),
+        ("extension_methods", "--extension-methods"),
+    ):
         if getattr(cfg, dest) != getattr(base, dest):
             parts += [flag, ",".join(map(str, getattr(cfg, dest)))]
     if cfg.lr_sweep != base.lr_sweep:
@@ -159,8 +205,16 @@ def command_line(cfg: LabConfig) -> str:
 
 
 #: Files and folders of a run folder that ``--fresh`` may delete (nothing else is touched).
-RUN_FILES = ("config.json", "corpus.json", "progress.json", "results.json", "results.md",
-             "bpb_vs_length.png", "loss_by_position.png", "retrieval.png")
+RUN_FILES = (
+    "config.json",
+    "corpus.json",
+    "progress.json",
+    "results.json",
+    "results.md",
+    "bpb_vs_length.png",
+    "loss_by_position.png",
+    "retrieval.png",
+)
 
 
 def _config(make, what: str) -> LabConfig:
@@ -179,8 +233,9 @@ def check_writable(root: Path, flag: str) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as err:
-        raise LabError(f"{flag} {str(root)!r}: cannot write there ({err.strerror or err}); choose a "
-                       f"folder you can write to") from None
+        raise LabError(
+            f"{flag} {str(root)!r}: cannot write there ({err.strerror or err}); choose a folder you can write to"
+        ) from None
 
 
 def _clear_run(root: Path) -> None:
@@ -201,24 +256,30 @@ def resolve_config(args) -> tuple:
     overrides = _overrides(args)
     if args.resume:
         if getattr(args, "fresh", False):
-            raise LabError("--fresh starts a run over and --resume continues one; to start "
-                           f"{args.resume!r} over, use --out {args.resume!r} --fresh")
+            raise LabError(
+                "--fresh starts a run over and --resume continues one; to start "
+                f"{args.resume!r} over, use --out {args.resume!r} --fresh"
+            )
         run = RunDir(Path(args.resume))
         if not run.root.is_dir():
-            raise LabError(f"--resume {args.resume!r}: no such folder; give a folder made by an "
-                           f"earlier `posenc lab` run")
+            raise LabError(
+                f"--resume {args.resume!r}: no such folder; give a folder made by an earlier `posenc lab` run"
+            )
         stored = read_run_file(run.config_path, "config")
         if stored is None:
-            raise LabError(f"--resume {args.resume!r}: no config.json there; give a folder "
-                           f"made by an earlier `posenc lab` run")
+            raise LabError(
+                f"--resume {args.resume!r}: no config.json there; give a folder made by an earlier `posenc lab` run"
+            )
         cfg = _config(lambda: LabConfig.from_dict(stored), f"{run.config_path}")
         if args.preset is not None and args.preset != cfg.preset:
             overrides["preset"] = args.preset
         for key, value in overrides.items():
             if getattr(cfg, key) != value:
-                raise LabError(f"--resume continues the stored config; {key}={value!r} differs "
-                               f"from the run's {getattr(cfg, key)!r}. Drop the flag or start a "
-                               f"new run")
+                raise LabError(
+                    f"--resume continues the stored config; {key}={value!r} differs "
+                    f"from the run's {getattr(cfg, key)!r}. Drop the flag or start a "
+                    f"new run"
+                )
         check_writable(run.root, "--resume")
         return cfg, run, True
     cfg = _config(lambda: preset_config(args.preset or "quick", **overrides), "invalid settings")
@@ -230,8 +291,10 @@ def resolve_config(args) -> tuple:
         raise LabError(f"--out {str(root)!r} is a file, not a folder; choose a folder")
     if (root / "config.json").exists():
         if not getattr(args, "fresh", False):
-            raise LabError(f"--out {str(root)!r} already holds a run; use --resume {str(root)!r} "
-                           f"to continue it, add --fresh to start it over, or choose another folder")
+            raise LabError(
+                f"--out {str(root)!r} already holds a run; use --resume {str(root)!r} "
+                f"to continue it, add --fresh to start it over, or choose another folder"
+            )
         _clear_run(root)
     check_writable(root, "--out")
     return cfg, RunDir(root), False
@@ -251,7 +314,7 @@ class _Interrupt:
 
         try:
             previous = signal.signal(signal.SIGINT, handler)
-        except ValueError:            # not the main thread: leave Ctrl-C as it is
+        except ValueError:  # not the main thread: leave Ctrl-C as it is
             yield
             return
         try:
@@ -288,10 +351,17 @@ class _Progress:
                 TimeElapsedColumn,
                 TimeRemainingColumn,
             )
+
             self.console = Console(stderr=True, log_path=False)
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-                                console=self.console)
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("eta"),
+                TimeRemainingColumn(),
+                console=self.console,
+            )
 
     def __enter__(self):
         if self.bar:
@@ -316,8 +386,9 @@ class _Progress:
     def start_overall(self, total: float, done: float) -> None:
         if self.bar is not None:
             # Rich shows integer counts: work is counted in thousands of bytes read.
-            self.overall = self.bar.add_task("overall (kB read)", total=max(1, int(total / 1e3)),
-                                             completed=int(done / 1e3))
+            self.overall = self.bar.add_task(
+                "overall (kB read)", total=max(1, int(total / 1e3)), completed=int(done / 1e3)
+            )
 
     def work(self, amount: float) -> None:
         if self.bar is not None and self.overall is not None:
@@ -336,9 +407,11 @@ def _work(cfg: LabConfig) -> dict:
     for n in lengths:
         cells = len(passkey_bins(n, cfg.train_len)) if cfg.retrieval_trials else 0
         per_len[n] = cfg.eval_windows * span + cells * cfg.retrieval_trials * n
-    return {"train_step": 3 * cfg.batch_size * cfg.train_len,
-            "eval": per_len,
-            "finetune": {n: 3 * cfg.finetune_steps * cfg.finetune_batch * n for n in lengths}}
+    return {
+        "train_step": 3 * cfg.batch_size * cfg.train_len,
+        "eval": per_len,
+        "finetune": {n: 3 * cfg.finetune_steps * cfg.finetune_batch * n for n in lengths},
+    }
 
 
 def _extension_steps(cfg: LabConfig) -> List[Tuple[str, int, bool]]:
@@ -346,8 +419,7 @@ def _extension_steps(cfg: LabConfig) -> List[Tuple[str, int, bool]]:
     if not (cfg.extension and "rope" in cfg.schemes and len(lengths) > 1):
         return []
     methods = ["none"] + list(cfg.extension_methods)
-    steps = [(m, n, ft) for n in lengths[1:] for m in methods
-             for ft in ((False, True) if cfg.finetune else (False,))]
+    steps = [(m, n, ft) for n in lengths[1:] for m in methods for ft in ((False, True) if cfg.finetune else (False,))]
     if cfg.finetune:
         # Control: the same fine-tune at the training length. The models are small and briefly
         # trained, so part of any fine-tune's gain is simply more training.
@@ -359,8 +431,7 @@ def _sweep_key(rate: float) -> str:
     return repr(float(rate))
 
 
-def _sweep(cfg, corpus, run, record: Progress, d: Dist, device, progress: _Progress,
-           interrupt) -> dict:
+def _sweep(cfg, corpus, run, record: Progress, d: Dist, device, progress: _Progress, interrupt) -> dict:
     """Each scheme's peak learning rate: ``cfg.lr`` for all, or the best of ``cfg.lr_sweep``.
 
     Every rate trains a fresh model for ``resolved_sweep_steps`` steps with the same schedule shape
@@ -388,12 +459,26 @@ def _sweep(cfg, corpus, run, record: Progress, d: Dist, device, progress: _Progr
             progress.work(unit)
             interrupt.check(d)
 
-        train_steps(model, optimizer, corpus.train, start=0, total=steps, length=cfg.train_len,
-                    batch=cfg.batch_size, lr=rate, warmup=warmup, min_ratio=cfg.min_lr_ratio,
-                    grad_clip=cfg.grad_clip, seed=cfg.seed, device=device, d=d, on_step=on_step,
-                    retrieval_share=cfg.retrieval_share, answer_weight=cfg.retrieval_answer_weight)
-        nats = per_position_nats(model, corpus.train, ends, cfg.train_len, batch=cfg.eval_batch,
-                                 device=device, d=d)
+        train_steps(
+            model,
+            optimizer,
+            corpus.train,
+            start=0,
+            total=steps,
+            length=cfg.train_len,
+            batch=cfg.batch_size,
+            lr=rate,
+            warmup=warmup,
+            min_ratio=cfg.min_lr_ratio,
+            grad_clip=cfg.grad_clip,
+            seed=cfg.seed,
+            device=device,
+            d=d,
+            on_step=on_step,
+            retrieval_share=cfg.retrieval_share,
+            answer_weight=cfg.retrieval_answer_weight,
+        )
+        nats = per_position_nats(model, corpus.train, ends, cfg.train_len, batch=cfg.eval_batch, device=device, d=d)
         score = float(bits_per_byte(nats).mean())
         record.lr_sweep.setdefault(scheme, {})[_sweep_key(rate)] = score if math.isfinite(score) else None
         if d.main:
@@ -410,8 +495,7 @@ def _sweep(cfg, corpus, run, record: Progress, d: Dist, device, progress: _Progr
     return chosen
 
 
-def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, interrupt,
-               rates: dict) -> tuple:
+def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, interrupt, rates: dict) -> tuple:
     models, info = {}, {}
     unit = _work(cfg)["train_step"]
     for k, scheme in enumerate(cfg.schemes):
@@ -427,14 +511,17 @@ def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, i
                     f"checkpoint {path} was made with model config "
                     f"{ckpt.get('model_config')}, but this version of posenc builds "
                     f"{model.config.to_dict()}; resuming would mix two models. Delete that "
-                    f"checkpoint to retrain {scheme}, or start a new run")
+                    f"checkpoint to retrain {scheme}, or start a new run"
+                )
             try:
                 model.load_state_dict(ckpt["model"])
                 optimizer.load_state_dict(ckpt["optimizer"])
             except (RuntimeError, ValueError, KeyError, TypeError) as err:
-                raise RunFileError(path, f"does not fit the {scheme} model "
-                                         f"({str(err).splitlines()[0][:160]})",
-                                   "delete it to retrain that scheme") from None
+                raise RunFileError(
+                    path,
+                    f"does not fit the {scheme} model ({str(err).splitlines()[0][:160]})",
+                    "delete it to retrain that scheme",
+                ) from None
             start, losses = ckpt["step"], [float(v) for v in ckpt["losses"]]
         stage = f"train {scheme:<10} (scheme {k + 1} of {len(cfg.schemes)}, lr {lr:g})"
         task = progress.add(stage, cfg.steps, start)
@@ -443,23 +530,41 @@ def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, i
 
         # Both closures run only inside this pass's train_steps call; the loop variables are
         # still bound explicitly so a later change that keeps a closure cannot see the next scheme.
-        def save(step_done, *, path=path, model=model, optimizer=optimizer, losses=losses,
-                 ckpt_seconds=ckpt_seconds, began=began, lr=lr):
+        def save(
+            step_done,
+            *,
+            path=path,
+            model=model,
+            optimizer=optimizer,
+            losses=losses,
+            ckpt_seconds=ckpt_seconds,
+            began=began,
+            lr=lr,
+        ):
             if d.main:
-                save_checkpoint(path, {
-                    "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "step": step_done, "losses": losses, "model_config": model.config.to_dict(),
-                    "seconds": ckpt_seconds + time.time() - began, "lr": lr})
+                save_checkpoint(
+                    path,
+                    {
+                        "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "step": step_done,
+                        "losses": losses,
+                        "model_config": model.config.to_dict(),
+                        "seconds": ckpt_seconds + time.time() - began,
+                        "lr": lr,
+                    },
+                )
 
         def on_step(step, loss, *, losses=losses, task=task, stage=stage, scheme=scheme, k=k, save=save):
             losses.append(loss)
-            progress.update(task, completed=step + 1,
-                            description=f"{stage} {loss / math.log(2):.3f} bpb")
+            progress.update(task, completed=step + 1, description=f"{stage} {loss / math.log(2):.3f} bpb")
             progress.work(unit)
             if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
                 save(step + 1)
-                progress.log(f"{scheme} (scheme {k + 1} of {len(cfg.schemes)}): step "
-                             f"{step + 1}/{cfg.steps}, loss {loss / math.log(2):.3f} bits per byte")
+                progress.log(
+                    f"{scheme} (scheme {k + 1} of {len(cfg.schemes)}): step "
+                    f"{step + 1}/{cfg.steps}, loss {loss / math.log(2):.3f} bits per byte"
+                )
             try:
                 interrupt.check(d)
             except KeyboardInterrupt:
@@ -467,19 +572,37 @@ def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, i
                 raise
 
         if start < cfg.steps:
-            train_steps(model, optimizer, corpus.train, start=start, total=cfg.steps,
-                        length=cfg.train_len, batch=cfg.batch_size, lr=lr,
-                        warmup=cfg.warmup_steps, min_ratio=cfg.min_lr_ratio,
-                        grad_clip=cfg.grad_clip, seed=cfg.seed, device=device, d=d,
-                        on_step=on_step, retrieval_share=cfg.retrieval_share,
-                        answer_weight=cfg.retrieval_answer_weight)
+            train_steps(
+                model,
+                optimizer,
+                corpus.train,
+                start=start,
+                total=cfg.steps,
+                length=cfg.train_len,
+                batch=cfg.batch_size,
+                lr=lr,
+                warmup=cfg.warmup_steps,
+                min_ratio=cfg.min_lr_ratio,
+                grad_clip=cfg.grad_clip,
+                seed=cfg.seed,
+                device=device,
+                d=d,
+                on_step=on_step,
+                retrieval_share=cfg.retrieval_share,
+                answer_weight=cfg.retrieval_answer_weight,
+            )
             barrier(d)
         progress.remove(task)
         model.eval()
-        tail = losses[-max(1, len(losses) // 10):]
+        tail = losses[-max(1, len(losses) // 10) :]
         seconds = _saved_seconds(path, scheme) if d.main else None
-        info[scheme] = {"steps": len(losses), "final_bpb": float(np.mean(tail)) / math.log(2),
-                        "parameters": model.num_parameters(), "train_seconds": seconds, "lr": lr}
+        info[scheme] = {
+            "steps": len(losses),
+            "final_bpb": float(np.mean(tail)) / math.log(2),
+            "parameters": model.num_parameters(),
+            "train_seconds": seconds,
+            "lr": lr,
+        }
         models[scheme] = model
     return models, info
 
@@ -488,8 +611,10 @@ def _saved_seconds(path: Path, scheme: str) -> float:
     """Training seconds recorded in ``scheme``'s checkpoint, which the last training step wrote."""
     ckpt = load_checkpoint(path)
     if ckpt is None:
-        raise LabError(f"checkpoint {path} of {scheme} is missing although training finished; "
-                       f"something removed it during the run. Resume to retrain {scheme}")
+        raise LabError(
+            f"checkpoint {path} of {scheme} is missing although training finished; "
+            f"something removed it during the run. Resume to retrain {scheme}"
+        )
     return ckpt["seconds"]
 
 
@@ -503,8 +628,7 @@ def _finish_step(cfg, corpus_info, info, record: Progress, run, d, complete, plo
 def run(args) -> int:
     try:
         if args.device == "cuda" and not torch.cuda.is_available():
-            raise LabError("--device cuda was given but torch.cuda.is_available() is False; "
-                           "allowed here: --device cpu")
+            raise LabError("--device cuda was given but torch.cuda.is_available() is False; allowed here: --device cpu")
         if args.threads is not None:
             if args.threads < 1:
                 raise LabError(f"--threads must be >= 1, got {args.threads}")
@@ -548,6 +672,7 @@ def _run(args, d: Dist) -> int:
     device = torch.device("cuda", d.local_rank) if args.device == "cuda" else torch.device("cpu")
     if d.active and not args.resume and not args.out:
         import torch.distributed as dist
+
         shared = [str(run.root)]
         dist.broadcast_object_list(shared, src=0)
         run = RunDir(Path(shared[0]))
@@ -561,9 +686,11 @@ def _run(args, d: Dist) -> int:
         if resuming:
             stored = read_run_file(run.corpus_path, "corpus")
             if stored and stored.get("val_split_sha256") != corpus_info["val_split_sha256"]:
-                raise LabError(f"the corpus changed since this run started (split fingerprint "
-                               f"{stored.get('val_split_sha256')} -> {corpus_info['val_split_sha256']}); "
-                               f"resume with the same data or start a new run")
+                raise LabError(
+                    f"the corpus changed since this run started (split fingerprint "
+                    f"{stored.get('val_split_sha256')} -> {corpus_info['val_split_sha256']}); "
+                    f"resume with the same data or start a new run"
+                )
         else:
             write_run_file(run.config_path, "config", cfg.to_dict())
         write_run_file(run.corpus_path, "corpus", corpus_info)
@@ -575,15 +702,25 @@ def _run(args, d: Dist) -> int:
         ends = window_ends(corpus.val.size, lengths[-1], cfg.eval_windows)
     except ValueError as err:
         raise LabError(str(err)) from None
-    eval_kw = dict(batch=cfg.eval_batch, final_bytes=cfg.final_bytes, span=lengths[-1],
-                   bootstrap_samples=cfg.bootstrap_samples, seed=cfg.seed, device=device, d=d,
-                   train_len=cfg.train_len, retrieval_trials=cfg.retrieval_trials)
+    eval_kw = dict(
+        batch=cfg.eval_batch,
+        final_bytes=cfg.final_bytes,
+        span=lengths[-1],
+        bootstrap_samples=cfg.bootstrap_samples,
+        seed=cfg.seed,
+        device=device,
+        d=d,
+        train_len=cfg.train_len,
+        retrieval_trials=cfg.retrieval_trials,
+    )
     work = _work(cfg)
     ext_steps = _extension_steps(cfg)
     progress = _Progress(d.main)
-    progress.log(f"run folder {run.root} ({'resuming' if resuming else 'new'}); "
-                 f"{corpus_info['train_bytes'] / 1e6:.1f} MB train, "
-                 f"{corpus_info['val_bytes'] / 1e6:.1f} MB validation")
+    progress.log(
+        f"run folder {run.root} ({'resuming' if resuming else 'new'}); "
+        f"{corpus_info['train_bytes'] / 1e6:.1f} MB train, "
+        f"{corpus_info['val_bytes'] / 1e6:.1f} MB validation"
+    )
     if cfg.preset == "smoke":
         progress.log(f"smoke preset: {MACHINERY_CHECK}")
     with interrupt.catching(), progress:
@@ -597,25 +734,21 @@ def _run(args, d: Dist) -> int:
         for scheme, n in todo:
             interrupt.check(d)
             k = cfg.schemes.index(scheme) + 1
-            progress.update(task, description=f"evaluate {scheme} at {n} (scheme {k} of "
-                                              f"{len(cfg.schemes)})")
-            result = evaluate_at(models[scheme], corpus.val, ends, n,
-                                 learned_beyond=cfg.learned_beyond, **eval_kw)
+            progress.update(task, description=f"evaluate {scheme} at {n} (scheme {k} of {len(cfg.schemes)})")
+            result = evaluate_at(models[scheme], corpus.val, ends, n, learned_beyond=cfg.learned_beyond, **eval_kw)
             record.eval.setdefault(scheme, {})[str(n)] = result
             _finish_step(cfg, corpus_info, info, record, run, d, complete=False)
             progress.update(task, advance=1)
             progress.work(work["eval"][n])
             if "bpb" in result:
-                progress.log(f"{scheme} at {n}: {result['bpb']:.3f} bits per byte"
-                             + _retrieval_summary(result))
+                progress.log(f"{scheme} at {n}: {result['bpb']:.3f} bits per byte" + _retrieval_summary(result))
 
         if ext_steps:
             ext_todo = [s for s in ext_steps if not _have(record, *s)]
             task = progress.add("extend rope", len(ext_steps), len(ext_steps) - len(ext_todo))
             for method, n, ft in ext_todo:
                 interrupt.check(d)
-                progress.update(task, description=f"extend rope: {method} at {n}"
-                                                  f"{' fine-tuned' if ft else ''}")
+                progress.update(task, description=f"extend rope: {method} at {n}{' fine-tuned' if ft else ''}")
                 model = extended_model(models["rope"], method, n, cfg.train_len)
                 if ft:
                     ft_task = progress.add(f"fine-tune {method} at {n}", cfg.finetune_steps)
@@ -637,16 +770,20 @@ def _run(args, d: Dist) -> int:
                 _finish_step(cfg, corpus_info, info, record, run, d, complete=False)
                 progress.update(task, advance=1)
                 progress.work(work["eval"][n])
-                progress.log(f"rope+{method} at {n}{' fine-tuned' if ft else ''}: "
-                             f"{result['bpb']:.3f} bits per byte" + _retrieval_summary(result))
+                progress.log(
+                    f"rope+{method} at {n}{' fine-tuned' if ft else ''}: "
+                    f"{result['bpb']:.3f} bits per byte" + _retrieval_summary(result)
+                )
     _finish_step(cfg, corpus_info, info, record, run, d, complete=True, plots=args.plots)
     barrier(d)
     if d.main:
         # Plain lines (no wrapping, no timestamps), so the path and the command can be copied.
         if cfg.preset == "smoke":
             print(f"smoke preset: {MACHINERY_CHECK}", file=sys.stderr)
-        print(f"report: {run.root / 'results.md'}  explore it: posenc explore --lab-run "
-              f"{shlex.quote(str(run.root))}", file=sys.stderr)
+        print(
+            f"report: {run.root / 'results.md'}  explore it: posenc explore --lab-run {shlex.quote(str(run.root))}",
+            file=sys.stderr,
+        )
     return 0
 
 

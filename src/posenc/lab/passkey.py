@@ -95,32 +95,34 @@ def build_sequence(filler: np.ndarray, key: int, distance: int) -> np.ndarray:
     """
     total = filler.size
     if not MIN_DISTANCE <= distance <= max_distance(total - 1):
-        raise ValueError(f"distance must be in [{MIN_DISTANCE}, {max_distance(total - 1)}] for a "
-                         f"sequence of {total - 1} input bytes, got {distance}")
-    if not 10 ** (KEY_DIGITS - 1) <= key < 10 ** KEY_DIGITS:
+        raise ValueError(
+            f"distance must be in [{MIN_DISTANCE}, {max_distance(total - 1)}] for a "
+            f"sequence of {total - 1} input bytes, got {distance}"
+        )
+    if not 10 ** (KEY_DIGITS - 1) <= key < 10**KEY_DIGITS:
         raise ValueError(f"key must have exactly {KEY_DIGITS} digits, got {key}")
     digits = str(key).encode("ascii")
     seq = np.array(filler, dtype=np.uint8, copy=True)
-    answer = total - KEY_DIGITS                       # index of the first answer digit
-    start = answer - distance - len(PLANT_OPEN)       # index of the plant's "<"
+    answer = total - KEY_DIGITS  # index of the first answer digit
+    start = answer - distance - len(PLANT_OPEN)  # index of the plant's "<"
     plant = PLANT_OPEN + digits + PLANT_CLOSE
-    seq[start:start + PLANT_BYTES] = np.frombuffer(plant, dtype=np.uint8)
-    seq[total - TAIL_BYTES:] = np.frombuffer(PLANT_OPEN + digits, dtype=np.uint8)
+    seq[start : start + PLANT_BYTES] = np.frombuffer(plant, dtype=np.uint8)
+    seq[total - TAIL_BYTES :] = np.frombuffer(PLANT_OPEN + digits, dtype=np.uint8)
     return seq
 
 
-def training_rows(data: np.ndarray, offsets: np.ndarray, length: int, seed: int,
-                  step: int) -> np.ndarray:
+def training_rows(data: np.ndarray, offsets: np.ndarray, length: int, seed: int, step: int) -> np.ndarray:
     """The passkey rows of one training step: shape (len(offsets), length + 1) uint8.
 
     Filler starts at ``offsets`` in ``data``; keys and distances are a pure function of
     ``(seed, step)`` and of the row, so every process of a torchrun job builds the same global batch.
     """
     rng = np.random.default_rng([seed, step, 7919])
-    keys = rng.integers(10 ** (KEY_DIGITS - 1), 10 ** KEY_DIGITS, size=len(offsets))
+    keys = rng.integers(10 ** (KEY_DIGITS - 1), 10**KEY_DIGITS, size=len(offsets))
     dists = rng.integers(MIN_DISTANCE, max_distance(length) + 1, size=len(offsets))
-    return np.stack([build_sequence(data[o:o + length + 1], int(k), int(dd))
-                     for o, k, dd in zip(offsets, keys, dists)])
+    return np.stack(
+        [build_sequence(data[o : o + length + 1], int(k), int(dd)) for o, k, dd in zip(offsets, keys, dists)]
+    )
 
 
 def answer_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -129,27 +131,26 @@ def answer_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(tail.reshape(-1, tail.shape[-1]), targets[:, -KEY_DIGITS:].reshape(-1))
 
 
-def trial_plan(length: int, train_len: int, trials: int, n_bytes: int,
-               seed: int) -> List[Tuple[str, int, int, int]]:
+def trial_plan(length: int, train_len: int, trials: int, n_bytes: int, seed: int) -> List[Tuple[str, int, int, int]]:
     """``(bin, filler offset, key, distance)`` of every trial at ``length``; a pure function of the
     arguments, so every scheme and method is asked the same questions about the same text."""
     check_int("trials", trials, minimum=1)
     if n_bytes < length + 2:
-        raise ValueError(f"the validation text has {n_bytes} bytes, fewer than one passkey "
-                         f"sequence of {length + 1}")
+        raise ValueError(f"the validation text has {n_bytes} bytes, fewer than one passkey sequence of {length + 1}")
     plan = []
     for b, (name, (lo, hi)) in enumerate(bins(length, train_len).items()):
         rng = np.random.default_rng([seed, length, b, 104729])
         offsets = rng.integers(0, n_bytes - length - 1, size=trials)
-        keys = rng.integers(10 ** (KEY_DIGITS - 1), 10 ** KEY_DIGITS, size=trials)
+        keys = rng.integers(10 ** (KEY_DIGITS - 1), 10**KEY_DIGITS, size=trials)
         dists = rng.integers(lo, hi + 1, size=trials)
         plan += [(name, int(o), int(k), int(dd)) for o, k, dd in zip(offsets, keys, dists)]
     return plan
 
 
 @torch.no_grad()
-def score_trials(model: TinyLM, data: np.ndarray, plan, length: int, *, batch: int, device,
-                 d: Dist = Dist()) -> Tuple[np.ndarray, np.ndarray]:
+def score_trials(
+    model: TinyLM, data: np.ndarray, plan, length: int, *, batch: int, device, d: Dist = Dist()
+) -> Tuple[np.ndarray, np.ndarray]:
     """``(correct, logp_bits)``, each shape (len(plan),): greedy exact match (0/1) and log2 p(key)
     of every trial. Under torchrun trial ``i`` runs on process ``i % world`` and results are summed."""
     model.eval()
@@ -157,14 +158,15 @@ def score_trials(model: TinyLM, data: np.ndarray, plan, length: int, *, batch: i
     logp = torch.zeros(len(plan), dtype=torch.float64, device=device)
     mine = [i for i in range(len(plan)) if i % d.world == d.rank]
     for i in range(0, len(mine), max(1, batch)):
-        part = mine[i:i + batch]
-        rows = np.stack([build_sequence(data[plan[j][1]:plan[j][1] + length + 1], plan[j][2],
-                                        plan[j][3]) for j in part]).astype(np.int64)
-        t = torch.from_numpy(rows).to(device)                                 # (b, n + 1)
-        logits = model(t[:, :-1])[:, -KEY_DIGITS:].float()                   # (b, 5, 256)
-        answer = t[:, -KEY_DIGITS:]                                           # (b, 5)
-        logprobs = F.log_softmax(logits, dim=-1).gather(-1, answer[..., None])[..., 0]   # (b, 5)
-        hit = (logits.argmax(-1) == answer).all(dim=-1)                       # (b,)
+        part = mine[i : i + batch]
+        rows = np.stack(
+            [build_sequence(data[plan[j][1] : plan[j][1] + length + 1], plan[j][2], plan[j][3]) for j in part]
+        ).astype(np.int64)
+        t = torch.from_numpy(rows).to(device)  # (b, n + 1)
+        logits = model(t[:, :-1])[:, -KEY_DIGITS:].float()  # (b, 5, 256)
+        answer = t[:, -KEY_DIGITS:]  # (b, 5)
+        logprobs = F.log_softmax(logits, dim=-1).gather(-1, answer[..., None])[..., 0]  # (b, 5)
+        hit = (logits.argmax(-1) == answer).all(dim=-1)  # (b,)
         index = torch.tensor(part, device=device)
         correct[index] = hit.to(torch.float64)
         logp[index] = logprobs.sum(-1).to(torch.float64) / math.log(2.0)
@@ -172,8 +174,9 @@ def score_trials(model: TinyLM, data: np.ndarray, plan, length: int, *, batch: i
     return correct.cpu().numpy(), logp.cpu().numpy()
 
 
-def summarize_trials(plan, correct: np.ndarray, logp_bits: np.ndarray, *, length: int,
-                     train_len: int, bootstrap_samples: int, seed: int) -> Dict[str, dict]:
+def summarize_trials(
+    plan, correct: np.ndarray, logp_bits: np.ndarray, *, length: int, train_len: int, bootstrap_samples: int, seed: int
+) -> Dict[str, dict]:
     """Per bin: ``accuracy`` and ``logp_bits`` (means over trials) with 95% bootstrap intervals over
     trials (``*_ci``), ``trials``, and the bin's ``distance`` range ``[lo, hi]``."""
     out = {}
@@ -183,19 +186,33 @@ def summarize_trials(plan, correct: np.ndarray, logp_bits: np.ndarray, *, length
         if not idx:
             continue
         acc, lp = correct[idx], logp_bits[idx]
-        out[name] = {"accuracy": float(acc.mean()),
-                     "accuracy_ci": list(bootstrap_ci(acc, samples=bootstrap_samples, seed=seed)),
-                     "logp_bits": float(lp.mean()),
-                     "logp_bits_ci": list(bootstrap_ci(lp, samples=bootstrap_samples, seed=seed)),
-                     "trials": len(idx), "distance": list(ranges[name])}
+        out[name] = {
+            "accuracy": float(acc.mean()),
+            "accuracy_ci": list(bootstrap_ci(acc, samples=bootstrap_samples, seed=seed)),
+            "logp_bits": float(lp.mean()),
+            "logp_bits_ci": list(bootstrap_ci(lp, samples=bootstrap_samples, seed=seed)),
+            "trials": len(idx),
+            "distance": list(ranges[name]),
+        }
     return out
 
 
-def evaluate_passkey(model: TinyLM, data: np.ndarray, length: int, *, train_len: int, trials: int,
-                     batch: int, bootstrap_samples: int, seed: int, device,
-                     d: Dist = Dist()) -> Dict[str, dict]:
+def evaluate_passkey(
+    model: TinyLM,
+    data: np.ndarray,
+    length: int,
+    *,
+    train_len: int,
+    trials: int,
+    batch: int,
+    bootstrap_samples: int,
+    seed: int,
+    device,
+    d: Dist = Dist(),
+) -> Dict[str, dict]:
     """Passkey retrieval of ``model`` at ``length``: :func:`summarize_trials` of the fixed plan."""
     plan = trial_plan(length, train_len, trials, data.size, seed)
     correct, logp = score_trials(model, data, plan, length, batch=batch, device=device, d=d)
-    return summarize_trials(plan, correct, logp, length=length, train_len=train_len,
-                            bootstrap_samples=bootstrap_samples, seed=seed)
+    return summarize_trials(
+        plan, correct, logp, length=length, train_len=train_len, bootstrap_samples=bootstrap_samples, seed=seed
+    )

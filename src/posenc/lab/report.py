@@ -51,18 +51,23 @@ def build_results(cfg: dict, corpus: dict, train_info: dict, progress: dict, com
         for key, res in per_len.items():
             entry = {k: v for k, v in res.items() if k not in ("loss_by_position", "finetuned")}
             if "finetuned" in res:
-                entry["finetuned"] = {k: v for k, v in res["finetuned"].items()
-                                      if k != "loss_by_position"}
+                entry["finetuned"] = {k: v for k, v in res["finetuned"].items() if k != "loss_by_position"}
             extension[method][key] = entry
     sweep = {}
     for name, scores in progress.get("lr_sweep", {}).items():
         finite = {r: v for r, v in scores.items() if v is not None}
-        sweep[name] = {"rates": dict(scores),
-                       "chosen": float(min(finite, key=finite.__getitem__)) if finite else None}
-    results = {"config": cfg, "corpus": corpus, "complete": complete,
-               "machinery_check": cfg.get("preset") == "smoke", "train_len": train_len,
-               "eval_lengths": lengths, "schemes": schemes, "extension": extension,
-               "lr_sweep": sweep}
+        sweep[name] = {"rates": dict(scores), "chosen": float(min(finite, key=finite.__getitem__)) if finite else None}
+    results = {
+        "config": cfg,
+        "corpus": corpus,
+        "complete": complete,
+        "machinery_check": cfg.get("preset") == "smoke",
+        "train_len": train_len,
+        "eval_lengths": lengths,
+        "schemes": schemes,
+        "extension": extension,
+        "lr_sweep": sweep,
+    }
     results["verdicts"] = verdicts(results)
     return results
 
@@ -95,70 +100,97 @@ def markdown(results: dict, command: str = "") -> str:
     if command:
         lines += ["Command: `" + command + "`", ""]
     corpus = results.get("corpus", {})
-    lines += [f"Preset `{cfg['preset']}`, seed {cfg['seed']}: {cfg['n_layers']} layers, d_model "
-              f"{cfg['d_model']}, {cfg['n_heads']} heads, training length {train_len} bytes, "
-              f"{cfg['steps']} steps of {cfg['batch_size']} sequences, AdamW lr {cfg['lr']:g} "
-              f"(warmup {cfg['warmup_steps']}, cosine to {cfg['min_lr_ratio']:g}x). Corpus: "
-              f"{corpus.get('train_files', '?')} training / {corpus.get('val_files', '?')} "
-              f"validation files ({corpus.get('train_bytes', 0) / 1e6:.1f} MB / "
-              f"{corpus.get('val_bytes', 0) / 1e6:.1f} MB); {cfg['eval_windows']} fixed validation "
-              f"windows of {lengths[-1]} bytes, read in pieces of the evaluation length, so every "
-              f"length scores the same bytes. Bits per byte (lower is better), 95% bootstrap "
-              f"intervals over windows.", ""]
+    lines += [
+        f"Preset `{cfg['preset']}`, seed {cfg['seed']}: {cfg['n_layers']} layers, d_model "
+        f"{cfg['d_model']}, {cfg['n_heads']} heads, training length {train_len} bytes, "
+        f"{cfg['steps']} steps of {cfg['batch_size']} sequences, AdamW lr {cfg['lr']:g} "
+        f"(warmup {cfg['warmup_steps']}, cosine to {cfg['min_lr_ratio']:g}x). Corpus: "
+        f"{corpus.get('train_files', '?')} training / {corpus.get('val_files', '?')} "
+        f"validation files ({corpus.get('train_bytes', 0) / 1e6:.1f} MB / "
+        f"{corpus.get('val_bytes', 0) / 1e6:.1f} MB); {cfg['eval_windows']} fixed validation "
+        f"windows of {lengths[-1]} bytes, read in pieces of the evaluation length, so every "
+        f"length scores the same bytes. Bits per byte (lower is better), 95% bootstrap "
+        f"intervals over windows.",
+        "",
+    ]
     if cfg.get("retrieval_share", 0) or cfg.get("retrieval_trials", 0):
-        lines += [f"Passkey retrieval: {cfg.get('retrieval_share', 0):.0%} of training steps read "
-                  f"passkey sequences at the training length; evaluation asks "
-                  f"{cfg.get('retrieval_trials', 0)} keys per length and distance bin (filler from "
-                  f"the validation text). Accuracy is greedy exact match of the 5-digit key with a "
-                  f"95% bootstrap interval over trials; log2 p(key) is in bits (knowing only "
-                  f"\"five digits\" scores {CHANCE_LOGP_BITS:.1f}).", ""]
+        lines += [
+            f"Passkey retrieval: {cfg.get('retrieval_share', 0):.0%} of training steps read "
+            f"passkey sequences at the training length; evaluation asks "
+            f"{cfg.get('retrieval_trials', 0)} keys per length and distance bin (filler from "
+            f"the validation text). Accuracy is greedy exact match of the 5-digit key with a "
+            f"95% bootstrap interval over trials; log2 p(key) is in bits (knowing only "
+            f'"five digits" scores {CHANCE_LOGP_BITS:.1f}).',
+            "",
+        ]
     if not results.get("complete"):
         lines += ["**Incomplete run**: resume it with `posenc lab --resume RUN_DIR`.", ""]
-    lines += ["## In-distribution quality", "",
-              "| scheme | peak lr | train loss, last 10% of steps | validation at " + head[0] + " |",
-              "|---|---|---|---|"]
+    lines += [
+        "## In-distribution quality",
+        "",
+        "| scheme | peak lr | train loss, last 10% of steps | validation at " + head[0] + " |",
+        "|---|---|---|---|",
+    ]
     for name, s in results["schemes"].items():
         tr = s.get("train", {}).get("final_bpb")
         lr = s.get("train", {}).get("lr", cfg.get("lr"))
-        lines.append(f"| {name} | {lr:g} | {'—' if tr is None else f'{tr:.3f}'} | "
-                     f"{_cell(s['eval'].get(str(lengths[0])), 'bpb')} |")
+        lines.append(
+            f"| {name} | {lr:g} | {'—' if tr is None else f'{tr:.3f}'} | "
+            f"{_cell(s['eval'].get(str(lengths[0])), 'bpb')} |"
+        )
     sweep = results.get("lr_sweep") or {}
     if sweep:
         rates = sorted({float(r) for v in sweep.values() for r in v["rates"]})
-        lines += ["", f"Learning rate chosen per scheme: {cfg.get('sweep_steps') or max(1, cfg['steps'] // 5)} "
-                      f"steps at each rate, scored by bits per byte on fixed windows of the "
-                      f"*training* text at {head[0]} (lower is better; the validation text is not "
-                      f"used for the choice).", "",
-                  "| scheme | " + " | ".join(f"lr {r:g}" for r in rates) + " | chosen |",
-                  "|---" * (len(rates) + 2) + "|"]
+        lines += [
+            "",
+            f"Learning rate chosen per scheme: {cfg.get('sweep_steps') or max(1, cfg['steps'] // 5)} "
+            f"steps at each rate, scored by bits per byte on fixed windows of the "
+            f"*training* text at {head[0]} (lower is better; the validation text is not "
+            f"used for the choice).",
+            "",
+            "| scheme | " + " | ".join(f"lr {r:g}" for r in rates) + " | chosen |",
+            "|---" * (len(rates) + 2) + "|",
+        ]
         for name, v in sweep.items():
             cells = []
             for r in rates:
                 score = v["rates"].get(repr(r))
-                cells.append("diverged" if score is None and repr(r) in v["rates"] else
-                             "—" if score is None else f"{score:.3f}")
+                cells.append(
+                    "diverged" if score is None and repr(r) in v["rates"] else "—" if score is None else f"{score:.3f}"
+                )
             chosen = v.get("chosen")
             lines.append(f"| {name} | " + " | ".join(cells) + f" | {'—' if chosen is None else f'{chosen:g}'} |")
-    for key, title in (("bpb", "All positions"), ("bpb_last_quarter", "Last quarter of each window"),
-                       ("bpb_final32", f"The same final {cfg['final_bytes']} bytes at every length")):
-        lines += ["", f"## {title}", "", "| scheme | " + " | ".join(head) + " |",
-                  "|---" * (len(head) + 1) + "|"]
+    for key, title in (
+        ("bpb", "All positions"),
+        ("bpb_last_quarter", "Last quarter of each window"),
+        ("bpb_final32", f"The same final {cfg['final_bytes']} bytes at every length"),
+    ):
+        lines += ["", f"## {title}", "", "| scheme | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
         for name, s in results["schemes"].items():
             cells = [_cell(s["eval"].get(str(n)), key) for n in lengths]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    if any("interpolated" in (e.get("note") or "") for s in results["schemes"].values()
-           for e in s["eval"].values()):
-        lines += ["", "† learned table stretched by linear interpolation "
-                      "(`LearnedPositionalEmbedding.extend`), no retraining."]
+    if any("interpolated" in (e.get("note") or "") for s in results["schemes"].values() for e in s["eval"].values()):
+        lines += [
+            "",
+            "† learned table stretched by linear interpolation (`LearnedPositionalEmbedding.extend`), no retraining.",
+        ]
     if results["extension"]:
         longer = lengths[1:]
-        lines += ["", "## RoPE context extension (all positions)", "",
-                  "Without retraining, and after a short fine-tune at the new length "
-                  f"({cfg['finetune_steps']} steps of {cfg['finetune_batch']}, lr {cfg['finetune_lr']:g}) "
-                  "where run.", "",
-                  "| method | " + " | ".join(f"{n}" for n in longer) + " | " +
-                  " | ".join(f"{n} fine-tuned" for n in longer) + " |",
-                  "|---" * (2 * len(longer) + 1) + "|"]
+        lines += [
+            "",
+            "## RoPE context extension (all positions)",
+            "",
+            "Without retraining, and after a short fine-tune at the new length "
+            f"({cfg['finetune_steps']} steps of {cfg['finetune_batch']}, lr {cfg['finetune_lr']:g}) "
+            "where run.",
+            "",
+            "| method | "
+            + " | ".join(f"{n}" for n in longer)
+            + " | "
+            + " | ".join(f"{n} fine-tuned" for n in longer)
+            + " |",
+            "|---" * (2 * len(longer) + 1) + "|",
+        ]
         for method, per_len in results["extension"].items():
             cells = [_cell(per_len.get(str(n)), "bpb", ci=False) for n in longer]
             ft = [_cell(per_len.get(str(n), {}).get("finetuned"), "bpb", ci=False) for n in longer]
@@ -166,10 +198,13 @@ def markdown(results: dict, command: str = "") -> str:
         control = results["extension"].get("none", {}).get(str(lengths[0]), {}).get("finetuned")
         if control and "bpb" in control:
             before = results["extension"]["none"][str(lengths[0])]["bpb"]
-            lines += ["", f"Control: plain RoPE fine-tuned the same way at the training length "
-                          f"scores {control['bpb']:.3f} at {lengths[0]} (before: {before:.3f}), so "
-                          f"extra training alone changes bits per byte by "
-                          f"{control['bpb'] - before:+.3f}."]
+            lines += [
+                "",
+                f"Control: plain RoPE fine-tuned the same way at the training length "
+                f"scores {control['bpb']:.3f} at {lengths[0]} (before: {before:.3f}), so "
+                f"extra training alone changes bits per byte by "
+                f"{control['bpb'] - before:+.3f}.",
+            ]
     lines += _retrieval_tables(results)
     lines += _verdict_lines(results)
     return "\n".join(lines) + "\n"
@@ -188,12 +223,19 @@ def _retrieval_tables(results: dict) -> List[str]:
     if not have:
         return []
     head = " | ".join(f"{n} ({n // train_len}x)" for n in lengths)
-    lines = ["", "## Passkey retrieval", "",
-             "Exact-match accuracy [95% interval] · mean log2 p(key) in bits, by key distance: near "
-             f"(under {train_len // 2} bytes), mid (up to the training length {train_len}), far (the "
-             "training length or more, only past it). Heatmaps: `retrieval.png`.", "",
-             "![retrieval accuracy by distance and length](retrieval.png)", "",
-             f"| scheme | distance | {head} |", "|---" * (len(lengths) + 2) + "|"]
+    lines = [
+        "",
+        "## Passkey retrieval",
+        "",
+        "Exact-match accuracy [95% interval] · mean log2 p(key) in bits, by key distance: near "
+        f"(under {train_len // 2} bytes), mid (up to the training length {train_len}), far (the "
+        "training length or more, only past it). Heatmaps: `retrieval.png`.",
+        "",
+        "![retrieval accuracy by distance and length](retrieval.png)",
+        "",
+        f"| scheme | distance | {head} |",
+        "|---" * (len(lengths) + 2) + "|",
+    ]
     for name, s in results["schemes"].items():
         for b in BIN_NAMES:
             cells = []
@@ -204,9 +246,13 @@ def _retrieval_tables(results: dict) -> List[str]:
                 lines.append(f"| {name} | {b} | " + " | ".join(cells) + " |")
     if results["extension"]:
         longer = lengths[1:]
-        lines += ["", "RoPE context extension, retrieval (fine-tuned rows where run):", "",
-                  "| method | distance | " + " | ".join(str(n) for n in longer) + " |",
-                  "|---" * (len(longer) + 2) + "|"]
+        lines += [
+            "",
+            "RoPE context extension, retrieval (fine-tuned rows where run):",
+            "",
+            "| method | distance | " + " | ".join(str(n) for n in longer) + " |",
+            "|---" * (len(longer) + 2) + "|",
+        ]
         for method, per_len in results["extension"].items():
             for ft in (False, True):
                 for b in BIN_NAMES:
@@ -216,17 +262,21 @@ def _retrieval_tables(results: dict) -> List[str]:
                         e = e.get("finetuned") or {} if ft else e
                         cells.append(_acc((e.get("retrieval") or {}).get(b)))
                     if any(c != "—" for c in cells):
-                        lines.append(f"| {method}{' fine-tuned' if ft else ''} | {b} | "
-                                     + " | ".join(cells) + " |")
+                        lines.append(f"| {method}{' fine-tuned' if ft else ''} | {b} | " + " | ".join(cells) + " |")
     return lines
 
 
 def _verdict_lines(results: dict) -> List[str]:
     vs = results.get("verdicts", [])
-    lines = ["", "## Perplexity and retrieval side by side", "",
-             "Each claim is judged by its 95% intervals: **seen** when they separate in the "
-             "claimed direction, **not seen** when they separate the other way, **within noise** "
-             "when they overlap.", ""]
+    lines = [
+        "",
+        "## Perplexity and retrieval side by side",
+        "",
+        "Each claim is judged by its 95% intervals: **seen** when they separate in the "
+        "claimed direction, **not seen** when they separate the other way, **within noise** "
+        "when they overlap.",
+        "",
+    ]
     by_scheme: Dict[str, Dict[str, dict]] = {}
     for v in vs:
         if v["group"] in ("perplexity", "retrieval"):
@@ -237,13 +287,17 @@ def _verdict_lines(results: dict) -> List[str]:
         ppl, ret = pair.get("perplexity"), pair.get("retrieval")
         parts = []
         if ppl and ppl["verdict"] != "not measured":
-            shape = {"seen": "loses quality", "within noise": "flat within noise",
-                     "not seen": "improves"}[ppl["verdict"]]
-            parts.append(f"perplexity {shape} ({ppl['a']['label']} {quote(ppl['a'])} vs "
-                         f"{ppl['b']['label']} {quote(ppl['b'])})")
+            shape = {"seen": "loses quality", "within noise": "flat within noise", "not seen": "improves"}[
+                ppl["verdict"]
+            ]
+            parts.append(
+                f"perplexity {shape} ({ppl['a']['label']} {quote(ppl['a'])} vs {ppl['b']['label']} {quote(ppl['b'])})"
+            )
         if ret and ret["verdict"] != "not measured":
-            parts.append(f"retrieval beyond the training length {quote(ret['a'], True)} at {top} "
-                         f"vs near keys {quote(ret['b'], True)} at 1x: {ret['verdict']}")
+            parts.append(
+                f"retrieval beyond the training length {quote(ret['a'], True)} at {top} "
+                f"vs near keys {quote(ret['b'], True)} at 1x: {ret['verdict']}"
+            )
         if parts:
             lines.append(f"- **{label}**: " + "; ".join(parts) + ".")
     lines += ["", "## Did the published pattern appear?", ""]
@@ -257,6 +311,7 @@ def _verdict_lines(results: dict) -> List[str]:
 def plot(results: dict, folder: Path) -> List[Path]:
     """Write ``bpb_vs_length.png`` and ``loss_by_position.png``; return their paths."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -280,15 +335,17 @@ def plot(results: dict, folder: Path) -> List[Path]:
             continue
         xs = [n for n in lengths if str(n) in per_len]
         if xs:
-            ax.plot(xs, [per_len[str(n)]["bpb"] for n in xs], linestyle="--", marker=".",
-                    alpha=0.7, label=f"rope+{method}")
+            ax.plot(
+                xs, [per_len[str(n)]["bpb"] for n in xs], linestyle="--", marker=".", alpha=0.7, label=f"rope+{method}"
+            )
     ax.axvline(results["train_len"], color="grey", linewidth=0.8)
     ax.set_xscale("log", base=2)
     ax.set_xticks(lengths, [str(n) for n in lengths])
     ax.set_xlabel("evaluation length (bytes); grey line = training length")
     ax.set_ylabel("bits per byte (all positions)")
-    ax.set_title("Length extrapolation by position scheme"
-                 + (f"\n({MACHINERY_CHECK})" if results.get("machinery_check") else ""))
+    ax.set_title(
+        "Length extrapolation by position scheme" + (f"\n({MACHINERY_CHECK})" if results.get("machinery_check") else "")
+    )
     ax.legend(fontsize=7, ncol=2, loc="upper left")
     fig.tight_layout()
     path = folder / "bpb_vs_length.png"
@@ -326,16 +383,15 @@ def _panels(results: dict) -> list:
     for method, per_len in results["extension"].items():
         panels.append((f"rope+{method}", per_len))
         if any("finetuned" in e for e in per_len.values()):
-            panels.append((f"rope+{method} ft",
-                           {k: e["finetuned"] for k, e in per_len.items() if "finetuned" in e}))
-    return [(t, ev) for t, ev in panels
-            if any((e or {}).get("retrieval") for e in ev.values())]
+            panels.append((f"rope+{method} ft", {k: e["finetuned"] for k, e in per_len.items() if "finetuned" in e}))
+    return [(t, ev) for t, ev in panels if any((e or {}).get("retrieval") for e in ev.values())]
 
 
 def plot_retrieval(results: dict, folder: Path) -> Optional[Path]:
     """``retrieval.png``: accuracy heatmaps, distance bin x evaluation length, one panel per scheme
     and per extension method. Empty cells (far keys at 1x, or not run) are grey."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -358,16 +414,25 @@ def plot_retrieval(results: dict, folder: Path) -> Optional[Path]:
         for i in range(grid.shape[0]):
             for j in range(grid.shape[1]):
                 if np.isfinite(grid[i, j]):
-                    ax.text(j, i, f"{grid[i, j]:.0%}", ha="center", va="center", fontsize=7,
-                            color="white" if grid[i, j] < 0.6 else "black")
-        ax.set_xticks(range(len(lengths)), [f"{n // results['train_len']}x" for n in lengths],
-                      fontsize=7)
+                    ax.text(
+                        j,
+                        i,
+                        f"{grid[i, j]:.0%}",
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="white" if grid[i, j] < 0.6 else "black",
+                    )
+        ax.set_xticks(range(len(lengths)), [f"{n // results['train_len']}x" for n in lengths], fontsize=7)
         ax.set_yticks(range(len(BIN_NAMES)), BIN_NAMES, fontsize=7)
         ax.set_title(title, fontsize=8)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
-    fig.suptitle("Passkey retrieval accuracy: key distance x evaluation length"
-                 + (f" ({MACHINERY_CHECK})" if results.get("machinery_check") else ""), fontsize=9)
+    fig.suptitle(
+        "Passkey retrieval accuracy: key distance x evaluation length"
+        + (f" ({MACHINERY_CHECK})" if results.get("machinery_check") else ""),
+        fontsize=9,
+    )
     fig.tight_layout()
     path = Path(folder) / "retrieval.png"
     fig.savefig(path, dpi=110)

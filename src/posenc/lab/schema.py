@@ -30,8 +30,10 @@ KINDS = ("config", "corpus", "progress", "results", "checkpoint")
 #: The stamp on every smoke report and view.
 MACHINERY_CHECK = "machinery check: numbers carry no meaning"
 #: What a user can do about a broken file of the lab's own run folder.
-LAB_ADVICE = ("delete it and run `posenc lab --resume RUN` to redo only what it held, or start the "
-              "run over with `posenc lab --out RUN --fresh`")
+LAB_ADVICE = (
+    "delete it and run `posenc lab --resume RUN` to redo only what it held, or start the "
+    "run over with `posenc lab --out RUN --fresh`"
+)
 
 
 class RunFileError(ValueError):
@@ -55,8 +57,11 @@ def stamp(kind: str, content: dict) -> dict:
     """``content`` with the stamp fields first (a new dict)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {list(KINDS)}, got {kind!r}")
-    return {"schema_version": SCHEMA_VERSION, "kind": kind,
-            **{k: v for k, v in content.items() if k not in ("schema_version", "kind")}}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": kind,
+        **{k: v for k, v in content.items() if k not in ("schema_version", "kind")},
+    }
 
 
 def version_of(data: Any) -> Optional[int]:
@@ -75,15 +80,20 @@ def check_stamp(kind: str, data: Any, path, advice: str = LAB_ADVICE) -> dict:
         raise RunFileError(path, f"does not hold a JSON object (found {type(data).__name__})", advice)
     version = version_of(data)
     if version is None:
-        raise RunFileError(path, f"has schema_version {data.get('schema_version')!r}, not an integer",
-                           advice)
+        raise RunFileError(path, f"has schema_version {data.get('schema_version')!r}, not an integer", advice)
     if version < SCHEMA_VERSION:
-        raise RunFileError(path, f"was written by an older posenc (run-file version {version}; this "
-                                 f"posenc reads version {SCHEMA_VERSION})", advice)
+        raise RunFileError(
+            path,
+            f"was written by an older posenc (run-file version {version}; this posenc reads version {SCHEMA_VERSION})",
+            advice,
+        )
     if version > SCHEMA_VERSION:
-        raise RunFileError(path, f"was written by a newer posenc (run-file version {version}; this "
-                                 f"posenc reads up to {SCHEMA_VERSION}): upgrade posenc to read it",
-                           "or " + advice)
+        raise RunFileError(
+            path,
+            f"was written by a newer posenc (run-file version {version}; this "
+            f"posenc reads up to {SCHEMA_VERSION}): upgrade posenc to read it",
+            "or " + advice,
+        )
     if data.get("kind") != kind:
         raise RunFileError(path, f"is a {data.get('kind')!r} file, expected {kind!r}", advice)
     return {k: v for k, v in data.items() if k not in ("schema_version", "kind")}
@@ -100,7 +110,7 @@ def load_json_file(path, kind: str, advice: str = LAB_ADVICE, max_bytes: Optiona
         return None
     try:
         if max_bytes is not None and path.stat().st_size > max_bytes:
-            raise RunFileError(path, f"is larger than {max_bytes // 2 ** 20} MiB; not read", advice)
+            raise RunFileError(path, f"is larger than {max_bytes // 2**20} MiB; not read", advice)
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise RunFileError(path, "is not UTF-8 text (corrupt)", advice) from None
@@ -109,8 +119,9 @@ def load_json_file(path, kind: str, advice: str = LAB_ADVICE, max_bytes: Optiona
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise RunFileError(path, f"is not valid JSON (truncated or corrupt: {err.msg} at line "
-                                 f"{err.lineno})", advice) from None
+        raise RunFileError(
+            path, f"is not valid JSON (truncated or corrupt: {err.msg} at line {err.lineno})", advice
+        ) from None
     return check_stamp(kind, data, path, advice)
 
 
@@ -161,20 +172,26 @@ def length_key(key) -> Optional[int]:
 class RetrievalCell:
     """Passkey retrieval at one length and one distance bin (means over trials, 95% intervals)."""
 
-    accuracy: Optional[float] = None                      # greedy exact match, 0..1
+    accuracy: Optional[float] = None  # greedy exact match, 0..1
     accuracy_ci: Optional[Tuple[float, float]] = None
-    logp_bits: Optional[float] = None                     # mean log2 p(key)
+    logp_bits: Optional[float] = None  # mean log2 p(key)
     logp_bits_ci: Optional[Tuple[float, float]] = None
     trials: Optional[int] = None
-    distance: Optional[Tuple[float, float]] = None        # inclusive range of the bin
+    distance: Optional[Tuple[float, float]] = None  # inclusive range of the bin
 
     @classmethod
     def parse(cls, raw, where: str, notes: List[str]) -> Optional["RetrievalCell"]:
         if not isinstance(raw, dict):
             notes.append(f"{where}: not a retrieval result")
             return None
-        cell = cls(_num(raw.get("accuracy")), _pair(raw.get("accuracy_ci")), _num(raw.get("logp_bits")),
-                   _pair(raw.get("logp_bits_ci")), _int(raw.get("trials")), _pair(raw.get("distance")))
+        cell = cls(
+            _num(raw.get("accuracy")),
+            _pair(raw.get("accuracy_ci")),
+            _num(raw.get("logp_bits")),
+            _pair(raw.get("logp_bits_ci")),
+            _int(raw.get("trials")),
+            _pair(raw.get("distance")),
+        )
         if cell.accuracy is None:
             notes.append(f"{where}: accuracy is not a finite number")
         return cell
@@ -191,18 +208,17 @@ class EvalEntry:
     bpb_final32: Optional[float] = None
     bpb_final32_ci: Optional[Tuple[float, float]] = None
     n_windows: Optional[int] = None
-    cannot: bool = False                                  # a learned table past its rows
+    cannot: bool = False  # a learned table past its rows
     note: Optional[str] = None
     retrieval: Dict[str, RetrievalCell] = field(default_factory=dict)
-    finetuned: Optional["EvalEntry"] = None               # extension entries only
+    finetuned: Optional["EvalEntry"] = None  # extension entries only
 
     @classmethod
     def parse(cls, raw, where: str, notes: List[str]) -> Optional["EvalEntry"]:
         if not isinstance(raw, dict):
             notes.append(f"{where}: not an evaluation result")
             return None
-        entry = cls(cannot=raw.get("cannot") is True, note=_text(raw.get("note")),
-                    n_windows=_int(raw.get("n_windows")))
+        entry = cls(cannot=raw.get("cannot") is True, note=_text(raw.get("note")), n_windows=_int(raw.get("n_windows")))
         for key in ("bpb", "bpb_last_quarter", "bpb_final32"):
             setattr(entry, key, _num(raw.get(key)))
             setattr(entry, key + "_ci", _pair(raw.get(key + "_ci")))
@@ -242,11 +258,11 @@ class Verdict:
     """A claim from the literature and what this run's intervals say about it."""
 
     claim: str = ""
-    verdict: str = "not measured"                         # one of VERDICTS
+    verdict: str = "not measured"  # one of VERDICTS
     evidence: str = ""
-    group: str = "perplexity"                             # "perplexity", "retrieval" or "extension"
-    scheme: Optional[str] = None                          # what the claim is about, for side-by-side
-    expected: Optional[str] = None                        # what the literature reports
+    group: str = "perplexity"  # "perplexity", "retrieval" or "extension"
+    scheme: Optional[str] = None  # what the claim is about, for side-by-side
+    expected: Optional[str] = None  # what the literature reports
     a: Optional[Side] = None
     b: Optional[Side] = None
 
@@ -256,16 +272,23 @@ class Verdict:
             return None
         given = raw.get("verdict")
         verdict = given if isinstance(given, str) and given in VERDICTS else "not measured"
-        if "verdict" not in raw and isinstance(raw.get("seen"), bool):    # run-file version 1
+        if "verdict" not in raw and isinstance(raw.get("seen"), bool):  # run-file version 1
             verdict = "seen" if raw["seen"] else "not seen"
-        return cls(raw["claim"][:300], verdict, _text(raw.get("evidence"), 600) or "",
-                   _text(raw.get("group"), 40) or "perplexity", _text(raw.get("scheme"), 40),
-                   _text(raw.get("expected"), 200), Side.parse(raw.get("a")), Side.parse(raw.get("b")))
+        return cls(
+            raw["claim"][:300],
+            verdict,
+            _text(raw.get("evidence"), 600) or "",
+            _text(raw.get("group"), 40) or "perplexity",
+            _text(raw.get("scheme"), 40),
+            _text(raw.get("expected"), 200),
+            Side.parse(raw.get("a")),
+            Side.parse(raw.get("b")),
+        )
 
 
 @dataclass
 class SchemeResult:
-    train: Dict[str, Any] = field(default_factory=dict)   # steps, final_bpb, parameters, lr, ...
+    train: Dict[str, Any] = field(default_factory=dict)  # steps, final_bpb, parameters, lr, ...
     eval: Dict[str, EvalEntry] = field(default_factory=dict)
     loss_by_position: Dict[str, List[Optional[float]]] = field(default_factory=dict)
 
@@ -277,7 +300,7 @@ class Results:
     config: Dict[str, Any] = field(default_factory=dict)
     corpus: Dict[str, Any] = field(default_factory=dict)
     complete: Optional[bool] = None
-    machinery_check: bool = False                         # a smoke run: numbers carry no meaning
+    machinery_check: bool = False  # a smoke run: numbers carry no meaning
     train_len: Optional[int] = None
     eval_lengths: List[int] = field(default_factory=list)
     schemes: Dict[str, SchemeResult] = field(default_factory=dict)
@@ -290,8 +313,10 @@ class Results:
         """Typed results from a checked ``results.json`` payload, and notes on every entry that was
         missing or malformed (dropped, never guessed)."""
         notes: List[str] = []
-        out = cls(complete=data.get("complete") if isinstance(data.get("complete"), bool) else None,
-                  machinery_check=data.get("machinery_check") is True)
+        out = cls(
+            complete=data.get("complete") if isinstance(data.get("complete"), bool) else None,
+            machinery_check=data.get("machinery_check") is True,
+        )
         out.config = _dict(data.get("config"))
         if not out.config:
             notes.append("config is missing")
@@ -330,8 +355,9 @@ class Results:
             if isinstance(curves, dict):
                 for key, values in list(curves.items())[:max_entries]:
                     if length_key(key) is None or not isinstance(values, list):
-                        notes.append(f"scheme {name!r}: loss_by_position entry {str(key)[:40]!r} is "
-                                     f"not a list of losses")
+                        notes.append(
+                            f"scheme {name!r}: loss_by_position entry {str(key)[:40]!r} is not a list of losses"
+                        )
                         continue
                     result.loss_by_position[str(length_key(key))] = [_num(v) for v in values]
             else:
@@ -357,8 +383,7 @@ class Results:
             notes.append("extension is missing: no context-extension results")
         sweep = data.get("lr_sweep")
         if isinstance(sweep, dict):
-            out.lr_sweep = {str(k)[:40]: v for k, v in list(sweep.items())[:max_entries]
-                            if isinstance(v, dict)}
+            out.lr_sweep = {str(k)[:40]: v for k, v in list(sweep.items())[:max_entries] if isinstance(v, dict)}
         raw_verdicts = data.get("verdicts")
         if isinstance(raw_verdicts, list):
             out.verdicts = [v for v in map(Verdict.parse, raw_verdicts[:max_entries]) if v is not None]

@@ -63,8 +63,7 @@ def read_run_file(path: Path, kind: str) -> Optional[dict]:
 
 #: Keys of a lab checkpoint; every value is a tensor, a container of tensors or plain data, so it
 #: loads with ``torch.load(weights_only=True)``.
-CHECKPOINT_KEYS = {"schema_version", "model", "optimizer", "step", "losses", "model_config",
-                   "seconds", "lr"}
+CHECKPOINT_KEYS = {"schema_version", "model", "optimizer", "step", "losses", "model_config", "seconds", "lr"}
 
 
 def save_checkpoint(path: Path, state: dict) -> None:
@@ -74,8 +73,7 @@ def save_checkpoint(path: Path, state: dict) -> None:
     (checked by loading nothing but those back); the schema version is added."""
     unknown = set(state) - CHECKPOINT_KEYS
     if unknown:
-        raise ValueError(f"checkpoint state has keys {sorted(unknown)}; allowed: "
-                         f"{sorted(CHECKPOINT_KEYS)}")
+        raise ValueError(f"checkpoint state has keys {sorted(unknown)}; allowed: {sorted(CHECKPOINT_KEYS)}")
     state = {"schema_version": SCHEMA_VERSION, **state}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -108,27 +106,46 @@ def load_checkpoint(path: Path) -> Optional[dict]:
         text = str(err)
         found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
         if found:
-            raise RunFileError(path, f"is not a plain-data checkpoint and was not loaded (nothing in "
-                                     f"it ran): it refers to the Python object {found.group(1)}, "
-                                     f"which a checkpoint of tensors never does", advice) from None
+            raise RunFileError(
+                path,
+                f"is not a plain-data checkpoint and was not loaded (nothing in "
+                f"it ran): it refers to the Python object {found.group(1)}, "
+                f"which a checkpoint of tensors never does",
+                advice,
+            ) from None
         detail = re.search(r"WeightsUnpickler error:\s*(.+)", text)
-        raise RunFileError(path, f"is truncated or corrupt (not a readable torch checkpoint: "
-                                 f"{_first_sentence(detail.group(1) if detail else text)})",
-                           advice) from None
-    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile, KeyError,
-            AttributeError, TypeError, IndexError) as err:
-        raise RunFileError(path, f"is truncated or corrupt ({type(err).__name__}: "
-                                 f"{_first_sentence(str(err))})", advice) from None
+        raise RunFileError(
+            path,
+            f"is truncated or corrupt (not a readable torch checkpoint: "
+            f"{_first_sentence(detail.group(1) if detail else text)})",
+            advice,
+        ) from None
+    except (
+        RuntimeError,
+        EOFError,
+        OSError,
+        ValueError,
+        zipfile.BadZipFile,
+        KeyError,
+        AttributeError,
+        TypeError,
+        IndexError,
+    ) as err:
+        raise RunFileError(
+            path, f"is truncated or corrupt ({type(err).__name__}: {_first_sentence(str(err))})", advice
+        ) from None
     if not isinstance(state, dict):
         raise RunFileError(path, f"holds a {type(state).__name__}, not a lab checkpoint", advice)
     version = state.get("schema_version", 1)
     if version != SCHEMA_VERSION:
-        raise RunFileError(path, f"is a run-file version {version!r} checkpoint; this posenc reads "
-                                 f"version {SCHEMA_VERSION}", advice)
+        raise RunFileError(
+            path, f"is a run-file version {version!r} checkpoint; this posenc reads version {SCHEMA_VERSION}", advice
+        )
     missing = {"model", "optimizer", "step", "losses", "model_config"} - set(state)
     if missing or not isinstance(state.get("step"), int) or not isinstance(state.get("model"), dict):
-        raise RunFileError(path, f"is not a complete lab checkpoint (missing {sorted(missing)} or a "
-                                 f"malformed step/model)", advice)
+        raise RunFileError(
+            path, f"is not a complete lab checkpoint (missing {sorted(missing)} or a malformed step/model)", advice
+        )
     return state
 
 
