@@ -57,7 +57,7 @@ def test_index_and_static_files_are_served_with_a_strict_policy(client):
     assert page.status_code == 200 and "posenc explorer" in page.text
     assert "default-src 'self'" in page.headers["content-security-policy"]
     assert client.get("/static/style.css").status_code == 200
-    assert "http://" not in page.text and "https://" not in page.text     # nothing from the network
+    assert "http://" not in page.text and "https://" not in page.text  # nothing from the network
 
 
 def test_every_script_the_page_imports_is_served_and_local(client):
@@ -80,8 +80,18 @@ def test_every_script_the_page_imports_is_served_and_local(client):
     assert len(seen) >= 12
 
 
-@pytest.mark.parametrize("path", ["/static/../app.py", "/static/%2e%2e/app.py", "/static/..%2fapp.py",
-                                  "/static/../../__init__.py", "/static/nope.js", "/app.py", "/etc/passwd"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/static/../app.py",
+        "/static/%2e%2e/app.py",
+        "/static/..%2fapp.py",
+        "/static/../../__init__.py",
+        "/static/nope.js",
+        "/app.py",
+        "/etc/passwd",
+    ],
+)
 def test_only_the_explorer_static_files_are_served(client, path):
     assert client.get(path).status_code == 404
 
@@ -97,7 +107,7 @@ def test_unknown_host_header_is_refused():
 def test_meta_lists_limits_methods_and_checks(client):
     meta = get(client, "/api/meta")
     assert meta["limits"]["d_model"]["maximum"] == LIMITS["d_model"].maximum
-    overlays = {name for name, d in REGISTRY.items() if d.explorer is not None}     # from the registry
+    overlays = {name for name, d in REGISTRY.items() if d.explorer is not None}  # from the registry
     assert set(meta["methods"]) == overlays >= {"linear", "ntk", "dynamic", "yarn", "llama3"}
     assert meta["checks"] >= 6
     assert meta["lab"] is False
@@ -105,16 +115,30 @@ def test_meta_lists_limits_methods_and_checks(client):
 
 #: slider id -> (API parameter, how the slider's value becomes the parameter's)
 SLIDERS = {
-    "fp-d-model": ("d_model", int), "fp-length": ("length", int), "fp-base-log": ("base", lambda v: 10 ** v),
-    "g-base-log": ("base", lambda v: 10 ** v), "dl-q": ("q_pos", int), "dl-k": ("k_pos", int),
-    "dl-offset": ("offset", int), "dl-seed": ("seed", int), "wo-deg": ("degrees", float),
-    "sc-max": ("max_distance", int), "sc-dmodel": ("d_model", int), "sc-heads": ("heads", int),
-    "sc-compare-log": ("base", lambda v: 10 ** v),
-    "wl-train-log": ("train_len", lambda v: 2 ** v), "wl-factor": ("factor", float),
-    "wl-seq-log": ("seq_len", lambda v: 2 ** v), "wl-beta-fast": ("beta_fast", float),
-    "wl-beta-slow": ("beta_slow", float), "wl-low": ("low_freq_factor", float),
-    "wl-high": ("high_freq_factor", float), "al-heads": ("heads", int), "al-len": ("matrix_len", int),
-    "al-seed": ("seed", int), "pr-max-log": ("max_position", lambda v: 2 ** v),
+    "fp-d-model": ("d_model", int),
+    "fp-length": ("length", int),
+    "fp-base-log": ("base", lambda v: 10**v),
+    "g-base-log": ("base", lambda v: 10**v),
+    "dl-q": ("q_pos", int),
+    "dl-k": ("k_pos", int),
+    "dl-offset": ("offset", int),
+    "dl-seed": ("seed", int),
+    "wo-deg": ("degrees", float),
+    "sc-max": ("max_distance", int),
+    "sc-dmodel": ("d_model", int),
+    "sc-heads": ("heads", int),
+    "sc-compare-log": ("base", lambda v: 10**v),
+    "wl-train-log": ("train_len", lambda v: 2**v),
+    "wl-factor": ("factor", float),
+    "wl-seq-log": ("seq_len", lambda v: 2**v),
+    "wl-beta-fast": ("beta_fast", float),
+    "wl-beta-slow": ("beta_slow", float),
+    "wl-low": ("low_freq_factor", float),
+    "wl-high": ("high_freq_factor", float),
+    "al-heads": ("heads", int),
+    "al-len": ("matrix_len", int),
+    "al-seed": ("seed", int),
+    "pr-max-log": ("max_position", lambda v: 2**v),
 }
 
 
@@ -185,7 +209,7 @@ def test_dials_score_matches_rotary_embedding_and_ignores_a_common_shift(client)
     assert d["score"] == pytest.approx(float((q_rot * k_rot).sum()), abs=1e-5)
     assert d["score_moved"] == pytest.approx(d["score"], abs=1e-10)
     assert d["theta"] == rope_inv_freq(8, 10000.0).tolist()
-    assert d["relative_angle_deg"][1] == pytest.approx(math.degrees(5 * 0.1), abs=1e-9)   # theta_1 = 0.1
+    assert d["relative_angle_deg"][1] == pytest.approx(math.degrees(5 * 0.1), abs=1e-9)  # theta_1 = 0.1
     assert sum(d["pair_scores"]) == pytest.approx(d["score"], abs=1e-12)
 
 
@@ -206,8 +230,15 @@ def test_dials_give_the_unturned_hands_and_each_turn_m_theta(client):
 
 
 def test_order_proof_flips_the_relative_angle_and_only_rope_tells_the_sentences_apart(client):
-    d = get(client, "/api/rope/order", text_a="dog bites man", text_b="man bites dog",
-            query_word="bites", key_word="dog", degrees=30.0)
+    d = get(
+        client,
+        "/api/rope/order",
+        text_a="dog bites man",
+        text_b="man bites dog",
+        query_word="bites",
+        key_word="dog",
+        degrees=30.0,
+    )
     a, b = d["sentences"]
     # counter-clockwise positive, query's turn minus key's: "bites" after "dog" is +30, as in posenc tour
     assert a["relative_angle_deg"] == pytest.approx(30.0) and b["relative_angle_deg"] == pytest.approx(-30.0)
@@ -225,8 +256,7 @@ def test_order_proof_flips_the_relative_angle_and_only_rope_tells_the_sentences_
 
 # -- 3. scores against distance --------------------------------------------------------------------------
 def test_scores_follow_the_closed_forms(client):
-    d = get(client, "/api/scores", head_dim=32, base=10000.0, d_model=24, sin_base=10000.0, heads=6,
-            max_distance=300)
+    d = get(client, "/api/scores", head_dim=32, base=10000.0, d_model=24, sin_base=10000.0, heads=6, max_distance=300)
     dist = torch.arange(301, dtype=torch.float64)
     rope_expected = torch.cos(dist.unsqueeze(-1) * rope_inv_freq(32, 10000.0)).mean(-1)
     assert d["rope"] == pytest.approx(rope_expected.tolist(), abs=1e-12)
@@ -248,15 +278,15 @@ def test_score_defaults_show_the_decay(client):
     far = [r for dist, r in zip(d["distances"], d["rope"]) if dist >= defaults["max_distance"] // 2]
     near = [r for dist, r in zip(d["distances"], d["rope"]) if 1 <= dist <= 16]
     assert d["rope"][0] == pytest.approx(1.0)
-    assert d["rope"][0] - sum(far) / len(far) > 0.5                  # well below 1 far away
-    assert sum(near) / len(near) > sum(far) / len(far) + 0.3          # and falling on the way
+    assert d["rope"][0] - sum(far) / len(far) > 0.5  # well below 1 far away
+    assert sum(near) / len(near) > sum(far) / len(far) + 0.3  # and falling on the way
     # the octave-averaged curve, recomputed from the closed form, falls steadily
     inv_freq = rope_inv_freq(defaults["head_dim"], defaults["base"])
     exact = torch.cos(torch.arange(defaults["max_distance"] + 1, dtype=torch.float64).unsqueeze(-1) * inv_freq).mean(-1)
     trend = dict(zip(d["distances"], d["rope_trend"]))
     for dist in (1, 16, 100, 2048):
         lo, hi = math.ceil(dist / math.sqrt(2)), min(math.floor(dist * math.sqrt(2)), defaults["max_distance"])
-        assert trend[dist] == pytest.approx(float(exact[lo:hi + 1].mean()), abs=1e-12)
+        assert trend[dist] == pytest.approx(float(exact[lo : hi + 1].mean()), abs=1e-12)
     assert trend[1] > trend[16] > trend[100] > trend[1024] and trend[1024] < 0.25
 
 
@@ -264,17 +294,18 @@ def test_long_ranges_keep_every_near_distance():
     from posenc.explorer.views import DENSE_DISTANCES, score_distances
 
     d = score_distances(2048)
-    assert d[:DENSE_DISTANCES + 1] == list(range(DENSE_DISTANCES + 1)) and d[-1] == 2048
-    gaps = [b / a for a, b in zip(d[DENSE_DISTANCES:], d[DENSE_DISTANCES + 1:])]
-    assert max(gaps) < 1.02                                          # evenly spread on a log axis
+    assert d[: DENSE_DISTANCES + 1] == list(range(DENSE_DISTANCES + 1)) and d[-1] == 2048
+    gaps = [b / a for a, b in zip(d[DENSE_DISTANCES:], d[DENSE_DISTANCES + 1 :])]
+    assert max(gaps) < 1.02  # evenly spread on a log axis
 
 
 def test_long_score_ranges_are_sampled_and_exact_where_sampled(client):
     from posenc.explorer.limits import MAX_SCORE_POINTS
 
     top = int(LIMITS["max_distance"].maximum)
-    d = get(client, "/api/scores", head_dim=32, base=10000.0, d_model=24, heads=4, max_distance=top,
-            compare_base=500000.0)
+    d = get(
+        client, "/api/scores", head_dim=32, base=10000.0, d_model=24, heads=4, max_distance=top, compare_base=500000.0
+    )
     dist = d["distances"]
     assert len(dist) <= MAX_SCORE_POINTS and dist[0] == 0 and dist[-1] == top and dist == sorted(set(dist))
     assert len(d["rope"]) == len(d["sinusoidal"]) == len(d["rope_compare"]) == len(d["alibi"][0]) == len(dist)
@@ -315,7 +346,7 @@ def test_precision_errors_per_dtype(client):
     assert d["at_pos"]["float32"] == pytest.approx(err32.abs().tolist(), abs=1e-12)
     assert max(d["at_pos"]["float32"]) > 1e-3
     assert max(d["at_pos"]["posenc"]) < 1e-6
-    assert d["at_pos"]["float16"] == [None] * 32                   # 1e6 is past float16's range
+    assert d["at_pos"]["float16"] == [None] * 32  # 1e6 is past float16's range
     beyond = [i for i, p in enumerate(d["positions"]) if p > 65520]
     assert all(d["max_error"]["float16"][i] is None for i in beyond)
     assert all(v < 1e-6 for v in d["max_error"]["posenc"])
@@ -323,11 +354,23 @@ def test_precision_errors_per_dtype(client):
 
 # -- 4. wavelengths, fixtures, config -----------------------------------------------------------------------------
 def test_wavelength_overlays_are_the_library_frequencies(client):
-    d = get(client, "/api/wavelengths", rotary_dim=64, base=500000.0, train_len=8192,
-            methods="linear,ntk,dynamic,yarn,llama3", factor=8.0, seq_len=20000, beta_fast=32.0,
-            beta_slow=1.0, low_freq_factor=1.0, high_freq_factor=4.0)
+    d = get(
+        client,
+        "/api/wavelengths",
+        rotary_dim=64,
+        base=500000.0,
+        train_len=8192,
+        methods="linear,ntk,dynamic,yarn,llama3",
+        factor=8.0,
+        seq_len=20000,
+        beta_fast=32.0,
+        beta_slow=1.0,
+        low_freq_factor=1.0,
+        high_freq_factor=4.0,
+    )
     configs = {
-        "linear": (LinearScaling(8.0), None), "ntk": (NTKScaling(8.0), None),
+        "linear": (LinearScaling(8.0), None),
+        "ntk": (NTKScaling(8.0), None),
         "dynamic": (DynamicNTKScaling(8.0, 8192), 20000),
         "yarn": (YaRNScaling(8.0, 8192, beta_fast=32.0, beta_slow=1.0), None),
         "llama3": (Llama3Scaling(8.0, 1.0, 4.0, 8192), None),
@@ -341,9 +384,9 @@ def test_wavelength_overlays_are_the_library_frequencies(client):
         assert entry["attention_factor"] == factor
         slow = (default / inv_freq).tolist()
         assert entry["slowdown"] == pytest.approx([min(slow), max(slow)], rel=1e-12)
-        if name in ("yarn", "llama3"):                            # the ramp methods, split three ways
+        if name in ("yarn", "llama3"):  # the ramp methods, split three ways
             assert entry["split"] and entry["kept"] + entry["blended"] + entry["divided"] == 32
-        else:                                                     # no ramp: no kept/blended/divided
+        else:  # no ramp: no kept/blended/divided
             assert not entry["split"] and entry["kept"] is entry["blended"] is entry["divided"] is None
     assert d["methods"]["linear"]["slowdown"] == pytest.approx([8.0, 8.0])
     assert d["methods"]["ntk"]["slowdown"] == pytest.approx([1.0, 8.0])
@@ -361,10 +404,11 @@ def test_fixtures_load_real_configs_through_posenc_hf(client):
     d = get(client, "/api/fixture", name="llama-3.1-8b")
     assert d["rope_type"] == "llama3" and d["base"] == 500000.0 and d["train_len"] == 8192
     from posenc.explorer.scaling_view import fixtures
+
     kw = rotary_kwargs_from_hf(fixtures()["llama-3.1-8b"][0])
     expected, _ = rope_frequencies(kw["scaling"], kw["rotary_dim"], kw["base"])
     assert d["curves"]["configured"]["inv_freq"] == expected.tolist()
-    for name in names:                                        # every shipped fixture draws
+    for name in names:  # every shipped fixture draws
         assert client.get("/api/fixture", params={"name": name}).status_code == 200, name
 
 
@@ -381,16 +425,19 @@ def test_longrope_fixture_shows_its_two_factor_lists_and_no_invented_factor(clie
     default = torch.tensor(d["default"]["inv_freq"], dtype=torch.float64)
     for key in ("short", "long"):
         curve = d["curves"][key]
-        assert curve["split"] is False and curve["kept"] is None      # LongRoPE has no ramp
+        assert curve["split"] is False and curve["kept"] is None  # LongRoPE has no ramp
         factors = torch.tensor(config["rope_scaling"][f"{key}_factor"], dtype=torch.float64)
-        torch.testing.assert_close(torch.tensor(curve["inv_freq"], dtype=torch.float64), default / factors,
-                                   rtol=1e-12, atol=0)
+        torch.testing.assert_close(
+            torch.tensor(curve["inv_freq"], dtype=torch.float64), default / factors, rtol=1e-12, atol=0
+        )
         assert curve["slowdown"] == pytest.approx([float(factors.min()), float(factors.max())], rel=1e-9)
 
 
 #: what each exported method is meant to be, as posenc configs (head_dim 64, rotary_dim 32, base 500000)
 REQUESTED = {
-    "default": None, "linear": LinearScaling(8.0), "ntk": NTKScaling(8.0),
+    "default": None,
+    "linear": LinearScaling(8.0),
+    "ntk": NTKScaling(8.0),
     "dynamic": DynamicNTKScaling(8.0, 8192),
     "yarn": YaRNScaling(8.0, 8192, beta_fast=32.0, beta_slow=1.0),
     "llama3": Llama3Scaling(8.0, 1.0, 4.0, 8192),
@@ -407,7 +454,7 @@ def reference_frequencies(hf: dict, seq_len=None):
     transformers.logging.set_verbosity_error()
     config = LlamaConfig(**hf, hidden_size=2 * hf["head_dim"], num_attention_heads=2)
     rope_type = config.rope_parameters["rope_type"]
-    if rope_type == "default":             # the reference with partial rotary support
+    if rope_type == "default":  # the reference with partial rotary support
         inv_freq, factor = GPTNeoXRotaryEmbedding.compute_default_rope_parameters(config)
     else:
         inv_freq, factor = ROPE_INIT_FUNCTIONS[rope_type](config, None, seq_len=seq_len)
@@ -416,8 +463,18 @@ def reference_frequencies(hf: dict, seq_len=None):
 
 @pytest.mark.parametrize("method", list(REQUESTED))
 def test_config_loads_in_transformers_as_the_requested_rope(client, method):
-    d = get(client, "/api/config", head_dim=64, rotary_dim=32, base=500000.0, layout="half", method=method,
-            max_position_embeddings=131072, factor=8.0, original_max_position_embeddings=8192)
+    d = get(
+        client,
+        "/api/config",
+        head_dim=64,
+        rotary_dim=32,
+        base=500000.0,
+        layout="half",
+        method=method,
+        max_position_embeddings=131072,
+        factor=8.0,
+        original_max_position_embeddings=8192,
+    )
     cfg = d["posenc"]
     assert cfg["rotary_dim"] == 32 and cfg["base"] == 500000.0
     requested = REQUESTED[method]
@@ -433,13 +490,17 @@ def test_config_loads_in_transformers_as_the_requested_rope(client, method):
             reference, reference_factor = reference_frequencies(hf, seq_len)
             torch.testing.assert_close(reference, expected, rtol=1e-6, atol=0)
             assert reference_factor == pytest.approx(expected_factor, rel=1e-12)
-        rebuilt = rotary_kwargs_from_hf(hf)                       # posenc reads its own export back
+        rebuilt = rotary_kwargs_from_hf(hf)  # posenc reads its own export back
         assert rebuilt["rotary_dim"] == 32
-        torch.testing.assert_close(rope_frequencies(rebuilt["scaling"], 32, rebuilt["base"])[0],
-                                   rope_frequencies(requested, 32, 500000.0)[0], rtol=1e-12, atol=0)
+        torch.testing.assert_close(
+            rope_frequencies(rebuilt["scaling"], 32, rebuilt["base"])[0],
+            rope_frequencies(requested, 32, 500000.0)[0],
+            rtol=1e-12,
+            atol=0,
+        )
     assert (d["hf_note"] is not None) == (method == "ntk")
     namespace = {}
-    exec(d["python"], namespace)                               # the snippet builds the requested module
+    exec(d["python"], namespace)  # the snippet builds the requested module
     assert namespace["rope"].rotary_dim == 32
     assert namespace["rope"].scaling == requested
     assert namespace["rope"].attention_factor == d["attention_factor"]
@@ -449,9 +510,21 @@ def test_ntk_exports_the_equivalent_base():
     d = 32
     theta = 500000.0 * 8.0 ** (d / (d - 2))
     from posenc.explorer.scaling_view import config_view
-    out = config_view(64, d, 500000.0, "half", "ntk", max_position_embeddings=131072, factor=8.0,
-                      original=8192, beta_fast=32.0, beta_slow=1.0, low_freq_factor=1.0,
-                      high_freq_factor=4.0)
+
+    out = config_view(
+        64,
+        d,
+        500000.0,
+        "half",
+        "ntk",
+        max_position_embeddings=131072,
+        factor=8.0,
+        original=8192,
+        beta_fast=32.0,
+        beta_slow=1.0,
+        low_freq_factor=1.0,
+        high_freq_factor=4.0,
+    )
     assert out["hf_rope_parameters"]["rope_parameters"]["rope_theta"] == pytest.approx(theta, rel=1e-15)
     assert out["hf_rope_scaling"]["rope_theta"] == pytest.approx(theta, rel=1e-15)
     assert out["hf_rope_scaling"]["rope_scaling"] is None
@@ -466,13 +539,19 @@ def write_results(folder, data):
 
 
 SYNTHETIC = {
+    "schema_version": 2,
+    "kind": "results",  # posenc.lab.schema's stamp
     "config": {"d_model": 64, "steps": 10},
     "train_len": 128,
     "eval_lengths": [128, 512],
     "schemes": {
-        "rope": {"eval": {"128": {"bpb": 2.1, "bpb_ci": [2.0, 2.2], "bpb_last_quarter": 2.0, "bpb_final32": 1.9},
-                          "512": {"bpb": 2.9, "bpb_ci": [2.7, 3.1], "bpb_last_quarter": 3.3, "bpb_final32": 3.5}},
-                 "loss_by_position": {"128": [2.0] * 128, "512": [float(i) for i in range(2000)]}},
+        "rope": {
+            "eval": {
+                "128": {"bpb": 2.1, "bpb_ci": [2.0, 2.2], "bpb_last_quarter": 2.0, "bpb_final32": 1.9},
+                "512": {"bpb": 2.9, "bpb_ci": [2.7, 3.1], "bpb_last_quarter": 3.3, "bpb_final32": 3.5},
+            },
+            "loss_by_position": {"128": [2.0] * 128, "512": [float(i) for i in range(2000)]},
+        },
         "alibi": {"eval": {"128": {"bpb": 2.2}}, "loss_by_position": {"128": [2.1] * 128}},
     },
     "extension": {"yarn": {"512": {"bpb": 2.5}}},
@@ -488,7 +567,7 @@ def test_lab_view_reads_a_results_file(tmp_path):
     assert d["schemes"]["rope"]["eval"]["512"]["bpb_ci"] == [2.7, 3.1]
     long_curve = d["schemes"]["rope"]["loss_by_position"]["512"]
     assert len(long_curve["loss"]) == lab_results.MAX_CURVE_POINTS and long_curve["points"] == 2000
-    assert long_curve["loss"][0] == pytest.approx(sum(range(3)) / 3)      # 2000/512 -> first bucket 0..2
+    assert long_curve["loss"][0] == pytest.approx(sum(range(3)) / 3)  # 2000/512 -> first bucket 0..2
     assert d["schemes"]["alibi"]["eval"]["128"]["bpb_last_quarter"] is None
     assert d["extension"]["yarn"]["512"]["bpb"] == 2.5
     assert d["notes"] == []
@@ -500,11 +579,22 @@ def test_lab_view_reads_a_results_file(tmp_path):
 
 
 def test_lab_view_keeps_status_verdicts_and_unmeasurable_cells(tmp_path):
-    data = dict(SYNTHETIC, complete=False, verdicts=[
-        {"claim": "ALiBi stays flat", "seen": True, "evidence": "bpb 2.2 -> 2.25"},
-        {"claim": "YaRN helps", "seen": None, "evidence": "not measured in this run"}, "junk"])
-    data["schemes"] = dict(SYNTHETIC["schemes"], learned={"eval": {
-        "512": {"cannot": True, "note": "cannot: the learned table has 128 rows"}}, "loss_by_position": {}})
+    data = dict(
+        SYNTHETIC,
+        complete=False,
+        verdicts=[
+            {"claim": "ALiBi stays flat", "seen": True, "evidence": "bpb 2.2 -> 2.25"},
+            {"claim": "YaRN helps", "seen": None, "evidence": "not measured in this run"},
+            "junk",
+        ],
+    )
+    data["schemes"] = dict(
+        SYNTHETIC["schemes"],
+        learned={
+            "eval": {"512": {"cannot": True, "note": "cannot: the learned table has 128 rows"}},
+            "loss_by_position": {},
+        },
+    )
     data["extension"] = {"yarn": {"512": {"bpb": 2.5, "finetuned": {"bpb": 2.3, "loss_by_position": [1.0]}}}}
     d = lab_results.read_lab_results(write_results(tmp_path / "run", data))
     assert d["complete"] is False and "not complete" in " ".join(d["notes"])
@@ -519,14 +609,26 @@ def test_lab_view_says_what_is_missing(tmp_path):
     assert "not found" in lab_results.read_lab_results(tmp_path)["notes"][0]
     (tmp_path / "results.json").write_text("{broken", encoding="utf-8")
     assert "could not be read" in lab_results.read_lab_results(tmp_path)["notes"][0]
-    partial = write_results(tmp_path / "partial", {"train_len": 64, "schemes": {
-        "rope": {"eval": {"64": {"bpb": "NaN"}, "x": {}}, "loss_by_position": {"64": [1.0, None, "a"]}},
-        "nope": 3}})
+    partial = write_results(
+        tmp_path / "partial",
+        {
+            "train_len": 64,
+            "schemes": {
+                "rope": {"eval": {"64": {"bpb": "NaN"}, "x": {}}, "loss_by_position": {"64": [1.0, None, "a"]}},
+                "nope": 3,
+            },
+        },
+    )
     d = lab_results.read_lab_results(partial)
     assert d["available"] is True
     joined = " | ".join(d["notes"])
-    for fragment in ("eval_lengths is missing", "config is missing", "extension is missing",
-                     "scheme 'nope' has no results", "'x' is not a length"):
+    for fragment in (
+        "eval_lengths is missing",
+        "config is missing",
+        "extension is missing",
+        "scheme 'nope' has no results",
+        "'x' is not a length",
+    ):
         assert fragment in joined
     assert d["schemes"]["rope"]["eval"]["64"]["bpb"] is None
     assert d["schemes"]["rope"]["loss_by_position"]["64"]["loss"] == [1.0, None, None]
@@ -545,12 +647,12 @@ def test_quiz_lists_questions_without_answers(client):
 def _supports_added(v):
     d = v["d_model"]
     assert v["shape"][-1] == d and v["max_abs"] <= 1.0
-    assert v["pe_norm"] == pytest.approx([math.sqrt(d / 2)] * 2, rel=1e-6)     # fixed size, every row
+    assert v["pe_norm"] == pytest.approx([math.sqrt(d / 2)] * 2, rel=1e-6)  # fixed size, every row
     # the stated scale: N(0, std^2) entries times sqrt(d_model), so about std * d long
     assert v["embed_scale"] == pytest.approx(math.sqrt(d))
     assert v["embedding_norm"] == pytest.approx(v["embedding_std"] * math.sqrt(d) * v["embed_scale"], rel=0.05)
     assert v["ratio"] == pytest.approx(v["pe_norm"][0] / v["embedding_norm"], rel=1e-6)
-    assert 0.5 < v["ratio"] < 2                   # the same size as the word: neither drowns the other
+    assert 0.5 < v["ratio"] < 2  # the same size as the word: neither drowns the other
     assert v["ratio_unscaled"] == pytest.approx(v["ratio"] * math.sqrt(d), rel=1e-9)
     assert v["raw_ratio_1000"] == pytest.approx(1000 * math.sqrt(d) / v["embedding_norm"], rel=1e-9)
 
@@ -582,7 +684,7 @@ def _supports_llama3(v):
 #: for each knowledge check, what its evidence must show for the keyed answer to be right
 SUPPORTS = {
     "added": _supports_added,
-    "learned-limit": lambda v: ("512" in v["error"] and v["requested"] > v["max_len"] == 512),
+    "learned-limit": lambda v: "512" in v["error"] and v["requested"] > v["max_len"] == 512,
     "relative": lambda v: v["score_near"] == pytest.approx(v["score_far"], abs=1e-12),
     "qk-only": lambda v: v["change_qk_only"] < 1e-12 and v["change_with_v"] > 1e-2,
     "llama3-bands": _supports_llama3,
@@ -590,8 +692,9 @@ SUPPORTS = {
     "bag-of-words": lambda v: v["nope_difference"] < 1e-12 and v["sinusoidal_difference"] > 1e-3,
     "alibi-head0": lambda v: v["head0"] == -5.0 and v["head7"] == -10 / 256 and v["slopes"][0] == 0.5,
     "precision": lambda v: 0.01 <= v["float32"] < 0.1 and v["posenc"] < 1e-6,
-    "linear-vs-ntk": lambda v: (v["linear"] == pytest.approx([0.25, 0.25], rel=1e-12)
-                                and v["ntk"] == pytest.approx([1.0, 0.25], rel=1e-12)),
+    "linear-vs-ntk": lambda v: (
+        v["linear"] == pytest.approx([0.25, 0.25], rel=1e-12) and v["ntk"] == pytest.approx([1.0, 0.25], rel=1e-12)
+    ),
 }
 
 
@@ -626,44 +729,79 @@ def test_check_evidence_equals_the_library(client):
     _supports_llama3(values)
     # the prose is formatted from the fixture, not typed in
     prose = " ".join(bands["evidence"])
-    for fragment in ("rope_theta 500000", "128 rotated features", "factor 8", "original context 8192",
-                     "8192 / high_freq_factor 4 = 2048", "29 of 64", "6 are blended", "29 are divided by 8"):
+    for fragment in (
+        "rope_theta 500000",
+        "128 rotated features",
+        "factor 8",
+        "original context 8192",
+        "8192 / high_freq_factor 4 = 2048",
+        "29 of 64",
+        "6 are blended",
+        "29 are divided by 8",
+    ):
         assert fragment in prose
 
 
 # -- bad input: always 422 with a message, never a server error ------------------------------------------------------
 BAD = [
-    ("/api/sinusoidal", {"d_model": 100000}), ("/api/sinusoidal", {"length": 0}),
-    ("/api/sinusoidal", {"base": "nan"}), ("/api/sinusoidal", {"base": "inf"}),
-    ("/api/sinusoidal", {"base": 1}), ("/api/sinusoidal", {"length": "abc"}),
+    ("/api/sinusoidal", {"d_model": 100000}),
+    ("/api/sinusoidal", {"length": 0}),
+    ("/api/sinusoidal", {"base": "nan"}),
+    ("/api/sinusoidal", {"base": "inf"}),
+    ("/api/sinusoidal", {"base": 1}),
+    ("/api/sinusoidal", {"length": "abc"}),
     ("/api/sinusoidal", {"length": 10**30}),
-    ("/api/sinusoidal/cell", {"dim": 70, "d_model": 64}), ("/api/sinusoidal/cell", {"pos": -1}),
+    ("/api/sinusoidal/cell", {"dim": 70, "d_model": 64}),
+    ("/api/sinusoidal/cell", {"pos": -1}),
     ("/api/sinusoidal/cell", {"pos": 10**7}),
-    ("/api/fingerprint", {"text": ""}), ("/api/fingerprint", {"text": "   "}),
-    ("/api/fingerprint", {"text": "a " * 30}), ("/api/fingerprint", {"text": "x" * 301}),
+    ("/api/fingerprint", {"text": ""}),
+    ("/api/fingerprint", {"text": "   "}),
+    ("/api/fingerprint", {"text": "a " * 30}),
+    ("/api/fingerprint", {"text": "x" * 301}),
     ("/api/fingerprint", {"text": "y" * 40}),
-    ("/api/rope/dials", {"head_dim": 7}), ("/api/rope/dials", {"head_dim": 1024}),
-    ("/api/rope/dials", {"q_pos": -3}), ("/api/rope/dials", {"offset": 10**9}), ("/api/rope/dials", {"seed": -1}),
-    ("/api/rope/order", {"key_word": "cat"}), ("/api/rope/order", {"degrees": 0}),
-    ("/api/rope/order", {"degrees": 720}), ("/api/rope/order", {"text_a": ""}),
-    ("/api/scores", {"max_distance": 100000}), ("/api/scores", {"heads": 0}), ("/api/scores", {"head_dim": 9}),
-    ("/api/scores", {"sin_base": "-inf"}), ("/api/scores", {"compare_base": 1}),
+    ("/api/rope/dials", {"head_dim": 7}),
+    ("/api/rope/dials", {"head_dim": 1024}),
+    ("/api/rope/dials", {"q_pos": -3}),
+    ("/api/rope/dials", {"offset": 10**9}),
+    ("/api/rope/dials", {"seed": -1}),
+    ("/api/rope/order", {"key_word": "cat"}),
+    ("/api/rope/order", {"degrees": 0}),
+    ("/api/rope/order", {"degrees": 720}),
+    ("/api/rope/order", {"text_a": ""}),
+    ("/api/scores", {"max_distance": 100000}),
+    ("/api/scores", {"heads": 0}),
+    ("/api/scores", {"head_dim": 9}),
+    ("/api/scores", {"sin_base": "-inf"}),
+    ("/api/scores", {"compare_base": 1}),
     ("/api/scores", {"compare_base": "nan"}),
-    ("/api/alibi", {"heads": 4, "head": 5}), ("/api/alibi", {"matrix_len": 1000}), ("/api/alibi", {"head_dim": 3}),
-    ("/api/precision", {"max_position": 2**40}), ("/api/precision", {"pos": -1}), ("/api/precision", {"head_dim": 5}),
-    ("/api/wavelengths", {"methods": "yarn,foo"}), ("/api/wavelengths", {"methods": "yarn,yarn"}),
+    ("/api/alibi", {"heads": 4, "head": 5}),
+    ("/api/alibi", {"matrix_len": 1000}),
+    ("/api/alibi", {"head_dim": 3}),
+    ("/api/precision", {"max_position": 2**40}),
+    ("/api/precision", {"pos": -1}),
+    ("/api/precision", {"head_dim": 5}),
+    ("/api/wavelengths", {"methods": "yarn,foo"}),
+    ("/api/wavelengths", {"methods": "yarn,yarn"}),
     ("/api/wavelengths", {"methods": "yarn", "beta_fast": 0.5}),
     ("/api/wavelengths", {"methods": "llama3", "high_freq_factor": 0.5}),
-    ("/api/wavelengths", {"factor": 0.5}), ("/api/wavelengths", {"rotary_dim": 3}),
+    ("/api/wavelengths", {"factor": 0.5}),
+    ("/api/wavelengths", {"rotary_dim": 3}),
     ("/api/wavelengths", {"methods": "x" * 101}),
-    ("/api/fixture", {"name": "../../etc/passwd"}), ("/api/fixture", {"name": "no-such-model"}),
+    ("/api/fixture", {"name": "../../etc/passwd"}),
+    ("/api/fixture", {"name": "no-such-model"}),
     ("/api/fixture", {}),
-    ("/api/config", {"rotary_dim": 300}), ("/api/config", {"head_dim": 16, "rotary_dim": 32}),
-    ("/api/config", {"layout": "diagonal"}), ("/api/config", {"method": "longrope"}),
-    ("/api/config", {"method": "llama3", "high_freq_factor": 0.5}), ("/api/config", {"max_position_embeddings": 0}),
-    ("/api/lab", {"points": 1000}), ("/api/lab", {"points": "many"}),
-    ("/api/quiz/nope/answer", {"choice": 0}), ("/api/quiz/relative/answer", {"choice": 5}),
-    ("/api/quiz/relative/answer", {"choice": -1}), ("/api/quiz/relative/answer", {}),
+    ("/api/config", {"rotary_dim": 300}),
+    ("/api/config", {"head_dim": 16, "rotary_dim": 32}),
+    ("/api/config", {"layout": "diagonal"}),
+    ("/api/config", {"method": "longrope"}),
+    ("/api/config", {"method": "llama3", "high_freq_factor": 0.5}),
+    ("/api/config", {"max_position_embeddings": 0}),
+    ("/api/lab", {"points": 1000}),
+    ("/api/lab", {"points": "many"}),
+    ("/api/quiz/nope/answer", {"choice": 0}),
+    ("/api/quiz/relative/answer", {"choice": 5}),
+    ("/api/quiz/relative/answer", {"choice": -1}),
+    ("/api/quiz/relative/answer", {}),
 ]
 
 

@@ -34,10 +34,16 @@ from posenc.rope.scaling import Llama3Scaling
 from posenc.rope.tables import rope_inv_freq
 from posenc.sinusoidal import sinusoidal_table
 
-pytestmark = pytest.mark.slow                 # a real server and a real browser: seconds per test
+pytestmark = pytest.mark.slow  # a real server and a real browser: seconds per test
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 VIEWS = ("fingerprint", "dials", "scores", "wavelengths", "alibi", "precision", "lab", "quiz", "config")
 REQUIRE = os.environ.get("POSENC_REQUIRE_BROWSER") == "1"
 
@@ -45,8 +51,9 @@ REQUIRE = os.environ.get("POSENC_REQUIRE_BROWSER") == "1"
 def find_chromium():
     """``$POSENC_CHROMIUM`` if set (and only that), else the system Chromium."""
     chosen = os.environ.get("POSENC_CHROMIUM")
-    candidates = [chosen] if chosen else ["/usr/bin/chromium", shutil.which("chromium"),
-                                          shutil.which("chromium-browser")]
+    candidates = (
+        [chosen] if chosen else ["/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")]
+    )
     for candidate in candidates:
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return candidate
@@ -64,8 +71,10 @@ def chromium_path():
     path = find_chromium()
     if path is None:
         where = os.environ.get("POSENC_CHROMIUM") or "/usr/bin/chromium and PATH"
-        unavailable(f"Chromium not found (looked at {where}); install it with the system package "
-                    "manager, e.g. `apt-get install chromium`, or point $POSENC_CHROMIUM at it")
+        unavailable(
+            f"Chromium not found (looked at {where}); install it with the system package "
+            "manager, e.g. `apt-get install chromium`, or point $POSENC_CHROMIUM at it"
+        )
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
@@ -77,30 +86,53 @@ def chromium_path():
 def lab_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("lab-run")
     losses = [3.0 - 0.5 * math.exp(-i / 40) for i in range(256)] + [3.4 + i / 400 for i in range(256)]
-    (run / "results.json").write_text(json.dumps({
-        "config": {"d_model": 64}, "train_len": 256, "eval_lengths": [256, 512],
-        "schemes": {
-            "rope": {"eval": {"256": {"bpb": 2.25, "bpb_ci": [2.2, 2.3]}, "512": {"bpb": 2.75, "bpb_ci": [2.6, 2.9]}},
-                     "loss_by_position": {"512": losses}},
-            "alibi": {"eval": {"256": {"bpb": 2.3}, "512": {"bpb": 2.35}},
-                      "loss_by_position": {"512": [2.9] * 512}},
-            "learned": {"eval": {"256": {"bpb": 2.4}, "512": {"cannot": True, "note": "cannot: 256 rows"}},
-                        "loss_by_position": {}},
-        },
-        "extension": {"yarn": {"512": {"bpb": 2.4, "finetuned": {"bpb": 2.31}}}},
-        "complete": True,
-        "verdicts": [{"claim": "ALiBi stays within 5% at the longest length", "seen": True, "evidence": "+2.2%"},
-                     {"claim": "Plain RoPE loses quality beyond the training length", "seen": True,
-                      "evidence": "+22%"}],
-    }), encoding="utf-8")
+    (run / "results.json").write_text(
+        json.dumps(
+            {
+                "schema_version": 2,
+                "kind": "results",  # posenc.lab.schema's stamp
+                "config": {"d_model": 64},
+                "train_len": 256,
+                "eval_lengths": [256, 512],
+                "schemes": {
+                    "rope": {
+                        "eval": {
+                            "256": {"bpb": 2.25, "bpb_ci": [2.2, 2.3]},
+                            "512": {"bpb": 2.75, "bpb_ci": [2.6, 2.9]},
+                        },
+                        "loss_by_position": {"512": losses},
+                    },
+                    "alibi": {
+                        "eval": {"256": {"bpb": 2.3}, "512": {"bpb": 2.35}},
+                        "loss_by_position": {"512": [2.9] * 512},
+                    },
+                    "learned": {
+                        "eval": {"256": {"bpb": 2.4}, "512": {"cannot": True, "note": "cannot: 256 rows"}},
+                        "loss_by_position": {},
+                    },
+                },
+                "extension": {"yarn": {"512": {"bpb": 2.4, "finetuned": {"bpb": 2.31}}}},
+                "complete": True,
+                "verdicts": [
+                    {"claim": "ALiBi stays within 5% at the longest length", "seen": True, "evidence": "+2.2%"},
+                    {"claim": "Plain RoPE loses quality beyond the training length", "seen": True, "evidence": "+22%"},
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
     return run
 
 
 @pytest.fixture(scope="module")
 def server(chromium_path, lab_run):
     """``posenc explore --port 0`` in a subprocess; yields its base URL."""
-    proc = subprocess.Popen([sys.executable, "-m", "posenc", "explore", "--port", "0", "--lab-run", str(lab_run)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "posenc", "explore", "--port", "0", "--lab-run", str(lab_run)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines: "queue.Queue[str]" = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
     url = None
@@ -149,8 +181,12 @@ def page(browser, server):
     problems, foreign = [], []
     pg.on("pageerror", lambda err: problems.append(str(err)))
     pg.on("console", lambda msg: problems.append(msg.text) if msg.type == "error" else None)
-    pg.on("request", lambda req: foreign.append(req.url)
-          if not (req.url.startswith(server) or req.url.startswith("data:")) else None)
+    pg.on(
+        "request",
+        lambda req: (
+            foreign.append(req.url) if not (req.url.startswith(server) or req.url.startswith("data:")) else None
+        ),
+    )
     pg.problems, pg.foreign = problems, foreign
     yield pg
     context.close()
@@ -196,15 +232,30 @@ def set_slider(page, section, selector, value):
 
 #: per view, (selector, fewest drawn marks): SVG shapes that carry data, or for a canvas, distinct colours
 MARKS = {
-    "fingerprint": [("canvas#fp-heat", 20), ("#fp-seat-bars rect", 64), ("#fp-wave path.series", 1),
-                    ("#fp-wave circle", 32), ("canvas#fp-dist", 3), ("#fp-dist-scale rect", 32),
-                    ("canvas.barcode-strip", 5)],
-    "dials": [(".dial-box[data-pair] line.dial-hand", 16), ("#dl-pair-bars rect", 8),
-              ("#wo-clocks line.dial-hand", 6), ("#wo-clocks path.dial-arc", 2)],
+    "fingerprint": [
+        ("canvas#fp-heat", 20),
+        ("#fp-seat-bars rect", 64),
+        ("#fp-wave path.series", 1),
+        ("#fp-wave circle", 32),
+        ("canvas#fp-dist", 3),
+        ("#fp-dist-scale rect", 32),
+        ("canvas.barcode-strip", 5),
+    ],
+    "dials": [
+        (".dial-box[data-pair] line.dial-hand", 16),
+        ("#dl-pair-bars rect", 8),
+        ("#wo-clocks line.dial-hand", 6),
+        ("#wo-clocks path.dial-arc", 2),
+    ],
     "scores": [("#sc-chart path.series", 3), ("#sc-alibi path.series", 8)],
     "wavelengths": [("#wl-chart path.series", 3), ("#wl-chart circle", 8), ("#wl-chart rect.band", 2)],
-    "alibi": [("#al-slopes rect.bar", 8), ("canvas#al-bias", 10), ("canvas#al-rope", 10),
-              ("#al-bias-scale rect", 32), ("#al-rope-scale rect", 32)],
+    "alibi": [
+        ("#al-slopes rect.bar", 8),
+        ("canvas#al-bias", 10),
+        ("canvas#al-rope", 10),
+        ("#al-bias-scale rect", 32),
+        ("#al-rope-scale rect", 32),
+    ],
     "precision": [("#pr-chart path.series", 4), ("#pr-pairs circle", 16)],
     "lab": [("#lab-chart path.series", 2), ("#lab-eval td[data-bpb]", 5)],
     "quiz": [(".quiz-card .choice", 18), (".quiz-card .feedback .evidence li", 1)],
@@ -245,11 +296,13 @@ def test_each_view_renders_and_is_photographed(page, server, shots, view):
     if view == "quiz":
         page.locator("#quiz-relative .choice[data-choice='0']").click()
         from playwright.sync_api import expect
+
         expect(page.locator("#quiz-relative-feedback")).to_be_visible()
     if view == "fingerprint":
         box = page.locator("#fp-heat").bounding_box()
         page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.2)
         from playwright.sync_api import expect
+
         expect(page.locator("#fp-cell-value")).to_be_attached()
         expect(page.locator("#fp-wave path.series")).to_have_count(1)
     page.screenshot(path=str(shots / f"{view}.png"), full_page=True)
@@ -282,7 +335,7 @@ def test_fingerprint_slider_changes_table_and_hover_shows_library_value(page, se
     assert float(cell.get_attribute("data-value")) == float(sinusoidal_table(40, 32)[pos, dim])
     expect(page.locator("#fp-formula")).to_contain_text(f"cos({pos} /")
 
-    canvas.focus()                                               # the keyboard moves the cell too
+    canvas.focus()  # the keyboard moves the cell too
     page.keyboard.press("ArrowRight")
     page.keyboard.press("ArrowDown")
     expect(cell).to_have_attribute("data-dim", str(dim + 1))
@@ -304,7 +357,7 @@ def test_moving_both_positions_keeps_the_score(page, server):
     score = value_of(page, "#dl-score")
     set_slider(page, section, "#dl-offset", 321)
     assert value_of(page, "#dl-score-moved") == pytest.approx(score, abs=1e-9)
-    assert page.locator(".dial-box[data-pair]").count() == 8        # head_dim 16 -> 8 pairs
+    assert page.locator(".dial-box[data-pair]").count() == 8  # head_dim 16 -> 8 pairs
 
     # the printed score is the library's: RotaryEmbedding on the same example vectors
     g = torch.Generator()
@@ -347,6 +400,7 @@ def test_score_readout_equals_the_closed_form(page, server):
     section = open_view(page, server, "scores")
     page.locator("#sc-at").fill("37")
     from playwright.sync_api import expect
+
     expect(page.locator("#sc-rope-at")).to_have_attribute("data-d", "37")
     expected = torch.cos(37 * rope_inv_freq(16, 10000.0)).mean()
     assert value_of(page, "#sc-rope-at") == pytest.approx(float(expected), abs=1e-12)
@@ -392,6 +446,7 @@ def test_wavelength_toggles_and_fixture_picker(page, server):
     expect(page.locator("#wl-caption")).to_contain_text("128 rotated features")
     ratio = Llama3Scaling(8.0, 1.0, 4.0, 8192)
     from posenc.rope.scaling import rope_frequencies
+
     scaled = rope_frequencies(ratio, 128, 500000.0)[0] / rope_inv_freq(128, 500000.0)
     kept = int((scaled == 1).sum())
     expect(page.locator("#wl-caption")).to_contain_text(f"{kept} pairs kept")
@@ -416,20 +471,22 @@ def test_wavelength_labels_sit_outside_the_curves_and_the_chart_fills_its_panel(
     from playwright.sync_api import expect
 
     section = open_view(page, server, "wavelengths")
-    expect(section.locator("#wl-chart rect.band")).to_have_count(2)            # yarn and llama3, one each
+    expect(section.locator("#wl-chart rect.band")).to_have_count(2)  # yarn and llama3, one each
     geometry = page.evaluate(LABEL_BOXES)
     labels = geometry["labels"]
     texts = [label["text"] for label in labels]
     assert "trained context 8,192" in texts and "target 65,536 (× 8)" in texts
-    assert "yarn: divide above 8,192" in texts and "llama3: divide above 8,192" in texts   # not run together
-    for label in labels:                                                       # right of the plot area
+    assert "yarn: divide above 8,192" in texts and "llama3: divide above 8,192" in texts  # not run together
+    for label in labels:  # right of the plot area
         assert label["left"] >= geometry["plotRight"] - 0.5, label
     for a in labels:
         for other in labels:
             if other is a:
                 continue
-            overlap = (min(a["right"], other["right"]) - max(a["left"], other["left"]) > 0 and
-                       min(a["bottom"], other["bottom"]) - max(a["top"], other["top"]) > 1)
+            overlap = (
+                min(a["right"], other["right"]) - max(a["left"], other["left"]) > 0
+                and min(a["bottom"], other["bottom"]) - max(a["top"], other["top"]) > 1
+            )
             assert not overlap, (a, other)
     assert geometry["svgWidth"] >= 0.9 * geometry["panelWidth"] - 30
 
@@ -468,15 +525,15 @@ def test_alibi_slope_on_the_page_is_the_library_slope(page, server):
 def test_alibi_slope_bars_all_have_height_and_readable_labels(page, server):
     section = open_view(page, server, "alibi")
     heights = [float(r.get_attribute("height")) for r in section.locator("#al-slopes rect.bar").all()]
-    assert len(heights) == 8 and min(heights) > 10                     # the smallest slope is drawn too
+    assert len(heights) == 8 and min(heights) > 10  # the smallest slope is drawn too
     ticks = [t.text_content() for t in section.locator("#al-slopes text.bar-tick").all()]
-    assert ticks == ["2⁻¹", "2⁻⁹"]                                     # one step below 1/256
+    assert ticks == ["2⁻¹", "2⁻⁹"]  # one step below 1/256
 
 
 # -- 6. precision ----------------------------------------------------------------------------------------------------
 def test_precision_readout(page, server):
     section = open_view(page, server, "precision")
-    set_slider(page, section, "#pr-pos-log", 5)                     # position 100000
+    set_slider(page, section, "#pr-pos-log", 5)  # position 100000
     inv_freq = rope_inv_freq(16, 10000.0)
     exact = 100000 * inv_freq
     naive = (torch.tensor(100000.0) * inv_freq.float()).double()
@@ -497,7 +554,7 @@ def test_lab_view_shows_the_run(page, server):
     ext = section.locator("#lab-ext td[data-bpb='2.4']")
     assert ext.count() == 1 and "ft 2.310" in ext.text_content()
     assert section.locator("#lab-verdicts li.seen").count() == 2
-    set_slider(page, section, "#lab-points", 64)                     # averaged into 64 buckets
+    set_slider(page, section, "#lab-points", 64)  # averaged into 64 buckets
     assert section.locator("#lab-chart path.series").count() == 2
 
 
@@ -610,7 +667,7 @@ def test_dial_wedge_is_the_query_turn_m_theta_beside_its_ghost(page, server, hea
         before = renders(section)
         page.locator("#g-head-dim").select_option(head_dim)
         after_change(section, before)
-    set_slider(page, section, "#dl-offset", 5)                       # m = 3 + 5, n = 1 + 5
+    set_slider(page, section, "#dl-offset", 5)  # m = 3 + 5, n = 1 + 5
     expect(page.locator(".dial-box[data-pair]")).to_have_count(int(head_dim) // 2)
     inv_freq = rope_inv_freq(int(head_dim), 10000.0)
     m, n = 8, 6
@@ -618,15 +675,15 @@ def test_dial_wedge_is_the_query_turn_m_theta_beside_its_ghost(page, server, hea
     half = int(head_dim) // 2
     for dial in page.evaluate(DIAL_GEOMETRY):
         i = dial["pair"]
-        expected = math.degrees(m * float(inv_freq[i])) % 360.0                # the library's m * theta_i
+        expected = math.degrees(m * float(inv_freq[i])) % 360.0  # the library's m * theta_i
         assert dial["qTurn"] == pytest.approx(expected, abs=1e-9)
-        assert dial["sweep"] == pytest.approx(expected, abs=1e-9)              # the shaded wedge is that turn
+        assert dial["sweep"] == pytest.approx(expected, abs=1e-9)  # the shaded wedge is that turn
         ghost = [h for h in dial["hands"] if h["ghost"] and h["colour"] == "#1f77b4"]
         hand = [h for h in dial["hands"] if not h["ghost"] and h["colour"] == "#1f77b4"]
         assert len(ghost) == 1 and len(hand) == 1
         assert close_mod_360(ghost[0]["angle"], math.degrees(math.atan2(float(q[half + i]), float(q[i]))))
-        assert close_mod_360(dial["from"], ghost[0]["angle"])               # the wedge starts at the ghost
-        assert close_mod_360(turned(ghost[0]["angle"], hand[0]["angle"]), expected, 1e-6)   # and ends at q
+        assert close_mod_360(dial["from"], ghost[0]["angle"])  # the wedge starts at the ghost
+        assert close_mod_360(turned(ghost[0]["angle"], hand[0]["angle"]), expected, 1e-6)  # and ends at q
         captions = [t["text"] for t in dial["texts"]]
         assert any(f"q turned {m}·θ = " in c for c in captions)
         assert any(f"k turned {n}·θ = " in c for c in captions)
@@ -644,15 +701,19 @@ def test_fingerprint_readout_follows_a_smaller_d_model(page, server):
     page.mouse.move(box["x"] + 21.5 * size * scale, box["y"] + 13.5 * size * scale)
     cell = page.locator("#fp-cell-value")
     expect(cell).to_have_attribute("data-dim", "21")
-    page.mouse.move(0, 0)                                            # leave the table, then change the settings
+    page.mouse.move(0, 0)  # leave the table, then change the settings
     set_slider(page, section, "#fp-d-model", 4)
-    expect(cell).to_have_attribute("data-dim", "3")                  # pulled into the 4-column table
+    expect(cell).to_have_attribute("data-dim", "3")  # pulled into the 4-column table
     expect(cell).to_have_attribute("data-pos", "13")
     assert float(cell.get_attribute("data-value")) == float(sinusoidal_table(64, 4)[13, 3])
     expect(page.locator("#fp-formula")).to_contain_text("PE[13, 3]")
     expect(page.locator("#fp-formula")).not_to_contain_text("PE[13, 21]")
-    expect(page.locator("#fp-heat").locator("xpath=ancestor::div[contains(@class,'heat-axes')]")
-           .locator(".heat-xticks .heat-tick").last).to_have_attribute("data-tick", "3")
+    expect(
+        page.locator("#fp-heat")
+        .locator("xpath=ancestor::div[contains(@class,'heat-axes')]")
+        .locator(".heat-xticks .heat-tick")
+        .last
+    ).to_have_attribute("data-tick", "3")
 
 
 def test_alibi_hover_readout_follows_the_head(page, server):
@@ -669,7 +730,7 @@ def test_alibi_hover_readout_follows_the_head(page, server):
     assert float(out.get_attribute("data-value")) == pytest.approx(float(bias[0, 12, 2]))
     page.mouse.move(0, 0)
     set_slider(page, section, "#al-head", 7)
-    expect(out).to_have_attribute("data-head", "7")                  # no stale head-0 number
+    expect(out).to_have_attribute("data-head", "7")  # no stale head-0 number
     assert float(out.get_attribute("data-value")) == pytest.approx(float(bias[7, 12, 2]))
     expect(out).to_contain_text("head 7")
 
@@ -692,7 +753,7 @@ def test_heatmaps_have_axis_ticks(page, server):
     open_view(page, server, "fingerprint")
     ticks = page.locator("#view-fingerprint .heat-axes").first.locator(".heat-yticks .heat-tick")
     assert ticks.count() >= 3 and ticks.first.text_content() == "0"
-    assert page.locator("#view-fingerprint .heat-axes").count() == 2   # the table and the distances
+    assert page.locator("#view-fingerprint .heat-axes").count() == 2  # the table and the distances
     open_view(page, server, "alibi")
     for canvas in ("al-bias", "al-rope"):
         grid = page.locator(f"#{canvas}").locator("xpath=..")
@@ -712,7 +773,7 @@ def test_tab_bar_is_one_row_at_1440(browser, server):
 def test_dial_focus_is_visible(page, server):
     open_view(page, server, "dials")
     page.locator("#dl-seed").focus()
-    for _ in range(40):                                              # keyboard only, to the first dial
+    for _ in range(40):  # keyboard only, to the first dial
         page.keyboard.press("Tab")
         if page.evaluate("() => document.activeElement.matches('.dial-box[data-pair]')"):
             break
@@ -761,6 +822,7 @@ def test_workbench_fits_a_phone_with_readable_chart_text(phone, server, view):
     if view == "quiz":
         phone.locator("#quiz-bag-of-words .choice[data-choice='0']").tap()
         from playwright.sync_api import expect
+
         expect(phone.locator("#quiz-bag-of-words-feedback")).to_be_visible()
     layout = phone.evaluate(PHONE_LAYOUT)
     assert layout["scroll"] <= layout["inner"], layout
@@ -789,7 +851,7 @@ def test_tapping_the_heatmap_shows_a_cells_formula(phone, server):
 
 def test_slope_labels_fit_for_any_head_count(page, server):
     section = open_view(page, server, "alibi")
-    set_slider(page, section, "#al-heads", 16)                   # the axis starts at 2^-8.5 = 0.00276...
+    set_slider(page, section, "#al-heads", 16)  # the axis starts at 2^-8.5 = 0.00276...
     boxes = page.evaluate("""() => { const svg = document.querySelector('#al-slopes svg').getBoundingClientRect();
       return [...document.querySelectorAll('#al-slopes text.bar-tick')].map((t) => {
         const b = t.getBoundingClientRect(); return [t.textContent, b.left - svg.left]; }); }""")

@@ -1,54 +1,46 @@
 """Reading a ``posenc lab`` run folder for the lab results view.
 
-The lab writes ``results.json`` into its run folder::
+The file's shape is defined once, in :mod:`posenc.lab.schema` (the lab writes it with the same
+module): ``results.json`` carries a schema stamp, per-scheme bits per byte with 95% intervals, passkey
+retrieval per distance bin, the context-extension results, the learning-rate sweep and the interval
+verdicts. This module turns it into the page's JSON.
 
-    {"config": {...}, "train_len": int, "eval_lengths": [int, ...],
-     "schemes": {name: {"eval": {"<length>": {"bpb": float, "bpb_ci": [lo, hi],
-                                               "bpb_last_quarter": float, "bpb_final32": float}},
-                        "loss_by_position": {"<length>": [float per position, ...]}}},
-     "extension": {method: {"<length>": {"bpb": float, ...}}}}
-
-and, when it has them, ``complete`` (false while a run is still going), ``verdicts`` (``[{"claim",
-"seen", "evidence"}]``), ``cannot``/``note`` on an evaluation the scheme could not do (a learned table
-past its rows) and ``finetuned`` results under an extension method. Losses are bits per byte.
-
-A run may be unfinished or from an older version, so nothing here trusts the file: every missing or
-malformed entry is dropped and described in ``notes``, numbers that are not finite become ``None``,
-and long loss curves are averaged into at most :data:`MAX_CURVE_POINTS` buckets so the page stays
-responsive. The folder is fixed when the server starts; no request can name another path.
+A run may be unfinished, so nothing here trusts the file: every missing or malformed entry is
+dropped and described in ``notes``, numbers that are not finite become ``None``, and long loss curves
+are averaged into at most :data:`MAX_CURVE_POINTS` buckets so the page stays responsive. A file from
+an older posenc (run-file version 1, before the stamp) is shown as far as it can be read, with a note
+saying so; a file from a newer posenc is not read, and the page says to upgrade. The folder is fixed
+when the server starts; no request can name another path.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
+
+from ..lab.schema import (
+    MACHINERY_CHECK,
+    RETRIEVAL_BINS,
+    SCHEMA_VERSION,
+    EvalEntry,
+    Results,
+    RunFileError,
+    load_json_file,
+    version_of,
+)
 
 RESULTS_FILE = "results.json"
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_CURVE_POINTS = 512
-MAX_ENTRIES = 64          # schemes, lengths or methods kept from one file
+MAX_ENTRIES = 64  # schemes, lengths or methods kept from one file
 EVAL_KEYS = ("bpb", "bpb_last_quarter", "bpb_final32")
+#: What to do about a results file the view cannot use.
+ADVICE = "rerun the lab (`posenc lab --resume RUN` rewrites results.json when the run is recorded)"
 
 
-def _number(value) -> Optional[float]:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
-def _length_key(key) -> Optional[int]:
-    try:
-        length = int(str(key))
-    except ValueError:
-        return None
-    return length if length > 0 else None
-
-
-def bucket_curve(values: List[Optional[float]],
-                 points: int = MAX_CURVE_POINTS) -> Tuple[List[float], List[Optional[float]]]:
+def bucket_curve(
+    values: List[Optional[float]], points: int = MAX_CURVE_POINTS
+) -> Tuple[List[float], List[Optional[float]]]:
     """``(positions, losses)``: the curve itself, or the means of ``points`` equal buckets (at their
     centres) if it is longer than that."""
     n = len(values)
@@ -63,44 +55,37 @@ def bucket_curve(values: List[Optional[float]],
     return positions, means
 
 
-def _eval_table(raw, where: str, notes: List[str]) -> Dict[str, dict]:
-    table: Dict[str, dict] = {}
-    if not isinstance(raw, dict):
-        notes.append(f"{where}: no evaluation results")
-        return table
-    for key, entry in list(raw.items())[:MAX_ENTRIES]:
-        length = _length_key(key)
-        if length is None or not isinstance(entry, dict):
-            notes.append(f"{where}: entry {str(key)[:40]!r} is not a length with results")
-            continue
-        row = {name: _number(entry.get(name)) for name in EVAL_KEYS}
-        ci = entry.get("bpb_ci")
-        row["bpb_ci"] = ([_number(ci[0]), _number(ci[1])]
-                         if isinstance(ci, (list, tuple)) and len(ci) == 2 else None)
-        row["cannot"] = entry.get("cannot") is True
-        row["note"] = entry["note"][:200] if isinstance(entry.get("note"), str) else None
-        finetuned = entry.get("finetuned")
-        row["finetuned_bpb"] = _number(finetuned.get("bpb")) if isinstance(finetuned, dict) else None
-        for name in EVAL_KEYS:
-            if row[name] is None and name in entry:
-                notes.append(f"{where}, length {length}: {name} is not a finite number")
-        table[str(length)] = row
-    return table
+def _pair(value) -> Optional[List[Optional[float]]]:
+    return [value[0], value[1]] if value is not None else None
 
 
-def _curves(raw, where: str, notes: List[str], points: int) -> Dict[str, dict]:
-    curves: Dict[str, dict] = {}
-    if not isinstance(raw, dict):
-        notes.append(f"{where}: no loss_by_position")
-        return curves
-    for key, values in list(raw.items())[:MAX_ENTRIES]:
-        length = _length_key(key)
-        if length is None or not isinstance(values, list):
-            notes.append(f"{where}: loss_by_position entry {str(key)[:40]!r} is not a list of losses")
-            continue
-        positions, losses = bucket_curve([_number(v) for v in values], points)
-        curves[str(length)] = {"positions": positions, "loss": losses, "points": len(values)}
-    return curves
+def _retrieval(entry: Optional[EvalEntry]) -> Dict[str, dict]:
+    if entry is None:
+        return {}
+    return {
+        name: {
+            "accuracy": cell.accuracy,
+            "accuracy_ci": _pair(cell.accuracy_ci),
+            "logp_bits": cell.logp_bits,
+            "logp_bits_ci": _pair(cell.logp_bits_ci),
+            "trials": cell.trials,
+            "distance": _pair(cell.distance),
+        }
+        for name, cell in entry.retrieval.items()
+        if name in RETRIEVAL_BINS
+    }
+
+
+def _row(entry: EvalEntry) -> dict:
+    row = {name: getattr(entry, name) for name in EVAL_KEYS}
+    row["bpb_ci"] = _pair(entry.bpb_ci)
+    row["cannot"] = entry.cannot
+    row["note"] = entry.note
+    row["retrieval"] = _retrieval(entry)
+    row["finetuned_bpb"] = entry.finetuned.bpb if entry.finetuned is not None else None
+    row["finetuned_bpb_ci"] = _pair(entry.finetuned.bpb_ci) if entry.finetuned is not None else None
+    row["finetuned_retrieval"] = _retrieval(entry.finetuned)
+    return row
 
 
 def read_lab_results(run_dir: Optional[Path], points: int = MAX_CURVE_POINTS) -> dict:
@@ -110,94 +95,114 @@ def read_lab_results(run_dir: Optional[Path], points: int = MAX_CURVE_POINTS) ->
     positions together, which smooths a noisy curve.
 
     Returns a dict with ``available`` (bool), ``notes`` (what was missing or malformed) and, when
-    available, ``run`` (the folder's name), ``train_len``, ``eval_lengths``, ``config``, ``schemes``
-    (``{name: {"eval": {length: row}, "loss_by_position": {length: curve}}}``) and ``extension``
-    (``{method: {length: row}}``).
+    available, ``run`` (the folder's name), ``machinery_check`` and ``stamp`` (a smoke run: its
+    numbers carry no meaning), ``train_len``, ``eval_lengths``, ``config``, ``schemes``
+    (``{name: {"eval": {length: row}, "loss_by_position": {length: curve}, "train": {...}}}``),
+    ``extension`` (``{method: {length: row}}``), ``lr_sweep`` and ``verdicts``. A row holds the bits
+    per byte, ``retrieval`` (``{bin: {"accuracy", "accuracy_ci", "logp_bits", ...}}``) and the
+    fine-tuned numbers where run.
     """
     if isinstance(points, bool) or not isinstance(points, int) or not 1 <= points <= MAX_CURVE_POINTS:
         raise ValueError(f"points must be an integer in 1..{MAX_CURVE_POINTS}, got {points!r}")
     if run_dir is None:
-        return {"available": False, "notes": ["no lab run given: start the console with "
-                                              "`posenc explore --lab-run RUN_DIR`"]}
+        return {
+            "available": False,
+            "notes": ["no lab run given: start the console with `posenc explore --lab-run RUN_DIR`"],
+        }
+    run = Path(run_dir).name
     path = Path(run_dir) / RESULTS_FILE
     if not path.is_file():
-        return {"available": False, "run": Path(run_dir).name,
-                "notes": [f"{RESULTS_FILE} not found in the lab run folder {Path(run_dir).name!r} "
-                          "(the run may still be training)"]}
-    if path.stat().st_size > MAX_FILE_BYTES:
-        return {"available": False, "run": Path(run_dir).name,
-                "notes": [f"{RESULTS_FILE} is larger than {MAX_FILE_BYTES // 2**20} MiB; not read"]}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        return {"available": False, "run": Path(run_dir).name,
-                "notes": [f"{RESULTS_FILE} could not be read: {err}"]}
-    if not isinstance(data, dict):
-        return {"available": False, "run": Path(run_dir).name,
-                "notes": [f"{RESULTS_FILE} does not hold a JSON object"]}
-
+        return {
+            "available": False,
+            "run": run,
+            "notes": [f"{RESULTS_FILE} not found in the lab run folder {run!r} (the run may still be training)"],
+        }
     notes: List[str] = []
-    train_len = data.get("train_len")
-    if not isinstance(train_len, int) or isinstance(train_len, bool) or train_len < 1:
-        notes.append("train_len is missing")
-        train_len = None
-    lengths = data.get("eval_lengths")
-    if isinstance(lengths, list):
-        eval_lengths = sorted({v for v in map(_length_key, lengths[:MAX_ENTRIES]) if v is not None})
-    else:
-        notes.append("eval_lengths is missing")
-        eval_lengths = []
-    config = data.get("config") if isinstance(data.get("config"), dict) else {}
-    if not config:
-        notes.append("config is missing")
+    try:
+        data = load_json_file(path, "results", ADVICE, max_bytes=MAX_FILE_BYTES)
+    except RunFileError as err:
+        raw = _peek(path)
+        if version_of(raw) != 1:
+            return {
+                "available": False,
+                "run": run,
+                "notes": [f"{RESULTS_FILE} could not be read: {err.problem}; {err.advice.replace('RUN', run)}"],
+            }
+        # Written before the files were versioned: shown as far as it can be read.
+        notes.append(
+            f"{RESULTS_FILE} was written by an older posenc (run-file version 1; this "
+            f"version writes {SCHEMA_VERSION}): shown as far as it can be read, without "
+            f"retrieval or interval verdicts; {ADVICE.replace('RUN', run)}"
+        )
+        data = raw
+    results, parse_notes = Results.parse(data, MAX_ENTRIES)
+    notes += parse_notes
+    schemes = {
+        name: {
+            "eval": {k: _row(e) for k, e in s.eval.items()},
+            "loss_by_position": _curves(s.loss_by_position, points),
+            "train": _plain(s.train),
+        }
+        for name, s in results.schemes.items()
+    }
+    extension = {method: {k: _row(e) for k, e in per_len.items()} for method, per_len in results.extension.items()}
+    machinery = results.machinery_check or results.config.get("preset") == "smoke"
+    return {
+        "available": bool(schemes),
+        "run": run,
+        "train_len": results.train_len,
+        "eval_lengths": results.eval_lengths,
+        "config": _plain(results.config),
+        "machinery_check": machinery,
+        "stamp": MACHINERY_CHECK if machinery else None,
+        "schemes": schemes,
+        "extension": extension,
+        "complete": results.complete,
+        "lr_sweep": _plain(results.lr_sweep),
+        "verdicts": [_verdict(v) for v in results.verdicts],
+        "notes": notes,
+    }
 
-    schemes: Dict[str, dict] = {}
-    raw_schemes = data.get("schemes")
-    if not isinstance(raw_schemes, dict) or not raw_schemes:
-        notes.append("schemes is missing: no per-scheme results yet")
-    else:
-        for name, entry in list(raw_schemes.items())[:MAX_ENTRIES]:
-            name = str(name)[:40]
-            if not isinstance(entry, dict):
-                notes.append(f"scheme {name!r} has no results")
-                continue
-            schemes[name] = {"eval": _eval_table(entry.get("eval"), f"scheme {name!r}", notes),
-                             "loss_by_position": _curves(entry.get("loss_by_position"),
-                                                         f"scheme {name!r}", notes, points)}
-    extension: Dict[str, dict] = {}
-    raw_ext = data.get("extension")
-    if isinstance(raw_ext, dict):
-        for method, entry in list(raw_ext.items())[:MAX_ENTRIES]:
-            extension[str(method)[:40]] = _eval_table(entry, f"extension {str(method)[:40]!r}", notes)
-    else:
-        notes.append("extension is missing: no context-extension results")
-    if not eval_lengths:
-        found = {int(k) for s in schemes.values() for k in s["eval"]}
-        eval_lengths = sorted(found)
-    complete = data.get("complete")
-    if complete is False:
-        notes.append("the run is not complete: results so far")
-    return {"available": bool(schemes), "run": Path(run_dir).name, "train_len": train_len,
-            "eval_lengths": eval_lengths, "config": _plain(config), "schemes": schemes,
-            "extension": extension, "complete": complete if isinstance(complete, bool) else None,
-            "verdicts": _verdicts(data.get("verdicts")), "notes": notes}
+
+def _peek(path: Path):
+    """The parsed JSON of ``path`` if it is valid JSON at all (to tell an old file from a broken one)."""
+    import json
+
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
 
 
-def _verdicts(raw) -> List[dict]:
-    """``[{"claim": str, "seen": bool | None, "evidence": str}]`` from whatever the file holds."""
-    if not isinstance(raw, list):
-        return []
-    out = []
-    for item in raw[:MAX_ENTRIES]:
-        if isinstance(item, dict) and isinstance(item.get("claim"), str):
-            seen = item.get("seen")
-            out.append({"claim": item["claim"][:300], "seen": seen if isinstance(seen, bool) else None,
-                        "evidence": str(item.get("evidence", ""))[:300]})
-    return out
+def _curves(raw: Dict[str, list], points: int) -> Dict[str, dict]:
+    curves = {}
+    for key, values in raw.items():
+        positions, losses = bucket_curve(values, points)
+        curves[key] = {"positions": positions, "loss": losses, "points": len(values)}
+    return curves
+
+
+def _verdict(v) -> dict:
+    side = lambda s: None if s is None else {"label": s.label, "value": s.value, "ci": _pair(s.ci)}
+    return {
+        "claim": v.claim,
+        "verdict": v.verdict,
+        "seen": {"seen": True, "not seen": False}.get(v.verdict),
+        "evidence": v.evidence,
+        "group": v.group,
+        "scheme": v.scheme,
+        "expected": v.expected,
+        "a": side(v.a),
+        "b": side(v.b),
+    }
 
 
 def _plain(value, depth: int = 0):
     """A JSON-safe copy of a config value (finite numbers, short strings, shallow nesting)."""
+    import math
+
     if depth > 4:
         return None
     if isinstance(value, dict):
@@ -207,5 +212,7 @@ def _plain(value, depth: int = 0):
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, (int, float)):
-        return _number(value) if isinstance(value, float) else value
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        return value
     return str(value)[:200]

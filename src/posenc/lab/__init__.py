@@ -9,9 +9,12 @@ One concept per module:
 * :mod:`~posenc.lab.metrics`    bits per byte and bootstrap confidence intervals (pure functions);
 * :mod:`~posenc.lab.train`      identical training for every scheme (AdamW, warmup + cosine);
 * :mod:`~posenc.lab.evaluate`   fixed validation windows at 1x, 2x, 4x, 8x the training length;
+* :mod:`~posenc.lab.passkey`    passkey retrieval: training sequences, trials, greedy exact match;
 * :mod:`~posenc.lab.extend`     RoPE context extension without retraining, and short fine-tunes;
 * :mod:`~posenc.lab.store`      the run folder: atomic writes, checkpoints, resumable state;
 * :mod:`~posenc.lab.distributed` torchrun / DDP helpers (gloo on CPU, NCCL on GPU);
-* :mod:`~posenc.lab.report`     results.json, the Markdown table, the plots, the verdicts;
+* :mod:`~posenc.lab.schema`     the run files, typed and versioned (the explorer reads them too);
+* :mod:`~posenc.lab.verdicts`   claims judged by their 95% intervals;
+* :mod:`~posenc.lab.report`     results.json, the Markdown tables, the plots;
 * :mod:`~posenc.lab.cli`        the ``posenc lab`` command that runs it all.
 """

@@ -5,42 +5,76 @@ The run is a sequence of small steps (a training checkpoint, one scheme at one l
 method at one length), each recorded in the run folder as soon as it finishes. ``--resume RUN_DIR``
 skips everything recorded; Ctrl-C stops after the current training step (saving a checkpoint) or
 discards only the evaluation in flight.
+
+Mistakes a user can make (a bad flag value, an unwritable ``--out``, a corrupt or foreign file in the
+run folder) end the command with one line on stderr and exit status 2, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import shlex
 import signal
+import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
 
 from ..rope.registry import lab_methods
-from .config import EXTENSION_METHODS, LabConfig, PRESETS, preset_config
+from .config import EXTENSION_METHODS, PRESETS, LabConfig, preset_config
 from .corpus import load_corpus
 from .distributed import Dist, barrier, broadcast_flag, setup, teardown
-from .evaluate import evaluate_at, window_ends
+from .evaluate import evaluate_at, per_position_nats, window_ends
 from .extend import extended_model, finetune
-from .report import build_results, write_report
-from .store import RunDir, load_checkpoint, read_json, save_checkpoint, write_json
+from .metrics import bits_per_byte
+from .passkey import bins as passkey_bins
+from .report import MACHINERY_CHECK, build_results, write_report
+from .schema import Progress, RunFileError
+from .store import RunDir, load_checkpoint, read_run_file, save_checkpoint, write_run_file
 from .train import build_model, make_optimizer, train_steps
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
+
+
+class LabError(Exception):
+    """A mistake in the command line or the run folder, reported as one line without a traceback."""
+
 
 #: (flag, config field, parser type): every config field the command line can override.
 OVERRIDES = [
-    ("--seed", "seed", int), ("--data", "data", str), ("--pattern", "pattern", str),
-    ("--val-fraction", "val_fraction", float), ("--d-model", "d_model", int),
-    ("--n-layers", "n_layers", int), ("--n-heads", "n_heads", int), ("--train-len", "train_len", int),
-    ("--batch-size", "batch_size", int), ("--steps", "steps", int), ("--lr", "lr", float),
-    ("--warmup-steps", "warmup_steps", int), ("--weight-decay", "weight_decay", float),
-    ("--checkpoint-every", "checkpoint_every", int), ("--eval-windows", "eval_windows", int),
-    ("--eval-batch", "eval_batch", int), ("--bootstrap-samples", "bootstrap_samples", int),
-    ("--learned-beyond", "learned_beyond", str), ("--finetune-steps", "finetune_steps", int),
-    ("--finetune-batch", "finetune_batch", int), ("--finetune-lr", "finetune_lr", float),
+    ("--seed", "seed", int),
+    ("--data", "data", str),
+    ("--pattern", "pattern", str),
+    ("--val-fraction", "val_fraction", float),
+    ("--d-model", "d_model", int),
+    ("--n-layers", "n_layers", int),
+    ("--n-heads", "n_heads", int),
+    ("--train-len", "train_len", int),
+    ("--batch-size", "batch_size", int),
+    ("--steps", "steps", int),
+    ("--lr", "lr", float),
+    ("--warmup-steps", "warmup_steps", int),
+    ("--weight-decay", "weight_decay", float),
+    ("--checkpoint-every", "checkpoint_every", int),
+    ("--eval-windows", "eval_windows", int),
+    ("--eval-batch", "eval_batch", int),
+    ("--bootstrap-samples", "bootstrap_samples", int),
+    ("--learned-beyond", "learned_beyond", str),
+    ("--finetune-steps", "finetune_steps", int),
+    ("--finetune-batch", "finetune_batch", int),
+    ("--finetune-lr", "finetune_lr", float),
+    ("--retrieval-share", "retrieval_share", float),
+    ("--retrieval-trials", "retrieval_trials", int),
+    ("--retrieval-answer-weight", "retrieval_answer_weight", float),
+    ("--sweep-steps", "sweep_steps", int),
 ]
 
 
@@ -54,53 +88,96 @@ def _extension_methods(text: str) -> list:
     for name in names:
         if name not in allowed:
             hint = " ('dynamic_ntk' is now spelt 'dynamic')" if name == "dynamic_ntk" else ""
-            raise argparse.ArgumentTypeError(f"unknown extension method {name!r}{hint}; choose from "
-                                             f"{','.join(allowed)}")
+            raise argparse.ArgumentTypeError(
+                f"unknown extension method {name!r}{hint}; choose from {','.join(allowed)}"
+            )
     return names
 
 
 def _ints(text: str) -> list:
     try:
         return [int(t) for t in _names(text)]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from err
+
+
+def _floats(text: str) -> list:
+    try:
+        return [float(t) for t in _names(text)]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from err
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", choices=sorted(PRESETS), default=None,
-                        help="size of the run: smoke (seconds), quick (~10 min on 2 cores), "
-                             "standard (~1 h on 2 cores); default quick")
-    parser.add_argument("--schemes", type=_names, default=None,
-                        help="comma-separated schemes (default: nope,sinusoidal,learned,rope,alibi)")
-    parser.add_argument("--eval-multipliers", type=_ints, default=None,
-                        help="evaluation lengths as multiples of the training length (default 1,2,4,8)")
-    parser.add_argument("--extension-methods", type=_extension_methods, default=None,
-                        help=f"RoPE extension methods, any of {','.join(lab_methods())} "
-                             f"(default {','.join(EXTENSION_METHODS)})")
-    parser.add_argument("--no-extension", dest="extension", action="store_false", default=None,
-                        help="skip RoPE context extension")
-    parser.add_argument("--finetune", action="store_true", default=None,
-                        help="also fine-tune the RoPE model briefly at each longer length, per method")
+    parser.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default=None,
+        help="size of the run: smoke (a machinery check, about 10 s of CPU; its "
+        "numbers carry no meaning), quick (about 15 min on 2 idle cores), "
+        "standard (an hour or more); default quick",
+    )
+    parser.add_argument(
+        "--schemes",
+        type=_names,
+        default=None,
+        help="comma-separated schemes (default: nope,sinusoidal,learned,rope,alibi)",
+    )
+    parser.add_argument(
+        "--eval-multipliers",
+        type=_ints,
+        default=None,
+        help="evaluation lengths as multiples of the training length (default 1,2,4,8)",
+    )
+    parser.add_argument(
+        "--extension-methods",
+        type=_extension_methods,
+        default=None,
+        help=f"RoPE extension methods, any of {','.join(lab_methods())} (default {','.join(EXTENSION_METHODS)})",
+    )
+    parser.add_argument(
+        "--no-extension", dest="extension", action="store_false", default=None, help="skip RoPE context extension"
+    )
+    parser.add_argument(
+        "--finetune",
+        action="store_true",
+        default=None,
+        help="also fine-tune the RoPE model briefly at each longer length, per method",
+    )
+    parser.add_argument(
+        "--lr-sweep",
+        dest="lr_sweep",
+        type=_floats,
+        default=None,
+        metavar="RATES",
+        help="comma-separated peak learning rates to try per scheme on a short "
+        "budget (--sweep-steps) before training each scheme at its best rate",
+    )
     for flag, dest, kind in OVERRIDES:
-        extra = {"choices": ["interpolate", "cannot"]} if dest == "learned_beyond" else {}
-        parser.add_argument(flag, dest=dest, type=kind, default=None,
-                            help=f"override the preset's {dest}", **extra)
-    parser.add_argument("--out", default=None,
-                        help="run folder to create (default runs/lab-<preset>-<time>)")
-    parser.add_argument("--resume", metavar="RUN_DIR", default=None,
-                        help="continue the run in RUN_DIR without redoing finished work")
+        extra: Dict[str, Any] = {"choices": ["interpolate", "cannot"]} if dest == "learned_beyond" else {}
+        parser.add_argument(flag, dest=dest, type=kind, default=None, help=f"override the preset's {dest}", **extra)
+    parser.add_argument("--out", default=None, help="run folder to create (default runs/lab-<preset>-<time>)")
+    parser.add_argument(
+        "--resume", metavar="RUN_DIR", default=None, help="continue the run in RUN_DIR without redoing finished work"
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="with --out: start over in a folder that holds an earlier run, "
+        "deleting that run's files (only the lab's own files)",
+    )
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads per process")
     parser.add_argument("--no-plots", dest="plots", action="store_false", default=True)
 
 
-_CONFIG_DESTS = ["preset", "schemes", "eval_multipliers", "extension_methods", "extension",
-                 "finetune"] + [dest for _, dest, _ in OVERRIDES]
+_CONFIG_DESTS = ["preset", "schemes", "eval_multipliers", "extension_methods", "extension", "finetune", "lr_sweep"] + [
+    dest for _, dest, _ in OVERRIDES
+]
 
 
 def _overrides(args) -> dict:
-    return {k: getattr(args, k) for k in _CONFIG_DESTS
-            if k != "preset" and getattr(args, k, None) is not None}
+    return {k: getattr(args, k) for k in _CONFIG_DESTS if k != "preset" and getattr(args, k, None) is not None}
 
 
 def command_line(cfg: LabConfig) -> str:
@@ -111,10 +188,15 @@ def command_line(cfg: LabConfig) -> str:
         value = getattr(cfg, dest)
         if value != getattr(base, dest):
             parts += [flag, str(value)]
-    for dest, flag in (("schemes", "--schemes"), ("eval_multipliers", "--eval-multipliers"),
-                       ("extension_methods", "--extension-methods")):
+    for dest, flag in (
+        ("schemes", "--schemes"),
+        ("eval_multipliers", "--eval-multipliers"),
+        ("extension_methods", "--extension-methods"),
+    ):
         if getattr(cfg, dest) != getattr(base, dest):
             parts += [flag, ",".join(map(str, getattr(cfg, dest)))]
+    if cfg.lr_sweep != base.lr_sweep:
+        parts += ["--lr-sweep", ",".join(map(str, cfg.lr_sweep))]
     if not cfg.extension:
         parts.append("--no-extension")
     if cfg.finetune:
@@ -122,32 +204,99 @@ def command_line(cfg: LabConfig) -> str:
     return shlex.join(parts)
 
 
+#: Files and folders of a run folder that ``--fresh`` may delete (nothing else is touched).
+RUN_FILES = (
+    "config.json",
+    "corpus.json",
+    "progress.json",
+    "results.json",
+    "results.md",
+    "bpb_vs_length.png",
+    "loss_by_position.png",
+    "retrieval.png",
+)
+
+
+def _config(make, what: str) -> LabConfig:
+    try:
+        return make()
+    except (TypeError, ValueError) as err:
+        raise LabError(f"{what}: {err}") from None
+
+
+def check_writable(root: Path, flag: str) -> None:
+    """Create ``root`` and write and delete a probe file in it, so a bad output path fails before
+    any training instead of after it."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".posenc-probe-", dir=root)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise LabError(
+            f"{flag} {str(root)!r}: cannot write there ({err.strerror or err}); choose a folder you can write to"
+        ) from None
+
+
+def _clear_run(root: Path) -> None:
+    for name in RUN_FILES:
+        path = root / name
+        if path.is_file():
+            path.unlink()
+    ckpt = root / "checkpoints"
+    if ckpt.is_dir():
+        for path in ckpt.glob("*.pt"):
+            path.unlink()
+        if not any(ckpt.iterdir()):
+            ckpt.rmdir()
+
+
 def resolve_config(args) -> tuple:
-    """(config, run folder, resuming?) from the parsed arguments."""
+    """(config, run folder, resuming?) from the parsed arguments; a :class:`LabError` for mistakes."""
     overrides = _overrides(args)
     if args.resume:
+        if getattr(args, "fresh", False):
+            raise LabError(
+                "--fresh starts a run over and --resume continues one; to start "
+                f"{args.resume!r} over, use --out {args.resume!r} --fresh"
+            )
         run = RunDir(Path(args.resume))
-        stored = read_json(run.config_path)
+        if not run.root.is_dir():
+            raise LabError(
+                f"--resume {args.resume!r}: no such folder; give a folder made by an earlier `posenc lab` run"
+            )
+        stored = read_run_file(run.config_path, "config")
         if stored is None:
-            raise FileNotFoundError(f"--resume {args.resume!r}: no config.json there; give a folder "
-                                    f"made by an earlier `posenc lab` run")
-        cfg = LabConfig.from_dict(stored)
+            raise LabError(
+                f"--resume {args.resume!r}: no config.json there; give a folder made by an earlier `posenc lab` run"
+            )
+        cfg = _config(lambda: LabConfig.from_dict(stored), f"{run.config_path}")
         if args.preset is not None and args.preset != cfg.preset:
             overrides["preset"] = args.preset
         for key, value in overrides.items():
             if getattr(cfg, key) != value:
-                raise ValueError(f"--resume continues the stored config; {key}={value!r} differs "
-                                 f"from the run's {getattr(cfg, key)!r}. Drop the flag or start a "
-                                 f"new run")
+                raise LabError(
+                    f"--resume continues the stored config; {key}={value!r} differs "
+                    f"from the run's {getattr(cfg, key)!r}. Drop the flag or start a "
+                    f"new run"
+                )
+        check_writable(run.root, "--resume")
         return cfg, run, True
-    cfg = preset_config(args.preset or "quick", **overrides)
+    cfg = _config(lambda: preset_config(args.preset or "quick", **overrides), "invalid settings")
     if args.out:
         root = Path(args.out)
     else:
         root = Path("runs") / f"lab-{cfg.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if root.exists() and not root.is_dir():
+        raise LabError(f"--out {str(root)!r} is a file, not a folder; choose a folder")
     if (root / "config.json").exists():
-        raise FileExistsError(f"--out {str(root)!r} already holds a run; use --resume {str(root)!r} "
-                              f"to continue it, or choose another folder")
+        if not getattr(args, "fresh", False):
+            raise LabError(
+                f"--out {str(root)!r} already holds a run; use --resume {str(root)!r} "
+                f"to continue it, add --fresh to start it over, or choose another folder"
+            )
+        _clear_run(root)
+    check_writable(root, "--out")
     return cfg, RunDir(root), False
 
 
@@ -165,7 +314,7 @@ class _Interrupt:
 
         try:
             previous = signal.signal(signal.SIGINT, handler)
-        except ValueError:            # not the main thread: leave Ctrl-C as it is
+        except ValueError:  # not the main thread: leave Ctrl-C as it is
             yield
             return
         try:
@@ -181,19 +330,38 @@ class _Interrupt:
 
 
 class _Progress:
-    """Rich progress bars with ETA on the main process; log lines for non-terminal output."""
+    """What a person watching the run sees: rich progress bars with ETAs on the main process.
+
+    One ``overall`` bar counts estimated work (bytes a model reads; training counts three times for
+    the backward pass) so its ETA covers the whole run; the other bars show the current stage
+    (``scheme k of N``), evaluation and each fine-tune.
+    """
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
         self.bar = None
+        self.overall: Optional[TaskID] = None
         if enabled:
             from rich.console import Console
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                       TimeElapsedColumn, TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
             self.console = Console(stderr=True, log_path=False)
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-                                console=self.console)
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("eta"),
+                TimeRemainingColumn(),
+                console=self.console,
+            )
 
     def __enter__(self):
         if self.bar:
@@ -211,48 +379,192 @@ class _Progress:
         if self.bar is not None and task is not None:
             self.bar.update(task, **kw)
 
+    def remove(self, task) -> None:
+        if self.bar is not None and task is not None:
+            self.bar.remove_task(task)
+
+    def start_overall(self, total: float, done: float) -> None:
+        if self.bar is not None:
+            # Rich shows integer counts: work is counted in thousands of bytes read.
+            self.overall = self.bar.add_task(
+                "overall (kB read)", total=max(1, int(total / 1e3)), completed=int(done / 1e3)
+            )
+
+    def work(self, amount: float) -> None:
+        if self.bar is not None and self.overall is not None:
+            self.bar.update(self.overall, advance=amount / 1e3)
+
     def log(self, text: str) -> None:
         if self.enabled:
             self.console.log(text)
 
 
-def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, interrupt) -> tuple:
-    models, info = {}, {}
-    for scheme in cfg.schemes:
+def _work(cfg: LabConfig) -> dict:
+    """Estimated cost (bytes read; a training byte counts 3) of each kind of step."""
+    lengths = cfg.eval_lengths
+    span = lengths[-1]
+    per_len = {}
+    for n in lengths:
+        cells = len(passkey_bins(n, cfg.train_len)) if cfg.retrieval_trials else 0
+        per_len[n] = cfg.eval_windows * span + cells * cfg.retrieval_trials * n
+    return {
+        "train_step": 3 * cfg.batch_size * cfg.train_len,
+        "eval": per_len,
+        "finetune": {n: 3 * cfg.finetune_steps * cfg.finetune_batch * n for n in lengths},
+    }
+
+
+def _extension_steps(cfg: LabConfig) -> List[Tuple[str, int, bool]]:
+    lengths = cfg.eval_lengths
+    if not (cfg.extension and "rope" in cfg.schemes and len(lengths) > 1):
+        return []
+    methods = ["none"] + list(cfg.extension_methods)
+    steps = [(m, n, ft) for n in lengths[1:] for m in methods for ft in ((False, True) if cfg.finetune else (False,))]
+    if cfg.finetune:
+        # Control: the same fine-tune at the training length. The models are small and briefly
+        # trained, so part of any fine-tune's gain is simply more training.
+        steps += [("none", lengths[0], False), ("none", lengths[0], True)]
+    return steps
+
+
+def _sweep_key(rate: float) -> str:
+    return repr(float(rate))
+
+
+def _sweep(cfg, corpus, run, record: Progress, d: Dist, device, progress: _Progress, interrupt) -> dict:
+    """Each scheme's peak learning rate: ``cfg.lr`` for all, or the best of ``cfg.lr_sweep``.
+
+    Every rate trains a fresh model for ``resolved_sweep_steps`` steps with the same schedule shape
+    (warmup shortened in proportion) and retrieval share; it is scored by bits per byte on
+    ``eval_windows`` fixed windows of the *training* text at the training length, so the
+    validation text that the report measures plays no part in the choice.
+    """
+    if not cfg.lr_sweep:
+        return {s: cfg.lr for s in cfg.schemes}
+    steps = cfg.resolved_sweep_steps
+    warmup = min(steps, max(1, round(cfg.warmup_steps * steps / cfg.steps)))
+    ends = window_ends(corpus.train.size, cfg.train_len, cfg.eval_windows)
+    unit = _work(cfg)["train_step"]
+    jobs = [(s, r) for s in cfg.schemes for r in cfg.lr_sweep]
+    done = sum(_sweep_key(r) in record.lr_sweep.get(s, {}) for s, r in jobs)
+    task = progress.add("lr sweep", len(jobs), done)
+    for k, (scheme, rate) in enumerate(jobs):
+        if _sweep_key(rate) in record.lr_sweep.get(scheme, {}):
+            continue
+        progress.update(task, description=f"lr sweep: {scheme} at {rate:g} ({k + 1} of {len(jobs)})")
         model = build_model(cfg, scheme).to(device)
-        optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
-        ckpt = load_checkpoint(run.checkpoint_path(scheme))
+        optimizer = make_optimizer(model, rate, cfg.weight_decay)
+
+        def on_step(step, loss):
+            progress.work(unit)
+            interrupt.check(d)
+
+        train_steps(
+            model,
+            optimizer,
+            corpus.train,
+            start=0,
+            total=steps,
+            length=cfg.train_len,
+            batch=cfg.batch_size,
+            lr=rate,
+            warmup=warmup,
+            min_ratio=cfg.min_lr_ratio,
+            grad_clip=cfg.grad_clip,
+            seed=cfg.seed,
+            device=device,
+            d=d,
+            on_step=on_step,
+            retrieval_share=cfg.retrieval_share,
+            answer_weight=cfg.retrieval_answer_weight,
+        )
+        nats = per_position_nats(model, corpus.train, ends, cfg.train_len, batch=cfg.eval_batch, device=device, d=d)
+        score = float(bits_per_byte(nats).mean())
+        record.lr_sweep.setdefault(scheme, {})[_sweep_key(rate)] = score if math.isfinite(score) else None
+        if d.main:
+            run.save_progress(record)
+        progress.update(task, advance=1)
+        progress.log(f"lr sweep {scheme} at {rate:g}: {score:.3f} bits per byte on training windows")
+    chosen = {}
+    for scheme in cfg.schemes:
+        scores = {r: record.lr_sweep[scheme][_sweep_key(r)] for r in cfg.lr_sweep}
+        finite = {r: v for r, v in scores.items() if v is not None}
+        if not finite:
+            raise LabError(f"every rate of --lr-sweep diverged for {scheme} ({scores}); try smaller rates")
+        chosen[scheme] = min(finite, key=finite.__getitem__)
+    return chosen
+
+
+def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, interrupt, rates: dict) -> tuple:
+    models, info = {}, {}
+    unit = _work(cfg)["train_step"]
+    for k, scheme in enumerate(cfg.schemes):
+        lr = rates[scheme]
+        model = build_model(cfg, scheme).to(device)
+        optimizer = make_optimizer(model, lr, cfg.weight_decay)
+        path = run.checkpoint_path(scheme)
+        ckpt = load_checkpoint(path)
         start, losses = 0, []
         if ckpt is not None:
             if ckpt.get("model_config") != model.config.to_dict():
-                raise ValueError(
-                    f"checkpoint {run.checkpoint_path(scheme)} was made with model config "
+                raise LabError(
+                    f"checkpoint {path} was made with model config "
                     f"{ckpt.get('model_config')}, but this version of posenc builds "
                     f"{model.config.to_dict()}; resuming would mix two models. Delete that "
-                    f"checkpoint to retrain {scheme}, or start a new run")
-            model.load_state_dict(ckpt["model"])
-            optimizer.load_state_dict(ckpt["optimizer"])
-            start, losses = ckpt["step"], list(ckpt["losses"])
-        task = progress.add(f"train {scheme:<10}", cfg.steps, start)
+                    f"checkpoint to retrain {scheme}, or start a new run"
+                )
+            try:
+                model.load_state_dict(ckpt["model"])
+                optimizer.load_state_dict(ckpt["optimizer"])
+            except (RuntimeError, ValueError, KeyError, TypeError) as err:
+                raise RunFileError(
+                    path,
+                    f"does not fit the {scheme} model ({str(err).splitlines()[0][:160]})",
+                    "delete it to retrain that scheme",
+                ) from None
+            start, losses = ckpt["step"], [float(v) for v in ckpt["losses"]]
+        stage = f"train {scheme:<10} (scheme {k + 1} of {len(cfg.schemes)}, lr {lr:g})"
+        task = progress.add(stage, cfg.steps, start)
         began = time.time()
+        ckpt_seconds = float(ckpt.get("seconds", 0.0)) if ckpt else 0.0
 
-        def save(step_done):
+        # Both closures run only inside this pass's train_steps call; the loop variables are
+        # still bound explicitly so a later change that keeps a closure cannot see the next scheme.
+        def save(
+            step_done,
+            *,
+            path=path,
+            model=model,
+            optimizer=optimizer,
+            losses=losses,
+            ckpt_seconds=ckpt_seconds,
+            began=began,
+            lr=lr,
+        ):
             if d.main:
-                save_checkpoint(run.checkpoint_path(scheme), {
-                    "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "step": step_done, "losses": losses, "model_config": model.config.to_dict(),
-                    "seconds": ckpt_seconds + time.time() - began})
+                save_checkpoint(
+                    path,
+                    {
+                        "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "step": step_done,
+                        "losses": losses,
+                        "model_config": model.config.to_dict(),
+                        "seconds": ckpt_seconds + time.time() - began,
+                        "lr": lr,
+                    },
+                )
 
-        ckpt_seconds = ckpt.get("seconds", 0.0) if ckpt else 0.0
-
-        def on_step(step, loss):
+        def on_step(step, loss, *, losses=losses, task=task, stage=stage, scheme=scheme, k=k, save=save):
             losses.append(loss)
-            progress.update(task, completed=step + 1,
-                            description=f"train {scheme:<10} {loss / math.log(2):.3f} bpb")
+            progress.update(task, completed=step + 1, description=f"{stage} {loss / math.log(2):.3f} bpb")
+            progress.work(unit)
             if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
                 save(step + 1)
-                progress.log(f"{scheme}: step {step + 1}/{cfg.steps}, "
-                             f"loss {loss / math.log(2):.3f} bits per byte")
+                progress.log(
+                    f"{scheme} (scheme {k + 1} of {len(cfg.schemes)}): step "
+                    f"{step + 1}/{cfg.steps}, loss {loss / math.log(2):.3f} bits per byte"
+                )
             try:
                 interrupt.check(d)
             except KeyboardInterrupt:
@@ -260,41 +572,99 @@ def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, i
                 raise
 
         if start < cfg.steps:
-            train_steps(model, optimizer, corpus.train, start=start, total=cfg.steps,
-                        length=cfg.train_len, batch=cfg.batch_size, lr=cfg.lr,
-                        warmup=cfg.warmup_steps, min_ratio=cfg.min_lr_ratio,
-                        grad_clip=cfg.grad_clip, seed=cfg.seed, device=device, d=d,
-                        on_step=on_step)
+            train_steps(
+                model,
+                optimizer,
+                corpus.train,
+                start=start,
+                total=cfg.steps,
+                length=cfg.train_len,
+                batch=cfg.batch_size,
+                lr=lr,
+                warmup=cfg.warmup_steps,
+                min_ratio=cfg.min_lr_ratio,
+                grad_clip=cfg.grad_clip,
+                seed=cfg.seed,
+                device=device,
+                d=d,
+                on_step=on_step,
+                retrieval_share=cfg.retrieval_share,
+                answer_weight=cfg.retrieval_answer_weight,
+            )
             barrier(d)
+        progress.remove(task)
         model.eval()
-        tail = losses[-max(1, len(losses) // 10):]
-        seconds = load_checkpoint(run.checkpoint_path(scheme))["seconds"] if d.main else None
-        info[scheme] = {"steps": len(losses), "final_bpb": float(np.mean(tail)) / math.log(2),
-                        "parameters": model.num_parameters(), "train_seconds": seconds}
+        tail = losses[-max(1, len(losses) // 10) :]
+        seconds = _saved_seconds(path, scheme) if d.main else None
+        info[scheme] = {
+            "steps": len(losses),
+            "final_bpb": float(np.mean(tail)) / math.log(2),
+            "parameters": model.num_parameters(),
+            "train_seconds": seconds,
+            "lr": lr,
+        }
         models[scheme] = model
     return models, info
 
 
-def _finish_step(cfg, corpus_info, info, record, run, d, complete, plots=False):
+def _saved_seconds(path: Path, scheme: str) -> float:
+    """Training seconds recorded in ``scheme``'s checkpoint, which the last training step wrote."""
+    ckpt = load_checkpoint(path)
+    if ckpt is None:
+        raise LabError(
+            f"checkpoint {path} of {scheme} is missing although training finished; "
+            f"something removed it during the run. Resume to retrain {scheme}"
+        )
+    return ckpt["seconds"]
+
+
+def _finish_step(cfg, corpus_info, info, record: Progress, run, d, complete, plots=False):
     if d.main:
         run.save_progress(record)
-        results = build_results(cfg.to_dict(), corpus_info, info, record, complete)
+        results = build_results(cfg.to_dict(), corpus_info, info, record.to_dict(), complete)
         write_report(results, run.root, command_line(cfg), plots=plots)
 
 
 def run(args) -> int:
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda was given but torch.cuda.is_available() is False; "
-                         "allowed here: --device cpu")
-    if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"--threads must be >= 1, got {args.threads}")
-        torch.set_num_threads(args.threads)
-    d = setup(args.device)
     try:
-        return _run(args, d)
-    finally:
-        teardown(d)
+        if args.device == "cuda" and not torch.cuda.is_available():
+            raise LabError("--device cuda was given but torch.cuda.is_available() is False; allowed here: --device cpu")
+        if args.threads is not None:
+            if args.threads < 1:
+                raise LabError(f"--threads must be >= 1, got {args.threads}")
+            torch.set_num_threads(args.threads)
+        d = setup(args.device)
+        try:
+            return _run(args, d)
+        finally:
+            teardown(d)
+    except (LabError, RunFileError) as err:
+        print(f"posenc lab: {err}", file=sys.stderr)
+        return 2
+
+
+def _initial_work(cfg, run: RunDir, record: Progress, steps: list) -> tuple:
+    """(total, done) estimated work of the whole run, for the overall ETA."""
+    w = _work(cfg)
+    total = done = 0.0
+    sweep = cfg.resolved_sweep_steps * w["train_step"]
+    for scheme in cfg.schemes:
+        for rate in cfg.lr_sweep:
+            total += sweep
+            done += sweep if _sweep_key(rate) in record.lr_sweep.get(scheme, {}) else 0.0
+        total += cfg.steps * w["train_step"]
+        path = run.checkpoint_path(scheme)
+        ckpt = load_checkpoint(path)
+        if ckpt is not None:
+            done += min(cfg.steps, ckpt["step"]) * w["train_step"]
+        for n in cfg.eval_lengths:
+            total += w["eval"][n]
+            done += w["eval"][n] if str(n) in record.eval.get(scheme, {}) else 0.0
+    for method, n, ft in steps:
+        cost = w["eval"][n] + (w["finetune"][n] if ft else 0.0)
+        total += cost
+        done += cost if _have(record, method, n, ft) else 0.0
+    return total, done
 
 
 def _run(args, d: Dist) -> int:
@@ -302,85 +672,130 @@ def _run(args, d: Dist) -> int:
     device = torch.device("cuda", d.local_rank) if args.device == "cuda" else torch.device("cpu")
     if d.active and not args.resume and not args.out:
         import torch.distributed as dist
+
         shared = [str(run.root)]
         dist.broadcast_object_list(shared, src=0)
         run = RunDir(Path(shared[0]))
-    corpus = load_corpus(cfg.data, pattern=cfg.pattern, val_fraction=cfg.val_fraction)
+    try:
+        corpus = load_corpus(cfg.data, pattern=cfg.pattern, val_fraction=cfg.val_fraction)
+    except (OSError, ValueError) as err:
+        raise LabError(str(err)) from None
     corpus_info = corpus.summary()
     if d.main:
         run.root.mkdir(parents=True, exist_ok=True)
         if resuming:
-            stored = read_json(run.root / "corpus.json")
+            stored = read_run_file(run.corpus_path, "corpus")
             if stored and stored.get("val_split_sha256") != corpus_info["val_split_sha256"]:
-                raise ValueError(f"the corpus changed since this run started (split fingerprint "
-                                 f"{stored.get('val_split_sha256')} -> {corpus_info['val_split_sha256']}); "
-                                 f"resume with the same data or start a new run")
+                raise LabError(
+                    f"the corpus changed since this run started (split fingerprint "
+                    f"{stored.get('val_split_sha256')} -> {corpus_info['val_split_sha256']}); "
+                    f"resume with the same data or start a new run"
+                )
         else:
-            write_json(run.config_path, cfg.to_dict())
-        write_json(run.root / "corpus.json", corpus_info)
+            write_run_file(run.config_path, "config", cfg.to_dict())
+        write_run_file(run.corpus_path, "corpus", corpus_info)
     barrier(d)
     interrupt = _Interrupt()
     record = run.progress()
-    record.setdefault("eval", {}), record.setdefault("extension", {})
     lengths = cfg.eval_lengths
-    ends = window_ends(corpus.val.size, lengths[-1], cfg.eval_windows)
-    eval_kw = dict(batch=cfg.eval_batch, final_bytes=cfg.final_bytes, span=lengths[-1],
-                   bootstrap_samples=cfg.bootstrap_samples, seed=cfg.seed, device=device, d=d)
+    try:
+        ends = window_ends(corpus.val.size, lengths[-1], cfg.eval_windows)
+    except ValueError as err:
+        raise LabError(str(err)) from None
+    eval_kw = dict(
+        batch=cfg.eval_batch,
+        final_bytes=cfg.final_bytes,
+        span=lengths[-1],
+        bootstrap_samples=cfg.bootstrap_samples,
+        seed=cfg.seed,
+        device=device,
+        d=d,
+        train_len=cfg.train_len,
+        retrieval_trials=cfg.retrieval_trials,
+    )
+    work = _work(cfg)
+    ext_steps = _extension_steps(cfg)
     progress = _Progress(d.main)
-    progress.log(f"run folder {run.root} ({'resuming' if resuming else 'new'}); "
-                 f"{corpus_info['train_bytes'] / 1e6:.1f} MB train, "
-                 f"{corpus_info['val_bytes'] / 1e6:.1f} MB validation")
+    progress.log(
+        f"run folder {run.root} ({'resuming' if resuming else 'new'}); "
+        f"{corpus_info['train_bytes'] / 1e6:.1f} MB train, "
+        f"{corpus_info['val_bytes'] / 1e6:.1f} MB validation"
+    )
+    if cfg.preset == "smoke":
+        progress.log(f"smoke preset: {MACHINERY_CHECK}")
     with interrupt.catching(), progress:
-        models, info = _train_all(cfg, corpus, run, d, device, progress, interrupt)
+        progress.start_overall(*_initial_work(cfg, run, record, ext_steps))
+        rates = _sweep(cfg, corpus, run, record, d, device, progress, interrupt)
+        models, info = _train_all(cfg, corpus, run, d, device, progress, interrupt, rates)
 
-        todo = [(s, n) for s in cfg.schemes for n in lengths if str(n) not in record["eval"].get(s, {})]
-        task = progress.add("evaluate", len(cfg.schemes) * len(lengths),
-                            len(cfg.schemes) * len(lengths) - len(todo))
+        todo = [(s, n) for s in cfg.schemes for n in lengths if str(n) not in record.eval.get(s, {})]
+        total = len(cfg.schemes) * len(lengths)
+        task = progress.add("evaluate", total, total - len(todo))
         for scheme, n in todo:
             interrupt.check(d)
-            result = evaluate_at(models[scheme], corpus.val, ends, n,
-                                 learned_beyond=cfg.learned_beyond, **eval_kw)
-            record["eval"].setdefault(scheme, {})[str(n)] = result
+            k = cfg.schemes.index(scheme) + 1
+            progress.update(task, description=f"evaluate {scheme} at {n} (scheme {k} of {len(cfg.schemes)})")
+            result = evaluate_at(models[scheme], corpus.val, ends, n, learned_beyond=cfg.learned_beyond, **eval_kw)
+            record.eval.setdefault(scheme, {})[str(n)] = result
             _finish_step(cfg, corpus_info, info, record, run, d, complete=False)
             progress.update(task, advance=1)
+            progress.work(work["eval"][n])
             if "bpb" in result:
-                progress.log(f"{scheme} at {n}: {result['bpb']:.3f} bits per byte")
+                progress.log(f"{scheme} at {n}: {result['bpb']:.3f} bits per byte" + _retrieval_summary(result))
 
-        if cfg.extension and "rope" in models and len(lengths) > 1:
-            methods = ["none"] + list(cfg.extension_methods)
-            steps = [(m, n, ft) for n in lengths[1:] for m in methods
-                     for ft in ((False, True) if cfg.finetune else (False,))]
-            if cfg.finetune:
-                # Control: the same fine-tune at the training length. The models are small and
-                # briefly trained, so part of any fine-tune's gain is simply more training.
-                steps += [("none", lengths[0], False), ("none", lengths[0], True)]
-            todo = [s for s in steps if not _have(record, *s)]
-            task = progress.add("extend rope", len(steps), len(steps) - len(todo))
-            for method, n, ft in todo:
+        if ext_steps:
+            ext_todo = [s for s in ext_steps if not _have(record, *s)]
+            task = progress.add("extend rope", len(ext_steps), len(ext_steps) - len(ext_todo))
+            for method, n, ft in ext_todo:
                 interrupt.check(d)
+                progress.update(task, description=f"extend rope: {method} at {n}{' fine-tuned' if ft else ''}")
                 model = extended_model(models["rope"], method, n, cfg.train_len)
                 if ft:
-                    finetune(model, corpus.train, cfg, n, device=device, d=d,
-                             on_step=lambda step, loss: interrupt.check(d))
+                    ft_task = progress.add(f"fine-tune {method} at {n}", cfg.finetune_steps)
+                    ft_unit = work["finetune"][n] / cfg.finetune_steps
+
+                    def on_ft_step(step, loss, ft_task=ft_task, ft_unit=ft_unit):
+                        progress.update(ft_task, completed=step + 1)
+                        progress.work(ft_unit)
+                        interrupt.check(d)
+
+                    finetune(model, corpus.train, cfg, n, device=device, d=d, on_step=on_ft_step)
+                    progress.remove(ft_task)
                 result = evaluate_at(model, corpus.val, ends, n, **eval_kw)
-                entry = record["extension"].setdefault(method, {}).setdefault(str(n), {})
+                entry = record.extension.setdefault(method, {}).setdefault(str(n), {})
                 if ft:
                     entry["finetuned"] = result
                 else:
                     entry.update(result)
                 _finish_step(cfg, corpus_info, info, record, run, d, complete=False)
                 progress.update(task, advance=1)
-                progress.log(f"rope+{method} at {n}{' fine-tuned' if ft else ''}: "
-                             f"{result['bpb']:.3f} bits per byte")
+                progress.work(work["eval"][n])
+                progress.log(
+                    f"rope+{method} at {n}{' fine-tuned' if ft else ''}: "
+                    f"{result['bpb']:.3f} bits per byte" + _retrieval_summary(result)
+                )
     _finish_step(cfg, corpus_info, info, record, run, d, complete=True, plots=args.plots)
     barrier(d)
     if d.main:
-        progress.log(f"report: {run.root / 'results.md'}")
+        # Plain lines (no wrapping, no timestamps), so the path and the command can be copied.
+        if cfg.preset == "smoke":
+            print(f"smoke preset: {MACHINERY_CHECK}", file=sys.stderr)
+        print(
+            f"report: {run.root / 'results.md'}  explore it: posenc explore --lab-run {shlex.quote(str(run.root))}",
+            file=sys.stderr,
+        )
     return 0
 
 
-def _have(record: dict, method: str, n: int, ft: bool) -> bool:
-    entry = record["extension"].get(method, {}).get(str(n))
+def _retrieval_summary(result: dict) -> str:
+    cells = result.get("retrieval") or {}
+    if not cells:
+        return ""
+    return "; passkey " + ", ".join(f"{name} {cell['accuracy']:.0%}" for name, cell in cells.items())
+
+
+def _have(record: Progress, method: str, n: int, ft: bool) -> bool:
+    entry = record.extension.get(method, {}).get(str(n))
     if entry is None:
         return False
     return "finetuned" in entry if ft else "bpb" in entry

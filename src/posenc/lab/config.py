@@ -1,7 +1,8 @@
 """Every knob of a lab run in one dataclass, and the named presets.
 
-The presets were sized by measurement on a 2-core CPU (see ``docs/lab.md``): ``smoke`` is for
-tests (seconds), ``quick`` takes about ten minutes, ``standard`` about an hour. Any field can be
+The presets were sized by measurement on a 2-core CPU (see ``docs/lab.md`` for the measured times
+and the load they were measured under): ``smoke`` is a machinery check for tests (about 12 s of CPU
+time; its numbers carry no meaning), ``quick`` the small table, ``standard`` the published one. Any field can be
 overridden from the command line; the resolved config is saved as ``config.json`` in the run folder
 and is what ``--resume`` continues.
 """
@@ -9,11 +10,12 @@ and is what ``--resume`` continues.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 from .._checks import check_choice, check_float, check_int
 from ..factory import SCHEMES
 from ..rope.registry import lab_methods
+from .passkey import MIN_LENGTH
 
 #: RoPE context-extension methods the lab knows, in report order ("none" is plain RoPE): the rope
 #: types registered with a lab default (see posenc.rope.registry), as registered at import.
@@ -28,9 +30,9 @@ class LabConfig:
     seed: int = 0
     schemes: List[str] = field(default_factory=lambda: list(SCHEMES))
     # data
-    data: Optional[str] = None          # None = the Python standard library
-    pattern: Optional[str] = None       # glob inside a folder ("*.py" for the stdlib)
-    val_fraction: float = 0.1           # share of files (by path hash) held out
+    data: Optional[str] = None  # None = the Python standard library
+    pattern: Optional[str] = None  # glob inside a folder ("*.py" for the stdlib)
+    val_fraction: float = 0.1  # share of files (by path hash) held out
     # model (identical for every scheme)
     d_model: int = 128
     n_layers: int = 4
@@ -38,20 +40,20 @@ class LabConfig:
     mlp_ratio: int = 4
     rope_base: float = 10000.0
     # training
-    train_len: int = 64                 # bytes per training sequence
-    batch_size: int = 32                # global batch (split across torchrun processes)
+    train_len: int = 64  # bytes per training sequence
+    batch_size: int = 32  # global batch (split across torchrun processes)
     steps: int = 300
-    lr: float = 3e-3                    # peak learning rate
-    min_lr_ratio: float = 0.1           # cosine decays to lr * min_lr_ratio
+    lr: float = 3e-3  # peak learning rate
+    min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio
     warmup_steps: int = 30
-    weight_decay: float = 0.1           # on matrices only, not on LayerNorm gains
+    weight_decay: float = 0.1  # on matrices only, not on LayerNorm gains
     grad_clip: float = 1.0
-    checkpoint_every: int = 50          # steps between training checkpoints
+    checkpoint_every: int = 50  # steps between training checkpoints
     # evaluation
     eval_multipliers: List[int] = field(default_factory=lambda: [1, 2, 4, 8])
-    eval_windows: int = 64              # fixed validation windows (bootstrap unit)
+    eval_windows: int = 64  # fixed validation windows (bootstrap unit)
     eval_batch: int = 16
-    final_bytes: int = 32               # the tail compared at every length
+    final_bytes: int = 32  # the tail compared at every length
     bootstrap_samples: int = 2000
     learned_beyond: str = "interpolate"  # "interpolate" (LearnedPositionalEmbedding.extend) or "cannot"
     # context extension of the RoPE model
@@ -61,6 +63,13 @@ class LabConfig:
     finetune_steps: int = 60
     finetune_batch: int = 8
     finetune_lr: float = 3e-4
+    # passkey retrieval (posenc.lab.passkey)
+    retrieval_share: float = 0.2  # share of training steps that train on passkey sequences
+    retrieval_trials: int = 64  # evaluation trials per (length, distance bin); 0 = none
+    retrieval_answer_weight: float = 1.0  # weight of the answer-byte loss added on passkey steps
+    # fair training: sweep the peak learning rate per scheme before training (empty = one shared lr)
+    lr_sweep: List[float] = field(default_factory=list)
+    sweep_steps: int = 0  # steps per sweep run (0 = a fifth of `steps`)
 
     def validate(self) -> "LabConfig":
         check_int("seed", self.seed, minimum=0)
@@ -71,30 +80,67 @@ class LabConfig:
         if len(set(self.schemes)) != len(self.schemes):
             raise ValueError(f"schemes must not repeat a name, got {self.schemes}")
         check_float("val_fraction", self.val_fraction, greater_than=0.0, maximum=0.5)
-        for name in ("d_model", "n_layers", "n_heads", "mlp_ratio", "train_len", "batch_size",
-                     "steps", "checkpoint_every", "eval_windows", "eval_batch", "final_bytes",
-                     "bootstrap_samples", "finetune_steps", "finetune_batch"):
+        for name in (
+            "d_model",
+            "n_layers",
+            "n_heads",
+            "mlp_ratio",
+            "train_len",
+            "batch_size",
+            "steps",
+            "checkpoint_every",
+            "eval_windows",
+            "eval_batch",
+            "final_bytes",
+            "bootstrap_samples",
+            "finetune_steps",
+            "finetune_batch",
+        ):
             check_int(name, getattr(self, name), minimum=1)
+        check_float("retrieval_share", self.retrieval_share, minimum=0.0, maximum=0.5)
+        check_int("retrieval_trials", self.retrieval_trials, minimum=0)
+        check_float("retrieval_answer_weight", self.retrieval_answer_weight, minimum=0.0)
+        if (self.retrieval_share > 0 or self.retrieval_trials > 0) and self.train_len < MIN_LENGTH:
+            raise ValueError(
+                f"train_len must be >= {MIN_LENGTH} for passkey retrieval (the plant and "
+                f"the query take {MIN_LENGTH - 1} bytes), got {self.train_len}; set "
+                f"retrieval_share and retrieval_trials to 0 for shorter sequences"
+            )
         check_int("warmup_steps", self.warmup_steps, minimum=0, maximum=self.steps)
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
-            raise ValueError(f"d_model={self.d_model} / n_heads={self.n_heads} must give an even "
-                             f"head size (RoPE rotates pairs)")
+            raise ValueError(
+                f"d_model={self.d_model} / n_heads={self.n_heads} must give an even head size (RoPE rotates pairs)"
+            )
         for name in ("lr", "finetune_lr"):
             check_float(name, getattr(self, name), greater_than=0.0, maximum=1.0)
         check_float("min_lr_ratio", self.min_lr_ratio, minimum=0.0, maximum=1.0)
         check_float("weight_decay", self.weight_decay, minimum=0.0)
         check_float("grad_clip", self.grad_clip, greater_than=0.0)
         check_float("rope_base", self.rope_base, greater_than=1.0)
-        if not self.eval_multipliers or self.eval_multipliers[0] != 1 or any(
-                isinstance(m, bool) or not isinstance(m, int) or m < 1 for m in self.eval_multipliers) \
-                or sorted(set(self.eval_multipliers)) != list(self.eval_multipliers):
-            raise ValueError(f"eval_multipliers must be increasing integers starting at 1 "
-                             f"(1 = the training length), got {self.eval_multipliers}")
+        if (
+            not self.eval_multipliers
+            or self.eval_multipliers[0] != 1
+            or any(isinstance(m, bool) or not isinstance(m, int) or m < 1 for m in self.eval_multipliers)
+            or sorted(set(self.eval_multipliers)) != list(self.eval_multipliers)
+        ):
+            raise ValueError(
+                f"eval_multipliers must be increasing integers starting at 1 "
+                f"(1 = the training length), got {self.eval_multipliers}"
+            )
         check_int("final_bytes", self.final_bytes, maximum=self.train_len)
         check_choice("learned_beyond", self.learned_beyond, {"interpolate", "cannot"})
+        if len(set(self.lr_sweep)) != len(self.lr_sweep):
+            raise ValueError(f"lr_sweep must not repeat a rate, got {self.lr_sweep}")
+        for rate in self.lr_sweep:
+            check_float("lr_sweep", rate, greater_than=0.0, maximum=1.0)
+        check_int("sweep_steps", self.sweep_steps, minimum=0, maximum=self.steps)
         for name in self.extension_methods:
             check_choice("extension_methods", name, set(lab_methods()))
         return self
+
+    @property
+    def resolved_sweep_steps(self) -> int:
+        return self.sweep_steps or max(1, self.steps // 5)
 
     @property
     def eval_lengths(self) -> List[int]:
@@ -113,25 +159,65 @@ class LabConfig:
 
 
 PRESETS = {
-    # Seconds on one core: exercises every code path, numbers mean nothing.
-    "smoke": dict(d_model=32, n_layers=2, n_heads=2, train_len=32, batch_size=8, steps=40,
-                  lr=3e-3, warmup_steps=5, checkpoint_every=10, eval_windows=16, eval_batch=16,
-                  bootstrap_samples=200, finetune_steps=8, finetune_batch=4),
-    # About ten minutes on 2 CPU cores.
-    "quick": dict(d_model=128, n_layers=4, n_heads=4, train_len=64, batch_size=32, steps=300,
-                  lr=3e-3, warmup_steps=30, checkpoint_every=50, eval_windows=64, eval_batch=16,
-                  finetune_steps=60, finetune_batch=8),
-    # About an hour on 2 CPU cores: the published table.
-    "standard": dict(d_model=128, n_layers=4, n_heads=4, train_len=128, batch_size=32, steps=1000,
-                     lr=3e-3, warmup_steps=100, checkpoint_every=100, eval_windows=128,
-                     eval_batch=16, finetune_steps=150, finetune_batch=8),
+    # A machinery check (about 12 s of CPU time): exercises every code path, numbers mean nothing.
+    "smoke": dict(
+        d_model=32,
+        n_layers=2,
+        n_heads=2,
+        train_len=32,
+        batch_size=8,
+        steps=40,
+        lr=3e-3,
+        warmup_steps=5,
+        checkpoint_every=10,
+        eval_windows=16,
+        eval_batch=16,
+        bootstrap_samples=200,
+        finetune_steps=8,
+        finetune_batch=4,
+        retrieval_trials=12,
+    ),
+    # The small table (about 15 minutes on 2 idle CPU cores before retrieval; see docs/lab.md).
+    "quick": dict(
+        d_model=128,
+        n_layers=4,
+        n_heads=4,
+        train_len=64,
+        batch_size=32,
+        steps=300,
+        lr=3e-3,
+        warmup_steps=30,
+        checkpoint_every=50,
+        eval_windows=64,
+        eval_batch=16,
+        finetune_steps=60,
+        finetune_batch=8,
+        retrieval_trials=64,
+    ),
+    # The published table (an hour or more on 2 CPU cores; see docs/lab.md).
+    "standard": dict(
+        d_model=128,
+        n_layers=4,
+        n_heads=4,
+        train_len=128,
+        batch_size=32,
+        steps=1000,
+        lr=3e-3,
+        warmup_steps=100,
+        checkpoint_every=100,
+        eval_windows=128,
+        eval_batch=16,
+        finetune_steps=150,
+        finetune_batch=8,
+        retrieval_trials=100,
+    ),
 }
 
 
 def preset_config(name: str, **overrides) -> LabConfig:
     """The preset ``name`` with ``overrides`` (field name -> value) applied, validated."""
     check_choice("preset", name, set(PRESETS))
-    values = dict(PRESETS[name], preset=name)
+    values: Dict[str, Any] = dict(PRESETS[name], preset=name)
     known = {f.name for f in fields(LabConfig)}
     for key, value in overrides.items():
         if key not in known:

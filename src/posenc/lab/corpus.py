@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import sysconfig
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
@@ -36,14 +36,15 @@ def stdlib_root() -> Path:
 def path_fraction(relative_path: str) -> float:
     """Map a relative POSIX path to a number in [0, 1), the same on every machine (SHA-256)."""
     digest = hashlib.sha256(relative_path.encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2.0 ** 64
+    return int.from_bytes(digest[:8], "big") / 2.0**64
 
 
 def split_paths(relative_paths: Sequence[str], val_fraction: float) -> Tuple[List[str], List[str]]:
     """Split paths into (train, validation), each sorted; a path is validation iff its hash
     fraction is below ``val_fraction``. Deterministic and disjoint by construction."""
     check_float("val_fraction", val_fraction, greater_than=0.0, maximum=0.5)
-    train, val = [], []
+    train: List[str] = []
+    val: List[str] = []
     for rel in sorted(set(relative_paths)):
         (val if path_fraction(rel) < val_fraction else train).append(rel)
     return train, val
@@ -60,8 +61,7 @@ def find_files(root: Path, pattern: str) -> List[str]:
     found = []
     for path in root.rglob(pattern):
         rel = path.relative_to(root)
-        if any(part.startswith(".") or part in _THIRD_PARTY or part == "__pycache__"
-               for part in rel.parts[:-1]):
+        if any(part.startswith(".") or part in _THIRD_PARTY or part == "__pycache__" for part in rel.parts[:-1]):
             continue
         if path.is_file() and _is_text(path):
             found.append(rel.as_posix())
@@ -88,9 +88,14 @@ class Corpus:
     def summary(self) -> dict:
         """A JSON-ready description, including a fingerprint of the split."""
         fingerprint = hashlib.sha256("\n".join(self.val_files).encode()).hexdigest()[:16]
-        return {"source": self.source, "train_files": len(self.train_files),
-                "val_files": len(self.val_files), "train_bytes": int(self.train.size),
-                "val_bytes": int(self.val.size), "val_split_sha256": fingerprint}
+        return {
+            "source": self.source,
+            "train_files": len(self.train_files),
+            "val_files": len(self.val_files),
+            "train_bytes": int(self.train.size),
+            "val_bytes": int(self.val.size),
+            "val_split_sha256": fingerprint,
+        }
 
 
 def _concat(root: Path, rels: Sequence[str]) -> np.ndarray:
@@ -106,8 +111,7 @@ def _frozen(array: np.ndarray) -> np.ndarray:
     return array
 
 
-def load_corpus(data: Optional[str] = None, *, pattern: Optional[str] = None,
-                val_fraction: float = 0.1) -> Corpus:
+def load_corpus(data: Optional[str] = None, *, pattern: Optional[str] = None, val_fraction: float = 0.1) -> Corpus:
     """Load the standard library (``data=None``) or the user's file/folder ``data``.
 
     Args:
@@ -139,8 +143,9 @@ def _load(data: Optional[str], pattern: Optional[str], val_fraction: float) -> C
     rels = find_files(root, pattern)
     train_files, val_files = split_paths(rels, val_fraction)
     if not train_files or not val_files:
-        raise ValueError(f"--data {str(root)!r} with pattern {pattern!r} gave {len(train_files)} "
-                         f"training and {len(val_files)} validation files; both sides need at least "
-                         f"one (add files, raise val_fraction, or give a single file)")
-    return Corpus(_concat(root, train_files), _concat(root, val_files), str(root),
-                  train_files, val_files)
+        raise ValueError(
+            f"--data {str(root)!r} with pattern {pattern!r} gave {len(train_files)} "
+            f"training and {len(val_files)} validation files; both sides need at least "
+            f"one (add files, raise val_fraction, or give a single file)"
+        )
+    return Corpus(_concat(root, train_files), _concat(root, val_files), str(root), train_files, val_files)

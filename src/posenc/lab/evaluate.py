@@ -16,7 +16,7 @@ gets, and at which positions, differs:
 from __future__ import annotations
 
 import copy
-from typing import Optional
+from typing import Optional, cast
 
 import numpy as np
 import torch
@@ -27,6 +27,7 @@ from ..learned import LearnedPositionalEmbedding
 from ..model import TinyLM
 from .distributed import Dist, all_reduce_sum
 from .metrics import bits_per_byte, summarize_losses
+from .passkey import evaluate_passkey
 
 
 def window_ends(n_bytes: int, max_length: int, n_windows: int) -> np.ndarray:
@@ -37,15 +38,26 @@ def window_ends(n_bytes: int, max_length: int, n_windows: int) -> np.ndarray:
     check_int("n_windows", n_windows, minimum=1)
     first = max_length + 1
     if n_bytes < first + n_windows - 1:
-        raise ValueError(f"the validation text has {n_bytes} bytes, too few for {n_windows} windows "
-                         f"of {max_length + 1} bytes; use more data, fewer eval_windows or shorter "
-                         f"eval lengths")
+        raise ValueError(
+            f"the validation text has {n_bytes} bytes, too few for {n_windows} windows "
+            f"of {max_length + 1} bytes; use more data, fewer eval_windows or shorter "
+            f"eval lengths"
+        )
     return np.linspace(first, n_bytes, n_windows).astype(np.int64)
 
 
 @torch.no_grad()
-def per_position_nats(model: TinyLM, data: np.ndarray, ends: np.ndarray, length: int, *,
-                      batch: int, device, d: Dist = Dist(), span: Optional[int] = None) -> np.ndarray:
+def per_position_nats(
+    model: TinyLM,
+    data: np.ndarray,
+    ends: np.ndarray,
+    length: int,
+    *,
+    batch: int,
+    device,
+    d: Dist = Dist(),
+    span: Optional[int] = None,
+) -> np.ndarray:
     """Cross-entropy in nats of every byte of every window, read in pieces of ``length``.
 
     Args:
@@ -69,14 +81,14 @@ def per_position_nats(model: TinyLM, data: np.ndarray, ends: np.ndarray, length:
     jobs = [(w, c) for w in range(len(ends)) if w % d.world == d.rank for c in range(pieces)]
     rows_per_pass = max(1, batch * pieces)
     for i in range(0, len(jobs), rows_per_pass):
-        part = jobs[i:i + rows_per_pass]
+        part = jobs[i : i + rows_per_pass]
         starts = [int(ends[w]) - span + c * length for w, c in part]
-        rows = np.stack([data[s - 1:s + length] for s in starts]).astype(np.int64)
-        t = torch.from_numpy(rows).to(device)                                   # (b, L+1)
-        logits = model(t[:, :-1])                                               # (b, L, 256)
+        rows = np.stack([data[s - 1 : s + length] for s in starts]).astype(np.int64)
+        t = torch.from_numpy(rows).to(device)  # (b, L+1)
+        logits = model(t[:, :-1])  # (b, L, 256)
         nats = F.cross_entropy(logits.float().transpose(1, 2), t[:, 1:], reduction="none")
         for row, (w, c) in enumerate(part):
-            out[w, c * length:(c + 1) * length] = nats[row].to(torch.float64)
+            out[w, c * length : (c + 1) * length] = nats[row].to(torch.float64)
     return all_reduce_sum(d, out).cpu().numpy()
 
 
@@ -94,30 +106,61 @@ def model_for_length(model: TinyLM, length: int, learned_beyond: str) -> tuple:
     if learned_beyond == "cannot":
         return None, f"cannot: the learned table has {scheme.max_len} rows"
     stretched = copy.deepcopy(model)
-    stretched.scheme.extend(length, method="interpolate")
-    return stretched, (f"table interpolated from {scheme.max_len} to {length} rows "
-                       f"(LearnedPositionalEmbedding.extend), no retraining")
+    # The deep copy's scheme has the type checked above: a LearnedPositionalEmbedding.
+    cast(LearnedPositionalEmbedding, stretched.scheme).extend(length, method="interpolate")
+    return stretched, (
+        f"table interpolated from {scheme.max_len} to {length} rows (LearnedPositionalEmbedding.extend), no retraining"
+    )
 
 
-def evaluate_at(model: TinyLM, data: np.ndarray, ends: np.ndarray, length: int, *, batch: int,
-                final_bytes: int, bootstrap_samples: int, seed: int, device, d: Dist = Dist(),
-                learned_beyond: str = "interpolate", span: Optional[int] = None) -> dict:
+def evaluate_at(
+    model: TinyLM,
+    data: np.ndarray,
+    ends: np.ndarray,
+    length: int,
+    *,
+    batch: int,
+    final_bytes: int,
+    bootstrap_samples: int,
+    seed: int,
+    device,
+    d: Dist = Dist(),
+    learned_beyond: str = "interpolate",
+    span: Optional[int] = None,
+    train_len: Optional[int] = None,
+    retrieval_trials: int = 0,
+) -> dict:
     """All reported numbers of one model at one length, plus the mean loss at every position.
 
     ``span`` is the number of target bytes per window (the longest evaluation length; default
     ``length``). Returns the :func:`summarize_losses` dict plus ``loss_by_position`` (bits per byte at
-    each position of a piece, averaged over all pieces, shape (length,)); for a learned table that cannot be used,
-    ``{"cannot": True, "note": ...}``.
+    each position of a piece, averaged over all pieces, shape (length,)) and, when
+    ``retrieval_trials`` > 0, ``retrieval`` (:func:`~posenc.lab.passkey.evaluate_passkey` per
+    distance bin, with filler from ``data``; ``train_len`` sets the bins). For a learned table that
+    cannot be used, ``{"cannot": True, "note": ...}``.
     """
     target, note = model_for_length(model, length, learned_beyond)
     if target is None:
         return {"cannot": True, "note": note}
-    nats = per_position_nats(target, data, ends, length, batch=batch, device=device, d=d,
-                             span=span)
-    result = summarize_losses(nats, piece=length, final_bytes=final_bytes,
-                              bootstrap_samples=bootstrap_samples, seed=seed)
-    by_position = bits_per_byte(nats).reshape(len(ends), -1, length).mean(axis=(0, 1))   # (L,)
+    nats = per_position_nats(target, data, ends, length, batch=batch, device=device, d=d, span=span)
+    result = summarize_losses(
+        nats, piece=length, final_bytes=final_bytes, bootstrap_samples=bootstrap_samples, seed=seed
+    )
+    by_position = bits_per_byte(nats).reshape(len(ends), -1, length).mean(axis=(0, 1))  # (L,)
     result["loss_by_position"] = [round(float(v), 5) for v in by_position]
+    if retrieval_trials:
+        result["retrieval"] = evaluate_passkey(
+            target,
+            data,
+            length,
+            train_len=train_len or length,
+            trials=retrieval_trials,
+            batch=batch,
+            bootstrap_samples=bootstrap_samples,
+            seed=seed,
+            device=device,
+            d=d,
+        )
     if note:
         result["note"] = note
     return result

@@ -82,24 +82,43 @@ def extended_model(rope_model: TinyLM, method: str, length: int, train_len: int)
     if not isinstance(old, RotaryEmbedding):
         raise TypeError(f"context extension needs a RoPE model, got scheme {type(old).__name__}")
     model = copy.deepcopy(rope_model)
-    model.scheme = RotaryEmbedding(old.head_dim, base=old.base, rotary_dim=old.rotary_dim,
-                                   layout=old.layout, scaling=scaling_for(method, length, train_len),
-                                   max_position_embeddings=length)
+    model.scheme = RotaryEmbedding(
+        old.head_dim,
+        base=old.base,
+        rotary_dim=old.rotary_dim,
+        layout=old.layout,
+        scaling=scaling_for(method, length, train_len),
+        max_position_embeddings=length,
+    )
     if model.scheme.is_dynamic:
         model.scheme.freeze_frequencies(length)
     device = next(rope_model.parameters()).device
     return model.to(device)
 
 
-def finetune(model: TinyLM, train: np.ndarray, cfg: LabConfig, length: int, *, device,
-             d: Dist = Dist(), on_step=None) -> TinyLM:
+def finetune(
+    model: TinyLM, train: np.ndarray, cfg: LabConfig, length: int, *, device, d: Dist = Dist(), on_step=None
+) -> TinyLM:
     """Fine-tune ``model`` in place for ``cfg.finetune_steps`` steps at ``length``.
 
     The data order depends on the seed and the length only, so every method sees the same bytes.
     """
     optimizer = make_optimizer(model, cfg.finetune_lr, cfg.weight_decay)
-    train_steps(model, optimizer, train, start=0, total=cfg.finetune_steps, length=length,
-                batch=cfg.finetune_batch, lr=cfg.finetune_lr,
-                warmup=max(1, cfg.finetune_steps // 10), min_ratio=1.0, grad_clip=cfg.grad_clip,
-                seed=cfg.seed * 1_000_003 + length, device=device, d=d, on_step=on_step)
+    train_steps(
+        model,
+        optimizer,
+        train,
+        start=0,
+        total=cfg.finetune_steps,
+        length=length,
+        batch=cfg.finetune_batch,
+        lr=cfg.finetune_lr,
+        warmup=max(1, cfg.finetune_steps // 10),
+        min_ratio=1.0,
+        grad_clip=cfg.grad_clip,
+        seed=cfg.seed * 1_000_003 + length,
+        device=device,
+        d=d,
+        on_step=on_step,
+    )
     return model

@@ -8,7 +8,7 @@ manages about 2 on Python source.
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -22,8 +22,9 @@ def bits_per_byte(nats: np.ndarray) -> np.ndarray:
     return np.asarray(nats, dtype=np.float64) / LN2
 
 
-def bootstrap_ci(per_window: Sequence[float], *, samples: int = 2000, level: float = 0.95,
-                 seed: int = 0) -> Tuple[float, float]:
+def bootstrap_ci(
+    per_window: Union[Sequence[float], np.ndarray], *, samples: int = 2000, level: float = 0.95, seed: int = 0
+) -> Tuple[float, float]:
     """Percentile bootstrap interval of the mean over windows.
 
     Windows, not bytes, are resampled: bytes inside one window are strongly correlated, so
@@ -42,14 +43,20 @@ def bootstrap_ci(per_window: Sequence[float], *, samples: int = 2000, level: flo
     check_float("level", level, greater_than=0.0, maximum=0.999999)
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, values.size, size=(samples, values.size))
-    means = values[idx].mean(axis=1)                                   # (samples,)
+    means = values[idx].mean(axis=1)  # (samples,)
     tail = (1.0 - level) / 2.0 * 100.0
     lo, hi = np.percentile(means, [tail, 100.0 - tail])
     return float(lo), float(hi)
 
 
-def summarize_losses(nats: np.ndarray, *, piece: Optional[int] = None, final_bytes: int = 32,
-                     bootstrap_samples: int = 2000, seed: int = 0) -> dict:
+def summarize_losses(
+    nats: np.ndarray,
+    *,
+    piece: Optional[int] = None,
+    final_bytes: int = 32,
+    bootstrap_samples: int = 2000,
+    seed: int = 0,
+) -> dict:
     """All reported numbers for one scheme at one length.
 
     Args:
@@ -71,13 +78,16 @@ def summarize_losses(nats: np.ndarray, *, piece: Optional[int] = None, final_byt
     if span % piece:
         raise ValueError(f"piece={piece} must divide the window span {span}")
     check_int("final_bytes", final_bytes, minimum=1, maximum=piece)
-    bits = bits_per_byte(nats)                                         # (W, span)
-    in_piece = np.arange(span) % piece                                 # (span,)
-    parts = {"bpb": bits, "bpb_last_quarter": bits[:, in_piece >= piece - max(1, piece // 4)],
-             "bpb_final32": bits[:, span - final_bytes:]}
-    out = {}
+    bits = bits_per_byte(nats)  # (W, span)
+    in_piece = np.arange(span) % piece  # (span,)
+    parts = {
+        "bpb": bits,
+        "bpb_last_quarter": bits[:, in_piece >= piece - max(1, piece // 4)],
+        "bpb_final32": bits[:, span - final_bytes :],
+    }
+    out: Dict[str, Any] = {}
     for key, part in parts.items():
-        per_window = part.mean(axis=1)                                 # (W,)
+        per_window = part.mean(axis=1)  # (W,)
         out[key] = float(per_window.mean())
         out[key + "_ci"] = list(bootstrap_ci(per_window, samples=bootstrap_samples, seed=seed))
     out["n_windows"] = int(nats.shape[0])

@@ -1,35 +1,39 @@
-"""The report: ``results.json`` (the agreed shape the explorer reads), ``results.md`` and plots,
-and plain verdicts on the effects the literature reports.
+"""The report: ``results.json`` (typed in :mod:`posenc.lab.schema`, which the explorer also reads),
+``results.md`` and the plots, with the verdicts of :mod:`posenc.lab.verdicts`.
 
-``results.json``::
+``results.json`` (beside the schema stamp)::
 
-    {"config": {...}, "corpus": {...}, "complete": bool, "train_len": int, "eval_lengths": [int, ...],
-     "schemes": {name: {"train": {...},
-                        "eval": {"<length>": {"bpb": float, "bpb_ci": [lo, hi],
-                                              "bpb_last_quarter": float, "bpb_final32": float, ...}},
+    {"config": {...}, "corpus": {...}, "complete": bool, "machinery_check": bool,
+     "train_len": int, "eval_lengths": [int, ...],
+     "schemes": {name: {"train": {"steps", "final_bpb", "parameters", "train_seconds", "lr"},
+                        "eval": {"<length>": {"bpb": float, "bpb_ci": [lo, hi], ...,
+                                              "retrieval": {"near" | "mid" | "far": {
+                                                  "accuracy", "accuracy_ci", "logp_bits",
+                                                  "logp_bits_ci", "trials", "distance"}}}},
                         "loss_by_position": {"<length>": [bits per byte at each position, ...]}}},
-     "extension": {method: {"<length>": {"bpb": float, ..., "finetuned": {...}}}},
-     "verdicts": [{"claim": str, "seen": bool | null, "evidence": str}, ...]}
+     "extension": {method: {"<length>": {"bpb": float, ..., "retrieval": {...}, "finetuned": {...}}}},
+     "lr_sweep": {scheme: {"rates": {"<rate>": bpb | null}, "chosen": float}},
+     "verdicts": [{"claim", "verdict", "evidence", "group", "scheme", "expected", "a", "b"}, ...]}
 
-All losses are bits per byte; intervals are 95% bootstrap intervals over validation windows.
+All losses are bits per byte; intervals are 95% bootstrap intervals over validation windows
+(perplexity) or over trials (retrieval).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 
+from .passkey import BIN_NAMES, CHANCE_LOGP_BITS
+from .schema import MACHINERY_CHECK, stamp
 from .store import write_json
-
-#: Relative change that counts as "losing quality" / the band that counts as "flat".
-DEGRADE = 0.05
-FLAT = 0.05
+from .verdicts import LABELS, quote, verdicts
 
 
 def build_results(cfg: dict, corpus: dict, train_info: dict, progress: dict, complete: bool) -> dict:
-    """Assemble ``results.json`` from the finished-work record."""
+    """Assemble the content of ``results.json`` from the finished-work record (``Progress.to_dict()``)."""
     train_len = cfg["train_len"]
     lengths = [m * train_len for m in cfg["eval_multipliers"]]
     schemes = {}
@@ -41,114 +45,31 @@ def build_results(cfg: dict, corpus: dict, train_info: dict, progress: dict, com
             if "loss_by_position" in res:
                 curves[key] = res["loss_by_position"]
         schemes[name] = {"train": train_info.get(name, {}), "eval": evals, "loss_by_position": curves}
-    extension = {}
+    extension: Dict[str, Dict[str, dict]] = {}
     for method, per_len in progress["extension"].items():
         extension[method] = {}
         for key, res in per_len.items():
             entry = {k: v for k, v in res.items() if k not in ("loss_by_position", "finetuned")}
             if "finetuned" in res:
-                entry["finetuned"] = {k: v for k, v in res["finetuned"].items()
-                                      if k != "loss_by_position"}
+                entry["finetuned"] = {k: v for k, v in res["finetuned"].items() if k != "loss_by_position"}
             extension[method][key] = entry
-    results = {"config": cfg, "corpus": corpus, "complete": complete, "train_len": train_len,
-               "eval_lengths": lengths, "schemes": schemes, "extension": extension}
+    sweep = {}
+    for name, scores in progress.get("lr_sweep", {}).items():
+        finite = {r: v for r, v in scores.items() if v is not None}
+        sweep[name] = {"rates": dict(scores), "chosen": float(min(finite, key=finite.__getitem__)) if finite else None}
+    results = {
+        "config": cfg,
+        "corpus": corpus,
+        "complete": complete,
+        "machinery_check": cfg.get("preset") == "smoke",
+        "train_len": train_len,
+        "eval_lengths": lengths,
+        "schemes": schemes,
+        "extension": extension,
+        "lr_sweep": sweep,
+    }
     results["verdicts"] = verdicts(results)
     return results
-
-
-def _bpb(entry: Optional[dict], key: str = "bpb") -> Optional[float]:
-    if not entry or entry.get("cannot") or key not in entry:
-        return None
-    return float(entry[key])
-
-
-def verdicts(results: dict) -> List[dict]:
-    """Did the published pattern appear? One entry per claim; ``seen`` is ``None`` when the run
-    lacks what the claim needs (a scheme, a length, the extension or the fine-tune)."""
-    lengths = results["eval_lengths"]
-    base, top = str(lengths[0]), str(lengths[-1])
-    long_keys = [str(n) for n in lengths[1:]]
-    far_keys = [str(n) for n in lengths if n >= 4 * lengths[0]]
-    schemes, ext = results["schemes"], results["extension"]
-    out = []
-
-    def scheme_ratio(name):
-        ev = schemes.get(name, {}).get("eval", {})
-        a, b = _bpb(ev.get(base)), _bpb(ev.get(top))
-        return (a, b) if a is not None and b is not None and top != base else None
-
-    for name, label in (("sinusoidal", "Sinusoidal"), ("rope", "Plain RoPE")):
-        pair = scheme_ratio(name)
-        claim = f"{label} loses quality beyond the training length"
-        if pair is None:
-            out.append({"claim": claim, "seen": None, "evidence": "not measured in this run"})
-            continue
-        change = pair[1] / pair[0] - 1.0
-        out.append({"claim": claim, "seen": bool(change > DEGRADE),
-                    "evidence": f"bpb {pair[0]:.3f} at {base} -> {pair[1]:.3f} at {top} "
-                                f"({change:+.1%}; threshold +{DEGRADE:.0%})"})
-    pair = scheme_ratio("alibi")
-    claim = f"ALiBi stays within {FLAT:.0%} of its in-distribution bpb at the longest length"
-    if pair is None:
-        out.append({"claim": claim, "seen": None, "evidence": "not measured in this run"})
-    else:
-        change = pair[1] / pair[0] - 1.0
-        out.append({"claim": claim, "seen": bool(abs(change) <= FLAT),
-                    "evidence": f"bpb {pair[0]:.3f} at {base} -> {pair[1]:.3f} at {top} ({change:+.1%})"})
-
-    rope_eval = schemes.get("rope", {}).get("eval", {})
-    for method, label in (("ntk", "NTK-aware"), ("yarn", "YaRN")):
-        claim = f"{label} beats plain RoPE at 4x and 8x without retraining"
-        pairs = [(k, _bpb(ext.get(method, {}).get(k)), _bpb(rope_eval.get(k))) for k in far_keys]
-        pairs = [p for p in pairs if p[1] is not None and p[2] is not None]
-        if not pairs:
-            out.append({"claim": claim, "seen": None, "evidence": "not measured in this run"})
-            continue
-        out.append({"claim": claim, "seen": all(a < b for _, a, b in pairs),
-                    "evidence": "; ".join(f"{k}: {a:.3f} vs {b:.3f}" for k, a, b in pairs)})
-    claim = "Linear interpolation (PI) is worse than plain RoPE without fine-tuning"
-    pairs = [(k, _bpb(ext.get("linear", {}).get(k)), _bpb(rope_eval.get(k))) for k in long_keys]
-    pairs = [p for p in pairs if p[1] is not None and p[2] is not None]
-    if not pairs:
-        out.append({"claim": claim, "seen": None, "evidence": "not measured in this run"})
-    else:
-        out.append({"claim": claim, "seen": all(a > b for _, a, b in pairs),
-                    "evidence": "; ".join(f"{k}: {a:.3f} vs {b:.3f}" for k, a, b in pairs)})
-
-    control = _bpb(ext.get("none", {}).get(base, {}).get("finetuned"))
-    claim = ("A short fine-tune closes most (>= half) of the remaining gap to the 1x bpb"
-             + (" of the control (plain RoPE fine-tuned the same way at 1x)" if control else ""))
-    ref = control if control is not None else _bpb(rope_eval.get(base))
-    rows, closed = [], []
-    for method, per_len in ext.items():
-        for k, entry in per_len.items():
-            if k == base:
-                continue
-            before, after = _bpb(entry), _bpb(entry.get("finetuned"))
-            if ref is None or before is None or after is None:
-                continue
-            gap = before - ref
-            if gap <= 0:
-                rows.append(f"{method}@{k}: no gap ({before:.3f} <= {ref:.3f})")
-                continue
-            share = (before - after) / gap
-            closed.append(share >= 0.5)
-            rows.append(f"{method}@{k}: {before:.3f} -> {after:.3f} ({share:.0%} of the gap)")
-    if not rows:
-        out.append({"claim": claim, "seen": None, "evidence": "no fine-tune in this run (--finetune)"})
-    else:
-        out.append({"claim": claim, "seen": bool(closed) and all(closed), "evidence": "; ".join(rows)})
-
-    claim = "After the same fine-tune, linear interpolation beats plain RoPE (extrapolation)"
-    pairs = [(k, _bpb(ext.get("linear", {}).get(k, {}).get("finetuned")),
-              _bpb(ext.get("none", {}).get(k, {}).get("finetuned"))) for k in long_keys]
-    pairs = [p for p in pairs if p[1] is not None and p[2] is not None]
-    if not pairs:
-        out.append({"claim": claim, "seen": None, "evidence": "no fine-tune in this run (--finetune)"})
-    else:
-        out.append({"claim": claim, "seen": all(a < b for _, a, b in pairs),
-                    "evidence": "; ".join(f"{k}: {a:.3f} vs {b:.3f}" for k, a, b in pairs)})
-    return out
 
 
 # -- Markdown ----------------------------------------------------------------------------------
@@ -174,48 +95,102 @@ def markdown(results: dict, command: str = "") -> str:
     train_len = results["train_len"]
     head = [f"{n} ({n // train_len}x)" for n in lengths]
     lines = ["# posenc lab results", ""]
+    if results.get("machinery_check"):
+        lines += [f"**Smoke run: {MACHINERY_CHECK}.** It only checks that every step runs.", ""]
     if command:
         lines += ["Command: `" + command + "`", ""]
     corpus = results.get("corpus", {})
-    lines += [f"Preset `{cfg['preset']}`, seed {cfg['seed']}: {cfg['n_layers']} layers, d_model "
-              f"{cfg['d_model']}, {cfg['n_heads']} heads, training length {train_len} bytes, "
-              f"{cfg['steps']} steps of {cfg['batch_size']} sequences, AdamW lr {cfg['lr']:g} "
-              f"(warmup {cfg['warmup_steps']}, cosine to {cfg['min_lr_ratio']:g}x). Corpus: "
-              f"{corpus.get('train_files', '?')} training / {corpus.get('val_files', '?')} "
-              f"validation files ({corpus.get('train_bytes', 0) / 1e6:.1f} MB / "
-              f"{corpus.get('val_bytes', 0) / 1e6:.1f} MB); {cfg['eval_windows']} fixed validation "
-              f"windows of {lengths[-1]} bytes, read in pieces of the evaluation length, so every "
-              f"length scores the same bytes. Bits per byte (lower is better), 95% bootstrap "
-              f"intervals over windows.", ""]
+    lines += [
+        f"Preset `{cfg['preset']}`, seed {cfg['seed']}: {cfg['n_layers']} layers, d_model "
+        f"{cfg['d_model']}, {cfg['n_heads']} heads, training length {train_len} bytes, "
+        f"{cfg['steps']} steps of {cfg['batch_size']} sequences, AdamW lr {cfg['lr']:g} "
+        f"(warmup {cfg['warmup_steps']}, cosine to {cfg['min_lr_ratio']:g}x). Corpus: "
+        f"{corpus.get('train_files', '?')} training / {corpus.get('val_files', '?')} "
+        f"validation files ({corpus.get('train_bytes', 0) / 1e6:.1f} MB / "
+        f"{corpus.get('val_bytes', 0) / 1e6:.1f} MB); {cfg['eval_windows']} fixed validation "
+        f"windows of {lengths[-1]} bytes, read in pieces of the evaluation length, so every "
+        f"length scores the same bytes. Bits per byte (lower is better), 95% bootstrap "
+        f"intervals over windows.",
+        "",
+    ]
+    if cfg.get("retrieval_share", 0) or cfg.get("retrieval_trials", 0):
+        lines += [
+            f"Passkey retrieval: {cfg.get('retrieval_share', 0):.0%} of training steps read "
+            f"passkey sequences at the training length; evaluation asks "
+            f"{cfg.get('retrieval_trials', 0)} keys per length and distance bin (filler from "
+            f"the validation text). Accuracy is greedy exact match of the 5-digit key with a "
+            f"95% bootstrap interval over trials; log2 p(key) is in bits (knowing only "
+            f'"five digits" scores {CHANCE_LOGP_BITS:.1f}).',
+            "",
+        ]
     if not results.get("complete"):
         lines += ["**Incomplete run**: resume it with `posenc lab --resume RUN_DIR`.", ""]
-    lines += ["## In-distribution quality", "",
-              "| scheme | train loss, last 10% of steps | validation at " + head[0] + " |",
-              "|---|---|---|"]
+    lines += [
+        "## In-distribution quality",
+        "",
+        "| scheme | peak lr | train loss, last 10% of steps | validation at " + head[0] + " |",
+        "|---|---|---|---|",
+    ]
     for name, s in results["schemes"].items():
         tr = s.get("train", {}).get("final_bpb")
-        lines.append(f"| {name} | {'—' if tr is None else f'{tr:.3f}'} | "
-                     f"{_cell(s['eval'].get(str(lengths[0])), 'bpb')} |")
-    for key, title in (("bpb", "All positions"), ("bpb_last_quarter", "Last quarter of each window"),
-                       ("bpb_final32", f"The same final {cfg['final_bytes']} bytes at every length")):
-        lines += ["", f"## {title}", "", "| scheme | " + " | ".join(head) + " |",
-                  "|---" * (len(head) + 1) + "|"]
+        lr = s.get("train", {}).get("lr", cfg.get("lr"))
+        lines.append(
+            f"| {name} | {lr:g} | {'—' if tr is None else f'{tr:.3f}'} | "
+            f"{_cell(s['eval'].get(str(lengths[0])), 'bpb')} |"
+        )
+    sweep = results.get("lr_sweep") or {}
+    if sweep:
+        rates = sorted({float(r) for v in sweep.values() for r in v["rates"]})
+        lines += [
+            "",
+            f"Learning rate chosen per scheme: {cfg.get('sweep_steps') or max(1, cfg['steps'] // 5)} "
+            f"steps at each rate, scored by bits per byte on fixed windows of the "
+            f"*training* text at {head[0]} (lower is better; the validation text is not "
+            f"used for the choice).",
+            "",
+            "| scheme | " + " | ".join(f"lr {r:g}" for r in rates) + " | chosen |",
+            "|---" * (len(rates) + 2) + "|",
+        ]
+        for name, v in sweep.items():
+            cells = []
+            for r in rates:
+                score = v["rates"].get(repr(r))
+                cells.append(
+                    "diverged" if score is None and repr(r) in v["rates"] else "—" if score is None else f"{score:.3f}"
+                )
+            chosen = v.get("chosen")
+            lines.append(f"| {name} | " + " | ".join(cells) + f" | {'—' if chosen is None else f'{chosen:g}'} |")
+    for key, title in (
+        ("bpb", "All positions"),
+        ("bpb_last_quarter", "Last quarter of each window"),
+        ("bpb_final32", f"The same final {cfg['final_bytes']} bytes at every length"),
+    ):
+        lines += ["", f"## {title}", "", "| scheme | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
         for name, s in results["schemes"].items():
             cells = [_cell(s["eval"].get(str(n)), key) for n in lengths]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    if any("interpolated" in (e.get("note") or "") for s in results["schemes"].values()
-           for e in s["eval"].values()):
-        lines += ["", "† learned table stretched by linear interpolation "
-                      "(`LearnedPositionalEmbedding.extend`), no retraining."]
+    if any("interpolated" in (e.get("note") or "") for s in results["schemes"].values() for e in s["eval"].values()):
+        lines += [
+            "",
+            "† learned table stretched by linear interpolation (`LearnedPositionalEmbedding.extend`), no retraining.",
+        ]
     if results["extension"]:
         longer = lengths[1:]
-        lines += ["", "## RoPE context extension (all positions)", "",
-                  "Without retraining, and after a short fine-tune at the new length "
-                  f"({cfg['finetune_steps']} steps of {cfg['finetune_batch']}, lr {cfg['finetune_lr']:g}) "
-                  "where run.", "",
-                  "| method | " + " | ".join(f"{n}" for n in longer) + " | " +
-                  " | ".join(f"{n} fine-tuned" for n in longer) + " |",
-                  "|---" * (2 * len(longer) + 1) + "|"]
+        lines += [
+            "",
+            "## RoPE context extension (all positions)",
+            "",
+            "Without retraining, and after a short fine-tune at the new length "
+            f"({cfg['finetune_steps']} steps of {cfg['finetune_batch']}, lr {cfg['finetune_lr']:g}) "
+            "where run.",
+            "",
+            "| method | "
+            + " | ".join(f"{n}" for n in longer)
+            + " | "
+            + " | ".join(f"{n} fine-tuned" for n in longer)
+            + " |",
+            "|---" * (2 * len(longer) + 1) + "|",
+        ]
         for method, per_len in results["extension"].items():
             cells = [_cell(per_len.get(str(n)), "bpb", ci=False) for n in longer]
             ft = [_cell(per_len.get(str(n), {}).get("finetuned"), "bpb", ci=False) for n in longer]
@@ -223,21 +198,120 @@ def markdown(results: dict, command: str = "") -> str:
         control = results["extension"].get("none", {}).get(str(lengths[0]), {}).get("finetuned")
         if control and "bpb" in control:
             before = results["extension"]["none"][str(lengths[0])]["bpb"]
-            lines += ["", f"Control: plain RoPE fine-tuned the same way at the training length "
-                          f"scores {control['bpb']:.3f} at {lengths[0]} (before: {before:.3f}), so "
-                          f"extra training alone changes bits per byte by "
-                          f"{control['bpb'] - before:+.3f}."]
-    lines += ["", "## Did the published pattern appear?", ""]
-    for v in results.get("verdicts", []):
-        mark = {True: "yes", False: "**no**", None: "not measured"}[v["seen"]]
-        lines.append(f"- {v['claim']}: {mark}. {v['evidence']}")
+            lines += [
+                "",
+                f"Control: plain RoPE fine-tuned the same way at the training length "
+                f"scores {control['bpb']:.3f} at {lengths[0]} (before: {before:.3f}), so "
+                f"extra training alone changes bits per byte by "
+                f"{control['bpb'] - before:+.3f}.",
+            ]
+    lines += _retrieval_tables(results)
+    lines += _verdict_lines(results)
     return "\n".join(lines) + "\n"
+
+
+def _acc(cell: Optional[dict]) -> str:
+    if not cell:
+        return "—"
+    lo, hi = cell["accuracy_ci"]
+    return f"{cell['accuracy']:.0%} [{lo:.0%}, {hi:.0%}] · {cell['logp_bits']:.1f}"
+
+
+def _retrieval_tables(results: dict) -> List[str]:
+    lengths, train_len = results["eval_lengths"], results["train_len"]
+    have = any((e.get("retrieval") or {}) for s in results["schemes"].values() for e in s["eval"].values())
+    if not have:
+        return []
+    head = " | ".join(f"{n} ({n // train_len}x)" for n in lengths)
+    lines = [
+        "",
+        "## Passkey retrieval",
+        "",
+        "Exact-match accuracy [95% interval] · mean log2 p(key) in bits, by key distance: near "
+        f"(under {train_len // 2} bytes), mid (up to the training length {train_len}), far (the "
+        "training length or more, only past it). Heatmaps: `retrieval.png`.",
+        "",
+        "![retrieval accuracy by distance and length](retrieval.png)",
+        "",
+        f"| scheme | distance | {head} |",
+        "|---" * (len(lengths) + 2) + "|",
+    ]
+    for name, s in results["schemes"].items():
+        for b in BIN_NAMES:
+            cells = []
+            for n in lengths:
+                e = s["eval"].get(str(n)) or {}
+                cells.append("cannot" if e.get("cannot") else _acc((e.get("retrieval") or {}).get(b)))
+            if any(c != "—" for c in cells):
+                lines.append(f"| {name} | {b} | " + " | ".join(cells) + " |")
+    if results["extension"]:
+        longer = lengths[1:]
+        lines += [
+            "",
+            "RoPE context extension, retrieval (fine-tuned rows where run):",
+            "",
+            "| method | distance | " + " | ".join(str(n) for n in longer) + " |",
+            "|---" * (len(longer) + 2) + "|",
+        ]
+        for method, per_len in results["extension"].items():
+            for ft in (False, True):
+                for b in BIN_NAMES:
+                    cells = []
+                    for n in longer:
+                        e = per_len.get(str(n)) or {}
+                        e = e.get("finetuned") or {} if ft else e
+                        cells.append(_acc((e.get("retrieval") or {}).get(b)))
+                    if any(c != "—" for c in cells):
+                        lines.append(f"| {method}{' fine-tuned' if ft else ''} | {b} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _verdict_lines(results: dict) -> List[str]:
+    vs = results.get("verdicts", [])
+    lines = [
+        "",
+        "## Perplexity and retrieval side by side",
+        "",
+        "Each claim is judged by its 95% intervals: **seen** when they separate in the "
+        "claimed direction, **not seen** when they separate the other way, **within noise** "
+        "when they overlap.",
+        "",
+    ]
+    by_scheme: Dict[str, Dict[str, dict]] = {}
+    for v in vs:
+        if v["group"] in ("perplexity", "retrieval"):
+            by_scheme.setdefault(v["scheme"], {})[v["group"]] = v
+    top = results["eval_lengths"][-1]
+    for name, pair in by_scheme.items():
+        label = LABELS.get(name, name)
+        ppl, ret = pair.get("perplexity"), pair.get("retrieval")
+        parts = []
+        if ppl and ppl["verdict"] != "not measured":
+            shape = {"seen": "loses quality", "within noise": "flat within noise", "not seen": "improves"}[
+                ppl["verdict"]
+            ]
+            parts.append(
+                f"perplexity {shape} ({ppl['a']['label']} {quote(ppl['a'])} vs {ppl['b']['label']} {quote(ppl['b'])})"
+            )
+        if ret and ret["verdict"] != "not measured":
+            parts.append(
+                f"retrieval beyond the training length {quote(ret['a'], True)} at {top} "
+                f"vs near keys {quote(ret['b'], True)} at 1x: {ret['verdict']}"
+            )
+        if parts:
+            lines.append(f"- **{label}**: " + "; ".join(parts) + ".")
+    lines += ["", "## Did the published pattern appear?", ""]
+    for v in vs:
+        expected = f" (literature: {v['expected']})" if v.get("expected") else ""
+        lines.append(f"- {v['claim']}: **{v['verdict']}**{expected}. {v['evidence']}")
+    return lines
 
 
 # -- plots -------------------------------------------------------------------------------------
 def plot(results: dict, folder: Path) -> List[Path]:
     """Write ``bpb_vs_length.png`` and ``loss_by_position.png``; return their paths."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -250,8 +324,10 @@ def plot(results: dict, folder: Path) -> List[Path]:
         for n in lengths:
             e = s["eval"].get(str(n))
             if e and not e.get("cannot"):
-                xs.append(n), ys.append(e["bpb"])
-                lo.append(e["bpb"] - e["bpb_ci"][0]), hi.append(e["bpb_ci"][1] - e["bpb"])
+                xs.append(n)
+                ys.append(e["bpb"])
+                lo.append(e["bpb"] - e["bpb_ci"][0])
+                hi.append(e["bpb_ci"][1] - e["bpb"])
         if xs:
             ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=name)
     for method, per_len in results["extension"].items():
@@ -259,14 +335,17 @@ def plot(results: dict, folder: Path) -> List[Path]:
             continue
         xs = [n for n in lengths if str(n) in per_len]
         if xs:
-            ax.plot(xs, [per_len[str(n)]["bpb"] for n in xs], linestyle="--", marker=".",
-                    alpha=0.7, label=f"rope+{method}")
+            ax.plot(
+                xs, [per_len[str(n)]["bpb"] for n in xs], linestyle="--", marker=".", alpha=0.7, label=f"rope+{method}"
+            )
     ax.axvline(results["train_len"], color="grey", linewidth=0.8)
     ax.set_xscale("log", base=2)
     ax.set_xticks(lengths, [str(n) for n in lengths])
     ax.set_xlabel("evaluation length (bytes); grey line = training length")
     ax.set_ylabel("bits per byte (all positions)")
-    ax.set_title("Length extrapolation by position scheme")
+    ax.set_title(
+        "Length extrapolation by position scheme" + (f"\n({MACHINERY_CHECK})" if results.get("machinery_check") else "")
+    )
     ax.legend(fontsize=7, ncol=2, loc="upper left")
     fig.tight_layout()
     path = folder / "bpb_vs_length.png"
@@ -292,7 +371,73 @@ def plot(results: dict, folder: Path) -> List[Path]:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     written.append(path)
+    heatmap = plot_retrieval(results, folder)
+    if heatmap is not None:
+        written.append(heatmap)
     return written
+
+
+def _panels(results: dict) -> list:
+    """(title, eval table) of every model with retrieval results: schemes, then extension methods."""
+    panels = [(name, s["eval"]) for name, s in results["schemes"].items()]
+    for method, per_len in results["extension"].items():
+        panels.append((f"rope+{method}", per_len))
+        if any("finetuned" in e for e in per_len.values()):
+            panels.append((f"rope+{method} ft", {k: e["finetuned"] for k, e in per_len.items() if "finetuned" in e}))
+    return [(t, ev) for t, ev in panels if any((e or {}).get("retrieval") for e in ev.values())]
+
+
+def plot_retrieval(results: dict, folder: Path) -> Optional[Path]:
+    """``retrieval.png``: accuracy heatmaps, distance bin x evaluation length, one panel per scheme
+    and per extension method. Empty cells (far keys at 1x, or not run) are grey."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = _panels(results)
+    if not panels:
+        return None
+    lengths = results["eval_lengths"]
+    cols = min(5, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols, 2.3 * rows + 0.6), squeeze=False)
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#dddddd")
+    for ax, (title, table) in zip(axes.flat, panels):
+        grid = np.full((len(BIN_NAMES), len(lengths)), np.nan)
+        for j, n in enumerate(lengths):
+            cells = (table.get(str(n)) or {}).get("retrieval") or {}
+            for i, b in enumerate(BIN_NAMES):
+                if b in cells:
+                    grid[i, j] = cells[b]["accuracy"]
+        ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0, vmax=1, aspect="auto")
+        for i in range(grid.shape[0]):
+            for j in range(grid.shape[1]):
+                if np.isfinite(grid[i, j]):
+                    ax.text(
+                        j,
+                        i,
+                        f"{grid[i, j]:.0%}",
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="white" if grid[i, j] < 0.6 else "black",
+                    )
+        ax.set_xticks(range(len(lengths)), [f"{n // results['train_len']}x" for n in lengths], fontsize=7)
+        ax.set_yticks(range(len(BIN_NAMES)), BIN_NAMES, fontsize=7)
+        ax.set_title(title, fontsize=8)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")
+    fig.suptitle(
+        "Passkey retrieval accuracy: key distance x evaluation length"
+        + (f" ({MACHINERY_CHECK})" if results.get("machinery_check") else ""),
+        fontsize=9,
+    )
+    fig.tight_layout()
+    path = Path(folder) / "retrieval.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def write_report(results: dict, folder: Path, command: str = "", plots: bool = True) -> None:
@@ -300,7 +445,7 @@ def write_report(results: dict, folder: Path, command: str = "", plots: bool = T
     from .store import atomic_write_bytes
 
     folder = Path(folder)
-    write_json(folder / "results.json", results)
+    write_json(folder / "results.json", stamp("results", results))
     atomic_write_bytes(folder / "results.md", markdown(results, command).encode("utf-8"))
     if plots:
         plot(results, folder)

@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
+import re
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any, Optional
 
 import torch
+
+from .schema import SCHEMA_VERSION, Progress, RunFileError, load_json_file, stamp
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -45,15 +50,31 @@ def write_json(path: Path, obj: Any) -> None:
     atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode("utf-8"))
 
 
-def read_json(path: Path, default: Any = None) -> Any:
-    path = Path(path)
-    if not path.exists():
-        return default
-    return json.loads(path.read_text(encoding="utf-8"))
+def write_run_file(path: Path, kind: str, content: dict) -> None:
+    """Write a run file of ``kind`` with its schema stamp (:func:`posenc.lab.schema.stamp`)."""
+    write_json(path, stamp(kind, content))
+
+
+def read_run_file(path: Path, kind: str) -> Optional[dict]:
+    """The checked content of a run file (stamp removed), ``None`` if absent; a broken file raises
+    :class:`~posenc.lab.schema.RunFileError` with one line naming it and what to do."""
+    return load_json_file(path, kind)
+
+
+#: Keys of a lab checkpoint; every value is a tensor, a container of tensors or plain data, so it
+#: loads with ``torch.load(weights_only=True)``.
+CHECKPOINT_KEYS = {"schema_version", "model", "optimizer", "step", "losses", "model_config", "seconds", "lr"}
 
 
 def save_checkpoint(path: Path, state: dict) -> None:
-    """``torch.save`` to a temporary file, then ``os.replace`` into ``path``."""
+    """``torch.save`` to a temporary file, then ``os.replace`` into ``path``.
+
+    ``state`` may hold only :data:`CHECKPOINT_KEYS`, and its values only tensors and plain data
+    (checked by loading nothing but those back); the schema version is added."""
+    unknown = set(state) - CHECKPOINT_KEYS
+    if unknown:
+        raise ValueError(f"checkpoint state has keys {sorted(unknown)}; allowed: {sorted(CHECKPOINT_KEYS)}")
+    state = {"schema_version": SCHEMA_VERSION, **state}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
@@ -68,10 +89,70 @@ def save_checkpoint(path: Path, state: dict) -> None:
 
 
 def load_checkpoint(path: Path) -> Optional[dict]:
+    """A checkpoint written by :func:`save_checkpoint`, ``None`` if absent.
+
+    Loads with ``torch.load(weights_only=True)``: PyTorch's restricted unpickler builds tensors and
+    plain containers only, so a crafted file cannot run code; it is refused with a
+    :class:`~posenc.lab.schema.RunFileError`, as is a truncated or corrupt file or one of another
+    version.
+    """
     path = Path(path)
     if not path.exists():
         return None
-    return torch.load(path, map_location="cpu", weights_only=False)
+    advice = "delete it to retrain that scheme (`posenc lab --resume RUN` then does only that)"
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        text = str(err)
+        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+        if found:
+            raise RunFileError(
+                path,
+                f"is not a plain-data checkpoint and was not loaded (nothing in "
+                f"it ran): it refers to the Python object {found.group(1)}, "
+                f"which a checkpoint of tensors never does",
+                advice,
+            ) from None
+        detail = re.search(r"WeightsUnpickler error:\s*(.+)", text)
+        raise RunFileError(
+            path,
+            f"is truncated or corrupt (not a readable torch checkpoint: "
+            f"{_first_sentence(detail.group(1) if detail else text)})",
+            advice,
+        ) from None
+    except (
+        RuntimeError,
+        EOFError,
+        OSError,
+        ValueError,
+        zipfile.BadZipFile,
+        KeyError,
+        AttributeError,
+        TypeError,
+        IndexError,
+    ) as err:
+        raise RunFileError(
+            path, f"is truncated or corrupt ({type(err).__name__}: {_first_sentence(str(err))})", advice
+        ) from None
+    if not isinstance(state, dict):
+        raise RunFileError(path, f"holds a {type(state).__name__}, not a lab checkpoint", advice)
+    version = state.get("schema_version", 1)
+    if version != SCHEMA_VERSION:
+        raise RunFileError(
+            path, f"is a run-file version {version!r} checkpoint; this posenc reads version {SCHEMA_VERSION}", advice
+        )
+    missing = {"model", "optimizer", "step", "losses", "model_config"} - set(state)
+    if missing or not isinstance(state.get("step"), int) or not isinstance(state.get("model"), dict):
+        raise RunFileError(
+            path, f"is not a complete lab checkpoint (missing {sorted(missing)} or a malformed step/model)", advice
+        )
+    return state
+
+
+def _first_sentence(text: str, limit: int = 120) -> str:
+    """The first line and sentence of an error message, for a one-line report."""
+    text = text.strip().splitlines()[0] if text.strip() else "no detail"
+    return text.split(". ")[0][:limit]
 
 
 class RunDir:
@@ -91,8 +172,17 @@ class RunDir:
     def checkpoint_path(self, scheme: str) -> Path:
         return self.root / "checkpoints" / f"{scheme}.pt"
 
-    def progress(self) -> dict:
-        return read_json(self.root / "progress.json", default={"eval": {}, "extension": {}})
+    @property
+    def progress_path(self) -> Path:
+        return self.root / "progress.json"
 
-    def save_progress(self, progress: dict) -> None:
-        write_json(self.root / "progress.json", progress)
+    @property
+    def corpus_path(self) -> Path:
+        return self.root / "corpus.json"
+
+    def progress(self) -> Progress:
+        stored = read_run_file(self.progress_path, "progress")
+        return Progress() if stored is None else Progress.from_dict(stored, self.progress_path)
+
+    def save_progress(self, progress: Progress) -> None:
+        write_run_file(self.progress_path, "progress", progress.to_dict())

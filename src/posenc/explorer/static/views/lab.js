@@ -1,10 +1,54 @@
-// View 7 of the explorer: lab results.
+// View 7 of the explorer: lab results (perplexity, passkey retrieval, verdicts from intervals).
 
 import { extent, fmt, fmtInt, html, lineChart } from "../charts.js";
 import { $, PALETTE, api, loader, slider, escapeText, register } from "../core.js";
 
+const BINS = ["near", "mid", "far"];
+
+// Elements this view adds to its section once: the smoke stamp, and the retrieval heatmaps beside the
+// perplexity table.
+function scaffold() {
+  if ($("lab-stamp")) return;
+  const body = $("lab-body");
+  const stamp = html("p", { id: "lab-stamp", class: "stamp", role: "note", hidden: "",
+    style: "font-weight:600;background:#fff3cd;color:#3d2e00;padding:0.4em 0.7em;border-left:4px solid #b58100" });
+  body.insertBefore(stamp, body.firstChild);
+  const evalTable = $("lab-eval");
+  const heading = html("h3", {}, null, "Passkey retrieval ");
+  html("small", { class: "muted" }, heading,
+    "(exact-match accuracy of the greedy-decoded 5-digit key, [95% interval]; rows: key distance, near / mid / far = the training length or more; columns: evaluation length; ft: after a short fine-tune)");
+  const wrap = html("div", { id: "lab-retrieval", class: "heatmaps", style: "display:flex;flex-wrap:wrap;gap:0.5em 1.5em;align-items:flex-start" });
+  evalTable.after(heading, wrap);
+  const sweep = html("p", { id: "lab-sweep", class: "readout", hidden: "" });
+  wrap.after(sweep);
+}
+
+function pct(v) { return v === null || v === undefined ? "–" : `${Math.round(100 * v)}%`; }
+
+function heatCell(cell) {
+  if (!cell || cell.accuracy === null || cell.accuracy === undefined) return '<td class="num missing">–</td>';
+  const a = cell.accuracy;
+  const ci = cell.accuracy_ci ? ` <small>[${pct(cell.accuracy_ci[0])}, ${pct(cell.accuracy_ci[1])}]</small>` : "";
+  const lp = cell.logp_bits !== null && cell.logp_bits !== undefined ? `log2 p(key) ${fmt(cell.logp_bits, 3)} bits` : "";
+  const dist = cell.distance ? `, distance ${cell.distance[0]}–${cell.distance[1]}` : "";
+  const style = `background:hsl(210,65%,${Math.round(96 - 62 * a)}%);color:${a > 0.55 ? "#fff" : "#111"}`;
+  return `<td class="num heat" data-accuracy="${a}" style="${style}" title="${escapeText(`${cell.trials || "?"} trials${dist}; ${lp}`)}">${pct(a)}${ci}</td>`;
+}
+
+function heatmap(title, rows, lengths, trainLen) {
+  const head = `<caption>${escapeText(title)}</caption><thead><tr><th>distance</th>${lengths.map((l) =>
+    `<th>${fmtInt(l)}${trainLen && l > trainLen ? " ›" : ""}</th>`).join("")}</tr></thead>`;
+  const body = BINS.map((b) => `<tr><th scope="row">${b}</th>${lengths.map((l) => {
+    const r = rows[String(l)];
+    if (r && r.cannot) return '<td class="num missing">cannot</td>';
+    return heatCell(r && r.retrieval ? r.retrieval[b] : null);
+  }).join("")}</tr>`).join("");
+  return `<table class="data heatmap">${head}<tbody>${body}</tbody></table>`;
+}
+
 export function setupLab() {
   let data = null;
+  scaffold();
   const select = $("lab-length");
   select.addEventListener("change", () => draw());
   const points = slider("lab-points", () => refresh());
@@ -63,17 +107,58 @@ export function setupLab() {
     $("lab-status").textContent = `run ${data.run}: trained on ${data.train_len ? fmtInt(data.train_len) : "?"} bytes, ` +
       `evaluated at ${data.eval_lengths.map(fmtInt).join(", ") || "no lengths yet"}` +
       (data.complete === false ? " (still running: results so far)" : data.complete ? " (complete)" : "");
-    const verdicts = $("lab-verdicts");
-    verdicts.replaceChildren();
-    for (const v of data.verdicts || []) {
-      const item = html("li", { class: v.seen === true ? "seen" : v.seen === false ? "not-seen" : "unknown" }, verdicts);
-      html("b", {}, item, `${v.seen === true ? "seen" : v.seen === false ? "not seen" : "not measured"}: `);
-      item.appendChild(document.createTextNode(`${v.claim} (${v.evidence})`));
-    }
-    if (!verdicts.childElementCount) html("li", {}, verdicts, "no verdicts in this results file");
+    const stamp = $("lab-stamp");
+    stamp.hidden = !data.stamp;
+    stamp.textContent = data.stamp ? `Smoke run: ${data.stamp}.` : "";
+    verdictList();
+    retrieval();
     const lengths = data.eval_lengths.length ? data.eval_lengths : [];
     table($("lab-eval"), Object.entries(data.schemes).map(([n, s]) => [n, s.eval]), lengths, "scheme");
     table($("lab-ext"), Object.entries(data.extension || {}), lengths, "method");
+  }
+  function retrieval() {
+    const lengths = data.eval_lengths || [];
+    const parts = [];
+    for (const [name, s] of Object.entries(data.schemes)) {
+      if (Object.values(s.eval).some((r) => r && Object.keys(r.retrieval || {}).length)) parts.push(heatmap(name, s.eval, lengths, data.train_len));
+    }
+    for (const [method, rows] of Object.entries(data.extension || {})) {
+      const longer = lengths.filter((l) => rows[String(l)]);
+      if (longer.some((l) => Object.keys(rows[String(l)].retrieval || {}).length)) parts.push(heatmap(`rope+${method}`, rows, longer, data.train_len));
+      const tuned = Object.fromEntries(Object.entries(rows).filter(([, r]) => Object.keys(r.finetuned_retrieval || {}).length)
+        .map(([l, r]) => [l, { retrieval: r.finetuned_retrieval }]));
+      if (Object.keys(tuned).length) parts.push(heatmap(`rope+${method} ft`, tuned, longer.filter((l) => tuned[String(l)]), data.train_len));
+    }
+    $("lab-retrieval").innerHTML = parts.join("") || "<p>No passkey retrieval in this run.</p>";
+    const sweep = $("lab-sweep");
+    const chosen = Object.entries(data.lr_sweep || {}).filter(([, v]) => v && v.chosen);
+    sweep.hidden = !chosen.length;
+    sweep.textContent = chosen.length ? `learning rate chosen per scheme by a short sweep: ${chosen.map(([n, v]) => `${n} ${v.chosen}`).join(", ")}` : "";
+  }
+
+  function verdictList() {
+    const verdicts = $("lab-verdicts");
+    verdicts.replaceChildren();
+    const bySide = {};
+    for (const v of data.verdicts || []) {
+      if ((v.group === "perplexity" || v.group === "retrieval") && v.scheme) (bySide[v.scheme] ||= {})[v.group] = v;
+    }
+    for (const [scheme, pair] of Object.entries(bySide)) {
+      const item = html("li", { class: "side-by-side" }, verdicts);
+      html("b", {}, item, `${scheme}: `);
+      const text = [];
+      if (pair.perplexity && pair.perplexity.verdict !== "not measured") text.push(`perplexity past the training length: ${pair.perplexity.verdict === "seen" ? "worse" : pair.perplexity.verdict === "not seen" ? "better" : "flat within noise"} (${pair.perplexity.evidence})`);
+      if (pair.retrieval && pair.retrieval.verdict !== "not measured") text.push(`retrieval beyond the training length ${pair.retrieval.evidence}: ${pair.retrieval.verdict}`);
+      item.appendChild(document.createTextNode(text.join("; ") || "not measured"));
+    }
+    for (const v of data.verdicts || []) {
+      const kind = v.verdict === "seen" ? "seen" : v.verdict === "not seen" ? "not-seen" : v.verdict === "within noise" ? "noise" : "unknown";
+      const item = html("li", { class: kind }, verdicts);
+      html("b", {}, item, `${v.verdict}: `);
+      const expected = v.expected ? ` [literature: ${v.expected}]` : "";
+      item.appendChild(document.createTextNode(`${v.claim} (${v.evidence})${expected}`));
+    }
+    if (!verdicts.childElementCount) html("li", {}, verdicts, "no verdicts in this results file");
   }
   register("lab", refresh, false);
 }

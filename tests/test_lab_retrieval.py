@@ -1,0 +1,376 @@
+"""Passkey retrieval and interval verdicts of ``posenc lab``: the task's construction, greedy decoding
+against a real autoregressive loop, known answers, and the verdict rule on constructed results."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from posenc.lab.config import preset_config
+from posenc.lab.passkey import (
+    BIN_NAMES,
+    KEY_DIGITS,
+    MIN_DISTANCE,
+    PLANT_OPEN,
+    bins,
+    build_sequence,
+    evaluate_passkey,
+    is_retrieval_step,
+    max_distance,
+    score_trials,
+    summarize_trials,
+    training_rows,
+    trial_plan,
+)
+from posenc.lab.report import build_results, markdown
+from posenc.lab.train import build_model
+from posenc.lab.verdicts import NOT_MEASURED, NOT_SEEN, SEEN, WITHIN_NOISE, interval_verdict, judge
+
+
+def filler(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(97, 123, size=n).astype(np.uint8)  # a-z only
+
+
+# -- the task ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n", [22, 32, 64, 257])
+def test_plant_query_and_distance_are_where_the_docs_say(n):
+    for distance in (MIN_DISTANCE, (MIN_DISTANCE + max_distance(n)) // 2, max_distance(n)):
+        seq = build_sequence(filler(n + 1), 48213, distance)
+        text = seq.tobytes()
+        assert len(text) == n + 1
+        assert text.endswith(b"<key:48213")  # query + answer at the very end
+        planted = text.index(b"<key:48213>")  # the plant, complete, earlier
+        answer = n + 1 - KEY_DIGITS
+        assert answer - (planted + len(PLANT_OPEN)) == distance
+        assert text.count(b"<key:") == 2
+    with pytest.raises(ValueError, match="distance must be in"):
+        build_sequence(filler(n + 1), 48213, max_distance(n) + 1)
+    with pytest.raises(ValueError, match="distance must be in"):
+        build_sequence(filler(n + 1), 48213, MIN_DISTANCE - 1)
+    with pytest.raises(ValueError, match="exactly 5 digits"):
+        build_sequence(filler(n + 1), 999, MIN_DISTANCE)
+
+
+def test_bins_cover_near_mid_far_and_far_only_past_the_training_length():
+    one = bins(64, 64)
+    assert list(one) == ["near", "mid"]  # no key can be 64 back at 1x
+    assert one["near"] == (MIN_DISTANCE, 31) and one["mid"] == (32, max_distance(64))
+    eight = bins(512, 64)
+    assert list(eight) == list(BIN_NAMES)
+    assert eight["far"] == (64, max_distance(512))
+    for length in (64, 128, 512):
+        ranges = list(bins(length, 64).values())
+        for (_, hi), (lo2, _) in zip(ranges, ranges[1:]):
+            assert hi + 1 == lo2  # contiguous, no gaps
+    with pytest.raises(ValueError, match="length must be >="):
+        bins(10, 64)
+
+
+def test_retrieval_steps_are_an_exact_evenly_spread_share():
+    for share, total in ((0.2, 1000), (0.1, 300), (0.15, 40), (0.0, 50)):
+        steps = [s for s in range(total) if is_retrieval_step(s, share)]
+        assert len(steps) == math.floor(total * share)
+        if len(steps) > 1:
+            gaps = np.diff(steps)
+            assert gaps.max() - gaps.min() <= 1
+
+
+def test_training_rows_and_trial_plans_are_pure_functions():
+    data = filler(5000)
+    offsets = np.array([0, 100, 2000])
+    a = training_rows(data, offsets, 64, seed=3, step=9)
+    assert a.shape == (3, 65) and np.array_equal(a, training_rows(data, offsets, 64, seed=3, step=9))
+    assert not np.array_equal(a, training_rows(data, offsets, 64, seed=3, step=10))
+    for row in a:
+        assert row.tobytes()[-10:-5] == b"<key:"
+    plan = trial_plan(256, 64, 10, 5000, seed=0)
+    assert plan == trial_plan(256, 64, 10, 5000, seed=0)
+    ranges = bins(256, 64)
+    assert [p[0] for p in plan] == [b for b in ranges for _ in range(10)]
+    for name, offset, key, distance in plan:
+        lo, hi = ranges[name]
+        assert lo <= distance <= hi and 10_000 <= key <= 99_999 and 0 <= offset < 5000 - 257
+
+
+# -- greedy decoding and known answers ---------------------------------------------------------------
+def greedy_decode(model, prefix: torch.Tensor, steps: int) -> torch.Tensor:
+    """Plain autoregressive greedy decoding: the definition the one-pass scorer must match."""
+    out = prefix
+    for _ in range(steps):
+        nxt = model(out)[:, -1].argmax(-1, keepdim=True)
+        out = torch.cat([out, nxt], dim=1)
+    return out[:, -steps:]
+
+
+def test_one_pass_exact_match_equals_autoregressive_greedy_decoding():
+    data = filler(4000)
+    plan = trial_plan(48, 32, 6, data.size, seed=1)
+    model = _Oracle("odd keys: third digit wrong")
+    model.learn(data, plan, 48)
+    correct, _ = score_trials(model, data, plan, 48, batch=4, device="cpu")
+    assert correct.tolist() == [float(key % 2 == 0) for _, _, key, _ in plan]
+    assert 0 < correct.sum() < len(plan)
+    for i, (_, offset, key, distance) in enumerate(plan):
+        seq = torch.from_numpy(build_sequence(data[offset : offset + 49], key, distance).astype(np.int64))
+        decoded = greedy_decode(model, seq[None, :-KEY_DIGITS], KEY_DIGITS)[0]
+        assert bool(correct[i]) == torch.equal(decoded, seq[-KEY_DIGITS:])
+    # A real (untrained) model: the same equivalence, and log2 p(key) from the logits.
+    torch.manual_seed(0)
+    model = build_model(preset_config("smoke"), "rope")
+    correct, logp = score_trials(model, data, plan, 48, batch=4, device="cpu")
+    for i, (_, offset, key, distance) in enumerate(plan):
+        seq = torch.from_numpy(build_sequence(data[offset : offset + 49], key, distance).astype(np.int64))
+        prefix = seq[None, :-KEY_DIGITS]  # everything before the answer
+        with torch.no_grad():
+            decoded = greedy_decode(model, prefix, KEY_DIGITS)[0]
+            logits = model(seq[None, :-1])[0, -KEY_DIGITS:]
+        assert bool(correct[i]) == torch.equal(decoded, seq[-KEY_DIGITS:])
+        want = torch.log_softmax(logits.double(), -1).gather(-1, seq[-KEY_DIGITS:, None]).sum()
+        assert logp[i] == pytest.approx(float(want) / math.log(2), abs=1e-4)
+
+
+class _Oracle(torch.nn.Module):
+    """Predicts each next byte of a known sequence (looked up by its first 20 bytes), correctly or
+    with chosen mistakes in the answer."""
+
+    def __init__(self, mode: str):
+        super().__init__()
+        self.mode = mode
+        self.sequences = {}
+
+    def learn(self, data, plan, length):
+        for _, o, k, dd in plan:
+            seq = torch.from_numpy(build_sequence(data[o : o + length + 1], k, dd).astype(np.int64))
+            self.sequences[tuple(seq[:20].tolist())] = (seq, k)
+
+    def forward(self, idx):
+        logits = torch.full((*idx.shape, 256), -30.0)
+        for row in range(idx.shape[0]):
+            seq, key = self.sequences[tuple(idx[row, :20].tolist())]
+            target = seq[1 : idx.shape[1] + 1].clone()
+            answer = len(seq) - KEY_DIGITS  # index of the first answer digit
+            if self.mode == "wrong":
+                target = (target + 1) % 256
+            elif self.mode == "odd keys: third digit wrong" and key % 2 and idx.shape[1] > answer + 1:
+                target[answer + 1] = (target[answer + 1] + 1) % 256  # predicts digit 3 wrongly
+            logits[row, torch.arange(idx.shape[1]), target] = 30.0
+        return logits
+
+
+def test_a_perfect_copier_scores_100_percent_and_a_uniform_model_minus_40_bits():
+    data = filler(6000)
+    plan = trial_plan(128, 64, 8, data.size, seed=2)
+    for right, acc in ((True, 1.0), (False, 0.0)):
+        oracle = _Oracle("right" if right else "wrong")
+        oracle.learn(data, plan, 128)
+        correct, logp = score_trials(oracle, data, plan, 128, batch=5, device="cpu")
+        assert correct.tolist() == [acc] * len(plan)
+        assert np.allclose(logp, 0.0 if right else -5 * 60 / math.log(2), atol=1e-3)
+    model = build_model(preset_config("smoke"), "alibi")
+    with torch.no_grad():
+        model.head.weight.zero_()  # tied: every logit 0
+    cells = evaluate_passkey(
+        model, data, 128, train_len=64, trials=8, batch=8, bootstrap_samples=50, seed=0, device="cpu"
+    )
+    assert list(cells) == ["near", "mid", "far"]
+    for cell in cells.values():
+        assert cell["logp_bits"] == pytest.approx(-5 * 8.0, abs=1e-6)  # 5 bytes of 8 bits
+        assert cell["logp_bits_ci"] == pytest.approx([-40.0, -40.0], abs=1e-6)
+        assert cell["trials"] == 8
+
+
+def test_summary_accuracy_and_bootstrap_interval():
+    plan = [("near", 0, 10000, 11)] * 50 + [("mid", 0, 10000, 40)] * 50
+    correct = np.array([1.0] * 50 + [1.0, 0.0] * 25)
+    cells = summarize_trials(plan, correct, np.zeros(100), length=128, train_len=64, bootstrap_samples=500, seed=0)
+    assert cells["near"]["accuracy"] == 1.0 and cells["near"]["accuracy_ci"] == [1.0, 1.0]
+    assert cells["mid"]["accuracy"] == 0.5
+    lo, hi = cells["mid"]["accuracy_ci"]
+    assert lo < 0.5 < hi and hi - lo < 0.4
+    assert "far" not in cells
+
+
+# -- verdicts from intervals ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "a, b, relation, want",
+    [
+        ((3.0, 3.2), (2.0, 2.2), ">", SEEN),
+        ((3.0, 3.2), (2.0, 2.2), "<", NOT_SEEN),
+        ((2.0, 2.2), (3.0, 3.2), "<", SEEN),
+        ((2.0, 2.2), (3.0, 3.2), ">", NOT_SEEN),
+        ((5.1, 5.5), (5.13, 5.53), ">", WITHIN_NOISE),  # the smoke case: identical-looking numbers
+        ((5.1, 5.5), (5.13, 5.53), "<", WITHIN_NOISE),
+        ((2.0, 2.5), (2.5, 3.0), "<", WITHIN_NOISE),  # touching intervals overlap
+        ((0.0, 0.0), (0.0, 0.0), "<", WITHIN_NOISE),
+    ],
+)
+def test_interval_rule(a, b, relation, want):
+    assert interval_verdict(a, b, relation) == want
+
+
+def test_interval_rule_refuses_nonsense():
+    with pytest.raises(ValueError, match="relation"):
+        interval_verdict((0, 1), (0, 1), ">=")
+    with pytest.raises(ValueError, match="lo <= hi"):
+        interval_verdict((1, 0), (0, 1), ">")
+
+
+def test_every_verdict_quotes_both_numbers_and_intervals():
+    a = {"label": "bpb at 512", "value": 5.332, "ci": [5.12, 5.54]}
+    b = {"label": "bpb at 64", "value": 5.332, "ci": [5.13, 5.53]}
+    v = judge("PI is worse than plain RoPE", a, b, ">", group="extension")
+    assert v["verdict"] == WITHIN_NOISE
+    assert v["evidence"] == "bpb at 512 5.332 [5.120, 5.540] vs bpb at 64 5.332 [5.130, 5.530]"
+    acc = judge(
+        "far retrieval is worse",
+        {"label": "far", "value": 0.05, "ci": [0.0, 0.12]},
+        {"label": "near", "value": 0.9, "ci": [0.8, 0.97]},
+        "<",
+        group="retrieval",
+        percent=True,
+    )
+    assert acc["verdict"] == SEEN and acc["evidence"] == "far 5% [0%, 12%] vs near 90% [80%, 97%]"
+    assert judge("x", None, b, ">", group="g")["verdict"] == NOT_MEASURED
+
+
+def cell(acc, lo, hi):
+    return {
+        "accuracy": acc,
+        "accuracy_ci": [lo, hi],
+        "logp_bits": -3.0,
+        "logp_bits_ci": [-4.0, -2.0],
+        "trials": 64,
+        "distance": [0, 1],
+    }
+
+
+def entry(bpb, lo, hi, **retrieval):
+    return {
+        "bpb": bpb,
+        "bpb_ci": [lo, hi],
+        "bpb_last_quarter": bpb,
+        "bpb_last_quarter_ci": [lo, hi],
+        "bpb_final32": bpb,
+        "bpb_final32_ci": [lo, hi],
+        "n_windows": 64,
+        "retrieval": {k: cell(*v) for k, v in retrieval.items()},
+    }
+
+
+def constructed_results():
+    cfg = preset_config(
+        "quick", schemes=["rope", "alibi"], extension_methods=["linear", "yarn"], eval_multipliers=[1, 8], finetune=True
+    ).to_dict()
+    progress = {
+        "eval": {
+            "rope": {
+                "64": entry(2.7, 2.6, 2.8, near=(0.9, 0.8, 1.0), mid=(0.8, 0.7, 0.9)),
+                "512": entry(3.3, 3.2, 3.4, near=(0.2, 0.1, 0.3), far=(0.02, 0.0, 0.06)),
+            },
+            "alibi": {
+                "64": entry(2.9, 2.8, 3.0, near=(0.85, 0.75, 0.95), mid=(0.5, 0.4, 0.6)),
+                "512": entry(2.88, 2.78, 2.98, near=(0.8, 0.7, 0.9), far=(0.0, 0.0, 0.0)),
+            },
+        },
+        "extension": {
+            "none": {
+                "512": dict(
+                    entry(3.3, 3.2, 3.4, far=(0.02, 0.0, 0.06)), finetuned=entry(2.7, 2.6, 2.8, far=(0.1, 0.03, 0.2))
+                )
+            },
+            "linear": {
+                "512": dict(
+                    entry(4.0, 3.9, 4.1, far=(0.0, 0.0, 0.0)), finetuned=entry(2.95, 2.85, 3.05, far=(0.6, 0.45, 0.7))
+                )
+            },
+            "yarn": {
+                "512": dict(
+                    entry(3.1, 3.0, 3.35, far=(0.1, 0.0, 0.2)), finetuned=entry(2.69, 2.6, 2.8, far=(0.15, 0.05, 0.25))
+                )
+            },
+        },
+        "lr_sweep": {},
+    }
+    return build_results(
+        cfg, {"train_files": 1, "val_files": 1, "train_bytes": 1, "val_bytes": 1}, {}, progress, complete=True
+    )
+
+
+def test_verdicts_on_constructed_results():
+    res = constructed_results()
+    got = {v["claim"]: v for v in res["verdicts"]}
+    rope_ppl = got["RoPE reads text at 512 bytes (8x) worse than at 64 (1x)"]
+    assert rope_ppl["verdict"] == SEEN
+    alibi_ppl = got["ALiBi reads text at 512 bytes (8x) worse than at 64 (1x)"]
+    assert alibi_ppl["verdict"] == WITHIN_NOISE  # flat
+    alibi_ret = got["ALiBi retrieves keys beyond the training length (far, at 512) less often than near keys at 64"]
+    assert alibi_ret["verdict"] == SEEN and "0% [0%, 0%]" in alibi_ret["evidence"]
+    pi = got["PI without fine-tuning reads 512 bytes worse than plain RoPE"]
+    assert pi["verdict"] == SEEN  # 4.0 [3.9, 4.1] vs 3.3 [3.2, 3.4]
+    after = got["After the same fine-tune, PI reads 512 bytes better than plain RoPE"]
+    assert after["verdict"] == NOT_SEEN  # 2.95 [2.85, 3.05] vs 2.7 [2.6, 2.8]
+    yarn = got["YaRN reads 512 bytes better than plain RoPE without retraining"]
+    assert yarn["verdict"] == WITHIN_NOISE  # 3.1 [3.0, 3.35] vs 3.3 [3.2, 3.4]
+    pi_ret = [v for v in res["verdicts"] if v["group"] == "extension-retrieval" and v["scheme"] == "linear"][0]
+    assert pi_ret["verdict"] == SEEN  # 60% [45%, 70%] vs 10% [3%, 20%]
+    for v in res["verdicts"]:
+        if v["verdict"] != NOT_MEASURED:
+            assert v["evidence"].count("[") == 2 and " vs " in v["evidence"], v
+    text = markdown(res)
+    assert (
+        "- **ALiBi**: perplexity flat within noise (bpb at 512 2.880 [2.780, 2.980] vs bpb at 64 "
+        "2.900 [2.800, 3.000]); retrieval beyond the training length 0% [0%, 0%] at 512 vs near "
+        "keys 85% [75%, 95%] at 1x: seen." in text
+    )
+    assert "## Passkey retrieval" in text and "| alibi | far | — | 0% [0%, 0%] · -3.0 |" in text
+    assert "machinery check" not in text
+
+
+def test_smoke_results_carry_the_stamp():
+    res = constructed_results()
+    res["config"]["preset"] = "smoke"
+    res["machinery_check"] = True
+    assert "machinery check: numbers carry no meaning" in markdown(res).splitlines()[2]
+
+
+@pytest.mark.parametrize("weight", [0.0, 1.0])
+def test_a_passkey_step_trains_on_passkey_rows_with_the_answer_term(weight):
+    from posenc.lab.distributed import Dist
+    from posenc.lab.passkey import answer_loss
+    from posenc.lab.train import batch_offsets, train_steps
+
+    cfg = preset_config("smoke")
+    data = filler(20_000)
+    step, length, batch = 4, 32, 4  # step 4 is a passkey step at 0.2
+    assert is_retrieval_step(step, 0.2) and not is_retrieval_step(step - 1, 0.2)
+    a, b = build_model(cfg, "rope"), build_model(cfg, "rope")
+    opt_a = torch.optim.SGD(a.parameters(), lr=0.1)
+    train_steps(
+        a,
+        opt_a,
+        data,
+        start=step,
+        total=step + 1,
+        length=length,
+        batch=batch,
+        lr=0.1,
+        warmup=0,
+        min_ratio=1.0,
+        grad_clip=1e9,
+        seed=3,
+        device="cpu",
+        d=Dist(),
+        retrieval_share=0.2,
+        answer_weight=weight,
+    )
+    rows = training_rows(data, batch_offsets(data.size, length, batch, 3, step), length, 3, step)
+    t = torch.from_numpy(rows.astype(np.int64))
+    logits = b(t[:, :-1])
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 256), t[:, 1:].reshape(-1))
+    (loss + weight * answer_loss(logits, t[:, 1:])).backward()
+    torch.optim.SGD(b.parameters(), lr=0.1).step()
+    for (name, pa), pb in zip(a.named_parameters(), b.parameters()):
+        assert torch.allclose(pa, pb, atol=1e-6), name

@@ -1,0 +1,60 @@
+"""The explorer's lab view in a real headless Chromium: retrieval heatmaps beside the perplexity
+table, side-by-side verdicts from intervals, and the smoke stamp. Uses the browser fixtures of
+``test_explorer_browser`` (skips the same way when Chromium or Playwright is missing)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_explorer_browser import browser, chromium_path, open_view, page, server  # noqa: F401  (fixtures)
+from test_lab_retrieval import constructed_results
+
+from posenc.lab.schema import stamp
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def lab_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("lab-view")
+    res = constructed_results()
+    res["config"]["preset"] = "smoke"
+    res["machinery_check"] = True
+    for s in res["schemes"].values():
+        s["loss_by_position"] = {"512": [3.0] * 512}
+    (run / "results.json").write_text(json.dumps(stamp("results", res)), encoding="utf-8")
+    return run
+
+
+def test_lab_view_shows_retrieval_verdicts_and_the_smoke_stamp(page, server):  # noqa: F811
+    section = open_view(page, server, "lab")
+    stamp_line = section.locator("#lab-stamp")
+    assert stamp_line.is_visible()
+    assert stamp_line.text_content() == "Smoke run: machinery check: numbers carry no meaning."
+    tables = section.locator("#lab-retrieval table.heatmap")
+    captions = [c.text_content() for c in section.locator("#lab-retrieval caption").all()]
+    assert captions == [
+        "rope",
+        "alibi",
+        "rope+none",
+        "rope+none ft",
+        "rope+linear",
+        "rope+linear ft",
+        "rope+yarn",
+        "rope+yarn ft",
+    ]
+    assert tables.count() == 8
+    alibi = tables.nth(1)
+    far = alibi.locator("tbody tr").nth(2)  # near, mid, far
+    assert far.locator("td").nth(0).text_content() == "–"  # no far keys at 1x
+    assert far.locator("td[data-accuracy='0']").count() == 1
+    near = alibi.locator("tbody tr").nth(0).locator("td").nth(0)
+    assert near.get_attribute("data-accuracy") == "0.85" and "[75%, 95%]" in near.text_content()
+    items = section.locator("#lab-verdicts li.side-by-side")
+    assert items.count() == 2
+    text = items.nth(1).text_content()
+    assert text.startswith("alibi: perplexity past the training length: flat within noise")
+    assert "far keys at 512 0% [0%, 0%] vs near keys at 64 85% [75%, 95%]: seen" in text
+    assert section.locator("#lab-verdicts li.noise").count() >= 1
+    assert section.locator("#lab-verdicts li.not-seen").count() >= 1
