@@ -789,7 +789,7 @@ def test_the_bag_of_words_check_comes_first(page, server):
 
 
 # -- a 390 px phone ----------------------------------------------------------------------------------------------------
-PHONE_VIEWS = ("fingerprint", "dials", "scores", "alibi", "precision", "quiz", "wavelengths")
+PHONE_VIEWS = ("fingerprint", "dials", "scores", "alibi", "precision", "quiz", "wavelengths", "lab")
 
 PHONE_LAYOUT = """() => {
   const small = [];
@@ -865,7 +865,7 @@ CLIPPED = """() => [...document.querySelectorAll(".view:not([hidden]) svg text")
 }).map((t) => t.textContent)"""
 
 
-@pytest.mark.parametrize("view", ["fingerprint", "dials", "scores", "alibi", "precision", "wavelengths"])
+@pytest.mark.parametrize("view", ["fingerprint", "dials", "scores", "alibi", "precision", "wavelengths", "lab"])
 def test_no_chart_label_is_cut_at_the_edge(page, phone, server, view):
     for pg in (page, phone):
         open_view(pg, server, view)

@@ -2,6 +2,7 @@
 
 import { extent, fmt, fmtInt, html, lineChart } from "../charts.js";
 import { $, PALETTE, api, loader, slider, escapeText, register } from "../core.js";
+import { fitWidth, onResize } from "./workbench.js";
 
 const BINS = ["near", "mid", "far"];
 
@@ -73,6 +74,8 @@ export function setupLab() {
     tables();
   });
 
+  onResize($("view-lab"), () => draw());
+
   function draw() {
     if (!data || !data.available) return;
     const length = select.value;
@@ -80,8 +83,9 @@ export function setupLab() {
       name, xs: s.loss_by_position[length].positions, ys: s.loss_by_position[length].loss, color: PALETTE[i % PALETTE.length] }));
     if (!series.length) { $("lab-chart").textContent = `No loss-by-position curves for length ${length}.`; return; }
     const maxX = Math.max(...series.map((s) => s.xs[s.xs.length - 1] || 1));
+    // drawn at the panel's width, so the chart's text keeps its size on a phone
     lineChart($("lab-chart"), {
-      width: 1240, height: 400, title: "loss against position", wide: true,
+      width: fitWidth($("lab-chart"), 1240), height: 400, title: "loss against position", wide: true,
       x: { domain: [0, Math.max(1, maxX)], label: "position in the evaluation text" },
       y: { domain: extent(series.map((s) => s.ys)), label: "bits per byte" },
       series, vlines: data.train_len ? [{ x: data.train_len, label: `trained on ${fmtInt(data.train_len)}`, color: "#333" }] : [],
