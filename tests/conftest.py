@@ -7,7 +7,16 @@ tests of the older modules are listed here by name, so the tier is decided in on
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run, so a run of the suite (CI's included) is
+# reproducible; POSENC_HYPOTHESIS=explore draws fresh random examples to search further.
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile("explore" if os.environ.get("POSENC_HYPOTHESIS") == "explore" else "repeatable")
 
 #: whole modules that drive a real browser
 SLOW_MODULES = {"test_explorer_browser"}

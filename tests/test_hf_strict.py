@@ -121,6 +121,25 @@ def test_non_positive_lengths_are_refused_not_replaced():
     )
 
 
+def test_longrope_derived_attention_factor_needs_a_trained_length_of_two():
+    """Regression: a LongRoPE config with factor > 1, no attention_factor and
+    original_max_position_embeddings 1 divided by log(1) = 0 (a raw ZeroDivisionError)."""
+    with pytest.raises(ValueError, match=r"original_max_position_embeddings must be an integer >= 2.*got 1"):
+        LongRoPEScaling([1.0], [2.0], 1, factor=3.0).validate(2)
+    refused(
+        {
+            "head_dim": 2,
+            "max_position_embeddings": 4,
+            "original_max_position_embeddings": 1,
+            "rope_scaling": {"rope_type": "longrope", "short_factor": [1.0], "long_factor": [2.0]},
+        },
+        "original_max_position_embeddings",
+        "1",
+    )
+    # with the attention factor given, nothing divides by log(1)
+    LongRoPEScaling([1.0], [2.0], 1, factor=3.0, attention_factor=1.2).validate(2)
+
+
 def test_longrope_negative_factor_is_refused_not_clamped():
     refused({"head_dim": 32, "max_position_embeddings": 4096, "rope_scaling": longrope_dict(factor=-3)}, "factor", "-3")
     refused({"head_dim": 32, "rope_scaling": longrope_dict(factor=0.5)}, "factor", "0.5")
@@ -241,7 +260,8 @@ def modules(draw, rope_type=None):
         rotary_dim = 4
     layout = draw(st.sampled_from(["half", "interleaved"]))
     base = draw(st.floats(1.5, 1e7, allow_nan=False))
-    original = draw(st.integers(1, 200_000))
+    # LongRoPE's derived attention factor divides by log(original): 1 is refused (tested below)
+    original = draw(st.integers(2 if rope_type == "longrope" else 1, 200_000))
     max_positions = draw(st.integers(1, 1_000_000))
     factor = draw(positive)
     optional = lambda s: draw(st.one_of(st.none(), s))

@@ -517,6 +517,15 @@ class LongRoPEScaling(_Validated):
         _optional_positive(self, "attention_factor")
         if self.factor is not None:
             _factor(self)
+            if self.factor > 1 and self.attention_factor is None and self.original_max_position_embeddings < 2:
+                # the derived attention factor divides by log(original_max_position_embeddings)
+                _fail(
+                    self,
+                    "original_max_position_embeddings",
+                    self.original_max_position_embeddings,
+                    "an integer >= 2 when the attention factor is derived from factor > 1 "
+                    "(it divides by log(original_max_position_embeddings)); or give attention_factor",
+                )
 
     def uses_long_factor(self, seq_len: Optional[int]) -> bool:
         """True when ``seq_len`` is past ``original_max_position_embeddings`` (long regime)."""
