@@ -16,16 +16,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import queue
-import re
-import shutil
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import pytest
 import torch
+from browser_support import chromium_or_skip, explore_server, headless_chromium
 
 from posenc.alibi import alibi_bias, alibi_slopes
 from posenc.hf import to_hf_dict
@@ -36,50 +31,12 @@ from posenc.sinusoidal import sinusoidal_table
 
 pytestmark = pytest.mark.slow  # a real server and a real browser: seconds per test
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 VIEWS = ("fingerprint", "dials", "scores", "wavelengths", "alibi", "precision", "lab", "quiz", "config")
-REQUIRE = os.environ.get("POSENC_REQUIRE_BROWSER") == "1"
-
-
-def find_chromium():
-    """``$POSENC_CHROMIUM`` if set (and only that), else the system Chromium."""
-    chosen = os.environ.get("POSENC_CHROMIUM")
-    candidates = (
-        [chosen] if chosen else ["/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")]
-    )
-    for candidate in candidates:
-        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
-def unavailable(reason: str):
-    if REQUIRE:
-        pytest.fail(f"{reason} (POSENC_REQUIRE_BROWSER=1 requires the browser tests to run)")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
 def chromium_path():
-    path = find_chromium()
-    if path is None:
-        where = os.environ.get("POSENC_CHROMIUM") or "/usr/bin/chromium and PATH"
-        unavailable(
-            f"Chromium not found (looked at {where}); install it with the system package "
-            "manager, e.g. `apt-get install chromium`, or point $POSENC_CHROMIUM at it"
-        )
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        unavailable("the Python package playwright is not installed")
-    return path
+    return chromium_or_skip()
 
 
 @pytest.fixture(scope="module")
@@ -127,43 +84,14 @@ def lab_run(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(chromium_path, lab_run):
     """``posenc explore --port 0`` in a subprocess; yields its base URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "posenc", "explore", "--port", "0", "--lab-run", str(lab_run)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines: "queue.Queue[str]" = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
-    url = None
-    try:
-        while url is None:
-            try:
-                line = lines.get(timeout=120)
-            except queue.Empty:
-                break
-            match = re.search(r"running at (http://\S+/)", line)
-            if match:
-                url = match.group(1).replace("localhost", "127.0.0.1")
-        if url is None:
-            pytest.fail(f"posenc explore did not report its address (exit code {proc.poll()})")
+    with explore_server("--lab-run", str(lab_run)) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.fixture(scope="module")
 def browser(chromium_path, server):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium_path, headless=True, args=CHROMIUM_ARGS)
+    with headless_chromium(chromium_path) as b:
         yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

@@ -14,102 +14,36 @@ it these tests skip, unless ``POSENC_REQUIRE_BROWSER=1`` (set in CI) turns the s
 from __future__ import annotations
 
 import os
-import queue
 import re
-import shutil
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import pytest
+from browser_support import chromium_or_skip, explore_server, headless_chromium
 
 from posenc.explorer.lesson import CHAPTERS
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-REQUIRE = os.environ.get("POSENC_REQUIRE_BROWSER") == "1"
 SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
 IDS = [c.id for c in CHAPTERS]
 
 
-def find_chromium():
-    chosen = os.environ.get("POSENC_CHROMIUM")
-    candidates = (
-        [chosen] if chosen else ["/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")]
-    )
-    for candidate in candidates:
-        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
-def unavailable(reason: str):
-    if REQUIRE:
-        pytest.fail(f"{reason} (POSENC_REQUIRE_BROWSER=1 requires the browser tests to run)")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def chromium_path():
-    path = find_chromium()
-    if path is None:
-        unavailable("Chromium not found; install it (e.g. `apt-get install chromium`) or set $POSENC_CHROMIUM")
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        unavailable("the Python package playwright is not installed")
-    return path
+    return chromium_or_skip()
 
 
 @pytest.fixture(scope="module")
 def server(chromium_path):
     """``posenc explore --port 0`` in a subprocess; yields its base URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "posenc", "explore", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
-    url = None
-    try:
-        while url is None:
-            try:
-                line = lines.get(timeout=120)
-            except queue.Empty:
-                break
-            match = re.search(r"running at (http://\S+/)", line)
-            if match:
-                url = match.group(1).replace("localhost", "127.0.0.1")
-        if url is None:
-            pytest.fail(f"posenc explore did not report its address (exit code {proc.poll()})")
+    with explore_server() as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.fixture(scope="module")
 def browser(chromium_path, server):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium_path, headless=True, args=CHROMIUM_ARGS)
+    with headless_chromium(chromium_path) as b:
         yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")
