@@ -236,12 +236,12 @@ def test_every_verdict_quotes_both_numbers_and_intervals():
     assert judge("x", None, b, ">", group="g")["verdict"] == NOT_MEASURED
 
 
-def cell(acc, lo, hi):
+def cell(acc, lo, hi, logp=(-3.0, -4.0, -2.0)):
     return {
         "accuracy": acc,
         "accuracy_ci": [lo, hi],
-        "logp_bits": -3.0,
-        "logp_bits_ci": [-4.0, -2.0],
+        "logp_bits": logp[0],
+        "logp_bits_ci": [logp[1], logp[2]],
         "trials": 64,
         "distance": [0, 1],
     }
@@ -271,8 +271,8 @@ def constructed_results():
                 "512": entry(3.3, 3.2, 3.4, near=(0.2, 0.1, 0.3), far=(0.02, 0.0, 0.06)),
             },
             "alibi": {
-                "64": entry(2.9, 2.8, 3.0, near=(0.85, 0.75, 0.95), mid=(0.5, 0.4, 0.6)),
-                "512": entry(2.88, 2.78, 2.98, near=(0.8, 0.7, 0.9), far=(0.0, 0.0, 0.0)),
+                "64": entry(2.9, 2.8, 3.0, near=(0.85, 0.75, 0.95, (-1.5, -2.0, -1.0)), mid=(0.5, 0.4, 0.6)),
+                "512": entry(2.88, 2.78, 2.98, near=(0.8, 0.7, 0.9), far=(0.0, 0.0, 0.0, (-15.2, -16.0, -14.5))),
             },
         },
         "extension": {
@@ -323,9 +323,18 @@ def test_verdicts_on_constructed_results():
     assert (
         "- **ALiBi**: perplexity flat within noise (bpb at 512 2.880 [2.780, 2.980] vs bpb at 64 "
         "2.900 [2.800, 3.000]); retrieval beyond the training length 0% [0%, 0%] at 512 vs near "
-        "keys 85% [75%, 95%] at 1x: seen." in text
+        "keys 85% [75%, 95%] at 1x: seen; log2 p(key) beyond the training length -15.2 [-16.0, -14.5] "
+        "bits at 512 vs near keys -1.5 [-2.0, -1.0] bits at 1x: seen." in text
     )
-    assert "## Passkey retrieval" in text and "| alibi | far | — | 0% [0%, 0%] · -3.0 |" in text
+    # The log-probability verdicts follow the same interval rule.
+    grip = got["ALiBi gives keys beyond the training length (far, at 512) less probability than near keys at 64"]
+    assert grip["verdict"] == SEEN and grip["group"] == "retrieval-logp"
+    assert grip["evidence"] == "log2 p(key), far keys at 512 -15.2 [-16.0, -14.5] bits vs near keys at 64 -1.5 [-2.0, -1.0] bits"
+    rope_grip = got["RoPE gives keys beyond the training length (far, at 512) less probability than near keys at 64"]
+    assert rope_grip["verdict"] == WITHIN_NOISE  # -3.0 [-4.0, -2.0] on both sides
+    pi_grip = [v for v in res["verdicts"] if v["group"] == "extension-retrieval-logp" and v["scheme"] == "linear"][0]
+    assert pi_grip["verdict"] == WITHIN_NOISE and pi_grip["claim"].startswith("PI (linear) with a short fine-tune gives")
+    assert "## Passkey retrieval" in text and "| alibi | far | — | 0% [0%, 0%] · -15.2 |" in text
     assert "machinery check" not in text
 
 

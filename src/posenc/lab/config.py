@@ -155,8 +155,15 @@ class LabConfig:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"config has unknown fields {unknown}; allowed: {sorted(known)}")
+        values = dict(values)
+        methods = values.get("extension_methods")
+        if isinstance(methods, list):  # run folders written before the method took its rope type's name
+            values["extension_methods"] = [LEGACY_METHODS.get(m, m) if isinstance(m, str) else m for m in methods]
         return cls(**values).validate()
 
+
+#: Extension-method names stored by earlier versions, and the name each has now.
+LEGACY_METHODS = {"dynamic_ntk": "dynamic"}
 
 PRESETS = {
     # A machinery check (about 12 s of CPU time): exercises every code path, numbers mean nothing.

@@ -279,7 +279,7 @@ def _verdict_lines(results: dict) -> List[str]:
     ]
     by_scheme: Dict[str, Dict[str, dict]] = {}
     for v in vs:
-        if v["group"] in ("perplexity", "retrieval"):
+        if v["group"] in ("perplexity", "retrieval", "retrieval-logp"):
             by_scheme.setdefault(v["scheme"], {})[v["group"]] = v
     top = results["eval_lengths"][-1]
     for name, pair in by_scheme.items():
@@ -297,6 +297,12 @@ def _verdict_lines(results: dict) -> List[str]:
             parts.append(
                 f"retrieval beyond the training length {quote(ret['a'], True)} at {top} "
                 f"vs near keys {quote(ret['b'], True)} at 1x: {ret['verdict']}"
+            )
+        grip = pair.get("retrieval-logp")
+        if grip and grip["verdict"] != "not measured":
+            parts.append(
+                f"log2 p(key) beyond the training length {quote(grip['a'], bits=True)} at {top} "
+                f"vs near keys {quote(grip['b'], bits=True)} at 1x: {grip['verdict']}"
             )
         if parts:
             lines.append(f"- **{label}**: " + "; ".join(parts) + ".")

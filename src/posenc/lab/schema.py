@@ -260,7 +260,7 @@ class Verdict:
     claim: str = ""
     verdict: str = "not measured"  # one of VERDICTS
     evidence: str = ""
-    group: str = "perplexity"  # "perplexity", "retrieval" or "extension"
+    group: str = "perplexity"  # perplexity, retrieval, retrieval-logp, extension, extension-retrieval(-logp)
     scheme: Optional[str] = None  # what the claim is about, for side-by-side
     expected: Optional[str] = None  # what the literature reports
     a: Optional[Side] = None
@@ -415,7 +415,13 @@ class Progress:
                 raise RunFileError(path, f"has an unknown field {key!r} (known: {sorted(known)})")
             if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
                 raise RunFileError(path, f"field {key!r} is not an object of objects")
-        return cls(**{k: data.get(k, {}) for k in known})
+        values = {k: data.get(k, {}) for k in known}
+        # Extension results stored before "dynamic_ntk" took its rope type's name "dynamic".
+        ext = dict(values["extension"])
+        if "dynamic_ntk" in ext:
+            ext.setdefault("dynamic", ext.pop("dynamic_ntk"))
+        values["extension"] = ext
+        return cls(**values)
 
     def to_dict(self) -> dict:
         return {"eval": self.eval, "extension": self.extension, "lr_sweep": self.lr_sweep}

@@ -73,10 +73,13 @@ def _side(label: str, entry: Optional[dict], key: str) -> Optional[dict]:
     return {"label": label, "value": float(value), "ci": [float(ci[0]), float(ci[1])]}
 
 
-def quote(side: dict, percent: bool = False) -> str:
-    """``"2.031 [1.953, 2.115]"`` or, for accuracies, ``"45% [30%, 60%]"``."""
+def quote(side: dict, percent: bool = False, bits: bool = False) -> str:
+    """``"2.031 [1.953, 2.115]"``; for accuracies ``"45% [30%, 60%]"``; for log-probabilities
+    ``"-12.7 [-13.4, -12.0] bits"``."""
     if percent:
         return f"{side['value']:.0%} [{side['ci'][0]:.0%}, {side['ci'][1]:.0%}]"
+    if bits:
+        return f"{side['value']:.1f} [{side['ci'][0]:.1f}, {side['ci'][1]:.1f}] bits"
     return f"{side['value']:.3f} [{side['ci'][0]:.3f}, {side['ci'][1]:.3f}]"
 
 
@@ -90,6 +93,7 @@ def judge(
     scheme: Optional[str] = None,
     expected: Optional[str] = None,
     percent: bool = False,
+    bits: bool = False,
 ) -> dict:
     """One verdict record (the ``verdicts`` entries of ``results.json``)."""
     record = {"claim": claim, "group": group, "scheme": scheme, "expected": expected, "a": a, "b": b}
@@ -100,7 +104,7 @@ def judge(
         )
         return record
     record["verdict"] = interval_verdict(tuple(a["ci"]), tuple(b["ci"]), relation)
-    record["evidence"] = f"{a['label']} {quote(a, percent)} vs {b['label']} {quote(b, percent)}"
+    record["evidence"] = f"{a['label']} {quote(a, percent, bits)} vs {b['label']} {quote(b, percent, bits)}"
     return record
 
 
@@ -148,6 +152,19 @@ def verdicts(results: dict) -> List[dict]:
                 scheme=name,
                 expected=ret,
                 percent=True,
+            )
+        )
+        out.append(
+            judge(
+                f"{label} gives keys beyond the training length (far, at {top}) less probability "
+                f"than near keys at {base}",
+                _side(f"log2 p(key), far keys at {top}", _retrieval(ev.get(top), "far"), "logp_bits"),
+                _side(f"near keys at {base}", _retrieval(ev.get(base), "near"), "logp_bits"),
+                "<",
+                group="retrieval-logp",
+                scheme=name,
+                expected=ret,
+                bits=True,
             )
         )
 
@@ -220,16 +237,25 @@ def verdicts(results: dict) -> List[dict]:
             claim = f"{label} retrieves far keys at {top} more often than plain RoPE, no retraining"
             a = _side(f"{method}, far keys", _retrieval(ext[method].get(top), "far"), "accuracy")
             b = _side("plain RoPE, far keys", _retrieval(rope_eval.get(top), "far"), "accuracy")
+        expected = "seen for interpolation with a fine-tune (Chen et al. 2023; Peng et al. 2023)"
+        out.append(
+            judge(claim, a, b, ">", group="extension-retrieval", scheme=method, expected=expected, percent=True)
+        )
+        # The same comparison in log2 p(key): it moves long before exact matches do.
+        cell_a = _retrieval(
+            ((ext[method].get(top) or {}).get("finetuned") if tuned else ext[method].get(top)), "far"
+        )
+        cell_b = _retrieval(((none.get(top) or {}).get("finetuned") if tuned else rope_eval.get(top)), "far")
         out.append(
             judge(
-                claim,
-                a,
-                b,
+                claim.replace("retrieves far keys", "gives far keys more probability").replace(" more often", ""),
+                _side(f"log2 p(key), {a['label'] if a else method + ', far keys'}", cell_a, "logp_bits"),
+                _side(b["label"] if b else "plain RoPE, far keys", cell_b, "logp_bits"),
                 ">",
-                group="extension-retrieval",
+                group="extension-retrieval-logp",
                 scheme=method,
-                expected="seen for interpolation with a fine-tune (Chen et al. 2023; Peng et al. 2023)",
-                percent=True,
+                expected=expected,
+                bits=True,
             )
         )
     return out

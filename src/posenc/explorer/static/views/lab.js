@@ -145,7 +145,7 @@ export function setupLab() {
     verdicts.replaceChildren();
     const bySide = {};
     for (const v of data.verdicts || []) {
-      if ((v.group === "perplexity" || v.group === "retrieval") && v.scheme) (bySide[v.scheme] ||= {})[v.group] = v;
+      if (["perplexity", "retrieval", "retrieval-logp"].includes(v.group) && v.scheme) (bySide[v.scheme] ||= {})[v.group] = v;
     }
     for (const [scheme, pair] of Object.entries(bySide)) {
       const item = html("li", { class: "side-by-side" }, verdicts);
@@ -153,6 +153,8 @@ export function setupLab() {
       const text = [];
       if (pair.perplexity && pair.perplexity.verdict !== "not measured") text.push(`perplexity past the training length: ${pair.perplexity.verdict === "seen" ? "worse" : pair.perplexity.verdict === "not seen" ? "better" : "flat within noise"} (${pair.perplexity.evidence})`);
       if (pair.retrieval && pair.retrieval.verdict !== "not measured") text.push(`retrieval beyond the training length ${pair.retrieval.evidence}: ${pair.retrieval.verdict}`);
+      const grip = pair["retrieval-logp"];
+      if (grip && grip.verdict !== "not measured") text.push(`log2 p(key) beyond the training length ${grip.evidence}: ${grip.verdict}`);
       item.appendChild(document.createTextNode(text.join("; ") || "not measured"));
     }
     for (const v of data.verdicts || []) {
