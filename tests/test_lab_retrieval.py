@@ -3,6 +3,7 @@ against a real autoregressive loop, known answers, and the verdict rule on const
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -329,11 +330,16 @@ def test_verdicts_on_constructed_results():
     # The log-probability verdicts follow the same interval rule.
     grip = got["ALiBi gives keys beyond the training length (far, at 512) less probability than near keys at 64"]
     assert grip["verdict"] == SEEN and grip["group"] == "retrieval-logp"
-    assert grip["evidence"] == "log2 p(key), far keys at 512 -15.2 [-16.0, -14.5] bits vs near keys at 64 -1.5 [-2.0, -1.0] bits"
+    assert (
+        grip["evidence"]
+        == "log2 p(key), far keys at 512 -15.2 [-16.0, -14.5] bits vs near keys at 64 -1.5 [-2.0, -1.0] bits"
+    )
     rope_grip = got["RoPE gives keys beyond the training length (far, at 512) less probability than near keys at 64"]
     assert rope_grip["verdict"] == WITHIN_NOISE  # -3.0 [-4.0, -2.0] on both sides
     pi_grip = [v for v in res["verdicts"] if v["group"] == "extension-retrieval-logp" and v["scheme"] == "linear"][0]
-    assert pi_grip["verdict"] == WITHIN_NOISE and pi_grip["claim"].startswith("PI (linear) with a short fine-tune gives")
+    assert pi_grip["verdict"] == WITHIN_NOISE and pi_grip["claim"].startswith(
+        "PI (linear) with a short fine-tune gives"
+    )
     assert "## Passkey retrieval" in text and "| alibi | far | — | 0% [0%, 0%] · -15.2 |" in text
     assert "machinery check" not in text
 
@@ -383,3 +389,39 @@ def test_a_passkey_step_trains_on_passkey_rows_with_the_answer_term(weight):
     torch.optim.SGD(b.parameters(), lr=0.1).step()
     for (name, pa), pb in zip(a.named_parameters(), b.parameters()):
         assert torch.allclose(pa, pb, atol=1e-6), name
+
+
+def test_training_stopped_part_way_continues_to_the_same_model():
+    """``stop`` pauses a schedule of ``total`` steps; continuing from there gives the model that one
+    uninterrupted call gives (same batches, same learning rates, same passkey steps)."""
+    from posenc.lab.distributed import Dist
+    from posenc.lab.train import make_optimizer, train_steps
+
+    cfg = preset_config("smoke")
+    data = filler(20_000)
+    common = dict(
+        total=10,
+        length=32,
+        batch=4,
+        lr=3e-3,
+        warmup=2,
+        min_ratio=0.1,
+        grad_clip=1.0,
+        seed=5,
+        device="cpu",
+        d=Dist(),
+        retrieval_share=0.5,
+        answer_weight=5.0,
+    )
+    torch.manual_seed(0)
+    a = build_model(cfg, "rope")
+    b = copy.deepcopy(a)
+    opt_a, opt_b = make_optimizer(a, 3e-3, 0.1), make_optimizer(b, 3e-3, 0.1)
+    train_steps(a, opt_a, data, start=0, **common)
+    train_steps(b, opt_b, data, start=0, stop=4, **common)
+    assert not all(torch.equal(pa, pb) for pa, pb in zip(a.parameters(), b.parameters()))
+    train_steps(b, opt_b, data, start=4, **common)
+    for (name, pa), pb in zip(a.named_parameters(), b.parameters()):
+        assert torch.equal(pa, pb), name
+    with pytest.raises(ValueError, match=r"stop must be in \[start, total\] = \[4, 10\], got 11"):
+        train_steps(b, opt_b, data, start=4, stop=11, **common)

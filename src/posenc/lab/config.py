@@ -64,9 +64,9 @@ class LabConfig:
     finetune_batch: int = 8
     finetune_lr: float = 3e-4
     # passkey retrieval (posenc.lab.passkey)
-    retrieval_share: float = 0.2  # share of training steps that train on passkey sequences
+    retrieval_share: float = 0.5  # share of training steps that train on passkey sequences
     retrieval_trials: int = 64  # evaluation trials per (length, distance bin); 0 = none
-    retrieval_answer_weight: float = 1.0  # weight of the answer-byte loss added on passkey steps
+    retrieval_answer_weight: float = 5.0  # weight of the answer-byte loss added on passkey steps
     # fair training: sweep the peak learning rate per scheme before training (empty = one shared lr)
     lr_sweep: List[float] = field(default_factory=list)
     sweep_steps: int = 0  # steps per sweep run (0 = a fifth of `steps`)

@@ -109,9 +109,11 @@ def train_steps(
     on_step: Optional[Callable[[int, float], None]] = None,
     retrieval_share: float = 0.0,
     answer_weight: float = 1.0,
+    stop: Optional[int] = None,
 ) -> None:
-    """Run steps ``start .. total - 1``; ``on_step(step, loss)`` after each (loss averaged over the
-    global batch). Under torchrun each process takes rows ``rank::world`` of the global batch.
+    """Run steps ``start .. total - 1`` of a ``total``-step schedule (or only up to ``stop - 1``, to
+    look at the model part way); ``on_step(step, loss)`` after each (loss averaged over the global
+    batch). Under torchrun each process takes rows ``rank::world`` of the global batch.
 
     The steps picked by :func:`~posenc.lab.passkey.is_retrieval_step` (``retrieval_share`` of them)
     read passkey sequences built on the same filler offsets, and add ``answer_weight`` times the mean
@@ -122,9 +124,12 @@ def train_steps(
             f"batch size {batch} must be divisible by the number of processes "
             f"{d.world} so every process gets an equal share"
         )
+    end = total if stop is None else stop
+    if not start <= end <= total:
+        raise ValueError(f"stop must be in [start, total] = [{start}, {total}], got {stop}")
     net = DDP(model, broadcast_buffers=False) if d.active else model
     model.train()
-    for step in range(start, total):
+    for step in range(start, end):
         offsets = batch_offsets(data.size, length, batch, seed, step)
         passkey = is_retrieval_step(step, retrieval_share)
         if passkey:

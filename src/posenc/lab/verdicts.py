@@ -238,13 +238,9 @@ def verdicts(results: dict) -> List[dict]:
             a = _side(f"{method}, far keys", _retrieval(ext[method].get(top), "far"), "accuracy")
             b = _side("plain RoPE, far keys", _retrieval(rope_eval.get(top), "far"), "accuracy")
         expected = "seen for interpolation with a fine-tune (Chen et al. 2023; Peng et al. 2023)"
-        out.append(
-            judge(claim, a, b, ">", group="extension-retrieval", scheme=method, expected=expected, percent=True)
-        )
+        out.append(judge(claim, a, b, ">", group="extension-retrieval", scheme=method, expected=expected, percent=True))
         # The same comparison in log2 p(key): it moves long before exact matches do.
-        cell_a = _retrieval(
-            ((ext[method].get(top) or {}).get("finetuned") if tuned else ext[method].get(top)), "far"
-        )
+        cell_a = _retrieval(((ext[method].get(top) or {}).get("finetuned") if tuned else ext[method].get(top)), "far")
         cell_b = _retrieval(((none.get(top) or {}).get("finetuned") if tuned else rope_eval.get(top)), "far")
         out.append(
             judge(
