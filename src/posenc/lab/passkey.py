@@ -16,9 +16,10 @@ digit (``d`` in ``[MIN_DISTANCE, n - 9]``).
 
 Training (``LabConfig.retrieval_share``): the steps chosen by :func:`is_retrieval_step` train on
 passkey sequences at the training length (filler from the training text) instead of plain text. Their
-loss is the usual next-byte loss over every byte **plus** the mean loss over the five answer bytes,
-so the copy is learned within the lab's short budgets (five bytes in a hundred would otherwise be
-drowned by the filler).
+loss is the usual next-byte loss over every byte **plus** ``retrieval_answer_weight`` times the mean
+loss over the five answer bytes (five bytes in a hundred would otherwise be drowned by the filler).
+The defaults (half the steps, weight 5) are the mix with which the standard preset's RoPE model
+learns the copy within its 1000 steps; ``benchmarks/passkey_curve.py`` measures when it appears.
 
 Evaluation (:func:`evaluate_passkey`): for each length and each distance bin (see :func:`bins`),
 ``trials`` sequences with filler from the validation text. A trial is **correct** when greedy decoding
@@ -59,7 +60,7 @@ CHANCE_LOGP_BITS = -KEY_DIGITS * math.log2(10)
 
 def is_retrieval_step(step: int, share: float) -> bool:
     """Whether training step ``step`` (0-based) is a passkey step: exactly ``floor(s * share)`` of the
-    first ``s`` steps are, spread evenly (with share 0.2, steps 4, 9, 14, ...)."""
+    first ``s`` steps are, spread evenly (with share 0.5 every other step, with 0.2 steps 4, 9, 14, ...)."""
     if share <= 0.0:
         return False
     return math.floor((step + 1) * share) > math.floor(step * share)
