@@ -159,6 +159,7 @@ def test_checkpoints_hold_plain_data_and_broken_ones_are_named(tmp_path):
         (["--lr", "inf"], "lr must be finite"),
         (["--steps", "0"], "steps must be >= 1, got 0"),
         (["--retrieval-share", "0.9"], "retrieval_share must be <= 0.5, got 0.9"),
+        (["--retrieval-answer-weight", "1e308"], "retrieval_answer_weight must be <= 100.0, got 1e+308"),
         (["--lr-sweep", "1e-3,-1"], "lr_sweep must be > 0.0, got -1.0"),
         (["--train-len", "16"], "train_len must be >= 22 for passkey retrieval"),
         (["--threads", "0"], "--threads must be >= 1, got 0"),
@@ -308,3 +309,53 @@ def test_lr_sweep_trains_each_scheme_at_its_best_rate(tmp_path):
     table = (run / "results.md").read_text()
     assert "Learning rate chosen per scheme" in table and "| rope | " in table
     assert "--lr-sweep 0.0001,0.003" in table  # the command reproduces the sweep
+
+
+# -- divergence: a loss that is not finite stops the run by name, never a table of nan ---------------
+def poison(model: torch.nn.Module) -> None:
+    with torch.no_grad():
+        next(model.parameters()).fill_(float("nan"))
+
+
+def test_a_diverged_scheme_stops_the_run_with_one_line(tmp_path, capsys, monkeypatch):
+    import posenc.lab.cli as lab_cli
+
+    real = lab_cli.build_model
+
+    def build(cfg, scheme):
+        model = real(cfg, scheme)
+        if scheme == "alibi":
+            poison(model)
+        return model
+
+    monkeypatch.setattr(lab_cli, "build_model", build)
+    flags = list(TINY)
+    flags[flags.index("--schemes") + 1] = "rope,alibi"
+    run = tmp_path / "run"
+    assert main(flags + ["--out", str(run)]) == 2
+    err = one_line(capsys.readouterr().err)
+    assert "training alibi diverged at step 1 of 6 (loss nan)" in err and "--fresh" in err
+    assert not (run / "checkpoints" / "alibi.pt").exists()  # no checkpoint of the broken weights
+    rope = torch.load(run / "checkpoints" / "rope.pt", weights_only=True)
+    assert rope["step"] == 6 and all(torch.isfinite(t).all() for t in rope["model"].values())
+    assert not (run / "results.json").exists() or "nan" not in (run / "results.json").read_text()
+
+
+def test_a_diverged_sweep_rate_is_recorded_and_never_chosen(tmp_path, monkeypatch):
+    import posenc.lab.cli as lab_cli
+
+    real = lab_cli.make_optimizer
+
+    def make(model, lr, weight_decay):
+        if lr == 3e-3:
+            poison(model)
+        return real(model, lr, weight_decay)
+
+    monkeypatch.setattr(lab_cli, "make_optimizer", make)
+    run = tmp_path / "sweep"
+    assert main(TINY + ["--lr-sweep", "1e-4,3e-3", "--sweep-steps", "3", "--out", str(run)]) == 0
+    scores = json.loads((run / "progress.json").read_text())["lr_sweep"]["rope"]
+    assert scores["0.003"] is None and isinstance(scores["0.0001"], float) and 0 < scores["0.0001"] < 9
+    res = json.loads((run / "results.json").read_text())
+    assert res["lr_sweep"]["rope"]["chosen"] == 1e-4
+    assert "diverged" in (run / "results.md").read_text()

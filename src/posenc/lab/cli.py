@@ -38,7 +38,7 @@ from .passkey import bins as passkey_bins
 from .report import MACHINERY_CHECK, build_results, write_report
 from .schema import Progress, RunFileError
 from .store import RunDir, load_checkpoint, read_run_file, save_checkpoint, write_run_file
-from .train import build_model, make_optimizer, train_steps
+from .train import TrainingDiverged, build_model, make_optimizer, train_steps
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
@@ -459,27 +459,31 @@ def _sweep(cfg, corpus, run, record: Progress, d: Dist, device, progress: _Progr
             progress.work(unit)
             interrupt.check(d)
 
-        train_steps(
-            model,
-            optimizer,
-            corpus.train,
-            start=0,
-            total=steps,
-            length=cfg.train_len,
-            batch=cfg.batch_size,
-            lr=rate,
-            warmup=warmup,
-            min_ratio=cfg.min_lr_ratio,
-            grad_clip=cfg.grad_clip,
-            seed=cfg.seed,
-            device=device,
-            d=d,
-            on_step=on_step,
-            retrieval_share=cfg.retrieval_share,
-            answer_weight=cfg.retrieval_answer_weight,
-        )
-        nats = per_position_nats(model, corpus.train, ends, cfg.train_len, batch=cfg.eval_batch, device=device, d=d)
-        score = float(bits_per_byte(nats).mean())
+        try:
+            train_steps(
+                model,
+                optimizer,
+                corpus.train,
+                start=0,
+                total=steps,
+                length=cfg.train_len,
+                batch=cfg.batch_size,
+                lr=rate,
+                warmup=warmup,
+                min_ratio=cfg.min_lr_ratio,
+                grad_clip=cfg.grad_clip,
+                seed=cfg.seed,
+                device=device,
+                d=d,
+                on_step=on_step,
+                retrieval_share=cfg.retrieval_share,
+                answer_weight=cfg.retrieval_answer_weight,
+            )
+        except TrainingDiverged:
+            score = math.nan  # recorded as diverged, never chosen
+        else:
+            nats = per_position_nats(model, corpus.train, ends, cfg.train_len, batch=cfg.eval_batch, device=device, d=d)
+            score = float(bits_per_byte(nats).mean())
         record.lr_sweep.setdefault(scheme, {})[_sweep_key(rate)] = score if math.isfinite(score) else None
         if d.main:
             run.save_progress(record)
@@ -572,25 +576,32 @@ def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, i
                 raise
 
         if start < cfg.steps:
-            train_steps(
-                model,
-                optimizer,
-                corpus.train,
-                start=start,
-                total=cfg.steps,
-                length=cfg.train_len,
-                batch=cfg.batch_size,
-                lr=lr,
-                warmup=cfg.warmup_steps,
-                min_ratio=cfg.min_lr_ratio,
-                grad_clip=cfg.grad_clip,
-                seed=cfg.seed,
-                device=device,
-                d=d,
-                on_step=on_step,
-                retrieval_share=cfg.retrieval_share,
-                answer_weight=cfg.retrieval_answer_weight,
-            )
+            try:
+                train_steps(
+                    model,
+                    optimizer,
+                    corpus.train,
+                    start=start,
+                    total=cfg.steps,
+                    length=cfg.train_len,
+                    batch=cfg.batch_size,
+                    lr=lr,
+                    warmup=cfg.warmup_steps,
+                    min_ratio=cfg.min_lr_ratio,
+                    grad_clip=cfg.grad_clip,
+                    seed=cfg.seed,
+                    device=device,
+                    d=d,
+                    on_step=on_step,
+                    retrieval_share=cfg.retrieval_share,
+                    answer_weight=cfg.retrieval_answer_weight,
+                )
+            except TrainingDiverged as e:
+                raise LabError(
+                    f"training {scheme} diverged at step {e.step + 1} of {cfg.steps} (loss {e.loss}); "
+                    f"no checkpoint of the diverged weights was written. Start over with a smaller --lr, "
+                    f"--retrieval-answer-weight or --grad-clip and --fresh"
+                ) from None
             barrier(d)
         progress.remove(task)
         model.eval()
@@ -759,7 +770,14 @@ def _run(args, d: Dist) -> int:
                         progress.work(ft_unit)
                         interrupt.check(d)
 
-                    finetune(model, corpus.train, cfg, n, device=device, d=d, on_step=on_ft_step)
+                    try:
+                        finetune(model, corpus.train, cfg, n, device=device, d=d, on_step=on_ft_step)
+                    except TrainingDiverged as e:
+                        raise LabError(
+                            f"the fine-tune of rope+{method} at {n} diverged at step {e.step + 1} (loss "
+                            f"{e.loss}); every finished result is saved. Start over with a smaller "
+                            f"--finetune-lr and --fresh"
+                        ) from None
                     progress.remove(ft_task)
                 result = evaluate_at(model, corpus.val, ends, n, **eval_kw)
                 entry = record.extension.setdefault(method, {}).setdefault(str(n), {})

@@ -99,7 +99,7 @@ class LabConfig:
             check_int(name, getattr(self, name), minimum=1)
         check_float("retrieval_share", self.retrieval_share, minimum=0.0, maximum=0.5)
         check_int("retrieval_trials", self.retrieval_trials, minimum=0)
-        check_float("retrieval_answer_weight", self.retrieval_answer_weight, minimum=0.0)
+        check_float("retrieval_answer_weight", self.retrieval_answer_weight, minimum=0.0, maximum=100.0)
         if (self.retrieval_share > 0 or self.retrieval_trials > 0) and self.train_len < MIN_LENGTH:
             raise ValueError(
                 f"train_len must be >= {MIN_LENGTH} for passkey retrieval (the plant and "

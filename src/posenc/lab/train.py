@@ -90,6 +90,14 @@ def get_batch(data: np.ndarray, offsets: np.ndarray, length: int, device) -> tup
     return t[:, :-1], t[:, 1:]
 
 
+class TrainingDiverged(ArithmeticError):
+    """The next-byte loss of a training step was not finite (the model's weights are then unusable)."""
+
+    def __init__(self, step: int, loss: float):
+        self.step, self.loss = step, loss
+        super().__init__(f"training diverged at step {step + 1}: the loss was {loss}")
+
+
 def train_steps(
     model: TinyLM,
     optimizer: torch.optim.Optimizer,
@@ -113,7 +121,9 @@ def train_steps(
 ) -> None:
     """Run steps ``start .. total - 1`` of a ``total``-step schedule (or only up to ``stop - 1``, to
     look at the model part way); ``on_step(step, loss)`` after each (loss averaged over the global
-    batch). Under torchrun each process takes rows ``rank::world`` of the global batch.
+    batch). Under torchrun each process takes rows ``rank::world`` of the global batch. A step whose
+    loss is not finite raises :class:`TrainingDiverged` before ``on_step`` (so no checkpoint of the
+    broken weights is written).
 
     The steps picked by :func:`~posenc.lab.passkey.is_retrieval_step` (``retrieval_share`` of them)
     read passkey sequences built on the same filler offsets, and add ``answer_weight`` times the mean
@@ -149,6 +159,8 @@ def train_steps(
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
         optimizer.step()
         value = all_reduce_sum(d, loss.detach().clone().reshape(1)).item() / d.world
+        if not math.isfinite(value):  # the same global value on every process, so all raise together
+            raise TrainingDiverged(step, value)
         if on_step is not None:
             on_step(step, value)
     model.eval()
