@@ -425,3 +425,14 @@ def test_training_stopped_part_way_continues_to_the_same_model():
         assert torch.equal(pa, pb), name
     with pytest.raises(ValueError, match=r"stop must be in \[start, total\] = \[4, 10\], got 11"):
         train_steps(b, opt_b, data, start=4, stop=11, **common)
+
+
+def test_the_report_says_when_no_model_learned_the_copy():
+    res = constructed_results()
+    assert "No model retrieved a single key" not in markdown(res)  # RoPE retrieves 90% of near keys at 1x
+    for scheme in res["schemes"].values():
+        for cell in scheme["eval"]["64"]["retrieval"].values():
+            cell["accuracy"], cell["accuracy_ci"] = 0.0, [0.0, 0.0]
+    assert "No model retrieved a single key at the training length (64 bytes)." in markdown(res)
+    res["schemes"]["alibi"]["eval"]["64"]["retrieval"]["mid"]["accuracy"] = 1 / 64  # one key is enough
+    assert "No model retrieved" not in markdown(res)

@@ -244,6 +244,19 @@ def _retrieval_tables(results: dict) -> List[str]:
                 cells.append("cannot" if e.get("cannot") else _acc((e.get("retrieval") or {}).get(b)))
             if any(c != "—" for c in cells):
                 lines.append(f"| {name} | {b} | " + " | ".join(cells) + " |")
+    at_train = [
+        c["accuracy"]
+        for s in results["schemes"].values()
+        for c in ((s["eval"].get(str(lengths[0])) or {}).get("retrieval") or {}).values()
+    ]
+    if at_train and max(at_train) == 0.0:
+        lines += [
+            "",
+            f"**No model retrieved a single key at the training length ({lengths[0]} bytes).** The "
+            "copy is learned in a sudden jump that this budget does not reach, so the comparisons "
+            "past the training length can only rest on log2 p(key). The standard preset's RoPE "
+            "model learns it (docs/lab.md, `benchmarks/passkey_curve.py`).",
+        ]
     if results["extension"]:
         longer = lengths[1:]
         lines += [
