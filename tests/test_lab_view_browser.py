@@ -51,6 +51,8 @@ def test_lab_view_shows_retrieval_verdicts_and_the_smoke_stamp(page, server):  #
     assert far.locator("td[data-accuracy='0']").count() == 1
     near = alibi.locator("tbody tr").nth(0).locator("td").nth(0)
     assert near.get_attribute("data-accuracy") == "0.85" and "[75%, 95%]" in near.text_content()
+    assert near.locator("small.logp").text_content() == "−1.5 bits"  # log2 p(key) shown, not only hovered
+    assert section.locator("#lab-no-copy").count() == 0  # RoPE and ALiBi retrieve keys at 1x here
     items = section.locator("#lab-verdicts li.side-by-side")
     assert items.count() == 2
     text = items.nth(1).text_content()
@@ -58,3 +60,26 @@ def test_lab_view_shows_retrieval_verdicts_and_the_smoke_stamp(page, server):  #
     assert "far keys at 512 0% [0%, 0%] vs near keys at 64 85% [75%, 95%]: seen" in text
     assert section.locator("#lab-verdicts li.noise").count() >= 1
     assert section.locator("#lab-verdicts li.not-seen").count() >= 1
+
+
+def test_lab_view_says_when_no_model_learned_the_copy(browser, tmp_path):  # noqa: F811
+    from browser_support import explore_server
+    from playwright.sync_api import expect
+
+    res = constructed_results()
+    for s in res["schemes"].values():
+        for cell in s["eval"]["64"]["retrieval"].values():
+            cell["accuracy"], cell["accuracy_ci"] = 0.0, [0.0, 0.0]
+    run = tmp_path / "no-copy"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps(stamp("results", res)), encoding="utf-8")
+    errors: list = []
+    with explore_server("--lab-run", str(run)) as url:
+        page = browser.new_page()
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{url}#lab")
+        note = page.locator("#lab-no-copy")
+        expect(note).to_be_visible()
+        assert note.text_content().startswith("No model retrieved a single key at the training length (64 bytes)")
+        page.close()
+    assert not errors

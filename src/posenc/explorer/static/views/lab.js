@@ -33,7 +33,8 @@ function heatCell(cell) {
   const lp = cell.logp_bits !== null && cell.logp_bits !== undefined ? `log2 p(key) ${fmt(cell.logp_bits, 3)} bits` : "";
   const dist = cell.distance ? `, distance ${cell.distance[0]}–${cell.distance[1]}` : "";
   const style = `background:hsl(210,65%,${Math.round(96 - 62 * a)}%);color:${a > 0.55 ? "#fff" : "#111"}`;
-  return `<td class="num heat" data-accuracy="${a}" style="${style}" title="${escapeText(`${cell.trials || "?"} trials${dist}; ${lp}`)}">${pct(a)}${ci}</td>`;
+  const bits = cell.logp_bits !== null && cell.logp_bits !== undefined ? `<br><small class="logp">${fmt(cell.logp_bits, 1)} bits</small>` : "";
+  return `<td class="num heat" data-accuracy="${a}" style="${style}" title="${escapeText(`${cell.trials || "?"} trials${dist}; ${lp}`)}">${pct(a)}${ci}${bits}</td>`;
 }
 
 function heatmap(title, rows, lengths, trainLen) {
@@ -133,7 +134,13 @@ export function setupLab() {
         .map(([l, r]) => [l, { retrieval: r.finetuned_retrieval }]));
       if (Object.keys(tuned).length) parts.push(heatmap(`rope+${method} ft`, tuned, longer.filter((l) => tuned[String(l)]), data.train_len));
     }
-    $("lab-retrieval").innerHTML = parts.join("") || "<p>No passkey retrieval in this run.</p>";
+    const first = String(lengths[0]);
+    const atTrain = Object.values(data.schemes).flatMap((s) => Object.values((s.eval[first] || {}).retrieval || {}))
+      .map((c) => c.accuracy).filter((a) => a !== null && a !== undefined);
+    const none = atTrain.length && Math.max(...atTrain) === 0
+      ? `<p class="readout" id="lab-no-copy">No model retrieved a single key at the training length (${fmtInt(lengths[0])} bytes): this budget comes before the copy is learned, so compare the log2 p(key) under each cell (−16.6 bits = knowing only that five digits follow).</p>`
+      : "";
+    $("lab-retrieval").innerHTML = (parts.join("") || "<p>No passkey retrieval in this run.</p>") + none;
     const sweep = $("lab-sweep");
     const chosen = Object.entries(data.lr_sweep || {}).filter(([, v]) => v && v.chosen);
     sweep.hidden = !chosen.length;
