@@ -359,3 +359,21 @@ def test_a_diverged_sweep_rate_is_recorded_and_never_chosen(tmp_path, monkeypatc
     res = json.loads((run / "results.json").read_text())
     assert res["lr_sweep"]["rope"]["chosen"] == 1e-4
     assert "diverged" in (run / "results.md").read_text()
+
+
+def test_run_folders_that_stored_dynamic_ntk_resume_under_its_rope_type_name(tmp_path):
+    """Before the method took its rope type's name, config.json and progress.json said "dynamic_ntk"."""
+    from posenc.lab.config import LabConfig, preset_config
+
+    stored = preset_config("smoke", extension_methods=["linear", "dynamic"]).to_dict()
+    stored["extension_methods"] = ["linear", "dynamic_ntk"]
+    assert LabConfig.from_dict(stored).extension_methods == ["linear", "dynamic"]
+    stored["extension_methods"] = ["linear", "dynamic_sideways"]  # anything else is still refused
+    with pytest.raises(ValueError, match="extension_methods must be one of"):
+        LabConfig.from_dict(stored)
+    old = Progress.from_dict({"extension": {"dynamic_ntk": {"64": {"bpb": 3.0}}}}, tmp_path / "progress.json")
+    assert old.extension == {"dynamic": {"64": {"bpb": 3.0}}}
+    both = Progress.from_dict(
+        {"extension": {"dynamic_ntk": {"64": {"bpb": 3.0}}, "dynamic": {"64": {"bpb": 2.0}}}}, tmp_path / "p.json"
+    )
+    assert both.extension == {"dynamic": {"64": {"bpb": 2.0}}}  # the newer record wins
