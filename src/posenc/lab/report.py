@@ -116,7 +116,8 @@ def markdown(results: dict, command: str = "") -> str:
     if cfg.get("retrieval_share", 0) or cfg.get("retrieval_trials", 0):
         lines += [
             f"Passkey retrieval: {cfg.get('retrieval_share', 0):.0%} of training steps read "
-            f"passkey sequences at the training length; evaluation asks "
+            f"passkey sequences at the training length (answer term weighted "
+            f"{cfg.get('retrieval_answer_weight', 1.0):g}); evaluation asks "
             f"{cfg.get('retrieval_trials', 0)} keys per length and distance bin (filler from "
             f"the validation text). Accuracy is greedy exact match of the 5-digit key with a "
             f"95% bootstrap interval over trials; log2 p(key) is in bits (knowing only "
