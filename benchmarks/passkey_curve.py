@@ -6,8 +6,8 @@ length. It prints exact-match accuracy and mean log2 p(key) per distance bin, an
 answer positions whose arg-max is the true digit (teacher-forced), per digit. This is how the lab's
 defaults for ``retrieval_share`` and ``retrieval_answer_weight`` were chosen (docs/lab.md)::
 
-    python benchmarks/passkey_curve.py --preset standard --share 0.5 --answer-weight 5
-    python benchmarks/passkey_curve.py --preset quick --share 0.2 --answer-weight 1 --steps 1000
+    python benchmarks/passkey_curve.py --preset standard          # its own mix: half the steps, weight 5
+    python benchmarks/passkey_curve.py --preset quick --steps 1000 --share 0.5 --answer-weight 5
 
 A measurement, not a test: nothing asserts. One torch thread; a few minutes of CPU per 1000 steps.
 """
@@ -24,7 +24,7 @@ from posenc.lab import passkey
 from posenc.lab.config import PRESETS, preset_config
 from posenc.lab.corpus import load_corpus
 from posenc.lab.distributed import Dist
-from posenc.lab.train import build_model, make_optimizer, train_steps
+from posenc.lab.train import build_model, make_optimizer, run_kwargs, train_steps
 
 
 def per_digit(model, data: np.ndarray, length: int, trials: int, seed: int) -> list:
@@ -41,17 +41,21 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="standard", choices=sorted(PRESETS))
     ap.add_argument("--scheme", default="rope")
-    ap.add_argument("--share", type=float, default=0.5, help="retrieval_share")
-    ap.add_argument("--answer-weight", type=float, default=5.0, help="retrieval_answer_weight")
+    ap.add_argument("--share", type=float, default=None, help="retrieval_share (default: the preset's)")
+    ap.add_argument("--answer-weight", type=float, default=None, help="retrieval_answer_weight (default: the preset's)")
     ap.add_argument("--steps", type=int, default=None, help="training steps (default: the preset's)")
     ap.add_argument("--every", type=int, default=250)
     ap.add_argument("--trials", type=int, default=50, help="trials per distance bin")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
-    overrides = dict(schemes=[a.scheme], seed=a.seed, retrieval_share=a.share, retrieval_answer_weight=a.answer_weight)
-    if a.steps is not None:
-        overrides["steps"] = a.steps
-    cfg = preset_config(a.preset, **overrides)
+    overrides = dict(schemes=[a.scheme], seed=a.seed)
+    for key, value in (("retrieval_share", a.share), ("retrieval_answer_weight", a.answer_weight), ("steps", a.steps)):
+        if value is not None:
+            overrides[key] = value
+    try:
+        cfg = preset_config(a.preset, **overrides)
+    except ValueError as e:
+        ap.error(str(e))
     if a.every < 1:
         ap.error(f"--every must be >= 1, got {a.every}")
     torch.set_num_threads(1)
@@ -73,17 +77,11 @@ def main() -> int:
             start=start,
             total=cfg.steps,
             stop=stop,
-            length=cfg.train_len,
-            batch=cfg.batch_size,
             lr=cfg.lr,
             warmup=cfg.warmup_steps,
-            min_ratio=cfg.min_lr_ratio,
-            grad_clip=cfg.grad_clip,
-            seed=cfg.seed,
             device="cpu",
             d=Dist(),
-            retrieval_share=cfg.retrieval_share,
-            answer_weight=cfg.retrieval_answer_weight,
+            **run_kwargs(cfg),
         )
         start = stop
         cells = passkey.evaluate_passkey(

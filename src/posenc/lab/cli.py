@@ -38,7 +38,7 @@ from .passkey import bins as passkey_bins
 from .report import MACHINERY_CHECK, build_results, write_report
 from .schema import Progress, RunFileError
 from .store import RunDir, load_checkpoint, read_run_file, save_checkpoint, write_run_file
-from .train import TrainingDiverged, build_model, make_optimizer, train_steps
+from .train import TrainingDiverged, build_model, make_optimizer, run_kwargs, train_steps
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
@@ -466,18 +466,12 @@ def _sweep(cfg, corpus, run, record: Progress, d: Dist, device, progress: _Progr
                 corpus.train,
                 start=0,
                 total=steps,
-                length=cfg.train_len,
-                batch=cfg.batch_size,
                 lr=rate,
                 warmup=warmup,
-                min_ratio=cfg.min_lr_ratio,
-                grad_clip=cfg.grad_clip,
-                seed=cfg.seed,
                 device=device,
                 d=d,
                 on_step=on_step,
-                retrieval_share=cfg.retrieval_share,
-                answer_weight=cfg.retrieval_answer_weight,
+                **run_kwargs(cfg),
             )
         except TrainingDiverged:
             score = math.nan  # recorded as diverged, never chosen
@@ -583,18 +577,12 @@ def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, i
                     corpus.train,
                     start=start,
                     total=cfg.steps,
-                    length=cfg.train_len,
-                    batch=cfg.batch_size,
                     lr=lr,
                     warmup=cfg.warmup_steps,
-                    min_ratio=cfg.min_lr_ratio,
-                    grad_clip=cfg.grad_clip,
-                    seed=cfg.seed,
                     device=device,
                     d=d,
                     on_step=on_step,
-                    retrieval_share=cfg.retrieval_share,
-                    answer_weight=cfg.retrieval_answer_weight,
+                    **run_kwargs(cfg),
                 )
             except TrainingDiverged as e:
                 raise LabError(

@@ -90,6 +90,20 @@ def get_batch(data: np.ndarray, offsets: np.ndarray, length: int, device) -> tup
     return t[:, :-1], t[:, 1:]
 
 
+def run_kwargs(cfg: LabConfig) -> dict:
+    """The :func:`train_steps` arguments a lab run takes from its config (all but the model, the
+    optimizer, the data, the step range, the peak rate, the warmup and the device)."""
+    return dict(
+        length=cfg.train_len,
+        batch=cfg.batch_size,
+        min_ratio=cfg.min_lr_ratio,
+        grad_clip=cfg.grad_clip,
+        seed=cfg.seed,
+        retrieval_share=cfg.retrieval_share,
+        answer_weight=cfg.retrieval_answer_weight,
+    )
+
+
 class TrainingDiverged(ArithmeticError):
     """The next-byte loss of a training step was not finite (the model's weights are then unusable)."""
 
