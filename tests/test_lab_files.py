@@ -160,6 +160,7 @@ def test_checkpoints_hold_plain_data_and_broken_ones_are_named(tmp_path):
         (["--steps", "0"], "steps must be >= 1, got 0"),
         (["--retrieval-share", "0.9"], "retrieval_share must be <= 0.5, got 0.9"),
         (["--retrieval-answer-weight", "1e308"], "retrieval_answer_weight must be <= 100.0, got 1e+308"),
+        (["--finetune-retrieval-share", "0.9"], "finetune_retrieval_share must be <= 0.5, got 0.9"),
         (["--lr-sweep", "1e-3,-1"], "lr_sweep must be > 0.0, got -1.0"),
         (["--train-len", "16"], "train_len must be >= 22 for passkey retrieval"),
         (["--threads", "0"], "--threads must be >= 1, got 0"),

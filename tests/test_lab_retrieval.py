@@ -436,3 +436,20 @@ def test_the_report_says_when_no_model_learned_the_copy():
     assert "No model retrieved a single key at the training length (64 bytes)." in markdown(res)
     res["schemes"]["alibi"]["eval"]["64"]["retrieval"]["mid"]["accuracy"] = 1 / 64  # one key is enough
     assert "No model retrieved" not in markdown(res)
+
+
+@pytest.mark.parametrize("share", [0.0, 0.5])
+def test_the_fine_tune_reads_passkey_sequences_only_when_asked(share):
+    """``finetune_retrieval_share`` 0 (the default) fine-tunes on plain text; 0.5 makes every other
+    fine-tune step a passkey step at the new length, with the run's answer weight."""
+    from posenc.lab.extend import finetune
+
+    cfg = preset_config("smoke", finetune_retrieval_share=share, finetune_steps=4)
+    data = filler(20_000)
+    torch.manual_seed(0)
+    model = build_model(cfg, "rope")
+    plain = copy.deepcopy(model)
+    finetune(model, data, cfg, 64, device="cpu")
+    finetune(plain, data, preset_config("smoke", finetune_retrieval_share=0.0, finetune_steps=4), 64, device="cpu")
+    same = all(torch.equal(a, b) for a, b in zip(model.parameters(), plain.parameters()))
+    assert same == (share == 0.0)  # steps 1 and 3 read passkey rows only when asked

@@ -74,6 +74,7 @@ OVERRIDES = [
     ("--retrieval-share", "retrieval_share", float),
     ("--retrieval-trials", "retrieval_trials", int),
     ("--retrieval-answer-weight", "retrieval_answer_weight", float),
+    ("--finetune-retrieval-share", "finetune_retrieval_share", float),
     ("--sweep-steps", "sweep_steps", int),
 ]
 

@@ -67,6 +67,7 @@ class LabConfig:
     retrieval_share: float = 0.5  # share of training steps that train on passkey sequences
     retrieval_trials: int = 64  # evaluation trials per (length, distance bin); 0 = none
     retrieval_answer_weight: float = 5.0  # weight of the answer-byte loss added on passkey steps
+    finetune_retrieval_share: float = 0.0  # share of fine-tune steps on passkey sequences (0 = plain text)
     # fair training: sweep the peak learning rate per scheme before training (empty = one shared lr)
     lr_sweep: List[float] = field(default_factory=list)
     sweep_steps: int = 0  # steps per sweep run (0 = a fifth of `steps`)
@@ -98,6 +99,7 @@ class LabConfig:
         ):
             check_int(name, getattr(self, name), minimum=1)
         check_float("retrieval_share", self.retrieval_share, minimum=0.0, maximum=0.5)
+        check_float("finetune_retrieval_share", self.finetune_retrieval_share, minimum=0.0, maximum=0.5)
         check_int("retrieval_trials", self.retrieval_trials, minimum=0)
         check_float("retrieval_answer_weight", self.retrieval_answer_weight, minimum=0.0, maximum=100.0)
         if (self.retrieval_share > 0 or self.retrieval_trials > 0) and self.train_len < MIN_LENGTH:

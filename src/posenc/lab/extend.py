@@ -102,6 +102,8 @@ def finetune(
     """Fine-tune ``model`` in place for ``cfg.finetune_steps`` steps at ``length``.
 
     The data order depends on the seed and the length only, so every method sees the same bytes.
+    ``cfg.finetune_retrieval_share`` of the steps (0 by default: plain text, the position-
+    interpolation paper's recipe) are passkey sequences at ``length``, with the run's answer weight.
     """
     optimizer = make_optimizer(model, cfg.finetune_lr, cfg.weight_decay)
     train_steps(
@@ -120,5 +122,7 @@ def finetune(
         device=device,
         d=d,
         on_step=on_step,
+        retrieval_share=cfg.finetune_retrieval_share,
+        answer_weight=cfg.retrieval_answer_weight,
     )
     return model

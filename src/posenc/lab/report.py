@@ -182,8 +182,13 @@ def markdown(results: dict, command: str = "") -> str:
             "## RoPE context extension (all positions)",
             "",
             "Without retraining, and after a short fine-tune at the new length "
-            f"({cfg['finetune_steps']} steps of {cfg['finetune_batch']}, lr {cfg['finetune_lr']:g}) "
-            "where run.",
+            f"({cfg['finetune_steps']} steps of {cfg['finetune_batch']}, lr {cfg['finetune_lr']:g}; "
+            + (
+                f"{cfg['finetune_retrieval_share']:.0%} of them on passkey sequences at the new length"
+                if cfg.get("finetune_retrieval_share")
+                else "plain text"
+            )
+            + ") where run.",
             "",
             "| method | "
             + " | ".join(f"{n}" for n in longer)
