@@ -56,8 +56,8 @@ def main() -> int:
         cfg = preset_config(a.preset, **overrides)
     except ValueError as e:
         ap.error(str(e))
-    if a.every < 1:
-        ap.error(f"--every must be >= 1, got {a.every}")
+    if a.every < 1 or a.trials < 1:
+        ap.error(f"--every and --trials must be >= 1, got {a.every} and {a.trials}")
     torch.set_num_threads(1)
     corpus = load_corpus()
     torch.manual_seed(cfg.seed)

@@ -218,40 +218,35 @@ def verdicts(results: dict) -> List[dict]:
         )
     )
     tuned = any("finetuned" in e for per_len in ext.values() for e in per_len.values())
+    expected = "seen for interpolation with a fine-tune (Chen et al. 2023; Peng et al. 2023)"
     for method in [m for m in ext if m != "none"]:
         label = LABELS.get(method, method)
         if tuned:
-            claim = (
-                f"{label} with a short fine-tune retrieves far keys at {top} more often than "
-                f"plain RoPE fine-tuned the same way"
-            )
-            a = _side(
-                f"{method} fine-tuned, far keys",
-                _retrieval((ext[method].get(top) or {}).get("finetuned"), "far"),
-                "accuracy",
-            )
-            b = _side(
-                "plain RoPE fine-tuned, far keys", _retrieval((none.get(top) or {}).get("finetuned"), "far"), "accuracy"
-            )
+            claim = f"{label} with a short fine-tune {{}} at {top}{{}} than plain RoPE fine-tuned the same way"
+            cell_a = _retrieval((ext[method].get(top) or {}).get("finetuned"), "far")
+            cell_b = _retrieval((none.get(top) or {}).get("finetuned"), "far")
+            label_a, label_b = f"{method} fine-tuned, far keys", "plain RoPE fine-tuned, far keys"
         else:
-            claim = f"{label} retrieves far keys at {top} more often than plain RoPE, no retraining"
-            a = _side(f"{method}, far keys", _retrieval(ext[method].get(top), "far"), "accuracy")
-            b = _side("plain RoPE, far keys", _retrieval(rope_eval.get(top), "far"), "accuracy")
-        expected = "seen for interpolation with a fine-tune (Chen et al. 2023; Peng et al. 2023)"
-        out.append(judge(claim, a, b, ">", group="extension-retrieval", scheme=method, expected=expected, percent=True))
-        # The same comparison in log2 p(key): it moves long before exact matches do.
-        cell_a = _retrieval(((ext[method].get(top) or {}).get("finetuned") if tuned else ext[method].get(top)), "far")
-        cell_b = _retrieval(((none.get(top) or {}).get("finetuned") if tuned else rope_eval.get(top)), "far")
-        out.append(
-            judge(
-                claim.replace("retrieves far keys", "gives far keys more probability").replace(" more often", ""),
-                _side(f"log2 p(key), {a['label'] if a else method + ', far keys'}", cell_a, "logp_bits"),
-                _side(b["label"] if b else "plain RoPE, far keys", cell_b, "logp_bits"),
-                ">",
-                group="extension-retrieval-logp",
-                scheme=method,
-                expected=expected,
-                bits=True,
+            claim = f"{label} {{}} at {top}{{}} than plain RoPE, no retraining"
+            cell_a = _retrieval(ext[method].get(top), "far")
+            cell_b = _retrieval(rope_eval.get(top), "far")
+            label_a, label_b = f"{method}, far keys", "plain RoPE, far keys"
+        # The claim in exact matches, then in log2 p(key), which moves long before exact matches do.
+        for verb, more, key, group, unit in (
+            ("retrieves far keys", " more often", "accuracy", "extension-retrieval", dict(percent=True)),
+            ("gives far keys more probability", "", "logp_bits", "extension-retrieval-logp", dict(bits=True)),
+        ):
+            prefix = "log2 p(key), " if key == "logp_bits" else ""
+            out.append(
+                judge(
+                    claim.format(verb, more),
+                    _side(prefix + label_a, cell_a, key),
+                    _side(label_b, cell_b, key),
+                    ">",
+                    group=group,
+                    scheme=method,
+                    expected=expected,
+                    **unit,
+                )
             )
-        )
     return out
