@@ -1,6 +1,6 @@
 """Per-architecture accuracy of posenc-patched ``transformers`` models, as one markdown table.
 
-For every tiny model of :mod:`posenc.integrations.tiny` (real rope fields, random weights):
+For every tiny model of :mod:`posenc.testing` (real rope fields, random weights):
 
 * ``short``: max |logits patched - unpatched| at positions 0..15 (float32), next to ``noise``, the
   unpatched float32 model's own distance from the float64 run there;
@@ -21,7 +21,7 @@ import sys
 import torch
 import transformers
 
-from posenc.integrations import tiny
+from posenc import testing as tiny
 from posenc.integrations.transformers import patch
 
 transformers.logging.set_verbosity_error()

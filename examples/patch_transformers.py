@@ -11,8 +11,8 @@ import torch
 import transformers
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from posenc.integrations.tiny import float64_reference
 from posenc.integrations.transformers import patch
+from posenc.testing import float64_reference
 
 transformers.logging.set_verbosity_error()
 torch.manual_seed(0)

@@ -37,7 +37,7 @@ def layer_of(module: str) -> int:
     head = parts[0] if parts else ""
     if head in ("tour", "explorer", "lab", "bench", "inspect", "cli", "__main__", "input_sizes"):
         return LAYERS["apps"]
-    if head in ("hf", "integrations"):
+    if head in ("hf", "integrations", "testing"):
         return LAYERS["interop"]
     if head in ("model", "factory"):
         return LAYERS["model"]

@@ -1,9 +1,9 @@
 """posenc inside real ``transformers`` models: parity, long-position accuracy, generation, scope.
 
 Every case is a tiny random model (2 layers, small width) whose rope fields are copied from a real
-config (:mod:`posenc.integrations.tiny`); nothing is downloaded.
+config (:mod:`posenc.testing`); nothing is downloaded.
 
-Yardstick: :func:`posenc.integrations.tiny.float64_reference`, the unpatched ``transformers`` code run
+Yardstick: :func:`posenc.testing.float64_reference`, the unpatched ``transformers`` code run
 in float64 with its rotary module's angles computed exactly in float64 (plain torch float64 ops, not
 posenc's tables or kernels).
 
@@ -21,7 +21,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from posenc.integrations import tiny  # noqa: E402  (after the importorskip above)
+from posenc import testing as tiny  # noqa: E402  (after the importorskip above)
 from posenc.integrations.transformers import (  # noqa: E402
     ARCHITECTURES,
     PosencRotaryTables,

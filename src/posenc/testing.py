@@ -1,14 +1,26 @@
-"""Tiny random ``transformers`` models with real position encodings, and an exact float64 reference.
+"""Test helpers for integrations: tiny random ``transformers`` models with real position encodings,
+and an exact float64 reference.
+
+For anyone testing a RoPE integration (posenc's own, or one of their own) against real model code:
+
+    from posenc import testing
+
+    model = testing.tiny_model("llama-3.1-8b")        # 2 layers, random weights, real rope fields
+    exact = testing.float64_reference(model)           # the yardstick
+    ids = torch.randint(1, testing.VOCAB, (2, 64))
+    error = (testing.logits(model, ids) - testing.logits(exact, ids)).abs().max()
 
 A model here has 2 layers, a small width and a 96-token vocabulary, but every field that decides its
 RoPE (``rope_theta``, head size, rotated width, scaling type and parameters, trained and extended
 context) is copied from a real public config: the fixtures of :mod:`posenc.fixtures`, plus a few
-families posenc ships no fixture for (their ``transformers`` default rope fields). Nothing is
-downloaded; the weights are random (seeded). They exist to test and measure
-:mod:`posenc.integrations.transformers` on the code paths real checkpoints take.
+families posenc ships no fixture for (their ``transformers`` default rope fields); :func:`case_names`
+lists them. Nothing is downloaded; the weights are random (seeded). posenc uses them to test and
+measure :mod:`posenc.integrations.transformers` on the code paths real checkpoints take.
 
 :func:`float64_reference` turns a copy of such a model into the yardstick: the unpatched
 ``transformers`` code in float64 with its rotary module's angles computed exactly in float64.
+
+Needs ``transformers`` installed when a model is built; importing this module does not.
 """
 
 from __future__ import annotations
@@ -21,9 +33,9 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from torch import nn
 
-from ..fixtures import load_fixture
-from ..hf import rotary_kwargs_from_hf
-from ..rope.scaling import rope_frequencies
+from .fixtures import load_fixture
+from .hf import rotary_kwargs_from_hf
+from .rope.scaling import rope_frequencies
 
 VOCAB = 96
 LAYERS = 2
