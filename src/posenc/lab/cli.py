@@ -110,6 +110,11 @@ def _floats(text: str) -> list:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # `posenc lab export RUN OUT`: the one subcommand (posenc.lab.export); without it, a run.
+    from . import export
+
+    sub = parser.add_subparsers(dest="lab_command", metavar="{export}")
+    export.add_arguments(sub.add_parser("export", help=export.__doc__.splitlines()[0].split(": ", 1)[1]))
     parser.add_argument(
         "--preset",
         choices=sorted(PRESETS),
@@ -626,6 +631,10 @@ def _finish_step(cfg, corpus_info, info, record: Progress, run, d, complete, plo
 
 
 def run(args) -> int:
+    if getattr(args, "lab_command", None) == "export":
+        from .export import run as export_run
+
+        return export_run(args)
     try:
         if args.device == "cuda" and not torch.cuda.is_available():
             raise LabError("--device cuda was given but torch.cuda.is_available() is False; allowed here: --device cpu")
