@@ -811,3 +811,47 @@ def test_bad_input_is_a_422_with_a_message(client, url, params):
     assert response.status_code == 422, response.text
     detail = response.json()["detail"]
     assert isinstance(detail, str) and len(detail) > 10
+
+
+# -- the one palette ---------------------------------------------------------------------------------------
+def _js_table(source: str, name: str) -> dict:
+    import re
+
+    body = re.search(rf"export const {name} = \{{(.*?)\}};", source, re.S)
+    assert body, f"{name} not found in palette.js"
+    return dict(re.findall(r"(\w+): \"(#[0-9a-f]{6})\"", body.group(1)))
+
+
+def test_the_page_palette_is_the_python_palette():
+    from importlib import resources
+
+    from posenc.explorer import palette
+
+    source = resources.files("posenc.explorer").joinpath("static", "palette.js").read_text()
+    assert _js_table(source, "SCHEME_COLOURS") == palette.SCHEME_COLOURS
+    assert _js_table(source, "SCALING_COLOURS") == palette.SCALING_COLOURS
+    assert _js_table(source, "SIGN_COLOURS") == palette.SIGN_COLOURS
+    assert _js_table(source, "ROLE_COLOURS") == palette.ROLE_COLOURS
+
+
+def test_one_colour_per_scheme_and_per_scaling():
+    from posenc.explorer import palette
+    from posenc.factory import SCHEMES
+
+    assert set(palette.SCHEME_COLOURS) == set(SCHEMES)
+    assert set(palette.SCALING_COLOURS) == set(REGISTRY)
+    # the scalings' page colours are the palette's (plain RoPE is the rope scheme's colour)
+    for name, descriptor in REGISTRY.items():
+        if descriptor.explorer is not None:
+            assert descriptor.explorer.colour.lower() == palette.SCALING_COLOURS[name], name
+    colours = {
+        **palette.SCHEME_COLOURS,
+        **{f"scaling {k}": v for k, v in palette.SCALING_COLOURS.items() if k != "default"},
+    }
+    assert len(set(colours.values())) == len(colours), "two schemes or scalings share a colour"
+    assert palette.SCALING_COLOURS["default"] == palette.SCHEME_COLOURS["rope"]
+    signs = set(palette.SIGN_COLOURS.values())
+    assert not signs & set(colours.values()), "a sign colour is also a scheme's colour"
+    assert palette.diverging(0.0) == "#ffffff"
+    assert palette.diverging(-1.0) == palette.SIGN_COLOURS["negative"]
+    assert palette.diverging(5.0, span=5.0) == palette.SIGN_COLOURS["positive"]

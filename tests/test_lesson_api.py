@@ -172,6 +172,7 @@ def test_rope_scores_depend_only_on_the_gap(client):
     d = get(client, "/api/lesson/rope", head_dim=8, m=13, n=4, shift=777)
     assert d["score"] == pytest.approx(d["score_shifted"], abs=1e-12)
     assert d["score"] == pytest.approx(d["score_gap_only"], abs=1e-12)
+    assert d["gap"] == 13 - 4  # query seat minus key seat
     assert abs(d["score"] - d["score_unrotated"]) > 1e-6
     inv = rope_inv_freq(8).tolist()
     ref = 0.0
@@ -180,6 +181,9 @@ def test_rope_scores_depend_only_on_the_gap(client):
         k = complex(*p["k"]) * cmath.exp(1j * 4 * theta)
         assert p["q_rotated"] == pytest.approx([q.real, q.imag], abs=1e-12)
         assert p["q_turn_deg"] == pytest.approx(math.degrees(13 * theta))
+        assert p["gap_deg"] == pytest.approx(math.degrees(9 * theta))
+        moved = complex(*p["k"]) * cmath.exp(1j * (4 + 777) * theta)  # what the dials draw
+        assert p["k_moved"] == pytest.approx([moved.real, moved.imag], abs=1e-9)
         ref += (q * k.conjugate()).real
     assert d["score"] == pytest.approx(ref, abs=1e-12)
 
@@ -187,8 +191,10 @@ def test_rope_scores_depend_only_on_the_gap(client):
 def test_swapping_dog_and_man_flips_the_turn(client):
     a = get(client, "/api/lesson/order", sentence=0, degrees=30.0)
     b = get(client, "/api/lesson/order", sentence=1, degrees=30.0)
-    assert a["turn_dog_to_bit_deg"] == 30.0 and b["turn_dog_to_bit_deg"] == -60.0
-    assert a["angles_deg"][:3] == [0.0, 30.0, 60.0]
+    # the seed's numbers: "dog" at 30 and "bit" at 60 degrees in A, "dog" at 90 in B
+    assert a["turn_dog_to_bit_deg"] == 30.0 and b["turn_dog_to_bit_deg"] == -30.0
+    assert a["angles_deg"] == [0.0, 30.0, 60.0, 90.0]
+    assert (a["dog_seat"], a["bit_seat"], b["dog_seat"]) == (1, 2, 3)
     assert a["score_nope"] == b["score_nope"]
     assert abs(a["score_rope"] - b["score_rope"]) > 0.1
 

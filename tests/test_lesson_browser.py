@@ -321,7 +321,7 @@ def test_deep_links_progress_checks_and_the_workbench(browser, server):
         numbers = page.locator("#order-numbers")
         expect(numbers).to_contain_text("+30°")
         page.locator("#order-rotate").click()
-        expect(numbers).to_contain_text("−60°")
+        expect(numbers).to_contain_text("−30°")
         expect(page.locator("#order-rotate")).to_have_attribute("aria-pressed", "true")
         assert node.is_visible()
 
@@ -334,6 +334,65 @@ def test_deep_links_progress_checks_and_the_workbench(browser, server):
         expect(page.locator("#view-fingerprint")).to_be_visible()
         page.locator("#mode-lesson").click()
         expect(page.locator(f"#ch-{IDS[0]}")).to_be_visible()
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+# -- claim tests: each does what a sentence of the lesson says and asserts what it claims --------------
+def hand_angles(page, selector):
+    """``data-hand-deg`` of every element matching ``selector``, in page order."""
+    return page.eval_on_selector_all(selector, "(ns) => ns.map((n) => Number(n.dataset.handDeg))")
+
+
+def set_slider(page, node, selector, value):
+    """Sets a range input and waits for the chapter to render the new value."""
+    from playwright.sync_api import expect
+
+    renders = node.get_attribute("data-renders")
+    page.locator(selector).fill(str(value))
+    expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
+    page.wait_for_timeout(200)  # a second figure of the chapter may still be on its way
+
+
+def test_claim_moving_both_seats_turns_every_hand_and_keeps_the_score(browser, server):
+    """Chapter 7: "drag move both by: every hand turns, yet the score under the dials stays the same"."""
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        node = open_chapter(page, server, "rope")
+        set_slider(page, node, "#rope-shift", 100)
+        before = hand_angles(page, "#rope-dials .dial-card")
+        score = page.locator("#rope-score").inner_text()
+        set_slider(page, node, "#rope-shift", 500)
+        after = hand_angles(page, "#rope-dials .dial-card")
+        assert len(before) == len(after) == 8
+        turned = [abs(((a - b + 180) % 360) - 180) for a, b in zip(after, before)]
+        assert all(t > 1e-3 for t in turned), f"hands that did not turn: {turned}"
+        assert page.locator("#rope-score").inner_text() == score
+        assert re.fullmatch(r"−?\d+\.\d{7}", score), score
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_who_bit_whom_is_plus_then_minus_30_degrees_on_four_dials(browser, server):
+    """Chapter 7: seats 0-3 at 0°, 30°, 60°, 90°; dog to bit is +30° in A and −30° in B."""
+    from playwright.sync_api import expect
+
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        open_chapter(page, server, "rope")
+        expect(page.locator("#order-turn")).to_have_text("+30°")
+        assert hand_angles(page, "#order-figure .clock") == [0, 30, 60, 90]
+        words = page.eval_on_selector_all("#order-figure .clock", "(ns) => ns.map((n) => n.dataset.word)")
+        assert words == ["the", "dog", "bit", "man"]
+        button = page.locator("#order-rotate")
+        assert "sentence B" in button.inner_text()
+        button.click()
+        expect(page.locator("#order-turn")).to_have_text("−30°")
+        words = page.eval_on_selector_all("#order-figure .clock", "(ns) => ns.map((n) => n.dataset.word)")
+        assert words == ["the", "man", "bit", "dog"]
+        assert "sentence A" in button.inner_text()
         assert page.problems == [], page.problems
     finally:
         context.close()

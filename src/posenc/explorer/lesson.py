@@ -486,11 +486,13 @@ def rotate_vector(a: float, b: float, seat: int, theta_deg: float) -> dict:
 
 
 def rope_clock(head_dim: int, m: int, n: int, shift: int) -> dict:
-    """Every pair of a query at seat m and a key at seat n: the vectors before (the ghost hands)
-    and after the turn, the turn m*theta_i itself, and the relative-angle proof with numbers.
+    """Every pair of a query at seat m and a key at seat n, both moved by ``shift``: the vectors
+    before (the ghost hands) and after the turn, the turn itself, and the relative-angle proof.
 
-    The proof: (R(m t) q) . (R(n t) k) = q . R((n - m) t) k, because R(m t)^T R(n t) = R((n - m) t).
-    Both sides are computed, for the seats as given and for both moved by ``shift``.
+    The gap is ``m - n``, the query's seat minus the key's (positive when the key comes first, as in
+    a decoder), the same everywhere in posenc. The proof: (R(m t) q) . (R(n t) k) = q . R(-(m - n) t) k,
+    because R(m t)^T R(n t) = R((n - m) t). Both sides are computed, for the seats as given and for
+    both moved by ``shift``; the ``*_moved`` fields are what the dials draw.
     """
     check_int("head_dim", head_dim, minimum=2, maximum=int(LESSON_LIMITS["rope_head_dim"].maximum), even=True)
     for name, value in (("m", m), ("n", n), ("shift", shift)):
@@ -502,8 +504,9 @@ def rope_clock(head_dim: int, m: int, n: int, shift: int) -> dict:
     half = head_dim // 2
     q_rot = _rotate_pairs(q, [m, m + shift], inv_freq)  # (2, d)
     k_rot = _rotate_pairs(k, [n, n + shift], inv_freq)
-    # right-hand side: the key turned by the gap (n - m) alone, dotted with the unturned query
-    gap_turn = _rotate_pairs(k, [1], inv_freq * (n - m))[0]  # (d,), turned (n - m) theta
+    gap = m - n
+    # right-hand side: the key turned back by the gap alone, dotted with the unturned query
+    gap_turn = _rotate_pairs(k, [1], inv_freq * -gap)[0]  # (d,), turned -(m - n) theta
     pairs = []
     for i in range(half):
         theta = float(inv_freq[i])
@@ -516,15 +519,20 @@ def rope_clock(head_dim: int, m: int, n: int, shift: int) -> dict:
                 "k": [float(k[i]), float(k[i + half])],
                 "q_rotated": [float(q_rot[0, i]), float(q_rot[0, i + half])],
                 "k_rotated": [float(k_rot[0, i]), float(k_rot[0, i + half])],
+                "q_moved": [float(q_rot[1, i]), float(q_rot[1, i + half])],
+                "k_moved": [float(k_rot[1, i]), float(k_rot[1, i + half])],
                 "q_turn_deg": math.degrees(m * theta),
                 "k_turn_deg": math.degrees(n * theta),
-                "gap_deg": math.degrees((n - m) * theta),
+                "q_turn_moved_deg": math.degrees((m + shift) * theta),
+                "k_turn_moved_deg": math.degrees((n + shift) * theta),
+                "gap_deg": math.degrees(gap * theta),
             }
         )
     return {
         "head_dim": head_dim,
         "m": m,
         "n": n,
+        "gap": gap,
         "shift": shift,
         "pairs": pairs,
         "score": float(q_rot[0] @ k_rot[0]),
@@ -534,12 +542,16 @@ def rope_clock(head_dim: int, m: int, n: int, shift: int) -> dict:
     }
 
 
-ORDER_SENTENCES = ("the dog bit the man", "the man bit the dog")
+#: the seed's two sentences: "dog" one seat before "bit", then one seat after it
+ORDER_SENTENCES = ("the dog bit man", "the man bit dog")
+#: the seed's clock: one pair turning 30 degrees per seat
+ORDER_DEGREES = 30.0
 
 
 def word_order(sentence: int, degrees: float) -> dict:
     """The dog/man clock: every word of sentence A (0) or B (1) turned seat x degrees, and the turn
-    from "dog" to "bit" (angle of "bit" minus angle of "dog", counter-clockwise positive).
+    from "dog" to "bit" (angle of "bit" minus angle of "dog", counter-clockwise positive): with the
+    seed's 30 degrees it is +30 in A and -30 in B.
 
     The scores come from posenc's apply_rotary on one pair: a fixed "bit" query against a fixed
     "dog" key at their seats, beside the score without positions.

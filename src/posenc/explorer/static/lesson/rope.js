@@ -4,6 +4,7 @@
 import { $, api, slider } from "../core.js";
 import { lineChart } from "../charts.js";
 import { chapterLoader, registerChapter } from "./main.js";
+import { PAL } from "../palette.js";
 import { C, T, INK, MUTED, SERIES, svg, html, fmt, widthOf, root, text, clock, rad, mod360, signed, numbers, stackLabels } from "./draw.js";
 
 // The drawn part of a turn: the angle itself, folded into one turn (the sign kept).
@@ -50,7 +51,8 @@ registerChapter("rope", () => {
       "aria-valuemin": -180, "aria-valuemax": 180, "aria-valuenow": Math.round((from * 180) / Math.PI),
       "aria-valuetext": `a = ${fmt(rot.a, 2)}, b = ${fmt(rot.b, 2)}; arrow keys move it` }, s);
     const toValue = (event) => {
-      const box = s.getBoundingClientRect();
+      // the plane is redrawn while a drag goes on: measure the one on the page now, not this one
+      const box = ($("rot-plane").querySelector("svg") || s).getBoundingClientRect();
       const x = ((event.clientX - box.left) / box.width) * size, y = ((event.clientY - box.top) / box.height) * size;
       const clip = (v) => Math.max(-10, Math.min(10, Math.round(v * 20) / 20));
       setVector(clip((x - c) / unit), clip((c - y) / unit));
@@ -100,22 +102,26 @@ registerChapter("rope", () => {
     $(id).addEventListener("change", () => setVector(Number($("rot-a").value) || 0, Number($("rot-b").value) || 0));
   }
 
-  // ghost-hand dials, one per pair, for the query and the key
+  // ghost-hand dials, one per pair, for the query and the key, both moved by the shift
   const drawDials = () => {
     if (!dials) return;
     const box = $("rope-dials");
     box.replaceChildren();
     const top = Math.max(...dials.pairs.flatMap((p) => [Math.hypot(...p.q), Math.hypot(...p.k)]), 1e-9);
+    const seatOf = { q: dials.m + dials.shift, k: dials.n + dials.shift };
     for (const who of ["q", "k"]) {
       const row = html("div", { class: "dial-row", "data-who": who }, box);
-      html("p", { class: "dial-row-title" }, row, who === "q" ? `query at seat m = ${dials.m}` : `key at seat n = ${dials.n}`);
+      html("p", { class: "dial-row-title" }, row, who === "q"
+        ? `query at seat m + ${dials.shift} = ${seatOf.q}` : `key at seat n + ${dials.shift} = ${seatOf.k}`);
       for (const p of dials.pairs) {
-        const card = html("div", { class: "dial-card", "data-pair": p.pair, "data-turn-deg": who === "q" ? p.q_turn_deg : p.k_turn_deg }, row);
-        const before = who === "q" ? p.q : p.k, after = who === "q" ? p.q_rotated : p.k_rotated;
-        const turn = who === "q" ? p.q_turn_deg : p.k_turn_deg;
+        const before = who === "q" ? p.q : p.k, after = who === "q" ? p.q_moved : p.k_moved;
+        const turn = who === "q" ? p.q_turn_moved_deg : p.k_turn_moved_deg;
+        const handDeg = (Math.atan2(after[1], after[0]) * 180) / Math.PI;
+        const card = html("div", { class: "dial-card", "data-pair": p.pair, "data-turn-deg": turn,
+          "data-hand-deg": handDeg }, row);
         const s = svg("svg", { viewBox: "0 0 130 130", width: 130, height: 130, class: "lesson-svg", role: "img",
           "aria-label": `pair ${p.pair}: turned ${fmt(turn, 1)} degrees` }, card);
-        const color = who === "q" ? C.blue : C.orange;
+        const color = who === "q" ? PAL.query : PAL.key;
         clock(s, { cx: 65, cy: 65, r: 52,
           ghost: { angle: Math.atan2(before[1], before[0]), length: Math.hypot(...before) / top },
           hands: [{ angle: Math.atan2(after[1], after[0]), length: Math.hypot(...after) / top, color }],
@@ -128,20 +134,24 @@ registerChapter("rope", () => {
   const loadDials = chapterLoader("rope", async (signal) => {
     dials = await api("/api/lesson/rope", { head_dim: 8, m: m(), n: n(), shift: shift() }, signal);
     drawDials();
-    const gap = dials.n - dials.m;
+    // the score of the hands drawn above: it follows the gap m − n, not the shift
+    $("rope-score").textContent = fmt(dials.score_shifted, 7);
+    $("rope-gap").textContent = String(dials.gap);
     numbers($("rope-numbers"), [
-      ...dials.pairs.map((p) => `pair ${p.pair}: query turned ${fmt(p.q_turn_deg, 1)}°, key turned ${fmt(p.k_turn_deg, 1)}°, gap ${signed(p.gap_deg, 1)}°`),
-      `score q′·k′ = ${fmt(dials.score, 7)}; both moved by ${dials.shift}: ${fmt(dials.score_shifted, 7)}`,
+      ...dials.pairs.map((p) => `pair ${p.pair}: query turned ${fmt(p.q_turn_moved_deg, 1)}°, key turned ${fmt(p.k_turn_moved_deg, 1)}°, `
+        + `gap (m − n)·θ ${signed(p.gap_deg, 1)}°`),
+      `score q′·k′ at seats ${dials.m + dials.shift} and ${dials.n + dials.shift} = ${fmt(dials.score_shifted, 7)}; `
+        + `at seats ${dials.m} and ${dials.n}: ${fmt(dials.score, 7)}`,
     ]);
     const proof = $("rope-proof");
     proof.replaceChildren();
     const lines = [
       ["q′ = R(mθ) q,  k′ = R(nθ) k", ""],
       ["q′ · k′ = (R(mθ) q)ᵀ R(nθ) k = qᵀ R(mθ)ᵀ R(nθ) k", ""],
-      ["R(mθ)ᵀ = R(−mθ), and turns add up:  R(−mθ) R(nθ) = R((n − m)θ)", ""],
-      ["so  q′ · k′ = qᵀ R((n − m)θ) k : only the gap n − m is left", ""],
+      ["R(mθ)ᵀ = R(−mθ), and turns add up:  R(−mθ) R(nθ) = R(−(m − n)θ)", ""],
+      ["so  q′ · k′ = qᵀ R(−(m − n)θ) k : only the gap m − n is left", ""],
       [`with m = ${dials.m}, n = ${dials.n}: q′ · k′ =`, fmt(dials.score, 9)],
-      [`only the key turned, by the gap (n − m = ${gap}):`, fmt(dials.score_gap_only, 9)],
+      [`only the key turned, back by the gap (m − n = ${dials.gap}):`, fmt(dials.score_gap_only, 9)],
       [`both moved by ${dials.shift} (m = ${dials.m + dials.shift}, n = ${dials.n + dials.shift}):`, fmt(dials.score_shifted, 9)],
       ["no turn at all (q · k):", fmt(dials.score_unrotated, 9)],
     ];
@@ -154,22 +164,31 @@ registerChapter("rope", () => {
     }
   });
 
-  // who bit whom
+  // who bit whom: the seed's row of four dials, one per seat, and the turn from "dog" to "bit"
   const drawOrder = () => {
     if (!order) return;
-    const holder = $("order-figure"), size = Math.min(widthOf(holder, 300, 240), 300);
-    const s = root(holder, size, size, `${order.text}: each word's hand at seat times ${fmt(order.degrees, 0)} degrees`);
-    const hands = order.words.map((w, i) => {
+    const holder = $("order-figure"), width = widthOf(holder, 640, 260);
+    const cols = width >= 520 ? 4 : 2, cell = Math.floor(width / cols), r = Math.min(52, cell / 2 - 18);
+    const rows = Math.ceil(order.words.length / cols), height = rows * (2 * r + 62);
+    const s = root(holder, width, height, `${order.text}: each word's hand at seat times ${fmt(order.degrees, 0)} degrees: `
+      + order.words.map((w, i) => `${w} ${fmt(order.angles_deg[i], 0)}`).join(", "));
+    order.words.forEach((w, i) => {
       const key = i === order.dog_seat ? "dog" : i === order.bit_seat ? "bit" : null;
-      return { angle: rad(order.angles_deg[i]), length: key ? 0.88 : 0.5, color: key === "dog" ? C.orange : key === "bit" ? C.blue : "#a3a8b2",
-        width: key ? 4 : 2, label: key ? `${w} (${i})` : "" };
-    }).sort((a, b) => a.length - b.length);
-    clock(s, { cx: size / 2, cy: size / 2, r: size / 2 - 40, hands,
-      arc: { from: rad(order.angles_deg[order.dog_seat]), sweep: rad(order.turn_dog_to_bit_deg), color: C.purple } });
+      const cx = (i % cols) * cell + cell / 2, cy = Math.floor(i / cols) * (2 * r + 62) + r + 26;
+      const color = key === "dog" ? PAL.key : key === "bit" ? PAL.query : "#6b7280";
+      const g = clock(s, { cx, cy, r, ghost: { angle: 0, length: 0.85 },
+        hands: [{ angle: rad(order.angles_deg[i]), length: 0.85, color, width: key ? 4 : 2.5 }],
+        arc: i ? { from: 0, sweep: rad(order.angles_deg[i]), color } : null });
+      g.setAttribute("data-word", w);
+      g.setAttribute("data-hand-deg", String(order.angles_deg[i]));
+      text(s, cx, cy - r - 8, `seat ${i} · ${fmt(order.angles_deg[i], 0)}°`, { size: 12, anchor: "middle", color: INK });
+      text(s, cx, cy + r + 18, `“${w}”`, { size: 13, anchor: "middle", color: key === "dog" ? PAL.keyText : key === "bit" ? PAL.queryText : INK, weight: key ? 700 : null });
+    });
   };
   const loadOrder = chapterLoader("rope", async (signal) => {
     order = await api("/api/lesson/order", { sentence, degrees: orderDeg() }, signal);
     drawOrder();
+    $("order-turn").textContent = `${signed(order.turn_dog_to_bit_deg, 0)}°`;
     numbers($("order-numbers"), [
       `sentence ${order.sentence ? "B" : "A"}: “${order.text}”; ${order.words.map((w, i) => `${w} ${fmt(order.angles_deg[i], 0)}°`).join(", ")}`,
       `turn from “dog” (seat ${order.dog_seat}) to “bit” (seat ${order.bit_seat}): ${signed(order.turn_dog_to_bit_deg, 0)}°`,
@@ -179,7 +198,7 @@ registerChapter("rope", () => {
   $("order-rotate").addEventListener("click", () => {
     sentence = 1 - sentence;
     $("order-rotate").setAttribute("aria-pressed", String(sentence === 1));
-    $("order-rotate").textContent = sentence ? "Rotate back: the dog bit the man" : "Rotate: swap dog and man";
+    $("order-rotate").textContent = sentence ? "Show sentence A: the dog bit man" : "Show sentence B: the man bit dog";
     loadOrder(0);
   });
 
