@@ -257,7 +257,10 @@ def test_each_mistake_is_measured(client):
     "scheme, visible", [("nope", False), ("sinusoidal", True), ("rope", True), ("alibi", True), ("learned", True)]
 )
 def test_only_nope_cannot_tell_who_bit_whom(client, scheme, visible):
-    assert get(client, "/api/lesson/big-picture", scheme=scheme)["order_visible"] is visible
+    d = get(client, "/api/lesson/big-picture", scheme=scheme)
+    assert d["order_visible"] is visible
+    assert d["dog_rounding"] is (not visible) and d["man_rounding"] is (not visible)
+    assert max(d["dog_difference"], d["man_difference"]) <= d["scale"]  # one axis for every scheme
 
 
 # -- bad input -------------------------------------------------------------------------------------------------

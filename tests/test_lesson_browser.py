@@ -396,3 +396,53 @@ def test_claim_who_bit_whom_is_plus_then_minus_30_degrees_on_four_dials(browser,
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+BARS = """(sel) => [...document.querySelectorAll(sel + ' rect.bar')].map((r) => ({
+  width: r.getBoundingClientRect().width, value: Number(r.dataset.value), rounding: r.dataset.rounding === 'true',
+  label: r.nextElementSibling.textContent }))"""
+
+
+def test_claim_without_positions_the_change_drops_to_rounding_and_bars_are_linear(browser, server):
+    """Chapter 13: "switch the scheme to none: the change drops to rounding level. Every other scheme
+    tells the two sentences apart" -- drawn as a zero bar labelled rounding, on one linear axis."""
+    from playwright.sync_api import expect
+
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        node = open_chapter(page, server, "big-picture")
+        widths = {}
+        for scheme in ("nope", "sinusoidal", "alibi", "rope"):
+            renders = node.get_attribute("data-renders")
+            page.locator("#big-scheme").select_option(scheme)
+            expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
+            bars = page.evaluate(BARS, "#big-figure")
+            assert len(bars) == 2
+            widths[scheme] = bars
+        for bar in widths["nope"]:
+            assert bar["rounding"] and bar["width"] == 0 and "rounding" in bar["label"], bar
+            assert bar["value"] < 1e-12
+        # linear: every other scheme's bar is as long as its value says, on one axis for all schemes
+        ratio = {s: [b["width"] / b["value"] for b in bars] for s, bars in widths.items() if s != "nope"}
+        flat = [r for rs in ratio.values() for r in rs]
+        assert max(flat) == pytest.approx(min(flat), rel=0.02), ratio
+        assert all(not b["rounding"] and "rounding" not in b["label"] for s in ratio for b in widths[s])
+        assert widths["sinusoidal"][0]["width"] > 50 * widths["alibi"][0]["width"]
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_turning_values_is_measured_on_a_linear_axis(browser, server):
+    """Chapter 12: with q, k turned the last output does not change (rounding, drawn as zero); with v
+    turned too it does."""
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        open_chapter(page, server, "common-mistakes")
+        page.wait_for_timeout(300)
+        right, wrong = page.evaluate(BARS, "#mis-v")
+        assert right["rounding"] and right["width"] == 0 and "rounding" in right["label"]
+        assert not wrong["rounding"] and wrong["width"] > 100
+        assert page.problems == [], page.problems
+    finally:
+        context.close()

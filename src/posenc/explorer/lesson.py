@@ -790,25 +790,51 @@ def mistakes(steps: int, d_model: int, shift: int) -> dict:
         "steps": steps,
         "parameter": drift,
         "concat": {"d_model": d_model, "added": added, "concatenated": glued, "ratio": glued / added},
-        "values": {"shift": shift, "seq": seq, "qk_only": qk_only, "with_v": with_v},
+        "values": {
+            "shift": shift,
+            "seq": seq,
+            "qk_only": qk_only,
+            "with_v": with_v,
+            "qk_only_rounding": qk_only <= ROUNDING_LEVEL,
+            "with_v_rounding": with_v <= ROUNDING_LEVEL,
+        },
+        "rounding_level": ROUNDING_LEVEL,
     }
 
 
 # -- 13. the big picture ---------------------------------------------------------------------------
-def big_picture(scheme: str) -> dict:
-    """ "the dog bit the man" against "the man bit the dog" through one block with ``scheme``:
-    does the output for "dog" change? Without a causal mask, so only the scheme can tell."""
-    check_choice("scheme", scheme, set(BAG_SCHEMES))
+#: differences at or under this (float64 outputs of size about 1) are rounding, drawn as zero
+ROUNDING_LEVEL = 1e-12
+
+
+def _order_differences(scheme: str) -> tuple[float, float]:
     a, b = ORDER_SENTENCES[0].split(), ORDER_SENTENCES[1].split()
     out_a, out_b = _run_block(a, scheme), _run_block(b, scheme)
     dog = float((out_a[a.index("dog")] - out_b[b.index("dog")]).abs().max())
     man = float((out_a[a.index("man")] - out_b[b.index("man")]).abs().max())
+    return dog, man
+
+
+def big_picture(scheme: str) -> dict:
+    """ "the dog bit man" against "the man bit dog" through one block with ``scheme``: does the
+    output for "dog" change? Without a causal mask, so only the scheme can tell.
+
+    ``scale`` is the largest change under any scheme, so a figure drawn on it keeps one axis while
+    the scheme changes; a change at or under :data:`ROUNDING_LEVEL` is flagged as rounding.
+    """
+    check_choice("scheme", scheme, set(BAG_SCHEMES))
+    dog, man = _order_differences(scheme)
+    scale = max(max(_order_differences(name)) for name in BAG_SCHEMES)
     return {
         "scheme": scheme,
         "sentences": list(ORDER_SENTENCES),
         "dog_difference": dog,
         "man_difference": man,
-        "order_visible": max(dog, man) > 1e-9,
+        "dog_rounding": dog <= ROUNDING_LEVEL,
+        "man_rounding": man <= ROUNDING_LEVEL,
+        "rounding_level": ROUNDING_LEVEL,
+        "scale": scale,
+        "order_visible": max(dog, man) > ROUNDING_LEVEL,
     }
 
 

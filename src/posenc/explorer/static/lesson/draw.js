@@ -111,27 +111,33 @@ export function numbers(node, lines) {
   for (const line of lines) html("li", {}, list, line);
 }
 
-// A horizontal bar chart of labelled values (log scale optional): each label above its bar, the
-// value printed at the bar's end, so nothing is cut off on a narrow screen.
-export function hbars(holder, items, { label, log = false, format = (v) => fmt(v, 4), max = null }) {
-  const width = widthOf(holder, 640), rowH = 44, room = width - 90;
-  const height = items.length * rowH + 4;
+// A horizontal bar chart of labelled values on a linear axis from 0 to `max` (ticks at 0, half and
+// the top, so the scale is always stated). Each label sits above its bar and the value at the bar's
+// end, so nothing is cut off on a narrow screen. An item with `rounding: true` is drawn as zero and
+// labelled as rounding, with its tiny value beside the word.
+export function hbars(holder, items, { label, format = (v) => fmt(v, 4), max = null, unit = "" }) {
+  const width = widthOf(holder, 640), rowH = 44, room = width - 150, axisH = 30;
+  const height = items.length * rowH + axisH;
   const s = root(holder, width, height, label);
-  const values = items.map((it) => it.value);
-  const floor = log ? Math.min(...values.filter((v) => v > 0), 1e-16) : 0;
-  const top = max ?? Math.max(...values, 1e-12);
-  const pos = (v) => {
-    if (!log) return (Math.max(0, v) / top) * room;
-    const lo = Math.log10(floor / 10), hi = Math.log10(top);
-    return ((Math.log10(Math.max(v, floor / 10)) - lo) / (hi - lo || 1)) * room;
-  };
+  const top = max ?? Math.max(...items.map((it) => (it.rounding ? 0 : it.value)), 1e-12);
+  const pos = (v) => (Math.max(0, Math.min(v, top)) / top) * room;
   items.forEach((it, i) => {
     const y = 2 + i * rowH;
     text(s, 0, y + 13, it.label, { size: 12 });
-    const w = Math.max(2, pos(it.value));
-    svg("rect", { x: 0, y: y + 19, width: w, height: 18, fill: it.color || C.blue, class: "bar" }, s);
-    text(s, w + 5, y + 33, format(it.value), { size: 12 });
+    const w = it.rounding ? 0 : pos(it.value);
+    svg("rect", { x: 0, y: y + 19, width: w, height: 18, fill: it.color || C.blue, class: "bar",
+      "data-value": it.value, "data-rounding": it.rounding ? "true" : "false" }, s);
+    const shown = it.rounding ? `0 (rounding: ${fmt(it.value, 2)})` : format(it.value);
+    text(s, w + 5, y + 33, shown, { size: 12, weight: it.rounding ? 700 : null }).setAttribute("class", "bar-value");
   });
+  const y0 = items.length * rowH + 4;
+  svg("line", { x1: 0, x2: room, y1: y0, y2: y0, stroke: "#8a8f99", class: "axis" }, s);
+  for (const t of [0, 0.5, 1]) {
+    const x = t * room;
+    svg("line", { x1: x, x2: x, y1: y0, y2: y0 + 5, stroke: "#8a8f99" }, s);
+    text(s, x, y0 + 18, `${format(t * top)}${t === 1 && unit ? ` ${unit}` : ""}`,
+      { size: 12, anchor: t === 0 ? "start" : t === 1 ? "end" : "middle", color: MUTED }).setAttribute("class", "tick");
+  }
   return s;
 }
 

@@ -5,6 +5,7 @@ import { $, api, slider } from "../core.js";
 import { chapterLoader, chapterNode, registerChapter } from "./main.js";
 import { allChecks, chapterOfCheck, renderChecks, results } from "./checks.js";
 import { C, html, fmt, fmtInt, numbers, hbars } from "./draw.js";
+import { SCHEME_COLOURS } from "../palette.js";
 
 // -- 9. comparison -------------------------------------------------------------------------------------
 registerChapter("comparison", () => {
@@ -87,9 +88,9 @@ registerChapter("common-mistakes", () => {
       { label: `glued (width ${2 * data.concat.d_model})`, value: data.concat.concatenated, color: C.vermillion },
     ], { label: "parameters of one block", format: (v) => fmtInt(v) });
     hbars($("mis-v"), [
-      { label: "q, k turned (right)", value: data.values.qk_only, color: C.green },
-      { label: "v turned too (wrong)", value: data.values.with_v, color: C.vermillion },
-    ], { label: "change of the last output when the phrase moves", log: true, format: (v) => fmt(v, 3) });
+      { label: "q, k turned (right)", value: data.values.qk_only, rounding: data.values.qk_only_rounding, color: C.green },
+      { label: "v turned too (wrong)", value: data.values.with_v, rounding: data.values.with_v_rounding, color: C.vermillion },
+    ], { label: "change of the last output when the phrase moves", format: (v) => fmt(v, 3) });
   };
   const load = chapterLoader("common-mistakes", async (signal) => {
     data = await api("/api/lesson/mistakes", { steps: steps(), d_model: width(), shift: shift() }, signal);
@@ -117,17 +118,20 @@ registerChapter("big-picture", () => {
   let data = null;
   const draw = () => {
     if (!data) return;
+    const colour = SCHEME_COLOURS[data.scheme];
     hbars($("big-figure"), [
-      { label: "“dog” changes by", value: data.dog_difference, color: data.order_visible ? C.green : C.vermillion },
-      { label: "“man” changes by", value: data.man_difference, color: data.order_visible ? C.green : C.vermillion },
-    ], { label: `change of the outputs with ${data.scheme}`, log: true, format: (v) => fmt(v, 3) });
+      { label: "“dog” changes by", value: data.dog_difference, rounding: data.dog_rounding, color: colour },
+      { label: "“man” changes by", value: data.man_difference, rounding: data.man_rounding, color: colour },
+    ], { label: `change of the outputs with ${data.scheme}, on the axis of the largest change any scheme makes`,
+      max: data.scale, format: (v) => fmt(v, 3) });
   };
   const load = chapterLoader("big-picture", async (signal) => {
     data = await api("/api/lesson/big-picture", { scheme: $("big-scheme").value }, signal);
     draw();
     numbers($("big-numbers"), [
       `${data.scheme}: “${data.sentences[0]}” against “${data.sentences[1]}”`,
-      `the output for “dog” changes by ${fmt(data.dog_difference, 3)}, for “man” by ${fmt(data.man_difference, 3)}`,
+      `the output for “dog” changes by ${fmt(data.dog_difference, 3)}, for “man” by ${fmt(data.man_difference, 3)} `
+        + `(rounding level: ${fmt(data.rounding_level, 1)}; the axis ends at ${fmt(data.scale, 3)}, the largest change of any scheme)`,
       data.order_visible ? "the block can tell the two sentences apart" : "rounding only: to this block both sentences are the same bag of words",
     ]);
   });
