@@ -27,8 +27,9 @@ from posenc.lab.passkey import (
     trial_plan,
 )
 from posenc.lab.report import build_results, markdown
+from posenc.lab.stats import clopper_pearson
 from posenc.lab.train import build_model
-from posenc.lab.verdicts import NOT_MEASURED, NOT_SEEN, SEEN, WITHIN_NOISE, interval_verdict, judge
+from posenc.lab.verdicts import NOT_MEASURED, NOT_SEEN, SEEN, WITHIN_NOISE, machinery_check_reason
 
 
 def filler(n: int, seed: int = 0) -> np.ndarray:
@@ -187,78 +188,48 @@ def test_summary_accuracy_and_bootstrap_interval():
     plan = [("near", 0, 10000, 11)] * 50 + [("mid", 0, 10000, 40)] * 50
     correct = np.array([1.0] * 50 + [1.0, 0.0] * 25)
     cells = summarize_trials(plan, correct, np.zeros(100), length=128, train_len=64, bootstrap_samples=500, seed=0)
-    assert cells["near"]["accuracy"] == 1.0 and cells["near"]["accuracy_ci"] == [1.0, 1.0]
+    # Exact intervals: 50 of 50 is [0.929, 1] (0.025 ** (1/50)), never [1, 1].
+    assert cells["near"]["accuracy"] == 1.0 and cells["near"]["accuracy_ci"] == pytest.approx([0.025**0.02, 1.0])
     assert cells["mid"]["accuracy"] == 0.5
     lo, hi = cells["mid"]["accuracy_ci"]
     assert lo < 0.5 < hi and hi - lo < 0.4
+    assert cells["mid"]["correct"] == [1, 0] * 25 and len(cells["mid"]["logp"]) == 50
     assert "far" not in cells
 
 
-# -- verdicts from intervals ---------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "a, b, relation, want",
-    [
-        ((3.0, 3.2), (2.0, 2.2), ">", SEEN),
-        ((3.0, 3.2), (2.0, 2.2), "<", NOT_SEEN),
-        ((2.0, 2.2), (3.0, 3.2), "<", SEEN),
-        ((2.0, 2.2), (3.0, 3.2), ">", NOT_SEEN),
-        ((5.1, 5.5), (5.13, 5.53), ">", WITHIN_NOISE),  # the smoke case: identical-looking numbers
-        ((5.1, 5.5), (5.13, 5.53), "<", WITHIN_NOISE),
-        ((2.0, 2.5), (2.5, 3.0), "<", WITHIN_NOISE),  # touching intervals overlap
-        ((0.0, 0.0), (0.0, 0.0), "<", WITHIN_NOISE),
-    ],
-)
-def test_interval_rule(a, b, relation, want):
-    assert interval_verdict(a, b, relation) == want
+# -- verdicts from paired and exact tests -------------------------------------------------------------
+WINDOWS = 64
+SHARED = np.random.default_rng(0).normal(0.0, 0.3, WINDOWS)  # what every model finds hard in a window
 
 
-def test_interval_rule_refuses_nonsense():
-    with pytest.raises(ValueError, match="relation"):
-        interval_verdict((0, 1), (0, 1), ">=")
-    with pytest.raises(ValueError, match="lo <= hi"):
-        interval_verdict((1, 0), (0, 1), ">")
+def windows(bpb, seed):
+    """Per-window bits per byte around ``bpb``: the text's own difficulty (shared by every model, as
+    in a real run) plus a little noise of the model's own."""
+    return list(bpb + SHARED + np.random.default_rng(seed).normal(0.0, 0.05, WINDOWS))
 
 
-def test_every_verdict_quotes_both_numbers_and_intervals():
-    a = {"label": "bpb at 512", "value": 5.332, "ci": [5.12, 5.54]}
-    b = {"label": "bpb at 64", "value": 5.332, "ci": [5.13, 5.53]}
-    v = judge("PI is worse than plain RoPE", a, b, ">", group="extension")
-    assert v["verdict"] == WITHIN_NOISE
-    assert v["evidence"] == "bpb at 512 5.332 [5.120, 5.540] vs bpb at 64 5.332 [5.130, 5.530]"
-    acc = judge(
-        "far retrieval is worse",
-        {"label": "far", "value": 0.05, "ci": [0.0, 0.12]},
-        {"label": "near", "value": 0.9, "ci": [0.8, 0.97]},
-        "<",
-        group="retrieval",
-        percent=True,
-    )
-    assert acc["verdict"] == SEEN and acc["evidence"] == "far 5% [0%, 12%] vs near 90% [80%, 97%]"
-    assert judge("x", None, b, ">", group="g")["verdict"] == NOT_MEASURED
-
-
-def cell(acc, lo, hi, logp=(-3.0, -4.0, -2.0)):
+def cell(acc, logp=-3.0, trials=64, seed=0):
+    k = round(acc * trials)
+    lp = logp + np.random.default_rng(seed).normal(0.0, 1.0, trials)
     return {
-        "accuracy": acc,
-        "accuracy_ci": [lo, hi],
-        "logp_bits": logp[0],
-        "logp_bits_ci": [logp[1], logp[2]],
-        "trials": 64,
+        "accuracy": k / trials,
+        "accuracy_ci": list(clopper_pearson(k, trials)),
+        "logp_bits": float(lp.mean()),
+        "logp_bits_ci": [float(lp.mean()) - 0.3, float(lp.mean()) + 0.3],
+        "trials": trials,
+        "correct": [1] * k + [0] * (trials - k),
+        "logp": list(lp),
         "distance": [0, 1],
     }
 
 
-def entry(bpb, lo, hi, **retrieval):
-    return {
-        "bpb": bpb,
-        "bpb_ci": [lo, hi],
-        "bpb_last_quarter": bpb,
-        "bpb_last_quarter_ci": [lo, hi],
-        "bpb_final32": bpb,
-        "bpb_final32_ci": [lo, hi],
-        "n_windows": 64,
-        "retrieval": {k: cell(*v) for k, v in retrieval.items()},
-    }
+def entry(bpb, seed, **retrieval):
+    out = {"n_windows": WINDOWS}
+    for key in ("bpb", "bpb_last_quarter", "bpb_final32"):
+        w = windows(bpb, seed)
+        out[key], out[key + "_ci"], out[key + "_windows"] = float(np.mean(w)), [np.mean(w) - 0.1, np.mean(w) + 0.1], w
+    out["retrieval"] = {k: cell(*v, seed=seed + i) for i, (k, v) in enumerate(retrieval.items())}
+    return out
 
 
 def constructed_results():
@@ -268,30 +239,18 @@ def constructed_results():
     progress = {
         "eval": {
             "rope": {
-                "64": entry(2.7, 2.6, 2.8, near=(0.9, 0.8, 1.0), mid=(0.8, 0.7, 0.9)),
-                "512": entry(3.3, 3.2, 3.4, near=(0.2, 0.1, 0.3), far=(0.02, 0.0, 0.06)),
+                "64": entry(2.7, 1, near=(0.9,), mid=(0.8,)),
+                "512": entry(3.3, 2, near=(0.2,), far=(0.02,)),
             },
             "alibi": {
-                "64": entry(2.9, 2.8, 3.0, near=(0.85, 0.75, 0.95, (-1.5, -2.0, -1.0)), mid=(0.5, 0.4, 0.6)),
-                "512": entry(2.88, 2.78, 2.98, near=(0.8, 0.7, 0.9), far=(0.0, 0.0, 0.0, (-15.2, -16.0, -14.5))),
+                "64": entry(2.9, 3, near=(0.85, -1.5), mid=(0.5,)),
+                "512": entry(2.9, 4, near=(0.8, -1.5), far=(0.0, -15.2)),
             },
         },
         "extension": {
-            "none": {
-                "512": dict(
-                    entry(3.3, 3.2, 3.4, far=(0.02, 0.0, 0.06)), finetuned=entry(2.7, 2.6, 2.8, far=(0.1, 0.03, 0.2))
-                )
-            },
-            "linear": {
-                "512": dict(
-                    entry(4.0, 3.9, 4.1, far=(0.0, 0.0, 0.0)), finetuned=entry(2.95, 2.85, 3.05, far=(0.6, 0.45, 0.7))
-                )
-            },
-            "yarn": {
-                "512": dict(
-                    entry(3.1, 3.0, 3.35, far=(0.1, 0.0, 0.2)), finetuned=entry(2.69, 2.6, 2.8, far=(0.15, 0.05, 0.25))
-                )
-            },
+            "none": {"512": dict(entry(3.3, 2, far=(0.02,)), finetuned=entry(2.7, 5, far=(0.1,)))},
+            "linear": {"512": dict(entry(4.0, 6, far=(0.0,)), finetuned=entry(2.95, 7, far=(0.6,)))},
+            "yarn": {"512": dict(entry(3.3, 8, far=(0.1,)), finetuned=entry(2.7, 9, far=(0.15, -3.0)))},
         },
         "lr_sweep": {},
     }
@@ -303,52 +262,64 @@ def constructed_results():
 def test_verdicts_on_constructed_results():
     res = constructed_results()
     got = {v["claim"]: v for v in res["verdicts"]}
-    rope_ppl = got["RoPE reads text at 512 bytes (8x) worse than at 64 (1x)"]
-    assert rope_ppl["verdict"] == SEEN
+    assert got["RoPE reads text at 512 bytes (8x) worse than at 64 (1x)"]["verdict"] == SEEN
     alibi_ppl = got["ALiBi reads text at 512 bytes (8x) worse than at 64 (1x)"]
-    assert alibi_ppl["verdict"] == WITHIN_NOISE  # flat
-    alibi_ret = got["ALiBi retrieves keys beyond the training length (far, at 512) less often than near keys at 64"]
-    assert alibi_ret["verdict"] == SEEN and "0% [0%, 0%]" in alibi_ret["evidence"]
-    pi = got["PI without fine-tuning reads 512 bytes worse than plain RoPE"]
-    assert pi["verdict"] == SEEN  # 4.0 [3.9, 4.1] vs 3.3 [3.2, 3.4]
+    assert alibi_ppl["verdict"] == WITHIN_NOISE and "paired bootstrap over 64 windows" in alibi_ppl["test"]
+    # Near against far keys at the same length: 80% vs 0% of 64 trials.
+    far_near = "retrieves far keys (beyond the training length) less often than near keys, both at 512 bytes"
+    alibi_ret = got["ALiBi " + far_near]
+    assert alibi_ret["verdict"] == SEEN and alibi_ret["test"].startswith("Fisher exact (0/64 vs 51/64)")
+    assert "0% [0%, 6%]" in alibi_ret["evidence"]  # exact interval, never [0%, 0%]
+    assert got["PI without fine-tuning reads 512 bytes worse than plain RoPE"]["verdict"] == SEEN
     after = got["After the same fine-tune, PI reads 512 bytes better than plain RoPE"]
-    assert after["verdict"] == NOT_SEEN  # 2.95 [2.85, 3.05] vs 2.7 [2.6, 2.8]
+    assert after["verdict"] == NOT_SEEN  # 2.95 against 2.7 on the same windows
     yarn = got["YaRN reads 512 bytes better than plain RoPE without retraining"]
-    assert yarn["verdict"] == WITHIN_NOISE  # 3.1 [3.0, 3.35] vs 3.3 [3.2, 3.4]
+    assert yarn["verdict"] == WITHIN_NOISE  # the same mean, its own small noise
     pi_ret = [v for v in res["verdicts"] if v["group"] == "extension-retrieval" and v["scheme"] == "linear"][0]
-    assert pi_ret["verdict"] == SEEN  # 60% [45%, 70%] vs 10% [3%, 20%]
+    assert pi_ret["verdict"] == SEEN and pi_ret["test"].startswith("exact McNemar (32 trials only the first right, 0")
+    yarn_ret = [v for v in res["verdicts"] if v["group"] == "extension-retrieval" and v["scheme"] == "yarn"][0]
+    assert yarn_ret["verdict"] == WITHIN_NOISE  # 15% vs 10%: 3 discordant trials, p = 0.25
+    m = sum(v["verdict"] != NOT_MEASURED for v in res["verdicts"])
     for v in res["verdicts"]:
         if v["verdict"] != NOT_MEASURED:
-            assert v["evidence"].count("[") == 2 and " vs " in v["evidence"], v
+            assert v["holm_tests"] == m and f"Holm over {m} tests" in v["evidence"] and " vs " in v["evidence"]
     text = markdown(res)
-    assert (
-        "- **ALiBi**: perplexity flat within noise (bpb at 512 2.880 [2.780, 2.980] vs bpb at 64 "
-        "2.900 [2.800, 3.000]); retrieval beyond the training length 0% [0%, 0%] at 512 vs near "
-        "keys 85% [75%, 95%] at 1x: seen; log2 p(key) beyond the training length -15.2 [-16.0, -14.5] "
-        "bits at 512 vs near keys -1.5 [-2.0, -1.0] bits at 1x: seen." in text
-    )
-    # The log-probability verdicts follow the same interval rule.
-    grip = got["ALiBi gives keys beyond the training length (far, at 512) less probability than near keys at 64"]
-    assert grip["verdict"] == SEEN and grip["group"] == "retrieval-logp"
-    assert (
-        grip["evidence"]
-        == "log2 p(key), far keys at 512 -15.2 [-16.0, -14.5] bits vs near keys at 64 -1.5 [-2.0, -1.0] bits"
-    )
-    rope_grip = got["RoPE gives keys beyond the training length (far, at 512) less probability than near keys at 64"]
-    assert rope_grip["verdict"] == WITHIN_NOISE  # -3.0 [-4.0, -2.0] on both sides
-    pi_grip = [v for v in res["verdicts"] if v["group"] == "extension-retrieval-logp" and v["scheme"] == "linear"][0]
-    assert pi_grip["verdict"] == WITHIN_NOISE and pi_grip["claim"].startswith(
-        "PI (linear) with a short fine-tune gives"
-    )
-    assert "## Passkey retrieval" in text and "| alibi | far | — | 0% [0%, 0%] · -15.2 |" in text
+    assert f"This run makes {m} comparisons" in text and "Holm" in text
+    assert "at 512 bytes, far keys 0% [0%, 6%] vs near keys 80% [68%, 89%]: seen" in text
+    assert "## Passkey retrieval" in text and "| alibi | far | — | 0% [0%, 6%] · -15." in text
     assert "machinery check" not in text
 
 
-def test_smoke_results_carry_the_stamp():
+def test_the_rope_far_keys_are_judged_against_near_keys_at_the_same_length():
+    """Regression: far keys at 8x were compared with near keys at 1x, which mixes distance with length."""
     res = constructed_results()
-    res["config"]["preset"] = "smoke"
-    res["machinery_check"] = True
-    assert "machinery check: numbers carry no meaning" in markdown(res).splitlines()[2]
+    ret = [v for v in res["verdicts"] if v["group"] == "retrieval" and v["scheme"] == "rope"][0]
+    assert ret["a"]["label"] == "far keys at 512" and ret["b"]["label"] == "near keys at 512"
+    assert ret["b"]["value"] == pytest.approx(round(0.2 * 64) / 64)  # the 512 near cell, not the 64 one
+
+
+def test_a_run_too_small_is_a_machinery_check_whatever_its_preset():
+    res = constructed_results()
+    assert res["machinery_check"] is False and res["verdicts"]
+    cfg = dict(res["config"], steps=40)  # called "quick", sized like a smoke run
+    small = build_results(cfg, res["corpus"], {}, {"eval": {}, "extension": {}, "lr_sweep": {}}, complete=True)
+    assert small["machinery_check"] is True and small["verdicts"] == []
+    assert "40 training steps" in small["machinery_check_reason"]
+    text = markdown(small)
+    assert "machinery check: numbers carry no meaning" in text.splitlines()[2]
+    assert "**seen**" not in text and "None: machinery check" in text
+    big = dict(res["config"], preset="smoke")  # called "smoke", sized like a real run
+    assert (
+        build_results(big, res["corpus"], {}, {"eval": {}, "extension": {}, "lr_sweep": {}}, True)["machinery_check"]
+        is False
+    )
+
+
+def test_the_smoke_preset_is_a_machinery_check_by_its_size():
+    smoke = preset_config("smoke").to_dict()
+    reason = machinery_check_reason(smoke)
+    assert "40 training steps" in reason and "16 validation windows" in reason and "12 passkey trials" in reason
+    assert machinery_check_reason(preset_config("quick").to_dict()) is None
 
 
 @pytest.mark.parametrize("weight", [0.0, 1.0])
@@ -431,8 +402,8 @@ def test_the_report_says_when_no_model_learned_the_copy():
     res = constructed_results()
     assert "No model retrieved a single key" not in markdown(res)  # RoPE retrieves 90% of near keys at 1x
     for scheme in res["schemes"].values():
-        for cell in scheme["eval"]["64"]["retrieval"].values():
-            cell["accuracy"], cell["accuracy_ci"] = 0.0, [0.0, 0.0]
+        for c in scheme["eval"]["64"]["retrieval"].values():
+            c["accuracy"], c["accuracy_ci"] = 0.0, [0.0, 0.0]
     assert "No model retrieved a single key at the training length (64 bytes)." in markdown(res)
     res["schemes"]["alibi"]["eval"]["64"]["retrieval"]["mid"]["accuracy"] = 1 / 64  # one key is enough
     assert "No model retrieved" not in markdown(res)

@@ -28,6 +28,7 @@ from ..lab.schema import (
     load_json_file,
     version_of,
 )
+from ..lab.verdicts import machinery_check_reason
 
 RESULTS_FILE = "results.json"
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -146,7 +147,8 @@ def read_lab_results(run_dir: Optional[Path], points: int = MAX_CURVE_POINTS) ->
         for name, s in results.schemes.items()
     }
     extension = {method: {k: _row(e) for k, e in per_len.items()} for method, per_len in results.extension.items()}
-    machinery = results.machinery_check or results.config.get("preset") == "smoke"
+    # Stamped by the run's size (steps, windows, trials), whatever its preset is called.
+    machinery = results.machinery_check or machinery_check_reason(results.config) is not None
     return {
         "available": bool(schemes),
         "run": run,

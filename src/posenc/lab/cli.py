@@ -39,6 +39,7 @@ from .report import MACHINERY_CHECK, build_results, write_report
 from .schema import Progress, RunFileError
 from .store import RunDir, load_checkpoint, read_run_file, save_checkpoint, write_run_file
 from .train import TrainingDiverged, build_model, make_optimizer, run_kwargs, train_steps
+from .verdicts import machinery_check_reason
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
@@ -730,8 +731,9 @@ def _run(args, d: Dist) -> int:
         f"{corpus_info['train_bytes'] / 1e6:.1f} MB train, "
         f"{corpus_info['val_bytes'] / 1e6:.1f} MB validation"
     )
-    if cfg.preset == "smoke":
-        progress.log(f"smoke preset: {MACHINERY_CHECK}")
+    small = machinery_check_reason(cfg.to_dict())
+    if small:
+        progress.log(f"{MACHINERY_CHECK} ({small})")
     with interrupt.catching(), progress:
         progress.start_overall(*_initial_work(cfg, run, record, ext_steps))
         rates = _sweep(cfg, corpus, run, record, d, device, progress, interrupt)
@@ -794,8 +796,8 @@ def _run(args, d: Dist) -> int:
     barrier(d)
     if d.main:
         # Plain lines (no wrapping, no timestamps), so the path and the command can be copied.
-        if cfg.preset == "smoke":
-            print(f"smoke preset: {MACHINERY_CHECK}", file=sys.stderr)
+        if small:
+            print(f"{MACHINERY_CHECK} ({small}): no verdicts", file=sys.stderr)
         print(
             f"report: {run.root / 'results.md'}  explore it: posenc explore --lab-run {shlex.quote(str(run.root))}",
             file=sys.stderr,

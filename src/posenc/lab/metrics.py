@@ -68,7 +68,8 @@ def summarize_losses(
     Returns:
         ``bpb`` (all bytes), ``bpb_last_quarter`` (bytes in the last quarter of their piece),
         ``bpb_final32`` (the last ``final_bytes`` of each window), each with a 95% bootstrap
-        interval over windows (``*_ci``), plus ``n_windows``.
+        interval over windows (``*_ci``) and the value of every window (``*_windows``, for paired
+        comparisons), plus ``n_windows``.
     """
     nats = np.asarray(nats, dtype=np.float64)
     if nats.ndim != 2 or nats.shape[0] == 0:
@@ -90,5 +91,7 @@ def summarize_losses(
         per_window = part.mean(axis=1)  # (W,)
         out[key] = float(per_window.mean())
         out[key + "_ci"] = list(bootstrap_ci(per_window, samples=bootstrap_samples, seed=seed))
+        # Every window's value, so two models scored on the same windows are compared paired.
+        out[key + "_windows"] = [round(float(v), 6) for v in per_window]
     out["n_windows"] = int(nats.shape[0])
     return out

@@ -42,6 +42,7 @@ from .._checks import check_int
 from ..model import TinyLM
 from .distributed import Dist, all_reduce_sum
 from .metrics import bootstrap_ci
+from .stats import clopper_pearson
 
 PLANT_OPEN = b"<key:"
 PLANT_CLOSE = b">"
@@ -178,8 +179,10 @@ def score_trials(
 def summarize_trials(
     plan, correct: np.ndarray, logp_bits: np.ndarray, *, length: int, train_len: int, bootstrap_samples: int, seed: int
 ) -> Dict[str, dict]:
-    """Per bin: ``accuracy`` and ``logp_bits`` (means over trials) with 95% bootstrap intervals over
-    trials (``*_ci``), ``trials``, and the bin's ``distance`` range ``[lo, hi]``."""
+    """Per bin: ``accuracy`` (share of exact matches, with the exact Clopper–Pearson 95% interval)
+    and ``logp_bits`` (mean over trials, with a 95% bootstrap interval over trials), ``trials``,
+    ``correct`` and ``logp`` (every trial's outcome, in plan order, so two models asked the same
+    questions are compared paired), and the bin's ``distance`` range ``[lo, hi]``."""
     out = {}
     ranges = bins(length, train_len)
     for name in BIN_NAMES:
@@ -189,10 +192,12 @@ def summarize_trials(
         acc, lp = correct[idx], logp_bits[idx]
         out[name] = {
             "accuracy": float(acc.mean()),
-            "accuracy_ci": list(bootstrap_ci(acc, samples=bootstrap_samples, seed=seed)),
+            "accuracy_ci": list(clopper_pearson(int(acc.sum()), len(idx))),
             "logp_bits": float(lp.mean()),
             "logp_bits_ci": list(bootstrap_ci(lp, samples=bootstrap_samples, seed=seed)),
             "trials": len(idx),
+            "correct": [int(v) for v in acc],
+            "logp": [round(float(v), 4) for v in lp],
             "distance": list(ranges[name]),
         }
     return out

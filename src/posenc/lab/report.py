@@ -16,11 +16,13 @@
      "verdicts": [{"claim", "verdict", "evidence", "group", "scheme", "expected", "a", "b"}, ...]}
 
 All losses are bits per byte; intervals are 95% bootstrap intervals over validation windows
-(perplexity) or over trials (retrieval).
+(bits per byte, log2 p(key)) or exact Clopper–Pearson intervals (exact-match accuracy). Per-window
+and per-trial values (``*_windows``, ``correct``, ``logp``) are kept so that comparisons are paired.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -29,7 +31,7 @@ import numpy as np
 from .passkey import BIN_NAMES, CHANCE_LOGP_BITS
 from .schema import MACHINERY_CHECK, stamp
 from .store import write_json
-from .verdicts import LABELS, quote, verdicts
+from .verdicts import ALPHA, LABELS, machinery_check_reason, quote, verdicts
 
 
 def build_results(cfg: dict, corpus: dict, train_info: dict, progress: dict, complete: bool) -> dict:
@@ -57,11 +59,13 @@ def build_results(cfg: dict, corpus: dict, train_info: dict, progress: dict, com
     for name, scores in progress.get("lr_sweep", {}).items():
         finite = {r: v for r, v in scores.items() if v is not None}
         sweep[name] = {"rates": dict(scores), "chosen": float(min(finite, key=finite.__getitem__)) if finite else None}
+    reason = machinery_check_reason(cfg)
     results = {
         "config": cfg,
         "corpus": corpus,
         "complete": complete,
-        "machinery_check": cfg.get("preset") == "smoke",
+        "machinery_check": reason is not None,
+        "machinery_check_reason": reason,
         "train_len": train_len,
         "eval_lengths": lengths,
         "schemes": schemes,
@@ -81,10 +85,13 @@ def _cell(entry: Optional[dict], key: str, ci: bool = True) -> str:
     value = entry.get(key)
     if value is None:
         return "—"
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "not measured"
     text = f"{value:.3f}"
-    if ci and key + "_ci" in entry:
-        lo, hi = entry[key + "_ci"]
-        text += f" [{lo:.3f}, {hi:.3f}]"
+    pair = entry.get(key + "_ci")
+    if ci and isinstance(pair, (list, tuple)) and len(pair) == 2:
+        if all(isinstance(v, (int, float)) and math.isfinite(v) for v in pair):
+            text += f" [{pair[0]:.3f}, {pair[1]:.3f}]"
     if entry.get("note") and "interpolated" in entry["note"]:
         text += " †"
     return text
@@ -96,7 +103,8 @@ def markdown(results: dict, command: str = "") -> str:
     head = [f"{n} ({n // train_len}x)" for n in lengths]
     lines = ["# posenc lab results", ""]
     if results.get("machinery_check"):
-        lines += [f"**Smoke run: {MACHINERY_CHECK}.** It only checks that every step runs.", ""]
+        why = results.get("machinery_check_reason") or "a run too small to mean anything"
+        lines += [f"**{MACHINERY_CHECK}.** This run is too small ({why}); it only checks that every step runs.", ""]
     if command:
         lines += ["Command: `" + command + "`", ""]
     corpus = results.get("corpus", {})
@@ -119,8 +127,8 @@ def markdown(results: dict, command: str = "") -> str:
             f"passkey sequences at the training length (answer term weighted "
             f"{cfg.get('retrieval_answer_weight', 1.0):g}); evaluation asks "
             f"{cfg.get('retrieval_trials', 0)} keys per length and distance bin (filler from "
-            f"the validation text). Accuracy is greedy exact match of the 5-digit key with a "
-            f"95% bootstrap interval over trials; log2 p(key) is in bits (knowing only "
+            f"the validation text). Accuracy is greedy exact match of the 5-digit key with an "
+            f"exact (Clopper–Pearson) 95% interval; log2 p(key) is in bits (knowing only "
             f'"five digits" scores {CHANCE_LOGP_BITS:.1f}).',
             "",
         ]
@@ -219,8 +227,19 @@ def markdown(results: dict, command: str = "") -> str:
 def _acc(cell: Optional[dict]) -> str:
     if not cell:
         return "—"
-    lo, hi = cell["accuracy_ci"]
-    return f"{cell['accuracy']:.0%} [{lo:.0%}, {hi:.0%}] · {cell['logp_bits']:.1f}"
+    acc, ci, logp = cell.get("accuracy"), cell.get("accuracy_ci"), cell.get("logp_bits")
+    if not isinstance(acc, (int, float)) or not math.isfinite(acc):
+        return "not measured"
+    text = f"{acc:.0%}"
+    if (
+        isinstance(ci, (list, tuple))
+        and len(ci) == 2
+        and all(isinstance(v, (int, float)) and math.isfinite(v) for v in ci)
+    ):
+        text += f" [{ci[0]:.0%}, {ci[1]:.0%}]"
+    if isinstance(logp, (int, float)) and math.isfinite(logp):
+        text += f" · {logp:.1f}"
+    return text
 
 
 def _retrieval_tables(results: dict) -> List[str]:
@@ -286,14 +305,15 @@ def _retrieval_tables(results: dict) -> List[str]:
 
 
 def _verdict_lines(results: dict) -> List[str]:
+    if results.get("machinery_check"):
+        return ["", "## Verdicts", "", f"None: {MACHINERY_CHECK}."]
     vs = results.get("verdicts", [])
+    tests = sum(v["verdict"] != "not measured" for v in vs)
     lines = [
         "",
         "## Perplexity and retrieval side by side",
         "",
-        "Each claim is judged by its 95% intervals: **seen** when they separate in the "
-        "claimed direction, **not seen** when they separate the other way, **within noise** "
-        "when they overlap.",
+        rule_text(tests),
         "",
     ]
     by_scheme: Dict[str, Dict[str, dict]] = {}
@@ -314,14 +334,14 @@ def _verdict_lines(results: dict) -> List[str]:
             )
         if ret and ret["verdict"] != "not measured":
             parts.append(
-                f"retrieval beyond the training length {quote(ret['a'], True)} at {top} "
-                f"vs near keys {quote(ret['b'], True)} at 1x: {ret['verdict']}"
+                f"at {top} bytes, far keys {quote(ret['a'], True)} vs near keys {quote(ret['b'], True)}: "
+                f"{ret['verdict']}"
             )
         grip = pair.get("retrieval-logp")
         if grip and grip["verdict"] != "not measured":
             parts.append(
-                f"log2 p(key) beyond the training length {quote(grip['a'], bits=True)} at {top} "
-                f"vs near keys {quote(grip['b'], bits=True)} at 1x: {grip['verdict']}"
+                f"log2 p(key) at {top} bytes, far keys {quote(grip['a'], bits=True)} vs near keys "
+                f"{quote(grip['b'], bits=True)}: {grip['verdict']}"
             )
         if parts:
             lines.append(f"- **{label}**: " + "; ".join(parts) + ".")
@@ -330,6 +350,20 @@ def _verdict_lines(results: dict) -> List[str]:
         expected = f" (literature: {v['expected']})" if v.get("expected") else ""
         lines.append(f"- {v['claim']}: **{v['verdict']}**{expected}. {v['evidence']}")
     return lines
+
+
+def rule_text(tests: int) -> str:
+    """What the verdicts of a run that made ``tests`` comparisons mean."""
+    return (
+        f"This run makes {tests} comparisons. Each is tested the way it was measured (paired over "
+        f"the same windows or trials where both sides share them; exact tests for exact matches), "
+        f"and a claim is **seen** (or **not seen**, the other way) only when its test passes Holm's "
+        f"rule at a family-wise {ALPHA:.0%}: the chance that any seen or not seen below is a false "
+        f"alarm of window or trial sampling is at most {ALPHA:.0%} (testing each at 5% alone would "
+        f"expect {0.05 * tests:.1f} false alarms when nothing differs). **Within noise** means this "
+        f"run cannot tell, never equal. One training seed: the spread between training runs is not "
+        f"covered (`posenc lab --seeds` covers it)."
+    )
 
 
 # -- plots -------------------------------------------------------------------------------------

@@ -1,25 +1,42 @@
-"""Verdicts: did the pattern the literature reports appear in this run, as far as its intervals tell?
+"""Verdicts: did the pattern the literature reports appear in this run, beyond its noise?
 
-Every claim compares two measured quantities ``a`` and ``b``, each a mean with a 95% bootstrap
-interval, in a stated direction (``a > b`` or ``a < b``). The rule (:func:`interval_verdict`):
+Every claim compares two measured quantities ``a`` and ``b`` in a stated direction (``a > b`` or
+``a < b``) with a test that fits how they were measured (:mod:`posenc.lab.stats`):
 
-* **seen**: the intervals do not overlap, and ``a`` lies on the claimed side;
-* **not seen**: the intervals do not overlap, and ``a`` lies on the other side;
-* **within noise**: the intervals overlap (touching counts as overlapping);
-* **not measured**: the run lacks one of the two numbers.
+* bits per byte of two models, or of one model at two lengths, are means over the **same**
+  validation windows (every length scores the same bytes): a paired bootstrap over windows;
+* exact matches of two models on the **same** passkey trials: the exact McNemar test;
+* near against far keys at the **same** length (different trials): Fisher's exact test for exact
+  matches, a bootstrap of the difference of means for ``log2 p(key)``.
 
-Non-overlap of two 95% intervals is a conservative test (two means can differ significantly while
-their intervals still overlap a little), so "within noise" means "this run cannot tell", never "equal".
-Every verdict quotes both numbers and their intervals.
+A run makes many comparisons, so the rule is Holm's (family-wise 5%): the chance that *any*
+"seen" or "not seen" of the run is a false alarm of trial or window sampling is at most 5%.
+
+* **seen**: the test rejects "no difference" under Holm's rule, and ``a`` lies on the claimed side;
+* **not seen**: it rejects, and ``a`` lies on the other side;
+* **within noise**: it does not reject; this run cannot tell, which never means "equal";
+* **not measured**: a number is missing, not finite, or lacks its per-window or per-trial values.
+
+These cover the sampling of windows and trials within one training run. Training-seed spread is
+covered by :func:`combine_seeds`, which says "seen" only when every seed says so.
+A run too small to mean anything (:func:`machinery_check_reason`) gets no verdicts at all.
 """
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+import math
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
 
 from .schema import VERDICTS
+from .stats import fisher_exact, holm, mcnemar_exact, paired_difference, unpaired_difference
 
 SEEN, WITHIN_NOISE, NOT_SEEN, NOT_MEASURED = VERDICTS
+#: Family-wise error rate of one run's verdicts (Holm's rule).
+ALPHA = 0.05
+#: A run smaller than any of these is a machinery check: its numbers carry no meaning.
+MIN_STEPS, MIN_WINDOWS, MIN_TRIALS = 200, 32, 30
 
 #: Display names of the schemes and extension methods.
 LABELS = {
@@ -50,27 +67,55 @@ EXPECTED = {
 }
 
 
-def interval_verdict(a: Tuple[float, float], b: Tuple[float, float], relation: str) -> str:
-    """The verdict on the claim ``a <relation> b`` from the two intervals ``(lo, hi)``."""
-    if relation not in (">", "<"):
-        raise ValueError(f"relation must be '>' or '<', got {relation!r}")
-    (a_lo, a_hi), (b_lo, b_hi) = a, b
-    if a_lo > a_hi or b_lo > b_hi:
-        raise ValueError(f"intervals must be (lo, hi) with lo <= hi, got {a} and {b}")
-    if a_lo > b_hi:
-        return SEEN if relation == ">" else NOT_SEEN
-    if a_hi < b_lo:
-        return SEEN if relation == "<" else NOT_SEEN
-    return WITHIN_NOISE
+def machinery_check_reason(cfg: dict) -> Optional[str]:
+    """Why a run of config ``cfg`` is too small for its numbers to mean anything, or None.
+
+    Decided by the run's size, whatever its preset is called: fewer than :data:`MIN_STEPS`
+    training steps, fewer than :data:`MIN_WINDOWS` validation windows, or (with retrieval) fewer
+    than :data:`MIN_TRIALS` keys per cell."""
+    reasons = []
+    steps, windows, trials = cfg.get("steps"), cfg.get("eval_windows"), cfg.get("retrieval_trials")
+    if not isinstance(steps, int) or steps < MIN_STEPS:
+        reasons.append(f"{steps} training steps (fewer than {MIN_STEPS})")
+    if not isinstance(windows, int) or windows < MIN_WINDOWS:
+        reasons.append(f"{windows} validation windows (fewer than {MIN_WINDOWS})")
+    if isinstance(trials, int) and 0 < trials < MIN_TRIALS:
+        reasons.append(f"{trials} passkey trials per cell (fewer than {MIN_TRIALS})")
+    return "; ".join(reasons) or None
+
+
+def _finite(value) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
 
 
 def _side(label: str, entry: Optional[dict], key: str) -> Optional[dict]:
+    """``{label, value, ci}`` of ``entry[key]`` when the value and both ends of its interval are
+    finite numbers; None (not measured) otherwise."""
     if not isinstance(entry, dict) or entry.get("cannot"):
         return None
-    value, ci = entry.get(key), entry.get(key + "_ci")
+    value, ci = _finite(entry.get(key)), entry.get(key + "_ci")
     if value is None or not isinstance(ci, (list, tuple)) or len(ci) != 2:
         return None
-    return {"label": label, "value": float(value), "ci": [float(ci[0]), float(ci[1])]}
+    lo, hi = _finite(ci[0]), _finite(ci[1])
+    if lo is None or hi is None or lo > hi:
+        return None
+    return {"label": label, "value": value, "ci": [lo, hi]}
+
+
+def _units(entry: Optional[dict], key: str) -> Optional[np.ndarray]:
+    """The per-window or per-trial values ``entry[key]`` as a finite float array, else None."""
+    if not isinstance(entry, dict) or entry.get("cannot"):
+        return None
+    raw = entry.get(key)
+    if not isinstance(raw, list) or not raw:
+        return None
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in raw):
+        return None
+    values = np.asarray(raw, dtype=np.float64)
+    return values if np.all(np.isfinite(values)) else None
 
 
 def quote(side: dict, percent: bool = False, bits: bool = False) -> str:
@@ -83,170 +128,353 @@ def quote(side: dict, percent: bool = False, bits: bool = False) -> str:
     return f"{side['value']:.3f} [{side['ci'][0]:.3f}, {side['ci'][1]:.3f}]"
 
 
-def judge(
+def _record(claim, a, b, relation, *, group, scheme, expected, unit) -> Dict[str, Any]:
+    if relation not in (">", "<"):
+        raise ValueError(f"relation must be '>' or '<', got {relation!r}")
+    return {
+        "claim": claim,
+        "group": group,
+        "scheme": scheme,
+        "expected": expected,
+        "relation": relation,
+        "unit": unit,
+        "a": a,
+        "b": b,
+        "test": None,
+        "effect": None,
+        "effect_ci": None,
+        "p": None,
+        "verdict": NOT_MEASURED,
+        "evidence": "",
+    }
+
+
+def _missing(record: dict, why: str) -> dict:
+    record["evidence"] = f"not measured in this run ({why})"
+    return record
+
+
+def compare(
     claim: str,
-    a: Optional[dict],
-    b: Optional[dict],
+    a_entry: Optional[dict],
+    b_entry: Optional[dict],
     relation: str,
     *,
+    kind: str,
+    labels: Sequence[str],
     group: str,
     scheme: Optional[str] = None,
     expected: Optional[str] = None,
-    percent: bool = False,
-    bits: bool = False,
+    paired: bool,
+    samples: int = 2000,
+    seed: int = 0,
 ) -> dict:
-    """One verdict record (the ``verdicts`` entries of ``results.json``)."""
-    record = {"claim": claim, "group": group, "scheme": scheme, "expected": expected, "a": a, "b": b}
-    if a is None or b is None:
-        missing = [s for s, v in (("first", a), ("second", b)) if v is None]
+    """One comparison record, before Holm's rule (:func:`decide` turns its ``p`` into a verdict).
+
+    ``kind`` is ``"bpb"`` (entries are evaluation results; per-window values ``bpb_windows``),
+    ``"accuracy"`` or ``"logp"`` (entries are retrieval cells; per-trial ``correct`` / ``logp``).
+    ``paired`` says that both entries scored the same windows or trials."""
+    key, units, unit = {
+        "bpb": ("bpb", "bpb_windows", "bpb"),
+        "accuracy": ("accuracy", "correct", "percent"),
+        "logp": ("logp_bits", "logp", "bits"),
+    }[kind]
+    a, b = _side(labels[0], a_entry, key), _side(labels[1], b_entry, key)
+    record = _record(claim, a, b, relation, group=group, scheme=scheme, expected=expected, unit=unit)
+    missing = [name for name, side in (("first", a), ("second", b)) if side is None]
+    if missing:
+        return _missing(record, f"{' and '.join(missing)} number missing or not finite")
+    x, y = _units(a_entry, units), _units(b_entry, units)
+    if x is None or y is None:
+        return _missing(record, f"no per-{'window' if kind == 'bpb' else 'trial'} values to compare")
+    if paired and x.size != y.size:
+        return _missing(record, f"the two sides scored {x.size} and {y.size} units, not the same ones")
+    if kind == "accuracy":
+        if paired:
+            a_only, b_only, p = mcnemar_exact(x, y)
+            record.update(test=f"exact McNemar ({a_only} trials only the first right, {b_only} only the second)")
+            record["effect"] = (a_only - b_only) / x.size
+        else:
+            k1, k2 = int(x.sum()), int(y.sum())
+            p = fisher_exact(k1, x.size, k2, y.size)
+            record.update(test=f"Fisher exact ({k1}/{x.size} vs {k2}/{y.size})")
+            record["effect"] = k1 / x.size - k2 / y.size
+        record["p"] = p
+    else:
+        fn = paired_difference if paired else unpaired_difference
+        out = fn(x, y, samples=samples, seed=seed)
+        what = "windows" if kind == "bpb" else "trials"
         record.update(
-            verdict=NOT_MEASURED, evidence=f"not measured in this run ({' and '.join(missing)} number missing)"
+            test=f"paired bootstrap over {x.size} {what}" if paired else f"bootstrap of {x.size} vs {y.size} {what}",
+            effect=out["effect"],
+            effect_ci=out["effect_ci"],
+            p=out["p"],
         )
-        return record
-    record["verdict"] = interval_verdict(tuple(a["ci"]), tuple(b["ci"]), relation)
-    record["evidence"] = f"{a['label']} {quote(a, percent, bits)} vs {b['label']} {quote(b, percent, bits)}"
     return record
+
+
+def judge_all(records: List[dict], alpha: float = ALPHA) -> List[dict]:
+    """Apply Holm's rule over every measured record and fill ``verdict``, ``evidence`` and
+    ``holm_tests`` (how many comparisons the rule covered)."""
+    ps = [r["p"] if r["verdict"] == NOT_MEASURED and r["p"] is not None else None for r in records]
+    rejected = holm(ps, alpha)
+    m = sum(p is not None for p in ps)
+    for r, p, reject in zip(records, ps, rejected):
+        if p is None:
+            continue
+        r["holm_tests"] = m
+        effect = r["effect"]
+        if reject and effect != 0:
+            right_side = effect > 0 if r["relation"] == ">" else effect < 0
+            r["verdict"] = SEEN if right_side else NOT_SEEN
+        else:
+            r["verdict"] = WITHIN_NOISE
+        r["evidence"] = evidence(r)
+    return records
+
+
+def evidence(r: dict) -> str:
+    unit = r["unit"]
+    opts = dict(percent=unit == "percent", bits=unit == "bits")
+    text = f"{r['a']['label']} {quote(r['a'], **opts)} vs {r['b']['label']} {quote(r['b'], **opts)}"
+    if unit == "percent":
+        diff = f"{r['effect']:+.0%}"
+    elif unit == "bits":
+        diff = f"{r['effect']:+.1f} bits"
+    else:
+        diff = f"{r['effect']:+.3f}"
+    if r.get("effect_ci"):
+        lo, hi = r["effect_ci"]
+        diff += f" [{lo:+.0%}, {hi:+.0%}]" if unit == "percent" else f" [{lo:+.3g}, {hi:+.3g}]"
+    return f"{text}; difference {diff}, {r['test']}, p = {r['p']:.2g} (Holm over {r['holm_tests']} tests)"
 
 
 def _retrieval(entry: Optional[dict], bin_name: str) -> Optional[dict]:
     if not isinstance(entry, dict):
         return None
-    cell = (entry.get("retrieval") or {}).get(bin_name)
+    cell = (entry.get("retrieval") or {}).get(bin_name) if isinstance(entry.get("retrieval"), dict) else None
     return cell if isinstance(cell, dict) else None
 
 
+def _get(table: Any, key: str) -> Optional[dict]:
+    value = table.get(key) if isinstance(table, dict) else None
+    return value if isinstance(value, dict) else None
+
+
 def verdicts(results: dict) -> List[dict]:
-    """Every verdict this run can give, from its ``results.json`` content (before the verdicts)."""
-    lengths = results["eval_lengths"]
-    train_len = results["train_len"]
+    """Every verdict this run can give, from its ``results.json`` content (before the verdicts);
+    none for a machinery check or a run with fewer than two evaluation lengths."""
+    if results.get("machinery_check"):
+        return []
+    lengths = [n for n in (results.get("eval_lengths") or []) if isinstance(n, int) and n > 0]
+    train_len = results.get("train_len")
+    if len(lengths) < 2 or not isinstance(train_len, int) or train_len < 1:
+        return []
+    cfg = results.get("config") or {}
+    boot = dict(samples=max(2, int(cfg.get("bootstrap_samples", 2000))), seed=int(cfg.get("seed", 0)))
     base, top = str(lengths[0]), str(lengths[-1])
     mult = f"{lengths[-1] // train_len}x"
-    schemes, ext = results["schemes"], results["extension"]
+    schemes = results.get("schemes") or {}
+    ext = results.get("extension") or {}
     out: List[dict] = []
-    if top == base:
-        return out
 
     for name, s in schemes.items():
         label = LABELS.get(name, name)
         ppl, ret = EXPECTED.get(name, (None, None))
-        ev = s.get("eval", {})
+        ev = (s or {}).get("eval") or {}
         out.append(
-            judge(
+            compare(
                 f"{label} reads text at {top} bytes ({mult}) worse than at {base} (1x)",
-                _side(f"bpb at {top}", ev.get(top), "bpb"),
-                _side(f"bpb at {base}", ev.get(base), "bpb"),
+                _get(ev, top),
+                _get(ev, base),
                 ">",
+                kind="bpb",
+                labels=(f"bpb at {top}", f"bpb at {base}"),
                 group="perplexity",
                 scheme=name,
                 expected=ppl,
+                paired=True,
+                **boot,
             )
         )
-        out.append(
-            judge(
-                f"{label} retrieves keys beyond the training length (far, at {top}) less "
-                f"often than near keys at {base}",
-                _side(f"far keys at {top}", _retrieval(ev.get(top), "far"), "accuracy"),
-                _side(f"near keys at {base}", _retrieval(ev.get(base), "near"), "accuracy"),
-                "<",
-                group="retrieval",
-                scheme=name,
-                expected=ret,
-                percent=True,
-            )
-        )
-        out.append(
-            judge(
-                f"{label} gives keys beyond the training length (far, at {top}) less probability "
-                f"than near keys at {base}",
-                _side(f"log2 p(key), far keys at {top}", _retrieval(ev.get(top), "far"), "logp_bits"),
-                _side(f"near keys at {base}", _retrieval(ev.get(base), "near"), "logp_bits"),
-                "<",
-                group="retrieval-logp",
-                scheme=name,
-                expected=ret,
-                bits=True,
-            )
-        )
-
-    rope_eval = schemes.get("rope", {}).get("eval", {})
-    far_keys = [str(n) for n in lengths if n >= 4 * lengths[0]]
-    for method in ("ntk", "yarn"):
-        for k in far_keys:
+        far, near = _retrieval(_get(ev, top), "far"), _retrieval(_get(ev, top), "near")
+        for kind, group, verb in (
+            ("accuracy", "retrieval", "retrieves far keys (beyond the training length) less often than near keys"),
+            ("logp", "retrieval-logp", "gives far keys (beyond the training length) less probability than near keys"),
+        ):
+            prefix = "log2 p(key), " if kind == "logp" else ""
             out.append(
-                judge(
-                    f"{LABELS[method]} reads {k} bytes better than plain RoPE without retraining",
-                    _side(f"{method} at {k}", ext.get(method, {}).get(k), "bpb"),
-                    _side(f"plain RoPE at {k}", rope_eval.get(k), "bpb"),
+                compare(
+                    f"{label} {verb}, both at {top} bytes",
+                    far,
+                    near,
                     "<",
+                    kind=kind,
+                    labels=(f"{prefix}far keys at {top}", f"near keys at {top}"),
+                    group=group,
+                    scheme=name,
+                    expected=ret,
+                    paired=False,
+                    **boot,
+                )
+            )
+
+    rope_eval = (schemes.get("rope") or {}).get("eval") or {}
+    far_lengths = [str(n) for n in lengths if n >= 4 * lengths[0]]
+    for method in ("ntk", "yarn"):
+        for k in far_lengths:
+            out.append(
+                compare(
+                    f"{LABELS[method]} reads {k} bytes better than plain RoPE without retraining",
+                    _get(_get(ext, method), k),
+                    _get(rope_eval, k),
+                    "<",
+                    kind="bpb",
+                    labels=(f"{method} at {k}", f"plain RoPE at {k}"),
                     group="extension",
                     scheme=method,
                     expected="seen (bloc97 2023; Peng et al. 2023)",
+                    paired=True,
+                    **boot,
                 )
             )
-    linear, none = ext.get("linear", {}), ext.get("none", {})
-    out.append(
-        judge(
+    linear, none = _get(ext, "linear") or {}, _get(ext, "none") or {}
+    pi_ft, none_ft = _get(_get(linear, top), "finetuned"), _get(_get(none, top), "finetuned")
+    for claim, a, b, rel, labels, expected in (
+        (
             f"PI without fine-tuning reads {top} bytes worse than plain RoPE",
-            _side(f"PI at {top}", linear.get(top), "bpb"),
-            _side(f"plain RoPE at {top}", rope_eval.get(top), "bpb"),
+            _get(linear, top),
+            _get(rope_eval, top),
             ">",
-            group="extension",
-            scheme="linear",
-            expected="seen (Chen et al. 2023)",
-        )
-    )
-    out.append(
-        judge(
+            (f"PI at {top}", f"plain RoPE at {top}"),
+            "seen (Chen et al. 2023)",
+        ),
+        (
             f"A short fine-tune improves PI at {top}",
-            _side(f"PI fine-tuned at {top}", (linear.get(top) or {}).get("finetuned"), "bpb"),
-            _side(f"PI at {top}", linear.get(top), "bpb"),
+            pi_ft,
+            _get(linear, top),
             "<",
-            group="extension",
-            scheme="linear",
-            expected="seen (Chen et al. 2023)",
-        )
-    )
-    out.append(
-        judge(
+            (f"PI fine-tuned at {top}", f"PI at {top}"),
+            "seen (Chen et al. 2023)",
+        ),
+        (
             f"After the same fine-tune, PI reads {top} bytes better than plain RoPE",
-            _side(f"PI fine-tuned at {top}", (linear.get(top) or {}).get("finetuned"), "bpb"),
-            _side(f"plain RoPE fine-tuned at {top}", (none.get(top) or {}).get("finetuned"), "bpb"),
+            pi_ft,
+            none_ft,
             "<",
-            group="extension",
-            scheme="linear",
-            expected="seen (Chen et al. 2023, against fine-tuned extrapolation)",
+            (f"PI fine-tuned at {top}", f"plain RoPE fine-tuned at {top}"),
+            "seen (Chen et al. 2023, against fine-tuned extrapolation)",
+        ),
+    ):
+        out.append(
+            compare(
+                claim,
+                a,
+                b,
+                rel,
+                kind="bpb",
+                labels=labels,
+                group="extension",
+                scheme="linear",
+                expected=expected,
+                paired=True,
+                **boot,
+            )
         )
-    )
-    tuned = any("finetuned" in e for per_len in ext.values() for e in per_len.values())
+    tuned = any(isinstance(e, dict) and "finetuned" in e for per in ext.values() for e in (per or {}).values())
     expected = "seen for interpolation with a fine-tune (Chen et al. 2023; Peng et al. 2023)"
     for method in [m for m in ext if m != "none"]:
         label = LABELS.get(method, method)
+        per = _get(ext, method) or {}
         if tuned:
             claim = f"{label} with a short fine-tune {{}} at {top}{{}} than plain RoPE fine-tuned the same way"
-            cell_a = _retrieval((ext[method].get(top) or {}).get("finetuned"), "far")
-            cell_b = _retrieval((none.get(top) or {}).get("finetuned"), "far")
+            cell_a = _retrieval(_get(_get(per, top), "finetuned"), "far")
+            cell_b = _retrieval(none_ft, "far")
             label_a, label_b = f"{method} fine-tuned, far keys", "plain RoPE fine-tuned, far keys"
         else:
             claim = f"{label} {{}} at {top}{{}} than plain RoPE, no retraining"
-            cell_a = _retrieval(ext[method].get(top), "far")
-            cell_b = _retrieval(rope_eval.get(top), "far")
+            cell_a = _retrieval(_get(per, top), "far")
+            cell_b = _retrieval(_get(rope_eval, top), "far")
             label_a, label_b = f"{method}, far keys", "plain RoPE, far keys"
         # The claim in exact matches, then in log2 p(key), which moves long before exact matches do.
-        for verb, more, key, group, unit in (
-            ("retrieves far keys", " more often", "accuracy", "extension-retrieval", dict(percent=True)),
-            ("gives far keys more probability", "", "logp_bits", "extension-retrieval-logp", dict(bits=True)),
+        for verb, more, kind, group in (
+            ("retrieves far keys", " more often", "accuracy", "extension-retrieval"),
+            ("gives far keys more probability", "", "logp", "extension-retrieval-logp"),
         ):
-            prefix = "log2 p(key), " if key == "logp_bits" else ""
+            prefix = "log2 p(key), " if kind == "logp" else ""
             out.append(
-                judge(
+                compare(
                     claim.format(verb, more),
-                    _side(prefix + label_a, cell_a, key),
-                    _side(label_b, cell_b, key),
+                    cell_a,
+                    cell_b,
                     ">",
+                    kind=kind,
+                    labels=(prefix + label_a, label_b),
                     group=group,
                     scheme=method,
                     expected=expected,
-                    **unit,
+                    paired=True,
+                    **boot,
                 )
             )
+    return judge_all(out)
+
+
+def combine_seeds(per_seed: Dict[int, List[dict]]) -> List[dict]:
+    """One verdict per claim across training seeds (``{seed: verdicts of that seed's run}``).
+
+    A claim is **seen** only when every seed sees it, each under its own Holm rule (so it holds
+    beyond the trial and window sampling of every run and beyond the spread between seeds);
+    **not seen** when every seed finds the opposite; **not measured** when no seed measured it;
+    otherwise **within noise**. Each record keeps the effect of every seed and their mean and
+    standard deviation (``effect_by_seed``, ``effect_mean``, ``effect_sd``)."""
+    if not per_seed:
+        return []
+    seeds = sorted(per_seed)
+    order: List[str] = []
+    by_claim: Dict[str, Dict[int, dict]] = {}
+    for s in seeds:
+        for v in per_seed[s]:
+            if v["claim"] not in by_claim:
+                order.append(v["claim"])
+            by_claim.setdefault(v["claim"], {})[s] = v
+    out = []
+    for claim in order:
+        runs = by_claim[claim]
+        first = next(iter(runs.values()))
+        got = [runs[s]["verdict"] if s in runs else NOT_MEASURED for s in seeds]
+        effects = {s: runs[s]["effect"] for s in seeds if s in runs and _finite(runs[s].get("effect")) is not None}
+        if all(g == NOT_MEASURED for g in got):
+            verdict = NOT_MEASURED
+        elif all(g == SEEN for g in got):
+            verdict = SEEN
+        elif all(g == NOT_SEEN for g in got):
+            verdict = NOT_SEEN
+        else:
+            verdict = WITHIN_NOISE
+        values = list(effects.values())
+        mean = float(np.mean(values)) if values else None
+        sd = float(np.std(values, ddof=1)) if len(values) > 1 else None
+        tally = ", ".join(f"seed {s}: {g}" for s, g in zip(seeds, got))
+        spread = ""
+        if mean is not None:
+            fmt = (lambda v: f"{v:+.0%}") if first.get("unit") == "percent" else (lambda v: f"{v:+.3g}")
+            spread = f"; difference per seed {', '.join(fmt(v) for v in values)}, mean {fmt(mean)}" + (
+                f", sd {abs(sd):.3g}" if sd is not None else ""
+            )
+        out.append(
+            {
+                "claim": claim,
+                "group": first.get("group"),
+                "scheme": first.get("scheme"),
+                "expected": first.get("expected"),
+                "unit": first.get("unit"),
+                "verdict": verdict,
+                "by_seed": {str(s): g for s, g in zip(seeds, got)},
+                "effect_by_seed": {str(s): effects[s] for s in effects},
+                "effect_mean": mean,
+                "effect_sd": sd,
+                "evidence": f"{len(seeds)} seeds ({tally}){spread}",
+            }
+        )
     return out
