@@ -230,3 +230,40 @@ def test_cli_bad_plot_path(tmp_path, capsys):
     assert "--plot must end in" in capsys.readouterr().err
     assert cli.main(["inspect", str(folder), "--plot", str(tmp_path / "no" / "such" / "dir" / "w.png")]) == 2
     assert "cannot write" in capsys.readouterr().err
+
+
+# -- the rotated width is the one the family's code uses (and the one posenc's patch rotates) --------------
+@pytest.mark.parametrize("model_type", ["llama", "qwen2", "qwen3", "mistral", "gemma", "gpt_oss", "falcon"])
+def test_width_follows_the_family_code_not_partial_rotary_factor(model_type):
+    pytest.importorskip("transformers")
+    config = {
+        "model_type": model_type,
+        "hidden_size": 256,
+        "num_attention_heads": 2,
+        "max_position_embeddings": 4096,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+    }
+    if model_type != "falcon":  # FalconConfig derives head_dim and refuses it as an argument
+        config["head_dim"] = 128
+    report = inspect_config(config)
+    assert (report["rotary_dim"], report["unrotated_dim"]) == (128, 0)
+    assert "partial_rotary_factor=0.5 would rotate 64 of 128" in report["rotary_dim_note"]
+    assert "partial_rotary_factor=0.5 would rotate 64 of 128" in format_report(report).replace("\n" + " " * 17, " ")
+
+
+def test_width_where_the_code_uses_partial_rotary_factor_has_no_note(reports):
+    assert reports["phi-2"]["rotary_dim"] == 32 and reports["phi-2"]["rotary_dim_note"] is None
+    assert all(r["rotary_dim_note"] is None for r in reports.values())  # the fixtures' code and config agree
+
+
+def test_inspect_and_patch_agree_on_the_width():
+    pytest.importorskip("transformers")
+    from posenc import testing as tiny
+    from posenc.integrations.transformers import patch
+
+    model = tiny.tiny_model(
+        "mistral",
+        rope_parameters={"rope_type": "default", "rope_theta": 1e6, "partial_rotary_factor": 0.25},
+    )
+    with patch(model) as handle:
+        assert inspect_config(model.config)["rotary_dim"] == handle.rope.rotary_dim == 128

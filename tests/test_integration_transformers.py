@@ -22,6 +22,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from posenc import testing as tiny  # noqa: E402  (after the importorskip above)
+from posenc.hf import rotary_kwargs_from_hf  # noqa: E402
 from posenc.integrations.transformers import (  # noqa: E402
     ARCHITECTURES,
     PosencRotaryTables,
@@ -354,3 +355,79 @@ def test_bad_position_ids_are_refused_by_name(models):
             tiny.logits(model, ids, positions(0) - 3)
         with pytest.raises(TypeError, match="position_ids"):  # no float positions
             tiny.logits(model, ids, positions(0).float())
+
+
+# -- what the family's code does, not what its config could mean -------------------------------------------
+#: families whose default rope computes and rotates the whole head whatever partial_rotary_factor says
+WHOLE_HEAD_FAMILIES = {
+    "llama": "codellama-7b",
+    "qwen2": "qwen2.5-7b-instruct-yarn",
+    "qwen3": "qwen3",
+    "mistral": "mistral",
+    "gemma": "gemma",
+    "gpt_oss": "gpt-oss-20b",
+    "falcon": "falcon",
+}
+
+
+def half_rotary_default(name: str):
+    """Case ``name`` with the default rope type and ``partial_rotary_factor=0.5``."""
+    return tiny.tiny_model(
+        name,
+        rope_scaling=None,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+    )
+
+
+@pytest.mark.parametrize("family", sorted(WHOLE_HEAD_FAMILIES))
+def test_partial_rotary_factor_follows_the_family_code(family):
+    model = half_rotary_default(WHOLE_HEAD_FAMILIES[family])
+    assert model.config.model_type == family
+    original = next(m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding"))
+    head_dim = rotary_kwargs_from_hf(model.config)["head_dim"]
+    assert original.inv_freq.numel() == head_dim // 2  # transformers' code: the whole head, factor unused
+    ids, pos = ids_for(), positions(0)
+    exact = tiny.logits(tiny.float64_reference(model), ids, pos)
+    before = tiny.logits(model, ids, pos)
+    noise = max_diff(before, exact)
+    with patch(model) as handle:
+        after = tiny.logits(model, ids, pos)
+        assert handle.rope.rotary_dim == head_dim
+    assert 0 < noise < 1e-4
+    assert max_diff(after, before) <= 4 * noise, (family, max_diff(after, before), noise)
+    # the reference is exact: half-width tables would be far from it (a wrong width is not noise)
+    assert max_diff(before, exact) <= 4 * noise
+
+
+def test_partial_rotary_factor_still_applies_where_the_code_uses_it():
+    model = tiny.tiny_model("phi-2")  # partial_rotary_factor 0.4: Phi slices the head in its attention
+    with patch(model) as handle:
+        assert handle.rope.rotary_dim == 32 and handle.rope.head_dim == 80
+
+
+def test_a_width_the_code_cannot_apply_is_refused_and_nothing_changes():
+    # a scaled rope type computes frequencies for int(head_dim * partial_rotary_factor) features, which
+    # Mistral's attention then applies to the whole head: transformers' own forward fails
+    model = tiny.tiny_model(
+        "mistral",
+        rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6, "partial_rotary_factor": 0.5},
+    )
+    with pytest.raises(RuntimeError):
+        tiny.logits(model, ids_for())
+    rotary = model.model.rotary_emb
+    with pytest.raises(UnsupportedModelError, match="64 of 128 .* applies them to the whole head"):
+        patch(model)  # not a silent half-width rotation
+    assert patch_of(model) is None and model.model.rotary_emb is rotary
+    assert "forward" not in model.model.layers[0].self_attn.__dict__
+
+
+def test_config_and_code_widths_that_cannot_be_matched_are_refused():
+    model = tiny.tiny_model("mistral", rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6})
+    rotary = model.model.rotary_emb
+    rotary.inv_freq = rotary.inv_freq[:16]  # a module computing frequencies for 32 features of 128
+    with pytest.raises(
+        UnsupportedModelError, match="rotated width of 128 of 128 .* computes frequencies for 32 features"
+    ):
+        patch(model)
+    assert patch_of(model) is None and model.model.rotary_emb is rotary
+    assert "forward" not in model.model.layers[0].self_attn.__dict__

@@ -3,7 +3,10 @@
 CONFIG is a ``config.json`` file, a model folder holding one, or (from Python) a ``transformers``
 config object or a config dict. The report says:
 
-* the rope type, ``rope_theta``, rotated and unrotated features per head, and the pair layout;
+* the rope type, ``rope_theta``, rotated and unrotated features per head, and the pair layout; the
+  rotated width is the one the family's own ``transformers`` code uses when ``transformers`` is
+  installed (it ignores ``partial_rotary_factor`` with the default rope type in Llama, Qwen 2/3,
+  Mistral, Gemma, gpt-oss and Falcon), with a sentence saying why when the config says otherwise;
 * the trained context (``original_max_position_embeddings``, or ``max_position_embeddings`` for
   unscaled models) and the extended one (``max_position_embeddings``);
 * per rotation pair: its wavelength (tokens per full turn, ``2 pi / theta_i``) and what the scaling
@@ -36,6 +39,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from .hf import rotary_kwargs_from_hf
+from .integrations.transformers import UnsupportedModelError, rotary_kwargs_in_code
 from .rope.scaling import DYNAMIC_TYPES, YaRNScaling, rope_frequencies, yarn_softmax_scale
 from .rope.tables import rope_cos_sin
 
@@ -129,6 +133,14 @@ def inspect_config(config, layer_type: Optional[str] = None) -> Dict[str, Any]:
     """
     data, source = load_config(config)
     kwargs = rotary_kwargs_from_hf(data, layer_type=layer_type)
+    width_note = None
+    if layer_type is None:
+        # the rotated width the family's own transformers code uses (when transformers is installed),
+        # which is what posenc.integrations.transformers.patch rotates too
+        try:
+            kwargs, width_note = rotary_kwargs_in_code(data)
+        except UnsupportedModelError as exc:
+            width_note = f"transformers' code cannot run this config: {exc}"
     scaling, base = kwargs["scaling"], kwargs["base"]
     head_dim, rotary_dim = kwargs["head_dim"], kwargs["rotary_dim"]
     max_positions = kwargs["max_position_embeddings"]
@@ -157,6 +169,7 @@ def inspect_config(config, layer_type: Optional[str] = None) -> Dict[str, Any]:
         "rotary_dim": rotary_dim,
         "unrotated_dim": head_dim - rotary_dim,
         "rotated_pairs": rotary_dim // 2,
+        "rotary_dim_note": width_note,
         "layout": kwargs["layout"],
         "trained_context": trained,
         "extended_context": max_positions,
@@ -363,6 +376,7 @@ def format_report(report: Dict[str, Any]) -> str:
         f"  rope_theta     {_n(r['rope_theta'])}",
         f"  features       {r['rotary_dim']} of {r['head_dim']} per head rotated ({r['rotated_pairs']} pairs), "
         f"{r['unrotated_dim']} unrotated; layout {r['layout']}",
+        *textwrap.wrap(r["rotary_dim_note"] or "", width=100, initial_indent=" " * 17, subsequent_indent=" " * 17),
         f"  context        trained {r['trained_context']:,}, extended {r['extended_context']:,}",
         f"  attention      cos/sin × {r['attention_factor']:.6g}"
         + (f", softmax scale × {r['softmax_scale_factor']:.6g}" if r["softmax_scale_factor"] != 1.0 else ""),

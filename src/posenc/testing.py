@@ -202,9 +202,11 @@ class ExactRotary(nn.Module):
     The angle and cos/sin are plain torch float64 operations, not posenc's tables.
     """
 
-    def __init__(self, config, model_type: str):
+    def __init__(self, config, model_type: str, original: Optional[nn.Module] = None):
         super().__init__()
-        kwargs = rotary_kwargs_from_hf(config)
+        from .integrations.transformers import rotary_kwargs_in_code  # the width the family's code uses
+
+        kwargs, _ = rotary_kwargs_in_code(config, None if original is None else [original])
         self.scaling, self.base, self.rotary_dim = kwargs["scaling"], kwargs["base"], kwargs["rotary_dim"]
         self.model_type = model_type
 
@@ -234,15 +236,15 @@ def float64_reference(model: nn.Module) -> nn.Module:
     model_type = ref.config.model_type
     module = importlib.import_module(type(ref).__module__)
     slots = [
-        (parent, attr)
+        (parent, attr, child)
         for parent in ref.modules()
         for attr, child in parent.named_children()
         if type(child).__name__.endswith("RotaryEmbedding") and type(child).__module__ == module.__name__
     ]
     if not slots:
         raise ValueError(f"no rotary embedding module found in {type(model).__name__}")
-    for parent, attr in slots:
-        setattr(parent, attr, ExactRotary(ref.config, model_type))
+    for parent, attr, child in slots:
+        setattr(parent, attr, ExactRotary(ref.config, model_type, child))
     return ref
 
 

@@ -32,6 +32,7 @@ instead, so keys in a KV cache and later queries agree (see ``docs/transformers.
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib
 import types
@@ -43,6 +44,7 @@ from torch import nn
 
 from ..rope.apply import apply_rotary
 from ..rope.embedding import RotaryEmbedding
+from ..rope.hfconfig import ConfigFields, rotary_kwargs_from_hf
 from ..rope.layout import LAYOUTS
 from ..rope.tables import rope_cos_sin
 
@@ -386,10 +388,6 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
         raise ValueError(f"layout must be one of {sorted(LAYOUTS)} or None, got {layout!r}")
     arch = ARCHITECTURES[model_type]
     module = importlib.import_module(arch.module)
-    rope = _rope_for(model, config)
-    if freeze_frequencies is not None:
-        _check_freezable(rope)
-        rope.freeze_frequencies(freeze_frequencies)
 
     rotary_class_names = {n for n in dir(module) if n.endswith("RotaryEmbedding")}
     rotary_slots = [
@@ -408,6 +406,11 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
             f"calling {sorted(names)} in this {type(model).__name__}; this transformers version "
             f"({_transformers_version()}) lays out {model_type!r} differently from what posenc expects"
         )
+
+    rope = _rope_for(model, config, [child for _, _, child in rotary_slots])
+    if freeze_frequencies is not None:
+        _check_freezable(rope)
+        rope.freeze_frequencies(freeze_frequencies)
 
     handle = PosencPatch(model, rope, layout)
     make = {"pair": _pair_function, "single": _single_function, "complex": _complex_function}[arch.style]
@@ -433,8 +436,141 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
     return handle
 
 
-def _rope_for(model: nn.Module, config) -> RotaryEmbedding:
-    rope = RotaryEmbedding.from_hf_config(config)
+def rotated_width_of(rotary_module: nn.Module) -> Optional[int]:
+    """Features per head a ``transformers`` rotary module's own code rotates, or ``None`` if unknown.
+
+    Two frequencies' worth of features per ``inv_freq`` entry (the Llama-style modules), or the width
+    of GPT-J's sinusoid table. Every attention ``forward`` that runs applies exactly that many: the
+    Llama family multiplies the whole head by ``cat(freqs, freqs)`` (so the entries must cover the
+    head), the Phi family slices the head to the width its module was built for.
+    """
+    inv_freq = getattr(rotary_module, "inv_freq", None)
+    if isinstance(inv_freq, torch.Tensor) and inv_freq.dim() == 1:
+        return 2 * inv_freq.numel()
+    table = getattr(rotary_module, "embed_positions", None)
+    if isinstance(table, torch.Tensor) and table.dim() == 2:
+        return int(table.shape[-1])
+    return None
+
+
+def rotary_kwargs_in_code(config, rotary_modules: Optional[List[nn.Module]] = None) -> Tuple[Dict, Optional[str]]:
+    """:class:`posenc.RotaryEmbedding` arguments for ``config`` as the family's code runs it.
+
+    The config's fields say what a rotation *could* mean; the family's rotary module says what its
+    code does. They disagree for ``partial_rotary_factor`` with the default rope type in Llama, Qwen 2/3,
+    Mistral, Gemma, gpt-oss and Falcon: their default frequencies are computed over the whole head
+    and their attention rotates the whole head, so the factor changes nothing. posenc follows the code.
+
+    Args:
+        config: the model's ``transformers`` config (or a ``config.json`` dict).
+        rotary_modules: the model's own rotary embedding modules; ``None`` builds the family's
+            module from ``config`` (on the meta device) when ``transformers`` knows the model type.
+
+    Returns:
+        ``(kwargs, note)``: the keyword arguments of :func:`posenc.hf.rotary_kwargs_from_hf` with
+        ``rotary_dim`` as the code uses it, and a sentence saying why when it differs from the
+        config's (``None`` when they agree, or when the code could not be consulted).
+
+    Raises:
+        UnsupportedModelError: the code's width cannot be matched: a scaled rope type whose module
+            computes frequencies for a different width than the head it is applied to (the unpatched
+            model fails on its first forward).
+    """
+    kwargs = rotary_kwargs_from_hf(config)
+    if rotary_modules is None:
+        rotary_modules = _rotary_modules_from_config(config)
+    widths = {rotated_width_of(m) for m in rotary_modules}
+    width = widths.pop() if len(widths) == 1 else None
+    if width is None:
+        return kwargs, None
+    fields = ConfigFields(config)
+    factor = _rope_value(fields, "partial_rotary_factor")
+    model_type = fields.get("model_type")
+    said = f"partial_rotary_factor={factor!r}" if factor is not None else "the config"
+    head_dim, config_width = kwargs["head_dim"], kwargs["rotary_dim"]
+    whole_head = _default_width(rotary_modules[0]) == head_dim != config_width
+    if width == config_width and not (whole_head and kwargs["scaling"] is not None):
+        return kwargs, None
+    if kwargs["scaling"] is not None or width > head_dim or width % 2:
+        # A family whose default frequencies ignore the factor (Llama and its relatives) also applies
+        # its tables to the whole head; scaled types compute them for the factor's width (transformers'
+        # shared ROPE_INIT_FUNCTIONS), so that model fails on its first forward.
+        raise UnsupportedModelError(
+            f"{said} gives a rotated width of {config_width} of {head_dim} features; this {model_type!r} "
+            f"model's rotary module computes frequencies for {width} features and its code applies them "
+            f"to {'the whole head' if whole_head else 'a head they do not fit'}, so the unpatched model "
+            "cannot run either and posenc has nothing to match"
+        )
+    note = (
+        f"{said} would rotate {config_width} of {head_dim} features, but transformers' "
+        f"{model_type!r} code computes the default frequencies over {width} features and rotates them "
+        f"all; the width here is the code's ({width})"
+    )
+    return {**kwargs, "rotary_dim": width}, note
+
+
+def _default_width(rotary_module: nn.Module) -> Optional[int]:
+    """The width the family's own default frequencies cover for the module's config, or ``None``."""
+    compute = getattr(type(rotary_module), "compute_default_rope_parameters", None)
+    config = getattr(rotary_module, "config", None)
+    if compute is None or config is None:
+        return None
+    try:
+        with torch.device("meta"):
+            inv_freq, _ = compute(config)
+    except Exception:  # a signature or config this version does not take: nothing to consult
+        return None
+    return 2 * inv_freq.numel() if isinstance(inv_freq, torch.Tensor) and inv_freq.dim() == 1 else None
+
+
+def _rope_value(fields: ConfigFields, key: str):
+    for name in ("rope_parameters", "rope_scaling"):
+        rope = fields.get(name)
+        if isinstance(rope, dict) and rope.get(key) is not None:
+            return rope[key]
+    return fields.get(key)
+
+
+def _rotary_modules_from_config(config) -> List[nn.Module]:
+    """The family's rotary module(s) built from ``config`` on the meta device; ``[]`` if that fails."""
+    try:
+        import transformers
+        from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+    except ImportError:
+        return []
+    fields = ConfigFields(config)
+    model_type = fields.get("model_type")
+    class_name = MODEL_MAPPING_NAMES.get(model_type) if isinstance(model_type, str) else None
+    if not isinstance(class_name, str):
+        return []
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        # transformers fills in rope dicts in place: it works on a copy, the caller's config stays as given
+        if isinstance(config, dict):
+            data = {k: v for k, v in copy.deepcopy(config).items() if k != "model_type"}
+            config = transformers.AutoConfig.for_model(model_type, **data)
+        else:
+            config = copy.deepcopy(config)
+        module = importlib.import_module(getattr(transformers, class_name).__module__)
+        classes = [
+            c
+            for name, c in vars(module).items()
+            if name.endswith("RotaryEmbedding") and isinstance(c, type) and c.__module__ == module.__name__
+        ]
+        if len(classes) != 1:
+            return []
+        with torch.device("meta"):
+            return [classes[0](config=config)]
+    except Exception:  # a config the family's code does not build from: nothing to consult
+        return []
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+
+
+def _rope_for(model: nn.Module, config, rotary_modules: List[nn.Module]) -> RotaryEmbedding:
+    kwargs, _ = rotary_kwargs_in_code(config, rotary_modules)
+    rope = RotaryEmbedding(**kwargs)
     try:
         reference = next(model.parameters())
     except StopIteration:
