@@ -565,7 +565,7 @@ def test_functorch_wrapper_probe_is_still_there():
 def test_other_devices_use_reference():
     q = torch.empty(1, 2, 3, 8, device="meta")
     cos = torch.empty(3, 4, device="meta")
-    assert fused_kernel(q, q, cos, cos, False) is None
+    assert fused_kernel(q, q, cos, cos) is None
     out_q, out_k = apply_rotary(q, q, cos, cos)
     assert out_q.shape == q.shape and out_q.device.type == "meta"
 

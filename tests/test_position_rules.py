@@ -18,7 +18,7 @@ from posenc import (
     SinusoidalPositionalEncoding,
     TinyLM,
 )
-from posenc._checks import check_positions, checked_positions, resolve_positions
+from posenc._checks import check_positions, checked_positions
 from posenc.rope import apply_rotary_at, rope_inv_freq, rope_table
 
 INT_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
@@ -49,7 +49,7 @@ ENTRY_POINTS = {
     "apply_rotary_at": lambda p: apply_rotary_at(
         torch.randn(1, 1, 3, 8), torch.randn(1, 1, 3, 8), *rope_table(16, rope_inv_freq(8)), p
     ),
-    "resolve_positions": lambda p: resolve_positions(3, p, 0, torch.device("cpu")),
+    "checked_positions": lambda p: checked_positions(3, p, 0, torch.device("cpu")),
 }
 
 

@@ -207,44 +207,102 @@ def as_positions(name: str, positions: object) -> Positions:
     return Positions(*_checked(name, positions, None, ""))
 
 
+#: The largest position: positions index tables through int64.
+INT64_MAX = 2**63 - 1
+
+
 def checked_positions(
-    seq_len: int, position_ids: Optional[torch.Tensor], offset: int, device: torch.device, batch: Optional[int] = None
+    seq_len: int,
+    position_ids: Optional[PositionsLike],
+    offset: Union[int, torch.Tensor],
+    device: torch.device,
+    batch: Optional[int] = None,
 ) -> Positions:
-    """:func:`resolve_positions`, checked once and wrapped as :class:`Positions`.
+    """The positions of one call, checked once: the one place where offsets and position ids are.
 
-    With ``offset`` the positions are known without reading anything back; with ``position_ids``
-    the largest is read back once here.
+    Either ``position_ids`` (shape (batch, seq) or (seq,), or :class:`Positions` already checked) or
+    ``offset``: an int, or a (batch,) integer tensor of per-row offsets, each the number of tokens
+    already in that row's KV cache; the positions are then ``offset + arange(seq_len)``. Giving both
+    a non-zero offset and explicit positions is ambiguous and refused.
+
+    Offsets are checked in exact integer arithmetic: every position ``offset + seq_len - 1`` must fit
+    int64, so an offset near ``2**63`` is either used exactly or refused by name, never wrapped.
+    With ``offset`` the positions are known without reading anything back (a tensor offset is read
+    back once); with ``position_ids`` the largest is read back once here.
     """
-    if position_ids is None:
-        check_int("offset", offset, minimum=0)
-        ids = torch.arange(offset, offset + seq_len, device=device, dtype=torch.long).unsqueeze(0)
+    if position_ids is not None:
+        if isinstance(position_ids, Positions):
+            _no_offset(offset)
+            return position_ids
+        # checked where the values are (a meta target device has none), then moved
+        pos = as_positions("position_ids", _shaped_positions(seq_len, position_ids, offset, batch))
+        if pos.ids.device != torch.device(device):
+            pos = Positions(pos.ids.to(device), pos.length)
+        return pos
+    return offset_positions(seq_len, offset, device, batch)
+
+
+def offset_positions(
+    seq_len: int,
+    offset: Union[int, torch.Tensor],
+    device: torch.device,
+    batch: Optional[int] = None,
+    name: str = "offset",
+) -> Positions:
+    """``offset + arange(seq_len)``: an int gives (1, seq_len), a (batch,) tensor (batch, seq_len).
+
+    Checked in exact integer arithmetic (Python ints): every offset ``>= 0`` and every position
+    ``offset + seq_len - 1 <= 2**63 - 1``, so nothing wraps around. A tensor is read back once; a
+    meta tensor has no values and only goes with a meta ``device``.
+    """
+    check_int("seq_len", seq_len, minimum=0)
+    if not isinstance(offset, torch.Tensor):
+        check_int(name, offset, minimum=0)
+        _fits_int64(name, seq_len, offset, "")
+        ids = (torch.arange(seq_len, device=device, dtype=torch.long) + offset).unsqueeze(0)  # (1, S)
         return Positions(ids, offset + seq_len if seq_len else 0, start=offset)
-    # checked where the values are (a meta target device has none), then moved
-    pos = as_positions("position_ids", _shaped_positions(seq_len, position_ids, offset, batch))
-    if pos.ids.device != torch.device(device):
-        pos = Positions(pos.ids.to(device), pos.length)
-    return pos
+    off = check_position_dtype(name, offset)
+    if off.dim() == 0:
+        off = off.reshape(1)
+    if off.dim() != 1 or (batch is not None and off.shape[0] not in (1, batch)):
+        allowed = f"1 or the input's batch size {batch}" if batch is not None else "any"
+        raise ValueError(
+            f"{name} must be an int or a (batch,) tensor with batch {allowed}, got shape {tuple(off.shape)}"
+        )
+    if off.device.type == "meta" and torch.device(device).type != "meta":
+        raise ValueError(
+            f"{name} is a meta tensor, which has no values, but the input is on {device}; allowed: "
+            "an int or a tensor with values (a meta tensor only together with meta inputs)"
+        )
+    length: Optional[int] = 0
+    if off.device.type == "meta" or is_compiling():
+        length = None  # no values to read: the rules apply where values exist
+    elif off.numel():
+        low, high = torch.stack(torch.aminmax(off)).tolist()  # one read-back, exact Python ints
+        if low < 0:
+            raise ValueError(f"{name} must be >= 0, got {_first(off, off < 0)}")
+        _fits_int64(name, seq_len, high, f" at index {tuple(int(i) for i in (off == high).nonzero()[0])}")
+        length = high + seq_len if seq_len else 0
+    ids = off.to(device).unsqueeze(-1) + torch.arange(seq_len, device=device, dtype=torch.long)  # (B, S)
+    return Positions(ids, length)
 
 
-def resolve_positions(
-    seq_len: int, position_ids: Optional[torch.Tensor], offset: int, device: torch.device, batch: Optional[int] = None
-) -> torch.Tensor:
-    """Return checked positions of shape (batch or 1, seq_len) as int64.
+def _fits_int64(name: str, seq_len: int, offset: int, where: str) -> None:
+    if seq_len and offset > INT64_MAX - (seq_len - 1):
+        raise ValueError(
+            f"{name} + seq_len - 1 must be <= 2**63 - 1 (positions are int64), got {name} {offset}{where} "
+            f"with seq_len {seq_len}: the last position would be {offset + seq_len - 1}"
+        )
 
-    Either ``position_ids`` (shape (batch, seq) or (seq,)) is given, or positions are
-    ``offset, offset + 1, ..., offset + seq_len - 1`` (``offset`` is the number of tokens already in a
-    KV cache). Giving both a non-zero offset and explicit positions is ambiguous and refused.
-    """
-    if position_ids is None:
-        check_int("offset", offset, minimum=0)
-        return torch.arange(offset, offset + seq_len, device=device, dtype=torch.long).unsqueeze(0)
-    return check_positions("position_ids", _shaped_positions(seq_len, position_ids, offset, batch)).to(device)
+
+def _no_offset(offset: object) -> None:
+    if not (isinstance(offset, int) and not isinstance(offset, bool) and offset == 0):
+        raise ValueError(f"give either position_ids or offset, not both (offset={offset!r})")
 
 
 def _shaped_positions(seq_len: int, position_ids: object, offset: object, batch: Optional[int]) -> torch.Tensor:
     """Explicit ``position_ids`` with the dtype and shape rules applied (values not read)."""
-    if not (isinstance(offset, int) and not isinstance(offset, bool) and offset == 0):
-        raise ValueError(f"give either position_ids or offset, not both (offset={offset!r})")
+    _no_offset(offset)
     position_ids = check_position_dtype("position_ids", position_ids)
     if position_ids.dim() == 1:
         position_ids = position_ids.unsqueeze(0)

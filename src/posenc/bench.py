@@ -360,7 +360,7 @@ def _environment(config: BenchConfig) -> dict:
     if hasattr(os, "getloadavg"):
         env["load_average_at_start"] = list(os.getloadavg())
     probe = torch.zeros(1, 1, 1, 2, device=config.device)
-    kernel = fused_kernel(probe, probe, probe, probe, False)
+    kernel = fused_kernel(probe, probe, probe, probe)
     env["dispatched_kernel"] = ("fused C kernel" if config.device == "cpu" else "Triton") if kernel else "reference"
     if config.device == "cpu" and kernel is None:
         env["fused_unavailable_reason"] = kernels.cpu.unavailable_reason()

@@ -75,35 +75,11 @@ def rotate_reference(
 def check_rotary_inputs(
     q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, rotary_dim: Optional[int]
 ) -> int:
-    """Validate the arguments of :func:`apply_rotary`; return the resolved rotary_dim."""
-    # Fast path, a handful of tuple comparisons: a decode step calls this once per layer. Anything
-    # unusual falls through to the checks below, which raise the detailed messages.
-    try:
-        qs, ks, cs = q.shape, k.shape, cos.shape
-        r = qs[-1] if rotary_dim is None else rotary_dim
-        if (
-            len(qs) == 4
-            and len(ks) == 4
-            and ks[0] == qs[0]
-            and ks[2] == qs[2]
-            and ks[3] == qs[3]
-            and type(r) is int
-            and 2 <= r <= qs[3]
-            and not r % 2
-            and cs == sin.shape
-            and (len(cs) == 2 or (len(cs) == 3 and cs[0] in (1, qs[0])))
-            and cs[-1] == r // 2
-            and cs[-2] == qs[2]
-            and layout in LAYOUTS
-            and q.is_floating_point()
-            and k.is_floating_point()
-            and cos.is_floating_point()
-            and sin.is_floating_point()
-            and isinstance(sin, torch.Tensor)
-        ):
-            return r
-    except (AttributeError, TypeError, IndexError):
-        pass
+    """Validate the arguments of :func:`apply_rotary`; return the resolved rotary_dim.
+
+    Callers on a per-layer path check once per forward and pass ``validate=False`` instead of
+    repeating this for every layer.
+    """
     check_tensor("q", q, ndim=4, floating=True)
     check_tensor("k", k, ndim=4, floating=True)
     check_tensor("cos", cos, ndim=(2, 3), floating=True)
@@ -208,6 +184,8 @@ class FusedRotaryInplace(torch.autograd.Function):
     def jvp(ctx: Any, tangent: torch.Tensor, *_: Any) -> torch.Tensor:
         cos, sin = ctx.saved_tensors
         kernel, interleaved, rotary_dim = ctx.config
+        if tangent.is_neg():
+            tangent = tangent.resolve_neg()  # the kernel writes raw memory
         if not overlap.self_overlaps(tangent):
             none = tangent[:, :0]
             kernel(tangent, none, tangent, none, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim)
@@ -248,14 +226,11 @@ _CPU = torch.device("cpu")
 _FUSED_DTYPES = frozenset((torch.float32, torch.bfloat16, torch.float16, torch.float64))
 
 
-def fused_kernel(
-    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, inplace: bool = False
-) -> Optional[Kernel]:
+def fused_kernel(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> Optional[Kernel]:
     """The kernel to use for these inputs, or ``None`` for the reference.
 
-    Strides do not matter: both kernels take every stride of every operand. ``inplace`` no longer
-    changes the answer (aliasing is checked by :func:`_inplace_aliasing` and by the kernels); it stays
-    for ``posenc.bench``, which still passes it.
+    Strides do not matter: both kernels take every stride of every operand, and aliasing is checked
+    by :func:`_inplace_aliasing` and by the kernels.
     """
     if _is_compiling():
         return None  # Inductor fuses the reference; an opaque call breaks graphs
@@ -271,6 +246,12 @@ def fused_kernel(
     if not (device == k.device == cos.device == sin.device):
         return None  # let the reference raise torch's own device error
     return kernels.kernel_for(device)
+
+
+def _lazy_negated(q: torch.Tensor, k: torch.Tensor) -> bool:
+    """Whether q or k has PyTorch's lazy negation bit: written in place, only torch's own ops (the
+    reference path) keep its meaning; a kernel refuses such an output."""
+    return q.is_neg() or k.is_neg()
 
 
 def _has_storage(t: torch.Tensor) -> bool:
@@ -349,7 +330,7 @@ def apply_rotary(
         cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)  # (1, S, r/2)
     kernel = fused_kernel(q, k, cos, sin)
     grad = torch.is_grad_enabled()
-    if kernel is None or (grad and (cos.requires_grad or sin.requires_grad)):
+    if kernel is None or (grad and (cos.requires_grad or sin.requires_grad)) or (inplace and _lazy_negated(q, k)):
         if inplace and _inplace_aliasing(q, k, full=True):
             return _rotate_shared_reference(q, cos, sin, layout, r)
         return apply_reference(q, k, cos, sin, layout, r, inplace)
@@ -357,6 +338,42 @@ def apply_rotary(
     if cos.dtype != table_dtype or sin.dtype != table_dtype:
         cos, sin = cos.to(table_dtype), sin.to(table_dtype)
     return _run_fused(q, k, cos, sin, kernel, layout == "interleaved", r, inplace, grad)
+
+
+def rotate_cached_rows(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos_rows: torch.Tensor,
+    sin_rows: torch.Tensor,
+    offset: int,
+    *,
+    interleaved: bool,
+    rotary_dim: int,
+) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+    """The decode fast path: rotate by rows ``offset .. offset + seq - 1`` of whole tables, in one
+    fused-kernel call, or return ``None`` when these inputs need :func:`apply_rotary`.
+
+    Args:
+        q, k: (batch, heads, seq, head_dim), as for :func:`apply_rotary`; not checked here: the
+            kernel checks shapes, dtypes, strides, the row bounds and memory overlap before it
+            reads anything, and raises ``ValueError``/``TypeError``.
+        cos_rows, sin_rows: (1, rows, rotary_dim // 2) tables, e.g. a module's whole cache.
+        offset: the row of the call's first position (the number of tokens in the KV cache).
+
+    ``None`` means: no fused kernel for these tensors (device, subclass, ``torch.compile``,
+    ``vmap``), tables of another dtype than the kernel reads, or autograd wants a graph.
+    """
+    kernel = fused_kernel(q, k, cos_rows, sin_rows)
+    if (
+        kernel is None
+        or cos_rows.dtype != (torch.float64 if q.dtype == torch.float64 else torch.float32)
+        or (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad))
+        or _forward_ad_active()
+    ):
+        return None
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    kernel(q, k, q_out, k_out, cos_rows, sin_rows, interleaved=interleaved, rotary_dim=rotary_dim, row_offset=offset)
+    return q_out, k_out
 
 
 def _run_fused(
@@ -457,6 +474,7 @@ def apply_rotary_at(
     grad = torch.is_grad_enabled()
     table_grad = grad and (cos_table.requires_grad or sin_table.requires_grad)
     fused = kernel is not None and not table_grad and positions.device == q.device
+    fused = fused and not (inplace and _lazy_negated(q, k))
     # The CPU kernel checks the range itself, with the same message, without a separate pass here.
     # The reference path checks even without validate: indexing would wrap a negative position.
     if not fused and not validate:

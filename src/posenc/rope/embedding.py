@@ -20,9 +20,8 @@ from .._checks import (
     is_compiling,
 )
 from ..schemes import PositionScheme
-from .apply import apply_rotary
+from .apply import apply_rotary, rotate_cached_rows
 from .layout import LAYOUTS
-from .positions import position_ids_from_offsets
 from .registry import is_length_dependent, softmax_scale
 from .scaling import rope_frequencies
 from .tables import rope_cos_sin
@@ -36,6 +35,15 @@ class _State(NamedTuple):
     inv_freq64: torch.Tensor  # (rotary_dim // 2,) float64 on CPU: what the tables were built from
     attention_factor: float
     frozen_seq_len: Optional[int]
+
+
+class _CacheRows(NamedTuple):
+    """The published tables as (1, rows, rotary_dim // 2) views, which the fused kernels read whole
+    on the decode path; ``state`` is the :class:`_State` they belong to."""
+
+    state: _State
+    cos: torch.Tensor
+    sin: torch.Tensor
 
 
 class RotaryEmbedding(PreciseTables, PositionScheme):
@@ -103,10 +111,7 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
     inv_freq: torch.Tensor
     cos_cached: torch.Tensor
     sin_cached: torch.Tensor
-    #: ``(state, offset, seq, cos, sin)`` of the last decode step, or ``()``
-    _decode_view: Tuple[Any, ...]
-    #: ``(state, cos, sin)`` with (1, rows, r/2) views of the state's tables
-    _rows3: Tuple[_State, torch.Tensor, torch.Tensor]
+    _rows: _CacheRows
 
     def __init__(
         self,
@@ -131,7 +136,6 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         inv_freq, attention_factor = rope_frequencies(scaling, self.rotary_dim, self.base)
         self.softmax_scale_factor = softmax_scale(scaling)
         self._is_dynamic = is_length_dependent(scaling)
-        self._decode_view = ()
         inv64 = inv_freq.to(torch.float64).cpu()
         device = ambient_device()
         self.register_buffer("inv_freq", inv64.to(device=device, dtype=self.table_dtype), persistent=False)
@@ -175,8 +179,8 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
 
     def _publish(self, state: _State) -> None:
         """Make ``state`` current in one assignment (callers hold the lock); mirror it in the buffers."""
-        # (1, rows, r/2) views for the decode path, tagged with the state they belong to
-        self.__dict__["_rows3"] = (state, state.cos.unsqueeze(0), state.sin.unsqueeze(0))
+        # straight into __dict__: nn.Module's __setattr__ looks for parameters and buffers first
+        self.__dict__["_rows"] = _CacheRows(state, state.cos.unsqueeze(0), state.sin.unsqueeze(0))
         self._state = state
         self.cos_cached, self.sin_cached = state.cos, state.sin
 
@@ -367,7 +371,7 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         self,
         q: torch.Tensor,
         k: torch.Tensor,
-        position_ids: Optional[torch.Tensor] = None,
+        position_ids: Optional[PositionsLike] = None,
         offset: Union[int, torch.Tensor] = 0,
         *,
         heads_first: bool = True,
@@ -382,111 +386,80 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
                 :func:`~posenc.rope.positions.position_ids_from_cu_seqlens` (packed documents).
             offset: instead of ``position_ids``: positions ``offset + arange(seq)``, ``offset`` being
                 the number of tokens already in a KV cache; an int, or a (batch,) tensor of per-row
-                offsets.
+                offsets. Every position must fit int64.
             heads_first: whether the heads dimension comes before the sequence dimension.
 
         Returns:
             ``(q, k)`` rotated, in the input layout, shapes and dtypes.
 
-        Decoding (an int ``offset`` inside the cache) takes a lean path: no positions tensor is built
-        and nothing is read back; the cos/sin rows are a view of the cache, made once per offset and
-        reused while the offset stays the same (every layer of one decode step).
+        Two paths. Decoding (an int ``offset``, heads first) first tries :meth:`_decode_step`: one
+        fused-kernel call on the cached rows from ``offset`` on. Everything else, and every input
+        the decode step declines, takes the general path: q and k checked, the positions checked
+        once by :func:`posenc._checks.checked_positions` (the one place offsets are checked), then
+        :meth:`rotate`.
         """
-        if (
-            position_ids is None
-            and type(offset) is int
-            and heads_first is True
-            and isinstance(q, torch.Tensor)
-            and isinstance(k, torch.Tensor)
-            and q.dim() == 4
-            and k.dim() == 4
-            and q.shape[0] == k.shape[0]
-            and q.shape[2] == k.shape[2]
-            and q.shape[3] == k.shape[3] == self.head_dim
-            and q.is_floating_point()
-            and k.is_floating_point()
-            and not self._is_dynamic
-            and not is_compiling()
-        ):
-            # Lean decode path: q and k are fully checked above, the offset is a plain int.
-            seq = q.shape[2]
-            view: Optional[Tuple[Any, ...]] = self._decode_view
-            state = self._state
-            if not (view and view[0] is state and view[1] == offset and view[2] == seq):
-                view = None
-                rows = self._rows3
-                if 0 <= offset and offset + seq <= state.cos.shape[0] and rows[0] is state:
-                    # inside the cache: one view per table, kept for the other layers of this step
-                    view = (state, offset, seq, rows[1][:, offset : offset + seq], rows[2][:, offset : offset + seq])
-                    if q.device == state.cos.device:
-                        self.__dict__["_decode_view"] = view  # one assignment: thread-safe
-            if view is not None:
-                # The checks above cover apply_rotary's own; the kernels still check shapes and bounds.
-                return apply_rotary(
-                    q, k, view[3], view[4], layout=self.layout, rotary_dim=self.rotary_dim, validate=False
-                )
+        if position_ids is None and type(offset) is int and heads_first is True:
+            rotated = self._decode_step(q, k, offset)
+            if rotated is not None:
+                return rotated
+        q, k = self._checked_heads_first(q, k, heads_first)  # (B, H, S, D) views
+        pos = checked_positions(q.shape[2], position_ids, offset, q.device, batch=q.shape[0])
+        q, k = self.rotate(q, k, pos)
+        if not heads_first:
+            q, k = q.transpose(1, 2), k.transpose(1, 2)
+        return q, k
+
+    def _decode_step(
+        self, q: torch.Tensor, k: torch.Tensor, offset: int
+    ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+        """The decode fast path: rows ``offset .. offset + seq - 1`` of the cache, read by the fused
+        kernel in place (:func:`posenc.rope.apply.rotate_cached_rows`), or ``None``.
+
+        Taken when the rows are in the cache (grown up to :attr:`cache_limit` if needed), the
+        frequencies do not depend on this call's length, q has this module's ``head_dim``, and the
+        dispatcher has a fused kernel for the tensors without autograd. No positions tensor is built,
+        nothing is sliced or read back. The kernel checks every shape, stride, row bound and overlap
+        before it reads anything; if it refuses, the general path runs and raises its own message.
+        """
+        if not isinstance(q, torch.Tensor) or q.dim() != 4 or q.shape[3] != self.head_dim:
+            return None
+        rows = self._rows
+        stop = offset + q.shape[2]
+        if offset < 0 or stop > rows.cos.shape[1]:
+            if offset < 0 or stop > self.cache_limit:
+                return None
+            self._grow(stop)
+            rows = self._rows
+        if self._is_dynamic and not self._uses_cached_frequencies(rows.state, stop):
+            return None
+        try:
+            return rotate_cached_rows(
+                q, k, rows.cos, rows.sin, offset, interleaved=self.layout == "interleaved", rotary_dim=self.rotary_dim
+            )
+        except (TypeError, ValueError):
+            return None  # refused: the general path checks again and explains
+
+    def _checked_heads_first(
+        self, q: torch.Tensor, k: torch.Tensor, heads_first: bool
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """q and k checked against this module, as (batch, heads, seq, head_dim) views."""
         check_tensor("q", q, ndim=4, floating=True)
         check_tensor("k", k, ndim=4, floating=True)
         if not isinstance(heads_first, bool):
             raise TypeError(f"heads_first must be True or False, got {heads_first!r}")
-        if q.shape[-1] != self.head_dim:
-            raise ValueError(
-                f"q has head_dim {q.shape[-1]} but this RotaryEmbedding was built for head_dim={self.head_dim}"
-            )
-        if k.shape[-1] != self.head_dim:
-            raise ValueError(
-                f"k has head_dim {k.shape[-1]} but this RotaryEmbedding was built for head_dim={self.head_dim}"
-            )
+        for name, t in (("q", q), ("k", k)):
+            if t.shape[-1] != self.head_dim:
+                raise ValueError(
+                    f"{name} has head_dim {t.shape[-1]} but this RotaryEmbedding was built for head_dim={self.head_dim}"
+                )
         if not heads_first:
-            q, k = q.transpose(1, 2), k.transpose(1, 2)  # (B, H, S, D) views
+            q, k = q.transpose(1, 2), k.transpose(1, 2)
         if k.shape[0] != q.shape[0] or k.shape[2] != q.shape[2]:
             raise ValueError(
                 f"q and k must agree in batch and seq, got q {tuple(q.shape)} and k "
                 f"{tuple(k.shape)} (as (batch, heads, seq, head_dim))"
             )
-        seq = q.shape[2]
-        if position_ids is None and type(offset) is int and not self.is_dynamic and not is_compiling():
-            q, k = self._rotate_at_offset(q, k, offset, seq)
-        else:
-            if isinstance(offset, torch.Tensor):
-                if position_ids is not None:
-                    raise ValueError("give either position_ids or offset, not both")
-                position_ids = position_ids_from_offsets(offset, seq).to(q.device)
-                offset = 0
-            if isinstance(position_ids, Positions):
-                pos = position_ids
-            else:
-                pos = checked_positions(seq, position_ids, offset, q.device, batch=q.shape[0])
-            q, k = self.rotate(q, k, pos)
-        if not heads_first:
-            q, k = q.transpose(1, 2), k.transpose(1, 2)
         return q, k
-
-    def _rotate_at_offset(
-        self, q: torch.Tensor, k: torch.Tensor, offset: int, seq: int
-    ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Positions ``offset .. offset + seq - 1`` for every row: cos/sin as a view of the cache."""
-        view = self._decode_view
-        state = self._state
-        if view and view[0] is state and view[1] == offset and view[2] == seq:
-            cos, sin = view[3], view[4]
-        else:
-            check_int("offset", offset, minimum=0)
-            stop = offset + seq
-            if stop <= self.cache_limit:
-                state = self._grow(stop)
-                cos, sin = state.cos[offset:stop], state.sin[offset:stop]  # (S, r/2) views
-            else:
-                ids = torch.arange(offset, stop, dtype=torch.int64)
-                cos, sin = rope_cos_sin(ids, state.inv_freq64, state.attention_factor, self.table_dtype)
-                cos, sin = cos.to(state.cos.device), sin.to(state.cos.device)
-            cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)  # (1, S, r/2)
-            if q.device == cos.device:
-                # one assignment, so thread-safe; straight into __dict__, because nn.Module's
-                # __setattr__ (it looks for parameters and buffers) costs as much as the slicing
-                self.__dict__["_decode_view"] = (state, offset, seq, cos, sin)
-        # forward checked q and k, and cos/sin were cut to their sequence here
-        return apply_rotary(q, k, cos, sin, layout=self.layout, rotary_dim=self.rotary_dim, validate=False)
 
     def extra_repr(self) -> str:
         text = (

@@ -23,7 +23,7 @@ from typing import Union
 
 import torch
 
-from .._checks import check_int, check_tensor
+from .._checks import check_tensor, offset_positions
 
 
 def _integer_tensor(name: str, value: object) -> torch.Tensor:
@@ -103,15 +103,8 @@ def position_ids_from_offsets(offsets: Union[int, torch.Tensor], seq_len: int) -
     """``offset + arange(seq_len)`` per row: int or (batch,) offsets -> (1 or batch, seq_len) int64.
 
     ``offsets`` is the number of tokens each row already has in its KV cache (with left padding:
-    the number of *real* tokens, ``attention_mask.sum(-1)``).
+    the number of *real* tokens, ``attention_mask.sum(-1)``). Checked as
+    :meth:`posenc.RotaryEmbedding.forward` checks its ``offset``: exactly, so no position wraps.
     """
-    check_int("seq_len", seq_len, minimum=0)
-    if isinstance(offsets, int) and not isinstance(offsets, bool):
-        check_int("offsets", offsets, minimum=0)
-        return torch.arange(offsets, offsets + seq_len, dtype=torch.long).unsqueeze(0)
-    off = _integer_tensor("offsets", offsets)
-    if off.dim() != 1:
-        raise ValueError(f"offsets must be an int or a (batch,) tensor, got shape {tuple(off.shape)}")
-    if off.numel() and int(off.min()) < 0:
-        raise ValueError(f"offsets must be >= 0, got a minimum of {int(off.min())}")
-    return off.long().unsqueeze(-1) + torch.arange(seq_len, device=off.device)
+    device = offsets.device if isinstance(offsets, torch.Tensor) else torch.device("cpu")
+    return offset_positions(seq_len, offsets, device, name="offsets").ids

@@ -36,6 +36,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
+from .overlap import resolve_lazy_inputs
+
 #: The kernel's C source, shipped inside the package.
 SOURCE_PATH = Path(__file__).with_name("rope_kernel.c")
 
@@ -117,6 +119,7 @@ class RopeArgs(ctypes.Structure):
         ("cos", Table),
         ("sin", Table),
         ("positions", Index),
+        ("row_offset", ctypes.c_int64),
         ("rotary_dim", ctypes.c_int64),
         ("interleaved", ctypes.c_int64),
         ("inverse", ctypes.c_int64),
@@ -149,7 +152,7 @@ _PACK = struct.Struct(f"={len(SLOTS) - 4}q")  # everything but the four result s
 if ctypes.sizeof(RopeArgs) != 8 * len(SLOTS):
     raise ImportError("posenc: RopeArgs has padding; it no longer mirrors posenc_rope_args")
 #: What ``posenc_rope_abi()`` must return: the layout version and ``sizeof(posenc_rope_args)``.
-ABI = 2 * 1000000 + ctypes.sizeof(RopeArgs)
+ABI = 3 * 1000000 + ctypes.sizeof(RopeArgs)
 
 
 # -- building ------------------------------------------------------------------------------------
@@ -379,6 +382,7 @@ def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
         rotary_dim: int,
         inverse: bool = False,
         positions: Optional[torch.Tensor] = None,
+        row_offset: int = 0,
     ) -> None:
         try:
             on_cpu = (
@@ -405,11 +409,15 @@ def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
             )
         if q.dtype not in data_dtypes:
             raise TypeError(f"q has dtype {q.dtype}; the fused kernel rotates float32, bfloat16, float16 or float64")
+        if q.is_neg() or k.is_neg() or cos.is_neg() or sin.is_neg() or q_out.is_neg() or k_out.is_neg():
+            q, k, cos, sin = resolve_lazy_inputs(q, k, cos, sin, q_out, k_out)
         if positions is None:
             pos = (0, 0, 0, 0, 0, 0)
         else:
             if positions.dim() != 2:
                 raise ValueError(f"positions must be 2-d (batch or 1, seq) here, got shape {tuple(positions.shape)}")
+            if positions.is_neg():
+                positions = positions.resolve_neg()
             pos = (positions.data_ptr(), codes.get(positions.dtype, -1), *positions.shape, *positions.stride())
         nbytes = (q.numel() + k.numel()) * q.element_size()
         args = RopeArgs()
@@ -441,6 +449,7 @@ def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
             *sin.shape,
             *sin.stride(),
             *pos,
+            row_offset,
             rotary_dim,
             interleaved,
             inverse,
@@ -450,7 +459,7 @@ def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
         if status:
             # positions come last, so leaving them out when absent keeps every index the kernel reports
             operands = [t for t in (q, k, q_out, k_out, cos, sin, positions) if t is not None]
-            raise _refusal(status, args, operands, rotary_dim)
+            raise _refusal(status, args, operands, rotary_dim, positions is None)
 
     return rotate_bound
 
@@ -468,6 +477,7 @@ def rotate(
     rotary_dim: int,
     inverse: bool = False,
     positions: Optional[torch.Tensor] = None,
+    row_offset: int = 0,
 ) -> None:
     """Write the rotation of ``q``/``k`` into ``q_out``/``k_out`` (each may be its own input).
 
@@ -475,8 +485,13 @@ def rotate(
         q, k, q_out, k_out: (B, Hq, S, D), (B, Hk, S, D), and the same shapes; one dtype among
             float32, bfloat16, float16, float64; any strides.
         cos, sin: (B or 1, rows, rotary_dim // 2) in float32 (float64 when q is float64); any strides.
-        positions: (B or 1, S) int64 or int32 rows of the tables, or ``None`` for row ``s`` at
-            position ``s`` (then rows >= S).
+        positions: (B or 1, S) int64 or int32 rows of the tables, or ``None`` for row
+            ``row_offset + s`` at position ``s`` (then ``0 <= row_offset <= rows - S``): a decode
+            step passes the whole cached table and the number of tokens already in the KV cache.
+
+    Inputs with PyTorch's lazy negation bit (``x.is_neg()``, e.g. ``z.conj().imag``) are read as
+    their values (resolved first, a copy); an output with it is refused (``TypeError``), because the
+    kernel writes raw memory.
 
     Anything else, an output that shares memory with another operand (other than being exactly its
     own input), or a position outside ``[0, rows)`` raises ``ValueError``/``TypeError`` before any
@@ -493,10 +508,13 @@ def rotate(
         rotary_dim=rotary_dim,
         inverse=inverse,
         positions=positions,
+        row_offset=row_offset,
     )
 
 
-def _refusal(status: int, args: RopeArgs, tensors: Sequence[torch.Tensor], rotary_dim: int) -> Exception:
+def _refusal(
+    status: int, args: RopeArgs, tensors: Sequence[torch.Tensor], rotary_dim: int, by_offset: bool = False
+) -> Exception:
     """The exception for a refused call: what was wrong, with the values, and what is allowed."""
     q, k, q_out, k_out = tensors[:4]
 
@@ -527,6 +545,13 @@ def _refusal(status: int, args: RopeArgs, tensors: Sequence[torch.Tensor], rotar
         return ValueError(f"rotary_dim must be even and in [2, head_dim={q.shape[-1]}], got {value}")
     if status == _ERR_STRIDE:
         return ValueError(f"{name(a)} has a negative stride {value} in dim {b}; strides must be >= 0")
+    if status == _ERR_POS_NEGATIVE and by_offset:
+        return ValueError(f"row_offset must be >= 0, got {value}")
+    if status == _ERR_POS_RANGE and by_offset:
+        return ValueError(
+            f"row_offset + seq - 1 must be < {b} (the number of table rows), got {value}; grow the "
+            "table first (RotaryEmbedding.extend)"
+        )
     if status == _ERR_POS_NEGATIVE:
         return ValueError(f"positions must be >= 0, got a minimum of {value}")
     if status == _ERR_POS_RANGE:

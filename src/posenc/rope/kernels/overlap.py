@@ -11,6 +11,9 @@ Two tensors ``x`` and ``y`` of one element size overlap when ``x.base + sum(i_d 
 the largest stride down with interval pruning: one or two candidates per level for the layouts
 attention produces (q and k as interleaved views of one projection resolve in a handful of steps).
 A search that runs out of budget reports a possible overlap, which the callers refuse.
+
+Memory also has to mean what torch says it means: :func:`resolve_lazy_inputs` handles tensors whose
+values are their memory negated (PyTorch's lazy negation bit), for both kernels.
 """
 
 from __future__ import annotations
@@ -140,3 +143,23 @@ def check_outputs(
                     "other operand, except that it may be exactly its own input (in "
                     "place); pass separate tensors, or .clone() one of them"
                 )
+
+
+def resolve_lazy_inputs(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, q_out: torch.Tensor, k_out: torch.Tensor
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The inputs with PyTorch's lazy negation bit resolved; an output with it is refused.
+
+    A tensor with the bit (``x.is_neg()``; ``z.conj().imag`` makes one) holds ``-x`` in memory and
+    negates on every read by torch. A kernel reads and writes raw memory, so it would see the wrong
+    sign: inputs are resolved here (a copy); an output cannot be, since the caller reads it back
+    through the bit.
+    """
+    for name, out in (("q_out", q_out), ("k_out", k_out)):
+        if out.is_neg():
+            raise TypeError(
+                f"{name} has PyTorch's lazy negation bit set ({name}.is_neg(), e.g. a view made by "
+                "z.conj().imag), so a kernel writing its memory would store the wrong sign; pass a "
+                f"tensor without it (for example {name}.resolve_neg(), then copy back)"
+            )
+    return q.resolve_neg(), k.resolve_neg(), cos.resolve_neg(), sin.resolve_neg()

@@ -25,7 +25,7 @@
 #include <pthread.h>
 
 /* Bumped whenever posenc_rope_args changes; cpu.py refuses a library with another value. */
-#define POSENC_ABI 2
+#define POSENC_ABI 3
 #define BLOCK_S 16
 #define MAX_THREADS 64
 /* Nodes the exact overlap search may visit before it gives up and reports a possible overlap. */
@@ -42,7 +42,7 @@ enum {
     ERR_SHAPE = 2,          /* error_a: operand, error_b: dim, error_value: its size */
     ERR_ROTARY_DIM = 3,     /* error_value: rotary_dim */
     ERR_STRIDE = 4,         /* error_a: operand, error_b: dim, error_value: the negative stride */
-    ERR_POS_NEGATIVE = 5,   /* error_value: the smallest position */
+    ERR_POS_NEGATIVE = 5,   /* error_value: the smallest position (or row_offset) */
     ERR_POS_RANGE = 6,      /* error_value: the largest position, error_b: table rows */
     ERR_OVERLAP = 7,        /* error_a, error_b: operands; error_value 1 if only "not ruled out" */
     ERR_SELF_OVERLAP = 8    /* error_a: an output whose elements share memory */
@@ -57,7 +57,8 @@ typedef struct { const void *data; int64_t dtype; int64_t shape[2]; int64_t stri
 typedef struct {
     posenc_operand q, k, q_out, k_out;   /* (B, Hq, S, D), (B, Hk, S, D), same shapes as q, k */
     posenc_table cos, sin;               /* (B or 1, rows, rotary_dim / 2) */
-    posenc_index positions;              /* (B or 1, S) rows into the tables; data NULL: row s */
+    posenc_index positions;              /* (B or 1, S) rows into the tables; data NULL: see next */
+    int64_t row_offset;                  /* without positions, position s reads row row_offset + s */
     int64_t rotary_dim, interleaved, inverse, threads;
     /* written by the kernel */
     int64_t error_a, error_b, error_value, threads_failed;
@@ -222,7 +223,7 @@ static void run_units(const job *j) {
             int unit = xs == 1 && ys == 1 && a->cos.stride[2] == 1 && a->sin.stride[2] == 1;
             for (int64_t hd = 0; hd < in->shape[1]; hd++) {
                 for (int64_t s = s0; s < s1; s++) {
-                    int64_t row = a->positions.data ? position_at(&a->positions, j->ps_b, b, s) : s;
+                    int64_t row = a->positions.data ? position_at(&a->positions, j->ps_b, b, s) : a->row_offset + s;
                     /* checked before the work began; checked again because ctypes releases the GIL
                        and another thread may have written the positions since */
                     if (row < 0 || row >= a->cos.shape[1]) continue;
@@ -466,8 +467,14 @@ static int check(posenc_rope_args *a) {
             if (lo < 0) return fail(a, ERR_POS_NEGATIVE, 0, 0, lo);
             if (hi >= rows) return fail(a, ERR_POS_RANGE, 0, rows, hi);
         }
-    } else if (tokens > 0 && rows < seq) {
+    } else if (a->row_offset < 0) {
+        return fail(a, ERR_POS_NEGATIVE, 0, 0, a->row_offset);
+    } else if (tokens > 0 && a->row_offset == 0 && rows < seq) {
         return fail(a, ERR_SHAPE, OP_COS, 1, rows);
+    } else if (tokens > 0 && a->row_offset > rows - seq) {
+        /* rows - seq cannot overflow (both >= 0); the largest row is reported saturated */
+        int64_t last = a->row_offset <= INT64_MAX - (seq - 1) ? a->row_offset + (seq - 1) : INT64_MAX;
+        return fail(a, ERR_POS_RANGE, 0, rows, last);
     }
 
     /* memory: outputs are written, so each must be disjoint from every other operand, except that

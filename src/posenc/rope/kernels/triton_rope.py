@@ -19,7 +19,7 @@ The same code runs on CPU tensors under Triton's interpreter (``TRITON_INTERPRET
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 import triton
@@ -250,6 +250,19 @@ def check_operands(
     overlap.check_outputs(inputs, [("q_out", q_out), ("k_out", k_out)])
 
 
+def _rows_from(cos: torch.Tensor, sin: torch.Tensor, row_offset: int, seq: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Rows ``row_offset .. row_offset + seq - 1`` of both tables, as views (checked here)."""
+    if isinstance(row_offset, bool) or not isinstance(row_offset, int) or row_offset < 0:
+        raise ValueError(f"row_offset must be an int >= 0, got {row_offset!r}")
+    rows = cos.shape[1] if cos.dim() == 3 else 0
+    if row_offset > rows - seq:
+        raise ValueError(
+            f"row_offset + seq - 1 must be < {rows} (the number of table rows), got {row_offset + seq - 1}; "
+            "grow the table first (RotaryEmbedding.extend)"
+        )
+    return cos[:, row_offset : row_offset + seq], sin[:, row_offset : row_offset + seq]
+
+
 def rotate(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -262,14 +275,24 @@ def rotate(
     rotary_dim: int,
     inverse: bool = False,
     positions: Optional[torch.Tensor] = None,
+    row_offset: int = 0,
 ) -> None:
     """Write the rotation of ``q``/``k`` into ``q_out``/``k_out`` (each may be its own input).
 
     Same contract as :func:`posenc.rope.kernels.cpu.rotate`: q (B, Hq, S, D), k (B, Hk, S, D), one
     dtype, any strides; cos/sin (B|1, rows, rotary_dim // 2) in float32 (float64 for float64 q), any
     strides; ``positions`` (B|1, S) int64/int32 indexing ``rows``. Checked by :func:`check_operands`
-    before the launch; a position outside ``[0, rows)`` gives NaN for that token.
+    before the launch; a position outside ``[0, rows)`` gives NaN for that token. Without
+    ``positions``, position ``s`` reads row ``row_offset + s`` (``0 <= row_offset <= rows - S``).
+    Inputs with the lazy negation bit are resolved, outputs with it refused
+    (:func:`.overlap.resolve_lazy_inputs`).
     """
+    if q.is_neg() or k.is_neg() or cos.is_neg() or sin.is_neg() or q_out.is_neg() or k_out.is_neg():
+        q, k, cos, sin = overlap.resolve_lazy_inputs(q, k, cos, sin, q_out, k_out)
+    if positions is not None and positions.is_neg():
+        positions = positions.resolve_neg()
+    if row_offset and positions is None:
+        cos, sin = _rows_from(cos, sin, row_offset, q.shape[2])
     check_operands(q, k, q_out, k_out, cos, sin, rotary_dim, positions)
     batch, n_qh, seq, head_dim = q.shape
     if batch * seq == 0:
