@@ -267,3 +267,15 @@ def test_inspect_and_patch_agree_on_the_width():
     )
     with patch(model) as handle:
         assert inspect_config(model.config)["rotary_dim"] == handle.rope.rotary_dim == 128
+
+
+def test_unused_rope_keys_are_a_risk_not_a_refusal():
+    config = {
+        **fields("codellama-7b"),
+        "rope_scaling": {"rope_type": "linear", "factor": 2.0, "beta_fast": 32.0},  # a yarn key left over
+    }
+    report = inspect_config(config)
+    assert report["rope_type"] == "linear"
+    risks = {x["risk"]: x["detail"] for x in report["risks"]}
+    assert "['beta_fast']" in risks["rope keys the type does not use"]
+    assert "rope keys the type does not use" not in {x["risk"] for x in inspect_config(fields("codellama-7b"))["risks"]}

@@ -431,3 +431,58 @@ def test_config_and_code_widths_that_cannot_be_matched_are_refused():
         patch(model)
     assert patch_of(model) is None and model.model.rotary_emb is rotary
     assert "forward" not in model.model.layers[0].self_attn.__dict__
+
+
+# -- every rope dict transformers accepts -------------------------------------------------------------------
+#: rope dicts as transformers' own test_model_rope_scaling_from_config leaves them: keys the type does not use
+LEFTOVER_DICTS = {
+    "default": {"rope_type": "default", "rope_theta": 10000.0, "original_max_position_embeddings": 16384},
+    "linear": {"rope_type": "linear", "factor": 10.0, "rope_theta": 10000.0, "original_max_position_embeddings": 16384},
+    "dynamic": {"rope_type": "dynamic", "factor": 10.0, "rope_theta": 10000.0, "beta_fast": 32.0, "beta_slow": 1.0},
+    "linear-after-yarn": {
+        "rope_type": "linear",
+        "factor": 4.0,
+        "rope_theta": 10000.0,
+        "beta_fast": 32.0,
+        "beta_slow": 1.0,
+        "mscale": 1.0,
+    },
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LEFTOVER_DICTS))
+def test_rope_dicts_with_unused_keys_are_accepted_with_a_warning(kind):
+    rope = LEFTOVER_DICTS[kind]
+    model = tiny.tiny_model("mistral", rope_parameters=dict(rope))  # transformers builds it (and warns)
+    unused = sorted(k for k in rope if k not in ("rope_type", "rope_theta", "factor"))
+    ids, pos = ids_for(), positions(0)
+    before = tiny.logits(model, ids, pos)
+    noise = max_diff(before, tiny.logits(tiny.float64_reference(model), ids, pos))
+    with pytest.warns(UserWarning, match=rf"keys the type does not use: {unused!r}".replace("[", r"\[")):
+        handle = patch(model)
+    with handle:
+        after = tiny.logits(model, ids, pos)
+    assert max_diff(after, before) <= 4 * noise
+
+
+@pytest.mark.parametrize(
+    "rope, field",
+    [
+        ({"rope_type": "linear", "factor": -2.0, "rope_theta": 10000.0}, "factor"),
+        ({"rope_type": "default", "rope_theta": float("nan")}, "rope_theta"),
+        ({"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0, "beta_fast": "32"}, "beta_fast"),
+    ],
+)
+def test_rope_values_that_make_no_sense_are_still_refused(rope, field):
+    model = tiny.tiny_model("mistral")
+    model.config.rope_parameters = rope  # set after construction: what a user editing a config does
+    with pytest.raises(ValueError, match=field):
+        patch(model)
+    assert patch_of(model) is None
+
+
+def test_the_refusal_of_unused_keys_names_an_option_that_exists():
+    with pytest.raises(ValueError, match=r"rotary_kwargs_from_hf\(config, strict=False\)") as info:
+        rotary_kwargs_from_hf({"head_dim": 64, "rope_parameters": LEFTOVER_DICTS["default"]})
+    assert "strict=False" in str(info.value)
+    rotary_kwargs_from_hf({"head_dim": 64, "rope_parameters": LEFTOVER_DICTS["default"]}, strict=False)

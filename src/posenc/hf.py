@@ -22,6 +22,7 @@ from .rope.hfconfig import (
     rotary_kwargs_from_hf,
     scaling_from_hf,
     to_hf_dict,
+    unused_rope_keys,
 )
 
 __all__ = [
@@ -32,4 +33,5 @@ __all__ = [
     "rotary_kwargs_from_hf",
     "scaling_from_hf",
     "to_hf_dict",
+    "unused_rope_keys",
 ]

@@ -38,7 +38,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-from .hf import rotary_kwargs_from_hf
+from .hf import rotary_kwargs_from_hf, unused_rope_keys
 from .integrations.transformers import UnsupportedModelError, rotary_kwargs_in_code
 from .rope.scaling import DYNAMIC_TYPES, YaRNScaling, rope_frequencies, yarn_softmax_scale
 from .rope.tables import rope_cos_sin
@@ -132,7 +132,7 @@ def inspect_config(config, layer_type: Optional[str] = None) -> Dict[str, Any]:
         ValueError: rope fields posenc refuses (the message names the field).
     """
     data, source = load_config(config)
-    kwargs = rotary_kwargs_from_hf(data, layer_type=layer_type)
+    kwargs = rotary_kwargs_from_hf(data, layer_type=layer_type, strict=False)  # unused keys: a risk below
     width_note = None
     if layer_type is None:
         # the rotated width the family's own transformers code uses (when transformers is installed),
@@ -183,6 +183,15 @@ def inspect_config(config, layer_type: Optional[str] = None) -> Dict[str, Any]:
         "precision": _audit(scaled_freq, attention_factor, max_positions, dtype),
     }
     report["risks"] = _risks(report, data, scaling, scaled_freq)
+    unused = unused_rope_keys(data, layer_type)
+    if unused:
+        report["risks"].append(
+            {
+                "risk": "rope keys the type does not use",
+                "detail": f"{unused} in the {rope_type!r} rope dict change nothing (transformers warns and "
+                "ignores them too); a misspelt key is one of these.",
+            }
+        )
     return report
 
 

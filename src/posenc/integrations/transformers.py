@@ -36,6 +36,7 @@ import copy
 import functools
 import importlib
 import types
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
 
@@ -44,7 +45,7 @@ from torch import nn
 
 from ..rope.apply import apply_rotary
 from ..rope.embedding import RotaryEmbedding
-from ..rope.hfconfig import ConfigFields, rotary_kwargs_from_hf
+from ..rope.hfconfig import ConfigFields, rotary_kwargs_from_hf, unused_rope_keys
 from ..rope.layout import LAYOUTS
 from ..rope.tables import rope_cos_sin
 
@@ -476,7 +477,7 @@ def rotary_kwargs_in_code(config, rotary_modules: Optional[List[nn.Module]] = No
             computes frequencies for a different width than the head it is applied to (the unpatched
             model fails on its first forward).
     """
-    kwargs = rotary_kwargs_from_hf(config)
+    kwargs = rotary_kwargs_from_hf(config, strict=False)  # unused keys: accepted, as transformers does
     if rotary_modules is None:
         rotary_modules = _rotary_modules_from_config(config)
     widths = {rotated_width_of(m) for m in rotary_modules}
@@ -570,6 +571,15 @@ def _rotary_modules_from_config(config) -> List[nn.Module]:
 
 def _rope_for(model: nn.Module, config, rotary_modules: List[nn.Module]) -> RotaryEmbedding:
     kwargs, _ = rotary_kwargs_in_code(config, rotary_modules)
+    unused = unused_rope_keys(config)
+    if unused:
+        rope_type = getattr(kwargs["scaling"], "rope_type", "default")
+        warnings.warn(
+            f"this {config.model_type!r} config's {rope_type!r} rope dict has keys the type does not use: "
+            f"{unused}; they change nothing, in posenc as in transformers (which warns too)",
+            UserWarning,
+            stacklevel=3,
+        )
     rope = RotaryEmbedding(**kwargs)
     try:
         reference = next(model.parameters())

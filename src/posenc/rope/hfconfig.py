@@ -35,11 +35,12 @@ whose q/k rows are in interleaved pair order.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from .registry import (
     REGISTRY,
     HFRope,
+    ScalingDescriptor,
     descriptor_of,
     resolve_name,
     strict_float,
@@ -193,18 +194,16 @@ def rotary_kwargs_from_hf(config: Any, layer_type: Optional[str] = None, strict:
     """
     fields = ConfigFields(config)
     rope = _rope_dict(fields, layer_type)
-    raw_type = rope.get("rope_type", rope.get("type"))
-    raw_type = "default" if raw_type is None else raw_type
-    model_type = fields.get("model_type")
-    descriptor = REGISTRY[resolve_name(raw_type, model_type if isinstance(model_type, str) else None)]
+    descriptor = _descriptor(rope, fields)
     if strict:
-        allowed = descriptor.allowed_hf_keys()
-        unknown = sorted((k for k in rope if k not in allowed), key=str)
+        unknown = _unused_keys(rope, descriptor)
         if unknown:
             raise ValueError(
                 f"{descriptor.name!r} rope dict has keys it does not use: {unknown} (allowed: "
-                f"{sorted(allowed)}); pass strict=False to ignore"
+                f"{sorted(descriptor.allowed_hf_keys())}); rotary_kwargs_from_hf(config, strict=False) ignores "
+                "them, as transformers does with a warning"
             )
+    model_type = fields.get("model_type")
 
     base_key = (
         "rope_theta"
@@ -256,6 +255,30 @@ def rotary_kwargs_from_hf(config: Any, layer_type: Optional[str] = None, strict:
         "scaling": None if descriptor.name == "default" else scaling,
         "max_position_embeddings": max_positions,
     }
+
+
+def _descriptor(rope: Dict[str, Any], fields: ConfigFields) -> ScalingDescriptor:
+    raw_type = rope.get("rope_type", rope.get("type"))
+    raw_type = "default" if raw_type is None else raw_type
+    model_type = fields.get("model_type")
+    return REGISTRY[resolve_name(raw_type, model_type if isinstance(model_type, str) else None)]
+
+
+def _unused_keys(rope: Dict[str, Any], descriptor: ScalingDescriptor) -> List[str]:
+    allowed = descriptor.allowed_hf_keys()
+    return sorted((k for k in rope if k not in allowed), key=str)
+
+
+def unused_rope_keys(config: Any, layer_type: Optional[str] = None) -> List[str]:
+    """Keys of the config's rope dict that its rope type does not use, sorted.
+
+    ``transformers`` accepts them with a warning (a ``default`` dict holding
+    ``original_max_position_embeddings``, yarn keys left over after a switch to ``linear``); so does
+    ``rotary_kwargs_from_hf(config, strict=False)``. A misspelt key is among them: it changes nothing.
+    """
+    fields = ConfigFields(config)
+    rope = _rope_dict(fields, layer_type)
+    return _unused_keys(rope, _descriptor(rope, fields))
 
 
 def scaling_from_hf(config: Any, layer_type: Optional[str] = None, strict: bool = True) -> Any:
