@@ -250,7 +250,7 @@ def test_smoke_run_writes_the_agreed_report(smoke_run):
     assert res["extension"]["linear"]["256"]["finetuned"]["retrieval"]["far"]["trials"] == 12
     assert {v["verdict"] for v in res["verdicts"]} <= {"seen", "within noise", "not seen", "not measured"}
     table = (smoke_run / "results.md").read_text()
-    assert "| rope |" in table and "Did the published pattern appear?" in table
+    assert "| rope |" in table and "None: machinery check" in table and "**seen**" not in table
     assert "posenc lab --preset smoke" in table
     assert "machinery check: numbers carry no meaning" in table.splitlines()[2]
     assert "## Passkey retrieval" in table and "side by side" in table

@@ -26,6 +26,7 @@ from ..lab.schema import (
     Results,
     RunFileError,
     load_json_file,
+    read_json_limited,
     version_of,
 )
 from ..lab.verdicts import machinery_check_reason
@@ -167,14 +168,11 @@ def read_lab_results(run_dir: Optional[Path], points: int = MAX_CURVE_POINTS) ->
 
 
 def _peek(path: Path):
-    """The parsed JSON of ``path`` if it is valid JSON at all (to tell an old file from a broken one)."""
-    import json
-
+    """The parsed JSON of ``path`` if it is valid JSON within the size and depth limits (to tell an
+    old file from a broken one)."""
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            return None
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        return read_json_limited(path, max_bytes=MAX_FILE_BYTES)
+    except RunFileError:
         return None
 
 

@@ -20,13 +20,14 @@ import signal
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
 
+from ..factory import SCHEMES
 from ..rope.registry import lab_methods
 from .config import EXTENSION_METHODS, PRESETS, LabConfig, preset_config
 from .corpus import load_corpus
@@ -37,7 +38,16 @@ from .metrics import bits_per_byte
 from .passkey import bins as passkey_bins
 from .report import MACHINERY_CHECK, build_results, write_report
 from .schema import Progress, RunFileError
-from .store import RunDir, load_checkpoint, read_run_file, save_checkpoint, write_run_file
+from .store import (
+    FolderBusy,
+    RunDir,
+    RunLock,
+    is_lab_run,
+    load_checkpoint,
+    read_run_file,
+    save_checkpoint,
+    write_run_file,
+)
 from .train import TrainingDiverged, build_model, make_optimizer, run_kwargs, train_steps
 from .verdicts import machinery_check_reason
 
@@ -245,17 +255,40 @@ def check_writable(root: Path, flag: str) -> None:
         ) from None
 
 
+def _lab_paths(root: Path) -> List[Path]:
+    """Paths in ``root`` that a lab run writes and that exist (links included, not followed)."""
+    names = [root / n for n in RUN_FILES] + [root / "checkpoints"]
+    return [p for p in names if p.is_symlink() or p.exists()]
+
+
+def _refuse_links(root: Path, flag: str) -> None:
+    """A run folder whose lab files or ``checkpoints`` are symbolic links would write (or delete)
+    outside the folder: refused."""
+    links = [p for p in _lab_paths(root) if p.is_symlink()]
+    ckpt = root / "checkpoints"
+    if ckpt.is_dir() and not ckpt.is_symlink():
+        links += [p for p in ckpt.iterdir() if p.is_symlink()]
+    if links:
+        raise LabError(
+            f"{flag} {str(root)!r}: {str(links[0])!r} is a symbolic link; the lab writes only real files "
+            f"inside its run folder. Remove the link or choose another folder"
+        )
+
+
 def _clear_run(root: Path) -> None:
+    """Delete the files of the lab run in ``root`` (a folder :func:`is_lab_run` accepted): the
+    files named in :data:`RUN_FILES` and ``checkpoints/<scheme>.pt``, real files only. Links are
+    refused before this runs; no folder is removed, and nothing else in ``root`` is touched."""
     for name in RUN_FILES:
         path = root / name
-        if path.is_file():
+        if path.is_file() and not path.is_symlink():
             path.unlink()
     ckpt = root / "checkpoints"
-    if ckpt.is_dir():
-        for path in ckpt.glob("*.pt"):
-            path.unlink()
-        if not any(ckpt.iterdir()):
-            ckpt.rmdir()
+    if ckpt.is_dir() and not ckpt.is_symlink():
+        for scheme in SCHEMES:
+            path = ckpt / f"{scheme}.pt"
+            if path.is_file() and not path.is_symlink():
+                path.unlink()
 
 
 def resolve_config(args) -> tuple:
@@ -287,6 +320,7 @@ def resolve_config(args) -> tuple:
                     f"from the run's {getattr(cfg, key)!r}. Drop the flag or start a "
                     f"new run"
                 )
+        _refuse_links(run.root, "--resume")
         check_writable(run.root, "--resume")
         return cfg, run, True
     cfg = _config(lambda: preset_config(args.preset or "quick", **overrides), "invalid settings")
@@ -296,15 +330,41 @@ def resolve_config(args) -> tuple:
         root = Path("runs") / f"lab-{cfg.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
     if root.exists() and not root.is_dir():
         raise LabError(f"--out {str(root)!r} is a file, not a folder; choose a folder")
-    if (root / "config.json").exists():
+    found = _lab_paths(root) if root.is_dir() else []
+    if found:
+        lab = is_lab_run(root)
+        names = ", ".join(p.name for p in found)
+        if not lab:
+            raise LabError(
+                f"--out {str(root)!r} holds {names} but no config.json written by posenc lab, so it is "
+                f"not a lab run and nothing there is touched; choose an empty or new folder"
+            )
         if not getattr(args, "fresh", False):
             raise LabError(
                 f"--out {str(root)!r} already holds a run; use --resume {str(root)!r} "
                 f"to continue it, add --fresh to start it over, or choose another folder"
             )
-        _clear_run(root)
+        _refuse_links(root, "--out")
+        with _locked(root, "--out"):
+            _clear_run(root)
     check_writable(root, "--out")
     return cfg, RunDir(root), False
+
+
+@contextmanager
+def _locked(root: Path, flag: str):
+    """Hold ``root``'s run lock, or end with one line if another process holds it."""
+    try:
+        lock = RunLock(root).acquire()
+    except FolderBusy as busy:
+        raise LabError(
+            f"{flag} {str(root)!r} is in use by {busy} (another posenc lab is running there); wait for "
+            f"it to finish or choose another folder"
+        ) from None
+    try:
+        yield lock
+    finally:
+        lock.release()
 
 
 class _Interrupt:
@@ -678,6 +738,11 @@ def _initial_work(cfg, run: RunDir, record: Progress, steps: list) -> tuple:
 
 
 def _run(args, d: Dist) -> int:
+    with ExitStack() as stack:
+        return _run_locked(args, d, stack)
+
+
+def _run_locked(args, d: Dist, stack: ExitStack) -> int:
     cfg, run, resuming = resolve_config(args)
     device = torch.device("cuda", d.local_rank) if args.device == "cuda" else torch.device("cpu")
     if d.active and not args.resume and not args.out:
@@ -693,6 +758,7 @@ def _run(args, d: Dist) -> int:
     corpus_info = corpus.summary()
     if d.main:
         run.root.mkdir(parents=True, exist_ok=True)
+        stack.enter_context(_locked(run.root, "--resume" if resuming else "--out"))
         if resuming:
             stored = read_run_file(run.corpus_path, "corpus")
             if stored and stored.get("val_split_sha256") != corpus_info["val_split_sha256"]:

@@ -99,29 +99,66 @@ def check_stamp(kind: str, data: Any, path, advice: str = LAB_ADVICE) -> dict:
     return {k: v for k, v in data.items() if k not in ("schema_version", "kind")}
 
 
-def load_json_file(path, kind: str, advice: str = LAB_ADVICE, max_bytes: Optional[int] = None):
-    """Read and check a ``kind`` JSON file; ``None`` if it does not exist.
+#: Largest run file read (bytes) and deepest nesting of its JSON; the lab writes far less of both.
+MAX_FILE_BYTES = 64 * 2**20
+MAX_DEPTH = 32
 
-    Raises :class:`RunFileError` for a file that is unreadable, not UTF-8, not JSON (a truncated
-    write), larger than ``max_bytes``, or of another kind or version.
-    """
+
+def json_depth(data: Any, limit: int = MAX_DEPTH) -> int:
+    """Nesting depth of parsed JSON (a scalar is 0), counted without recursion; stops past ``limit``."""
+    deepest, stack = 0, [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            break
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    return deepest
+
+
+def read_json_limited(path, advice: str = LAB_ADVICE, max_bytes: int = MAX_FILE_BYTES, max_depth: int = MAX_DEPTH):
+    """Parsed JSON of ``path``, read with a size and a nesting limit; :class:`RunFileError` (one line
+    naming the file) for a file that is too large, too deep, unreadable, not UTF-8 or not JSON."""
     path = Path(path)
-    if not path.exists():
-        return None
     try:
-        if max_bytes is not None and path.stat().st_size > max_bytes:
+        if path.stat().st_size > max_bytes:
             raise RunFileError(path, f"is larger than {max_bytes // 2**20} MiB; not read", advice)
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as fh:
+            raw = fh.read(max_bytes + 1)
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise RunFileError(path, "is not UTF-8 text (corrupt)", advice) from None
     except OSError as err:
         raise RunFileError(path, f"cannot be read ({err.strerror or err})", advice) from None
+    if len(raw) > max_bytes:
+        raise RunFileError(path, f"is larger than {max_bytes // 2**20} MiB; not read", advice)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise RunFileError(
             path, f"is not valid JSON (truncated or corrupt: {err.msg} at line {err.lineno})", advice
         ) from None
+    except RecursionError:
+        data = None
+    if data is None and text.strip() != "null" or json_depth(data, max_depth) > max_depth:
+        raise RunFileError(path, f"nests its JSON deeper than {max_depth} levels; not read", advice)
+    return data
+
+
+def load_json_file(path, kind: str, advice: str = LAB_ADVICE, max_bytes: Optional[int] = None):
+    """Read and check a ``kind`` JSON file; ``None`` if it does not exist.
+
+    Raises :class:`RunFileError` for a file that is unreadable, not UTF-8, not JSON (a truncated
+    write), larger than ``max_bytes`` (default :data:`MAX_FILE_BYTES`), nested deeper than
+    :data:`MAX_DEPTH`, or of another kind or version.
+    """
+    path = Path(path)
+    if not path.exists():
+        return None
+    data = read_json_limited(path, advice, max_bytes=MAX_FILE_BYTES if max_bytes is None else max_bytes)
     return check_stamp(kind, data, path, advice)
 
 

@@ -23,7 +23,7 @@ import re
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import IO, Any, Optional
 
 import torch
 
@@ -153,6 +153,72 @@ def _first_sentence(text: str, limit: int = 120) -> str:
     """The first line and sentence of an error message, for a one-line report."""
     text = text.strip().splitlines()[0] if text.strip() else "no detail"
     return text.split(". ")[0][:limit]
+
+
+#: The lock file of a run folder: held (``fcntl.flock``) by the process that runs in it.
+LOCK_NAME = ".posenc-lab.lock"
+
+
+class FolderBusy(Exception):
+    """Another process holds the run folder's lock."""
+
+
+class RunLock:
+    """An exclusive lock on a run folder, held while one process runs in it.
+
+    ``flock`` locks belong to the open file: the kernel drops them when the process ends, however it
+    ends (Ctrl-C, SIGKILL, a crash), so a stale lock file never blocks a later run. Where ``fcntl``
+    does not exist (Windows) no lock is taken.
+    """
+
+    def __init__(self, root: Path):
+        self.path = Path(root) / LOCK_NAME
+        self._fh: Optional[IO[str]] = None
+
+    def acquire(self) -> "RunLock":
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            return self
+        if self.path.is_symlink():
+            raise FolderBusy(f"{self.path} is a symbolic link; the lab locks only a file of its own")
+        fh = open(self.path, "a+")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read(200).strip() or "another process"
+            fh.close()
+            raise FolderBusy(holder) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"process {os.getpid()}\n")
+        fh.flush()
+        self._fh = fh
+        return self
+
+    def release(self) -> None:
+        if self._fh is not None:
+            self._fh.close()  # closing drops the lock
+            self._fh = None
+
+    def __enter__(self) -> "RunLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def is_lab_run(root: Path) -> bool:
+    """Whether ``root`` holds a run of this lab: a ``config.json`` that carries the lab's schema
+    stamp (``kind`` "config", this schema version) and is a real file, not a link."""
+    path = Path(root) / "config.json"
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        return read_run_file(path, "config") is not None
+    except RunFileError:
+        return False
 
 
 class RunDir:
