@@ -36,7 +36,7 @@ def get(client, path, **params):
 def test_chapters_are_listed_in_order_and_on_the_page(client):
     d = get(client, "/api/lesson/chapters")
     ids = [c["id"] for c in d["chapters"]]
-    assert len(ids) == 13 and len(set(ids)) == 13
+    assert ids == [c.id for c in lesson.CHAPTERS] and len(set(ids)) == len(ids)
     html = INDEX.read_text(encoding="utf-8")
     on_page = re.findall(r'<article class="chapter" id="ch-([a-z-]+)" data-chapter="\1"', html)
     assert on_page == ids  # the page shows them in this order
@@ -200,21 +200,41 @@ def test_swapping_dog_and_man_flips_the_turn(client):
 
 
 # -- 8. stretching ---------------------------------------------------------------------------------------------
-def test_scalings_keep_the_slowest_pair_within_its_training_angles(client):
+def test_pairs_past_training_point_the_right_way(client):
     d = get(client, "/api/lesson/stretch", factor=8.0, train_len=8192, head_dim=128)
     by = {m["method"]: m for m in d["methods"]}
     plain = torch.tensor(by["rope"]["wavelengths"])
     torch.testing.assert_close(torch.tensor(by["linear"]["wavelengths"]), plain * 8, rtol=1e-12, atol=0)
     assert by["ntk"]["fastest_theta"] == pytest.approx(1.0) and by["yarn"]["fastest_theta"] == pytest.approx(1.0)
     assert by["yarn"]["wavelengths"][-1] == pytest.approx(plain[-1].item() * 8)
-    seen = d["slowest_angle_in_training"]
-    assert by["rope"]["slowest_angle_at_target"] > 7 * seen
-    assert by["linear"]["slowest_angle_at_target"] == pytest.approx(seen, rel=1e-12)  # squeezed exactly in
-    assert by["yarn"]["slowest_angle_at_target"] == pytest.approx(seen, rel=1e-12)
-    assert by["ntk"]["slowest_angle_at_target"] == pytest.approx(seen, rel=1e-9)  # the raised base, by design
-    middle = len(plain) // 2  # ... but NTK slows the middle pairs less
+    # independent count: pairs with less than a full turn in training whose last angle goes past it
+    theta = 2 * math.pi / plain.double()
+    partial = 8192 * theta < 2 * math.pi
+    assert d["partial_turn_pairs"] == int(partial.sum()) > 0
+    for name, m in by.items():
+        now = 2 * math.pi / torch.tensor(m["wavelengths"], dtype=torch.float64)
+        expected = partial & ((8 * 8192 - 1) * now > 8192 * theta)
+        assert m["past_training"] == expected.tolist(), name
+        assert m["pairs_past_training"] == int(expected.sum())
+    # plain RoPE: every partial-turn pair; linear and YaRN: none; NTK in between
+    assert by["rope"]["pairs_past_training"] == d["partial_turn_pairs"]
+    assert by["linear"]["pairs_past_training"] == 0 == by["yarn"]["pairs_past_training"]
+    assert 0 < by["ntk"]["pairs_past_training"] < by["rope"]["pairs_past_training"]
+    middle = len(plain) // 2  # NTK slows the middle pairs less than linear does
     assert plain[middle] < by["ntk"]["wavelengths"][middle] < by["linear"]["wavelengths"][middle]
     assert by["yarn"]["attention_factor"] > 1.0 == by["linear"]["attention_factor"]
+
+
+def test_the_tour_and_the_lesson_count_pairs_past_training_alike():
+    from posenc.tour import extension
+
+    d = lesson.stretching(extension.FACTOR, extension.TRAINED, extension.ROTARY_DIM)
+    by = {m["method"]: m["pairs_past_training"] for m in d["methods"]}
+    default, _ = extension.rope_frequencies(None, extension.ROTARY_DIM, extension.BASE)
+    length = int(extension.TRAINED * extension.FACTOR)
+    for tour_name, lesson_name in (("default", "rope"), ("linear", "linear"), ("ntk", "ntk"), ("yarn", "yarn")):
+        inv_freq, _ = extension.rope_frequencies(extension.scalings()[tour_name], extension.ROTARY_DIM, extension.BASE)
+        assert int(extension.unseen_mask(inv_freq, default, extension.TRAINED, length).sum()) == by[lesson_name]
 
 
 # -- 9. comparison ---------------------------------------------------------------------------------------------
@@ -229,16 +249,32 @@ def test_only_the_learned_table_stops_past_512(client):
 
 
 # -- 10. demo ----------------------------------------------------------------------------------------------------
-def test_demo_runs_the_code_it_shows(client):
+def test_demo_writes_the_seed_out_from_scratch_and_reproduces_its_numbers(client):
     d = get(client, "/api/lesson/demo", shift=100, d_model=4)
-    assert "RotaryEmbedding(head_dim=2)" in d["source"] and d["source"].startswith("def pytorch_demo")
-    assert d["output"][0] == "seat 0 wave vector: [0.0, 1.0, 0.0, 1.0]"
-    near = float(d["output"][2].split(":")[1])
-    far = float(d["output"][3].split(":")[1])
-    assert "seats 101 and 103" in d["output"][3] and near == far
-    # the printed numbers are RoPE's: q at seat 1, k at seat 3, theta = 1 rad, float64 reference
-    ref = (complex(1.0, 0.5) * cmath.exp(1j) * (complex(0.8, 0.2) * cmath.exp(3j)).conjugate()).real
-    assert near == pytest.approx(ref, abs=5e-6)
+    source, out = d["source"], d["output"]
+    assert source.startswith("def pytorch_demo")
+    # from scratch: the frequency formula and the 2-D rotation are written out, before posenc is used
+    assert "torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))" in source
+    assert "x1 * cos_a - x2 * sin_a, x1 * sin_a + x2 * cos_a" in source
+    assert "theta: float = 0.5" in source
+    assert out[0] == "seat 0 wave vector: [0.0, 1.0, 0.0, 1.0]"
+    assert out[1] == "seat 1 wave vector: [0.841, 0.54, 0.01, 1.0]"  # the seed's second row
+    # the seed's printed score, at seats 1 and 3 and at 101 and 103, from scratch and from posenc
+    assert out[2] == "score, seats 1 and 3: 0.65457"
+    assert out[3] == "score, seats 101 and 103: 0.65457"
+    assert out[4] == "posenc's table matches: True"
+    assert out[5] == "posenc, seats 1 and 3: 0.65457" and out[6] == "posenc, seats 101 and 103: 0.65457"
+    ref = (complex(1.0, 0.5) * cmath.exp(0.5j) * (complex(0.8, 0.2) * cmath.exp(1.5j)).conjugate()).real
+    assert round(ref, 5) == 0.65457
+
+
+def test_the_demo_prints_the_tours_score():
+    from posenc.tour import rotary
+
+    d = lesson.run_demo(100, 4)
+    tour = rotary.pair_score(rotary.QUERY, rotary.KEY, 1, 3)  # what the tour prints for seats 1 and 3
+    assert (rotary.THETA, rotary.QUERY, rotary.KEY) == (0.5, (1.0, 0.5), (0.8, 0.2))
+    assert d["output"][2] == f"score, seats 1 and 3: {tour:.5f}"
 
 
 # -- 12. mistakes ------------------------------------------------------------------------------------------------

@@ -297,7 +297,10 @@ def test_deep_links_progress_checks_and_the_workbench(browser, server):
         expect(feedback.locator(".evidence li").first).to_contain_text("differs between the two sentences")
         open_chapter(page, server, "knowledge-checks")
         expect(page.locator("#lq-total")).to_contain_text("1 of 10 checks answered, 1 right")
-        expect(page.locator("#progress-text")).to_contain_text("Chapter 11 of 13 · 2 of 13 opened")
+        number = IDS.index("knowledge-checks") + 1
+        expect(page.locator("#progress-text")).to_contain_text(
+            f"Chapter {number} of {len(IDS)} · 2 of {len(IDS)} opened"
+        )
 
         # RoPE: the vector can be moved by keyboard and by dragging, the turn is drawn with a ghost hand
         node = open_chapter(page, server, "rope")
@@ -443,6 +446,157 @@ def test_claim_turning_values_is_measured_on_a_linear_axis(browser, server):
         right, wrong = page.evaluate(BARS, "#mis-v")
         assert right["rounding"] and right["width"] == 0 and "rounding" in right["label"]
         assert not wrong["rounding"] and wrong["width"] > 100
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_alibi_is_taught_before_it_is_checked(browser, server):
+    """The ALiBi chapter: slopes 1/2 ... 1/256 for 8 heads, head 0 adds −5 to a key 10 seats back, and
+    at 64 seats the steep head keeps its attention near while the shallow one spreads it."""
+    from playwright.sync_api import expect
+
+    taught = IDS.index("alibi-penalty")
+    checked = next(i for i, c in enumerate(CHAPTERS) if "alibi-head0" in c.checks)
+    assert taught <= checked
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        node = open_chapter(page, server, "alibi-penalty")
+        expect(page.locator("#alibi-table tbody tr")).to_have_count(8)
+        slopes = page.eval_on_selector_all(
+            "#alibi-table tbody tr td:nth-child(2)", "(ns) => ns.map((n) => n.textContent)"
+        )
+        assert slopes == [f"1/{2**k}" for k in range(1, 9)]
+        assert page.locator("#alibi-table tr[data-head='0'] td.bias").inner_text() == "−5.0000"
+        assert page.locator("#alibi-chart svg").count() == 1 and page.locator("#alibi-weights svg").count() == 1
+        # the check comes after the figure in the chapter
+        assert page.evaluate(
+            """() => { const f = document.getElementById('alibi-chart'), c = document.getElementById('lq-alibi-head0');
+              return !!c && !!(f.compareDocumentPosition(c) & Node.DOCUMENT_POSITION_FOLLOWING); }"""
+        )
+        set_slider(page, node, "#alibi-distance", 64)
+        near = [
+            float(t)
+            for t in page.eval_on_selector_all(
+                "#alibi-table tbody tr td:nth-child(4)", "(ns) => ns.map((n) => n.textContent)"
+            )
+        ]
+        far = [
+            float(t)
+            for t in page.eval_on_selector_all(
+                "#alibi-table tbody tr td:nth-child(5)", "(ns) => ns.map((n) => n.textContent)"
+            )
+        ]
+        assert near[0] > 0.35 and far[0] < 1e-3  # steep: attention stays on the nearest words
+        assert far[-1] > 0.4 * near[-1]  # shallow: spread out
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_contents_come_from_the_manifest_and_checks_are_in_reading_order(browser, server):
+    """The table of contents lists every chapter of the manifest with its number, none clipped, and the
+    review chapter lists the checks in the order the chapters show them."""
+    from playwright.sync_api import expect
+
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        node = open_chapter(page, server, "knowledge-checks")
+        links = page.locator("#toc-list a")
+        expect(links).to_have_count(len(IDS))
+        for i, chapter in enumerate(CHAPTERS, start=1):
+            link = links.nth(i - 1)
+            assert link.get_attribute("href") == f"#{chapter.id}"
+            assert link.inner_text().startswith(f"{i}. "), link.inner_text()
+            assert chapter.title in link.inner_text()
+        clipped = page.evaluate(
+            """() => { const toc = document.querySelector('nav.toc').getBoundingClientRect();
+              return [...document.querySelectorAll('#toc-list .toc-num')].filter((n) => {
+                const b = n.getBoundingClientRect(); return b.left < toc.left - 0.5 || b.right > toc.right + 0.5; })
+                .map((n) => n.textContent); }"""
+        )
+        assert clipped == []
+        expect(node.locator(".kicker")).to_have_text(re.compile(rf"^Chapter {IDS.index('knowledge-checks') + 1} · "))
+        expect(page.locator("#lq-index li")).not_to_have_count(0)
+        listed = page.eval_on_selector_all("#lq-index li", "(ns) => ns.map((n) => n.dataset.check)")
+        reading = [check for chapter in CHAPTERS for check in chapter.checks]
+        assert listed == reading
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_pairs_past_training_are_defined_and_point_the_right_way(browser, server):
+    """Chapter 8: plain RoPE puts every partial-turn pair past training, linear and YaRN none, NTK-aware
+    most of the slow pairs; only a zero gets a tick."""
+    from posenc.explorer.lesson import stretching
+
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        node = open_chapter(page, server, "stretching-rope")
+        assert "past training" in node.locator("#def-past-training").inner_text()
+        set_slider(page, node, "#str-factor", 4)
+        expected = {m["method"]: m["pairs_past_training"] for m in stretching(4.0, 8192, 128)["methods"]}
+        shown = {}
+        for method in expected:
+            row = page.locator(f"#str-table tr[data-method='{method}']")
+            shown[method] = int(row.get_attribute("data-past"))
+            cell = row.locator("td").last.inner_text()
+            assert cell.startswith("✓") == (shown[method] == 0), (method, cell)
+        assert shown == expected
+        assert shown["linear"] == 0 == shown["yarn"] and shown["ntk"] > 0 and shown["rope"] > shown["ntk"]
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_the_demo_reproduces_the_seed_and_keeps_its_indentation_on_a_phone(browser, server):
+    """Chapter 10: the from-scratch demo prints the seed's 0.65457 at seats 1/3 and after a move of
+    10,000 seats; on a phone the code scrolls sideways instead of wrapping, so indentation survives."""
+    from playwright.sync_api import expect
+
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        node = open_chapter(page, server, "pytorch-demo")
+        output = page.locator("#demo-output")
+        expect(output).to_contain_text("score, seats 1 and 3: 0.65457")
+        set_slider(page, node, "#demo-shift", 10000)
+        expect(output).to_contain_text("score, seats 10001 and 10003: 0.65457")
+        expect(output).to_contain_text("posenc, seats 10001 and 10003: 0.65457")
+        layout = page.evaluate(
+            """() => { const pre = document.getElementById('demo-code'), s = getComputedStyle(pre);
+              const lines = pre.textContent.split(String.fromCharCode(10)).length;
+              const lineH = parseFloat(s.lineHeight) || parseFloat(s.fontSize) * 1.2;
+              const pad = parseFloat(s.paddingTop) + parseFloat(s.paddingBottom);
+              return { lines, rows: (pre.scrollHeight - pad) / lineH, scrolls: pre.scrollWidth > pre.clientWidth,
+                whiteSpace: s.whiteSpace, page: document.documentElement.scrollWidth }; }"""
+        )
+        assert layout["whiteSpace"] == "pre" and layout["scrolls"], layout
+        assert layout["rows"] == pytest.approx(layout["lines"], abs=1.5), layout  # one row per line: nothing wrapped
+        assert layout["page"] <= SIZES["phone"][0]
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_code_in_prose_and_tables_breaks_only_between_words(browser, server):
+    """The comparison table's ``nn.Embedding(L_max, d)`` never breaks inside the name."""
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        for size in ("desktop", "phone"):
+            page.set_viewport_size(dict(zip(("width", "height"), SIZES[size])))
+            open_chapter(page, server, "comparison")
+            page.wait_for_timeout(200)
+            broken = page.evaluate(
+                """() => [...document.querySelectorAll('#ch-comparison code')].filter((c) => {
+                  const range = document.createRange(), text = c.firstChild;
+                  if (!text || text.nodeType !== 3) return false;
+                  const word = text.textContent.indexOf('Embedding');
+                  if (word < 0) return false;
+                  range.setStart(text, word); range.setEnd(text, word + 'Embedding'.length);
+                  return range.getClientRects().length > 1; }).map((c) => c.textContent)"""
+            )
+            assert broken == [], (size, broken)
         assert page.problems == [], page.problems
     finally:
         context.close()

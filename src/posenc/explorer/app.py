@@ -410,6 +410,10 @@ def create_app(
     ):
         return lesson.stretching(factor, train_len, head_dim)
 
+    @app.get("/api/lesson/alibi")
+    def lesson_alibi(heads: int = _lesson_int("alibi_heads"), distance: int = _lesson_int("alibi_distance")):
+        return lesson.alibi_penalty(heads, distance)
+
     @app.get("/api/lesson/compare")
     def lesson_compare(length: int = _lesson_int("compare_len")):
         return lesson.compare(length)

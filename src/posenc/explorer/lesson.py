@@ -31,8 +31,10 @@ import torch
 import torch.nn.functional as F
 
 from .._checks import check_choice, check_float, check_int
+from ..alibi import alibi_bias, alibi_slopes
 from ..factory import SCHEMES, make_scheme
 from ..learned import LearnedPositionalEmbedding, PositionOutOfRangeError
+from ..lesson.stretching import past_training
 from ..model import Block, ModelConfig, TinyLM
 from ..rope.apply import apply_rotary
 from ..rope.scaling import LinearScaling, NTKScaling, YaRNScaling, rope_frequencies
@@ -70,6 +72,8 @@ LESSON_LIMITS: dict[str, Limit] = {
     "shift": Limit(0, 100_000, 100, "amount every seat is moved by"),
     "order_deg": Limit(1.0, 179.0, 30.0, "turn per seat of the one-pair clock, in degrees"),
     "factor": Limit(1.0, 64.0, 8.0, "context extension factor"),
+    "alibi_heads": Limit(1, 64, 8, "attention heads, one ALiBi slope each"),
+    "alibi_distance": Limit(1, 512, 10, "how far back the query looks (keys at distance 0 to this)"),
     "train_len": Limit(256, 131_072, 8192, "context length the model was trained with"),
     "stretch_head_dim": Limit(16, 256, 128, "features per head (even)"),
     "compare_len": Limit(1, 8192, 1024, "tokens each scheme is asked to read"),
@@ -124,7 +128,8 @@ CHAPTERS: tuple[Chapter, ...] = (
     Chapter("learned-tables", "Learned tables and the 512 wall", ("learned-limit",)),
     Chapter("rope", "RoPE: turn, don't add", ("relative", "qk-only")),
     Chapter("stretching-rope", "Stretching RoPE", ("linear-vs-ntk", "llama3-bands")),
-    Chapter("comparison", "The methods side by side", ("alibi-head0",)),
+    Chapter("alibi-penalty", "ALiBi: a penalty for distance", ("alibi-head0",)),
+    Chapter("comparison", "The methods side by side", ()),
     Chapter("pytorch-demo", "The PyTorch demo", ()),
     Chapter("knowledge-checks", "Check yourself", ("precision",)),
     Chapter("common-mistakes", "Common mistakes", ()),
@@ -583,9 +588,11 @@ def word_order(sentence: int, degrees: float) -> dict:
 def stretching(factor: float, train_len: int, head_dim: int) -> dict:
     """Wavelength of every pair under plain RoPE, linear (PI), NTK-aware and YaRN scaling.
 
-    For each method: the wavelengths 2 pi / theta_i, the attention factor, and the largest angle the
-    slowest pair reaches at the new length (factor x train_len) beside the largest it saw in
-    training: a method that keeps the first at or under the second shows the model no new angle.
+    For each method: the wavelengths 2 pi / theta_i, the attention factor, and the pairs *past
+    training* at the new length (factor x train_len), by the one definition the tour uses too
+    (:func:`posenc.lesson.stretching.past_training`): pairs that turned less than once in training
+    and would now reach an angle larger than any they saw. A method with none shows the model no new
+    angle.
     """
     _float("factor", factor)
     _int("train_len", train_len)
@@ -598,20 +605,19 @@ def stretching(factor: float, train_len: int, head_dim: int) -> dict:
         "yarn": YaRNScaling(factor=factor, original_max_position_embeddings=train_len),
     }
     plain = rope_inv_freq(head_dim, 10000.0)
-    # the angle swept over a whole context (seat 0 to seat L): the same measure for both lengths
-    seen = float(plain[-1]) * train_len
+    partial = (train_len * plain.double() < TWO_PI).tolist()
     methods = []
     for name, cfg in configs.items():
         inv_freq, attention = rope_frequencies(cfg, head_dim, 10000.0)
-        wavelengths = (TWO_PI / inv_freq).tolist()
+        past = past_training(inv_freq, plain, train_len, target)  # (d/2,) bool
         methods.append(
             {
                 "method": name,
-                "wavelengths": wavelengths,
+                "wavelengths": (TWO_PI / inv_freq).tolist(),
                 "attention_factor": attention,
-                "slowest_angle_at_target": float(inv_freq[-1]) * target,
                 "fastest_theta": float(inv_freq[0]),
-                "pairs_longer_than_training": int(sum(w > train_len for w in wavelengths)),
+                "past_training": past.tolist(),
+                "pairs_past_training": int(past.sum()),
             }
         )
     return {
@@ -619,9 +625,46 @@ def stretching(factor: float, train_len: int, head_dim: int) -> dict:
         "train_len": train_len,
         "target_len": target,
         "head_dim": head_dim,
-        "slowest_angle_in_training": seen,
+        "pairs": head_dim // 2,
+        "partial_turn_pairs": int(sum(partial)),
         "methods": methods,
     }
+
+
+# -- 9. ALiBi ---------------------------------------------------------------------------------------
+def alibi_penalty(heads: int, distance: int) -> dict:
+    """ALiBi for a query that sees keys 0 to ``distance`` seats behind it, from posenc's own
+    :func:`~posenc.alibi.alibi_slopes` and :func:`~posenc.alibi.alibi_bias`.
+
+    For every head: its slope, the bias ``-slope * distance`` added to each key's score, and the
+    attention weights the bias alone gives when every key matches the query equally well (so what
+    is left is the position's share). Steep heads keep their attention on the nearest keys, shallow
+    ones spread it out.
+    """
+    _int("alibi_heads", heads)
+    _int("alibi_distance", distance)
+    slopes = alibi_slopes(heads)  # (H,) float64
+    keys = torch.arange(distance + 1)  # key seats 0..distance, the query at seat `distance`
+    bias = alibi_bias(slopes, torch.tensor([distance]), keys)[:, 0]  # (H, distance + 1)
+    weights = torch.softmax(bias, dim=-1)  # (H, distance + 1): equal content scores
+    back = (distance - keys).tolist()  # how far behind the query each key sits
+    rows = []
+    for h in range(heads):
+        slope = float(slopes[h])
+        exponent = math.log2(1 / slope)
+        rows.append(
+            {
+                "head": h,
+                "slope": slope,
+                "slope_text": f"1/{round(1 / slope)}" if abs(exponent - round(exponent)) < 1e-9 else f"{slope:.4g}",
+                "bias": bias[h].tolist(),
+                "weights": weights[h].tolist(),
+                "bias_at_distance": float(bias[h, 0]),
+                "weight_nearest": float(weights[h, -1]),
+                "weight_farthest": float(weights[h, 0]),
+            }
+        )
+    return {"heads": heads, "distance": distance, "keys_back": back, "rows": rows}
 
 
 # -- 9. the comparison table ---------------------------------------------------------------------
@@ -679,28 +722,53 @@ def compare(length: int) -> dict:
 
 # -- 10. the PyTorch demo --------------------------------------------------------------------------
 def pytorch_demo(shift: int = 100, d_model: int = 4) -> None:
-    """Sinusoidal table and RoPE with posenc: two seats apart scores the same anywhere."""
+    """The seed's demo written out from scratch, then the same numbers from posenc."""
+    import math
+
     import torch
 
-    from posenc import RotaryEmbedding, sinusoidal_table
+    from posenc import apply_rotary, sinusoidal_table
+    from posenc.rope import rope_cos_sin
 
-    # 1. the sinusoidal table of the 2017 Transformer: a constant, built once
-    table = sinusoidal_table(10, d_model)  # (10, d_model)
+    # 1. The sinusoidal table of the 2017 Transformer, straight from its formula
+    def build_sinusoidal_pe(max_len: int, d_model: int) -> torch.Tensor:
+        pe = torch.zeros(max_len, d_model)
+        positions = torch.arange(max_len, dtype=torch.float).unsqueeze(1)  # (max_len, 1)
+        div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+        pe[:, 0::2] = torch.sin(positions * div_term)  # even columns: sine waves
+        pe[:, 1::2] = torch.cos(positions * div_term)  # odd columns: cosine waves
+        return pe
+
+    table = build_sinusoidal_pe(max_len=10, d_model=d_model)
     print("seat 0 wave vector:", [round(v, 3) for v in table[0].tolist()])
     print("seat 1 wave vector:", [round(v, 3) for v in table[1].tolist()])
 
-    # 2. RoPE on one head of width 2: a query and a key, turned by their seats
-    rope = RotaryEmbedding(head_dim=2)  # theta = 1 radian per seat
-    q = torch.tensor([1.0, 0.5], dtype=torch.float64).view(1, 1, 1, 2)  # (batch, heads, seq, dim)
-    k = torch.tensor([0.8, 0.2], dtype=torch.float64).view(1, 1, 1, 2)
+    # 2. RoPE on one pair: turn a 2-D vector by seat * theta
+    def apply_rope_2d(vec: torch.Tensor, seat: int, theta: float = 0.5) -> torch.Tensor:
+        angle = seat * theta
+        cos_a, sin_a = math.cos(angle), math.sin(angle)
+        x1, x2 = vec[0], vec[1]
+        return torch.tensor([x1 * cos_a - x2 * sin_a, x1 * sin_a + x2 * cos_a])
 
-    def score(m: int, n: int) -> float:
-        q_m, _ = rope(q, q, position_ids=torch.tensor([[m]]))
-        _, k_n = rope(k, k, position_ids=torch.tensor([[n]]))
-        return float((q_m * k_n).sum())
+    q_word = torch.tensor([1.0, 0.5])
+    k_word = torch.tensor([0.8, 0.2])
+    near = torch.dot(apply_rope_2d(q_word, 1), apply_rope_2d(k_word, 3))
+    far = torch.dot(apply_rope_2d(q_word, 1 + shift), apply_rope_2d(k_word, 3 + shift))
+    print(f"score, seats 1 and 3: {near.item():.5f}")
+    print(f"score, seats {1 + shift} and {3 + shift}: {far.item():.5f}")
 
-    print(f"score, seats 1 and 3:   {score(1, 3):.5f}")
-    print(f"score, seats {1 + shift} and {3 + shift}: {score(1 + shift, 3 + shift):.5f}")
+    # 3. The same with posenc: its table, and its rotation with theta = 0.5 for the one pair
+    print("posenc's table matches:", torch.allclose(sinusoidal_table(10, d_model), table, atol=1e-6))
+    theta = torch.tensor([0.5])  # (pairs,) radians per seat
+
+    def posenc_score(m: int, n: int) -> float:
+        cos, sin = rope_cos_sin(torch.tensor([m, n]), theta)  # (2, 1) each
+        both = torch.stack([q_word, k_word]).view(1, 1, 2, 2)  # (batch, heads, seq, dim)
+        turned, _ = apply_rotary(both, both, cos, sin)
+        return float(turned[0, 0, 0] @ turned[0, 0, 1])
+
+    print(f"posenc, seats 1 and 3: {posenc_score(1, 3):.5f}")
+    print(f"posenc, seats {1 + shift} and {3 + shift}: {posenc_score(1 + shift, 3 + shift):.5f}")
 
 
 def run_demo(shift: int, d_model: int) -> dict:
@@ -842,6 +910,7 @@ __all__ = [
     "CHAPTERS",
     "LESSON_LIMITS",
     "SOURCE_SECTIONS",
+    "alibi_penalty",
     "bad_ideas",
     "bag_of_tiles",
     "big_picture",

@@ -13,6 +13,7 @@ from typing import List
 
 import torch
 
+from ..lesson.stretching import past_training
 from ..rope import LinearScaling, NTKScaling, RotaryEmbedding, YaRNScaling, rope_frequencies
 from ._plot import new_figure, save
 from ._show import plain, prose, sci, table
@@ -35,16 +36,9 @@ def scalings() -> dict:
 
 
 def unseen_mask(inv_freq: torch.Tensor, default: torch.Tensor, trained: int, length: int) -> torch.Tensor:
-    """Which pairs reach angles never seen in training when reading ``length`` tokens (bool, (r/2,)).
-
-    In training pair ``i`` turned by ``default[i]`` per seat over ``trained`` seats; if that is less
-    than one full turn, it only ever saw angles up to ``(trained - 1) * default[i]``. A pair counts as
-    unseen if, with frequency ``inv_freq[i]``, the last of ``length`` seats goes more than one trained
-    step past that angle.
-    """
-    partial_turn = trained * default < 2 * math.pi
-    overshoot = (length - 1) * inv_freq > trained * default
-    return partial_turn & overshoot
+    """Which pairs are past training at ``length`` tokens (bool, (r/2,)); the lesson's one
+    definition, :func:`posenc.lesson.stretching.past_training`."""
+    return past_training(inv_freq, default, trained, length)
 
 
 def index_ranges(indices) -> str:

@@ -6,6 +6,7 @@ import { setupLesson, showChapter, isChapter } from "./lesson/main.js";
 import "./lesson/basics.js";
 import "./lesson/waves.js";
 import "./lesson/rope.js";
+import "./lesson/alibi.js";
 import "./lesson/rest.js";
 import { setupFingerprint } from "./views/fingerprint.js";
 import { setupDials } from "./views/dials.js";

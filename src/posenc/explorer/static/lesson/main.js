@@ -1,4 +1,4 @@
-// The guided lesson: thirteen chapters, one shown at a time, named by the URL hash.
+// The guided lesson: its chapters, one shown at a time, named by the URL hash.
 // Each chapter module registers a setup function that runs the first time its chapter is opened;
 // every number a chapter draws comes from the server's /api/lesson endpoints (posenc itself).
 
@@ -104,8 +104,31 @@ function typing(target) {
   return target && (target.closest("input, select, textarea, [contenteditable], [role='slider']") !== null);
 }
 
+// The chapters are the page's articles, in the order of the lesson's manifest (posenc.explorer.lesson
+// CHAPTERS; a test keeps the two equal). The table of contents, the kickers ("Chapter 7 · advanced"),
+// the progress bar and the pager are all built from that one list.
+function buildContents() {
+  const list = document.getElementById("toc-list");
+  list.replaceChildren();
+  order.forEach((id, i) => {
+    const item = document.createElement("li"), link = document.createElement("a");
+    link.href = `#${id}`;
+    // the number is part of the link (not a list marker), so it can never be clipped by the column
+    const number = document.createElement("span");
+    number.className = "toc-num";
+    number.textContent = `${i + 1}.`;
+    link.append(number, ` ${titleOf(id)}`);
+    item.append(link);
+    list.append(item);
+    const kicker = chapterNode(id).querySelector(".kicker");
+    if (kicker) kicker.textContent = `Chapter ${i + 1}${kicker.dataset.level ? ` · ${kicker.dataset.level}` : ""}`;
+  });
+  document.getElementById("progress").setAttribute("aria-valuemax", String(order.length));
+}
+
 export function setupLesson() {
   order = [...document.querySelectorAll("#lesson-main > article.chapter")].map((n) => n.dataset.chapter);
+  buildContents();
   document.getElementById("chapter-prev").addEventListener("click", () => step(-1));
   document.getElementById("chapter-next").addEventListener("click", () => step(1));
   document.addEventListener("keydown", (event) => {

@@ -45,7 +45,14 @@ registerChapter("pytorch-demo", () => {
 registerChapter("knowledge-checks", () => {
   const id = "knowledge-checks";
   const update = async () => {
-    const checks = await allChecks();
+    // in reading order: by the chapter that shows each check, then by its place in that chapter
+    const place = (check) => {
+      const chapter = chapterOfCheck(check.id) || id;
+      const ids = [...document.querySelectorAll("#lesson-main > article.chapter")].map((n) => n.dataset.chapter);
+      const box = chapterNode(chapter).querySelector(".inline-checks[data-checks]");
+      return ids.indexOf(chapter) * 100 + (box ? box.dataset.checks.split(/\s+/).indexOf(check.id) : 0);
+    };
+    const checks = [...(await allChecks())].sort((a, b) => place(a) - place(b));
     const tried = Object.keys(results).length, right = Object.values(results).filter(Boolean).length;
     $("lq-total").textContent = `${tried} of ${checks.length} checks answered, ${right} right at the first try.`;
     const list = $("lq-index");
@@ -53,6 +60,7 @@ registerChapter("knowledge-checks", () => {
     for (const check of checks) {
       const item = html("li", {}, list);
       const chapter = chapterOfCheck(check.id) || id;
+      item.dataset.check = check.id;
       html("a", { href: `#${chapter}` }, item, check.prompt.split(/(?<=[.?])\s/)[0]);
       html("span", { class: "muted" }, item, ` (chapter: ${chapterNode(chapter).querySelector("h2").textContent})`);
       const state = check.id in results ? (results[check.id] ? " ✓ right" : " ✗ not at first") : " · not yet answered";

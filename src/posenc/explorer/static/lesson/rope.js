@@ -4,7 +4,7 @@
 import { $, api, slider } from "../core.js";
 import { lineChart } from "../charts.js";
 import { chapterLoader, registerChapter } from "./main.js";
-import { PAL } from "../palette.js";
+import { PAL, SCALING_COLOURS } from "../palette.js";
 import { C, T, INK, MUTED, SERIES, svg, html, fmt, widthOf, root, text, clock, rad, mod360, signed, numbers, stackLabels } from "./draw.js";
 
 // The drawn part of a turn: the angle itself, folded into one turn (the sign kept).
@@ -211,6 +211,7 @@ registerChapter("stretching-rope", () => {
   let data = null;
   const factor = slider("str-factor", () => load());
   const names = { rope: "plain RoPE", linear: "linear (PI)", ntk: "NTK-aware", yarn: "YaRN" };
+  const colourOf = { rope: SCALING_COLOURS.default, linear: SCALING_COLOURS.linear, ntk: SCALING_COLOURS.ntk, yarn: SCALING_COLOURS.yarn };
   const draw = () => {
     if (!data) return;
     const xs = data.methods[0].wavelengths.map((_, i) => i);
@@ -219,7 +220,7 @@ registerChapter("stretching-rope", () => {
       width: widthOf($("str-chart"), 720), height: 280, title: "wavelength of each pair",
       x: { domain: [0, xs.length - 1], label: "pair i (fast → slow)" },
       y: { domain: [Math.min(...all) / 1.5, Math.max(...all) * 1.5], log: true, label: "wavelength (seats)" },
-      series: data.methods.map((m, k) => ({ name: names[m.method], xs, ys: m.wavelengths, color: SERIES[k].color, dash: SERIES[k].dash })),
+      series: data.methods.map((m, k) => ({ name: names[m.method], xs, ys: m.wavelengths, color: colourOf[m.method], dash: SERIES[k].dash })),
       hlines: [{ y: data.train_len, label: `trained ${data.train_len}`, color: INK, left: true },
         { y: data.target_len, label: `stretched ${data.target_len}`, color: T.vermillion, left: true }],
     });
@@ -229,22 +230,21 @@ registerChapter("stretching-rope", () => {
     draw();
     const table = $("str-table");
     table.replaceChildren();
-    html("caption", {}, table, `Stretching ${data.train_len} to ${data.target_len} tokens (factor ${fmt(data.factor, 0)})`);
+    html("caption", {}, table, `Stretching ${data.train_len} to ${data.target_len} tokens (factor ${fmt(data.factor, 0)}): `
+      + `${data.partial_turn_pairs} of ${data.pairs} pairs turned less than once in training`);
     const head = html("tr", {}, html("thead", {}, table));
-    for (const h of ["method", "fastest θ", "pairs past training", "attention factor",
-      `slowest pair's angle at ${data.target_len} (training: ${fmt(data.slowest_angle_in_training, 3)} rad)`]) {
+    for (const h of ["method", "fastest θ (rad/seat)", "attention factor", `pairs past training at ${data.target_len}`]) {
       html("th", { scope: "col" }, head, h);
     }
     const body = html("tbody", {}, table);
     for (const m of data.methods) {
-      const tr = html("tr", { "data-method": m.method }, body);
+      const tr = html("tr", { "data-method": m.method, "data-past": m.pairs_past_training }, body);
       html("th", { scope: "row" }, tr, names[m.method]);
       html("td", { class: "num" }, tr, fmt(m.fastest_theta, 4));
-      html("td", { class: "num" }, tr, String(m.pairs_longer_than_training));
       html("td", { class: "num" }, tr, fmt(m.attention_factor, 4));
-      const within = m.slowest_angle_at_target <= data.slowest_angle_in_training * (1 + 1e-9);
-      html("td", { class: `num ${within ? "pass" : "fail"}` }, tr,
-        `${fmt(m.slowest_angle_at_target, 3)} rad ${within ? "✓ seen in training" : "✗ never seen"}`);
+      const none = m.pairs_past_training === 0;
+      html("td", { class: `num ${none ? "pass" : "fail"}` }, tr,
+        none ? "✓ none: every angle was seen in training" : `✗ ${m.pairs_past_training} of ${data.pairs} meet angles never seen`);
     }
     stackLabels(table);
   });
