@@ -20,6 +20,7 @@ COMMANDS = {
     "lab": ("posenc.lab.cli", "train small LMs that differ only in position scheme and test long inputs"),
     "bench": ("posenc.bench", "time RoPE implementations side by side"),
     "inspect": ("posenc.inspect", "explain a model's position encoding from its config.json, with a precision audit"),
+    "eval": ("posenc.eval.cli", "a checkpoint's perplexity and passkey retrieval past its context, per scaling"),
 }
 
 #: name -> (extra, the top-level packages that extra installs). The core needs only torch; each app
@@ -28,6 +29,7 @@ EXTRAS = {
     "tour": ("tour", ("rich", "matplotlib")),
     "explore": ("explore", ("fastapi", "uvicorn")),
     "lab": ("lab", ("numpy", "rich", "matplotlib")),
+    "eval": ("eval", ("numpy", "rich", "matplotlib", "transformers")),
 }
 
 

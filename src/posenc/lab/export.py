@@ -42,11 +42,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Tuple, cast
 
 import torch
 
-from ..model import TinyLM
+from ..model import Block, TinyLM
 from ..rope import RotaryEmbedding
 from ..rope.hfconfig import to_hf_dict
 from ..rope.layout import permute_for_half_split
@@ -134,7 +134,8 @@ def gpt_neox_state_dict(model: TinyLM) -> Dict[str, torch.Tensor]:
         return w, b
 
     state: Dict[str, torch.Tensor] = {"gpt_neox.embed_in.weight": model.tok.weight.detach().float().clone()}
-    for i, block in enumerate(model.blocks):
+    for i, module in enumerate(model.blocks):
+        block = cast(Block, module)
         p = f"gpt_neox.layers.{i}."
         for ours, theirs in ((block.norm1, "input_layernorm"), (block.norm2, "post_attention_layernorm")):
             state[p + theirs + ".weight"] = ours.weight.detach().float().clone()
@@ -154,7 +155,7 @@ def gpt_neox_state_dict(model: TinyLM) -> Dict[str, torch.Tensor]:
         state[p + "attention.dense.weight"] = w
         if c.bias:
             state[p + "attention.dense.bias"] = b
-        up, down = block.mlp[0], block.mlp[2]
+        up, down = cast(torch.nn.Linear, block.mlp[0]), cast(torch.nn.Linear, block.mlp[2])
         state[p + "mlp.dense_h_to_4h.weight"], state[p + "mlp.dense_h_to_4h.bias"] = weight_and_bias(
             up, up.out_features
         )

@@ -1,0 +1,609 @@
+"""``posenc eval MODEL``: perplexity and passkey retrieval of a local checkpoint at 1, 2, 4 and 8 times
+its trained context, under every scaling side by side. See ``docs/eval.md``.
+
+The model is loaded once, offline (``local_files_only=True``, ``HF_HUB_OFFLINE=1``). Each scaling is
+installed through :func:`posenc.integrations.transformers.patch` with exact tables, measured, and
+removed. Every finished cell (one scaling at one length, or one passkey cell) is saved to
+``progress.json`` in the output folder as it finishes; running the same command again skips them.
+Mistakes (a missing folder, a folder that is not a checkpoint, an unknown scaling, a bad number) end
+the command with one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from .scalings import (
+    MODEL,
+    ScalingSpec,
+    SpecError,
+    check_spec,
+    default_specs,
+    parse_specs,
+    rope_of,
+    trained_context,
+    written_config,
+)
+
+#: Version of the files ``posenc eval`` writes; a folder of another version is not resumed.
+SCHEMA_VERSION = 1
+SCHEMA = "posenc.eval"
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+class EvalError(Exception):
+    """A mistake in the command line or the inputs, reported as one line."""
+
+
+# Values are parsed here rather than by argparse, so a mistake is one line naming the flag.
+def positive_ints(flag: str, text: str) -> List[int]:
+    """Comma-separated integers >= 1, sorted and unique, or :class:`EvalError`."""
+    try:
+        values = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 for v in values):
+        raise EvalError(f"{flag} must be comma-separated positive integers, got {text!r}")
+    return sorted(set(values))
+
+
+def depths(text: str) -> List[float]:
+    """Comma-separated needle depths in [0, 1], or :class:`EvalError`."""
+    try:
+        values = [float(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        values = []
+    if not values or any(not 0.0 <= v <= 1.0 for v in values):
+        raise EvalError(f"--depths must be comma-separated numbers from 0 to 1, got {text!r}")
+    return sorted(set(values))
+
+
+def positive(flag: str, text: str, kind=int):
+    """One number > 0 of ``kind``, or :class:`EvalError`."""
+    try:
+        value = kind(text)
+    except ValueError:
+        value = None
+    if value is None or not value > 0 or not math.isfinite(value):
+        raise EvalError(f"{flag} must be a positive {kind.__name__}, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from .measure import FORMATS
+
+    parser.add_argument("model", metavar="MODEL", help="a local transformers checkpoint folder (never downloaded)")
+    parser.add_argument(
+        "--scalings",
+        default=None,
+        help="comma-separated scalings, e.g. none,linear:4,ntk:4,dynamic,yarn:4,llama3:4 (a name alone "
+        "fits its factor to each length as posenc lab does; default: model (if it has one), none and every "
+        "registered type with a lab default)",
+    )
+    parser.add_argument("--lengths", default=None, help="lengths in tokens (default 1,2,4,8 x L0)")
+    parser.add_argument(
+        "--text",
+        default=None,
+        help="a UTF-8 text file (default: the Python standard library's validation split, the lab's corpus)",
+    )
+    parser.add_argument("--windows", default="16", help="perplexity windows (default 16)")
+    parser.add_argument("--final-tokens", default="32", help="tail scored as 'final' (32)")
+    parser.add_argument("--passkey-trials", default="10", help="trials per passkey cell (0: no passkey)")
+    parser.add_argument("--depths", default="0,0.25,0.5,0.75,1", help="needle depths in [0, 1]")
+    parser.add_argument("--passkey-format", choices=sorted(FORMATS), default="words")
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="output folder (default runs/eval-<model>-<time>); resumed when it holds the same evaluation",
+    )
+    parser.add_argument("--fresh", action="store_true", help="with --out: discard the folder's earlier cells")
+    parser.add_argument(
+        "--write-config",
+        metavar="OUT",
+        default=None,
+        help="write a copy of config.json with the "
+        "one scaling of --scalings (transformers' own format) to OUT and exit",
+    )
+    parser.add_argument("--dtype", choices=DTYPES, default=None, help="weights dtype (float32 on CPU, else bfloat16)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument(
+        "--device-map",
+        choices=["auto"],
+        default=None,
+        help="spread the model over devices (accelerate's convention; needs accelerate)",
+    )
+    parser.add_argument("--batch-size", default="1", help="windows per forward pass (1)")
+    parser.add_argument(
+        "--memory-limit",
+        default=None,
+        metavar="GB",
+        help="memory to plan for instead of what the device reports free",
+    )
+    parser.add_argument("--seed", default="0")
+    parser.add_argument("--bootstrap-samples", default="1000")
+    parser.add_argument("--no-plots", dest="plots", action="store_false", default=True)
+
+
+def run(args) -> int:
+    try:
+        return _run(args)
+    except (EvalError, SpecError) as err:
+        print(f"posenc eval: {err}", file=sys.stderr)
+        return 2
+
+
+# -- loading ----------------------------------------------------------------------------------------------
+def _offline() -> None:
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+
+def read_checkpoint_config(folder: Path) -> Dict[str, Any]:
+    """The ``config.json`` of a checkpoint folder, or :class:`EvalError` naming what is wrong."""
+    if not folder.exists():
+        raise EvalError(f"MODEL {str(folder)!r}: no such folder; give a local transformers checkpoint folder")
+    if not folder.is_dir():
+        raise EvalError(f"MODEL {str(folder)!r} is a file; give the checkpoint's folder")
+    path = folder / "config.json"
+    if not path.is_file():
+        raise EvalError(f"MODEL {str(folder)!r} has no config.json, so it is not a transformers checkpoint")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise EvalError(f"{path} is not readable JSON ({err})") from None
+    if not isinstance(config, dict) or "model_type" not in config:
+        raise EvalError(f"{path} has no model_type, so it is not a transformers model config")
+    return config
+
+
+def load(folder: Path, dtype: Optional[str], device: str, device_map: Optional[str]):
+    """``(model, tokenizer, device of the inputs)``, loaded once, offline."""
+    import torch
+
+    _offline()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ..integrations.transformers import supported_model_types
+
+    config = read_checkpoint_config(folder)
+    if config["model_type"] not in supported_model_types():
+        raise EvalError(
+            f"MODEL {str(folder)!r} is a {config['model_type']!r} model; posenc's patch supports "
+            f"{', '.join(supported_model_types())}"
+        )
+    if device_map is not None and importlib.util.find_spec("accelerate") is None:
+        raise EvalError("--device-map auto needs accelerate (pip install accelerate), which is not installed")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise EvalError(f"--device {device} was given but torch.cuda.is_available() is False; use --device cpu")
+    try:
+        torch.device(device)
+    except RuntimeError:
+        raise EvalError(f"--device {device!r} is not a device; use cpu, cuda or cuda:N") from None
+    chosen = getattr(torch, dtype or ("float32" if device == "cpu" and device_map is None else "bfloat16"))
+    kwargs: Dict[str, Any] = {"local_files_only": True, "dtype": chosen}
+    if device_map is not None:
+        kwargs["device_map"] = device_map
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+    except (OSError, ValueError, KeyError) as err:
+        raise EvalError(f"MODEL {str(folder)!r} could not be loaded: {str(err).splitlines()[0][:200]}") from None
+    if device_map is None:
+        model.to(torch.device(device))  # type: ignore[arg-type]  # transformers types its wrapped .to unbound
+    model.eval()
+    return model, tokenizer, model.get_input_embeddings().weight.device
+
+
+def load_text(path: Optional[str]) -> str:
+    """The evaluation text: a UTF-8 file, or the lab corpus's validation split."""
+    if path is None:
+        from ..lab.corpus import load_corpus
+
+        return bytes(load_corpus(None).val).decode("utf-8", errors="replace")
+    p = Path(path)
+    if not p.is_file():
+        raise EvalError(f"--text {path!r}: no such file; give a UTF-8 text file")
+    return p.read_bytes().decode("utf-8", errors="replace")
+
+
+def tokenize(tokenizer, text: str, piece: int = 200_000):
+    """Token ids of ``text`` (no special tokens), tokenized in pieces cut at line ends."""
+    import numpy as np
+
+    ids: List[int] = []
+    start = 0
+    while start < len(text):
+        stop = min(len(text), start + piece)
+        if stop < len(text):
+            cut = text.rfind("\n", start, stop)
+            stop = cut + 1 if cut > start else stop
+        ids += tokenizer(text[start:stop], add_special_tokens=False)["input_ids"]
+        start = stop
+    return np.asarray(ids, dtype=np.int64)
+
+
+def bos_id(tokenizer) -> Optional[int]:
+    """The BOS id when the tokenizer puts one first by default (Llama), else ``None``."""
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if bos is None:
+        return None
+    ids = tokenizer("a")["input_ids"]
+    return int(bos) if ids and ids[0] == bos else None
+
+
+# -- memory -----------------------------------------------------------------------------------------------
+def available_bytes(device, limit_gb: Optional[float]) -> int:
+    """Memory the evaluation may use on ``device`` besides the loaded weights."""
+    import torch
+
+    if limit_gb is not None:
+        return int(limit_gb * 2**30)
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+
+
+def estimate_bytes(config, rows: int, length: int, element: int, device_type: str, chunk: int = 1024) -> int:
+    """Peak memory of one forward pass of ``rows`` sequences of ``length`` tokens, besides the weights.
+
+    Hidden states and MLP activations of one layer at a time (no cache, no gradients), the attention
+    scores (held whole by PyTorch's math attention on CPU; 0 with the fused kernels on CUDA), and the
+    float32 logits of one chunk of the output head. An estimate: it errs high.
+    """
+    text = getattr(config, "text_config", None) or config
+    hidden = int(getattr(text, "hidden_size", 0) or getattr(text, "n_embd", 0))
+    inter = int(getattr(text, "intermediate_size", 0) or 4 * hidden)
+    heads = int(getattr(text, "num_attention_heads", 0) or getattr(text, "n_head", 1))
+    vocab = int(getattr(text, "vocab_size", 0))
+    tokens = rows * length
+    activations = tokens * (8 * hidden + 3 * inter) * element
+    scores = rows * heads * length * length * 4 * 2 if device_type == "cpu" else 0
+    logits = rows * min(chunk, length) * vocab * 4 * 3
+    return activations + scores + logits
+
+
+# -- the run ----------------------------------------------------------------------------------------------
+def _settings(args, folder: Path, specs: List[ScalingSpec], lengths: List[int], text_sha: str) -> Dict[str, Any]:
+    return {
+        "model": str(folder.resolve()),
+        "text_sha256": text_sha,
+        "lengths": lengths,
+        "scalings": [s.to_dict() for s in specs],
+        "windows": args.windows,
+        "final_tokens": args.final_tokens,
+        "passkey_trials": args.passkey_trials,
+        "depths": args.depths,
+        "passkey_format": args.passkey_format,
+        "seed": args.seed,
+        "dtype": args.dtype,
+    }
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    from ..lab.store import atomic_write_bytes
+
+    atomic_write_bytes(path, (json.dumps(obj, indent=2) + "\n").encode("utf-8"))
+
+
+def _stamp(kind: str, content: Dict[str, Any]) -> Dict[str, Any]:
+    return {"schema": f"{SCHEMA}/{kind}", "schema_version": SCHEMA_VERSION, **content}
+
+
+def load_progress(path: Path, settings: Dict[str, Any], fresh: bool) -> Dict[str, Any]:
+    """Finished cells of an earlier run of the same evaluation in this folder (``{}`` if none)."""
+    if fresh or not path.exists():
+        return {}
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise EvalError(f"{path} is unreadable ({err}); add --fresh to start over") from None
+    if not isinstance(stored, dict) or stored.get("schema") != f"{SCHEMA}/progress":
+        raise EvalError(f"{path} is not a posenc eval progress file; choose another --out or add --fresh")
+    if stored.get("schema_version") != SCHEMA_VERSION:
+        raise EvalError(
+            f"{path} is version {stored.get('schema_version')!r}; this posenc writes {SCHEMA_VERSION}; add --fresh"
+        )
+    if stored.get("settings") != settings:
+        changed = sorted(k for k in settings if stored.get("settings", {}).get(k) != settings[k])
+        raise EvalError(
+            f"--out {str(path.parent)!r} holds an evaluation with other settings ({', '.join(changed)}); "
+            f"choose another --out or add --fresh to discard it"
+        )
+    cells = stored.get("cells", {})
+    return cells if isinstance(cells, dict) else {}
+
+
+def _parse_numbers(args) -> None:
+    args.lengths = positive_ints("--lengths", args.lengths) if args.lengths is not None else None
+    args.windows = positive("--windows", args.windows)
+    args.final_tokens = positive("--final-tokens", args.final_tokens)
+    args.passkey_trials = (
+        0 if str(args.passkey_trials).strip() == "0" else positive("--passkey-trials", args.passkey_trials)
+    )
+    args.depths = depths(args.depths)
+    args.batch_size = positive("--batch-size", args.batch_size)
+    args.bootstrap_samples = positive("--bootstrap-samples", args.bootstrap_samples)
+    if args.memory_limit is not None:
+        args.memory_limit = positive("--memory-limit", args.memory_limit, float)
+    try:
+        args.seed = int(args.seed)
+    except ValueError:
+        raise EvalError(f"--seed must be an integer, got {args.seed!r}") from None
+
+
+def _run(args) -> int:
+    _parse_numbers(args)
+    folder = Path(args.model).expanduser()
+    source = read_checkpoint_config(folder)
+    from ..integrations.transformers import supported_model_types
+
+    if source["model_type"] not in supported_model_types():
+        raise EvalError(
+            f"MODEL {str(folder)!r} is a {source['model_type']!r} model; posenc's patch supports "
+            f"{', '.join(supported_model_types())}"
+        )
+    try:
+        rope = rope_of(source)
+        trained = trained_context(source)
+    except ValueError as err:
+        raise EvalError(f"MODEL {str(folder)!r}: its rope config cannot be read: {err}") from None
+    has_scaling = rope["scaling"] is not None
+    specs = parse_specs(args.scalings) if args.scalings else parse_specs(",".join(default_specs(has_scaling)))
+    if any(s.name == MODEL for s in specs) and not has_scaling:
+        raise EvalError(f"scaling 'model': MODEL {str(folder)!r} has no rope scaling of its own; drop it")
+    lengths = args.lengths or [trained * m for m in (1, 2, 4, 8)]
+    for spec in specs:
+        check_spec(spec, lengths, trained, rope["rotary_dim"])
+
+    if args.write_config is not None:
+        if len(specs) != 1:
+            raise EvalError(f"--write-config writes one scaling; --scalings names {len(specs)}")
+        new, note = written_config(source, specs[0], trained)
+        target = Path(args.write_config)
+        target = target / "config.json" if target.suffix != ".json" else target
+        try:
+            _write_json(target, new)
+        except OSError as err:
+            raise EvalError(f"--write-config {args.write_config!r}: cannot write there ({err})") from None
+        print(f"wrote {target} with {specs[0].label}" + (f"; {note}" if note else ""))
+        return 0
+
+    span = lengths[-1]
+    bad = [n for n in lengths if span % n]
+    if bad:
+        raise EvalError(f"--lengths: every length must divide the longest ({span}); {bad} do not")
+    if args.final_tokens > lengths[0]:
+        raise EvalError(f"--final-tokens {args.final_tokens} must be at most the shortest length {lengths[0]}")
+    text = load_text(args.text)
+    out = Path(args.out) if args.out else Path("runs") / f"eval-{folder.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if out.exists() and not out.is_dir():
+        raise EvalError(f"--out {str(out)!r} is a file; choose a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise EvalError(f"--out {str(out)!r}: cannot create it ({err.strerror or err})") from None
+
+    model, tokenizer, device = load(folder, args.dtype, args.device, args.device_map)
+    return evaluate(args, folder, model, tokenizer, device, specs, lengths, trained, text, out)
+
+
+def evaluate(args, folder, model, tokenizer, device, specs, lengths, trained, text, out) -> int:
+    import numpy as np
+
+    from . import measure, report
+
+    tokens = tokenize(tokenizer, text)
+    span = lengths[-1]
+    try:
+        ends = measure.window_ends(len(tokens), span, args.windows)
+    except ValueError as err:
+        raise EvalError(str(err)) from None
+    settings = _settings(args, folder, specs, lengths, hashlib.sha256(text.encode("utf-8")).hexdigest()[:16])
+    progress_path = out / "progress.json"
+    cells = load_progress(progress_path, settings, args.fresh)
+    bos = bos_id(tokenizer)
+    fmt = measure.FORMATS[args.passkey_format]
+
+    # bytes of each window's scored text (for bits per byte) and of its final tokens
+    window_bytes = np.array([len(tokenizer.decode(tokens[e - span : e]).encode("utf-8")) for e in ends], float)
+    final_bytes = np.array(
+        [len(tokenizer.decode(tokens[e - args.final_tokens : e]).encode("utf-8")) for e in ends], float
+    )
+
+    element = next(model.parameters()).element_size()
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    budget = available_bytes(device, args.memory_limit)
+    need = {n: estimate_bytes(model.config, args.batch_size * (span // n), n, element, device.type) for n in lengths}
+    print(
+        f"posenc eval: {folder.name} ({model.config.model_type}, trained context {trained}) on {device}, "
+        f"weights {weights / 2**30:.2f} GiB; per forward pass at "
+        + ", ".join(f"{n}: {need[n] / 2**30:.2f} GiB" for n in lengths)
+        + f"; available {budget / 2**30:.2f} GiB",
+        file=sys.stderr,
+    )
+    skipped: Dict[str, str] = {}
+    for n in lengths:
+        if need[n] > 0.9 * budget:
+            skipped[str(n)] = (
+                f"needs about {need[n] / 2**30:.2f} GiB per forward pass, {budget / 2**30:.2f} GiB available"
+            )
+            print(f"posenc eval: skipping length {n}: {skipped[str(n)]}", file=sys.stderr)
+    runnable = [n for n in lengths if str(n) not in skipped]
+
+    plant, query, answer = measure.key_tokens(tokenizer, fmt, 99999)
+    needed = len(plant) + len(query) + len(answer) + (bos is not None)
+    for n in runnable:
+        if args.passkey_trials and n + 1 < needed:
+            skipped[f"passkey@{n}"] = f"the {fmt.name} passkey needs about {needed} tokens"
+            print(f"posenc eval: no passkey at length {n}: {skipped[f'passkey@{n}']}", file=sys.stderr)
+    jobs: List[tuple] = []
+    for spec in specs:
+        for n in runnable:
+            jobs.append(("ppl", spec, n, None))
+            if args.passkey_trials and f"passkey@{n}" not in skipped:
+                jobs += [("passkey", spec, n, k) for k in range(len(args.depths))]
+    todo = [j for j in jobs if _key(*j) not in cells]
+
+    def save(complete: bool) -> None:
+        _write_json(progress_path, _stamp("progress", {"settings": settings, "cells": cells}))
+        results = report.build(
+            _stamp("results", {}),
+            settings,
+            cells,
+            specs=specs,
+            lengths=lengths,
+            trained=trained,
+            depths=args.depths,
+            window_bytes=window_bytes,
+            final_bytes=final_bytes,
+            final_tokens=args.final_tokens,
+            bootstrap_samples=args.bootstrap_samples,
+            skipped=skipped,
+            complete=complete,
+            model_type=model.config.model_type,
+        )
+        _write_json(out / "results.json", results)
+        (out / "results.md").write_text(report.markdown(results), encoding="utf-8")
+        if complete and args.plots:
+            report.plots(results, out)
+
+    work = {_key(*j): (len(ends) * span if j[0] == "ppl" else args.passkey_trials * j[2]) for j in jobs}
+    with _Bar(sum(work.values()), sum(work[k] for k in work if k in cells)) as bar:
+        for kind, spec, n, k in todo:
+            bar.describe(f"{kind} {spec.label} at {n}" + (f" depth {args.depths[k]:g}" if k is not None else ""))
+            try:
+                with _scaled(model, spec, n, trained):
+                    if kind == "ppl":
+                        nats = measure.window_nats(
+                            model, tokens, ends, span, n, batch=args.batch_size, device=device, bos=bos
+                        )
+                        cells[_key(kind, spec, n, k)] = {
+                            "nats": [float(v) for v in nats.sum(axis=1)],
+                            "final_nats": [float(v) for v in nats[:, -args.final_tokens :].sum(axis=1)],
+                            "tokens": span,
+                        }
+                    else:
+                        cells[_key(kind, spec, n, k)] = _passkey_cell(
+                            model, tokenizer, fmt, tokens, n, k, args, device, bos, span
+                        )
+            except _OOM_ERRORS as err:
+                if "out of memory" not in str(err).lower():
+                    raise
+                _free(device)
+                skipped[f"{spec.label}@{n}"] = "ran out of memory"
+                print(f"posenc eval: {spec.label} at {n} ran out of memory; skipped", file=sys.stderr)
+            bar.advance(work[_key(kind, spec, n, k)])
+            save(complete=False)
+    save(complete=True)
+    print(f"report: {out / 'results.md'}", file=sys.stderr)
+    return 0
+
+
+def _passkey_cell(model, tokenizer, fmt, tokens, n, k, args, device, bos, span) -> Dict[str, Any]:
+    import numpy as np
+
+    from . import measure
+
+    plan = measure.passkey_plan(n, k, args.passkey_trials, len(tokens), args.seed)
+    rows, answers = [], []
+    for offset, key in plan:
+        plant, query, answer = measure.key_tokens(tokenizer, fmt, key)
+        filler = np.array(tokens[offset : offset + n + 1], dtype=np.int64)
+        first = 0
+        if bos is not None:
+            filler[0], first = bos, 1
+        start = measure.plant_start(args.depths[k], n, len(plant), len(query) + len(answer), first)
+        rows.append(measure.passkey_row(filler, plant, query + answer, start))
+        answers.append(len(answer))
+    correct, logp = [], []
+    per_pass = max(1, args.batch_size * (span // n))
+    for i in range(0, len(rows), per_pass):
+        c, lp = measure.score_rows(model, np.stack(rows[i : i + per_pass]), answers[i : i + per_pass], device)
+        correct += [float(v) for v in c]
+        logp += [float(v) for v in lp]
+    return {"correct": correct, "logp_bits": logp, "key_tokens": answers}
+
+
+try:  # torch >= 2.5 names the CUDA OOM error; CPU allocation failures are RuntimeErrors
+    import torch as _torch
+
+    _OOM_ERRORS: tuple = (_torch.OutOfMemoryError, RuntimeError)
+except AttributeError:  # pragma: no cover
+    _OOM_ERRORS = (RuntimeError,)
+
+
+def _free(device) -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _key(kind: str, spec: ScalingSpec, n: int, k: Optional[int]) -> str:
+    return f"{kind}|{spec.label}|{n}" + (f"|{k}" if k is not None else "")
+
+
+def _scaled(model, spec, n, trained):
+    from .scalings import applied
+
+    return applied(model, spec, n, trained)
+
+
+class _Bar:
+    """A rich progress bar with ETA over estimated work (tokens read), on stderr."""
+
+    def __init__(self, total: float, done: float):
+        self.total, self.done = total, done
+        self.bar = None
+        self.task = None
+
+    def __enter__(self):
+        try:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        except ImportError:
+            return self
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.percentage:>3.0f}%"),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+        )
+        self.bar.start()
+        self.task = self.bar.add_task("evaluate", total=max(1.0, self.total), completed=self.done)
+        return self
+
+    def describe(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, description=text)
+
+    def advance(self, amount: float) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, advance=amount)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()

@@ -1,0 +1,241 @@
+"""``results.json``, ``results.md`` and the plots of ``posenc eval``, from the finished cells.
+
+``results.json`` (``"schema": "posenc.eval/results"``, ``"schema_version": 1``)::
+
+    perplexity[scaling][length]: bpb, bpb_ci, ppl, ppl_ci, final_bpb, final_bpb_ci, final_ppl,
+                                 final_ppl_ci, windows          (intervals: bootstrap over windows)
+    passkey[scaling][length][depth]: accuracy, accuracy_ci (Wilson), logp_bits, logp_bits_ci
+                                 (bootstrap over trials), trials
+    skipped: {length or scaling@length: why}
+
+``bpb`` is bits per byte of every scored token (the same tokens at every length), ``ppl`` the
+per-token perplexity ``exp(mean nats)``; ``final_*`` the last ``final_tokens`` of each window, read
+at the very end of the longest context each length gives.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Dict, List
+
+import numpy as np
+
+from .measure import LN2, bootstrap_interval, wilson_interval
+from .scalings import ScalingSpec, spec_summary
+
+
+def build(
+    stamp: Dict[str, Any],
+    settings: Dict[str, Any],
+    cells: Dict[str, Any],
+    *,
+    specs: List[ScalingSpec],
+    lengths: List[int],
+    trained: int,
+    depths: List[float],
+    window_bytes: np.ndarray,
+    final_bytes: np.ndarray,
+    final_tokens: int,
+    bootstrap_samples: int,
+    skipped: Dict[str, str],
+    complete: bool,
+    model_type: str,
+) -> Dict[str, Any]:
+    """The results document from the raw cells (see the module docstring)."""
+    perplexity: Dict[str, Dict[str, Any]] = {}
+    passkey: Dict[str, Dict[str, Any]] = {}
+    for spec in specs:
+        for n in lengths:
+            cell = cells.get(f"ppl|{spec.label}|{n}")
+            if cell is not None:
+                perplexity.setdefault(spec.label, {})[str(n)] = _ppl_summary(
+                    cell, window_bytes, final_bytes, final_tokens, bootstrap_samples, settings["seed"]
+                )
+            for k, depth in enumerate(depths):
+                cell = cells.get(f"passkey|{spec.label}|{n}|{k}")
+                if cell is not None:
+                    passkey.setdefault(spec.label, {}).setdefault(str(n), {})[f"{depth:g}"] = _passkey_summary(
+                        cell, bootstrap_samples, settings["seed"]
+                    )
+    return {
+        **stamp,
+        "complete": complete,
+        "model": settings["model"],
+        "model_type": model_type,
+        "trained_context": trained,
+        "lengths": lengths,
+        "multiples": [n / trained for n in lengths],
+        "depths": depths,
+        "scalings": [{**s.to_dict(), "how": spec_summary(s, trained, lengths)} for s in specs],
+        "settings": settings,
+        "perplexity": perplexity,
+        "passkey": passkey,
+        "skipped": dict(skipped),
+    }
+
+
+def _ppl_summary(cell, window_bytes, final_bytes, final_tokens, samples, seed) -> Dict[str, Any]:
+    nats = np.asarray(cell["nats"], dtype=np.float64)  # per window, summed over its tokens
+    final = np.asarray(cell["final_nats"], dtype=np.float64)
+    out: Dict[str, Any] = {"windows": int(nats.size)}
+    for prefix, total, count, nbytes in (
+        ("", nats, cell["tokens"], window_bytes),
+        ("final_", final, final_tokens, final_bytes),
+    ):
+        bpb = total / LN2 / nbytes  # (W,)
+        per_token = total / count  # (W,)
+        out[prefix + "bpb"] = float(bpb.mean())
+        out[prefix + "bpb_ci"] = list(bootstrap_interval(bpb, samples=samples, seed=seed))
+        out[prefix + "ppl"] = float(math.exp(per_token.mean()))
+        lo, hi = bootstrap_interval(per_token, samples=samples, seed=seed)
+        out[prefix + "ppl_ci"] = [math.exp(lo), math.exp(hi)]
+    return out
+
+
+def _passkey_summary(cell, samples, seed) -> Dict[str, Any]:
+    correct = np.asarray(cell["correct"], dtype=np.float64)
+    logp = np.asarray(cell["logp_bits"], dtype=np.float64)
+    hits = int(correct.sum())
+    return {
+        "accuracy": hits / correct.size,
+        "accuracy_ci": list(wilson_interval(hits, int(correct.size))),
+        "logp_bits": float(logp.mean()),
+        "logp_bits_ci": list(bootstrap_interval(logp, samples=samples, seed=seed)),
+        "trials": int(correct.size),
+    }
+
+
+def _num(v: float) -> str:
+    return f"{v:.3f}" if abs(v) < 1000 else f"{v:.4g}"
+
+
+def markdown(results: Dict[str, Any]) -> str:
+    """The report as Markdown tables: perplexity side by side, then passkey accuracy per scaling."""
+    lengths = results["lengths"]
+    trained = results["trained_context"]
+    head = [
+        f"# posenc eval: {Path(results['model']).name}",
+        "",
+        f"{results['model_type']}, trained context {trained} tokens; lengths "
+        + ", ".join(f"{n} ({n / trained:g}x)" for n in lengths)
+        + ("" if results["complete"] else ". **Incomplete**: rerun the same command to finish."),
+        "",
+        "## Perplexity",
+        "",
+        "Bits per byte over the same tokens at every length (95% bootstrap interval over windows); lower is better.",
+        "",
+        "| scaling | how | " + " | ".join(f"{n} ({n / trained:g}x)" for n in lengths) + " |",
+        "|---|---|" + "---|" * len(lengths),
+    ]
+    how = {s["label"]: s["how"] for s in results["scalings"]}
+    for s in results["scalings"]:
+        row = results["perplexity"].get(s["label"], {})
+        cells = []
+        for n in lengths:
+            e = row.get(str(n))
+            if e is None:
+                cells.append(results["skipped"].get(str(n)) and "skipped" or "-")
+            else:
+                lo, hi = e["bpb_ci"]
+                cells.append(f"{e['bpb']:.3f} [{lo:.3f}, {hi:.3f}] (ppl {_num(e['ppl'])})")
+        head.append(f"| {s['label']} | {how[s['label']]} | " + " | ".join(cells) + " |")
+    if results["passkey"]:
+        head += [
+            "",
+            "## Passkey retrieval",
+            "",
+            "Exact matches of the greedily decoded key per depth "
+            "(0 = start, 1 = end), 95% Wilson interval, and mean log2 p(key).",
+            "",
+        ]
+        for s in results["scalings"]:
+            grid = results["passkey"].get(s["label"], {})
+            if not grid:
+                continue
+            head += [
+                f"### {s['label']}",
+                "",
+                "| length | " + " | ".join(f"{d:g}" for d in results["depths"]) + " |",
+                "|---|" + "---|" * len(results["depths"]),
+            ]
+            for n in lengths:
+                row = grid.get(str(n), {})
+                cells = []
+                for d in results["depths"]:
+                    c = row.get(f"{d:g}")
+                    if c is None:
+                        cells.append("-")
+                    else:
+                        lo, hi = c["accuracy_ci"]
+                        cells.append(f"{c['accuracy']:.0%} [{lo:.0%}, {hi:.0%}] {c['logp_bits']:.1f} bits")
+                head.append(f"| {n} | " + " | ".join(cells) + " |")
+            head.append("")
+    if results["skipped"]:
+        head += ["", "## Skipped", ""] + [f"- {k}: {v}" for k, v in results["skipped"].items()]
+    return "\n".join(head).rstrip() + "\n"
+
+
+def plots(results: Dict[str, Any], out: Path) -> List[Path]:
+    """``ppl_vs_length.png`` and ``passkey_<scaling>.png`` per scaling; returns the paths written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    lengths = results["lengths"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for s in results["scalings"]:
+        row = results["perplexity"].get(s["label"], {})
+        xs = [n for n in lengths if str(n) in row]
+        if not xs:
+            continue
+        ys = [row[str(n)]["bpb"] for n in xs]
+        lo = [row[str(n)]["bpb"] - row[str(n)]["bpb_ci"][0] for n in xs]
+        hi = [row[str(n)]["bpb_ci"][1] - row[str(n)]["bpb"] for n in xs]
+        ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=s["label"])
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(lengths, [str(n) for n in lengths])
+    ax.axvline(results["trained_context"], color="grey", linestyle=":", linewidth=1)
+    ax.set_xlabel("evaluation length (tokens, log scale); dotted: trained context")
+    ax.set_ylabel("bits per byte")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out / "ppl_vs_length.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    written.append(path)
+    depths = results["depths"]
+    for s in results["scalings"]:
+        grid = results["passkey"].get(s["label"])
+        if not grid:
+            continue
+        acc = np.full((len(depths), len(lengths)), np.nan)
+        for j, n in enumerate(lengths):
+            for i, d in enumerate(depths):
+                c = grid.get(str(n), {}).get(f"{d:g}")
+                if c is not None:
+                    acc[i, j] = c["accuracy"]
+        fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(lengths), 1.0 + 0.5 * len(depths)))
+        image = ax.imshow(acc, vmin=0, vmax=1, cmap="RdYlGn", aspect="auto")
+        for i in range(len(depths)):
+            for j in range(len(lengths)):
+                if not np.isnan(acc[i, j]):
+                    ax.text(j, i, f"{acc[i, j]:.0%}", ha="center", va="center", fontsize=8)
+        ax.set_xticks(range(len(lengths)), [str(n) for n in lengths])
+        ax.set_yticks(range(len(depths)), [f"{d:g}" for d in depths])
+        ax.set_xlabel("length (tokens)")
+        ax.set_ylabel("needle depth")
+        ax.set_title(f"passkey exact match: {s['label']}", fontsize=9)
+        fig.colorbar(image, ax=ax, fraction=0.05)
+        fig.tight_layout()
+        path = out / f"passkey_{_file_label(s['label'])}.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def _file_label(label: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in label)

@@ -1,0 +1,286 @@
+"""The scalings ``posenc eval`` compares, parsed from the scaling registry, and how each is applied.
+
+A spec names a registered rope type (:mod:`posenc.rope.registry`), or ``none`` (plain RoPE with the
+model's base) or ``model`` (the checkpoint's own rope config, unchanged), with optional parameters::
+
+    none,model,linear,linear:4,ntk:4,dynamic,yarn:4:beta_fast=16:beta_slow=2,llama3:8
+
+* ``name:F`` fixes the ``factor`` to ``F`` at every length (a deployed config does this);
+* ``name`` alone, for a type with a lab default, **fits** the config to each evaluation length
+  ``L`` exactly as ``posenc lab`` extends its models: ``lab_default(L, L0)`` of the descriptor, i.e.
+  ``factor = L / L0`` (and dynamic NTK's factor 2, whose scale grows with the length itself);
+* ``key=value`` sets any other field of the type's config class (names from the dataclass, so a new
+  type's parameters work without edits here). ``original_max_position_embeddings`` defaults to
+  the model's trained context ``L0``.
+
+Each config is validated by its descriptor before anything runs. :func:`scaled_config` gives the
+config at a length; :func:`applied` installs it on a loaded ``transformers`` model through
+:func:`posenc.integrations.transformers.patch` (exact tables) and restores the model afterwards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from ..rope import RotaryEmbedding
+from ..rope.hfconfig import rotary_kwargs_from_hf, to_hf_dict
+from ..rope.registry import REGISTRY, config_fields, lab_methods, resolve_name
+
+#: plain RoPE with the model's own base, whatever its config says
+NONE = "none"
+#: the checkpoint's own rope config, as written
+MODEL = "model"
+
+
+class SpecError(ValueError):
+    """A scaling spec that cannot be used, with the spec, the problem and what is allowed."""
+
+
+@dataclass(frozen=True)
+class ScalingSpec:
+    """One column of the comparison.
+
+    Attributes:
+        label: the spec as written (``"yarn:4"``), the key of every result.
+        name: ``none``, ``model`` or a registered rope type.
+        params: explicit config fields (``factor`` included when given).
+        fit: the factor follows each evaluation length (``L / L0``), as the lab extends.
+    """
+
+    label: str
+    name: str
+    params: Dict[str, Any] = field(default_factory=dict)
+    fit: bool = False
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"label": self.label, "name": self.name, "params": dict(self.params), "fit": self.fit}
+
+
+def default_specs(model_has_scaling: bool) -> List[str]:
+    """``model`` (when the checkpoint has a scaling of its own), ``none`` and every registered type
+    with a lab default, fitted to each length."""
+    return ([MODEL] if model_has_scaling else []) + [NONE] + list(lab_methods())
+
+
+def _value(text: str, spec: str, key: str) -> Any:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        number = float(text)
+    except ValueError:
+        raise SpecError(f"scaling {spec!r}: parameter {key}={text!r} is not a number or true/false") from None
+    return int(number) if number.is_integer() and key == "original_max_position_embeddings" else number
+
+
+def parse_spec(text: str) -> ScalingSpec:
+    """One spec ``name[:factor][:key=value]...`` (see the module docstring)."""
+    parts = [p.strip() for p in text.strip().split(":")]
+    raw = parts[0]
+    if raw in (NONE, MODEL):
+        if len(parts) > 1:
+            raise SpecError(f"scaling {text!r}: {raw!r} takes no parameters")
+        return ScalingSpec(raw, raw)
+    try:
+        name = resolve_name(raw)
+    except ValueError:
+        known = ", ".join([NONE, MODEL] + [n for n in REGISTRY if n != "default"])
+        raise SpecError(f"unknown scaling {raw!r} in {text!r}; choose from {known}") from None
+    if name == "default":
+        raise SpecError(f"scaling {text!r}: the default rope type is spelt {NONE!r} here")
+    descriptor = REGISTRY[name]
+    names = {f.name for f in config_fields(descriptor.config_class)}
+    params: Dict[str, Any] = {}
+    for k, part in enumerate(parts[1:]):
+        if "=" in part:
+            key, _, value = part.partition("=")
+            key = key.strip()
+        elif k == 0:
+            key, value = "factor", part
+        else:
+            raise SpecError(f"scaling {text!r}: {part!r} must be key=value (only the factor may stand alone)")
+        if key not in names:
+            raise SpecError(
+                f"scaling {text!r}: {name!r} has no parameter {key!r}; its parameters are {', '.join(sorted(names))}"
+            )
+        if key in params:
+            raise SpecError(f"scaling {text!r}: {key!r} is given twice")
+        params[key] = _value(value.strip(), text, key)
+    fit = "factor" in names and "factor" not in params
+    if fit and descriptor.lab_default is None:
+        raise SpecError(f"scaling {text!r}: {name!r} has no default for a length; give its factor, e.g. {name}:4")
+    return ScalingSpec(text.strip(), name, params, fit)
+
+
+def parse_specs(text: str) -> List[ScalingSpec]:
+    """Comma-separated specs; each label once."""
+    specs = [parse_spec(t) for t in text.split(",") if t.strip()]
+    if not specs:
+        raise SpecError(f"--scalings {text!r} names no scaling")
+    labels = [s.label for s in specs]
+    repeated = sorted({x for x in labels if labels.count(x) > 1})
+    if repeated:
+        raise SpecError(f"--scalings names {repeated} more than once")
+    return specs
+
+
+def scaled_config(spec: ScalingSpec, length: int, trained: int) -> Any:
+    """The scaling config of ``spec`` for inputs of ``length`` tokens of a model trained on ``trained``.
+
+    ``None`` means plain RoPE; for ``model`` this is not called (the checkpoint's config is used).
+    """
+    if spec.name == NONE:
+        return None
+    if spec.name == MODEL:
+        raise ValueError("the 'model' spec keeps the checkpoint's config; there is nothing to build")
+    descriptor = REGISTRY[spec.name]
+    names = {f.name for f in config_fields(descriptor.config_class)}
+    params = dict(spec.params)
+    if "original_max_position_embeddings" in names:
+        params.setdefault("original_max_position_embeddings", trained)
+    try:
+        if descriptor.lab_default is not None:
+            target = max(length, trained) if spec.fit else trained
+            config = dataclasses.replace(descriptor.lab_default(target, trained), **params)
+        else:
+            config = descriptor.config_class(**params)
+    except TypeError as err:
+        raise SpecError(f"scaling {spec.label!r}: {err}") from None
+    return config
+
+
+def check_spec(spec: ScalingSpec, lengths: List[int], trained: int, rotary_dim: int) -> None:
+    """Validate the configs of ``spec`` at every length (the descriptor's validator, which raises)."""
+    if spec.name in (NONE, MODEL):
+        return
+    descriptor = REGISTRY[spec.name]
+    for length in lengths:
+        try:
+            descriptor.validate(scaled_config(spec, length, trained), rotary_dim)
+        except ValueError as err:
+            raise SpecError(f"scaling {spec.label!r} at length {length}: {err}") from None
+
+
+def rope_of(config: Any) -> Dict[str, Any]:
+    """posenc's reading of a ``transformers`` config: ``RotaryEmbedding`` keyword arguments."""
+    return rotary_kwargs_from_hf(config, strict=False)
+
+
+def trained_context(config: Any) -> int:
+    """The context the checkpoint was trained on: its scaling's ``original_max_position_embeddings``
+    when it has one, else ``max_position_embeddings``."""
+    kwargs = rope_of(config)
+    original = getattr(kwargs["scaling"], "original_max_position_embeddings", None)
+    return int(original or kwargs["max_position_embeddings"])
+
+
+def rope_fields(config: Any, scaling: Any, max_positions: int) -> Dict[str, Any]:
+    """The rope fields of ``config`` with ``scaling`` in place, in the config's own style
+    (``rope_parameters`` for transformers 5 configs, else ``rope_scaling`` plus ``rope_theta``)."""
+    kwargs = rope_of(config)
+    rope = RotaryEmbedding(
+        kwargs["head_dim"],
+        base=kwargs["base"],
+        rotary_dim=kwargs["rotary_dim"],
+        layout=kwargs["layout"],
+        scaling=scaling,
+        max_position_embeddings=max_positions,
+    )
+    has_parameters = (config.get("rope_parameters") if isinstance(config, dict) else None) is not None or (
+        not isinstance(config, dict) and getattr(config, "rope_parameters", None) is not None
+    )
+    fields = to_hf_dict(rope, style="rope_parameters" if has_parameters else "rope_scaling")
+    fields.pop("head_dim")  # a shape field, never changed by a scaling
+    if kwargs["layout"] == "half":
+        fields.pop("rope_interleave", None)
+    params = fields.get("rope_parameters") or fields.get("rope_scaling")
+    if params is not None and kwargs["rotary_dim"] == kwargs["head_dim"]:
+        params.pop("partial_rotary_factor", None)
+    if has_parameters and kwargs["rotary_dim"] != kwargs["head_dim"]:
+        fields["rope_parameters"].setdefault("partial_rotary_factor", kwargs["rotary_dim"] / kwargs["head_dim"])
+    return fields
+
+
+@contextmanager
+def applied(model: Any, spec: ScalingSpec, length: int, trained: int) -> Iterator[Any]:
+    """``model`` with ``spec``'s scaling for ``length`` in its config and posenc's patch installed.
+
+    The config attributes changed are put back and the patch undone on exit, so one loaded model
+    serves every scaling. Length-dependent types follow each call's length, as ``transformers``
+    does; every forward here is one whole window, so that is the window's length.
+    """
+    from ..integrations.transformers import patch
+
+    config = model.config
+    saved: List[Tuple[str, bool, Any]] = []
+    try:
+        if spec.name != MODEL:
+            scaling = scaled_config(spec, length, trained)
+            factor = float(getattr(scaling, "factor", 1.0) or 1.0)
+            new = rope_fields(config, scaling, max(trained, round(trained * factor)))
+            for key, value in new.items():
+                saved.append((key, hasattr(config, key), getattr(config, key, None)))
+                setattr(config, key, value)
+        handle = patch(model)
+        try:
+            yield model
+        finally:
+            handle.undo()
+    finally:
+        for key, had, value in reversed(saved):
+            if had:
+                setattr(config, key, value)
+            else:
+                delattr(config, key)
+
+
+def written_config(source: Dict[str, Any], spec: ScalingSpec, trained: int) -> Tuple[Dict[str, Any], str]:
+    """A copy of a ``config.json`` dict with ``spec``'s scaling in ``transformers``' own format.
+
+    Returns the new dict and a note. A type ``transformers`` lacks is written as its equivalent when
+    the descriptor has one (static NTK becomes a raised ``rope_theta``); otherwise :class:`SpecError`.
+    """
+    if spec.name == MODEL:
+        raise SpecError("--write-config needs a scaling to write; 'model' is the config as it is")
+    if spec.fit:
+        raise SpecError(
+            f"--write-config needs a fixed factor; {spec.label!r} follows each length. Give e.g. {spec.name}:4"
+        )
+    scaling = scaled_config(spec, trained, trained)
+    note = ""
+    out = dict(source)
+    kwargs = rope_of(source)
+    descriptor = REGISTRY[spec.name] if spec.name != NONE else REGISTRY["default"]
+    if not descriptor.in_transformers:
+        if descriptor.transformers_equivalent is None:
+            raise SpecError(f"transformers has no rope type {spec.name!r} and posenc knows no equivalent config")
+        base, scaling, note = descriptor.transformers_equivalent(scaling, kwargs["base"], kwargs["rotary_dim"])
+        out["rope_theta"] = base
+        if isinstance(out.get("rope_parameters"), dict):
+            out["rope_parameters"] = {**out["rope_parameters"], "rope_theta": base}
+    factor = float(getattr(scaling, "factor", 1.0) or 1.0)
+    out.update(rope_fields(out, scaling, max(trained, round(trained * factor))))
+    return out, note
+
+
+def spec_summary(spec: ScalingSpec, trained: int, lengths: List[int]) -> str:
+    """How the spec sets its config, for the report."""
+    if spec.name == NONE:
+        return "plain RoPE with the model's base"
+    if spec.name == MODEL:
+        return "the checkpoint's own rope config"
+    if spec.fit:
+        return f"factor L / {trained} at each length L (as posenc lab extends)"
+    shown = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in spec.params.items())
+    return shown or "defaults"
+
+
+def describe_config(config: Optional[Any]) -> Dict[str, Any]:
+    """A JSON-ready view of a scaling config."""
+    if config is None:
+        return {"rope_type": "default"}
+    values = {f.name: getattr(config, f.name) for f in config_fields(type(config))}
+    return {"rope_type": type(config).rope_type, **{k: v for k, v in values.items() if v is not None}}

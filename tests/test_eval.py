@@ -1,0 +1,273 @@
+"""``posenc eval``: against the lab's own numbers for an exported lab model, against transformers'
+own rotary code for ``--write-config``, and on hostile inputs.
+
+Everything runs on CPU on tiny models; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from posenc.cli import main  # noqa: E402
+from posenc.eval import measure  # noqa: E402
+from posenc.eval.cli import estimate_bytes  # noqa: E402
+from posenc.eval.scalings import SpecError, parse_spec, parse_specs, scaled_config  # noqa: E402
+from posenc.lab import passkey as lab_passkey  # noqa: E402
+from posenc.lab.corpus import load_corpus, stdlib_root  # noqa: E402
+from posenc.lab.export import export_model, load_run_model  # noqa: E402
+from posenc.model import ModelConfig, TinyLM  # noqa: E402
+from posenc.rope import rope_frequencies  # noqa: E402
+from posenc.rope.registry import lab_methods  # noqa: E402
+
+METHODS = ",".join(lab_methods())
+
+
+def _ascii_source(tmp_path: Path) -> Path:
+    root = stdlib_root()
+    text = "\n\n".join((root / n).read_text(encoding="utf-8") for n in ("argparse.py", "textwrap.py", "dataclasses.py"))
+    path = tmp_path / "source.txt"
+    path.write_bytes(text.encode("ascii", "ignore"))  # the byte tokenizer's ids are then the file's bytes
+    return path
+
+
+@pytest.fixture(scope="module")
+def lab_model(tmp_path_factory):
+    """A tiny lab run (RoPE, every extension method, passkey trials), exported, and its validation text."""
+    tmp = tmp_path_factory.mktemp("evallab")
+    data, run, out = _ascii_source(tmp), tmp / "run", tmp / "exported"
+    argv = ["lab", "--preset", "smoke", "--schemes", "rope", "--extension-methods", METHODS, "--steps", "30"]
+    argv += ["--warmup-steps", "3", "--eval-windows", "4", "--retrieval-trials", "4", "--threads", "1"]
+    assert main(argv + ["--no-plots", "--data", str(data), "--out", str(run)]) == 0
+    assert main(["lab", "export", str(run), str(out)]) == 0
+    val = tmp / "val.txt"
+    val.write_bytes(bytes(load_corpus(str(data)).val))
+    return {"run": run, "model": out, "val": val, "results": json.loads((run / "results.json").read_text())}
+
+
+@pytest.mark.slow  # a lab run and an eval of every scaling: tens of seconds on 2 cores
+def test_eval_reproduces_the_labs_numbers_and_extension_table(lab_model, tmp_path):
+    out = tmp_path / "eval"
+    argv = ["eval", str(lab_model["model"]), "--text", str(lab_model["val"]), "--windows", "4", "--out", str(out)]
+    argv += ["--scalings", "none," + METHODS, "--passkey-trials", "2", "--passkey-format", "lab", "--no-plots"]
+    assert main(argv) == 0
+    ours = json.loads((out / "results.json").read_text())
+    lab = lab_model["results"]
+    assert ours["schema"] == "posenc.eval/results" and ours["schema_version"] == 1 and ours["complete"]
+    assert ours["trained_context"] == lab["train_len"] == 32
+    assert ours["lengths"] == lab["eval_lengths"] == [32, 64, 128, 256]
+    compared = 0
+    for n in ours["lengths"]:
+        plain = lab["schemes"]["rope"]["eval"][str(n)]
+        e = ours["perplexity"]["none"][str(n)]
+        assert e["bpb"] == pytest.approx(plain["bpb"], abs=1e-5)
+        assert e["final_bpb"] == pytest.approx(plain["bpb_final32"], abs=1e-5)
+        for method in lab_methods():
+            if n == lab["train_len"]:
+                continue
+            assert ours["perplexity"][method][str(n)]["bpb"] == pytest.approx(
+                lab["extension"][method][str(n)]["bpb"], abs=1e-5
+            ), (method, n)
+            compared += 1
+    assert compared == 3 * len(lab_methods())
+    # the extension methods change the numbers (so the comparison above could fail)
+    far = {m: ours["perplexity"][m]["256"]["bpb"] for m in ["none", *lab_methods()]}
+    assert len({round(v, 6) for v in far.values()}) == len(far)
+    assert set(ours["passkey"]["yarn"]["256"]) == {"0", "0.25", "0.5", "0.75", "1"}
+    table = (out / "results.md").read_text()
+    assert "| yarn |" in table and "## Passkey retrieval" in table
+
+
+@pytest.mark.slow  # a lab run and an eval of every scaling: tens of seconds on 2 cores
+def test_passkey_reproduces_the_labs_trials(lab_model):
+    """The lab's planted keys, built by eval's row builder and scored on the exported model, give the
+    lab's exact matches and log-probabilities, and the lab's accuracies."""
+    lab = lab_model["results"]
+    tiny, train_len = load_run_model(lab_model["run"], "rope")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(lab_model["model"], local_files_only=True).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(lab_model["model"], local_files_only=True)
+    val = np.frombuffer(lab_model["val"].read_bytes(), dtype=np.uint8)
+    cfg = json.loads((lab_model["run"] / "config.json").read_text())
+    for n in lab["eval_lengths"]:
+        plan = lab_passkey.trial_plan(n, train_len, cfg["retrieval_trials"], val.size, cfg["seed"])
+        rows, answers = [], []
+        for _, offset, key, distance in plan:
+            plant, query, answer = measure.key_tokens(tok, measure.LAB, key)
+            start = (n + 1 - len(answer)) - distance - len(b"<key:")  # the lab's distance as a start
+            row = measure.passkey_row(val[offset : offset + n + 1], plant, query + answer, start)
+            np.testing.assert_array_equal(row, lab_passkey.build_sequence(val[offset : offset + n + 1], key, distance))
+            rows.append(row)
+            answers.append(len(answer))
+        correct, logp = measure.score_rows(hf, np.stack(rows), answers, torch.device("cpu"))
+        lab_correct, lab_logp = lab_passkey.score_trials(tiny, val, plan, n, batch=64, device="cpu")
+        np.testing.assert_array_equal(correct, lab_correct)
+        np.testing.assert_allclose(logp, lab_logp, atol=1e-4)
+        for name, cell in lab["schemes"]["rope"]["eval"][str(n)]["retrieval"].items():
+            idx = [i for i, p in enumerate(plan) if p[0] == name]
+            assert float(correct[idx].mean()) == pytest.approx(cell["accuracy"])
+            assert float(logp[idx].mean()) == pytest.approx(cell["logp_bits"], abs=1e-4)
+
+
+@pytest.mark.slow  # a lab run and an eval of every scaling: tens of seconds on 2 cores
+def test_chunked_head_equals_the_models_own_logits(lab_model):
+    hf = transformers.AutoModelForCausalLM.from_pretrained(lab_model["model"], local_files_only=True).eval()
+    x = torch.randint(0, 256, (2, 70))
+    with torch.no_grad():
+        full = torch.nn.functional.log_softmax(hf(x).logits.double(), -1)
+        want = -full[:, :-1].gather(-1, x[:, 1:, None])[..., 0]
+        got = measure.causal_lm_nats(hf, x[:, :-1], x[:, 1:], chunk=16)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+# -- --write-config: transformers' own rotary code is the oracle ------------------------------------------
+@pytest.fixture(scope="module")
+def random_export(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("random")
+    torch.manual_seed(0)
+    export_model(
+        TinyLM(ModelConfig(d_model=64, n_layers=1, n_heads=2, rotary_dim=16)), folder, max_position_embeddings=64
+    )
+    return folder
+
+
+@pytest.mark.parametrize(
+    "spec", ["linear:4", "yarn:4", "yarn:8:beta_fast=16:beta_slow=2", "llama3:4", "dynamic:4", "ntk:4"]
+)
+def test_write_config_loads_in_transformers_with_posencs_frequencies(random_export, tmp_path, spec, capsys):
+    out = tmp_path / "cfg"
+    assert main(["eval", str(random_export), "--scalings", spec, "--write-config", str(out)]) == 0
+    written = json.loads((out / "config.json").read_text())
+    source = json.loads((random_export / "config.json").read_text())
+    assert {k: v for k, v in written.items() if "rope" not in k and k != "max_position_embeddings"} == {
+        k: v for k, v in source.items() if "rope" not in k and k != "max_position_embeddings"
+    }
+    config = transformers.AutoConfig.from_pretrained(out, local_files_only=True)
+    rope_type = config.rope_parameters["rope_type"]
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    seq = 200  # for dynamic: a length past the trained context
+    if rope_type == "default":
+        base = config.rope_parameters["rope_theta"]
+        theirs = 1.0 / (base ** (torch.arange(0, 16, 2, dtype=torch.float64) / 16)), 1.0
+    elif rope_type == "dynamic":
+        theirs = ROPE_INIT_FUNCTIONS[rope_type](config, "cpu", seq_len=seq)
+    else:
+        theirs = ROPE_INIT_FUNCTIONS[rope_type](config, "cpu")
+    ours = rope_frequencies(scaled_config(parse_spec(spec), 64, 64), 16, 10000.0, seq_len=seq)
+    torch.testing.assert_close(theirs[0].double(), ours[0], rtol=1e-6, atol=0)
+    assert theirs[1] == pytest.approx(ours[1], rel=1e-6)
+    # the model loads with the written config, without posenc
+    model = transformers.AutoModelForCausalLM.from_pretrained(random_export, config=config, local_files_only=True)
+    assert model.config.rope_parameters["rope_type"] == rope_type
+
+
+# -- specs ----------------------------------------------------------------------------------------------
+def test_specs_come_from_the_registry():
+    linear, yarn, fixed = parse_specs("linear,yarn:8:beta_fast=16,ntk:4")
+    assert linear.fit and not fixed.fit and yarn.params == {"factor": 8.0, "beta_fast": 16.0}
+    assert scaled_config(linear, 256, 64).factor == 4.0  # fitted to the length, as the lab does
+    assert scaled_config(fixed, 256, 64).factor == 4.0 and scaled_config(fixed, 1024, 64).factor == 4.0
+    assert scaled_config(yarn, 256, 64).original_max_position_embeddings == 64
+    for bad, words in (
+        ("nope", "unknown scaling 'nope'"),
+        ("yarn:abc", "is not a number"),
+        ("yarn:4:bogus=1", "has no parameter 'bogus'"),
+        ("none:2", "takes no parameters"),
+        ("longrope", "has no default for a length"),
+        ("linear,linear", "more than once"),
+    ):
+        with pytest.raises(SpecError, match=words):
+            parse_specs(bad)
+
+
+# -- cost ----------------------------------------------------------------------------------------------
+def test_lengths_that_do_not_fit_are_skipped_with_a_message(random_export, tmp_path, capsys):
+    config = transformers.AutoConfig.from_pretrained(random_export, local_files_only=True)
+    fits, too_big = estimate_bytes(config, 2, 128, 4, "cpu"), estimate_bytes(config, 1, 256, 4, "cpu")
+    assert too_big > fits
+    limit = (too_big / 0.9 + fits / 0.9) / 2 / 2**30  # between the two, in GiB
+    out = tmp_path / "e"
+    argv = ["eval", str(random_export), "--lengths", "64,128,256", "--scalings", "none", "--windows", "2"]
+    argv += ["--passkey-trials", "0", "--memory-limit", repr(limit), "--out", str(out), "--no-plots"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "skipping length 256" in err and "GiB" in err
+    res = json.loads((out / "results.json").read_text())
+    assert set(res["perplexity"]["none"]) == {"64", "128"} and "256" in res["skipped"]
+
+
+@pytest.mark.slow  # a lab run and an eval of every scaling: tens of seconds on 2 cores
+def test_an_interrupted_eval_resumes_without_redoing_cells(random_export, tmp_path, monkeypatch):
+    argv = ["eval", str(random_export), "--lengths", "64,128", "--scalings", "none,linear:2", "--windows", "2"]
+    argv += ["--passkey-trials", "2", "--depths", "0,1", "--passkey-format", "lab", "--no-plots"]
+    clean = tmp_path / "clean"
+    assert main(argv + ["--out", str(clean)]) == 0
+    real, calls = measure.window_nats, []
+
+    def flaky(*a, **k):
+        calls.append(a[4])
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(measure, "window_nats", flaky)
+    run = tmp_path / "resumed"
+    assert main(argv + ["--out", str(run)]) == 130
+    done = json.loads((run / "progress.json").read_text())["cells"]
+    assert sum(k.startswith("ppl|") for k in done) == 2
+    calls.clear()
+    assert main(argv + ["--out", str(run)]) == 0
+    assert len(calls) == 2  # only the two perplexity cells not finished before
+    a, b = (json.loads((p / "results.json").read_text()) for p in (clean, run))
+    assert a["perplexity"] == b["perplexity"] and a["passkey"] == b["passkey"]
+    assert main(argv[:-1] + ["--seed", "1", "--out", str(run)]) == 2  # other settings: refused
+
+
+# -- hostile inputs: one line, exit 2 ---------------------------------------------------------------------
+def test_mistakes_are_one_line_and_exit_2(random_export, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file").write_text("x")
+    bert = tmp_path / "bert"
+    bert.mkdir()
+    (bert / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 8}))
+    m = str(random_export)
+    cases = [
+        ([str(tmp_path / "missing")], "no such folder"),
+        ([str(tmp_path / "file")], "is a file"),
+        ([str(tmp_path / "empty")], "no config.json"),
+        ([str(bert)], "posenc's patch supports"),
+        ([m, "--scalings", "warp:4"], "unknown scaling 'warp'"),
+        ([m, "--scalings", "yarn:-2"], "yarn:-2"),
+        ([m, "--scalings", "yarn:4:beta_fast=x"], "is not a number"),
+        ([m, "--scalings", "model"], "no rope scaling of its own"),
+        ([m, "--lengths", "0,64"], "--lengths must be comma-separated positive integers"),
+        ([m, "--lengths", "abc"], "--lengths must be"),
+        ([m, "--lengths", "48,64"], "must divide the longest"),
+        ([m, "--windows", "-1"], "--windows must be a positive int"),
+        ([m, "--depths", "0,2"], "--depths must be"),
+        ([m, "--text", str(tmp_path / "nope.txt"), "--passkey-trials", "0"], "--text"),
+        ([m, "--scalings", "linear", "--write-config", str(tmp_path / "c")], "needs a fixed factor"),
+        ([m, "--scalings", "linear:2,yarn:2", "--write-config", str(tmp_path / "c")], "writes one scaling"),
+        ([m, "--device", "cuda:0" if not torch.cuda.is_available() else "nonsense"], "--device"),
+    ]
+    for extra, words in cases:
+        capsys.readouterr()
+        assert main(["eval", *extra, "--out", str(tmp_path / "o")]) == 2, extra
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("posenc eval:") and words in err and len(err.splitlines()) == 1, (extra, err)
+
+
+def test_wilson_interval():
+    assert measure.wilson_interval(0, 10)[0] == 0.0 and measure.wilson_interval(10, 10)[1] == 1.0
+    lo, hi = measure.wilson_interval(5, 10)
+    assert lo == pytest.approx(0.2366, abs=1e-4) and hi == pytest.approx(0.7634, abs=1e-4)
+    assert math.isclose(lo + hi, 1.0)
+    with pytest.raises(ValueError):
+        measure.wilson_interval(3, 2)
