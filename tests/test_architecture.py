@@ -6,8 +6,8 @@ Layers, lowest first (docs: CONTRIBUTING.md):
 * core: the schemes, ``posenc.rope`` (scalings, tables, kernels, positions), the checks and buffers;
 * model: the reference attention block and ``TinyLM``;
 * interop: Hugging Face configs and the transformers integration;
-* apps: lesson (the one source of the tour and the explorer's lesson), tour, explorer, lab, bench,
-  inspect, the command line, and ``input_sizes`` (numbers the tour and the explorer share).
+* apps: lesson (the one source of the tour and the explorer's lesson), tour, explorer, lab, eval,
+  bench, inspect, the command line, and ``input_sizes`` (numbers the tour and the explorer share).
 
 A module may import from its own layer and the layers below it. A name that starts with an underscore
 belongs to the module that defines it; modules whose own name starts with an underscore
@@ -35,7 +35,7 @@ def layer_of(module: str) -> int:
     """The layer of a dotted module name inside ``posenc``."""
     parts = module.split(".")[1:]
     head = parts[0] if parts else ""
-    if head in ("lesson", "tour", "explorer", "lab", "bench", "inspect", "cli", "__main__", "input_sizes"):
+    if head in ("lesson", "tour", "explorer", "lab", "eval", "bench", "inspect", "cli", "__main__", "input_sizes"):
         return LAYERS["apps"]
     if head in ("hf", "integrations", "testing"):
         return LAYERS["interop"]

@@ -271,3 +271,38 @@ def test_wilson_interval():
     assert math.isclose(lo + hi, 1.0)
     with pytest.raises(ValueError):
         measure.wilson_interval(3, 2)
+
+
+# -- a Llama checkpoint: each scaling as eval applies it equals transformers running that config ----------
+@pytest.mark.parametrize("spec", ["linear", "linear:4", "yarn:4", "llama3:4", "dynamic:2", "ntk:4", "none"])
+def test_applied_scaling_equals_transformers_running_the_written_config(tmp_path, spec):
+    from posenc.eval.scalings import applied, written_config
+    from posenc.lab.export import byte_tokenizer
+    from posenc.testing import tiny_model
+
+    model = tiny_model("codellama-7b", vocab_size=256, max_position_embeddings=32, rope_theta=10000.0)
+    model.save_pretrained(tmp_path)
+    byte_tokenizer().save_pretrained(tmp_path)
+    source = json.loads((tmp_path / "config.json").read_text())
+    parsed = parse_spec(spec)
+    ids = torch.randint(0, 256, (1, 128))  # 4x the trained context
+    with torch.no_grad(), applied(model, parsed, 128, 32) as scaled:
+        ours = scaled(ids).logits
+    assert not hasattr(model, "_posenc_patch") or model.__dict__.get("_posenc_patch") is None
+    assert json.loads(model.config.to_json_string()) == json.loads(
+        transformers.AutoConfig.from_pretrained(tmp_path).to_json_string()
+    )  # the config is restored
+    if parsed.fit:  # written with the factor the fit chose at this length
+        parsed = parse_spec(f"{spec}:4")
+    config, _ = written_config(source, parsed, 32)
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "config.json").write_text(json.dumps(config))
+    oracle_config = transformers.AutoConfig.from_pretrained(tmp_path / "w", local_files_only=True)
+    oracle = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, config=oracle_config).eval()
+    with torch.no_grad():
+        theirs = oracle(ids).logits
+    torch.testing.assert_close(ours, theirs, atol=2e-4, rtol=1e-4)
+    if spec != "none":
+        with torch.no_grad():
+            plain = transformers.AutoModelForCausalLM.from_pretrained(tmp_path).eval()(ids).logits
+        assert (plain - ours).abs().max() > 1e-3  # the scaling changed the model

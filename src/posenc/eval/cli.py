@@ -504,7 +504,7 @@ def evaluate(args, folder, model, tokenizer, device, specs, lengths, trained, te
                             model, tokenizer, fmt, tokens, n, k, args, device, bos, span
                         )
             except _OOM_ERRORS as err:
-                if "out of memory" not in str(err).lower():
+                if not any(words in str(err).lower() for words in ("out of memory", "can't allocate memory")):
                     raise
                 _free(device)
                 skipped[f"{spec.label}@{n}"] = "ran out of memory"
