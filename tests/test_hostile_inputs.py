@@ -165,3 +165,40 @@ def test_offset_tensor_of_the_wrong_batch_is_refused(case):
     rope, q, k, _, _ = case
     with pytest.raises(ValueError, match=r"offset must be an int or a \(batch,\) tensor.*got shape \(3,\)"):
         rope(q, k, offset=torch.tensor([1, 2, 3]))
+
+
+# -- finite but extreme Hugging Face config values ---------------------------------------------------
+def hf_config(rope: dict) -> dict:
+    return {"head_dim": 64, "max_position_embeddings": 4096, "rope_parameters": rope}
+
+
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}
+LONGROPE = {"rope_type": "longrope", "original_max_position_embeddings": 1024, "short_factor": [1.0] * 32}
+
+
+@pytest.mark.parametrize(
+    "rope, field",
+    [
+        ({**YARN, "attention_factor": 1e39}, "attention_factor"),
+        ({**YARN, "mscale": 1e39, "mscale_all_dim": 1.0}, "mscale"),
+        ({**YARN, "mscale": 1.0, "mscale_all_dim": 1.7e308}, "mscale_all_dim"),
+        ({**LONGROPE, "long_factor": [1.0] * 32, "attention_factor": 1e39}, "attention_factor"),
+        ({**LONGROPE, "long_factor": [1e-320] * 32}, r"long_factor\[0\]"),
+        ({**LONGROPE, "long_factor": [1.0] * 32, "factor": 1e-320}, "factor"),
+    ],
+    ids=["yarn-attention", "yarn-mscale", "yarn-mscale-all-dim", "longrope-attention", "longrope-pair", "longrope"],
+)
+def test_hf_fields_that_would_make_tables_infinite_are_refused_by_name(rope, field):
+    with pytest.raises(ValueError, match=rf"scaling: {field} must be .*, got"):
+        RotaryEmbedding.from_hf_config(hf_config(rope))
+
+
+@pytest.mark.parametrize("beta", [5e-324, 1e-300])
+def test_yarn_with_a_tiny_beta_slow_is_computed_not_overflowed(beta):
+    rope = RotaryEmbedding.from_hf_config(hf_config({**YARN, "beta_slow": beta}))
+    q = torch.randn(1, 1, 2, 64)
+    out = rope(q, q, offset=4000)
+    assert torch.isfinite(rope.cos_cached).all() and torch.isfinite(out[0]).all()
+    # a tiny beta_slow only moves the ramp's end past the last pair, as any beta_slow below ~2e-6 does here
+    reference = RotaryEmbedding.from_hf_config(hf_config({**YARN, "beta_slow": 1e-10}))
+    torch.testing.assert_close(rope.frequencies()[0], reference.frequencies()[0], rtol=0, atol=0)

@@ -10,11 +10,14 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import os
+import threading
 
 import pytest
 import torch
 
 from posenc import cli
+from posenc import inspect as inspect_module
 from posenc.fixtures import fixture_names, load_fixture
 from posenc.inspect import EXACT_INTEGERS, format_report, inspect_config
 
@@ -222,6 +225,81 @@ def test_cli_bad_inputs_give_one_line(tmp_path, capsys, setup, message):
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in captured.err
     assert captured.out == ""
+
+
+def _deep_yarn(**extra):
+    rope = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096, **extra}
+    return json.dumps({**fields("llama-3.1-8b"), "rope_scaling": rope})
+
+
+def _underflowing_longrope():
+    f = fields("llama-3.1-8b")
+    rope = {"rope_type": "longrope", "original_max_position_embeddings": 4096}
+    rope.update(short_factor=[1.0] * 64, long_factor=[1e300] * 64)
+    return json.dumps({**f, "rope_theta": 1e300, "rope_scaling": rope})
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[" * 100_000 + "]" * 100_000, "nests arrays or objects deeper than 32 levels"),
+        ('{"a": ' * 5000 + "1" + "}" * 5000, "nests arrays or objects deeper than 32 levels"),
+        (_deep_yarn(attention_factor=1e39), "attention_factor must be None or a number > 0 and <= 1000"),
+        (_deep_yarn(mscale=1e39, mscale_all_dim=1.0), "mscale must be None or a number > 0 and <= 1000"),
+        (_deep_yarn(mscale=1.0, mscale_all_dim=1.7e308), "mscale_all_dim must be None or a number > 0"),
+        (_underflowing_longrope(), "its wavelength 2*pi/theta is beyond float64"),
+    ],
+    ids=["deep-array", "deep-object", "attention-factor", "mscale", "mscale-all-dim", "underflow"],
+)
+def test_cli_hostile_configs_give_one_line(tmp_path, capsys, text, message):
+    folder = write_config(tmp_path, text=text)
+    for extra in ([], ["--json"]):
+        assert cli.main(["inspect", str(folder), *extra]) == 2
+        captured = capsys.readouterr()
+        lines = captured.err.strip().splitlines()
+        assert len(lines) == 1 and message in lines[0], captured.err[-500:]
+        assert captured.out == ""
+
+
+def test_cli_json_is_strict_json_at_extreme_but_valid_settings(tmp_path, capsys):
+    folder = write_config(tmp_path, text=_deep_yarn(beta_slow=5e-324, mscale=1000.0, mscale_all_dim=1e-300))
+    assert cli.main(["inspect", str(folder), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert math.isfinite(report["attention_factor"]) and math.isfinite(report["softmax_scale_factor"])
+
+
+def test_cli_refuses_what_is_not_a_regular_file_and_caps_the_size(tmp_path, capsys):
+    big = tmp_path / "big.json"
+    with big.open("wb") as f:
+        f.truncate(inspect_module.MAX_CONFIG_BYTES + 1)  # sparse: nothing is written
+    assert cli.main(["inspect", str(big)]) == 2
+    assert "is larger than 16,777,216 bytes" in capsys.readouterr().err
+    assert cli.main(["inspect", "/dev/null"]) == 2
+    assert "/dev/null is not a regular file" in capsys.readouterr().err
+
+
+def test_cli_refuses_a_fifo_without_waiting_for_a_writer(tmp_path, capsys):
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    # a writer that only gets through if someone opens the FIFO for reading; released below either way
+    writer = threading.Thread(target=lambda: os.close(os.open(fifo, os.O_WRONLY)), daemon=True)
+    writer.start()
+    try:
+        assert cli.main(["inspect", str(tmp_path)]) == 2
+        assert "is not a regular file" in capsys.readouterr().err
+    finally:
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        writer.join(timeout=30)
+
+
+def test_cli_plot_of_a_path_with_dollar_signs(tmp_path, capsys):
+    parent = tmp_path / "we$\\x$ird"  # mathtext would parse $\x$ and fail
+    parent.mkdir()
+    folder = write_config(parent)
+    plot = tmp_path / "waves.png"
+    assert cli.main(["inspect", str(folder), "--plot", str(plot)]) == 0
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    capsys.readouterr()
 
 
 def test_cli_bad_plot_path(tmp_path, capsys):

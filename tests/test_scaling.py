@@ -64,8 +64,8 @@ BAD_FIELDS = [
     ("llama3", lambda v: Llama3Scaling(8.0, 1.0, v, 8192), "high_freq_factor", 1.0, "> low_freq_factor=1.0"),
     ("llama3", lambda v: Llama3Scaling(8.0, 1.0, 4.0, v), "original_max_position_embeddings", 0, "integer >= 1"),
     ("longrope", lambda v: _longrope(short_factor=v), "short_factor", [], "non-empty list"),
-    ("longrope", lambda v: _longrope(short_factor=v), "short_factor[1]", [1.0, -1.0, 1.0, 1.0], "> 0"),
-    ("longrope", lambda v: _longrope(long_factor=v), "long_factor[0]", [float("inf")] * 4, "> 0"),
+    ("longrope", lambda v: _longrope(short_factor=v), "short_factor[1]", [1.0, -1.0, 1.0, 1.0], ">= 1e-06"),
+    ("longrope", lambda v: _longrope(long_factor=v), "long_factor[0]", [float("inf")] * 4, ">= 1e-06"),
     ("longrope", lambda v: _longrope(long_factor=v), "long_factor", 2.0, "non-empty list"),
     (
         "longrope",

@@ -15,10 +15,12 @@ Typical use::
 from __future__ import annotations
 
 from .rope.hfconfig import (
+    CONFIG_ATTRIBUTES,
     DEFAULT_MAX_POSITIONS,
     DEFAULT_THETA,
     INTERLEAVED_MODEL_TYPES,
     MAX_HEAD_DIM,
+    config_dict,
     rotary_kwargs_from_hf,
     scaling_from_hf,
     to_hf_dict,
@@ -26,10 +28,12 @@ from .rope.hfconfig import (
 )
 
 __all__ = [
+    "CONFIG_ATTRIBUTES",
     "DEFAULT_MAX_POSITIONS",
     "DEFAULT_THETA",
     "INTERLEAVED_MODEL_TYPES",
     "MAX_HEAD_DIM",
+    "config_dict",
     "rotary_kwargs_from_hf",
     "scaling_from_hf",
     "to_hf_dict",

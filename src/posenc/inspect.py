@@ -31,6 +31,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
+import stat
 import sys
 import textwrap
 from pathlib import Path
@@ -38,7 +40,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-from .hf import rotary_kwargs_from_hf, unused_rope_keys
+from .hf import config_dict, rotary_kwargs_from_hf, unused_rope_keys
 from .integrations.transformers import UnsupportedModelError, rotary_kwargs_in_code
 from .rope.scaling import DYNAMIC_TYPES, YaRNScaling, rope_frequencies, yarn_softmax_scale
 from .rope.tables import rope_cos_sin
@@ -57,6 +59,12 @@ _BETWEEN = {
 }
 #: positions audited: the last few the model claims (angle error grows with the position)
 _AUDIT_POSITIONS = 16
+#: the most bytes read from a config file: published config.json files are a few kilobytes
+MAX_CONFIG_BYTES = 1 << 24
+#: the deepest nesting of arrays and objects accepted in a config (published ones nest 3 or 4 deep)
+MAX_CONFIG_DEPTH = 32
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
 
 class InspectError(ValueError):
@@ -69,38 +77,57 @@ def load_config(source) -> Tuple[Dict[str, Any], str]:
     if isinstance(source, dict):
         return dict(source), "dict"
     if hasattr(source, "to_dict") and not isinstance(source, (str, Path)):
-        data = dict(source.to_dict())
-        for key in (
-            "head_dim",
-            "rope_parameters",
-            "rope_scaling",
-            "rope_theta",
-            "partial_rotary_factor",
-            "original_max_position_embeddings",
-        ):
-            if hasattr(source, key):
-                data[key] = getattr(source, key)
-        return data, type(source).__name__
+        return config_dict(source), type(source).__name__
     if not isinstance(source, (str, Path)):
         raise TypeError(f"config must be a path, a dict or a transformers config, got {type(source).__name__}")
     path = Path(source)
     if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise InspectError(f"{path} is a folder without a config.json")
         path = path / "config.json"
+        if not path.exists():
+            raise InspectError(f"{path.parent} is a folder without a config.json")
     if not path.exists():
         raise InspectError(f"{path} does not exist (give a config.json or a model folder)")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InspectError(f"cannot read {path}: {exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InspectError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    data = json_config(path)
     if not isinstance(data, dict):
         raise InspectError(f"{path} holds a JSON {type(data).__name__}, not a config object")
     return data, str(path)
+
+
+def json_config(path: Path) -> Any:
+    """The JSON value in the regular file ``path``, read with bounded size and nesting.
+
+    Refused with :class:`InspectError`: anything but a regular file (a FIFO would block, a device
+    such as ``/dev/zero`` never ends), more than :data:`MAX_CONFIG_BYTES`, text that is not UTF-8
+    JSON, and nesting deeper than :data:`MAX_CONFIG_DEPTH`.
+    """
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise InspectError(f"{path} is not a regular file (a config.json is)")
+        with path.open("rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise InspectError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise InspectError(f"{path} is larger than {MAX_CONFIG_BYTES:,} bytes; a config.json is a few kilobytes")
+    if _nesting(raw) > MAX_CONFIG_DEPTH:
+        raise InspectError(f"{path} nests arrays or objects deeper than {MAX_CONFIG_DEPTH} levels")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InspectError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise InspectError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+
+
+def _nesting(raw: bytes, limit: int = MAX_CONFIG_DEPTH) -> int:
+    """The deepest nesting of ``[`` and ``{`` in JSON text outside strings, counted up to just past
+    ``limit`` (the parser would recurse that deep; invalid JSON is left to the parser)."""
+    depth = 0
+    for bracket in _STRINGS.sub(b"", raw).translate(None, _NOT_BRACKETS):
+        depth += 1 if bracket in b"[{" else -1
+        if depth > limit:
+            return depth
+    return 0
 
 
 def _dtype_name(data: Dict[str, Any]) -> Tuple[str, bool]:
@@ -204,6 +231,12 @@ def _pairs(
 ) -> List[Dict[str, Any]]:
     out = []
     for i, (d, s) in enumerate(zip(default_freq.tolist(), scaled_freq.tolist())):
+        if not (d > 0 and s > 0 and math.isfinite(2 * math.pi / d) and math.isfinite(2 * math.pi / s)):
+            raise ValueError(
+                f"pair {i} turns at {s!r} rad per token ({d!r} unscaled): its wavelength 2*pi/theta is "
+                "beyond float64, so it cannot be described; allowed: rope_theta and factors that keep "
+                "every frequency above about 1e-300"
+            )
         ratio = d / s  # > 1: the pair turns slower than unscaled
         if abs(ratio - 1.0) < 1e-9:
             kind = "kept"
@@ -449,7 +482,8 @@ def plot_wavelengths(report: Dict[str, Any], path) -> Path:
         ax.axhline(report["extended_context"], color="grey", ls=":", lw=1, label="extended context")
     ax.set_xlabel("rotation pair i")
     ax.set_ylabel("wavelength 2π/θᵢ (tokens)")
-    ax.set_title(f"{report['source']}: {report['rotary_dim']} rotated features")
+    # the source is a path: its text is shown as written, never parsed as mathtext ($...$)
+    ax.set_title(f"{report['source']}: {report['rotary_dim']} rotated features", parse_math=False)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
@@ -479,6 +513,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         report = inspect_config(args.config, layer_type=args.layer_type)
+        # JSON has no Infinity or NaN: a report holding one is refused here, not printed invalid
+        text = json.dumps(report, indent=2, allow_nan=False) if args.json else format_report(report)
     except (InspectError, ValueError, TypeError) as exc:
         print(f"posenc inspect: {exc}", file=sys.stderr)
         return 2
@@ -488,10 +524,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"posenc inspect: cannot write {args.plot}: {exc.strerror or exc}", file=sys.stderr)
             return 2
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        print(format_report(report))
-        if args.plot is not None:
-            print(f"\nwrote {args.plot}")
+    print(text)
+    if args.plot is not None and not args.json:
+        print(f"\nwrote {args.plot}")
     return 0

@@ -56,28 +56,37 @@ MAX_HEAD_DIM = 8192
 INTERLEAVED_MODEL_TYPES = frozenset({"gptj", "deepseek_v2", "deepseek_v3"})
 
 
+#: rope fields a ``transformers`` config object may hold outside ``to_dict()`` (properties and
+#: attribute maps); :func:`config_dict` reads them as attributes
+CONFIG_ATTRIBUTES = (
+    "head_dim",
+    "rope_parameters",
+    "rope_scaling",
+    "rope_theta",
+    "partial_rotary_factor",
+    "original_max_position_embeddings",
+)
+
+
+def config_dict(config: Any) -> Dict[str, Any]:
+    """The fields of a ``transformers`` config object as a plain dict (:data:`CONFIG_ATTRIBUTES`
+    included), or a copy of a ``config.json`` dict."""
+    if isinstance(config, dict):
+        return dict(config)
+    if not hasattr(config, "to_dict"):
+        raise TypeError(f"config must be a transformers config or a dict, got {type(config).__name__}")
+    data = dict(config.to_dict())
+    for key in CONFIG_ATTRIBUTES:
+        if hasattr(config, key):
+            data[key] = getattr(config, key)
+    return data
+
+
 class ConfigFields:
     """Uniform read access to a ``transformers`` config object or a plain ``config.json`` dict."""
 
     def __init__(self, config: Any) -> None:
-        self.data: Dict[str, Any]
-        if isinstance(config, dict):
-            self.data = config
-        elif hasattr(config, "to_dict"):
-            data = dict(config.to_dict())
-            for key in (
-                "head_dim",
-                "rope_parameters",
-                "rope_scaling",
-                "rope_theta",
-                "partial_rotary_factor",
-                "original_max_position_embeddings",
-            ):
-                if hasattr(config, key):
-                    data[key] = getattr(config, key)
-            self.data = data
-        else:
-            raise TypeError(f"config must be a transformers config or a dict, got {type(config).__name__}")
+        self.data: Dict[str, Any] = config if isinstance(config, dict) else config_dict(config)
         text = self.data.get("text_config")
         if not self.has_shape() and isinstance(text, dict):
             self.data = {**text}

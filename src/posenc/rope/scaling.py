@@ -75,6 +75,13 @@ __all__ = [
 
 #: the longest length a config may give: float64 holds every integer up to it exactly
 MAX_LENGTH = 2**53
+#: the largest attention factor, ``mscale`` or ``mscale_all_dim`` a config may give. Published configs
+#: use about 0.7 to 1.4; the bound keeps the cos/sin tables and the softmax scale ``m ** 2`` finite
+#: with a wide margin (``m = 0.1 * mscale * ln(factor) + 1`` stays below 1e6 for any float64 factor).
+MAX_TABLE_FACTOR = 1e3
+#: the smallest per-pair LongRoPE factor: a pair may turn at most this many times faster than
+#: unscaled RoPE's (published factors are 1 to about 60); below it ``theta_i / f_i`` leaves float64.
+MIN_PAIR_FACTOR = 1e-6
 
 
 # -- validation helpers ----------------------------------------------------------------------------
@@ -118,10 +125,16 @@ def _length(config: Any, field: str = "original_max_position_embeddings") -> int
     return value
 
 
-def _optional_positive(config: Any, field: str) -> None:
+def _optional_positive(config: Any, field: str, maximum: Optional[float] = None) -> None:
     value = getattr(config, field)
-    if value is not None:
+    if value is None:
+        return
+    if maximum is None:
         _number(config, field, value, greater_than=0.0, allowed="None or a finite number > 0")
+    else:
+        allowed = f"None or a number > 0 and <= {maximum:g}"
+        if _number(config, field, value, greater_than=0.0, allowed=allowed) > maximum:
+            _fail(config, field, value, allowed)
 
 
 def _check_rotary_dim(config: Any, rotary_dim: object) -> None:
@@ -282,7 +295,8 @@ def yarn_get_mscale(factor: float, mscale: float = 1.0) -> float:
 
 def _yarn_correction_dim(rotations: float, rotary_dim: int, base: float, original: int) -> float:
     """The (fractional) pair index whose wavelength fits ``rotations`` full turns into ``original``."""
-    return rotary_dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
+    # a sum of logs, not the log of a quotient: finite for every positive finite rotation count
+    return rotary_dim * (math.log(original) - math.log(rotations) - math.log(2 * math.pi)) / (2 * math.log(base))
 
 
 @dataclass(frozen=True)
@@ -345,8 +359,8 @@ class YaRNScaling(_Validated):
             greater_than=self.beta_slow,
             allowed=f"a finite number > beta_slow={self.beta_slow!r}",
         )
-        _optional_positive(self, "mscale")
-        _optional_positive(self, "mscale_all_dim")
+        _optional_positive(self, "mscale", MAX_TABLE_FACTOR)
+        _optional_positive(self, "mscale_all_dim", MAX_TABLE_FACTOR)
         if (self.mscale is None) != (self.mscale_all_dim is None):
             missing = "mscale_all_dim" if self.mscale_all_dim is None else "mscale"
             _fail(
@@ -356,7 +370,7 @@ class YaRNScaling(_Validated):
                 "given together with "
                 f"{'mscale' if missing == 'mscale_all_dim' else 'mscale_all_dim'} (both or neither)",
             )
-        _optional_positive(self, "attention_factor")
+        _optional_positive(self, "attention_factor", MAX_TABLE_FACTOR)
         if not isinstance(self.truncate, bool):
             _fail(self, "truncate", self.truncate, "True or False")
 
@@ -386,8 +400,8 @@ def _yarn(config: YaRNScaling, rotary_dim: int, base: float, seq_len: Optional[i
     low = _yarn_correction_dim(config.beta_fast, rotary_dim, base, original)
     high = _yarn_correction_dim(config.beta_slow, rotary_dim, base, original)
     if config.truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, rotary_dim - 1)
+        low, high = float(math.floor(low)), float(math.ceil(high))  # floats: finite, any size
+    low, high = max(low, 0.0), min(high, rotary_dim - 1.0)
     if low == high:
         high += 0.001  # a step instead of a ramp; avoids dividing by zero
     index = torch.arange(rotary_dim // 2, dtype=torch.float64, device="cpu")
@@ -505,7 +519,9 @@ class LongRoPEScaling(_Validated):
             if not isinstance(value, tuple) or not value:
                 _fail(self, name, value, "a non-empty list of numbers")
             for j, f in enumerate(value):
-                _number(self, f"{name}[{j}]", f, greater_than=0.0, allowed="a finite number > 0")
+                allowed = f"a finite number >= {MIN_PAIR_FACTOR:g}"
+                if _number(self, f"{name}[{j}]", f, greater_than=0.0, allowed=allowed) < MIN_PAIR_FACTOR:
+                    _fail(self, f"{name}[{j}]", f, allowed)
             if rotary_dim is not None and len(value) != rotary_dim // 2:
                 _fail(
                     self,
@@ -514,7 +530,7 @@ class LongRoPEScaling(_Validated):
                     f"rotary_dim // 2 = {rotary_dim // 2} (one factor per rotation pair)",
                 )
         _length(self)
-        _optional_positive(self, "attention_factor")
+        _optional_positive(self, "attention_factor", MAX_TABLE_FACTOR)
         if self.factor is not None:
             _factor(self)
             if self.factor > 1 and self.attention_factor is None and self.original_max_position_embeddings < 2:
@@ -809,7 +825,15 @@ def rope_frequencies(scaling: Any, rotary_dim: int, base: float, seq_len: Option
     if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1):
         raise ValueError(f"seq_len must be None or an integer >= 1, got {seq_len!r}")
     inv_freq, attention_factor = descriptor.frequencies(scaling, rotary_dim, float(base), seq_len)
-    return inv_freq, float(attention_factor)
+    attention_factor = float(attention_factor)
+    # The validators bound every field; this is the guarantee itself, for registered types too.
+    if not (math.isfinite(attention_factor) and attention_factor > 0 and bool(torch.isfinite(inv_freq).all())):
+        raise ValueError(
+            f"{descriptor.name!r} scaling {scaling!r} with rotary_dim={rotary_dim}, base={base!r} gives "
+            f"frequencies or an attention factor that are not finite positive numbers (attention factor "
+            f"{attention_factor!r}); allowed: fields whose tables stay finite"
+        )
+    return inv_freq, attention_factor
 
 
 # -- dict round trip --------------------------------------------------------------------------------
