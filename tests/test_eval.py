@@ -6,6 +6,7 @@ Everything runs on CPU on tiny models; nothing is downloaded.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -252,11 +253,19 @@ def test_mistakes_are_one_line_and_exit_2(random_export, tmp_path, capsys):
         ([m, "--lengths", "48,64"], "must divide the longest"),
         ([m, "--windows", "-1"], "--windows must be a positive int"),
         ([m, "--depths", "0,2"], "--depths must be"),
+        ([m, "--dtype", "float8"], "--dtype must be one of"),
+        ([m, "--passkey-format", "ruler"], "--passkey-format must be one of"),
+        ([m, "--device-map", "balanced"], "--device-map takes only 'auto'"),
+        ([m, "--passkey-trials", "-3"], "--passkey-trials must be a positive int"),
         ([m, "--text", str(tmp_path / "nope.txt"), "--passkey-trials", "0"], "--text"),
         ([m, "--scalings", "linear", "--write-config", str(tmp_path / "c")], "needs a fixed factor"),
         ([m, "--scalings", "linear:2,yarn:2", "--write-config", str(tmp_path / "c")], "writes one scaling"),
         ([m, "--device", "cuda:0" if not torch.cuda.is_available() else "nonsense"], "--device"),
     ]
+    if importlib.util.find_spec("accelerate") is None:
+        text = tmp_path / "t.txt"
+        text.write_text("def f(x):\n    return x\n" * 200)
+        cases.append(([m, "--device-map", "auto", "--text", str(text)], "needs accelerate"))
     for extra, words in cases:
         capsys.readouterr()
         assert main(["eval", *extra, "--out", str(tmp_path / "o")]) == 2, extra

@@ -99,7 +99,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--final-tokens", default="32", help="tail scored as 'final' (32)")
     parser.add_argument("--passkey-trials", default="10", help="trials per passkey cell (0: no passkey)")
     parser.add_argument("--depths", default="0,0.25,0.5,0.75,1", help="needle depths in [0, 1]")
-    parser.add_argument("--passkey-format", choices=sorted(FORMATS), default="words")
+    parser.add_argument(
+        "--passkey-format",
+        default="words",
+        help=f"one of {', '.join(sorted(FORMATS))}: the passkey papers' sentence (words, default) or the lab's "
+        "<key:DDDDD> plant (lab)",
+    )
     parser.add_argument(
         "--out",
         default=None,
@@ -113,13 +118,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write a copy of config.json with the "
         "one scaling of --scalings (transformers' own format) to OUT and exit",
     )
-    parser.add_argument("--dtype", choices=DTYPES, default=None, help="weights dtype (float32 on CPU, else bfloat16)")
+    parser.add_argument(
+        "--dtype", default=None, help=f"weights dtype, one of {', '.join(DTYPES)} (float32 on CPU, else bfloat16)"
+    )
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument(
         "--device-map",
-        choices=["auto"],
         default=None,
-        help="spread the model over devices (accelerate's convention; needs accelerate)",
+        help="auto: spread the model over devices (accelerate's convention; needs accelerate)",
     )
     parser.add_argument("--batch-size", default="1", help="windows per forward pass (1)")
     parser.add_argument(
@@ -331,6 +337,14 @@ def load_progress(path: Path, settings: Dict[str, Any], fresh: bool) -> Dict[str
 
 
 def _parse_numbers(args) -> None:
+    from .measure import FORMATS
+
+    if args.passkey_format not in FORMATS:
+        raise EvalError(f"--passkey-format must be one of {', '.join(sorted(FORMATS))}, got {args.passkey_format!r}")
+    if args.dtype is not None and args.dtype not in DTYPES:
+        raise EvalError(f"--dtype must be one of {', '.join(DTYPES)}, got {args.dtype!r}")
+    if args.device_map is not None and args.device_map != "auto":
+        raise EvalError(f"--device-map takes only 'auto' (accelerate's convention), got {args.device_map!r}")
     args.lengths = positive_ints("--lengths", args.lengths) if args.lengths is not None else None
     args.windows = positive("--windows", args.windows)
     args.final_tokens = positive("--final-tokens", args.final_tokens)
