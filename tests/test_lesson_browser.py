@@ -600,3 +600,97 @@ def test_claim_code_in_prose_and_tables_breaks_only_between_words(browser, serve
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+def test_claim_the_opening_demo_shows_a_shuffle_and_ropes_small_differences(browser, server):
+    """Chapter 1: the shuffled row differs from the sentence on first load; with none the difference
+    strip is white (rounding); with RoPE it is coloured on a scale of its own, and the page says why
+    RoPE's changes are small (an untrained block)."""
+    from playwright.sync_api import expect
+
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        node = open_chapter(page, server, "bag-of-tiles")
+        words = page.locator("#bag-text").input_value().split()
+        shown = page.locator("#bag-figure svg text").first.text_content()
+        assert shown.startswith("shuffled: ") and shown.split(": ")[1].split() != words
+        assert sorted(shown.split(": ")[1].split()) == sorted(words)
+        fills = "(ns) => ns.map((n) => n.getAttribute('fill'))"
+        assert set(page.eval_on_selector_all("#bag-figure rect.delta", fills)) == {"#ffffff"}
+        renders = node.get_attribute("data-renders")
+        page.locator("#bag-scheme").select_option("rope")
+        expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
+        written = page.eval_on_selector_all("#bag-figure rect.written", fills)
+        shuffled = page.eval_on_selector_all("#bag-figure rect.shuffled", fills)
+        delta = page.eval_on_selector_all("#bag-figure rect.delta", fills)
+        white = {"rgb(255,255,255)", "#ffffff"}
+        assert sum(f not in white for f in delta) > len(delta) // 2  # the difference strip is coloured
+        assert written != shuffled
+        spans = page.eval_on_selector_all("#bag-figure .sign-legend", "(ns) => ns.map((n) => Number(n.dataset.span))")
+        assert len(spans) == 2 and 0 < spans[1] < 0.2 * spans[0], spans  # the difference has its own, finer scale
+        assert "untrained" in node.locator("#bag-why-small").inner_text()
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_one_colour_per_sign_in_every_chapter(browser, server):
+    """A value below zero is drawn in the sign map's blue and one above it in its red, in chapter 1's
+    strips and chapter 2's bars alike, each figure with the sign legend."""
+    from posenc.explorer.palette import SIGN_COLOURS
+
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        open_chapter(page, server, "word-plus-position")
+        page.wait_for_timeout(200)
+        bars = page.eval_on_selector_all(
+            "#input-figure rect.bar",
+            "(ns) => ns.map((n) => n.getAttribute('fill'))",
+        )
+        fills = set(bars)
+        assert fills <= set(SIGN_COLOURS.values()) and len(fills) == 2
+        assert page.locator("#input-figure .sign-legend").count() == 1
+        open_chapter(page, server, "bag-of-tiles")
+        page.wait_for_timeout(200)
+        assert page.locator("#bag-figure .sign-legend").count() == 2
+        extremes = page.evaluate(
+            """() => { const cells = [...document.querySelectorAll('#bag-figure rect.written')];
+              return cells.map((c) => c.getAttribute('fill')); }"""
+        )
+        blue, red = SIGN_COLOURS["negative"], SIGN_COLOURS["positive"]
+        to_rgb = lambda h: f"rgb({int(h[1:3], 16)},{int(h[3:5], 16)},{int(h[5:7], 16)})"  # noqa: E731
+        assert to_rgb(blue) in extremes or to_rgb(red) in extremes  # the largest |value| reaches an end of the map
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_rule_one_is_about_growth_with_the_seat(browser, server):
+    """Chapters 2-4: at GPT-2's scale the position vector is about 30 times the word at every seat; the
+    sine code's pull on "dog" and "man" stays in a band at every seat, while the raw seat drives it to 1."""
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        node = open_chapter(page, server, "word-plus-position")
+        ratios = []
+        for seat in (3, 60):
+            renders = node.get_attribute("data-renders")
+            page.locator("#input-std").select_option("0.02")
+            page.locator("#input-seat").fill(str(seat))
+            from playwright.sync_api import expect
+
+            expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
+            page.wait_for_timeout(300)
+            text = page.locator("#input-numbers").inner_text()
+            ratios.append(float(re.search(r"position / word = ([\d.]+)", text).group(1)))
+        assert ratios[0] == ratios[1] and 20 < ratios[0] < 40  # the same at every seat
+        node = open_chapter(page, server, "bad-ideas")
+        set_slider(page, node, "#raw-seat", 2000)
+        text = page.locator("#raw-numbers").inner_text()
+        raw = float(re.search(r"with the raw seat ([\d.]+)", text).group(1))
+        sine = float(re.search(r"with the sine code ([\d.]+)", text).group(1))
+        low, high = (float(v) for v in re.search(r"stays between ([\d.]+) and ([\d.]+)", text).groups())
+        assert raw > 0.999 and low <= sine <= high < 0.9
+        assert "rule 1" in node.locator("#sine-pull").inner_text()
+        assert page.problems == [], page.problems
+    finally:
+        context.close()

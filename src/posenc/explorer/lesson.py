@@ -234,8 +234,10 @@ def bag_of_tiles(text: str, shuffle: int, scheme: str) -> dict:
         "d_model": BAG_D_MODEL,
         "outputs": out_a.tolist(),
         "outputs_shuffled": back.tolist(),
+        "delta": (back - out_a).tolist(),  # (S, d): shuffled minus as written, word by word
         "difference": diff.tolist(),
         "largest_difference": float(diff.max()),
+        "rounding_level": ROUNDING_LEVEL,
     }
 
 
@@ -276,6 +278,9 @@ def bad_ideas(raw_seat: int, sentence_len: int) -> dict:
     dog, man = torch.tanh(word_vector("dog", 16)), torch.tanh(word_vector("man", 16))
     raw = torch.full((16,), float(raw_seat), dtype=torch.float64)
     wave = sinusoidal_table(1, 16, start=raw_seat)[0].double()
+    # the sine code at every seat the figure offers: bounded, so the pull never grows with the seat
+    waves = sinusoidal_table(2001, 16).double()  # (2001, 16)
+    pulled = F.cosine_similarity(dog + waves, man + waves, dim=-1)  # (2001,)
     fractions = torch.arange(sentence_len, dtype=torch.float64) / sentence_len
     shown = fractions[:8]
     step = float(fractions[1] - fractions[0])
@@ -288,6 +293,9 @@ def bad_ideas(raw_seat: int, sentence_len: int) -> dict:
         "cosine_words": float(F.cosine_similarity(dog, man, dim=0)),
         "cosine_raw": float(F.cosine_similarity(dog + raw, man + raw, dim=0)),
         "cosine_sine": float(F.cosine_similarity(dog + wave, man + wave, dim=0)),
+        "cosine_sine_range": [float(pulled.min()), float(pulled.max())],
+        "word_length": float(dog.norm()),
+        "sine_length": float(wave.norm()),
         "sentence_len": sentence_len,
         "fractions": shown.tolist(),
         "step": step,

@@ -12,6 +12,7 @@ import math
 
 import torch
 
+from ..explorer.palette import SCALING_COLOURS
 from ..fixtures import load_fixture
 from ..rope import RotaryEmbedding, rope_inv_freq
 from ._plot import new_figure, save
@@ -137,13 +138,32 @@ def _draw(ctx, curves: dict) -> None:
     axes = fig.subplots(1, 2)
     for ax, (source, default, scaled, trained, context, rope) in zip(axes, curves.values()):
         index = range(len(default))
-        ax.plot(index, (2 * math.pi / default).numpy(), "-", linewidth=1.6, label="unscaled")
+        ax.plot(
+            index,
+            (2 * math.pi / default).numpy(),
+            "-",
+            color=SCALING_COLOURS["default"],
+            linewidth=1.6,
+            label="unscaled",
+        )
         if rope.scaling.rope_type == "longrope":
             short, _ = rope.frequencies(trained)
-            ax.plot(index, (2 * math.pi / short).numpy(), "-.", linewidth=1.6, label="short factors")
-            ax.plot(index, (2 * math.pi / scaled).numpy(), "--", linewidth=1.6, label="long factors")
+            colour = SCALING_COLOURS["longrope"]
+            ax.plot(
+                index,
+                (2 * math.pi / short).numpy(),
+                "-.",
+                color=colour,
+                alpha=0.6,
+                linewidth=1.6,
+                label="short factors",
+            )
+            ax.plot(index, (2 * math.pi / scaled).numpy(), "--", color=colour, linewidth=1.6, label="long factors")
         else:
-            ax.plot(index, (2 * math.pi / scaled).numpy(), "--", linewidth=1.6, label=rope.scaling.rope_type)
+            colour = SCALING_COLOURS[rope.scaling.rope_type]
+            ax.plot(
+                index, (2 * math.pi / scaled).numpy(), "--", color=colour, linewidth=1.6, label=rope.scaling.rope_type
+            )
         ax.axhline(trained, color="0.3", linewidth=0.9)
         ax.text(0.5, trained * 1.2, f"trained {trained:,}", fontsize=8, color="0.3")
         ax.axhline(context, color="tab:red", linewidth=0.9)

@@ -13,6 +13,7 @@ from typing import List
 
 import torch
 
+from ..explorer.palette import SCALING_COLOURS
 from ..lesson.stretching import past_training
 from ..rope import LinearScaling, NTKScaling, RotaryEmbedding, YaRNScaling, rope_frequencies
 from ._plot import new_figure, save
@@ -155,7 +156,8 @@ def _draw(ctx, results: dict) -> None:
     index = range(ROTARY_DIM // 2)
     styles = {"default": "-", "linear": "--", "ntk": "-.", "yarn": ":"}
     for name, inv_freq in results.items():
-        ax.plot(index, (2 * math.pi / inv_freq).numpy(), styles[name], linewidth=1.8, label=name)
+        colour = SCALING_COLOURS[name]  # one colour per scaling, as in the explorer
+        ax.plot(index, (2 * math.pi / inv_freq).numpy(), styles[name], color=colour, linewidth=1.8, label=name)
     ax.axhline(TRAINED, color="0.3", linewidth=0.9)
     ax.text(1, TRAINED * 1.15, f"trained length {TRAINED:,}", fontsize=8, color="0.3")
     ax.axhline(TRAINED * FACTOR, color="tab:red", linewidth=0.9)

@@ -12,6 +12,7 @@ from typing import Dict, Sequence
 
 import torch
 
+from ..explorer.palette import ROLE_COLOURS
 from ..rope import RotaryEmbedding, apply_rotary, rope_cos_sin
 from ._plot import new_figure, save
 from ._show import plain, prose, sci, signed, table, verdict
@@ -238,7 +239,7 @@ def _dials(ctx) -> None:
 
 
 def _draw_dials(ctx, angles: torch.Tensor) -> None:
-    colours = {"dog": "tab:red", "bit": "tab:blue"}
+    colours = {"dog": ROLE_COLOURS["key"], "bit": ROLE_COLOURS["query"]}  # "bit" queries, "dog" is the key
     fig = new_figure(10, 5.4)
     axes = fig.subplots(2, 4)
     for row, (name, words) in enumerate(SENTENCES.items()):

@@ -37,23 +37,23 @@ export function divergingRGB(t) {
 // The sign map as a CSS colour for a value on a scale from -span to +span.
 export function diverging(v, span = 1) { return `rgb(${divergingRGB(v / (span || 1)).join(",")})`; }
 
-// The sign map's legend: a gradient bar from -span to +span with its three numbers, at (x, y).
+// The sign map's legend: its label, then a gradient bar from -span to +span with its three numbers,
+// starting at (x, y); 40 units tall.
 export function signLegend(parent, { x, y, width = 160, span = 1, label = "value", format = (v) => String(v) }) {
   const g = svg("g", { class: "sign-legend", "data-span": span }, parent);
-  const steps = 24, w = width / steps;
-  for (let i = 0; i < steps; i++) {
-    const t = -1 + (2 * (i + 0.5)) / steps;
-    svg("rect", { x: x + i * w, y, width: w + 0.5, height: 10, fill: diverging(t) }, g);
-  }
-  svg("rect", { x, y, width, height: 10, fill: "none", stroke: "#8a8f99" }, g);
-  const put = (tx, content, anchor) => {
-    const t = svg("text", { x: tx, y: y + 24, "font-size": 12, "text-anchor": anchor, fill: "#1d2330" }, g);
+  const put = (tx, ty, content, anchor) => {
+    const t = svg("text", { x: tx, y: ty, "font-size": 12, "text-anchor": anchor, fill: "#1d2330" }, g);
     t.textContent = content;
   };
-  put(x, `${format(-span)}`, "start");
-  put(x + width / 2, "0", "middle");
-  put(x + width, `+${format(span)}`, "end");
-  const t = svg("text", { x: x + width + 8, y: y + 9, "font-size": 12, fill: "#1d2330" }, g);
-  t.textContent = `${label}: blue below 0, red above`;
+  put(x, y + 10, `${label} (blue −, red +)`, "start");
+  const steps = 24, w = width / steps, top = y + 15;
+  for (let i = 0; i < steps; i++) {
+    const t = -1 + (2 * (i + 0.5)) / steps;
+    svg("rect", { x: x + i * w, y: top, width: w + 0.5, height: 10, fill: diverging(t) }, g);
+  }
+  svg("rect", { x, y: top, width, height: 10, fill: "none", stroke: "#8a8f99" }, g);
+  put(x, top + 24, `−${format(span)}`, "start");
+  put(x + width / 2, top + 24, "0", "middle");
+  put(x + width, top + 24, `+${format(span)}`, "end");
   return g;
 }

@@ -2,32 +2,43 @@
 
 import { $, api, slider } from "../core.js";
 import { chapterLoader, registerChapter } from "./main.js";
-import { C, T, INK, MUTED, svg, html, fmt, widthOf, root, text, divergingFill, barRow, numbers, hbars, stackLabels } from "./draw.js";
+import { C, T, INK, MUTED, svg, html, fmt, widthOf, root, text, divergingFill, barRow, signLegend, numbers, hbars, stackLabels } from "./draw.js";
 
 // -- 1. the bag of tiles -----------------------------------------------------------------------------
 registerChapter("bag-of-tiles", () => {
-  let shuffle = 0, data = null;
+  // The first shuffle is shown at once, so the two strips differ from the first look on.
+  let shuffle = 1, data = null;
   const draw = () => {
     if (!data) return;
     const holder = $("bag-figure"), width = widthOf(holder, 720);
-    const rowH = 54, tileW = Math.min(92, width * 0.26), height = data.words.length * rowH + 34;
-    const s = root(holder, width, height, `outputs of each word, as written and shuffled, with ${data.scheme}`);
+    const rowH = 72, tileW = Math.min(92, width * 0.26), legendH = 54;
+    const height = 26 + data.words.length * rowH + legendH;
+    const s = root(holder, width, height, `outputs of each word, as written and shuffled, and their difference, with ${data.scheme}`);
     text(s, 0, 14, `shuffled: ${data.shuffled.join(" ")}`, { size: 12, color: MUTED });
     const span = Math.max(...data.outputs.flat().map(Math.abs), 1e-9);
+    // the difference gets a scale of its own, stated in its legend, so small changes still show
+    const deltaSpan = Math.max(...data.delta.flat().map(Math.abs));
+    const rounding = deltaSpan <= data.rounding_level;
     const stripX = tileW + 10, stripW = width - stripX - 70, cell = stripW / data.d_model;
     data.words.forEach((word, i) => {
       const y = 26 + i * rowH;
       svg("rect", { x: 0, y: y + 4, width: tileW, height: rowH - 14, rx: 6, fill: "#f3ead7", stroke: "#b08d57" }, s);
-      text(s, tileW / 2, y + rowH / 2 + 2, word, { size: 14, anchor: "middle", weight: 700 });
-      text(s, tileW / 2, y + rowH / 2 + 16, `seat ${i} → ${data.order.indexOf(i)}`, { size: 11, anchor: "middle", color: MUTED });
+      text(s, tileW / 2, y + rowH / 2 - 2, word, { size: 14, anchor: "middle", weight: 700 });
+      text(s, tileW / 2, y + rowH / 2 + 13, `seat ${i} → ${data.order.indexOf(i)}`, { size: 11, anchor: "middle", color: MUTED });
       [data.outputs[i], data.outputs_shuffled[i]].forEach((row, k) => {
-        row.forEach((v, j) => svg("rect", { x: stripX + j * cell, y: y + 6 + k * 18, width: Math.max(1, cell - 1), height: 16,
-          fill: divergingFill(v, span), class: "cell" }, s));
+        row.forEach((v, j) => svg("rect", { x: stripX + j * cell, y: y + 4 + k * 18, width: Math.max(1, cell - 1), height: 16,
+          fill: divergingFill(v, span), class: k ? "cell shuffled" : "cell written" }, s));
       });
-      const same = data.difference[i] < 1e-9;
+      data.delta[i].forEach((v, j) => svg("rect", { x: stripX + j * cell, y: y + 42, width: Math.max(1, cell - 1), height: 12,
+        fill: rounding ? "#ffffff" : divergingFill(v, deltaSpan), stroke: "#d5d9e0", "stroke-width": 0.5, class: "cell delta" }, s));
+      const same = data.difference[i] <= data.rounding_level;
       text(s, width - 2, y + 26, same ? "same" : fmt(data.difference[i], 3), { size: 12, anchor: "end",
         color: same ? T.green : T.vermillion, weight: 700 });
     });
+    const ly = 26 + data.words.length * rowH + 4, lw = Math.min(150, (width - 24) / 2);
+    signLegend(s, { x: 0, y: ly, width: lw, span, label: "outputs", format: (v) => fmt(v, 2) });
+    signLegend(s, { x: lw + 24, y: ly, width: lw, span: rounding ? data.rounding_level : deltaSpan, label: "difference",
+      format: (v) => fmt(v, 2) });
   };
   const load = chapterLoader("bag-of-tiles", async (signal) => {
     data = await api("/api/lesson/bag", { text: $("bag-text").value, shuffle, scheme: $("bag-scheme").value }, signal);
@@ -56,13 +67,14 @@ registerChapter("word-plus-position", () => {
   const draw = () => {
     if (!data) return;
     const holder = $("input-figure"), width = widthOf(holder, 720), rowH = 64, gap = 30;
-    const s = root(holder, width, 3 * (rowH + gap) + 4, `word vector plus position vector equals input, ${data.d_model} numbers each`);
+    const s = root(holder, width, 3 * (rowH + gap) + 50, `word vector plus position vector equals input, ${data.d_model} numbers each`);
     const span = Math.max(...[...data.word_vector, ...data.position_vector, ...data.input].map(Math.abs));
-    const rows = [[data.word_vector, `word “${data.word}” (${data.d_model} numbers, length ${fmt(data.word_norm, 2)})`, C.blue],
-      [data.position_vector, `+ position of seat ${data.seat} (${data.d_model} numbers, length ${fmt(data.position_norm, 2)})`, C.green],
-      [data.input, `= input to the first layer (${data.d_model} numbers)`, C.purple]];
-    rows.forEach(([values, label, color], k) => barRow(s, values, { x: 0, y: 18 + k * (rowH + gap), width, height: rowH,
-      color, span, label }));
+    const rows = [[data.word_vector, `word “${data.word}” (${data.d_model} numbers, length ${fmt(data.word_norm, 2)})`],
+      [data.position_vector, `+ position of seat ${data.seat} (${data.d_model} numbers, length ${fmt(data.position_norm, 2)})`],
+      [data.input, `= input to the first layer (${data.d_model} numbers)`]];
+    rows.forEach(([values, label], k) => barRow(s, values, { x: 0, y: 18 + k * (rowH + gap), width, height: rowH, span, label }));
+    signLegend(s, { x: 0, y: 3 * (rowH + gap) + 4, width: Math.min(160, width - 10), span, label: "bar height and colour",
+      format: (v) => fmt(v, 2) });
   };
   const load = chapterLoader("word-plus-position", async (signal) => {
     const word = $("input-word").value.trim() || "dog";
@@ -117,6 +129,9 @@ registerChapter("bad-ideas", () => {
       `[${data.word.join(", ")}] + ${data.raw_seat} = [${data.stamped.map((v) => fmt(v, 2)).join(", ")}]`,
       `the raw position vector is ${fmt(data.raw_ratio, 1)} times longer than the word vector`,
       `cosine(dog, man): alone ${fmt(data.cosine_words, 4)}, with the raw seat ${fmt(data.cosine_raw, 6)}, with the sine code ${fmt(data.cosine_sine, 4)}`,
+      `with the sine code at any seat from 0 to 2000 the cosine stays between ${fmt(data.cosine_sine_range[0], 3)} and `
+        + `${fmt(data.cosine_sine_range[1], 3)}: the sine code (length ${fmt(data.sine_length, 2)}) never outgrows the words `
+        + `(length about ${fmt(data.word_length, 2)}), while the raw seat drives the cosine to 1`,
     ]);
     numbers($("frac-numbers"), [
       `${data.sentence_len} words: codes ${data.fractions.map((v) => fmt(v, 3)).join(", ")}${data.sentence_len > data.fractions.length ? ", …" : ""}`,

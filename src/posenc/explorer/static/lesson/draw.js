@@ -3,6 +3,9 @@
 // which readers with any common colour-vision deficiency can tell apart; lines also differ in dash.
 
 import { svg, html, fmt, fmtInt } from "../charts.js";
+import { diverging, SIGN_COLOURS, signLegend } from "../palette.js";
+
+export { signLegend };
 
 export const INK = "#1d2330";
 export const MUTED = "#4b5262";
@@ -37,24 +40,19 @@ export function text(parent, x, y, content, { size = 12, anchor = "start", color
   return node;
 }
 
-// Diverging fill for values in [-1, 1]: blue negative, orange positive (colour-blind safe pair).
-export function divergingFill(v, span = 1) {
-  const t = Math.max(-1, Math.min(1, v / (span || 1)));
-  const far = t < 0 ? [0, 114, 178] : [230, 159, 0];
-  const a = Math.pow(Math.abs(t), 0.8);
-  const rgb = far.map((c) => Math.round(255 + (c - 255) * a));
-  return `rgb(${rgb.join(",")})`;
-}
+// The sign map of the whole page (palette.js): blue below zero, red above, white at zero.
+export function divergingFill(v, span = 1) { return diverging(v, span); }
 
-// A row of vertical bars for one vector, centred on a zero line. Returns the row's height.
-export function barRow(parent, values, { x, y, width, height = 60, color = C.blue, span = null, label = "" }) {
+// A row of vertical bars for one vector, centred on a zero line, each bar coloured by its sign with
+// the page's one sign map (so a colour means the same sign in every chapter). Returns the row's height.
+export function barRow(parent, values, { x, y, width, height = 60, span = null, label = "" }) {
   const top = span || Math.max(1e-12, ...values.map((v) => Math.abs(v)));
   const zero = y + height / 2, w = width / values.length;
   svg("line", { x1: x, x2: x + width, y1: zero, y2: zero, stroke: "#9aa1ad" }, parent);
   values.forEach((v, i) => {
     const h = (Math.abs(v) / top) * (height / 2 - 2);
     svg("rect", { x: x + i * w + 1, y: v >= 0 ? zero - h : zero, width: Math.max(1, w - 2), height: Math.max(0.5, h),
-      fill: v >= 0 ? color : C.vermillion, class: "bar" }, parent);
+      fill: v >= 0 ? SIGN_COLOURS.positive : SIGN_COLOURS.negative, class: "bar" }, parent);
   });
   if (label) text(parent, x, y - 4, label, { size: 12, color: INK, weight: 600 });
   return height;
