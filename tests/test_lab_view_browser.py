@@ -50,14 +50,17 @@ def test_lab_view_shows_retrieval_verdicts_and_the_smoke_stamp(page, server):  #
     assert far.locator("td").nth(0).text_content() == "–"  # no far keys at 1x
     assert far.locator("td[data-accuracy='0']").count() == 1
     near = alibi.locator("tbody tr").nth(0).locator("td").nth(0)
-    assert near.get_attribute("data-accuracy") == "0.85" and "[75%, 95%]" in near.text_content()
+    # 54 of 64 keys, with the exact (Clopper–Pearson) interval
+    assert near.get_attribute("data-accuracy") == "0.84375" and "[73%, 92%]" in near.text_content()
     assert near.locator("small.logp").text_content() == "−1.5 bits"  # log2 p(key) shown, not only hovered
     assert section.locator("#lab-no-copy").count() == 0  # RoPE and ALiBi retrieve keys at 1x here
     items = section.locator("#lab-verdicts li.side-by-side")
     assert items.count() == 2
     text = items.nth(1).text_content()
     assert text.startswith("alibi: perplexity past the training length: flat within noise")
-    assert "far keys at 512 0% [0%, 0%] vs near keys at 64 85% [75%, 95%]: seen" in text
+    # far against near keys at the same length, by Fisher's exact test
+    assert "far keys at 512 0% [0%, 6%] vs near keys at 512 80% [68%, 89%]" in text and "Fisher exact" in text
+    assert "Fisher exact (0/64 vs 51/64)" in text and "(Holm over 14 tests): seen;" in text
     assert section.locator("#lab-verdicts li.noise").count() >= 1
     assert section.locator("#lab-verdicts li.not-seen").count() >= 1
 

@@ -42,7 +42,6 @@ def tiny_llama(config) -> "transformers.LlamaModel":
 #: what is not fixed yet; each test fails on the current code, for the reason given
 OPEN = {
     "fullgraph": "PosencRotaryTables.forward branches on int(position_ids.max()) + 1, a data-dependent guard",
-    "rope_dict": "patch refuses rope dicts with keys the type does not use, which transformers accepts",
     "rebuild": "PosencRotaryTables cannot be built with type(module)(config=config)",
 }
 
@@ -80,7 +79,6 @@ def test_compile_fullgraph_traces_a_patched_model_as_one_graph():
     ],
     ids=["default+original_max", "linear+original_max"],
 )
-@pytest.mark.xfail(strict=True, reason=OPEN["rope_dict"])
 def test_patch_accepts_rope_dicts_transformers_accepts(rope):
     """``test_model_rope_scaling_from_config_{linear,dynamic,yarn}``: those tests update one rope dict
     into the next, so keys of one type remain in the next; transformers builds and runs such a model,
