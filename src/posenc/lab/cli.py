@@ -173,6 +173,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for flag, dest, kind in OVERRIDES:
         extra: Dict[str, Any] = {"choices": ["interpolate", "cannot"]} if dest == "learned_beyond" else {}
         parser.add_argument(flag, dest=dest, type=kind, default=None, help=f"override the preset's {dest}", **extra)
+    parser.add_argument(
+        "--seeds",
+        type=_ints,
+        default=None,
+        metavar="SEEDS",
+        help="comma-separated training seeds: one run per seed in OUT/seed-<n> (needs --out), then "
+        "OUT/summary.md with the spread across seeds; the same command again resumes every seed",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="with --seeds: how many seeds train at once, one process each"
+    )
     parser.add_argument("--out", default=None, help="run folder to create (default runs/lab-<preset>-<time>)")
     parser.add_argument(
         "--resume", metavar="RUN_DIR", default=None, help="continue the run in RUN_DIR without redoing finished work"
@@ -697,6 +708,8 @@ def run(args) -> int:
 
         return export_run(args)
     try:
+        if getattr(args, "seeds", None) is not None:
+            return _run_seeds(args)
         if args.device == "cuda" and not torch.cuda.is_available():
             raise LabError("--device cuda was given but torch.cuda.is_available() is False; allowed here: --device cpu")
         if args.threads is not None:
@@ -711,6 +724,125 @@ def run(args) -> int:
     except (LabError, RunFileError) as err:
         print(f"posenc lab: {err}", file=sys.stderr)
         return 2
+
+
+def _seed_commands(args) -> Tuple[Path, List[Tuple[int, List[str]]], str]:
+    """(seeds folder, [(seed, argv of its `posenc lab` run)], the command as typed) for ``--seeds``;
+    a :class:`LabError` for flags that do not go with it."""
+    from dataclasses import replace
+
+    from .summary import seed_dir
+
+    seeds = args.seeds
+    if not seeds or len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
+        raise LabError(f"--seeds must list distinct seeds >= 0, got {seeds}")
+    for flag, given in (("--seed", args.seed is not None), ("--resume", bool(args.resume)), ("--fresh", args.fresh)):
+        if given:
+            raise LabError(
+                f"--seeds does not take {flag}: each seed trains in OUT/seed-<n>, and the same --seeds "
+                f"command again resumes every seed folder that holds a run"
+            )
+    if not args.out:
+        raise LabError("--seeds needs --out, the folder that holds one run folder per seed")
+    if args.jobs < 1:
+        raise LabError(f"--jobs must be >= 1, got {args.jobs}")
+    cfg = _config(lambda: preset_config(args.preset or "quick", **_overrides(args)), "invalid settings")
+    root = Path(args.out)
+    if root.exists() and not root.is_dir():
+        raise LabError(f"--out {str(root)!r} is a file, not a folder; choose a folder")
+    if is_lab_run(root):
+        raise LabError(f"--out {str(root)!r} holds a single run; give --seeds a folder of its own")
+    threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
+    common = ["--threads", str(threads), "--device", args.device] + ([] if args.plots else ["--no-plots"])
+    commands = []
+    for seed in seeds:
+        folder = seed_dir(root, seed)
+        if is_lab_run(folder):
+            argv = ["lab", "--resume", str(folder)]
+        else:
+            argv = shlex.split(command_line(replace(cfg, seed=seed)))[1:] + ["--out", str(folder)]
+        commands.append((seed, argv + common))
+    typed = shlex.split(command_line(cfg)) + ["--seeds", ",".join(map(str, seeds)), "--out", str(root)]
+    return root, commands, shlex.join(typed)
+
+
+def _run_seeds(args) -> int:
+    """``--seeds``: one ``posenc lab`` process per seed (``--jobs`` at a time), then the summary."""
+    import subprocess
+
+    from .summary import table_bpb, table_retrieval, table_time, table_verdicts, write_summary
+
+    root, commands, typed = _seed_commands(args)
+    check_writable(root, "--out")
+    with _locked(root, "--out"):
+        pending, failed = list(commands), []
+        running: List[Tuple[int, Any, Any]] = []
+        try:
+            while pending or running:
+                while pending and len(running) < args.jobs:
+                    seed, argv = pending.pop(0)
+                    log = open(root / f"seed-{seed}.log", "ab")
+                    print(f"seed {seed}: posenc {shlex.join(argv)} (log: {log.name})", file=sys.stderr)
+                    child = subprocess.Popen([sys.executable, "-m", "posenc.cli"] + argv, stdout=log, stderr=log)
+                    running.append((seed, child, log))
+                seed, child, log = running[0]
+                for item in running:
+                    if item[1].poll() is not None:
+                        seed, child, log = item
+                        break
+                else:
+                    time.sleep(0.5)
+                    continue
+                running.remove((seed, child, log))
+                log.close()
+                print(f"seed {seed}: finished with status {child.returncode}", file=sys.stderr)
+                if child.returncode:
+                    failed.append(seed)
+        except KeyboardInterrupt:
+            for _, child, log in running:
+                child.wait()  # each saves its progress on the same Ctrl-C
+                log.close()
+            print("stopped; run the same command again to resume every seed", file=sys.stderr)
+            return 130
+        if failed:
+            raise LabError(
+                f"seed {', '.join(map(str, failed))} stopped with an error; see {root}/seed-<n>.log, fix it "
+                f"and run the same command again to resume"
+            )
+        summary = write_summary(root, root / "summary.json", root.name, typed)
+    parts = [
+        f"# posenc lab: {len(summary['seeds'])} training seeds",
+        "",
+        f"Command: `{typed}`",
+        "",
+        "## Bits per byte",
+        "",
+        table_bpb(summary),
+        "",
+        "## RoPE context extension",
+        "",
+        table_bpb(summary, extension=True),
+        "",
+        "## Passkey retrieval",
+        "",
+        table_retrieval(summary),
+        "",
+        table_retrieval(summary, extension=True),
+        "",
+        "## Verdicts",
+        "",
+        table_verdicts(summary),
+        "",
+        "## Training time",
+        "",
+        table_time(summary),
+        "",
+    ]
+    from .store import atomic_write_bytes
+
+    atomic_write_bytes(root / "summary.md", "\n".join(parts).encode("utf-8"))
+    print(f"report: {root / 'summary.md'}", file=sys.stderr)
+    return 0
 
 
 def _initial_work(cfg, run: RunDir, record: Progress, steps: list) -> tuple:

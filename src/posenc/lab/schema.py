@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Tuple
 #: Version of every run file this posenc writes. 2 added the stamp, passkey retrieval, the learning
 #: rate sweep and interval verdicts.
 SCHEMA_VERSION = 2
-KINDS = ("config", "corpus", "progress", "results", "checkpoint")
+KINDS = ("config", "corpus", "progress", "results", "checkpoint", "summary")
 #: The stamp on every smoke report and view.
 MACHINERY_CHECK = "machinery check: numbers carry no meaning"
 #: What a user can do about a broken file of the lab's own run folder.

@@ -478,3 +478,19 @@ def combine_seeds(per_seed: Dict[int, List[dict]]) -> List[dict]:
             }
         )
     return out
+
+
+def rule_text_seeds(tests: int, seeds: int) -> str:
+    """What the combined verdicts of ``seeds`` training seeds, ``tests`` comparisons each, mean."""
+    if seeds < 2:
+        return (
+            f"One training seed: {tests} comparisons under Holm's rule at a family-wise {ALPHA:.0%} "
+            f"(at most a {ALPHA:.0%} chance of any false alarm from window or trial sampling). "
+            f"The spread between training runs is not covered: these verdicts rest on one seed."
+        )
+    return (
+        f"Each seed makes {tests} comparisons under Holm's rule at a family-wise {ALPHA:.0%} (at most a "
+        f"{ALPHA:.0%} chance of any false alarm from window or trial sampling, per seed). Across seeds "
+        f"a claim is **seen** only when all {seeds} seeds see it, so it holds beyond the sampling of "
+        f"each run and beyond the spread between training runs; any disagreement is within noise."
+    )

@@ -1,0 +1,330 @@
+"""Run summaries: the small JSON file that every number of the lab's docs comes from.
+
+A summary holds, for one run folder (one seed) or a seeds folder (``seed-<n>/`` per training seed,
+made by ``posenc lab --seeds``), the command, the config, every seed's headline numbers (bits per
+byte per model and length; exact matches ``k`` of ``n`` per distance bin), every seed's verdicts
+and their combination across seeds (:func:`posenc.lab.verdicts.combine_seeds`), and the training
+CPU time per seed. It holds no checkpoints and no per-window values, so it is small enough to commit.
+
+Committed summaries live in ``posenc/lab/runs/`` (they ship with the package, so ``posenc explore``
+shows them without a run folder). ``docs/lab.md`` and the README's lab section show them through
+marked blocks::
+
+    <!-- lab-run: quick-3-seeds bpb -->
+    ...rendered table...
+    <!-- /lab-run -->
+
+``python -m posenc.lab.summary render`` rewrites every block from the summaries, and
+``python -m posenc.lab.summary check`` (and a test) fails when a block and its summary disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from .passkey import BIN_NAMES
+from .schema import RunFileError, load_json_file
+from .store import write_run_file
+from .verdicts import LABELS, SEEN, combine_seeds, rule_text_seeds
+
+#: The committed summaries, shipped with the package.
+RUNS_DIR = Path(__file__).parent / "runs"
+#: Files whose marked blocks are rendered from the summaries (relative to the repository root).
+DOC_FILES = ("docs/lab.md", "README.md")
+BLOCK = re.compile(r"(<!-- lab-run: (?P<name>[\w.-]+) (?P<table>[\w-]+) -->\n)(?P<body>.*?)(<!-- /lab-run -->)", re.S)
+
+
+def seed_dir(root: Path, seed: int) -> Path:
+    """The run folder of training seed ``seed`` inside a seeds folder."""
+    return Path(root) / f"seed-{seed}"
+
+
+def seed_folders(root: Path) -> Dict[int, Path]:
+    """``{seed: folder}`` of a seeds folder (``seed-<n>`` subfolders holding a results.json)."""
+    out = {}
+    for path in sorted(Path(root).glob("seed-*")):
+        tail = path.name[len("seed-") :]
+        if tail.isdigit() and (path / "results.json").is_file() and not path.is_symlink():
+            out[int(tail)] = path
+    return dict(sorted(out.items()))
+
+
+def _finite(value) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _headline(results: dict) -> Dict[str, Any]:
+    """``{model: {length: {"bpb": x, "near"|"mid"|"far": [k, n]}}}`` of one run's results."""
+    models: Dict[str, Dict[str, dict]] = {}
+
+    def add(model: str, length: str, entry: Any) -> None:
+        if not isinstance(entry, dict):
+            return
+        cell: Dict[str, Any] = {}
+        if entry.get("cannot"):
+            cell["cannot"] = True
+        bpb = _finite(entry.get("bpb"))
+        if bpb is not None:
+            cell["bpb"] = round(bpb, 4)
+        for name, r in (entry.get("retrieval") or {}).items():
+            if name in BIN_NAMES and isinstance(r, dict):
+                correct, trials = r.get("correct"), r.get("trials")
+                acc = _finite(r.get("accuracy"))
+                if isinstance(correct, list) and correct:
+                    cell[name] = [int(sum(correct)), len(correct)]
+                elif acc is not None and isinstance(trials, int) and trials > 0:
+                    cell[name] = [round(acc * trials), trials]
+        if cell:
+            models.setdefault(model, {})[length] = cell
+
+    for name, s in (results.get("schemes") or {}).items():
+        for length, entry in ((s or {}).get("eval") or {}).items():
+            add(name, length, entry)
+    for method, per_len in (results.get("extension") or {}).items():
+        for length, entry in (per_len or {}).items():
+            add(f"rope+{method}", length, entry)
+            if isinstance(entry, dict):
+                add(f"rope+{method} ft", length, entry.get("finetuned"))
+    return models
+
+
+def _short_verdicts(vs: List[dict]) -> List[dict]:
+    keep = ("claim", "group", "scheme", "expected", "unit", "verdict", "effect", "p", "holm_tests", "evidence")
+    return [{k: v.get(k) for k in keep if k in v} for v in vs]
+
+
+def summarize(root: Path, name: str, command: str) -> dict:
+    """The summary of the run folder or seeds folder ``root`` (see the module docstring)."""
+    root = Path(root)
+    found = seed_folders(root)
+    folders: Dict[Optional[int], Path] = {k: v for k, v in found.items()} if found else {None: root}
+    per_seed: Dict[int, dict] = {}
+    for seed, folder in folders.items():
+        data = load_json_file(folder / "results.json", "results")
+        if data is None:
+            raise RunFileError(folder / "results.json", "does not exist", "finish or resume the run first")
+        per_seed[int(data["config"]["seed"]) if seed is None else seed] = data
+    first = next(iter(per_seed.values()))
+    config = {k: v for k, v in first["config"].items() if k != "seed"}
+    verdicts_by_seed = {s: r.get("verdicts") or [] for s, r in per_seed.items()}
+    return {
+        "name": name,
+        "command": command,
+        "config": config,
+        "seeds": sorted(per_seed),
+        "complete": all(r.get("complete") is True for r in per_seed.values()),
+        "machinery_check": any(r.get("machinery_check") for r in per_seed.values()),
+        "train_len": first.get("train_len"),
+        "eval_lengths": first.get("eval_lengths"),
+        "numbers": {str(s): _headline(r) for s, r in sorted(per_seed.items())},
+        "train_seconds": {
+            str(s): {
+                k: round(float(v["train"]["train_seconds"]), 1)
+                for k, v in (r.get("schemes") or {}).items()
+                if _finite((v.get("train") or {}).get("train_seconds")) is not None
+            }
+            for s, r in sorted(per_seed.items())
+        },
+        "verdicts_by_seed": {str(s): _short_verdicts(v) for s, v in sorted(verdicts_by_seed.items())},
+        "verdicts": combine_seeds(verdicts_by_seed),
+    }
+
+
+def write_summary(root: Path, out: Path, name: str, command: str) -> dict:
+    summary = summarize(root, name, command)
+    write_run_file(Path(out), "summary", summary)
+    return summary
+
+
+def load_summaries(folder: Path = RUNS_DIR) -> Dict[str, dict]:
+    """Every summary in ``folder``, by name (its file name without ``.json``)."""
+    out = {}
+    for path in sorted(Path(folder).glob("*.json")):
+        data = load_json_file(path, "summary")
+        if data is not None:
+            out[path.stem] = data
+    return out
+
+
+# -- rendering ---------------------------------------------------------------------------------
+def _mean_sd(values: List[float]) -> str:
+    if not values:
+        return "—"
+    if len(values) == 1:
+        return f"{values[0]:.3f}"
+    return f"{np.mean(values):.3f} ± {np.std(values, ddof=1):.3f}"
+
+
+def _models(summary: dict, prefix: bool) -> List[str]:
+    names: List[str] = []
+    for per in summary["numbers"].values():
+        for model in per:
+            if model.startswith("rope+") == prefix and model not in names:
+                names.append(model)
+    return names
+
+
+def _cells(summary: dict, model: str, length: str, key: str) -> list:
+    return [
+        per[model][length][key]
+        for per in summary["numbers"].values()
+        if model in per and length in per[model] and key in per[model][length]
+    ]
+
+
+def table_bpb(summary: dict, extension: bool = False) -> str:
+    lengths = [str(n) for n in summary["eval_lengths"]]
+    if extension:
+        lengths = lengths[1:]
+    seeds = len(summary["seeds"])
+    head = "| model | " + " | ".join(f"{n} ({int(n) // summary['train_len']}x)" for n in lengths) + " |"
+    lines = [head, "|---" * (len(lengths) + 1) + "|"]
+    for model in _models(summary, extension):
+        cells = []
+        for n in lengths:
+            if _cells(summary, model, n, "cannot"):
+                cells.append("cannot")
+            else:
+                cells.append(_mean_sd(_cells(summary, model, n, "bpb")))
+        if any(c != "—" for c in cells):
+            lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    note = (
+        f"Bits per byte, mean ± standard deviation over {seeds} training seeds."
+        if seeds > 1
+        else "Bits per byte, **one training seed**."
+    )
+    return "\n".join(lines + ["", note])
+
+
+def table_retrieval(summary: dict, extension: bool = False) -> str:
+    lengths = [str(n) for n in summary["eval_lengths"]]
+    seeds = len(summary["seeds"])
+    lines = [
+        "| model | keys | " + " | ".join(f"{n} ({int(n) // summary['train_len']}x)" for n in lengths) + " |",
+        "|---" * (len(lengths) + 2) + "|",
+    ]
+    for model in _models(summary, extension):
+        for b in BIN_NAMES:
+            cells = []
+            for n in lengths:
+                kn = _cells(summary, model, n, b)
+                cells.append(" / ".join(f"{k}/{m}" for k, m in kn) if kn else "—")
+            if any(c != "—" for c in cells):
+                lines.append(f"| {model} | {b} | " + " | ".join(cells) + " |")
+    note = (
+        f"Exact matches of the 5-digit key, k/n per training seed ({seeds} seeds, in seed order)."
+        if seeds > 1
+        else "Exact matches of the 5-digit key, k/n, **one training seed**."
+    )
+    return "\n".join(lines + ["", note])
+
+
+def table_verdicts(summary: dict) -> str:
+    if summary.get("machinery_check"):
+        return "No verdicts: a machinery check."
+    seeds = summary["seeds"]
+    lines = [
+        "| claim | " + " | ".join(f"seed {s}" for s in seeds) + " | across seeds |",
+        "|---" * (len(seeds) + 2) + "|",
+    ]
+    for v in summary["verdicts"]:
+        by_seed = [v["by_seed"].get(str(s), "not measured") for s in seeds]
+        verdict = f"**{v['verdict']}**" if v["verdict"] == SEEN else v["verdict"]
+        lines.append(f"| {v['claim']} | " + " | ".join(by_seed) + f" | {verdict} |")
+    tests = max((w.get("holm_tests") or 0 for vs in summary["verdicts_by_seed"].values() for w in vs), default=0)
+    return "\n".join(lines + ["", rule_text_seeds(tests, len(seeds))])
+
+
+def table_time(summary: dict) -> str:
+    lines = ["| seed | " + " | ".join(LABELS.get(m, m) for m in summary["config"]["schemes"]) + " | total |"]
+    lines.append("|---" * (len(summary["config"]["schemes"]) + 2) + "|")
+    for s, per in summary["train_seconds"].items():
+        cells = [f"{per[m] / 60:.1f}" if m in per else "—" for m in summary["config"]["schemes"]]
+        lines.append(f"| {s} | " + " | ".join(cells) + f" | {sum(per.values()) / 60:.1f} |")
+    return "\n".join(lines + ["", "Training time per scheme in minutes (evaluation not included)."])
+
+
+def table_command(summary: dict) -> str:
+    return "```bash\n" + summary["command"] + "\n```"
+
+
+TABLES = {
+    "bpb": table_bpb,
+    "extension": lambda s: table_bpb(s, extension=True),
+    "retrieval": table_retrieval,
+    "extension-retrieval": lambda s: table_retrieval(s, extension=True),
+    "verdicts": table_verdicts,
+    "time": table_time,
+    "command": table_command,
+}
+
+
+def render_text(text: str, summaries: Dict[str, dict], where: str = "") -> str:
+    """``text`` with every marked block rendered from its summary; ValueError for a block that
+    names an unknown summary or table."""
+
+    def one(match: "re.Match[str]") -> str:
+        name, table = match.group("name"), match.group("table")
+        if name not in summaries:
+            raise ValueError(f"{where}: block names the summary {name!r}; committed: {sorted(summaries)}")
+        if table not in TABLES:
+            raise ValueError(f"{where}: block names the table {table!r}; allowed: {sorted(TABLES)}")
+        return match.group(1) + TABLES[table](summaries[name]) + "\n" + match.group(5)
+
+    return BLOCK.sub(one, text)
+
+
+def stale_blocks(root: Path, summaries: Optional[Dict[str, dict]] = None) -> List[str]:
+    """Docs files under ``root`` whose marked blocks differ from their summaries."""
+    summaries = load_summaries() if summaries is None else summaries
+    stale = []
+    for name in DOC_FILES:
+        path = Path(root) / name
+        text = path.read_text(encoding="utf-8")
+        if render_text(text, summaries, name) != text:
+            stale.append(name)
+    return stale
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m posenc.lab.summary", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    w = sub.add_parser("write", help="write the summary of a run (or seeds) folder")
+    w.add_argument("run")
+    w.add_argument("name", help="summary name (file posenc/lab/runs/NAME.json)")
+    w.add_argument("--command", required=True, help="the command that made the run, as a reader would type it")
+    for verb in ("render", "check"):
+        sub.add_parser(verb, help=f"{verb} the marked blocks of {', '.join(DOC_FILES)}").add_argument(
+            "--root", default=".", help="repository root"
+        )
+    args = parser.parse_args(argv)
+    try:
+        if args.what == "write":
+            write_summary(Path(args.run), RUNS_DIR / f"{args.name}.json", args.name, args.command)
+            return 0
+        summaries = load_summaries()
+        if args.what == "check":
+            stale = stale_blocks(Path(args.root), summaries)
+            for name in stale:
+                print(f"{name}: lab-run blocks differ from the summaries; run python -m posenc.lab.summary render")
+            return 1 if stale else 0
+        for name in DOC_FILES:
+            path = Path(args.root) / name
+            path.write_text(render_text(path.read_text(encoding="utf-8"), summaries, name), encoding="utf-8")
+        return 0
+    except (RunFileError, ValueError, OSError) as err:
+        print(f"posenc lab summary: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
