@@ -51,6 +51,40 @@ def seeded(dim, seed):
     return torch.randn(dim, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
 
 
+# -- routes ----------------------------------------------------------------------------------------
+def _query_params():
+    from posenc.explorer.routers import lab, lesson, workbench
+
+    for router in (workbench.router, lesson.router, lab.router):
+        for route in router.routes:
+            for field in route.dependant.query_params:
+                bounds = {type(m).__name__: m for m in field.field_info.metadata}
+                yield router, route.path, field, bounds
+
+
+def test_every_numeric_query_parameter_is_a_closed_range_and_floats_refuse_inf_nan():
+    numeric = [(path, f, b) for _, path, f, b in _query_params() if f.field_info.annotation in (int, float)]
+    assert len(numeric) > 60
+    for path, field, bounds in numeric:
+        assert "Ge" in bounds and "Le" in bounds, (path, field.name)
+        if field.field_info.annotation is float:
+            assert bounds["AllowInfNan"].allow_inf_nan is False, (path, field.name)
+
+
+def test_a_workbench_parameter_named_in_the_limits_has_the_published_range():
+    from posenc.explorer.routers import workbench
+
+    checked = 0
+    for router, path, field, bounds in _query_params():
+        key = {"sin_base": "base", "compare_base": "base"}.get(field.name, field.name)
+        if router is not workbench.router or key not in LIMITS or (path, key) == ("/api/precision", "pos"):
+            continue
+        limit = LIMITS[key]
+        assert (bounds["Ge"].ge, bounds["Le"].le) == (limit.minimum, limit.maximum), (path, field.name)
+        checked += 1
+    assert checked > 40
+
+
 # -- the page and its files ---------------------------------------------------------------------------
 def test_index_and_static_files_are_served_with_a_strict_policy(client):
     page = client.get("/")

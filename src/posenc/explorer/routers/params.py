@@ -1,0 +1,44 @@
+"""Query parameters made from the explorer's limits: one helper, so a range is written once."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from fastapi import Query
+
+from ..limits import MAX_TEXT_CHARS, MAX_WORD_CHARS, Limit
+
+_UNSET: Any = object()
+
+
+def limited(limit: Limit, *, default: Any = _UNSET, alias: Optional[str] = None, description: Optional[str] = None):
+    """A ``Query`` accepting ``limit``'s closed range, an integer unless the limit's default is a float.
+
+    ``default`` replaces the limit's default (``None`` makes the parameter optional); floats refuse
+    ``inf`` and ``nan``.
+    """
+    is_float = isinstance(limit.default, float)
+    cast = float if is_float else int
+    return Query(
+        cast(limit.default) if default is _UNSET else default,
+        ge=cast(limit.minimum),
+        le=cast(limit.maximum),
+        description=limit.help if description is None else description,
+        alias=alias,
+        allow_inf_nan=False if is_float else None,
+    )
+
+
+def text(default: str):
+    """A sentence: at least one character, at most :data:`~posenc.explorer.limits.MAX_TEXT_CHARS`."""
+    return Query(default, min_length=1, max_length=MAX_TEXT_CHARS)
+
+
+def word(default: str):
+    """One word: at least one character, at most :data:`~posenc.explorer.limits.MAX_WORD_CHARS`."""
+    return Query(default, min_length=1, max_length=MAX_WORD_CHARS)
+
+
+def name(default: Optional[str] = None, max_length: int = 20):
+    """A name chosen from a list the handler checks (a scheme, a method, a layout)."""
+    return Query(... if default is None else default, max_length=max_length)
