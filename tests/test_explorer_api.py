@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 import torch
@@ -17,7 +18,7 @@ from posenc.alibi import alibi_bias, alibi_slopes
 from posenc.explorer import lab_results, quiz
 from posenc.explorer.app import create_app
 from posenc.explorer.limits import LIMITS
-from posenc.explorer.server import _allowed_hosts, add_arguments
+from posenc.explorer.server import _allowed_hosts, add_arguments, port_free
 from posenc.hf import rotary_kwargs_from_hf
 from posenc.learned import LearnedPositionalEmbedding, PositionOutOfRangeError
 from posenc.rope import REGISTRY, RotaryEmbedding
@@ -200,6 +201,30 @@ def test_cli_defaults_bind_loopback():
     assert parser.parse_args(["--port", "9000", "--open"]).port == 9000
     assert _allowed_hosts("127.0.0.1") == ["127.0.0.1", "[::1]", "localhost"]
     assert _allowed_hosts("0.0.0.0") is None
+
+
+@pytest.mark.skipif(os.name != "posix", reason="TIME_WAIT and SO_REUSEADDR as on POSIX")
+def test_a_port_in_time_wait_is_free_and_a_listened_port_is_not():
+    """Restarting ``posenc explore`` on its port within a minute leaves the old connections in
+    TIME_WAIT; uvicorn binds over them, so the port check must not call the port in use."""
+    import socket
+
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = listener.accept()
+    assert not port_free("127.0.0.1", port)  # something listens
+    accepted.close()  # the server side closes first: its end waits in TIME_WAIT
+    client.recv(1)
+    client.close()
+    listener.close()
+    with socket.socket() as plain:  # the old check's bind, without SO_REUSEADDR, trips on TIME_WAIT
+        with pytest.raises(OSError):
+            plain.bind(("127.0.0.1", port))
+    assert port_free("127.0.0.1", port)
 
 
 # -- 1. wave fingerprint --------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ contacts anything but the server it came from.
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 import threading
@@ -41,9 +42,17 @@ def _allowed_hosts(host: str):
     return sorted(f"[{name}]" if ":" in name else name for name in names)
 
 
-def _port_free(host: str, port: int) -> bool:
+def port_free(host: str, port: int) -> bool:
+    """True when uvicorn could bind ``host:port`` now.
+
+    The check binds the way uvicorn's server does (asyncio sets ``SO_REUSEADDR`` on POSIX), so a port
+    whose last connections wait in ``TIME_WAIT`` after a restart counts as free, as it is to uvicorn,
+    while a port something listens on does not.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
+        if os.name == "posix":
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
@@ -63,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     if args.lab_run is not None and not args.lab_run.is_dir():
         print(f"--lab-run {args.lab_run} is not a folder", file=sys.stderr)
         return 2
-    if args.port and not _port_free(args.host, args.port):
+    if args.port and not port_free(args.host, args.port):
         print(
             f"port {args.port} on {args.host} is in use; choose another with --port N (or --port 0 for any free one)",
             file=sys.stderr,
