@@ -439,7 +439,11 @@ def learned_wall(tokens: int, stretch_to: int) -> dict:
         }
     stretched = _learned_table()
     stretched.extend(stretch_to, method="interpolate")
-    stretched_ok = tokens <= stretched.max_len
+    try:  # the stretched table is asked for the same seats, by the same call
+        stretched(x)
+        stretched_ok = True
+    except PositionOutOfRangeError:
+        stretched_ok = False
     window = 16  # the last rows, where the two tables differ most
     old_rows = list(range(LEARNED_ROWS - window, LEARNED_ROWS))
     new_start = round((LEARNED_ROWS - window) * (stretch_to - 1) / (LEARNED_ROWS - 1))

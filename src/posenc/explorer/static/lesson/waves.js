@@ -15,7 +15,7 @@ registerChapter("clock-hands", () => {
     const box = $("clock-dials");
     box.replaceChildren();
     for (const hand of data.hands) {
-      const card = html("div", { class: "dial-card", "data-speed": hand.speed }, box);
+      const card = html("div", { class: "dial-card", "data-speed": hand.speed, "data-angle": hand.angle }, box);
       const s = svg("svg", { viewBox: "0 0 150 150", width: 150, height: 150, class: "lesson-svg", role: "img",
         "aria-label": `${hand.speed} hand, pair ${hand.pair}, at ${fmt(hand.angle_deg_mod_360, 1)} degrees` }, card);
       clock(s, { cx: 75, cy: 75, r: 60, hands: [{ angle: hand.angle, color: colours[hand.speed], length: 0.9 }],
@@ -102,6 +102,11 @@ registerChapter("learned-tables", () => {
       html("p", { class: "verdict" }, result, `${data.tokens} tokens: posenc raised ${data.error_type}:`);
       html("pre", { class: "error-message" }, result, data.error);
     }
+    // the stretched table's answer to the same request, so that stretching shows in the status
+    html("p", { class: `stretched-status ${data.stretched_reads_tokens ? "pass" : "fail"}`, id: "wall-stretched-status",
+      "data-reads": String(data.stretched_reads_tokens) }, result, data.stretched_reads_tokens
+      ? `Stretched to ${data.stretch_to} rows: the table reads all ${data.tokens} tokens (fine-tune before trusting the new rows).`
+      : `Stretched to ${data.stretch_to} rows: still too short for ${data.tokens} tokens; stretch it further.`);
     numbers($("wall-numbers"), [
       `table of ${data.max_len} rows; ${data.tokens} tokens ${data.ok ? "read" : `stop at seat ${data.first_missing}`}`,
       `stretched to ${data.stretch_to} rows: new row j sits at old seat j × ${fmt(data.squeeze, 5)}; ` +
