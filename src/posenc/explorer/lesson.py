@@ -34,12 +34,12 @@ from .._checks import check_choice, check_float, check_int
 from ..alibi import alibi_bias, alibi_slopes
 from ..factory import SCHEMES, make_scheme
 from ..learned import LearnedPositionalEmbedding, PositionOutOfRangeError
+from ..lesson import mistakes as lesson_mistakes
 from ..lesson.stretching import past_training
-from ..model import Block, ModelConfig, TinyLM
+from ..model import Block
 from ..rope.apply import apply_rotary
 from ..rope.scaling import LinearScaling, NTKScaling, YaRNScaling, rope_frequencies
 from ..rope.tables import rope_cos_sin, rope_inv_freq
-from ..schemes import PositionScheme
 from ..sinusoidal import (
     SinusoidalPositionalEncoding,
     sinusoidal_frequencies,
@@ -796,88 +796,26 @@ def run_demo(shift: int, d_model: int) -> dict:
 
 
 # -- 12. common mistakes -----------------------------------------------------------------------------
-class _TableAsParameter(PositionScheme):
-    """The mistake: the fixed sinusoidal table stored as a trainable ``nn.Parameter``."""
-
-    name = "sinusoidal-as-parameter"
-
-    def __init__(self, d_model: int, max_len: int):
-        super().__init__()
-        self.pe = torch.nn.Parameter(sinusoidal_table(max_len, d_model))  # (max_len, d)
-
-    def embed(self, x, position_ids):
-        return x + self.pe[position_ids].to(x.dtype)
-
-
 def mistakes(steps: int, d_model: int, shift: int) -> dict:
-    """Each common mistake run next to the right way.
+    """Each common mistake run next to the right way, by :mod:`posenc.lesson.mistakes` (the numbers
+    the tour prints too).
 
     1. Table as Parameter: ``steps`` Adam steps on one sentence move the parameter copy of the table
        away from the formula; the buffer copy does not move.
     2. Concatenate instead of add: parameters of one Block at width d (added) and 2d (glued on),
        built on the meta device so only the sizes exist.
-    3. Rotating V: a phrase moved ``shift`` seats; the last token's output with q, k rotated (as
-       RoPE does) and with v rotated too.
+    3. Rotating V: a phrase moved ``shift`` seats; the largest change of the attention block's output
+       with q, k rotated (as RoPE does) and with v rotated too.
     """
     _int("steps", steps)
     _int("concat_d_model", d_model)
     _int("shift", shift)
-    # 1
-    small = 32
-    config = ModelConfig(scheme="sinusoidal", vocab_size=256, d_model=small, n_layers=1, n_heads=4, max_len=32)
-    tokens = torch.tensor([list(b"the dog bit the man")])  # (1, 19) bytes
-    exact = sinusoidal_table(32, small)
-    drift = {}
-    for label, scheme in (
-        ("buffer", SinusoidalPositionalEncoding(small, max_len=32)),
-        ("parameter", _TableAsParameter(small, 32)),
-    ):
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            model = TinyLM(config, scheme=scheme)
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-        for _ in range(steps):
-            logits = model(tokens[:, :-1])  # (1, 18, 256)
-            loss = F.cross_entropy(logits.reshape(-1, 256), tokens[:, 1:].reshape(-1))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        table = scheme.pe.detach()[:32].float()
-        drift[label] = {
-            "largest_change": float((table - exact).abs().max()),
-            "trainable": sum(p.numel() for p in scheme.parameters() if p.requires_grad),
-        }
-    # 2
-    with torch.device("meta"):
-        added = sum(p.numel() for p in Block(d_model, 8).parameters())
-        glued = sum(p.numel() for p in Block(2 * d_model, 8).parameters())
-    # 3
-    seq, head_dim = 6, 8
-    g = torch.Generator().manual_seed(7)
-    q, k, v = (torch.randn(1, 1, seq, head_dim, generator=g, dtype=torch.float64) for _ in range(3))
-    inv_freq = rope_inv_freq(head_dim, 10000.0)
-
-    def last_output(start: int, rotate_values: bool) -> torch.Tensor:
-        cos, sin = rope_cos_sin(torch.arange(start, start + seq), inv_freq, dtype=torch.float64)
-        qr, kr = apply_rotary(q, k, cos, sin)
-        vr = apply_rotary(v, v, cos, sin)[0] if rotate_values else v
-        weights = torch.softmax(qr @ kr.transpose(-1, -2) / math.sqrt(head_dim), dim=-1)
-        return (weights @ vr)[0, 0, -1]  # (head_dim,)
-
-    qk_only = float((last_output(0, False) - last_output(shift, False)).abs().max())
-    with_v = float((last_output(0, True) - last_output(shift, True)).abs().max())
+    drift = lesson_mistakes.table_drift(steps)
     return {
         "steps": steps,
-        "parameter": drift,
-        "concat": {"d_model": d_model, "added": added, "concatenated": glued, "ratio": glued / added},
-        "values": {
-            "shift": shift,
-            "seq": seq,
-            "qk_only": qk_only,
-            "with_v": with_v,
-            "qk_only_rounding": qk_only <= ROUNDING_LEVEL,
-            "with_v_rounding": with_v <= ROUNDING_LEVEL,
-        },
+        "parameter": {label: drift[label] for label in ("buffer", "parameter")},
+        "concat": lesson_mistakes.block_parameters(d_model),
+        "values": lesson_mistakes.rotated_values_change(shift),
         "rounding_level": ROUNDING_LEVEL,
     }
 
