@@ -42,7 +42,8 @@ import torch
 
 from .hf import config_dict, rotary_kwargs_from_hf, unused_rope_keys
 from .integrations.transformers import UnsupportedModelError, rotary_kwargs_in_code
-from .rope.scaling import DYNAMIC_TYPES, YaRNScaling, rope_frequencies, yarn_softmax_scale
+from .rope.registry import softmax_scale
+from .rope.scaling import DYNAMIC_TYPES, rope_frequencies
 from .rope.tables import rope_cos_sin
 
 #: largest integer every smaller integer of which the type holds exactly (2 ** (mantissa bits + 1))
@@ -202,7 +203,7 @@ def inspect_config(config, layer_type: Optional[str] = None) -> Dict[str, Any]:
         "extended_context": max_positions,
         "factor": factor,
         "attention_factor": attention_factor,
-        "softmax_scale_factor": yarn_softmax_scale(scaling) if isinstance(scaling, YaRNScaling) else 1.0,
+        "softmax_scale_factor": softmax_scale(scaling),
         "torch_dtype": dtype,
         "torch_dtype_given": dtype_given,
         "pairs": pairs,
