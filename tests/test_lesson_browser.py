@@ -903,3 +903,44 @@ def test_claim_a_parameter_table_drifts_the_buffer_stays_and_gluing_quadruples_a
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+ATTN_ROWS = """(scheme) => { const rows = {};
+  for (const c of document.querySelectorAll(`#attn-maps .attn-card[data-scheme="${scheme}"] rect.attn-cell`))
+    (rows[c.dataset.q] = rows[c.dataset.q] || []).push(Number(c.dataset.w));
+  const tops = [...document.querySelectorAll(`#attn-maps .attn-card[data-scheme="${scheme}"] .attn-top`)]
+    .map((n) => Number(n.dataset.k));
+  return { rows: Object.values(rows), tops }; }"""
+
+
+def test_claim_without_positions_the_two_thes_attend_alike_and_every_scheme_tells_them_apart(browser, server):
+    """Big picture, who attends to whom: "with none the two rows of 'the' are the same row ... every other
+    scheme gives them different rows"; every row adds up to 1, the ring sits on the row's largest weight,
+    and the page says the maps come from the untrained block when no lab run was given."""
+    from playwright.sync_api import expect
+
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        node = open_chapter(page, server, "big-picture")
+        expect(page.locator("#attn-maps .attn-card")).to_have_count(5)
+        expect(page.locator("#attn-source")).to_contain_text("untrained block")
+        expect(page.locator("#attn-source")).to_contain_text("no lab run")
+        for text, pair in (("the dog bit the man", (0, 3)), ("a cat saw a dog", (0, 3))):
+            if page.locator("#attn-text").input_value() != text:
+                renders = node.get_attribute("data-renders")
+                page.locator("#attn-text").fill(text)
+                expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
+                page.wait_for_timeout(200)
+            for scheme in ("nope", "sinusoidal", "learned", "rope", "alibi"):
+                got = page.evaluate(ATTN_ROWS, scheme)
+                rows, tops = got["rows"], got["tops"]
+                assert len(rows) == len(text.split()) == len(tops)
+                for row, top in zip(rows, tops):
+                    assert sum(row) == pytest.approx(1.0, abs=1e-9) and row[top] == max(row)
+                a, b = rows[pair[0]], rows[pair[1]]
+                gap = max(abs(x - y) for x, y in zip(a, b))
+                assert (gap < 1e-12) if scheme == "nope" else (gap > 1e-3), (text, scheme, gap)
+            assert page.locator(".attn-card[data-source='untrained']").count() == 5
+        assert page.problems == [], page.problems
+    finally:
+        context.close()

@@ -21,11 +21,13 @@ RoPE vectors use the half-split layout (pair ``i`` is ``(x[i], x[i + d/2])``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import io
 import math
 import random
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +37,7 @@ from ..alibi import alibi_bias, alibi_slopes
 from ..factory import SCHEMES, make_scheme
 from ..learned import LearnedPositionalEmbedding, PositionOutOfRangeError
 from ..lesson import mistakes as lesson_mistakes
+from ..lesson.attention import attention_weights, by_word
 from ..lesson.stretching import past_training
 from ..model import Block
 from ..rope.apply import apply_rotary
@@ -856,6 +859,73 @@ def big_picture(scheme: str) -> dict:
     }
 
 
+# -- who attends to whom -----------------------------------------------------------------------------
+#: words the attention map draws at most (a grid of words x words)
+ATTENTION_MAX_WORDS = 12
+
+
+@functools.lru_cache(maxsize=8)
+def _lab_model(run: str, scheme: str):
+    """The lab's trained ``scheme`` model of run folder ``run``, or the reason there is none."""
+    from ..lab.export import ExportError, load_run_model
+
+    try:
+        model, _ = load_run_model(Path(run), scheme)
+    except ExportError as err:
+        return None, str(err)
+    return model.double(), None
+
+
+def _lab_attention(model, words: list[str]) -> torch.Tensor:
+    """Word-by-word weights (W, W) of the first layer of a trained byte-level TinyLM (causal, heads
+    averaged): the sentence is read as the bytes of its words joined by spaces, each space counted
+    with the word after it."""
+    data, spans = b"", []
+    for i, word in enumerate(words):
+        start = len(data)
+        data += (b" " if i else b"") + word.encode()
+        spans.append((start, len(data)))
+    idx = torch.tensor([list(data)])  # (1, bytes)
+    pos = torch.arange(idx.shape[1]).unsqueeze(0)
+    with torch.no_grad():
+        x = model.scheme.embed(model.tok(idx).double() * model.embed_scale, pos)  # (1, S, d)
+        block = model.blocks[0]
+        weights = attention_weights(block.attn, block.norm1(x), model.scheme, pos, causal=True)  # (1, H, S, S)
+    return by_word(weights[0].mean(0), spans)
+
+
+def attention_map(text: str, lab_run: Path | None = None) -> dict:
+    """Which word attends to which in ``text``, under every scheme: the weights of one attention
+    layer (heads averaged; row = the word asking, column = the word it attends to; every row sums
+    to 1).
+
+    With ``lab_run`` (a ``posenc lab`` run folder) a scheme the lab trained is read by its trained
+    model's first layer (causal, as it was trained, bytes folded into words); every other scheme by
+    the lesson's fixed untrained block (chapter 1's, no causal mask). Each scheme says which.
+    """
+    words = split_words(text)
+    if len(words) > ATTENTION_MAX_WORDS:
+        raise ValueError(f"text must have at most {ATTENTION_MAX_WORDS} words for the attention map, got {len(words)}")
+    x = torch.stack([word_vector(w, BAG_D_MODEL) for w in words]).unsqueeze(0)  # (1, W, d)
+    pos = torch.arange(len(words)).unsqueeze(0)  # (1, W)
+    block = _block(BAG_D_MODEL, BAG_HEADS)
+    maps: list[dict] = []
+    for name in BAG_SCHEMES:
+        model, why = _lab_model(str(lab_run), name) if lab_run is not None else (None, "no lab run was given")
+        if model is not None:
+            weights = _lab_attention(model, words)
+            source = {"kind": "trained", "text": f"the lab's trained {name} model, first layer, causal"}
+        else:
+            scheme = _scheme(name, BAG_D_MODEL, BAG_HEADS)
+            with torch.no_grad():
+                inner = block.norm1(scheme.embed(x, pos))
+                weights = attention_weights(block.attn, inner, scheme, pos, causal=False)[0].mean(0)  # (W, W)
+            source = {"kind": "untrained", "text": f"the untrained block of chapter 1 ({why})"}
+        maps.append({"scheme": name, "weights": weights.tolist(), "source": source})
+    trained = any(m["source"]["kind"] == "trained" for m in maps)
+    return {"words": words, "maps": maps, "trained": trained}
+
+
 __all__ = [
     "CHAPTERS",
     "LESSON_LIMITS",
@@ -863,6 +933,7 @@ __all__ = [
     "alibi_penalty",
     "bad_ideas",
     "bag_of_tiles",
+    "attention_map",
     "big_picture",
     "chapters",
     "clock_hands",
