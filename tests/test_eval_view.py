@@ -186,3 +186,11 @@ def test_eval_view_draws_every_scaling_and_one_heatmap_per_scaling(eval_run):
         )
         page.close()
     assert not errors
+
+
+def test_explore_refuses_an_eval_run_that_is_not_a_folder(tmp_path, capsys):
+    pytest.importorskip("uvicorn")
+    from posenc.cli import main
+
+    assert main(["explore", "--eval-run", str(tmp_path / "missing")]) == 2
+    assert "--eval-run" in capsys.readouterr().err
