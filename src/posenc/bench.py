@@ -473,7 +473,7 @@ def _instrument(model) -> Callable[[], None]:
     The rotary module's ``forward`` and the rotation function the attention layers call are wrapped
     per instance (the same mechanism as the patch), so patched and unpatched models are measured alike.
     """
-    from .integrations.transformers import instance_function_override
+    from .integrations.transformers import global_seen_by, instance_function_override
 
     undo = []
     for module in model.modules():
@@ -486,7 +486,7 @@ def _instrument(model) -> Callable[[], None]:
             continue
         previous = module.__dict__.get("forward")  # the patch's, if patched
         forward = getattr(previous, "__func__", None) or type(module).forward
-        rotate = _resolve_global(forward, "apply_rotary_pos_emb")
+        rotate = global_seen_by(forward, "apply_rotary_pos_emb")
         new = instance_function_override(forward, {"apply_rotary_pos_emb": _labelled(rotate)})
         module.forward = new.__get__(module)
 
@@ -503,12 +503,6 @@ def _instrument(model) -> Callable[[], None]:
             fn()
 
     return restore
-
-
-def _resolve_global(fn: Callable, name: str):
-    while hasattr(fn, "__wrapped__"):
-        fn = fn.__wrapped__
-    return fn.__globals__[name]
 
 
 def _profile_pe(fn: Callable[[], None]) -> Tuple[float, float]:

@@ -38,7 +38,7 @@ import importlib
 import types
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -255,6 +255,14 @@ def _code_names(fn: Callable) -> set:
     while hasattr(fn, "__wrapped__"):
         fn = fn.__wrapped__
     return set(getattr(getattr(fn, "__code__", None), "co_names", ()))
+
+
+def global_seen_by(fn: Callable, name: str) -> Any:
+    """What ``fn`` (through its ``functools.wraps`` decorators) calls under the global ``name``: the
+    module's function, or the override an :func:`instance_function_override` copy holds instead."""
+    while hasattr(fn, "__wrapped__"):
+        fn = fn.__wrapped__
+    return fn.__globals__[name]
 
 
 # -- the patch ----------------------------------------------------------------------------------------
