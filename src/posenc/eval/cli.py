@@ -313,13 +313,15 @@ def _settings(args, folder: Path, specs: List[ScalingSpec], lengths: List[int], 
     }
 
 
-def _write_json(path: Path, obj: Any) -> None:
+def write_json(path: Path, obj: Any) -> None:
+    """``obj`` as indented JSON at ``path``, replaced atomically (a reader never sees half a file)."""
     from ..lab.store import atomic_write_bytes
 
     atomic_write_bytes(path, (json.dumps(obj, indent=2) + "\n").encode("utf-8"))
 
 
-def _stamp(kind: str, content: Dict[str, Any]) -> Dict[str, Any]:
+def stamp(kind: str, content: Dict[str, Any]) -> Dict[str, Any]:
+    """``content`` with the schema stamp of the ``kind`` of file (``posenc.eval/<kind>``, the version)."""
     return {"schema": f"{SCHEMA}/{kind}", "schema_version": SCHEMA_VERSION, **content}
 
 
@@ -421,7 +423,7 @@ def _run(args) -> int:
         target = Path(args.write_config)
         target = target / "config.json" if target.suffix != ".json" else target
         try:
-            _write_json(target, new)
+            write_json(target, new)
         except OSError as err:
             raise EvalError(f"--write-config {args.write_config!r}: cannot write there ({err})") from None
         print(f"wrote {target} with {specs[0].label}" + (f"; {note}" if note else ""))
@@ -511,9 +513,9 @@ def evaluate(args, folder, model, tokenizer, device, specs, lengths, trained, te
     todo = [j for j in jobs if _key(*j) not in cells]
 
     def save(complete: bool) -> None:
-        _write_json(progress_path, _stamp("progress", {"settings": settings, "cells": cells}))
+        write_json(progress_path, stamp("progress", {"settings": settings, "cells": cells}))
         results = report.build(
-            _stamp("results", {}),
+            stamp("results", {}),
             settings,
             cells,
             specs=specs,
@@ -529,7 +531,7 @@ def evaluate(args, folder, model, tokenizer, device, specs, lengths, trained, te
             model_type=model.config.model_type,
             search=search,
         )
-        _write_json(out / "results.json", results)
+        write_json(out / "results.json", results)
         (out / "results.md").write_text(report.markdown(results), encoding="utf-8")
         if complete and args.plots:
             report.plots(results, out)

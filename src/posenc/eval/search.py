@@ -308,7 +308,7 @@ def run_search(
     Returns the search's record (``default``, ``best``, ``evaluations``); see the module docstring.
     Evaluations are stored in ``store`` as they finish and replayed from it.
     """
-    from .cli import EvalError, _stamp, _write_json
+    from .cli import EvalError, stamp, write_json
 
     saved: Dict[str, Any] = {}
     if store.exists() and not fresh:
@@ -347,7 +347,7 @@ def run_search(
         else:
             nats = np.asarray(evaluate(spec), dtype=np.float64)
             saved[key] = {"params": describe(candidate), "nats": [float(v) for v in nats]}
-            _write_json(store, _stamp("search", {"settings": settings, "evaluations": saved}))
+            write_json(store, stamp("search", {"settings": settings, "evaluations": saved}))
         bpb = float((nats / math.log(2.0) / window_bytes).mean())
         order[key] = {"candidate": candidate, "bpb": bpb, "nats": nats}
         history.append({"params": describe(candidate), "bpb": bpb})
