@@ -33,7 +33,7 @@ import torch
 
 from .._checks import check_choice, check_int
 from ..rope.embedding import RotaryEmbedding
-from ..rope.hfconfig import rope_dicts, rotary_kwargs_from_hf, to_hf_dict
+from ..rope.hfconfig import CONFIG_ATTRIBUTES, rope_dicts, rotary_kwargs_from_hf, to_hf_dict
 from ..rope.layout import LAYOUTS
 from ..rope.registry import REGISTRY, config_fields, explorer_metadata, scaling_parameters
 from ..rope.scaling import DYNAMIC_TYPES, rope_frequencies, scaling_to_dict
@@ -343,19 +343,8 @@ def fixture_view(name: str) -> dict:
         if rope_type in DYNAMIC_TYPES:
             curves["at_max_position_embeddings"] = _curve(scaling, rotary_dim, base, longest, used_factor)
     default = rope_inv_freq(rotary_dim, base)
-    rope_fields = {
-        k: config[k]
-        for k in (
-            "rope_theta",
-            "rope_scaling",
-            "rope_parameters",
-            "head_dim",
-            "partial_rotary_factor",
-            "max_position_embeddings",
-            "original_max_position_embeddings",
-        )
-        if k in config
-    }
+    # the fields the reader takes RoPE from (hfconfig's list) and the advertised length
+    rope_fields = {k: config[k] for k in (*CONFIG_ATTRIBUTES, "max_position_embeddings") if k in config}
     return {
         "name": name,
         "model_type": config.get("model_type"),
