@@ -167,6 +167,13 @@ def test_eval_view_draws_every_scaling_and_one_heatmap_per_scaling(eval_run):
         }
         dashes = {lines.nth(i).get_attribute("stroke-dasharray") for i in range(2, 5)}
         assert len(dashes) == 3  # the three yarn specs are told apart
+        for i in range(5):  # ... and the legend draws each line as the chart does, dash included
+            name = lines.nth(i).get_attribute("data-name")
+            mark = section.locator(f"#eval-legend [data-scaling='{name}'] line")
+            assert mark.get_attribute("stroke") == lines.nth(i).get_attribute("stroke")
+            assert mark.get_attribute("stroke-dasharray") == lines.nth(i).get_attribute("stroke-dasharray")
+        ticks = section.locator("#eval-chart .axis text").all_text_contents()
+        assert all(str(n) in ticks for n in LENGTHS)  # the lengths themselves are the x ticks
         # the table holds the file's numbers
         cell = section.locator("#eval-ppl tr[data-scaling='none'] td[data-bpb]").nth(2)
         assert float(cell.get_attribute("data-bpb")) == written["perplexity"]["none"]["128"]["bpb"]

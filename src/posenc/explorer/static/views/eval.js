@@ -1,7 +1,7 @@
 // View 10 of the explorer: a `posenc eval` folder (bits per byte against length per scaling, and one
 // passkey heatmap of length x needle depth per scaling, with the search beside its default when one ran).
 
-import { fmt, fmtInt, html, lineChart } from "../charts.js";
+import { fmt, fmtInt, html, lineChart, svg } from "../charts.js";
 import { $, api, escapeText, loader, register } from "../core.js";
 import { SCALING_COLOURS } from "../palette.js";
 import { fitWidth, onResize } from "./workbench.js";
@@ -71,11 +71,21 @@ export function setupEval() {
     const lo = Math.min(...values), hi = Math.max(...values), pad = Math.max(1e-3, 0.05 * (hi - lo));
     lineChart($("eval-chart"), {
       width: fitWidth($("eval-chart"), 1240), height: 380, title: "bits per byte against evaluation length", wide: true,
-      x: { domain: [data.lengths[0], data.lengths[data.lengths.length - 1]], log: true, label: "evaluation length (tokens, log scale)" },
+      x: { domain: [data.lengths[0], data.lengths[data.lengths.length - 1]], log: true, ticks: data.lengths,
+        label: "evaluation length (tokens, log scale)" },
+      legend: false,
       y: { domain: [lo - pad, hi + pad], label: "bits per byte" },
       series,
       vlines: data.trained_context ? [{ x: data.trained_context, label: `trained on ${fmtInt(data.trained_context)}`, color: "#333" }] : [],
     });
+    // The legend draws each line as it is drawn in the chart, dash included.
+    const legend = html("div", { class: "legend", id: "eval-legend" }, $("eval-chart"));
+    for (const s of series) {
+      const item = html("span", { class: "legend-item", "data-scaling": s.name }, legend);
+      const mark = svg("svg", { width: 30, height: 10, "aria-hidden": "true" }, item);
+      svg("line", { x1: 1, x2: 29, y1: 5, y2: 5, stroke: s.color, "stroke-width": 2.5, "stroke-dasharray": s.dash }, mark);
+      item.appendChild(document.createTextNode(` ${s.name}`));
+    }
   }
 
   function tables() {
