@@ -408,3 +408,39 @@ def test_each_mistake_and_the_rotate_values_demo_is_written_once():
     values = quiz.answer("qk-only", 0)["values"]
     change = one.rotated_values_change(values["shift"])
     assert values["change_with_v"] == change["with_v"] and values["change_qk_only"] == change["qk_only"]
+
+
+def test_the_written_out_adam_is_torch_adam():
+    """posenc.lesson.mistakes.adam_steps (no torch.optim import on a first call) moves parameters as
+    torch.optim.Adam does."""
+    from posenc.lesson.mistakes import adam_steps
+
+    g = torch.Generator().manual_seed(0)
+    target = torch.randn(5, 3, generator=g)
+    start = [torch.randn(5, 3, generator=g), torch.randn(3, generator=g)]
+    mine = [p.clone().requires_grad_() for p in start]
+    theirs = [p.clone().requires_grad_() for p in start]
+
+    def loss(ps):
+        return ((ps[0] * ps[1] - target) ** 2).sum()
+
+    adam_steps(mine, lambda: loss(mine), 7, 0.05)
+    optimizer = torch.optim.Adam(theirs, lr=0.05)
+    for _ in range(7):
+        optimizer.zero_grad()
+        loss(theirs).backward()
+        optimizer.step()
+    for a, b in zip(mine, theirs):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+        assert not torch.equal(a, start[0] if a.ndim == 2 else start[1])
+
+
+@pytest.mark.parametrize("m, n", [(3, 1), (103, 101), (0, 40)])
+def test_both_pair_conventions_the_complex_view_and_the_gap_give_one_score(client, m, n):
+    d = get(client, "/api/lesson/pairs", m=m, n=n)
+    assert d["pairs_half"] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert d["pairs_interleaved"] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    scores = [d[k] for k in ("score_half", "score_interleaved", "score_complex", "score_gap_only")]
+    assert max(scores) - min(scores) < 1e-12 and d["complex_vs_matrix"] < 1e-12
+    shifted = lesson.pair_layouts(m + 500, n + 500)
+    assert shifted["score_half"] == pytest.approx(d["score_half"], abs=1e-12)

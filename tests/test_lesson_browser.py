@@ -944,3 +944,55 @@ def test_claim_without_positions_the_two_thes_attend_alike_and_every_scheme_tell
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+def test_claim_the_whole_table_flips_on_the_left_and_holds_on_the_right(browser, server):
+    """Chapter 5, the whole table: "the leftmost columns change colour almost from one seat to the next;
+    the rightmost keep one colour over all 65 seats", at every width; the line follows the chosen seat."""
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        node = open_chapter(page, server, "clock-hands")
+        heat = page.locator("#clock-heat")
+        for width in ("64", "256", "16"):
+            select_and_wait(page, node, "#clock-width", width)
+            first, last = int(heat.get_attribute("data-flips-first")), int(heat.get_attribute("data-flips-last"))
+            assert first > 15 and last == 0, (width, first, last)
+            assert page.locator("#clock-heat svg image.heat-image").count() == 1
+            assert page.locator("#clock-heat .sign-legend").count() == 1
+        marker = "() => Number(document.querySelector('#clock-heat .seat-marker').getAttribute('y1'))"
+        set_slider(page, node, "#clock-seat", 3)
+        near = page.evaluate(marker)
+        set_slider(page, node, "#clock-seat", 40)
+        assert page.evaluate(marker) > near
+        box = page.locator("#clock-heat svg").bounding_box()
+        assert box["width"] <= SIZES["phone"][0]
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_both_pair_conventions_and_the_complex_view_give_one_score(browser, server):
+    """Chapter 7: half-split pairs x_i with x_i+4 and interleaved x_2i with x_2i+1 (the arcs); the same
+    query and key score the same under both once the rows are reordered, as complex numbers, and from
+    the gap alone; moving both seats keeps all four."""
+    context, page = new_page(browser, server, SIZES["phone"])
+    arcs = """(cls) => [...document.querySelectorAll('#pairs-figure .pair-arc.' + cls)]
+      .map((n) => [Number(n.dataset.a), Number(n.dataset.b)])"""
+    scores = """() => Object.fromEntries([...document.querySelectorAll('#pairs-table tbody tr')]
+      .map((tr) => [tr.dataset.way, Number(tr.dataset.score)]))"""
+    try:
+        node = open_chapter(page, server, "rope")
+        page.locator("#pairs-table tbody tr").first.wait_for()
+        assert page.evaluate(arcs, "half") == [[i, i + 4] for i in range(4)]
+        assert page.evaluate(arcs, "interleaved") == [[2 * i, 2 * i + 1] for i in range(4)]
+        first = page.evaluate(scores)
+        assert set(first) == {"half", "interleaved", "complex", "gap"}
+        assert max(first.values()) - min(first.values()) < 1e-12, first
+        set_slider(page, node, "#rope-shift", 400)
+        page.wait_for_timeout(300)
+        moved = page.evaluate(scores)
+        assert all(abs(moved[k] - first[k]) < 1e-9 for k in first), (first, moved)
+        assert "seats 403 and 401" in page.locator("#pairs-table caption").inner_text()
+        assert page.problems == [], page.problems
+    finally:
+        context.close()

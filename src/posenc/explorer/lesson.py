@@ -41,6 +41,7 @@ from ..lesson.attention import attention_weights, by_word
 from ..lesson.stretching import past_training
 from ..model import Block
 from ..rope.apply import apply_rotary
+from ..rope.layout import permute_for_interleaved
 from ..rope.scaling import LinearScaling, NTKScaling, YaRNScaling, rope_frequencies
 from ..rope.tables import rope_cos_sin, rope_inv_freq
 from ..sinusoidal import (
@@ -408,6 +409,7 @@ def clock_hands(seat: int, d_model: int) -> dict:
         "fingerprint_d_model": 4,
         "fingerprint": fingerprint,
         "fingerprint_frequencies": sinusoidal_frequencies(4).tolist(),
+        "table": table.tolist(),  # (65, d): the whole code of seats 0 to 64, for the heatmap
     }
 
 
@@ -566,6 +568,57 @@ def rope_clock(head_dim: int, m: int, n: int, shift: int) -> dict:
 ORDER_SENTENCES = ("the dog bit man", "the man bit dog")
 #: the seed's clock: one pair turning 30 degrees per seat
 ORDER_DEGREES = 30.0
+
+
+def pair_layouts(m: int, n: int) -> dict:
+    """The two ways to cut an 8-wide head into pairs, and RoPE read as complex numbers.
+
+    Half-split (GPT-NeoX, Hugging Face, posenc's default) pairs feature ``i`` with ``i + 4``;
+    interleaved (GPT-J, Meta's Llama code) pairs ``2i`` with ``2i + 1``. The same query and key give
+    the same score under both once the projection rows are reordered
+    (:func:`posenc.rope.layout.permute_for_interleaved`). Read pair ``i`` as the complex number
+    ``a + ib``: RoPE multiplies it by ``e^{i m theta_i}``, and the score is the real part of
+    ``sum q_i conj(k_i) e^{i (m - n) theta_i}``, the gap alone.
+    """
+    _int("m", m)
+    _int("n", n)
+    head_dim, half = 8, 4
+    g = torch.Generator().manual_seed(3)
+    q, k = (torch.randn(head_dim, generator=g, dtype=torch.float64) for _ in range(2))
+    inv_freq = rope_inv_freq(head_dim, 10000.0)  # (4,)
+    cos, sin = rope_cos_sin(torch.tensor([m, n]), inv_freq, dtype=torch.float64)  # (2, 4)
+
+    def turned(vec: torch.Tensor, row: int, layout: str) -> torch.Tensor:
+        x = vec.view(1, 1, 1, head_dim)
+        return apply_rotary(x, x, cos[row : row + 1], sin[row : row + 1], layout=layout)[0].view(head_dim)
+
+    score_half = float(turned(q, 0, "half") @ turned(k, 1, "half"))
+    q_int, k_int = (permute_for_interleaved(v, n_heads=1) for v in (q, k))
+    score_interleaved = float(turned(q_int, 0, "interleaved") @ turned(k_int, 1, "interleaved"))
+    # the complex view: pair i of the half-split layout is q[i] + i q[i + 4]
+    zq, zk = (torch.complex(v[:half], v[half:]) for v in (q, k))
+    spin_m, spin_n = (torch.polar(torch.ones(half, dtype=torch.float64), p * inv_freq) for p in (m, n))
+    zq_turned, zk_turned = zq * spin_m, zk * spin_n
+    rq = turned(q, 0, "half")
+    complex_vs_matrix = float((torch.complex(rq[:half], rq[half:]) - zq_turned).abs().max())
+    score_complex = float((zq_turned * zk_turned.conj()).real.sum())
+    gap_only = torch.polar(torch.ones(half, dtype=torch.float64), (m - n) * inv_freq)
+    score_gap = float((zq * zk.conj() * gap_only).real.sum())
+    return {
+        "m": m,
+        "n": n,
+        "head_dim": head_dim,
+        "pairs_half": [[i, i + half] for i in range(half)],
+        "pairs_interleaved": [[2 * i, 2 * i + 1] for i in range(half)],
+        "score_half": score_half,
+        "score_interleaved": score_interleaved,
+        "complex_vs_matrix": complex_vs_matrix,
+        "score_complex": score_complex,
+        "score_gap_only": score_gap,
+        "q_complex": [[float(z.real), float(z.imag)] for z in zq],
+        "q_turned_complex": [[float(z.real), float(z.imag)] for z in zq_turned],
+        "theta": inv_freq.tolist(),
+    }
 
 
 def word_order(sentence: int, degrees: float) -> dict:
@@ -940,6 +993,7 @@ __all__ = [
     "compare",
     "learned_wall",
     "mistakes",
+    "pair_layouts",
     "pytorch_demo",
     "rope_clock",
     "rotate_vector",

@@ -71,6 +71,28 @@ def _drift_model(scheme: PositionScheme) -> TinyLM:
         return TinyLM(config, scheme=scheme)
 
 
+def adam_steps(params: list[torch.Tensor], loss_fn, steps: int, lr: float, betas=(0.9, 0.999), eps: float = 1e-8):
+    """``steps`` Adam updates of ``params`` on ``loss_fn()``, written out: the update of
+    ``torch.optim.Adam`` with its defaults (no weight decay, no amsgrad). Written out so that a
+    first call does not import ``torch._dynamo``, which ``torch.optim`` does and which takes
+    seconds; a test holds it equal to ``torch.optim.Adam``."""
+    b1, b2 = betas
+    m = [torch.zeros_like(p) for p in params]
+    v = [torch.zeros_like(p) for p in params]
+    for t in range(1, steps + 1):
+        for p in params:
+            p.grad = None
+        loss_fn().backward()
+        with torch.no_grad():
+            for p, mp, vp in zip(params, m, v):
+                if p.grad is None:
+                    continue
+                mp.mul_(b1).add_(p.grad, alpha=1 - b1)
+                vp.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+                denom = (vp / (1 - b2**t)).sqrt_().add_(eps)
+                p.addcdiv_(mp, denom, value=-lr / (1 - b1**t))
+
+
 def table_drift(steps: int, lr: float = 1e-2) -> dict:
     """``steps`` Adam steps of next-token prediction on :data:`SENTENCE`, once with the table as
     posenc's buffer and once as a Parameter, from the same initial weights.
@@ -89,13 +111,12 @@ def table_drift(steps: int, lr: float = 1e-2) -> dict:
     }
     for label, scheme in schemes.items():
         model = _drift_model(scheme)
-        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-        for _ in range(steps):
+
+        def loss(model: TinyLM = model) -> torch.Tensor:
             logits = model(tokens[:, :-1])  # (1, 18, 256)
-            loss = F.cross_entropy(logits.reshape(-1, 256), tokens[:, 1:].reshape(-1))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+            return F.cross_entropy(logits.reshape(-1, 256), tokens[:, 1:].reshape(-1))
+
+        adam_steps([p for p in model.parameters() if p.requires_grad], loss, steps, lr)
         table = scheme.get_buffer("pe") if label == "buffer" else scheme.get_parameter("pe")
         change = (table.detach()[:DRIFT_ROWS].float() - exact).abs()  # (rows, d)
         out[label] = {
@@ -174,6 +195,7 @@ def rotated_values_change(shift: int) -> dict:
 
 __all__ = [
     "SinusoidalAsParameter",
+    "adam_steps",
     "block_parameters",
     "rotated_values_change",
     "table_drift",

@@ -114,3 +114,8 @@ def big_picture(scheme: str = name("rope")):
 @router.get("/attention")
 def attention(request: Request, text: str = text("the dog bit the man")):
     return lesson.attention_map(text, request.app.state.lab_run)
+
+
+@router.get("/pairs")
+def pairs(m: int = _limit("m"), n: int = _limit("n")):
+    return lesson.pair_layouts(m, n)
