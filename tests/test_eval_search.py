@@ -152,6 +152,7 @@ def test_longrope_search_keeps_factors_monotone_and_bounded(random_model, tmp_pa
         assert all(1.0 <= a <= b <= LONGROPE_MAX_STRETCH * 4 + 1e-12 for a, b in zip(f, f[1:]))
         assert h["params"]["short_factor"] == [1.0] * 4
     assert s["best"]["search_bpb"] <= s["default"]["search_bpb"]
+    assert len({h["bpb"] for h in s["history"]}) > 1  # the per-pair factors reach the model
 
 
 def test_longrope_first_population_is_the_registered_methods_per_pair():
