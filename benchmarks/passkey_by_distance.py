@@ -30,7 +30,8 @@ from posenc.lab.store import RunDir, load_checkpoint, read_run_file
 from posenc.lab.train import build_model
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line (the docs' commands are checked against it)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path, help="a finished `posenc lab` run folder")
     ap.add_argument("--scheme", default="alibi")
@@ -38,6 +39,11 @@ def main() -> int:
     ap.add_argument("--bin", type=int, default=128, help="bin width in positions")
     ap.add_argument("--trials", type=int, default=100, help="trials per bin")
     ap.add_argument("--seed", type=int, default=0)
+    return ap
+
+
+def main() -> int:
+    ap = parser()
     a = ap.parse_args()
     run = RunDir(a.run)
     stored = read_run_file(run.config_path, "config")

@@ -37,7 +37,8 @@ def per_digit(model, data: np.ndarray, length: int, trials: int, seed: int) -> l
     return (logits.argmax(-1) == t[:, -passkey.KEY_DIGITS :]).double().mean(0).tolist()
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line (the docs' commands are checked against it)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="standard", choices=sorted(PRESETS))
     ap.add_argument("--scheme", default="rope")
@@ -47,6 +48,11 @@ def main() -> int:
     ap.add_argument("--every", type=int, default=250)
     ap.add_argument("--trials", type=int, default=50, help="trials per distance bin")
     ap.add_argument("--seed", type=int, default=0)
+    return ap
+
+
+def main() -> int:
+    ap = parser()
     a = ap.parse_args()
     overrides = dict(schemes=[a.scheme], seed=a.seed)
     for key, value in (("retrieval_share", a.share), ("retrieval_answer_weight", a.answer_weight), ("steps", a.steps)):

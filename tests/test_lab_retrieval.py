@@ -285,6 +285,8 @@ def test_verdicts_on_constructed_results():
             assert v["holm_tests"] == m and f"Holm over {m} tests" in v["evidence"] and " vs " in v["evidence"]
     text = markdown(res)
     assert f"This run makes {m} comparisons" in text and "Holm" in text
+    # what so many verdicts mean for the 95% intervals printed beside them
+    assert f"95% on its own: of the {2 * m} printed for these comparisons, about {0.1 * m:.1f} would miss" in text
     assert "at 512 bytes, far keys 0% [0%, 6%] vs near keys 80% [68%, 89%]: seen" in text
     assert "## Passkey retrieval" in text and "| alibi | far | — | 0% [0%, 6%] · -15." in text
     assert "machinery check" not in text

@@ -47,7 +47,7 @@ def test_lab_view_shows_retrieval_verdicts_and_the_smoke_stamp(page, server):  #
     assert tables.count() == 8
     alibi = tables.nth(1)
     far = alibi.locator("tbody tr").nth(2)  # near, mid, far
-    assert far.locator("td").nth(0).text_content() == "–"  # no far keys at 1x
+    assert far.locator("td").nth(0).text_content() == "—"  # no far keys at 1x
     assert far.locator("td[data-accuracy='0']").count() == 1
     near = alibi.locator("tbody tr").nth(0).locator("td").nth(0)
     # 54 of 64 keys, with the exact (Clopper–Pearson) interval

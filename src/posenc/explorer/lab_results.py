@@ -29,6 +29,7 @@ from ..lab.schema import (
     read_json_limited,
     version_of,
 )
+from ..lab.schema import VERDICTS as VERDICT_NAMES
 from ..lab.verdicts import machinery_check_reason
 
 RESULTS_FILE = "results.json"
@@ -107,9 +108,17 @@ def read_lab_results(run_dir: Optional[Path], points: int = MAX_CURVE_POINTS) ->
     if isinstance(points, bool) or not isinstance(points, int) or not 1 <= points <= MAX_CURVE_POINTS:
         raise ValueError(f"points must be an integer in 1..{MAX_CURVE_POINTS}, got {points!r}")
     if run_dir is None:
+        summaries, notes = committed_summaries()
         return {
             "available": False,
-            "notes": ["no lab run given: start the console with `posenc explore --lab-run RUN_DIR`"],
+            "summaries": summaries,
+            "notes": [
+                "no lab run given: showing the run summaries that ship with posenc"
+                if summaries
+                else "no lab run given and no run summary ships with this posenc",
+                "start the console with `posenc explore --lab-run RUN_DIR` to see a run of your own",
+            ]
+            + notes,
         }
     run = Path(run_dir).name
     path = Path(run_dir) / RESULTS_FILE
@@ -165,6 +174,96 @@ def read_lab_results(run_dir: Optional[Path], points: int = MAX_CURVE_POINTS) ->
         "verdicts": [_verdict(v) for v in results.verdicts],
         "notes": notes,
     }
+
+
+def _number(value) -> Optional[float]:
+    """A finite number, else ``None`` (shown as "not measured")."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def summary_view(summary: dict) -> dict:
+    """A committed run summary (:mod:`posenc.lab.summary`) in the page's shape: per model and length
+    the bits per byte of every seed with their mean and standard deviation, exact matches ``[k, n]``
+    per seed and distance bin, and the verdicts per seed and across seeds. Anything missing or not
+    finite is ``None``: not measured."""
+    import statistics
+
+    seeds = [str(s) for s in summary.get("seeds") or []][:MAX_ENTRIES]
+    numbers = summary.get("numbers") or {}
+    models: Dict[str, Dict[str, dict]] = {}
+    for seed in seeds:
+        per = numbers.get(seed) or {}
+        for model, cells in list(per.items())[:MAX_ENTRIES]:
+            for length, cell in list((cells or {}).items())[:MAX_ENTRIES]:
+                row = models.setdefault(str(model)[:60], {}).setdefault(
+                    str(length), {"bpb": {}, "cannot": False, "retrieval": {}}
+                )
+                if not isinstance(cell, dict):
+                    continue
+                row["cannot"] = row["cannot"] or bool(cell.get("cannot"))
+                row["bpb"][seed] = _number(cell.get("bpb"))
+                for b in RETRIEVAL_BINS:
+                    kn = cell.get(b)
+                    if isinstance(kn, list) and len(kn) == 2 and all(_number(v) is not None for v in kn):
+                        row["retrieval"].setdefault(b, {})[seed] = [int(kn[0]), int(kn[1])]
+    for per_len in models.values():
+        for row in per_len.values():
+            values = [v for v in row["bpb"].values() if v is not None]
+            row["bpb_mean"] = statistics.fmean(values) if values else None
+            row["bpb_sd"] = statistics.stdev(values) if len(values) > 1 else None
+            row["bpb_seeds"] = len(values)
+    verdicts = []
+    for v in (summary.get("verdicts") or [])[:256]:
+        if not isinstance(v, dict):
+            continue
+        verdicts.append(
+            {
+                "claim": str(v.get("claim", ""))[:300],
+                "verdict": v.get("verdict") if v.get("verdict") in VERDICT_NAMES else "not measured",
+                "by_seed": {str(k): str(x) for k, x in (v.get("by_seed") or {}).items()},
+                "evidence": str(v.get("evidence", ""))[:600],
+                "expected": v.get("expected"),
+                "group": v.get("group"),
+                "scheme": v.get("scheme"),
+                "effect_mean": _number(v.get("effect_mean")),
+                "effect_sd": _number(v.get("effect_sd")),
+            }
+        )
+    machinery = bool(summary.get("machinery_check"))
+    return {
+        "name": str(summary.get("name", ""))[:100],
+        "command": str(summary.get("command", ""))[:500],
+        "seeds": seeds,
+        "complete": summary.get("complete") is True,
+        "machinery_check": machinery,
+        "stamp": MACHINERY_CHECK if machinery else None,
+        "train_len": summary.get("train_len"),
+        "eval_lengths": [n for n in (summary.get("eval_lengths") or []) if isinstance(n, int)][:MAX_ENTRIES],
+        "models": models,
+        "verdicts": [] if machinery else verdicts,
+        "cpu_seconds": {str(k): _number(v) for k, v in (summary.get("cpu_seconds") or {}).items()},
+    }
+
+
+def committed_summaries(folder: Optional[Path] = None) -> Tuple[List[dict], List[str]]:
+    """The run summaries that ship with posenc, in the page's shape, and notes on any unreadable."""
+    from ..lab.summary import RUNS_DIR
+
+    folder = RUNS_DIR if folder is None else Path(folder)
+    out, notes = [], []
+    for path in sorted(folder.glob("*.json"))[:MAX_ENTRIES]:
+        try:
+            data = load_json_file(path, "summary", "reinstall posenc", max_bytes=MAX_FILE_BYTES)
+        except RunFileError as err:
+            notes.append(f"{path.name} could not be read: {err.problem}")
+            continue
+        if data is not None:
+            out.append(summary_view(data))
+    return out, notes
 
 
 def _peek(path: Path):

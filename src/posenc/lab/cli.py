@@ -130,9 +130,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--preset",
         choices=sorted(PRESETS),
         default=None,
-        help="size of the run: smoke (a machinery check, about 10 s of CPU; its "
-        "numbers carry no meaning), quick (about 15 min on 2 idle cores), "
-        "standard (an hour or more); default quick",
+        help="size of the run: smoke (a machinery check; its numbers carry no meaning), "
+        "quick (the small table), standard (the published-scale table); what each costs is "
+        "stated in docs/lab.md (Time); default quick",
     )
     parser.add_argument(
         "--schemes",

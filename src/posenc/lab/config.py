@@ -1,8 +1,8 @@
 """Every knob of a lab run in one dataclass, and the named presets.
 
-The presets were sized by measurement on a 2-core CPU (see ``docs/lab.md`` for the measured times
-and the load they were measured under): ``smoke`` is a machinery check for tests (about 12 s of CPU
-time; its numbers carry no meaning), ``quick`` the small table, ``standard`` the published one. Any field can be
+The presets were sized by measurement on a 2-core CPU (``docs/lab.md``, Time, states what each
+costs): ``smoke`` is a machinery check for tests (its numbers carry no meaning), ``quick`` the small
+table, ``standard`` the published one. Any field can be
 overridden from the command line; the resolved config is saved as ``config.json`` in the run folder
 and is what ``--resume`` continues.
 """
@@ -168,7 +168,7 @@ class LabConfig:
 LEGACY_METHODS = {"dynamic_ntk": "dynamic"}
 
 PRESETS = {
-    # A machinery check (about 12 s of CPU time): exercises every code path, numbers mean nothing.
+    # A machinery check: exercises every code path, numbers mean nothing.
     "smoke": dict(
         d_model=32,
         n_layers=2,
@@ -186,7 +186,7 @@ PRESETS = {
         finetune_batch=4,
         retrieval_trials=12,
     ),
-    # The small table (about 15 minutes on 2 idle CPU cores before retrieval; see docs/lab.md).
+    # The small table (its cost: docs/lab.md, Time).
     "quick": dict(
         d_model=128,
         n_layers=4,

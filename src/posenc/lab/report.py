@@ -360,7 +360,10 @@ def rule_text(tests: int) -> str:
         f"and a claim is **seen** (or **not seen**, the other way) only when its test passes Holm's "
         f"rule at a family-wise {ALPHA:.0%}: the chance that any seen or not seen below is a false "
         f"alarm of window or trial sampling is at most {ALPHA:.0%} (testing each at 5% alone would "
-        f"expect {0.05 * tests:.1f} false alarms when nothing differs). **Within noise** means this "
+        f"expect {0.05 * tests:.1f} false alarms when nothing differs). Each 95% interval printed beside "
+        f"a number is 95% on its own: of the {2 * tests} printed for these comparisons, about "
+        f"{0.05 * 2 * tests:.1f} would miss their true value by chance, which is why the verdicts come "
+        f"from the corrected tests and not from whether two intervals overlap. **Within noise** means this "
         f"run cannot tell, never equal. One training seed: the spread between training runs is not "
         f"covered (`posenc lab --seeds` covers it)."
     )

@@ -102,8 +102,14 @@ def _short_verdicts(vs: List[dict]) -> List[dict]:
     return [{k: v.get(k) for k in keep if k in v} for v in vs]
 
 
-def summarize(root: Path, name: str, command: str) -> dict:
-    """The summary of the run folder or seeds folder ``root`` (see the module docstring)."""
+def summarize(
+    root: Path, name: str, command: str, cpu_seconds: Optional[Dict[int, float]] = None, cpu_source: str = ""
+) -> dict:
+    """The summary of the run folder or seeds folder ``root`` (see the module docstring).
+
+    ``cpu_seconds`` (``{seed: seconds}``) is the CPU time (user + system) of each seed's run,
+    measured outside it (``cpu_source`` says how, e.g. ``/usr/bin/time -v``); a run records its
+    training time per scheme itself."""
     root = Path(root)
     found = seed_folders(root)
     folders: Dict[Optional[int], Path] = {k: v for k, v in found.items()} if found else {None: root}
@@ -134,13 +140,17 @@ def summarize(root: Path, name: str, command: str) -> dict:
             }
             for s, r in sorted(per_seed.items())
         },
+        "cpu_seconds": {str(s): round(float(v), 1) for s, v in sorted((cpu_seconds or {}).items())},
+        "cpu_source": cpu_source if cpu_seconds else "",
         "verdicts_by_seed": {str(s): _short_verdicts(v) for s, v in sorted(verdicts_by_seed.items())},
         "verdicts": combine_seeds(verdicts_by_seed),
     }
 
 
-def write_summary(root: Path, out: Path, name: str, command: str) -> dict:
-    summary = summarize(root, name, command)
+def write_summary(
+    root: Path, out: Path, name: str, command: str, cpu_seconds: Optional[Dict[int, float]] = None, cpu_source: str = ""
+) -> dict:
+    summary = summarize(root, name, command, cpu_seconds, cpu_source)
     write_run_file(Path(out), "summary", summary)
     return summary
 
@@ -244,13 +254,58 @@ def table_verdicts(summary: dict) -> str:
     return "\n".join(lines + ["", rule_text_seeds(tests, len(seeds))])
 
 
+def _seconds(v: float) -> str:
+    return f"{v:.1f}" if v < 100 else f"{v:,.0f}"
+
+
 def table_time(summary: dict) -> str:
-    lines = ["| seed | " + " | ".join(LABELS.get(m, m) for m in summary["config"]["schemes"]) + " | total |"]
-    lines.append("|---" * (len(summary["config"]["schemes"]) + 2) + "|")
+    schemes = summary["config"]["schemes"]
+    cpu = summary.get("cpu_seconds") or {}
+    head = "| seed | " + " | ".join(LABELS.get(m, m) for m in schemes) + " | training, all schemes |"
+    lines = [head + (" CPU time of the whole run |" if cpu else "")]
+    lines.append("|---" * (len(schemes) + 2 + bool(cpu)) + "|")
     for s, per in summary["train_seconds"].items():
-        cells = [f"{per[m] / 60:.1f}" if m in per else "—" for m in summary["config"]["schemes"]]
-        lines.append(f"| {s} | " + " | ".join(cells) + f" | {sum(per.values()) / 60:.1f} |")
-    return "\n".join(lines + ["", "Training time per scheme in minutes (evaluation not included)."])
+        cells = [_seconds(per[m]) if m in per else "—" for m in schemes]
+        row = f"| {s} | " + " | ".join(cells) + f" | {_seconds(sum(per.values()))} |"
+        if cpu:
+            row += f" {_seconds(cpu[s])} |" if s in cpu else " — |"
+        lines.append(row)
+    note = "Seconds. Training time per scheme is the wall time of its training, as the run records it"
+    if cpu:
+        note += f"; the CPU time (user + system) covers the whole run, evaluation included ({summary['cpu_source']})"
+    return "\n".join(lines + ["", note + "."])
+
+
+def table_before_after(summary: dict) -> str:
+    """The verdicts of the rule before (interval overlap of percentile-bootstrap intervals, one
+    seed) beside those of the current rule across every seed, claim by claim where the claims are
+    the same, each list in its own order otherwise."""
+    before = summary.get("verdicts_before")
+    if not before:
+        return "No earlier-rule verdicts recorded for this run."
+    after = {v["claim"]: v for v in summary["verdicts"]}
+    n = len(summary["seeds"])
+    lines = [
+        f"| claim | before: seed {before['seed']}, {before['rule_short']} | after: {n} seeds, paired tests, Holm |",
+        "|---|---|---|",
+    ]
+    shown = set()
+    for v in before["verdicts"]:
+        new = after.get(v["claim"])
+        cell = "not asked" if new is None else (f"**{new['verdict']}**" if new["verdict"] == SEEN else new["verdict"])
+        old = f"**{v['verdict']}**" if v["verdict"] == SEEN else v["verdict"]
+        lines.append(f"| {v['claim']} | {old} | {cell} |")
+        shown.add(v["claim"])
+    for claim, new in after.items():
+        if claim not in shown:
+            cell = f"**{new['verdict']}**" if new["verdict"] == SEEN else new["verdict"]
+            lines.append(f"| {claim} | not asked | {cell} |")
+    counts = []
+    for label, vs in (("before", before["verdicts"]), ("after", list(after.values()))):
+        seen = sum(v["verdict"] == SEEN for v in vs)
+        not_seen = sum(v["verdict"] == "not seen" for v in vs)
+        counts.append(f"{label}: {seen} seen and {not_seen} not seen of {len(vs)}")
+    return "\n".join(lines + ["", f"{before['rule']}. " + "; ".join(counts) + "."])
 
 
 def table_command(summary: dict) -> str:
@@ -265,6 +320,7 @@ TABLES = {
     "verdicts": table_verdicts,
     "time": table_time,
     "command": table_command,
+    "before-after": table_before_after,
 }
 
 
@@ -295,21 +351,39 @@ def stale_blocks(root: Path, summaries: Optional[Dict[str, dict]] = None) -> Lis
     return stale
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m posenc.lab.summary``."""
     parser = argparse.ArgumentParser(prog="python -m posenc.lab.summary", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
     w = sub.add_parser("write", help="write the summary of a run (or seeds) folder")
     w.add_argument("run")
     w.add_argument("name", help="summary name (file posenc/lab/runs/NAME.json)")
     w.add_argument("--command", required=True, help="the command that made the run, as a reader would type it")
+    w.add_argument(
+        "--cpu-seconds", default="", help="SEED=SECONDS,...: CPU time of each seed's run, measured outside it"
+    )
+    w.add_argument("--cpu-source", default="", help="how --cpu-seconds was measured")
     for verb in ("render", "check"):
         sub.add_parser(verb, help=f"{verb} the marked blocks of {', '.join(DOC_FILES)}").add_argument(
             "--root", default=".", help="repository root"
         )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parser().parse_args(argv)
     try:
         if args.what == "write":
-            write_summary(Path(args.run), RUNS_DIR / f"{args.name}.json", args.name, args.command)
+            cpu = {}
+            for item in filter(None, args.cpu_seconds.split(",")):
+                seed, _, seconds = item.partition("=")
+                try:
+                    cpu[int(seed)] = float(seconds)
+                except ValueError:
+                    raise ValueError(f"--cpu-seconds takes SEED=SECONDS,..., got {item!r}") from None
+            if cpu and not args.cpu_source:
+                raise ValueError("--cpu-seconds needs --cpu-source, saying how the time was measured")
+            write_summary(Path(args.run), RUNS_DIR / f"{args.name}.json", args.name, args.command, cpu, args.cpu_source)
             return 0
         summaries = load_summaries()
         if args.what == "check":

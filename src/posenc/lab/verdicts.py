@@ -485,12 +485,16 @@ def rule_text_seeds(tests: int, seeds: int) -> str:
     if seeds < 2:
         return (
             f"One training seed: {tests} comparisons under Holm's rule at a family-wise {ALPHA:.0%} "
-            f"(at most a {ALPHA:.0%} chance of any false alarm from window or trial sampling). "
+            f"(at most a {ALPHA:.0%} chance of any false alarm from window or trial sampling; each 95% "
+            f"interval printed is 95% on its own, so about {0.05 * 2 * tests:.1f} of the {2 * tests} would "
+            f"miss by chance). "
             f"The spread between training runs is not covered: these verdicts rest on one seed."
         )
     return (
         f"Each seed makes {tests} comparisons under Holm's rule at a family-wise {ALPHA:.0%} (at most a "
-        f"{ALPHA:.0%} chance of any false alarm from window or trial sampling, per seed). Across seeds "
+        f"{ALPHA:.0%} chance of any false alarm from window or trial sampling, per seed, while each 95% "
+        f"interval printed is 95% on its own: about {0.05 * 2 * tests:.1f} of the {2 * tests} per seed would "
+        f"miss by chance). Across seeds "
         f"a claim is **seen** only when all {seeds} seeds see it, so it holds beyond the sampling of "
         f"each run and beyond the spread between training runs; any disagreement is within noise."
     )

@@ -22,12 +22,67 @@ function scaffold() {
   evalTable.after(heading, wrap);
   const sweep = html("p", { id: "lab-sweep", class: "readout", hidden: "" });
   wrap.after(sweep);
+  // Without a run of one's own: the run summaries that ship with posenc.
+  const committed = html("div", { id: "lab-summaries", hidden: "" });
+  body.before(committed);
+}
+
+// A missing, None or non-finite number is "not measured", as in the verdicts.
+const NOT_MEASURED = '<td class="num missing" title="not measured">not measured</td>';
+function measured(v) { return v !== null && v !== undefined && Number.isFinite(v); }
+
+// One committed run summary: bits per byte as mean ± sd over seeds, exact matches k/n per seed, and the
+// verdicts per seed and across seeds.
+function summaryBlock(s) {
+  const lengths = s.eval_lengths || [];
+  const head = (label) => `<thead><tr><th>${label}</th>${lengths.map((l) => `<th>${fmtInt(l)}${s.train_len && l > s.train_len ? " ›" : ""}</th>`).join("")}</tr></thead>`;
+  const models = Object.entries(s.models || {});
+  const bpbRows = models.filter(([, rows]) => lengths.some((l) => rows[String(l)])).map(([model, rows]) => `<tr><td>${escapeText(model)}</td>${lengths.map((l) => {
+    const r = rows[String(l)];
+    if (!r) return NOT_MEASURED;
+    if (r.cannot) return '<td class="num missing">cannot</td>';
+    if (!measured(r.bpb_mean)) return NOT_MEASURED;
+    const sd = measured(r.bpb_sd) ? ` ± ${fmt(r.bpb_sd, 3)}` : "";
+    const per = Object.entries(r.bpb).map(([seed, v]) => `seed ${seed}: ${measured(v) ? fmt(v, 3) : "not measured"}`).join(", ");
+    return `<td class="num" data-bpb="${r.bpb_mean}" title="${escapeText(per)}">${fmt(r.bpb_mean, 3)}${sd}</td>`;
+  }).join("")}</tr>`).join("");
+  const retRows = [];
+  for (const [model, rows] of models) {
+    for (const b of BINS) {
+      if (!lengths.some((l) => rows[String(l)] && rows[String(l)].retrieval[b])) continue;
+      retRows.push(`<tr><td>${escapeText(model)}, ${b}</td>${lengths.map((l) => {
+        const r = rows[String(l)];
+        if (b === "far" && s.train_len && l <= s.train_len) return '<td class="num missing" title="no key lies beyond the training length here">—</td>';
+        if (!r || !r.retrieval[b]) return NOT_MEASURED;
+        const cells = s.seeds.map((seed) => r.retrieval[b][seed]).map((kn) => (kn ? `${kn[0]}/${kn[1]}` : "not measured"));
+        return `<td class="num" data-retrieval="${escapeText(cells.join(" "))}">${cells.join(" · ")}</td>`;
+      }).join("")}</tr>`);
+    }
+  }
+  const verdicts = (s.verdicts || []).map((v) => {
+    const kind = v.verdict === "seen" ? "seen" : v.verdict === "not seen" ? "not-seen" : v.verdict === "within noise" ? "noise" : "unknown";
+    const per = Object.entries(v.by_seed || {}).map(([seed, x]) => `seed ${seed}: ${x}`).join(", ");
+    return `<li class="${kind}"><b>${escapeText(v.verdict)}</b>: ${escapeText(v.claim)} <small>(${escapeText(per)})</small></li>`;
+  }).join("");
+  const n = s.seeds.length;
+  const time = Object.entries(s.cpu_seconds || {}).filter(([, v]) => measured(v)).map(([seed, v]) => `seed ${seed}: ${fmt(v / 60, 3)} min`).join(", ");
+  return `<article class="lab-summary" data-summary="${escapeText(s.name)}">
+    <h3>${escapeText(s.name)} <small class="muted">(${n} training seed${n === 1 ? "" : "s"}${s.complete ? "" : "; unfinished"})</small></h3>
+    ${s.stamp ? `<p class="stamp" role="note" style="font-weight:600;background:#fff3cd;color:#3d2e00;padding:0.4em 0.7em;border-left:4px solid #b58100">Machinery check: ${escapeText(s.stamp)}.</p>` : ""}
+    <p class="readout"><code>${escapeText(s.command)}</code>${time ? ` — CPU time ${escapeText(time)}` : ""}</p>
+    <h4>Bits per byte <small class="muted">(mean ± standard deviation over training seeds; hover for each seed)</small></h4>
+    <table class="data">${head("model")}<tbody>${bpbRows || `<tr><td colspan="${lengths.length + 1}">none</td></tr>`}</tbody></table>
+    <h4>Passkey retrieval <small class="muted">(exact matches k/n, one per seed in seed order)</small></h4>
+    <table class="data">${head("model, keys")}<tbody>${retRows.join("") || `<tr><td colspan="${lengths.length + 1}">none</td></tr>`}</tbody></table>
+    <h4>Verdicts across seeds <small class="muted">(seen only when every seed sees it)</small></h4>
+    <ul class="verdicts">${verdicts || `<li>${s.machinery_check ? "none: a machinery check" : "none"}</li>`}</ul>
+  </article>`;
 }
 
 function pct(v) { return v === null || v === undefined ? "–" : `${Math.round(100 * v)}%`; }
 
 function heatCell(cell) {
-  if (!cell || cell.accuracy === null || cell.accuracy === undefined) return '<td class="num missing">–</td>';
+  if (!cell || !measured(cell.accuracy)) return NOT_MEASURED;
   const a = cell.accuracy;
   const ci = cell.accuracy_ci ? ` <small>[${pct(cell.accuracy_ci[0])}, ${pct(cell.accuracy_ci[1])}]</small>` : "";
   const lp = cell.logp_bits !== null && cell.logp_bits !== undefined ? `log2 p(key) ${fmt(cell.logp_bits, 3)} bits` : "";
@@ -43,6 +98,7 @@ function heatmap(title, rows, lengths, trainLen) {
   const body = BINS.map((b) => `<tr><th scope="row">${b}</th>${lengths.map((l) => {
     const r = rows[String(l)];
     if (r && r.cannot) return '<td class="num missing">cannot</td>';
+    if (b === "far" && trainLen && l <= trainLen) return '<td class="num missing" title="no key lies beyond the training length here">—</td>';
     return heatCell(r && r.retrieval ? r.retrieval[b] : null);
   }).join("")}</tr>`).join("");
   return `<table class="data heatmap">${head}<tbody>${body}</tbody></table>`;
@@ -63,6 +119,9 @@ export function setupLab() {
     for (const note of data.notes || []) html("li", {}, notes, note);
     $("lab-body").hidden = !data.available;
     $("lab-how").hidden = Boolean(data.available);
+    const committed = $("lab-summaries");
+    committed.hidden = data.available || !(data.summaries || []).length;
+    committed.innerHTML = committed.hidden ? "" : data.summaries.map(summaryBlock).join("");
     if (!data.available) return;
     const lengths = new Set();
     for (const s of Object.values(data.schemes)) for (const l of Object.keys(s.loss_by_position)) lengths.add(Number(l));
@@ -99,7 +158,7 @@ export function setupLab() {
       const r = rows[String(l)];
       const note = r && r.note ? ` title="${escapeText(r.note)}"` : "";
       if (r && r.cannot) return `<td class="num missing"${note}>cannot</td>`;
-      if (!r || r.bpb === null || r.bpb === undefined) return '<td class="num missing">–</td>';
+      if (!r || !measured(r.bpb)) return NOT_MEASURED;
       const ci = r.bpb_ci && r.bpb_ci[0] !== null ? ` <small>[${fmt(r.bpb_ci[0], 3)}, ${fmt(r.bpb_ci[1], 3)}]</small>` : "";
       const ft = r.finetuned_bpb !== null && r.finetuned_bpb !== undefined ? `<br><small>ft ${fmt(r.finetuned_bpb, 3)}</small>` : "";
       const mark = r.note && r.note.includes("interpolated") ? " †" : "";
