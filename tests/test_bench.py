@@ -189,3 +189,31 @@ def test_model_table_tiny(tmp_path, capsys):
         rows[("float32", "unpatched")]["forward_ms"] / ours["forward_ms"]
     )
     assert "| float32 | posenc |" in capsys.readouterr().out
+
+
+def test_the_profiler_labels_the_rotation_the_attention_calls_patched_or_not():
+    """``posenc bench --model`` wraps whatever rotation function an attention layer calls (the
+    module's, or the patch's override), found by the integration's ``global_seen_by``."""
+    pytest.importorskip("transformers")
+    import sys
+
+    from posenc.bench import _instrument
+    from posenc.integrations.transformers import global_seen_by, patch, unpatch
+    from posenc.testing import tiny_model
+
+    model = tiny_model("llama-3.2-1b")
+    attention = next(m for m in model.modules() if type(m).__name__.endswith("Attention"))
+    module_fn = sys.modules[type(attention).__module__].apply_rotary_pos_emb
+    assert global_seen_by(type(attention).forward, "apply_rotary_pos_emb") is module_fn
+    patch(model)
+    try:
+        patched = attention.__dict__["forward"].__func__
+        ours = global_seen_by(patched, "apply_rotary_pos_emb")
+        assert ours is not module_fn and ours.__module__ == "posenc.integrations.transformers"
+        restore = _instrument(model)
+        labelled = global_seen_by(attention.forward.__func__, "apply_rotary_pos_emb")
+        assert labelled.__wrapped__ is ours  # the patch's function, wrapped for the profiler
+        restore()
+        assert attention.__dict__["forward"].__func__ is patched
+    finally:
+        unpatch(model)

@@ -117,6 +117,40 @@ def test_passkey_reproduces_the_labs_trials(lab_model):
 
 
 @pytest.mark.slow  # a lab run and an eval of every scaling: tens of seconds on 2 cores
+def test_passkey_under_each_extension_reproduces_the_labs_extension_retrieval(lab_model):
+    """Each fitted scaling as eval applies it (through the patch, on the exported model) retrieves the
+    lab's planted keys as the lab's extended TinyLM did: the extension table's retrieval, bin by bin."""
+    from posenc.eval.scalings import applied
+
+    lab = lab_model["results"]
+    hf = transformers.AutoModelForCausalLM.from_pretrained(lab_model["model"], local_files_only=True).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(lab_model["model"], local_files_only=True)
+    val = np.frombuffer(lab_model["val"].read_bytes(), dtype=np.uint8)
+    cfg = json.loads((lab_model["run"] / "config.json").read_text())
+    train_len, compared, logps = lab["train_len"], 0, set()
+    for method in lab_methods():
+        for n in lab["eval_lengths"][1:]:
+            plan = lab_passkey.trial_plan(n, train_len, cfg["retrieval_trials"], val.size, cfg["seed"])
+            rows, answers = [], []
+            for _, offset, key, distance in plan:
+                plant, query, answer = measure.key_tokens(tok, measure.LAB, key)
+                start = (n + 1 - len(answer)) - distance - len(b"<key:")
+                rows.append(measure.passkey_row(val[offset : offset + n + 1], plant, query + answer, start))
+                answers.append(len(answer))
+            with applied(hf, parse_spec(method), n, train_len) as scaled:
+                correct, logp = measure.score_rows(scaled, np.stack(rows), answers, torch.device("cpu"))
+            cells = lab["extension"][method][str(n)]["retrieval"]
+            assert cells, (method, n)
+            for name, cell in cells.items():
+                idx = [i for i, p in enumerate(plan) if p[0] == name]
+                assert float(correct[idx].mean()) == pytest.approx(cell["accuracy"]), (method, n, name)
+                assert float(logp[idx].mean()) == pytest.approx(cell["logp_bits"], abs=1e-3), (method, n, name)
+                logps.add(round(cell["logp_bits"], 3))
+                compared += 1
+    assert compared >= len(lab_methods()) * 3 * 2 and len(logps) > 1
+
+
+@pytest.mark.slow  # a lab run and an eval of every scaling: tens of seconds on 2 cores
 def test_chunked_head_equals_the_models_own_logits(lab_model):
     hf = transformers.AutoModelForCausalLM.from_pretrained(lab_model["model"], local_files_only=True).eval()
     x = torch.randint(0, 256, (2, 70))

@@ -164,12 +164,7 @@ SLIDERS = {
     "sc-heads": ("heads", int),
     "sc-compare-log": ("base", lambda v: 10**v),
     "wl-train-log": ("train_len", lambda v: 2**v),
-    "wl-factor": ("factor", float),
     "wl-seq-log": ("seq_len", lambda v: 2**v),
-    "wl-beta-fast": ("beta_fast", float),
-    "wl-beta-slow": ("beta_slow", float),
-    "wl-low": ("low_freq_factor", float),
-    "wl-high": ("high_freq_factor", float),
     "al-heads": ("heads", int),
     "al-len": ("matrix_len", int),
     "al-seed": ("seed", int),
@@ -189,6 +184,35 @@ def test_page_sliders_stay_inside_the_api_limits(client):
         for bound in ("min", "max"):
             value = convert(float(attrs[bound]))
             assert limit.minimum <= value <= limit.maximum, (slider, bound, value)
+
+
+def test_scaling_parameters_are_defined_once_by_the_registry(client):
+    """A scaling's parameter has one definition, its descriptor's ``Parameter``: no slider for it in
+    the page's HTML, no limit for it in ``limits.py``; the API checks it against the registry."""
+    import re
+
+    from posenc.rope.registry import scaling_parameters
+
+    parameters = scaling_parameters()
+    assert {"factor", "beta_fast", "beta_slow", "low_freq_factor", "high_freq_factor"} <= set(parameters)
+    assert not set(parameters) & set(LIMITS)
+    page = client.get("/").text
+    for name in parameters:
+        assert not re.search(rf'<input[^>]*id="wl-(param-)?{name.replace("_", "-")}"', page), name
+    listed = get(client, "/api/scalings")["scalings"]
+    served = {p["name"]: p for s in listed for p in s["parameters"]}
+    assert served == {name: p.as_dict() for name, p in parameters.items()}
+    for name, p in parameters.items():
+        for value, ok in (
+            (p.minimum, True),
+            (p.maximum, True),
+            (p.maximum + p.step, False),
+            (p.minimum - p.step, False),
+        ):
+            response = client.get("/api/wavelengths", params={name: value})
+            assert (response.status_code == 200) == ok, (name, value, response.text)
+            if ok:
+                assert response.json()["settings"][name] == value
 
 
 def test_cli_defaults_bind_loopback():
@@ -577,12 +601,8 @@ def test_ntk_exports_the_equivalent_base():
         "half",
         "ntk",
         max_position_embeddings=131072,
-        factor=8.0,
         original=8192,
-        beta_fast=32.0,
-        beta_slow=1.0,
-        low_freq_factor=1.0,
-        high_freq_factor=4.0,
+        settings={"factor": 8.0},
     )
     assert out["hf_rope_parameters"]["rope_parameters"]["rope_theta"] == pytest.approx(theta, rel=1e-15)
     assert out["hf_rope_scaling"]["rope_theta"] == pytest.approx(theta, rel=1e-15)
@@ -844,6 +864,11 @@ BAD = [
     ("/api/wavelengths", {"methods": "yarn", "beta_fast": 0.5}),
     ("/api/wavelengths", {"methods": "llama3", "high_freq_factor": 0.5}),
     ("/api/wavelengths", {"factor": 0.5}),
+    ("/api/wavelengths", {"factor": 65}),
+    ("/api/wavelengths", {"factor": "inf"}),
+    ("/api/wavelengths", {"factor": "eight"}),
+    ("/api/wavelengths", {"fctor": 8}),
+    ("/api/wavelengths", [("factor", 2), ("factor", 4)]),
     ("/api/wavelengths", {"rotary_dim": 3}),
     ("/api/wavelengths", {"methods": "x" * 101}),
     ("/api/fixture", {"name": "../../etc/passwd"}),
@@ -899,10 +924,15 @@ def test_one_colour_per_scheme_and_per_scaling():
 
     assert set(palette.SCHEME_COLOURS) == set(SCHEMES)
     assert set(palette.SCALING_COLOURS) == set(REGISTRY)
-    # the scalings' page colours are the palette's (plain RoPE is the rope scheme's colour)
-    for name, descriptor in REGISTRY.items():
-        if descriptor.explorer is not None:
-            assert descriptor.explorer.colour.lower() == palette.SCALING_COLOURS[name], name
+    # the page's scalings take colour, label and dash from the palette, which knows every posenc type
+    assert set(palette.SCALING_LABELS) == set(REGISTRY)
+    from posenc.explorer.scaling_view import scalings_metadata
+
+    for entry in scalings_metadata():
+        assert entry["colour"] == palette.SCALING_COLOURS[entry["name"]]
+        assert entry["label"] == palette.SCALING_LABELS[entry["name"]]
+        assert entry["dash"] == palette.SCALING_DASHES.get(entry["name"])
+    assert not set(palette.EXTRA_COLOURS) & set(palette.SCALING_COLOURS.values()) - {None}
     colours = {
         **palette.SCHEME_COLOURS,
         **{f"scaling {k}": v for k, v in palette.SCALING_COLOURS.items() if k != "default"},

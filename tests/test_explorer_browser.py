@@ -13,6 +13,7 @@ CI), which turns the skip into a failure.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -378,6 +379,69 @@ def test_wavelength_toggles_and_fixture_picker(page, server):
     scaled = rope_frequencies(ratio, 128, 500000.0)[0] / rope_inv_freq(128, 500000.0)
     kept = int((scaled == 1).sum())
     expect(page.locator("#wl-caption")).to_contain_text(f"{kept} pairs kept")
+
+
+@contextlib.contextmanager
+def in_process_server():
+    """The explorer served by uvicorn in a thread of this process, so a scaling this test registers is
+    in the server's registry too; yields its base URL."""
+    import threading
+
+    import uvicorn
+
+    from posenc.explorer.app import create_app
+
+    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(600):
+            if server.started:
+                break
+            threading.Event().wait(0.05)
+        assert server.started, "uvicorn did not start"
+        port = server.servers[0].sockets[0].getsockname()[1]
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def test_a_registered_scaling_with_a_parameter_of_its_own_gets_a_slider(browser):
+    """A toy scaling registered here, with a parameter no posenc scaling has, is drawn with a slider
+    made from its ``Parameter`` (range, step, label) and no other change; moving the slider moves its
+    curve to the library's numbers."""
+    from playwright.sync_api import expect
+    from test_scaling_registry import TILT, TiltScaling, tilt_frequencies
+
+    from posenc.rope import register_scaling, unregister_scaling
+
+    register_scaling(TILT)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        with in_process_server() as url:
+            page = context.new_page()
+            problems = []
+            page.on("pageerror", lambda err: problems.append(str(err)))
+            section = open_view(page, url, "wavelengths")
+            floor = page.locator("#wl-param-tilt_floor")
+            expect(floor).to_have_attribute("min", "1")
+            expect(floor).to_have_attribute("max", "4")
+            expect(floor).to_have_attribute("step", "0.5")
+            expect(page.locator("#wl-params label", has=floor)).to_contain_text("tilt floor (toy)")
+            expect(page.locator("#wl-param-factor")).to_have_count(1)  # one factor slider for every type
+            before = renders(section)
+            page.locator("#wl-methods input[value='tilt']").check()
+            after_change(section, before)
+            set_slider(page, section, "#wl-param-tilt_floor", 3)
+            expect(page.locator("#wl-param-tilt_floor-out")).to_have_text("3")
+            shown = value_of(page, "#wl-readout [data-series='tilt']")  # pair 0
+            want = 2 * math.pi / float(tilt_frequencies(TiltScaling(8.0, tilt_floor=3.0), 16, 10000.0)[0][0])
+            assert shown == pytest.approx(want, rel=1e-12) and want == pytest.approx(6 * math.pi, rel=1e-12)
+            assert problems == []
+    finally:
+        context.close()
+        unregister_scaling("tilt")
 
 
 LABEL_BOXES = """() => {

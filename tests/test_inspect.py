@@ -159,6 +159,71 @@ def test_risks():
     assert "missing original_max_position_embeddings" not in {x["risk"] for x in inspect_config(given)["risks"]}
 
 
+def test_softmax_scale_comes_from_the_registry_for_any_type():
+    """The report's softmax scale is the descriptor's, so a registered type with its own is reported."""
+    import dataclasses
+
+    from test_scaling_registry import TILT
+
+    from posenc.rope import register_scaling, unregister_scaling
+
+    deepseek = {
+        "rope_type": "yarn",
+        "factor": 40.0,
+        "original_max_position_embeddings": 4096,
+        "mscale": 0.707,
+        "mscale_all_dim": 0.707,
+    }
+    assert inspect_config({"head_dim": 64, "rope_scaling": deepseek})["softmax_scale_factor"] == pytest.approx(
+        (0.1 * 0.707 * math.log(40) + 1) ** 2, rel=1e-15
+    )
+    register_scaling(dataclasses.replace(TILT, softmax_scale=lambda config: 1.25))
+    try:
+        report = inspect_config({"head_dim": 32, "rope_scaling": {"rope_type": "tilt", "factor": 2.0}})
+    finally:
+        unregister_scaling("tilt")
+    assert report["rope_type"] == "tilt" and report["softmax_scale_factor"] == 1.25
+
+
+@pytest.mark.parametrize(
+    "config, layer_type",
+    [
+        (  # one rope dict per layer type
+            {
+                "head_dim": 64,
+                "max_position_embeddings": 32768,
+                "rope_parameters": {
+                    "full_attention": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8192},
+                    "sliding_attention": {"rope_type": "default"},
+                },
+            },
+            "full_attention",
+        ),
+        (  # the rope fields in a multimodal config's text_config
+            {
+                "model_type": "vision-language",
+                "text_config": {
+                    "head_dim": 64,
+                    "max_position_embeddings": 32768,
+                    "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8192},
+                },
+            },
+            None,
+        ),
+    ],
+)
+def test_a_trained_length_where_the_reader_finds_it_is_not_reported_missing(config, layer_type):
+    """The risks read the rope dict the reader reads (posenc.rope.hfconfig), not a copy of its rules:
+    a trained length given per layer type or inside text_config is there."""
+    report = inspect_config(config, layer_type=layer_type)
+    assert report["trained_context"] == 8192
+    assert "missing original_max_position_embeddings" not in [r["risk"] for r in report["risks"]]
+    rope = config["rope_parameters"]["full_attention"] if layer_type else config["text_config"]["rope_scaling"]
+    del rope["original_max_position_embeddings"]
+    report = inspect_config(config, layer_type=layer_type)
+    assert "missing original_max_position_embeddings" in [r["risk"] for r in report["risks"]]
+
+
 def test_config_object_matches_dict():
     transformers = pytest.importorskip("transformers")
     f = fields("llama-3.1-8b")

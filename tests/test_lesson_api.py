@@ -363,3 +363,84 @@ def test_functions_refuse_bad_values_themselves(function, args, name):
     """The pure functions check their inputs too, not only behind the API."""
     with pytest.raises(ValueError, match=re.escape(name)):
         function(*args)
+
+
+# -- one source: the tour and the lesson print the same numbers ----------------------------------------------
+def test_the_tour_and_the_lesson_print_the_same_mistakes_from_one_source(tmp_path):
+    """``posenc tour --section mistakes`` and the lesson's chapter take their numbers from
+    posenc.lesson.mistakes: the same drift, block sizes and changes, and the tour prints them."""
+    import rich.console
+
+    from posenc import tour
+    from posenc.tour import mistakes as tour_mistakes
+
+    console = rich.console.Console(record=True, width=200)
+    section = next(s for s in tour.SECTIONS if s.name == "mistakes")
+    facts = tour.run_tour(tmp_path, console=console, sections=[section]).facts
+    printed = console.export_text()
+    page = lesson.mistakes(1, tour_mistakes.WIDE, tour_mistakes.SHIFT)
+    assert facts["mistakes.parameter.parameter_change"] == page["parameter"]["parameter"]["largest_change"] > 1e-3
+    assert facts["mistakes.parameter.buffer_change"] == page["parameter"]["buffer"]["largest_change"] == 0.0
+    assert facts["mistakes.concat.block.concatenated"] == page["concat"]["concatenated"]
+    assert facts["mistakes.rotate_v.rotated_shift_diff"] == page["values"]["with_v"] > 0.1
+    assert facts["mistakes.rotate_v.correct_shift_diff"] == page["values"]["qk_only"] <= lesson.ROUNDING_LEVEL
+    assert f"{page['parameter']['parameter']['largest_change']:.4f}" in printed
+    assert f"{page['values']['with_v']:.3f}" in printed
+    assert f"{page['concat']['concatenated']:,}" in printed
+
+
+def test_each_mistake_and_the_rotate_values_demo_is_written_once():
+    """The Parameter-table class and the rotated-values demo exist once, in posenc.lesson.mistakes;
+    the tour, the lesson and the knowledge check use that one."""
+    from posenc.explorer import quiz
+    from posenc.lesson import mistakes as one
+    from posenc.tour import mistakes as tour_mistakes
+
+    src = Path(one.__file__).parents[1]
+    defined = [
+        str(p.relative_to(src))
+        for p in src.rglob("*.py")
+        for line in p.read_text().splitlines()
+        if re.match(r"\s*class \w*AsParameter\b|\s*def values_rotated\(|\s*def last_output\(", line)
+    ]
+    assert sorted(defined) == ["lesson/mistakes.py", "lesson/mistakes.py"], defined
+    assert tour_mistakes.SinusoidalAsParameter is one.SinusoidalAsParameter
+    values = quiz.answer("qk-only", 0)["values"]
+    change = one.rotated_values_change(values["shift"])
+    assert values["change_with_v"] == change["with_v"] and values["change_qk_only"] == change["qk_only"]
+
+
+def test_the_written_out_adam_is_torch_adam():
+    """posenc.lesson.mistakes.adam_steps (no torch.optim import on a first call) moves parameters as
+    torch.optim.Adam does."""
+    from posenc.lesson.mistakes import adam_steps
+
+    g = torch.Generator().manual_seed(0)
+    target = torch.randn(5, 3, generator=g)
+    start = [torch.randn(5, 3, generator=g), torch.randn(3, generator=g)]
+    mine = [p.clone().requires_grad_() for p in start]
+    theirs = [p.clone().requires_grad_() for p in start]
+
+    def loss(ps):
+        return ((ps[0] * ps[1] - target) ** 2).sum()
+
+    adam_steps(mine, lambda: loss(mine), 7, 0.05)
+    optimizer = torch.optim.Adam(theirs, lr=0.05)
+    for _ in range(7):
+        optimizer.zero_grad()
+        loss(theirs).backward()
+        optimizer.step()
+    for a, b in zip(mine, theirs):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+        assert not torch.equal(a, start[0] if a.ndim == 2 else start[1])
+
+
+@pytest.mark.parametrize("m, n", [(3, 1), (103, 101), (0, 40)])
+def test_both_pair_conventions_the_complex_view_and_the_gap_give_one_score(client, m, n):
+    d = get(client, "/api/lesson/pairs", m=m, n=n)
+    assert d["pairs_half"] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert d["pairs_interleaved"] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    scores = [d[k] for k in ("score_half", "score_interleaved", "score_complex", "score_gap_only")]
+    assert max(scores) - min(scores) < 1e-12 and d["complex_vs_matrix"] < 1e-12
+    shifted = lesson.pair_layouts(m + 500, n + 500)
+    assert shifted["score_half"] == pytest.approx(d["score_half"], abs=1e-12)

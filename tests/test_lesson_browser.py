@@ -694,3 +694,305 @@ def test_claim_rule_one_is_about_growth_with_the_seat(browser, server):
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+def select_and_wait(page, node, selector, value):
+    """Chooses ``value`` in a select and waits for the chapter to render it."""
+    from playwright.sync_api import expect
+
+    renders = node.get_attribute("data-renders")
+    page.locator(selector).select_option(value)
+    expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
+    page.wait_for_timeout(150)
+
+
+def bar_rows(page, selector):
+    """``data-value`` of the bars of ``selector``, by their ``data-row``."""
+    rows = page.eval_on_selector_all(
+        f"{selector} rect.bar", "(ns) => ns.map((n) => [n.dataset.row, Number(n.dataset.value)])"
+    )
+    out: dict = {}
+    for row, value in rows:
+        out.setdefault(row, []).append(value)
+    return out
+
+
+def cosine(a, b):
+    dot = sum(x * y for x, y in zip(a, b))
+    return dot / (sum(x * x for x in a) ** 0.5 * sum(y * y for y in b) ** 0.5)
+
+
+def test_claim_moving_the_seat_changes_only_the_position_row_and_a_small_word_is_buried(browser, server):
+    """Chapter 2: "move the seat: only the middle row changes, and the bottom row is always the top two
+    added. Switch the scale to 0.02 and watch the sum look like the position alone"."""
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        node = open_chapter(page, server, "word-plus-position")
+        page.wait_for_timeout(200)
+        before = bar_rows(page, "#input-figure")
+        assert set(before) == {"word", "position", "input"} and len(before["word"]) == 16
+        set_slider(page, node, "#input-seat", 10)
+        after = bar_rows(page, "#input-figure")
+        assert after["word"] == before["word"]
+        assert after["position"] != before["position"]
+        for rows in (before, after):
+            for w, p, s in zip(rows["word"], rows["position"], rows["input"]):
+                assert s == pytest.approx(w + p, abs=1e-12)
+        assert cosine(after["input"], after["position"]) < 0.9  # nn.Embedding's default: the word shows
+        select_and_wait(page, node, "#input-std", "0.02")
+        small = bar_rows(page, "#input-figure")
+        assert cosine(small["input"], small["position"]) > 0.99  # the sum looks like the position alone
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_the_fraction_step_shrinks_and_the_ruler_stays_readable(browser, server):
+    """Chapter 3: "set the sentence to 100 words: the step shrinks from 0.25 to 0.01"; at any length
+    the ruler's labels never run into each other."""
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        node = open_chapter(page, server, "bad-ideas")
+        overlaps = """() => { const boxes = [...document.querySelectorAll('#frac-figure svg text')]
+            .map((t) => t.getBoundingClientRect()).filter((b) => b.width > 0);
+          const hit = [];
+          boxes.forEach((a, i) => boxes.slice(i + 1).forEach((b) => {
+            const across = a.left < b.right - 0.5 && b.left < a.right - 0.5;
+            if (across && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5) hit.push(i);
+          }));
+          return hit; }"""
+        step_text = "() => [...document.querySelectorAll('#frac-figure svg text')].map((t) => t.textContent).join('|')"
+        for length in (4, 8, 100, 1000):
+            set_slider(page, node, "#frac-len", length)
+            assert page.evaluate(overlaps) == [], length
+            shown = page.evaluate(step_text)
+            step = float(re.search(r"one step = ([\d.]+)", shown).group(1))
+            assert step == pytest.approx(1 / length), shown
+            assert "4-word sentence: 0.25" in shown, shown
+            labels = page.eval_on_selector_all("#frac-figure .tick-label", "(ns) => ns.map((n) => n.textContent)")
+            assert labels[:2] == ["0.00", "0.25"] if length == 4 else len(labels) >= 1
+            assert len(set(labels)) == len(labels), labels  # two seats never share a label
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+RULES = """() => Object.fromEntries([...document.querySelectorAll('#rules-table tbody tr')].map((tr) =>
+  [tr.dataset.code, [...tr.querySelectorAll('td')].map((td) => [td.className, td.textContent])]))"""
+
+
+def test_claim_raw_integers_grow_fractions_break_rule_two_and_the_sine_code_passes(browser, server):
+    """Chapter 4: "drag the length. Raw integers break rule 1 more and more; fractions break rule 2 at
+    every length but 5; the sine code passes all three at any length"."""
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        node = open_chapter(page, server, "three-rules")
+        largest = []
+        for length in (5, 64, 2048):
+            set_slider(page, node, "#rules-len", length)
+            rows = page.evaluate(RULES)
+            raw, frac, sine = rows["raw integers"], rows["fractions"], rows["sinusoidal"]
+            assert raw[0][0] == "fail"
+            largest.append(float(raw[0][1].split(": ")[1]))
+            assert frac[1][0] == ("pass" if length == 5 else "fail"), (length, frac)
+            assert [cell[0] for cell in sine] == ["pass"] * 3, (length, sine)
+        assert largest == sorted(largest) and largest[-1] > 100 * largest[0]  # more and more
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_the_fast_hand_jumps_a_radian_and_the_slow_one_creeps(browser, server):
+    """Chapter 5: "step the seat one at a time: the fast hand jumps about 57° (one radian), the slow
+    one creeps. Go to seat 64 and compare how far each hand has come"."""
+    import math
+
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        node = open_chapter(page, server, "clock-hands")
+        angles = "(ns) => Object.fromEntries(ns.map((n) => [n.dataset.speed, Number(n.dataset.angle)]))"
+        set_slider(page, node, "#clock-seat", 3)
+        at3 = page.eval_on_selector_all("#clock-dials .dial-card", angles)
+        set_slider(page, node, "#clock-seat", 4)
+        at4 = page.eval_on_selector_all("#clock-dials .dial-card", angles)
+        assert math.degrees(at4["fast"] - at3["fast"]) == pytest.approx(57.3, abs=0.1)
+        assert 0 < math.degrees(at4["slow"] - at3["slow"]) < 1
+        set_slider(page, node, "#clock-seat", 64)
+        at64 = page.eval_on_selector_all("#clock-dials .dial-card", angles)
+        assert at64["fast"] == pytest.approx(64.0) and at64["fast"] > 10 * 2 * math.pi  # ten turns and more
+        assert at64["slow"] < math.radians(60)  # not yet a sixth of a turn
+        assert at64["fast"] > at64["medium"] > at64["slow"]
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_the_wall_stops_the_513th_token_and_a_stretched_table_reads_it(browser, server):
+    """Chapter 6: "set the tokens to 512, then 513. Then stretch the table past your token count and
+    read the status again": 512 is read, 513 raises posenc's error, and the status says whether the
+    stretched table reads the tokens."""
+    from playwright.sync_api import expect
+
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        node = open_chapter(page, server, "learned-tables")
+        result, stretched = page.locator("#wall-result"), page.locator("#wall-stretched-status")
+        set_slider(page, node, "#wall-stretch", 600)
+        set_slider(page, node, "#wall-tokens", 512)
+        expect(result).to_contain_text("512 tokens: fine")
+        set_slider(page, node, "#wall-tokens", 513)
+        expect(result).to_contain_text("posenc raised PositionOutOfRangeError")
+        expect(stretched).to_have_attribute("data-reads", "true")
+        set_slider(page, node, "#wall-tokens", 700)
+        expect(stretched).to_have_attribute("data-reads", "false")
+        expect(stretched).to_contain_text("still too short for 700 tokens")
+        set_slider(page, node, "#wall-stretch", 1024)  # past the token count
+        expect(stretched).to_have_attribute("data-reads", "true")
+        expect(stretched).to_contain_text("reads all 700 tokens")
+        expect(result).to_contain_text("posenc raised PositionOutOfRangeError")  # the 512-row table still stops
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_only_the_learned_table_stops_past_512_with_chapter_sixs_message(browser, server):
+    """Comparison: "slide the length from 512 to 576: only the learned table stops, with the same
+    message as in chapter 6"."""
+    from playwright.sync_api import expect
+
+    context, page = new_page(browser, server, SIZES["desktop"])
+    reads = """() => Object.fromEntries([...document.querySelectorAll('#cmp-table tbody tr')].map((tr) =>
+      [tr.dataset.scheme, tr.querySelector('.live-reads').textContent]))"""
+    try:
+        node = open_chapter(page, server, "learned-tables")
+        set_slider(page, node, "#wall-tokens", 576)
+        message = page.locator("#wall-result pre.error-message").inner_text()
+        node = open_chapter(page, server, "comparison")
+        set_slider(page, node, "#cmp-len", 512)
+        assert all(cell.startswith("✓") for cell in page.evaluate(reads).values())
+        set_slider(page, node, "#cmp-len", 576)
+        cells = page.evaluate(reads)
+        assert {s for s, cell in cells.items() if cell.startswith("✗")} == {"learned"}
+        stated = cells["learned"].split("✗ no: ")[1]
+        assert message.startswith(stated), (stated, message)
+        expect(page.locator("#cmp-len-head")).to_have_text("576")
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_a_parameter_table_drifts_the_buffer_stays_and_gluing_quadruples_a_block(browser, server):
+    """Chapter 12: "take more optimizer steps and watch the parameter table drift; the buffer stays at
+    exactly 0"; gluing on a d-wide position makes the block's weights grow with the square of the width."""
+    context, page = new_page(browser, server, SIZES["desktop"])
+    values = "(ns) => ns.map((n) => Number(n.dataset.value))"
+    try:
+        node = open_chapter(page, server, "common-mistakes")
+        drift = []
+        for steps in (1, 5, 10):
+            set_slider(page, node, "#mis-steps", steps)
+            buffer, parameter = page.eval_on_selector_all("#mis-param rect.bar", values)
+            assert buffer == 0.0
+            drift.append(parameter)
+        assert 0 < drift[0] < drift[1] < drift[2]
+        for width in (64, 1024):
+            set_slider(page, node, "#mis-width", width)
+            added, glued = page.eval_on_selector_all("#mis-cat rect.bar", values)
+            assert 3.9 < glued / added <= 4.0, (width, added, glued)
+        assert "persistent=False" in node.inner_text()  # not saved with the weights only then
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+ATTN_ROWS = """(scheme) => { const rows = {};
+  for (const c of document.querySelectorAll(`#attn-maps .attn-card[data-scheme="${scheme}"] rect.attn-cell`))
+    (rows[c.dataset.q] = rows[c.dataset.q] || []).push(Number(c.dataset.w));
+  const tops = [...document.querySelectorAll(`#attn-maps .attn-card[data-scheme="${scheme}"] .attn-top`)]
+    .map((n) => Number(n.dataset.k));
+  return { rows: Object.values(rows), tops }; }"""
+
+
+def test_claim_without_positions_the_two_thes_attend_alike_and_every_scheme_tells_them_apart(browser, server):
+    """Big picture, who attends to whom: "with none the two rows of 'the' are the same row ... every other
+    scheme gives them different rows"; every row adds up to 1, the ring sits on the row's largest weight,
+    and the page says the maps come from the untrained block when no lab run was given."""
+    from playwright.sync_api import expect
+
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        node = open_chapter(page, server, "big-picture")
+        expect(page.locator("#attn-maps .attn-card")).to_have_count(5)
+        expect(page.locator("#attn-source")).to_contain_text("untrained block")
+        expect(page.locator("#attn-source")).to_contain_text("no lab run")
+        for text, pair in (("the dog bit the man", (0, 3)), ("a cat saw a dog", (0, 3))):
+            if page.locator("#attn-text").input_value() != text:
+                renders = node.get_attribute("data-renders")
+                page.locator("#attn-text").fill(text)
+                expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
+                page.wait_for_timeout(200)
+            for scheme in ("nope", "sinusoidal", "learned", "rope", "alibi"):
+                got = page.evaluate(ATTN_ROWS, scheme)
+                rows, tops = got["rows"], got["tops"]
+                assert len(rows) == len(text.split()) == len(tops)
+                for row, top in zip(rows, tops):
+                    assert sum(row) == pytest.approx(1.0, abs=1e-9) and row[top] == max(row)
+                a, b = rows[pair[0]], rows[pair[1]]
+                gap = max(abs(x - y) for x, y in zip(a, b))
+                assert (gap < 1e-12) if scheme == "nope" else (gap > 1e-3), (text, scheme, gap)
+            assert page.locator(".attn-card[data-source='untrained']").count() == 5
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_the_whole_table_flips_on_the_left_and_holds_on_the_right(browser, server):
+    """Chapter 5, the whole table: "the leftmost columns change colour almost from one seat to the next;
+    the rightmost keep one colour over all 65 seats", at every width; the line follows the chosen seat."""
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        node = open_chapter(page, server, "clock-hands")
+        heat = page.locator("#clock-heat")
+        for width in ("64", "256", "16"):
+            select_and_wait(page, node, "#clock-width", width)
+            first, last = int(heat.get_attribute("data-flips-first")), int(heat.get_attribute("data-flips-last"))
+            assert first > 15 and last == 0, (width, first, last)
+            assert page.locator("#clock-heat svg image.heat-image").count() == 1
+            assert page.locator("#clock-heat .sign-legend").count() == 1
+        marker = "() => Number(document.querySelector('#clock-heat .seat-marker').getAttribute('y1'))"
+        set_slider(page, node, "#clock-seat", 3)
+        near = page.evaluate(marker)
+        set_slider(page, node, "#clock-seat", 40)
+        assert page.evaluate(marker) > near
+        box = page.locator("#clock-heat svg").bounding_box()
+        assert box["width"] <= SIZES["phone"][0]
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_both_pair_conventions_and_the_complex_view_give_one_score(browser, server):
+    """Chapter 7: half-split pairs x_i with x_i+4 and interleaved x_2i with x_2i+1 (the arcs); the same
+    query and key score the same under both once the rows are reordered, as complex numbers, and from
+    the gap alone; moving both seats keeps all four."""
+    context, page = new_page(browser, server, SIZES["phone"])
+    arcs = """(cls) => [...document.querySelectorAll('#pairs-figure .pair-arc.' + cls)]
+      .map((n) => [Number(n.dataset.a), Number(n.dataset.b)])"""
+    scores = """() => Object.fromEntries([...document.querySelectorAll('#pairs-table tbody tr')]
+      .map((tr) => [tr.dataset.way, Number(tr.dataset.score)]))"""
+    try:
+        node = open_chapter(page, server, "rope")
+        page.locator("#pairs-table tbody tr").first.wait_for()
+        assert page.evaluate(arcs, "half") == [[i, i + 4] for i in range(4)]
+        assert page.evaluate(arcs, "interleaved") == [[2 * i, 2 * i + 1] for i in range(4)]
+        first = page.evaluate(scores)
+        assert set(first) == {"half", "interleaved", "complex", "gap"}
+        assert max(first.values()) - min(first.values()) < 1e-12, first
+        set_slider(page, node, "#rope-shift", 400)
+        page.wait_for_timeout(300)
+        moved = page.evaluate(scores)
+        assert all(abs(moved[k] - first[k]) < 1e-9 for k in first), (first, moved)
+        assert "seats 403 and 401" in page.locator("#pairs-table caption").inner_text()
+        assert page.problems == [], page.problems
+    finally:
+        context.close()

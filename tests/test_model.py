@@ -105,6 +105,34 @@ def test_attention_uses_the_schemes_softmax_scale_factor():
     torch.testing.assert_close(attn(x, scheme, pos), scaled, atol=1e-5, rtol=1e-5)
 
 
+def test_every_attribute_the_model_reads_from_a_scheme_is_declared_on_position_scheme():
+    """The model reads a scheme only through what PositionScheme declares, never by guessing with
+    getattr: a hook a scheme can have is one place in the base class."""
+    import ast
+    import inspect
+
+    import posenc.model
+    from posenc import PositionScheme
+
+    tree = ast.parse(inspect.getsource(posenc.model))
+
+    def is_scheme(node):
+        return (isinstance(node, ast.Name) and node.id == "scheme") or (
+            isinstance(node, ast.Attribute) and node.attr == "scheme"
+        )
+
+    read = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and is_scheme(n.value)}
+    guessed = [
+        ast.unparse(n)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "getattr" and n.args and is_scheme(n.args[0])
+    ]
+    assert {"rotate", "accepts_positions", "softmax_scale_factor"} <= read
+    assert all(hasattr(PositionScheme, name) for name in read), read
+    assert guessed == []
+    assert PositionScheme().softmax_scale_factor == 1.0
+
+
 @pytest.mark.parametrize("name", ["rope", "alibi", "sinusoidal", "learned"])
 def test_model_compiles_without_graph_breaks(name):
     import torch._dynamo as dynamo

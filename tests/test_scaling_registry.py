@@ -54,8 +54,9 @@ DOCS = Path(__file__).resolve().parent.parent / "docs" / "scalings.md"
 # -- a scaling defined outside the package ----------------------------------------------------------
 @dataclass(frozen=True)
 class TiltScaling:
-    """Slows pair ``i`` by ``factor ** (i / (n - 1))`` (``n`` pairs): the fastest pair is kept, the
-    slowest divided by ``factor``, geometric in between. A toy, not a published method."""
+    """Slows pair ``i`` by ``max(tilt_floor, factor ** (i / (n - 1)))`` (``n`` pairs): the slowest
+    pair divided by ``factor``, geometric in between, no pair by less than ``tilt_floor``. A toy, not a
+    published method; ``tilt_floor`` is a parameter no posenc scaling has."""
 
     factor: float
     tilt_floor: float = 1.0
@@ -77,7 +78,7 @@ class TiltScaling:
 def tilt_frequencies(config: TiltScaling, rotary_dim: int, base: float, seq_len=None):
     pairs = rotary_dim // 2
     exponent = torch.arange(pairs, dtype=torch.float64) / max(pairs - 1, 1)
-    return rope_inv_freq(rotary_dim, base) / config.factor**exponent, 1.0
+    return rope_inv_freq(rotary_dim, base) / (config.factor**exponent).clamp(min=config.tilt_floor), 1.0
 
 
 TILT = ScalingDescriptor(
@@ -86,7 +87,12 @@ TILT = ScalingDescriptor(
     tilt_frequencies,
     summary="`theta_i / s ** (i / (d/2 - 1))`",
     source="a test",
-    explorer=ExplorerInfo("tilt (toy)", "#123456", (Parameter("factor", "factor", 1.0, 64.0, 1.0, 8.0),)),
+    explorer=ExplorerInfo(
+        (
+            Parameter("factor", "factor", 1.0, 64.0, 1.0, 8.0),
+            Parameter("tilt_floor", "tilt floor (toy)", 1.0, 4.0, 0.5, 1.0),
+        )
+    ),
     lab_default=lambda length, train_len: TiltScaling(length / train_len),
 )
 
@@ -129,7 +135,7 @@ def test_outside_scaling_round_trips_through_hugging_face_dicts(tilt, style):
         128,
     )
     assert back.scaling == rope.scaling
-    assert torch.equal(back.frequencies()[0], tilt_frequencies(TiltScaling(3.0), 16, 5000.0)[0])
+    assert torch.equal(back.frequencies()[0], tilt_frequencies(TiltScaling(3.0, tilt_floor=1.5), 16, 5000.0)[0])
     assert scaling_from_dict(scaling_to_dict(rope.scaling)) == rope.scaling
     # the generic reader still checks keys and values
     with pytest.raises(ValueError, match="keys it does not use: \\['factr'\\]"):
@@ -143,27 +149,52 @@ def test_outside_scaling_round_trips_through_hugging_face_dicts(tilt, style):
 def test_outside_scaling_appears_in_the_explorer(tilt):
     with TestClient(create_app(allowed_hosts=None)) as client:
         listed = {s["name"]: s for s in client.get("/api/scalings").json()["scalings"]}
-        assert listed["tilt"]["label"] == "tilt (toy)" and listed["tilt"]["colour"] == "#123456"
+        # a type the palette does not know is labelled by its name and gets a colour of its own
+        assert listed["tilt"]["label"] == "tilt"
+        assert listed["tilt"]["colour"] not in {s["colour"] for n, s in listed.items() if n != "tilt"}
         assert listed["tilt"]["overlay"] is True and listed["tilt"]["lab"] is True
         assert listed["tilt"]["parameters"] == [
-            {"name": "factor", "label": "factor", "minimum": 1.0, "maximum": 64.0, "step": 1.0, "default": 8.0}
+            {"name": "factor", "label": "factor", "minimum": 1.0, "maximum": 64.0, "step": 1.0, "default": 8.0},
+            {
+                "name": "tilt_floor",
+                "label": "tilt floor (toy)",
+                "minimum": 1.0,
+                "maximum": 4.0,
+                "step": 0.5,
+                "default": 1.0,
+            },
         ]
         assert "tilt" in client.get("/api/meta").json()["methods"]
+        # its own parameter travels by name, with no change to the server
         d = client.get(
             "/api/wavelengths",
-            params={"rotary_dim": 16, "base": 10000, "train_len": 1024, "methods": "tilt", "factor": 4},
+            params={
+                "rotary_dim": 16,
+                "base": 10000,
+                "train_len": 1024,
+                "methods": "tilt",
+                "factor": 4,
+                "tilt_floor": 2,
+            },
         ).json()
-        want = tilt_frequencies(TiltScaling(4.0), 16, 10000.0)[0]
+        want = tilt_frequencies(TiltScaling(4.0, tilt_floor=2.0), 16, 10000.0)[0]
         assert d["methods"]["tilt"]["inv_freq"] == want.tolist()
-        config = client.get("/api/config", params={"head_dim": 16, "method": "tilt", "factor": 4}).json()
-        assert config["posenc"]["scaling"] == {"rope_type": "tilt", "factor": 4.0, "tilt_floor": 1.0}
-        assert config["hf_rope_parameters"]["rope_parameters"]["rope_type"] == "tilt"
+        assert want.tolist() != tilt_frequencies(TiltScaling(4.0), 16, 10000.0)[0].tolist()
+        config = client.get("/api/config", params={"head_dim": 16, "method": "tilt", "factor": 4, "tilt_floor": 1.5})
+        assert config.json()["posenc"]["scaling"] == {"rope_type": "tilt", "factor": 4.0, "tilt_floor": 1.5}
+        assert config.json()["hf_rope_parameters"]["rope_parameters"]["rope_type"] == "tilt"
+        # and is checked against its definition
+        refused = client.get("/api/wavelengths", params={"methods": "tilt", "tilt_floor": 5})
+        assert refused.status_code == 422
+        assert refused.json()["detail"] == "tilt_floor (tilt floor (toy)) must be a number from 1 to 4, got '5'"
     with TestClient(create_app(allowed_hosts=None)) as client:
         unregister_scaling("tilt")
         try:
             names = [s["name"] for s in client.get("/api/scalings").json()["scalings"]]
             assert "tilt" not in names
             assert client.get("/api/wavelengths", params={"methods": "tilt"}).status_code == 422
+            gone = client.get("/api/wavelengths", params={"tilt_floor": 2})
+            assert gone.status_code == 422 and "unknown parameter 'tilt_floor'" in gone.json()["detail"]
         finally:
             register_scaling(TILT)
 
@@ -208,13 +239,30 @@ def test_registration_is_refused_when_it_does_not_fit(tilt):
         register_scaling({"name": "x"})
     with pytest.raises(ValueError, match="cannot be unregistered"):
         unregister_scaling("linear")
-    with pytest.raises(ValueError, match="colour"):
-        ExplorerInfo("x", "red")
+    with pytest.raises(ValueError, match="Parameter instances"):
+        ExplorerInfo(("factor",))
+    # a parameter is a field of the config, and a name two types share is defined alike (one slider)
+    with pytest.raises(ValueError, match="'tilt_flor' is not a field"):
+        register_scaling(
+            dataclasses.replace(TILT, explorer=ExplorerInfo((Parameter("tilt_flor", "x", 1.0, 4.0, 0.5, 1.0),)))
+        )
+    wider = dataclasses.replace(
+        TILT,
+        name="tilt2",
+        config_class=Tilt2,
+        explorer=ExplorerInfo((Parameter("factor", "factor", 1.0, 1024.0, 1.0, 8.0),)),
+    )
+    with pytest.raises(ValueError, match="differs from the registered"):
+        register_scaling(wider)
+    assert "tilt2" not in REGISTRY
     with pytest.raises(ValueError, match="minimum <= default <= maximum"):
         Parameter("factor", "factor", 1.0, 4.0, 1.0, 8.0)
 
 
 def test_length_dependent_types_need_a_trained_length_and_join_dynamic_types():
+    def unscaled(config, rotary_dim, base, seq_len=None):
+        return rope_inv_freq(rotary_dim, base), 1.0
+
     @dataclass(frozen=True)
     class Grow:
         factor: float = 2.0
@@ -224,7 +272,7 @@ def test_length_dependent_types_need_a_trained_length_and_join_dynamic_types():
             pass
 
     with pytest.raises(ValueError, match="original_max_position_embeddings"):
-        register_scaling(ScalingDescriptor("grow", Grow, tilt_frequencies, "", "", length_dependent=True))
+        register_scaling(ScalingDescriptor("grow", Grow, unscaled, "", "", length_dependent=True))
 
     @dataclass(frozen=True)
     class GrowWithLength:
@@ -236,7 +284,7 @@ def test_length_dependent_types_need_a_trained_length_and_join_dynamic_types():
             pass
 
     assert "grow" not in DYNAMIC_TYPES
-    register_scaling(ScalingDescriptor("grow", GrowWithLength, tilt_frequencies, "", "", length_dependent=True))
+    register_scaling(ScalingDescriptor("grow", GrowWithLength, unscaled, "", "", length_dependent=True))
     try:
         assert "grow" in DYNAMIC_TYPES and set(DYNAMIC_TYPES) == {"dynamic", "longrope", "grow"}
         assert RotaryEmbedding(8, scaling=GrowWithLength()).is_dynamic
@@ -256,11 +304,9 @@ def test_softmax_scale_comes_from_the_descriptor():
     assert RotaryEmbedding(64, scaling=deepseek).softmax_scale_factor == softmax_scale(deepseek)
 
 
-def test_explorer_metadata_is_complete_and_colours_distinct():
+def test_explorer_metadata_is_complete():
     overlays = [d for d in REGISTRY.values() if d.explorer is not None]
     assert {"linear", "ntk", "dynamic", "yarn", "llama3"} <= {d.name for d in overlays}
-    colours = [d.explorer.colour for d in overlays]
-    assert len(set(colours)) == len(colours)
     for d in overlays:
         # every slider names a field of the config class, and its default builds a valid config
         names = {p.name for p in d.explorer.parameters}

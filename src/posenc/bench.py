@@ -473,7 +473,7 @@ def _instrument(model) -> Callable[[], None]:
     The rotary module's ``forward`` and the rotation function the attention layers call are wrapped
     per instance (the same mechanism as the patch), so patched and unpatched models are measured alike.
     """
-    from .integrations.transformers import instance_function_override
+    from .integrations.transformers import global_seen_by, instance_function_override
 
     undo = []
     for module in model.modules():
@@ -486,7 +486,7 @@ def _instrument(model) -> Callable[[], None]:
             continue
         previous = module.__dict__.get("forward")  # the patch's, if patched
         forward = getattr(previous, "__func__", None) or type(module).forward
-        rotate = _resolve_global(forward, "apply_rotary_pos_emb")
+        rotate = global_seen_by(forward, "apply_rotary_pos_emb")
         new = instance_function_override(forward, {"apply_rotary_pos_emb": _labelled(rotate)})
         module.forward = new.__get__(module)
 
@@ -503,12 +503,6 @@ def _instrument(model) -> Callable[[], None]:
             fn()
 
     return restore
-
-
-def _resolve_global(fn: Callable, name: str):
-    while hasattr(fn, "__wrapped__"):
-        fn = fn.__wrapped__
-    return fn.__globals__[name]
 
 
 def _profile_pe(fn: Callable[[], None]) -> Tuple[float, float]:
@@ -541,14 +535,8 @@ def run_model_benchmark(
     ``decode_tokens`` alternating single-token steps give the decode time per token (median), and
     several more profiled steps each (median) its position-encoding share.
     """
-    from transformers import DynamicCache
-
-    from .integrations.transformers import patch, unpatch
-
     if size not in MODEL_SIZES:
         raise ValueError(f"size must be one of {list(MODEL_SIZES)}, got {size!r}")
-    seq = MODEL_SIZES[size]["seq"]
-    variants = ("unpatched", "posenc")
     report: Dict[str, Any] = {
         "model": {**MODEL_SIZES[size], "rope": "llama3, rope_theta 5e5 (Llama-3.1-8B)", "size": size},
         "environment": _environment(BenchConfig(device="cpu")),
@@ -556,85 +544,114 @@ def run_model_benchmark(
     }
     started = time.perf_counter()
     for dtype_name in dtypes:
-        dtype = getattr(torch, dtype_name)
-        model = _model(size, dtype)
-
-        def use(variant, model=model):
-            unpatch(model)
-            if variant == "posenc":
-                patch(model)
-            return model
-
-        ids = torch.randint(0, MODEL_SIZES[size]["vocab_size"], (1, seq), generator=torch.Generator().manual_seed(0))
-        rows: Dict[str, Dict[str, Any]] = {
-            v: {"dtype": dtype_name, "variant": v, "seq": seq, "decode_tokens": decode_tokens} for v in variants
-        }
-        forward: Dict[str, List[float]] = {v: [] for v in variants}
-        steps: Dict[str, List[float]] = {v: [] for v in variants}
         with torch.no_grad():
-            if progress:
-                progress(f"{dtype_name}: warm-up and profiled forwards")
-            for v in variants:
-                use(v)
-                for _ in range(warmup):  # kernel build, table growth
-                    model(ids)
-                restore = _instrument(model)
-                try:
-                    pe_s, profiled_s = _profile_pe(functools.partial(model, ids))
-                finally:
-                    restore()
-                rows[v].update(pe_ms=pe_s * 1e3, profiled_forward_ms=profiled_s * 1e3)
-            if progress:
-                progress(f"{dtype_name}: {repeats} forwards each, alternating")
-            for _ in range(repeats):
-                for v in variants:
-                    use(v)
-                    t0 = time.perf_counter()
-                    model(ids)
-                    forward[v].append(time.perf_counter() - t0)
-            if progress:
-                progress(f"{dtype_name}: prefill, then {decode_tokens} decode steps each, alternating")
-            caches, tokens = {}, {}
-            for v in variants:
-                use(v)
-                caches[v] = DynamicCache(config=model.config)
-                tokens[v] = model(ids, cache=caches[v], use_cache=True).logits[:, -1:].argmax(-1)
-            for _ in range(decode_tokens):
-                for v in variants:
-                    use(v)
-                    t0 = time.perf_counter()
-                    out = model(tokens[v], cache=caches[v], use_cache=True)
-                    steps[v].append(time.perf_counter() - t0)
-                    tokens[v] = out.logits[:, -1:].argmax(-1)
-            for v in variants:
-                use(v)
-                restore = _instrument(model)
-                try:
-                    # a single decode step lasts about a millisecond of position encoding, so one
-                    # profiled step is noise; take the median of several
-                    samples = []
-                    for _ in range(max(3, min(decode_tokens, 7))):
-                        samples.append(
-                            _profile_pe(functools.partial(model, tokens[v], cache=caches[v], use_cache=True))[0]
-                        )
-                    decode_pe = statistics.median(samples)
-                finally:
-                    restore()
-                rows[v].update(
-                    forward_ms=statistics.median(forward[v]) * 1e3,
-                    forward_samples_ms=[t * 1e3 for t in forward[v]],
-                    decode_ms_per_token=statistics.median(steps[v]) * 1e3,
-                    decode_samples_ms=[t * 1e3 for t in steps[v]],
-                    decode_pe_ms=decode_pe * 1e3,
-                )
-        unpatch(model)
-        base, ours = rows["unpatched"], rows["posenc"]
-        for key in ("pe_ms", "forward_ms", "decode_ms_per_token", "decode_pe_ms"):
-            ours[f"speedup_{key}"] = base[key] / ours[key] if ours[key] > 0 else float("inf")
-        report["rows"] += [base, ours]
-        del model, caches
+            report["rows"] += _model_rows(size, dtype_name, repeats, decode_tokens, warmup, progress)
     report["elapsed_s"] = time.perf_counter() - started
     return report
+
+
+_VARIANTS = ("unpatched", "posenc")
+
+
+class _Variants:
+    """One model, patched or unpatched on request (patching takes milliseconds and is never timed)."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+
+    def use(self, variant: str) -> torch.nn.Module:
+        from .integrations.transformers import patch, unpatch
+
+        unpatch(self.model)
+        if variant == "posenc":
+            patch(self.model)
+        return self.model
+
+    def profiled_pe(self, variant: str, call: Callable[[], Any], samples: int = 1) -> List[Tuple[float, float]]:
+        """:func:`_profile_pe` of ``call`` on ``variant``, ``samples`` times with one patch, its
+        position encoding labelled."""
+        self.use(variant)
+        restore = _instrument(self.model)
+        try:
+            return [_profile_pe(call) for _ in range(samples)]
+        finally:
+            restore()
+
+
+def _model_rows(
+    size: str, dtype_name: str, repeats: int, decode_tokens: int, warmup: int, progress: Optional[Callable[[str], None]]
+) -> List[Dict[str, Any]]:
+    """The unpatched and the patched row of one dtype (see :func:`run_model_benchmark`)."""
+    say = progress or (lambda text: None)
+    model = _model(size, getattr(torch, dtype_name))
+    variants = _Variants(model)
+    seq = MODEL_SIZES[size]["seq"]
+    ids = torch.randint(0, MODEL_SIZES[size]["vocab_size"], (1, seq), generator=torch.Generator().manual_seed(0))
+    rows: Dict[str, Dict[str, Any]] = {
+        v: {"dtype": dtype_name, "variant": v, "seq": seq, "decode_tokens": decode_tokens} for v in _VARIANTS
+    }
+
+    say(f"{dtype_name}: warm-up and profiled forwards")
+    for v in _VARIANTS:
+        variants.use(v)
+        for _ in range(warmup):  # kernel build, table growth
+            model(ids)
+        [(pe_s, profiled_s)] = variants.profiled_pe(v, functools.partial(model, ids))
+        rows[v].update(pe_ms=pe_s * 1e3, profiled_forward_ms=profiled_s * 1e3)
+
+    say(f"{dtype_name}: {repeats} forwards each, alternating")
+    forward = _alternating(variants, repeats, lambda v: model(ids))
+
+    say(f"{dtype_name}: prefill, then {decode_tokens} decode steps each, alternating")
+    caches, tokens = _prefill(variants, ids)
+
+    def step(v: str) -> None:
+        out = model(tokens[v], cache=caches[v], use_cache=True)
+        tokens[v] = out.logits[:, -1:].argmax(-1)
+
+    steps = _alternating(variants, decode_tokens, step)
+    for v in _VARIANTS:
+        # a single decode step lasts about a millisecond of position encoding, so one profiled step is
+        # noise; take the median of several
+        call = functools.partial(model, tokens[v], cache=caches[v], use_cache=True)
+        samples = variants.profiled_pe(v, call, samples=max(3, min(decode_tokens, 7)))
+        decode_pe = statistics.median(pe for pe, _ in samples)
+        rows[v].update(
+            forward_ms=statistics.median(forward[v]) * 1e3,
+            forward_samples_ms=[t * 1e3 for t in forward[v]],
+            decode_ms_per_token=statistics.median(steps[v]) * 1e3,
+            decode_samples_ms=[t * 1e3 for t in steps[v]],
+            decode_pe_ms=decode_pe * 1e3,
+        )
+    variants.use("unpatched")
+    base, ours = rows["unpatched"], rows["posenc"]
+    for key in ("pe_ms", "forward_ms", "decode_ms_per_token", "decode_pe_ms"):
+        ours[f"speedup_{key}"] = base[key] / ours[key] if ours[key] > 0 else float("inf")
+    return [base, ours]
+
+
+def _alternating(variants: _Variants, rounds: int, call: Callable[[str], Any]) -> Dict[str, List[float]]:
+    """Seconds of ``call(variant)`` per round, the variants taking turns so load hits both alike."""
+    times: Dict[str, List[float]] = {v: [] for v in _VARIANTS}
+    for _ in range(rounds):
+        for v in _VARIANTS:
+            variants.use(v)
+            t0 = time.perf_counter()
+            call(v)
+            times[v].append(time.perf_counter() - t0)
+    return times
+
+
+def _prefill(variants: _Variants, ids: torch.Tensor) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
+    """One KV cache per variant filled with ``ids``, and each variant's next token."""
+    from transformers import DynamicCache
+
+    caches, tokens = {}, {}
+    for v in _VARIANTS:
+        model: Any = variants.use(v)
+        caches[v] = DynamicCache(config=model.config)
+        tokens[v] = model(ids, cache=caches[v], use_cache=True).logits[:, -1:].argmax(-1)
+    return caches, tokens
 
 
 def format_model_table(report: dict) -> str:

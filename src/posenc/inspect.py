@@ -42,7 +42,9 @@ import torch
 
 from .hf import config_dict, rotary_kwargs_from_hf, unused_rope_keys
 from .integrations.transformers import UnsupportedModelError, rotary_kwargs_in_code
-from .rope.scaling import DYNAMIC_TYPES, YaRNScaling, rope_frequencies, yarn_softmax_scale
+from .rope.hfconfig import ConfigFields, rope_dicts
+from .rope.registry import softmax_scale
+from .rope.scaling import DYNAMIC_TYPES, rope_frequencies
 from .rope.tables import rope_cos_sin
 
 #: largest integer every smaller integer of which the type holds exactly (2 ** (mantissa bits + 1))
@@ -141,11 +143,6 @@ def _dtype_name(data: Dict[str, Any]) -> Tuple[str, bool]:
     return "float32", False
 
 
-def _rope_dict(data: Dict[str, Any]) -> Dict[str, Any]:
-    rope = data.get("rope_parameters") or data.get("rope_scaling") or {}
-    return rope if isinstance(rope, dict) else {}
-
-
 # -- the report -----------------------------------------------------------------------------------------
 def inspect_config(config, layer_type: Optional[str] = None) -> Dict[str, Any]:
     """The report of ``posenc inspect`` for ``config`` as a JSON-ready dict.
@@ -202,14 +199,14 @@ def inspect_config(config, layer_type: Optional[str] = None) -> Dict[str, Any]:
         "extended_context": max_positions,
         "factor": factor,
         "attention_factor": attention_factor,
-        "softmax_scale_factor": yarn_softmax_scale(scaling) if isinstance(scaling, YaRNScaling) else 1.0,
+        "softmax_scale_factor": softmax_scale(scaling),
         "torch_dtype": dtype,
         "torch_dtype_given": dtype_given,
         "pairs": pairs,
         "pair_groups": _groups(pairs),
         "precision": _audit(scaled_freq, attention_factor, max_positions, dtype),
     }
-    report["risks"] = _risks(report, data, scaling, scaled_freq)
+    report["risks"] = _risks(report, data, layer_type, scaling, scaled_freq)
     unused = unused_rope_keys(data, layer_type)
     if unused:
         report["risks"].append(
@@ -335,7 +332,9 @@ def _audit(inv_freq64: torch.Tensor, attention_factor: float, max_positions: int
     }
 
 
-def _risks(report: Dict[str, Any], data: Dict[str, Any], scaling, inv_freq64: torch.Tensor) -> List[Dict[str, str]]:
+def _risks(
+    report: Dict[str, Any], data: Dict[str, Any], layer_type: Optional[str], scaling, inv_freq64: torch.Tensor
+) -> List[Dict[str, str]]:
     risks = []
     dtype, last = report["torch_dtype"], report["extended_context"] - 1
     if dtype in ("bfloat16", "float16"):
@@ -373,10 +372,11 @@ def _risks(report: Dict[str, Any], data: Dict[str, Any], scaling, inv_freq64: to
                 "with different frequencies. posenc offers freeze_frequencies(N).",
             }
         )
-    rope = _rope_dict(data)
+    # the fields as the reader sees them: a text_config unwrapped, this layer type's rope dict
+    rope = rope_dicts(data).get(layer_type, {})
     if (
         report["rope_type"] in ("yarn", "llama3", "longrope")
-        and data.get("original_max_position_embeddings") is None
+        and ConfigFields(data).get("original_max_position_embeddings") is None
         and rope.get("original_max_position_embeddings") is None
     ):
         risks.append(

@@ -74,11 +74,11 @@ class CausalSelfAttention(nn.Module):
             )
         q, k, v = self.qkv(x).split(D, dim=-1)  # 3 x (B, S, D)
         q, k, v = (t.view(B, S, self.n_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
-        given = positions if getattr(scheme, "accepts_positions", False) else positions.ids
+        given = positions if scheme.accepts_positions else positions.ids
         q, k = scheme.rotate(q, k, given)  # (B, H, S, hd), v untouched
         mask = self._logit_bias(scheme, positions, causal, x.dtype)
         # DeepSeek-style YaRN puts its temperature into the softmax scale instead of the cos/sin tables.
-        scale = getattr(scheme, "softmax_scale_factor", 1.0) / math.sqrt(self.head_dim)
+        scale = scheme.softmax_scale_factor / math.sqrt(self.head_dim)
         if mask is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)  # (B, H, S, hd)
         else:
@@ -102,7 +102,7 @@ class CausalSelfAttention(nn.Module):
         scheme: PositionScheme, position_ids: torch.Tensor, causal: bool, dtype: torch.dtype
     ) -> Optional[torch.Tensor]:
         # each row wrapped as checked positions: the scheme does not check (read back) them again
-        if getattr(scheme, "accepts_positions", False):
+        if scheme.accepts_positions:
             rows = [scheme.bias(p, p) for p in (Positions(row, None) for row in position_ids)]
         else:
             rows = [scheme.bias(p, p) for p in position_ids]  # each (H, S, S) or None
@@ -253,7 +253,7 @@ class TinyLM(nn.Module):
                 )
         # positions are checked here once (at most one read-back), not again in every layer
         pos = checked_positions(idx.shape[1], position_ids, offset, idx.device, batch=idx.shape[0])
-        given = pos if getattr(self.scheme, "accepts_positions", False) else pos.ids
+        given = pos if self.scheme.accepts_positions else pos.ids
         x = self.scheme.embed(self.tok(idx) * self.embed_scale, given)  # (B, S, D)
         for block in self.blocks:
             x = block(x, self.scheme, pos, causal)

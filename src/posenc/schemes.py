@@ -13,7 +13,10 @@ nowhere                NoPE                        (all three hooks are the iden
 =====================  ==========================  ==============================================
 
 The reference model in :mod:`posenc.model` calls all three hooks on whatever scheme it is given, so
-adding a scheme means overriding the one hook that matches where it acts.
+adding a scheme means overriding the one hook that matches where it acts. Everything else a model
+reads from a scheme is declared on :class:`PositionScheme` with its neutral value
+(``accepts_positions``, ``softmax_scale_factor``, ``max_positions``), so no caller guesses with
+``getattr``.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ class PositionScheme(nn.Module):
     #: with a per-forward memo) in place of a tensor. A model passes plain tensors to schemes that
     #: leave this False, so a scheme written against the tensor interface keeps working.
     accepts_positions: bool = False
+    #: What attention multiplies its ``1/sqrt(head_dim)`` softmax scale by for this scheme: 1 for
+    #: every scheme but RoPE with DeepSeek-style YaRN, whose temperature lives here instead of in the
+    #: cos/sin tables (:func:`posenc.rope.registry.softmax_scale`).
+    softmax_scale_factor: float = 1.0
 
     def embed(self, x: torch.Tensor, position_ids: PositionsLike) -> torch.Tensor:
         """Add position information to token vectors.

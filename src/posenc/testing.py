@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import importlib
 import math
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -254,3 +255,226 @@ def logits(
     """float64 logits of one forward without gradients."""
     with torch.no_grad():
         return model(input_ids, position_ids=position_ids, **kwargs).logits.to(torch.float64)
+
+
+# -- any model type ------------------------------------------------------------------------------------
+#: small values for the size fields a ``transformers`` config may have; only fields the config
+#: class has are set (``num_experts`` etc. for MoE families, the ``*_lora_rank`` of MLA)
+SMALL_FIELDS: Dict[str, object] = {
+    "vocab_size": VOCAB,
+    "hidden_size": 64,
+    "intermediate_size": 64,
+    "ffn_hidden_size": 64,
+    "num_hidden_layers": LAYERS,
+    "num_layers": LAYERS,
+    "n_layer": LAYERS,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "num_experts": 4,
+    "num_local_experts": 4,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 32,
+    "n_shared_experts": 1,
+    "n_group": 1,
+    "topk_group": 1,
+    "kv_lora_rank": 32,
+    "q_lora_rank": 32,
+    "qk_rope_head_dim": 16,
+    "qk_nope_head_dim": 16,
+    "v_head_dim": 16,
+    "tie_word_embeddings": False,
+    "pad_token_id": 0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+}
+
+
+def _shrunk(defaults: Dict[str, Any], layers: int = LAYERS) -> Dict[str, Any]:
+    small = {k: v for k, v in SMALL_FIELDS.items() if k in defaults}
+    if "kv_lora_rank" in defaults and "num_attention_heads" in small:  # MLA: one latent, every head
+        small["num_key_value_heads"] = small["num_attention_heads"]
+    for key in ("num_hidden_layers", "num_layers", "n_layer"):
+        if key in small:
+            small[key] = layers
+    for key, value in defaults.items():
+        if key.endswith("_config") and isinstance(value, dict):
+            small[key] = {**value, **_shrunk(value, layers)}
+        elif isinstance(value, list) and len(value) == defaults.get("num_hidden_layers") and len(value) > layers:
+            # one entry per layer (layer_types and the like): every kind that occurs, in order
+            kinds = list(dict.fromkeys(map(repr, value)))
+            chosen = [value[[repr(v) for v in value].index(kind)] for kind in kinds][:layers]
+            small[key] = (chosen * layers)[:layers]
+    return small
+
+
+def tiny_config_of_type(model_type: str, **overrides):
+    """A small config of any ``transformers`` model type: its defaults with :data:`SMALL_FIELDS`.
+
+    Every rope field keeps the family's default. Fields with one entry per layer keep each kind of
+    layer the default has (up to :data:`LAYERS` of them), so a family that alternates local and
+    global attention keeps both.
+    """
+    from transformers import AutoConfig
+
+    defaults = AutoConfig.for_model(model_type).to_dict()
+    return AutoConfig.for_model(model_type, **{**_shrunk(defaults), **overrides})
+
+
+def tiny_model_of_type(model_type: str, seed: int = 0, attn_implementation: str = "eager", **overrides) -> nn.Module:
+    """A randomly initialised causal LM of any model type (see :func:`tiny_config_of_type`)."""
+    from transformers import AutoModelForCausalLM
+
+    config = tiny_config_of_type(model_type, **overrides)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)
+    if hasattr(model.config, "_experts_implementation"):
+        model.config._experts_implementation = "eager"
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, 1.0 / math.sqrt(p.shape[-1]))
+    return model.eval()
+
+
+# -- coverage: one model type, patched and checked ------------------------------------------------------
+@dataclass(frozen=True)
+class Coverage:
+    """What patching a tiny model of one ``transformers`` model type gave.
+
+    Attributes:
+        model_type: the ``config.model_type``.
+        status: ``"supported"`` (patched; ``logit_error``, ``noise``, ``same_generation`` and
+            ``undo_exact`` say how it compares with the unpatched model), ``"refused"`` (``patch``
+            raised :class:`~posenc.integrations.transformers.UnsupportedModelError`; ``detail`` is its
+            message and ``untouched`` says whether the model was left exactly as it was), or
+            ``"untested"`` (the tiny model could not be built or run unpatched; ``detail`` says why).
+        detail: the refusal or the build error; for a supported type, how its code rotates.
+        logit_error: max |patched - unpatched| logit at positions 0..11, float32.
+        noise: max |unpatched float32 - unpatched float64| logit, the float32 noise of the model itself.
+        same_generation: greedy tokens with the KV cache equal to unpatched.
+        undo_exact: logits after ``undo()`` bit-identical to before ``patch``.
+        untouched: after a refusal, logits bit-identical and no module replaced.
+    """
+
+    model_type: str
+    status: str
+    detail: str = ""
+    logit_error: float = float("nan")
+    noise: float = float("nan")
+    same_generation: bool = False
+    undo_exact: bool = False
+    untouched: bool = False
+
+
+def _modules_of(model: nn.Module) -> List[Tuple[str, int, Optional[object]]]:
+    return [(name, id(m), m.__dict__.get("forward")) for name, m in model.named_modules()]
+
+
+def coverage(model_type: str, seq: int = 12, new_tokens: int = 6) -> Coverage:
+    """Build a tiny ``model_type`` model (:func:`tiny_model_of_type`), patch it, compare with unpatched."""
+    from .integrations.discovery import UnsupportedModelError
+    from .integrations.transformers import patch
+
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(3, VOCAB, (2, seq), generator=gen)
+    try:
+        model: Any = tiny_model_of_type(model_type)  # a transformers model: it has .generate
+        with torch.no_grad():
+            before = model(ids).logits
+            exact = copy.deepcopy(model).to(torch.float64)(ids).logits
+    except Exception as exc:  # the generic tiny config does not fit this family
+        return Coverage(model_type, "untested", f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
+    noise = float((before.double() - exact).abs().max())
+    modules = _modules_of(model)
+    try:
+        handle = patch(model)
+    except UnsupportedModelError as exc:
+        with torch.no_grad():
+            after = model(ids).logits
+        untouched = (
+            torch.equal(after, before) and _modules_of(model) == modules and "_posenc_patch" not in model.__dict__
+        )
+        return Coverage(model_type, "refused", str(exc), untouched=untouched)
+    except Exception as exc:  # anything else is a bug in the patch: reported, never a pass
+        return Coverage(model_type, "error", f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
+    prompt = ids[:1, :6]
+    settings = dict(max_new_tokens=new_tokens, do_sample=False, use_cache=True, pad_token_id=0)
+    try:
+        with torch.no_grad():
+            patched = model(ids).logits
+            tokens = model.generate(prompt, attention_mask=torch.ones_like(prompt), **settings)
+    except Exception as exc:  # a bug in the patch for this family: reported, never a pass
+        handle.undo()
+        return Coverage(model_type, "error", f"patched: {type(exc).__name__}: {exc}".splitlines()[0][:200])
+    handle.undo()
+    error = float((patched.double() - before.double()).abs().max())
+    with torch.no_grad():
+        plain = model.generate(prompt, attention_mask=torch.ones_like(prompt), **settings)
+        undone = model(ids).logits
+    return Coverage(
+        model_type,
+        "supported",
+        "",
+        logit_error=error,
+        noise=noise,
+        same_generation=torch.equal(tokens, plain),
+        undo_exact=torch.equal(undone, before),
+    )
+
+
+# -- the coverage table in docs/transformers.md ------------------------------------------------------------
+COVERAGE_BEGIN = "<!-- coverage table: begin (generated by benchmarks/transformers_coverage.py) -->"
+COVERAGE_END = "<!-- coverage table: end -->"
+
+
+def rotation_found(model_type: str, census: Optional[Dict[str, Any]] = None) -> str:
+    """How discovery classifies the rotary functions of ``model_type``'s modeling module, in words."""
+    from .integrations import discovery
+
+    found = (census or discovery.census())[model_type]
+    parts = [f"`{f.name}`: {f.describe()}" + (" (one tensor)" if f.arity == "single" else "") for f in found.functions]
+    parts += [f"`{name}`: no match" for name, _ in found.refused]
+    return "; ".join(parts) or "no rotary function called by an attention class"
+
+
+def coverage_markdown(rows: List[Coverage], census: Optional[Dict[str, Any]] = None) -> str:
+    """The coverage table (between :data:`COVERAGE_BEGIN` and :data:`COVERAGE_END`) for ``rows``."""
+    from .integrations import discovery
+
+    census = census or discovery.census()
+    supported = sum(r.status == "supported" for r in rows)
+    lines = [
+        COVERAGE_BEGIN,
+        f"{supported} of {len(rows)} causal-LM model types with a rotary embedding are supported "
+        f"(transformers {_transformers_version()}).",
+        "",
+        "| `model_type` | patch | rotary functions the attention calls, as discovery classifies them | why not |",
+        "|---|---|---|---|",
+    ]
+    for r in sorted(rows, key=lambda r: r.model_type):
+        why = "" if r.status == "supported" else r.detail.replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| `{r.model_type}` | {r.status} | {rotation_found(r.model_type, census)} | {why} |")
+    lines.append(COVERAGE_END)
+    return "\n".join(lines)
+
+
+def read_coverage_table(text: str) -> Dict[str, Tuple[str, str, str]]:
+    """``model_type -> (status, rotation, why not)`` from a document holding a coverage table."""
+    start, end = text.index(COVERAGE_BEGIN), text.index(COVERAGE_END)
+    out = {}
+    for line in text[start:end].splitlines():
+        if line.startswith("| `"):
+            cells = [c.strip() for c in line.strip().strip("|").replace("\\|", "\x00").split("|")]
+            cells = [c.replace("\x00", "|") for c in cells]
+            if cells[0] != "`model_type`":  # the header row
+                out[cells[0].strip("`")] = (cells[1], cells[2], cells[3])
+    return out
+
+
+def _transformers_version() -> str:
+    import transformers
+
+    return transformers.__version__

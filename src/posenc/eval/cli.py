@@ -134,6 +134,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="GB",
         help="memory to plan for instead of what the device reports free",
     )
+    parser.add_argument(
+        "--search",
+        metavar="TYPE",
+        default=None,
+        help="tune this scaling's parameters (e.g. yarn, linear, ntk, llama3, longrope) for the lowest bits per "
+        "byte at --search-length on windows apart from the report's, and report the best found beside the "
+        "default",
+    )
+    parser.add_argument("--search-length", default=None, help="the search's target length (default: the longest)")
+    parser.add_argument("--search-windows", default="8", help="windows the search scores (8), apart from the report's")
+    parser.add_argument("--search-budget", default="40", help="configurations the search may evaluate (40)")
     parser.add_argument("--seed", default="0")
     parser.add_argument("--bootstrap-samples", default="1000")
     parser.add_argument("--no-plots", dest="plots", action="store_false", default=True)
@@ -302,13 +313,15 @@ def _settings(args, folder: Path, specs: List[ScalingSpec], lengths: List[int], 
     }
 
 
-def _write_json(path: Path, obj: Any) -> None:
+def write_json(path: Path, obj: Any) -> None:
+    """``obj`` as indented JSON at ``path``, replaced atomically (a reader never sees half a file)."""
     from ..lab.store import atomic_write_bytes
 
     atomic_write_bytes(path, (json.dumps(obj, indent=2) + "\n").encode("utf-8"))
 
 
-def _stamp(kind: str, content: Dict[str, Any]) -> Dict[str, Any]:
+def stamp(kind: str, content: Dict[str, Any]) -> Dict[str, Any]:
+    """``content`` with the schema stamp of the ``kind`` of file (``posenc.eval/<kind>``, the version)."""
     return {"schema": f"{SCHEMA}/{kind}", "schema_version": SCHEMA_VERSION, **content}
 
 
@@ -360,6 +373,14 @@ def _parse_numbers(args) -> None:
         args.seed = int(args.seed)
     except ValueError:
         raise EvalError(f"--seed must be an integer, got {args.seed!r}") from None
+    search = getattr(args, "search", None)
+    args.search_length = positive("--search-length", args.search_length) if args.search_length else None
+    args.search_windows = positive("--search-windows", getattr(args, "search_windows", "8"))
+    args.search_budget = positive("--search-budget", getattr(args, "search_budget", "40"))
+    if search is not None:
+        from .search import search_type
+
+        args.search = search_type(search)
 
 
 def _run(args) -> int:
@@ -385,6 +406,15 @@ def _run(args) -> int:
     lengths = args.lengths or [trained * m for m in (1, 2, 4, 8)]
     for spec in specs:
         check_spec(spec, lengths, trained, rope["rotary_dim"])
+    if args.search is not None:
+        if args.write_config is not None:
+            raise EvalError("--search and --write-config: run the search first, then write the spec it reports")
+        target = args.search_length or lengths[-1]
+        if target not in lengths:
+            raise EvalError(f"--search-length {target} must be one of the lengths {lengths}")
+        if target <= trained:
+            raise EvalError(f"--search-length {target} must exceed the trained context {trained}")
+        args.search_length = target
 
     if args.write_config is not None:
         if len(specs) != 1:
@@ -393,7 +423,7 @@ def _run(args) -> int:
         target = Path(args.write_config)
         target = target / "config.json" if target.suffix != ".json" else target
         try:
-            _write_json(target, new)
+            write_json(target, new)
         except OSError as err:
             raise EvalError(f"--write-config {args.write_config!r}: cannot write there ({err})") from None
         print(f"wrote {target} with {specs[0].label}" + (f"; {note}" if note else ""))
@@ -429,10 +459,17 @@ def evaluate(args, folder, model, tokenizer, device, specs, lengths, trained, te
         ends = measure.window_ends(len(tokens), span, args.windows)
     except ValueError as err:
         raise EvalError(str(err)) from None
-    settings = _settings(args, folder, specs, lengths, hashlib.sha256(text.encode("utf-8")).hexdigest()[:16])
+    text_sha = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    bos = bos_id(tokenizer)
+    search = None
+    if args.search is not None:
+        search = _search(args, folder, model, tokenizer, device, tokens, ends, span, trained, text_sha, bos, out)
+        specs = specs + [search["default_spec"], search["best_spec"]]
+    settings = _settings(args, folder, specs, lengths, text_sha)
+    if search is not None:
+        settings["search"] = search["settings"]
     progress_path = out / "progress.json"
     cells = load_progress(progress_path, settings, args.fresh)
-    bos = bos_id(tokenizer)
     fmt = measure.FORMATS[args.passkey_format]
 
     # bytes of each window's scored text (for bits per byte) and of its final tokens
@@ -476,9 +513,9 @@ def evaluate(args, folder, model, tokenizer, device, specs, lengths, trained, te
     todo = [j for j in jobs if _key(*j) not in cells]
 
     def save(complete: bool) -> None:
-        _write_json(progress_path, _stamp("progress", {"settings": settings, "cells": cells}))
+        write_json(progress_path, stamp("progress", {"settings": settings, "cells": cells}))
         results = report.build(
-            _stamp("results", {}),
+            stamp("results", {}),
             settings,
             cells,
             specs=specs,
@@ -492,8 +529,9 @@ def evaluate(args, folder, model, tokenizer, device, specs, lengths, trained, te
             skipped=skipped,
             complete=complete,
             model_type=model.config.model_type,
+            search=search,
         )
-        _write_json(out / "results.json", results)
+        write_json(out / "results.json", results)
         (out / "results.md").write_text(report.markdown(results), encoding="utf-8")
         if complete and args.plots:
             report.plots(results, out)
@@ -528,6 +566,73 @@ def evaluate(args, folder, model, tokenizer, device, specs, lengths, trained, te
     save(complete=True)
     print(f"report: {out / 'results.md'}", file=sys.stderr)
     return 0
+
+
+def _search(args, folder, model, tokenizer, device, tokens, ends, span, trained, text_sha, bos, out):
+    """Run ``--search`` (see :mod:`posenc.eval.search`): the record, with the default and best as specs."""
+    import numpy as np
+
+    from . import measure
+    from .scalings import rope_of
+    from .search import run_search, search_spec, search_window_ends, short
+
+    target = args.search_length
+    try:
+        search_ends = search_window_ends(len(tokens), ends, span, target, args.search_windows)
+    except ValueError as err:
+        raise EvalError(str(err)) from None
+    nbytes = np.array([len(tokenizer.decode(tokens[e - target : e]).encode("utf-8")) for e in search_ends], float)
+    rope = rope_of(model.config)
+    settings = {
+        "model": str(folder.resolve()),
+        "text_sha256": text_sha,
+        "type": args.search,
+        "target_length": target,
+        "windows": args.search_windows,
+        "window_ends": [int(e) for e in search_ends],
+        "budget": args.search_budget,
+        "seed": args.seed,
+        "dtype": args.dtype,
+    }
+
+    def evaluate(spec):
+        with _scaled(model, spec, target, trained):
+            nats = measure.window_nats(
+                model, tokens, search_ends, target, target, batch=args.batch_size, device=device, bos=bos
+            )
+        return nats.sum(axis=1)
+
+    with _Bar(args.search_budget, 0) as bar:
+        bar.describe(f"search {args.search} at {target}")
+
+        def tick(done, total):
+            bar.advance(1)
+
+        record = run_search(
+            name=args.search,
+            evaluate=evaluate,
+            target=target,
+            trained=trained,
+            rotary_dim=rope["rotary_dim"],
+            base=rope["base"],
+            budget=args.search_budget,
+            seed=args.seed,
+            window_bytes=nbytes,
+            store=out / "search.json",
+            settings=settings,
+            fresh=args.fresh,
+            on_evaluation=tick,
+        )
+    record["settings"] = settings
+    record["window_bytes"] = nbytes
+    record["default_spec"] = search_spec(args.search, record["default"]["candidate"], f"{args.search} default")
+    record["best_spec"] = search_spec(args.search, record["best"]["candidate"], f"{args.search} searched")
+    print(
+        f"posenc eval: search {args.search} at {target}: {record['evaluations']} configurations; default "
+        f"{short(record['default']['candidate'])}; best {short(record['best']['candidate'])}",
+        file=sys.stderr,
+    )
+    return record
 
 
 def _passkey_cell(model, tokenizer, fmt, tokens, n, k, args, device, bos, span) -> Dict[str, Any]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -41,6 +41,7 @@ def build(
     skipped: Dict[str, str],
     complete: bool,
     model_type: str,
+    search: Optional[Dict[str, Any]] = None,
 ) -> Dict[str, Any]:
     """The results document from the raw cells (see the module docstring)."""
     perplexity: Dict[str, Dict[str, Any]] = {}
@@ -72,7 +73,49 @@ def build(
         "perplexity": perplexity,
         "passkey": passkey,
         "skipped": dict(skipped),
+        **(
+            {"search": _search_summary(search, cells, window_bytes, bootstrap_samples, settings["seed"])}
+            if search
+            else {}
+        ),
     }
+
+
+def _search_summary(search, cells, window_bytes, samples, seed) -> Dict[str, Any]:
+    """The search beside its default: bits per byte on the search windows (what was minimised) and on
+    the report's windows at the target length (held out), and the paired difference on those."""
+    target = search["target_length"]
+    out: Dict[str, Any] = {
+        "type": search["type"],
+        "target_length": target,
+        "search_windows": len(search["window_bytes"]),
+        "budget": search["budget"],
+        "evaluations": search["evaluations"],
+        "parameters": search["parameters"],
+        "history": search["history"],
+    }
+    held: Dict[str, np.ndarray] = {}
+    for role in ("default", "best"):
+        bpb = np.asarray(search[f"{role}_nats"]) / LN2 / search["window_bytes"]  # (W,)
+        entry: Dict[str, Any] = {
+            "label": search[f"{role}_spec"].label,
+            "params": search[role]["params"],
+            "search_bpb": float(bpb.mean()),
+            "search_bpb_ci": list(bootstrap_interval(bpb, samples=samples, seed=seed)),
+        }
+        cell = cells.get(f"ppl|{entry['label']}|{target}")
+        if cell is not None:
+            held[role] = np.asarray(cell["nats"], dtype=np.float64) / LN2 / window_bytes
+            entry["held_out_bpb"] = float(held[role].mean())
+            entry["held_out_bpb_ci"] = list(bootstrap_interval(held[role], samples=samples, seed=seed))
+        out[role] = entry
+    if len(held) == 2:
+        diff = held["best"] - held["default"]
+        out["held_out_difference"] = {
+            "bpb": float(diff.mean()),
+            "bpb_ci": list(bootstrap_interval(diff, samples=samples, seed=seed)),
+        }
+    return out
 
 
 def _ppl_summary(cell, window_bytes, final_bytes, final_tokens, samples, seed) -> Dict[str, Any]:
@@ -171,9 +214,52 @@ def markdown(results: Dict[str, Any]) -> str:
                         cells.append(f"{c['accuracy']:.0%} [{lo:.0%}, {hi:.0%}] {c['logp_bits']:.1f} bits")
                 head.append(f"| {n} | " + " | ".join(cells) + " |")
             head.append("")
+    if results.get("search"):
+        head += _search_markdown(results["search"])
     if results["skipped"]:
         head += ["", "## Skipped", ""] + [f"- {k}: {v}" for k, v in results["skipped"].items()]
     return "\n".join(head).rstrip() + "\n"
+
+
+def _search_markdown(search: Dict[str, Any]) -> List[str]:
+    def ci(e, key):
+        if key not in e:
+            return "-"
+        lo, hi = e[key + "_ci"]
+        return f"{e[key]:.4f} [{lo:.4f}, {hi:.4f}]"
+
+    def params(p):
+        shown = []
+        for k, v in p.items():
+            if k in ("original_max_position_embeddings", "short_factor"):
+                continue
+            shown.append(f"{k} = [{', '.join(f'{x:.3g}' for x in v)}]" if isinstance(v, list) else f"{k} = {v:g}")
+        return "; ".join(shown)
+
+    lines = [
+        "",
+        f"## Search: {search['type']} at {search['target_length']} tokens",
+        "",
+        f"{search['evaluations']} configurations evaluated (budget {search['budget']}) on "
+        f"{search['search_windows']} search windows apart from the report's; bits per byte with 95% bootstrap "
+        "intervals over windows. The search minimised the first column; the second is held out.",
+        "",
+        "| | parameters | search windows | report windows (held out) |",
+        "|---|---|---|---|",
+    ]
+    for role in ("default", "best"):
+        e = search[role]
+        lines.append(
+            f"| {role} ({e['label']}) | {params(e['params'])} | {ci(e, 'search_bpb')} | {ci(e, 'held_out_bpb')} |"
+        )
+    d = search.get("held_out_difference")
+    if d:
+        lo, hi = d["bpb_ci"]
+        lines += [
+            "",
+            f"Best minus default on the report windows: {d['bpb']:+.4f} bits per byte [{lo:+.4f}, {hi:+.4f}].",
+        ]
+    return lines
 
 
 def plots(results: Dict[str, Any], out: Path) -> List[Path]:

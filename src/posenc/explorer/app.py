@@ -23,6 +23,7 @@ what is allowed):
 ``/api/fixture``                   wavelengths of one fixture's RoPE
 ``/api/config``                    current RoPE settings as posenc and Hugging Face config
 ``/api/lab``                       results of the lab run given at start-up
+``/api/eval``                      results of the ``posenc eval`` folder given at start-up
 ``/api/quiz``                      the knowledge checks (without answers)
 ``/api/quiz/{id}/answer``          feedback and live evidence for one choice
 ``/api/lesson/...``                the guided lesson's figures (see :mod:`posenc.explorer.lesson`)
@@ -41,6 +42,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from .routers import eval as eval_router
 from .routers import lab, lesson, workbench
 
 STATIC_DIR = Path(str(resources.files("posenc.explorer").joinpath("static")))
@@ -68,13 +70,16 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 
 def create_app(
-    lab_run: Optional[Path] = None, allowed_hosts: Optional[Iterable[str]] = ("127.0.0.1", "localhost", "[::1]")
+    lab_run: Optional[Path] = None,
+    allowed_hosts: Optional[Iterable[str]] = ("127.0.0.1", "localhost", "[::1]"),
+    eval_run: Optional[Path] = None,
 ) -> FastAPI:
     """Build the explorer application.
 
     Args:
         lab_run: a ``posenc lab`` run folder whose ``results.json`` the lab view shows; fixed here so
             that no request can name a path.
+        eval_run: a ``posenc eval`` output folder whose ``results.json`` the eval view shows (fixed alike).
         allowed_hosts: ``Host`` header values accepted, without port, IPv6 addresses in brackets
             (protects a loopback server from pages that rebind their own domain name to 127.0.0.1);
             ``None`` accepts any.
@@ -83,6 +88,7 @@ def create_app(
     if allowed_hosts is not None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     app.state.lab_run = Path(lab_run) if lab_run is not None else None
+    app.state.eval_run = Path(eval_run) if eval_run is not None else None
 
     @app.middleware("http")
     async def security_headers(request: Request, call_next):
@@ -105,6 +111,6 @@ def create_app(
     def index():
         return FileResponse(STATIC_DIR / "index.html", media_type="text/html")
 
-    for router in (workbench.router, lesson.router, lab.router):
+    for router in (workbench.router, lesson.router, lab.router, eval_router.router):
         app.include_router(router)
     return app

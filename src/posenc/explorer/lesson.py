@@ -21,11 +21,13 @@ RoPE vectors use the half-split layout (pair ``i`` is ``(x[i], x[i + d/2])``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import io
 import math
 import random
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -34,12 +36,14 @@ from .._checks import check_choice, check_float, check_int
 from ..alibi import alibi_bias, alibi_slopes
 from ..factory import SCHEMES, make_scheme
 from ..learned import LearnedPositionalEmbedding, PositionOutOfRangeError
+from ..lesson import mistakes as lesson_mistakes
+from ..lesson.attention import attention_weights, by_word
 from ..lesson.stretching import past_training
-from ..model import Block, ModelConfig, TinyLM
+from ..model import Block
 from ..rope.apply import apply_rotary
+from ..rope.layout import permute_for_interleaved
 from ..rope.scaling import LinearScaling, NTKScaling, YaRNScaling, rope_frequencies
 from ..rope.tables import rope_cos_sin, rope_inv_freq
-from ..schemes import PositionScheme
 from ..sinusoidal import (
     SinusoidalPositionalEncoding,
     sinusoidal_frequencies,
@@ -405,6 +409,7 @@ def clock_hands(seat: int, d_model: int) -> dict:
         "fingerprint_d_model": 4,
         "fingerprint": fingerprint,
         "fingerprint_frequencies": sinusoidal_frequencies(4).tolist(),
+        "table": table.tolist(),  # (65, d): the whole code of seats 0 to 64, for the heatmap
     }
 
 
@@ -439,7 +444,11 @@ def learned_wall(tokens: int, stretch_to: int) -> dict:
         }
     stretched = _learned_table()
     stretched.extend(stretch_to, method="interpolate")
-    stretched_ok = tokens <= stretched.max_len
+    try:  # the stretched table is asked for the same seats, by the same call
+        stretched(x)
+        stretched_ok = True
+    except PositionOutOfRangeError:
+        stretched_ok = False
     window = 16  # the last rows, where the two tables differ most
     old_rows = list(range(LEARNED_ROWS - window, LEARNED_ROWS))
     new_start = round((LEARNED_ROWS - window) * (stretch_to - 1) / (LEARNED_ROWS - 1))
@@ -559,6 +568,57 @@ def rope_clock(head_dim: int, m: int, n: int, shift: int) -> dict:
 ORDER_SENTENCES = ("the dog bit man", "the man bit dog")
 #: the seed's clock: one pair turning 30 degrees per seat
 ORDER_DEGREES = 30.0
+
+
+def pair_layouts(m: int, n: int) -> dict:
+    """The two ways to cut an 8-wide head into pairs, and RoPE read as complex numbers.
+
+    Half-split (GPT-NeoX, Hugging Face, posenc's default) pairs feature ``i`` with ``i + 4``;
+    interleaved (GPT-J, Meta's Llama code) pairs ``2i`` with ``2i + 1``. The same query and key give
+    the same score under both once the projection rows are reordered
+    (:func:`posenc.rope.layout.permute_for_interleaved`). Read pair ``i`` as the complex number
+    ``a + ib``: RoPE multiplies it by ``e^{i m theta_i}``, and the score is the real part of
+    ``sum q_i conj(k_i) e^{i (m - n) theta_i}``, the gap alone.
+    """
+    _int("m", m)
+    _int("n", n)
+    head_dim, half = 8, 4
+    g = torch.Generator().manual_seed(3)
+    q, k = (torch.randn(head_dim, generator=g, dtype=torch.float64) for _ in range(2))
+    inv_freq = rope_inv_freq(head_dim, 10000.0)  # (4,)
+    cos, sin = rope_cos_sin(torch.tensor([m, n]), inv_freq, dtype=torch.float64)  # (2, 4)
+
+    def turned(vec: torch.Tensor, row: int, layout: str) -> torch.Tensor:
+        x = vec.view(1, 1, 1, head_dim)
+        return apply_rotary(x, x, cos[row : row + 1], sin[row : row + 1], layout=layout)[0].view(head_dim)
+
+    score_half = float(turned(q, 0, "half") @ turned(k, 1, "half"))
+    q_int, k_int = (permute_for_interleaved(v, n_heads=1) for v in (q, k))
+    score_interleaved = float(turned(q_int, 0, "interleaved") @ turned(k_int, 1, "interleaved"))
+    # the complex view: pair i of the half-split layout is q[i] + i q[i + 4]
+    zq, zk = (torch.complex(v[:half], v[half:]) for v in (q, k))
+    spin_m, spin_n = (torch.polar(torch.ones(half, dtype=torch.float64), p * inv_freq) for p in (m, n))
+    zq_turned, zk_turned = zq * spin_m, zk * spin_n
+    rq = turned(q, 0, "half")
+    complex_vs_matrix = float((torch.complex(rq[:half], rq[half:]) - zq_turned).abs().max())
+    score_complex = float((zq_turned * zk_turned.conj()).real.sum())
+    gap_only = torch.polar(torch.ones(half, dtype=torch.float64), (m - n) * inv_freq)
+    score_gap = float((zq * zk.conj() * gap_only).real.sum())
+    return {
+        "m": m,
+        "n": n,
+        "head_dim": head_dim,
+        "pairs_half": [[i, i + half] for i in range(half)],
+        "pairs_interleaved": [[2 * i, 2 * i + 1] for i in range(half)],
+        "score_half": score_half,
+        "score_interleaved": score_interleaved,
+        "complex_vs_matrix": complex_vs_matrix,
+        "score_complex": score_complex,
+        "score_gap_only": score_gap,
+        "q_complex": [[float(z.real), float(z.imag)] for z in zq],
+        "q_turned_complex": [[float(z.real), float(z.imag)] for z in zq_turned],
+        "theta": inv_freq.tolist(),
+    }
 
 
 def word_order(sentence: int, degrees: float) -> dict:
@@ -792,88 +852,26 @@ def run_demo(shift: int, d_model: int) -> dict:
 
 
 # -- 12. common mistakes -----------------------------------------------------------------------------
-class _TableAsParameter(PositionScheme):
-    """The mistake: the fixed sinusoidal table stored as a trainable ``nn.Parameter``."""
-
-    name = "sinusoidal-as-parameter"
-
-    def __init__(self, d_model: int, max_len: int):
-        super().__init__()
-        self.pe = torch.nn.Parameter(sinusoidal_table(max_len, d_model))  # (max_len, d)
-
-    def embed(self, x, position_ids):
-        return x + self.pe[position_ids].to(x.dtype)
-
-
 def mistakes(steps: int, d_model: int, shift: int) -> dict:
-    """Each common mistake run next to the right way.
+    """Each common mistake run next to the right way, by :mod:`posenc.lesson.mistakes` (the numbers
+    the tour prints too).
 
     1. Table as Parameter: ``steps`` Adam steps on one sentence move the parameter copy of the table
        away from the formula; the buffer copy does not move.
     2. Concatenate instead of add: parameters of one Block at width d (added) and 2d (glued on),
        built on the meta device so only the sizes exist.
-    3. Rotating V: a phrase moved ``shift`` seats; the last token's output with q, k rotated (as
-       RoPE does) and with v rotated too.
+    3. Rotating V: a phrase moved ``shift`` seats; the largest change of the attention block's output
+       with q, k rotated (as RoPE does) and with v rotated too.
     """
     _int("steps", steps)
     _int("concat_d_model", d_model)
     _int("shift", shift)
-    # 1
-    small = 32
-    config = ModelConfig(scheme="sinusoidal", vocab_size=256, d_model=small, n_layers=1, n_heads=4, max_len=32)
-    tokens = torch.tensor([list(b"the dog bit the man")])  # (1, 19) bytes
-    exact = sinusoidal_table(32, small)
-    drift = {}
-    for label, scheme in (
-        ("buffer", SinusoidalPositionalEncoding(small, max_len=32)),
-        ("parameter", _TableAsParameter(small, 32)),
-    ):
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            model = TinyLM(config, scheme=scheme)
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-        for _ in range(steps):
-            logits = model(tokens[:, :-1])  # (1, 18, 256)
-            loss = F.cross_entropy(logits.reshape(-1, 256), tokens[:, 1:].reshape(-1))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        table = scheme.pe.detach()[:32].float()
-        drift[label] = {
-            "largest_change": float((table - exact).abs().max()),
-            "trainable": sum(p.numel() for p in scheme.parameters() if p.requires_grad),
-        }
-    # 2
-    with torch.device("meta"):
-        added = sum(p.numel() for p in Block(d_model, 8).parameters())
-        glued = sum(p.numel() for p in Block(2 * d_model, 8).parameters())
-    # 3
-    seq, head_dim = 6, 8
-    g = torch.Generator().manual_seed(7)
-    q, k, v = (torch.randn(1, 1, seq, head_dim, generator=g, dtype=torch.float64) for _ in range(3))
-    inv_freq = rope_inv_freq(head_dim, 10000.0)
-
-    def last_output(start: int, rotate_values: bool) -> torch.Tensor:
-        cos, sin = rope_cos_sin(torch.arange(start, start + seq), inv_freq, dtype=torch.float64)
-        qr, kr = apply_rotary(q, k, cos, sin)
-        vr = apply_rotary(v, v, cos, sin)[0] if rotate_values else v
-        weights = torch.softmax(qr @ kr.transpose(-1, -2) / math.sqrt(head_dim), dim=-1)
-        return (weights @ vr)[0, 0, -1]  # (head_dim,)
-
-    qk_only = float((last_output(0, False) - last_output(shift, False)).abs().max())
-    with_v = float((last_output(0, True) - last_output(shift, True)).abs().max())
+    drift = lesson_mistakes.table_drift(steps)
     return {
         "steps": steps,
-        "parameter": drift,
-        "concat": {"d_model": d_model, "added": added, "concatenated": glued, "ratio": glued / added},
-        "values": {
-            "shift": shift,
-            "seq": seq,
-            "qk_only": qk_only,
-            "with_v": with_v,
-            "qk_only_rounding": qk_only <= ROUNDING_LEVEL,
-            "with_v_rounding": with_v <= ROUNDING_LEVEL,
-        },
+        "parameter": {label: drift[label] for label in ("buffer", "parameter")},
+        "concat": lesson_mistakes.block_parameters(d_model),
+        "values": lesson_mistakes.rotated_values_change(shift),
         "rounding_level": ROUNDING_LEVEL,
     }
 
@@ -914,6 +912,73 @@ def big_picture(scheme: str) -> dict:
     }
 
 
+# -- who attends to whom -----------------------------------------------------------------------------
+#: words the attention map draws at most (a grid of words x words)
+ATTENTION_MAX_WORDS = 12
+
+
+@functools.lru_cache(maxsize=8)
+def _lab_model(run: str, scheme: str):
+    """The lab's trained ``scheme`` model of run folder ``run``, or the reason there is none."""
+    from ..lab.export import ExportError, load_run_model
+
+    try:
+        model, _ = load_run_model(Path(run), scheme)
+    except ExportError as err:
+        return None, str(err)
+    return model.double(), None
+
+
+def _lab_attention(model, words: list[str]) -> torch.Tensor:
+    """Word-by-word weights (W, W) of the first layer of a trained byte-level TinyLM (causal, heads
+    averaged): the sentence is read as the bytes of its words joined by spaces, each space counted
+    with the word after it."""
+    data, spans = b"", []
+    for i, word in enumerate(words):
+        start = len(data)
+        data += (b" " if i else b"") + word.encode()
+        spans.append((start, len(data)))
+    idx = torch.tensor([list(data)])  # (1, bytes)
+    pos = torch.arange(idx.shape[1]).unsqueeze(0)
+    with torch.no_grad():
+        x = model.scheme.embed(model.tok(idx).double() * model.embed_scale, pos)  # (1, S, d)
+        block = model.blocks[0]
+        weights = attention_weights(block.attn, block.norm1(x), model.scheme, pos, causal=True)  # (1, H, S, S)
+    return by_word(weights[0].mean(0), spans)
+
+
+def attention_map(text: str, lab_run: Path | None = None) -> dict:
+    """Which word attends to which in ``text``, under every scheme: the weights of one attention
+    layer (heads averaged; row = the word asking, column = the word it attends to; every row sums
+    to 1).
+
+    With ``lab_run`` (a ``posenc lab`` run folder) a scheme the lab trained is read by its trained
+    model's first layer (causal, as it was trained, bytes folded into words); every other scheme by
+    the lesson's fixed untrained block (chapter 1's, no causal mask). Each scheme says which.
+    """
+    words = split_words(text)
+    if len(words) > ATTENTION_MAX_WORDS:
+        raise ValueError(f"text must have at most {ATTENTION_MAX_WORDS} words for the attention map, got {len(words)}")
+    x = torch.stack([word_vector(w, BAG_D_MODEL) for w in words]).unsqueeze(0)  # (1, W, d)
+    pos = torch.arange(len(words)).unsqueeze(0)  # (1, W)
+    block = _block(BAG_D_MODEL, BAG_HEADS)
+    maps: list[dict] = []
+    for name in BAG_SCHEMES:
+        model, why = _lab_model(str(lab_run), name) if lab_run is not None else (None, "no lab run was given")
+        if model is not None:
+            weights = _lab_attention(model, words)
+            source = {"kind": "trained", "text": f"the lab's trained {name} model, first layer, causal"}
+        else:
+            scheme = _scheme(name, BAG_D_MODEL, BAG_HEADS)
+            with torch.no_grad():
+                inner = block.norm1(scheme.embed(x, pos))
+                weights = attention_weights(block.attn, inner, scheme, pos, causal=False)[0].mean(0)  # (W, W)
+            source = {"kind": "untrained", "text": f"the untrained block of chapter 1 ({why})"}
+        maps.append({"scheme": name, "weights": weights.tolist(), "source": source})
+    trained = any(m["source"]["kind"] == "trained" for m in maps)
+    return {"words": words, "maps": maps, "trained": trained}
+
+
 __all__ = [
     "CHAPTERS",
     "LESSON_LIMITS",
@@ -921,12 +986,14 @@ __all__ = [
     "alibi_penalty",
     "bad_ideas",
     "bag_of_tiles",
+    "attention_map",
     "big_picture",
     "chapters",
     "clock_hands",
     "compare",
     "learned_wall",
     "mistakes",
+    "pair_layouts",
     "pytorch_demo",
     "rope_clock",
     "rotate_vector",

@@ -55,15 +55,11 @@ LIMITS: Dict[str, Limit] = {
     "matrix_len": Limit(2, 64, 16, "query and key positions in the matrices"),
     # precision
     "max_position": Limit(2, 2**31, 2**20, "largest position checked"),
-    # wavelengths and scalings
+    # wavelengths and scalings (each scaling's own parameters, factor among them, are defined once by
+    # its registry entry: posenc.rope.registry.scaling_parameters, GET /api/scalings)
     "train_len": Limit(2, 10_000_000, 4096, "context length the model was trained with"),
-    "factor": Limit(1.0, 1024.0, 8.0, "context extension factor"),
     "original_max_position_embeddings": Limit(2, 10_000_000, 8192, "training context of the scaled model"),
     "seq_len": Limit(1, 100_000_000, 32768, "current sequence length (dynamic NTK)"),
-    "beta_fast": Limit(0.01, 1024.0, 32.0, "YaRN: rotations above which a pair is left alone"),
-    "beta_slow": Limit(0.01, 1024.0, 1.0, "YaRN: rotations below which a pair is interpolated"),
-    "low_freq_factor": Limit(0.01, 1024.0, 1.0, "Llama-3: wavelength limit of interpolation"),
-    "high_freq_factor": Limit(0.01, 1024.0, 4.0, "Llama-3: wavelength limit of no change"),
     "max_position_embeddings": Limit(1, 100_000_000, 8192, "positions the config advertises"),
 }
 

@@ -3,7 +3,8 @@
 Every scheme and every RoPE scaling has one colour, and a sign (a value below or above zero) has one
 diverging map, blue for negative and red for positive with white at zero, wherever it is drawn. The
 browser reads the same table from ``static/palette.js``; a test keeps the two equal, and another
-keeps the scaling registry's page colours equal to :data:`SCALING_COLOURS`.
+keeps a colour, here, for every scaling in the registry. Labels and dash patterns of the scalings live
+here too (:func:`scaling_style`): the registry in ``posenc.rope`` holds no UI.
 
 Roles (a query and a key on a clock dial) have colours of their own in :data:`ROLE_COLOURS`.
 """
@@ -31,6 +32,24 @@ SCALING_COLOURS: dict[str, str] = {
     "proportional": "#637939",
 }
 
+#: RoPE scaling -> the name a page prints for it (a type missing here is printed by its rope type)
+SCALING_LABELS: dict[str, str] = {
+    "default": "no scaling",
+    "linear": "linear / PI",
+    "ntk": "NTK-aware",
+    "dynamic": "dynamic NTK",
+    "yarn": "YaRN",
+    "llama3": "Llama 3",
+    "longrope": "LongRoPE",
+    "proportional": "proportional",
+}
+
+#: RoPE scaling -> SVG dash pattern of its curve (absent: solid)
+SCALING_DASHES: dict[str, str] = {"linear": "7 4"}
+
+#: colours for scalings registered outside posenc, handed out in registration order
+EXTRA_COLOURS: tuple[str, ...] = ("#8c6d31", "#843c39", "#7b4173", "#5254a3", "#6b6ecf", "#bd9e39")
+
 #: the two ends of the diverging sign map (white is zero)
 SIGN_COLOURS: dict[str, str] = {"negative": "#2166ac", "positive": "#b2182b"}
 
@@ -53,8 +72,26 @@ def diverging(value: float, span: float = 1.0) -> str:
     return "#" + "".join(f"{c:02x}" for c in mixed)
 
 
+def scaling_style(name: str, extra_index: int = 0) -> dict:
+    """``{"label", "colour", "dash"}`` of a RoPE scaling on a page. A type registered outside posenc
+    is labelled by its name and gets ``EXTRA_COLOURS[extra_index]`` (cycled)."""
+    colour = SCALING_COLOURS.get(name) or EXTRA_COLOURS[extra_index % len(EXTRA_COLOURS)]
+    return {"label": SCALING_LABELS.get(name, name), "colour": colour, "dash": SCALING_DASHES.get(name)}
+
+
 def as_dict() -> dict:
     return {"schemes": SCHEME_COLOURS, "scalings": SCALING_COLOURS, "sign": SIGN_COLOURS, "roles": ROLE_COLOURS}
 
 
-__all__ = ["ROLE_COLOURS", "SCALING_COLOURS", "SCHEME_COLOURS", "SIGN_COLOURS", "as_dict", "diverging"]
+__all__ = [
+    "EXTRA_COLOURS",
+    "ROLE_COLOURS",
+    "SCALING_COLOURS",
+    "SCALING_DASHES",
+    "SCALING_LABELS",
+    "SCHEME_COLOURS",
+    "SIGN_COLOURS",
+    "as_dict",
+    "diverging",
+    "scaling_style",
+]

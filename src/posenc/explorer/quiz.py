@@ -121,27 +121,16 @@ def _relative() -> Evidence:
 
 
 def _qk_only() -> Evidence:
-    from ..rope.apply import apply_rotary
-    from ..rope.tables import rope_cos_sin, rope_inv_freq
+    from ..lesson.mistakes import rotated_values_change
 
-    seq, head_dim, shift = 6, 8, 37
-    g = torch.Generator().manual_seed(7)
-    q, k, v = (torch.randn(1, 1, seq, head_dim, generator=g, dtype=torch.float64) for _ in range(3))
-    inv_freq = rope_inv_freq(head_dim, 10000.0)
-
-    def last_output(start: int, rotate_values: bool) -> torch.Tensor:
-        cos, sin = rope_cos_sin(torch.arange(start, start + seq), inv_freq, dtype=torch.float64)
-        qr, kr = apply_rotary(q, k, cos, sin)
-        vr = apply_rotary(v, v, cos, sin)[0] if rotate_values else v
-        weights = torch.softmax(qr @ kr.transpose(-1, -2) / math.sqrt(head_dim), dim=-1)
-        return (weights @ vr)[0, 0, -1]  # (head_dim,)
-
-    plain = float((last_output(0, False) - last_output(shift, False)).abs().max())
-    rotated = float((last_output(0, True) - last_output(shift, True)).abs().max())
+    shift = 37
+    change = rotated_values_change(shift)
+    seq, plain, rotated = change["seq"], change["qk_only"], change["with_v"]
     return (
         [
-            f"The same {seq} tokens placed at seats 0..{seq - 1} and again at {shift}..{shift + seq - 1}.",
-            f"q and k rotated, v untouched: the last token's output moves by {plain:.1e} (rounding).",
+            f"The same {seq} tokens placed at seats 0..{seq - 1} and again at {shift}..{shift + seq - 1}, "
+            "through posenc's attention block.",
+            f"q and k rotated, v untouched: the output moves by {plain:.1e} (rounding).",
             f"v rotated too: it moves by {rotated:.3f}, the output now depends on where the phrase sits.",
         ],
         {"change_qk_only": plain, "change_with_v": rotated, "shift": shift},

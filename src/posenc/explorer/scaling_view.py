@@ -12,9 +12,11 @@ ramp (``ramp`` in their explorer metadata: YaRN and Llama 3) also split the pair
 (ratio 1), ``divided`` (ratio ``factor``) and ``blended`` (the ramp between). NTK, dynamic NTK and
 LongRoPE slow almost every pair by a different amount, so such counts would say nothing true about them.
 
-The overlays, their colours, labels and sliders come from the scaling registry
-(:mod:`posenc.rope.registry`): every registered type with explorer metadata is an overlay, and
-``GET /api/scalings`` hands the same metadata to the page.
+The overlays and their sliders come from the scaling registry (:mod:`posenc.rope.registry`): every
+registered type with explorer metadata is an overlay, each of its ``Parameter``s is a slider (range,
+step, label), and the requests carry those parameters by name, checked here against the registry
+(:func:`scaling_settings`). ``GET /api/scalings`` hands the same metadata to the page, with the
+colours, labels and dashes of :mod:`posenc.explorer.palette`.
 """
 
 from __future__ import annotations
@@ -25,17 +27,18 @@ import re
 from functools import lru_cache
 from importlib import resources
 from types import SimpleNamespace
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
 from .._checks import check_choice, check_int
 from ..rope.embedding import RotaryEmbedding
-from ..rope.hfconfig import rope_dicts, rotary_kwargs_from_hf, to_hf_dict
+from ..rope.hfconfig import CONFIG_ATTRIBUTES, rope_dicts, rotary_kwargs_from_hf, to_hf_dict
 from ..rope.layout import LAYOUTS
-from ..rope.registry import REGISTRY, ScalingDescriptor, config_fields, explorer_metadata
+from ..rope.registry import REGISTRY, config_fields, explorer_metadata, scaling_parameters
 from ..rope.scaling import DYNAMIC_TYPES, rope_frequencies, scaling_to_dict
 from ..rope.tables import rope_inv_freq
+from .palette import SCALING_COLOURS, scaling_style
 
 TWO_PI = 2 * math.pi
 _RATIO_TOL = 1e-9
@@ -60,9 +63,14 @@ def ramp_methods() -> Tuple[str, ...]:
 
 
 def scalings_metadata() -> List[dict]:
-    """What ``GET /api/scalings`` returns: one entry per registered type (see
-    :meth:`posenc.rope.registry.ScalingDescriptor.metadata`)."""
-    return explorer_metadata()
+    """What ``GET /api/scalings`` returns: one entry per registered type, its registry metadata (see
+    :meth:`posenc.rope.registry.ScalingDescriptor.metadata`: parameters with ranges, flags) with the
+    palette's label, colour and dash."""
+    out, extra = [], 0
+    for entry in explorer_metadata():
+        out.append(entry | scaling_style(entry["name"], extra))
+        extra += entry["name"] not in SCALING_COLOURS
+    return out
 
 
 def __getattr__(name: str):
@@ -74,46 +82,43 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def make_scaling(
-    method: str,
-    *,
-    factor: float,
-    original: int,
-    beta_fast: float,
-    beta_slow: float,
-    low_freq_factor: float,
-    high_freq_factor: float,
-):
-    """The posenc scaling config for ``method`` from the page's settings (``None`` for ``"default"``).
+def scaling_settings(given: Mapping[str, Any]) -> Dict[str, float]:
+    """Every registered scaling parameter's value: ``given`` where it names one, else its default.
 
-    Each config field takes the page setting of the same name (``original`` is
-    ``original_max_position_embeddings``), else the default of the type's explorer parameter, else the
-    dataclass default.
+    ``given`` maps parameter names (:func:`posenc.rope.registry.scaling_parameters`) to numbers or
+    their text (a query string's values). Raises ``ValueError`` naming an unknown name, or a value
+    that is not a finite number inside the parameter's range.
+    """
+    parameters = scaling_parameters()
+    settings = {name: float(p.default) for name, p in parameters.items()}
+    for name, value in given.items():
+        if name not in parameters:
+            raise ValueError(f"unknown parameter {name!r}; the scalings' parameters are {sorted(parameters)}")
+        p = parameters[name]
+        try:
+            number = float(value) if not isinstance(value, bool) else math.nan
+        except (TypeError, ValueError, OverflowError):
+            number = math.nan
+        if not (math.isfinite(number) and p.minimum <= number <= p.maximum):
+            what = "" if p.label == name else f" ({p.label})"
+            raise ValueError(f"{name}{what} must be a number from {p.minimum:g} to {p.maximum:g}, got {value!r}")
+        settings[name] = number
+    return settings
+
+
+def make_scaling(method: str, settings: Mapping[str, float], original: int):
+    """The posenc scaling config for ``method`` (``None`` for ``"default"``) from
+    :func:`scaling_settings`' values and the trained length ``original``.
+
+    Each config field takes the setting of the same name (``original_max_position_embeddings`` is
+    ``original``); fields that are no parameter keep the dataclass default.
     """
     check_choice("method", method, set(config_methods()))
     if method == "default":
         return None
     descriptor = REGISTRY[method]
-    settings = {
-        "factor": factor,
-        "original_max_position_embeddings": original,
-        "beta_fast": beta_fast,
-        "beta_slow": beta_slow,
-        "low_freq_factor": low_freq_factor,
-        "high_freq_factor": high_freq_factor,
-    }
-    return build_config(descriptor, settings)
-
-
-def build_config(descriptor: ScalingDescriptor, settings: Dict[str, float]):
-    """A config of ``descriptor``'s type from named settings (see :func:`make_scaling`)."""
-    defaults = {p.name: p.default for p in descriptor.explorer.parameters} if descriptor.explorer else {}
-    kwargs = {}
-    for f in config_fields(descriptor.config_class):
-        if f.name in settings:
-            kwargs[f.name] = settings[f.name]
-        elif f.name in defaults:
-            kwargs[f.name] = defaults[f.name]
+    named = {**settings, "original_max_position_embeddings": original}
+    kwargs = {f.name: named[f.name] for f in config_fields(descriptor.config_class) if f.name in named}
     return descriptor.config_class(**kwargs)
 
 
@@ -185,35 +190,26 @@ def wavelengths_view(
     train_len: int,
     methods: Sequence[str],
     *,
-    factor: float,
     seq_len: int,
-    beta_fast: float,
-    beta_slow: float,
-    low_freq_factor: float,
-    high_freq_factor: float,
+    settings: Optional[Mapping[str, Any]] = None,
 ) -> dict:
     """Wavelength of every pair, unscaled and under each method in ``methods``.
 
     ``train_len`` is both the marked training context and the scalings'
     ``original_max_position_embeddings``; ``seq_len`` is the current length the length-dependent
-    methods (dynamic NTK) adapt to. ``thresholds`` holds, for the ramp methods, the wavelengths below
+    methods (dynamic NTK) adapt to; ``settings`` are the scalings' parameters (:func:`scaling_settings`,
+    defaults where absent). ``thresholds`` holds, for the ramp methods, the wavelengths below
     which pairs are kept and above which they are divided by the factor.
     """
     check_int("rotary_dim", rotary_dim, minimum=2, even=True)
     default = rope_inv_freq(rotary_dim, base)
     wavelength = (TWO_PI / default).tolist()
+    settings = scaling_settings(settings or {})
+    factor = settings.get("factor")
     overlays, thresholds = {}, {}
     for method in methods:
         descriptor = REGISTRY[method]
-        cfg = make_scaling(
-            method,
-            factor=factor,
-            original=train_len,
-            beta_fast=beta_fast,
-            beta_slow=beta_slow,
-            low_freq_factor=low_freq_factor,
-            high_freq_factor=high_freq_factor,
-        )
+        cfg = make_scaling(method, settings, train_len)
         overlays[method] = _curve(cfg, rotary_dim, base, seq_len if descriptor.length_dependent else None, factor)
         if descriptor.explorer is not None and descriptor.explorer.thresholds is not None:
             thresholds[method] = [float(t) for t in descriptor.explorer.thresholds(cfg)]
@@ -221,8 +217,9 @@ def wavelengths_view(
         "rotary_dim": rotary_dim,
         "base": base,
         "train_len": train_len,
+        "settings": settings,
         "factor": factor,
-        "extended_len": train_len * factor,
+        "extended_len": None if factor is None else train_len * factor,
         "seq_len": seq_len,
         "pairs": list(range(rotary_dim // 2)),
         "default": {"inv_freq": default.tolist(), "wavelength": wavelength},
@@ -346,19 +343,8 @@ def fixture_view(name: str) -> dict:
         if rope_type in DYNAMIC_TYPES:
             curves["at_max_position_embeddings"] = _curve(scaling, rotary_dim, base, longest, used_factor)
     default = rope_inv_freq(rotary_dim, base)
-    rope_fields = {
-        k: config[k]
-        for k in (
-            "rope_theta",
-            "rope_scaling",
-            "rope_parameters",
-            "head_dim",
-            "partial_rotary_factor",
-            "max_position_embeddings",
-            "original_max_position_embeddings",
-        )
-        if k in config
-    }
+    # the fields the reader takes RoPE from (hfconfig's list) and the advertised length
+    rope_fields = {k: config[k] for k in (*CONFIG_ATTRIBUTES, "max_position_embeddings") if k in config}
     return {
         "name": name,
         "model_type": config.get("model_type"),
@@ -387,14 +373,13 @@ def config_view(
     method: str,
     *,
     max_position_embeddings: int,
-    factor: float,
     original: int,
-    beta_fast: float,
-    beta_slow: float,
-    low_freq_factor: float,
-    high_freq_factor: float,
+    settings: Optional[Mapping[str, Any]] = None,
 ) -> dict:
     """The current RoPE settings as posenc arguments and as Hugging Face config fields.
+
+    ``settings`` are the scalings' parameters (:func:`scaling_settings`); ``original`` is the
+    trained length, the scaling's ``original_max_position_embeddings``.
 
     For a type ``transformers`` does not know (its descriptor's ``transformers_equivalent``; static
     NTK, which is exactly a larger base ``base * factor ** (d / (d - 2))``), the Hugging Face dicts
@@ -403,15 +388,7 @@ def config_view(
     """
     check_int("rotary_dim", rotary_dim, minimum=2, maximum=head_dim, even=True)
     check_choice("layout", layout, set(LAYOUTS))
-    scaling = make_scaling(
-        method,
-        factor=factor,
-        original=original,
-        beta_fast=beta_fast,
-        beta_slow=beta_slow,
-        low_freq_factor=low_freq_factor,
-        high_freq_factor=high_freq_factor,
-    )
+    scaling = make_scaling(method, scaling_settings(settings or {}), original)
     # Validate the whole combination with the real module; one cached row keeps it cheap whatever
     # max_position_embeddings says (the number only travels into the config dicts).
     rope = RotaryEmbedding(

@@ -32,6 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="a `posenc lab` run folder whose results.json the lab view shows",
     )
+    parser.add_argument(
+        "--eval-run",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a `posenc eval` output folder whose results.json the eval view shows",
+    )
 
 
 def _allowed_hosts(host: str):
@@ -72,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
     if args.lab_run is not None and not args.lab_run.is_dir():
         print(f"--lab-run {args.lab_run} is not a folder", file=sys.stderr)
         return 2
+    if args.eval_run is not None and not args.eval_run.is_dir():
+        print(f"--eval-run {args.eval_run} is not a folder", file=sys.stderr)
+        return 2
     if args.port and not port_free(args.host, args.port):
         print(
             f"port {args.port} on {args.host} is in use; choose another with --port N (or --port 0 for any free one)",
@@ -82,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: listening on {args.host}, so other machines can reach the console", file=sys.stderr)
     torch.set_num_threads(1)  # every request is a small computation; stay light
 
-    app = create_app(lab_run=args.lab_run, allowed_hosts=_allowed_hosts(args.host))
+    app = create_app(lab_run=args.lab_run, allowed_hosts=_allowed_hosts(args.host), eval_run=args.eval_run)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
     server = uvicorn.Server(config)
 

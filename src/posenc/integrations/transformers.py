@@ -38,7 +38,7 @@ import importlib
 import types
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -48,10 +48,8 @@ from ..rope.embedding import RotaryEmbedding
 from ..rope.hfconfig import ConfigFields, rotary_kwargs_from_hf, unused_rope_keys
 from ..rope.layout import LAYOUTS
 from ..rope.tables import rope_cos_sin
-
-
-class UnsupportedModelError(ValueError):
-    """The model's architecture is not one :func:`patch` knows how to change."""
+from . import discovery
+from .discovery import UnsupportedModelError
 
 
 @dataclass(frozen=True)
@@ -257,6 +255,14 @@ def _code_names(fn: Callable) -> set:
     return set(getattr(getattr(fn, "__code__", None), "co_names", ()))
 
 
+def global_seen_by(fn: Callable, name: str) -> Any:
+    """What ``fn`` (through its ``functools.wraps`` decorators) calls under the global ``name``: the
+    module's function, or the override an :func:`instance_function_override` copy holds instead."""
+    while hasattr(fn, "__wrapped__"):
+        fn = fn.__wrapped__
+    return fn.__globals__[name]
+
+
 # -- the patch ----------------------------------------------------------------------------------------
 class PosencPatch:
     """What :func:`patch` changed in one model; :meth:`undo` (or leaving a ``with`` block) reverts it.
@@ -350,8 +356,9 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
     """Make one ``transformers`` model use posenc's exact tables and fused rotation.
 
     Args:
-        model: a model of a supported family (:func:`supported_model_types`), e.g.
-            ``LlamaForCausalLM`` or ``LlamaModel``, on any device, in any dtype.
+        model: a ``transformers`` model whose attention calls a rotary function (listed in
+            :data:`ARCHITECTURES`, or found from the model's code), e.g. ``LlamaForCausalLM`` or
+            ``LlamaModel``, on any device, in any dtype.
         freeze_frequencies: for ``dynamic`` NTK and LongRoPE configs only: use the frequencies for
             this length (e.g. prompt + new tokens) in every call, so cached keys and new queries are
             rotated alike. ``None`` (default) follows each call's length as ``transformers`` does.
@@ -363,19 +370,15 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
         A :class:`PosencPatch`; call ``.undo()`` or use it as a context manager.
 
     Raises:
-        UnsupportedModelError: the model family is not supported (the message lists those that are),
-            or an ALiBi configuration of a family that is.
+        UnsupportedModelError: the model's rotary code matches nothing posenc can stand in for (the
+            message says what; families outside :data:`ARCHITECTURES` are read from their own code by
+            :mod:`posenc.integrations.discovery`), or an ALiBi configuration of a family that is
+            listed. Nothing in the model is changed then.
         ValueError: the model is already patched, or ``freeze_frequencies`` is given for a rope type
             whose frequencies do not depend on the length.
     """
     config = _config_of(model)
     model_type = config.model_type
-    if model_type not in ARCHITECTURES:
-        raise UnsupportedModelError(
-            f"posenc.integrations.transformers.patch supports model types {supported_model_types()}; got "
-            f"{model_type!r} ({type(model).__name__}). ALiBi families (bloom, mpt) are not patched (see "
-            "docs/transformers.md)"
-        )
     if model_type == "falcon" and getattr(config, "alibi", False):
         raise UnsupportedModelError(
             "this Falcon config uses ALiBi (alibi=True), not rotary embeddings; "
@@ -387,7 +390,10 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
         )
     if layout is not None and layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {sorted(LAYOUTS)} or None, got {layout!r}")
-    arch = ARCHITECTURES[model_type]
+    arch, found = ARCHITECTURES.get(model_type), None
+    if arch is None:  # found from the model's own code, or refused with the reason, before any change
+        found = discovery.discover(model)
+        arch = Architecture(found.module, tuple((f.name, f.layout) for f in found.functions))
     module = importlib.import_module(arch.module)
 
     rotary_class_names = {n for n in dir(module) if n.endswith("RotaryEmbedding")}
@@ -409,6 +415,8 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
         )
 
     rope = _rope_for(model, config, [child for _, _, child in rotary_slots])
+    if found is not None:
+        discovery.check_tables(model, rope, found)
     if freeze_frequencies is not None:
         _check_freezable(rope)
         rope.freeze_frequencies(freeze_frequencies)
@@ -416,6 +424,8 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
     handle = PosencPatch(model, rope, layout)
     make = {"pair": _pair_function, "single": _single_function, "complex": _complex_function}[arch.style]
     overrides = {name: make(layout or own) for name, own in arch.functions}
+    if found is not None:
+        overrides = discovery.stand_ins(found, layout)
     rebuilt: Dict[Callable, Callable] = {}
     try:
         for m in attention:
@@ -426,9 +436,8 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
             m.forward = installed
             handle._attention.append((m, installed))
         for parent, attr, child in rotary_slots:
-            setattr(
-                parent, attr, PosencRotaryTables(rope, sin_first=arch.sin_first, complex_output=arch.style == "complex")
-            )
+            tables = PosencRotaryTables(rope, sin_first=arch.sin_first, complex_output=arch.style == "complex")
+            setattr(parent, attr, tables if found is None else discovery.wrap_tables(found, tables))
             handle._rotary.append((parent, attr, child))
     except Exception:
         handle.undo()

@@ -46,6 +46,15 @@ class _CacheRows(NamedTuple):
     sin: torch.Tensor
 
 
+class _Gathered(NamedTuple):
+    """cos/sin rows looked up for one :class:`Positions`, kept in its memo for every layer of a
+    forward; ``state`` is the :class:`_State` they were read from (a grown cache invalidates them)."""
+
+    state: _State
+    cos: torch.Tensor  # (batch, seq, rotary_dim // 2)
+    sin: torch.Tensor
+
+
 class RotaryEmbedding(PreciseTables, PositionScheme):
     """Rotary position embedding (Su et al. 2021) for queries and keys.
 
@@ -304,12 +313,11 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         (see the class notes).
         """
         pos = as_positions("position_ids", position_ids)
-        memo = pos.memo.get(id(self))
-        state = self._state
-        if memo is not None and memo[0] is state:
-            return memo[1], memo[2]
+        gathered: Optional[_Gathered] = pos.memo.get(id(self))
+        if gathered is not None and gathered.state is self._state:
+            return gathered.cos, gathered.sin
         cos, sin = self._lookup(pos)
-        pos.memo[id(self)] = (self._state, cos, sin)
+        pos.memo[id(self)] = _Gathered(self._state, cos, sin)
         return cos, sin
 
     def _lookup(self, pos: Positions) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -55,7 +55,6 @@ import torch
 Frequencies = Tuple[torch.Tensor, float]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-_COLOUR = re.compile(r"^#[0-9a-fA-F]{6}$")
 #: keys of a rope dict that belong to the whole rotary embedding, not to one scaling
 COMMON_HF_KEYS = frozenset({"rope_type", "type", "rope_theta", "partial_rotary_factor"})
 
@@ -92,30 +91,30 @@ class Parameter:
 
 @dataclass(frozen=True)
 class ExplorerInfo:
-    """What the explorer's wavelength view needs to draw a scaling as an overlay.
+    """The numbers the explorer's wavelength view needs to draw a scaling as an overlay.
+
+    Names, colours and dash patterns are the page's business (:mod:`posenc.explorer.palette`); these
+    are facts about the scaling.
 
     Attributes:
-        label: the checkbox text.
-        colour: ``"#rrggbb"``.
-        parameters: the config fields the page offers as sliders (shared by name between types).
-        shown: checked when the page opens.
+        parameters: the config fields a reader may vary, each with its range, step and label (the
+            explorer makes one slider per name; a name shared by two types is one slider, so both must
+            define it alike, which :func:`register_scaling` checks).
+        shown: drawn when the page opens.
         ramp: the rule is "keep, ramp, divide by factor", so pairs split three ways (YaRN, Llama 3).
-        dash: SVG dash pattern of the curve (``None``: solid).
         thresholds: ``config -> (keep_below, divide_above)`` wavelengths bounding the ramp, if any.
     """
 
-    label: str
-    colour: str
     parameters: Tuple[Parameter, ...] = ()
     shown: bool = False
     ramp: bool = False
-    dash: Optional[str] = None
     thresholds: Optional[Callable[[Any], Tuple[float, float]]] = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.colour, str) or not _COLOUR.match(self.colour):
-            raise ValueError(f"ExplorerInfo colour must be '#rrggbb', got {self.colour!r}")
-        object.__setattr__(self, "parameters", tuple(self.parameters))
+        parameters = tuple(self.parameters)
+        if not all(isinstance(p, Parameter) for p in parameters):
+            raise ValueError(f"ExplorerInfo parameters must be Parameter instances, got {parameters!r}")
+        object.__setattr__(self, "parameters", parameters)
 
 
 # -- Hugging Face reading context ----------------------------------------------------------------------
@@ -335,16 +334,13 @@ class ScalingDescriptor:
         return config_to_fields(config, skip=(self.rotary_fraction_field,)), {}
 
     def metadata(self) -> Dict[str, Any]:
-        """JSON-ready explorer metadata (``None`` values kept, so every type has the same keys)."""
+        """JSON-ready explorer metadata (every type has the same keys)."""
         info = self.explorer
         return {
             "name": self.name,
-            "label": info.label if info else self.name,
-            "colour": info.colour if info else None,
             "overlay": info is not None,
             "shown": bool(info and info.shown),
             "ramp": bool(info and info.ramp),
-            "dash": info.dash if info else None,
             "parameters": [p.as_dict() for p in info.parameters] if info else [],
             "length_dependent": self.length_dependent,
             "in_transformers": self.in_transformers,
@@ -405,7 +401,18 @@ def register_scaling(descriptor: ScalingDescriptor, *, builtin: bool = False) ->
         raise ValueError(
             f"{name!r}: rotary_fraction_field {descriptor.rotary_fraction_field!r} is not a field of {cls.__name__}"
         )
+    own = descriptor.explorer.parameters if descriptor.explorer is not None else ()
+    for parameter in own:
+        if parameter.name not in field_names:
+            raise ValueError(f"{name!r}: explorer parameter {parameter.name!r} is not a field of {cls.__name__}")
     with _LOCK:
+        shared = scaling_parameters()
+        for parameter in own:
+            if parameter.name in shared and shared[parameter.name] != parameter:
+                raise ValueError(
+                    f"{name!r}: parameter {parameter!r} differs from the registered {shared[parameter.name]!r}; "
+                    "a name shared by two scalings is one slider, so define it alike"
+                )
         taken = set(REGISTRY) | set(ALIASES)
         for spelling in (name, *descriptor.aliases):
             if not isinstance(spelling, str) or not _NAME.match(spelling):
@@ -464,11 +471,6 @@ def descriptor_of(config: Any) -> ScalingDescriptor:
     return desc
 
 
-def descriptors() -> List[ScalingDescriptor]:
-    """Every registered descriptor, in registration order."""
-    return list(REGISTRY.values())
-
-
 def softmax_scale(config: Any) -> float:
     """What the attention must multiply ``1/sqrt(d)`` by for ``config`` (1 for most types)."""
     return float(descriptor_of(config).softmax_scale(config))
@@ -482,6 +484,16 @@ def is_length_dependent(config: Any) -> bool:
 def lab_methods() -> Tuple[str, ...]:
     """The rope types ``posenc lab`` can extend a model with, in registration order."""
     return tuple(d.name for d in REGISTRY.values() if d.lab_default is not None)
+
+
+def scaling_parameters() -> Dict[str, Parameter]:
+    """Every registered type's explorer parameters by name, in registration order (a name shared by
+    several types appears once: registration keeps their definitions equal)."""
+    out: Dict[str, Parameter] = {}
+    for descriptor in list(REGISTRY.values()):
+        for parameter in descriptor.explorer.parameters if descriptor.explorer is not None else ():
+            out.setdefault(parameter.name, parameter)
+    return out
 
 
 def explorer_metadata() -> List[Dict[str, Any]]:

@@ -705,7 +705,7 @@ for _descriptor in (
         _linear,
         summary="`theta_i / s`",
         source="Chen et al. 2023, position interpolation; kaiokendev (SuperHOT)",
-        explorer=ExplorerInfo("linear / PI", "#9467bd", (_FACTOR,), shown=True, dash="7 4"),
+        explorer=ExplorerInfo((_FACTOR,), shown=True),
         lab_default=lambda length, train_len: LinearScaling(length / train_len),
     ),
     ScalingDescriptor(
@@ -716,7 +716,7 @@ for _descriptor in (
         source='bloc97 2023 (r/LocalLLaMA), "NTK-aware scaled RoPE"',
         in_transformers=False,
         transformers_equivalent=_ntk_for_transformers,
-        explorer=ExplorerInfo("NTK-aware", "#2ca02c", (_FACTOR,)),
+        explorer=ExplorerInfo((_FACTOR,)),
         lab_default=lambda length, train_len: NTKScaling(length / train_len),
     ),
     ScalingDescriptor(
@@ -729,7 +729,7 @@ for _descriptor in (
         hf_keys=frozenset({"factor"}),
         hf_read=_dynamic_from_hf,
         hf_write=_dynamic_to_hf,
-        explorer=ExplorerInfo("dynamic NTK", "#17becf", (_FACTOR,)),
+        explorer=ExplorerInfo((_FACTOR,)),
         lab_default=lambda length, train_len: DynamicNTKScaling(LAB_DYNAMIC_FACTOR, train_len),
     ),
     ScalingDescriptor(
@@ -741,8 +741,6 @@ for _descriptor in (
         softmax_scale=yarn_softmax_scale,
         hf_read=_yarn_from_hf,
         explorer=ExplorerInfo(
-            "YaRN",
-            "#ff7f0e",
             (
                 _FACTOR,
                 Parameter("beta_fast", "YaRN β_fast", 2.0, 64.0, 1.0, 32.0),
@@ -762,8 +760,6 @@ for _descriptor in (
         source='Meta 2024, "The Llama 3 Herd of Models", reference `apply_scaling`',
         hf_read=_llama3_from_hf,
         explorer=ExplorerInfo(
-            "Llama 3",
-            "#e377c2",
             (
                 _FACTOR,
                 Parameter("low_freq_factor", "Llama-3 low_freq_factor", 0.5, 4.0, 0.5, 1.0),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from .. import lesson
 from ..limits import Limit
@@ -109,3 +109,13 @@ def mistakes(steps: int = _limit("steps"), d_model: int = _limit("concat_d_model
 @router.get("/big-picture")
 def big_picture(scheme: str = name("rope")):
     return lesson.big_picture(scheme)
+
+
+@router.get("/attention")
+def attention(request: Request, text: str = text("the dog bit the man")):
+    return lesson.attention_map(text, request.app.state.lab_run)
+
+
+@router.get("/pairs")
+def pairs(m: int = _limit("m"), n: int = _limit("n")):
+    return lesson.pair_layouts(m, n)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import inspect
+from typing import Any, Callable, Dict, Optional
 
-from fastapi import Query
+from fastapi import Query, Request
 
 from ..limits import MAX_TEXT_CHARS, MAX_WORD_CHARS, Limit
 
@@ -42,3 +43,21 @@ def word(default: str):
 def name(default: Optional[str] = None, max_length: int = 20):
     """A name chosen from a list the handler checks (a scheme, a method, a layout)."""
     return Query(... if default is None else default, max_length=max_length)
+
+
+def scaling_parameters(request: Request, route: Callable[..., Any]) -> Dict[str, str]:
+    """The query parameters ``route`` does not declare: the scalings' parameters, by name, as given.
+
+    :func:`posenc.explorer.scaling_view.scaling_settings` checks them against the registry, so a
+    scaling registered with a parameter of its own is accepted here without a change. A name given
+    twice is refused.
+    """
+    declared = set(inspect.signature(route).parameters)
+    given: Dict[str, str] = {}
+    for key, value in request.query_params.multi_items():
+        if key in declared:
+            continue
+        if key in given:
+            raise ValueError(f"{key} is given more than once")
+        given[key] = value
+    return given

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 
 from .. import quiz, scaling_view, views
 from ..limits import LIMITS, Limit, as_dict
-from .params import limited, name, text, word
+from .params import limited, name, scaling_parameters, text, word
 
 router = APIRouter()
 
@@ -97,28 +97,22 @@ def scalings():
 
 @router.get("/api/wavelengths")
 def wavelengths(
+    request: Request,
     rotary_dim: int = _limit("rotary_dim"),
     base: float = _limit("base"),
     train_len: int = _limit("train_len"),
     methods: str = Query("", max_length=100, description="comma-separated overlays: " + ",".join(scaling_view.METHODS)),
-    factor: float = _limit("factor"),
     seq_len: int = _limit("seq_len"),
-    beta_fast: float = _limit("beta_fast"),
-    beta_slow: float = _limit("beta_slow"),
-    low_freq_factor: float = _limit("low_freq_factor"),
-    high_freq_factor: float = _limit("high_freq_factor"),
 ):
+    """Any other query parameter is a scaling parameter (``factor``, ``beta_fast``, ...), checked
+    against the registry's definition of it."""
     return scaling_view.wavelengths_view(
         rotary_dim,
         base,
         train_len,
         scaling_view.parse_methods(methods),
-        factor=factor,
         seq_len=seq_len,
-        beta_fast=beta_fast,
-        beta_slow=beta_slow,
-        low_freq_factor=low_freq_factor,
-        high_freq_factor=high_freq_factor,
+        settings=scaling_parameters(request, wavelengths),
     )
 
 
@@ -170,19 +164,16 @@ def quiz_answer(check_id: str, choice: int = limited(Limit(0, 9, 0, "the chosen 
 # -- 9. copy as config ---------------------------------------------------------------------------
 @router.get("/api/config")
 def config(
+    request: Request,
     head_dim: int = _limit("head_dim"),
     rotary_dim: Optional[int] = _limit("rotary_dim", default=None),
     base: float = _limit("base"),
     layout: str = name("half"),
     method: str = name("default"),
     max_position_embeddings: int = _limit("max_position_embeddings"),
-    factor: float = _limit("factor"),
     original_max_position_embeddings: int = _limit("original_max_position_embeddings"),
-    beta_fast: float = _limit("beta_fast"),
-    beta_slow: float = _limit("beta_slow"),
-    low_freq_factor: float = _limit("low_freq_factor"),
-    high_freq_factor: float = _limit("high_freq_factor"),
 ):
+    """Any other query parameter is a scaling parameter, as for ``/api/wavelengths``."""
     return scaling_view.config_view(
         head_dim,
         head_dim if rotary_dim is None else rotary_dim,
@@ -190,10 +181,6 @@ def config(
         layout,
         method,
         max_position_embeddings=max_position_embeddings,
-        factor=factor,
         original=original_max_position_embeddings,
-        beta_fast=beta_fast,
-        beta_slow=beta_slow,
-        low_freq_factor=low_freq_factor,
-        high_freq_factor=high_freq_factor,
+        settings=scaling_parameters(request, config),
     )

@@ -17,6 +17,7 @@ import { setupPrecision } from "./views/precision.js";
 import { setupLab } from "./views/lab.js";
 import { setupQuiz } from "./views/quiz.js";
 import { setupConfig } from "./views/config.js";
+import { setupEval } from "./views/eval.js";
 
 setupGlobal();
 setupFingerprint();
@@ -28,6 +29,7 @@ setupPrecision();
 setupLab();
 setupQuiz();
 setupConfig();
+setupEval();
 setupLesson();
 
 // The hash names what is shown: a chapter of the lesson (the landing page), "workbench", or one of

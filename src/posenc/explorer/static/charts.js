@@ -136,7 +136,7 @@ export function lineChart(container, spec) {
       "clip-path": `url(#${clipId})` }, root);
   });
   const axis = svg("g", { class: "axis" }, root);
-  for (const t of ticks(spec.x.domain, spec.x.log)) {
+  for (const t of spec.x.ticks || ticks(spec.x.domain, spec.x.log)) {  // x.ticks: chosen tick values
     svg("line", { x1: x(t), x2: x(t), y1: m.top, y2: height - m.bottom, class: "grid" }, axis);
     svg("text", { x: x(t), y: height - m.bottom + 16, "text-anchor": "middle" }, axis).textContent = tickLabel(t, spec.x.log);
   }

@@ -13,13 +13,16 @@ export const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "
 
 // -- shared state: the RoPE settings every view uses -------------------------------------------------
 export const rope = { headDim: 16, base: 10000 };
-export const scaling = { trainLen: 8192, factor: 8, seqLen: 32768, betaFast: 32, betaSlow: 1, low: 1, high: 4 };
+// `params` holds one value per parameter of the registered scalings, by its name (factor, beta_fast,
+// ...): the wavelength view makes their sliders from GET /api/scalings, and every request sends them
+// under those names.
+export const scaling = { trainLen: 8192, seqLen: 32768, params: {} };
 // The rotation pair picked on a clock dial; the wavelength and precision views mark it too.
 export const focus = { pair: null };
 
 // -- talking to the server ------------------------------------------------------------------------------
-// The registered RoPE scalings (label, colour, sliders, flags), fetched once: the wavelength and
-// copy-as-config views build their checkboxes, options and colours from it.
+// The registered RoPE scalings (label, colour, parameters with their ranges, flags), fetched once: the
+// wavelength and copy-as-config views build their sliders, checkboxes, options and colours from it.
 let scalingsRequest = null;
 export function scalingTypes() {
   if (!scalingsRequest) {
@@ -89,6 +92,29 @@ export function slider(id, onChange, transform = Number, format = String) {
   input.addEventListener("input", () => { update(); onChange(read()); });
   update();
   return read;
+}
+
+// One slider per scaling parameter, each shared by the types that name it, in `box`; `onChange(name,
+// value)` runs on every move. Sets scaling.params to the defaults first.
+export function scalingSliders(box, types, onChange) {
+  box.replaceChildren();
+  const seen = new Set();
+  for (const t of types) {
+    for (const p of t.parameters) {
+      if (seen.has(p.name)) continue;
+      seen.add(p.name);
+      const id = `wl-param-${p.name}`;
+      const label = document.createElement("label");
+      label.append(`${p.label} `);
+      const input = Object.assign(document.createElement("input"),
+        { type: "range", id, min: p.minimum, max: p.maximum, step: p.step, value: p.default });
+      input.dataset.param = p.name;
+      const out = Object.assign(document.createElement("output"), { id: `${id}-out` });
+      label.append(input, out);
+      box.append(label);
+      scaling.params[p.name] = slider(id, (v) => { scaling.params[p.name] = v; onChange(p.name, v); })();
+    }
+  }
 }
 
 export const pow2 = (v) => Math.round(2 ** v);

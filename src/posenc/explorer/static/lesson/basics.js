@@ -69,10 +69,10 @@ registerChapter("word-plus-position", () => {
     const holder = $("input-figure"), width = widthOf(holder, 720), rowH = 64, gap = 30;
     const s = root(holder, width, 3 * (rowH + gap) + 50, `word vector plus position vector equals input, ${data.d_model} numbers each`);
     const span = Math.max(...[...data.word_vector, ...data.position_vector, ...data.input].map(Math.abs));
-    const rows = [[data.word_vector, `word “${data.word}” (${data.d_model} numbers, length ${fmt(data.word_norm, 2)})`],
-      [data.position_vector, `+ position of seat ${data.seat} (${data.d_model} numbers, length ${fmt(data.position_norm, 2)})`],
-      [data.input, `= input to the first layer (${data.d_model} numbers)`]];
-    rows.forEach(([values, label], k) => barRow(s, values, { x: 0, y: 18 + k * (rowH + gap), width, height: rowH, span, label }));
+    const rows = [[data.word_vector, `word “${data.word}” (${data.d_model} numbers, length ${fmt(data.word_norm, 2)})`, "word"],
+      [data.position_vector, `+ position of seat ${data.seat} (${data.d_model} numbers, length ${fmt(data.position_norm, 2)})`, "position"],
+      [data.input, `= input to the first layer (${data.d_model} numbers)`, "input"]];
+    rows.forEach(([values, label, row], k) => barRow(s, values, { x: 0, y: 18 + k * (rowH + gap), width, height: rowH, span, label, row }));
     signLegend(s, { x: 0, y: 3 * (rowH + gap) + 4, width: Math.min(160, width - 10), span, label: "bar height and colour",
       format: (v) => fmt(v, 2) });
   };
@@ -115,9 +115,15 @@ registerChapter("bad-ideas", () => {
     svg("line", { x1: x(0), x2: x(1), y1: 40, y2: 40, stroke: INK, "stroke-width": 2 }, s);
     text(s, x(0), 70, "0", { anchor: "middle" });
     text(s, x(1), 70, "1", { anchor: "middle" });
-    data.fractions.forEach((f, i) => {
+    // enough digits to tell two seats apart, and a label only where it clears the one before it
+    const digits = Math.max(2, Math.ceil(-Math.log10(data.step) + 1e-9));
+    let clear = -Infinity;
+    data.fractions.forEach((f) => {
       svg("line", { x1: x(f), x2: x(f), y1: 28, y2: 52, stroke: C.blue, "stroke-width": 2.5, class: "tick-mark" }, s);
-      if (data.fractions.length <= 8 && (i < 4 || data.sentence_len < 20)) text(s, x(f), 20, fmt(f, 2), { anchor: "middle", size: 12 });
+      const label = fmt(f, digits), half = (label.length * 7.2) / 2;
+      if (x(f) - half < clear) return;
+      text(s, x(f), 20, label, { anchor: "middle", size: 12 }).setAttribute("class", "tick-label");
+      clear = x(f) + half + 4;
     });
     text(s, width / 2, 88, `one step = ${fmt(data.step, 4)} (in a 4-word sentence: ${fmt(data.step_4_words, 2)})`,
       { anchor: "middle", size: 12, color: T.vermillion, weight: 700 });

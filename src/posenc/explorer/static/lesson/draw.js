@@ -45,14 +45,14 @@ export function divergingFill(v, span = 1) { return diverging(v, span); }
 
 // A row of vertical bars for one vector, centred on a zero line, each bar coloured by its sign with
 // the page's one sign map (so a colour means the same sign in every chapter). Returns the row's height.
-export function barRow(parent, values, { x, y, width, height = 60, span = null, label = "" }) {
+export function barRow(parent, values, { x, y, width, height = 60, span = null, label = "", row = null }) {
   const top = span || Math.max(1e-12, ...values.map((v) => Math.abs(v)));
   const zero = y + height / 2, w = width / values.length;
   svg("line", { x1: x, x2: x + width, y1: zero, y2: zero, stroke: "#9aa1ad" }, parent);
   values.forEach((v, i) => {
     const h = (Math.abs(v) / top) * (height / 2 - 2);
     svg("rect", { x: x + i * w + 1, y: v >= 0 ? zero - h : zero, width: Math.max(1, w - 2), height: Math.max(0.5, h),
-      fill: v >= 0 ? SIGN_COLOURS.positive : SIGN_COLOURS.negative, class: "bar" }, parent);
+      fill: v >= 0 ? SIGN_COLOURS.positive : SIGN_COLOURS.negative, class: "bar", "data-value": v, "data-row": row }, parent);
   });
   if (label) text(parent, x, y - 4, label, { size: 12, color: INK, weight: 600 });
   return height;

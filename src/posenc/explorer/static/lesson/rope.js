@@ -16,9 +16,10 @@ registerChapter("rope", () => {
   let rot = null, dials = null, order = null, sentence = 0;
   const seat = slider("rot-seat", () => loadRot());
   const theta = slider("rot-theta", () => loadRot());
-  const m = slider("rope-m", () => loadDials());
-  const n = slider("rope-n", () => loadDials());
-  const shift = slider("rope-shift", () => loadDials());
+  const m = slider("rope-m", () => { loadDials(); loadPairs(); });
+  const n = slider("rope-n", () => { loadDials(); loadPairs(); });
+  const shift = slider("rope-shift", () => { loadDials(); loadPairs(); });
+  let pairs = null;
   const orderDeg = slider("order-deg", () => loadOrder());
 
   // the plane with the draggable vector
@@ -202,8 +203,61 @@ registerChapter("rope", () => {
     loadOrder(0);
   });
 
-  loadRot(0); loadDials(0); loadOrder(0);
-  return () => { drawPlane(); drawDials(); drawOrder(); };
+  // the two pair conventions, drawn as arcs over the eight numbers of a head
+  const drawPairs = () => {
+    if (!pairs) return;
+    const holder = $("pairs-figure"), width = widthOf(holder, 640), d = pairs.head_dim;
+    const rowH = 96, s = root(holder, width, 2 * rowH + 8, "which numbers of an 8-wide head are turned together, half-split and interleaved");
+    const box = Math.min(56, (width - 8) / d - 4), gap = ((width - 8) - d * box) / (d - 1);
+    const xOf = (i) => 4 + i * (box + gap) + box / 2;
+    [["half-split (rotate_half): pair i = (x_i, x_i+4)", pairs.pairs_half, "half"],
+      ["interleaved: pair i = (x_2i, x_2i+1)", pairs.pairs_interleaved, "interleaved"]].forEach(([label, list, name], r) => {
+      const y = r * rowH + 18;
+      text(s, 4, y, label, { size: 12, weight: 700 });
+      const pairOf = {};
+      list.forEach(([a, b], p) => { pairOf[a] = p; pairOf[b] = p; });
+      for (let i = 0; i < d; i++) {
+        svg("rect", { x: xOf(i) - box / 2, y: y + 8, width: box, height: 26, rx: 4, fill: "#ffffff", stroke: "#8a8f99" }, s);
+        text(s, xOf(i), y + 26, `x${i}`, { size: 12, anchor: "middle" });
+      }
+      list.forEach(([a, b], p) => {
+        const x1 = xOf(a), x2 = xOf(b), depth = 10 + (Math.abs(b - a) / d) * 34, yb = y + 36;
+        svg("path", { d: `M${x1},${yb} C${x1},${yb + depth} ${x2},${yb + depth} ${x2},${yb}`, fill: "none", stroke: INK,
+          "stroke-width": 1.5, class: `pair-arc ${name}`, "data-a": a, "data-b": b }, s);
+        text(s, (x1 + x2) / 2, yb + depth * 0.75 + 12, `p${p}`, { size: 12, anchor: "middle", color: MUTED });
+      });
+    });
+  };
+  const loadPairs = chapterLoader("rope", async (signal) => {
+    pairs = await api("/api/lesson/pairs", { m: m() + shift(), n: n() + shift() }, signal);
+    drawPairs();
+    const table = $("pairs-table");
+    table.replaceChildren();
+    html("caption", {}, table, `One query and key at seats ${pairs.m} and ${pairs.n}, scored four ways`);
+    const head = html("tr", {}, html("thead", {}, table));
+    for (const h of ["how", "score q′·k′"]) html("th", { scope: "col" }, head, h);
+    const body = html("tbody", {}, table);
+    for (const [how, value, key] of [["half-split, the matrix", pairs.score_half, "half"],
+      ["interleaved, rows reordered", pairs.score_interleaved, "interleaved"],
+      ["complex: Re Σ q′ conj(k′)", pairs.score_complex, "complex"],
+      [`complex, the gap ${pairs.m - pairs.n} alone`, pairs.score_gap_only, "gap"]]) {
+      const tr = html("tr", { "data-way": key, "data-score": value }, body);
+      html("th", { scope: "row" }, tr, how);
+      html("td", { class: "num" }, tr, fmt(value, 9));
+    }
+    stackLabels(table);
+    numbers($("pairs-numbers"), [
+      `half-split pairs: ${pairs.pairs_half.map(([a, b]) => `(x${a}, x${b})`).join(", ")}; interleaved: ` +
+        pairs.pairs_interleaved.map(([a, b]) => `(x${a}, x${b})`).join(", "),
+      `complex product against the matrix turn: largest difference ${fmt(pairs.complex_vs_matrix, 2)} (rounding)`,
+      ...pairs.q_complex.map(([re, im], i) => `pair ${i}: q = ${fmt(re, 3)} ${im < 0 ? "−" : "+"} ${fmt(Math.abs(im), 3)}i, ` +
+        `turned by e^(i·${pairs.m}·${fmt(pairs.theta[i], 4)}) → ${fmt(pairs.q_turned_complex[i][0], 3)} ` +
+        `${pairs.q_turned_complex[i][1] < 0 ? "−" : "+"} ${fmt(Math.abs(pairs.q_turned_complex[i][1]), 3)}i`),
+    ]);
+  });
+
+  loadRot(0); loadDials(0); loadOrder(0); loadPairs(0);
+  return () => { drawPlane(); drawDials(); drawOrder(); drawPairs(); };
 });
 
 // -- 8. stretching RoPE ----------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 // Chapters 5-6: sine waves as clock hands, learned tables and the 512 wall.
 
 import { $, api, slider } from "../core.js";
-import { lineChart } from "../charts.js";
+import { heatmap, lineChart } from "../charts.js";
+import { divergingRGB, signLegend } from "../palette.js";
 import { chapterLoader, registerChapter } from "./main.js";
 import { C, T, INK, SERIES, svg, html, fmt, widthOf, root, text, clock, numbers } from "./draw.js";
 
@@ -15,7 +16,7 @@ registerChapter("clock-hands", () => {
     const box = $("clock-dials");
     box.replaceChildren();
     for (const hand of data.hands) {
-      const card = html("div", { class: "dial-card", "data-speed": hand.speed }, box);
+      const card = html("div", { class: "dial-card", "data-speed": hand.speed, "data-angle": hand.angle }, box);
       const s = svg("svg", { viewBox: "0 0 150 150", width: 150, height: 150, class: "lesson-svg", role: "img",
         "aria-label": `${hand.speed} hand, pair ${hand.pair}, at ${fmt(hand.angle_deg_mod_360, 1)} degrees` }, card);
       clock(s, { cx: 75, cy: 75, r: 60, hands: [{ angle: hand.angle, color: colours[hand.speed], length: 0.9 }],
@@ -34,6 +35,7 @@ registerChapter("clock-hands", () => {
       ]),
       vlines: [{ x: Math.min(64, data.seat), label: `seat ${data.seat}`, color: INK }],
     });
+    drawHeat();
     const table = $("clock-fingerprint");
     table.replaceChildren();
     html("caption", {}, table, `Sinusoidal table of width ${data.fingerprint_d_model}, seats 0 to 3`);
@@ -47,6 +49,38 @@ registerChapter("clock-hands", () => {
       html("th", { scope: "row" }, tr, `${row.seat} “${words[row.seat]}”`);
       for (const key of ["fast", "medium", "slow"]) html("td", { class: "num" }, tr, fmt(row[key], 2));
     }
+  };
+  // the whole table as a heatmap at the panel's width: rows are seats 0-64, columns the code's numbers
+  const drawHeat = () => {
+    const holder = $("clock-heat"), rows = data.table.length, cols = data.d_model;
+    const width = widthOf(holder, 720), left = 52, right = 8, top = 22, plotW = width - left - right;
+    const plotH = Math.min(300, rows * 4), legendY = top + plotH + 34, height = legendY + 46;
+    const s = root(holder, width, height, `the sinusoidal table, seats 0 to ${rows - 1}, ${cols} numbers each`);
+    const canvas = document.createElement("canvas");
+    heatmap(canvas, data.table, (v) => divergingRGB(v), { cell: 1 });
+    svg("image", { href: canvas.toDataURL(), x: left, y: top, width: plotW, height: plotH, preserveAspectRatio: "none",
+      style: "image-rendering: pixelated", class: "heat-image" }, s);
+    svg("rect", { x: left, y: top, width: plotW, height: plotH, fill: "none", stroke: "#8a8f99" }, s);
+    const yOf = (seat) => top + ((seat + 0.5) / rows) * plotH, xOf = (col) => left + ((col + 0.5) / cols) * plotW;
+    for (const seat of [0, 16, 32, 48, 64]) text(s, left - 6, yOf(seat) + 4, String(seat), { size: 12, anchor: "end", color: INK });
+    text(s, 0, top - 8, "seat ↓", { size: 12, color: INK });
+    for (const col of [0, cols / 2, cols - 1]) text(s, xOf(col), top + plotH + 16, String(col),
+      { size: 12, anchor: col === 0 ? "start" : col === cols - 1 ? "end" : "middle", color: INK });
+    text(s, left + plotW / 2, top - 8, "column → (fast … slow)", { size: 12, anchor: "middle", color: INK });
+    if (data.seat <= rows - 1) {
+      svg("line", { x1: left - 3, x2: left + plotW + 3, y1: yOf(data.seat), y2: yOf(data.seat), stroke: INK,
+        "stroke-width": 2, class: "seat-marker" }, s);
+    }
+    signLegend(s, { x: left, y: legendY, width: Math.min(180, plotW), span: 1, label: "table value", format: (v) => fmt(v, 0) });
+    // what the picture shows, counted on the very numbers it is drawn from: sign changes down each column
+    const flips = (col) => data.table.slice(1).filter((r, i) => r[col] * data.table[i][col] < 0).length;
+    const first = flips(0), last = flips(cols - 2);
+    holder.dataset.flipsFirst = String(first);
+    holder.dataset.flipsLast = String(last);
+    numbers($("heat-numbers"), [
+      `${rows} seats × ${cols} numbers, every value between ${fmt(Math.min(...data.table.flat()), 3)} and ${fmt(Math.max(...data.table.flat()), 3)}`,
+      `column 0 (the fastest sine) changes sign ${first} times over seats 0 to ${rows - 1}; column ${cols - 2} (the slowest sine) ${last} times`,
+    ]);
   };
   const load = chapterLoader("clock-hands", async (signal) => {
     data = await api("/api/lesson/clock", { seat: seat(), d_model: $("clock-width").value }, signal);
@@ -102,6 +136,11 @@ registerChapter("learned-tables", () => {
       html("p", { class: "verdict" }, result, `${data.tokens} tokens: posenc raised ${data.error_type}:`);
       html("pre", { class: "error-message" }, result, data.error);
     }
+    // the stretched table's answer to the same request, so that stretching shows in the status
+    html("p", { class: `stretched-status ${data.stretched_reads_tokens ? "pass" : "fail"}`, id: "wall-stretched-status",
+      "data-reads": String(data.stretched_reads_tokens) }, result, data.stretched_reads_tokens
+      ? `Stretched to ${data.stretch_to} rows: the table reads all ${data.tokens} tokens (fine-tune before trusting the new rows).`
+      : `Stretched to ${data.stretch_to} rows: still too short for ${data.tokens} tokens; stretch it further.`);
     numbers($("wall-numbers"), [
       `table of ${data.max_len} rows; ${data.tokens} tokens ${data.ok ? "read" : `stop at seat ${data.first_missing}`}`,
       `stretched to ${data.stretch_to} rows: new row j sits at old seat j × ${fmt(data.squeeze, 5)}; ` +

@@ -24,8 +24,7 @@ export function setupConfig() {
     const rotary = Math.max(2, 2 * Math.round((rope.headDim * frac) / 2));
     const d = await api("/api/config", { head_dim: rope.headDim, rotary_dim: rotary, base: rope.base,
       layout: $("cf-layout").value, method: $("cf-method").value, max_position_embeddings: $("cf-max").value,
-      factor: scaling.factor, original_max_position_embeddings: scaling.trainLen, beta_fast: scaling.betaFast,
-      beta_slow: scaling.betaSlow, low_freq_factor: scaling.low, high_freq_factor: scaling.high }, signal);
+      original_max_position_embeddings: scaling.trainLen, ...scaling.params }, signal);
     $("cf-python").textContent = d.python;
     $("cf-hf-new").textContent = JSON.stringify(d.hf_rope_parameters, null, 2);
     $("cf-hf-old").textContent = JSON.stringify(d.hf_rope_scaling, null, 2);

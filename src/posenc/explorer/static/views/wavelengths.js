@@ -3,18 +3,12 @@
 import { extent, fmt, fmtInt, html, lineChart } from "../charts.js";
 import { fitWidth, onResize } from "./workbench.js";
 import { $, COLORS, PALETTE, rope, scaling, focus, api, showError, loader, slider, pow2, escapeText, views, register,
-  scalingTypes } from "../core.js";
+  scalingTypes, scalingSliders } from "../core.js";
 
 export function setupWavelengths() {
   const train = slider("wl-train-log", (v) => { scaling.trainLen = v; changed(); }, pow2, fmtInt);
-  const factor = slider("wl-factor", (v) => { scaling.factor = v; changed(); });
   const seqLen = slider("wl-seq-log", (v) => { scaling.seqLen = v; changed(); }, pow2, fmtInt);
-  const betaFast = slider("wl-beta-fast", (v) => { scaling.betaFast = v; changed(); });
-  const betaSlow = slider("wl-beta-slow", (v) => { scaling.betaSlow = v; changed(); });
-  const low = slider("wl-low", (v) => { scaling.low = v; changed(); });
-  const high = slider("wl-high", (v) => { scaling.high = v; changed(); });
-  Object.assign(scaling, { trainLen: train(), factor: factor(), seqLen: seqLen(), betaFast: betaFast(),
-    betaSlow: betaSlow(), low: low(), high: high() });
+  Object.assign(scaling, { trainLen: train(), seqLen: seqLen() });
   const fixtureSelect = $("wl-fixture");
 
   function changed() {
@@ -23,14 +17,16 @@ export function setupWavelengths() {
   }
 
   // The overlays are the registered scalings with explorer metadata (GET /api/scalings): one checkbox
-  // each, and each curve in the colour and dash the metadata gives.
+  // each, each curve in the colour and dash the metadata gives, and one slider per parameter.
   const types = {};
   const colour = (name) => (types[name] && types[name].colour) || COLORS[name];
   async function buildOverlays() {
     if (Object.keys(types).length) return;
     const box = $("wl-methods");
     for (const label of box.querySelectorAll("label")) label.remove();
-    for (const s of await scalingTypes()) {
+    const all = await scalingTypes();
+    scalingSliders($("wl-params"), all.filter((s) => s.overlay), changed);
+    for (const s of all) {
       types[s.name] = s;
       if (!s.overlay) continue;
       const label = html("label", {}, box);
@@ -52,9 +48,7 @@ export function setupWavelengths() {
       return;
     }
     const d = await api("/api/wavelengths", { rotary_dim: rope.headDim, base: rope.base,
-      train_len: scaling.trainLen, methods: methods().join(","), factor: scaling.factor, seq_len: scaling.seqLen,
-      beta_fast: scaling.betaFast, beta_slow: scaling.betaSlow, low_freq_factor: scaling.low,
-      high_freq_factor: scaling.high }, signal);
+      train_len: scaling.trainLen, methods: methods().join(","), seq_len: scaling.seqLen, ...scaling.params }, signal);
     drawSettings(d);
   });
 
@@ -95,8 +89,10 @@ export function setupWavelengths() {
     const series = [{ name: "no scaling", xs: d.pairs, ys: d.default.wavelength, color: COLORS.default, width: 2.5, points: d.pairs.length <= 32 }];
     const bands = [], hlines = [
       { y: d.train_len, label: `trained context ${fmtInt(d.train_len)}`, color: "#333" },
-      { y: d.extended_len, label: `target ${fmtInt(d.extended_len)} (× ${d.factor})`, color: "#777", dash: "2 3" },
     ];
+    if (d.extended_len !== null) {
+      hlines.push({ y: d.extended_len, label: `target ${fmtInt(d.extended_len)} (× ${d.factor})`, color: "#777", dash: "2 3" });
+    }
     for (const [name, m] of Object.entries(d.methods)) {
       const t = types[name] || {};
       series.push({ name: `${name}${t.length_dependent ? ` at length ${fmtInt(d.seq_len)}` : ""}`, xs: d.pairs, ys: m.wavelength,

@@ -1,0 +1,559 @@
+"""How a ``transformers`` family applies RoPE, found from its own code rather than a table.
+
+:func:`posenc.integrations.transformers.patch` needs two facts about a model family: which
+module-level function its attention ``forward`` calls to rotate q and k, and which pair layout that
+function implements for the cos/sin its rotary module returns. This module finds both from the
+family's code and checks them numerically before anything is changed:
+
+1. **The functions.** The attention modules are the model's modules (from the rotary module's
+   modeling module) whose ``forward`` reads a global name bound to a function of that module. Each
+   such function is called on a small probe (random q and k, random angles) and compared with
+   :func:`posenc.rope.apply.rotate_reference` in both layouts (``"half"``: GPT-NeoX / Llama's
+   ``rotate_half``; ``"interleaved"``: GPT-J / Meta pairs), for each form the rotary module could
+   return its angles in (:data:`FORMS`). A function that rotates the first ``r`` features and passes
+   the rest through (GLM's partial interleaved rotary) matches with ``rotary_dim=r``.
+2. **The tables.** The model's own rotary module is called on positions ``0..15`` and its cos/sin
+   are compared with posenc's tables for the model's config (:func:`check_tables`): base, scaling,
+   attention factor and rotated width all have to agree, or the model is refused.
+
+A family whose attention keeps the usual shape therefore works without a posenc release; a family
+whose code matches nothing is refused with :class:`UnsupportedModelError` saying what did not match,
+before the model is touched.
+
+:func:`rotary_causal_lm_types` and :func:`census` enumerate the installed ``transformers``'
+causal-LM model types whose modeling module defines a rotary embedding, and classify each module
+without building a model; ``python -m posenc.integrations.discovery`` prints that census.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import types
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+from torch import nn
+
+from ..rope.apply import apply_rotary, rotate_reference
+
+#: how a rotary module returns the half-width angles ``theta`` (batch, seq, r/2) as cos/sin:
+#: ``"cat"`` (Llama: ``cat(theta, theta)``), ``"interleave"`` (Cohere: ``repeat_interleave(theta, 2)``),
+#: ``"half"`` (gpt-oss: ``theta`` itself)
+FORMS = ("cat", "interleave", "half")
+LAYOUT_NAMES = ("half", "interleaved")
+
+#: the extra features the probe appends to check that a function passes them through unrotated
+_PASS = 4
+_PROBE_SEQ = 6
+_TABLE_POSITIONS = 16
+
+
+class UnsupportedModelError(ValueError):
+    """The model's rotary code matches nothing posenc can stand in for (the message says what)."""
+
+
+def expand(half: torch.Tensor, form: str) -> torch.Tensor:
+    """A half-width table (..., r/2) in the rotary module's ``form`` (see :data:`FORMS`)."""
+    if form == "cat":
+        return torch.cat((half, half), dim=-1)
+    if form == "interleave":
+        return torch.repeat_interleave(half, 2, dim=-1)
+    if form == "half":
+        return half
+    raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+
+
+def halve(full: torch.Tensor, form: str) -> torch.Tensor:
+    """The half-width table inside a rotary module's output of ``form`` (inverse of :func:`expand`)."""
+    if form == "cat":
+        return full[..., : full.shape[-1] // 2]
+    if form == "interleave":
+        return full[..., 0::2]
+    if form == "half":
+        return full
+    raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+
+
+# -- the functions ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RotaryFunction:
+    """A family's rotary function as the probe found it.
+
+    Attributes:
+        name: its global name in the modeling module.
+        arity: ``"pair"`` for ``f(q, k, cos, sin, ...) -> (q, k)``; ``"single"`` for
+            ``f(x, cos, sin, unsqueeze_dim=1) -> x`` (Gemma 3n/4, DeepSeek-V4).
+        form: the cos/sin form it takes (:data:`FORMS`).
+        layout: the pair layout it rotates in (``"half"`` or ``"interleaved"``).
+        sign: ``1``, or ``-1`` for code that rotates by minus the angle (nanochat's ``rotate_half``).
+        deinterleave: the function takes interleaved pairs and returns them in half-split order
+            (DeepSeek-V3's ``apply_rotary_pos_emb_interleave``): posenc's stand-in reorders the
+            rotated features the same way before a half-split rotation.
+    """
+
+    name: str
+    arity: str
+    form: str
+    layout: str
+    sign: int = 1
+    deinterleave: bool = False
+
+    def describe(self) -> str:
+        parts = [self.layout]
+        if self.deinterleave:
+            parts = ["interleaved pairs returned half-split"]
+        if self.sign < 0:
+            parts.append("by minus the angle")
+        return " ".join(parts)
+
+
+#: what a rotary function may do, tried in this order: (layout, sign, deinterleave)
+ROTATIONS = (
+    ("half", 1, False),
+    ("interleaved", 1, False),
+    ("half", 1, True),
+    ("half", -1, False),
+    ("interleaved", -1, False),
+)
+
+#: parameters a function may have after its tensors and cos/sin; posenc's stand-in takes the same
+_EXTRA = {"position_ids": None, "unsqueeze_dim": 1}
+
+
+def _signature_problem(fn: Callable) -> Tuple[Optional[str], str]:
+    """``(problem or None, arity)``: whether ``fn`` has a signature posenc's stand-in can copy."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return "its signature cannot be read", ""
+    names = [p.name for p in params]
+    if len(params) >= 4 and names[2:4] == ["cos", "sin"]:
+        arity, fixed = "pair", 4
+    elif len(params) >= 3 and names[1:3] == ["cos", "sin"]:
+        arity, fixed = "single", 3
+    else:
+        return f"it takes ({', '.join(names)}), not (q, k, cos, sin) or (x, cos, sin)", ""
+    if any(p.kind != p.POSITIONAL_OR_KEYWORD for p in params) or any(p.default is not p.empty for p in params[:fixed]):
+        return "its tensors and cos/sin are not plain required arguments", arity
+    for p in params[fixed:]:
+        if p.name not in _EXTRA or p.default != _EXTRA[p.name]:
+            return f"its parameter {p.name}={p.default!r} is not one posenc's stand-in takes", arity
+    return None, arity
+
+
+def _probe_tensors(width: int, extra: int, seq_first: bool, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    shape = (1, _PROBE_SEQ, 3, width + extra) if seq_first else (1, 3, _PROBE_SEQ, width + extra)
+    q, k = torch.randn(shape, generator=gen), torch.randn(shape, generator=gen)
+    angles = torch.rand(1, _PROBE_SEQ, width // 2, generator=gen) * 6.0 - 3.0
+    return q, k, angles.cos(), angles.sin()
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, tol: float = 1e-4) -> bool:
+    return a.shape == b.shape and bool(((a.double() - b.double()).abs() <= tol * (1 + b.double().abs())).all())
+
+
+def deinterleaved(x: torch.Tensor, width: int) -> torch.Tensor:
+    """``x`` with its first ``width`` features reordered from interleaved pairs to half-split."""
+    return torch.cat((x[..., 0:width:2], x[..., 1:width:2], x[..., width:]), dim=-1)
+
+
+def _reference(x: torch.Tensor, cos, sin, rotation: Tuple[str, int, bool], width: int) -> torch.Tensor:
+    layout, sign, deinterleave = rotation
+    if deinterleave:
+        x = deinterleaved(x, width)
+    return rotate_reference(x, cos, sign * sin, layout=layout, rotary_dim=width)
+
+
+def _matches(fn: Callable, arity: str, form: str, rotation, width: int, takes_unsqueeze: bool) -> bool:
+    # (seq first, extra features, must succeed): the extra features must pass through unchanged if
+    # fn takes them at all; seq-first tensors with unsqueeze_dim=2 if fn has that parameter
+    cases = [(False, 0, True), (False, _PASS, False)] + ([(True, 0, True)] if takes_unsqueeze else [])
+    for seq_first, extra, required in cases:
+        q, k, cos, sin = _probe_tensors(width, extra, seq_first)
+        kwargs = {"unsqueeze_dim": 2} if seq_first else {}
+        tensors = (q, k) if arity == "pair" else (q,)
+        try:
+            with torch.no_grad():
+                out = fn(*(t.clone() for t in tensors), expand(cos, form), expand(sin, form), **kwargs)
+        except Exception:  # a shape this function does not take: the model never calls it so
+            if required:
+                return False
+            continue
+        if arity == "single":
+            out = (out,)
+        if not (isinstance(out, tuple) and len(out) == len(tensors) and all(isinstance(t, torch.Tensor) for t in out)):
+            return False
+        t = (lambda x: x.transpose(1, 2)) if seq_first else (lambda x: x)
+        want = [t(_reference(t(x), cos, sin, rotation, width)) for x in tensors]
+        if not all(_close(got, w) for got, w in zip(out, want)):
+            return False
+    return True
+
+
+def classify_function(
+    fn: Callable, forms: Tuple[str, ...] = FORMS, width: int = 8
+) -> Tuple[Optional[RotaryFunction], str]:
+    """``(RotaryFunction, "")`` for a rotary function posenc can stand in for, or ``(None, why not)``.
+
+    The probe rotates heads-first tensors of ``width`` features (and, if ``fn`` accepts them,
+    ``width + 4`` features whose last 4 must come back unchanged; and seq-first tensors with
+    ``unsqueeze_dim=2`` if ``fn`` has that parameter) and compares with the reference rotation for
+    each of :data:`ROTATIONS`, with cos/sin in each of ``forms``.
+    """
+    problem, arity = _signature_problem(fn)
+    if problem is not None:
+        return None, problem
+    takes_unsqueeze = "unsqueeze_dim" in inspect.signature(fn).parameters
+    for form in forms:
+        for rotation in ROTATIONS:
+            if _matches(fn, arity, form, rotation, width, takes_unsqueeze):
+                layout, sign, deinterleave = rotation
+                return RotaryFunction(fn.__name__, arity, form, layout, sign, deinterleave), ""
+    said = " or ".join(repr(f) for f in forms)
+    return None, f"on a probe with cos/sin in the {said} form it matches no rotation posenc has"
+
+
+def _unwrapped(fn: Callable) -> Callable:
+    while hasattr(fn, "__wrapped__"):
+        fn = fn.__wrapped__
+    return fn
+
+
+def rotary_functions_called(module: types.ModuleType, cls: type) -> List[str]:
+    """Names of ``module``'s own functions that ``cls.forward`` reads as globals and that look rotary."""
+    forward = getattr(cls, "forward", None)
+    if forward is None:
+        return []
+    names = getattr(getattr(_unwrapped(forward), "__code__", None), "co_names", ())
+    found = []
+    for name in names:
+        fn = vars(module).get(name)
+        if inspect.isfunction(fn) and ("rot" in name or "rope" in name):
+            found.append(name)
+    return found
+
+
+# -- the census ------------------------------------------------------------------------------------------
+def _rotary_classes(module: types.ModuleType) -> List[type]:
+    return [
+        c
+        for name, c in vars(module).items()
+        if name.endswith("RotaryEmbedding") and isinstance(c, type) and c.__module__ == module.__name__
+    ]
+
+
+def rotary_causal_lm_types() -> Dict[str, str]:
+    """``model_type -> modeling module name`` for every causal-LM model type of the installed
+    ``transformers`` whose modeling module defines a ``*RotaryEmbedding`` class, sorted by type.
+
+    The causal-LM types are ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``; a type's modeling module is that
+    of its causal-LM class (several types share one, e.g. ``exaone`` runs ``LlamaForCausalLM``).
+    """
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    out: Dict[str, str] = {}
+    for model_type, class_name in sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()):
+        if not isinstance(class_name, str):
+            continue
+        try:
+            module = importlib.import_module(getattr(transformers, class_name).__module__)
+        except Exception:  # a model whose optional dependencies are missing: not importable here
+            continue
+        if _rotary_classes(module):
+            out[model_type] = module.__name__
+    return out
+
+
+@dataclass(frozen=True)
+class ModuleCensus:
+    """What the probe finds in one modeling module, without building a model.
+
+    Attributes:
+        module: the modeling module's name.
+        functions: the llama-style rotary functions its attention classes call.
+        refused: ``(name, why)`` for functions the attention calls that match no rotation.
+    """
+
+    module: str
+    functions: Tuple[RotaryFunction, ...]
+    refused: Tuple[Tuple[str, str], ...]
+
+    @property
+    def kind(self) -> str:
+        """``"llama-style"``, ``"other"`` (calls only functions that match nothing) or ``"none found"``."""
+        if self.functions and not self.refused:
+            return "llama-style"
+        if self.functions or self.refused:
+            return "mixed" if self.functions else "other"
+        return "none found"
+
+
+def census_module(module_name: str) -> ModuleCensus:
+    """Classify the rotary functions that the attention classes of ``module_name`` call."""
+    module = importlib.import_module(module_name)
+    called = set()
+    for cls in vars(module).values():
+        if isinstance(cls, type) and cls.__module__ == module.__name__ and issubclass(cls, nn.Module):
+            called.update(rotary_functions_called(module, cls))
+    found, refused = [], []
+    for name in sorted(called):
+        pair, why = classify_function(vars(module)[name])
+        if pair is not None:
+            found.append(pair)
+        else:
+            refused.append((name, why))
+    return ModuleCensus(module_name, tuple(found), tuple(refused))
+
+
+def census() -> Dict[str, ModuleCensus]:
+    """``model_type -> ModuleCensus`` for :func:`rotary_causal_lm_types`."""
+    cache: Dict[str, ModuleCensus] = {}
+    out = {}
+    for model_type, module_name in rotary_causal_lm_types().items():
+        if module_name not in cache:
+            cache[module_name] = census_module(module_name)
+        out[model_type] = cache[module_name]
+    return out
+
+
+# -- one model ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Discovered:
+    """What :func:`discover` found in one model.
+
+    Attributes:
+        module: its modeling module (the one its rotary modules are defined in).
+        functions: the rotary functions its attention modules call, each with the form and layout
+            the probe found.
+        form: the form the model's rotary modules return cos/sin in.
+        mrope: the rotary module is M-RoPE's (``mrope_section``): three position streams
+            (temporal, height, width). posenc stands in for it on text positions, where the three
+            streams are equal and M-RoPE is 1-D RoPE; see :class:`PosencTextMRopeTables`.
+    """
+
+    module: str
+    functions: Tuple[RotaryFunction, ...]
+    form: str
+    mrope: bool = False
+
+
+def _rotary_children(model: nn.Module) -> List[nn.Module]:
+    return [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
+
+
+def discover(model: nn.Module) -> Discovered:
+    """Find how ``model``'s code applies RoPE; see the module docstring.
+
+    Raises:
+        UnsupportedModelError: no rotary module, rotary modules from more than one modeling module,
+            no attention module calling a function of that module, a called rotary function that
+            matches no rotation, or a rotary module that cannot be called as ``(x, position_ids)``.
+    """
+    name = type(model).__name__
+    rotary = _rotary_children(model)
+    if not rotary:
+        raise UnsupportedModelError(f"found no rotary embedding module (a *RotaryEmbedding) in this {name}")
+    module_names = sorted({type(m).__module__ for m in rotary})
+    if len(module_names) != 1:
+        raise UnsupportedModelError(
+            f"this {name} has rotary embedding modules from {len(module_names)} modeling modules "
+            f"({module_names}); posenc patches models whose rotary code lives in one"
+        )
+    module = importlib.import_module(module_names[0])
+    called = set()
+    for m in model.modules():
+        if type(m).__module__ == module.__name__:
+            called.update(rotary_functions_called(module, type(m)))
+    if not called:
+        raise UnsupportedModelError(
+            f"no attention module of this {name} calls a rotary function of {module.__name__}; its rotary code "
+            "is inside the attention class, where posenc cannot stand in for it"
+        )
+    form, outputs = rotary_output_form(rotary[0])
+    functions = []
+    for fname in sorted(called):
+        function, why = classify_function(vars(module)[fname], forms=(form,))
+        if function is None:
+            raise UnsupportedModelError(
+                f"this {name}'s attention calls {module.__name__}.{fname}, which is not a rotation posenc can "
+                f"stand in for: {why}"
+            )
+        functions.append(function)
+    mrope = any(getattr(m, "mrope_section", None) is not None for m in rotary)
+    return Discovered(module.__name__, tuple(functions), form, mrope)
+
+
+def _call_rotary(rotary: nn.Module, positions: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    buffers = [b for b in rotary.buffers() if b.is_floating_point()]
+    device = buffers[0].device if buffers else torch.device("cpu")
+    x = torch.zeros(1, positions.shape[-1], 1, dtype=torch.float32, device=device)
+    with torch.no_grad():
+        out = rotary(x, positions.to(device))
+    if not (isinstance(out, tuple) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
+        raise UnsupportedModelError(
+            f"{type(rotary).__name__}(x, position_ids) returns {type(out).__name__}, not the (cos, sin) pair "
+            "posenc stands in for"
+        )
+    return out[0].detach().to("cpu", torch.float64), out[1].detach().to("cpu", torch.float64)
+
+
+def rotary_output_form(rotary: nn.Module) -> Tuple[str, Tuple[torch.Tensor, torch.Tensor]]:
+    """``(form, (cos, sin))``: the form of a rotary module's output at positions 0..15 (float64).
+
+    The form is read from the output itself: ``cat`` if its two halves agree, ``interleave`` if its
+    even and odd features do, else ``half`` (a module that returns one entry per frequency).
+    """
+    positions = torch.arange(_TABLE_POSITIONS).unsqueeze(0)
+    try:
+        cos, sin = _call_rotary(rotary, positions)
+    except UnsupportedModelError:
+        raise
+    except Exception as exc:
+        raise UnsupportedModelError(
+            f"{type(rotary).__name__} cannot be called as (x, position_ids): {type(exc).__name__}: {exc}"
+        ) from None
+    width = cos.shape[-1]
+    if width % 2 == 0 and width >= 4:
+        if torch.equal(cos[..., : width // 2], cos[..., width // 2 :]) and torch.equal(
+            sin[..., : width // 2], sin[..., width // 2 :]
+        ):
+            return "cat", (cos, sin)
+        if torch.equal(cos[..., 0::2], cos[..., 1::2]) and torch.equal(sin[..., 0::2], sin[..., 1::2]):
+            return "interleave", (cos, sin)
+    return "half", (cos, sin)
+
+
+def check_tables(model: nn.Module, rope, found: Discovered) -> None:
+    """Refuse unless posenc's tables for ``rope`` equal every rotary module's own, at positions 0..15.
+
+    ``rope`` is the :class:`posenc.RotaryEmbedding` built from the model's config. The tolerance is
+    float32 rounding of angles up to 15 radians (the family's module computes in float32, or in the
+    dtype its ``inv_freq`` buffer was cast to).
+    """
+    positions = torch.arange(_TABLE_POSITIONS).unsqueeze(0)
+    with torch.no_grad():
+        cos_p, sin_p = rope.cos_sin(positions)
+    cos_p, sin_p = cos_p.to("cpu", torch.float64), sin_p.to("cpu", torch.float64)
+    for rotary in _rotary_children(model):
+        form, (cos, sin) = rotary_output_form(rotary)
+        name = type(rotary).__name__
+        if form != found.form:
+            raise UnsupportedModelError(
+                f"{name} returns cos/sin in the {form!r} form, another rotary module in {found.form!r}"
+            )
+        cos, sin = halve(cos, form), halve(sin, form)
+        if cos.shape[-1] != cos_p.shape[-1]:
+            raise UnsupportedModelError(
+                f"{name} rotates {2 * cos.shape[-1]} features per head; posenc reads {2 * cos_p.shape[-1]} from "
+                f"the config ({rope.extra_repr()})"
+            )
+        buffers = [b for b in rotary.buffers() if b.is_floating_point()]
+        eps = torch.finfo(buffers[0].dtype if buffers else torch.float32).eps
+        tol = max(64 * eps * _TABLE_POSITIONS, 1e-5)
+        err = max(float((cos - cos_p).abs().max()), float((sin - sin_p).abs().max()))
+        if not err <= tol:
+            raise UnsupportedModelError(
+                f"{name}'s cos/sin differ from posenc's tables for this config ({rope.extra_repr()}) by {err:.3g} "
+                f"at positions 0..{_TABLE_POSITIONS - 1} (allowed {tol:.1g}): its frequencies or scale come "
+                "from something the config does not say"
+            )
+
+
+class TextPositionsOnly(nn.Module):
+    """Wraps posenc's tables for an M-RoPE model: text positions only.
+
+    M-RoPE (Qwen2-VL and later) gives each frequency band one of three position streams; on text
+    tokens the three are equal and the rotation is 1-D RoPE, which posenc's tables compute exactly.
+    Position ids of shape (3 or 4, batch, seq) whose streams differ (an image or a video in the
+    input) raise ``ValueError`` instead of being rotated wrongly.
+    """
+
+    def __init__(self, tables: nn.Module):
+        super().__init__()
+        self.tables = tables
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor):
+        if position_ids.dim() == 3:
+            first = position_ids[0]
+            if not bool((position_ids == first.unsqueeze(0)).all()):
+                raise ValueError(
+                    "position_ids holds M-RoPE streams that differ (an image or a video in the input); "
+                    "posenc's patch of this model rotates text positions only, where the streams are equal"
+                )
+            position_ids = first
+        return self.tables(x, position_ids)
+
+
+def wrap_tables(found: Discovered, tables: nn.Module) -> nn.Module:
+    """posenc's tables as the model's code calls them (:class:`TextPositionsOnly` for M-RoPE)."""
+    return TextPositionsOnly(tables) if found.mrope else tables
+
+
+# -- posenc's stand-ins ---------------------------------------------------------------------------------
+def _rotate(q, k, cos, sin, unsqueeze_dim, function: RotaryFunction):
+    if unsqueeze_dim == 2:
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+    elif unsqueeze_dim != 1:
+        raise ValueError(f"unsqueeze_dim must be 1 (heads first) or 2 (seq first), got {unsqueeze_dim!r}")
+    width = 2 * cos.shape[-1]
+    if function.deinterleave:
+        q, k = deinterleaved(q, width), deinterleaved(k, width)
+    if function.sign < 0:
+        sin = -sin
+    q, k = apply_rotary(q, k, cos, sin, layout=function.layout, rotary_dim=width)
+    if unsqueeze_dim == 2:
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+    return q, k
+
+
+def stand_in(function: RotaryFunction, original: Callable, layout: Optional[str] = None) -> Callable:
+    """posenc's stand-in for a family's rotary function: the same signature, half-width cos/sin.
+
+    Out of place (the stand-in cannot know what else holds q and k). ``layout`` forces a pair
+    layout (the negative control of :func:`posenc.integrations.transformers.patch`).
+    """
+    if layout is not None:
+        function = RotaryFunction(function.name, function.arity, function.form, layout, function.sign, False)
+    params = inspect.signature(original).parameters
+    if function.arity == "single":
+
+        def posenc_rotate_one(x, cos, sin, unsqueeze_dim=1):
+            return _rotate(x, x[:, :0] if unsqueeze_dim == 1 else x[:, :, :0], cos, sin, unsqueeze_dim, function)[0]
+
+        return posenc_rotate_one
+    if "position_ids" in params:
+
+        def posenc_rotate_pair_p(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+            return _rotate(q, k, cos, sin, unsqueeze_dim, function)
+
+        return posenc_rotate_pair_p
+
+    def posenc_rotate_pair(q, k, cos, sin, unsqueeze_dim=1):
+        return _rotate(q, k, cos, sin, unsqueeze_dim, function)
+
+    return posenc_rotate_pair
+
+
+def stand_ins(found: Discovered, layout: Optional[str] = None) -> Dict[str, Callable]:
+    """``global name -> stand-in`` for every rotary function :func:`discover` found."""
+    module = importlib.import_module(found.module)
+    return {f.name: stand_in(f, vars(module)[f.name], layout) for f in found.functions}
+
+
+def main() -> None:  # pragma: no cover - a report printer
+    rows = census()
+    kinds: Dict[str, int] = {}
+    for model_type, c in rows.items():
+        kinds[c.kind] = kinds.get(c.kind, 0) + 1
+        fns = ", ".join(f"{p.name}[{p.arity}, {p.form} -> {p.describe()}]" for p in c.functions)
+        bad = "; ".join(f"{n}: {why}" for n, why in c.refused)
+        print(f"{model_type:28s} {c.kind:11s} {fns} {bad}")
+    print(f"{len(rows)} causal-LM model types with a rotary embedding: {kinds}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

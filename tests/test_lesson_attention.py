@@ -1,0 +1,113 @@
+"""The attention-map figure's numbers: the layer's own weights, by word, from a trained lab model where
+one exists and from the untrained block otherwise, saying which."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from posenc.explorer import lesson
+from posenc.factory import make_scheme
+from posenc.lesson.attention import attention_weights, by_word
+from posenc.model import CausalSelfAttention
+
+
+@pytest.mark.parametrize("scheme", ["nope", "sinusoidal", "learned", "rope", "alibi"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_the_weights_are_the_ones_the_layer_uses(scheme, causal):
+    """weights @ v, projected out, is the layer's own output: the figure shows what the layer does."""
+    torch.manual_seed(0)
+    d, heads, seq = 16, 4, 7
+    attention = CausalSelfAttention(d, heads).double().eval()
+    sch = make_scheme(scheme, d_model=d, n_heads=heads, max_len=64).double()
+    x = torch.randn(2, seq, d, dtype=torch.float64)
+    pos = torch.arange(3, 3 + seq).unsqueeze(0)
+    with torch.no_grad():
+        w = attention_weights(attention, x, sch, pos, causal=causal)  # (B, H, S, S)
+        v = attention.qkv(x).split(d, -1)[2].view(2, seq, heads, d // heads).transpose(1, 2)
+        mine = attention.out((w @ v).transpose(1, 2).reshape(2, seq, d))
+        theirs = attention(x, sch, pos, causal=causal)
+    torch.testing.assert_close(mine, theirs, rtol=0, atol=1e-12)
+    torch.testing.assert_close(w.sum(-1), torch.ones(2, heads, seq, dtype=torch.float64))
+    if causal:
+        assert float(w.triu(1).abs().max()) == 0.0
+
+
+def test_by_word_folds_tokens_into_words_and_keeps_rows_summing_to_one():
+    w = torch.softmax(torch.randn(6, 6, dtype=torch.float64), -1)
+    words = by_word(w, [(0, 2), (2, 3), (3, 6)])
+    assert words.shape == (3, 3)
+    torch.testing.assert_close(words.sum(-1), torch.ones(3, dtype=torch.float64))
+    assert float(words[1, 2]) == pytest.approx(float(w[2, 3:].sum()))
+    assert float(words[0, 0]) == pytest.approx(float(w[:2, :2].sum(-1).mean()))
+
+
+def test_without_positions_the_two_thes_attend_alike_and_positions_tell_them_apart():
+    """The untrained block: with none, the two "the"s ask the same question and get the same answer;
+    under every other scheme where a word sits changes whom it attends to."""
+    d = lesson.attention_map("the dog bit the man")
+    assert d["words"] == ["the", "dog", "bit", "the", "man"] and d["trained"] is False
+    by_scheme = {m["scheme"]: torch.tensor(m["weights"], dtype=torch.float64) for m in d["maps"]}
+    assert set(by_scheme) == {"nope", "sinusoidal", "learned", "rope", "alibi"}
+    for name, w in by_scheme.items():
+        torch.testing.assert_close(w.sum(-1), torch.ones(5, dtype=torch.float64))
+        gap = float((w[0] - w[3]).abs().max())
+        assert (gap < 1e-12) if name == "nope" else (gap > 1e-3), (name, gap)
+    for m in d["maps"]:
+        assert m["source"]["kind"] == "untrained" and "untrained" in m["source"]["text"]
+
+
+def test_too_many_words_for_the_grid_is_refused_by_name():
+    with pytest.raises(ValueError, match="at most 12 words"):
+        lesson.attention_map(" ".join(["w"] * 13))
+
+
+@pytest.mark.slow
+def test_a_lab_run_is_read_by_its_trained_model_and_the_page_says_which(tmp_path):
+    from posenc.cli import main
+    from posenc.lab.corpus import stdlib_root
+
+    text = tmp_path / "source.py.txt"
+    text.write_text((stdlib_root() / "textwrap.py").read_text(encoding="utf-8"), encoding="utf-8")
+    run = tmp_path / "run"
+    args = [
+        "lab",
+        "--preset",
+        "smoke",
+        "--schemes",
+        "rope",
+        "--no-extension",
+        "--steps",
+        "2",
+        "--checkpoint-every",
+        "2",
+        "--eval-windows",
+        "2",
+        "--retrieval-trials",
+        "1",
+        "--threads",
+        "1",
+        "--no-plots",
+        "--warmup-steps",
+        "1",
+    ]
+    assert main([*args, "--data", str(text), "--out", str(run)]) == 0
+    d = lesson.attention_map("the dog bit the man", run)
+    kinds = {m["scheme"]: m["source"] for m in d["maps"]}
+    assert d["trained"] is True and kinds["rope"]["kind"] == "trained" and "trained rope" in kinds["rope"]["text"]
+    assert kinds["alibi"]["kind"] == "untrained" and "no checkpoint" in kinds["alibi"]["text"]
+    rope = torch.tensor(next(m["weights"] for m in d["maps"] if m["scheme"] == "rope"), dtype=torch.float64)
+    torch.testing.assert_close(rope.sum(-1), torch.ones(5, dtype=torch.float64))
+    assert float(rope.triu(1).abs().max()) == 0.0  # causal, as it was trained
+
+
+def test_the_route_serves_the_map_and_refuses_a_long_sentence_in_words():
+    from fastapi.testclient import TestClient
+
+    from posenc.explorer.app import create_app
+
+    with TestClient(create_app(), base_url="http://127.0.0.1") as client:
+        ok = client.get("/api/lesson/attention", params={"text": "the man bit the dog"})
+        assert ok.status_code == 200 and ok.json()["words"][1] == "man"
+        bad = client.get("/api/lesson/attention", params={"text": " ".join(["w"] * 13)})
+        assert bad.status_code == 422 and "at most 12 words" in bad.text
