@@ -486,3 +486,236 @@ def test_the_refusal_of_unused_keys_names_an_option_that_exists():
         rotary_kwargs_from_hf({"head_dim": 64, "rope_parameters": LEFTOVER_DICTS["default"]})
     assert "strict=False" in str(info.value)
     rotary_kwargs_from_hf({"head_dim": 64, "rope_parameters": LEFTOVER_DICTS["default"]}, strict=False)
+
+
+# -- what users do to patched models ---------------------------------------------------------------------
+def _saved_and_loaded(model, before_loading=lambda: None):
+    import io
+
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    before_loading()
+    return torch.load(buffer, weights_only=False)
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "phi-2", "gpt-j-6b", "deepseek-v2-lite"])
+def test_a_pickled_patched_model_loads_patched(name, monkeypatch):
+    from posenc.integrations.transformers import REBUILT_FORWARDS
+
+    model = tiny.tiny_model(name)
+    ids = ids_for()
+    unpatched = tiny.logits(model, ids)
+    patch(model)
+    patched = tiny.logits(model, ids)
+    # loaded as in a fresh process: the functions are rebuilt from their names
+    loaded = _saved_and_loaded(model, lambda: monkeypatch.setattr(REBUILT_FORWARDS, "_built", {}))
+    handle = patch_of(loaded)
+    assert handle is not None and handle.active and handle.model is loaded
+    assert torch.equal(tiny.logits(loaded, ids), patched)  # posenc's rotation, not transformers'
+    handle.undo()
+    assert torch.equal(tiny.logits(loaded, ids), unpatched)
+    assert not any(isinstance(m, PosencRotaryTables) for m in loaded.modules())
+
+
+@pytest.mark.parametrize("model_type", ["cohere", "glm"])
+def test_a_pickled_model_of_a_family_found_from_its_code_loads_patched(model_type, monkeypatch):
+    from posenc.integrations.transformers import ARCHITECTURES, REBUILT_FORWARDS
+
+    assert model_type not in ARCHITECTURES  # its stand-ins come from discovery
+    model = tiny.tiny_model_of_type(model_type)
+    ids = ids_for()
+    with torch.no_grad():
+        unpatched = model(ids).logits
+        patch(model)
+        patched = model(ids).logits
+        loaded = _saved_and_loaded(model, lambda: monkeypatch.setattr(REBUILT_FORWARDS, "_built", {}))
+        assert patch_of(loaded) is not None
+        assert torch.equal(loaded(ids).logits, patched)
+        patch_of(loaded).undo()
+        assert torch.equal(loaded(ids).logits, unpatched)
+
+
+def test_a_deep_copied_patched_model_is_patched_on_its_own():
+    import copy
+
+    model = tiny.tiny_model("llama-3.1-8b")
+    ids = ids_for()
+    unpatched = tiny.logits(model, ids)
+    with patch(model):
+        patched = tiny.logits(model, ids)
+        twin = copy.deepcopy(model)
+    assert torch.equal(tiny.logits(model, ids), unpatched)
+    assert torch.equal(tiny.logits(twin, ids), patched)
+    patch_of(twin).undo()
+    assert torch.equal(tiny.logits(twin, ids), unpatched)
+
+
+@pytest.mark.parametrize(
+    "casts",
+    [
+        [lambda m: m.half()],
+        [lambda m: m.to(torch.bfloat16), lambda m: m.float()],
+        [lambda m: m.double()],
+    ],
+    ids=["half", "bf16-then-float", "double"],
+)
+def test_undo_after_casts_equals_the_same_casts_unpatched(casts):
+    patched, never = tiny.tiny_model("llama-3.1-8b"), tiny.tiny_model("llama-3.1-8b")
+    handle = patch(patched)
+    for cast in casts:
+        cast(patched)
+        cast(never)
+    handle.undo()
+    buffers, expected = dict(patched.named_buffers()), dict(never.named_buffers())
+    assert buffers.keys() == expected.keys() and buffers
+    for key in expected:
+        assert buffers[key].dtype == expected[key].dtype, key
+        assert torch.equal(buffers[key], expected[key]), key
+    ids = ids_for()
+    with torch.no_grad():
+        assert torch.equal(patched(ids).logits, never(ids).logits)
+
+
+# -- one position rule on every path ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "bad",
+    [[-1, 0, 1, 2], [-1, 0, 1, 40000], [-1, 0, 1, 2**40], [-(2**63), 0, 1, 2], [3, -(2**63), 0, 2**62]],
+    ids=["short", "past-cache", "far", "int64-min", "int64-min-far"],
+)
+def test_negative_positions_are_refused_inside_and_past_the_cache(bad):
+    model = tiny.tiny_model("llama-3.1-8b")
+    with patch(model):
+        with pytest.raises(ValueError, match=r"position_ids must be >= 0, got -\d+ at index"):
+            model.model.rotary_emb(torch.zeros(1), torch.tensor([bad]))
+
+
+def test_positions_past_the_cache_are_exact_and_bounded():
+    from posenc.rope.tables import rope_cos_sin
+
+    model = tiny.tiny_model("llama-3.1-8b")
+    with patch(model) as handle:
+        rope = handle.rope
+        far = torch.tensor([[0, 5, 2**20, 2**40, 2**62]])
+        cos, sin = model.model.rotary_emb(torch.zeros(1), far)
+        inv_freq, factor = rope.frequencies()
+        exact_cos, exact_sin = rope_cos_sin(far, inv_freq, factor)
+        assert torch.equal(cos, exact_cos) and torch.equal(sin, exact_sin)
+        assert rope.cached_length <= rope.cache_limit  # the rope's one cache policy, not a second one
+
+
+# -- dynamic NTK as transformers runs it ---------------------------------------------------------------------
+def test_dynamic_ntk_keeps_the_largest_length_as_transformers_does():
+    """transformers' dynamic rope keeps the frequencies of the largest length seen (and goes back to the
+    trained ones below the trained length): call for call, the patched tables are the same."""
+    model = tiny.tiny_model("llama-dynamic", max_position_embeddings=16)
+    original = model.model.rotary_emb
+    x = torch.zeros(1)
+    with patch(model):
+        tables = model.model.rotary_emb
+        for length in (10, 40, 20, 30, 16, 12, 24, 17):  # grow, shorter, trained, reset, grow again
+            pos = torch.arange(length)[None]
+            expected_cos, expected_sin = original(x, pos)
+            cos, sin = tables(x, pos)
+            half = cos.shape[-1]
+            assert max_diff(cos, expected_cos[..., :half]) < 2e-6, length
+            assert max_diff(sin, expected_sin[..., :half]) < 2e-6, length
+
+
+def test_dynamic_ntk_logits_follow_transformers_call_for_call():
+    model = tiny.tiny_model("llama-dynamic", max_position_embeddings=16)
+    ref = tiny.float64_reference(model)
+    lengths = (12, 40, 20, 12)  # the call at 20 uses length 40's frequencies; 12 resets
+    unpatched = [tiny.logits(model, ids_for(seq=n)) for n in lengths]
+    # float32 noise where every run uses one call's own length (the first two calls)
+    noise = max(max_diff(tiny.logits(ref, ids_for(seq=n)), u) for n, u in zip(lengths[:2], unpatched))
+    fresh = tiny.tiny_model("llama-dynamic", max_position_embeddings=16)  # no lengths seen yet
+    with patch(fresh):
+        patched = [tiny.logits(fresh, ids_for(seq=n)) for n in lengths]
+    for n, a, b in zip(lengths, patched, unpatched):
+        assert max_diff(a, b) <= 4 * noise, (n, max_diff(a, b), noise)
+
+
+# -- nothing the user holds is changed -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "name, projection", [("llama-3.1-8b", "k_proj"), ("falcon", "query_key_value"), ("gpt-j-6b", "k_proj")]
+)
+def test_a_hooked_projection_output_is_not_rotated_in_place(name, projection):
+    model = tiny.tiny_model(name)
+    seen = []
+
+    def keep(module, args, output):
+        seen.append((output, output.clone()))
+
+    layer = next(m for n, m in model.named_modules() if n.endswith(projection))
+    hook = layer.register_forward_hook(keep)
+    try:
+        with patch(model), torch.no_grad():
+            model(ids_for())
+    finally:
+        hook.remove()
+    assert seen
+    for held, copy_at_the_time in seen:
+        assert torch.equal(held, copy_at_the_time)
+
+
+# -- every branch of the rotation ------------------------------------------------------------------------------
+def test_seq_first_rotation_matches_transformers_unsqueeze_dim_2():
+    from transformers.models.llama import modeling_llama
+
+    from posenc.integrations.transformers import STYLES
+
+    model = tiny.tiny_model("llama-3.1-8b")
+    b, s, h, d = 2, 7, 3, model.config.head_dim
+    gen = torch.Generator().manual_seed(5)
+    q, k = torch.randn(b, s, h, d, generator=gen), torch.randn(b, s, 1, d, generator=gen)
+    pos = torch.arange(3, 3 + s)[None]
+    cos, sin = model.model.rotary_emb(q, pos)
+    expected = modeling_llama.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2)
+    with patch(model):
+        half_cos, half_sin = model.model.rotary_emb(q, pos)
+    got = STYLES["pair"]("half")(q, k, half_cos, half_sin, unsqueeze_dim=2)
+    for a, e in zip(got, expected):
+        assert a.shape == e.shape
+        assert max_diff(a, e) < 1e-5
+
+
+def test_a_float64_model_gets_float64_tables():
+    model = tiny.tiny_model("llama-3.1-8b").double()
+    ids, pos = ids_for(), positions(1000)
+    exact = tiny.logits(tiny.float64_reference(model), ids, pos)  # float64 throughout, exact angles
+    with patch(model) as handle:
+        cos, _ = model.model.rotary_emb(torch.zeros(1, dtype=torch.float64), pos)
+        after = tiny.logits(model, ids, pos)
+    assert handle.rope.table_dtype == torch.float64 and cos.dtype == torch.float64
+    assert max_diff(after, exact) < 1e-10  # float32 tables would be ~1e-7 away
+
+
+@pytest.mark.parametrize(
+    "rope",
+    [
+        {"rope_type": "default", "rope_theta": 10000.0},
+        {"rope_type": "linear", "factor": 4.0, "rope_theta": 10000.0},
+        {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0, "original_max_position_embeddings": 64},
+    ],
+    ids=["default", "linear", "yarn"],
+)
+def test_the_replacement_is_built_from_a_config_as_the_family_module_is(rope):
+    """transformers' ``test_model_rope_scaling_frequencies`` builds ``type(model.model.rotary_emb)(config=...)``
+    with one rope dict after another and compares the tables: the replacement builds the same way
+    (keyword or positional config, optional device) and gives the family's own tables."""
+    model = tiny.tiny_model("llama-3.1-8b")
+    config = model.config
+    config.rope_parameters = dict(rope)
+    own = type(model.model.rotary_emb)(config=config)
+    x, pos = torch.zeros(1), torch.arange(0, 300, 7)[None]
+    expected_cos, expected_sin = own(x, pos)
+    with patch(model):
+        cls = type(model.model.rotary_emb)
+        for rebuilt in (cls(config=config), cls(config), cls(config=config, device="cpu")):
+            cos, sin = rebuilt(x, pos)
+            half = cos.shape[-1]
+            assert max_diff(cos, expected_cos[..., :half]) < 1e-4
+            assert max_diff(sin, expected_sin[..., :half]) < 1e-4
+    with pytest.raises(TypeError, match="rope .* or config"):
+        PosencRotaryTables()

@@ -3,8 +3,8 @@
 ``benchmarks/peer/compare.py`` runs transformers' ``test_modeling_<family>.py`` files with and without
 :func:`posenc.integrations.transformers.patch` on every model they build. Each test here is the
 smallest reproduction of a test that passed without the patch and failed with it, on a tiny random
-Llama (the families share the code paths involved). The peer test each one stands for is named in
-its docstring.
+Llama (the families share the code paths involved), kept as a regression test now that it passes.
+The peer test each one stands for is named in its docstring.
 """
 
 from __future__ import annotations
@@ -39,22 +39,11 @@ def tiny_llama(config) -> "transformers.LlamaModel":
     return transformers.LlamaModel(config).eval()
 
 
-#: what is not fixed yet; each test fails on the current code, for the reason given
-OPEN = {
-    "fullgraph": "PosencRotaryTables.forward branches on int(position_ids.max()) + 1, a data-dependent guard",
-    "rebuild": "PosencRotaryTables cannot be built with type(module)(config=config)",
-}
-
 IDS = torch.randint(1, 99, (2, 12), generator=torch.Generator().manual_seed(1))
 
 
-@pytest.mark.xfail(strict=True, reason=OPEN["fullgraph"])
-def test_compile_fullgraph_traces_a_patched_model_as_one_graph():
-    """``test_generate_compile_model_forward_fullgraph``: ``torch.compile(fullgraph=True)`` must trace a
-    patched model as it traces the unpatched one (one graph, no data-dependent branch), same output."""
-    model = tiny_llama(tiny_llama_config())
-    with torch.no_grad():
-        expected = model(IDS).last_hidden_state
+def compiled_graphs(model, *inputs, **kwargs):
+    """(outputs, graphs): ``model`` compiled with ``fullgraph=True``, each input run through it."""
     graphs = []
 
     def count_graphs(gm, example_inputs):
@@ -62,11 +51,38 @@ def test_compile_fullgraph_traces_a_patched_model_as_one_graph():
         return gm.forward
 
     torch._dynamo.reset()
+    try:
+        compiled = torch.compile(model, backend=count_graphs, fullgraph=True)
+        with torch.no_grad():
+            outs = [compiled(ids, position_ids=pos, **kwargs).last_hidden_state for ids, pos in inputs]
+    finally:
+        torch._dynamo.reset()
+    return outs, graphs
+
+
+def test_compile_fullgraph_traces_a_patched_model_as_one_graph():
+    """``test_generate_compile_model_forward_fullgraph``: ``torch.compile(fullgraph=True)`` must trace a
+    patched model as it traces the unpatched one (as many graphs, no data-dependent branch), with the
+    same output, and stay exact at far positions: the rows are formed in the graph, not read from a
+    cache whose size the graph would have to check."""
+    model = tiny_llama(tiny_llama_config())
+    near = torch.arange(12).unsqueeze(0)
+    far = near + 2**33  # past any cache
+    _, unpatched_graphs = compiled_graphs(model, (IDS, near))
     with patch(model), torch.no_grad():
-        out = torch.compile(model, backend=count_graphs, fullgraph=True)(IDS).last_hidden_state
-    torch._dynamo.reset()
-    assert len(graphs) == 1
-    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+        eager = [model(IDS, position_ids=pos).last_hidden_state for pos in (near, far)]
+        got, graphs = compiled_graphs(model, (IDS, near), (IDS, far))
+    assert len(unpatched_graphs) == 1
+    assert len(graphs) == len(unpatched_graphs)
+    for out, expected in zip(got, eager):
+        torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_compiled_patched_model_keeps_the_position_rules():
+    """The rule eager code applies with a read-back (positions >= 0) is an assertion in the graph."""
+    model = tiny_llama(tiny_llama_config())
+    with patch(model), pytest.raises(RuntimeError, match="position_ids must be >= 0"):
+        compiled_graphs(model, (IDS, torch.tensor([[0, 1, 2, -1] * 3])))
 
 
 @pytest.mark.parametrize(
@@ -91,7 +107,6 @@ def test_patch_accepts_rope_dicts_transformers_accepts(rope):
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason=OPEN["rebuild"])
 def test_replaced_rotary_module_can_be_rebuilt_from_a_config():
     """``test_model_rope_scaling_frequencies``: code that finds a model's rotary module and builds
     another of the same class with ``type(module)(config=config)`` must get a working module, one

@@ -485,7 +485,8 @@ def _instrument(model) -> Callable[[], None]:
         if not type(module).__name__.endswith("Attention"):
             continue
         previous = module.__dict__.get("forward")  # the patch's, if patched
-        forward = getattr(previous, "__func__", None) or type(module).forward
+        # the patch installs functools.partial(function, module); a bound method has __func__
+        forward = getattr(previous, "func", None) or getattr(previous, "__func__", None) or type(module).forward
         rotate = global_seen_by(forward, "apply_rotary_pos_emb")
         new = instance_function_override(forward, {"apply_rotary_pos_emb": _labelled(rotate)})
         module.forward = new.__get__(module)

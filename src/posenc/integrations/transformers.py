@@ -4,16 +4,19 @@
 
 1. **Its rotary embedding module(s)** (``model.model.rotary_emb`` and the like) are replaced by a
    :class:`PosencRotaryTables` that wraps a :class:`posenc.RotaryEmbedding` built from the model's
-   config. Per forward it returns the half-width cos/sin rows for the call's ``position_ids``:
-   angles formed and reduced in float64, cos/sin taken in float64 and rounded once, to float32 (to
-   float64 if the model runs in float64). They are *not* cast to the model's dtype: a bf16 model gets
-   float32 tables, and the rotation rounds its result to bf16 once.
+   config. Per forward it returns the half-width cos/sin rows for the call's ``position_ids``, asked
+   of the :class:`~posenc.RotaryEmbedding` (its one cache policy and position rules): angles formed
+   and reduced in float64, cos/sin taken in float64 and rounded once, to float32 (to float64 if the
+   model runs in float64). They are *not* cast to the model's dtype: a bf16 model gets float32
+   tables, and the rotation rounds its result to bf16 once.
 2. **The rotary application in each attention layer.** The attention class's ``forward`` calls a
    module-level function (``apply_rotary_pos_emb`` and relatives). The patched layer gets its own
    ``forward``: the same code object as the class's, run with a copy of the module's globals in which
-   that name points to posenc's :func:`posenc.apply_rotary` (the fused kernel on CPU and CUDA,
-   rotating in place when no autograd graph is being recorded: q and k are fresh projections there).
-   Decorators around ``forward`` are rebuilt around the new function, so they behave as before.
+   that name points to posenc's :func:`posenc.apply_rotary` (the fused kernel on CPU and CUDA, out of
+   place: q and k are views of projection outputs that a hook may hold). Decorators around
+   ``forward`` are rebuilt around the new function, so they behave as before. The layer's
+   ``forward`` is ``functools.partial(function, layer)`` with ``function`` registered by name in
+   :data:`REBUILT_FORWARDS`, so a pickled patched model loads patched.
 
 Scope: **one instance**. The class, the modeling module and every other instance of the same class are
 untouched (nothing global is monkey-patched, unlike Liger-Kernel's ``apply_liger_kernel_to_*``).
@@ -22,12 +25,16 @@ untouched (nothing global is monkey-patched, unlike Liger-Kernel's ``apply_liger
 
 What keeps working: ``generate()`` with the KV cache (cached keys were rotated by the patched layers
 too), left padding and packed sequences (``position_ids`` are honoured row by row), eager and SDPA
-attention, ``torch.compile`` (the table lookup reads ``max(position_ids)`` and costs one graph break;
-the rotation itself is traced as plain torch ops) and autograd (out of place, with posenc's backward).
+attention, ``torch.compile`` with ``fullgraph=True`` (no read-back, no branch on values: the rows are
+formed in the graph; as many graphs as the unpatched model), autograd (with posenc's backward),
+``torch.save``/``torch.load`` and ``copy.deepcopy`` of the patched model, casts (the replaced modules
+are cast too, so :meth:`PosencPatch.undo` gives what the same casts give an unpatched model) and
+``type(rotary_module)(config=...)``.
 
-Frequencies that depend on the length (``dynamic`` NTK, LongRoPE) follow the length of each call, as
-``transformers`` does; ``freeze_frequencies=N`` uses the frequencies for length ``N`` for every call
-instead, so keys in a KV cache and later queries agree (see ``docs/transformers.md``).
+Frequencies that depend on the length (``dynamic`` NTK, LongRoPE) follow ``transformers``: LongRoPE by
+each call's length, dynamic NTK by the largest length seen; ``freeze_frequencies=N`` uses the
+frequencies for length ``N`` for every call instead, so keys in a KV cache and later queries agree
+(see ``docs/transformers.md``).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from __future__ import annotations
 import copy
 import functools
 import importlib
+import threading
 import types
 import warnings
 from dataclasses import dataclass
@@ -43,13 +51,14 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 import torch
 from torch import nn
 
+from .._checks import as_positions, check_positions, is_compiling
 from ..rope.apply import apply_rotary
 from ..rope.embedding import RotaryEmbedding
 from ..rope.hfconfig import ConfigFields, rotary_kwargs_from_hf, unused_rope_keys
 from ..rope.layout import LAYOUTS
-from ..rope.tables import rope_cos_sin
+from ..rope.tables import angles_from_limb_phases, cos_sin_of_angles, limb_phases, rope_cos_sin
 from . import discovery
-from .discovery import UnsupportedModelError
+from .discovery import RotaryFunction, UnsupportedModelError
 
 
 @dataclass(frozen=True)
@@ -112,57 +121,184 @@ class PosencRotaryTables(nn.Module):
     """Stands in for a model's ``*RotaryEmbedding``: exact half-width cos/sin for ``position_ids``.
 
     Args:
-        rope: the :class:`posenc.RotaryEmbedding` built from the model's config.
+        rope: the :class:`posenc.RotaryEmbedding` built from the model's config; or, as the family's
+            own module is built, a ``transformers`` config (``type(model.model.rotary_emb)(config)``
+            gives a working module, as code that rebuilds a model's rotary module expects).
         sin_first: return ``(sin, cos)`` (GPT-J's order) instead of ``(cos, sin)``.
         complex_output: return one complex tensor ``cos + i sin`` (DeepSeek-V2's ``freqs_cis``).
+        config: a ``transformers`` config to build from instead of ``rope`` (``sin_first`` and
+            ``complex_output`` then come from the family).
+        device: where to put the tables (the signature of ``transformers``' rotary modules).
 
     Shape:
         ``forward(x, position_ids)``: x is only used for its device; position_ids (batch, seq) or
         (seq,). Returns two (batch or 1, seq, rotary_dim // 2) tensors in the rope's table dtype
         (float32, or float64 after ``.double()``), whatever the dtype of x.
+
+    Rows. Eager calls ask the rope for rows (:meth:`posenc.RotaryEmbedding.cos_sin`): its cache,
+    bounded in memory, and exact rows computed for just the positions asked for past it, under the
+    position rules of :mod:`posenc._checks` (integer, ``>= 0``) on every path. Under ``torch.compile``
+    nothing is read back: the rows are formed in the graph from the frequencies' limb phases
+    (:func:`posenc.rope.tables.angles_from_limb_phases`), float64 angles exact at any int64 position,
+    with the same rules as assertions in the graph. LongRoPE picks its long or short set in the graph
+    (``torch.where``, as ``transformers`` does); dynamic NTK changes its frequencies with the largest
+    length seen, which needs a value on the host: that call leaves the graph, as ``transformers``' does.
+
+    Length-dependent frequencies follow ``transformers``: LongRoPE by each call's length, dynamic NTK
+    by the largest length seen so far (back to the trained frequencies when a call is shorter than the
+    trained length). ``rope.freeze_frequencies(n)`` fixes one set for every call instead.
     """
 
-    def __init__(self, rope: RotaryEmbedding, sin_first: bool = False, complex_output: bool = False):
+    #: the frequency sets' limb phases, (sets, 3, rotary_dim // 2) float64 (see ``_refresh``)
+    limb_phases: torch.Tensor
+
+    def __init__(
+        self,
+        rope: Union[RotaryEmbedding, object, None] = None,
+        sin_first: bool = False,
+        complex_output: bool = False,
+        *,
+        config: object = None,
+        device: Union[torch.device, str, None] = None,
+    ):
         super().__init__()
-        self.rope = rope
+        if not isinstance(rope, RotaryEmbedding):
+            if rope is not None and config is not None:
+                raise TypeError("give PosencRotaryTables either a RotaryEmbedding or a config, not both")
+            config = rope if rope is not None else config
+            if config is None:
+                raise TypeError(
+                    "PosencRotaryTables needs rope (a posenc RotaryEmbedding) or config (a transformers config)"
+                )
+            rope, sin_first, complex_output = _tables_arguments_from_config(config)
+        self.rope = rope if device is None else rope.to(device=device)
         self.sin_first = sin_first
         self.complex_output = complex_output
+        self.__dict__["_largest_length"] = None  # dynamic NTK: the largest length seen (transformers' rule)
+        self.register_buffer("limb_phases", torch.zeros(0, dtype=torch.float64), persistent=False)
+        self._refresh(self.rope.inv_freq.device)
 
-    #: positions below this are served from the module's growing cache; rows past it are computed
-    #: exactly for just the positions asked for (a 1M-position prompt must not build a 1M-row table)
-    CACHE_LIMIT = 1 << 15
+    def _refresh(self, device: torch.device) -> None:
+        """Limb phases of the frequency sets a compiled graph may pick, for the rope's current state."""
+        rope = self.rope
+        sets = [rope.frequencies()]
+        threshold = _threshold(rope)
+        if rope.is_dynamic and rope.frozen_seq_len is None and not _keeps_largest(rope) and threshold > 0:
+            sets.append(rope.frequencies(threshold + 1))  # LongRoPE's long set
+        phases = torch.stack([limb_phases(inv) for inv, _ in sets])  # (sets, 3, F)
+        self.limb_phases = phases.to(device)
+        self.__dict__["_phase_factors"] = tuple(float(factor) for _, factor in sets)
+        self.__dict__["_phases_for"] = rope.frozen_seq_len
+
+    def _apply(self, fn, *args, **kwargs):
+        # the phases are float64 whatever the cast (a .half() would round them); the module this one
+        # replaced is cast and moved too, so that undo() returns what the same casts give unpatched
+        module = super()._apply(fn, *args, **kwargs)
+        replaced = self.__dict__.get("_replaced")
+        if replaced is not None:
+            replaced._apply(fn, *args, **kwargs)
+        if self.limb_phases.device.type != "meta":
+            self._refresh(self.limb_phases.device)
+        else:
+            self.limb_phases = self.limb_phases.to(torch.float64)
+        return module
 
     def forward(
         self, x: torch.Tensor, position_ids: torch.Tensor
     ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
         if position_ids.dim() == 1:
             position_ids = position_ids.unsqueeze(0)
-        rope = self.rope
-        length = int(position_ids.max()) + 1 if position_ids.numel() else 0  # one host read per forward
-        if length <= max(rope.cached_length, min(rope.max_position_embeddings, self.CACHE_LIMIT)):
-            cos, sin = rope.cos_sin(position_ids)  # (B, S, r/2), float64-derived
+        if is_compiling() and self.__dict__.get("_phases_for") != self.rope.frozen_seq_len:
+            _refresh_outside_the_graph(self)  # frozen or unfrozen since the last call
+        if is_compiling() and not (_keeps_largest(self.rope) and self.rope.frozen_seq_len is None):
+            cos, sin = self._rows_in_graph(position_ids)
+        elif is_compiling():
+            cos, sin = _rows_outside_the_graph(self, position_ids)
         else:
-            inv_freq, attention_factor = rope.frequencies(length)  # float64, for this call's length
-            cos, sin = rope_cos_sin(position_ids.to("cpu"), inv_freq, attention_factor, rope.table_dtype)
+            cos, sin = self._rows(position_ids)
         if cos.device != x.device:
             cos, sin = cos.to(x.device), sin.to(x.device)
         if self.complex_output:
             return torch.complex(cos, sin)  # DeepSeek-V2's freqs_cis
         return (sin, cos) if self.sin_first else (cos, sin)
 
+    def _rows(self, position_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Eager: checked once (one read-back), then the rope's rows, or dynamic NTK at the largest length."""
+        rope = self.rope
+        pos = as_positions("position_ids", position_ids)
+        if self.__dict__.get("_phases_for", None) != rope.frozen_seq_len:
+            self._refresh(self.limb_phases.device)
+        if _keeps_largest(rope) and rope.frozen_seq_len is None and pos.length is not None:
+            length = self._largest(pos.length)
+            if length > _threshold(rope):
+                inv_freq, attention_factor = rope.frequencies(length)
+                ids = pos.ids if pos.ids.device.type in ("cpu", "cuda") else pos.ids.cpu()
+                cos, sin = rope_cos_sin(ids, inv_freq, attention_factor, rope.table_dtype)
+                return cos, sin
+        return rope.cos_sin(pos)
+
+    def _largest(self, length: int) -> int:
+        """``transformers``' dynamic rule: grow to the largest length seen; reset below the trained one."""
+        threshold = _threshold(self.rope)
+        largest: int = self.__dict__["_largest_length"] or threshold
+        if length > largest:
+            largest = length
+        if length < threshold < largest:
+            largest = threshold
+        self.__dict__["_largest_length"] = largest
+        return largest
+
+    def _rows_in_graph(self, position_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Traced: no read-back and no branch on values; exact float64 angles from the limb phases."""
+        ids = check_positions("position_ids", position_ids)  # the rules, as assertions in the graph
+        phases = self.limb_phases.to(ids.device)
+        dtype = self.rope.table_dtype
+        factors = self.__dict__["_phase_factors"]
+        cos, sin = cos_sin_of_angles(angles_from_limb_phases(ids, phases[0]), factors[0], dtype)
+        if len(factors) == 2:  # LongRoPE: the long set past the trained length, chosen in the graph
+            long_cos, long_sin = cos_sin_of_angles(angles_from_limb_phases(ids, phases[1]), factors[1], dtype)
+            past = (ids.max() + 1 > _threshold(self.rope)) if ids.numel() else torch.tensor(False)
+            cos, sin = torch.where(past, long_cos, cos), torch.where(past, long_sin, sin)
+        return cos, sin
+
+    def extra_repr(self) -> str:
+        return f"sin_first={self.sin_first}, complex_output={self.complex_output}"
+
+
+def _keeps_largest(rope: RotaryEmbedding) -> bool:
+    """Dynamic NTK keeps the largest length seen in ``transformers`` (its ``dynamic_rope_update``)."""
+    return rope.is_dynamic and "dynamic" in getattr(rope.scaling, "rope_type", "")
+
+
+def _threshold(rope: RotaryEmbedding) -> int:
+    """The trained length up to which a length-dependent rope uses its length-free frequencies (0: none)."""
+    return int(getattr(rope.scaling, "original_max_position_embeddings", 0) or 0)
+
+
+@torch.compiler.disable
+def _rows_outside_the_graph(tables: PosencRotaryTables, position_ids: torch.Tensor):
+    # dynamic NTK's frequencies depend on a value read back: like transformers' module, leave the graph
+    return tables._rows(position_ids)
+
+
+@torch.compiler.disable
+def _refresh_outside_the_graph(tables: PosencRotaryTables) -> None:
+    tables._refresh(tables.limb_phases.device)
+
+
+def _tables_arguments_from_config(config) -> Tuple[RotaryEmbedding, bool, bool]:
+    """What ``PosencRotaryTables(config=...)`` is built from: the rope as the family's code runs it."""
+    if not hasattr(config, "model_type"):
+        raise TypeError(f"config must be a transformers config (with a model_type), got {type(config).__name__}")
+    arch = ARCHITECTURES.get(config.model_type)  # a family found from its code takes (cos, sin) pairs
+    kwargs, _ = rotary_kwargs_in_code(config)
+    return RotaryEmbedding(**kwargs), bool(arch and arch.sin_first), bool(arch and arch.style == "complex")
+
 
 # -- the rotation -------------------------------------------------------------------------------------
-def _in_place_is_safe(*tensors: torch.Tensor) -> bool:
-    """In place only outside autograd and compilation: q and k are then fresh projection outputs.
-
-    With a graph being recorded an op before the rotation may have saved q or k (or a view of the
-    same projection) for its backward; under ``torch.compile`` functional code traces best.
-    """
-    if torch.compiler.is_compiling():
-        return False
-    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
-
-
+# Out of place, always. q and k arrive as views of the projection outputs (``k_proj``,
+# ``query_key_value``), which a forward hook, an output recorder or a debugger may hold; rotating in
+# place would change the tensor they see. The rotation's own output is the only fresh tensor here.
 def _pair_function(layout: str) -> Callable:
     def posenc_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
         """(B, H, S, D) q and k (or (B, S, H, D) with unsqueeze_dim=2), half-width cos/sin (B|1, S, r/2)."""
@@ -170,9 +306,7 @@ def _pair_function(layout: str) -> Callable:
             q, k = q.transpose(1, 2), k.transpose(1, 2)
         elif unsqueeze_dim != 1:
             raise ValueError(f"unsqueeze_dim must be 1 (heads first) or 2 (seq first), got {unsqueeze_dim!r}")
-        q, k = apply_rotary(
-            q, k, cos, sin, layout=layout, rotary_dim=2 * cos.shape[-1], inplace=_in_place_is_safe(q, k)
-        )
+        q, k = apply_rotary(q, k, cos, sin, layout=layout, rotary_dim=2 * cos.shape[-1])
         if unsqueeze_dim == 2:
             q, k = q.transpose(1, 2), k.transpose(1, 2)
         return q, k
@@ -184,15 +318,7 @@ def _single_function(layout: str) -> Callable:
     def posenc_apply_rotary_pos_emb(x, sin, cos):
         """GPT-J's form: x (B, S, H, rotary_dim), half-width sin/cos (B|1, S, r/2)."""
         heads_first = x.transpose(1, 2)  # (B, H, S, r) view
-        out, _ = apply_rotary(
-            heads_first,
-            heads_first[:, :0],
-            cos,
-            sin,
-            layout=layout,
-            rotary_dim=2 * cos.shape[-1],
-            inplace=_in_place_is_safe(x),
-        )
+        out, _ = apply_rotary(heads_first, heads_first[:, :0], cos, sin, layout=layout, rotary_dim=2 * cos.shape[-1])
         return out.transpose(1, 2)
 
     return posenc_apply_rotary_pos_emb
@@ -203,11 +329,17 @@ def _complex_function(layout: str) -> Callable:
         """DeepSeek-V2's form: xq, xk (B, H, S, r) in interleaved pairs; freqs_cis (B|1, S, r/2) complex."""
         freqs_cis = freqs_cis.to(xq.device)
         cos, sin = freqs_cis.real, freqs_cis.imag
-        return apply_rotary(
-            xq, xk, cos, sin, layout=layout, rotary_dim=2 * cos.shape[-1], inplace=_in_place_is_safe(xq, xk)
-        )
+        return apply_rotary(xq, xk, cos, sin, layout=layout, rotary_dim=2 * cos.shape[-1])
 
     return posenc_apply_rotary_emb
+
+
+#: ``Architecture.style`` -> the function that stands in for the family's rotary function
+STYLES: Dict[str, Callable[[str], Callable]] = {
+    "pair": _pair_function,
+    "single": _single_function,
+    "complex": _complex_function,
+}
 
 
 def instance_function_override(fn: Callable, overrides: Mapping[str, object]) -> Callable:
@@ -263,6 +395,97 @@ def global_seen_by(fn: Callable, name: str) -> Any:
     return fn.__globals__[name]
 
 
+class _RebuiltForwards:
+    """The attention ``forward`` functions :func:`patch` builds, each importable by a name.
+
+    A patched layer's ``forward`` is ``functools.partial(function, layer)``, and ``function`` is
+    registered here as ``REBUILT_FORWARDS.<name>``, the name spelling out how it was made (the
+    class, the rotary functions it overrides, their style and layout). Pickle stores a function by
+    its module and qualified name, so ``torch.save`` of a patched model stores that name and
+    ``torch.load`` rebuilds the same function: the loaded model is patched as the saved one was.
+    (A bound method would pickle as ``getattr(layer, "forward")`` and load as the class's own.)
+    """
+
+    def __init__(self) -> None:
+        self._built: Dict[str, Tuple[Callable, Callable]] = {}  # name -> (class forward, rebuilt)
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def name_for(cls: type, style: str, functions: Tuple[Tuple[str, ...], ...]) -> str:
+        overrides = "+".join(f"{entry[0]}={','.join(entry[1:])}" for entry in functions)
+        return "|".join((cls.__module__.replace(".", ":"), cls.__qualname__.replace(".", ":"), style, overrides))
+
+    def __reduce__(self) -> str:
+        return "REBUILT_FORWARDS"  # pickled by reference: the registry is module state
+
+    def __getattr__(self, name: str) -> Callable:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            module_name, qualname, style, overrides = name.split("|")
+            functions = tuple(
+                (fn, *rest.split(",")) for fn, rest in (item.split("=", 1) for item in overrides.split("+"))
+            )
+            owner: object = importlib.import_module(module_name.replace(":", "."))
+            for part in qualname.split(":"):
+                owner = getattr(owner, part)
+            if style != PROBED and style not in STYLES:
+                raise ValueError(f"unknown style {style!r}")
+        except (ValueError, ImportError, AttributeError) as error:
+            raise AttributeError(
+                f"no posenc attention forward named {name!r} in this environment ({error}); the model was "
+                "patched with another transformers version"
+            ) from error
+        return self.get(owner, style, functions)  # type: ignore[arg-type]
+
+    def get(self, cls: type, style: str, functions: Tuple[Tuple[str, ...], ...]) -> Callable:
+        """``cls.forward`` whose calls to each function named in ``functions`` go to posenc's rotation.
+
+        ``style`` is a key of :data:`STYLES` with ``(name, layout)`` entries, or :data:`PROBED` with
+        ``(name, arity, form, layout, sign, deinterleave)`` entries (what discovery found).
+        """
+        name = self.name_for(cls, style, functions)
+        original = cls.forward  # type: ignore[attr-defined]
+        with self._lock:
+            built = self._built.get(name)
+            if built is not None and built[0] is original:
+                return built[1]
+            function = instance_function_override(original, _stand_ins(cls, style, functions))
+            function.__module__ = __name__
+            function.__qualname__ = f"REBUILT_FORWARDS.{name}"
+            self._built[name] = (original, function)
+            return function
+
+
+#: the style of the functions :mod:`posenc.integrations.discovery` found from a model's code
+PROBED = "probed"
+
+
+def _probed_entry(function: RotaryFunction, layout: Optional[str]) -> Tuple[str, ...]:
+    """A found function as a registry entry (``layout`` forces a pair layout, as in :func:`patch`)."""
+    if layout is not None:
+        function = RotaryFunction(function.name, function.arity, function.form, layout, function.sign, False)
+    f = function
+    return (f.name, f.arity, f.form, f.layout, str(f.sign), "1" if f.deinterleave else "0")
+
+
+def _stand_ins(cls: type, style: str, functions: Tuple[Tuple[str, ...], ...]) -> Dict[str, Callable]:
+    if style == PROBED:
+        module = importlib.import_module(cls.__module__)
+        return {
+            name: discovery.stand_in(
+                RotaryFunction(name, arity, form, layout, int(sign), deinterleave == "1"), vars(module)[name]
+            )
+            for name, arity, form, layout, sign, deinterleave in functions
+        }
+    make = STYLES[style]
+    return {name: make(layout) for name, layout in functions}
+
+
+#: the registry of rebuilt attention forwards (see :class:`_RebuiltForwards`)
+REBUILT_FORWARDS = _RebuiltForwards()
+
+
 # -- the patch ----------------------------------------------------------------------------------------
 class PosencPatch:
     """What :func:`patch` changed in one model; :meth:`undo` (or leaving a ``with`` block) reverts it.
@@ -302,12 +525,20 @@ class PosencPatch:
         """Use the frequencies for length ``seq_len`` in every call (dynamic NTK and LongRoPE only)."""
         _check_freezable(self.rope)
         self.rope.freeze_frequencies(seq_len)
+        self._refresh_tables()
         return self
 
     def unfreeze_frequencies(self) -> "PosencPatch":
         """Back to choosing frequencies by each call's length, as ``transformers`` does."""
         self.rope.unfreeze_frequencies()
+        self._refresh_tables()
         return self
+
+    def _refresh_tables(self) -> None:
+        for parent, attr, _ in self._rotary:
+            for tables in getattr(parent, attr).modules():  # the tables, or a wrapper around them
+                if isinstance(tables, PosencRotaryTables):
+                    tables._refresh(tables.limb_phases.device)
 
     def undo(self) -> None:
         """Put back the original rotary modules and class ``forward`` methods. Idempotent."""
@@ -422,21 +653,19 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
         rope.freeze_frequencies(freeze_frequencies)
 
     handle = PosencPatch(model, rope, layout)
-    make = {"pair": _pair_function, "single": _single_function, "complex": _complex_function}[arch.style]
-    overrides = {name: make(layout or own) for name, own in arch.functions}
-    if found is not None:
-        overrides = discovery.stand_ins(found, layout)
-    rebuilt: Dict[Callable, Callable] = {}
+    functions: Tuple[Tuple[str, ...], ...]
+    if found is None:
+        style, functions = arch.style, tuple((name, layout or own) for name, own in arch.functions)
+    else:
+        style, functions = PROBED, tuple(_probed_entry(f, layout) for f in found.functions)
     try:
         for m in attention:
-            original = type(m).forward
-            if original not in rebuilt:
-                rebuilt[original] = instance_function_override(original, overrides)
-            installed = types.MethodType(rebuilt[original], m)
+            installed = functools.partial(REBUILT_FORWARDS.get(type(m), style, functions), m)
             m.forward = installed
             handle._attention.append((m, installed))
         for parent, attr, child in rotary_slots:
             tables = PosencRotaryTables(rope, sin_first=arch.sin_first, complex_output=arch.style == "complex")
+            tables.__dict__["_replaced"] = child  # cast and moved with the model, for undo()
             setattr(parent, attr, tables if found is None else discovery.wrap_tables(found, tables))
             handle._rotary.append((parent, attr, child))
     except Exception:

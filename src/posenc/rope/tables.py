@@ -63,6 +63,47 @@ def _limb_phases(freqs: Tuple[float, ...]) -> Tuple[Tuple[float, ...], ...]:
     return tuple(phases)
 
 
+def limb_phases(freqs: torch.Tensor) -> torch.Tensor:
+    """``(2**(21 j) * f) mod 2*pi`` for the limbs ``j = 0, 1, 2`` of :func:`angles_mod_2pi`.
+
+    Args:
+        freqs: angular frequencies, shape (F,), any floating dtype (read as float64).
+
+    Returns:
+        float64 tensor of shape (3, F) on the CPU. Computed once per set of frequencies (exact rational
+        arithmetic, cached); :func:`angles_from_limb_phases` then needs only tensor operations, so a
+        module can hold this table and form exact angles inside a ``torch.compile`` graph.
+    """
+    check_tensor("freqs", freqs, ndim=1, floating=True)
+    f64 = freqs.detach().to(device="cpu", dtype=torch.float64)
+    return torch.tensor(_limb_phases(tuple(f64.tolist())), dtype=torch.float64).reshape(_LIMBS, f64.numel())
+
+
+def angles_from_limb_phases(positions: torch.Tensor, phases: torch.Tensor) -> torch.Tensor:
+    """Angles of integer ``positions`` from a :func:`limb_phases` table, reduced to [0, 2*pi), float64.
+
+    Only tensor operations (no read-back, no Python arithmetic on values), so this traces into one
+    ``torch.compile`` graph. ``angle(-m) = -angle(m)`` for negative positions except ``-2**63``, which
+    has no int64 negation; callers apply the position rules (:mod:`posenc._checks`) first.
+
+    Args:
+        positions: integer positions, any shape ``P``.
+        phases: (3, F) float64 on ``positions``' device.
+
+    Returns:
+        float64 tensor of shape (*P, F).
+    """
+    signed = positions.to(torch.int64).unsqueeze(-1)  # (*P, 1)
+    pos = signed.abs()
+    mask = (1 << _LIMB_BITS) - 1
+    angles = (pos & mask).to(torch.float64) * phases[0]
+    for j in range(1, _LIMBS):
+        limb = (pos >> (_LIMB_BITS * j)) & mask
+        angles = angles + limb.to(torch.float64) * phases[j]
+    angles = torch.where(signed < 0, -angles, angles)
+    return torch.remainder(angles, 2 * math.pi)
+
+
 def angles_mod_2pi(positions: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
     """``positions * freqs`` reduced to [0, 2*pi), float64, exact to ~1e-8 rad at any position.
 
@@ -83,16 +124,7 @@ def angles_mod_2pi(positions: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor
         return torch.remainder(angles, 2 * math.pi)
     if device.type == "meta":
         return torch.empty((*positions.shape, f64.numel()), dtype=torch.float64, device=device)
-    phases = torch.tensor(_limb_phases(tuple(f64.tolist())), dtype=torch.float64, device=device)  # (3, F)
-    signed = positions.to(torch.int64).unsqueeze(-1)  # (*P, 1)
-    pos = signed.abs()  # angle(-m) = -angle(m): relative offsets work too
-    mask = (1 << _LIMB_BITS) - 1
-    angles = (pos & mask).to(torch.float64) * phases[0]
-    for j in range(1, _LIMBS):
-        limb = (pos >> (_LIMB_BITS * j)) & mask
-        angles = angles + limb.to(torch.float64) * phases[j]
-    angles = torch.where(signed < 0, -angles, angles)
-    return torch.remainder(angles, 2 * math.pi)
+    return angles_from_limb_phases(positions, limb_phases(f64).to(device))
 
 
 def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
@@ -122,7 +154,14 @@ def rope_cos_sin(
         ``(cos, sin)``, each of shape (*positions.shape, rotary_dim // 2). This is the half-width form:
         one value per rotation pair, used by both layouts.
     """
-    angles = rope_angles(positions, inv_freq)
+    return cos_sin_of_angles(rope_angles(positions, inv_freq), attention_factor, dtype)
+
+
+def cos_sin_of_angles(
+    angles: torch.Tensor, attention_factor: float = 1.0, dtype: torch.dtype = torch.float32
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``(cos(angles) * attention_factor, sin(angles) * attention_factor)`` taken in float64, rounded
+    once to ``dtype``: the last step of :func:`rope_cos_sin`, shared by every path that forms angles."""
     return (angles.cos() * attention_factor).to(dtype), (angles.sin() * attention_factor).to(dtype)
 
 
