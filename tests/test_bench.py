@@ -207,13 +207,13 @@ def test_the_profiler_labels_the_rotation_the_attention_calls_patched_or_not():
     assert global_seen_by(type(attention).forward, "apply_rotary_pos_emb") is module_fn
     patch(model)
     try:
-        patched = attention.__dict__["forward"].__func__
+        patched = attention.__dict__["forward"].func  # the patch installs functools.partial(function, layer)
         ours = global_seen_by(patched, "apply_rotary_pos_emb")
         assert ours is not module_fn and ours.__module__ == "posenc.integrations.transformers"
         restore = _instrument(model)
         labelled = global_seen_by(attention.forward.__func__, "apply_rotary_pos_emb")
         assert labelled.__wrapped__ is ours  # the patch's function, wrapped for the profiler
         restore()
-        assert attention.__dict__["forward"].__func__ is patched
+        assert attention.__dict__["forward"].func is patched
     finally:
         unpatch(model)
