@@ -126,6 +126,20 @@ SMALL_TEXT = """(id) => {
   return small;
 }"""
 
+# Axis tick labels of one chart that run into each other ("6,292,48012,584,960" on a phone).
+TICKS_OVERLAP = """(id) => {
+  const ch = document.getElementById('ch-' + id), hit = [];
+  for (const s of ch.querySelectorAll('svg')) {
+    const boxes = [...s.querySelectorAll('text.tick')].map((t) => [t.textContent, t.getBoundingClientRect()])
+      .filter(([, b]) => b.width > 0);
+    boxes.forEach(([ta, a], i) => boxes.slice(i + 1).forEach(([tb, b]) => {
+      if (a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5)
+        hit.push(ta + ' / ' + tb);
+    }));
+  }
+  return hit;
+}"""
+
 TEXT_ALTERNATIVES = """(id) => {
   const ch = document.getElementById('ch-' + id), missing = [];
   for (const fig of ch.querySelectorAll('figure.lesson-fig')) {
@@ -196,6 +210,9 @@ def test_every_chapter_renders_fits_reacts_and_passes_axe(browser, server, shots
             small = page.evaluate(SMALL_TEXT, chapter)
             if small:
                 failures.append(f"{chapter}: chart text under 11 px: {small[:5]}")
+            crowded = page.evaluate(TICKS_OVERLAP, chapter)
+            if crowded:
+                failures.append(f"{chapter}: axis labels run into each other: {crowded}")
             missing = page.evaluate(TEXT_ALTERNATIVES, chapter)
             if missing:
                 failures.append(f"{chapter}: figures without a text alternative: {missing}")

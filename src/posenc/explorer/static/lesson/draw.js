@@ -130,12 +130,17 @@ export function hbars(holder, items, { label, format = (v) => fmt(v, 4), max = n
   });
   const y0 = items.length * rowH + 4;
   svg("line", { x1: 0, x2: room, y1: y0, y2: y0, stroke: "#8a8f99", class: "axis" }, s);
-  for (const t of [0, 0.5, 1]) {
+  // the middle tick is labelled only where its label clears the two ends (long numbers on a phone)
+  const labels = [0, 0.5, 1].map((t) => `${format(t * top)}${t === 1 && unit ? ` ${unit}` : ""}`);
+  const chars = (k) => labels[k].length * 7.2;
+  const middleFits = room / 2 - chars(1) / 2 > chars(0) + 6 && room / 2 + chars(1) / 2 < room - chars(2) - 6;
+  [0, 0.5, 1].forEach((t, k) => {
     const x = t * room;
     svg("line", { x1: x, x2: x, y1: y0, y2: y0 + 5, stroke: "#8a8f99" }, s);
-    text(s, x, y0 + 18, `${format(t * top)}${t === 1 && unit ? ` ${unit}` : ""}`,
+    if (k === 1 && !middleFits) return;
+    text(s, x, y0 + 18, labels[k],
       { size: 12, anchor: t === 0 ? "start" : t === 1 ? "end" : "middle", color: MUTED }).setAttribute("class", "tick");
-  }
+  });
   return s;
 }
 
