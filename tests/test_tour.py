@@ -798,3 +798,27 @@ def test_cli_refuses_a_file_as_output_folder(tmp_path, capsys):
     target.write_text("x")
     assert cli_main(["tour", "--out", str(target)]) == 2
     assert "--out must be a folder" in capsys.readouterr().out
+
+
+def test_the_lesson_manifest_drives_the_list_and_maps_every_section(capsys):
+    """`posenc tour --list` prints the lesson's chapters from its one manifest, in order, each with the
+    tour sections that tell it; every section tells exactly one chapter, and every name is a section."""
+    from posenc.lesson.manifest import CHAPTERS, chapter_of_section
+
+    names = [s.name for s in tour.SECTIONS]
+    told = [name for chapter in CHAPTERS for name in chapter.tour]
+    assert sorted(told) == sorted(names)  # each section once, and nothing else
+    assert [chapter_of_section(n).tour.index(n) >= 0 for n in names] == [True] * len(names)
+    # in reading order: the tour tells the chapters in the order the lesson has them
+    assert told == names
+    assert cli_main(["tour", "--list"]) == 0
+    out = capsys.readouterr().out
+    places = []
+    for i, chapter in enumerate(CHAPTERS, 1):
+        shown = ", ".join(chapter.tour) if chapter.tour else "in the browser only"
+        match = re.search(
+            rf"^\s*{i}\s+{re.escape(chapter.title)} #{chapter.id} \({re.escape(shown)}\)$", out, re.MULTILINE
+        )
+        assert match, (chapter, out)
+        places.append(match.start())
+    assert places == sorted(places)

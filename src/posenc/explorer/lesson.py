@@ -26,7 +26,6 @@ import inspect
 import io
 import math
 import random
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -38,6 +37,7 @@ from ..factory import SCHEMES, make_scheme
 from ..learned import LearnedPositionalEmbedding, PositionOutOfRangeError
 from ..lesson import mistakes as lesson_mistakes
 from ..lesson.attention import attention_weights, by_word
+from ..lesson.manifest import CHAPTERS
 from ..lesson.stretching import past_training
 from ..model import Block
 from ..rope.apply import apply_rotary
@@ -116,30 +116,8 @@ def limits_dict() -> dict:
 
 
 # -- chapters ------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Chapter:
-    id: str  # the URL hash that names it
-    title: str
-    checks: tuple[str, ...]  # knowledge checks (posenc.explorer.quiz ids) shown inline
-
-
-CHAPTERS: tuple[Chapter, ...] = (
-    Chapter("bag-of-tiles", "A bag of tiles", ("bag-of-words",)),
-    Chapter("word-plus-position", "Word + position = input", ("added",)),
-    Chapter("bad-ideas", "Two ideas that fail", ()),
-    Chapter("three-rules", "The three rules", ()),
-    Chapter("clock-hands", "Sine waves as clock hands", ("fast-columns",)),
-    Chapter("learned-tables", "Learned tables and the 512 wall", ("learned-limit",)),
-    Chapter("rope", "RoPE: turn, don't add", ("relative", "qk-only")),
-    Chapter("stretching-rope", "Stretching RoPE", ("linear-vs-ntk", "llama3-bands")),
-    Chapter("alibi-penalty", "ALiBi: a penalty for distance", ("alibi-head0",)),
-    Chapter("comparison", "The methods side by side", ()),
-    Chapter("pytorch-demo", "The PyTorch demo", ()),
-    Chapter("knowledge-checks", "Check yourself", ("precision",)),
-    Chapter("common-mistakes", "Common mistakes", ()),
-    Chapter("big-picture", "Key points and the big picture", ()),
-)
-
+# The chapter list is the lesson's one manifest (posenc.lesson.manifest): the page's contents, routes
+# and pager, and `posenc tour --list`, come from it.
 #: each section of the lesson this course retells -> the chapter that covers it
 SOURCE_SECTIONS: dict[str, str] = {
     "The core idea": "bag-of-tiles",
@@ -171,7 +149,7 @@ SOURCE_SECTIONS: dict[str, str] = {
 
 def chapters() -> dict:
     return {
-        "chapters": [{"id": c.id, "title": c.title, "checks": list(c.checks)} for c in CHAPTERS],
+        "chapters": [{"id": c.id, "title": c.title, "checks": list(c.checks), "tour": list(c.tour)} for c in CHAPTERS],
         "sources": SOURCE_SECTIONS,
     }
 

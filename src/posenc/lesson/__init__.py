@@ -2,5 +2,8 @@
 
 A definition the tour and the browser lesson both state lives here, in one pure function, so the two
 cannot disagree. :mod:`posenc.lesson.stretching` holds the measure of context extension ("pairs past
-training"); :mod:`posenc.lesson.mistakes` runs the common mistakes beside the right way.
+training"); :mod:`posenc.lesson.mistakes` runs the common mistakes beside the right way;
+:mod:`posenc.lesson.attention` gives the attention weights the attention map draws; and
+:mod:`posenc.lesson.manifest` lists the chapters, the one list the explorer's contents and pager and
+``posenc tour --list`` come from.
 """

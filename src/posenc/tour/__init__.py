@@ -26,6 +26,8 @@ import rich.console
 import torch
 from rich.panel import Panel
 
+from ..lesson.manifest import CHAPTERS
+
 DEFAULT_OUT = pathlib.Path("posenc-out") / "tour"
 
 
@@ -186,6 +188,13 @@ def print_list(console: rich.console.Console) -> None:
     console.print("[bold]posenc tour[/]: sections (run one with [cyan]posenc tour --section N[/] or by name)")
     for i, section in enumerate(SECTIONS, 1):
         console.print(f"  {i:>2}  [cyan]{section.name:<12}[/] {section.title}", highlight=False)
+    console.print()
+    console.print(
+        "[bold]The lesson[/] ([cyan]posenc explore[/]), chapter by chapter, with the sections above that tell it:"
+    )
+    for i, chapter in enumerate(CHAPTERS, 1):
+        told = ", ".join(chapter.tour) if chapter.tour else "in the browser only"
+        console.print(f"  {i:>2}  {chapter.title} [dim]#{chapter.id}[/] [cyan]({told})[/]", highlight=False)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,53 @@
+"""The lesson's chapters, in reading order: its one manifest.
+
+The explorer builds its table of contents, chapter numbers, routes (the URL hash is a chapter's id) and
+pager from :data:`CHAPTERS`, and ``posenc tour --list`` prints it with the tour sections that tell each
+chapter in the terminal. Adding a chapter is one entry here, its figure functions and its page module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One chapter of the lesson.
+
+    Attributes:
+        id: the URL hash that names it in ``posenc explore``.
+        title: its heading.
+        checks: knowledge checks (``posenc.explorer.quiz`` ids) shown inline, in their order.
+        tour: names of the ``posenc tour`` sections that tell it in the terminal (none: the browser only).
+    """
+
+    id: str
+    title: str
+    checks: tuple[str, ...] = ()
+    tour: tuple[str, ...] = ()
+
+
+CHAPTERS: tuple[Chapter, ...] = (
+    Chapter("bag-of-tiles", "A bag of tiles", ("bag-of-words",), ("bag",)),
+    Chapter("word-plus-position", "Word + position = input", ("added",)),
+    Chapter("bad-ideas", "Two ideas that fail", (), ("seats",)),
+    Chapter("three-rules", "The three rules", (), ("rules",)),
+    Chapter("clock-hands", "Sine waves as clock hands", ("fast-columns",), ("fingerprint",)),
+    Chapter("learned-tables", "Learned tables and the 512 wall", ("learned-limit",), ("learned",)),
+    Chapter("rope", "RoPE: turn, don't add", ("relative", "qk-only"), ("rope",)),
+    Chapter("stretching-rope", "Stretching RoPE", ("linear-vs-ntk", "llama3-bands"), ("extension", "configs")),
+    Chapter("alibi-penalty", "ALiBi: a penalty for distance", ("alibi-head0",)),
+    Chapter("comparison", "The methods side by side"),
+    Chapter("pytorch-demo", "The PyTorch demo"),
+    Chapter("knowledge-checks", "Check yourself", ("precision",)),
+    Chapter("common-mistakes", "Common mistakes", (), ("mistakes",)),
+    Chapter("big-picture", "Key points and the big picture", (), ("big-picture",)),
+)
+
+
+def chapter_of_section(section: str) -> Chapter | None:
+    """The chapter a tour section tells, or ``None``."""
+    return next((c for c in CHAPTERS if section in c.tour), None)
+
+
+__all__ = ["CHAPTERS", "Chapter", "chapter_of_section"]
