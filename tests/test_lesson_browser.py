@@ -1013,3 +1013,50 @@ def test_claim_both_pair_conventions_and_the_complex_view_give_one_score(browser
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+def test_claim_the_plane_turns_the_vector_by_m_theta_counter_clockwise_and_keeps_its_length(browser, server):
+    """Chapter 7, the 2x2 matrix: "the dashed grey arrow is the vector before the turn, the blue one after
+    it; the arc is the turn m·θ", counter-clockwise for a positive angle, and a turn never stretches."""
+    import math
+
+    context, page = new_page(browser, server, SIZES["desktop"])
+    hands = """() => ['.ghost-hand', '.hand'].map((c) => { const n = document.querySelector('#rot-plane ' + c);
+      return ['x1', 'y1', 'x2', 'y2'].map((k) => Number(n.getAttribute(k))); })"""
+    try:
+        node = open_chapter(page, server, "rope")
+        for seat, theta in ((2, 30), (3, -20), (5, 50)):
+            set_slider(page, node, "#rot-theta", theta)
+            set_slider(page, node, "#rot-seat", seat)
+            before, after = page.evaluate(hands)
+            angle = lambda h: math.atan2(-(h[3] - h[1]), h[2] - h[0])  # noqa: E731  (SVG y points down)
+            length = lambda h: math.hypot(h[2] - h[0], h[3] - h[1])  # noqa: E731
+            turned = (math.degrees(angle(after) - angle(before)) + 180) % 360 - 180
+            expected = (seat * theta + 180) % 360 - 180
+            assert turned == pytest.approx(expected, abs=0.5), (seat, theta, turned)
+            assert length(after) == pytest.approx(length(before), rel=1e-3)
+            assert f"m·θ = {seat} × {theta}°".replace("-", "−") in page.locator("#rot-matrix").inner_text().replace(
+                "-", "−"
+            )
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_the_sine_code_also_colours_the_difference_strip(browser, server):
+    """Chapter 1: "pick sinusoidal or RoPE and shuffle again: the difference strip fills with colour"."""
+    from playwright.sync_api import expect
+
+    context, page = new_page(browser, server, SIZES["phone"])
+    fills = "(ns) => ns.map((n) => n.getAttribute('fill'))"
+    try:
+        node = open_chapter(page, server, "bag-of-tiles")
+        select_and_wait(page, node, "#bag-scheme", "sinusoidal")
+        renders = node.get_attribute("data-renders")
+        page.locator("#bag-shuffle").click()
+        expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
+        delta = page.eval_on_selector_all("#bag-figure rect.delta", fills)
+        assert sum(f not in {"#ffffff", "rgb(255,255,255)"} for f in delta) > len(delta) // 2
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
