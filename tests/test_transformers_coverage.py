@@ -20,11 +20,13 @@ import os
 import pathlib
 
 import pytest
+import torch
 
 transformers = pytest.importorskip("transformers")
 
 from posenc import testing  # noqa: E402
 from posenc.integrations import discovery  # noqa: E402
+from posenc.integrations.transformers import patch  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 
@@ -88,3 +90,137 @@ def test_docs_table_statuses_are_this_enumeration():
     for model_type, (status, _, why) in table.items():
         row = testing.coverage(model_type)
         assert (row.status, "" if row.status == "supported" else row.detail) == (status, why), model_type
+
+
+# -- the probe: what it accepts and what it refuses ---------------------------------------------------------
+def _rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def _rotate_pairs(x):
+    return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
+
+
+def llama_style(q, k, cos, sin, unsqueeze_dim=1):
+    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+
+
+def cohere_style(q, k, cos, sin, unsqueeze_dim=1):  # interleaved table, interleaved pairs
+    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    return q * cos + _rotate_pairs(q) * sin, k * cos + _rotate_pairs(k) * sin
+
+
+def glm_style(q, k, cos, sin, unsqueeze_dim=1):  # cat table, first half interleaved, rest passed through
+    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    cos = cos[..., : cos.shape[-1] // 2].repeat_interleave(2, dim=-1)
+    sin = sin[..., : sin.shape[-1] // 2].repeat_interleave(2, dim=-1)
+    r = cos.shape[-1]
+    rot = [torch.cat((x[..., :r] * cos + _rotate_pairs(x[..., :r]) * sin, x[..., r:]), dim=-1) for x in (q, k)]
+    return rot[0], rot[1]
+
+
+def minus_angle(q, k, cos, sin, unsqueeze_dim=1):
+    return llama_style(q, k, cos, -sin, unsqueeze_dim)
+
+
+def not_a_rotation(q, k, cos, sin, unsqueeze_dim=1):
+    return q * cos.unsqueeze(unsqueeze_dim), k * cos.unsqueeze(unsqueeze_dim)
+
+
+def odd_signature(tensor, sin, cos):
+    return tensor
+
+
+@pytest.mark.parametrize(
+    "fn, form, layout, sign",
+    [
+        (llama_style, "cat", "half", 1),
+        (cohere_style, "interleave", "interleaved", 1),
+        (glm_style, "cat", "interleaved", 1),
+        (minus_angle, "cat", "half", -1),
+    ],
+)
+def test_the_probe_finds_how_a_function_rotates(fn, form, layout, sign):
+    found, why = discovery.classify_function(fn)
+    assert why == ""
+    assert (found.form, found.layout, found.sign, found.arity) == (form, layout, sign, "pair")
+
+
+@pytest.mark.parametrize(
+    "fn, why", [(not_a_rotation, "matches no rotation"), (odd_signature, "takes (tensor, sin, cos)")]
+)
+def test_the_probe_refuses_what_it_cannot_match(fn, why):
+    found, reason = discovery.classify_function(fn)
+    assert found is None and why in reason
+
+
+@pytest.mark.parametrize("fn", [llama_style, cohere_style, glm_style, minus_angle])
+def test_the_stand_in_rotates_as_the_function_does(fn):
+    found, _ = discovery.classify_function(fn)
+    stand_in = discovery.stand_in(found, fn)
+    gen = torch.Generator().manual_seed(3)
+    q, k = torch.randn(2, 3, 5, 12, generator=gen), torch.randn(2, 1, 5, 12, generator=gen)
+    angles = torch.rand(2, 5, 4, generator=gen) * 6  # 8 of 12 features rotated
+    cos, sin = angles.cos(), angles.sin()
+    if fn is not glm_style:  # a whole-head function is called on exactly the rotated width
+        q, k = q[..., :8], k[..., :8]
+    want = fn(q, k, discovery.expand(cos, found.form), discovery.expand(sin, found.form))
+    got = stand_in(q, k, cos, sin)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+
+
+# -- special families -----------------------------------------------------------------------------------------
+def test_gemma3_local_and_global_layers_get_their_own_base():
+    model = testing.tiny_model_of_type("gemma3_text")
+    assert {"sliding_attention", "full_attention"} <= set(model.config.layer_types)
+    ids = torch.randint(3, testing.VOCAB, (1, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        before = model(ids).logits
+    handle = patch(model)
+    tables = model.model.rotary_emb
+    assert isinstance(tables, discovery.PerLayerTypeTables)
+    bases = {name: t.rope.base for name, t in tables.tables.items()}
+    assert bases == {"sliding_attention": 10000.0, "full_attention": 1000000.0}
+    with torch.no_grad():
+        patched = model(ids).logits
+        # negative control: one base for both kinds of layer is a different model
+        tables.tables["full_attention"] = tables.tables["sliding_attention"]
+        one_base = model(ids).logits
+    handle.undo()
+    assert float((patched - before).abs().max()) < 1e-4
+    assert float((one_base - before).abs().max()) > 100 * float((patched - before).abs().max())
+
+
+def test_mrope_text_positions_are_rotated_and_differing_streams_refused():
+    model = testing.tiny_model_of_type("qwen3_5_text")
+    with patch(model):
+        rotary = model.model.rotary_emb
+        assert isinstance(rotary, discovery.TextPositionsOnly)
+        x = torch.zeros(1, 4, 8)
+        text = torch.arange(4).expand(3, 1, 4)
+        cos, sin = rotary(x, text)
+        cos1, sin1 = rotary(x, torch.arange(4)[None])
+        assert torch.equal(cos, cos1) and torch.equal(sin, sin1)
+        image = text.clone()
+        image[1, 0, 2] = 0  # a height stream that differs from the temporal one
+        with pytest.raises(ValueError, match="M-RoPE streams that differ"):
+            rotary(x, image)
+
+
+def test_discovery_finds_what_the_hand_listed_table_says(census):
+    """Every pair-style family of ARCHITECTURES is found from its code with the same function and layout
+    (DeepSeek-V3's interleave function: interleaved pairs returned half-split, which the table rotates
+    as interleaved pairs; every attention score is the same either way)."""
+    from posenc.integrations.transformers import ARCHITECTURES
+
+    for model_type, arch in ARCHITECTURES.items():
+        if arch.style != "pair":
+            continue
+        found = {f.name: f for f in census[model_type].functions}
+        for name, layout in arch.functions:
+            assert name in found, (model_type, name)
+            f = found[name]
+            assert (f.layout, f.deinterleave) in ((layout, False), ("half", layout == "interleaved")), model_type

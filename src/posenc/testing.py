@@ -302,6 +302,12 @@ def _shrunk(defaults: Dict[str, Any], layers: int = LAYERS) -> Dict[str, Any]:
     for key, value in defaults.items():
         if key.endswith("_config") and isinstance(value, dict):
             small[key] = {**value, **_shrunk(value, layers)}
+        elif key == "per_layer_config" and isinstance(value, dict):  # overrides for layers past the tiny depth
+            small[key] = {k: v for k, v in value.items() if str(k).isdigit() and int(k) < layers}
+        elif key == "attn_layer_indices" and value is None:  # Bamba: no attention layer by default
+            small[key] = [layers - 1]
+        elif key == "block_types" and isinstance(value, list):  # RecurrentGemma's repeating pattern
+            small[key] = list(dict.fromkeys(value))[-layers:]
         elif isinstance(value, list) and len(value) == defaults.get("num_hidden_layers") and len(value) > layers:
             # one entry per layer (layer_types and the like): every kind that occurs, in order
             kinds = list(dict.fromkeys(map(repr, value)))

@@ -37,6 +37,8 @@ import torch
 from torch import nn
 
 from ..rope.apply import apply_rotary, rotate_reference
+from ..rope.embedding import RotaryEmbedding
+from ..rope.hfconfig import rotary_kwargs_from_hf
 
 #: how a rotary module returns the half-width angles ``theta`` (batch, seq, r/2) as cos/sin:
 #: ``"cat"`` (Llama: ``cat(theta, theta)``), ``"interleave"`` (Cohere: ``repeat_interleave(theta, 2)``),
@@ -332,13 +334,17 @@ class Discovered:
         form: the form the model's rotary modules return cos/sin in.
         mrope: the rotary module is M-RoPE's (``mrope_section``): three position streams
             (temporal, height, width). posenc stands in for it on text positions, where the three
-            streams are equal and M-RoPE is 1-D RoPE; see :class:`PosencTextMRopeTables`.
+            streams are equal and M-RoPE is 1-D RoPE; see :class:`TextPositionsOnly`.
+        layer_types: the layer types the rotary module computes tables for, one rope dict each
+            (Gemma 3's local and global bases: ``forward(x, position_ids, layer_type)``); empty for
+            a module with one set of tables.
     """
 
     module: str
     functions: Tuple[RotaryFunction, ...]
     form: str
     mrope: bool = False
+    layer_types: Tuple[str, ...] = ()
 
 
 def _rotary_children(model: nn.Module) -> List[nn.Module]:
@@ -373,7 +379,8 @@ def discover(model: nn.Module) -> Discovered:
             f"no attention module of this {name} calls a rotary function of {module.__name__}; its rotary code "
             "is inside the attention class, where posenc cannot stand in for it"
         )
-    form, outputs = rotary_output_form(rotary[0])
+    layer_types = rotary_layer_types(rotary[0], getattr(model, "config", None))
+    form, outputs = rotary_output_form(rotary[0], layer_types[0] if layer_types else None)
     functions = []
     for fname in sorted(called):
         function, why = classify_function(vars(module)[fname], forms=(form,))
@@ -384,15 +391,38 @@ def discover(model: nn.Module) -> Discovered:
             )
         functions.append(function)
     mrope = any(getattr(m, "mrope_section", None) is not None for m in rotary)
-    return Discovered(module.__name__, tuple(functions), form, mrope)
+    return Discovered(module.__name__, tuple(functions), form, mrope, layer_types)
 
 
-def _call_rotary(rotary: nn.Module, positions: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+def rotary_layer_types(rotary: nn.Module, config) -> Tuple[str, ...]:
+    """The layer types a rotary module keeps tables for, if its ``forward`` takes ``layer_type``."""
+    try:
+        takes = "layer_type" in inspect.signature(rotary.forward).parameters
+    except (TypeError, ValueError):
+        takes = False
+    if not takes:
+        return ()
+    kinds = getattr(rotary, "layer_types", None) or getattr(config, "layer_types", None) or ()
+    kinds = [k for k in dict.fromkeys(kinds) if isinstance(k, str)]
+    rope_dicts = getattr(getattr(rotary, "config", config), "rope_parameters", None)
+    if isinstance(rope_dicts, dict):
+        kinds = [k for k in kinds if rope_dicts.get(k) is not None]  # a type without rope: NoPE layers
+    if not kinds:
+        raise UnsupportedModelError(
+            f"{type(rotary).__name__} takes a layer_type, but neither it nor the config names the layer types"
+        )
+    return tuple(kinds)
+
+
+def _call_rotary(
+    rotary: nn.Module, positions: torch.Tensor, layer_type: Optional[str] = None
+) -> Tuple[torch.Tensor, torch.Tensor]:
     buffers = [b for b in rotary.buffers() if b.is_floating_point()]
     device = buffers[0].device if buffers else torch.device("cpu")
     x = torch.zeros(1, positions.shape[-1], 1, dtype=torch.float32, device=device)
     with torch.no_grad():
-        out = rotary(x, positions.to(device))
+        extra = () if layer_type is None else (layer_type,)
+        out = rotary(x, positions.to(device), *extra)
     if not (isinstance(out, tuple) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
         raise UnsupportedModelError(
             f"{type(rotary).__name__}(x, position_ids) returns {type(out).__name__}, not the (cos, sin) pair "
@@ -401,7 +431,9 @@ def _call_rotary(rotary: nn.Module, positions: torch.Tensor) -> Tuple[torch.Tens
     return out[0].detach().to("cpu", torch.float64), out[1].detach().to("cpu", torch.float64)
 
 
-def rotary_output_form(rotary: nn.Module) -> Tuple[str, Tuple[torch.Tensor, torch.Tensor]]:
+def rotary_output_form(
+    rotary: nn.Module, layer_type: Optional[str] = None
+) -> Tuple[str, Tuple[torch.Tensor, torch.Tensor]]:
     """``(form, (cos, sin))``: the form of a rotary module's output at positions 0..15 (float64).
 
     The form is read from the output itself: ``cat`` if its two halves agree, ``interleave`` if its
@@ -409,7 +441,7 @@ def rotary_output_form(rotary: nn.Module) -> Tuple[str, Tuple[torch.Tensor, torc
     """
     positions = torch.arange(_TABLE_POSITIONS).unsqueeze(0)
     try:
-        cos, sin = _call_rotary(rotary, positions)
+        cos, sin = _call_rotary(rotary, positions, layer_type)
     except UnsupportedModelError:
         raise
     except Exception as exc:
@@ -430,37 +462,83 @@ def rotary_output_form(rotary: nn.Module) -> Tuple[str, Tuple[torch.Tensor, torc
 def check_tables(model: nn.Module, rope, found: Discovered) -> None:
     """Refuse unless posenc's tables for ``rope`` equal every rotary module's own, at positions 0..15.
 
-    ``rope`` is the :class:`posenc.RotaryEmbedding` built from the model's config. The tolerance is
+    ``rope`` is the :class:`posenc.RotaryEmbedding` built from the model's config, or for a module
+    with :attr:`Discovered.layer_types` a dict ``layer_type -> RotaryEmbedding``. The tolerance is
     float32 rounding of angles up to 15 radians (the family's module computes in float32, or in the
     dtype its ``inv_freq`` buffer was cast to).
     """
+    ropes = rope if isinstance(rope, dict) else {None: rope}
+    for rotary in _rotary_children(model):
+        for layer_type, one in ropes.items():
+            _check_one_table(rotary, one, found, layer_type)
+
+
+def _check_one_table(rotary: nn.Module, rope, found: Discovered, layer_type: Optional[str]) -> None:
     positions = torch.arange(_TABLE_POSITIONS).unsqueeze(0)
     with torch.no_grad():
         cos_p, sin_p = rope.cos_sin(positions)
     cos_p, sin_p = cos_p.to("cpu", torch.float64), sin_p.to("cpu", torch.float64)
-    for rotary in _rotary_children(model):
-        form, (cos, sin) = rotary_output_form(rotary)
-        name = type(rotary).__name__
-        if form != found.form:
-            raise UnsupportedModelError(
-                f"{name} returns cos/sin in the {form!r} form, another rotary module in {found.form!r}"
-            )
-        cos, sin = halve(cos, form), halve(sin, form)
-        if cos.shape[-1] != cos_p.shape[-1]:
-            raise UnsupportedModelError(
-                f"{name} rotates {2 * cos.shape[-1]} features per head; posenc reads {2 * cos_p.shape[-1]} from "
-                f"the config ({rope.extra_repr()})"
-            )
-        buffers = [b for b in rotary.buffers() if b.is_floating_point()]
-        eps = torch.finfo(buffers[0].dtype if buffers else torch.float32).eps
-        tol = max(64 * eps * _TABLE_POSITIONS, 1e-5)
-        err = max(float((cos - cos_p).abs().max()), float((sin - sin_p).abs().max()))
-        if not err <= tol:
-            raise UnsupportedModelError(
-                f"{name}'s cos/sin differ from posenc's tables for this config ({rope.extra_repr()}) by {err:.3g} "
-                f"at positions 0..{_TABLE_POSITIONS - 1} (allowed {tol:.1g}): its frequencies or scale come "
-                "from something the config does not say"
-            )
+    form, (cos, sin) = rotary_output_form(rotary, layer_type)
+    name = type(rotary).__name__ + ("" if layer_type is None else f" ({layer_type!r} layers)")
+    if form != found.form:
+        raise UnsupportedModelError(
+            f"{name} returns cos/sin in the {form!r} form, another rotary module in {found.form!r}"
+        )
+    cos, sin = halve(cos, form), halve(sin, form)
+    if cos.shape[-1] != cos_p.shape[-1]:
+        raise UnsupportedModelError(
+            f"{name} rotates {2 * cos.shape[-1]} features per head; posenc reads {2 * cos_p.shape[-1]} from "
+            f"the config ({rope.extra_repr()})"
+        )
+    buffers = [b for b in rotary.buffers() if b.is_floating_point()]
+    eps = torch.finfo(buffers[0].dtype if buffers else torch.float32).eps
+    tol = max(64 * eps * _TABLE_POSITIONS, 1e-5)
+    err = max(float((cos - cos_p).abs().max()), float((sin - sin_p).abs().max()))
+    if not err <= tol:
+        raise UnsupportedModelError(
+            f"{name}'s cos/sin differ from posenc's tables for this config ({rope.extra_repr()}) by {err:.3g} "
+            f"at positions 0..{_TABLE_POSITIONS - 1} (allowed {tol:.1g}): its frequencies or scale come "
+            "from something the config does not say"
+        )
+
+
+def layer_type_ropes(model: nn.Module, config, found: Discovered) -> Dict[str, RotaryEmbedding]:
+    """``layer_type -> posenc.RotaryEmbedding`` from the config's rope dict for each layer type.
+
+    Gemma 2/3-style local and global attention: one base (and scaling) per layer type, each its own
+    exact tables. On the model's device; float64 tables for a float64 model, as for one set.
+    """
+    ropes: Dict[str, RotaryEmbedding] = {}
+    for layer_type in found.layer_types:
+        try:
+            rope = RotaryEmbedding(**rotary_kwargs_from_hf(config, layer_type=layer_type, strict=False))
+        except ValueError as exc:
+            raise UnsupportedModelError(f"the rope dict of {layer_type!r} layers: {exc}") from None
+        reference = next(model.parameters(), None)
+        if reference is not None:
+            rope = rope.to(device=reference.device)
+            if reference.dtype == torch.float64:
+                rope = rope.double()
+        ropes[layer_type] = rope
+    return ropes
+
+
+class PerLayerTypeTables(nn.Module):
+    """posenc's tables for a rotary module called as ``forward(x, position_ids, layer_type)``.
+
+    One table module per layer type (Gemma 3: ``"sliding_attention"`` with base 10,000,
+    ``"full_attention"`` with base 1,000,000), each exact for its own base and scaling.
+    """
+
+    def __init__(self, tables: Dict[str, nn.Module]):
+        super().__init__()
+        self.tables = nn.ModuleDict(tables)
+        self.layer_types = list(tables)  # the model's code may loop over them (LFM3)
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor, layer_type: Optional[str] = None):
+        if layer_type is None or layer_type not in self.tables:
+            raise ValueError(f"layer_type must be one of {sorted(self.tables)}, got {layer_type!r}")
+        return self.tables[layer_type](x, position_ids)
 
 
 class TextPositionsOnly(nn.Module):
@@ -488,9 +566,28 @@ class TextPositionsOnly(nn.Module):
         return self.tables(x, position_ids)
 
 
-def wrap_tables(found: Discovered, tables: nn.Module) -> nn.Module:
-    """posenc's tables as the model's code calls them (:class:`TextPositionsOnly` for M-RoPE)."""
-    return TextPositionsOnly(tables) if found.mrope else tables
+def wrap_tables(
+    found: Discovered,
+    make: Callable,
+    rope,
+    ropes: Optional[Dict[str, RotaryEmbedding]] = None,
+    original: Optional[nn.Module] = None,
+) -> nn.Module:
+    """posenc's tables as the model's code calls them, in place of ``original``.
+
+    ``make(rope)`` builds one table module; ``ropes`` (from :func:`layer_type_ropes`) gives one per
+    layer type (:class:`PerLayerTypeTables`); M-RoPE models get :class:`TextPositionsOnly` around it.
+    The original's ``config`` stays readable on the replacement (Granite-SWA keys its tables by
+    ``rotary_emb.config.rope_parameters``); :func:`check_tables` has checked that posenc's tables
+    equal the original's.
+    """
+    tables = PerLayerTypeTables({k: make(r) for k, r in ropes.items()}) if ropes else make(rope)
+    if found.mrope:
+        tables = TextPositionsOnly(tables)
+    config = getattr(original, "config", None)
+    if config is not None and not hasattr(tables, "config"):
+        tables.config = config
+    return tables
 
 
 # -- posenc's stand-ins ---------------------------------------------------------------------------------

@@ -112,7 +112,11 @@ ARCHITECTURES: Dict[str, Architecture] = {
 
 
 def supported_model_types() -> List[str]:
-    """The ``config.model_type`` values :func:`patch` accepts, sorted."""
+    """The ``config.model_type`` values listed in :data:`ARCHITECTURES`, sorted.
+
+    :func:`patch` also accepts other families, read from their own code by
+    :mod:`posenc.integrations.discovery` (docs/transformers.md lists what it finds per model type).
+    """
     return sorted(ARCHITECTURES)
 
 
@@ -645,14 +649,24 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
             f"({_transformers_version()}) lays out {model_type!r} differently from what posenc expects"
         )
 
-    rope = _rope_for(model, config, [child for _, _, child in rotary_slots])
+    ropes = discovery.layer_type_ropes(model, config, found) if found is not None and found.layer_types else {}
+    try:
+        rope = next(iter(ropes.values())) if ropes else _rope_for(model, config, [c for _, _, c in rotary_slots])
+    except ValueError as exc:  # a found family: refused, before anything changes
+        if found is None or isinstance(exc, UnsupportedModelError):
+            raise
+        raise UnsupportedModelError(f"posenc cannot build this {model_type!r} config's tables: {exc}") from None
     if found is not None:
-        discovery.check_tables(model, rope, found)
+        discovery.check_tables(model, ropes or rope, found)
     if freeze_frequencies is not None:
         _check_freezable(rope)
         rope.freeze_frequencies(freeze_frequencies)
 
     handle = PosencPatch(model, rope, layout)
+
+    def tables_for(r: RotaryEmbedding) -> PosencRotaryTables:
+        return PosencRotaryTables(r, sin_first=arch.sin_first, complex_output=arch.style == "complex")
+
     functions: Tuple[Tuple[str, ...], ...]
     if found is None:
         style, functions = arch.style, tuple((name, layout or own) for name, own in arch.functions)
@@ -664,9 +678,10 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
             m.forward = installed
             handle._attention.append((m, installed))
         for parent, attr, child in rotary_slots:
-            tables = PosencRotaryTables(rope, sin_first=arch.sin_first, complex_output=arch.style == "complex")
-            tables.__dict__["_replaced"] = child  # cast and moved with the model, for undo()
-            setattr(parent, attr, tables if found is None else discovery.wrap_tables(found, tables))
+            tables = tables_for(rope) if found is None else discovery.wrap_tables(found, tables_for, rope, ropes, child)
+            first = next(m for m in tables.modules() if isinstance(m, PosencRotaryTables))
+            first.__dict__["_replaced"] = child  # cast and moved with the model, for undo()
+            setattr(parent, attr, tables)
             handle._rotary.append((parent, attr, child))
     except Exception:
         handle.undo()
