@@ -236,3 +236,46 @@ def test_the_check_catches_flags_that_do_not_go_together(tmp_path, monkeypatch):
         _check_lab(args, tmp_path, command)
     with pytest.raises(pytest.fail.Exception, match="does not parse"):
         _parse(_parser("posenc.lab.cli", "posenc lab"), ["--preset", "quick", "--share", "0.2"], "x")
+
+
+def test_a_summary_of_finished_seeds_only(tmp_path):
+    """While some seeds still train, a summary can hold the finished ones, and names a missing one."""
+    from posenc.lab.report import build_results, write_report
+    from posenc.lab.summary import summarize
+
+    for seed, bpb in ((0, 3.0), (1, 3.4)):
+        cfg = preset_config("quick", schemes=["rope"], eval_multipliers=[1, 2], seed=seed).to_dict()
+        progress = {"eval": {"rope": {"64": {"bpb": bpb}}}, "extension": {}, "lr_sweep": {}}
+        folder = tmp_path / f"seed-{seed}"
+        folder.mkdir()
+        write_report(build_results(cfg, {}, {}, progress, seed == 0), folder, plots=False)
+    both = summarize(tmp_path, "t", "posenc lab")
+    assert both["seeds"] == [0, 1] and both["complete"] is False
+    first = summarize(tmp_path, "t", "posenc lab", only=[0])
+    assert first["seeds"] == [0] and first["complete"] is True and first["numbers"]["0"]["rope"]["64"]["bpb"] == 3.0
+    with pytest.raises(ValueError, match="no run folder with results.json for seed 2"):
+        summarize(tmp_path, "t", "posenc lab", only=[2])
+
+
+def test_the_before_after_table_matches_claims_and_counts_verdicts():
+    from posenc.lab.summary import table_before_after
+
+    summary = {
+        "seeds": [0, 1, 2],
+        "verdicts": [
+            {"claim": "A", "verdict": "within noise"},
+            {"claim": "C", "verdict": "seen"},
+        ],
+        "verdicts_before": {
+            "seed": 0,
+            "rule": "Before: overlap",
+            "rule_short": "interval overlap",
+            "verdicts": [{"claim": "A", "verdict": "seen"}, {"claim": "B", "verdict": "not seen"}],
+        },
+    }
+    lines = table_before_after(summary).splitlines()
+    assert lines[0] == "| claim | before: seed 0, interval overlap | after: 3 seeds, paired tests, Holm |"
+    assert "| A | **seen** | within noise |" in lines  # the same claim, two rules
+    assert "| B | not seen | not asked |" in lines and "| C | not asked | **seen** |" in lines
+    assert lines[-1] == "Before: overlap. before: 1 seen and 1 not seen of 2; after: 1 seen and 0 not seen of 2."
+    assert table_before_after({"seeds": [0]}) == "No earlier-rule verdicts recorded for this run."

@@ -103,15 +103,26 @@ def _short_verdicts(vs: List[dict]) -> List[dict]:
 
 
 def summarize(
-    root: Path, name: str, command: str, cpu_seconds: Optional[Dict[int, float]] = None, cpu_source: str = ""
+    root: Path,
+    name: str,
+    command: str,
+    cpu_seconds: Optional[Dict[int, float]] = None,
+    cpu_source: str = "",
+    only: Optional[List[int]] = None,
 ) -> dict:
     """The summary of the run folder or seeds folder ``root`` (see the module docstring).
 
     ``cpu_seconds`` (``{seed: seconds}``) is the CPU time (user + system) of each seed's run,
     measured outside it (``cpu_source`` says how, e.g. ``/usr/bin/time -v``); a run records its
-    training time per scheme itself."""
+    training time per scheme itself. ``only`` keeps those seeds of a seeds folder (the finished ones
+    while others still train)."""
     root = Path(root)
     found = seed_folders(root)
+    if only is not None:
+        missing = sorted(set(only) - set(found))
+        if missing:
+            raise ValueError(f"{root}: no run folder with results.json for seed {', '.join(map(str, missing))}")
+        found = {k: v for k, v in found.items() if k in only}
     folders: Dict[Optional[int], Path] = {k: v for k, v in found.items()} if found else {None: root}
     per_seed: Dict[int, dict] = {}
     for seed, folder in folders.items():
@@ -148,9 +159,15 @@ def summarize(
 
 
 def write_summary(
-    root: Path, out: Path, name: str, command: str, cpu_seconds: Optional[Dict[int, float]] = None, cpu_source: str = ""
+    root: Path,
+    out: Path,
+    name: str,
+    command: str,
+    cpu_seconds: Optional[Dict[int, float]] = None,
+    cpu_source: str = "",
+    only: Optional[List[int]] = None,
 ) -> dict:
-    summary = summarize(root, name, command, cpu_seconds, cpu_source)
+    summary = summarize(root, name, command, cpu_seconds, cpu_source, only)
     write_run_file(Path(out), "summary", summary)
     return summary
 
@@ -212,6 +229,8 @@ def table_bpb(summary: dict, extension: bool = False) -> str:
         if seeds > 1
         else "Bits per byte, **one training seed**."
     )
+    if not summary.get("complete"):
+        note += " The run is unfinished: these are the numbers recorded so far."
     return "\n".join(lines + ["", note])
 
 
@@ -286,7 +305,8 @@ def table_before_after(summary: dict) -> str:
     after = {v["claim"]: v for v in summary["verdicts"]}
     n = len(summary["seeds"])
     lines = [
-        f"| claim | before: seed {before['seed']}, {before['rule_short']} | after: {n} seeds, paired tests, Holm |",
+        f"| claim | before: seed {before['seed']}, {before['rule_short']} | after: {n} seed{'s' if n != 1 else ''}, "
+        f"paired tests, Holm |",
         "|---|---|---|",
     ]
     shown = set()
@@ -363,6 +383,7 @@ def parser() -> argparse.ArgumentParser:
         "--cpu-seconds", default="", help="SEED=SECONDS,...: CPU time of each seed's run, measured outside it"
     )
     w.add_argument("--cpu-source", default="", help="how --cpu-seconds was measured")
+    w.add_argument("--only", default="", help="SEED,...: summarise only these seeds of a seeds folder")
     for verb in ("render", "check"):
         sub.add_parser(verb, help=f"{verb} the marked blocks of {', '.join(DOC_FILES)}").add_argument(
             "--root", default=".", help="repository root"
@@ -383,7 +404,13 @@ def main(argv: Optional[List[str]] = None) -> int:
                     raise ValueError(f"--cpu-seconds takes SEED=SECONDS,..., got {item!r}") from None
             if cpu and not args.cpu_source:
                 raise ValueError("--cpu-seconds needs --cpu-source, saying how the time was measured")
-            write_summary(Path(args.run), RUNS_DIR / f"{args.name}.json", args.name, args.command, cpu, args.cpu_source)
+            try:
+                only = [int(x) for x in args.only.split(",")] if args.only else None
+            except ValueError:
+                raise ValueError(f"--only takes SEED,..., got {args.only!r}") from None
+            write_summary(
+                Path(args.run), RUNS_DIR / f"{args.name}.json", args.name, args.command, cpu, args.cpu_source, only
+            )
             return 0
         summaries = load_summaries()
         if args.what == "check":
