@@ -108,7 +108,7 @@ def read_lab_results(run_dir: Optional[Path], points: int = MAX_CURVE_POINTS) ->
     if isinstance(points, bool) or not isinstance(points, int) or not 1 <= points <= MAX_CURVE_POINTS:
         raise ValueError(f"points must be an integer in 1..{MAX_CURVE_POINTS}, got {points!r}")
     if run_dir is None:
-        summaries, notes = committed_summaries()
+        summaries, summary_notes = committed_summaries()
         return {
             "available": False,
             "summaries": summaries,
@@ -118,7 +118,7 @@ def read_lab_results(run_dir: Optional[Path], points: int = MAX_CURVE_POINTS) ->
                 else "no lab run given and no run summary ships with this posenc",
                 "start the console with `posenc explore --lab-run RUN_DIR` to see a run of your own",
             ]
-            + notes,
+            + summary_notes,
         }
     run = Path(run_dir).name
     path = Path(run_dir) / RESULTS_FILE
