@@ -719,3 +719,24 @@ def test_the_replacement_is_built_from_a_config_as_the_family_module_is(rope):
             assert max_diff(sin, expected_sin[..., :half]) < 1e-4
     with pytest.raises(TypeError, match="rope .* or config"):
         PosencRotaryTables()
+
+
+integration = __import__("posenc.integrations.transformers", fromlist=["patch"])
+
+
+@pytest.mark.parametrize("version", ["4.45.2", "4.57.5", "3.0.0"])
+def test_transformers_older_than_tested_is_refused_by_version(version, monkeypatch):
+    model = tiny.tiny_model("llama-3.1-8b")
+    rotary = model.model.rotary_emb
+    monkeypatch.setattr(integration, "_transformers_version", lambda: version)
+    with pytest.raises(UnsupportedModelError, match=rf"tested with transformers 4\.57\.6 and later; this is {version}"):
+        patch(model)
+    assert patch_of(model) is None and model.model.rotary_emb is rotary
+
+
+@pytest.mark.parametrize("version", ["4.57.6", "5.0.0", "5.25.0.dev0"])
+def test_tested_transformers_versions_are_accepted(version, monkeypatch):
+    model = tiny.tiny_model("llama-3.1-8b")
+    monkeypatch.setattr(integration, "_transformers_version", lambda: version)
+    with patch(model) as handle:
+        assert handle.active

@@ -42,6 +42,7 @@ from __future__ import annotations
 import copy
 import functools
 import importlib
+import re
 import threading
 import types
 import warnings
@@ -613,6 +614,7 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
             whose frequencies do not depend on the length.
     """
     config = _config_of(model)
+    _check_transformers_version()
     model_type = config.model_type
     if model_type == "falcon" and getattr(config, "alibi", False):
         raise UnsupportedModelError(
@@ -843,6 +845,27 @@ def _rope_for(model: nn.Module, config, rotary_modules: List[nn.Module]) -> Rota
         if reference.dtype == torch.float64:
             rope = rope.double()  # tables follow a float64 model up to float64, never down
     return rope
+
+
+#: the oldest ``transformers`` release :func:`patch` is tested with (``benchmarks/transformers_versions.py``
+#: under it, a middle one and the newest; docs/transformers.md lists what each printed). Older ones lay
+#: out several families differently: 4.45.2 gives silently different YaRN logits and fails on others.
+OLDEST_TESTED_TRANSFORMERS = (4, 57, 6)
+
+
+def _check_transformers_version() -> None:
+    version = _transformers_version()
+    match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
+    if match is None:
+        return  # a source build without a plain version: nothing to compare
+    found = tuple(int(part or 0) for part in match.groups())
+    if found < OLDEST_TESTED_TRANSFORMERS:
+        oldest = ".".join(map(str, OLDEST_TESTED_TRANSFORMERS))
+        raise UnsupportedModelError(
+            f"posenc's transformers patch is tested with transformers {oldest} and later; this is {version}, "
+            "whose rotary code differs in several families (posenc could rotate them differently from the "
+            f"model without an error): upgrade transformers to >= {oldest}"
+        )
 
 
 def _transformers_version() -> str:
