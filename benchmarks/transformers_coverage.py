@@ -43,7 +43,9 @@ def main(argv=None) -> int:
         row = testing.coverage(model_type)
         rows.append(row)
         ok = row.status == "supported"
-        extra = f"error {row.logit_error:.2g} (noise {row.noise:.2g})" if ok else row.detail[:120]
+        same = "same" if row.same_generation else "DIFFERS"
+        checks = f"generation {same}, undo {'exact' if row.undo_exact else 'NOT EXACT'}"
+        extra = f"error {row.logit_error:.2g} (noise {row.noise:.2g}), {checks}" if ok else row.detail[:120]
         print(f"{model_type:28s} {row.status:9s} {time.perf_counter() - t:5.1f}s {extra}", file=sys.stderr, flush=True)
     print(f"{len(rows)} types in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     table = testing.coverage_markdown(rows, census)

@@ -375,6 +375,10 @@ class Coverage:
     untouched: bool = False
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+
+
 def _modules_of(model: nn.Module) -> List[Tuple[str, int, Optional[object]]]:
     return [(name, id(m), m.__dict__.get("forward")) for name, m in model.named_modules()]
 
@@ -392,7 +396,7 @@ def coverage(model_type: str, seq: int = 12, new_tokens: int = 6) -> Coverage:
             before = model(ids).logits
             exact = copy.deepcopy(model).to(torch.float64)(ids).logits
     except Exception as exc:  # the generic tiny config does not fit this family
-        return Coverage(model_type, "untested", f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
+        return Coverage(model_type, "untested", _one_line(exc))
     noise = float((before.double() - exact).abs().max())
     modules = _modules_of(model)
     try:
@@ -405,7 +409,7 @@ def coverage(model_type: str, seq: int = 12, new_tokens: int = 6) -> Coverage:
         )
         return Coverage(model_type, "refused", str(exc), untouched=untouched)
     except Exception as exc:  # anything else is a bug in the patch: reported, never a pass
-        return Coverage(model_type, "error", f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
+        return Coverage(model_type, "error", _one_line(exc))
     prompt = ids[:1, :6]
     settings = dict(max_new_tokens=new_tokens, do_sample=False, use_cache=True, pad_token_id=0)
     try:
@@ -414,7 +418,7 @@ def coverage(model_type: str, seq: int = 12, new_tokens: int = 6) -> Coverage:
             tokens = model.generate(prompt, attention_mask=torch.ones_like(prompt), **settings)
     except Exception as exc:  # a bug in the patch for this family: reported, never a pass
         handle.undo()
-        return Coverage(model_type, "error", f"patched: {type(exc).__name__}: {exc}".splitlines()[0][:200])
+        return Coverage(model_type, "error", "patched: " + _one_line(exc))
     handle.undo()
     error = float((patched.double() - before.double()).abs().max())
     with torch.no_grad():
