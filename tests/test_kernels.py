@@ -24,6 +24,7 @@ import pytest
 import torch
 
 import posenc
+from posenc import RotaryEmbedding
 from posenc.rope import kernels
 from posenc.rope.apply import apply_reference, apply_rotary, apply_rotary_at, fused_kernel
 from posenc.rope.kernels import cpu
@@ -724,3 +725,85 @@ def test_triton_interpreter_forward(triton_results, key):
 )
 def test_triton_interpreter_cases(triton_results, key):
     assert triton_results[key]["abs"] <= 1e-6, triton_results[key]
+
+
+# -- the decode step's lean kernel call -----------------------------------------------------------
+@pytest.fixture
+def lean_decode(monkeypatch):
+    """Count the decode step's lean calls and what they returned; the general kernel call fails."""
+    returned = []
+    original = kernels.cpu_decode
+
+    def spy():
+        decode = original()
+
+        def counted(*args):
+            out = decode(*args)
+            returned.append(out is not None)
+            return out
+
+        return counted
+
+    def no_general_call(*args, **kwargs):
+        raise AssertionError("the decode step fell back to the general kernel call")
+
+    monkeypatch.setattr(kernels, "cpu_decode", spy)
+    monkeypatch.setattr(posenc.rope.apply, "fused_kernel", no_general_call)
+    return returned
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_decode_step_is_one_lean_call_equal_to_the_reference(fused_cpu, lean_decode, dtype, layout):
+    """rope(q, k, offset=n) on CPU is one lean kernel call on the cached tables, for contiguous and
+    transposed (B, S, H, D)-as-(B, H, S, D) inputs and partial rotation, bit for bit the reference
+    rotation by rows n .. n + seq - 1."""
+    rope = RotaryEmbedding(32, rotary_dim=24, layout=layout, max_position_embeddings=64)
+    gen = torch.Generator().manual_seed(1)
+    for seq, offset, transposed in ((1, 0, False), (1, 63, True), (3, 17, False), (2, 40, True)):
+        shape_q, shape_k = (2, seq, 4, 32), (2, seq, 2, 32)
+        q, k = (torch.randn(s, generator=gen, dtype=torch.float64).to(dtype) for s in (shape_q, shape_k))
+        q, k = (
+            (q.transpose(1, 2), k.transpose(1, 2))
+            if transposed
+            else (q.transpose(1, 2).contiguous(), k.transpose(1, 2).contiguous())
+        )
+        got_q, got_k = rope(q, k, offset=offset)
+        rows = slice(offset, offset + seq)
+        cos, sin = rope.cos_cached[rows][None], rope.sin_cached[rows][None]  # (1, S, r/2)
+        want_q, want_k = apply_reference(q, k, cos, sin, layout, 24, False)
+        torch.testing.assert_close(got_q, want_q, rtol=0, atol=0)
+        torch.testing.assert_close(got_k, want_k, rtol=0, atol=0)
+        assert got_q.stride() == torch.empty_like(q).stride()  # the input's layout is kept
+    assert lean_decode and all(lean_decode)
+
+
+def test_decode_call_declines_what_it_does_not_read(fused_cpu):
+    """The lean call returns None (and the general path explains or resolves) for a lazily negated
+    q, mixed dtypes, a 3-d k, and rows past the table, before anything is written."""
+    rope = RotaryEmbedding(8, max_position_embeddings=16)
+    rows = rope._rows
+    decode = kernels.cpu_decode()
+    q, k = torch.randn(1, 2, 1, 8), torch.randn(1, 1, 1, 8)
+    assert decode(q, k, rows.cos, rows.sin, rows.fields, 3, False, 8) is not None
+    negated = torch.complex(torch.zeros_like(q), -q).conj().imag
+    assert negated.is_neg()
+    for args in (
+        (negated, k, 3),
+        (q, k.double(), 3),
+        (q, k[0], 3),
+        (q, k, 16),  # row 16 of 16
+        (q, k, -1),
+    ):
+        assert decode(args[0], args[1], rows.cos, rows.sin, rows.fields, args[2], False, 8) is None
+
+
+def test_table_fields_only_for_plain_cpu_float_tables(fused_cpu):
+    cos = torch.rand(1, 5, 4)
+    fields = cpu.table_fields(cos, cos.clone())
+    assert fields == ((0, 1, 5, 4, 20, 4, 1), (0, 1, 5, 4, 20, 4, 1))  # no data pointer in them
+    assert cpu.table_fields(cos.double(), cos.double())[0][0] == cpu.DTYPE_CODES[torch.float64]
+    negated = torch.complex(torch.zeros_like(cos), -cos).conj().imag
+    for bad in (cos.half(), cos[0], cos.to("meta"), negated, torch.nn.Parameter(cos)):
+        assert cpu.table_fields(bad, cos) is None
+        assert cpu.table_fields(cos, bad) is None

@@ -39,6 +39,7 @@ import torch.autograd.forward_ad as _forward_ad
 from .._checks import check_choice, check_int, check_positions, check_tensor
 from . import kernels
 from .kernels import Kernel, overlap
+from .kernels.cpu import TableFields
 from .layout import LAYOUTS
 
 
@@ -340,6 +341,13 @@ def apply_rotary(
     return _run_fused(q, k, cos, sin, kernel, layout == "interleaved", r, inplace, grad)
 
 
+def cached_rows_fields(cos_rows: torch.Tensor, sin_rows: torch.Tensor) -> Optional[TableFields]:
+    """What :func:`rotate_cached_rows` may reuse about tables whose metadata never changes (a
+    module's private views of its cache): their dtypes, shapes and strides as the CPU kernel reads
+    them, or ``None`` when they are not plain CPU float32/float64 tables."""
+    return kernels.cpu.table_fields(cos_rows, sin_rows)
+
+
 def rotate_cached_rows(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -349,6 +357,7 @@ def rotate_cached_rows(
     *,
     interleaved: bool,
     rotary_dim: int,
+    fields: Optional[TableFields] = None,
 ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
     """The decode fast path: rotate by rows ``offset .. offset + seq - 1`` of whole tables, in one
     fused-kernel call, or return ``None`` when these inputs need :func:`apply_rotary`.
@@ -359,17 +368,31 @@ def rotate_cached_rows(
             reads anything, and raises ``ValueError``/``TypeError``.
         cos_rows, sin_rows: (1, rows, rotary_dim // 2) tables, e.g. a module's whole cache.
         offset: the row of the call's first position (the number of tokens in the KV cache).
+        fields: :func:`cached_rows_fields` of the tables, when their metadata cannot change: on
+            CPU the call then reads only q's and k's metadata and the tables' data pointers
+            (:func:`posenc.rope.kernels.cpu.make_decode`), the least Python a call can cost.
 
     ``None`` means: no fused kernel for these tensors (device, subclass, ``torch.compile``,
     ``vmap``), tables of another dtype than the kernel reads, or autograd wants a graph.
     """
-    kernel = fused_kernel(q, k, cos_rows, sin_rows)
     if (
-        kernel is None
-        or cos_rows.dtype != (torch.float64 if q.dtype == torch.float64 else torch.float32)
+        _is_compiling()
+        or not (type(q) in _PLAIN and type(k) in _PLAIN)
         or (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad))
         or _forward_ad_active()
+        or _is_functorch_wrapped(q)
+        or _is_functorch_wrapped(k)
     ):
+        return None
+    if fields is not None:
+        decode = kernels.cpu_decode()
+        if decode is not None:
+            rotated = decode(q, k, cos_rows, sin_rows, fields, offset, interleaved, rotary_dim)
+            if rotated is not None:
+                return rotated
+            # declined or refused: the general call below raises the kernel's explanation
+    kernel = fused_kernel(q, k, cos_rows, sin_rows)
+    if kernel is None or cos_rows.dtype != (torch.float64 if q.dtype == torch.float64 else torch.float32):
         return None
     q_out, k_out = torch.empty_like(q), torch.empty_like(k)
     kernel(q, k, q_out, k_out, cos_rows, sin_rows, interleaved=interleaved, rotary_dim=rotary_dim, row_offset=offset)

@@ -20,7 +20,8 @@ from .._checks import (
     is_compiling,
 )
 from ..schemes import PositionScheme
-from .apply import apply_rotary, rotate_cached_rows
+from .apply import apply_rotary, cached_rows_fields, rotate_cached_rows
+from .kernels.cpu import TableFields
 from .layout import LAYOUTS
 from .registry import is_length_dependent, softmax_scale
 from .scaling import rope_frequencies
@@ -39,11 +40,14 @@ class _State(NamedTuple):
 
 class _CacheRows(NamedTuple):
     """The published tables as (1, rows, rotary_dim // 2) views, which the fused kernels read whole
-    on the decode path; ``state`` is the :class:`_State` they belong to."""
+    on the decode path; ``state`` is the :class:`_State` they belong to. The views are private and
+    never handed out, so their metadata cannot change: ``fields`` holds it as the CPU kernel reads
+    it (:func:`posenc.rope.apply.cached_rows_fields`; ``None`` off the CPU)."""
 
     state: _State
     cos: torch.Tensor
     sin: torch.Tensor
+    fields: Optional[TableFields]
 
 
 class _Gathered(NamedTuple):
@@ -189,7 +193,8 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
     def _publish(self, state: _State) -> None:
         """Make ``state`` current in one assignment (callers hold the lock); mirror it in the buffers."""
         # straight into __dict__: nn.Module's __setattr__ looks for parameters and buffers first
-        self.__dict__["_rows"] = _CacheRows(state, state.cos.unsqueeze(0), state.sin.unsqueeze(0))
+        cos, sin = state.cos.unsqueeze(0), state.sin.unsqueeze(0)
+        self.__dict__["_rows"] = _CacheRows(state, cos, sin, cached_rows_fields(cos, sin))
         self._state = state
         self.cos_cached, self.sin_cached = state.cos, state.sin
 
@@ -442,7 +447,14 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
             return None
         try:
             return rotate_cached_rows(
-                q, k, rows.cos, rows.sin, offset, interleaved=self.layout == "interleaved", rotary_dim=self.rotary_dim
+                q,
+                k,
+                rows.cos,
+                rows.sin,
+                offset,
+                interleaved=self.layout == "interleaved",
+                rotary_dim=self.rotary_dim,
+                fields=rows.fields,
             )
         except (TypeError, ValueError):
             return None  # refused: the general path checks again and explains

@@ -41,6 +41,19 @@ def cpu_kernel() -> Optional[Kernel]:
     return cached
 
 
+def cpu_decode() -> Optional[cpu.Decode]:
+    """The decode step's lean call into the CPU kernel (:func:`.cpu.make_decode`), or ``None``
+    when the kernel cannot be built here."""
+    lib = cpu.library()
+    if lib is None:
+        return None
+    cached: Optional[cpu.Decode] = _cpu_kernel.get("decode")
+    if cached is None or _cpu_kernel.get("decode_lib") is not lib:
+        cached = cpu.make_decode(lib)
+        _cpu_kernel.update(decode=cached, decode_lib=lib)
+    return cached
+
+
 def triton_kernel() -> Optional[Kernel]:
     """The Triton kernel, or ``None`` (after one warning) when Triton cannot be imported."""
     if "kernel" not in _triton:

@@ -32,7 +32,7 @@ import tempfile
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -462,6 +462,109 @@ def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
             raise _refusal(status, args, operands, rotary_dim, positions is None)
 
     return rotate_bound
+
+
+#: (dtype code, 3 sizes, 3 strides) of cos, then of sin
+TableFields = Tuple[Tuple[int, ...], Tuple[int, ...]]
+
+
+def table_fields(cos: torch.Tensor, sin: torch.Tensor) -> Optional[TableFields]:
+    """What :func:`make_decode`'s ``decode`` packs for ``cos`` and ``sin`` besides their data
+    pointers: dtype code, shape and strides of each, or ``None`` when the kernel cannot read them
+    (not plain 3-d CPU tensors, a lazy negation bit, a dtype it does not know).
+
+    Computed once for tables whose metadata cannot change: a module's own views of its cache,
+    which it never hands out. The data pointers are not in here; ``decode`` reads them every call.
+    """
+    pair = []
+    for t in (cos, sin):
+        if type(t) is not torch.Tensor or t.device.type != "cpu" or t.dim() != 3 or t.is_neg():
+            return None
+        if t.dtype not in (torch.float32, torch.float64):
+            return None
+        pair.append((DTYPE_CODES[t.dtype], *t.shape, *t.stride()))
+    return (pair[0], pair[1])
+
+
+#: ``decode(q, k, cos, sin, fields, offset, interleaved, rotary_dim) -> (q_out, k_out) or None``
+Decode = Callable[..., Optional[Tuple[torch.Tensor, torch.Tensor]]]
+
+
+def make_decode(lib: ctypes.CDLL) -> Decode:
+    """The decode step's call, bound to ``lib``: rotate ``q``/``k`` by rows ``offset ..
+    offset + seq - 1`` of whole cached tables into new outputs, with the least Python per call.
+
+    ``decode(q, k, cos, sin, fields, offset, interleaved, rotary_dim)`` returns ``(q_out, k_out)``,
+    or ``None`` for inputs it leaves to :func:`rotate` (which then explains any refusal): q or k
+    not 4-d CPU tensors, or with a lazy negation bit, or anything the C side refuses. ``fields``
+    is :func:`table_fields` of ``cos`` and ``sin``, computed once. The caller has ruled out what
+    no kernel reads (tensor subclasses, functorch wrappers, ``torch.compile``) and autograd.
+
+    Nothing is checked less than in :func:`rotate`: the C side checks dtypes, shapes, strides,
+    the row bounds and memory overlap before it touches an element, and the checks done here in
+    Python (device, rank, negation bit) are the ones :func:`rotate` does, with the tables' share
+    done once by :func:`table_fields`.
+    """
+    fn = lib.posenc_rope
+    codes = DTYPE_CODES
+    pack = _PACK.pack_into
+    new_args = RopeArgs
+    empty_like = torch.empty_like
+    threads_of = torch.get_num_threads
+    no_positions = (0, 0, 0, 0, 0, 0)
+
+    def decode(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        fields: TableFields,
+        offset: int,
+        interleaved: bool,
+        rotary_dim: int,
+    ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+        if not (q.is_cpu and k.is_cpu) or q.dim() != 4 or k.dim() != 4 or q.is_neg() or k.is_neg():
+            return None
+        q_out, k_out = empty_like(q), empty_like(k)  # same shape, dtype and device as q, k
+        q_shape, k_shape = q.shape, k.shape
+        q_code, k_code = codes.get(q.dtype, -1), codes.get(k.dtype, -1)
+        nbytes = (q.numel() + k.numel()) * q.element_size()
+        args = new_args()
+        pack(
+            args,
+            0,
+            q.data_ptr(),
+            q_code,
+            *q_shape,
+            *q.stride(),
+            k.data_ptr(),
+            k_code,
+            *k_shape,
+            *k.stride(),
+            q_out.data_ptr(),
+            q_code,
+            *q_shape,
+            *q_out.stride(),
+            k_out.data_ptr(),
+            k_code,
+            *k_shape,
+            *k_out.stride(),
+            cos.data_ptr(),
+            *fields[0],
+            sin.data_ptr(),
+            *fields[1],
+            *no_positions,
+            offset,
+            rotary_dim,
+            interleaved,
+            False,
+            threads_of() if nbytes >= PARALLEL_MIN_BYTES else 1,
+        )
+        if fn(args):
+            return None  # refused before any element was touched
+        return q_out, k_out
+
+    return decode
 
 
 def rotate(
