@@ -5,7 +5,9 @@
 
 One decode step rotates one token per layer: q (1, 32, 1, 128), k (1, 8, 1, 128), float32, CPU, the
 Llama-3-8B head layout. Rows, all timed in one run and interleaved so that machine load hits them
-alike (the best of ``--repeats`` samples, each the mean over many calls):
+alike: ``--repeats`` rounds, each timing every row once (the mean over ``--calls`` calls). The
+microseconds are each row's best round; the ratios are medians over rounds of the ratio within a
+round, so a load that comes and goes between rounds does not skew them:
 
 * ``module, same offset``: ``rope(q, k, offset=5000)`` as layers 2..L of one step call it;
 * ``module, new offset``: the offset moves on every call, as layer 1 of each step sees it;
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 
@@ -44,8 +47,8 @@ def timer(fn, calls):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=15, help="samples per row (best is kept)")
-    parser.add_argument("--calls", type=int, default=400, help="calls per sample")
+    parser.add_argument("--repeats", type=int, default=31, help="rounds (each times every row once)")
+    parser.add_argument("--calls", type=int, default=200, help="calls per row per round")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
     torch.manual_seed(0)
@@ -77,12 +80,15 @@ def main(argv=None) -> int:
         rows["transformers apply_rotary_pos_emb"] = lambda: apply_rotary_pos_emb(q, k, cos_full, sin_full)
 
     best = {name: float("inf") for name in rows}
+    rounds = []  # one {name: seconds} per round: its ratios saw one machine load
     for fn in rows.values():
         for _ in range(50):
             fn()  # warm up
     for _ in range(args.repeats):
-        for name, fn in rows.items():  # interleaved
-            best[name] = min(best[name], timer(fn, args.calls))
+        sample = {name: timer(fn, args.calls) for name, fn in rows.items()}  # interleaved
+        rounds.append(sample)
+        for name, seconds in sample.items():
+            best[name] = min(best[name], seconds)
 
     far = {}
     for position in (2**31, 2**40):
@@ -106,20 +112,22 @@ def main(argv=None) -> int:
             "cache_bytes": 2 * module.cos_cached.numel() * module.cos_cached.element_size(),
         }
 
-    ceiling = best["memory pass"]
+    hf_name = "transformers apply_rotary_pos_emb"
+
+    def median_ratio(top, bottom):
+        return statistics.median(sample[top] / sample[bottom] for sample in rounds)
+
+    over_pass = {name: median_ratio(name, "memory pass") for name in rows}
+    hf_over = {name: median_ratio(hf_name, name) for name in rows} if hf_name in rows else None
     print(
         f"decode, one token per layer: q (1, 32, 1, 128), k (1, 8, 1, 128), float32, "
-        f"torch threads {torch.get_num_threads()}"
+        f"torch threads {torch.get_num_threads()}; ratios are medians over {len(rounds)} rounds"
     )
-    print(
-        f"{'call':38s} {'us':>8s} {'x memory pass':>14s}"
-        + (f" {'hf / this':>10s}" if "transformers apply_rotary_pos_emb" in best else "")
-    )
-    hf = best.get("transformers apply_rotary_pos_emb")
+    print(f"{'call':38s} {'best us':>8s} {'x memory pass':>14s}" + (f" {'hf / this':>10s}" if hf_over else ""))
     for name, seconds in best.items():
-        line = f"{name:38s} {seconds * 1e6:8.2f} {seconds / ceiling:14.2f}"
-        if hf is not None:
-            line += f" {hf / seconds:10.2f}"
+        line = f"{name:38s} {seconds * 1e6:8.2f} {over_pass[name]:14.2f}"
+        if hf_over is not None:
+            line += f" {hf_over[name]:10.2f}"
         print(line)
     print("\nfar positions (a new position every call; the cache is never grown past its window):")
     for position, row in far.items():
@@ -131,7 +139,12 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(
-                {"decode_us": {k: v * 1e6 for k, v in best.items()}, "far": {str(k): v for k, v in far.items()}},
+                {
+                    "decode_us": {k: v * 1e6 for k, v in best.items()},
+                    "x_memory_pass": over_pass,
+                    "hf_over_this": hf_over,
+                    "far": {str(k): v for k, v in far.items()},
+                },
                 f,
                 indent=2,
             )
