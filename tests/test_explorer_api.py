@@ -944,3 +944,57 @@ def test_one_colour_per_scheme_and_per_scaling():
     assert palette.diverging(0.0) == "#ffffff"
     assert palette.diverging(-1.0) == palette.SIGN_COLOURS["negative"]
     assert palette.diverging(5.0, span=5.0) == palette.SIGN_COLOURS["positive"]
+
+
+def _static_scripts() -> dict[str, str]:
+    from importlib import resources
+
+    static = resources.files("posenc.explorer").joinpath("static")
+    found: dict[str, str] = {}
+
+    def walk(folder, prefix=""):
+        for entry in folder.iterdir():
+            if entry.is_dir():
+                walk(entry, f"{prefix}{entry.name}/")
+            elif entry.name.endswith(".js"):
+                found[prefix + entry.name] = entry.read_text()
+
+    walk(static)
+    return found
+
+
+def _neutral(r: int, g: int, b: int) -> bool:
+    return max(r, g, b) - min(r, g, b) <= 24  # a grey for ink, rules and frames (#1d2330 is 19 apart)
+
+
+def test_every_colour_of_the_page_comes_from_palette_js():
+    """One palette module: a sign map, a scheme's or scaling's colour, a ramp or any other chromatic
+    colour written in a page script other than palette.js fails here, as do functions or tables of
+    the palette defined a second time (charts.js once had its own copy of the sign map)."""
+    import re
+
+    scripts = _static_scripts()
+    assert "palette.js" in scripts and "charts.js" in scripts and "lesson/draw.js" in scripts
+    offences = []
+    for name, source in scripts.items():
+        if name == "palette.js":
+            continue
+        for match in re.finditer(r"#([0-9a-fA-F]{6}|[0-9a-fA-F]{3})\b", source):
+            digits = match.group(1)
+            if len(digits) == 3:
+                digits = "".join(c * 2 for c in digits)
+            r, g, b = (int(digits[i : i + 2], 16) for i in (0, 2, 4))
+            if not _neutral(r, g, b):
+                offences.append(f"{name}: colour {match.group(0)}")
+        for match in re.finditer(r"\[\s*(\d{1,3})\s*,\s*(\d{1,3})\s*,\s*(\d{1,3})\s*\]", source):
+            if not _neutral(*(int(v) for v in match.groups())):
+                offences.append(f"{name}: rgb triple {match.group(0)}")
+        for match in re.finditer(r"(rgb|hsl)a?\(\s*\d", source):
+            offences.append(f"{name}: literal {match.group(0)}")
+        for match in re.finditer(
+            r"(function\s+(diverging|divergingRGB|sequential|viridis|headColour|shadeStyle)\b"
+            r"|const\s+(SIGN_COLOURS|SCHEME_COLOURS|SCALING_COLOURS|ROLE_COLOURS|VIRIDIS|SEQUENTIAL)\s*=)",
+            source,
+        ):
+            offences.append(f"{name}: defines {match.group(0)}")
+    assert not offences, "colours defined outside palette.js:\n" + "\n".join(offences)

@@ -1,6 +1,8 @@
 // Drawing functions for the posenc explorer: SVG line charts, canvas heatmaps, clock dials.
 // They only draw numbers handed to them by the server; nothing here computes an encoding.
 
+import { MARK_COLOURS } from "./palette.js";
+
 const SVG_NS = "http://www.w3.org/2000/svg";
 
 export function svg(tag, attrs = {}, parent = null) {
@@ -239,22 +241,6 @@ export function lineChart(container, spec) {
 }
 
 // -- heatmap ----------------------------------------------------------------------------------------
-// Blue for negative, white for zero, red for positive; t in [-1, 1].
-export function diverging(t) {
-  const c = Math.max(-1, Math.min(1, t));
-  const a = Math.abs(c);
-  const far = c < 0 ? [33, 102, 172] : [178, 24, 43];
-  return far.map((v) => Math.round(255 + (v - 255) * Math.pow(a, 0.85)));
-}
-
-// Light yellow to dark blue; t in [0, 1].
-export function sequential(t) {
-  const c = Math.max(0, Math.min(1, t));
-  const stops = [[255, 247, 188], [127, 205, 187], [44, 127, 184], [37, 52, 148], [8, 29, 88]];
-  const pos = c * (stops.length - 1), i = Math.min(stops.length - 2, Math.floor(pos)), f = pos - i;
-  return stops[i].map((v, k) => Math.round(v + (stops[i + 1][k] - v) * f));
-}
-
 // Draws rows x cols of values onto a canvas, one block per cell; null cells are grey.
 export function heatmap(canvas, matrix, colour, { cell = null, maxWidth = 560, maxHeight = 560 } = {}) {
   const rows = matrix.length, cols = rows ? matrix[0].length : 0;
@@ -359,7 +345,7 @@ export function bars(container, values, { width = 560, height = 120, colour = nu
     if (v === null || !Number.isFinite(v) || (log && v <= 0)) return;
     const top = y(v);
     svg("rect", { x: left + i * w, y: Math.min(top, zero), width: Math.max(1, w - 1), height: Math.max(1, Math.abs(zero - top)),
-      fill: colour ? colour(v, i) : "#4c78a8", class: i === highlight ? "bar highlight" : "bar" }, root);
+      fill: colour ? colour(v, i) : MARK_COLOURS.bar, class: i === highlight ? "bar highlight" : "bar" }, root);
   });
   return root;
 }

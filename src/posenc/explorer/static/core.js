@@ -2,14 +2,15 @@
 // server's JSON API, debounced loaders that report errors in their view, and the router.
 
 import { fmt } from "./charts.js";
+import { DTYPE_COLOURS, MARK_COLOURS, ROLE_COLOURS, SCHEME_COLOURS, SERIES_COLOURS } from "./palette.js";
 
 export const $ = (id) => document.getElementById(id);
+// Short names of the palette's colours for the workbench views (every colour is palette.js's).
 export const COLORS = {
-  q: "#1f77b4", k: "#ff7f0e", rope: "#1f77b4", sinusoidal: "#d62728", default: "#222222",
-  bfloat16: "#d62728", float16: "#ff7f0e", float32: "#1f77b4", posenc: "#2ca02c",
+  q: ROLE_COLOURS.query, k: ROLE_COLOURS.key, rope: SCHEME_COLOURS.rope, sinusoidal: SCHEME_COLOURS.sinusoidal,
+  default: MARK_COLOURS.unscaled, ...DTYPE_COLOURS,
 };
-export const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-  "#bcbd22", "#17becf"];
+export const PALETTE = SERIES_COLOURS;
 
 // -- shared state: the RoPE settings every view uses -------------------------------------------------
 export const rope = { headDim: 16, base: 10000 };

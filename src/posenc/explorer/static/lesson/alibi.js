@@ -2,15 +2,12 @@
 // and the attention the bias alone leaves to each key, both from posenc's alibi_slopes/alibi_bias.
 
 import { $, api, slider } from "../core.js";
-import { lineChart, sequential } from "../charts.js";
+import { lineChart } from "../charts.js";
+import { headColour } from "../palette.js";
 import { chapterLoader, registerChapter } from "./main.js";
 import { html, fmt, widthOf, numbers, stackLabels } from "./draw.js";
 
-// Heads coloured from dark (steep) to light (shallow) on one sequential ramp, dashes alternating.
-function headColour(h, heads) {
-  const t = heads > 1 ? 1 - (0.85 * h) / (heads - 1) : 1;
-  return `rgb(${sequential(Math.max(0.15, t)).join(",")})`;
-}
+// Heads coloured as in the workbench's ALiBi view (palette.headColour), dashes alternating.
 
 registerChapter("alibi-penalty", () => {
   let data = null;

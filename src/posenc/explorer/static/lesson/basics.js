@@ -3,6 +3,7 @@
 import { $, api, slider } from "../core.js";
 import { chapterLoader, registerChapter } from "./main.js";
 import { C, T, INK, MUTED, svg, html, fmt, widthOf, root, text, divergingFill, barRow, signLegend, numbers, hbars, stackLabels } from "./draw.js";
+import { TILE_COLOURS } from "../palette.js";
 
 // -- 1. the bag of tiles -----------------------------------------------------------------------------
 registerChapter("bag-of-tiles", () => {
@@ -22,7 +23,7 @@ registerChapter("bag-of-tiles", () => {
     const stripX = tileW + 10, stripW = width - stripX - 70, cell = stripW / data.d_model;
     data.words.forEach((word, i) => {
       const y = 26 + i * rowH;
-      svg("rect", { x: 0, y: y + 4, width: tileW, height: rowH - 14, rx: 6, fill: "#f3ead7", stroke: "#b08d57" }, s);
+      svg("rect", { x: 0, y: y + 4, width: tileW, height: rowH - 14, rx: 6, fill: TILE_COLOURS.fill, stroke: TILE_COLOURS.stroke }, s);
       text(s, tileW / 2, y + rowH / 2 - 2, word, { size: 14, anchor: "middle", weight: 700 });
       text(s, tileW / 2, y + rowH / 2 + 13, `seat ${i} → ${data.order.indexOf(i)}`, { size: 11, anchor: "middle", color: MUTED });
       [data.outputs[i], data.outputs_shuffled[i]].forEach((row, k) => {

@@ -3,22 +3,9 @@
 // which readers with any common colour-vision deficiency can tell apart; lines also differ in dash.
 
 import { svg, html, fmt, fmtInt } from "../charts.js";
-import { diverging, SIGN_COLOURS, signLegend } from "../palette.js";
+import { diverging, SIGN_COLOURS, signLegend, INK, MUTED, C, T, SERIES } from "../palette.js";
 
-export { signLegend };
-
-export const INK = "#1d2330";
-export const MUTED = "#4b5262";
-export const C = {
-  blue: "#0072B2", orange: "#E69F00", green: "#009E73", vermillion: "#D55E00", purple: "#CC79A7",
-  sky: "#56B4E9", yellow: "#F0E442", grey: "#8a8f99",
-};
-// Text-safe (4.5:1 on white) variants for labels.
-export const T = { blue: "#005a8c", orange: "#8a5a00", green: "#00684c", vermillion: "#a64300", purple: "#8c3f73" };
-export const SERIES = [
-  { color: C.blue, dash: null }, { color: C.vermillion, dash: "7 4" }, { color: C.green, dash: "2 3" },
-  { color: C.orange, dash: "10 3 2 3" }, { color: C.purple, dash: "4 2" },
-];
+export { signLegend, INK, MUTED, C, T, SERIES };
 
 export { svg, html, fmt, fmtInt };
 

@@ -1,6 +1,7 @@
 // View 5 of the explorer: ALiBi vs RoPE.
 
-import { bars, cellAt, colourScale, diverging, fmt, heatmap, pow2Label, sequential } from "../charts.js";
+import { bars, cellAt, colourScale, fmt, heatmap, pow2Label } from "../charts.js";
+import { divergingRGB as diverging, sequential } from "../palette.js";
 import { $, rope, api, loader, slider, valueSpan, register } from "../core.js";
 import { fitWidth, headColour, heatAxes, onResize } from "./workbench.js";
 

@@ -3,6 +3,7 @@
 import { bars, dial, fmt, html } from "../charts.js";
 import { $, COLORS, rope, focus, api, loader, slider, escapeText, valueSpan, views, register } from "../core.js";
 import { fitWidth, onResize } from "./workbench.js";
+import { MARK_COLOURS, SIGN_COLOURS } from "../palette.js";
 
 // Text of this view that must match what the dials draw (kept here, next to the drawing).
 const LEDE = `RoPE cuts a query and a key into pairs of numbers and turns pair <var>i</var> of a token at seat
@@ -97,7 +98,7 @@ export function setupDials() {
       · without RoPE q·k = ${fmt(d.score_unrotated, 6)}`;
     const barBox = $("dl-pair-bars");
     bars(barBox, d.pair_scores_moved, { width: fitWidth(barBox, 560), height: 120, label: "score per pair",
-      tickFormat: shortNumber, left: 56, colour: (v) => (v >= 0 ? COLORS.q : COLORS.sinusoidal) });
+      tickFormat: shortNumber, left: 56, colour: (v) => (v >= 0 ? SIGN_COLOURS.positive : SIGN_COLOURS.negative) });
   });
 
   // the order proof
@@ -118,7 +119,7 @@ export function setupDials() {
       dial(holder, {
         size: 200, hands, ticks: Math.round(360 / d.degrees),
         arc: { from: rad(s.seat_angles_deg[s.key_seat]), to: rad(s.seat_angles_deg[s.key_seat] + s.relative_angle_deg),
-          color: "#6a51a3" },
+          color: MARK_COLOURS.focus },
         title: `${which ? "B" : "A"}: “${s.text}”`,
         caption: wrapWords(s.words.map((w, i) => `${i}:${w}`), 30),
       });

@@ -3,7 +3,7 @@
 
 import { fmt, fmtInt, html, lineChart, svg } from "../charts.js";
 import { $, api, escapeText, loader, register } from "../core.js";
-import { SCALING_COLOURS } from "../palette.js";
+import { SCALING_COLOURS, shadeStyle } from "../palette.js";
 import { fitWidth, onResize } from "./workbench.js";
 
 const DASHES = [undefined, "7 4", "2 3", "10 3 2 3"];
@@ -27,7 +27,7 @@ function ci(pair, digits) {
 function heatCell(cell, length, depth) {
   if (!cell) return '<td class="num missing">–</td>';
   const a = cell.accuracy;
-  const style = `background:hsl(210,65%,${Math.round(96 - 62 * a)}%);color:${a > 0.55 ? "#fff" : "#111"}`;
+  const style = shadeStyle(a);
   const wilson = cell.accuracy_ci ? ` <small>[${pct(cell.accuracy_ci[0])}, ${pct(cell.accuracy_ci[1])}]</small>` : "";
   const bits = cell.logp_bits !== null ? `<br><small class="logp">${fmt(cell.logp_bits, 1)} bits</small>` : "";
   const title = `${cell.trials ?? "?"} trials at ${length} tokens, depth ${depth}`;

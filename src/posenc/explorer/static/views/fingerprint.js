@@ -1,6 +1,7 @@
 // View 1 of the explorer: wave fingerprint.
 
-import { bars, cellAt, colourScale, diverging, fmt, fmtInt, heatmap, html, lineChart, sequential } from "../charts.js";
+import { bars, cellAt, colourScale, fmt, fmtInt, heatmap, html, lineChart } from "../charts.js";
+import { diverging as divergingCSS, divergingRGB as diverging, sequential } from "../palette.js";
 import { $, COLORS, api, loader, slider, pow10, valueSpan, register } from "../core.js";
 import { fitWidth as chartWidth, heatAxes, onResize } from "./workbench.js";
 
@@ -53,7 +54,7 @@ export function setupFingerprint() {
     $("fp-seat-label").textContent = pos;
     const row = st.table.table[pos];
     const node = bars($("fp-seat-bars"), row, { width: chartWidth($("fp-seat-bars"), 560), height: 110,
-      colour: (v) => `rgb(${diverging(v).join(",")})`,
+      colour: (v) => divergingCSS(v),
       domain: [-1, 1], label: `position vector of seat ${pos}` });
     node.dataset.pos = pos;
     node.dataset.values = JSON.stringify(row);

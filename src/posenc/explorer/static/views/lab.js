@@ -3,6 +3,7 @@
 import { extent, fmt, fmtInt, html, lineChart } from "../charts.js";
 import { $, PALETTE, api, loader, slider, escapeText, register } from "../core.js";
 import { fitWidth, onResize } from "./workbench.js";
+import { STAMP_STYLE, shadeStyle } from "../palette.js";
 
 const BINS = ["near", "mid", "far"];
 
@@ -12,7 +13,7 @@ function scaffold() {
   if ($("lab-stamp")) return;
   const body = $("lab-body");
   const stamp = html("p", { id: "lab-stamp", class: "stamp", role: "note", hidden: "",
-    style: "font-weight:600;background:#fff3cd;color:#3d2e00;padding:0.4em 0.7em;border-left:4px solid #b58100" });
+    style: STAMP_STYLE });
   body.insertBefore(stamp, body.firstChild);
   const evalTable = $("lab-eval");
   const heading = html("h3", {}, null, "Passkey retrieval ");
@@ -68,7 +69,7 @@ function summaryBlock(s) {
   const time = Object.entries(s.cpu_seconds || {}).filter(([, v]) => measured(v)).map(([seed, v]) => `seed ${seed}: ${fmt(v / 60, 3)} min`).join(", ");
   return `<article class="lab-summary" data-summary="${escapeText(s.name)}">
     <h3>${escapeText(s.name)} <small class="muted">(${n} training seed${n === 1 ? "" : "s"}${s.complete ? "" : "; unfinished"})</small></h3>
-    ${s.stamp ? `<p class="stamp" role="note" style="font-weight:600;background:#fff3cd;color:#3d2e00;padding:0.4em 0.7em;border-left:4px solid #b58100">Machinery check: ${escapeText(s.stamp)}.</p>` : ""}
+    ${s.stamp ? `<p class="stamp" role="note" style="${STAMP_STYLE}">Machinery check: ${escapeText(s.stamp)}.</p>` : ""}
     <p class="readout"><code>${escapeText(s.command)}</code>${time ? ` — CPU time ${escapeText(time)}` : ""}</p>
     <h4>Bits per byte <small class="muted">(mean ± standard deviation over training seeds; hover for each seed)</small></h4>
     <table class="data">${head("model")}<tbody>${bpbRows || `<tr><td colspan="${lengths.length + 1}">none</td></tr>`}</tbody></table>
@@ -87,7 +88,7 @@ function heatCell(cell) {
   const ci = cell.accuracy_ci ? ` <small>[${pct(cell.accuracy_ci[0])}, ${pct(cell.accuracy_ci[1])}]</small>` : "";
   const lp = cell.logp_bits !== null && cell.logp_bits !== undefined ? `log2 p(key) ${fmt(cell.logp_bits, 3)} bits` : "";
   const dist = cell.distance ? `, distance ${cell.distance[0]}–${cell.distance[1]}` : "";
-  const style = `background:hsl(210,65%,${Math.round(96 - 62 * a)}%);color:${a > 0.55 ? "#fff" : "#111"}`;
+  const style = shadeStyle(a);
   const bits = cell.logp_bits !== null && cell.logp_bits !== undefined ? `<br><small class="logp">${fmt(cell.logp_bits, 1)} bits</small>` : "";
   return `<td class="num heat" data-accuracy="${a}" style="${style}" title="${escapeText(`${cell.trials || "?"} trials${dist}; ${lp}`)}">${pct(a)}${ci}${bits}</td>`;
 }

@@ -3,6 +3,7 @@
 import { fmtInt, lineChart } from "../charts.js";
 import { $, COLORS, rope, focus, api, loader, slider, pow2, valueSpan, register } from "../core.js";
 import { fitWidth, onResize } from "./workbench.js";
+import { MARK_COLOURS } from "../palette.js";
 
 export function setupPrecision() {
   const maxPos = slider("pr-max-log", () => refresh(), pow2, fmtInt);
@@ -30,7 +31,7 @@ export function setupPrecision() {
       x: { domain: [0, Math.max(1, pairs.length - 1)], label: "rotation pair i (fast → slow)" },
       y: { domain: [FLOOR, 10], log: true, label: `angle error at ${fmtInt(d.pos)} (rad)` },
       series: names.map((n) => ({ name: label[n], xs: pairs, ys: floor(d.at_pos[n]), color: COLORS[n], points: true })),
-      vlines: focus.pair !== null && focus.pair < pairs.length ? [{ x: focus.pair, color: "#6a51a3", label: `pair ${focus.pair}` }] : [],
+      vlines: focus.pair !== null && focus.pair < pairs.length ? [{ x: focus.pair, color: MARK_COLOURS.focus, label: `pair ${focus.pair}` }] : [],
       legend: false,
     });
     const worst = (n) => { const v = d.at_pos[n]; return v.some((x) => x === null) ? null : Math.max(...v); };

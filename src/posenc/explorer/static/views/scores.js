@@ -3,6 +3,7 @@
 import { extent, fmt, fmtInt, html, lineChart } from "../charts.js";
 import { $, COLORS, rope, api, loader, slider, pow10, valueSpan, register } from "../core.js";
 import { fitWidth, headColour, onResize } from "./workbench.js";
+import { MARK_COLOURS } from "../palette.js";
 
 // RoPE's decay runs over every scale of distance (pair i fades after about 1/θ_i seats), so the view opens
 // on the whole range, drawn against log distance, where each octave gets the same width.
@@ -52,8 +53,8 @@ export function setupScores() {
       y: { domain: extent([data.rope, data.sinusoidal, data.rope_compare]), label: "normalised score" },
       series: [
         { name: `RoPE (head_dim ${data.head_dim}, base ${fmt(data.base, 0)})`, xs: data.distances, ys: data.rope, color: COLORS.rope, width: 1.2 },
-        { name: "RoPE, averaged over an octave of distances", xs: data.distances, ys: data.rope_trend, color: "#08306b", width: 3.5 },
-        { name: `RoPE, base ${fmt(data.compare_base, 0)}`, xs: data.distances, ys: data.rope_compare, color: "#6a51a3", width: 1.5 },
+        { name: "RoPE, averaged over an octave of distances", xs: data.distances, ys: data.rope_trend, color: MARK_COLOURS.trend, width: 3.5 },
+        { name: `RoPE, base ${fmt(data.compare_base, 0)}`, xs: data.distances, ys: data.rope_compare, color: MARK_COLOURS.focus, width: 1.5 },
         { name: `sinusoidal (d_model ${data.d_model}, base 10000)`, xs: data.distances, ys: data.sinusoidal, color: COLORS.sinusoidal, dash: "6 3" },
       ],
       hlines: [{ y: 0, color: "#999", dash: "2 3" }],

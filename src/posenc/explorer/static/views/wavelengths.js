@@ -2,6 +2,7 @@
 
 import { extent, fmt, fmtInt, html, lineChart } from "../charts.js";
 import { fitWidth, onResize } from "./workbench.js";
+import { MARK_COLOURS } from "../palette.js";
 import { $, COLORS, PALETTE, rope, scaling, focus, api, showError, loader, slider, pow2, escapeText, views, register,
   scalingTypes, scalingSliders } from "../core.js";
 
@@ -72,7 +73,7 @@ export function setupWavelengths() {
       x: { domain: [0, Math.max(1, pairs.length - 1)], label: "rotation pair i (fast → slow)" },
       y: { domain: extent(all, { positiveOnly: true }), log: true, label: "wavelength (positions, log)" },
       series, hlines, bands,
-      vlines: marked ? [{ x: focus.pair, color: "#6a51a3", label: `pair ${focus.pair} (from the dials)` }] : [],
+      vlines: marked ? [{ x: focus.pair, color: MARK_COLOURS.focus, label: `pair ${focus.pair} (from the dials)` }] : [],
       onHover: (x) => { const i = Math.max(0, Math.min(pairs.length - 1, Math.round(x))); readout(i); return i; },
     });
     readout(marked ? focus.pair : 0);

@@ -1,6 +1,6 @@
 // Helpers the workbench views share: charts sized to their panel (so chart text keeps its CSS size
-// on a phone), tick labels around heatmap canvases, an ordered colour-blind-safe colour per head,
-// and redrawing a view when the window changes size.
+// on a phone), tick labels around heatmap canvases, and redrawing a view when the window changes size;
+// head colours come from palette.js.
 
 import { html, ticks } from "../charts.js";
 
@@ -11,22 +11,7 @@ export function fitWidth(container, preferred, smallest = 240) {
   return room > 0 ? Math.max(smallest, Math.min(preferred, room)) : preferred;
 }
 
-// Viridis (perceptually ordered, readable with every common colour-vision deficiency), sampled at
-// t in [0, 1]; stops from matplotlib's table.
-const VIRIDIS = [[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142], [31, 158, 137],
-  [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]];
-export function viridis(t) {
-  const c = Math.max(0, Math.min(1, t)) * (VIRIDIS.length - 1);
-  const i = Math.min(VIRIDIS.length - 2, Math.floor(c)), f = c - i;
-  const rgb = VIRIDIS[i].map((v, k) => Math.round(v + (VIRIDIS[i + 1][k] - v) * f));
-  return `rgb(${rgb.join(",")})`;
-}
-
-// Colour of head `h` of `n`: dark purple (steepest slope) to yellow-green (gentlest), never the pale
-// end of viridis, which vanishes on white.
-export function headColour(h, n) {
-  return viridis(n > 1 ? (0.88 * h) / (n - 1) : 0);
-}
+export { headColour, viridis } from "../palette.js";
 
 // Tick labels on the left (rows) and below (columns) of a heatmap. `target` is the canvas, or the
 // element wrapping it with overlays; it is moved into a small grid once, and the labels sit at
