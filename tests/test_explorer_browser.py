@@ -862,3 +862,36 @@ def test_no_chart_label_is_cut_at_the_edge(page, phone, server, view):
     for pg in (page, phone):
         open_view(pg, server, view)
         assert pg.evaluate(CLIPPED) == [], (view, pg.viewport_size)
+
+
+# -- one resize mechanism for views and chapters ------------------------------------------------------------
+SVG_WIDTH = "(sel) => { const s = document.querySelector(sel); return s ? s.viewBox.baseVal.width : null; }"
+
+
+def test_one_resize_mechanism_redraws_views_and_chapters_hidden_during_the_resize(page, server):
+    """A view or a chapter that is off screen while the window narrows is drawn at its panel's new
+    width when it is shown again, and the one on screen is redrawn at once."""
+    from playwright.sync_api import expect
+
+    def open_chapter(chapter):
+        page.goto(f"{server}#{chapter}")
+        node = page.locator(f"#ch-{chapter}")
+        expect(node).to_be_visible()
+        expect(node).not_to_have_attribute("data-renders", "0", timeout=20_000)
+
+    def narrow(selector):
+        page.wait_for_function(f"() => ({SVG_WIDTH})({json.dumps(selector)}) <= 390", timeout=10_000)
+
+    open_view(page, server, "scores")
+    assert page.evaluate(SVG_WIDTH, "#view-scores svg") > 390
+    open_chapter("bag-of-tiles")
+    assert page.evaluate(SVG_WIDTH, "#ch-bag-of-tiles svg.lesson-svg") > 390
+    open_chapter("word-plus-position")
+    page.set_viewport_size({"width": 390, "height": 844})
+    narrow("#ch-word-plus-position svg.lesson-svg")  # on screen: redrawn after the resize
+    open_chapter("bag-of-tiles")
+    narrow("#ch-bag-of-tiles svg.lesson-svg")  # hidden during the resize: redrawn when shown
+    page.goto(f"{server}#scores")
+    expect(page.locator("#view-scores")).to_be_visible()
+    narrow("#view-scores svg")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390

@@ -131,6 +131,42 @@ export function valueSpan(id, value, digits = 6, extra = "") {
   return `<span id="${id}" class="num" data-value="${value}"${extra}>${fmt(value, digits)}</span>`;
 }
 
+// -- resizing --------------------------------------------------------------------------------------------
+// The page's one resize mechanism, for workbench views and lesson chapters alike: `onResize(node,
+// draw)` redraws `node`'s figures at their panel's new width after the window stops changing width.
+// A node that is hidden then (another view, another chapter) is redrawn when it is shown again
+// (`showResized`), so no chart is ever left at a width it no longer has.
+const resizers = [];
+let resizeTimer = null;
+
+function onScreen(node) { return node.isConnected && node.closest("[hidden]") === null; }
+
+function redraw(entry) {
+  entry.width = window.innerWidth;
+  entry.draw();
+}
+
+export function onResize(node, draw) {
+  resizers.push({ node, draw, width: window.innerWidth });
+  if (resizers.length === 1) {
+    window.addEventListener("resize", () => {
+      clearTimeout(resizeTimer);
+      resizeTimer = setTimeout(() => {
+        for (const entry of resizers) if (entry.width !== window.innerWidth && onScreen(entry.node)) redraw(entry);
+      }, 150);
+    });
+  }
+}
+
+// Redraws the figures registered on `node` (or inside it) that were drawn at another window width.
+export function showResized(node) {
+  for (const entry of resizers) {
+    if ((entry.node === node || node.contains(entry.node)) && entry.width !== window.innerWidth && onScreen(entry.node)) {
+      redraw(entry);
+    }
+  }
+}
+
 // -- router ------------------------------------------------------------------------------------------------
 export const views = {};
 let active = null;
@@ -141,7 +177,7 @@ export function show(name) {
   for (const link of document.querySelectorAll(".tabs a")) link.classList.toggle("active", link.dataset.view === name);
   active = name;
   const view = views[name];
-  if (view.stale) { view.stale = false; view.refresh(0); }
+  if (view.stale) { view.stale = false; view.refresh(0); } else showResized(section(name));
 }
 
 export function invalidateAll() {

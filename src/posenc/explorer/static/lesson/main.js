@@ -2,7 +2,7 @@
 // Each chapter module registers a setup function that runs the first time its chapter is opened;
 // every number a chapter draws comes from the server's /api/lesson endpoints (posenc itself).
 
-import { api } from "../core.js";
+import { onResize, showResized } from "../core.js";
 import { renderChecks } from "./checks.js";
 
 const chapters = new Map();        // id -> {setup, redraw, ready}
@@ -36,7 +36,8 @@ export function chapterLoader(id, load, { delay = 60 } = {}) {
   };
 }
 
-// Registers a chapter. `setup()` wires its controls and returns a `redraw()` called on resizes.
+// Registers a chapter. `setup()` wires its controls and returns a `redraw()` that the page's one resize
+// mechanism (core.js onResize) calls at the chapter's new width.
 export function registerChapter(id, setup) { chapters.set(id, { setup, redraw: null, ready: false }); }
 
 function readSet() {
@@ -82,11 +83,12 @@ export function showChapter(id, { focus = false } = {}) {
   if (entry && !entry.ready) {
     entry.ready = true;
     entry.redraw = entry.setup() || null;
+    if (entry.redraw) onResize(chapterNode(id), entry.redraw);
     renderChecks(chapterNode(id)).catch((err) => {
       const box = chapterNode(id).querySelector(".error");
       if (box) { box.textContent = err.message; box.hidden = false; }
     });
-  }
+  } else if (entry) showResized(chapterNode(id));
   updateProgress(id);
   document.title = `${titleOf(id)} · posenc lesson`;
   if (focus) document.getElementById("lesson-main").focus({ preventScroll: true });
@@ -136,14 +138,6 @@ export function setupLesson() {
     if (typing(event.target)) return;
     if (event.key === "ArrowRight" || event.key === "n") { event.preventDefault(); step(1); }
     if (event.key === "ArrowLeft" || event.key === "p") { event.preventDefault(); step(-1); }
-  });
-  let resizeTimer = null;
-  window.addEventListener("resize", () => {
-    clearTimeout(resizeTimer);
-    resizeTimer = setTimeout(() => {
-      const entry = current && chapters.get(current);
-      if (entry && entry.redraw) entry.redraw();
-    }, 150);
   });
   // On a phone the chapter list starts folded, so the chapter itself comes first.
   if (window.matchMedia("(max-width: 760px)").matches) document.getElementById("toc-box").open = false;

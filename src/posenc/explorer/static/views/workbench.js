@@ -1,6 +1,6 @@
 // Helpers the workbench views share: charts sized to their panel (so chart text keeps its CSS size
-// on a phone), tick labels around heatmap canvases, and redrawing a view when the window changes size;
-// head colours come from palette.js.
+// on a phone), tick labels around heatmap canvases; head colours come from palette.js and resizes
+// from core.js.
 
 import { html, ticks } from "../charts.js";
 
@@ -43,13 +43,5 @@ export function heatAxes(target, rows, cols, { rowLabel = "", colLabel = "" } = 
   return grid;
 }
 
-// Calls `draw` after the window stops changing size, if `section` is on screen.
-export function onResize(section, draw) {
-  let timer = null, width = window.innerWidth;
-  window.addEventListener("resize", () => {
-    if (window.innerWidth === width) return;
-    width = window.innerWidth;
-    clearTimeout(timer);
-    timer = setTimeout(() => { if (!section.hidden) draw(); }, 150);
-  });
-}
+// Workbench views redraw on resizes through the page's one mechanism (core.js).
+export { onResize } from "../core.js";
