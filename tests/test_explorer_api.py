@@ -998,3 +998,24 @@ def test_every_colour_of_the_page_comes_from_palette_js():
         ):
             offences.append(f"{name}: defines {match.group(0)}")
     assert not offences, "colours defined outside palette.js:\n" + "\n".join(offences)
+
+
+def test_views_and_chapters_share_one_registry_loader_and_resize():
+    """One front end: the page's scripts define one registry (register), one loader and one resize
+    mechanism, in core.js; the lesson has no framework of its own beside the workbench's."""
+    import re
+
+    scripts = _static_scripts()
+    for name in ("register", "loader", "onResize"):
+        defined = [f for f, src in scripts.items() if re.search(rf"export function {name}\(", src)]
+        assert defined == ["core.js"], (name, defined)
+    for f, src in scripts.items():
+        assert "registerChapter" not in src and "chapterLoader" not in src, f
+        assert f == "core.js" or 'addEventListener("resize"' not in src, f"{f} listens for resizes itself"
+    chapters = [
+        f for f in scripts if f.startswith("lesson/") and re.search(r"register\(\"[\w-]+\", \{ setup", scripts[f])
+    ]
+    views = [
+        f for f in scripts if f.startswith("views/") and re.search(r"register\(\"[\w-]+\", \{ refresh", scripts[f])
+    ]
+    assert len(chapters) >= 5 and len(views) >= 10, (chapters, views)

@@ -895,3 +895,24 @@ def test_one_resize_mechanism_redraws_views_and_chapters_hidden_during_the_resiz
     expect(page.locator("#view-scores")).to_be_visible()
     narrow("#view-scores svg")
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+def test_one_registry_holds_every_view_and_every_chapter(page, server):
+    """Views and chapters register in one registry (core.js) and load through one loader: every panel
+    of the page is registered once, as a view (refresh) or a chapter (setup)."""
+    open_view(page, server, "fingerprint")
+    found = page.evaluate("""async () => {
+      const core = await import('/static/core.js');
+      const panels = [...document.querySelectorAll('section.view, #lesson-main > article.chapter')];
+      return {
+        views: panels.filter((n) => n.matches('.view')).map((n) => n.id.slice(5)),
+        chapters: panels.filter((n) => n.matches('.chapter')).map((n) => n.dataset.chapter),
+        registered: Object.values(core.registry).map((e) => [e.name, core.isView(e.name), e.node.id]),
+      };
+    }""")
+    registered = {name: (view, node) for name, view, node in found["registered"]}
+    assert len(registered) == len(found["registered"])
+    assert {n for n, (v, _) in registered.items() if v} == set(found["views"])
+    assert {n for n, (v, _) in registered.items() if not v} == set(found["chapters"])
+    assert len(found["chapters"]) >= 14 and set(VIEWS) <= set(found["views"])
+    assert all(node in (f"view-{n}", f"ch-{n}") for n, (_, node) in registered.items())

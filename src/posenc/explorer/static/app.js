@@ -1,7 +1,7 @@
 // The posenc explorer page. Every number drawn here is fetched from the server's JSON API, which
 // computes it with posenc's own functions; these scripts only lay the numbers out.
 
-import { setupGlobal, show, views } from "./core.js";
+import { isView, setupGlobal, show } from "./core.js";
 import { setupLesson, showChapter, isChapter } from "./lesson/main.js";
 import "./lesson/basics.js";
 import "./lesson/waves.js";
@@ -36,7 +36,7 @@ setupLesson();
 // the workbench's views (#fingerprint, #dials, ...), so every chapter and view has a deep link.
 function route() {
   const name = window.location.hash.slice(1);
-  const bench = name === "workbench" || Object.prototype.hasOwnProperty.call(views, name);
+  const bench = name === "workbench" || isView(name);
   document.getElementById("lesson").hidden = bench;
   document.getElementById("workbench").hidden = !bench;
   for (const link of document.querySelectorAll(".modes a")) {

@@ -1,5 +1,6 @@
 // Shared machinery of the explorer page: the RoPE settings every view uses, requests to the
-// server's JSON API, debounced loaders that report errors in their view, and the router.
+// server's JSON API, the one registry and loader of workbench views and lesson chapters, the one resize
+// mechanism, and the workbench's router.
 
 import { fmt } from "./charts.js";
 import { DTYPE_COLOURS, MARK_COLOURS, ROLE_COLOURS, SCHEME_COLOURS, SERIES_COLOURS } from "./palette.js";
@@ -45,26 +46,51 @@ export async function api(path, params = {}, signal = undefined) {
   return body;
 }
 
-export function section(name) { return $(`view-${name}`); }
+// -- one registry and one loader for workbench views and lesson chapters --------------------------------
+// A panel is a workbench view (<section id="view-NAME">) or a lesson chapter (<article id="ch-NAME">).
+// Both register here under their name, load through `loader` (which counts renders on the panel as
+// data-renders and shows errors in its first error box) and redraw through `onResize` below.
+export const registry = Object.create(null);
+
+export function panel(name) {
+  return document.getElementById(`view-${name}`) || document.getElementById(`ch-${name}`);
+}
+
+// Registers a panel. A view gives `refresh(wait)` (called when it is shown stale, and again after the
+// shared RoPE settings change if `usesRope`); a chapter gives `setup()`, run the first time it is shown,
+// which wires its controls and returns the `redraw()` its resizes call (or null).
+export function register(name, { refresh = null, setup = null, usesRope = false } = {}) {
+  const node = panel(name);
+  if (!node) throw new Error(`register: no panel named ${JSON.stringify(name)} on the page`);
+  if (name in registry) throw new Error(`register: ${JSON.stringify(name)} is registered twice`);
+  if (!refresh === !setup) throw new Error(`register: ${JSON.stringify(name)} needs one of refresh (a view) or setup (a chapter)`);
+  registry[name] = { name, node, refresh, setup, usesRope, stale: true, ready: false, redraw: null };
+}
+
+export const isView = (name) => name in registry && registry[name].refresh !== null;
+export const isRegisteredChapter = (name) => name in registry && registry[name].setup !== null;
 
 export function showError(name, message, selector = ".error") {
-  const box = section(name).querySelector(selector);
+  const box = panel(name).querySelector(selector);
+  if (!box) return;
   box.textContent = message;
   box.hidden = false;
 }
 
 export function clearError(name, selector = ".error") {
-  const box = section(name).querySelector(selector);
+  const box = panel(name).querySelector(selector);
+  if (!box) return;
   box.hidden = true;
   box.textContent = "";
 }
 
 export function rendered(name) {
-  const node = section(name);
+  const node = panel(name);
   node.dataset.renders = String(Number(node.dataset.renders || 0) + 1);
 }
 
-// A loader that debounces, cancels the request it supersedes, and reports errors in its view.
+// A panel's loader: debounces, cancels the request it supersedes, counts the panel's renders and
+// reports errors in it.
 export function loader(name, load, { delay = 70, selector = ".error" } = {}) {
   let timer = null, controller = null;
   return function schedule(wait = delay) {
@@ -167,29 +193,23 @@ export function showResized(node) {
   }
 }
 
-// -- router ------------------------------------------------------------------------------------------------
-export const views = {};
+// -- router (workbench views) ---------------------------------------------------------------------------
 let active = null;
 
 export function show(name) {
-  if (!views[name]) name = "fingerprint";
+  if (!isView(name)) name = "fingerprint";
   for (const node of document.querySelectorAll(".view")) node.hidden = node.id !== `view-${name}`;
   for (const link of document.querySelectorAll(".tabs a")) link.classList.toggle("active", link.dataset.view === name);
   active = name;
-  const view = views[name];
-  if (view.stale) { view.stale = false; view.refresh(0); } else showResized(section(name));
+  const view = registry[name];
+  if (view.stale) { view.stale = false; view.refresh(0); } else showResized(view.node);
 }
 
 export function invalidateAll() {
-  for (const [name, view] of Object.entries(views)) {
-    if (!view.usesRope) continue;
-    view.stale = true;
+  for (const entry of Object.values(registry)) {
+    if (entry.usesRope) entry.stale = true;
   }
-  if (active && views[active].stale) { views[active].stale = false; views[active].refresh(); }
-}
-
-export function register(name, refresh, usesRope = true) {
-  views[name] = { refresh, stale: true, usesRope };
+  if (active && registry[active].stale) { registry[active].stale = false; registry[active].refresh(); }
 }
 
 // -- global settings -----------------------------------------------------------------------------------------

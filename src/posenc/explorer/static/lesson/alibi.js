@@ -1,15 +1,14 @@
 // Chapter: ALiBi, a penalty for distance. The bias of every head against how far back a key sits,
 // and the attention the bias alone leaves to each key, both from posenc's alibi_slopes/alibi_bias.
 
-import { $, api, slider } from "../core.js";
+import { $, api, loader, register, slider } from "../core.js";
 import { lineChart } from "../charts.js";
 import { headColour } from "../palette.js";
-import { chapterLoader, registerChapter } from "./main.js";
 import { html, fmt, widthOf, numbers, stackLabels } from "./draw.js";
 
 // Heads coloured as in the workbench's ALiBi view (palette.headColour), dashes alternating.
 
-registerChapter("alibi-penalty", () => {
+register("alibi-penalty", { setup: () => {
   let data = null;
   const distance = slider("alibi-distance", () => load());
   const draw = () => {
@@ -34,7 +33,7 @@ registerChapter("alibi-penalty", () => {
         color: headColour(r.head, data.heads), points: data.distance <= 32 })),
     });
   };
-  const load = chapterLoader("alibi-penalty", async (signal) => {
+  const load = loader("alibi-penalty", async (signal) => {
     data = await api("/api/lesson/alibi", { heads: $("alibi-heads").value, distance: distance() }, signal);
     // keys_back runs from the farthest key to the nearest; the charts read left to right from near to far
     const order = data.keys_back.map((_, i) => i).reverse();
@@ -67,4 +66,4 @@ registerChapter("alibi-penalty", () => {
   $("alibi-heads").addEventListener("change", () => load(0));
   load(0);
   return draw;
-});
+} });

@@ -1,12 +1,11 @@
 // Chapters 1-4: the bag of tiles, word + position, the two bad ideas, the three rules.
 
-import { $, api, slider } from "../core.js";
-import { chapterLoader, registerChapter } from "./main.js";
+import { $, api, loader, register, slider } from "../core.js";
 import { C, T, INK, MUTED, svg, html, fmt, widthOf, root, text, divergingFill, barRow, signLegend, numbers, hbars, stackLabels } from "./draw.js";
 import { TILE_COLOURS } from "../palette.js";
 
 // -- 1. the bag of tiles -----------------------------------------------------------------------------
-registerChapter("bag-of-tiles", () => {
+register("bag-of-tiles", { setup: () => {
   // The first shuffle is shown at once, so the two strips differ from the first look on.
   let shuffle = 1, data = null;
   const draw = () => {
@@ -41,7 +40,7 @@ registerChapter("bag-of-tiles", () => {
     signLegend(s, { x: lw + 24, y: ly, width: lw, span: rounding ? data.rounding_level : deltaSpan, label: "difference",
       format: (v) => fmt(v, 2) });
   };
-  const load = chapterLoader("bag-of-tiles", async (signal) => {
+  const load = loader("bag-of-tiles", async (signal) => {
     data = await api("/api/lesson/bag", { text: $("bag-text").value, shuffle, scheme: $("bag-scheme").value }, signal);
     draw();
     numbers($("bag-numbers"), [
@@ -55,10 +54,10 @@ registerChapter("bag-of-tiles", () => {
   $("bag-text").addEventListener("input", () => load(300));
   load(0);
   return draw;
-});
+} });
 
 // -- 2. word + position = input ------------------------------------------------------------------
-registerChapter("word-plus-position", () => {
+register("word-plus-position", { setup: () => {
   let data = null;
   const seat = slider("input-seat", () => load());
   const stdOf = () => {
@@ -77,7 +76,7 @@ registerChapter("word-plus-position", () => {
     signLegend(s, { x: 0, y: 3 * (rowH + gap) + 4, width: Math.min(160, width - 10), span, label: "bar height and colour",
       format: (v) => fmt(v, 2) });
   };
-  const load = chapterLoader("word-plus-position", async (signal) => {
+  const load = loader("word-plus-position", async (signal) => {
     const word = $("input-word").value.trim() || "dog";
     data = await api("/api/lesson/input", { word, seat: seat(), d_model: $("input-width").value,
       embed_std: Number(stdOf().toPrecision(6)) }, signal);
@@ -96,10 +95,10 @@ registerChapter("word-plus-position", () => {
   $("input-word").addEventListener("input", () => load(300));
   load(0);
   return draw;
-});
+} });
 
 // -- 3. bad ideas -----------------------------------------------------------------------------------
-registerChapter("bad-ideas", () => {
+register("bad-ideas", { setup: () => {
   let data = null;
   const seat = slider("raw-seat", () => load());
   const len = slider("frac-len", () => load());
@@ -129,7 +128,7 @@ registerChapter("bad-ideas", () => {
     text(s, width / 2, 88, `one step = ${fmt(data.step, 4)} (in a 4-word sentence: ${fmt(data.step_4_words, 2)})`,
       { anchor: "middle", size: 12, color: T.vermillion, weight: 700 });
   };
-  const load = chapterLoader("bad-ideas", async (signal) => {
+  const load = loader("bad-ideas", async (signal) => {
     data = await api("/api/lesson/bad-ideas", { raw_seat: seat(), sentence_len: len() }, signal);
     draw();
     numbers($("raw-numbers"), [
@@ -147,12 +146,12 @@ registerChapter("bad-ideas", () => {
   });
   load(0);
   return draw;
-});
+} });
 
 // -- 4. the three rules -------------------------------------------------------------------------------
-registerChapter("three-rules", () => {
+register("three-rules", { setup: () => {
   const len = slider("rules-len", () => load());
-  const load = chapterLoader("three-rules", async (signal) => {
+  const load = loader("three-rules", async (signal) => {
     const d = await api("/api/lesson/rules", { length: len(), d_model: $("rules-width").value }, signal);
     const table = $("rules-table");
     table.replaceChildren();
@@ -175,4 +174,4 @@ registerChapter("three-rules", () => {
   $("rules-width").addEventListener("change", () => load(0));
   load(0);
   return null;
-});
+} });

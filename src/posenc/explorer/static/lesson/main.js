@@ -1,44 +1,16 @@
 // The guided lesson: its chapters, one shown at a time, named by the URL hash.
-// Each chapter module registers a setup function that runs the first time its chapter is opened;
+// Each chapter module registers its chapter in the page's one registry (core.js register, with a
+// setup function that runs the first time the chapter is opened) and loads through core.js's loader;
 // every number a chapter draws comes from the server's /api/lesson endpoints (posenc itself).
 
-import { onResize, showResized } from "../core.js";
+import { isRegisteredChapter, onResize, registry, showResized } from "../core.js";
 import { renderChecks } from "./checks.js";
 
-const chapters = new Map();        // id -> {setup, redraw, ready}
 let order = [];                    // chapter ids in reading order, as the page lists them
 let current = null;
 const READ_KEY = "posenc-lesson-read";
 
 export function chapterNode(id) { return document.getElementById(`ch-${id}`); }
-
-// A chapter's loader: debounces, cancels the request it supersedes, counts renders on the article
-// (data-renders, which the tests wait on) and shows errors in the chapter's first .error box.
-export function chapterLoader(id, load, { delay = 60 } = {}) {
-  let timer = null, controller = null;
-  return function schedule(wait = delay) {
-    clearTimeout(timer);
-    timer = setTimeout(async () => {
-      if (controller) controller.abort();
-      controller = new AbortController();
-      const mine = controller;
-      const node = chapterNode(id), box = node.querySelector(".error");
-      try {
-        await load(mine.signal);
-        if (mine.signal.aborted) return;
-        if (box) { box.hidden = true; box.textContent = ""; }
-        node.dataset.renders = String(Number(node.dataset.renders || 0) + 1);
-      } catch (err) {
-        if (err.name === "AbortError") return;
-        if (box) { box.textContent = err.message; box.hidden = false; }
-      }
-    }, wait);
-  };
-}
-
-// Registers a chapter. `setup()` wires its controls and returns a `redraw()` that the page's one resize
-// mechanism (core.js onResize) calls at the chapter's new width.
-export function registerChapter(id, setup) { chapters.set(id, { setup, redraw: null, ready: false }); }
 
 function readSet() {
   try { return new Set(JSON.parse(window.sessionStorage.getItem(READ_KEY) || "[]")); } catch (err) { return new Set(); }
@@ -79,7 +51,7 @@ export function showChapter(id, { focus = false } = {}) {
   if (!isChapter(id)) id = order[0];
   for (const c of order) chapterNode(c).hidden = c !== id;
   current = id;
-  const entry = chapters.get(id);
+  const entry = isRegisteredChapter(id) ? registry[id] : null;
   if (entry && !entry.ready) {
     entry.ready = true;
     entry.redraw = entry.setup() || null;

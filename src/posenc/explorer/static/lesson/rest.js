@@ -1,16 +1,16 @@
 // Chapters 9-13: the comparison table, the PyTorch demo, the review of the knowledge checks, the
 // common mistakes and the big picture.
 
-import { $, api, slider } from "../core.js";
-import { chapterLoader, chapterNode, registerChapter } from "./main.js";
+import { $, api, loader, register, slider } from "../core.js";
+import { chapterNode } from "./main.js";
 import { allChecks, chapterOfCheck, renderChecks, results } from "./checks.js";
 import { C, INK, MUTED, html, svg, fmt, fmtInt, numbers, hbars, root, text, widthOf } from "./draw.js";
 import { SCHEME_COLOURS, textColour } from "../palette.js";
 
 // -- 9. comparison -------------------------------------------------------------------------------------
-registerChapter("comparison", () => {
+register("comparison", { setup: () => {
   const len = slider("cmp-len", () => load());
-  const load = chapterLoader("comparison", async (signal) => {
+  const load = loader("comparison", async (signal) => {
     const d = await api("/api/lesson/compare", { length: len() }, signal);
     $("cmp-len-head").textContent = String(d.length);
     for (const row of d.schemes) {
@@ -26,12 +26,12 @@ registerChapter("comparison", () => {
   });
   load(0);
   return null;
-});
+} });
 
 // -- 10. the PyTorch demo -----------------------------------------------------------------------------
-registerChapter("pytorch-demo", () => {
+register("pytorch-demo", { setup: () => {
   const shift = slider("demo-shift", () => load(150));
-  const load = chapterLoader("pytorch-demo", async (signal) => {
+  const load = loader("pytorch-demo", async (signal) => {
     const d = await api("/api/lesson/demo", { shift: shift(), d_model: $("demo-width").value }, signal);
     $("demo-code").textContent = d.source;
     $("demo-output").textContent = d.output.join("\n");
@@ -39,10 +39,10 @@ registerChapter("pytorch-demo", () => {
   $("demo-width").addEventListener("change", () => load(0));
   load(0);
   return null;
-});
+} });
 
 // -- 11. knowledge checks -------------------------------------------------------------------------------
-registerChapter("knowledge-checks", () => {
+register("knowledge-checks", { setup: () => {
   const id = "knowledge-checks";
   const update = async () => {
     // in reading order: by the chapter that shows each check, then by its place in that chapter
@@ -67,7 +67,7 @@ registerChapter("knowledge-checks", () => {
       html("span", { class: `check-state ${check.id in results ? (results[check.id] ? "pass" : "fail") : ""}` }, item, state);
     }
   };
-  const load = chapterLoader(id, async () => {
+  const load = loader(id, async () => {
     await renderChecks(chapterNode(id));
     const first = chapterNode(id).querySelector(".check-card .choice");
     if (first) first.dataset.primary = "";
@@ -76,10 +76,10 @@ registerChapter("knowledge-checks", () => {
   document.addEventListener("lesson-check-answered", () => { if (!chapterNode(id).hidden) update(); });
   load(0);
   return () => update();
-});
+} });
 
 // -- 12. common mistakes --------------------------------------------------------------------------------
-registerChapter("common-mistakes", () => {
+register("common-mistakes", { setup: () => {
   let data = null;
   const steps = slider("mis-steps", () => load());
   const width = slider("mis-width", () => load());
@@ -100,7 +100,7 @@ registerChapter("common-mistakes", () => {
       { label: "v turned too (wrong)", value: data.values.with_v, rounding: data.values.with_v_rounding, color: C.vermillion },
     ], { label: "change of the last output when the phrase moves", format: (v) => fmt(v, 3) });
   };
-  const load = chapterLoader("common-mistakes", async (signal) => {
+  const load = loader("common-mistakes", async (signal) => {
     data = await api("/api/lesson/mistakes", { steps: steps(), d_model: width(), shift: shift() }, signal);
     draw();
     const p = data.parameter;
@@ -119,10 +119,10 @@ registerChapter("common-mistakes", () => {
   });
   load(0);
   return draw;
-});
+} });
 
 // -- 13. the big picture -------------------------------------------------------------------------------
-registerChapter("big-picture", () => {
+register("big-picture", { setup: () => {
   let data = null;
   const draw = () => {
     if (!data) return;
@@ -133,7 +133,7 @@ registerChapter("big-picture", () => {
     ], { label: `change of the outputs with ${data.scheme}, on the axis of the largest change any scheme makes`,
       max: data.scale, format: (v) => fmt(v, 3) });
   };
-  const load = chapterLoader("big-picture", async (signal) => {
+  const load = loader("big-picture", async (signal) => {
     data = await api("/api/lesson/big-picture", { scheme: $("big-scheme").value }, signal);
     draw();
     numbers($("big-numbers"), [
@@ -191,7 +191,7 @@ registerChapter("big-picture", () => {
       text(s, labelW + lw, ly + 37, fmt(top, 2), { size: 12, anchor: "end", color: MUTED });
     }
   };
-  const loadMaps = chapterLoader("big-picture", async (signal) => {
+  const loadMaps = loader("big-picture", async (signal) => {
     attn = await api("/api/lesson/attention", { text: $("attn-text").value }, signal);
     drawMaps();
     const kinds = new Set(attn.maps.map((m) => m.source.kind));
@@ -210,4 +210,4 @@ registerChapter("big-picture", () => {
   $("attn-text").addEventListener("input", () => loadMaps(300));
   loadMaps(0);
   return () => { draw(); drawMaps(); };
-});
+} });

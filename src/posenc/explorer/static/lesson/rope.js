@@ -1,9 +1,8 @@
 // Chapters 7-8: RoPE (the 2x2 matrix, ghost-hand dials, the relative-angle proof, who bit whom)
 // and stretching RoPE. Angles are positive counter-clockwise everywhere, as the matrix turns them.
 
-import { $, api, slider } from "../core.js";
+import { $, api, loader, register, slider } from "../core.js";
 import { lineChart } from "../charts.js";
-import { chapterLoader, registerChapter } from "./main.js";
 import { PAL, SCALING_COLOURS } from "../palette.js";
 import { C, T, INK, MUTED, SERIES, svg, html, fmt, widthOf, root, text, clock, rad, mod360, signed, numbers, stackLabels } from "./draw.js";
 
@@ -11,7 +10,7 @@ import { C, T, INK, MUTED, SERIES, svg, html, fmt, widthOf, root, text, clock, r
 function folded(degrees) { return Math.sign(degrees) * (Math.abs(degrees) % 360); }
 
 // -- 7. RoPE ---------------------------------------------------------------------------------------------
-registerChapter("rope", () => {
+register("rope", { setup: () => {
   const vec = { a: 1, b: 0.5 };
   let rot = null, dials = null, order = null, sentence = 0;
   const seat = slider("rot-seat", () => loadRot());
@@ -83,7 +82,7 @@ registerChapter("rope", () => {
     loadRot(20);
   }
   let refocus = false;
-  const loadRot = chapterLoader("rope", async (signal) => {
+  const loadRot = loader("rope", async (signal) => {
     rot = await api("/api/lesson/rotate", { a: vec.a, b: vec.b, seat: seat(), theta_deg: theta() }, signal);
     drawPlane();
     if (refocus) { const h = $("rot-plane").querySelector(".drag-handle"); if (h) h.focus(); refocus = false; }
@@ -132,7 +131,7 @@ registerChapter("rope", () => {
       }
     }
   };
-  const loadDials = chapterLoader("rope", async (signal) => {
+  const loadDials = loader("rope", async (signal) => {
     dials = await api("/api/lesson/rope", { head_dim: 8, m: m(), n: n(), shift: shift() }, signal);
     drawDials();
     // the score of the hands drawn above: it follows the gap m − n, not the shift
@@ -186,7 +185,7 @@ registerChapter("rope", () => {
       text(s, cx, cy + r + 18, `“${w}”`, { size: 13, anchor: "middle", color: key === "dog" ? PAL.keyText : key === "bit" ? PAL.queryText : INK, weight: key ? 700 : null });
     });
   };
-  const loadOrder = chapterLoader("rope", async (signal) => {
+  const loadOrder = loader("rope", async (signal) => {
     order = await api("/api/lesson/order", { sentence, degrees: orderDeg() }, signal);
     drawOrder();
     $("order-turn").textContent = `${signed(order.turn_dog_to_bit_deg, 0)}°`;
@@ -228,7 +227,7 @@ registerChapter("rope", () => {
       });
     });
   };
-  const loadPairs = chapterLoader("rope", async (signal) => {
+  const loadPairs = loader("rope", async (signal) => {
     pairs = await api("/api/lesson/pairs", { m: m() + shift(), n: n() + shift() }, signal);
     drawPairs();
     const table = $("pairs-table");
@@ -258,10 +257,10 @@ registerChapter("rope", () => {
 
   loadRot(0); loadDials(0); loadOrder(0); loadPairs(0);
   return () => { drawPlane(); drawDials(); drawOrder(); drawPairs(); };
-});
+} });
 
 // -- 8. stretching RoPE ----------------------------------------------------------------------------------
-registerChapter("stretching-rope", () => {
+register("stretching-rope", { setup: () => {
   let data = null;
   const factor = slider("str-factor", () => load());
   const names = { rope: "plain RoPE", linear: "linear (PI)", ntk: "NTK-aware", yarn: "YaRN" };
@@ -279,7 +278,7 @@ registerChapter("stretching-rope", () => {
         { y: data.target_len, label: `stretched ${data.target_len}`, color: T.vermillion, left: true }],
     });
   };
-  const load = chapterLoader("stretching-rope", async (signal) => {
+  const load = loader("stretching-rope", async (signal) => {
     data = await api("/api/lesson/stretch", { factor: factor(), train_len: $("str-train").value, head_dim: 128 }, signal);
     draw();
     const table = $("str-table");
@@ -305,4 +304,4 @@ registerChapter("stretching-rope", () => {
   $("str-train").addEventListener("change", () => load(0));
   load(0);
   return draw;
-});
+} });

@@ -1,13 +1,12 @@
 // Chapters 5-6: sine waves as clock hands, learned tables and the 512 wall.
 
-import { $, api, slider } from "../core.js";
+import { $, api, loader, register, slider } from "../core.js";
 import { heatmap, lineChart } from "../charts.js";
 import { divergingRGB, signLegend } from "../palette.js";
-import { chapterLoader, registerChapter } from "./main.js";
 import { C, T, INK, SERIES, svg, html, fmt, widthOf, root, text, clock, numbers } from "./draw.js";
 
 // -- 5. clock hands -------------------------------------------------------------------------------
-registerChapter("clock-hands", () => {
+register("clock-hands", { setup: () => {
   let data = null;
   const seat = slider("clock-seat", () => load());
   const colours = { fast: C.vermillion, medium: C.blue, slow: C.green };
@@ -82,7 +81,7 @@ registerChapter("clock-hands", () => {
       `column 0 (the fastest sine) changes sign ${first} times over seats 0 to ${rows - 1}; column ${cols - 2} (the slowest sine) ${last} times`,
     ]);
   };
-  const load = chapterLoader("clock-hands", async (signal) => {
+  const load = loader("clock-hands", async (signal) => {
     data = await api("/api/lesson/clock", { seat: seat(), d_model: $("clock-width").value }, signal);
     draw();
     numbers($("clock-numbers"), data.hands.map((h) => `${h.speed} hand (pair ${h.pair}, ${fmt(h.frequency, 6)} rad per seat): ` +
@@ -91,10 +90,10 @@ registerChapter("clock-hands", () => {
   $("clock-width").addEventListener("change", () => load(0));
   load(0);
   return draw;
-});
+} });
 
 // -- 6. learned tables -------------------------------------------------------------------------------
-registerChapter("learned-tables", () => {
+register("learned-tables", { setup: () => {
   let data = null;
   const tokens = slider("wall-tokens", () => load());
   const stretch = slider("wall-stretch", () => load());
@@ -124,7 +123,7 @@ registerChapter("learned-tables", () => {
       ],
     });
   };
-  const load = chapterLoader("learned-tables", async (signal) => {
+  const load = loader("learned-tables", async (signal) => {
     data = await api("/api/lesson/learned", { tokens: tokens(), stretch_to: stretch() }, signal);
     draw();
     const result = $("wall-result");
@@ -151,4 +150,4 @@ registerChapter("learned-tables", () => {
   });
   load(0);
   return draw;
-});
+} });

@@ -85,6 +85,6 @@ export function setupAlibi() {
     canvas.addEventListener("mousemove", pick);
     canvas.addEventListener("click", pick);                      // a tap, where there is no hover
   }
-  register("alibi", refresh);
+  register("alibi", { refresh, usesRope: true });
   onResize($("view-alibi"), () => refresh(0));
 }

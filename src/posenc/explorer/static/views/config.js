@@ -53,5 +53,5 @@ export function setupConfig() {
       setTimeout(() => { button.textContent = "Copy"; }, 1500);
     });
   }
-  register("config", refresh);
+  register("config", { refresh, usesRope: true });
 }

@@ -1,7 +1,7 @@
 // View 2 of the explorer: RoPE clock dials.
 
 import { bars, dial, fmt, html } from "../charts.js";
-import { $, COLORS, rope, focus, api, loader, slider, escapeText, valueSpan, views, register } from "../core.js";
+import { $, COLORS, rope, focus, api, loader, slider, escapeText, valueSpan, registry, register } from "../core.js";
 import { fitWidth, onResize } from "./workbench.js";
 import { MARK_COLOURS, SIGN_COLOURS } from "../palette.js";
 
@@ -85,7 +85,7 @@ export function setupDials() {
         + `gap ${fmt(d.relative_angle_deg[i], 1)}. Open in the wavelength view.`);
       const follow = () => {
         focus.pair = i;
-        for (const name of ["wavelengths", "precision"]) views[name].stale = true;
+        for (const name of ["wavelengths", "precision"]) registry[name].stale = true;
         window.location.hash = "#wavelengths";
       };
       holder.addEventListener("click", follow);
@@ -144,6 +144,6 @@ export function setupDials() {
     $("wo-proof-btn").setAttribute("aria-expanded", String(!proof.hidden));
     $("wo-proof-btn").textContent = proof.hidden ? "See the proof" : "Hide the proof";
   });
-  register("dials", (wait) => { refresh(wait); order(wait); });
+  register("dials", { refresh: (wait) => { refresh(wait); order(wait); }, usesRope: true });
   onResize(section, () => { refresh(0); order(0); });
 }

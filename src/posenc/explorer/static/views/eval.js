@@ -117,5 +117,5 @@ export function setupEval() {
       ? `best minus default on the held-out windows: ${d.bpb >= 0 ? "+" : ""}${fmt(d.bpb, 4)} bits per byte [${fmt(d.bpb_ci[0], 4)}, ${fmt(d.bpb_ci[1], 4)}]`
       : "";
   }
-  register("eval", refresh, false);
+  register("eval", { refresh });
 }

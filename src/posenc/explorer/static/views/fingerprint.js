@@ -142,6 +142,6 @@ export function setupFingerprint() {
   }
 
   $("fp-text").addEventListener("input", () => refresh(200));
-  register("fingerprint", refresh, false);
+  register("fingerprint", { refresh });
   onResize($("view-fingerprint"), () => refresh(0));
 }

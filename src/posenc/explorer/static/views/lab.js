@@ -233,5 +233,5 @@ export function setupLab() {
     }
     if (!verdicts.childElementCount) html("li", {}, verdicts, "no verdicts in this results file");
   }
-  register("lab", refresh, false);
+  register("lab", { refresh });
 }

@@ -39,6 +39,6 @@ export function setupPrecision() {
       · float16 ${worst("float16") === null ? '<span id="pr-fp16" class="num" data-value="overflow">overflow (past 65504)</span>' : valueSpan("pr-fp16", worst("float16"), 4)}
       · float32 ${valueSpan("pr-fp32", worst("float32"), 4)} rad · posenc ${valueSpan("pr-posenc", worst("posenc"), 2)} rad`;
   });
-  register("precision", refresh);
+  register("precision", { refresh, usesRope: true });
   onResize($("view-precision"), () => refresh(0));
 }

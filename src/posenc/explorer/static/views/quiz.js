@@ -52,5 +52,5 @@ export function setupQuiz() {
     const right = Object.values(results).filter(Boolean).length;
     $("quiz-score").textContent = `${tried} of ${total} answered, ${right} right at the first try.`;
   }
-  register("quiz", refresh, false);
+  register("quiz", { refresh });
 }

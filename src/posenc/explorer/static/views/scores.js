@@ -89,6 +89,6 @@ export function setupScores() {
       · ALiBi head 0 ${valueSpan("sc-alibi-at", data.alibi[0][i], 4)}, head ${data.heads - 1}
       ${fmt(data.alibi[data.heads - 1][i], 4)}${sampled}`;
   }
-  register("scores", refresh);
+  register("scores", { refresh, usesRope: true });
   onResize($("view-scores"), () => draw());
 }

@@ -3,7 +3,7 @@
 import { extent, fmt, fmtInt, html, lineChart } from "../charts.js";
 import { fitWidth, onResize } from "./workbench.js";
 import { MARK_COLOURS } from "../palette.js";
-import { $, COLORS, PALETTE, rope, scaling, focus, api, showError, loader, slider, pow2, escapeText, views, register,
+import { $, COLORS, PALETTE, rope, scaling, focus, api, showError, loader, slider, pow2, escapeText, registry, register,
   scalingTypes, scalingSliders } from "../core.js";
 
 export function setupWavelengths() {
@@ -13,7 +13,7 @@ export function setupWavelengths() {
   const fixtureSelect = $("wl-fixture");
 
   function changed() {
-    if (views.config) views.config.stale = true;
+    if (registry.config) registry.config.stale = true;
     refresh();
   }
 
@@ -157,5 +157,5 @@ export function setupWavelengths() {
       html("option", { value: f.name }, fixtureSelect, `${f.name} (${f.rope_type}, θ=${fmt(f.base, 0)})`);
     }
   }).catch((err) => showError("wavelengths", err.message));
-  register("wavelengths", refresh);
+  register("wavelengths", { refresh, usesRope: true });
 }
