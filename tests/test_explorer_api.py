@@ -974,7 +974,7 @@ def test_every_colour_of_the_page_comes_from_palette_js():
     import re
 
     scripts = _static_scripts()
-    assert "palette.js" in scripts and "charts.js" in scripts and "lesson/draw.js" in scripts
+    assert "palette.js" in scripts and "charts.js" in scripts and len(scripts) > 20
     offences = []
     for name, source in scripts.items():
         if name == "palette.js":
@@ -1019,3 +1019,14 @@ def test_views_and_chapters_share_one_registry_loader_and_resize():
         f for f in scripts if f.startswith("views/") and re.search(r"register\(\"[\w-]+\", \{ refresh", scripts[f])
     ]
     assert len(chapters) >= 5 and len(views) >= 10, (chapters, views)
+
+
+def test_one_chart_module_draws_for_views_and_chapters():
+    """charts.js is the one chart module: nothing else makes SVG nodes or draws a canvas, and the
+    lesson's chapters draw with it like the workbench's views (there is no lesson/draw.js beside it)."""
+    scripts = _static_scripts()
+    assert "lesson/draw.js" not in scripts
+    makers = [f for f, src in scripts.items() if "createElementNS" in src or "getContext(" in src]
+    assert makers == ["charts.js"], makers
+    users = [f for f, src in scripts.items() if 'from "../charts.js"' in src]
+    assert {"lesson/basics.js", "lesson/rope.js", "lesson/waves.js", "views/dials.js"} <= set(users)

@@ -1,8 +1,6 @@
 // The one palette of the page (mirrors posenc/explorer/palette.py; a test keeps them equal).
 // A scheme or a scaling has one colour everywhere; a sign has one diverging map, blue below zero,
-// red above, white at zero, always drawn with its legend (signLegend).
-
-import { svg } from "./charts.js";
+// red above, white at zero, always drawn with its legend (charts.js signLegend).
 
 export const SCHEME_COLOURS = {
   nope: "#7f7f7f", sinusoidal: "#8c564b", learned: "#bcbd22", rope: "#1f77b4", alibi: "#000000",
@@ -94,24 +92,3 @@ export function divergingRGB(t) {
 
 // The sign map as a CSS colour for a value on a scale from -span to +span.
 export function diverging(v, span = 1) { return `rgb(${divergingRGB(v / (span || 1)).join(",")})`; }
-
-// The sign map's legend: its label, then a gradient bar from -span to +span with its three numbers,
-// starting at (x, y); 40 units tall.
-export function signLegend(parent, { x, y, width = 160, span = 1, label = "value", format = (v) => String(v) }) {
-  const g = svg("g", { class: "sign-legend", "data-span": span }, parent);
-  const put = (tx, ty, content, anchor) => {
-    const t = svg("text", { x: tx, y: ty, "font-size": 12, "text-anchor": anchor, fill: "#1d2330" }, g);
-    t.textContent = content;
-  };
-  put(x, y + 10, `${label} (blue −, red +)`, "start");
-  const steps = 24, w = width / steps, top = y + 15;
-  for (let i = 0; i < steps; i++) {
-    const t = -1 + (2 * (i + 0.5)) / steps;
-    svg("rect", { x: x + i * w, y: top, width: w + 0.5, height: 10, fill: diverging(t) }, g);
-  }
-  svg("rect", { x, y: top, width, height: 10, fill: "none", stroke: "#8a8f99" }, g);
-  put(x, top + 24, `−${format(span)}`, "start");
-  put(x + width / 2, top + 24, "0", "middle");
-  put(x + width, top + 24, `+${format(span)}`, "end");
-  return g;
-}

@@ -2,9 +2,8 @@
 // and the attention the bias alone leaves to each key, both from posenc's alibi_slopes/alibi_bias.
 
 import { $, api, loader, register, slider } from "../core.js";
-import { lineChart } from "../charts.js";
+import { lineChart, html, fmt, widthOf, numbers, stackLabels } from "../charts.js";
 import { headColour } from "../palette.js";
-import { html, fmt, widthOf, numbers, stackLabels } from "./draw.js";
 
 // Heads coloured as in the workbench's ALiBi view (palette.headColour), dashes alternating.
 

@@ -1,8 +1,8 @@
 // Chapters 1-4: the bag of tiles, word + position, the two bad ideas, the three rules.
 
 import { $, api, loader, register, slider } from "../core.js";
-import { C, T, INK, MUTED, svg, html, fmt, widthOf, root, text, divergingFill, barRow, signLegend, numbers, hbars, stackLabels } from "./draw.js";
-import { TILE_COLOURS } from "../palette.js";
+import { svg, html, fmt, widthOf, root, text, barRow, signLegend, numbers, hbars, stackLabels } from "../charts.js";
+import { TILE_COLOURS, C, T, INK, MUTED, diverging } from "../palette.js";
 
 // -- 1. the bag of tiles -----------------------------------------------------------------------------
 register("bag-of-tiles", { setup: () => {
@@ -27,10 +27,10 @@ register("bag-of-tiles", { setup: () => {
       text(s, tileW / 2, y + rowH / 2 + 13, `seat ${i} → ${data.order.indexOf(i)}`, { size: 11, anchor: "middle", color: MUTED });
       [data.outputs[i], data.outputs_shuffled[i]].forEach((row, k) => {
         row.forEach((v, j) => svg("rect", { x: stripX + j * cell, y: y + 4 + k * 18, width: Math.max(1, cell - 1), height: 16,
-          fill: divergingFill(v, span), class: k ? "cell shuffled" : "cell written" }, s));
+          fill: diverging(v, span), class: k ? "cell shuffled" : "cell written" }, s));
       });
       data.delta[i].forEach((v, j) => svg("rect", { x: stripX + j * cell, y: y + 42, width: Math.max(1, cell - 1), height: 12,
-        fill: rounding ? "#ffffff" : divergingFill(v, deltaSpan), stroke: "#d5d9e0", "stroke-width": 0.5, class: "cell delta" }, s));
+        fill: rounding ? "#ffffff" : diverging(v, deltaSpan), stroke: "#d5d9e0", "stroke-width": 0.5, class: "cell delta" }, s));
       const same = data.difference[i] <= data.rounding_level;
       text(s, width - 2, y + 26, same ? "same" : fmt(data.difference[i], 3), { size: 12, anchor: "end",
         color: same ? T.green : T.vermillion, weight: 700 });

@@ -2,10 +2,10 @@
 // common mistakes and the big picture.
 
 import { $, api, loader, register, slider } from "../core.js";
+import { html, svg, fmt, fmtInt, numbers, hbars, root, text, widthOf } from "../charts.js";
 import { chapterNode } from "./main.js";
 import { allChecks, chapterOfCheck, renderChecks, results } from "./checks.js";
-import { C, INK, MUTED, html, svg, fmt, fmtInt, numbers, hbars, root, text, widthOf } from "./draw.js";
-import { SCHEME_COLOURS, textColour } from "../palette.js";
+import { SCHEME_COLOURS, textColour, C, INK, MUTED } from "../palette.js";
 
 // -- 9. comparison -------------------------------------------------------------------------------------
 register("comparison", { setup: () => {

@@ -2,9 +2,8 @@
 // and stretching RoPE. Angles are positive counter-clockwise everywhere, as the matrix turns them.
 
 import { $, api, loader, register, slider } from "../core.js";
-import { lineChart } from "../charts.js";
-import { PAL, SCALING_COLOURS } from "../palette.js";
-import { C, T, INK, MUTED, SERIES, svg, html, fmt, widthOf, root, text, clock, rad, mod360, signed, numbers, stackLabels } from "./draw.js";
+import { lineChart, svg, html, fmt, widthOf, root, text, clock, rad, mod360, signed, numbers, stackLabels } from "../charts.js";
+import { PAL, SCALING_COLOURS, C, T, INK, MUTED, SERIES } from "../palette.js";
 
 // The drawn part of a turn: the angle itself, folded into one turn (the sign kept).
 function folded(degrees) { return Math.sign(degrees) * (Math.abs(degrees) % 360); }

@@ -1,9 +1,8 @@
 // Chapters 5-6: sine waves as clock hands, learned tables and the 512 wall.
 
 import { $, api, loader, register, slider } from "../core.js";
-import { heatmap, lineChart } from "../charts.js";
-import { divergingRGB, signLegend } from "../palette.js";
-import { C, T, INK, SERIES, svg, html, fmt, widthOf, root, text, clock, numbers } from "./draw.js";
+import { heatmap, lineChart, svg, html, fmt, widthOf, root, text, clock, numbers, signLegend } from "../charts.js";
+import { divergingRGB, C, T, INK, SERIES } from "../palette.js";
 
 // -- 5. clock hands -------------------------------------------------------------------------------
 register("clock-hands", { setup: () => {
