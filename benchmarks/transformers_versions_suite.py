@@ -38,8 +38,8 @@ DEFAULT_TESTS = (
     "tests/test_transformers_coverage.py",
 )
 
-#: what the tests import besides torch, transformers and posenc (rich: the tour section the parity tests check)
-TEST_TOOLS = ("pytest>=8", "hypothesis>=6.100", "numpy>=1.24", "safetensors>=0.4", "rich>=13")
+#: what the tests import besides torch, transformers and posenc (rich, matplotlib: the tour section)
+TEST_TOOLS = ("pytest>=8", "hypothesis>=6.100", "numpy>=1.24", "safetensors>=0.4", "rich>=13", "matplotlib>=3.7")
 
 SUMMARY = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
 
