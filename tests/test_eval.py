@@ -349,3 +349,19 @@ def test_applied_scaling_equals_transformers_running_the_written_config(tmp_path
         with torch.no_grad():
             plain = transformers.AutoModelForCausalLM.from_pretrained(tmp_path).eval()(ids).logits
         assert (plain - ours).abs().max() > 1e-3  # the scaling changed the model
+
+
+def test_a_family_patch_reads_from_its_own_code_is_not_refused_by_the_model_type_check(tmp_path):
+    # cohere is not in patch's hand list; patch finds its interleaved rotation from cohere's own code,
+    # so eval's model-type check must let it through (it used to refuse every type outside the list)
+    from posenc import testing as tiny
+    from posenc.eval.cli import EvalError, check_model_type, read_checkpoint_config
+    from posenc.integrations.transformers import patch, supported_model_types
+
+    assert "cohere" not in supported_model_types()
+    model = tiny.tiny_model_of_type("cohere")
+    model.config.save_pretrained(tmp_path)
+    check_model_type(tmp_path, read_checkpoint_config(tmp_path)["model_type"])
+    patch(model).undo()  # what the check lets through, patch takes
+    with pytest.raises(EvalError, match="'bert' model; posenc's patch supports"):
+        check_model_type(tmp_path, "bert")  # no rotary module: still refused

@@ -182,6 +182,24 @@ def read_checkpoint_config(folder: Path) -> Dict[str, Any]:
     return config
 
 
+def check_model_type(folder: Path, model_type: str) -> None:
+    """Refuse a model type :func:`posenc.integrations.transformers.patch` cannot take: one neither in
+    its hand list nor a rotary causal-LM type of the installed ``transformers`` (whose rotary functions
+    patch reads from the family's own code, refusing with its reason those it cannot match)."""
+    from ..integrations.discovery import rotary_causal_lm_module
+    from ..integrations.transformers import supported_model_types
+
+    if model_type in supported_model_types():
+        return
+    if isinstance(model_type, str) and rotary_causal_lm_module(model_type) is not None:
+        return
+    raise EvalError(
+        f"MODEL {str(folder)!r} is a {model_type!r} model; posenc's patch supports "
+        f"{', '.join(supported_model_types())} and the rotary causal-LM types of the installed transformers "
+        "(docs/transformers.md lists them)"
+    )
+
+
 def load(folder: Path, dtype: Optional[str], device: str, device_map: Optional[str]):
     """``(model, tokenizer, device of the inputs)``, loaded once, offline."""
     import torch
@@ -189,14 +207,8 @@ def load(folder: Path, dtype: Optional[str], device: str, device_map: Optional[s
     _offline()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ..integrations.transformers import supported_model_types
-
     config = read_checkpoint_config(folder)
-    if config["model_type"] not in supported_model_types():
-        raise EvalError(
-            f"MODEL {str(folder)!r} is a {config['model_type']!r} model; posenc's patch supports "
-            f"{', '.join(supported_model_types())}"
-        )
+    check_model_type(folder, config["model_type"])
     if device_map is not None and importlib.util.find_spec("accelerate") is None:
         raise EvalError("--device-map auto needs accelerate (pip install accelerate), which is not installed")
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -387,13 +399,7 @@ def _run(args) -> int:
     _parse_numbers(args)
     folder = Path(args.model).expanduser()
     source = read_checkpoint_config(folder)
-    from ..integrations.transformers import supported_model_types
-
-    if source["model_type"] not in supported_model_types():
-        raise EvalError(
-            f"MODEL {str(folder)!r} is a {source['model_type']!r} model; posenc's patch supports "
-            f"{', '.join(supported_model_types())}"
-        )
+    check_model_type(folder, source["model_type"])
     try:
         rope = rope_of(source)
         trained = trained_context(source)

@@ -254,20 +254,31 @@ def rotary_causal_lm_types() -> Dict[str, str]:
     The causal-LM types are ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``; a type's modeling module is that
     of its causal-LM class (several types share one, e.g. ``exaone`` runs ``LlamaForCausalLM``).
     """
-    import transformers
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     out: Dict[str, str] = {}
-    for model_type, class_name in sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()):
-        if not isinstance(class_name, str):
-            continue
-        try:
-            module = importlib.import_module(getattr(transformers, class_name).__module__)
-        except Exception:  # a model whose optional dependencies are missing: not importable here
-            continue
-        if _rotary_classes(module):
-            out[model_type] = module.__name__
+    for model_type in sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES):
+        name = rotary_causal_lm_module(model_type)
+        if name is not None:
+            out[model_type] = name
     return out
+
+
+def rotary_causal_lm_module(model_type: str) -> Optional[str]:
+    """The modeling module name of ``model_type`` if it is one of :func:`rotary_causal_lm_types`
+    (a causal-LM type whose modeling module defines a ``*RotaryEmbedding`` class), else ``None``;
+    imports only that type's module."""
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    class_name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
+    if not isinstance(class_name, str):
+        return None
+    try:
+        module = importlib.import_module(getattr(transformers, class_name).__module__)
+    except Exception:  # a model whose optional dependencies are missing: not importable here
+        return None
+    return module.__name__ if _rotary_classes(module) else None
 
 
 @dataclass(frozen=True)
