@@ -224,3 +224,16 @@ def test_discovery_finds_what_the_hand_listed_table_says(census):
             assert name in found, (model_type, name)
             f = found[name]
             assert (f.layout, f.deinterleave) in ((layout, False), ("half", layout == "interleaved")), model_type
+
+
+# -- the tiny builder: configs that the family's own defaults would break --------------------------------------
+def test_the_tiny_builder_drops_per_layer_overrides_past_its_depth_and_keeps_an_even_rotated_width():
+    # gemma4's defaults override layers 5, 11, ..., 29, which a tiny depth refuses (ValueError) unless dropped
+    assert testing.tiny_config_of_type("gemma4_text").num_hidden_layers == testing.LAYERS
+    mimo = testing.tiny_config_of_type("mimo_v2_flash")  # partial_rotary_factor 0.334: 16 heads would rotate 5
+    for rope in mimo.rope_parameters.values():
+        width = int(mimo.head_dim * rope["partial_rotary_factor"])
+        assert width >= 2 and width % 2 == 0, (mimo.head_dim, width)
+    minimax = testing.tiny_config_of_type("minimax_m3_vl_text")  # rotates half of each head
+    assert 2 <= minimax.rotary_dim < minimax.head_dim and minimax.rotary_dim % 2 == 0
+    assert minimax.rotary_dim * 2 == minimax.head_dim

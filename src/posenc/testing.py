@@ -292,6 +292,14 @@ SMALL_FIELDS: Dict[str, object] = {
 }
 
 
+def _partial_rotary_factors(rope: Any) -> List[float]:
+    """Every ``partial_rotary_factor`` in a ``rope_parameters`` dict (one, or one per layer type)."""
+    if not isinstance(rope, dict):
+        return []
+    found = [rope["partial_rotary_factor"]] if isinstance(rope.get("partial_rotary_factor"), (int, float)) else []
+    return found + [f for v in rope.values() if isinstance(v, dict) for f in _partial_rotary_factors(v)]
+
+
 def _shrunk(defaults: Dict[str, Any], layers: int = LAYERS) -> Dict[str, Any]:
     small = {k: v for k, v in SMALL_FIELDS.items() if k in defaults}
     if "kv_lora_rank" in defaults and "num_attention_heads" in small:  # MLA: one latent, every head
@@ -299,11 +307,19 @@ def _shrunk(defaults: Dict[str, Any], layers: int = LAYERS) -> Dict[str, Any]:
     for key in ("num_hidden_layers", "num_layers", "n_layer"):
         if key in small:
             small[key] = layers
+    if "head_dim" in small:
+        factors = _partial_rotary_factors(defaults.get("rope_parameters"))
+        # a head whose rotated width int(head_dim * factor) is odd has no pairs to rotate: widen it
+        head = next((d for d in range(16, 129, 8) if all(int(d * f) >= 2 and int(d * f) % 2 == 0 for f in factors)), 16)
+        small["head_dim"] = head
+        rotary, full = defaults.get("rotary_dim"), defaults.get("head_dim")
+        if isinstance(rotary, int) and isinstance(full, int) and 0 < rotary < full:  # the same share of the head
+            small["rotary_dim"] = max(2, head * rotary // full // 2 * 2)
     for key, value in defaults.items():
-        if key.endswith("_config") and isinstance(value, dict):
-            small[key] = {**value, **_shrunk(value, layers)}
-        elif key == "per_layer_config" and isinstance(value, dict):  # overrides for layers past the tiny depth
+        if key == "per_layer_config" and isinstance(value, dict):  # overrides for layers past the tiny depth
             small[key] = {k: v for k, v in value.items() if str(k).isdigit() and int(k) < layers}
+        elif key.endswith("_config") and isinstance(value, dict):
+            small[key] = {**value, **_shrunk(value, layers)}
         elif key == "attn_layer_indices" and value is None:  # Bamba: no attention layer by default
             small[key] = [layers - 1]
         elif key == "block_types" and isinstance(value, list):  # RecurrentGemma's repeating pattern
