@@ -76,7 +76,10 @@ def limb_phases(freqs: torch.Tensor) -> torch.Tensor:
     """
     check_tensor("freqs", freqs, ndim=1, floating=True)
     f64 = freqs.detach().to(device="cpu", dtype=torch.float64)
-    return torch.tensor(_limb_phases(tuple(f64.tolist())), dtype=torch.float64).reshape(_LIMBS, f64.numel())
+    # device= explicitly: under a ``torch.device(...)`` context a bare factory would follow the context
+    # (a meta context would leave no data to copy back).
+    table = torch.tensor(_limb_phases(tuple(f64.tolist())), dtype=torch.float64, device="cpu")
+    return table.reshape(_LIMBS, f64.numel())
 
 
 def angles_from_limb_phases(positions: torch.Tensor, phases: torch.Tensor) -> torch.Tensor:
