@@ -215,6 +215,46 @@ def test_scaling_parameters_are_defined_once_by_the_registry(client):
                 assert response.json()["settings"][name] == value
 
 
+def test_the_lessons_factor_slider_and_check_read_the_registry(client):
+    """Issue 20: the lesson's factor has no range of its own. Its server-side limit is the registry's
+    Parameter (the API accepts the descriptor's ends and refuses a step past them), and its slider in
+    the HTML carries no range or default: the page sets them from GET /api/scalings."""
+    import re
+
+    from posenc.explorer.lesson import LESSON_LIMITS
+    from posenc.explorer.limits import scaling_limit
+    from posenc.rope.registry import scaling_parameters
+
+    p = scaling_parameters()["factor"]
+    limit = LESSON_LIMITS["factor"]
+    assert limit == scaling_limit("factor")
+    assert (limit.minimum, limit.maximum, limit.default) == (p.minimum, p.maximum, p.default)
+    for value, ok in ((p.minimum, True), (p.maximum, True), (p.maximum + p.step, False), (p.minimum - p.step, False)):
+        response = client.get("/api/lesson/stretch", params={"factor": value, "train_len": 2048, "head_dim": 16})
+        assert (response.status_code == 200) == ok, (value, response.text)
+    page = client.get("/").text
+    tags = re.findall(r"<input[^>]*data-scaling-param=[^>]*>", page)
+    assert any('id="str-factor"' in tag for tag in tags)
+    for tag in tags:
+        assert not re.search(r"\s(min|max|step|value)=", tag), tag
+
+
+def test_scaling_limit_reads_any_registered_parameter():
+    from test_scaling_registry import TILT
+
+    from posenc.explorer.limits import scaling_limit
+    from posenc.rope import register_scaling, unregister_scaling
+
+    with pytest.raises(ValueError, match="'tilt_floor'"):
+        scaling_limit("tilt_floor")
+    register_scaling(TILT)
+    try:
+        limit = scaling_limit("tilt_floor")
+    finally:
+        unregister_scaling("tilt")
+    assert (limit.minimum, limit.maximum, limit.default, limit.help) == (1.0, 4.0, 1.0, "tilt floor (toy)")
+
+
 def test_cli_defaults_bind_loopback():
     import argparse
 

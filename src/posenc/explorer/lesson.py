@@ -49,7 +49,7 @@ from ..sinusoidal import (
     sinusoidal_frequencies,
     sinusoidal_table,
 )
-from .limits import Limit
+from .limits import Limit, scaling_limit
 from .views import split_words, word_vector
 
 TWO_PI = 2 * math.pi
@@ -75,7 +75,7 @@ LESSON_LIMITS: dict[str, Limit] = {
     "n": Limit(0, 100_000, 1, "seat n of the key"),
     "shift": Limit(0, 100_000, 100, "amount every seat is moved by"),
     "order_deg": Limit(1.0, 179.0, 30.0, "turn per seat of the one-pair clock, in degrees"),
-    "factor": Limit(1.0, 64.0, 8.0, "context extension factor"),
+    "factor": scaling_limit("factor"),  # the registry's definition, as in the workbench
     "alibi_heads": Limit(1, 64, 8, "attention heads, one ALiBi slope each"),
     "alibi_distance": Limit(1, 512, 10, "how far back the query looks (keys at distance 0 to this)"),
     "train_len": Limit(256, 131_072, 8192, "context length the model was trained with"),

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Dict, Union
 
+from ..rope.registry import scaling_parameters
+
 Number = Union[int, float]
 
 
@@ -62,6 +64,21 @@ LIMITS: Dict[str, Limit] = {
     "seq_len": Limit(1, 100_000_000, 32768, "current sequence length (dynamic NTK)"),
     "max_position_embeddings": Limit(1, 100_000_000, 8192, "positions the config advertises"),
 }
+
+
+def scaling_limit(name: str) -> Limit:
+    """The limit of a RoPE scaling's parameter ``name``, read from its registry descriptor's
+    :class:`~posenc.rope.registry.Parameter`, the one definition of its range and default (a figure
+    that offers the parameter outside the wavelength view uses this, never a range of its own).
+
+    Raises ``ValueError`` naming ``name`` and the parameters the registered scalings have.
+    """
+    parameters = scaling_parameters()
+    if name not in parameters:
+        raise ValueError(f"no registered scaling has a parameter named {name!r}; they have {sorted(parameters)}")
+    p = parameters[name]
+    return Limit(float(p.minimum), float(p.maximum), float(p.default), p.label)
+
 
 #: Most distances ``/api/scores`` samples; longer ranges are spread over this many points.
 MAX_SCORE_POINTS = 513

@@ -1,7 +1,7 @@
 // The posenc explorer page. Every number drawn here is fetched from the server's JSON API, which
 // computes it with posenc's own functions; these scripts only lay the numbers out.
 
-import { isView, setupGlobal, show } from "./core.js";
+import { isView, scalingParamRanges, setupGlobal, show } from "./core.js";
 import { setupLesson, showChapter, isChapter } from "./lesson/main.js";
 import "./lesson/basics.js";
 import "./lesson/waves.js";
@@ -50,6 +50,9 @@ function route() {
     showChapter(isChapter(name) ? name : "", { focus: name !== "" });
   }
 }
+// Scaling sliders outside the wavelength view take their ranges from the registry before any panel
+// is shown (so no figure reads one before it is set).
+try { await scalingParamRanges(); } catch (err) { console.error(`scaling parameter ranges: ${err.message}`); }
 window.addEventListener("hashchange", route);
 route();
 document.body.dataset.ready = "true";

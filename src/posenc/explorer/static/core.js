@@ -144,6 +144,20 @@ export function scalingSliders(box, types, onChange) {
   }
 }
 
+// Sliders elsewhere on the page that set a scaling parameter (`<input data-scaling-param="factor">`)
+// take its range, step and default from the registry, so a range is defined once, by the descriptor.
+// The page does this before it shows any panel, so no figure reads such a slider before it is set.
+export async function scalingParamRanges(root = document) {
+  const inputs = [...root.querySelectorAll("input[data-scaling-param]")];
+  if (!inputs.length) return;
+  const defined = Object.fromEntries((await scalingTypes()).flatMap((t) => t.parameters).map((p) => [p.name, p]));
+  for (const input of inputs) {
+    const p = defined[input.dataset.scalingParam];
+    if (!p) throw new Error(`no registered scaling has a parameter ${JSON.stringify(input.dataset.scalingParam)}`);
+    Object.assign(input, { min: p.minimum, max: p.maximum, step: p.step, value: p.default });
+  }
+}
+
 export const pow2 = (v) => Math.round(2 ** v);
 export const pow10 = (v) => Number((10 ** v).toPrecision(3));
 
