@@ -185,6 +185,49 @@ def test_softmax_scale_comes_from_the_registry_for_any_type():
     assert report["rope_type"] == "tilt" and report["softmax_scale_factor"] == 1.25
 
 
+def test_the_missing_trained_length_risk_follows_the_registry():
+    """The types a missing original_max_position_embeddings is a risk for come from the registry (the
+    descriptors whose rope dict may hold the key), not a hand list: a toy type registered with the
+    field gets the risk, the same toy without it does not."""
+    import dataclasses
+    from typing import ClassVar, Optional
+
+    from test_scaling_registry import TILT, TiltScaling
+
+    from posenc.inspect import reads_trained_length
+    from posenc.rope import REGISTRY, register_scaling, unregister_scaling
+
+    @dataclasses.dataclass(frozen=True)
+    class TrainedTilt(TiltScaling):
+        original_max_position_embeddings: Optional[int] = None
+        rope_type: ClassVar[str] = "trained_tilt"
+
+    toy = dataclasses.replace(
+        TILT,
+        name="trained_tilt",
+        config_class=TrainedTilt,
+        hf_read=lambda ctx: TrainedTilt(ctx.require("factor"), original_max_position_embeddings=ctx.original()),
+    )
+    builtin = {name for name in REGISTRY if reads_trained_length(name)}
+    assert builtin == {"yarn", "llama3", "longrope"}  # the three transformers falls back for
+    base = {"head_dim": 32, "max_position_embeddings": 16384}
+
+    def risks(rope):
+        return [r["risk"] for r in inspect_config({**base, "rope_scaling": rope})["risks"]]
+
+    register_scaling(toy)
+    register_scaling(TILT)
+    try:
+        assert reads_trained_length("trained_tilt") and not reads_trained_length("tilt")
+        assert "missing original_max_position_embeddings" in risks({"rope_type": "trained_tilt", "factor": 2.0})
+        given = {"rope_type": "trained_tilt", "factor": 2.0, "original_max_position_embeddings": 4096}
+        assert "missing original_max_position_embeddings" not in risks(given)
+        assert "missing original_max_position_embeddings" not in risks({"rope_type": "tilt", "factor": 2.0})
+    finally:
+        unregister_scaling("trained_tilt")
+        unregister_scaling("tilt")
+
+
 @pytest.mark.parametrize(
     "config, layer_type",
     [

@@ -43,7 +43,7 @@ import torch
 from .hf import config_dict, rotary_kwargs_from_hf, unused_rope_keys
 from .integrations.transformers import UnsupportedModelError, rotary_kwargs_in_code
 from .rope.hfconfig import ConfigFields, rope_dicts
-from .rope.registry import softmax_scale
+from .rope.registry import get_descriptor, softmax_scale
 from .rope.scaling import DYNAMIC_TYPES, rope_frequencies
 from .rope.tables import rope_cos_sin
 
@@ -375,7 +375,7 @@ def _risks(
     # the fields as the reader sees them: a text_config unwrapped, this layer type's rope dict
     rope = rope_dicts(data).get(layer_type, {})
     if (
-        report["rope_type"] in ("yarn", "llama3", "longrope")
+        reads_trained_length(report["rope_type"])
         and ConfigFields(data).get("original_max_position_embeddings") is None
         and rope.get("original_max_position_embeddings") is None
     ):
@@ -398,6 +398,13 @@ def _risks(
             }
         )
     return risks
+
+
+def reads_trained_length(rope_type: str) -> bool:
+    """Whether a rope dict of ``rope_type`` may give the trained length
+    ``original_max_position_embeddings`` (its registry descriptor lists the key), so that a config
+    without it leaves the reader to fall back on ``max_position_embeddings``."""
+    return "original_max_position_embeddings" in get_descriptor(rope_type).allowed_hf_keys()
 
 
 # -- rendering ------------------------------------------------------------------------------------------
