@@ -753,13 +753,28 @@ def test_heatmaps_have_axis_ticks(page, server):
         assert grid.locator(".heat-xticks .heat-tick").count() >= 3
 
 
-def test_tab_bar_is_one_row_at_1440(browser, server):
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
+TAB_BOXES = """() => [...document.querySelectorAll('nav.tabs a')].map((a) => {
+  const b = a.getBoundingClientRect(); return [a.dataset.view, b.left, b.right, b.top]; })"""
+
+
+@pytest.mark.parametrize("width", [1440, 1400, 1280, 390])
+def test_every_tab_starts_on_screen(browser, server, width):
+    """Every view's tab is on screen when the page opens (at 1400 px the eval tab was scrolled out of
+    sight); from 1400 px up the tabs are one row."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
     pg = context.new_page()
-    pg.goto(server)
-    tops = pg.evaluate("() => [...document.querySelectorAll('nav.tabs a')].map((a) => a.getBoundingClientRect().top)")
+    pg.goto(f"{server}#fingerprint")
+    pg.wait_for_selector("body[data-ready=true]")
+    tabs = pg.evaluate(TAB_BOXES)
+    scroll = pg.evaluate("() => document.documentElement.scrollWidth")
     context.close()
-    assert len(tops) >= 9 and max(tops) - min(tops) < 1
+    assert len(tabs) == 10 and tabs[-1][0] == "eval"
+    for view, left, right, _ in tabs:
+        assert 0 <= left and right <= width, (view, left, right)
+    assert scroll <= width
+    if width >= 1400:
+        tops = [top for *_, top in tabs]
+        assert max(tops) - min(tops) < 1
 
 
 def test_dial_focus_is_visible(page, server):
