@@ -35,8 +35,7 @@ RULE_COMMIT = "118eb62^"
 RULE = (
     "Before: the earlier rule on one seed (seen when two 95% intervals do not overlap; "
     "percentile-bootstrap intervals over trials, so 0 of 64 is [0%, 0%]; no pairing; no correction "
-    "for the number of claims). After: paired tests under Holm's rule in every seed, seen only when "
-    "every seed sees it"
+    "for the number of claims)"
 )
 
 

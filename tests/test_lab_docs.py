@@ -258,13 +258,13 @@ def test_a_summary_of_finished_seeds_only(tmp_path):
 
 
 def test_the_before_after_table_matches_claims_and_counts_verdicts():
-    from posenc.lab.summary import table_before_after
+    from posenc.lab.summary import RULES_NOTE, table_before_after
 
     summary = {
         "seeds": [0, 1, 2],
         "verdicts": [
-            {"claim": "A", "verdict": "within noise"},
-            {"claim": "C", "verdict": "seen"},
+            {"claim": "A", "verdict": "within noise", "by_seed": {"0": "seen", "1": "seen", "2": "seen"}},
+            {"claim": "C", "verdict": "seen", "by_seed": {"0": "seen", "1": "within noise", "2": "seen"}},
         ],
         "verdicts_before": {
             "seed": 0,
@@ -274,8 +274,56 @@ def test_the_before_after_table_matches_claims_and_counts_verdicts():
         },
     }
     lines = table_before_after(summary).splitlines()
-    assert lines[0] == "| claim | before: seed 0, interval overlap | after: 3 seeds, paired tests, Holm |"
-    assert "| A | **seen** | within noise |" in lines  # the same claim, two rules
-    assert "| B | not seen | not asked |" in lines and "| C | not asked | **seen** |" in lines
-    assert lines[-1] == "Before: overlap. before: 1 seen and 1 not seen of 2; after: 1 seen and 0 not seen of 2."
+    assert lines[0] == (
+        "| claim | before: seed 0, interval overlap | every seed: paired tests, Holm "
+        "| after: 3 seeds, across-seed test, Holm |"
+    )
+    assert "| A | **seen** | **seen** | within noise |" in lines  # the same claim, three rules
+    assert "| B | not seen | not asked | not asked |" in lines
+    assert "| C | not asked | within noise | **seen** |" in lines
+    assert lines[-1] == (
+        f"Before: overlap. {RULES_NOTE}. before: 1 seen and 1 not seen of 2; every seed: 1 seen and 0 not "
+        f"seen of 2; after: 1 seen and 0 not seen of 2."
+    )
     assert table_before_after({"seeds": [0]}) == "No earlier-rule verdicts recorded for this run."
+
+
+def test_recombine_recomputes_the_verdicts_from_the_per_seed_effects():
+    from posenc.lab.summary import recombine, table_verdicts
+
+    def rec(effect, relation=">"):
+        return {
+            "claim": "c",
+            "group": "g",
+            "unit": "bpb",
+            "relation": relation,
+            "verdict": "seen",
+            "effect": effect,
+            "p": 1e-12,
+            "holm_tests": 1,
+        }
+
+    summary = {
+        "name": "t",
+        "seeds": [0, 1, 2],
+        "verdicts": [],
+        "verdicts_by_seed": {"0": [rec(0.30)], "1": [rec(0.31)], "2": [rec(0.29)]},
+    }
+    out = recombine(summary)
+    assert out["verdicts"][0]["verdict"] == "seen" and summary["verdicts"] == []
+    assert "| c | seen | seen | seen | +0.300 [+0.275, +0.325] | " in table_verdicts(out)
+    summary["verdicts_by_seed"]["1"] = [rec(-0.31, relation=">")]
+    assert recombine(summary)["verdicts"][0]["verdict"] == "within noise"
+    del summary["verdicts_by_seed"]["0"][0]["relation"]
+    with pytest.raises(ValueError, match="seed 0: the verdict 'c' has no relation"):
+        recombine(summary)
+    one = recombine({"name": "t", "seeds": [0], "verdicts": [], "verdicts_by_seed": {"0": [rec(0.3)]}})
+    assert "| c | seen | +0.300 | — | **seen** (one seed) |" in table_verdicts(one)
+    assert "rest on one seed" in table_verdicts(one)
+
+
+def test_the_committed_summaries_hold_what_recombine_needs():
+    from posenc.lab.summary import load_summaries, recombine
+
+    for name, summary in load_summaries().items():
+        assert recombine(summary)["verdicts"] == summary["verdicts"], name

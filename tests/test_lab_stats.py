@@ -10,12 +10,17 @@ import pytest
 
 from posenc.lab.report import build_results, markdown
 from posenc.lab.stats import (
+    across_seeds,
+    betainc,
     binom_test,
     clopper_pearson,
     fisher_exact,
     holm,
     mcnemar_exact,
     paired_difference,
+    signed_z,
+    t_quantile,
+    t_two_sided_p,
     unpaired_difference,
     wilson,
 )
@@ -169,15 +174,113 @@ def test_the_report_of_a_run_with_holes_says_not_measured():
     assert "| rope | 1e-03 | — | not measured |".replace("1e-03", "0.001") in markdown(res)
 
 
-def test_seeds_agree_or_the_claim_is_within_noise():
-    def v(verdict, effect):
-        return {"claim": "c", "group": "g", "scheme": "rope", "unit": "bpb", "verdict": verdict, "effect": effect}
+# -- across training seeds -------------------------------------------------------------------------
+@pytest.mark.parametrize("t", [0.0, 0.5, 2.0, 7.3, -3.0])
+def test_student_t_tail_against_closed_forms(t):
+    # df = 1 is Cauchy, df = 2 has P(|T| >= t) = 1 - t / sqrt(2 + t^2); a large df is the normal.
+    assert t_two_sided_p(t, 1) == pytest.approx(1 - 2 * math.atan(abs(t)) / math.pi, abs=1e-12)
+    assert t_two_sided_p(t, 2) == pytest.approx(1 - abs(t) / math.sqrt(2 + t * t), abs=1e-12)
+    assert t_two_sided_p(t, 100000) == pytest.approx(math.erfc(abs(t) / math.sqrt(2)), abs=1e-4)
+    assert t_two_sided_p(math.inf, 3) == 0.0
 
-    all_seen = combine_seeds({0: [v(SEEN, 0.3)], 1: [v(SEEN, 0.5)], 2: [v(SEEN, 0.4)]})[0]
-    assert all_seen["verdict"] == SEEN and all_seen["effect_mean"] == pytest.approx(0.4)
-    assert all_seen["effect_sd"] == pytest.approx(0.1)
-    one_short = combine_seeds({0: [v(SEEN, 0.3)], 1: [v(WITHIN_NOISE, 0.01)], 2: [v(SEEN, 0.4)]})[0]
-    assert one_short["verdict"] == WITHIN_NOISE and "seed 1: within noise" in one_short["evidence"]
-    assert combine_seeds({0: [v(NOT_MEASURED, None)]})[0]["verdict"] == NOT_MEASURED
-    missing = combine_seeds({0: [v(SEEN, 0.3)], 1: []})[0]
-    assert missing["verdict"] == WITHIN_NOISE and missing["by_seed"] == {"0": SEEN, "1": NOT_MEASURED}
+
+def test_student_t_quantiles_by_table():
+    assert t_quantile(0.975, 1) == pytest.approx(12.7062, abs=1e-4)
+    assert t_quantile(0.975, 2) == pytest.approx(4.3027, abs=1e-4)
+    assert t_quantile(0.975, 10) == pytest.approx(2.2281, abs=1e-4)
+    assert betainc(2.0, 3.0, 0.4) == pytest.approx(0.5248, abs=1e-12)  # 1 - sum_{j<2} C(4,j) .4^j .6^(4-j)
+    with pytest.raises(ValueError, match="x must be in"):
+        betainc(1.0, 1.0, 1.5)
+
+
+def test_signed_z_inverts_the_two_sided_normal_tail():
+    for p in (0.5, 0.05, 1e-10, 1e-100, 1e-300):
+        z = signed_z(-1.0, p)
+        assert z < 0 and math.erfc(-z / math.sqrt(2)) == pytest.approx(p, rel=1e-6)
+    assert signed_z(1.0, 1.0) == 0.0 and signed_z(0.0, 1e-9) == 0.0 and signed_z(2.0, 0.0) == 37.5
+
+
+def test_across_seeds_by_hand():
+    out = across_seeds([0.3, 0.5, 0.4], [1e-6, 1e-6, 1e-6])
+    assert out["effect"] == pytest.approx(0.4) and out["effect_sd"] == pytest.approx(0.1)
+    t = 0.4 / (0.1 / math.sqrt(3))
+    assert out["p_between"] == pytest.approx(1 - t / math.sqrt(2 + t * t), abs=1e-12)
+    half = 4.302653 * 0.1 / math.sqrt(3)
+    assert out["effect_ci"] == pytest.approx([0.4 - half, 0.4 + half], abs=1e-6)
+    z = 3 * 4.891638 / math.sqrt(3)  # the normal score of p = 1e-6 is 4.891638
+    assert out["z_within"] == pytest.approx(z, abs=1e-5) and out["p"] == max(out["p_between"], out["p_within"])
+    assert out["direction"] == 1
+    # Every run's sampling says nothing: the t-test alone cannot make it an effect.
+    quiet = across_seeds([0.3, 0.31, 0.29], [0.9, 0.9, 0.9])
+    assert quiet["p_between"] < 1e-3 and quiet["p"] == quiet["p_within"] > 0.05
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        across_seeds([0.3], [0.01])
+    with pytest.raises(ValueError, match="one p-value per seed"):
+        across_seeds([0.3, 0.2], [0.01])
+
+
+def _seed_record(effect, p, verdict=SEEN, claim="c", relation=">"):
+    return {
+        "claim": claim,
+        "group": "perplexity",
+        "scheme": "rope",
+        "unit": "bpb",
+        "relation": relation,
+        "verdict": verdict,
+        "effect": effect,
+        "p": p,
+    }
+
+
+def test_a_consistent_small_effect_with_a_tiny_spread_is_seen():
+    # 0.02 bits per byte in every seed, spread 0.0005: small, but beyond both noises.
+    got = combine_seeds({s: [_seed_record(0.02 + 0.0005 * (s - 1), 1e-5)] for s in range(3)})[0]
+    assert got["verdict"] == SEEN and got["seeds"] == 3 and not got["one_seed"]
+    assert got["effect_ci"][0] > 0 and got["holm_tests"] == 1
+    assert "t-test" in got["evidence"] and "Stouffer" in got["evidence"]
+
+
+def test_a_large_mean_effect_with_one_seed_reversing_is_not_seen():
+    # Every seed's own test rejects; the mean (+0.5) is large, but one seed went the other way.
+    got = combine_seeds(
+        {
+            0: [_seed_record(1.0, 1e-20)],
+            1: [_seed_record(1.2, 1e-20)],
+            2: [_seed_record(-0.7, 1e-20, verdict="not seen")],
+        }
+    )[0]
+    assert got["effect_mean"] == pytest.approx(0.5) and got["verdict"] == WITHIN_NOISE
+
+
+def test_every_seed_seeing_it_is_not_enough_when_the_seeds_spread():
+    # The rule before: seen in every seed under each seed's own Holm rule. Now the spread counts.
+    got = combine_seeds({s: [_seed_record(e, 1e-30)] for s, e in enumerate((0.05, 0.9, 0.3))})[0]
+    assert set(got["by_seed"].values()) == {SEEN} and got["verdict"] == WITHIN_NOISE
+    assert got["p_between"] > 0.05 and got["p_within"] < 1e-30
+
+
+def test_the_wrong_side_is_not_seen_and_holm_runs_over_the_claims():
+    wrong = [_seed_record(-0.3 - 0.001 * s, 1e-8, verdict="not seen", claim="w") for s in range(3)]
+    faint = [_seed_record(0.1 + 0.01 * s, 1e-4, claim="f") for s in range(3)]
+    got = combine_seeds({s: [wrong[s], faint[s]] for s in range(3)})
+    assert got[0]["verdict"] == "not seen"
+    # The faint claim (t about 19, p about 0.003) passes Holm's rule over 2 claims (0.025 for the
+    # smallest p, 0.05 for the other); among 40 claims its p would have to be under 0.05 / 40.
+    assert got[1]["p"] < 0.025 and got[1]["verdict"] == SEEN
+    many = {
+        s: [faint[s]] + [_seed_record(0.0, 1.0, verdict=WITHIN_NOISE, claim=f"x{i}") for i in range(39)]
+        for s in range(3)
+    }
+    assert combine_seeds(many)[0]["verdict"] == WITHIN_NOISE and combine_seeds(many)[0]["holm_tests"] == 40
+
+
+def test_one_seed_says_it_rests_on_one_seed():
+    got = combine_seeds({0: [_seed_record(0.4, 1e-9)]})[0]
+    assert got["verdict"] == SEEN and got["one_seed"] and got["seeds"] == 1 and got["p"] is None
+    assert "rests on one training seed" in got["evidence"]
+    # Measured in one seed of three (the others lack it): the same, and it says which.
+    partial = combine_seeds({0: [_seed_record(0.4, 1e-9)], 1: [], 2: [_seed_record(None, None, NOT_MEASURED)]})[0]
+    assert partial["one_seed"] and "measured in 1 of 3" in partial["evidence"]
+    assert partial["by_seed"] == {"0": SEEN, "1": NOT_MEASURED, "2": NOT_MEASURED}
+    assert combine_seeds({0: [_seed_record(None, None, NOT_MEASURED)]})[0]["verdict"] == NOT_MEASURED
+    assert "not measured in any seed" in combine_seeds({0: [_seed_record(None, None, NOT_MEASURED)]})[0]["evidence"]

@@ -239,3 +239,121 @@ def holm_threshold(m: int, alpha: float = 0.05) -> float:
     """The strictest level Holm's rule applies among ``m`` comparisons (``alpha / m``, Bonferroni's)."""
     check_int("m", m, minimum=1)
     return alpha / m
+
+
+# -- across training seeds ---------------------------------------------------------------------
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz, Numerical Recipes 6.4)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 500):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) for a, b > 0 and 0 <= x <= 1."""
+    if not (a > 0 and b > 0):
+        raise ValueError(f"betainc needs a > 0 and b > 0, got a={a!r}, b={b!r}")
+    if not 0.0 <= x <= 1.0:
+        raise ValueError(f"x must be in [0, 1], got {x!r}")
+    if x in (0.0, 1.0):
+        return x
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
+
+
+def t_two_sided_p(t: float, df: int) -> float:
+    """P(|T| >= |t|) for Student's T with ``df`` degrees of freedom (1 for t = 0, 0 for |t| = inf)."""
+    check_int("df", df, minimum=1)
+    if math.isnan(t):
+        raise ValueError("t must be a number, got nan")
+    if math.isinf(t):
+        return 0.0
+    return min(1.0, betainc(df / 2.0, 0.5, df / (df + t * t)))
+
+
+def t_quantile(q: float, df: int) -> float:
+    """The ``q`` quantile of Student's T with ``df`` degrees of freedom (0.5 < q < 1)."""
+    check_float("q", q, greater_than=0.5, maximum=1.0 - 1e-12)
+    hi = 1.0
+    while t_two_sided_p(hi, df) > 2 * (1 - q):
+        hi *= 2.0
+    return _bisect(lambda t: 2 * (1 - q) - t_two_sided_p(t, df), 0.0, hi)
+
+
+def signed_z(effect: float, p: float) -> float:
+    """The standard normal score of a two-sided ``p`` with the sign of ``effect`` (0 for p = 1 or
+    effect = 0; capped at 37.5, where a double's tail probability ends)."""
+    if effect == 0 or p >= 1.0:
+        return 0.0
+    z = 37.5 if p <= 0.0 else min(37.5, _normal_quantile(1.0 - p / 2.0) if p > 1e-15 else _z_of_tiny(p))
+    return math.copysign(z, effect)
+
+
+def _z_of_tiny(p: float) -> float:
+    """|z| with erfc(|z| / sqrt 2) = p for p too small for ``1 - p / 2`` to differ from 1."""
+    return _bisect(lambda z: math.log(p) - math.log(max(normal_two_sided_p(z), 1e-320)), 0.0, 37.5)
+
+
+def across_seeds(effects: Values, pvalues: Sequence[float], level: float = 0.95) -> dict:
+    """Is a per-seed effect there beyond **both** the spread between training seeds and the
+    sampling inside each seed's run? (at least 2 seeds)
+
+    ``effects[i]`` is seed ``i``'s effect (a paired difference), ``pvalues[i]`` its two-sided
+    p-value from its own run's test of "no difference" (window or trial sampling).
+
+    * **between seeds**: a one-sample t-test of the per-seed effects against 0 with ``k - 1``
+      degrees of freedom. The spread of the per-seed effects holds both the training-seed spread
+      and each run's sampling noise, so this is the standard test of an effect across seeds
+      (and ``effect_ci`` its t interval);
+    * **within seeds**: Stouffer's signed combination of the per-seed p-values (their normal
+      scores with the sign of each effect, summed over ``sqrt(k)``), a test that the runs' own
+      sampling cannot explain the effects; with only a few seeds the sample spread can come out
+      small by chance, and this test keeps each run's sampling in the verdict regardless.
+
+    ``p`` is the larger of the two (an intersection–union test: "no effect" is rejected at level
+    alpha only when both tests reject at alpha), ``direction`` the sign both tests agree on (0 if
+    they disagree)."""
+    x = _finite("effects", effects)
+    if x.size < 2:
+        raise ValueError(f"effects must hold at least 2 seeds, got {x.size}")
+    if len(pvalues) != x.size:
+        raise ValueError(f"pvalues must give one p-value per seed ({x.size}), got {len(pvalues)}")
+    for p in pvalues:
+        if not (isinstance(p, (int, float)) and 0.0 <= p <= 1.0):
+            raise ValueError(f"pvalues must be numbers in [0, 1], got {p!r}")
+    k, mean = x.size, float(x.mean())
+    sd = float(x.std(ddof=1))
+    se = sd / math.sqrt(k)
+    if se > 0:
+        p_between = t_two_sided_p(mean / se, k - 1)
+    else:  # every seed gave the same effect
+        p_between = 1.0 if mean == 0 else 0.0
+    half = t_quantile(0.5 + level / 2.0, k - 1) * se
+    z = sum(signed_z(float(e), float(p)) for e, p in zip(x, pvalues)) / math.sqrt(k)
+    p_within = normal_two_sided_p(z)
+    direction = int(np.sign(mean)) if np.sign(mean) == np.sign(z) else 0
+    return {
+        "seeds": k,
+        "effect": mean,
+        "effect_sd": sd,
+        "effect_ci": [mean - half, mean + half],
+        "p_between": float(p_between),
+        "z_within": float(z),
+        "p_within": float(p_within),
+        "p": float(max(p_between, p_within)),
+        "direction": direction,
+    }

@@ -32,7 +32,7 @@ import numpy as np
 from .passkey import BIN_NAMES
 from .schema import RunFileError, load_json_file
 from .store import write_run_file
-from .verdicts import LABELS, SEEN, combine_seeds, rule_text_seeds
+from .verdicts import LABELS, NOT_MEASURED, NOT_SEEN, SEEN, WITHIN_NOISE, combine_seeds, rule_text_seeds
 
 #: The committed summaries, shipped with the package.
 RUNS_DIR = Path(__file__).parent / "runs"
@@ -98,7 +98,19 @@ def _headline(results: dict) -> Dict[str, Any]:
 
 
 def _short_verdicts(vs: List[dict]) -> List[dict]:
-    keep = ("claim", "group", "scheme", "expected", "unit", "verdict", "effect", "p", "holm_tests", "evidence")
+    keep = (
+        "claim",
+        "group",
+        "scheme",
+        "expected",
+        "unit",
+        "relation",
+        "verdict",
+        "effect",
+        "p",
+        "holm_tests",
+        "evidence",
+    )
     return [{k: v.get(k) for k in keep if k in v} for v in vs]
 
 
@@ -170,6 +182,21 @@ def write_summary(
     summary = summarize(root, name, command, cpu_seconds, cpu_source, only)
     write_run_file(Path(out), "summary", summary)
     return summary
+
+
+def recombine(summary: dict) -> dict:
+    """``summary`` with its across-seed verdicts recomputed from its per-seed verdicts under the
+    current rule (no run folder needed); a ValueError when a per-seed verdict lacks its claimed
+    direction (summaries written before it was kept)."""
+    for seed, vs in (summary.get("verdicts_by_seed") or {}).items():
+        for v in vs:
+            if v.get("verdict") != NOT_MEASURED and v.get("relation") not in (">", "<"):
+                raise ValueError(
+                    f"summary {summary.get('name')!r}, seed {seed}: the verdict {v.get('claim')!r} has no "
+                    f"relation ('>' or '<'); write the summary again from its run folder"
+                )
+    per_seed = {int(s): vs for s, vs in (summary.get("verdicts_by_seed") or {}).items()}
+    return dict(summary, verdicts=combine_seeds(per_seed))
 
 
 def load_summaries(folder: Path = RUNS_DIR) -> Dict[str, dict]:
@@ -257,20 +284,43 @@ def table_retrieval(summary: dict, extension: bool = False) -> str:
     return "\n".join(lines + ["", note])
 
 
+def _verdict_cell(v: dict) -> str:
+    text = f"**{v['verdict']}**" if v["verdict"] == SEEN else v["verdict"]
+    return text + " (one seed)" if v.get("one_seed") else text
+
+
+def _effect_cell(v: dict) -> str:
+    """Mean per-seed difference and its 95% t interval, in the claim's unit."""
+    mean, ci = v.get("effect_mean"), v.get("effect_ci")
+    if _finite(mean) is None:
+        return "—"
+    fmt = (lambda x: f"{x:+.0%}") if v.get("unit") == "percent" else (lambda x: f"{x:+.3f}")
+    if isinstance(ci, list) and len(ci) == 2 and all(_finite(c) is not None for c in ci):
+        return f"{fmt(mean)} [{fmt(ci[0])}, {fmt(ci[1])}]"
+    return fmt(mean)
+
+
 def table_verdicts(summary: dict) -> str:
     if summary.get("machinery_check"):
         return "No verdicts: a machinery check."
     seeds = summary["seeds"]
     lines = [
-        "| claim | " + " | ".join(f"seed {s}" for s in seeds) + " | across seeds |",
-        "|---" * (len(seeds) + 2) + "|",
+        "| claim | "
+        + " | ".join(f"seed {s}" for s in seeds)
+        + " | mean difference [95% t-interval] | p across seeds | across seeds |",
+        "|---" * (len(seeds) + 4) + "|",
     ]
     for v in summary["verdicts"]:
         by_seed = [v["by_seed"].get(str(s), "not measured") for s in seeds]
-        verdict = f"**{v['verdict']}**" if v["verdict"] == SEEN else v["verdict"]
-        lines.append(f"| {v['claim']} | " + " | ".join(by_seed) + f" | {verdict} |")
+        p = v.get("p")
+        lines.append(
+            f"| {v['claim']} | "
+            + " | ".join(by_seed)
+            + f" | {_effect_cell(v)} | {'—' if _finite(p) is None else f'{p:.2g}'} | {_verdict_cell(v)} |"
+        )
     tests = max((w.get("holm_tests") or 0 for vs in summary["verdicts_by_seed"].values() for w in vs), default=0)
-    return "\n".join(lines + ["", rule_text_seeds(tests, len(seeds))])
+    claims = max((v.get("holm_tests") or 0 for v in summary["verdicts"]), default=0)
+    return "\n".join(lines + ["", rule_text_seeds(tests, len(seeds), claims)])
 
 
 def _seconds(v: float) -> str:
@@ -295,37 +345,60 @@ def table_time(summary: dict) -> str:
     return "\n".join(lines + ["", note + "."])
 
 
+def unanimous(by_seed: Dict[str, str]) -> str:
+    """The verdict of the rule that preceded the across-seed test: **seen** (or **not seen**) when
+    every seed's own verdict is, **not measured** when none measured, otherwise within noise."""
+    got = set(by_seed.values())
+    if len(got) == 1 and got <= {SEEN, NOT_SEEN, NOT_MEASURED}:
+        return got.pop()
+    return WITHIN_NOISE
+
+
+#: The three rules of the before/after table, as its note states them.
+RULES_NOTE = (
+    "Every seed: paired tests under Holm's rule in every seed, seen only when every seed sees it (the "
+    "rule before the across-seed test). After: the per-seed effects tested against both the spread "
+    "between seeds and each run's sampling, Holm's rule over the claims"
+)
+
+
 def table_before_after(summary: dict) -> str:
     """The verdicts of the rule before (interval overlap of percentile-bootstrap intervals, one
-    seed) beside those of the current rule across every seed, claim by claim where the claims are
-    the same, each list in its own order otherwise."""
+    seed), of paired tests that every seed must pass on its own, and of the current across-seed rule,
+    claim by claim where the claims are the same, each list in its own order otherwise."""
     before = summary.get("verdicts_before")
     if not before:
         return "No earlier-rule verdicts recorded for this run."
     after = {v["claim"]: v for v in summary["verdicts"]}
     n = len(summary["seeds"])
     lines = [
-        f"| claim | before: seed {before['seed']}, {before['rule_short']} | after: {n} seed{'s' if n != 1 else ''}, "
-        f"paired tests, Holm |",
-        "|---|---|---|",
+        f"| claim | before: seed {before['seed']}, {before['rule_short']} | every seed: paired tests, Holm "
+        f"| after: {n} seed{'s' if n != 1 else ''}, across-seed test, Holm |",
+        "|---|---|---|---|",
     ]
+
+    def cell(verdict: Optional[str]) -> str:
+        return "not asked" if verdict is None else f"**{verdict}**" if verdict == SEEN else verdict
+
+    middle = {claim: unanimous(v.get("by_seed") or {}) for claim, v in after.items()}
     shown = set()
     for v in before["verdicts"]:
         new = after.get(v["claim"])
-        cell = "not asked" if new is None else (f"**{new['verdict']}**" if new["verdict"] == SEEN else new["verdict"])
-        old = f"**{v['verdict']}**" if v["verdict"] == SEEN else v["verdict"]
-        lines.append(f"| {v['claim']} | {old} | {cell} |")
+        lines.append(
+            f"| {v['claim']} | {cell(v['verdict'])} | {cell(middle.get(v['claim']))} | {cell(new and new['verdict'])} |"
+        )
         shown.add(v["claim"])
     for claim, new in after.items():
         if claim not in shown:
-            cell = f"**{new['verdict']}**" if new["verdict"] == SEEN else new["verdict"]
-            lines.append(f"| {claim} | not asked | {cell} |")
+            lines.append(f"| {claim} | not asked | {cell(middle[claim])} | {cell(new['verdict'])} |")
     counts = []
-    for label, vs in (("before", before["verdicts"]), ("after", list(after.values()))):
-        seen = sum(v["verdict"] == SEEN for v in vs)
-        not_seen = sum(v["verdict"] == "not seen" for v in vs)
-        counts.append(f"{label}: {seen} seen and {not_seen} not seen of {len(vs)}")
-    return "\n".join(lines + ["", f"{before['rule']}. " + "; ".join(counts) + "."])
+    for label, got in (
+        ("before", [v["verdict"] for v in before["verdicts"]]),
+        ("every seed", list(middle.values())),
+        ("after", [v["verdict"] for v in after.values()]),
+    ):
+        counts.append(f"{label}: {got.count(SEEN)} seen and {got.count(NOT_SEEN)} not seen of {len(got)}")
+    return "\n".join(lines + ["", f"{before['rule']}. {RULES_NOTE}. " + "; ".join(counts) + "."])
 
 
 def table_command(summary: dict) -> str:
@@ -384,6 +457,8 @@ def parser() -> argparse.ArgumentParser:
     )
     w.add_argument("--cpu-source", default="", help="how --cpu-seconds was measured")
     w.add_argument("--only", default="", help="SEED,...: summarise only these seeds of a seeds folder")
+    r = sub.add_parser("recombine", help="recompute a committed summary's verdicts across seeds")
+    r.add_argument("name", help="summary name (file posenc/lab/runs/NAME.json)")
     for verb in ("render", "check"):
         sub.add_parser(verb, help=f"{verb} the marked blocks of {', '.join(DOC_FILES)}").add_argument(
             "--root", default=".", help="repository root"
@@ -411,6 +486,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             write_summary(
                 Path(args.run), RUNS_DIR / f"{args.name}.json", args.name, args.command, cpu, args.cpu_source, only
             )
+            return 0
+        if args.what == "recombine":
+            path = RUNS_DIR / f"{args.name}.json"
+            summary = load_json_file(path, "summary")
+            if summary is None:
+                raise ValueError(f"no committed summary {args.name!r}; committed: {sorted(load_summaries())}")
+            write_run_file(path, "summary", recombine(summary))
             return 0
         summaries = load_summaries()
         if args.what == "check":

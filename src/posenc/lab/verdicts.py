@@ -18,7 +18,8 @@ A run makes many comparisons, so the rule is Holm's (family-wise 5%): the chance
 * **not measured**: a number is missing, not finite, or lacks its per-window or per-trial values.
 
 These cover the sampling of windows and trials within one training run. Training-seed spread is
-covered by :func:`combine_seeds`, which says "seen" only when every seed says so.
+covered by :func:`combine_seeds`, which tests each claim on its per-seed effects: "seen" only when
+the effect holds beyond both the spread between seeds and each run's sampling.
 A run too small to mean anything (:func:`machinery_check_reason`) gets no verdicts at all.
 """
 
@@ -30,7 +31,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from .schema import VERDICTS
-from .stats import fisher_exact, holm, mcnemar_exact, paired_difference, unpaired_difference
+from .stats import across_seeds, fisher_exact, holm, mcnemar_exact, paired_difference, t_quantile, unpaired_difference
 
 SEEN, WITHIN_NOISE, NOT_SEEN, NOT_MEASURED = VERDICTS
 #: Family-wise error rate of one run's verdicts (Holm's rule).
@@ -420,14 +421,24 @@ def verdicts(results: dict) -> List[dict]:
     return judge_all(out)
 
 
-def combine_seeds(per_seed: Dict[int, List[dict]]) -> List[dict]:
+def combine_seeds(per_seed: Dict[int, List[dict]], alpha: float = ALPHA) -> List[dict]:
     """One verdict per claim across training seeds (``{seed: verdicts of that seed's run}``).
 
-    A claim is **seen** only when every seed sees it, each under its own Holm rule (so it holds
-    beyond the trial and window sampling of every run and beyond the spread between seeds);
-    **not seen** when every seed finds the opposite; **not measured** when no seed measured it;
-    otherwise **within noise**. Each record keeps the effect of every seed and their mean and
-    standard deviation (``effect_by_seed``, ``effect_mean``, ``effect_sd``)."""
+    A claim measured in two or more seeds is tested on its per-seed effects
+    (:func:`posenc.lab.stats.across_seeds`): a t-test of the per-seed effects against zero (beyond
+    the spread between training seeds) and Stouffer's combination of the per-seed p-values (beyond
+    the window or trial sampling of each run), the larger p of the two standing for both. Holm's
+    rule at family-wise ``alpha`` then runs over every claim so tested. A claim is **seen** when it
+    rejects and both tests put the mean effect on the claimed side, **not seen** when they put it
+    on the other side, **within noise** otherwise (however many seeds saw it on their own).
+
+    A claim measured in one seed only keeps that seed's verdict and says so (``seeds`` 1,
+    ``one_seed`` True): the spread between training runs is then not measured. **Not measured**:
+    no seed measured it.
+
+    Each record keeps every seed's verdict and effect (``by_seed``, ``effect_by_seed``), their mean,
+    standard deviation and t interval (``effect_mean``, ``effect_sd``, ``effect_ci``), both p-values
+    (``p_between``, ``p_within``), ``p`` and ``holm_tests`` (claims under the across-seed rule)."""
     if not per_seed:
         return []
     seeds = sorted(per_seed)
@@ -438,63 +449,117 @@ def combine_seeds(per_seed: Dict[int, List[dict]]) -> List[dict]:
             if v["claim"] not in by_claim:
                 order.append(v["claim"])
             by_claim.setdefault(v["claim"], {})[s] = v
-    out = []
-    for claim in order:
-        runs = by_claim[claim]
-        first = next(iter(runs.values()))
-        got = [runs[s]["verdict"] if s in runs else NOT_MEASURED for s in seeds]
-        effects = {s: runs[s]["effect"] for s in seeds if s in runs and _finite(runs[s].get("effect")) is not None}
-        if all(g == NOT_MEASURED for g in got):
-            verdict = NOT_MEASURED
-        elif all(g == SEEN for g in got):
-            verdict = SEEN
-        elif all(g == NOT_SEEN for g in got):
-            verdict = NOT_SEEN
+    out = [_across(claim, by_claim[claim], seeds) for claim in order]
+    tested = [r for r in out if r["p"] is not None]
+    for r, reject in zip(tested, holm([r["p"] for r in tested], alpha)):
+        r["holm_tests"] = len(tested)
+        side = r.pop("_direction")
+        if reject and side != 0:
+            right_side = side > 0 if r["relation"] == ">" else side < 0
+            r["verdict"] = SEEN if right_side else NOT_SEEN
         else:
-            verdict = WITHIN_NOISE
-        values = list(effects.values())
-        mean = float(np.mean(values)) if values else None
-        sd = float(np.std(values, ddof=1)) if len(values) > 1 else None
-        tally = ", ".join(f"seed {s}: {g}" for s, g in zip(seeds, got))
-        spread = ""
-        if mean is not None:
-            fmt = (lambda v: f"{v:+.0%}") if first.get("unit") == "percent" else (lambda v: f"{v:+.3g}")
-            spread = f"; difference per seed {', '.join(fmt(v) for v in values)}, mean {fmt(mean)}" + (
-                f", sd {abs(sd):.3g}" if sd is not None else ""
-            )
-        out.append(
-            {
-                "claim": claim,
-                "group": first.get("group"),
-                "scheme": first.get("scheme"),
-                "expected": first.get("expected"),
-                "unit": first.get("unit"),
-                "verdict": verdict,
-                "by_seed": {str(s): g for s, g in zip(seeds, got)},
-                "effect_by_seed": {str(s): effects[s] for s in effects},
-                "effect_mean": mean,
-                "effect_sd": sd,
-                "evidence": f"{len(seeds)} seeds ({tally}){spread}",
-            }
-        )
+            r["verdict"] = WITHIN_NOISE
+        r["evidence"] += f"; Holm over {len(tested)} claims: {r['verdict']}"
+    for r in out:
+        r.pop("_direction", None)
     return out
 
 
-def rule_text_seeds(tests: int, seeds: int) -> str:
-    """What the combined verdicts of ``seeds`` training seeds, ``tests`` comparisons each, mean."""
+def _measured(v: Optional[dict]) -> bool:
+    return (
+        isinstance(v, dict)
+        and v.get("verdict") != NOT_MEASURED
+        and _finite(v.get("effect")) is not None
+        and _finite(v.get("p")) is not None
+        and 0.0 <= v["p"] <= 1.0
+    )
+
+
+def _across(claim: str, runs: Dict[int, dict], seeds: List[int]) -> dict:
+    """The across-seed record of one claim before Holm's rule (``p`` None when not tested)."""
+    first = next(iter(runs.values()))
+    got = [runs[s]["verdict"] if s in runs else NOT_MEASURED for s in seeds]
+    measured = [s for s in seeds if _measured(runs.get(s))]
+    effects = {s: float(runs[s]["effect"]) for s in measured}
+    unit = first.get("unit")
+    fmt = (lambda v: f"{v:+.0%}") if unit == "percent" else (lambda v: f"{v:+.3g}")
+    record: Dict[str, Any] = {
+        "claim": claim,
+        "group": first.get("group"),
+        "scheme": first.get("scheme"),
+        "expected": first.get("expected"),
+        "unit": unit,
+        "relation": first.get("relation"),
+        "verdict": NOT_MEASURED,
+        "seeds": len(measured),
+        "one_seed": len(measured) == 1,
+        "by_seed": {str(s): g for s, g in zip(seeds, got)},
+        "effect_by_seed": {str(s): e for s, e in effects.items()},
+        "effect_mean": None,
+        "effect_sd": None,
+        "effect_ci": None,
+        "p_between": None,
+        "p_within": None,
+        "p": None,
+        "evidence": "not measured in any seed",
+    }
+    of = f" of {len(seeds)}" if len(measured) < len(seeds) else ""
+    if len(measured) == 1:
+        (s,) = measured
+        record.update(verdict=runs[s]["verdict"], effect_mean=effects[s])
+        record["evidence"] = (
+            f"rests on one training seed (seed {s}{of and f', measured in 1{of}'}): {runs[s]['verdict']} under "
+            f"that run's own rule, difference {fmt(effects[s])}; the spread between training seeds is not measured"
+        )
+    elif len(measured) > 1:
+        stats = across_seeds(list(effects.values()), [float(runs[s]["p"]) for s in measured])
+        lo, hi = stats["effect_ci"]
+        record.update(
+            effect_mean=stats["effect"],
+            effect_sd=stats["effect_sd"],
+            effect_ci=[lo, hi],
+            p_between=stats["p_between"],
+            p_within=stats["p_within"],
+            p=stats["p"],
+            _direction=stats["direction"],
+        )
+        record["evidence"] = (
+            f"{len(measured)} seeds{of}: difference per seed {', '.join(fmt(v) for v in effects.values())}, "
+            f"mean {fmt(stats['effect'])}, sd {stats['effect_sd']:.3g}, 95% t-interval "
+            f"[{fmt(lo)}, {fmt(hi)}]; across seeds t-test p = {stats['p_between']:.2g}, "
+            f"each run's sampling (Stouffer) p = {stats['p_within']:.2g}"
+        )
+    return record
+
+
+def rule_text_seeds(tests: int, seeds: int, claims: int = 0) -> str:
+    """What the verdicts of ``seeds`` training seeds mean: ``tests`` comparisons per seed, ``claims``
+    of them tested across seeds."""
+    per_seed = (
+        f"{tests} comparisons under Holm's rule at a family-wise {ALPHA:.0%} (at most a {ALPHA:.0%} chance "
+        f"of any false alarm from window or trial sampling; each 95% interval printed is 95% on its own, "
+        f"so about {0.05 * 2 * tests:.1f} of the {2 * tests} would miss by chance)"
+    )
     if seeds < 2:
         return (
-            f"One training seed: {tests} comparisons under Holm's rule at a family-wise {ALPHA:.0%} "
-            f"(at most a {ALPHA:.0%} chance of any false alarm from window or trial sampling; each 95% "
-            f"interval printed is 95% on its own, so about {0.05 * 2 * tests:.1f} of the {2 * tests} would "
-            f"miss by chance). "
-            f"The spread between training runs is not covered: these verdicts rest on one seed."
+            f"One training seed: {per_seed}. The spread between training runs is not covered: these "
+            f"verdicts rest on one seed."
         )
-    return (
-        f"Each seed makes {tests} comparisons under Holm's rule at a family-wise {ALPHA:.0%} (at most a "
-        f"{ALPHA:.0%} chance of any false alarm from window or trial sampling, per seed, while each 95% "
-        f"interval printed is 95% on its own: about {0.05 * 2 * tests:.1f} of the {2 * tests} per seed would "
-        f"miss by chance). Across seeds "
-        f"a claim is **seen** only when all {seeds} seeds see it, so it holds beyond the sampling of "
-        f"each run and beyond the spread between training runs; any disagreement is within noise."
+    text = (
+        f"Each seed's own verdict (its column) comes from {per_seed}. The verdict across seeds tests "
+        f"each claim on its {seeds} per-seed effects: a t-test against zero with {seeds - 1} degrees of "
+        f"freedom (the effect beyond the spread between training seeds, which also holds each run's "
+        f"sampling noise) and Stouffer's combination of the per-seed p-values (beyond the window and "
+        f"trial sampling of the runs); a claim is **seen** only when the larger of the two p-values "
+        f"passes Holm's rule at a family-wise {ALPHA:.0%}"
+    )
+    if claims:
+        need = t_quantile(1.0 - ALPHA / (2 * claims), seeds - 1)
+        text += (
+            f" over the {claims} claims tested (the first to pass needs p ≤ {ALPHA / claims:.2g}, a t of at "
+            f"least {need:.1f} with {seeds} seeds)"
+        )
+    return text + (
+        " and both put the mean effect on the claimed side; however many seeds saw it alone, a claim "
+        "that fails this is within noise. A claim measured in one seed only says so."
     )
