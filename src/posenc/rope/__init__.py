@@ -3,6 +3,14 @@
 from .apply import apply_rotary, apply_rotary_at, rotate_reference
 from .embedding import RotaryEmbedding
 from .layout import LAYOUTS, permute_for_half_split, permute_for_interleaved
+from .mrope import (
+    SECTION_LAYOUTS,
+    MRotaryEmbedding,
+    image_stream_positions,
+    mrope_angles,
+    mrope_streams,
+    text_stream_positions,
+)
 from .positions import (
     position_ids_from_attention_mask,
     position_ids_from_cu_seqlens,
@@ -45,18 +53,23 @@ __all__ = [
     "HFRope",
     "LAYOUTS",
     "LinearScaling",
+    "MRotaryEmbedding",
     "Llama3Scaling",
     "LongRoPEScaling",
     "NTKScaling",
     "Parameter",
     "ProportionalScaling",
     "REGISTRY",
+    "SECTION_LAYOUTS",
     "RotaryEmbedding",
     "ScalingDescriptor",
     "YaRNScaling",
     "apply_rotary",
     "apply_rotary_at",
     "get_descriptor",
+    "image_stream_positions",
+    "mrope_angles",
+    "mrope_streams",
     "permute_for_half_split",
     "permute_for_interleaved",
     "position_ids_from_attention_mask",
@@ -73,6 +86,7 @@ __all__ = [
     "scaling_from_dict",
     "scaling_to_dict",
     "softmax_scale",
+    "text_stream_positions",
     "unregister_scaling",
     "yarn_softmax_scale",
 ]
