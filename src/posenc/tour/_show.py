@@ -6,6 +6,8 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from ..lesson.prose import PLAIN_LABEL, TRY_LABEL, Block, to_rich
+
 
 def prose(ctx, text: str) -> None:
     """Print a paragraph of teaching text (rich markup allowed), joined into one flowing line."""
@@ -14,7 +16,7 @@ def prose(ctx, text: str) -> None:
 
 
 #: What every section's first line starts with: the idea in everyday words, before any jargon.
-PLAIN_PREFIX = "In plain words:"
+PLAIN_PREFIX = PLAIN_LABEL
 
 
 def plain(ctx, text: str) -> None:
@@ -50,3 +52,26 @@ def sci(value: float) -> str:
 
 def verdict(ok: bool, yes: str = "as claimed", no: str = "NOT as claimed") -> Text:
     return Text(yes, style="green") if ok else Text(no, style="bold red")
+
+
+def chapter(ctx, blocks: list[Block], chapter_id: str) -> None:
+    """Print a chapter's text (:mod:`posenc.lesson.chapters`) in the terminal, block by block: the same
+    sentences and numbers the explorer's page shows for chapter ``chapter_id``."""
+    for block in blocks:
+        text = to_rich(block.text)
+        if block.kind == "plain":
+            plain(ctx, text)
+        elif block.kind == "h3":
+            ctx.console.print(f"[bold]{text}[/]", highlight=False)
+            ctx.console.print()
+        elif block.kind == "item":
+            ctx.console.print(f"  • {text}", highlight=False)
+        elif block.kind == "try":
+            prose(ctx, f"[bold]{TRY_LABEL.rstrip(':')}[/] in posenc explore [dim](#{chapter_id})[/]: {text}")
+        elif block.kind == "table":
+            t = table(*block.rows[0], title=text)
+            for row in block.rows[1:]:
+                t.add_row(*row)
+            ctx.console.print(t)
+        else:
+            prose(ctx, text)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, HTTPException, Request
 
+from ...lesson import chapters as written
+from ...lesson.prose import PLAIN_LABEL, TRY_LABEL, as_dict
 from .. import lesson
 from ..limits import Limit
 from .params import limited, name, text, word
@@ -18,6 +20,20 @@ def _limit(key: str):
 @router.get("/chapters")
 def chapters():
     return lesson.chapters() | {"limits": lesson.limits_dict()}
+
+
+@router.get("/prose/{chapter}")
+def prose(chapter: str):
+    """The text of a chapter written in :mod:`posenc.lesson.chapters`: the blocks the tour prints."""
+    try:
+        blocks = written.blocks(chapter)
+    except KeyError as err:
+        raise HTTPException(status_code=404, detail=err.args[0]) from None
+    return {
+        "chapter": chapter,
+        "labels": {"plain": PLAIN_LABEL, "try": TRY_LABEL},
+        "blocks": [as_dict(b) for b in blocks],
+    }
 
 
 @router.get("/bag")

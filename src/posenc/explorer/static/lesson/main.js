@@ -5,6 +5,7 @@
 
 import { isRegisteredChapter, onResize, registry, showResized } from "../core.js";
 import { renderChecks } from "./checks.js";
+import { renderProse } from "./prose.js";
 
 let order = [];                    // chapter ids in reading order, as the page lists them
 let current = null;
@@ -54,11 +55,16 @@ export function showChapter(id, { focus = false } = {}) {
   const entry = isRegisteredChapter(id) ? registry[id] : null;
   if (entry && !entry.ready) {
     entry.ready = true;
-    entry.redraw = entry.setup() || null;
-    if (entry.redraw) onResize(chapterNode(id), entry.redraw);
-    renderChecks(chapterNode(id)).catch((err) => {
-      const box = chapterNode(id).querySelector(".error");
+    const node = chapterNode(id);
+    const fail = (err) => {
+      const box = node.querySelector(".error");
       if (box) { box.textContent = err.message; box.hidden = false; }
+    };
+    // the chapter's text first (written once, in posenc.lesson.chapters), then its figures and checks
+    renderProse(node).catch(fail).finally(() => {
+      entry.redraw = entry.setup() || null;
+      if (entry.redraw) onResize(node, entry.redraw);
+      renderChecks(node).catch(fail);
     });
   } else if (entry) showResized(chapterNode(id));
   updateProgress(id);

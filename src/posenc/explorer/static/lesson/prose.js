@@ -1,0 +1,76 @@
+// A chapter's text, written once in Python (posenc.lesson.chapters) and printed by `posenc tour` too:
+// the server sends it as blocks of parsed spans (GET /api/lesson/prose/{chapter}); this module puts
+// each block into the chapter's element with data-prose="<slot>", beside the chapter's figures.
+
+import { api } from "../core.js";
+
+function inline(parent, spans) {
+  for (const span of spans) {
+    if (span.style === "text") { parent.append(span.text); continue; }
+    const tag = { bold: "b", em: "em", code: "code", link: "a" }[span.style];
+    if (!tag) throw new Error(`lesson text: unknown span style ${JSON.stringify(span.style)}`);
+    const node = document.createElement(tag);
+    node.textContent = span.text;
+    if (tag === "a") node.href = span.href;
+    parent.append(node);
+  }
+  return parent;
+}
+
+function labelled(tag, className, label, spans) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (label) { const b = document.createElement("b"); b.textContent = label; node.append(b, " "); }
+  return inline(node, spans);
+}
+
+function table(block) {
+  const wrap = document.createElement("div"), t = document.createElement("table");
+  wrap.className = "table-wrap prose-table";
+  t.className = "data";
+  const caption = document.createElement("caption");
+  inline(caption, block.spans);
+  const head = document.createElement("thead"), body = document.createElement("tbody");
+  block.rows.forEach((row, i) => {
+    const tr = document.createElement("tr");
+    for (const cell of row) {
+      const td = document.createElement(i === 0 ? "th" : "td");
+      if (i === 0) td.scope = "col";
+      td.textContent = cell;
+      tr.append(td);
+    }
+    (i === 0 ? head : body).append(tr);
+  });
+  t.append(caption, head, body);
+  wrap.append(t);
+  return wrap;
+}
+
+function element(block, labels) {
+  switch (block.kind) {
+    case "plain": return labelled("p", "plain", labels.plain, block.spans);
+    case "p": return labelled("p", "", "", block.spans);
+    case "h3": return labelled("h3", "", "", block.spans);
+    case "item": return labelled("li", "", "", block.spans);
+    case "note": return labelled("p", "note", "", block.spans);
+    case "try": return labelled("p", "try", labels.try, block.spans);
+    case "table": return table(block);
+    default: throw new Error(`lesson text: unknown block kind ${JSON.stringify(block.kind)}`);
+  }
+}
+
+// Fills the chapter's data-prose slots once; resolves when the text is on the page.
+export async function renderProse(chapter) {
+  const slots = chapter.querySelectorAll("[data-prose]");
+  if (!slots.length || chapter.dataset.prose === "ready") return;
+  const data = await api(`/api/lesson/prose/${chapter.dataset.chapter}`);
+  for (const slot of slots) slot.replaceChildren();
+  for (const block of data.blocks) {
+    const slot = chapter.querySelector(`[data-prose="${block.slot}"]`);
+    if (!slot) throw new Error(`lesson text: chapter ${data.chapter} has no place for its ${block.slot} text`);
+    const node = element(block, data.labels);
+    if (block.id) node.id = block.id;
+    slot.append(node);
+  }
+  chapter.dataset.prose = "ready";
+}

@@ -1,0 +1,56 @@
+"""The lesson's chapters written once: one module of pure functions per chapter.
+
+A chapter module has two functions and nothing the faces must know besides:
+
+- ``numbers() -> dict``: every number the chapter's text states, computed live by posenc (seeded, so
+  the same on every call), under the stable keys the tour records them by;
+- ``prose(n: dict) -> list[Block]``: the chapter's text, each sentence written here once, with the
+  numbers of ``n`` formatted into it (:class:`posenc.lesson.prose.Block`).
+
+The tour prints :func:`blocks` in the terminal and records :func:`numbers`; the explorer fetches the
+same blocks (``/api/lesson/prose/{chapter}``) and draws them into the chapter's ``data-prose`` slots
+beside its interactive figures. The chapter's figure functions (what its sliders ask for) stay in
+:mod:`posenc.explorer.lesson` until the chapter moves here whole. A chapter of the manifest without a
+module here keeps its text on the page.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from types import ModuleType
+
+from ..manifest import CHAPTERS
+from ..prose import Block
+from . import bag_of_tiles
+
+#: chapter id -> its module, for the chapters written here
+MODULES: dict[str, ModuleType] = {
+    "bag-of-tiles": bag_of_tiles,
+}
+
+
+def _module(chapter: str) -> ModuleType:
+    if chapter not in MODULES:
+        known = [c.id for c in CHAPTERS]
+        if chapter in known:
+            raise KeyError(f"chapter {chapter!r} keeps its text on the page; chapters written here: {sorted(MODULES)}")
+        raise KeyError(f"chapter must be one of {known}, got {chapter!r}")
+    return MODULES[chapter]
+
+
+@lru_cache(maxsize=None)
+def _numbers(chapter: str) -> dict:
+    return _module(chapter).numbers()
+
+
+def numbers(chapter: str) -> dict:
+    """The numbers chapter ``chapter``'s text states (computed once per process; a copy)."""
+    return dict(_numbers(chapter))
+
+
+def blocks(chapter: str) -> list[Block]:
+    """The text of chapter ``chapter``, in reading order."""
+    return list(_module(chapter).prose(numbers(chapter)))
+
+
+__all__ = ["MODULES", "blocks", "numbers"]

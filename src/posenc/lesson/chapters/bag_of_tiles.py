@@ -1,0 +1,201 @@
+"""Chapter "A bag of tiles": without position information, attention sees a bag of tiles.
+
+Self-attention mixes every token with every other through weights that depend only on the tokens'
+contents. Permute the input and, with no causal mask and no position scheme, the output is the same
+set of vectors in the permuted order (permutation equivariance). Any order-free summary of it, such
+as the mean over the sequence, is then identical for "the dog bit the man" and "the man bit the dog".
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...factory import SCHEMES
+from ...model import ModelConfig, TinyLM
+from ..prose import Block
+
+SENTENCE_A = "the dog bit the man"
+SENTENCE_B = "the man bit the dog"
+#: Each word is one token here, so a word swap is exactly a token permutation.
+VOCAB = {"the": 0, "dog": 1, "bit": 2, "man": 3}
+#: NoPE pooled outputs must agree to float32 rounding (~1e-7 here) ...
+NOPE_TOLERANCE = 1e-5
+#: ... and every scheme must move them by far more than that.
+SCHEME_MARGIN = 1e-4
+
+WHERE = {
+    "nope": "nowhere",
+    "sinusoidal": "input vectors",
+    "learned": "input vectors",
+    "rope": "queries and keys",
+    "alibi": "attention logits",
+}
+
+
+def token_ids(sentence: str) -> torch.Tensor:
+    """Word-level token ids of ``sentence``, shape (1, words)."""
+    words = sentence.split()
+    unknown = [w for w in words if w not in VOCAB]
+    if unknown:
+        raise ValueError(f"sentence contains words {unknown} outside the lesson's vocabulary {sorted(VOCAB)}")
+    return torch.tensor([[VOCAB[w] for w in words]])
+
+
+def permutation(src: str, dst: str) -> torch.Tensor:
+    """Indices ``perm`` with ``dst.split() == [src.split()[i] for i in perm]`` (same multiset)."""
+    a, b = src.split(), dst.split()
+    if sorted(a) != sorted(b):
+        raise ValueError(f"{dst!r} is not a reordering of {src!r}")
+    free = list(range(len(a)))
+    perm = []
+    for word in b:
+        i = next(j for j in free if a[j] == word)
+        free.remove(i)
+        perm.append(i)
+    return torch.tensor(perm)
+
+
+def tiny_model(scheme: str, seed: int = 0) -> TinyLM:
+    """The small reference LM of this chapter (untrained; order-blindness is structural)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        config = ModelConfig(scheme=scheme, vocab_size=len(VOCAB), d_model=32, n_layers=2, n_heads=4, max_len=16)
+        return TinyLM(config).eval()
+
+
+@torch.no_grad()
+def hidden(model: TinyLM, sentence: str, causal: bool) -> torch.Tensor:
+    """Final hidden states of the sentence, shape (words, d_model)."""
+    return model.hidden_states(token_ids(sentence), causal=causal)[0]
+
+
+def numbers() -> dict:
+    """The two sentences through :func:`tiny_model` under every scheme, unmasked, and NoPE masked."""
+    out: dict = {}
+    perm = permutation(SENTENCE_A, SENTENCE_B)
+    out["bag.permutation"] = perm.tolist()
+    nope = tiny_model("nope")
+    h_a, h_b = hidden(nope, SENTENCE_A, False), hidden(nope, SENTENCE_B, False)
+    out["bag.nope.permuted_max_diff"] = float((h_b - h_a[perm]).abs().max())
+    for name in SCHEMES:
+        model = nope if name == "nope" else tiny_model(name)
+        pooled_a = hidden(model, SENTENCE_A, False).mean(0)  # (d_model,)
+        pooled_b = hidden(model, SENTENCE_B, False).mean(0)
+        out[f"bag.{name}.pooled_max_diff"] = float((pooled_a - pooled_b).abs().max())
+    out["bag.token_std"] = float(nope.tok.weight.detach().std())
+    smallest = min(out[f"bag.{name}.pooled_max_diff"] for name in SCHEMES if name != "nope")
+    nope_diff = out["bag.nope.pooled_max_diff"]
+    out["bag.smallest_scheme_over_nope"] = smallest / nope_diff if nope_diff > 0 else None
+    pooled_a = hidden(nope, SENTENCE_A, True).mean(0)
+    pooled_b = hidden(nope, SENTENCE_B, True).mean(0)
+    out["bag.nope_causal.pooled_max_diff"] = float((pooled_a - pooled_b).abs().max())
+    return out
+
+
+def sci(value: float) -> str:
+    return f"{value:.2e}"
+
+
+def _seen(name: str, diff: float) -> str:
+    if name == "nope":
+        return "no: identical bags" if diff < NOPE_TOLERANCE else "unexpectedly yes"
+    return "yes" if diff > SCHEME_MARGIN else "no"
+
+
+def prose(n: dict) -> list[Block]:
+    """The chapter's text with the numbers of :func:`numbers`."""
+    ratio = n["bag.smallest_scheme_over_nope"]
+    compared = (
+        f"{ratio:,.0f} times NoPE's, which is pure float32 rounding"
+        if ratio is not None
+        else "far above NoPE's, which is exactly zero"
+    )
+    rows = [("scheme", "position enters", "max |pooled A - pooled B|", "order visible?")]
+    rows += [
+        (name, WHERE[name], sci(n[f"bag.{name}.pooled_max_diff"]), _seen(name, n[f"bag.{name}.pooled_max_diff"]))
+        for name in SCHEMES
+    ]
+    return [
+        Block(
+            "plain",
+            """A transformer looks at all the words of a sentence at the same moment, like tiles shaken out
+            of a bag. Unless something tells it, it cannot know which word came first.""",
+            "intro",
+        ),
+        Block(
+            "p",
+            """A recurrent network reads a sentence one word after the other, so it always knows which word
+            came first. A transformer drops that loop and reads every word at the same moment, which is what
+            makes it fast on a GPU. Its attention step then compares each word with every other word by what
+            the words *are*. Nothing in that comparison says where a word sits.""",
+            "intro",
+        ),
+        Block(
+            "p",
+            """Take “The dog bit the man.” and “The man bit the dog.” The same five words, one an everyday
+            accident, the other front-page news. Without position information, attention treats either
+            sentence like letter tiles shaken in a bag: every word comes out with exactly the same vector in
+            both, only listed in a different order. The cure, used by nearly every transformer, is to give
+            each word a seat number it carries into attention. The rest of this lesson is about how to write
+            that seat number down.""",
+            "intro",
+        ),
+        Block(
+            "try",
+            """with *none*, the difference strip stays white: every word's output is the same to about
+            10⁻¹⁶, which is rounding. Then pick *sinusoidal* or *RoPE* and shuffle again: the difference
+            strip fills with colour.""",
+            "after",
+        ),
+        Block(
+            "note",
+            """Why are RoPE's changes so small, against outputs near ±1? The blocks of this chapter are
+            *untrained*: their weights are random and their words are fixed random vectors.
+            RoPE only turns queries and keys, so it can change an output only through the attention weights,
+            and a random block has no reason to attend sharply. A trained model learns queries and keys that
+            make those turns matter: the [last chapter](#big-picture) measures the same block, and the lab's
+            trained models read text in order. The sine code is added to the input itself, so even the
+            untrained block shows it at once.""",
+            "after",
+            id="bag-why-small",
+        ),
+        Block(
+            "note",
+            """No causal mask here on purpose: a decoder's mask (each word sees only the words before it)
+            leaks a little order by itself, so this block has none and only the position scheme can tell.""",
+            "after",
+        ),
+        Block("h3", "Measured: two sentences through a small model", "measured"),
+        Block(
+            "p",
+            f"""We feed **“{SENTENCE_A}”** and **“{SENTENCE_B}”** (one token per word) through posenc's
+            reference model, `posenc.TinyLM` (2 layers, width 32, 4 heads, untrained), with attention
+            *unmasked* (every token sees every other, as in an encoder), and average each sentence's output
+            vectors into one pooled vector. Where position is used at all, the model's input for each word is
+            its word vector *plus* a position vector of the same width: input = word + position.""",
+            "measured",
+        ),
+        Block(
+            "p",
+            f"""With no position scheme (NoPE), sentence B's five output vectors equal sentence A's taken in
+            the order {n["bag.permutation"]}: largest difference **{sci(n["bag.nope.permuted_max_diff"])}**
+            (float32 rounding).""",
+            "measured",
+        ),
+        Block("table", "Pooled outputs of the two sentences, unmasked attention", "measured", rows=tuple(rows)),
+        Block(
+            "p",
+            f"""The differences look small because the model is untrained and its word vectors are tiny
+            (standard deviation {n["bag.token_std"]:.3f}), but even the smallest is {compared}.""",
+            "measured",
+        ),
+        Block(
+            "p",
+            f"""NoPE leaves the two sentences indistinguishable; every position scheme separates them. One
+            aside: a decoder's *causal* mask already breaks the symmetry, because token t sees exactly t+1
+            tokens. The same NoPE model with the causal mask gives pooled outputs that differ by
+            {sci(n["bag.nope_causal.pooled_max_diff"])}. That is why decoder-only models without any position
+            encoding can still pick up some order, but only indirectly.""",
+            "measured",
+        ),
+    ]

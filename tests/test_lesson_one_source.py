@@ -1,0 +1,158 @@
+"""One lesson source: a chapter written in :mod:`posenc.lesson.chapters` reads the same in the terminal
+(``posenc tour``) and on the page (``posenc explore``), sentence for sentence and number for number.
+
+For every chapter written there, the tour sections that tell it are run, the page is opened in a real
+headless Chromium at the chapter, and both must carry every sentence of the chapter module; every
+number the tour prints for the chapter must be on the page too. The markup and block rules of
+:mod:`posenc.lesson.prose` are tested here as well.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+import rich.console
+from browser_support import chromium_or_skip, explore_server, headless_chromium
+from fastapi.testclient import TestClient
+
+import posenc.tour as tour
+from posenc.explorer.app import create_app
+from posenc.lesson import chapters
+from posenc.lesson.manifest import CHAPTERS
+from posenc.lesson.prose import Block, as_dict, plain, spans, to_rich
+
+WRITTEN = sorted(chapters.MODULES)
+BY_ID = {c.id: c for c in CHAPTERS}
+#: a number as printed: 4.77e-07, 6,708, 0.019, −0.5, 30
+NUMBER = re.compile(r"(?<![\w.])[-−]?\d[\d,]*(?:\.\d+)?(?:e[-+]\d+)?")
+
+
+def flowing(text: str) -> str:
+    return " ".join(text.split())
+
+
+def numbers_in(text: str) -> set[str]:
+    return {n.replace("−", "-") for n in NUMBER.findall(text)}
+
+
+# -- the markup ---------------------------------------------------------------------------------------
+def test_markup_is_parsed_into_spans_and_rendered_for_both_faces():
+    text = "a **bold** and *em* `code` [chapter 1](#bag-of-tiles) end"
+    assert [s["style"] for s in spans(text)] == ["text", "bold", "text", "em", "text", "code", "text", "link", "text"]
+    assert spans(text)[7]["href"] == "#bag-of-tiles"
+    assert plain(text) == "a bold and em code chapter 1 end"
+    assert to_rich(text) == "a [bold]bold[/] and [italic]em[/] [cyan]code[/] chapter 1 end"
+    # square brackets in the text are printed, never read as rich markup
+    buffer = io.StringIO()
+    rich.console.Console(file=buffer, width=200, color_system=None).print(to_rich("x[1] and [bold] are text"))
+    assert buffer.getvalue().strip() == "x[1] and [bold] are text"
+
+
+@pytest.mark.parametrize("text", ["an *open emphasis", "a `code", "a [link](#Bad Id)", "**bold*"])
+def test_unbalanced_markup_is_refused_naming_the_text(text):
+    with pytest.raises(ValueError, match="unbalanced"):
+        Block("p", text)
+
+
+def test_bad_blocks_are_refused():
+    with pytest.raises(ValueError, match="kind"):
+        Block("para", "x")
+    with pytest.raises(ValueError, match="slot"):
+        Block("p", "x", slot="Intro")
+    with pytest.raises(ValueError, match="rows"):
+        Block("p", "x", rows=(("a",),))
+    with pytest.raises(ValueError, match="rows"):
+        Block("table", "caption")
+    with pytest.raises(ValueError, match="same number"):
+        Block("table", "caption", rows=(("a", "b"), ("c",)))
+    with pytest.raises(KeyError, match="keeps its text on the page"):
+        chapters.blocks("comparison")
+    with pytest.raises(KeyError, match="must be one of"):
+        chapters.blocks("no-such-chapter")
+
+
+# -- every written chapter -------------------------------------------------------------------------------
+def test_written_chapters_are_in_the_manifest_and_told_by_the_tour():
+    for chapter in WRITTEN:
+        assert chapter in BY_ID
+        assert BY_ID[chapter].tour, chapter
+
+
+@pytest.fixture(scope="module")
+def told(tmp_path_factory):
+    """chapter id -> what its tour sections print, at a width that wraps nothing."""
+    out = {}
+    for chapter in WRITTEN:
+        buffer = io.StringIO()
+        console = rich.console.Console(file=buffer, width=200, color_system=None)
+        sections = tour.select_sections(BY_ID[chapter].tour)
+        tour.run_tour(tmp_path_factory.mktemp(chapter), console=console, sections=sections)
+        out[chapter] = buffer.getvalue()
+    return out
+
+
+def sentences(block: Block) -> list[str]:
+    """What a reader must find of the block: its text, and each cell of a table."""
+    found = [plain(block.text)]
+    for row in block.rows:
+        found += [cell for cell in row if cell.strip()]
+    return found
+
+
+@pytest.mark.parametrize("chapter", WRITTEN)
+def test_the_tour_prints_every_sentence_of_the_chapter(told, chapter):
+    text = flowing(told[chapter])
+    for block in chapters.blocks(chapter):
+        for sentence in sentences(block):
+            assert flowing(sentence) in text, (chapter, sentence)
+
+
+@pytest.mark.parametrize("chapter", WRITTEN)
+def test_the_api_sends_the_chapter_module_text(chapter):
+    client = TestClient(create_app(), base_url="http://127.0.0.1")
+    response = client.get(f"/api/lesson/prose/{chapter}")
+    assert response.status_code == 200, response.text
+    assert response.json()["blocks"] == [as_dict(b) for b in chapters.blocks(chapter)]
+    missing = client.get("/api/lesson/prose/comparison")
+    assert missing.status_code == 404 and "keeps its text on the page" in missing.json()["detail"]
+
+
+# -- the page, in a real browser -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def page_texts():
+    """chapter id -> the text the page shows in its data-prose slots, rendered by the browser."""
+    path = chromium_or_skip()
+    texts = {}
+    with explore_server() as url, headless_chromium(path) as browser:
+        context = browser.new_context(viewport={"width": 1440, "height": 900})
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda err: errors.append(str(err)))
+        for chapter in WRITTEN:
+            page.goto(f"{url}#{chapter}")
+            page.wait_for_selector(f"#ch-{chapter}[data-prose='ready']", timeout=30_000)
+            texts[chapter] = page.evaluate(
+                "(id) => [...document.querySelectorAll(`#ch-${id} [data-prose]`)].map((n) => n.innerText).join(' ')",
+                chapter,
+            )
+        context.close()
+        assert errors == [], errors
+    return texts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", WRITTEN)
+def test_the_page_and_the_tour_carry_the_same_sentences_and_numbers(told, page_texts, chapter):
+    on_page = flowing(page_texts[chapter])
+    for block in chapters.blocks(chapter):
+        for sentence in sentences(block):
+            assert flowing(sentence) in on_page, (chapter, sentence)
+    # every number the tour prints for the chapter (but its title's and the figure files') is on the page
+    printed = "\n".join(
+        line
+        for line in told[chapter].splitlines()
+        if not line.startswith(("─", "figure written:")) and "──" not in line
+    )
+    assert numbers_in(printed) <= numbers_in(on_page), sorted(numbers_in(printed) - numbers_in(on_page))
