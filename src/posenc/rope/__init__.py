@@ -2,6 +2,7 @@
 
 from .apply import apply_rotary, apply_rotary_at, rotate_reference
 from .embedding import RotaryEmbedding
+from .layer_types import LayerTypedRotaryEmbedding
 from .layout import LAYOUTS, permute_for_half_split, permute_for_interleaved
 from .mrope import (
     SECTION_LAYOUTS,
@@ -52,6 +53,7 @@ __all__ = [
     "ExplorerInfo",
     "HFRope",
     "LAYOUTS",
+    "LayerTypedRotaryEmbedding",
     "LinearScaling",
     "MRotaryEmbedding",
     "Llama3Scaling",
