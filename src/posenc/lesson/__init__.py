@@ -3,8 +3,9 @@
 A chapter written in :mod:`posenc.lesson.chapters` is one module of pure functions returning its
 numbers and its text (:mod:`posenc.lesson.prose` blocks); the tour prints those blocks and the page
 draws them, so the two carry the same sentences and numbers. A definition the tour and the browser
-lesson both state lives here, in one pure function, so the two cannot disagree. :mod:`posenc.lesson.stretching` holds the measure of context extension ("pairs past
-training"); :mod:`posenc.lesson.mistakes` runs the common mistakes beside the right way;
+lesson both state lives here, in one pure function, so the two cannot disagree.
+:mod:`posenc.lesson.stretching` holds the measure of context extension ("pairs past training");
+:mod:`posenc.lesson.mistakes` runs the common mistakes beside the right way;
 :mod:`posenc.lesson.attention` gives the attention weights the attention map draws; and
 :mod:`posenc.lesson.manifest` lists the chapters, the one list the explorer's contents and pager and
 ``posenc tour --list`` come from.

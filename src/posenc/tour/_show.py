@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich import box
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -57,15 +58,17 @@ def verdict(ok: bool, yes: str = "as claimed", no: str = "NOT as claimed") -> Te
 def chapter(ctx, blocks: list[Block], chapter_id: str) -> None:
     """Print a chapter's text (:mod:`posenc.lesson.chapters`) in the terminal, block by block: the same
     sentences and numbers the explorer's page shows for chapter ``chapter_id``."""
-    for block in blocks:
+    for i, block in enumerate(blocks):
         text = to_rich(block.text)
+        if i and blocks[i - 1].kind == "item" and block.kind != "item":
+            ctx.console.print()
         if block.kind == "plain":
             plain(ctx, text)
         elif block.kind == "h3":
             ctx.console.print(f"[bold]{text}[/]", highlight=False)
             ctx.console.print()
         elif block.kind == "item":
-            ctx.console.print(f"  • {text}", highlight=False)
+            ctx.console.print(Padding(f"• {text}", (0, 0, 0, 2)), highlight=False)
         elif block.kind == "try":
             prose(ctx, f"[bold]{TRY_LABEL.rstrip(':')}[/] in posenc explore [dim](#{chapter_id})[/]: {text}")
         elif block.kind == "table":
