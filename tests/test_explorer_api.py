@@ -255,6 +255,22 @@ def test_scaling_limit_reads_any_registered_parameter():
     assert (limit.minimum, limit.maximum, limit.default, limit.help) == (1.0, 4.0, 1.0, "tilt floor (toy)")
 
 
+def test_one_width_rule_for_every_figure():
+    """The page sizes figures with one function, charts.js widthOf: no view keeps a helper of its own."""
+    import re
+    from pathlib import Path
+
+    from posenc.explorer import app as app_module
+
+    static = Path(app_module.__file__).with_name("static")
+    scripts = {p.relative_to(static).as_posix(): p.read_text(encoding="utf-8") for p in static.rglob("*.js")}
+    definers = [name for name, text in scripts.items() if re.search(r"function (widthOf|fitWidth|chartWidth)\b", text)]
+    assert definers == ["charts.js"]
+    assert not [name for name, text in scripts.items() if "fitWidth" in text]
+    views = [name for name in scripts if name.startswith("views/") and "widthOf(" in scripts[name]]
+    assert len(views) >= 7
+
+
 def test_cli_defaults_bind_loopback():
     import argparse
 

@@ -932,6 +932,46 @@ def test_one_resize_mechanism_redraws_views_and_chapters_hidden_during_the_resiz
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
 
 
+FIGURE_WIDTHS = """() => {
+  const content = (n) => { const s = getComputedStyle(n);
+    return n.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight); };
+  const out = [];
+  for (const n of document.querySelectorAll('.view:not([hidden]) svg, .view:not([hidden]) canvas')) {
+    if (n.parentElement.closest('svg')) continue;
+    const shown = n.getBoundingClientRect();
+    if (!shown.width) continue;
+    const panel = n.closest('.panel') || n.closest('.view'), room = panel.getBoundingClientRect();
+    const style = getComputedStyle(panel);
+    out.push({ figure: n.id || n.getAttribute('class'), holder: n.parentElement.id || n.parentElement.className,
+      tag: n.tagName, drawn: n.tagName === 'svg' ? n.viewBox.baseVal.width : n.width, shown: shown.width,
+      holderWidth: content(n.parentElement), overflow: shown.right - (room.right - parseFloat(style.paddingRight)) });
+  }
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("width", [1440, 390])
+def test_every_figure_is_drawn_at_its_holders_width(browser, server, width):
+    """One sizing rule (charts.js widthOf): every SVG figure of every view is drawn at its holder's
+    content width, so it is neither scaled by CSS (text keeps its size) nor narrower than its holder;
+    a canvas (pixels scaled by CSS) stays inside its panel and fills at least half its holder."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    pg = context.new_page()
+    try:
+        for view in ("fingerprint", "dials", "scores", "wavelengths", "alibi", "precision", "lab"):
+            open_view(pg, server, view)
+            figures = pg.evaluate(FIGURE_WIDTHS)
+            assert figures, view
+            for f in figures:
+                assert f["overflow"] <= 1, (view, f)
+                if f["tag"] == "svg":
+                    assert abs(f["drawn"] - f["shown"]) <= 1 and abs(f["shown"] - f["holderWidth"]) <= 1, (view, f)
+                else:
+                    assert f["shown"] >= 0.5 * f["holderWidth"], (view, f)
+    finally:
+        context.close()
+
+
 def test_one_registry_holds_every_view_and_every_chapter(page, server):
     """Views and chapters register in one registry (core.js) and load through one loader: every panel
     of the page is registered once, as a view (refresh) or a chapter (setup)."""

@@ -393,11 +393,20 @@ export function signLegend(parent, { x, y, width = 160, span = 1, label = "value
   return g;
 }
 
-// -- the lesson's figures --------------------------------------------------------------------------------
-export function widthOf(holder, max = 720, min = 260) {
-  const w = holder.clientWidth || holder.getBoundingClientRect().width || 320;
-  return Math.max(min, Math.min(max, Math.floor(w)));
+// -- the width of every figure -------------------------------------------------------------------------
+// The one rule for sizing a figure, in the workbench and the lesson alike: it is drawn at its holder's
+// content width, so one SVG unit is one CSS pixel and chart text keeps its CSS size on any screen.
+// A holder's size (and any cap on it) is CSS's business; `max` only bounds figures with a natural size
+// (a clock), `min` keeps a figure legible in a very narrow holder. A holder not laid out (a hidden panel)
+// gets `fallback` and is marked data-unsized, so core.js's resize mechanism redraws it when shown.
+export function widthOf(holder, max = Infinity, min = 240, fallback = 560) {
+  const style = getComputedStyle(holder);
+  const room = Math.floor(holder.clientWidth - parseFloat(style.paddingLeft || 0) - parseFloat(style.paddingRight || 0));
+  if (room > 0) delete holder.dataset.unsized; else holder.dataset.unsized = "true";
+  return Math.max(min, Math.min(max, room > 0 ? room : fallback));
 }
+
+// -- the lesson's figures --------------------------------------------------------------------------------
 
 export function root(holder, width, height, label) {
   holder.replaceChildren();

@@ -198,10 +198,12 @@ export function onResize(node, draw) {
   }
 }
 
-// Redraws the figures registered on `node` (or inside it) that were drawn at another window width.
+// Redraws the figures registered on `node` (or inside it) that were drawn at another window width, or
+// while hidden (charts.js widthOf marks a holder it could not measure data-unsized).
 export function showResized(node) {
   for (const entry of resizers) {
-    if ((entry.node === node || node.contains(entry.node)) && entry.width !== window.innerWidth && onScreen(entry.node)) {
+    const stale = entry.width !== window.innerWidth || entry.node.querySelector("[data-unsized]") !== null;
+    if ((entry.node === node || node.contains(entry.node)) && stale && onScreen(entry.node)) {
       redraw(entry);
     }
   }

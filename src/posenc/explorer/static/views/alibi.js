@@ -1,9 +1,9 @@
 // View 5 of the explorer: ALiBi vs RoPE.
 
-import { bars, cellAt, colourScale, fmt, heatmap, pow2Label } from "../charts.js";
+import { bars, cellAt, colourScale, fmt, heatmap, pow2Label, widthOf } from "../charts.js";
 import { divergingRGB as diverging, sequential } from "../palette.js";
 import { $, rope, api, loader, slider, valueSpan, register } from "../core.js";
-import { fitWidth, headColour, heatAxes, onResize } from "./workbench.js";
+import { headColour, heatAxes, onResize } from "./workbench.js";
 
 // "2⁻⁸" for whole powers of two; "2^−8.5" for the in-between slopes of a head count that is not a
 // power of two (their decimals, "0.00276", did not fit the margin and were cut to "00276").
@@ -36,17 +36,17 @@ export function setupAlibi() {
     st.ropeSize = heatmap($("al-rope"), d.rope_scores, (v) => diverging(v / top), { maxWidth: 300, maxHeight: 300 });
     heatAxes($("al-bias"), d.matrix_len, d.matrix_len, { rowLabel: "query", colLabel: "key" });
     heatAxes($("al-rope"), d.matrix_len, d.matrix_len, { rowLabel: "query", colLabel: "key" });
-    colourScale($("al-bias-scale"), sequential, { lo: 0, hi: low, label: "bias", width: fitWidth($("al-bias-scale"), 260),
+    colourScale($("al-bias-scale"), sequential, { lo: 0, hi: low, label: "bias", width: widthOf($("al-bias-scale")),
       format: (v) => fmt(v, 2) });
     colourScale($("al-rope-scale"), diverging, { lo: -top, hi: top, t0: -1, t1: 1, label: "score",
-      width: fitWidth($("al-rope-scale"), 260), format: (v) => fmt(v, 2) });
+      width: widthOf($("al-rope-scale")), format: (v) => fmt(v, 2) });
     $("al-head-label").textContent = d.head;
     $("al-slope").innerHTML = `${valueSpan("al-slope-value", d.slopes[d.head], 6)} = 2<sup>${fmt(d.slopes_log2[d.head], 2)}</sup>`;
     // The log axis starts one step (the ratio of the two smallest slopes) below the smallest slope,
     // so the smallest slope still gets a bar of one step's height.
     const sorted = [...d.slopes].sort((a, b) => a - b);
     const step = sorted.length > 1 && sorted[1] > sorted[0] ? sorted[1] / sorted[0] : 2;
-    bars($("al-slopes"), d.slopes, { width: fitWidth($("al-slopes"), 300), height: 200, log: true, highlight: d.head,
+    bars($("al-slopes"), d.slopes, { width: widthOf($("al-slopes")), height: 200, log: true, highlight: d.head,
       label: "ALiBi slopes", domain: [sorted[0] / step, sorted[sorted.length - 1]], tickFormat: slopeLabel, left: 58,
       colour: (v, i) => headColour(i, d.heads) });
     for (const name of Object.keys(st.picked)) show(name);

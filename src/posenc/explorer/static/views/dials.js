@@ -1,8 +1,8 @@
 // View 2 of the explorer: RoPE clock dials.
 
-import { bars, dial, fmt, html } from "../charts.js";
+import { bars, dial, fmt, html, widthOf } from "../charts.js";
 import { $, COLORS, rope, focus, api, loader, slider, escapeText, valueSpan, registry, register } from "../core.js";
-import { fitWidth, onResize } from "./workbench.js";
+import { onResize } from "./workbench.js";
 import { MARK_COLOURS, SIGN_COLOURS } from "../palette.js";
 
 // Text of this view that must match what the dials draw (kept here, next to the drawing).
@@ -60,7 +60,7 @@ export function setupDials() {
       const qLen = Math.hypot(qa, qb) / top, kLen = Math.hypot(ka, kb) / top;
       const holder = html("div", { class: "dial-box", "data-pair": i }, box);
       dial(holder, {
-        size: 150,
+        size: widthOf(holder, Infinity, 100),
         hands: [
           { angle: kGhost, length: kLen, color: COLORS.k, width: 1.5, dash: "3 3" },
           { angle: qGhost, length: qLen, color: COLORS.q, width: 1.5, dash: "3 3" },
@@ -97,7 +97,7 @@ export function setupDials() {
       · difference ${fmt(Math.abs(d.score - d.score_moved), 2)}
       · without RoPE q·k = ${fmt(d.score_unrotated, 6)}`;
     const barBox = $("dl-pair-bars");
-    bars(barBox, d.pair_scores_moved, { width: fitWidth(barBox, 560), height: 120, label: "score per pair",
+    bars(barBox, d.pair_scores_moved, { width: widthOf(barBox), height: 120, label: "score per pair",
       tickFormat: shortNumber, left: 56, colour: (v) => (v >= 0 ? SIGN_COLOURS.positive : SIGN_COLOURS.negative) });
   });
 
@@ -117,7 +117,7 @@ export function setupDials() {
         label: i === s.query_seat || i === s.key_seat ? w : "",
       }));
       dial(holder, {
-        size: 200, hands, ticks: Math.round(360 / d.degrees),
+        size: widthOf(holder, Infinity, 100), hands, ticks: Math.round(360 / d.degrees),
         arc: { from: rad(s.seat_angles_deg[s.key_seat]), to: rad(s.seat_angles_deg[s.key_seat] + s.relative_angle_deg),
           color: MARK_COLOURS.focus },
         title: `${which ? "B" : "A"}: “${s.text}”`,

@@ -1,10 +1,10 @@
 // View 10 of the explorer: a `posenc eval` folder (bits per byte against length per scaling, and one
 // passkey heatmap of length x needle depth per scaling, with the search beside its default when one ran).
 
-import { fmt, fmtInt, html, lineChart, svg } from "../charts.js";
+import { fmt, fmtInt, html, lineChart, svg, widthOf } from "../charts.js";
 import { $, api, escapeText, loader, register } from "../core.js";
 import { SCALING_COLOURS, shadeStyle } from "../palette.js";
-import { fitWidth, onResize } from "./workbench.js";
+import { onResize } from "./workbench.js";
 
 const DASHES = [undefined, "7 4", "2 3", "10 3 2 3"];
 
@@ -70,7 +70,7 @@ export function setupEval() {
     if (!values.length) { $("eval-chart").textContent = "No perplexity cells yet."; return; }
     const lo = Math.min(...values), hi = Math.max(...values), pad = Math.max(1e-3, 0.05 * (hi - lo));
     lineChart($("eval-chart"), {
-      width: fitWidth($("eval-chart"), 1240), height: 380, title: "bits per byte against evaluation length", wide: true,
+      width: widthOf($("eval-chart")), height: 380, title: "bits per byte against evaluation length", wide: true,
       x: { domain: [data.lengths[0], data.lengths[data.lengths.length - 1]], log: true, ticks: data.lengths,
         label: "evaluation length (tokens, log scale)" },
       legend: false,

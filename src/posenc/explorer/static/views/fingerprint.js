@@ -1,9 +1,9 @@
 // View 1 of the explorer: wave fingerprint.
 
-import { bars, cellAt, colourScale, fmt, fmtInt, heatmap, html, lineChart } from "../charts.js";
+import { bars, cellAt, colourScale, fmt, fmtInt, heatmap, html, lineChart, widthOf } from "../charts.js";
 import { diverging as divergingCSS, divergingRGB as diverging, sequential } from "../palette.js";
 import { $, COLORS, api, loader, slider, pow10, valueSpan, register } from "../core.js";
-import { fitWidth as chartWidth, heatAxes, onResize } from "./workbench.js";
+import { heatAxes, onResize } from "./workbench.js";
 
 export function setupFingerprint() {
   const st = { table: null, cell: null, size: 1, hover: null };
@@ -22,7 +22,7 @@ export function setupFingerprint() {
     ]);
     st.table = table;
     st.size = heatmap(canvas, table.table, diverging, { maxWidth: 560, maxHeight: 560 });
-    fitWidth(canvas, 760);
+    zoomCanvas(canvas, 760);
     canvas.dataset.rows = table.length;
     canvas.dataset.cols = table.d_model;
     canvas.dataset.cell = st.size;
@@ -40,9 +40,9 @@ export function setupFingerprint() {
 
   // Blocks are drawn at whole pixels; CSS then stretches the canvas to the panel's width (keeping square
   // cells) unless that would make it taller than `maxHeight`.
-  function fitWidth(node, maxHeight) {
+  function zoomCanvas(node, maxHeight) {
     const panel = node.closest(".panel");
-    const room = panel ? panel.clientWidth - 24 - 40 : node.width;          // 40 px: the row tick labels
+    const room = panel ? widthOf(panel, Infinity, 0, 0) - 40 : node.width;   // 40 px: the row tick labels
     if (room <= 0) { node.style.width = ""; return; }
     const zoom = Math.min(room / node.width, maxHeight / node.height);
     node.style.width = `${Math.floor(node.width * zoom)}px`;
@@ -53,7 +53,7 @@ export function setupFingerprint() {
     const pos = Math.min(seat(), st.table.length - 1);
     $("fp-seat-label").textContent = pos;
     const row = st.table.table[pos];
-    const node = bars($("fp-seat-bars"), row, { width: chartWidth($("fp-seat-bars"), 560), height: 110,
+    const node = bars($("fp-seat-bars"), row, { width: widthOf($("fp-seat-bars")), height: 110,
       colour: (v) => divergingCSS(v),
       domain: [-1, 1], label: `position vector of seat ${pos}` });
     node.dataset.pos = pos;
@@ -82,7 +82,7 @@ export function setupFingerprint() {
     const column = st.table.table.map((r) => r[col]);
     const xs = column.map((_, i) => i);
     lineChart($("fp-wave"), {
-      width: chartWidth($("fp-wave"), 420), height: 170, title: `column ${col} over positions`,
+      width: widthOf($("fp-wave")), height: 170, title: `column ${col} over positions`,
       x: { domain: [0, Math.max(1, xs.length - 1)], label: `position (column ${col})` },
       y: { domain: [-1.05, 1.05], label: "value" },
       series: [{ name: `column ${col}`, xs, ys: column, color: col % 2 ? COLORS.q : COLORS.sinusoidal, points: true }],
@@ -138,7 +138,7 @@ export function setupFingerprint() {
     heatmap(dist, prints.distances, (v) => sequential(v / (top || 1)), { maxWidth: 260, maxHeight: 260 });
     heatAxes(dist, prints.words.length, prints.words.length, { rowLabel: "seat", colLabel: "seat" });
     colourScale($("fp-dist-scale"), sequential, { lo: 0, hi: top, label: "distance |PE[p] − PE[q]|",
-      width: chartWidth($("fp-dist-scale"), 260), format: (v) => fmt(v, 2) });
+      width: widthOf($("fp-dist-scale")), format: (v) => fmt(v, 2) });
   }
 
   $("fp-text").addEventListener("input", () => refresh(200));

@@ -1,8 +1,8 @@
 // View 7 of the explorer: lab results (perplexity, passkey retrieval, verdicts from intervals).
 
-import { extent, fmt, fmtInt, html, lineChart } from "../charts.js";
+import { extent, fmt, fmtInt, html, lineChart, widthOf } from "../charts.js";
 import { $, PALETTE, api, loader, slider, escapeText, register } from "../core.js";
-import { fitWidth, onResize } from "./workbench.js";
+import { onResize } from "./workbench.js";
 import { STAMP_STYLE, shadeStyle } from "../palette.js";
 
 const BINS = ["near", "mid", "far"];
@@ -146,7 +146,7 @@ export function setupLab() {
     const maxX = Math.max(...series.map((s) => s.xs[s.xs.length - 1] || 1));
     // drawn at the panel's width, so the chart's text keeps its size on a phone
     lineChart($("lab-chart"), {
-      width: fitWidth($("lab-chart"), 1240), height: 400, title: "loss against position", wide: true,
+      width: widthOf($("lab-chart")), height: 400, title: "loss against position", wide: true,
       x: { domain: [0, Math.max(1, maxX)], label: "position in the evaluation text" },
       y: { domain: extent(series.map((s) => s.ys)), label: "bits per byte" },
       series, vlines: data.train_len ? [{ x: data.train_len, label: `trained on ${fmtInt(data.train_len)}`, color: "#333" }] : [],

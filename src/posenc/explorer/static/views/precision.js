@@ -1,8 +1,8 @@
 // View 6 of the explorer: precision.
 
-import { fmtInt, lineChart } from "../charts.js";
+import { fmtInt, lineChart, widthOf } from "../charts.js";
 import { $, COLORS, rope, focus, api, loader, slider, pow2, valueSpan, register } from "../core.js";
-import { fitWidth, onResize } from "./workbench.js";
+import { onResize } from "./workbench.js";
 import { MARK_COLOURS } from "../palette.js";
 
 export function setupPrecision() {
@@ -18,7 +18,7 @@ export function setupPrecision() {
     const label = { bfloat16: "bfloat16 (pos·θ in bf16)", float16: "float16 (pos·θ in fp16)",
       float32: "float32 (pos·θ in fp32)", posenc: "posenc float32 tables" };
     lineChart($("pr-chart"), {
-      width: fitWidth($("pr-chart"), 560), height: 320, title: "angle error against position",
+      width: widthOf($("pr-chart")), height: 320, title: "angle error against position",
       x: { domain: [1, d.max_position], log: true, label: "position (log)" },
       y: { domain: [FLOOR, 10], log: true, label: "worst angle error (rad)" },
       series: names.map((n) => ({ name: label[n], xs: d.positions, ys: floor(d.max_error[n]), color: COLORS[n],
@@ -27,7 +27,7 @@ export function setupPrecision() {
     });
     const pairs = d.theta.map((_, i) => i);
     lineChart($("pr-pairs"), {
-      width: fitWidth($("pr-pairs"), 560), height: 320, title: "angle error per pair",
+      width: widthOf($("pr-pairs")), height: 320, title: "angle error per pair",
       x: { domain: [0, Math.max(1, pairs.length - 1)], label: "rotation pair i (fast → slow)" },
       y: { domain: [FLOOR, 10], log: true, label: `angle error at ${fmtInt(d.pos)} (rad)` },
       series: names.map((n) => ({ name: label[n], xs: pairs, ys: floor(d.at_pos[n]), color: COLORS[n], points: true })),

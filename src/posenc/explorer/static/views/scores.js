@@ -1,8 +1,8 @@
 // View 3 of the explorer: score vs distance.
 
-import { extent, fmt, fmtInt, html, lineChart } from "../charts.js";
+import { extent, fmt, fmtInt, html, lineChart, widthOf } from "../charts.js";
 import { $, COLORS, rope, api, loader, slider, pow10, valueSpan, register } from "../core.js";
-import { fitWidth, headColour, onResize } from "./workbench.js";
+import { headColour, onResize } from "./workbench.js";
 import { MARK_COLOURS } from "../palette.js";
 
 // RoPE's decay runs over every scale of distance (pair i fades after about 1/θ_i seats), so the view opens
@@ -48,7 +48,7 @@ export function setupScores() {
     const log = logBox.checked && data.max_distance > 1;
     const chart = $("sc-chart");
     const drawn = lineChart(chart, {
-      width: fitWidth(chart, 600), height: 300, title: "score against distance",
+      width: widthOf(chart), height: 300, title: "score against distance",
       x: { domain: [log ? 1 : 0, data.max_distance], log, label: `relative distance d (seats${log ? ", log scale" : ""})` },
       y: { domain: extent([data.rope, data.sinusoidal, data.rope_compare]), label: "normalised score" },
       series: [
@@ -69,7 +69,7 @@ export function setupScores() {
     drawn.root.dataset.log = String(log);
     const alibiBox = $("sc-alibi");
     lineChart(alibiBox, {
-      width: fitWidth(alibiBox, 600), height: 300, title: "ALiBi bias against distance",
+      width: widthOf(alibiBox), height: 300, title: "ALiBi bias against distance",
       x: { domain: [0, data.max_distance], label: "relative distance d (seats)" },
       y: { domain: extent(data.alibi), label: "bias added to the logit" },
       series: data.alibi.map((row, h) => ({ name: `head ${h} (slope ${fmt(data.alibi_slopes[h], 4)})`, xs: data.distances,

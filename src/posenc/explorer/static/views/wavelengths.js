@@ -1,7 +1,7 @@
 // View 4 of the explorer: wavelengths and scalings.
 
-import { extent, fmt, fmtInt, html, lineChart } from "../charts.js";
-import { fitWidth, onResize } from "./workbench.js";
+import { extent, fmt, fmtInt, html, lineChart, widthOf } from "../charts.js";
+import { onResize } from "./workbench.js";
 import { MARK_COLOURS } from "../palette.js";
 import { $, COLORS, PALETTE, rope, scaling, focus, api, showError, loader, slider, pow2, escapeText, registry, register,
   scalingTypes, scalingSliders } from "../core.js";
@@ -60,7 +60,7 @@ export function setupWavelengths() {
     lastChart = [pairs, series, hlines, bands];
     // Drawn at the panel's width so its text keeps its size on a phone; the line labels move from a
     // right margin into the plot when the panel is too narrow for the margin.
-    const width = fitWidth($("wl-chart"), 1240);
+    const width = widthOf($("wl-chart"));
     const all = series.map((s) => s.ys).concat([hlines.map((h) => h.y)]);
     const readout = (i) => {
       $("wl-readout").innerHTML = `pair ${i}: ` + series.map((s) =>

@@ -1,15 +1,7 @@
-// Helpers the workbench views share: charts sized to their panel (so chart text keeps its CSS size
-// on a phone), tick labels around heatmap canvases; head colours come from palette.js and resizes
-// from core.js.
+// Helpers the workbench views share: tick labels around heatmap canvases; widths come from charts.js
+// (widthOf, the page's one sizing rule, imported from there), head colours from palette.js and resizes from core.js.
 
 import { html, ticks } from "../charts.js";
-
-// The width to draw an SVG chart at: its container's width when that is smaller than `preferred`.
-// A chart drawn at its displayed width is not scaled down, so 11 px text stays 11 px.
-export function fitWidth(container, preferred, smallest = 240) {
-  const room = Math.floor(container.getBoundingClientRect().width || 0);
-  return room > 0 ? Math.max(smallest, Math.min(preferred, room)) : preferred;
-}
 
 export { headColour, viridis } from "../palette.js";
 
