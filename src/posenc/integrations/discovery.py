@@ -27,6 +27,7 @@ without building a model; ``python -m posenc.integrations.discovery`` prints tha
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import types
@@ -42,8 +43,9 @@ from ..rope.hfconfig import rotary_kwargs_from_hf
 
 #: how a rotary module returns the half-width angles ``theta`` (batch, seq, r/2) as cos/sin:
 #: ``"cat"`` (Llama: ``cat(theta, theta)``), ``"interleave"`` (Cohere: ``repeat_interleave(theta, 2)``),
-#: ``"half"`` (gpt-oss: ``theta`` itself)
-FORMS = ("cat", "interleave", "half")
+#: ``"half"`` (gpt-oss: ``theta`` itself), ``"complex"`` (Llama 4, DeepSeek-V2: one complex tensor
+#: ``freqs_cis = cos(theta) + i sin(theta)``, taken by a function ``f(xq, xk, freqs_cis)``)
+FORMS = ("cat", "interleave", "half", "complex")
 LAYOUT_NAMES = ("half", "interleaved")
 
 #: the extra features the probe appends to check that a function passes them through unrotated
@@ -62,7 +64,7 @@ def expand(half: torch.Tensor, form: str) -> torch.Tensor:
         return torch.cat((half, half), dim=-1)
     if form == "interleave":
         return torch.repeat_interleave(half, 2, dim=-1)
-    if form == "half":
+    if form in ("half", "complex"):
         return half
     raise ValueError(f"form must be one of {FORMS}, got {form!r}")
 
@@ -73,7 +75,7 @@ def halve(full: torch.Tensor, form: str) -> torch.Tensor:
         return full[..., : full.shape[-1] // 2]
     if form == "interleave":
         return full[..., 0::2]
-    if form == "half":
+    if form in ("half", "complex"):
         return full
     raise ValueError(f"form must be one of {FORMS}, got {form!r}")
 
@@ -86,13 +88,18 @@ class RotaryFunction:
     Attributes:
         name: its global name in the modeling module.
         arity: ``"pair"`` for ``f(q, k, cos, sin, ...) -> (q, k)``; ``"single"`` for
-            ``f(x, cos, sin, unsqueeze_dim=1) -> x`` (Gemma 3n/4, DeepSeek-V4).
+            ``f(x, cos, sin, unsqueeze_dim=1) -> x`` (Gemma 3n/4, DeepSeek-V4); ``"complex"`` for
+            ``f(xq, xk, freqs_cis) -> (xq, xk)`` with one complex tensor ``cos + i sin`` (Llama 4,
+            DeepSeek-V2: the pairs are multiplied as complex numbers).
         form: the cos/sin form it takes (:data:`FORMS`).
         layout: the pair layout it rotates in (``"half"`` or ``"interleaved"``).
         sign: ``1``, or ``-1`` for code that rotates by minus the angle (nanochat's ``rotate_half``).
         deinterleave: the function takes interleaved pairs and returns them in half-split order
             (DeepSeek-V3's ``apply_rotary_pos_emb_interleave``): posenc's stand-in reorders the
             rotated features the same way before a half-split rotation.
+        seq_first: a ``"complex"`` function that takes (batch, seq, heads, head_dim) tensors and
+            broadcasts ``freqs_cis`` over the heads (Llama 4's ``freqs_cis[:, :, None, :]``), rather
+            than (batch, heads, seq, head_dim) (DeepSeek-V2's ``freqs_cis.unsqueeze(1)``).
     """
 
     name: str
@@ -101,6 +108,7 @@ class RotaryFunction:
     layout: str
     sign: int = 1
     deinterleave: bool = False
+    seq_first: bool = False
 
     def describe(self) -> str:
         parts = [self.layout]
@@ -108,6 +116,8 @@ class RotaryFunction:
             parts = ["interleaved pairs returned half-split"]
         if self.sign < 0:
             parts.append("by minus the angle")
+        if self.arity == "complex":
+            parts.append("(complex freqs_cis, " + ("seq first)" if self.seq_first else "heads first)"))
         return " ".join(parts)
 
 
@@ -135,8 +145,10 @@ def _signature_problem(fn: Callable) -> Tuple[Optional[str], str]:
         arity, fixed = "pair", 4
     elif len(params) >= 3 and names[1:3] == ["cos", "sin"]:
         arity, fixed = "single", 3
+    elif len(params) == 3 and names[2].startswith("freqs"):
+        arity, fixed = "complex", 3
     else:
-        return f"it takes ({', '.join(names)}), not (q, k, cos, sin) or (x, cos, sin)", ""
+        return f"it takes ({', '.join(names)}), not (q, k, cos, sin), (x, cos, sin) or (xq, xk, freqs_cis)", ""
     if any(p.kind != p.POSITIONAL_OR_KEYWORD for p in params) or any(p.default is not p.empty for p in params[:fixed]):
         return "its tensors and cos/sin are not plain required arguments", arity
     for p in params[fixed:]:
@@ -169,17 +181,24 @@ def _reference(x: torch.Tensor, cos, sin, rotation: Tuple[str, int, bool], width
     return rotate_reference(x, cos, sign * sin, layout=layout, rotary_dim=width)
 
 
-def _matches(fn: Callable, arity: str, form: str, rotation, width: int, takes_unsqueeze: bool) -> bool:
+def _matches(
+    fn: Callable, arity: str, form: str, rotation, width: int, takes_unsqueeze: bool, complex_seq_first: bool = False
+) -> bool:
     # (seq first, extra features, must succeed): the extra features must pass through unchanged if
-    # fn takes them at all; seq-first tensors with unsqueeze_dim=2 if fn has that parameter
-    cases = [(False, 0, True), (False, _PASS, False)] + ([(True, 0, True)] if takes_unsqueeze else [])
+    # fn takes them at all; seq-first tensors with unsqueeze_dim=2 if fn has that parameter. A complex
+    # function has no unsqueeze_dim: it is probed in the one orientation asked for
+    if arity == "complex":
+        cases = [(complex_seq_first, 0, True), (complex_seq_first, _PASS, False)]
+    else:
+        cases = [(False, 0, True), (False, _PASS, False)] + ([(True, 0, True)] if takes_unsqueeze else [])
     for seq_first, extra, required in cases:
         q, k, cos, sin = _probe_tensors(width, extra, seq_first)
-        kwargs = {"unsqueeze_dim": 2} if seq_first else {}
-        tensors = (q, k) if arity == "pair" else (q,)
+        kwargs = {"unsqueeze_dim": 2} if seq_first and arity != "complex" else {}
+        tensors = (q,) if arity == "single" else (q, k)
+        angles = (torch.complex(cos, sin),) if arity == "complex" else (expand(cos, form), expand(sin, form))
         try:
             with torch.no_grad():
-                out = fn(*(t.clone() for t in tensors), expand(cos, form), expand(sin, form), **kwargs)
+                out = fn(*(t.clone() for t in tensors), *angles, **kwargs)
         except Exception:  # a shape this function does not take: the model never calls it so
             if required:
                 return False
@@ -209,12 +228,20 @@ def classify_function(
     if problem is not None:
         return None, problem
     takes_unsqueeze = "unsqueeze_dim" in inspect.signature(fn).parameters
-    for form in forms:
+    # a complex function takes the complex form only; a cos/sin function every other form
+    usable = tuple(f for f in forms if (f == "complex") == (arity == "complex"))
+    if not usable:
+        if arity == "complex":
+            return None, "it takes one complex freqs_cis, but the rotary module returns a (cos, sin) pair"
+        return None, "it takes cos and sin, but the rotary module returns one complex tensor"
+    orientations = (False, True) if arity == "complex" else (False,)
+    for form in usable:
         for rotation in ROTATIONS:
-            if _matches(fn, arity, form, rotation, width, takes_unsqueeze):
-                layout, sign, deinterleave = rotation
-                return RotaryFunction(fn.__name__, arity, form, layout, sign, deinterleave), ""
-    said = " or ".join(repr(f) for f in forms)
+            for seq_first in orientations:
+                if _matches(fn, arity, form, rotation, width, takes_unsqueeze, seq_first):
+                    layout, sign, deinterleave = rotation
+                    return RotaryFunction(fn.__name__, arity, form, layout, sign, deinterleave, seq_first), ""
+    said = " or ".join(repr(f) for f in usable)
     return None, f"on a probe with cos/sin in the {said} form it matches no rotation posenc has"
 
 
@@ -427,19 +454,24 @@ def rotary_layer_types(rotary: nn.Module, config) -> Tuple[str, ...]:
 
 def _call_rotary(
     rotary: nn.Module, positions: torch.Tensor, layer_type: Optional[str] = None
-) -> Tuple[torch.Tensor, torch.Tensor]:
+) -> Tuple[torch.Tensor, torch.Tensor, bool]:
+    """``(cos, sin, complex)`` of a rotary module at ``positions``, float64 on the CPU; ``complex``
+    says the module returned one complex tensor ``cos + i sin``."""
     buffers = [b for b in rotary.buffers() if b.is_floating_point()]
     device = buffers[0].device if buffers else torch.device("cpu")
     x = torch.zeros(1, positions.shape[-1], 1, dtype=torch.float32, device=device)
     with torch.no_grad():
         extra = () if layer_type is None else (layer_type,)
         out = rotary(x, positions.to(device), *extra)
+    is_complex = isinstance(out, torch.Tensor) and out.is_complex()
+    if is_complex:  # freqs_cis = cos + i sin (Llama 4)
+        out = (out.real, out.imag)
     if not (isinstance(out, tuple) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
         raise UnsupportedModelError(
             f"{type(rotary).__name__}(x, position_ids) returns {type(out).__name__}, not the (cos, sin) pair "
-            "posenc stands in for"
+            "or the complex cos + i sin posenc stands in for"
         )
-    return out[0].detach().to("cpu", torch.float64), out[1].detach().to("cpu", torch.float64)
+    return out[0].detach().to("cpu", torch.float64), out[1].detach().to("cpu", torch.float64), is_complex
 
 
 def rotary_output_form(
@@ -447,18 +479,21 @@ def rotary_output_form(
 ) -> Tuple[str, Tuple[torch.Tensor, torch.Tensor]]:
     """``(form, (cos, sin))``: the form of a rotary module's output at positions 0..15 (float64).
 
-    The form is read from the output itself: ``cat`` if its two halves agree, ``interleave`` if its
-    even and odd features do, else ``half`` (a module that returns one entry per frequency).
+    The form is read from the output itself: ``complex`` for one complex tensor ``cos + i sin``,
+    ``cat`` if its two halves agree, ``interleave`` if its even and odd features do, else ``half``
+    (a module that returns one entry per frequency).
     """
     positions = torch.arange(_TABLE_POSITIONS).unsqueeze(0)
     try:
-        cos, sin = _call_rotary(rotary, positions, layer_type)
+        cos, sin, is_complex = _call_rotary(rotary, positions, layer_type)
     except UnsupportedModelError:
         raise
     except Exception as exc:
         raise UnsupportedModelError(
             f"{type(rotary).__name__} cannot be called as (x, position_ids): {type(exc).__name__}: {exc}"
         ) from None
+    if is_complex:
+        return "complex", (cos, sin)
     width = cos.shape[-1]
     if width % 2 == 0 and width >= 4:
         if torch.equal(cos[..., : width // 2], cos[..., width // 2 :]) and torch.equal(
@@ -625,8 +660,16 @@ def stand_in(function: RotaryFunction, original: Callable, layout: Optional[str]
     layout (the negative control of :func:`posenc.integrations.transformers.patch`).
     """
     if layout is not None:
-        function = RotaryFunction(function.name, function.arity, function.form, layout, function.sign, False)
+        function = dataclasses.replace(function, layout=layout, deinterleave=False)
     params = inspect.signature(original).parameters
+    if function.arity == "complex":
+        unsqueeze = 2 if function.seq_first else 1
+
+        def posenc_rotate_complex(xq, xk, freqs_cis):
+            freqs_cis = freqs_cis.to(xq.device)  # cos + i sin, (batch or 1, seq, rotary_dim // 2)
+            return _rotate(xq, xk, freqs_cis.real, freqs_cis.imag, unsqueeze, function)
+
+        return posenc_rotate_complex
     if function.arity == "single":
 
         def posenc_rotate_one(x, cos, sin, unsqueeze_dim=1):

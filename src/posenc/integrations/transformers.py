@@ -40,6 +40,7 @@ frequencies for length ``N`` for every call instead, so keys in a KV cache and l
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import importlib
 import re
@@ -295,9 +296,14 @@ def _tables_arguments_from_config(config) -> Tuple[RotaryEmbedding, bool, bool]:
     """What ``PosencRotaryTables(config=...)`` is built from: the rope as the family's code runs it."""
     if not hasattr(config, "model_type"):
         raise TypeError(f"config must be a transformers config (with a model_type), got {type(config).__name__}")
-    arch = ARCHITECTURES.get(config.model_type)  # a family found from its code takes (cos, sin) pairs
+    arch = ARCHITECTURES.get(config.model_type)
     kwargs, _ = rotary_kwargs_in_code(config)
-    return RotaryEmbedding(**kwargs), bool(arch and arch.sin_first), bool(arch and arch.style == "complex")
+    if arch is not None:
+        return RotaryEmbedding(**kwargs), arch.sin_first, arch.style == "complex"
+    # a family found from its code: one complex freqs_cis when its rotary functions take that (Llama 4)
+    module = discovery.rotary_causal_lm_module(config.model_type)
+    functions = discovery.census_module(module).functions if module is not None else ()
+    return RotaryEmbedding(**kwargs), False, bool(functions) and all(f.arity == "complex" for f in functions)
 
 
 # -- the rotation -------------------------------------------------------------------------------------
@@ -447,7 +453,7 @@ class _RebuiltForwards:
         """``cls.forward`` whose calls to each function named in ``functions`` go to posenc's rotation.
 
         ``style`` is a key of :data:`STYLES` with ``(name, layout)`` entries, or :data:`PROBED` with
-        ``(name, arity, form, layout, sign, deinterleave)`` entries (what discovery found).
+        ``(name, arity, form, layout, sign, deinterleave[, seq_first])`` entries (what discovery found).
         """
         name = self.name_for(cls, style, functions)
         original = cls.forward  # type: ignore[attr-defined]
@@ -469,9 +475,10 @@ PROBED = "probed"
 def _probed_entry(function: RotaryFunction, layout: Optional[str]) -> Tuple[str, ...]:
     """A found function as a registry entry (``layout`` forces a pair layout, as in :func:`patch`)."""
     if layout is not None:
-        function = RotaryFunction(function.name, function.arity, function.form, layout, function.sign, False)
+        function = dataclasses.replace(function, layout=layout, deinterleave=False)
     f = function
-    return (f.name, f.arity, f.form, f.layout, str(f.sign), "1" if f.deinterleave else "0")
+    entry = (f.name, f.arity, f.form, f.layout, str(f.sign), "1" if f.deinterleave else "0")
+    return entry + ("1",) if f.seq_first else entry
 
 
 def _stand_ins(cls: type, style: str, functions: Tuple[Tuple[str, ...], ...]) -> Dict[str, Callable]:
@@ -479,9 +486,10 @@ def _stand_ins(cls: type, style: str, functions: Tuple[Tuple[str, ...], ...]) ->
         module = importlib.import_module(cls.__module__)
         return {
             name: discovery.stand_in(
-                RotaryFunction(name, arity, form, layout, int(sign), deinterleave == "1"), vars(module)[name]
+                RotaryFunction(name, arity, form, layout, int(sign), deinterleave == "1", rest == ["1"]),
+                vars(module)[name],
             )
-            for name, arity, form, layout, sign, deinterleave in functions
+            for name, arity, form, layout, sign, deinterleave, *rest in functions
         }
     make = STYLES[style]
     return {name: make(layout) for name, layout in functions}
@@ -666,8 +674,10 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
 
     handle = PosencPatch(model, rope, layout)
 
+    complex_output = arch.style == "complex" or (found is not None and found.form == "complex")
+
     def tables_for(r: RotaryEmbedding) -> PosencRotaryTables:
-        return PosencRotaryTables(r, sin_first=arch.sin_first, complex_output=arch.style == "complex")
+        return PosencRotaryTables(r, sin_first=arch.sin_first, complex_output=complex_output)
 
     functions: Tuple[Tuple[str, ...], ...]
     if found is None:
