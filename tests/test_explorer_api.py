@@ -1002,6 +1002,53 @@ def test_one_colour_per_scheme_and_per_scaling():
     assert palette.diverging(5.0, span=5.0) == palette.SIGN_COLOURS["positive"]
 
 
+#: palette.js's tables of colours that stand for something; "scalings.default" is plain RoPE, the rope scheme
+MEANING_TABLES = (
+    "SCHEME_COLOURS",
+    "SCALING_COLOURS",
+    "SIGN_COLOURS",
+    "ROLE_COLOURS",
+    "DTYPE_COLOURS",
+    "MARK_COLOURS",
+    "TILE_COLOURS",
+)
+
+
+def test_a_palette_colour_means_one_thing_across_views():
+    """Read from palette.js alone: no colour stands for two things (the precision view once drew float32
+    in RoPE's and the query's blue and float16 in YaRN's and the key's orange), series colours are none
+    of the meaning colours, and each view takes the colours of its own meanings."""
+    import re
+    from collections import defaultdict
+
+    from posenc.explorer import palette
+
+    scripts = _static_scripts()
+    source = scripts["palette.js"]
+    meanings: dict[str, set] = defaultdict(set)
+    for table in MEANING_TABLES:
+        entries = _js_table(source, table)
+        assert entries, table
+        for key, colour in entries.items():
+            meaning = "SCHEME_COLOURS rope" if (table, key) == ("SCALING_COLOURS", "default") else f"{table} {key}"
+            meanings[colour.lower()].add(meaning)
+    shared = {colour: sorted(m) for colour, m in meanings.items() if len(m) > 1}
+    assert not shared, f"colours with two meanings: {shared}"
+    series = re.search(r"export const SERIES_COLOURS = \[(.*?)\];", source, re.S).group(1)
+    series_colours = {c.lower() for c in re.findall(r"#[0-9a-fA-F]{6}", series)}
+    assert len(series_colours) == 10 and not series_colours & set(meanings)
+    assert not {c.lower() for c in palette.EXTRA_COLOURS} & set(meanings)
+    # each meaning's colours are used where that meaning is drawn, and nowhere else in the workbench
+    views = {name: text for name, text in scripts.items() if name.startswith("views/")}
+    assert "DTYPE_COLOURS[n]" in views["views/precision.js"] and "COLORS[n]" not in views["views/precision.js"]
+    for name, text in views.items():
+        if name != "views/dials.js":
+            assert not re.search(r"COLORS\.(q|k)\b|ROLE_COLOURS", text), f"{name} draws something in a query/key colour"
+        if name != "views/precision.js":
+            assert "DTYPE_COLOURS" not in text, name
+    assert "SCHEME_COLOURS[name]" in views["views/lab.js"]  # a lab run's scheme in the scheme's colour
+
+
 def _static_scripts() -> dict[str, str]:
     from importlib import resources
 

@@ -24,6 +24,7 @@ import torch
 from browser_support import chromium_or_skip, explore_server, headless_chromium
 
 from posenc.alibi import alibi_bias, alibi_slopes
+from posenc.explorer.palette import ROLE_COLOURS
 from posenc.hf import to_hf_dict
 from posenc.rope import RotaryEmbedding
 from posenc.rope.scaling import Llama3Scaling
@@ -670,8 +671,9 @@ def test_dial_wedge_is_the_query_turn_m_theta_beside_its_ghost(page, server, hea
         expected = math.degrees(m * float(inv_freq[i])) % 360.0  # the library's m * theta_i
         assert dial["qTurn"] == pytest.approx(expected, abs=1e-9)
         assert dial["sweep"] == pytest.approx(expected, abs=1e-9)  # the shaded wedge is that turn
-        ghost = [h for h in dial["hands"] if h["ghost"] and h["colour"] == "#1f77b4"]
-        hand = [h for h in dial["hands"] if not h["ghost"] and h["colour"] == "#1f77b4"]
+        query = ROLE_COLOURS["query"]
+        ghost = [h for h in dial["hands"] if h["ghost"] and h["colour"] == query]
+        hand = [h for h in dial["hands"] if not h["ghost"] and h["colour"] == query]
         assert len(ghost) == 1 and len(hand) == 1
         assert close_mod_360(ghost[0]["angle"], math.degrees(math.atan2(float(q[half + i]), float(q[i]))))
         assert close_mod_360(dial["from"], ghost[0]["angle"])  # the wedge starts at the ghost

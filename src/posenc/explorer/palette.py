@@ -53,8 +53,8 @@ EXTRA_COLOURS: tuple[str, ...] = ("#8c6d31", "#843c39", "#7b4173", "#5254a3", "#
 #: the two ends of the diverging sign map (white is zero)
 SIGN_COLOURS: dict[str, str] = {"negative": "#2166ac", "positive": "#b2182b"}
 
-#: a query and a key, on every dial
-ROLE_COLOURS: dict[str, str] = {"query": "#1f77b4", "key": "#ff7f0e"}
+#: a query and a key, on every dial (not RoPE's blue nor YaRN's orange: a colour means one thing)
+ROLE_COLOURS: dict[str, str] = {"query": "#3b4cc0", "key": "#e08214"}
 
 
 def _rgb(colour: str) -> tuple[int, int, int]:

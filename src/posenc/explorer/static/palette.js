@@ -10,15 +10,19 @@ export const SCALING_COLOURS = {
   llama3: "#e377c2", longrope: "#393b79", proportional: "#637939",
 };
 export const SIGN_COLOURS = { negative: "#2166ac", positive: "#b2182b" };
-export const ROLE_COLOURS = { query: "#1f77b4", key: "#ff7f0e" };
+// A query and a key (the dials): colours of their own, not RoPE's blue or YaRN's orange.
+export const ROLE_COLOURS = { query: "#3b4cc0", key: "#e08214" };
 
 // Every other colour of the page lives here too (a test fails on a chromatic colour written anywhere
 // else in the page's scripts); neutral greys for ink, rules and frames may be written where they are used.
+// A colour means one thing: no colour of the tables above and below stands for two things (a test
+// holds them to that), and series colours are none of them.
 // Number formats compared in the precision view.
-export const DTYPE_COLOURS = { bfloat16: "#d62728", float16: "#ff7f0e", float32: "#1f77b4", posenc: "#2ca02c" };
-// Series with no meaning of their own (one line per length, per run...), in order.
-export const SERIES_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-  "#7f7f7f", "#bcbd22", "#17becf"];
+export const DTYPE_COLOURS = { bfloat16: "#d95f02", float16: "#e7298a", float32: "#1b9e77", posenc: "#7570b3" };
+// Series with no meaning of their own (one line per length, per run...), in order; none is a colour
+// that means something above.
+export const SERIES_COLOURS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
+  "#ff9da7", "#9c755f", "#bab0ac"];
 // Marks: the rotation pair picked on a dial (every view marks it in this colour), a trend drawn over
 // its own series, bars without a colour of their own, the unscaled curve among scalings.
 export const MARK_COLOURS = { focus: "#6a51a3", trend: "#08306b", bar: "#4c78a8", unscaled: "#222222" };

@@ -85,7 +85,7 @@ export function setupFingerprint() {
       width: widthOf($("fp-wave")), height: 170, title: `column ${col} over positions`,
       x: { domain: [0, Math.max(1, xs.length - 1)], label: `position (column ${col})` },
       y: { domain: [-1.05, 1.05], label: "value" },
-      series: [{ name: `column ${col}`, xs, ys: column, color: col % 2 ? COLORS.q : COLORS.sinusoidal, points: true }],
+      series: [{ name: `column ${col}`, xs, ys: column, color: COLORS.sinusoidal, points: true }],
       vlines: [{ x: row, color: "#333", label: `pos ${row}` }], legend: false,
     });
   }, { delay: 25 });

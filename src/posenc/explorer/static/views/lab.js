@@ -3,7 +3,7 @@
 import { extent, fmt, fmtInt, html, lineChart, widthOf } from "../charts.js";
 import { $, PALETTE, api, loader, slider, escapeText, register } from "../core.js";
 import { onResize } from "./workbench.js";
-import { STAMP_STYLE, shadeStyle } from "../palette.js";
+import { SCHEME_COLOURS, STAMP_STYLE, shadeStyle } from "../palette.js";
 
 const BINS = ["near", "mid", "far"];
 
@@ -141,7 +141,8 @@ export function setupLab() {
     if (!data || !data.available) return;
     const length = select.value;
     const series = Object.entries(data.schemes).filter(([, s]) => s.loss_by_position[length]).map(([name, s], i) => ({
-      name, xs: s.loss_by_position[length].positions, ys: s.loss_by_position[length].loss, color: PALETTE[i % PALETTE.length] }));
+      name, xs: s.loss_by_position[length].positions, ys: s.loss_by_position[length].loss,
+      color: SCHEME_COLOURS[name] || PALETTE[i % PALETTE.length] }));  // a scheme in its one colour
     if (!series.length) { $("lab-chart").textContent = `No loss-by-position curves for length ${length}.`; return; }
     const maxX = Math.max(...series.map((s) => s.xs[s.xs.length - 1] || 1));
     // drawn at the panel's width, so the chart's text keeps its size on a phone

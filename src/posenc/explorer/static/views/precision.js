@@ -1,9 +1,9 @@
 // View 6 of the explorer: precision.
 
 import { fmtInt, lineChart, widthOf } from "../charts.js";
-import { $, COLORS, rope, focus, api, loader, slider, pow2, valueSpan, register } from "../core.js";
+import { $, rope, focus, api, loader, slider, pow2, valueSpan, register } from "../core.js";
 import { onResize } from "./workbench.js";
-import { MARK_COLOURS } from "../palette.js";
+import { DTYPE_COLOURS, MARK_COLOURS } from "../palette.js";
 
 export function setupPrecision() {
   const maxPos = slider("pr-max-log", () => refresh(), pow2, fmtInt);
@@ -21,7 +21,7 @@ export function setupPrecision() {
       width: widthOf($("pr-chart")), height: 320, title: "angle error against position",
       x: { domain: [1, d.max_position], log: true, label: "position (log)" },
       y: { domain: [FLOOR, 10], log: true, label: "worst angle error (rad)" },
-      series: names.map((n) => ({ name: label[n], xs: d.positions, ys: floor(d.max_error[n]), color: COLORS[n],
+      series: names.map((n) => ({ name: label[n], xs: d.positions, ys: floor(d.max_error[n]), color: DTYPE_COLOURS[n],
         width: n === "posenc" ? 3 : 2 })),
       vlines: d.pos <= d.max_position && d.pos >= 1 ? [{ x: d.pos, color: "#333", label: `pos ${fmtInt(d.pos)}` }] : [],
     });
@@ -30,7 +30,7 @@ export function setupPrecision() {
       width: widthOf($("pr-pairs")), height: 320, title: "angle error per pair",
       x: { domain: [0, Math.max(1, pairs.length - 1)], label: "rotation pair i (fast → slow)" },
       y: { domain: [FLOOR, 10], log: true, label: `angle error at ${fmtInt(d.pos)} (rad)` },
-      series: names.map((n) => ({ name: label[n], xs: pairs, ys: floor(d.at_pos[n]), color: COLORS[n], points: true })),
+      series: names.map((n) => ({ name: label[n], xs: pairs, ys: floor(d.at_pos[n]), color: DTYPE_COLOURS[n], points: true })),
       vlines: focus.pair !== null && focus.pair < pairs.length ? [{ x: focus.pair, color: MARK_COLOURS.focus, label: `pair ${focus.pair}` }] : [],
       legend: false,
     });
