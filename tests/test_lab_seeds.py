@@ -69,18 +69,24 @@ def test_every_seed_is_a_run_and_the_summary_holds_them_all(tmp_path, capsys):
     one = json.loads((root / "seed-1" / "results.json").read_text())
     alone = json.loads((single / "results.json").read_text())
     for res in (one, alone):  # the time it took is the only difference allowed
+        assert res["cpu_seconds"] > 0
         for s in res["schemes"].values():
             s["train"].pop("train_seconds")
+            assert s["train"].pop("train_cpu_seconds") > 0
+            for e in s["eval"].values():
+                assert e.pop("cpu_seconds") >= 0
     assert one["schemes"] == alone["schemes"]  # a seed in the seeds folder is exactly that seed's run
     summary = json.loads((root / "summary.json").read_text())
     assert summary["kind"] == "summary" and summary["seeds"] == [0, 1]
     assert summary["numbers"]["0"] != summary["numbers"]["1"]  # two different training runs
+    assert set(summary["cpu_seconds"]) == {"0", "1"} and "recorded by the run itself" in summary["cpu_source"]
+    assert set(summary["cpu_by_scheme"]["1"]) == {"rope", "alibi"}
     md = (root / "summary.md").read_text()
     assert "| 0 |" in md and "| 1 |" in md  # a row of every seed
     assert "No verdicts: a machinery check." in md  # so tiny a run compares nothing
     before = (root / "seed-0" / "results.json").read_text()
     assert main(TINY + ["--seeds", "0,1", "--out", str(root)]) == 0  # again: both resume, nothing redone
-    assert (root / "seed-0" / "results.json").read_text() == before
+    assert (root / "seed-0" / "results.json").read_text() == before  # its CPU time included
     assert "--resume" in capsys.readouterr().err
 
 

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
@@ -601,8 +602,9 @@ def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, i
             start, losses = ckpt["step"], [float(v) for v in ckpt["losses"]]
         stage = f"train {scheme:<10} (scheme {k + 1} of {len(cfg.schemes)}, lr {lr:g})"
         task = progress.add(stage, cfg.steps, start)
-        began = time.time()
+        began, cpu_began = time.time(), time.process_time()
         ckpt_seconds = float(ckpt.get("seconds", 0.0)) if ckpt else 0.0
+        ckpt_cpu = float(ckpt.get("cpu_seconds", 0.0)) if ckpt else 0.0
 
         # Both closures run only inside this pass's train_steps call; the loop variables are
         # still bound explicitly so a later change that keeps a closure cannot see the next scheme.
@@ -614,7 +616,9 @@ def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, i
             optimizer=optimizer,
             losses=losses,
             ckpt_seconds=ckpt_seconds,
+            ckpt_cpu=ckpt_cpu,
             began=began,
+            cpu_began=cpu_began,
             lr=lr,
         ):
             if d.main:
@@ -627,6 +631,7 @@ def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, i
                         "losses": losses,
                         "model_config": model.config.to_dict(),
                         "seconds": ckpt_seconds + time.time() - began,
+                        "cpu_seconds": ckpt_cpu + time.process_time() - cpu_began,
                         "lr": lr,
                     },
                 )
@@ -672,34 +677,52 @@ def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, i
         progress.remove(task)
         model.eval()
         tail = losses[-max(1, len(losses) // 10) :]
-        seconds = _saved_seconds(path, scheme) if d.main else None
+        seconds, cpu = _saved_seconds(path, scheme) if d.main else (None, None)
         info[scheme] = {
             "steps": len(losses),
             "final_bpb": float(np.mean(tail)) / math.log(2),
             "parameters": model.num_parameters(),
             "train_seconds": seconds,
+            "train_cpu_seconds": cpu,
             "lr": lr,
         }
         models[scheme] = model
     return models, info
 
 
-def _saved_seconds(path: Path, scheme: str) -> float:
-    """Training seconds recorded in ``scheme``'s checkpoint, which the last training step wrote."""
+def _saved_seconds(path: Path, scheme: str) -> Tuple[float, Optional[float]]:
+    """Training (wall, CPU) seconds recorded in ``scheme``'s checkpoint, which the last training
+    step wrote (CPU None for a checkpoint written before the lab recorded it)."""
     ckpt = load_checkpoint(path)
     if ckpt is None:
         raise LabError(
             f"checkpoint {path} of {scheme} is missing although training finished; "
             f"something removed it during the run. Resume to retrain {scheme}"
         )
-    return ckpt["seconds"]
+    cpu = ckpt.get("cpu_seconds")
+    return ckpt["seconds"], None if cpu is None else float(cpu)
 
 
-def _finish_step(cfg, corpus_info, info, record: Progress, run, d, complete, plots=False):
-    if d.main:
-        run.save_progress(record)
-        results = build_results(cfg.to_dict(), corpus_info, info, record.to_dict(), complete)
-        write_report(results, run.root, command_line(cfg), plots=plots)
+class CpuClock:
+    """The CPU time (user + system, every thread) of this process since the clock started, added to
+    ``before`` (what earlier sessions of the same run recorded). Under torchrun it is the main
+    process's; each rank spends about as much."""
+
+    def __init__(self, before: float = 0.0, frozen: bool = False):
+        self.before, self.start, self.frozen = float(before), time.process_time(), frozen
+
+    def total(self) -> float:
+        """CPU seconds of the run so far (``before`` alone when ``frozen``: a session that only
+        finds the run finished adds nothing to it)."""
+        return self.before if self.frozen else self.before + time.process_time() - self.start
+
+
+def _timed(fn, *args, **kwargs) -> dict:
+    """``fn(*args, **kwargs)`` (an evaluation dict) with the CPU seconds it took as ``cpu_seconds``."""
+    began = time.process_time()
+    result = fn(*args, **kwargs)
+    result["cpu_seconds"] = time.process_time() - began
+    return result
 
 
 def run(args) -> int:
@@ -874,9 +897,39 @@ def _run(args, d: Dist) -> int:
         return _run_locked(args, d, stack)
 
 
-def _run_locked(args, d: Dist, stack: ExitStack) -> int:
+@dataclass
+class _Session:
+    """What every step of one ``posenc lab`` run shares: the config, the data, the run folder and
+    its record, the evaluation windows and arguments, progress display, Ctrl-C and the CPU clock."""
+
+    cfg: LabConfig
+    corpus: Any
+    corpus_info: dict
+    run: RunDir
+    d: Dist
+    device: torch.device
+    record: Progress
+    ends: Any
+    eval_kw: dict
+    progress: _Progress
+    interrupt: _Interrupt
+    clock: CpuClock
+    info: dict = field(default_factory=dict)
+
+    def finish_step(self, complete: bool = False, plots: bool = False) -> None:
+        """Record the finished work (and the CPU time so far) and rewrite the results and report."""
+        if self.d.main:
+            self.record.cpu_seconds = self.clock.total()
+            self.run.save_progress(self.record)
+            results = build_results(self.cfg.to_dict(), self.corpus_info, self.info, self.record.to_dict(), complete)
+            write_report(results, self.run.root, command_line(self.cfg), plots=plots)
+
+
+def _open_run(args, d: Dist, stack: ExitStack) -> Tuple[LabConfig, RunDir, Any, dict, bool]:
+    """(config, run folder, corpus, corpus summary, resuming) of the run ``args`` asks for; on the
+    main process the folder is made, locked (released by ``stack``) and its config and corpus
+    files written or checked."""
     cfg, run, resuming = resolve_config(args)
-    device = torch.device("cuda", d.local_rank) if args.device == "cuda" else torch.device("cpu")
     if d.active and not args.resume and not args.out:
         import torch.distributed as dist
 
@@ -903,7 +956,12 @@ def _run_locked(args, d: Dist, stack: ExitStack) -> int:
             write_run_file(run.config_path, "config", cfg.to_dict())
         write_run_file(run.corpus_path, "corpus", corpus_info)
     barrier(d)
-    interrupt = _Interrupt()
+    return cfg, run, corpus, corpus_info, resuming
+
+
+def _run_locked(args, d: Dist, stack: ExitStack) -> int:
+    cfg, run, corpus, corpus_info, resuming = _open_run(args, d, stack)
+    device = torch.device("cuda", d.local_rank) if args.device == "cuda" else torch.device("cpu")
     record = run.progress()
     lengths = cfg.eval_lengths
     try:
@@ -921,9 +979,21 @@ def _run_locked(args, d: Dist, stack: ExitStack) -> int:
         train_len=cfg.train_len,
         retrieval_trials=cfg.retrieval_trials,
     )
-    work = _work(cfg)
-    ext_steps = _extension_steps(cfg)
-    progress = _Progress(d.main)
+    session = _Session(
+        cfg,
+        corpus,
+        corpus_info,
+        run,
+        d,
+        device,
+        record,
+        ends,
+        eval_kw,
+        _Progress(d.main),
+        _Interrupt(),
+        CpuClock(record.cpu_seconds),
+    )
+    progress = session.progress
     progress.log(
         f"run folder {run.root} ({'resuming' if resuming else 'new'}); "
         f"{corpus_info['train_bytes'] / 1e6:.1f} MB train, "
@@ -932,65 +1002,18 @@ def _run_locked(args, d: Dist, stack: ExitStack) -> int:
     small = machinery_check_reason(cfg.to_dict())
     if small:
         progress.log(f"{MACHINERY_CHECK} ({small})")
-    with interrupt.catching(), progress:
-        progress.start_overall(*_initial_work(cfg, run, record, ext_steps))
-        rates = _sweep(cfg, corpus, run, record, d, device, progress, interrupt)
-        models, info = _train_all(cfg, corpus, run, d, device, progress, interrupt, rates)
-
-        todo = [(s, n) for s in cfg.schemes for n in lengths if str(n) not in record.eval.get(s, {})]
-        total = len(cfg.schemes) * len(lengths)
-        task = progress.add("evaluate", total, total - len(todo))
-        for scheme, n in todo:
-            interrupt.check(d)
-            k = cfg.schemes.index(scheme) + 1
-            progress.update(task, description=f"evaluate {scheme} at {n} (scheme {k} of {len(cfg.schemes)})")
-            result = evaluate_at(models[scheme], corpus.val, ends, n, learned_beyond=cfg.learned_beyond, **eval_kw)
-            record.eval.setdefault(scheme, {})[str(n)] = result
-            _finish_step(cfg, corpus_info, info, record, run, d, complete=False)
-            progress.update(task, advance=1)
-            progress.work(work["eval"][n])
-            if "bpb" in result:
-                progress.log(f"{scheme} at {n}: {result['bpb']:.3f} bits per byte" + _retrieval_summary(result))
-
+    ext_steps = _extension_steps(cfg)
+    total, done = _initial_work(cfg, run, record, ext_steps)
+    if done >= total:  # a finished run resumed: nothing is redone or rewritten, its CPU time included
+        session.clock = CpuClock(record.cpu_seconds, frozen=True)
+    with session.interrupt.catching(), progress:
+        progress.start_overall(total, done)
+        rates = _sweep(cfg, corpus, run, record, d, device, progress, session.interrupt)
+        models, session.info = _train_all(cfg, corpus, run, d, device, progress, session.interrupt, rates)
+        _evaluate_schemes(session, models)
         if ext_steps:
-            ext_todo = [s for s in ext_steps if not _have(record, *s)]
-            task = progress.add("extend rope", len(ext_steps), len(ext_steps) - len(ext_todo))
-            for method, n, ft in ext_todo:
-                interrupt.check(d)
-                progress.update(task, description=f"extend rope: {method} at {n}{' fine-tuned' if ft else ''}")
-                model = extended_model(models["rope"], method, n, cfg.train_len)
-                if ft:
-                    ft_task = progress.add(f"fine-tune {method} at {n}", cfg.finetune_steps)
-                    ft_unit = work["finetune"][n] / cfg.finetune_steps
-
-                    def on_ft_step(step, loss, ft_task=ft_task, ft_unit=ft_unit):
-                        progress.update(ft_task, completed=step + 1)
-                        progress.work(ft_unit)
-                        interrupt.check(d)
-
-                    try:
-                        finetune(model, corpus.train, cfg, n, device=device, d=d, on_step=on_ft_step)
-                    except TrainingDiverged as e:
-                        raise LabError(
-                            f"the fine-tune of rope+{method} at {n} diverged at step {e.step + 1} (loss "
-                            f"{e.loss}); every finished result is saved. Start over with a smaller "
-                            f"--finetune-lr and --fresh"
-                        ) from None
-                    progress.remove(ft_task)
-                result = evaluate_at(model, corpus.val, ends, n, **eval_kw)
-                entry = record.extension.setdefault(method, {}).setdefault(str(n), {})
-                if ft:
-                    entry["finetuned"] = result
-                else:
-                    entry.update(result)
-                _finish_step(cfg, corpus_info, info, record, run, d, complete=False)
-                progress.update(task, advance=1)
-                progress.work(work["eval"][n])
-                progress.log(
-                    f"rope+{method} at {n}{' fine-tuned' if ft else ''}: "
-                    f"{result['bpb']:.3f} bits per byte" + _retrieval_summary(result)
-                )
-    _finish_step(cfg, corpus_info, info, record, run, d, complete=True, plots=args.plots)
+            _extend_rope(session, models["rope"], ext_steps)
+    session.finish_step(complete=True, plots=args.plots)
     barrier(d)
     if d.main:
         # Plain lines (no wrapping, no timestamps), so the path and the command can be copied.
@@ -1001,6 +1024,86 @@ def _run_locked(args, d: Dist, stack: ExitStack) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _evaluate_schemes(session: _Session, models: dict) -> None:
+    """Every scheme at every evaluation length not yet recorded, each recorded when it finishes."""
+    cfg, record, progress = session.cfg, session.record, session.progress
+    work = _work(cfg)
+    todo = [(s, n) for s in cfg.schemes for n in cfg.eval_lengths if str(n) not in record.eval.get(s, {})]
+    total = len(cfg.schemes) * len(cfg.eval_lengths)
+    task = progress.add("evaluate", total, total - len(todo))
+    for scheme, n in todo:
+        session.interrupt.check(session.d)
+        k = cfg.schemes.index(scheme) + 1
+        progress.update(task, description=f"evaluate {scheme} at {n} (scheme {k} of {len(cfg.schemes)})")
+        result = _timed(
+            evaluate_at,
+            models[scheme],
+            session.corpus.val,
+            session.ends,
+            n,
+            learned_beyond=cfg.learned_beyond,
+            **session.eval_kw,
+        )
+        record.eval.setdefault(scheme, {})[str(n)] = result
+        session.finish_step()
+        progress.update(task, advance=1)
+        progress.work(work["eval"][n])
+        if "bpb" in result:
+            progress.log(f"{scheme} at {n}: {result['bpb']:.3f} bits per byte" + _retrieval_summary(result))
+
+
+def _extend_rope(session: _Session, rope, ext_steps: List[Tuple[str, int, bool]]) -> None:
+    """Each RoPE extension step (method, length, fine-tuned) not yet recorded: extend the trained
+    RoPE model, fine-tune it where asked, evaluate, record."""
+    cfg, record, progress, d = session.cfg, session.record, session.progress, session.d
+    work = _work(cfg)
+    ext_todo = [s for s in ext_steps if not _have(record, *s)]
+    task = progress.add("extend rope", len(ext_steps), len(ext_steps) - len(ext_todo))
+    for method, n, ft in ext_todo:
+        session.interrupt.check(d)
+        progress.update(task, description=f"extend rope: {method} at {n}{' fine-tuned' if ft else ''}")
+        began = time.process_time()
+        model = extended_model(rope, method, n, cfg.train_len)
+        if ft:
+            _finetune(session, model, method, n, work["finetune"][n])
+        result = evaluate_at(model, session.corpus.val, session.ends, n, **session.eval_kw)
+        result["cpu_seconds"] = time.process_time() - began
+        entry = record.extension.setdefault(method, {}).setdefault(str(n), {})
+        if ft:
+            entry["finetuned"] = result
+        else:
+            entry.update(result)
+        session.finish_step()
+        progress.update(task, advance=1)
+        progress.work(work["eval"][n])
+        progress.log(
+            f"rope+{method} at {n}{' fine-tuned' if ft else ''}: "
+            f"{result['bpb']:.3f} bits per byte" + _retrieval_summary(result)
+        )
+
+
+def _finetune(session: _Session, model, method: str, n: int, cost: float) -> None:
+    """Fine-tune the extended ``model`` at length ``n`` (``cost``: its share of the overall work)."""
+    progress, cfg = session.progress, session.cfg
+    ft_task = progress.add(f"fine-tune {method} at {n}", cfg.finetune_steps)
+    unit = cost / cfg.finetune_steps
+
+    def on_ft_step(step, loss):
+        progress.update(ft_task, completed=step + 1)
+        progress.work(unit)
+        session.interrupt.check(session.d)
+
+    try:
+        finetune(model, session.corpus.train, cfg, n, device=session.device, d=session.d, on_step=on_ft_step)
+    except TrainingDiverged as e:
+        raise LabError(
+            f"the fine-tune of rope+{method} at {n} diverged at step {e.step + 1} (loss "
+            f"{e.loss}); every finished result is saved. Start over with a smaller "
+            f"--finetune-lr and --fresh"
+        ) from None
+    progress.remove(ft_task)
 
 
 def _retrieval_summary(result: dict) -> str:

@@ -71,6 +71,7 @@ def build_results(cfg: dict, corpus: dict, train_info: dict, progress: dict, com
         "schemes": schemes,
         "extension": extension,
         "lr_sweep": sweep,
+        "cpu_seconds": progress.get("cpu_seconds"),
     }
     results["verdicts"] = verdicts(results)
     return results
@@ -98,10 +99,23 @@ def _cell(entry: Optional[dict], key: str, ci: bool = True) -> str:
 
 
 def markdown(results: dict, command: str = "") -> str:
-    cfg, lengths = results["config"], results["eval_lengths"]
-    train_len = results["train_len"]
-    head = [f"{n} ({n // train_len}x)" for n in lengths]
+    """The report of one run (``results.md``) from its ``results.json`` content."""
     lines = ["# posenc lab results", ""]
+    lines += _header_lines(results, command)
+    lines += _quality_lines(results)
+    lines += _sweep_lines(results)
+    lines += _bpb_tables(results)
+    lines += _extension_lines(results)
+    lines += _retrieval_tables(results)
+    lines += _verdict_lines(results)
+    lines += _time_lines(results)
+    return "\n".join(lines) + "\n"
+
+
+def _header_lines(results: dict, command: str) -> List[str]:
+    """The stamp of a machinery check, the command, the setup in words, an unfinished run's note."""
+    cfg, lengths, train_len = results["config"], results["eval_lengths"], results["train_len"]
+    lines = []
     if results.get("machinery_check"):
         why = results.get("machinery_check_reason") or "a run too small to mean anything"
         lines += [f"**{MACHINERY_CHECK}.** This run is too small ({why}); it only checks that every step runs.", ""]
@@ -134,10 +148,17 @@ def markdown(results: dict, command: str = "") -> str:
         ]
     if not results.get("complete"):
         lines += ["**Incomplete run**: resume it with `posenc lab --resume RUN_DIR`.", ""]
-    lines += [
+    return lines
+
+
+def _quality_lines(results: dict) -> List[str]:
+    """Each scheme's learning rate, final training loss and validation at the training length."""
+    cfg, lengths = results["config"], results["eval_lengths"]
+    lines = [
         "## In-distribution quality",
         "",
-        "| scheme | peak lr | train loss, last 10% of steps | validation at " + head[0] + " |",
+        f"| scheme | peak lr | train loss, last 10% of steps | validation at {lengths[0]} "
+        f"({lengths[0] // results['train_len']}x) |",
         "|---|---|---|---|",
     ]
     for name, s in results["schemes"].items():
@@ -147,28 +168,42 @@ def markdown(results: dict, command: str = "") -> str:
             f"| {name} | {lr:g} | {'—' if tr is None else f'{tr:.3f}'} | "
             f"{_cell(s['eval'].get(str(lengths[0])), 'bpb')} |"
         )
-    sweep = results.get("lr_sweep") or {}
-    if sweep:
-        rates = sorted({float(r) for v in sweep.values() for r in v["rates"]})
-        lines += [
-            "",
-            f"Learning rate chosen per scheme: {cfg.get('sweep_steps') or max(1, cfg['steps'] // 5)} "
-            f"steps at each rate, scored by bits per byte on fixed windows of the "
-            f"*training* text at {head[0]} (lower is better; the validation text is not "
-            f"used for the choice).",
-            "",
-            "| scheme | " + " | ".join(f"lr {r:g}" for r in rates) + " | chosen |",
-            "|---" * (len(rates) + 2) + "|",
-        ]
-        for name, v in sweep.items():
-            cells = []
-            for r in rates:
-                score = v["rates"].get(repr(r))
-                cells.append(
-                    "diverged" if score is None and repr(r) in v["rates"] else "—" if score is None else f"{score:.3f}"
-                )
-            chosen = v.get("chosen")
-            lines.append(f"| {name} | " + " | ".join(cells) + f" | {'—' if chosen is None else f'{chosen:g}'} |")
+    return lines
+
+
+def _sweep_lines(results: dict) -> List[str]:
+    """The learning-rate sweep's score per scheme and rate, and the rate chosen."""
+    cfg, sweep = results["config"], results.get("lr_sweep") or {}
+    if not sweep:
+        return []
+    rates = sorted({float(r) for v in sweep.values() for r in v["rates"]})
+    lines = [
+        "",
+        f"Learning rate chosen per scheme: {cfg.get('sweep_steps') or max(1, cfg['steps'] // 5)} "
+        f"steps at each rate, scored by bits per byte on fixed windows of the "
+        f"*training* text at {results['eval_lengths'][0]} (lower is better; the validation text is not "
+        f"used for the choice).",
+        "",
+        "| scheme | " + " | ".join(f"lr {r:g}" for r in rates) + " | chosen |",
+        "|---" * (len(rates) + 2) + "|",
+    ]
+    for name, v in sweep.items():
+        cells = []
+        for r in rates:
+            score = v["rates"].get(repr(r))
+            cells.append(
+                "diverged" if score is None and repr(r) in v["rates"] else "—" if score is None else f"{score:.3f}"
+            )
+        chosen = v.get("chosen")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {'—' if chosen is None else f'{chosen:g}'} |")
+    return lines
+
+
+def _bpb_tables(results: dict) -> List[str]:
+    """Bits per byte per scheme and length: over all positions, the last quarter, the final bytes."""
+    cfg, lengths, train_len = results["config"], results["eval_lengths"], results["train_len"]
+    head = [f"{n} ({n // train_len}x)" for n in lengths]
+    lines: List[str] = []
     for key, title in (
         ("bpb", "All positions"),
         ("bpb_last_quarter", "Last quarter of each window"),
@@ -183,45 +218,107 @@ def markdown(results: dict, command: str = "") -> str:
             "",
             "† learned table stretched by linear interpolation (`LearnedPositionalEmbedding.extend`), no retraining.",
         ]
-    if results["extension"]:
-        longer = lengths[1:]
+    return lines
+
+
+def _extension_lines(results: dict) -> List[str]:
+    """RoPE context extension per method and longer length, before and after the fine-tune, and
+    the control (plain RoPE fine-tuned at the training length)."""
+    if not results["extension"]:
+        return []
+    cfg, lengths = results["config"], results["eval_lengths"]
+    longer = lengths[1:]
+    lines = [
+        "",
+        "## RoPE context extension (all positions)",
+        "",
+        "Without retraining, and after a short fine-tune at the new length "
+        f"({cfg['finetune_steps']} steps of {cfg['finetune_batch']}, lr {cfg['finetune_lr']:g}; "
+        + (
+            f"{cfg['finetune_retrieval_share']:.0%} of them on passkey sequences at the new length"
+            if cfg.get("finetune_retrieval_share")
+            else "plain text"
+        )
+        + ") where run.",
+        "",
+        "| method | "
+        + " | ".join(f"{n}" for n in longer)
+        + " | "
+        + " | ".join(f"{n} fine-tuned" for n in longer)
+        + " |",
+        "|---" * (2 * len(longer) + 1) + "|",
+    ]
+    for method, per_len in results["extension"].items():
+        cells = [_cell(per_len.get(str(n)), "bpb", ci=False) for n in longer]
+        ft = [_cell(per_len.get(str(n), {}).get("finetuned"), "bpb", ci=False) for n in longer]
+        lines.append(f"| {method} | " + " | ".join(cells + ft) + " |")
+    control = results["extension"].get("none", {}).get(str(lengths[0]), {}).get("finetuned")
+    if control and "bpb" in control:
+        before = results["extension"]["none"][str(lengths[0])]["bpb"]
         lines += [
             "",
-            "## RoPE context extension (all positions)",
-            "",
-            "Without retraining, and after a short fine-tune at the new length "
-            f"({cfg['finetune_steps']} steps of {cfg['finetune_batch']}, lr {cfg['finetune_lr']:g}; "
-            + (
-                f"{cfg['finetune_retrieval_share']:.0%} of them on passkey sequences at the new length"
-                if cfg.get("finetune_retrieval_share")
-                else "plain text"
-            )
-            + ") where run.",
-            "",
-            "| method | "
-            + " | ".join(f"{n}" for n in longer)
-            + " | "
-            + " | ".join(f"{n} fine-tuned" for n in longer)
-            + " |",
-            "|---" * (2 * len(longer) + 1) + "|",
+            f"Control: plain RoPE fine-tuned the same way at the training length "
+            f"scores {control['bpb']:.3f} at {lengths[0]} (before: {before:.3f}), so "
+            f"extra training alone changes bits per byte by "
+            f"{control['bpb'] - before:+.3f}.",
         ]
-        for method, per_len in results["extension"].items():
-            cells = [_cell(per_len.get(str(n)), "bpb", ci=False) for n in longer]
-            ft = [_cell(per_len.get(str(n), {}).get("finetuned"), "bpb", ci=False) for n in longer]
-            lines.append(f"| {method} | " + " | ".join(cells + ft) + " |")
-        control = results["extension"].get("none", {}).get(str(lengths[0]), {}).get("finetuned")
-        if control and "bpb" in control:
-            before = results["extension"]["none"][str(lengths[0])]["bpb"]
-            lines += [
-                "",
-                f"Control: plain RoPE fine-tuned the same way at the training length "
-                f"scores {control['bpb']:.3f} at {lengths[0]} (before: {before:.3f}), so "
-                f"extra training alone changes bits per byte by "
-                f"{control['bpb'] - before:+.3f}.",
-            ]
-    lines += _retrieval_tables(results)
-    lines += _verdict_lines(results)
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _seconds_sum(entries) -> Optional[float]:
+    """The sum of the finite ``cpu_seconds`` of ``entries`` (dicts), None when none has one."""
+    values = [e.get("cpu_seconds") for e in entries if isinstance(e, dict)]
+    finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    return sum(finite) if finite else None
+
+
+def cpu_by_scheme(results: dict) -> Dict[str, Dict[str, Optional[float]]]:
+    """``{scheme: {"train": s, "eval": s}}`` CPU seconds (None where the run did not record them),
+    plus ``"rope extension"`` (``eval`` only: extending, fine-tuning and evaluating every method)."""
+    out: Dict[str, Dict[str, Optional[float]]] = {}
+    for name, s in results["schemes"].items():
+        train = (s.get("train") or {}).get("train_cpu_seconds")
+        out[name] = {
+            "train": float(train) if isinstance(train, (int, float)) and math.isfinite(train) else None,
+            "eval": _seconds_sum((s.get("eval") or {}).values()),
+        }
+    ext = [e for per in results["extension"].values() for e in per.values()]
+    ext += [e.get("finetuned") for e in ext if isinstance(e, dict)]
+    if ext:
+        out["rope extension"] = {"train": None, "eval": _seconds_sum(ext)}
+    return out
+
+
+def _time_lines(results: dict) -> List[str]:
+    """CPU time the run recorded: per scheme (training, evaluation) and for the whole run."""
+    total = results.get("cpu_seconds")
+    if not isinstance(total, (int, float)) or not math.isfinite(total) or total <= 0:
+        return []
+
+    def fmt(v: Optional[float]) -> str:
+        return "—" if v is None else f"{v:,.1f}"
+
+    lines = [
+        "",
+        "## CPU time",
+        "",
+        "| scheme | training | evaluation, all lengths | training wall time |",
+        "|---|---|---|---|",
+    ]
+    for name, per in cpu_by_scheme(results).items():
+        wall = ((results["schemes"].get(name) or {}).get("train") or {}).get("train_seconds")
+        lines.append(
+            f"| {name} | {fmt(per['train'])} | {fmt(per['eval'])} | "
+            f"{fmt(wall if isinstance(wall, (int, float)) else None)} |"
+        )
+    lines += [
+        "",
+        f"Seconds of CPU (user + system, every thread of the process, `time.process_time`), summed over "
+        f"every session that resumed the run; the whole run so far: {total:,.1f} s (with loading the "
+        f"corpus, the learning-rate sweep and writing the reports). Under torchrun these are the main "
+        f"process's; each rank spends about as much.",
+    ]
+    return lines
 
 
 def _acc(cell: Optional[dict]) -> str:

@@ -436,13 +436,16 @@ class Progress:
     """The content of ``progress.json``: finished work, so ``--resume`` redoes nothing.
 
     ``eval[scheme][length]`` and ``extension[method][length]`` (with ``finetuned`` inside) hold the
-    evaluation dicts as :func:`posenc.lab.evaluate.evaluate_at` returns them; ``lr_sweep[scheme][rate]``
-    the selection loss of each sweep run (``None`` where that run diverged).
+    evaluation dicts as :func:`posenc.lab.evaluate.evaluate_at` returns them (with the CPU seconds
+    the step took, ``cpu_seconds``); ``lr_sweep[scheme][rate]`` the selection loss of each sweep run
+    (``None`` where that run diverged); ``cpu_seconds`` the CPU time (user + system, every thread)
+    the run's process has spent so far, summed over every session that resumed it.
     """
 
     eval: Dict[str, Dict[str, dict]] = field(default_factory=dict)
     extension: Dict[str, Dict[str, dict]] = field(default_factory=dict)
     lr_sweep: Dict[str, Dict[str, Optional[float]]] = field(default_factory=dict)
+    cpu_seconds: float = 0.0
 
     @classmethod
     def from_dict(cls, data: dict, path) -> "Progress":
@@ -450,9 +453,13 @@ class Progress:
         for key, value in data.items():
             if key not in known:
                 raise RunFileError(path, f"has an unknown field {key!r} (known: {sorted(known)})")
-            if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+            if key == "cpu_seconds":
+                if _num(value) is None or value < 0:
+                    raise RunFileError(path, f"field 'cpu_seconds' is not a number of seconds >= 0: {value!r}")
+            elif not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
                 raise RunFileError(path, f"field {key!r} is not an object of objects")
-        values = {k: data.get(k, {}) for k in known}
+        values: Dict[str, Any] = {k: data.get(k, {}) for k in known}
+        values["cpu_seconds"] = float(data.get("cpu_seconds", 0.0))
         # Extension results stored before "dynamic_ntk" took its rope type's name "dynamic".
         ext = dict(values["extension"])
         if "dynamic_ntk" in ext:
@@ -461,4 +468,9 @@ class Progress:
         return cls(**values)
 
     def to_dict(self) -> dict:
-        return {"eval": self.eval, "extension": self.extension, "lr_sweep": self.lr_sweep}
+        return {
+            "eval": self.eval,
+            "extension": self.extension,
+            "lr_sweep": self.lr_sweep,
+            "cpu_seconds": self.cpu_seconds,
+        }

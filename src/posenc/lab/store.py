@@ -63,7 +63,17 @@ def read_run_file(path: Path, kind: str) -> Optional[dict]:
 
 #: Keys of a lab checkpoint; every value is a tensor, a container of tensors or plain data, so it
 #: loads with ``torch.load(weights_only=True)``.
-CHECKPOINT_KEYS = {"schema_version", "model", "optimizer", "step", "losses", "model_config", "seconds", "lr"}
+CHECKPOINT_KEYS = {
+    "schema_version",
+    "model",
+    "optimizer",
+    "step",
+    "losses",
+    "model_config",
+    "seconds",
+    "cpu_seconds",
+    "lr",
+}
 
 
 def save_checkpoint(path: Path, state: dict) -> None:

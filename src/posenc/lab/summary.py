@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from .passkey import BIN_NAMES
+from .report import cpu_by_scheme
 from .schema import RunFileError, load_json_file
 from .store import write_run_file
 from .verdicts import LABELS, NOT_MEASURED, NOT_SEEN, SEEN, WITHIN_NOISE, combine_seeds, rule_text_seeds
@@ -114,6 +115,32 @@ def _short_verdicts(vs: List[dict]) -> List[dict]:
     return [{k: v.get(k) for k in keep if k in v} for v in vs]
 
 
+#: How a run's own CPU record is described in a summary.
+RECORDED = "recorded by the run itself (time.process_time: user + system, every thread, summed over every session)"
+
+
+def _cpu(per_seed: Dict[int, dict], given: Dict[int, float], source: str) -> Dict[str, Any]:
+    """``cpu_seconds`` per seed (measured outside the run where ``given``, else as the run recorded
+    it), how (``cpu_source``) and, where the run recorded it, per scheme (``cpu_by_scheme``)."""
+    total, by_scheme, recorded = {}, {}, []
+    for seed, results in sorted(per_seed.items()):
+        own = _finite(results.get("cpu_seconds"))
+        if seed in given:
+            total[str(seed)] = round(float(given[seed]), 1)
+        elif own is not None and own > 0:
+            total[str(seed)] = round(own, 1)
+            recorded.append(seed)
+        per = cpu_by_scheme(results)
+        if any(v is not None for cell in per.values() for v in cell.values()):
+            by_scheme[str(seed)] = {
+                k: {part: None if v is None else round(v, 1) for part, v in cell.items()} for k, cell in per.items()
+            }
+    sources = [source] if given else []
+    if recorded:
+        sources.append(f"seed {', '.join(map(str, recorded))}: {RECORDED}")
+    return {"cpu_seconds": total, "cpu_source": "; ".join(sources), "cpu_by_scheme": by_scheme}
+
+
 def summarize(
     root: Path,
     name: str,
@@ -125,9 +152,9 @@ def summarize(
     """The summary of the run folder or seeds folder ``root`` (see the module docstring).
 
     ``cpu_seconds`` (``{seed: seconds}``) is the CPU time (user + system) of each seed's run,
-    measured outside it (``cpu_source`` says how, e.g. ``/usr/bin/time -v``); a run records its
-    training time per scheme itself. ``only`` keeps those seeds of a seeds folder (the finished ones
-    while others still train)."""
+    measured outside it (``cpu_source`` says how, e.g. ``/usr/bin/time -v``); a seed not given takes
+    the CPU time its run recorded itself, whole and per scheme (training, evaluation). ``only``
+    keeps those seeds of a seeds folder (the finished ones while others still train)."""
     root = Path(root)
     found = seed_folders(root)
     if only is not None:
@@ -163,8 +190,7 @@ def summarize(
             }
             for s, r in sorted(per_seed.items())
         },
-        "cpu_seconds": {str(s): round(float(v), 1) for s, v in sorted((cpu_seconds or {}).items())},
-        "cpu_source": cpu_source if cpu_seconds else "",
+        **_cpu(per_seed, cpu_seconds or {}, cpu_source),
         "verdicts_by_seed": {str(s): _short_verdicts(v) for s, v in sorted(verdicts_by_seed.items())},
         "verdicts": combine_seeds(verdicts_by_seed),
     }
@@ -330,16 +356,28 @@ def _seconds(v: float) -> str:
 def table_time(summary: dict) -> str:
     schemes = summary["config"]["schemes"]
     cpu = summary.get("cpu_seconds") or {}
+    by_scheme = summary.get("cpu_by_scheme") or {}
     head = "| seed | " + " | ".join(LABELS.get(m, m) for m in schemes) + " | training, all schemes |"
     lines = [head + (" CPU time of the whole run |" if cpu else "")]
     lines.append("|---" * (len(schemes) + 2 + bool(cpu)) + "|")
     for s, per in summary["train_seconds"].items():
-        cells = [_seconds(per[m]) if m in per else "—" for m in schemes]
-        row = f"| {s} | " + " | ".join(cells) + f" | {_seconds(sum(per.values()))} |"
+        mine = by_scheme.get(s) or {}
+        trains = [(mine.get(m) or {}).get("train") for m in schemes]
+        cells = [
+            ("—" if m not in per else _seconds(per[m])) + ("" if t is None else f" / {_seconds(t)}")
+            for m, t in zip(schemes, trains)
+        ]
+        walls = f"{_seconds(sum(per.values()))}"
+        known = [t for t in trains if t is not None]
+        if mine and len(known) == len(trains):
+            walls += f" / {_seconds(sum(known))}"
+        row = f"| {s} | " + " | ".join(cells) + f" | {walls} |"
         if cpu:
             row += f" {_seconds(cpu[s])} |" if s in cpu else " — |"
         lines.append(row)
     note = "Seconds. Training time per scheme is the wall time of its training, as the run records it"
+    if by_scheme:
+        note += " (wall / CPU where the run recorded its CPU time per scheme)"
     if cpu:
         note += f"; the CPU time (user + system) covers the whole run, evaluation included ({summary['cpu_source']})"
     return "\n".join(lines + ["", note + "."])
