@@ -505,16 +505,26 @@ class PosencPatch:
 
     Attributes:
         model: the patched model.
-        rope: the :class:`posenc.RotaryEmbedding` that all replaced rotary modules share.
+        rope: the :class:`posenc.RotaryEmbedding` that all replaced rotary modules share (a model with
+            one rope dict per layer type: the first layer type's).
+        ropes: every :class:`posenc.RotaryEmbedding` of the patch, one per layer type where the model
+            has a rope dict per layer type (Gemma 3's local and global layers), else ``[rope]``.
         layout: the pair layout used for the rotation (``None``: each function's own, see
             :data:`ARCHITECTURES`).
         rotary_modules: names of the replaced rotary embedding modules.
         attention_modules: names of the attention modules given a posenc ``forward``.
     """
 
-    def __init__(self, model: nn.Module, rope: RotaryEmbedding, layout: Optional[str]):
+    def __init__(
+        self,
+        model: nn.Module,
+        rope: RotaryEmbedding,
+        layout: Optional[str],
+        ropes: Optional[List[RotaryEmbedding]] = None,
+    ):
         self.model = model
         self.rope = rope
+        self.ropes = list(ropes) if ropes else [rope]
         self.layout = layout
         self._rotary: List[Tuple[nn.Module, str, nn.Module]] = []  # (parent, attribute, original)
         self._attention: List[Tuple[nn.Module, Callable]] = []  # (module, installed forward)
@@ -535,15 +545,20 @@ class PosencPatch:
         return attr or "?"
 
     def freeze_frequencies(self, seq_len: int) -> "PosencPatch":
-        """Use the frequencies for length ``seq_len`` in every call (dynamic NTK and LongRoPE only)."""
-        _check_freezable(self.rope)
-        self.rope.freeze_frequencies(seq_len)
+        """Use the frequencies for length ``seq_len`` in every call (dynamic NTK and LongRoPE only).
+
+        Every layer type's tables are frozen (those whose frequencies never change are unaffected).
+        """
+        _check_freezable(self.ropes)
+        for rope in self.ropes:
+            rope.freeze_frequencies(seq_len)
         self._refresh_tables()
         return self
 
     def unfreeze_frequencies(self) -> "PosencPatch":
         """Back to choosing frequencies by each call's length, as ``transformers`` does."""
-        self.rope.unfreeze_frequencies()
+        for rope in self.ropes:
+            rope.unfreeze_frequencies()
         self._refresh_tables()
         return self
 
@@ -580,12 +595,13 @@ class PosencPatch:
         )
 
 
-def _check_freezable(rope: RotaryEmbedding) -> None:
-    if not rope.is_dynamic:
-        rope_type = getattr(rope.scaling, "rope_type", "default")
+def _check_freezable(ropes: List[RotaryEmbedding]) -> None:
+    if not any(rope.is_dynamic for rope in ropes):
+        rope_types = sorted({getattr(rope.scaling, "rope_type", "default") for rope in ropes})
+        shown = f"type is {rope_types[0]!r}" if len(rope_types) == 1 else f"types are {rope_types}"
         raise ValueError(
             f"freeze_frequencies applies to the length-dependent rope types 'dynamic' and "
-            f"'longrope'; this model's rope type is {rope_type!r}, whose frequencies never change"
+            f"'longrope'; this model's rope {shown}, whose frequencies never change"
         )
 
 
@@ -668,11 +684,13 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
         raise UnsupportedModelError(f"posenc cannot build this {model_type!r} config's tables: {exc}") from None
     if found is not None:
         discovery.check_tables(model, ropes or rope, found)
+    every = list(ropes.values()) if ropes else [rope]
     if freeze_frequencies is not None:
-        _check_freezable(rope)
-        rope.freeze_frequencies(freeze_frequencies)
+        _check_freezable(every)
+        for r in every:
+            r.freeze_frequencies(freeze_frequencies)
 
-    handle = PosencPatch(model, rope, layout)
+    handle = PosencPatch(model, rope, layout, every)
 
     complex_output = arch.style == "complex" or (found is not None and found.form == "complex")
 

@@ -79,6 +79,10 @@ def config_dict(config: Any) -> Dict[str, Any]:
     for key in CONFIG_ATTRIBUTES:
         if hasattr(config, key):
             data[key] = getattr(config, key)
+    # names the config class maps to the fields it stores (DBRX keeps hidden_size as d_model)
+    for alias in getattr(type(config), "attribute_map", None) or {}:
+        if alias not in data and hasattr(config, alias):
+            data[alias] = getattr(config, alias)
     return data
 
 
