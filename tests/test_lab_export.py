@@ -97,6 +97,10 @@ def test_other_schemes_and_scaled_embeddings_are_refused(tmp_path):
         export_model(TinyLM(ModelConfig(scheme="alibi", d_model=16, n_heads=2)), tmp_path, max_position_embeddings=8)
     with pytest.raises(ExportError, match="multiplies its token embeddings by 2"):
         export_model(TinyLM(ModelConfig(d_model=16, n_heads=2, embed_scale=2.0)), tmp_path, max_position_embeddings=8)
+    tempered = TinyLM(ModelConfig(d_model=16, n_heads=2))
+    tempered.scheme.softmax_scale_factor = 1.25  # as DeepSeek-style YaRN sets it
+    with pytest.raises(ExportError, match=r"by 1\.25 \(softmax_scale_factor\)"):
+        export_model(tempered, tmp_path, max_position_embeddings=8)
 
 
 def _small_text(tmp_path: Path) -> Path:

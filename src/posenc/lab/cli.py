@@ -573,121 +573,122 @@ def _sweep(cfg, corpus, run, record: Progress, d: Dist, device, progress: _Progr
 
 
 def _train_all(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, interrupt, rates: dict) -> tuple:
+    """({scheme: trained model}, {scheme: training info}) for every scheme of ``cfg``, each trained
+    from its checkpoint where one exists (the same initial weights and data order for all)."""
     models, info = {}, {}
-    unit = _work(cfg)["train_step"]
     for k, scheme in enumerate(cfg.schemes):
-        lr = rates[scheme]
-        model = build_model(cfg, scheme).to(device)
-        optimizer = make_optimizer(model, lr, cfg.weight_decay)
-        path = run.checkpoint_path(scheme)
-        ckpt = load_checkpoint(path)
-        start, losses = 0, []
-        if ckpt is not None:
-            if ckpt.get("model_config") != model.config.to_dict():
-                raise LabError(
-                    f"checkpoint {path} was made with model config "
-                    f"{ckpt.get('model_config')}, but this version of posenc builds "
-                    f"{model.config.to_dict()}; resuming would mix two models. Delete that "
-                    f"checkpoint to retrain {scheme}, or start a new run"
-                )
-            try:
-                model.load_state_dict(ckpt["model"])
-                optimizer.load_state_dict(ckpt["optimizer"])
-            except (RuntimeError, ValueError, KeyError, TypeError) as err:
-                raise RunFileError(
-                    path,
-                    f"does not fit the {scheme} model ({str(err).splitlines()[0][:160]})",
-                    "delete it to retrain that scheme",
-                ) from None
-            start, losses = ckpt["step"], [float(v) for v in ckpt["losses"]]
-        stage = f"train {scheme:<10} (scheme {k + 1} of {len(cfg.schemes)}, lr {lr:g})"
-        task = progress.add(stage, cfg.steps, start)
-        began, cpu_began = time.time(), time.process_time()
-        ckpt_seconds = float(ckpt.get("seconds", 0.0)) if ckpt else 0.0
-        ckpt_cpu = float(ckpt.get("cpu_seconds", 0.0)) if ckpt else 0.0
-
-        # Both closures run only inside this pass's train_steps call; the loop variables are
-        # still bound explicitly so a later change that keeps a closure cannot see the next scheme.
-        def save(
-            step_done,
-            *,
-            path=path,
-            model=model,
-            optimizer=optimizer,
-            losses=losses,
-            ckpt_seconds=ckpt_seconds,
-            ckpt_cpu=ckpt_cpu,
-            began=began,
-            cpu_began=cpu_began,
-            lr=lr,
-        ):
-            if d.main:
-                save_checkpoint(
-                    path,
-                    {
-                        "model": model.state_dict(),
-                        "optimizer": optimizer.state_dict(),
-                        "step": step_done,
-                        "losses": losses,
-                        "model_config": model.config.to_dict(),
-                        "seconds": ckpt_seconds + time.time() - began,
-                        "cpu_seconds": ckpt_cpu + time.process_time() - cpu_began,
-                        "lr": lr,
-                    },
-                )
-
-        def on_step(step, loss, *, losses=losses, task=task, stage=stage, scheme=scheme, k=k, save=save):
-            losses.append(loss)
-            progress.update(task, completed=step + 1, description=f"{stage} {loss / math.log(2):.3f} bpb")
-            progress.work(unit)
-            if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
-                save(step + 1)
-                progress.log(
-                    f"{scheme} (scheme {k + 1} of {len(cfg.schemes)}): step "
-                    f"{step + 1}/{cfg.steps}, loss {loss / math.log(2):.3f} bits per byte"
-                )
-            try:
-                interrupt.check(d)
-            except KeyboardInterrupt:
-                save(step + 1)
-                raise
-
-        if start < cfg.steps:
-            try:
-                train_steps(
-                    model,
-                    optimizer,
-                    corpus.train,
-                    start=start,
-                    total=cfg.steps,
-                    lr=lr,
-                    warmup=cfg.warmup_steps,
-                    device=device,
-                    d=d,
-                    on_step=on_step,
-                    **run_kwargs(cfg),
-                )
-            except TrainingDiverged as e:
-                raise LabError(
-                    f"training {scheme} diverged at step {e.step + 1} of {cfg.steps} (loss {e.loss}); "
-                    f"no checkpoint of the diverged weights was written. Start over with a smaller --lr, "
-                    f"--retrieval-answer-weight or --grad-clip and --fresh"
-                ) from None
-            barrier(d)
-        progress.remove(task)
-        model.eval()
-        tail = losses[-max(1, len(losses) // 10) :]
-        seconds, cpu = _saved_seconds(path, scheme) if d.main else (None, None)
-        info[scheme] = {
-            "steps": len(losses),
-            "final_bpb": float(np.mean(tail)) / math.log(2),
-            "parameters": model.num_parameters(),
-            "train_seconds": seconds,
-            "train_cpu_seconds": cpu,
-            "lr": lr,
-        }
-        models[scheme] = model
+        models[scheme], info[scheme] = _train_one(
+            cfg, corpus, run, d, device, progress, interrupt, scheme, k, rates[scheme]
+        )
     return models, info
+
+
+def _load_training_state(path: Path, scheme: str, model, optimizer) -> Tuple[int, List[float], Optional[dict]]:
+    """(steps done, losses so far, checkpoint) of ``scheme`` from its checkpoint at ``path``, loaded
+    into ``model`` and ``optimizer``; (0, [], None) without one. A checkpoint of another model is
+    refused."""
+    ckpt = load_checkpoint(path)
+    if ckpt is None:
+        return 0, [], None
+    if ckpt.get("model_config") != model.config.to_dict():
+        raise LabError(
+            f"checkpoint {path} was made with model config "
+            f"{ckpt.get('model_config')}, but this version of posenc builds "
+            f"{model.config.to_dict()}; resuming would mix two models. Delete that "
+            f"checkpoint to retrain {scheme}, or start a new run"
+        )
+    try:
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+    except (RuntimeError, ValueError, KeyError, TypeError) as err:
+        raise RunFileError(
+            path,
+            f"does not fit the {scheme} model ({str(err).splitlines()[0][:160]})",
+            "delete it to retrain that scheme",
+        ) from None
+    return ckpt["step"], [float(v) for v in ckpt["losses"]], ckpt
+
+
+def _train_one(cfg, corpus, run: RunDir, d: Dist, device, progress: _Progress, interrupt, scheme, k, lr) -> tuple:
+    """(model, info) of ``scheme`` (the ``k``-th) trained to ``cfg.steps`` at peak rate ``lr``,
+    checkpointed every ``cfg.checkpoint_every`` steps and on Ctrl-C, with its wall and CPU time."""
+    model = build_model(cfg, scheme).to(device)
+    optimizer = make_optimizer(model, lr, cfg.weight_decay)
+    path = run.checkpoint_path(scheme)
+    start, losses, ckpt = _load_training_state(path, scheme, model, optimizer)
+    stage = f"train {scheme:<10} (scheme {k + 1} of {len(cfg.schemes)}, lr {lr:g})"
+    task = progress.add(stage, cfg.steps, start)
+    unit = _work(cfg)["train_step"]
+    began, cpu_began = time.time(), time.process_time()
+    ckpt_seconds = float(ckpt.get("seconds", 0.0)) if ckpt else 0.0
+    ckpt_cpu = float(ckpt.get("cpu_seconds", 0.0)) if ckpt else 0.0
+
+    def save(step_done):
+        if d.main:
+            save_checkpoint(
+                path,
+                {
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "step": step_done,
+                    "losses": losses,
+                    "model_config": model.config.to_dict(),
+                    "seconds": ckpt_seconds + time.time() - began,
+                    "cpu_seconds": ckpt_cpu + time.process_time() - cpu_began,
+                    "lr": lr,
+                },
+            )
+
+    def on_step(step, loss):
+        losses.append(loss)
+        progress.update(task, completed=step + 1, description=f"{stage} {loss / math.log(2):.3f} bpb")
+        progress.work(unit)
+        if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
+            save(step + 1)
+            progress.log(
+                f"{scheme} (scheme {k + 1} of {len(cfg.schemes)}): step "
+                f"{step + 1}/{cfg.steps}, loss {loss / math.log(2):.3f} bits per byte"
+            )
+        try:
+            interrupt.check(d)
+        except KeyboardInterrupt:
+            save(step + 1)
+            raise
+
+    if start < cfg.steps:
+        try:
+            train_steps(
+                model,
+                optimizer,
+                corpus.train,
+                start=start,
+                total=cfg.steps,
+                lr=lr,
+                warmup=cfg.warmup_steps,
+                device=device,
+                d=d,
+                on_step=on_step,
+                **run_kwargs(cfg),
+            )
+        except TrainingDiverged as e:
+            raise LabError(
+                f"training {scheme} diverged at step {e.step + 1} of {cfg.steps} (loss {e.loss}); "
+                f"no checkpoint of the diverged weights was written. Start over with a smaller --lr, "
+                f"--retrieval-answer-weight or --grad-clip and --fresh"
+            ) from None
+        barrier(d)
+    progress.remove(task)
+    model.eval()
+    tail = losses[-max(1, len(losses) // 10) :]
+    seconds, cpu = _saved_seconds(path, scheme) if d.main else (None, None)
+    return model, {
+        "steps": len(losses),
+        "final_bpb": float(np.mean(tail)) / math.log(2),
+        "parameters": model.num_parameters(),
+        "train_seconds": seconds,
+        "train_cpu_seconds": cpu,
+        "lr": lr,
+    }
 
 
 def _saved_seconds(path: Path, scheme: str) -> Tuple[float, Optional[float]]:

@@ -72,8 +72,11 @@ def check_exportable(model: TinyLM) -> RotaryEmbedding:
             f"this model multiplies its token embeddings by {model.embed_scale:g}; GPT-NeoX ties them "
             f"to the output head unscaled, so it cannot express that"
         )
-    if getattr(scheme, "softmax_scale_factor", 1.0) != 1.0:
-        raise ExportError("a softmax scale other than 1/sqrt(head_dim) has no GPT-NeoX config field")
+    if scheme.softmax_scale_factor != 1.0:  # the hook every PositionScheme declares
+        raise ExportError(
+            f"this model's attention multiplies 1/sqrt(head_dim) by {scheme.softmax_scale_factor:g} "
+            f"(softmax_scale_factor); GPT-NeoX has no config field for another softmax scale"
+        )
     return scheme
 
 
