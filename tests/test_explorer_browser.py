@@ -974,6 +974,24 @@ def test_every_figure_is_drawn_at_its_holders_width(browser, server, width):
         context.close()
 
 
+def test_a_view_drawn_while_hidden_is_redrawn_at_its_width_when_shown(page, server):
+    """Data that arrives while its view is hidden is drawn at a fallback width (a hidden holder has
+    none); widthOf marks the holder, and showing the view redraws it at its holder's width."""
+    from playwright.sync_api import expect
+
+    open_view(page, server, "scores")
+    holder = page.evaluate("() => document.getElementById('sc-chart').clientWidth")
+    page.goto(f"{server}#dials")
+    expect(page.locator("#view-scores")).to_be_hidden()
+    page.evaluate("async () => { const core = await import('/static/core.js'); core.registry.scores.refresh(0); }")
+    expect(page.locator("#sc-chart")).to_have_attribute("data-unsized", "true")
+    hidden_width = page.evaluate(SVG_WIDTH, "#sc-chart svg")
+    assert hidden_width != holder
+    page.goto(f"{server}#scores")
+    page.wait_for_function(f"() => ({SVG_WIDTH})('#sc-chart svg') === {holder}", timeout=10_000)
+    expect(page.locator("#sc-chart")).not_to_have_attribute("data-unsized", "true")
+
+
 def test_one_registry_holds_every_view_and_every_chapter(page, server):
     """Views and chapters register in one registry (core.js) and load through one loader: every panel
     of the page is registered once, as a view (refresh) or a chapter (setup)."""
