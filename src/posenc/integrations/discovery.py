@@ -40,6 +40,7 @@ from torch import nn
 from ..rope.apply import apply_rotary, rotate_reference
 from ..rope.embedding import RotaryEmbedding
 from ..rope.hfconfig import rotary_kwargs_from_hf
+from ..rope.mrope import select_streams
 
 #: how a rotary module returns the half-width angles ``theta`` (batch, seq, r/2) as cos/sin:
 #: ``"cat"`` (Llama: ``cat(theta, theta)``), ``"interleave"`` (Cohere: ``repeat_interleave(theta, 2)``),
@@ -371,8 +372,9 @@ class Discovered:
             the probe found.
         form: the form the model's rotary modules return cos/sin in.
         mrope: the rotary module is M-RoPE's (``mrope_section``): three position streams
-            (temporal, height, width). posenc stands in for it on text positions, where the three
-            streams are equal and M-RoPE is 1-D RoPE; see :class:`TextPositionsOnly`.
+            (temporal, height, width); see :class:`StreamTables`.
+        mrope_streams: for M-RoPE, the stream (0 t, 1 h, 2 w) each rotation pair reads, as the
+            module's own output shows it (:func:`probe_mrope_streams`).
         layer_types: the layer types the rotary module computes tables for, one rope dict each
             (Gemma 3's local and global bases: ``forward(x, position_ids, layer_type)``); empty for
             a module with one set of tables.
@@ -383,6 +385,7 @@ class Discovered:
     form: str
     mrope: bool = False
     layer_types: Tuple[str, ...] = ()
+    mrope_streams: Tuple[int, ...] = ()
 
 
 def _rotary_children(model: nn.Module) -> List[nn.Module]:
@@ -429,7 +432,50 @@ def discover(model: nn.Module) -> Discovered:
             )
         functions.append(function)
     mrope = any(getattr(m, "mrope_section", None) is not None for m in rotary)
-    return Discovered(module.__name__, tuple(functions), form, mrope, layer_types)
+    streams: Tuple[int, ...] = ()
+    if mrope:
+        probed = {probe_mrope_streams(m, form) for m in rotary}
+        if len(probed) != 1:
+            raise UnsupportedModelError(f"this {name}'s M-RoPE modules give their pairs different streams")
+        streams = probed.pop()
+    return Discovered(module.__name__, tuple(functions), form, mrope, layer_types, streams)
+
+
+def probe_mrope_streams(rotary: nn.Module, form: str) -> Tuple[int, ...]:
+    """The position stream each rotation pair of an M-RoPE module reads, from its own output.
+
+    Three calls, each with one stream at positions ``1..16`` and the other two at 0: a pair whose sin
+    is non-zero in call ``s`` reads stream ``s`` (sin of a zero angle is exactly zero, whatever the
+    scaling). Every pair must read exactly one stream.
+
+    Raises:
+        UnsupportedModelError: the module cannot be called with (3, 1, seq) positions, or a pair reads
+            no stream or several.
+    """
+    reads = []
+    for stream in range(3):
+        positions = torch.zeros(3, 1, _TABLE_POSITIONS, dtype=torch.long)
+        positions[stream, 0] = torch.arange(1, _TABLE_POSITIONS + 1)
+        try:
+            _, sin, _ = _call_rotary(rotary, positions)
+        except UnsupportedModelError:
+            raise
+        except Exception as exc:
+            raise UnsupportedModelError(
+                f"{type(rotary).__name__} cannot be called with M-RoPE position ids (3, batch, seq): "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
+        sin = halve(sin, form)
+        reads.append((sin != 0).reshape(-1, sin.shape[-1]).any(0))
+    table = torch.stack(reads)  # (3, pairs)
+    wrong = (table.sum(0) != 1).nonzero().flatten().tolist()
+    if wrong:
+        how = "several" if table[:, wrong[0]].any() else "no"
+        raise UnsupportedModelError(
+            f"{type(rotary).__name__}'s M-RoPE pairs {wrong[:8]} read {how} position streams; posenc gives "
+            "each pair one of temporal, height and width"
+        )
+    return tuple(int(s) for s in table.int().argmax(0).tolist())
 
 
 def rotary_layer_types(rotary: nn.Module, config) -> Tuple[str, ...]:
@@ -546,6 +592,27 @@ def _check_one_table(rotary: nn.Module, rope, found: Discovered, layer_type: Opt
             f"at positions 0..{_TABLE_POSITIONS - 1} (allowed {tol:.1g}): its frequencies or scale come "
             "from something the config does not say"
         )
+    if found.mrope_streams:
+        _check_streams(rotary, rope, found, name, tol)
+
+
+def _check_streams(rotary: nn.Module, rope, found: Discovered, name: str, tol: float) -> None:
+    """M-RoPE: posenc's tables, each pair at its stream, equal the module's own on an image's streams."""
+    t = torch.arange(_TABLE_POSITIONS)
+    positions = torch.stack((t // 8, t % 5, (3 * t) % 7)) + 2  # (3, seq): three streams that differ
+    with torch.no_grad():
+        cos_p, sin_p = rope.cos_sin(positions)  # (3, seq, F): every stream's own table
+    streams = torch.tensor(found.mrope_streams)
+    cos_p = select_streams(cos_p.to("cpu", torch.float64), streams)
+    sin_p = select_streams(sin_p.to("cpu", torch.float64), streams)
+    cos, sin, _ = _call_rotary(rotary, positions.unsqueeze(1))
+    cos, sin = halve(cos, found.form)[0], halve(sin, found.form)[0]
+    err = max(float((cos - cos_p).abs().max()), float((sin - sin_p).abs().max()))
+    if not err <= tol:
+        raise UnsupportedModelError(
+            f"{name}'s cos/sin on three differing M-RoPE streams differ from posenc's by {err:.3g} "
+            f"(allowed {tol:.1g}): its streams are combined in a way posenc does not know"
+        )
 
 
 def layer_type_ropes(model: nn.Module, config, found: Discovered) -> Dict[str, RotaryEmbedding]:
@@ -587,29 +654,42 @@ class PerLayerTypeTables(nn.Module):
         return self.tables[layer_type](x, position_ids)
 
 
-class TextPositionsOnly(nn.Module):
-    """Wraps posenc's tables for an M-RoPE model: text positions only.
+class StreamTables(nn.Module):
+    """posenc's tables for an M-RoPE rotary module: three position streams, each pair at its own.
 
-    M-RoPE (Qwen2-VL and later) gives each frequency band one of three position streams; on text
-    tokens the three are equal and the rotation is 1-D RoPE, which posenc's tables compute exactly.
-    Position ids of shape (3 or 4, batch, seq) whose streams differ (an image or a video in the
-    input) raise ``ValueError`` instead of being rotated wrongly.
+    M-RoPE (Qwen2-VL and later, :mod:`posenc.rope.mrope`) gives each rotation pair one of three
+    position streams (temporal, height, width). Called with position ids of shape (3, batch, seq),
+    as the model's ``get_rope_index`` makes them for images and videos, this looks all three streams
+    up in one call of the exact tables (so a length-dependent scaling sees the largest position of
+    any stream, as ``transformers``' module does) and keeps, for each pair, its stream's column
+    (:func:`posenc.rope.mrope.select_streams`). Position ids of shape (batch, seq) are text: the three
+    streams are equal and M-RoPE is 1-D RoPE.
+
+    Args:
+        tables: the 1-D tables (:class:`posenc.integrations.transformers.PosencRotaryTables`).
+        streams: the stream of each pair, as probed from the model's module
+            (:func:`probe_mrope_streams`), which :func:`check_tables` has compared with posenc's.
     """
 
-    def __init__(self, tables: nn.Module):
+    streams: torch.Tensor
+
+    def __init__(self, tables: nn.Module, streams: Tuple[int, ...]):
         super().__init__()
         self.tables = tables
+        self.register_buffer("streams", torch.tensor(streams, dtype=torch.long), persistent=False)
 
-    def forward(self, x: torch.Tensor, position_ids: torch.Tensor):
-        if position_ids.dim() == 3:
-            first = position_ids[0]
-            if not bool((position_ids == first.unsqueeze(0)).all()):
-                raise ValueError(
-                    "position_ids holds M-RoPE streams that differ (an image or a video in the input); "
-                    "posenc's patch of this model rotates text positions only, where the streams are equal"
-                )
-            position_ids = first
-        return self.tables(x, position_ids)
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor, *args):
+        if position_ids.dim() != 3:
+            return self.tables(x, position_ids, *args)
+        if position_ids.shape[0] != 3:
+            raise ValueError(
+                f"M-RoPE position_ids must have shape (3, batch, seq) (temporal, height, width), "
+                f"got {tuple(position_ids.shape)}"
+            )
+        n, batch, seq = position_ids.shape
+        cos, sin = self.tables(x, position_ids.reshape(n * batch, seq), *args)
+        cos, sin = cos.reshape(n, batch, seq, -1), sin.reshape(n, batch, seq, -1)
+        return select_streams(cos, self.streams), select_streams(sin, self.streams)
 
 
 def wrap_tables(
@@ -622,14 +702,14 @@ def wrap_tables(
     """posenc's tables as the model's code calls them, in place of ``original``.
 
     ``make(rope)`` builds one table module; ``ropes`` (from :func:`layer_type_ropes`) gives one per
-    layer type (:class:`PerLayerTypeTables`); M-RoPE models get :class:`TextPositionsOnly` around it.
+    layer type (:class:`PerLayerTypeTables`); M-RoPE models get :class:`StreamTables` around it.
     The original's ``config`` stays readable on the replacement (Granite-SWA keys its tables by
     ``rotary_emb.config.rope_parameters``); :func:`check_tables` has checked that posenc's tables
     equal the original's.
     """
     tables = PerLayerTypeTables({k: make(r) for k, r in ropes.items()}) if ropes else make(rope)
     if found.mrope:
-        tables = TextPositionsOnly(tables)
+        tables = StreamTables(tables, found.mrope_streams)
     config = getattr(original, "config", None)
     if config is not None and not hasattr(tables, "config"):
         tables.config = config

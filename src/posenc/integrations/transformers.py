@@ -58,6 +58,7 @@ from ..rope.apply import apply_rotary
 from ..rope.embedding import RotaryEmbedding
 from ..rope.hfconfig import ConfigFields, rotary_kwargs_from_hf, unused_rope_keys
 from ..rope.layout import LAYOUTS
+from ..rope.mrope import MROPE_HF_KEYS
 from ..rope.tables import angles_from_limb_phases, cos_sin_of_angles, limb_phases, rope_cos_sin
 from . import discovery
 from .discovery import RotaryFunction, UnsupportedModelError
@@ -651,22 +652,23 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
         )
     if layout is not None and layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {sorted(LAYOUTS)} or None, got {layout!r}")
-    arch, found = ARCHITECTURES.get(model_type), None
+    arch, found, scope = ARCHITECTURES.get(model_type), None, model
     if arch is None:  # found from the model's own code, or refused with the reason, before any change
-        found = discovery.discover(model)
+        scope = language_model_of(model)
+        found = discovery.discover(scope)
         arch = Architecture(found.module, tuple((f.name, f.layout) for f in found.functions))
     module = importlib.import_module(arch.module)
 
     rotary_class_names = {n for n in dir(module) if n.endswith("RotaryEmbedding")}
     rotary_slots = [
         (parent, attr, child)
-        for parent in model.modules()
+        for parent in scope.modules()
         for attr, child in parent.named_children()
         if type(child).__name__ in rotary_class_names and type(child).__module__ == module.__name__
     ]
     names = {name for name, _ in arch.functions}
     attention = [
-        m for m in model.modules() if type(m).__module__ == module.__name__ and names & _code_names(type(m).forward)
+        m for m in scope.modules() if type(m).__module__ == module.__name__ and names & _code_names(type(m).forward)
     ]
     if not rotary_slots or not attention:
         raise UnsupportedModelError(
@@ -675,15 +677,17 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
             f"({_transformers_version()}) lays out {model_type!r} differently from what posenc expects"
         )
 
-    ropes = discovery.layer_type_ropes(model, config, found) if found is not None and found.layer_types else {}
+    if scope is not model:
+        config = _config_of(scope)
+    ropes = discovery.layer_type_ropes(scope, config, found) if found is not None and found.layer_types else {}
     try:
-        rope = next(iter(ropes.values())) if ropes else _rope_for(model, config, [c for _, _, c in rotary_slots])
+        rope = next(iter(ropes.values())) if ropes else _rope_for(scope, config, [c for _, _, c in rotary_slots])
     except ValueError as exc:  # a found family: refused, before anything changes
         if found is None or isinstance(exc, UnsupportedModelError):
             raise
         raise UnsupportedModelError(f"posenc cannot build this {model_type!r} config's tables: {exc}") from None
     if found is not None:
-        discovery.check_tables(model, ropes or rope, found)
+        discovery.check_tables(scope, ropes or rope, found)
     every = list(ropes.values()) if ropes else [rope]
     if freeze_frequencies is not None:
         _check_freezable(every)
@@ -718,6 +722,26 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
         raise
     model.__dict__["_posenc_patch"] = handle
     return handle
+
+
+def language_model_of(model: nn.Module) -> nn.Module:
+    """The part of ``model`` that :func:`patch` reads and changes: the model itself, or for a
+    vision-language model (a config with a ``vision_config``) its language model.
+
+    The vision tower keeps its own rotary code (2-D patch positions, a rotation posenc does not
+    stand in for) and is left as it is; the language model gets the position ids the model's
+    ``get_rope_index`` makes for its images and videos (M-RoPE's three streams,
+    :class:`posenc.integrations.discovery.StreamTables`).
+    """
+    config = getattr(model, "config", None)
+    if getattr(config, "vision_config", None) is None:
+        return model
+    found = [
+        (name.count("."), name, m)
+        for name, m in model.named_modules()
+        if name.split(".")[-1] == "language_model" and hasattr(getattr(m, "config", None), "model_type")
+    ]
+    return min(found, key=lambda t: t[:2])[2] if found else model
 
 
 def rotated_width_of(rotary_module: nn.Module) -> Optional[int]:
@@ -855,6 +879,8 @@ def _rotary_modules_from_config(config) -> List[nn.Module]:
 def _rope_for(model: nn.Module, config, rotary_modules: List[nn.Module]) -> RotaryEmbedding:
     kwargs, _ = rotary_kwargs_in_code(config, rotary_modules)
     unused = unused_rope_keys(config)
+    if any(getattr(m, "mrope_section", None) is not None for m in rotary_modules):
+        unused = [k for k in unused if k not in MROPE_HF_KEYS]  # M-RoPE's own keys, used by its tables
     if unused:
         rope_type = getattr(kwargs["scaling"], "rope_type", "default")
         warnings.warn(

@@ -41,6 +41,8 @@ from .tables import rope_angles
 
 #: how ``mrope_section`` lays the three streams over the rotation pairs
 SECTION_LAYOUTS = ("chunked", "interleaved")
+#: the rope-dict keys of M-RoPE configs, read by :meth:`MRotaryEmbedding.from_hf_config`
+MROPE_HF_KEYS = ("mrope_section", "mrope_interleaved")
 #: the streams, in the order of ``mrope_section`` and of the leading dimension of the positions
 STREAMS = ("temporal", "height", "width")
 #: model types whose code interleaves the sections whatever their config says (Qwen3-VL, Qwen3.5)
