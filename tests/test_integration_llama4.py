@@ -180,10 +180,10 @@ def test_a_changed_rotary_module_is_refused_and_nothing_changes():
     assert patch_of(model) is None and torch.equal(_logits(model, ids), before)
 
 
-def test_the_vision_language_model_is_refused_untouched_and_its_text_model_patched():
+def test_the_vision_language_model_is_patched_in_its_text_model_and_its_vision_tower_untouched():
     """Llama4ForConditionalGeneration's vision tower has its own 2-D rotary module, called with the image
-    patches rather than position ids: the whole model is refused (nothing changed); its language model,
-    a Llama4ForCausalLM, is patched exactly."""
+    patches rather than position ids: patch(model) leaves it as it is and patches the language model, a
+    Llama4ForCausalLM, exactly (as patch(model.language_model) does)."""
     from transformers import Llama4Config, Llama4ForConditionalGeneration
 
     text = dict(
@@ -200,13 +200,20 @@ def test_the_vision_language_model_is_refused_untouched_and_its_text_model_patch
     language = model.language_model
     ids = _ids()
     before = _logits(language, ids)
-    with pytest.raises(discovery.UnsupportedModelError, match="Llama4VisionRotaryEmbedding"):
-        patch(model)
-    assert patch_of(model) is None and torch.equal(_logits(language, ids), before)
+
+    def vision_modules():
+        return [(name, type(m), m.__dict__.get("forward")) for name, m in model.vision_model.named_modules()]
+
+    vision = vision_modules()
     noise = float((before.double() - _logits(copy.deepcopy(language).double(), ids).double()).abs().max())
-    with patch(language):
-        assert float((_logits(language, ids) - before).abs().max()) <= 4 * noise
-    assert torch.equal(_logits(language, ids), before)
+    for target in (model, language):
+        with patch(target) as handle:
+            assert patch_of(target) is handle and handle.attention_modules
+            prefix = "language_model." if target is model else "model."
+            assert all(name.startswith(prefix) for name in handle.rotary_modules + handle.attention_modules)
+            assert vision_modules() == vision
+            assert float((_logits(language, ids) - before).abs().max()) <= 4 * noise
+        assert torch.equal(_logits(language, ids), before)
 
 
 def test_the_replacement_module_rebuilt_from_the_config_returns_freqs_cis():
