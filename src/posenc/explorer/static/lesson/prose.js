@@ -70,6 +70,7 @@ export async function renderProse(chapter) {
     if (!slot) throw new Error(`lesson text: chapter ${data.chapter} has no place for its ${block.slot} text`);
     const node = element(block, data.labels);
     if (block.id) node.id = block.id;
+    if (slot.dataset.proseClass) node.classList.add(slot.dataset.proseClass);
     slot.append(node);
   }
   chapter.dataset.prose = "ready";

@@ -1,0 +1,174 @@
+"""Chapter "Key points and the big picture": each key point with one number measured again now.
+
+The chapter recomputes its own evidence (it reads no other chapter's numbers), so ``posenc tour
+--section big-picture`` stands on its own.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...input_sizes import D_MODEL, position_word_lengths
+from ...learned import LearnedPositionalEmbedding, PositionOutOfRangeError
+from ...sinusoidal import sinusoidal_table
+from ..prose import Block
+from ..rotation import KEY, QUERY, pair_score
+from . import bag_of_tiles as bag
+
+#: Seats over which the sine table's bound is checked again.
+BOUND_SEATS = 4096
+#: The learned table of the key points: BERT's 512 rows (a narrow width; the limit does not depend on it).
+LEARNED_ROWS = 512
+
+
+def _pooled_difference(scheme: str) -> float:
+    model = bag.tiny_model(scheme)
+    a = bag.hidden(model, bag.SENTENCE_A, False).mean(0)  # (d_model,)
+    b = bag.hidden(model, bag.SENTENCE_B, False).mean(0)
+    return float((a - b).abs().max())
+
+
+def numbers() -> dict:
+    """One measurement per key point."""
+    n: dict = {}
+    n["big.nope_difference"] = _pooled_difference("nope")
+    n["big.rope_difference"] = _pooled_difference("rope")
+    n["big.position_over_word"] = position_word_lengths(D_MODEL)["ratio"]
+    n["big.sine_max_abs"] = float(sinusoidal_table(BOUND_SEATS, D_MODEL).abs().max())
+    table = LearnedPositionalEmbedding(LEARNED_ROWS, 8)
+    try:
+        table.encodings(torch.tensor([LEARNED_ROWS]))
+        n["big.learned_refuses_last_plus_one"] = False
+    except PositionOutOfRangeError:
+        n["big.learned_refuses_last_plus_one"] = True
+    n["big.rope_score_near"] = pair_score(QUERY, KEY, 1, 3)
+    n["big.rope_score_far"] = pair_score(QUERY, KEY, 101, 103)
+    return n
+
+
+def sci(value: float) -> str:
+    return f"{value:.2e}"
+
+
+def prose(n: dict) -> list[Block]:
+    """The chapter's text with the numbers of :func:`numbers`."""
+    rows = (
+        ("key point", "measured now"),
+        (
+            'Without position, attention cannot tell "the dog bit the man" from "the man bit the dog" '
+            "(pooled outputs, NoPE vs RoPE)",
+            f"{sci(n['big.nope_difference'])} vs {sci(n['big.rope_difference'])}",
+        ),
+        (
+            f"A sine position vector has the word's width ({D_MODEL}) and is added to it; at TinyLM's scale "
+            "it is about as long as the word",
+            f"{n['big.position_over_word']:.2f}x",
+        ),
+        (
+            f"Sine values stay in [−1, 1] (largest |value| over {BOUND_SEATS:,} seats)",
+            f"{n['big.sine_max_abs']:.6f}",
+        ),
+        (
+            f"A learned table of {LEARNED_ROWS} rows has no row {LEARNED_ROWS}",
+            "refused" if n["big.learned_refuses_last_plus_one"] else "NOT refused",
+        ),
+        (
+            "RoPE: the score depends only on the gap (seats 1 vs 3, then 101 vs 103)",
+            f"{n['big.rope_score_near']:.5f}, {n['big.rope_score_far']:.5f}",
+        ),
+    )
+    return [
+        Block(
+            "plain",
+            """A transformer reads every word at the same moment, which makes it fast; position information
+            is the small extra that keeps that speed without losing the order of the words.""",
+            "intro",
+        ),
+        Block(
+            "item",
+            """Attention reads all tokens at once and compares them by content, so without positions it cannot
+            tell “dog bit man” from “man bit dog” ([chapter 1](#bag-of-tiles)).""",
+            "key-points",
+        ),
+        Block(
+            "item",
+            """Classic encodings have the width of the word vectors and are added to them, token by token
+            ([chapter 2](#word-plus-position)).""",
+            "key-points",
+        ),
+        Block(
+            "item",
+            """Sinusoidal codes use waves of many speeds, like the hands of a clock, and stay within [−1, 1] at
+            any length ([chapter 5](#clock-hands)).""",
+            "key-points",
+        ),
+        Block(
+            "item",
+            """Learned tables (BERT, GPT-2) are trained rows and end at their last row
+            ([chapter 6](#learned-tables)).""",
+            "key-points",
+        ),
+        Block(
+            "item",
+            """RoPE turns queries and keys pair by pair, so a score depends only on the distance between two
+            tokens ([chapter 7](#rope)), and slowing the turns stretches the context
+            ([chapter 8](#stretching-rope)).""",
+            "key-points",
+        ),
+        Block("table", "Key points, each measured again now", "measured", rows=rows),
+        Block("h3", "Two ways to read a sentence", "picture"),
+        Block(
+            "p",
+            """**Without positions:** all words at once → order lost → “dog bit man” = “man bit dog”.""",
+            "lanes",
+        ),
+        Block(
+            "p",
+            """**With positions:** stamp or turn each word by its seat → all words at once on the GPU → order
+            kept.""",
+            "lanes",
+        ),
+        Block(
+            "p",
+            """**The big picture.** Without a position scheme, processing every word in parallel costs the
+            model the order of the words: a sentence becomes a bag of tiles. With one, each word carries its
+            seat, as a wave pattern added to its vector (sinusoidal), a learned row (BERT, GPT-2), a turn of
+            its query and key (RoPE) or a penalty on far-away keys (ALiBi), and the model keeps both the speed
+            of reading everything at once and the order. Which scheme to pick is mostly a question of length:
+            learned tables stop at their last row, sine waves never stop but models trained on short texts use
+            new seats poorly, and RoPE models are stretched with scalings ([chapter 8](#stretching-rope);
+            `posenc lab` measures each one).""",
+            "picture-after",
+        ),
+        Block(
+            "try",
+            """switch the scheme to none: the change drops to rounding level. Every other scheme tells the two
+            sentences apart.""",
+            "figure-after",
+        ),
+        Block("h3", "Who attends to whom", "attention"),
+        Block(
+            "p",
+            """Position changes more than an output: it changes where each word looks. One attention layer
+            reads your sentence under every scheme. Each row is a word asking, each column a word it can attend
+            to; the darker the cell, the more of the row's attention it gets (every row adds up to 1, and the
+            shade scale is stretched over the weights on the page), and the ring marks the word the row attends
+            to most.""",
+            "attention",
+        ),
+        Block(
+            "try",
+            """look at the two rows of “the”. With none they are the same row: without positions a word asks
+            the same question wherever it sits. Every other scheme gives them different rows. Then type a
+            sentence of your own.""",
+            "attention-after",
+        ),
+        Block(
+            "p",
+            """Positional encodings give a transformer both things at once: the speed of reading a whole text
+            in parallel, and the knowledge of which word came first, second and last. With meaning (word
+            vectors) and order (positions) in place, the tokens are ready for the heart of the transformer:
+            self-attention.""",
+            "closing",
+        ),
+    ]
