@@ -28,6 +28,7 @@ KINDS = {
     "h3": "a sub-heading",
     "item": "one point of a list (the page's container is a list)",
     "note": "an aside",
+    "formula": "a formula on a line of its own",
     "try": "what to do with the chapter's figure, and what it will show",
     "table": "a table: rows (header first), text its caption",
 }

@@ -67,6 +67,9 @@ def chapter(ctx, blocks: list[Block], chapter_id: str) -> None:
         elif block.kind == "h3":
             ctx.console.print(f"[bold]{text}[/]", highlight=False)
             ctx.console.print()
+        elif block.kind == "formula":
+            ctx.console.print(Padding(text, (0, 0, 0, 4)), highlight=False)
+            ctx.console.print()
         elif block.kind == "item":
             ctx.console.print(Padding(f"• {text}", (0, 0, 0, 2)), highlight=False)
         elif block.kind == "try":

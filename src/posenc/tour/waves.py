@@ -1,17 +1,17 @@
 """Sections: the sinusoidal table's three rules, measured; and the lesson's wave fingerprint.
 
-The three rules' text and numbers are the lesson's chapter "The three rules"
-(:mod:`posenc.lesson.chapters.three_rules`); the section prints them, records the numbers and draws
-the table's figure.
+Their text and numbers are the lesson's chapters "The three rules"
+(:mod:`posenc.lesson.chapters.three_rules`) and "Sine waves as clock hands"
+(:mod:`posenc.lesson.chapters.clock_hands`); the sections print them, record the numbers and draw the
+table's figure.
 """
 
 from __future__ import annotations
 
 import math
 
-import torch
-
 from ..lesson import chapters
+from ..lesson.chapters.clock_hands import LESSON_FINGERPRINT, LESSON_WORDS  # noqa: F401
 from ..lesson.chapters.three_rules import (  # noqa: F401  (the chapter's helpers, for callers of the tour)
     D_MODEL,
     FAST_ONLY_LENGTH,
@@ -23,12 +23,10 @@ from ..lesson.chapters.three_rules import (  # noqa: F401  (the chapter's helper
 )
 from ..sinusoidal import sinusoidal_frequencies, sinusoidal_table
 from ._plot import new_figure, save
-from ._show import chapter, plain, prose, signed, table, verdict
+from ._show import chapter
 
-#: The lesson's wave fingerprint: seat -> (fast, medium, slow), to two decimals.
-LESSON_FINGERPRINT = {0: (0.00, 1.00, 0.00), 1: (0.84, 0.54, 0.01), 2: (0.91, -0.42, 0.02), 3: (0.14, -0.99, 0.03)}
-LESSON_WORDS = ("The", "dog", "bit", "man")
 RULES_CHAPTER = "three-rules"
+CLOCK_CHAPTER = "clock-hands"
 
 
 def three_rules(ctx) -> None:
@@ -74,45 +72,6 @@ def _heatmap(ctx, seats: int = HEATMAP_SEATS) -> None:
 
 
 def fingerprint(ctx) -> None:
-    plain(
-        ctx,
-        """Reading the waves at seats 0 to 3 gives each seat its own short list of numbers, a
-    fingerprint that no other seat shares.""",
-    )
-    pe = sinusoidal_table(4, 4, dtype=torch.float64)  # (4 seats, 4 columns)
-    prose(
-        ctx,
-        """The lesson shows a "wave fingerprint" for seats 0-3 with a fast, a medium and a
-    slow wave. Those numbers are the first three columns of the sinusoidal table with d_model = 4
-    (built here with [cyan]posenc.sinusoidal_table(4, 4)[/]). Column 0 is sin(pos), column 1 cos(pos),
-    column 2 sin(pos/100) and column 3 cos(pos/100):""",
-    )
-    t = table("seat", "col 0", "col 1", "col 2", "col 3", "lesson (fast medium slow)", "same?")
-    for seat in range(4):
-        values = pe[seat].tolist()
-        for col, name in enumerate(("fast", "medium", "slow", "col3")):
-            ctx.record(f"fingerprint.{name}.{seat}", values[col])
-        lesson = LESSON_FINGERPRINT[seat]
-        same = all(round(values[c], 2) == lesson[c] for c in range(3))
-        t.add_row(
-            f"{seat} {LESSON_WORDS[seat]}",
-            *(signed(v) for v in values),
-            " ".join(signed(v) for v in lesson),
-            verdict(same, "yes", "no"),
-        )
-    ctx.console.print(t)
-    period = ctx.record("fingerprint.slow_divisor", float(1 / sinusoidal_frequencies(4)[1]))
-    slow_step = ctx.record("fingerprint.slow_step", float(pe[3, 2] - pe[0, 2]) / 3)  # mean rise, seats 0-3
-    paper = sinusoidal_frequencies(512)  # (256,) one per pair
-    spread = ctx.record("fingerprint.speed_ratio_512", float(1 / paper[-1]))
-    between = ctx.record("fingerprint.pairs_between_512", len(paper) - 2)
-    prose(
-        ctx,
-        f"""Two honest remarks. The "medium" wave is not a slower wave: it is column 1, the
-    cosine partner of the fast sine, turning at exactly the same speed (it just starts at 1 instead
-    of 0). With d_model = 4 there are only two speeds, 1 and 1/{period:.0f} (10000^(2/4) =
-    {period:.0f}), so the "slow" wave is column 2, sin(pos/{period:.0f}), whose values grow by
-    about {slow_step:.2f} per seat. In the paper's model (d_model = 512) the slowest pair turns
-    {spread:,.0f} times more slowly than the fastest, and the {between} pairs in between fill in the
-    speeds.""",
-    )
+    for key, value in chapters.numbers(CLOCK_CHAPTER).items():
+        ctx.record(key, value)
+    chapter(ctx, chapters.blocks(CLOCK_CHAPTER), CLOCK_CHAPTER)

@@ -21,13 +21,15 @@ from types import ModuleType
 
 from ..manifest import CHAPTERS
 from ..prose import Block
-from . import bad_ideas, bag_of_tiles, big_picture, common_mistakes, three_rules
+from . import bad_ideas, bag_of_tiles, big_picture, clock_hands, common_mistakes, learned_tables, three_rules
 
 #: chapter id -> its module, for the chapters written here
 MODULES: dict[str, ModuleType] = {
     "bag-of-tiles": bag_of_tiles,
     "bad-ideas": bad_ideas,
     "three-rules": three_rules,
+    "clock-hands": clock_hands,
+    "learned-tables": learned_tables,
     "common-mistakes": common_mistakes,
     "big-picture": big_picture,
 }

@@ -24,23 +24,33 @@ function labelled(tag, className, label, spans) {
   return inline(node, spans);
 }
 
+// On a phone the table becomes one card per row (lesson.css, table.stack), each cell named by its column.
 function table(block) {
   const wrap = document.createElement("div"), t = document.createElement("table");
   wrap.className = "table-wrap prose-table";
-  t.className = "data";
+  t.className = "data stack";
   const caption = document.createElement("caption");
   inline(caption, block.spans);
   const head = document.createElement("thead"), body = document.createElement("tbody");
-  block.rows.forEach((row, i) => {
+  const [header, ...rows] = block.rows;
+  const top = document.createElement("tr");
+  for (const cell of header) {
+    const th = document.createElement("th");
+    th.scope = "col";
+    th.textContent = cell;
+    top.append(th);
+  }
+  head.append(top);
+  for (const row of rows) {
     const tr = document.createElement("tr");
-    for (const cell of row) {
-      const td = document.createElement(i === 0 ? "th" : "td");
-      if (i === 0) td.scope = "col";
+    row.forEach((cell, j) => {
+      const td = document.createElement(j === 0 ? "th" : "td");
+      if (j === 0) td.scope = "row"; else td.dataset.label = header[j];
       td.textContent = cell;
       tr.append(td);
-    }
-    (i === 0 ? head : body).append(tr);
-  });
+    });
+    body.append(tr);
+  }
   t.append(caption, head, body);
   wrap.append(t);
   return wrap;
@@ -53,6 +63,7 @@ function element(block, labels) {
     case "h3": return labelled("h3", "", "", block.spans);
     case "item": return labelled("li", "", "", block.spans);
     case "note": return labelled("p", "note", "", block.spans);
+    case "formula": return labelled("p", "formula-line", "", block.spans);
     case "try": return labelled("p", "try", labels.try, block.spans);
     case "table": return table(block);
     default: throw new Error(`lesson text: unknown block kind ${JSON.stringify(block.kind)}`);

@@ -34,19 +34,6 @@ register("clock-hands", { setup: () => {
       vlines: [{ x: Math.min(64, data.seat), label: `seat ${data.seat}`, color: INK }],
     });
     drawHeat();
-    const table = $("clock-fingerprint");
-    table.replaceChildren();
-    html("caption", {}, table, `Sinusoidal table of width ${data.fingerprint_d_model}, seats 0 to 3`);
-    const head = html("tr", {}, html("thead", {}, table));
-    const f = data.fingerprint_frequencies;
-    for (const h of ["seat", `fast: sin(pos × ${fmt(f[0], 2)})`, `"medium": cos(pos × ${fmt(f[0], 2)}), the fast hand's partner`,
-      `slow: sin(pos × ${fmt(f[1], 2)})`]) html("th", { scope: "col" }, head, h);
-    const body = html("tbody", {}, table), words = ["The", "dog", "bit", "man"];
-    for (const row of data.fingerprint) {
-      const tr = html("tr", {}, body);
-      html("th", { scope: "row" }, tr, `${row.seat} “${words[row.seat]}”`);
-      for (const key of ["fast", "medium", "slow"]) html("td", { class: "num" }, tr, fmt(row[key], 2));
-    }
   };
   // the whole table as a heatmap at the panel's width: rows are seats 0-64, columns the code's numbers
   const drawHeat = () => {

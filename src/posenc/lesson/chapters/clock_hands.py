@@ -1,0 +1,122 @@
+"""Chapter "Sine waves as clock hands": the sinusoidal code as a set of hands turning at different
+speeds, and the four-seat wave fingerprint."""
+
+from __future__ import annotations
+
+import torch
+
+from ...sinusoidal import sinusoidal_frequencies, sinusoidal_table
+from ..prose import Block
+
+#: The seed lesson's wave fingerprint: seat -> (fast, medium, slow), to two decimals.
+LESSON_FINGERPRINT = {0: (0.00, 1.00, 0.00), 1: (0.84, 0.54, 0.01), 2: (0.91, -0.42, 0.02), 3: (0.14, -0.99, 0.03)}
+LESSON_WORDS = ("The", "dog", "bit", "man")
+
+
+def numbers() -> dict:
+    """The four-seat table of width 4 beside the seed lesson's fingerprint, and the speeds of a wide table."""
+    n: dict = {}
+    pe = sinusoidal_table(4, 4, dtype=torch.float64)  # (4 seats, 4 columns)
+    for seat in range(4):
+        values = pe[seat].tolist()
+        for col, name in enumerate(("fast", "medium", "slow", "col3")):
+            n[f"fingerprint.{name}.{seat}"] = values[col]
+        lesson = LESSON_FINGERPRINT[seat]
+        n[f"fingerprint.same.{seat}"] = all(round(values[c], 2) == lesson[c] for c in range(3))
+    n["fingerprint.slow_divisor"] = float(1 / sinusoidal_frequencies(4)[1])
+    n["fingerprint.slow_step"] = float(pe[3, 2] - pe[0, 2]) / 3  # mean rise, seats 0-3
+    paper = sinusoidal_frequencies(512)  # (256,) one per pair
+    n["fingerprint.speed_ratio_512"] = float(1 / paper[-1])
+    n["fingerprint.pairs_between_512"] = len(paper) - 2
+    return n
+
+
+def signed(value: float, digits: int = 2) -> str:
+    text = f"{value:+.{digits}f}"
+    return text[1:] if float(text) == 0 else text
+
+
+def prose(n: dict) -> list[Block]:
+    """The chapter's text with the numbers of :func:`numbers`."""
+    rows = [("seat", "col 0", "col 1", "col 2", "col 3", "seed lesson (fast medium slow)", "same?")]
+    for seat in range(4):
+        values = [n[f"fingerprint.{name}.{seat}"] for name in ("fast", "medium", "slow", "col3")]
+        rows.append(
+            (
+                f"{seat} {LESSON_WORDS[seat]}",
+                *(signed(v) for v in values),
+                " ".join(signed(v) for v in LESSON_FINGERPRINT[seat]),
+                "yes" if n[f"fingerprint.same.{seat}"] else "no",
+            )
+        )
+    period = n["fingerprint.slow_divisor"]
+    return [
+        Block(
+            "plain",
+            """Reading the waves at seats 0 to 3 gives each seat its own short list of numbers, a fingerprint
+            that no other seat shares.""",
+            "intro",
+        ),
+        Block(
+            "p",
+            """The 2017 Transformer (*Attention Is All You Need*) meets all three rules with a clock. A clock
+            tells time with hands that turn at different speeds: the second hand changes every tick, the hour
+            hand only over long stretches. The sinusoidal code gives each seat a set of hands, one per pair of
+            numbers, and writes down where each hand points:""",
+            "intro",
+        ),
+        Block("formula", "PE(pos, 2i) = sin(pos / 10000^(2i/d))", "intro"),
+        Block("formula", "PE(pos, 2i+1) = cos(pos / 10000^(2i/d))", "intro"),
+        Block(
+            "p",
+            """Pair i is a hand turning pos / 10000^(2i/d) radians: the first pair turns a full radian per seat
+            (the second hand, telling neighbours apart), the last ones barely move (the hour hand, telling which
+            paragraph a word is in). Sines and cosines never leave [−1, 1], at any seat.""",
+            "intro",
+        ),
+        Block("h3", "The whole table", "table"),
+        Block(
+            "p",
+            """Stack the codes of seats 0 to 64 as rows and you get the table the model adds to its words. Each
+            column is one number of the code; the columns come in (sin, cos) pairs, fast on the left, slow on the
+            right.""",
+            "table",
+        ),
+        Block(
+            "try",
+            """read the heatmap column by column. The leftmost columns change colour almost from one seat to the
+            next (the fast hands); the rightmost keep one colour over all 65 seats (the slow hands). No two rows
+            are the same pattern: rule 3, seen whole.""",
+            "table-after",
+        ),
+        Block("h3", "The wave fingerprint of seats 0 to 3", "fingerprint"),
+        Block(
+            "p",
+            """The seed lesson shows a "wave fingerprint" for seats 0-3 of “The dog bit man” with a fast, a
+            medium and a slow wave. Those numbers are the first three columns of the sinusoidal table with
+            d_model = 4 (built here with `posenc.sinusoidal_table(4, 4)`): a table four numbers wide has two
+            hands, one turning a radian per seat, one turning a hundredth of that. Column 0 is sin(pos),
+            column 1 cos(pos), column 2 sin(pos/100) and column 3 cos(pos/100):""",
+            "fingerprint",
+        ),
+        Block("table", "The sinusoidal table of width 4, seats 0 to 3", "fingerprint", rows=tuple(rows)),
+        Block(
+            "note",
+            f"""Two honest remarks. The "medium" wave is *not* a slower wave: it is column 1, the cosine partner
+            of the fast sine, turning at exactly the same speed (it just starts at 1 instead of 0): the same
+            hand read on the other axis. A true medium hand needs a wider table, like the middle dial of the clock
+            figure.
+            With d_model = 4 there are only two speeds, 1 and 1/{period:.0f} (10000^(2/4) = {period:.0f}), so
+            the "slow" wave is column 2, sin(pos/{period:.0f}), whose values grow by about
+            {n["fingerprint.slow_step"]:.2f} per seat. In the paper's model (d_model = 512) the slowest pair
+            turns {n["fingerprint.speed_ratio_512"]:,.0f} times more slowly than the fastest, and the
+            {n["fingerprint.pairs_between_512"]} pairs in between fill in the speeds.""",
+            "fingerprint",
+        ),
+        Block(
+            "try",
+            """step the seat one at a time: the fast hand jumps about 57° (one radian), the slow one creeps. Go
+            to seat 64 and compare how far each hand has come.""",
+            "fingerprint",
+        ),
+    ]

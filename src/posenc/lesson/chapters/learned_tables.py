@@ -1,0 +1,151 @@
+"""Chapter "Learned tables and the 512 wall": a learned position table ends at its last row; a
+sinusoidal one never ends."""
+
+from __future__ import annotations
+
+import torch
+
+from ...learned import LearnedPositionalEmbedding, PositionOutOfRangeError
+from ...sinusoidal import SinusoidalPositionalEncoding
+from ..prose import Block
+
+#: BERT's table: 512 rows. A narrow width; the limit does not depend on it.
+ROWS = 512
+D_MODEL = 64
+#: Rows after stretching the table.
+EXTENDED = 1024
+
+
+def interpolation_source(row: int, old_rows: int, new_rows: int) -> float:
+    """Where new row ``row`` sits on the old table when ``extend`` stretches endpoints onto endpoints."""
+    return row * (old_rows - 1) / (new_rows - 1)
+
+
+def numbers() -> dict:
+    """A BERT-sized learned table asked past its last row, stretched, and a sine table beside it."""
+    n: dict = {}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        learned = LearnedPositionalEmbedding(ROWS, D_MODEL)
+    old = learned.weight.detach().clone()  # (ROWS, D_MODEL)
+    n["learned.rows"] = learned.max_len
+    try:
+        learned.encodings(torch.tensor([[510, 511, 512]]))
+        n["learned.error"] = None
+    except PositionOutOfRangeError as err:
+        n["learned.error"] = {
+            "type": type(err).__name__,
+            "position": err.position,
+            "max_len": err.max_len,
+            "message": str(err),
+        }
+    learned.extend(EXTENDED)
+    source = interpolation_source(ROWS, ROWS, EXTENDED)
+    low, frac = int(source), source - int(source)
+    row = learned.encodings(torch.tensor([ROWS]))[0].detach().double()  # (D_MODEL,)
+    expected = (1 - frac) * old[low].double() + frac * old[low + 1].double()
+    n["learned.extended.rows"] = learned.max_len
+    n["learned.extended.source"] = source
+    n["learned.extended.row512_interp_error"] = float((row - expected).abs().max())
+    n["learned.extended.first_row_error"] = float((learned.weight[0].detach() - old[0]).abs().max())
+    n["learned.extended.last_row_error"] = float((learned.weight[-1].detach() - old[-1]).abs().max())
+    sinus = SinusoidalPositionalEncoding(D_MODEL, max_len=ROWS)
+    n["learned.sinusoidal.cached_before"] = sinus.pe.shape[0]
+    vector = sinus.encodings(torch.tensor([ROWS]))[0].double()  # (D_MODEL,)
+    n["learned.sinusoidal.cached_after"] = sinus.pe.shape[0]
+    n["learned.sinusoidal.row512"] = vector.tolist()
+    n["learned.sinusoidal.row512_norm"] = float(vector.norm())
+    return n
+
+
+def signed(value: float, digits: int = 3) -> str:
+    text = f"{value:+.{digits}f}"
+    return text[1:] if float(text) == 0 else text
+
+
+def prose(n: dict) -> list[Block]:
+    """The chapter's text with the numbers of :func:`numbers`."""
+    err = n["learned.error"]
+    stopped = (
+        Block("p", f"`{err['type']}`: {err['message']}", "measured", id="learned-error")
+        if err
+        else Block("p", "**No error was raised: the table did not stop at its last row.**", "measured")
+    )
+    source = n["learned.extended.source"]
+    low = int(source)
+    values = n["learned.sinusoidal.row512"]
+    row = (
+        ("column", "0", "1", "2", "3", "...", f"{D_MODEL - 2}", f"{D_MODEL - 1}", "length"),
+        (
+            f"seat {ROWS}",
+            *(signed(v) for v in values[:4]),
+            "",
+            *(signed(v) for v in values[-2:]),
+            f"{n['learned.sinusoidal.row512_norm']:.3f}",
+        ),
+    )
+    return [
+        Block(
+            "plain",
+            """Another way is to let the model learn one vector per seat, like a numbered list. It works, but
+            the list has a last entry, and beyond it the model has nothing.""",
+            "intro",
+        ),
+        Block(
+            "p",
+            """BERT, RoBERTa, GPT-2 and GPT-3 skip the formula. They keep a second lookup table,
+            `nn.Embedding(max_len, d_model)`, with one row per seat, and let backpropagation learn the rows like
+            any other weight. Simple, and it works well on the lengths it was trained on.""",
+            "intro",
+        ),
+        Block(
+            "p",
+            """The catch: the table has exactly `max_len` rows. BERT's has 512, seats 0 to 511. A 513th token
+            asks for a row that was never made. posenc's `LearnedPositionalEmbedding` stops with a clear error
+            there; one way round is to stretch the table by interpolation, squeezing the new seats in between the
+            old rows (then fine-tune, since the new rows are only estimates).""",
+            "intro",
+        ),
+        Block(
+            "try",
+            """set the tokens to 512, then 513. Then stretch the table past your token count and read the status
+            again.""",
+            "after",
+        ),
+        Block("h3", "Measured: the wall, the stretch and the sine code", "measured"),
+        Block(
+            "p",
+            f"""We build `posenc.LearnedPositionalEmbedding({ROWS}, {D_MODEL})`, a {ROWS}-row table like BERT's,
+            and ask it for seats 510, 511 and 512:""",
+            "measured",
+        ),
+        stopped,
+        Block(
+            "p",
+            f"""The way out without truncating: `extend({EXTENDED})` stretches the learned rows over {EXTENDED}
+            seats by linear interpolation (the same idea as position interpolation for RoPE). The table now has
+            {n["learned.extended.rows"]} rows. New row 0 is old row 0 and new row {EXTENDED - 1} is old row
+            {ROWS - 1} (differences {n["learned.extended.first_row_error"]:.1e} and
+            {n["learned.extended.last_row_error"]:.1e}); new row {ROWS} sits at old position {source:.4f}, a mix
+            of old rows {low} and {low + 1} (largest deviation from that mix
+            {n["learned.extended.row512_interp_error"]:.1e}). Every seat moved, so the model must be fine-tuned
+            to the stretched table: interpolation gives starting points, not trained rows.""",
+            "measured",
+        ),
+        Block(
+            "p",
+            f"""A sinusoidal table of the same {n["learned.sinusoidal.cached_before"]} rows has no such wall:
+            seat {ROWS} is just the waves continued. Asking `SinusoidalPositionalEncoding({D_MODEL},
+            max_len={ROWS})` for seat {ROWS} grows its cache to {n["learned.sinusoidal.cached_after"]} rows and
+            returns:""",
+            "measured",
+        ),
+        Block("table", f"The sine code of seat {ROWS}", "measured", rows=row),
+        Block(
+            "p",
+            f"""Columns 0 and 1 are sin({ROWS}) and cos({ROWS}); the length is sqrt(d_model/2), as at every seat.
+            Whether a model trained on shorter texts *uses* those new seats well is another matter (the lab
+            measures it), but the encoding itself is defined everywhere.""",
+            "measured",
+        ),
+    ]
