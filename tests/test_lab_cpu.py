@@ -81,9 +81,14 @@ def test_the_summary_takes_each_seeds_own_record_unless_measured_outside(tmp_pat
     assert s["cpu_seconds"] == {"0": 321.0, "1": 400.0}
     assert s["cpu_source"].startswith("/usr/bin/time -v; seed 0: recorded by the run itself")
     assert s["cpu_by_scheme"]["0"]["rope"] == {"train": 100.0, "eval": 10.0}
+    assert s["cpu_recorded"] == {"0": 321.0, "1": 321.0}  # beside the outside measurement
     table = table_time(s).splitlines()
-    assert table[2] == "| 0 | 110 / 100 | 90.0 / 80.0 | 200 / 180 | 321 |"
+    assert table[0].endswith("| CPU time of the whole run | CPU time the run recorded |")
+    assert table[2] == "| 0 | 110 / 100 | 90.0 / 80.0 | 200 / 180 | 321 | 321 |"
+    assert table[3] == "| 1 | 110 / 100 | 90.0 / 80.0 | 200 / 180 | 400 | 321 |"
     assert "wall / CPU" in table[-1]
+    alone = summarize(tmp_path, "t", "posenc lab")  # nothing measured outside: the runs' own record
+    assert alone["cpu_seconds"] == {"0": 321.0, "1": 321.0} and alone["cpu_recorded"] == {}
 
 
 def test_a_frozen_clock_adds_nothing(monkeypatch):

@@ -709,8 +709,9 @@ class CpuClock:
     ``before`` (what earlier sessions of the same run recorded). Under torchrun it is the main
     process's; each rank spends about as much."""
 
-    def __init__(self, before: float = 0.0, frozen: bool = False):
-        self.before, self.start, self.frozen = float(before), time.process_time(), frozen
+    def __init__(self, before: float = 0.0, frozen: bool = False, start: Optional[float] = None):
+        self.before, self.frozen = float(before), frozen
+        self.start = time.process_time() if start is None else start
 
     def total(self) -> float:
         """CPU seconds of the run so far (``before`` alone when ``frozen``: a session that only
@@ -961,6 +962,7 @@ def _open_run(args, d: Dist, stack: ExitStack) -> Tuple[LabConfig, RunDir, Any, 
 
 
 def _run_locked(args, d: Dist, stack: ExitStack) -> int:
+    began = time.process_time()  # the run's CPU clock covers reading the corpus too
     cfg, run, corpus, corpus_info, resuming = _open_run(args, d, stack)
     device = torch.device("cuda", d.local_rank) if args.device == "cuda" else torch.device("cpu")
     record = run.progress()
@@ -992,7 +994,7 @@ def _run_locked(args, d: Dist, stack: ExitStack) -> int:
         eval_kw,
         _Progress(d.main),
         _Interrupt(),
-        CpuClock(record.cpu_seconds),
+        CpuClock(record.cpu_seconds, start=began),
     )
     progress = session.progress
     progress.log(

@@ -314,9 +314,10 @@ def _time_lines(results: dict) -> List[str]:
     lines += [
         "",
         f"Seconds of CPU (user + system, every thread of the process, `time.process_time`), summed over "
-        f"every session that resumed the run; the whole run so far: {total:,.1f} s (with loading the "
-        f"corpus, the learning-rate sweep and writing the reports). Under torchrun these are the main "
-        f"process's; each rank spends about as much.",
+        f"every session that resumed the run; the whole run so far: {total:,.1f} s (from reading the "
+        f"corpus to writing the results, learning-rate sweep included; not the start of Python and "
+        f"torch, nor drawing the plots). Under torchrun these are the main process's; each rank spends "
+        f"about as much.",
     ]
     return lines
 
