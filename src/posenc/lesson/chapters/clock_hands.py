@@ -38,7 +38,9 @@ def signed(value: float, digits: int = 2) -> str:
 
 def prose(n: dict) -> list[Block]:
     """The chapter's text with the numbers of :func:`numbers`."""
-    rows = [("seat", "col 0", "col 1", "col 2", "col 3", "seed lesson (fast medium slow)", "same?")]
+    rows: list[tuple[str, ...]] = [
+        ("seat", "col 0", "col 1", "col 2", "col 3", "seed lesson (fast medium slow)", "same?")
+    ]
     for seat in range(4):
         values = [n[f"fingerprint.{name}.{seat}"] for name in ("fast", "medium", "slow", "col3")]
         rows.append(
