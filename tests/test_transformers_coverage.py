@@ -41,7 +41,7 @@ FAST = (
     "cohere",  # found: interleaved pairs from an interleaved table
     "glm",  # found: partial interleaved rotary inside the function
     "gpt_oss",  # found: half-width table
-    "codegen",  # refused: GPT-J's (x, sin, cos) form
+    "zamba2",  # refused: its config builds no rotary module (use_mem_rope=False)
 )
 
 

@@ -403,7 +403,7 @@ def discover(model: nn.Module) -> Discovered:
     name = type(model).__name__
     rotary = _rotary_children(model)
     if not rotary:
-        raise UnsupportedModelError(f"found no rotary embedding module (a *RotaryEmbedding) in this {name}")
+        raise UnsupportedModelError(f"found no rotary embedding module (a *RotaryEmbedding) in this {name}" + _why_none(model))
     module_names = sorted({type(m).__module__ for m in rotary})
     if len(module_names) != 1:
         raise UnsupportedModelError(
@@ -476,6 +476,22 @@ def probe_mrope_streams(rotary: nn.Module, form: str) -> Tuple[int, ...]:
             "each pair one of temporal, height and width"
         )
     return tuple(int(s) for s in table.int().argmax(0).tolist())
+
+
+def _why_none(model: nn.Module) -> str:
+    """Why a model of a rotary family has no rotary module: the config flags that switch it off."""
+    module = inspect.getmodule(type(model))
+    defined = sorted(c.__name__ for c in _rotary_classes(module)) if module is not None else []
+    if not defined:
+        return ""
+    config = getattr(model, "config", None)
+    fields = vars(config) if config is not None else {}
+    off = sorted(k for k, v in fields.items() if v is False and ("rope" in k or "rotary" in k))
+    flags = f" ({', '.join(f'{k}=False' for k in off)})" if off else ""
+    return (
+        f"; its modeling module defines {', '.join(defined)}, but this config builds the model without "
+        f"one{flags}: the model uses no rotary positions, so there is nothing to patch"
+    )
 
 
 def rotary_layer_types(rotary: nn.Module, config) -> Tuple[str, ...]:

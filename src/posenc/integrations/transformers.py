@@ -111,6 +111,13 @@ ARCHITECTURES: Dict[str, Architecture] = {
         style="single",
         sin_first=True,
     ),
+    # GPT-J's code: a (sin, cos) table module and f(x, sin, cos) on the rotated slice of the head
+    "codegen": Architecture(
+        "transformers.models.codegen.modeling_codegen",
+        (("apply_rotary_pos_emb", "interleaved"),),
+        style="single",
+        sin_first=True,
+    ),
 }
 
 

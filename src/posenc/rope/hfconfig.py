@@ -141,7 +141,14 @@ def _rope_dict(fields: ConfigFields, layer_type: Optional[str]) -> Dict[str, Any
     rope = _choose_rope(fields)
     nested = {k: v for k, v in rope.items() if isinstance(v, dict)}
     if nested:
-        plain = sorted((k for k in rope if k not in nested), key=str)
+        # a layer type mapped to None has no rope (Beam's NoPE 'full_attention' layers)
+        nope = sorted((k for k, v in rope.items() if v is None), key=str)
+        plain = sorted((k for k in rope if k not in nested and k not in nope), key=str)
+        if layer_type is not None and layer_type in nope:
+            raise ValueError(
+                f"layer_type {layer_type!r} has no rope dict (None: those layers use no position encoding); "
+                f"the rotary layer types are {sorted(nested, key=str)}"
+            )
         if plain:
             raise ValueError(
                 f"the rope dict mixes per-layer-type dicts {sorted(nested, key=str)} with plain "

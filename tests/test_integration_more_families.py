@@ -1,0 +1,95 @@
+"""Families that were refused and are patched exactly now, and a refusal that says why.
+
+- CodeGen runs GPT-J's code: a (sin, cos) table module and ``f(x, sin, cos)`` on the rotated slice.
+- Beam alternates rotary sliding-window layers with NoPE full-attention layers whose rope dict is
+  ``None`` (``{"sliding_attention": {...}, "full_attention": None}``), which transformers accepts.
+- Zamba 2 builds no rotary module unless ``use_mem_rope=True``: refused, naming the flag.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from posenc import RotaryEmbedding, testing  # noqa: E402
+from posenc.integrations import discovery  # noqa: E402
+from posenc.integrations.transformers import patch, patch_of  # noqa: E402
+from posenc.rope.hfconfig import rope_dicts, rotary_kwargs_from_hf  # noqa: E402
+
+transformers.logging.set_verbosity_error()
+
+
+def _ids(seq=12, batch=2, vocab=testing.VOCAB):
+    return torch.randint(3, vocab, (batch, seq), generator=torch.Generator().manual_seed(1))
+
+
+def _logits(model, ids):
+    with torch.no_grad():
+        return model(ids).logits
+
+
+def _patched_exactly(model, ids):
+    before = _logits(model, ids)
+    noise = float((before.double() - _logits(copy.deepcopy(model).double(), ids).double()).abs().max())
+    prompt = ids[:1, :6]
+    settings = dict(max_new_tokens=6, do_sample=False, use_cache=True, pad_token_id=0)
+    with torch.no_grad():
+        plain = model.generate(prompt, attention_mask=torch.ones_like(prompt), **settings)
+    handle = patch(model)
+    assert float((_logits(model, ids) - before).abs().max()) <= 4 * noise
+    with torch.no_grad():
+        assert torch.equal(model.generate(prompt, attention_mask=torch.ones_like(prompt), **settings), plain)
+    handle.undo()
+    assert torch.equal(_logits(model, ids), before)
+    return handle
+
+
+def test_codegen_is_patched_exactly_with_its_partial_rotary_slice():
+    from transformers import CodeGenConfig, CodeGenForCausalLM
+
+    config = CodeGenConfig(vocab_size=testing.VOCAB, n_embd=64, n_head=4, rotary_dim=8, n_layer=2, n_positions=64)
+    torch.manual_seed(0)
+    model = CodeGenForCausalLM(config).eval()
+    handle = _patched_exactly(model, _ids())
+    assert handle.rope.rotary_dim == 8 and handle.rope.head_dim == 16
+    before = _logits(model, _ids())
+    with patch(model, layout="half"):  # the negative control: the wrong pairs give another model
+        assert float((_logits(model, _ids()) - before).abs().max()) > 1e-3
+
+
+def test_a_layer_type_whose_rope_dict_is_none_is_a_nope_layer():
+    config = {
+        "model_type": "beam",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}, "full_attention": None},
+    }
+    kwargs = rotary_kwargs_from_hf(config, layer_type="sliding_attention")
+    assert kwargs["base"] == 10000.0 and kwargs["head_dim"] == 16
+    assert list(rope_dicts(config)) == ["sliding_attention"]
+    with pytest.raises(ValueError, match="'full_attention' has no rope dict"):
+        rotary_kwargs_from_hf(config, layer_type="full_attention")
+    mixed = dict(config, rope_parameters={"sliding_attention": {"rope_theta": 1e4}, "rope_theta": 1e6})
+    with pytest.raises(ValueError, match="mixes per-layer-type dicts"):  # a plain value is still refused
+        rotary_kwargs_from_hf(mixed, layer_type="sliding_attention")
+
+
+def test_beam_rotary_and_nope_layers_are_patched_exactly():
+    model = testing.tiny_model_of_type("beam")
+    assert set(model.config.layer_types) == {"sliding_attention", "full_attention"}
+    assert model.config.rope_parameters["full_attention"] is None
+    handle = _patched_exactly(model, _ids())
+    assert isinstance(handle.rope, RotaryEmbedding)
+
+
+def test_zamba2_without_its_rotary_module_is_refused_naming_the_flag():
+    model = testing.tiny_model_of_type("zamba2", use_mem_rope=False)
+    ids = _ids()
+    before = _logits(model, ids)
+    with pytest.raises(discovery.UnsupportedModelError, match=r"use_mem_rope=False.*nothing to patch"):
+        patch(model)
+    assert patch_of(model) is None and torch.equal(_logits(model, ids), before)
