@@ -66,7 +66,10 @@ def test_a_layer_type_whose_rope_dict_is_none_is_a_nope_layer():
         "model_type": "beam",
         "hidden_size": 64,
         "num_attention_heads": 4,
-        "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}, "full_attention": None},
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": None,
+        },
     }
     kwargs = rotary_kwargs_from_hf(config, layer_type="sliding_attention")
     assert kwargs["base"] == 10000.0 and kwargs["head_dim"] == 16

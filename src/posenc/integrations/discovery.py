@@ -403,7 +403,9 @@ def discover(model: nn.Module) -> Discovered:
     name = type(model).__name__
     rotary = _rotary_children(model)
     if not rotary:
-        raise UnsupportedModelError(f"found no rotary embedding module (a *RotaryEmbedding) in this {name}" + _why_none(model))
+        raise UnsupportedModelError(
+            f"found no rotary embedding module (a *RotaryEmbedding) in this {name}" + _why_none(model)
+        )
     module_names = sorted({type(m).__module__ for m in rotary})
     if len(module_names) != 1:
         raise UnsupportedModelError(
