@@ -455,8 +455,6 @@ def _run(args) -> int:
 
 
 def evaluate(args, folder, model, tokenizer, device, specs, lengths, trained, text, out) -> int:
-    import numpy as np
-
     from . import measure, report
 
     tokens = tokenize(tokenizer, text)
@@ -477,45 +475,10 @@ def evaluate(args, folder, model, tokenizer, device, specs, lengths, trained, te
     progress_path = out / "progress.json"
     cells = load_progress(progress_path, settings, args.fresh)
     fmt = measure.FORMATS[args.passkey_format]
-
-    # bytes of each window's scored text (for bits per byte) and of its final tokens
-    window_bytes = np.array([len(tokenizer.decode(tokens[e - span : e]).encode("utf-8")) for e in ends], float)
-    final_bytes = np.array(
-        [len(tokenizer.decode(tokens[e - args.final_tokens : e]).encode("utf-8")) for e in ends], float
-    )
-
-    element = next(model.parameters()).element_size()
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    budget = available_bytes(device, args.memory_limit)
-    need = {n: estimate_bytes(model.config, args.batch_size * (span // n), n, element, device.type) for n in lengths}
-    print(
-        f"posenc eval: {folder.name} ({model.config.model_type}, trained context {trained}) on {device}, "
-        f"weights {weights / 2**30:.2f} GiB; per forward pass at "
-        + ", ".join(f"{n}: {need[n] / 2**30:.2f} GiB" for n in lengths)
-        + f"; available {budget / 2**30:.2f} GiB",
-        file=sys.stderr,
-    )
-    skipped: Dict[str, str] = {}
-    for n in lengths:
-        if need[n] > 0.9 * budget:
-            skipped[str(n)] = (
-                f"needs about {need[n] / 2**30:.2f} GiB per forward pass, {budget / 2**30:.2f} GiB available"
-            )
-            print(f"posenc eval: skipping length {n}: {skipped[str(n)]}", file=sys.stderr)
+    window_bytes, final_bytes = _window_bytes(tokenizer, tokens, ends, span, args.final_tokens)
+    skipped = _skip_oversized(args, folder, model, device, lengths, span, trained)
     runnable = [n for n in lengths if str(n) not in skipped]
-
-    plant, query, answer = measure.key_tokens(tokenizer, fmt, 99999)
-    needed = len(plant) + len(query) + len(answer) + (bos is not None)
-    for n in runnable:
-        if args.passkey_trials and n + 1 < needed:
-            skipped[f"passkey@{n}"] = f"the {fmt.name} passkey needs about {needed} tokens"
-            print(f"posenc eval: no passkey at length {n}: {skipped[f'passkey@{n}']}", file=sys.stderr)
-    jobs: List[tuple] = []
-    for spec in specs:
-        for n in runnable:
-            jobs.append(("ppl", spec, n, None))
-            if args.passkey_trials and f"passkey@{n}" not in skipped:
-                jobs += [("passkey", spec, n, k) for k in range(len(args.depths))]
+    jobs = _jobs(args, tokenizer, fmt, bos, specs, runnable, skipped)
     todo = [j for j in jobs if _key(*j) not in cells]
 
     def save(complete: bool) -> None:
@@ -548,19 +511,9 @@ def evaluate(args, folder, model, tokenizer, device, specs, lengths, trained, te
             bar.describe(f"{kind} {spec.label} at {n}" + (f" depth {args.depths[k]:g}" if k is not None else ""))
             try:
                 with _scaled(model, spec, n, trained):
-                    if kind == "ppl":
-                        nats = measure.window_nats(
-                            model, tokens, ends, span, n, batch=args.batch_size, device=device, bos=bos
-                        )
-                        cells[_key(kind, spec, n, k)] = {
-                            "nats": [float(v) for v in nats.sum(axis=1)],
-                            "final_nats": [float(v) for v in nats[:, -args.final_tokens :].sum(axis=1)],
-                            "tokens": span,
-                        }
-                    else:
-                        cells[_key(kind, spec, n, k)] = _passkey_cell(
-                            model, tokenizer, fmt, tokens, n, k, args, device, bos, span
-                        )
+                    cells[_key(kind, spec, n, k)] = _measure_cell(
+                        kind, n, k, args, model, tokenizer, fmt, tokens, ends, span, device, bos
+                    )
             except _OOM_ERRORS as err:
                 if not any(words in str(err).lower() for words in ("out of memory", "can't allocate memory")):
                     raise
@@ -572,6 +525,75 @@ def evaluate(args, folder, model, tokenizer, device, specs, lengths, trained, te
     save(complete=True)
     print(f"report: {out / 'results.md'}", file=sys.stderr)
     return 0
+
+
+def _window_bytes(tokenizer, tokens, ends, span, final_tokens):
+    """UTF-8 bytes of each window's scored text (for bits per byte) and of its final ``final_tokens``."""
+    import numpy as np
+
+    def nbytes(first: int, end: int) -> int:
+        return len(tokenizer.decode(tokens[first:end]).encode("utf-8"))
+
+    window = np.array([nbytes(e - span, e) for e in ends], float)
+    final = np.array([nbytes(e - final_tokens, e) for e in ends], float)
+    return window, final
+
+
+def _skip_oversized(args, folder, model, device, lengths, span, trained) -> Dict[str, str]:
+    """Announce the memory plan on stderr; the lengths whose forward pass would not fit, with the reason."""
+    element = next(model.parameters()).element_size()
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    budget = available_bytes(device, args.memory_limit)
+    need = {n: estimate_bytes(model.config, args.batch_size * (span // n), n, element, device.type) for n in lengths}
+    print(
+        f"posenc eval: {folder.name} ({model.config.model_type}, trained context {trained}) on {device}, "
+        f"weights {weights / 2**30:.2f} GiB; per forward pass at "
+        + ", ".join(f"{n}: {need[n] / 2**30:.2f} GiB" for n in lengths)
+        + f"; available {budget / 2**30:.2f} GiB",
+        file=sys.stderr,
+    )
+    skipped: Dict[str, str] = {}
+    for n in lengths:
+        if need[n] > 0.9 * budget:
+            skipped[str(n)] = (
+                f"needs about {need[n] / 2**30:.2f} GiB per forward pass, {budget / 2**30:.2f} GiB available"
+            )
+            print(f"posenc eval: skipping length {n}: {skipped[str(n)]}", file=sys.stderr)
+    return skipped
+
+
+def _jobs(args, tokenizer, fmt, bos, specs, runnable, skipped) -> List[tuple]:
+    """Every cell to measure, ``(kind, spec, length, depth index)``; lengths too short for the passkey
+    are added to ``skipped``."""
+    from . import measure
+
+    plant, query, answer = measure.key_tokens(tokenizer, fmt, 99999)
+    needed = len(plant) + len(query) + len(answer) + (bos is not None)
+    for n in runnable:
+        if args.passkey_trials and n + 1 < needed:
+            skipped[f"passkey@{n}"] = f"the {fmt.name} passkey needs about {needed} tokens"
+            print(f"posenc eval: no passkey at length {n}: {skipped[f'passkey@{n}']}", file=sys.stderr)
+    jobs: List[tuple] = []
+    for spec in specs:
+        for n in runnable:
+            jobs.append(("ppl", spec, n, None))
+            if args.passkey_trials and f"passkey@{n}" not in skipped:
+                jobs += [("passkey", spec, n, k) for k in range(len(args.depths))]
+    return jobs
+
+
+def _measure_cell(kind, n, k, args, model, tokenizer, fmt, tokens, ends, span, device, bos) -> Dict[str, Any]:
+    """One cell under the scaling already installed: perplexity windows or one passkey depth."""
+    from . import measure
+
+    if kind != "ppl":
+        return _passkey_cell(model, tokenizer, fmt, tokens, n, k, args, device, bos, span)
+    nats = measure.window_nats(model, tokens, ends, span, n, batch=args.batch_size, device=device, bos=bos)
+    return {
+        "nats": [float(v) for v in nats.sum(axis=1)],
+        "final_nats": [float(v) for v in nats[:, -args.final_tokens :].sum(axis=1)],
+        "tokens": span,
+    }
 
 
 def _search(args, folder, model, tokenizer, device, tokens, ends, span, trained, text_sha, bos, out):

@@ -308,23 +308,9 @@ def run_search(
     Returns the search's record (``default``, ``best``, ``evaluations``); see the module docstring.
     Evaluations are stored in ``store`` as they finish and replayed from it.
     """
-    from .cli import EvalError, stamp, write_json
+    from .cli import stamp, write_json
 
-    saved: Dict[str, Any] = {}
-    if store.exists() and not fresh:
-        try:
-            data = json.loads(store.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            raise EvalError(f"{store} is unreadable ({err}); add --fresh to start over") from None
-        if not isinstance(data, dict) or data.get("schema") != "posenc.eval/search":
-            raise EvalError(f"{store} is not a posenc eval search file; choose another --out or add --fresh")
-        if data.get("settings") != settings:
-            changed = sorted(k for k in settings if data.get("settings", {}).get(k) != settings[k])
-            raise EvalError(
-                f"{store} holds a search with other settings ({', '.join(changed)}); choose another --out or "
-                "add --fresh"
-            )
-        saved = data.get("evaluations", {}) if isinstance(data.get("evaluations"), dict) else {}
+    saved = _saved_evaluations(store, settings, fresh)
     history: List[Dict[str, Any]] = []
     order: Dict[str, Any] = {}
     descriptor = REGISTRY[name]
@@ -367,8 +353,36 @@ def run_search(
         pass
     if start.key() not in order:
         raise SpecError(f"--search {name}: its default configuration is not valid for this model")
+    return _record(name, target, budget, order, start.key(), history)
+
+
+def _saved_evaluations(store: Path, settings: Dict[str, Any], fresh: bool) -> Dict[str, Any]:
+    """The evaluations ``store`` holds for these ``settings`` (none when absent or ``fresh``); a file of
+    other settings or not a search file is :class:`EvalError`."""
+    from .cli import EvalError
+
+    if not store.exists() or fresh:
+        return {}
+    try:
+        data = json.loads(store.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise EvalError(f"{store} is unreadable ({err}); add --fresh to start over") from None
+    if not isinstance(data, dict) or data.get("schema") != "posenc.eval/search":
+        raise EvalError(f"{store} is not a posenc eval search file; choose another --out or add --fresh")
+    if data.get("settings") != settings:
+        changed = sorted(k for k in settings if data.get("settings", {}).get(k) != settings[k])
+        raise EvalError(
+            f"{store} holds a search with other settings ({', '.join(changed)}); choose another --out or add --fresh"
+        )
+    return data.get("evaluations", {}) if isinstance(data.get("evaluations"), dict) else {}
+
+
+def _record(
+    name: str, target: int, budget: int, order: Dict[str, Any], start_key: str, history: List[Dict[str, Any]]
+) -> Dict[str, Any]:
+    """The search's record from its evaluations in ``order`` (key -> candidate, bpb, nats)."""
     best_key = min(order, key=lambda k: order[k]["bpb"])
-    default, best = order[start.key()], order[best_key]
+    default, best = order[start_key], order[best_key]
     return {
         "type": name,
         "target_length": target,

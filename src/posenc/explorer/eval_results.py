@@ -77,7 +77,37 @@ def read_eval_results(run_dir: Optional[Path]) -> Dict[str, Any]:
             "notes": ["no eval run given: start the console with `posenc explore --eval-run DIR`"],
         }
     run = Path(run_dir).name
-    path = Path(run_dir) / RESULTS_FILE
+    data = _load(Path(run_dir) / RESULTS_FILE, run)
+    if "available" in data:  # why there are none
+        return data
+    notes: List[str] = []
+    lengths = [n for n in _list(data.get("lengths")) if isinstance(n, int) and not isinstance(n, bool) and n > 0]
+    lengths = sorted(set(lengths))[:MAX_ENTRIES]
+    depths = [d for d in (_number(v) for v in _list(data.get("depths"))) if d is not None and 0 <= d <= 1][:MAX_ENTRIES]
+    scalings = _scalings(data.get("scalings"), notes)
+    labels = [s["label"] for s in scalings]
+    skipped = _dict(data.get("skipped"))
+    trained = data.get("trained_context")
+    return {
+        "available": True,
+        "notes": notes,
+        "run": run,
+        "model": Path(str(data.get("model", ""))).name,
+        "model_type": str(data.get("model_type", "")),
+        "trained_context": trained if isinstance(trained, int) and not isinstance(trained, bool) else None,
+        "lengths": lengths,
+        "depths": depths,
+        "complete": bool(data.get("complete")),
+        "scalings": scalings,
+        "perplexity": _perplexity(_dict(data.get("perplexity")), labels, lengths, notes),
+        "passkey": _passkey(_dict(data.get("passkey")), labels, lengths, depths),
+        "skipped": {str(k)[:100]: str(v)[:300] for k, v in list(skipped.items())[:MAX_ENTRIES]},
+        "search": _search(data.get("search")),
+    }
+
+
+def _load(path: Path, run: str) -> Dict[str, Any]:
+    """The results file's top-level dict, or the page's ``{"available": False, ...}`` saying why not."""
     if not path.is_file():
         return {
             "available": False,
@@ -104,23 +134,24 @@ def read_eval_results(run_dir: Optional[Path]) -> Dict[str, Any]:
                 f"{SCHEMA_VERSION}: use the posenc that wrote it, or {advice}"
             ],
         }
-    notes: List[str] = []
-    lengths = [n for n in _list(data.get("lengths")) if isinstance(n, int) and not isinstance(n, bool) and n > 0]
-    lengths = sorted(set(lengths))[:MAX_ENTRIES]
-    depths = [d for d in (_number(v) for v in _list(data.get("depths"))) if d is not None and 0 <= d <= 1][:MAX_ENTRIES]
+    return data
+
+
+def _scalings(raw: Any, notes: List[str]) -> List[Dict[str, str]]:
     scalings = []
-    for s in _list(data.get("scalings"))[:MAX_ENTRIES]:
+    for s in _list(raw)[:MAX_ENTRIES]:
         if isinstance(s, dict) and isinstance(s.get("label"), str):
             name = str(s["name"]) if isinstance(s.get("name"), str) else ""
             scalings.append({"label": s["label"], "name": name[:40], "how": str(s.get("how", ""))[:300]})
         else:
             notes.append("a scaling without a label was dropped")
-    labels = [s["label"] for s in scalings]
+    return scalings
+
+
+def _perplexity(raw: Dict[str, Any], labels: List[str], lengths: List[int], notes: List[str]) -> Dict[str, Any]:
     perplexity: Dict[str, Dict[str, Any]] = {}
-    passkey: Dict[str, Dict[str, Any]] = {}
-    raw_ppl, raw_key = _dict(data.get("perplexity")), _dict(data.get("passkey"))
     for label in labels:
-        row = raw_ppl.get(label, {})
+        row = raw.get(label, {})
         perplexity[label] = {}
         for n in lengths:
             if isinstance(row, dict) and str(n) in row:
@@ -129,7 +160,13 @@ def read_eval_results(run_dir: Optional[Path]) -> Dict[str, Any]:
                     notes.append(f"perplexity of {label} at {n}: malformed entry dropped")
                     continue
                 perplexity[label][str(n)] = entry
-        grid = raw_key.get(label)
+    return perplexity
+
+
+def _passkey(raw: Dict[str, Any], labels: List[str], lengths: List[int], depths: List[float]) -> Dict[str, Any]:
+    passkey: Dict[str, Dict[str, Any]] = {}
+    for label in labels:
+        grid = raw.get(label)
         if not isinstance(grid, dict):
             continue
         passkey[label] = {}
@@ -142,24 +179,7 @@ def read_eval_results(run_dir: Optional[Path]) -> Dict[str, Any]:
                 cell = _entry(cells.get(f"{d:g}"), PASSKEY_KEYS)
                 if cell is not None and cell["accuracy"] is not None:
                     passkey[label][str(n)][f"{d:g}"] = cell
-    skipped = _dict(data.get("skipped"))
-    trained = data.get("trained_context")
-    return {
-        "available": True,
-        "notes": notes,
-        "run": run,
-        "model": Path(str(data.get("model", ""))).name,
-        "model_type": str(data.get("model_type", "")),
-        "trained_context": trained if isinstance(trained, int) and not isinstance(trained, bool) else None,
-        "lengths": lengths,
-        "depths": depths,
-        "complete": bool(data.get("complete")),
-        "scalings": scalings,
-        "perplexity": perplexity,
-        "passkey": passkey,
-        "skipped": {str(k)[:100]: str(v)[:300] for k, v in list(skipped.items())[:MAX_ENTRIES]},
-        "search": _search(data.get("search")),
-    }
+    return passkey
 
 
 def _search(raw: Any) -> Optional[Dict[str, Any]]:
