@@ -213,3 +213,22 @@ def test_stream_tables_refuse_a_wrong_stream_count():
     with patch(model):
         with pytest.raises(ValueError, match=r"\(3, batch, seq\)"):
             language_model_of(model).rotary_emb(torch.zeros(1), torch.zeros(4, 1, 5, dtype=torch.long))
+
+
+def test_compile_fullgraph_traces_image_positions():
+    """The stream lookup has no data-dependent branch: the patched language model, fed an image's
+    three streams, traces as one graph and gives the unpatched output."""
+    model = tiny_vl("qwen2_vl")
+    inputs = image_inputs(model)
+    positions = model.model.get_rope_index(
+        inputs["input_ids"], inputs["mm_token_type_ids"], image_grid_thw=inputs["image_grid_thw"]
+    )[0]
+    text_model = language_model_of(model)
+    embeds = torch.randn(1, positions.shape[-1], 64, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        before = text_model(inputs_embeds=embeds, position_ids=positions).last_hidden_state
+        with patch(model):
+            compiled = torch.compile(text_model, fullgraph=True, backend="eager")
+            after = compiled(inputs_embeds=embeds, position_ids=positions).last_hidden_state
+    torch._dynamo.reset()
+    assert float((after - before).abs().max()) <= 1e-5
