@@ -1,0 +1,265 @@
+"""Chapter "RoPE: turn, don't add": RoPE turns queries and keys by an angle proportional to their seat.
+
+Every number goes through the library's own rotation (:mod:`posenc.lesson.rotation`: one 2-D pair,
+:func:`posenc.rope.apply_rotary` with tables from :func:`posenc.rope.rope_cos_sin`) and the
+:class:`posenc.RotaryEmbedding` module, so each can be checked by hand.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ...rope import RotaryEmbedding
+from ..prose import Block
+from ..rotation import DIAL_THETA, KEY, QUERY, SEAT_PAIRS, THETA, hand_angles, pair_score, rotate_2d
+
+SENTENCES = {"A": ("The", "dog", "bit", "man"), "B": ("The", "man", "bit", "dog")}
+#: A full-size head for the module check.
+HEAD_DIM = 64
+
+
+def wrap_degrees(angle: float) -> float:
+    """Map an angle to (-180, 180]."""
+    wrapped = math.fmod(angle, 360.0)
+    if wrapped > 180.0:
+        wrapped -= 360.0
+    elif wrapped <= -180.0:
+        wrapped += 360.0
+    return wrapped
+
+
+def sign_check(theta: float = DIAL_THETA) -> torch.Tensor:
+    """(1, 0) turned by one seat of ``theta`` with the library's rotation, float64 shape (2,).
+
+    With RoPE's matrix ``(a, b) -> (a cos - b sin, a sin + b cos)`` a positive angle moves (1, 0) to
+    (cos, sin): its second coordinate is positive, a counter-clockwise turn on ordinary axes.
+    """
+    return rotate_2d(torch.tensor([[1.0, 0.0]]), [1], theta)[0]
+
+
+def _seats(pairs) -> str:
+    """``[(1, 3), (101, 103)]`` -> ``"seats 1 vs 3 and 101 vs 103"``."""
+    text = [f"{m:,} vs {n:,}" for m, n in pairs]
+    return "seats " + (", ".join(text[:-1]) + " and " + text[-1] if len(text) > 1 else text[0])
+
+
+def distance_verdict(scores: dict) -> tuple[str, dict]:
+    """The sentence under the score table from ``scores`` (``"rope.demo.score.M.N"`` -> score, to 5
+    decimals), and the facts it rests on.
+
+    Pairs at the first pair's gap should score the same, every other gap differently; the sentence
+    says which pairs did, and the closing claim is made only when all of them did.
+    """
+    first = SEAT_PAIRS[0]
+    near = round(scores[f"rope.demo.score.{first[0]}.{first[1]}"], 5)
+    gap = first[1] - first[0]
+    same = [p for p in SEAT_PAIRS if round(scores[f"rope.demo.score.{p[0]}.{p[1]}"], 5) == near]
+    other = [p for p in SEAT_PAIRS if p not in same]
+    held = all(n - m == gap for m, n in same) and all(n - m != gap for m, n in other)
+    facts = {
+        "rope.demo.same_score_pairs": [list(p) for p in same],
+        "rope.demo.other_score_pairs": [list(p) for p in other],
+        "rope.demo.distance_only": held,
+    }
+    text = f"{_seats(same).capitalize()} give the same score"
+    if other:
+        gaps = sorted({n - m for m, n in other})
+        apart = " or ".join(str(g) for g in gaps)
+        text += f"; {_seats(other)}, {apart} apart, do not"
+    if held:
+        return text + ". Attention reads distance, not address.", facts
+    return text + (
+        f". **That is NOT as claimed:** every pair {gap} apart should score the same and every other gap differently."
+    ), facts
+
+
+def numbers() -> dict:
+    """The one-pair scores, a full head through the module, the sign of a turn and the clock dials."""
+    n: dict = {}
+    for m, key_seat in SEAT_PAIRS:
+        n[f"rope.demo.score.{m}.{key_seat}"] = pair_score(QUERY, KEY, m, key_seat)
+    n["rope.demo.score_near"] = n["rope.demo.score.1.3"]
+    n["rope.demo.score_far"] = n["rope.demo.score.101.103"]
+    n.update(distance_verdict(n)[1])
+    rope = RotaryEmbedding(HEAD_DIM)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        q = torch.randn(1, 1, 1, HEAD_DIM)  # (batch, heads, seq, head_dim)
+        k = torch.randn(1, 1, 1, HEAD_DIM)
+    scores: dict = {}
+    for start in (0, 1_000, 100_000):
+        q_rot, _ = rope(q, q, position_ids=torch.tensor([[start + 5]]))
+        k_rot, _ = rope(k, k, position_ids=torch.tensor([[start + 2]]))
+        scores[start] = float((q_rot * k_rot).sum())
+    n["rope.module.scores"] = scores
+    n["rope.module.spread"] = max(scores.values()) - min(scores.values())
+    moved = sign_check()
+    n["rope.sign.turned_x"], n["rope.sign.turned_y"] = float(moved[0]), float(moved[1])
+    n["rope.sign.counter_clockwise"] = bool(moved[1] > 0)
+    angles = hand_angles(list(range(4)))
+    for seat in range(4):
+        n[f"rope.dial.{seat}"] = float(angles[seat])
+    n["rope.dial.step_degrees"] = math.degrees(DIAL_THETA)
+    for name, words in SENTENCES.items():
+        dog, bit = words.index("dog"), words.index("bit")
+        n[f"rope.relative.{name}"] = wrap_degrees(float(angles[bit] - angles[dog]))
+    n["rope.relative.score.A"] = pair_score(QUERY, KEY, 2, 1, DIAL_THETA)
+    n["rope.relative.score.B"] = pair_score(QUERY, KEY, 2, 3, DIAL_THETA)
+    return n
+
+
+def signed(value: float, digits: int = 3) -> str:
+    text = f"{value:+.{digits}f}"
+    return text[1:] if float(text) == 0 else text
+
+
+def prose(n: dict) -> list[Block]:
+    """The chapter's text with the numbers of :func:`numbers`."""
+    first = n["rope.demo.score.1.3"]
+    score_rows: list[tuple[str, ...]] = [("query seat", "key seat", "gap", "score q.k", "equals seats 1 vs 3?")]
+    for m, k in SEAT_PAIRS:
+        score = n[f"rope.demo.score.{m}.{k}"]
+        same = "yes, to 5 decimals" if round(score, 5) == round(first, 5) else "no"
+        score_rows.append((str(m), str(k), str(k - m), f"{score:.5f}", "" if (m, k) == SEAT_PAIRS[0] else same))
+    angles = [n[f"rope.dial.{seat}"] for seat in range(4)]
+    sentence_rows: list[tuple[str, ...]] = [("sentence", "dog at", "bit at", "dog's hand", "bit's hand", "dog to bit")]
+    for name, words in SENTENCES.items():
+        dog, bit = words.index("dog"), words.index("bit")
+        sentence_rows.append(
+            (
+                f"{name}: {' '.join(words)}",
+                str(dog),
+                str(bit),
+                f"{angles[dog]:.0f} deg",
+                f"{angles[bit]:.0f} deg",
+                f"{n[f'rope.relative.{name}']:+.0f} deg",
+            )
+        )
+    scores = n["rope.module.scores"]
+    step = n["rope.dial.step_degrees"]
+    verdict, _ = distance_verdict(n)
+    return [
+        Block(
+            "plain",
+            """Modern models add nothing to the word. Inside attention they turn small pieces of each query and
+            key like clock hands, further the later the word sits, so that only the gap between two words changes
+            their match.""",
+            "intro",
+        ),
+        Block(
+            "p",
+            """Llama 3, Mistral, DeepSeek, Gemma and Qwen add nothing to the word vectors. When you read, what
+            matters is rarely that "blue sky" sits at words 10 and 11 rather than 510 and 511; what matters is
+            that the two words are neighbours. RoPE (rotary position embedding, Su et al. 2021) builds exactly that
+            in. Inside every attention layer it cuts each query and key into pairs of numbers and *turns* each pair
+            by an angle m·θ proportional to the seat m:""",
+            "intro",
+        ),
+        Block("formula", "(a′, b′) = (a·cos mθ − b·sin mθ, a·sin mθ + b·cos mθ)", "intro"),
+        Block("h3", "The 2×2 matrix at work", "intro"),
+        Block("h3", "Which way is positive?", "sign"),
+        Block(
+            "p",
+            f"""Everywhere in posenc (the tour, the explorer, the figures) a positive angle turns counter-clockwise,
+            as in school geometry: RoPE's 2x2 matrix sends (a, b) to (a cos − b sin, a sin + b cos), and posenc's
+            `apply_rotary` turns (1, 0) by one seat of {step:.0f} degrees to ({signed(n["rope.sign.turned_x"])},
+            {signed(n["rope.sign.turned_y"])}), up and to the left of where it started. Explanations of RoPE often
+            say the hands turn "clockwise", as a clock's do (the seed lesson calls the same +{step:.0f} degree step
+            so): that is the same rotation seen from behind the page, or with θ made negative. Nothing in attention
+            depends on the choice, as long as every token turns the same way: what attention uses is the signed
+            angle *between* two hands, positive when the query sits after the key.""",
+            "sign",
+        ),
+        Block("h3", "Every pair is a clock hand", "dials"),
+        Block(
+            "p",
+            """A query of width 8 has four pairs, four hands. Pair i turns θᵢ = 10000^(−2i/d) radians per seat,
+            fast to slow as in [chapter 5](#clock-hands). The ghost hand is the pair before the turn; the solid
+            hand is after it.""",
+            "dials",
+        ),
+        Block("h3", "Why only the gap counts", "gap"),
+        Block(
+            "p",
+            """Attention scores a query against a key with a dot product. Turning by mθ and then comparing with a
+            key turned by nθ is the same as leaving the query alone and turning the key back by the gap (m − n)θ,
+            because turning back by mθ undoes part of the key's turn:""",
+            "gap",
+        ),
+        Block("h3", "Two ways to cut a head into pairs", "pairs"),
+        Block(
+            "p",
+            """Which two numbers form a pair is a convention, and both are in use. *Half-split* (GPT-NeoX, Hugging
+            Face, and posenc's default, `rotate_half`) pairs number i with number i + d/2; *interleaved* (GPT-J,
+            Meta's Llama code) pairs neighbours, 2i with 2i + 1. The turn is the same; only the places of the
+            numbers differ, so a checkpoint moves from one to the other by reordering the rows of its query and key
+            weights (`posenc.rope.layout.permute_for_interleaved`). Loading one convention's weights with the
+            other's code scrambles every score without any error.""",
+            "pairs",
+        ),
+        Block("h3", "The same turn as complex numbers", "pairs"),
+        Block(
+            "p",
+            """Read a pair (a, b) as the complex number a + ib. Turning it by mθ is multiplying by e^(imθ) =
+            cos mθ + i sin mθ, which is the 2×2 matrix above in one symbol. The score becomes
+            Re Σᵢ qᵢ · conj(kᵢ) · e^(i(m − n)θᵢ): the two seats meet only as the gap, the whole RoPE paper in one
+            line.""",
+            "pairs",
+        ),
+        Block("h3", "Who bit whom?", "order"),
+        Block(
+            "p",
+            """One pair turning 30° per seat, as in the seed picture: seats 0, 1, 2, 3 point at 0°, 30°, 60°, 90°.
+            In sentence A, “the dog bit man”, “dog” sits at seat 1 (30°) and “bit” at seat 2 (60°): from “dog” to
+            “bit” the hand turns +30°. In sentence B, “the man bit dog”, “dog” moves to seat 3 (90°), behind “bit”,
+            and the turn from “dog” to “bit” is −30°. The words are the same; only the sign of the angle between
+            them changed, and attention sees it. Without positions it would not.""",
+            "order",
+        ),
+        Block(
+            "try",
+            """drag *move both by*: every hand turns, yet the score under the dials stays the same to the last
+            digit. Then press *Show sentence B* and watch the turn from “dog” to “bit” go from +30° to −30°.""",
+            "after",
+        ),
+        Block("h3", "Measured: one pair at four pairs of seats, and a full head", "measured"),
+        Block(
+            "p",
+            f"""Modern LLMs turn pair i of the token at seat m by the angle m·θᵢ. The score of query seat m against
+            key seat n is then a function of m − n alone: turning both by the same extra angle leaves their dot
+            product unchanged. The lesson's example: one pair, theta = {THETA} rad, q = {list(QUERY)},
+            k = {list(KEY)}, turned by posenc's `apply_rotary`.""",
+            "measured",
+        ),
+        Block("table", "The score of one pair at four pairs of seats", "measured", rows=tuple(score_rows)),
+        Block("p", verdict, "measured"),
+        Block(
+            "p",
+            f"""The same holds for a full {HEAD_DIM}-wide head with {HEAD_DIM // 2} pairs turning at
+            {HEAD_DIM // 2} speeds, through the `posenc.RotaryEmbedding` module: a random query 3 seats after a
+            random key scores {scores[0]:.6f} at seats 5/2, {scores[1_000]:.6f} at 1005/1002 and
+            {scores[100_000]:.6f} at 100005/100002 (spread {n["rope.module.spread"]:.2e}, float32 rounding).""",
+            "measured",
+        ),
+        Block(
+            "p",
+            f"""The clock picture: with theta = {step:.0f} degrees per seat, RoPE turns the vector (1, 0), which
+            points at 0 degrees, to {", ".join(f"{a:.0f}" for a in angles)} degrees at seats 0-3.""",
+            "measured",
+        ),
+        Block("table", "Who bit whom, on the clock", "measured", rows=tuple(sentence_rows)),
+        Block(
+            "p",
+            f"""In sentence A “dog” sits one seat before “bit”, so the turn from dog to bit is
+            {n["rope.relative.A"]:+.0f} degrees; in sentence B it sits one seat after, and the turn flips to
+            {n["rope.relative.B"]:+.0f} degrees. The words are the same, only the sign of the angle between them
+            changed, and the attention score follows: with “bit” querying q = {list(QUERY)} and “dog” keyed
+            k = {list(KEY)}, the score is {n["rope.relative.score.A"]:.5f} in A and
+            {n["rope.relative.score.B"]:.5f} in B. Values are never turned: they carry what a token says, not
+            where it is. Figure rope_clock_dials.png, written by `posenc tour`, draws both sentences: each word's
+            hand, the unturned hand at 0 degrees as a faint grey line, and the turn between them shaded.""",
+            "measured",
+        ),
+    ]
