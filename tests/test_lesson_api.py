@@ -114,16 +114,14 @@ def test_only_the_sine_code_passes_all_three_rules(client):
 
 
 # -- 5. clock hands -------------------------------------------------------------------------------------
-def test_the_four_seat_fingerprint_is_the_width_4_table(client):
+def test_the_hands_are_the_table_columns_of_the_seat(client):
     d = get(client, "/api/lesson/clock", seat=5, d_model=64)
-    table = sinusoidal_table(4, 4)
-    for row in d["fingerprint"]:
-        s = row["seat"]
-        assert (row["fast"], row["medium"], row["slow"]) == pytest.approx(
-            (float(table[s, 0]), float(table[s, 1]), float(table[s, 2])), abs=1e-7
+    assert "fingerprint" not in d  # the four-seat table is the chapter's text (posenc.lesson.chapters.clock_hands)
+    table = sinusoidal_table(6, 64)
+    for hand in d["hands"]:
+        assert (hand["sin"], hand["cos"]) == pytest.approx(
+            (float(table[5, hand["columns"][0]]), float(table[5, hand["columns"][1]])), abs=1e-7
         )
-    seat1 = d["fingerprint"][1]  # sin 1, cos 1 (the fast hand's partner), sin 0.01
-    assert (round(seat1["fast"], 2), round(seat1["medium"], 2), round(seat1["slow"], 2)) == (0.84, 0.54, 0.01)
     for hand in d["hands"]:
         assert hand["angle"] == pytest.approx(5 * hand["frequency"])
         assert hand["sin"] == pytest.approx(math.sin(hand["angle"]), abs=1e-6)

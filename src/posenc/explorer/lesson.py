@@ -338,8 +338,8 @@ def three_rules(length: int, d_model: int) -> dict:
 
 # -- 5. sine waves as clock hands ----------------------------------------------------------------
 def clock_hands(seat: int, d_model: int) -> dict:
-    """The fast, medium and slow hands of ``seat``, the waves they come from, and the four-seat
-    fingerprint of the lesson's 4-wide table.
+    """The fast, medium and slow hands of ``seat`` and the waves they come from (the four-seat
+    fingerprint is the chapter's text, :mod:`posenc.lesson.chapters.clock_hands`).
 
     Hands: pair 0 (fastest, one radian per seat), pair d/8 (middle) and the last pair (slowest);
     each hand's angle is seat x frequency, its tip (cos, sin) is the pair's two table columns.
@@ -373,20 +373,12 @@ def clock_hands(seat: int, d_model: int) -> dict:
     between = torch.arange(0, 64 * 8 + 1, dtype=torch.float64) / 8  # (513,)
     for hand in hands:
         hand["curve"] = torch.sin(between * float(hand["frequency"])).tolist()
-    small = sinusoidal_table(4, 4)  # (4, 4)
-    fingerprint = [
-        {"seat": s, "fast": float(small[s, 0]), "medium": float(small[s, 1]), "slow": float(small[s, 2])}
-        for s in range(4)
-    ]
     return {
         "seat": seat,
         "d_model": d_model,
         "hands": hands,
         "positions": positions.tolist(),
         "curve_positions": between.tolist(),
-        "fingerprint_d_model": 4,
-        "fingerprint": fingerprint,
-        "fingerprint_frequencies": sinusoidal_frequencies(4).tolist(),
         "table": table.tolist(),  # (65, d): the whole code of seats 0 to 64, for the heatmap
     }
 

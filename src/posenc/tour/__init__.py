@@ -5,9 +5,12 @@ to ``ctx.console``, writes any figure into ``ctx.out_dir``, and records every nu
 ``ctx.facts`` under a stable key, so the test suite can recompute each one independently from the
 library and the mathematics and compare.
 
-Adding a section: write a module in this package with a function taking a :class:`TourContext`
-that opens with :func:`posenc.tour._show.plain` (the idea in everyday words, before any jargon), and
-append a :class:`Section` to :data:`SECTIONS`. Record numbers with ``ctx.record(key, value)``
+A section that tells a chapter written in :mod:`posenc.lesson.chapters` only records the chapter's
+numbers and prints its text with :func:`posenc.tour._show.chapter` (and draws its figures), so the
+tour and the explorer's page carry the same sentences. Adding a section: write a module in this
+package with a function taking a :class:`TourContext` that opens with the idea in everyday words,
+before any jargon (a chapter's "plain" block, or :func:`posenc.tour._show.plain`), and append a
+:class:`Section` to :data:`SECTIONS`. Record numbers with ``ctx.record(key, value)``
 (it refuses a key used twice) and write figures with :func:`posenc.tour._plot.save`, which records
 their paths under ``figure.<name>``. Sections run with the torch seed set to 0 inside a forked
 random state, so their numbers are reproducible.

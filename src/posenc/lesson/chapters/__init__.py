@@ -12,6 +12,11 @@ same blocks (``/api/lesson/prose/{chapter}``) and draws them into the chapter's 
 beside its interactive figures. The chapter's figure functions (what its sliders ask for) stay in
 :mod:`posenc.explorer.lesson` until the chapter moves here whole. A chapter of the manifest without a
 module here keeps its text on the page.
+
+Adding a chapter: its entry in :mod:`posenc.lesson.manifest`, a module here (``numbers`` and
+``prose``) listed in :data:`MODULES`, its article on the page with one ``data-prose`` element per
+slot its blocks name and a JS module for its figures, and its tests; ``tests/test_lesson_one_source.py``
+then holds the tour's and the page's text to the module's.
 """
 
 from __future__ import annotations
