@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import re
+from pathlib import Path
 
 import pytest
 import rich.console
@@ -156,3 +157,29 @@ def test_the_page_and_the_tour_carry_the_same_sentences_and_numbers(told, page_t
         if not line.startswith(("─", "figure written:")) and "──" not in line
     )
     assert numbers_in(printed) <= numbers_in(on_page), sorted(numbers_in(printed) - numbers_in(on_page))
+
+
+# -- the page's places for the text, read from its HTML (no browser) -----------------------------------
+INDEX = Path(chapters.__file__).parents[2] / "explorer" / "static" / "index.html"
+
+
+def article(chapter: str) -> str:
+    html = INDEX.read_text(encoding="utf-8")
+    match = re.search(rf'<article class="chapter" id="ch-{chapter}".*?</article>', html, re.DOTALL)
+    assert match, chapter
+    return match.group(0)
+
+
+@pytest.mark.parametrize("chapter", WRITTEN)
+def test_the_page_has_one_place_per_slot_in_the_tours_reading_order(chapter):
+    on_page = re.findall(r'data-prose="([a-z0-9-]+)"', article(chapter))
+    assert len(on_page) == len(set(on_page)), on_page
+    named = list(dict.fromkeys(b.slot for b in chapters.blocks(chapter)))
+    assert on_page == named  # every slot filled, none missing, and read in the order the tour prints
+
+
+def test_a_chapter_not_written_here_keeps_its_text_on_the_page():
+    for chapter in CHAPTERS:
+        if chapter.id not in chapters.MODULES:
+            body = article(chapter.id)
+            assert "data-prose" not in body and "<p" in body, chapter.id
