@@ -277,3 +277,31 @@ def test_yarn_scaling_is_shared_by_the_streams():
     pos = torch.arange(100).unsqueeze(0)
     assert torch.equal(mrope.cos_sin(text_stream_positions(pos))[0], rope.cos_sin(pos)[0])
     assert mrope.rope.attention_factor > 1
+
+
+def test_qwen2_vl_config_json_reads_as_the_default_frequencies():
+    """Qwen2-VL's and Qwen2.5-VL's config.json say {"type": "mrope"}: the default frequencies with
+    M-RoPE's streams, as transformers reads it; for other families "mrope" is not a rope type."""
+    from posenc.rope.hfconfig import rotary_kwargs_from_hf
+
+    fields = {"hidden_size": 64, "num_attention_heads": 2, "rope_theta": 1e6}
+    rope = {"type": "mrope", "mrope_section": [6, 5, 5]}
+    for model_type in ("qwen2_vl", "qwen2_5_vl"):
+        kwargs = rotary_kwargs_from_hf({**fields, "model_type": model_type, "rope_scaling": rope}, strict=False)
+        assert kwargs["scaling"] is None and kwargs["base"] == 1e6
+    with pytest.raises(ValueError, match="got 'mrope'"):
+        rotary_kwargs_from_hf({**fields, "model_type": "llama", "rope_scaling": rope}, strict=False)
+
+
+def test_inspect_reads_a_qwen2_vl_config_and_does_not_call_its_sections_unused():
+    from posenc.inspect import inspect_config
+
+    config = {
+        "model_type": "qwen2_vl",
+        "hidden_size": 64,
+        "num_attention_heads": 2,
+        "rope_theta": 1e6,
+        "rope_scaling": {"type": "mrope", "mrope_section": [6, 5, 5], "mrope_typo": 1},
+    }
+    risks = [r["detail"] for r in inspect_config(config)["risks"] if r["risk"] == "rope keys the type does not use"]
+    assert len(risks) == 1 and "mrope_typo" in risks[0] and "mrope_section" not in risks[0]

@@ -43,6 +43,7 @@ import torch
 from .hf import config_dict, rotary_kwargs_from_hf, unused_rope_keys
 from .integrations.transformers import UnsupportedModelError, rotary_kwargs_in_code
 from .rope.hfconfig import ConfigFields, rope_dicts
+from .rope.mrope import MROPE_HF_KEYS
 from .rope.registry import get_descriptor, softmax_scale
 from .rope.scaling import DYNAMIC_TYPES, rope_frequencies
 from .rope.tables import rope_cos_sin
@@ -207,7 +208,8 @@ def inspect_config(config, layer_type: Optional[str] = None) -> Dict[str, Any]:
         "precision": _audit(scaled_freq, attention_factor, max_positions, dtype),
     }
     report["risks"] = _risks(report, data, layer_type, scaling, scaled_freq)
-    unused = unused_rope_keys(data, layer_type)
+    # M-RoPE's keys choose its position streams (posenc.rope.mrope), whatever the rope type
+    unused = [k for k in unused_rope_keys(data, layer_type) if k not in MROPE_HF_KEYS]
     if unused:
         report["risks"].append(
             {

@@ -698,7 +698,16 @@ _FACTOR = Parameter("factor", "factor", 1.0, 64.0, 1.0, 8.0)
 LAB_DYNAMIC_FACTOR = 2.0
 
 for _descriptor in (
-    ScalingDescriptor("default", DefaultScaling, _default, summary="`theta_i`", source="Su et al. 2021, RoFormer"),
+    ScalingDescriptor(
+        "default",
+        DefaultScaling,
+        _default,
+        summary="`theta_i`",
+        source="Su et al. 2021, RoFormer",
+        # Qwen2-VL and Qwen2.5-VL config.json files: {"type": "mrope", "mrope_section": [...]} is the
+        # default frequencies with M-RoPE's streams (posenc.rope.mrope), as transformers reads it
+        model_type_aliases={t: "mrope" for t in ("qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text")},
+    ),
     ScalingDescriptor(
         "linear",
         LinearScaling,
