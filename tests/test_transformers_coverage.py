@@ -318,3 +318,33 @@ def test_freeze_frequencies_is_refused_when_no_layer_type_is_length_dependent():
     with pytest.raises(ValueError, match="freeze_frequencies applies to the length-dependent"):
         patch(model, freeze_frequencies=64)
     assert "_posenc_patch" not in model.__dict__
+
+
+# -- config readings the tiny builder found missing ------------------------------------------------------------
+def test_a_config_is_read_through_its_attribute_map():
+    from posenc.hf import rotary_kwargs_from_hf
+
+    config = transformers.DbrxConfig(d_model=64, n_heads=4, rope_parameters={"rope_type": "default", "rope_theta": 5e5})
+    assert "hidden_size" not in config.to_dict()  # stored as d_model, read as hidden_size
+    assert rotary_kwargs_from_hf(config)["head_dim"] == 16
+
+
+def test_mla_partial_rotary_factor_is_taken_against_head_dim_as_transformers_does():
+    from posenc.hf import rotary_kwargs_from_hf
+
+    # Dots 3: q/k heads of 256 features, 64 of them rotated (qk_rope_head_dim), factor 64 / 256
+    config = {
+        "model_type": "dots3_note_text",
+        "head_dim": 256,
+        "qk_rope_head_dim": 64,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 5e4, "partial_rotary_factor": 0.25},
+    }
+    kwargs = rotary_kwargs_from_hf(config)
+    assert (kwargs["head_dim"], kwargs["rotary_dim"]) == (64, 64)
+    # DeepSeek: head_dim is the rotated part itself, and a factor shrinks it
+    deepseek = {
+        **config,
+        "head_dim": 64,
+        "rope_parameters": {**config["rope_parameters"], "partial_rotary_factor": 0.5},
+    }
+    assert rotary_kwargs_from_hf(deepseek)["rotary_dim"] == 32

@@ -419,6 +419,55 @@ def _granitemoehybrid(small: Dict[str, Any], defaults: Dict[str, Any]) -> Dict[s
     }
 
 
+def _gemma3n_text(small: Dict[str, Any], defaults: Dict[str, Any]) -> Dict[str, Any]:
+    # the last layers reuse an earlier layer's keys and values (15 of 35 by default); 2 of 4 here, so a
+    # local and a global layer each compute their own and one of each borrows them; the per-layer
+    # input embeddings get the tiny vocabulary
+    kinds = ("sliding_attention", "full_attention") * 2
+    return {
+        **_layer_types(*kinds),
+        "num_kv_shared_layers": 2,
+        "intermediate_size": [small["intermediate_size"][0]] * len(kinds),
+        "activation_sparsity_pattern": [0.95] + [0.0] * (len(kinds) - 1),
+        "vocab_size_per_layer_input": VOCAB,
+        "hidden_size_per_layer_input": 16,
+        "laurel_rank": 8,
+    }
+
+
+def _dots3_note_text(small: Dict[str, Any], defaults: Dict[str, Any]) -> Dict[str, Any]:
+    # the sliding-window layers override the MLA shape per layer (half the heads, their own latent and
+    # rotated share); their overrides are shrunk like the rest, and the indexer of the other layers too
+    sliding = {
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "q_lora_rank": 32,
+        "kv_lora_rank": 32,
+        "head_dim": 32,
+        "qk_nope_head_dim": 16,
+        "qk_rope_head_dim": 16,
+        "v_head_dim": 16,
+    }
+    layers = small["layer_types"]
+    return {
+        "head_dim": 32,  # 16 of 32 features rotated on the indexed layers
+        "index_head_dim": 16,
+        "index_n_heads": 4,
+        "per_layer_config": {str(i): sliding for i, kind in enumerate(layers) if kind == "sliding_attention"},
+    }
+
+
+def _dots3_note(small: Dict[str, Any], defaults: Dict[str, Any]) -> Dict[str, Any]:
+    text, vision, audio = small["text_config"], small["vision_config"], small["audio_config"]
+    # the vision and audio adapters map the shrunk encoder widths to the shrunk text width
+    out = {"adapter_out_dim": text["hidden_size"]}
+    return {
+        "text_config": {**text, **_dots3_note_text(text, defaults["text_config"])},
+        "vision_config": {**vision, **out, "adapter_in_dim": vision["hidden_size"]},
+        "audio_config": {**audio, **out, "adapter_input_size": audio["hidden_size"]},
+    }
+
+
 #: fields a family's released configs carry (or transformers' own model tests set) that its config
 #: class's defaults lack, or that a tiny depth must change: ``model_type -> f(small fields, defaults) -> fields``
 FAMILY_FIELDS: Dict[str, Callable[[Dict[str, Any], Dict[str, Any]], Dict[str, Any]]] = {
@@ -427,6 +476,9 @@ FAMILY_FIELDS: Dict[str, Callable[[Dict[str, Any], Dict[str, Any]], Dict[str, An
     "dory": _dory,
     "lfm2_moe": _lfm2_moe,
     "granitemoehybrid": _granitemoehybrid,
+    "gemma3n_text": _gemma3n_text,
+    "dots3_note_text": _dots3_note_text,
+    "dots3_note": _dots3_note,
 }
 
 

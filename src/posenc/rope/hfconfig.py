@@ -250,7 +250,10 @@ def rotary_kwargs_from_hf(config: Any, layer_type: Optional[str] = None, strict:
     elif descriptor.rotary_fraction_field is not None:
         rotary_dim = head_dim  # the scaling leaves pairs unrotated itself
     else:
-        rotary_dim = int(head_dim * partial)
+        # transformers' rope functions take int(config.head_dim * partial_rotary_factor); an MLA config
+        # whose head_dim is not its rotated qk_rope_head_dim (Dots 3: 256 and 64) gives the factor against it
+        whole = fields.get("head_dim") if fields.get("qk_rope_head_dim") is not None else None
+        rotary_dim = int((whole if isinstance(whole, int) and whole > head_dim else head_dim) * partial)
     if rotary_dim < 2 or rotary_dim % 2 or rotary_dim > head_dim:
         raise ValueError(
             f"the rotated width int(head_dim * partial_rotary_factor) = int({head_dim} * "
