@@ -67,6 +67,27 @@ FAMILIES = {
         {},
         "interleaved",
     ),
+    "qwen3_vl_moe": (
+        "Qwen3VLMoeConfig",
+        "Qwen3VLMoeForConditionalGeneration",
+        {**QWEN3_VISION, "deepstack_visual_indexes": [0]},
+        {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "decoder_sparse_step": 1},
+        "interleaved",
+    ),
+    "qwen3_5_moe": (
+        "Qwen3_5MoeConfig",
+        "Qwen3_5MoeForConditionalGeneration",
+        QWEN3_VISION,
+        {
+            "layer_types": ["linear_attention", "full_attention"],
+            "rope_parameters": {**ROPE, "partial_rotary_factor": 0.5, "mrope_section": [4, 2, 2]},
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32,
+            "shared_expert_intermediate_size": 32,
+        },
+        "interleaved",
+    ),
     "qwen3_5": (
         "Qwen3_5Config",
         "Qwen3_5ForConditionalGeneration",
@@ -109,6 +130,9 @@ def tiny_vl(name: str):
             vision_end_token_id=END,
         )
         model = getattr(transformers, model_class)(config).eval()
+    for part in (model.config, model.config.text_config):
+        if hasattr(part, "_experts_implementation"):
+            part._experts_implementation = "eager"  # the grouped-mm experts refuse the float64 reference
     return model
 
 
