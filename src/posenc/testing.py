@@ -468,6 +468,19 @@ def _dots3_note(small: Dict[str, Any], defaults: Dict[str, Any]) -> Dict[str, An
     }
 
 
+def _cohere_compass_text(small: Dict[str, Any], defaults: Dict[str, Any]) -> Dict[str, Any]:
+    # the defaults give no rope dict at all, which the model cannot build; as in Cohere 2, local layers
+    # rotate (here with interleaved M-RoPE sections over the 8 frequencies of a 16-feature head) and
+    # global layers take no positions
+    return {
+        **_layer_types("sliding_attention", "full_attention"),
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 50000.0, "mrope_section": [4, 2, 2]},
+            "full_attention": None,
+        },
+    }
+
+
 #: fields a family's released configs carry (or transformers' own model tests set) that its config
 #: class's defaults lack, or that a tiny depth must change: ``model_type -> f(small fields, defaults) -> fields``
 FAMILY_FIELDS: Dict[str, Callable[[Dict[str, Any], Dict[str, Any]], Dict[str, Any]]] = {
@@ -479,6 +492,7 @@ FAMILY_FIELDS: Dict[str, Callable[[Dict[str, Any], Dict[str, Any]], Dict[str, An
     "gemma3n_text": _gemma3n_text,
     "dots3_note_text": _dots3_note_text,
     "dots3_note": _dots3_note,
+    "cohere_compass_text": _cohere_compass_text,
 }
 
 
