@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from posenc.cli import main  # noqa: E402
-from posenc.eval import measure  # noqa: E402
+from posenc.eval import cli, measure  # noqa: E402
 from posenc.eval.cli import estimate_bytes  # noqa: E402
 from posenc.eval.scalings import SpecError, parse_spec, parse_specs, scaled_config  # noqa: E402
 from posenc.lab import passkey as lab_passkey  # noqa: E402
@@ -305,6 +306,66 @@ def test_mistakes_are_one_line_and_exit_2(random_export, tmp_path, capsys):
         assert main(["eval", *extra, "--out", str(tmp_path / "o")]) == 2, extra
         err = capsys.readouterr().err.strip()
         assert err.startswith("posenc eval:") and words in err and len(err.splitlines()) == 1, (extra, err)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs as on POSIX")
+def test_crafted_config_and_run_files_are_one_line_and_exit_2(random_export, tmp_path, capsys):
+    """config.json, progress.json and search.json are read with a size cap and only as regular files:
+    a FIFO would block, /dev/zero never ends, deep nesting overflows the parser's stack."""
+
+    def model_with(name, make):
+        folder = tmp_path / name
+        folder.mkdir()
+        for item in random_export.iterdir():
+            if item.name != "config.json":
+                (folder / item.name).symlink_to(item)
+        make(folder / "config.json")
+        return folder
+
+    deep = model_with(
+        "deep", lambda p: p.write_text('{"model_type": "llama", "a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    )
+    fifo = model_with("fifo", os.mkfifo)
+    big = model_with("big", lambda p: p.open("wb").truncate(cli.MAX_CONFIG_BYTES + 1))  # sparse: nothing written
+    zero = model_with("zero", lambda p: p.symlink_to("/dev/zero"))
+    cases = [
+        (deep, "nests its JSON too deeply to read"),
+        (fifo, "config.json is not a regular file"),
+        (big, "is larger than 16,777,216 bytes"),
+        (zero, "config.json is not a regular file"),
+    ]
+    for folder, words in cases:
+        assert main(["eval", str(folder), "--out", str(tmp_path / "o")]) == 2, folder
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("posenc eval:") and words in err and len(err.splitlines()) == 1, (folder, err)
+
+    text = tmp_path / "t.txt"
+    text.write_text("def f(x):\n    return x\n" * 200)
+    argv = ["eval", str(random_export), "--lengths", "64", "--scalings", "none", "--windows", "1"]
+    argv += ["--passkey-trials", "0", "--no-plots", "--text", str(text)]
+    for name, make, words in [
+        ("deep", lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "nests its JSON too deeply to read"),
+        ("fifo", os.mkfifo, "progress.json is not a regular file"),
+        ("zero", lambda p: p.symlink_to("/dev/zero"), "progress.json is not a regular file"),
+    ]:
+        out = tmp_path / f"run-{name}"
+        out.mkdir()
+        make(out / "progress.json")
+        assert main(argv + ["--out", str(out)]) == 2, name
+        err = capsys.readouterr().err  # after the loading messages, one line
+        last = err.strip().splitlines()[-1]
+        assert last.startswith("posenc eval:") and words in last and "Traceback" not in err, (name, err)
+    for name, make, words in [
+        ("deep", lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "nests its JSON too deeply to read"),
+        ("fifo", os.mkfifo, "search.json is not a regular file"),
+    ]:
+        out = tmp_path / f"search-{name}"
+        out.mkdir()
+        make(out / "search.json")
+        assert main(argv + ["--lengths", "64,128", "--search", "linear", "--out", str(out)]) == 2, name
+        err = capsys.readouterr().err
+        last = err.strip().splitlines()[-1]
+        assert last.startswith("posenc eval:") and words in last and "Traceback" not in err, (name, err)
 
 
 def test_wilson_interval():

@@ -17,6 +17,7 @@ import importlib.util
 import json
 import math
 import os
+import stat
 import sys
 import time
 from pathlib import Path
@@ -38,6 +39,10 @@ from .scalings import (
 SCHEMA_VERSION = 1
 SCHEMA = "posenc.eval"
 DTYPES = ("float32", "bfloat16", "float16")
+#: the most bytes read from a checkpoint's config.json (published ones are a few kilobytes)
+MAX_CONFIG_BYTES = 1 << 24
+#: the most bytes read from a progress or search file this command wrote (megabytes at most)
+MAX_RUN_FILE_BYTES = 1 << 28
 
 
 class EvalError(Exception):
@@ -171,12 +176,9 @@ def read_checkpoint_config(folder: Path) -> Dict[str, Any]:
     if not folder.is_dir():
         raise EvalError(f"MODEL {str(folder)!r} is a file; give the checkpoint's folder")
     path = folder / "config.json"
-    if not path.is_file():
+    if not path.exists():
         raise EvalError(f"MODEL {str(folder)!r} has no config.json, so it is not a transformers checkpoint")
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise EvalError(f"{path} is not readable JSON ({err})") from None
+    config = read_json(path, "give the checkpoint's own config.json", max_bytes=MAX_CONFIG_BYTES)
     if not isinstance(config, dict) or "model_type" not in config:
         raise EvalError(f"{path} has no model_type, so it is not a transformers model config")
     return config
@@ -337,14 +339,35 @@ def stamp(kind: str, content: Dict[str, Any]) -> Dict[str, Any]:
     return {"schema": f"{SCHEMA}/{kind}", "schema_version": SCHEMA_VERSION, **content}
 
 
+def read_json(path: Path, advice: str, max_bytes: int = MAX_RUN_FILE_BYTES) -> Any:
+    """The JSON value in the regular file ``path``, read with a size cap, or :class:`EvalError` (one
+    line naming the file, then ``advice``): anything but a regular file (a FIFO would block, a device
+    such as ``/dev/zero`` never ends), more than ``max_bytes``, text that is not UTF-8 JSON, or nesting
+    too deep for the parser."""
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise EvalError(f"{path} is not a regular file; {advice}")
+        with path.open("rb") as f:
+            raw = f.read(max_bytes + 1)
+    except OSError as err:
+        raise EvalError(f"{path} cannot be read ({err.strerror or err}); {advice}") from None
+    if len(raw) > max_bytes:
+        raise EvalError(f"{path} is larger than {max_bytes:,} bytes; not read; {advice}")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise EvalError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start}); {advice}") from None
+    except ValueError as err:
+        raise EvalError(f"{path} is not valid JSON ({err}); {advice}") from None
+    except RecursionError:
+        raise EvalError(f"{path} nests its JSON too deeply to read; {advice}") from None
+
+
 def load_progress(path: Path, settings: Dict[str, Any], fresh: bool) -> Dict[str, Any]:
     """Finished cells of an earlier run of the same evaluation in this folder (``{}`` if none)."""
     if fresh or not path.exists():
         return {}
-    try:
-        stored = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise EvalError(f"{path} is unreadable ({err}); add --fresh to start over") from None
+    stored = read_json(path, "add --fresh to start over")
     if not isinstance(stored, dict) or stored.get("schema") != f"{SCHEMA}/progress":
         raise EvalError(f"{path} is not a posenc eval progress file; choose another --out or add --fresh")
     if stored.get("schema_version") != SCHEMA_VERSION:

@@ -359,14 +359,11 @@ def run_search(
 def _saved_evaluations(store: Path, settings: Dict[str, Any], fresh: bool) -> Dict[str, Any]:
     """The evaluations ``store`` holds for these ``settings`` (none when absent or ``fresh``); a file of
     other settings or not a search file is :class:`EvalError`."""
-    from .cli import EvalError
+    from .cli import EvalError, read_json
 
     if not store.exists() or fresh:
         return {}
-    try:
-        data = json.loads(store.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise EvalError(f"{store} is unreadable ({err}); add --fresh to start over") from None
+    data = read_json(store, "add --fresh to start over")
     if not isinstance(data, dict) or data.get("schema") != "posenc.eval/search":
         raise EvalError(f"{store} is not a posenc eval search file; choose another --out or add --fresh")
     if data.get("settings") != settings:
