@@ -26,7 +26,17 @@ from types import ModuleType
 
 from ..manifest import CHAPTERS
 from ..prose import Block
-from . import bad_ideas, bag_of_tiles, big_picture, clock_hands, common_mistakes, learned_tables, rope, three_rules
+from . import (
+    bad_ideas,
+    bag_of_tiles,
+    big_picture,
+    clock_hands,
+    common_mistakes,
+    learned_tables,
+    rope,
+    stretching_rope,
+    three_rules,
+)
 
 #: chapter id -> its module, for the chapters written here
 MODULES: dict[str, ModuleType] = {
@@ -36,6 +46,7 @@ MODULES: dict[str, ModuleType] = {
     "clock-hands": clock_hands,
     "learned-tables": learned_tables,
     "rope": rope,
+    "stretching-rope": stretching_rope,
     "common-mistakes": common_mistakes,
     "big-picture": big_picture,
 }
