@@ -39,6 +39,8 @@ from .scalings import (
 SCHEMA_VERSION = 1
 SCHEMA = "posenc.eval"
 DTYPES = ("float32", "bfloat16", "float16")
+#: bootstrap resamples per interval: intervals settle long before this, and memory grows with it
+MAX_BOOTSTRAP_SAMPLES = 100_000
 #: the most bytes read from a checkpoint's config.json (published ones are a few kilobytes)
 MAX_CONFIG_BYTES = 1 << 24
 #: the most bytes read from a progress or search file this command wrote (megabytes at most)
@@ -402,12 +404,19 @@ def _parse_numbers(args) -> None:
     args.depths = depths(args.depths)
     args.batch_size = positive("--batch-size", args.batch_size)
     args.bootstrap_samples = positive("--bootstrap-samples", args.bootstrap_samples)
+    if args.bootstrap_samples > MAX_BOOTSTRAP_SAMPLES:  # one (samples, windows) index array per interval
+        raise EvalError(
+            f"--bootstrap-samples must be at most {MAX_BOOTSTRAP_SAMPLES:,}, got {args.bootstrap_samples:,}"
+        )
     if args.memory_limit is not None:
         args.memory_limit = positive("--memory-limit", args.memory_limit, float)
     try:
-        args.seed = int(args.seed)
+        seed = int(args.seed)
     except ValueError:
-        raise EvalError(f"--seed must be an integer, got {args.seed!r}") from None
+        seed = -1
+    if seed < 0:  # numpy's generators take non-negative seeds only
+        raise EvalError(f"--seed must be an integer >= 0, got {args.seed!r}")
+    args.seed = seed
     search = getattr(args, "search", None)
     args.search_length = positive("--search-length", args.search_length) if args.search_length else None
     args.search_windows = positive("--search-windows", getattr(args, "search_windows", "8"))
