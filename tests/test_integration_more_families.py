@@ -96,3 +96,47 @@ def test_zamba2_without_its_rotary_module_is_refused_naming_the_flag():
     with pytest.raises(discovery.UnsupportedModelError, match=r"use_mem_rope=False.*nothing to patch"):
         patch(model)
     assert patch_of(model) is None and torch.equal(_logits(model, ids), before)
+
+
+@pytest.mark.parametrize("model_type", ["cohere", "gemma3_text", "llama4_text"])
+def test_a_found_family_built_on_the_meta_device_is_patched(model_type):
+    """Found from its code, a model built on the meta device (``init_empty_weights``, transformers' own
+    tests) is checked against its rotary module as the family's code rebuilds it on the CPU and patched,
+    not refused; after ``to_empty()`` + ``init_weights()`` + the weights it equals the patched model."""
+    from transformers import AutoModelForCausalLM
+
+    reference = testing.tiny_model_of_type(model_type)
+    with torch.device("meta"):  # patched inside the meta context, as when it is patched as it is built
+        model = AutoModelForCausalLM.from_config(reference.config, attn_implementation="eager")
+        handle = patch(model)
+    assert handle.active
+    model.to_empty(device="cpu")
+    model.init_weights()
+    model.load_state_dict(reference.state_dict())
+    model.eval()
+    patch(reference)
+    ids = _ids()
+    assert torch.equal(_logits(model, ids), _logits(reference, ids))
+    assert sorted(dict(model.named_buffers())) == sorted(dict(reference.named_buffers()))
+
+
+def test_the_replacement_is_found_and_rebuilt_as_transformers_tests_find_a_rotary_class():
+    """transformers' ``test_model_rope_scaling_frequencies`` takes the class of a module named ``rotary_emb``
+    whose ``__init__``'s first parameter is ``config``, builds it from configs with other rope dicts and
+    reads its ``inv_freq``: the replacement is found the same way and behaves as a rotary module."""
+    import inspect
+
+    model = testing.tiny_model_of_type("cohere")
+    patch(model)
+    module = model.model.rotary_emb
+    assert list(inspect.signature(module.__init__).parameters)[0] == "config"
+    config = copy.deepcopy(model.config)
+    config.rope_parameters = {"rope_type": "default", "rope_theta": 10000.0}
+    original = type(module)(config=config)
+    config.rope_parameters = {"rope_type": "linear", "rope_theta": 10000.0, "factor": 10.0}
+    linear = type(module)(config=config)
+    torch.testing.assert_close(linear.inv_freq, original.inv_freq / 10)
+    x = torch.zeros(1)
+    cos_linear, _ = linear(x, torch.arange(0, 100, 10)[None])
+    cos_original, _ = original(x, torch.arange(10)[None])
+    torch.testing.assert_close(cos_linear, cos_original)

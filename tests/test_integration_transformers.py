@@ -38,8 +38,8 @@ transformers.logging.set_verbosity_error()
 CASES = tiny.case_names()
 SEQ = 16
 LONG_OFFSETS = (131072, 1048576)  # 128k and 1M: position_ids = offset + arange(SEQ)
-#: GPT-J's own table stops at n_positions (2048): unpatched, it cannot run at long positions at all
-TABLE_BOUND = {"gpt-j-6b"}
+#: GPT-J's (and CodeGen's) own table stops at n_positions (2048): unpatched, it cannot run at long positions at all
+TABLE_BOUND = {"gpt-j-6b", "codegen-350m"}
 
 
 def ids_for(seed: int = 1, batch: int = 2, seq: int = SEQ) -> torch.Tensor:

@@ -66,6 +66,8 @@ CASES: Dict[str, Tuple[str, Dict]] = {
     "phi-2": ("fixture", {"name": "phi-2"}),
     "gpt-neox-20b": ("fixture", {"name": "gpt-neox-20b"}),
     "gpt-j-6b": ("fixture", {"name": "gpt-j-6b"}),
+    # Salesforce/codegen-350M-mono: GPT-J's rotary code, 32 of 64 features rotated
+    "codegen-350m": ("codegen", {"n_embd": 1024, "n_head": 16, "n_positions": 2048, "rotary_dim": 32}),
     "deepseek-v3": ("fixture", {"name": "deepseek-v3"}),
     "deepseek-v2-lite": ("fixture", {"name": "deepseek-v2-lite"}),
     "gpt-oss-20b": ("fixture", {"name": "gpt-oss-20b"}),
@@ -130,6 +132,16 @@ def tiny_config(name: str, **overrides):
             "n_layer": LAYERS,
             "n_embd": 2 * 128,
             "n_head": 2,
+            "n_inner": 64,
+            "tie_word_embeddings": False,
+            "pad_token_id": 0,
+        }
+    elif model_type == "codegen":  # its attention splits the heads over 4 groups: 4 heads
+        small = {
+            "vocab_size": VOCAB,
+            "n_layer": LAYERS,
+            "n_embd": 4 * head_dim,
+            "n_head": 4,
             "n_inner": 64,
             "tie_word_embeddings": False,
             "pad_token_id": 0,
@@ -216,7 +228,7 @@ class ExactRotary(nn.Module):
         inv_freq, factor = rope_frequencies(self.scaling, self.rotary_dim, self.base, seq_len)
         angles = position_ids.to(torch.float64)[..., None] * inv_freq.to(x.device)  # (B, S, r/2)
         cos, sin = angles.cos() * factor, angles.sin() * factor
-        if self.model_type == "gptj":
+        if self.model_type in ("gptj", "codegen"):
             return sin.to(x.dtype), cos.to(x.dtype)
         if self.model_type == "deepseek_v2":  # freqs_cis = cos + i sin, complex128 here
             return torch.complex(cos, sin)

@@ -27,12 +27,14 @@ without building a model; ``python -m posenc.integrations.discovery`` prints tha
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import importlib
 import inspect
 import types
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 import torch
 from torch import nn
@@ -57,6 +59,21 @@ _TABLE_POSITIONS = 16
 
 class UnsupportedModelError(ValueError):
     """The model's rotary code matches nothing posenc can stand in for (the message says what)."""
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def on_the_cpu(fn: _F) -> _F:
+    """Run ``fn`` with the CPU as the default device: its probe tensors and positions are made there
+    even when it is called inside ``with torch.device("meta")`` (a model patched as it is built empty)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with torch.device("cpu"):
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 def expand(half: torch.Tensor, form: str) -> torch.Tensor:
@@ -215,6 +232,7 @@ def _matches(
     return True
 
 
+@on_the_cpu
 def classify_function(
     fn: Callable, forms: Tuple[str, ...] = FORMS, width: int = 8
 ) -> Tuple[Optional[RotaryFunction], str]:
@@ -392,6 +410,7 @@ def _rotary_children(model: nn.Module) -> List[nn.Module]:
     return [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
 
 
+@on_the_cpu
 def discover(model: nn.Module) -> Discovered:
     """Find how ``model``'s code applies RoPE; see the module docstring.
 
@@ -520,7 +539,13 @@ def _call_rotary(
     rotary: nn.Module, positions: torch.Tensor, layer_type: Optional[str] = None
 ) -> Tuple[torch.Tensor, torch.Tensor, bool]:
     """``(cos, sin, complex)`` of a rotary module at ``positions``, float64 on the CPU; ``complex``
-    says the module returned one complex tensor ``cos + i sin``."""
+    says the module returned one complex tensor ``cos + i sin``.
+
+    A module on the meta device has no values to read: it is checked as the family's code builds it
+    from its config on the CPU, which is what ``to_empty()`` + ``init_weights()`` give it back.
+    """
+    if any(t.is_meta for t in rotary.buffers()):
+        rotary = rebuilt_on_cpu(rotary)
     buffers = [b for b in rotary.buffers() if b.is_floating_point()]
     device = buffers[0].device if buffers else torch.device("cpu")
     x = torch.zeros(1, positions.shape[-1], 1, dtype=torch.float32, device=device)
@@ -536,6 +561,24 @@ def _call_rotary(
             "or the complex cos + i sin posenc stands in for"
         )
     return out[0].detach().to("cpu", torch.float64), out[1].detach().to("cpu", torch.float64), is_complex
+
+
+def rebuilt_on_cpu(rotary: nn.Module) -> nn.Module:
+    """A fresh copy of a rotary module, built by its own class from its ``config`` on the CPU."""
+    config = getattr(rotary, "config", None)
+    if config is None:
+        raise UnsupportedModelError(
+            f"{type(rotary).__name__} is on the meta device and has no config to rebuild it from, so its "
+            "tables cannot be checked; patch the model once its weights are materialised"
+        )
+    try:
+        with torch.device("cpu"):
+            return type(rotary)(config=config)
+    except Exception as exc:
+        raise UnsupportedModelError(
+            f"{type(rotary).__name__} is on the meta device and cannot be rebuilt from its config on the CPU "
+            f"to check its tables: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def rotary_output_form(
@@ -569,6 +612,7 @@ def rotary_output_form(
     return "half", (cos, sin)
 
 
+@on_the_cpu
 def check_tables(model: nn.Module, rope, found: Discovered) -> None:
     """Refuse unless posenc's tables for ``rope`` equal every rotary module's own, at positions 0..15.
 
@@ -585,6 +629,8 @@ def check_tables(model: nn.Module, rope, found: Discovered) -> None:
 
 def _check_one_table(rotary: nn.Module, rope, found: Discovered, layer_type: Optional[str]) -> None:
     positions = torch.arange(_TABLE_POSITIONS).unsqueeze(0)
+    if any(t.is_meta for t in rope.buffers()):  # a model on the meta device: the tables it will have
+        rope = copy.deepcopy(rope).to_empty(device="cpu")
     with torch.no_grad():
         cos_p, sin_p = rope.cos_sin(positions)
     cos_p, sin_p = cos_p.to("cpu", torch.float64), sin_p.to("cpu", torch.float64)

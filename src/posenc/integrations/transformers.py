@@ -135,13 +135,14 @@ class PosencRotaryTables(nn.Module):
     """Stands in for a model's ``*RotaryEmbedding``: exact half-width cos/sin for ``position_ids``.
 
     Args:
-        rope: the :class:`posenc.RotaryEmbedding` built from the model's config; or, as the family's
-            own module is built, a ``transformers`` config (``type(model.model.rotary_emb)(config)``
-            gives a working module, as code that rebuilds a model's rotary module expects).
+        config: a ``transformers`` config, as the family's own module is built
+            (``type(model.model.rotary_emb)(config)`` gives a working module, as code that rebuilds a
+            model's rotary module expects; ``sin_first`` and ``complex_output`` then come from the
+            family); or the :class:`posenc.RotaryEmbedding` built from the model's config (what
+            :func:`patch` passes).
         sin_first: return ``(sin, cos)`` (GPT-J's order) instead of ``(cos, sin)``.
-        complex_output: return one complex tensor ``cos + i sin`` (DeepSeek-V2's ``freqs_cis``).
-        config: a ``transformers`` config to build from instead of ``rope`` (``sin_first`` and
-            ``complex_output`` then come from the family).
+        complex_output: return one complex tensor ``cos + i sin`` (DeepSeek-V2's and Llama 4's ``freqs_cis``).
+        rope: the :class:`posenc.RotaryEmbedding`, by keyword, instead of ``config``.
         device: where to put the tables (the signature of ``transformers``' rotary modules).
 
     Shape:
@@ -168,23 +169,30 @@ class PosencRotaryTables(nn.Module):
 
     def __init__(
         self,
-        rope: Union[RotaryEmbedding, object, None] = None,
+        config: Union[RotaryEmbedding, object, None] = None,
         sin_first: bool = False,
         complex_output: bool = False,
         *,
-        config: object = None,
+        rope: Optional[RotaryEmbedding] = None,
         device: Union[torch.device, str, None] = None,
     ):
         super().__init__()
-        if not isinstance(rope, RotaryEmbedding):
-            if rope is not None and config is not None:
+        # the first parameter is ``config``, as in the family's own module (transformers' tests find a
+        # rotary class by that name); patch passes its RotaryEmbedding there, positionally
+        if isinstance(config, RotaryEmbedding):
+            if rope is not None:
                 raise TypeError("give PosencRotaryTables either a RotaryEmbedding or a config, not both")
-            config = rope if rope is not None else config
+            config, rope = None, config
+        if rope is None:
             if config is None:
                 raise TypeError(
                     "PosencRotaryTables needs rope (a posenc RotaryEmbedding) or config (a transformers config)"
                 )
             rope, sin_first, complex_output = _tables_arguments_from_config(config)
+        elif config is not None:
+            raise TypeError("give PosencRotaryTables either a RotaryEmbedding or a config, not both")
+        elif not isinstance(rope, RotaryEmbedding):
+            raise TypeError(f"rope must be a posenc RotaryEmbedding, got {type(rope).__name__}")
         self.rope = rope if device is None else rope.to(device=device)
         self.sin_first = sin_first
         self.complex_output = complex_output
@@ -274,6 +282,11 @@ class PosencRotaryTables(nn.Module):
             past = (ids.max() + 1 > _threshold(self.rope)) if ids.numel() else torch.tensor(False)
             cos, sin = torch.where(past, long_cos, cos), torch.where(past, long_sin, sin)
         return cos, sin
+
+    @property
+    def inv_freq(self) -> torch.Tensor:
+        """The rope's frequencies, (rotary_dim // 2,), as the family's own module exposes them."""
+        return self.rope.inv_freq
 
     def extra_repr(self) -> str:
         return f"sin_first={self.sin_first}, complex_output={self.complex_output}"
