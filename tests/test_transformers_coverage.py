@@ -348,3 +348,13 @@ def test_mla_partial_rotary_factor_is_taken_against_head_dim_as_transformers_doe
         "rope_parameters": {**config["rope_parameters"], "partial_rotary_factor": 0.5},
     }
     assert rotary_kwargs_from_hf(deepseek)["rotary_dim"] == 32
+
+
+def test_a_refusal_is_checked_without_the_float64_yardstick(census):
+    # Inkling 2's text model runs in float32 but not as a float64 copy (its code makes float32 tensors);
+    # the refusal (no rotary module in the text model) and the untouched model need no yardstick
+    if "inkling2_text" not in census:
+        pytest.skip("this transformers has no inkling2_text")
+    row = testing.coverage("inkling2_text")
+    assert row.status == "refused", row.detail
+    assert row.untouched and "no rotary embedding module" in row.detail
