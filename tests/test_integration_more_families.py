@@ -140,3 +140,23 @@ def test_the_replacement_is_found_and_rebuilt_as_transformers_tests_find_a_rotar
     cos_linear, _ = linear(x, torch.arange(0, 100, 10)[None])
     cos_original, _ = original(x, torch.arange(10)[None])
     torch.testing.assert_close(cos_linear, cos_original)
+
+
+def test_a_rotation_of_the_last_features_is_refused_saying_so():
+    """DeepSeek-V4 lays a head out as ``[nope | rope]`` and rotates the trailing slice; posenc's stand-in
+    rotates the leading features, so the probe refuses it, and says which features it rotates."""
+    deepseek_v4 = pytest.importorskip("transformers.models.deepseek_v4.modeling_deepseek_v4")
+
+    def trailing(x, cos, sin, unsqueeze_dim=1):  # half-split pairs on the last 2 * cos.shape[-1] features
+        cos, sin = (
+            torch.cat((cos, cos), -1).unsqueeze(unsqueeze_dim),
+            torch.cat((sin, sin), -1).unsqueeze(unsqueeze_dim),
+        )
+        r = cos.shape[-1]
+        rope = x[..., -r:]
+        half = torch.cat((-rope[..., r // 2 :], rope[..., : r // 2]), dim=-1)
+        return torch.cat((x[..., :-r], rope * cos + half * sin), dim=-1)
+
+    for fn, layout in ((trailing, "half"), (deepseek_v4.apply_rotary_pos_emb, "interleaved")):
+        found, why = discovery.classify_function(fn)
+        assert found is None and f"rotates the last features of the head ({layout} pairs" in why

@@ -261,7 +261,41 @@ def classify_function(
                     layout, sign, deinterleave = rotation
                     return RotaryFunction(fn.__name__, arity, form, layout, sign, deinterleave, seq_first), ""
     said = " or ".join(repr(f) for f in usable)
+    trailing = _trailing_rotation(fn, arity, usable, width)
+    if trailing is not None:
+        return None, (
+            f"it rotates the last features of the head ({trailing} pairs, after the features it passes "
+            "through), and posenc's rotation rotates the first ones"
+        )
     return None, f"on a probe with cos/sin in the {said} form it matches no rotation posenc has"
+
+
+def _trailing_rotation(fn: Callable, arity: str, forms: Tuple[str, ...], width: int) -> Optional[str]:
+    """The layout in which ``fn`` rotates the *last* ``width`` features of a wider head (DeepSeek-V4's
+    ``[nope | rope]`` heads), or ``None``: said in a refusal, which posenc's stand-in cannot do."""
+    if arity == "complex":
+        return None
+    q, k, cos, sin = _probe_tensors(width, _PASS, False)
+    tensors = (q,) if arity == "single" else (q, k)
+    for form in forms:
+        try:
+            with torch.no_grad():
+                out = fn(*(t.clone() for t in tensors), expand(cos, form), expand(sin, form))
+        except Exception:  # a shape it does not take
+            continue
+        out = (out,) if arity == "single" else out
+        if not (isinstance(out, tuple) and all(isinstance(t, torch.Tensor) for t in out)):
+            continue
+        for layout, sign, deinterleave in ROTATIONS:
+            if deinterleave:
+                continue
+            want = [
+                torch.cat((x[..., :_PASS], rotate_reference(x[..., _PASS:], cos, sign * sin, layout=layout)), dim=-1)
+                for x in tensors
+            ]
+            if all(_close(got, w) for got, w in zip(out, want)):
+                return layout
+    return None
 
 
 def _unwrapped(fn: Callable) -> Callable:
