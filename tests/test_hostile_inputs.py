@@ -202,3 +202,16 @@ def test_yarn_with_a_tiny_beta_slow_is_computed_not_overflowed(beta):
     # a tiny beta_slow only moves the ramp's end past the last pair, as any beta_slow below ~2e-6 does here
     reference = RotaryEmbedding.from_hf_config(hf_config({**YARN, "beta_slow": 1e-10}))
     torch.testing.assert_close(rope.frequencies()[0], reference.frequencies()[0], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("model_type", [[1], {"a": 1}, 3])
+def test_a_model_type_that_is_not_a_string_is_refused_by_name(model_type):
+    # a list reached a set lookup and raised "unhashable type: 'list'", naming no field
+    with pytest.raises(ValueError, match=r"config field model_type must be a string, got "):
+        RotaryEmbedding.from_hf_config({**hf_config(YARN), "model_type": model_type})
+
+
+def test_an_integer_field_past_its_range_is_quoted_as_given():
+    # 1e300 is a whole float: the message quotes it so, not as the 301 digits of int(1e300)
+    with pytest.raises(ValueError, match=r"original_max_position_embeddings .*<= 2\*\*53, got 1e\+300$"):
+        RotaryEmbedding.from_hf_config(hf_config({**YARN, "original_max_position_embeddings": 1e300}))

@@ -224,6 +224,8 @@ def rotary_kwargs_from_hf(config: Any, layer_type: Optional[str] = None, strict:
                 "them, as transformers does with a warning"
             )
     model_type = fields.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):
+        raise ValueError(f"config field model_type must be a string, got {model_type!r}")
 
     base_key = (
         "rope_theta"

@@ -131,12 +131,13 @@ def strict_int(field_name: str, value: object, *, minimum: int = 1, maximum: int
     allowed = f"an integer >= {minimum}" + (" and <= 2**53" if maximum == 2**53 else f" and <= {maximum}")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         _fail_field(field_name, value, allowed)
+    given = value
     if isinstance(value, float):
         if not math.isfinite(value) or not value.is_integer():
             _fail_field(field_name, value, allowed)
         value = int(value)
     if not minimum <= value <= maximum:
-        _fail_field(field_name, value, allowed)
+        _fail_field(field_name, given, allowed)  # as given: 1e300, not its 301 digits as an int
     return value
 
 
