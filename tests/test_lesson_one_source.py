@@ -26,6 +26,10 @@ from posenc.lesson.prose import Block, as_dict, plain, spans, to_rich
 
 WRITTEN = sorted(chapters.MODULES)
 BY_ID = {c.id: c for c in CHAPTERS}
+#: the written chapters the tour tells too (a chapter with no tour section is the browser's only)
+TOLD = [c for c in WRITTEN if BY_ID[c].tour]
+#: a chapter that keeps its text on the page, if one is left
+UNWRITTEN = next((c.id for c in CHAPTERS if c.id not in chapters.MODULES), None)
 #: a number as printed: 4.77e-07, 6,708, 0.019, −0.5, 30
 NUMBER = re.compile(r"(?<![\w.])[-−]?\d[\d,]*(?:\.\d+)?(?:e[-+]\d+)?")
 
@@ -68,24 +72,25 @@ def test_bad_blocks_are_refused():
         Block("table", "caption")
     with pytest.raises(ValueError, match="same number"):
         Block("table", "caption", rows=(("a", "b"), ("c",)))
-    with pytest.raises(KeyError, match="keeps its text on the page"):
-        chapters.blocks("comparison")
+    if UNWRITTEN:
+        with pytest.raises(KeyError, match="keeps its text on the page"):
+            chapters.blocks(UNWRITTEN)
     with pytest.raises(KeyError, match="must be one of"):
         chapters.blocks("no-such-chapter")
 
 
 # -- every written chapter -------------------------------------------------------------------------------
-def test_written_chapters_are_in_the_manifest_and_told_by_the_tour():
+def test_written_chapters_are_in_the_manifest_and_the_tour_tells_most():
     for chapter in WRITTEN:
         assert chapter in BY_ID
-        assert BY_ID[chapter].tour, chapter
+    assert len(TOLD) >= 9  # every chapter the tour told before the text moved here still is
 
 
 @pytest.fixture(scope="module")
 def told(tmp_path_factory):
     """chapter id -> what its tour sections print, at a width that wraps nothing."""
     out = {}
-    for chapter in WRITTEN:
+    for chapter in TOLD:
         buffer = io.StringIO()
         console = rich.console.Console(file=buffer, width=200, color_system=None)
         sections = tour.select_sections(BY_ID[chapter].tour)
@@ -102,7 +107,7 @@ def sentences(block: Block) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("chapter", WRITTEN)
+@pytest.mark.parametrize("chapter", TOLD)
 def test_the_tour_prints_every_sentence_of_the_chapter(told, chapter):
     text = flowing(told[chapter])
     for block in chapters.blocks(chapter):
@@ -116,8 +121,9 @@ def test_the_api_sends_the_chapter_module_text(chapter):
     response = client.get(f"/api/lesson/prose/{chapter}")
     assert response.status_code == 200, response.text
     assert response.json()["blocks"] == [as_dict(b) for b in chapters.blocks(chapter)]
-    missing = client.get("/api/lesson/prose/comparison")
-    assert missing.status_code == 404 and "keeps its text on the page" in missing.json()["detail"]
+    if UNWRITTEN:
+        missing = client.get(f"/api/lesson/prose/{UNWRITTEN}")
+        assert missing.status_code == 404 and "keeps its text on the page" in missing.json()["detail"]
 
 
 # -- the page, in a real browser -------------------------------------------------------------------------
@@ -145,11 +151,14 @@ def page_texts():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("chapter", WRITTEN)
-def test_the_page_and_the_tour_carry_the_same_sentences_and_numbers(told, page_texts, chapter):
+def test_the_page_and_the_tour_carry_the_same_sentences_and_numbers(request, page_texts, chapter):
     on_page = flowing(page_texts[chapter])
     for block in chapters.blocks(chapter):
         for sentence in sentences(block):
             assert flowing(sentence) in on_page, (chapter, sentence)
+    if chapter not in TOLD:
+        return  # the browser's only: its sentences are checked above
+    told = request.getfixturevalue("told")
     # every number the tour prints for the chapter (but its title's and the figure files') is on the page
     printed = "\n".join(
         line

@@ -36,11 +36,13 @@ from . import (
     rope,
     stretching_rope,
     three_rules,
+    word_plus_position,
 )
 
 #: chapter id -> its module, for the chapters written here
 MODULES: dict[str, ModuleType] = {
     "bag-of-tiles": bag_of_tiles,
+    "word-plus-position": word_plus_position,
     "bad-ideas": bad_ideas,
     "three-rules": three_rules,
     "clock-hands": clock_hands,
