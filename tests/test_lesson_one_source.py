@@ -192,3 +192,25 @@ def test_a_chapter_not_written_here_keeps_its_text_on_the_page():
         if chapter.id not in chapters.MODULES:
             body = article(chapter.id)
             assert "data-prose" not in body and "<p" in body, chapter.id
+
+
+def test_alibi_chapter_states_what_its_figure_draws():
+    """Chapter 9's sentences about the steep and shallow heads are the figure's own weights."""
+    from posenc.explorer.lesson import alibi_penalty
+    from posenc.lesson.chapters import alibi_penalty as chapter
+
+    n = chapters.numbers("alibi-penalty")
+    assert (
+        n["alibi.head0.bias_at_distance"]
+        == alibi_penalty(chapter.HEADS, chapter.DISTANCE)["rows"][0]["bias_at_distance"]
+    )
+    drawn = alibi_penalty(chapter.HEADS, chapter.FAR)["rows"]
+    steep, shallow = drawn[0]["weights"], drawn[-1]["weights"]
+    assert sum(steep[-chapter.NEAREST :]) == pytest.approx(n["alibi.far.steep_nearest"], abs=1e-12)
+    assert sum(shallow[-chapter.NEAREST :]) == pytest.approx(n["alibi.far.shallow_nearest"], abs=1e-12)
+    # "nearly all" near for the steep head, "almost evenly" for the shallow one
+    assert n["alibi.far.steep_nearest"] > 0.8
+    assert (
+        max(shallow) / min(shallow) == pytest.approx(n["alibi.far.shallow_spread"])
+        and n["alibi.far.shallow_spread"] < 1.5
+    )

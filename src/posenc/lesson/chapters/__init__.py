@@ -27,6 +27,7 @@ from types import ModuleType
 from ..manifest import CHAPTERS
 from ..prose import Block
 from . import (
+    alibi_penalty,
     bad_ideas,
     bag_of_tiles,
     big_picture,
@@ -49,6 +50,7 @@ MODULES: dict[str, ModuleType] = {
     "learned-tables": learned_tables,
     "rope": rope,
     "stretching-rope": stretching_rope,
+    "alibi-penalty": alibi_penalty,
     "common-mistakes": common_mistakes,
     "big-picture": big_picture,
 }

@@ -1,0 +1,83 @@
+"""Chapter "ALiBi: a penalty for distance": every score loses slope x distance, one slope per head."""
+
+from __future__ import annotations
+
+import torch
+
+from ...alibi import alibi_bias, alibi_slopes
+from ..prose import Block
+
+#: the figure's default: 8 heads, a query 10 seats after the key, and the longest look back it offers
+HEADS = 8
+DISTANCE = 10
+FAR = 64
+#: how many of the nearest keys (the query's own seat and the ones just behind) "the nearest words" are
+NEAREST = 4
+
+
+def _fraction(slope: float) -> str:
+    return f"1/{round(1 / slope)}"
+
+
+def numbers() -> dict:
+    """ALiBi's slopes and biases, and the attention of its steepest and shallowest heads, from posenc."""
+    n: dict = {"alibi.heads": HEADS}
+    slopes = alibi_slopes(HEADS)
+    n["alibi.slopes"] = slopes.tolist()
+    query = torch.tensor([FAR])
+    keys = torch.arange(FAR + 1)
+    bias = alibi_bias(slopes, query, keys)[:, 0]  # (heads, FAR + 1): key j, FAR - j seats back
+    n["alibi.head0.bias_at_distance"] = float(bias[0, FAR - DISTANCE])
+    # every key matches the query equally well, so only the bias decides where attention goes
+    weights = torch.softmax(bias, dim=-1)  # (heads, FAR + 1)
+    nearest = weights[:, FAR - NEAREST + 1 :].sum(dim=-1)
+    n["alibi.far.steep_nearest"] = float(nearest[0])
+    n["alibi.far.shallow_nearest"] = float(nearest[-1])
+    n["alibi.far.even_nearest"] = NEAREST / (FAR + 1)
+    n["alibi.far.shallow_spread"] = float(weights[-1].max() / weights[-1].min())
+    return n
+
+
+def prose(n: dict) -> list[Block]:
+    """The chapter's text with the numbers of :func:`numbers`."""
+    slopes = n["alibi.slopes"]
+    shown = ", ".join(_fraction(s) for s in slopes[:3])
+    steep, shallow = _fraction(slopes[0]), _fraction(slopes[-1])
+    bias = f"{n['alibi.head0.bias_at_distance']:g}".replace("-", "−")
+    return [
+        Block(
+            "p",
+            """ALiBi (attention with linear biases, Press et al. 2022, *Train Short, Test Long*) changes no vector
+            at all. It leaves queries, keys and word vectors alone and edits the attention score itself: before the
+            softmax, every score loses *slope × distance*, where the distance is how many seats the key sits behind
+            the query. The further back a word, the less attention it gets, by a rule that needs no table and goes
+            on forever, which is why BLOOM and MPT could read texts longer than the ones they were trained on.""",
+            "intro",
+        ),
+        Block("formula", "score(i, j) = q(i) · k(j) / √d − slope(h) × (i − j)", "intro"),
+        Block(
+            "p",
+            f"""Each head h gets its own slope, a geometric series: with {n["alibi.heads"]} heads the slopes are
+            {shown}, …, {shallow} (in general 2^(−8(h+1)/H)). A steep head ({steep}) looks at the last few words; a
+            shallow one ({shallow}) still sees words hundreds of seats back. The distance i − j is the same gap as
+            in RoPE: the query's seat minus the key's.""",
+            "intro",
+        ),
+        Block(
+            "p",
+            f"""With every key matching the query equally well and the query looking {FAR} seats back, the steep
+            head puts {n["alibi.far.steep_nearest"]:.1%} of its attention on the {NEAREST} nearest words; the
+            shallow head puts {n["alibi.far.shallow_nearest"]:.1%} there (an even spread would be
+            {n["alibi.far.even_nearest"]:.1%}), and its largest weight is only
+            {n["alibi.far.shallow_spread"]:.2f} times its smallest.""",
+            "after",
+        ),
+        Block(
+            "try",
+            f"""with {n["alibi.heads"]} heads, read head 0's bias for a key {DISTANCE} seats back:
+            {bias}, half a point per seat. Then stretch the distance to {FAR}: the
+            steep head keeps nearly all its attention on the nearest words, the shallow one spreads it almost
+            evenly.""",
+            "after",
+        ),
+    ]
