@@ -214,3 +214,16 @@ def test_alibi_chapter_states_what_its_figure_draws():
         max(shallow) / min(shallow) == pytest.approx(n["alibi.far.shallow_spread"])
         and n["alibi.far.shallow_spread"] < 1.5
     )
+
+
+def test_comparison_chapter_states_what_its_table_computes():
+    """Chapter 10's "only the learned table stops" is the table's own live column at both lengths."""
+    from posenc.explorer.lesson import LEARNED_ROWS, compare
+    from posenc.lesson.chapters import comparison as chapter
+
+    n = chapters.numbers("comparison")
+    assert n["compare.trained"] == LEARNED_ROWS
+    for length in chapter.LENGTHS:
+        live = [row["scheme"] for row in compare(length)["schemes"] if row["reads"]]
+        assert n[f"compare.reads.{length}"] == live
+    assert set(n["compare.reads.512"]) - set(n["compare.reads.576"]) == {"learned"}

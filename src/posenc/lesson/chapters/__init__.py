@@ -33,6 +33,7 @@ from . import (
     big_picture,
     clock_hands,
     common_mistakes,
+    comparison,
     learned_tables,
     rope,
     stretching_rope,
@@ -51,6 +52,7 @@ MODULES: dict[str, ModuleType] = {
     "rope": rope,
     "stretching-rope": stretching_rope,
     "alibi-penalty": alibi_penalty,
+    "comparison": comparison,
     "common-mistakes": common_mistakes,
     "big-picture": big_picture,
 }

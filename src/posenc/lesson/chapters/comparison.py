@@ -1,0 +1,62 @@
+"""Chapter "The methods side by side": the comparison table's live columns, and which scheme stops first."""
+
+from __future__ import annotations
+
+import torch
+
+from ...factory import make_scheme
+from ...learned import PositionOutOfRangeError
+from ..prose import Block
+
+#: the training length every scheme of the table is built for, and the lengths the "try this" compares
+TRAINED = 512
+LENGTHS = (512, 576)
+SCHEMES = ("sinusoidal", "learned", "rope", "alibi", "nope")
+#: the width and heads the table's schemes are built with
+D_MODEL, HEADS = 32, 4
+
+
+def reads(name: str, length: int) -> bool:
+    """Whether scheme ``name``, built for ``TRAINED`` tokens, places ``length`` tokens (its own hooks)."""
+    scheme = make_scheme(name, d_model=D_MODEL, n_heads=HEADS, max_len=TRAINED).double()
+    pos = torch.arange(length).unsqueeze(0)
+    try:
+        with torch.no_grad():
+            scheme.embed(torch.zeros(1, length, D_MODEL, dtype=torch.float64), pos)
+            q = torch.ones(1, HEADS, length, D_MODEL // HEADS, dtype=torch.float64)
+            scheme.rotate(q, q, pos)
+            scheme.bias(pos[0, -1:], pos[0])
+    except PositionOutOfRangeError:
+        return False
+    return True
+
+
+def numbers() -> dict:
+    """Which schemes read each length of :data:`LENGTHS`."""
+    n: dict = {"compare.trained": TRAINED}
+    for length in LENGTHS:
+        n[f"compare.reads.{length}"] = [s for s in SCHEMES if reads(s, length)]
+    return n
+
+
+def prose(n: dict) -> list[Block]:
+    """The chapter's text with the numbers of :func:`numbers`."""
+    short, long = LENGTHS
+    stopped = [s for s in n[f"compare.reads.{short}"] if s not in n[f"compare.reads.{long}"]]
+    names = {"learned": "the learned table", "sinusoidal": "the sinusoidal code", "rope": "RoPE", "alibi": "ALiBi"}
+    which = " and ".join(names.get(s, s) for s in stopped) or "no scheme"
+    return [
+        Block(
+            "p",
+            f"""Every claim in the table links to the place where posenc shows it. The last two columns are computed
+            now: posenc builds each scheme for a model trained on {n["compare.trained"]} tokens and asks it to place
+            the number of tokens you choose.""",
+            "intro",
+        ),
+        Block(
+            "try",
+            f"""slide the length from {short} to {long}: only {which} stops, with the same message as in
+            [chapter 6](#learned-tables).""",
+            "after",
+        ),
+    ]
