@@ -227,3 +227,16 @@ def test_comparison_chapter_states_what_its_table_computes():
         live = [row["scheme"] for row in compare(length)["schemes"] if row["reads"]]
         assert n[f"compare.reads.{length}"] == live
     assert set(n["compare.reads.512"]) - set(n["compare.reads.576"]) == {"learned"}
+
+
+def test_pytorch_demo_chapter_states_what_the_demo_prints(capsys):
+    """Chapter 11's "0.65457 four times" and its try-this are what the demo itself prints."""
+    from posenc.explorer.lesson import pytorch_demo
+
+    n = chapters.numbers("pytorch-demo")
+    for shift in (100, 10_000):
+        pytorch_demo(shift=shift)
+        printed = capsys.readouterr().out
+        scores = re.findall(r"seats \d+ and \d+: (-?\d\.\d{5})", printed)
+        assert scores.count(f"{n['demo.score']:.5f}") == 4, printed
+        assert f"{n[f'demo.score.moved.{shift}']:.5f}" == f"{n['demo.score']:.5f}"

@@ -35,6 +35,7 @@ from . import (
     common_mistakes,
     comparison,
     learned_tables,
+    pytorch_demo,
     rope,
     stretching_rope,
     three_rules,
@@ -53,6 +54,7 @@ MODULES: dict[str, ModuleType] = {
     "stretching-rope": stretching_rope,
     "alibi-penalty": alibi_penalty,
     "comparison": comparison,
+    "pytorch-demo": pytorch_demo,
     "common-mistakes": common_mistakes,
     "big-picture": big_picture,
 }
