@@ -240,3 +240,13 @@ def test_pytorch_demo_chapter_states_what_the_demo_prints(capsys):
         scores = re.findall(r"seats \d+ and \d+: (-?\d\.\d{5})", printed)
         assert scores.count(f"{n['demo.score']:.5f}") == 4, printed
         assert f"{n[f'demo.score.moved.{shift}']:.5f}" == f"{n['demo.score']:.5f}"
+
+
+def test_knowledge_checks_chapter_states_float_spacing_from_the_formats():
+    """Chapter 12's float32 step near a million seats is one unit in the last place: 2^(e - 23), 2^(e - 52)."""
+    import math
+
+    n = chapters.numbers("knowledge-checks")
+    exponent = math.floor(math.log2(n["checks.seat"]))
+    assert n["checks.spacing.float32"] == 2.0 ** (exponent - 23) == 0.0625
+    assert n["checks.spacing.float64"] == 2.0 ** (exponent - 52)

@@ -34,6 +34,7 @@ from . import (
     clock_hands,
     common_mistakes,
     comparison,
+    knowledge_checks,
     learned_tables,
     pytorch_demo,
     rope,
@@ -55,6 +56,7 @@ MODULES: dict[str, ModuleType] = {
     "alibi-penalty": alibi_penalty,
     "comparison": comparison,
     "pytorch-demo": pytorch_demo,
+    "knowledge-checks": knowledge_checks,
     "common-mistakes": common_mistakes,
     "big-picture": big_picture,
 }
