@@ -123,6 +123,11 @@ def test_the_lab_view_shows_committed_summaries_in_a_browser(browser):
             assert block.locator("td[data-bpb]").count() > 0
             if raw["machinery_check"]:
                 assert block.locator("p.stamp").is_visible()
+            else:  # the page's verdict for each claim is the summary's across-seed one, not a per-seed tally
+                shown = block.locator("ul.verdicts li").evaluate_all("els => els.map(e => e.dataset.verdict)")
+                assert shown == [v["verdict"] for v in raw["verdicts"]]
+                heading = block.locator("h4", has_text="Verdicts across seeds").text_content()
+                assert "spread between training seeds" in heading and "every seed sees it" not in heading
         assert page.locator("#lab-body").is_hidden()
         page.close()
     assert not errors

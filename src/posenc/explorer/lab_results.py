@@ -231,6 +231,8 @@ def summary_view(summary: dict) -> dict:
                 "scheme": v.get("scheme"),
                 "effect_mean": _number(v.get("effect_mean")),
                 "effect_sd": _number(v.get("effect_sd")),
+                "p": _number(v.get("p")),
+                "one_seed": v.get("one_seed") is True,
             }
         )
     machinery = bool(summary.get("machinery_check"))
