@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from posenc.explorer import lesson
 from posenc.explorer.app import create_app
 from posenc.learned import PositionOutOfRangeError
+from posenc.lesson.chapters import clock_hands, learned_tables, three_rules
 from posenc.rope.tables import rope_inv_freq
 from posenc.sinusoidal import sinusoidal_table
 
@@ -138,7 +139,7 @@ def test_the_hands_are_the_table_columns_of_the_seat(client):
 # -- 6. learned tables --------------------------------------------------------------------------------------
 def test_512_tokens_read_and_513_hit_the_wall(client):
     ok = get(client, "/api/lesson/learned", tokens=512, stretch_to=1024)
-    assert ok["ok"] is True and ok["shape"] == [1, 512, lesson.LEARNED_WIDTH]
+    assert ok["ok"] is True and ok["shape"] == [1, 512, learned_tables.FIGURE_WIDTH]
     wall = get(client, "/api/lesson/learned", tokens=513, stretch_to=1024)
     assert wall["ok"] is False and wall["first_missing"] == 512
     assert wall["error"] == str(PositionOutOfRangeError(512, 512))
@@ -342,9 +343,9 @@ DIRECT = [
     (lesson.word_plus_position, ("dog", 4096, 16, 1.0), "seat"),
     (lesson.word_plus_position, ("dog", 3, 16, 0.0), "embed_std"),
     (lesson.bad_ideas, (500, 100_001), "sentence_len"),
-    (lesson.three_rules, (1, 16), "rules_len"),
-    (lesson.clock_hands, (3, 258), "d_model"),
-    (lesson.learned_wall, (4097, 1024), "tokens"),
+    (three_rules.three_rules, (1, 16), "rules_len"),
+    (clock_hands.clock_hands, (3, 258), "d_model"),
+    (learned_tables.learned_wall, (4097, 1024), "tokens"),
     (lesson.rotate_vector, (1.0, math.nan, 1, 30.0), "b"),
     (lesson.rope_clock, (8, 3, 100_001, 0), "n"),
     (lesson.word_order, (0, 180.0), "order_deg"),

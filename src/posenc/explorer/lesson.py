@@ -10,7 +10,7 @@ attention :class:`~posenc.model.Block`, :class:`~posenc.learned.LearnedPositiona
 Every parameter is range-checked against :data:`LESSON_LIMITS` (by the API, and again here with
 :func:`posenc._checks.check_int` / ``check_float`` so the functions are safe to call directly), and
 every computation is small. Measured on one CPU core with every parameter at its maximum, the
-heaviest is :func:`three_rules` (2048 positions compared pairwise, about 0.5 s); :func:`mistakes`
+heaviest is :func:`posenc.lesson.chapters.three_rules.three_rules` (2048 positions compared pairwise, about 0.5 s); :func:`mistakes`
 (ten Adam steps of a one-layer model) takes about 0.2 s and everything else a few milliseconds.
 
 Sign convention (one for the whole lesson): an angle is positive counter-clockwise, the direction in
@@ -37,6 +37,9 @@ from ..factory import SCHEMES, make_scheme
 from ..learned import LearnedPositionalEmbedding, PositionOutOfRangeError
 from ..lesson import mistakes as lesson_mistakes
 from ..lesson.attention import attention_weights, by_word
+from ..lesson.chapters import clock_hands as clock_hands_chapter
+from ..lesson.chapters import learned_tables as learned_tables_chapter
+from ..lesson.chapters import three_rules as three_rules_chapter
 from ..lesson.manifest import CHAPTERS
 from ..lesson.stretching import past_training
 from ..model import Block
@@ -46,7 +49,6 @@ from ..rope.scaling import LinearScaling, NTKScaling, YaRNScaling, rope_frequenc
 from ..rope.tables import rope_cos_sin, rope_inv_freq
 from ..sinusoidal import (
     SinusoidalPositionalEncoding,
-    sinusoidal_frequencies,
     sinusoidal_table,
 )
 from .limits import Limit, scaling_limit
@@ -61,11 +63,6 @@ LESSON_LIMITS: dict[str, Limit] = {
     "embed_std": Limit(0.001, 10.0, 1.0, "standard deviation of the word vector's entries"),
     "raw_seat": Limit(0, 100_000, 500, "the seat whose raw integer is added"),
     "sentence_len": Limit(2, 100_000, 4, "words in the sentence coded by fractions"),
-    "rules_len": Limit(2, 2048, 512, "sentence length the three rules are checked on"),
-    "wave_seat": Limit(0, 10_000, 3, "the seat whose clock hands are drawn"),
-    "wave_d_model": Limit(4, 256, 64, "width of the sinusoidal position vectors (even)"),
-    "tokens": Limit(1, 4096, 513, "tokens fed to the learned table"),
-    "stretch_to": Limit(513, 4096, 1024, "rows of the learned table after interpolation"),
     "a": Limit(-10.0, 10.0, 1.0, "first number of the 2-D vector"),
     "b": Limit(-10.0, 10.0, 0.5, "second number of the 2-D vector"),
     "rot_seat": Limit(0, 1000, 1, "seat m of the rotated vector"),
@@ -85,6 +82,9 @@ LESSON_LIMITS: dict[str, Limit] = {
     "steps": Limit(1, 10, 1, "optimizer steps taken"),
     "concat_d_model": Limit(16, 2048, 512, "width of the word vectors"),
 }
+# the chapters whose figures live in their chapter module declare their ranges there
+for _chapter in (three_rules_chapter, clock_hands_chapter, learned_tables_chapter):
+    LESSON_LIMITS.update({key: Limit(*r) for key, r in _chapter.FIGURE_RANGES.items()})
 
 #: schemes the bag-of-tiles and big-picture figures can run
 BAG_SCHEMES = tuple(SCHEMES)
@@ -92,9 +92,8 @@ BAG_SCHEMES = tuple(SCHEMES)
 #: the seed words of the "bad ideas" chapter: a two-number word vector with entries in [-1, 1]
 TINY_WORD = (0.42, -0.15)
 
-#: the width of the learned table in chapter 6 (BERT's 512 rows; narrow so the page stays light)
-LEARNED_ROWS = 512
-LEARNED_WIDTH = 8
+#: the rows of the learned table in chapter 6 (BERT's 512)
+LEARNED_ROWS = learned_tables_chapter.ROWS
 
 #: the width of the bag-of-tiles attention block
 BAG_D_MODEL = 16
@@ -283,164 +282,6 @@ def bad_ideas(raw_seat: int, sentence_len: int) -> dict:
         "step": step,
         "step_4_words": float(reference[1] - reference[0]),
         "meaning_of_step": step * 4,  # the 1-word step, in units of the 4-word sentence's step
-    }
-
-
-# -- 4. the three rules --------------------------------------------------------------------------
-def _codes(name: str, length: int, d_model: int) -> torch.Tensor:
-    """Position codes (length, d_model) of a sentence of ``length`` words under each idea."""
-    if name == "raw integers":
-        return torch.arange(length, dtype=torch.float64).unsqueeze(1).expand(length, d_model)
-    if name == "fractions":
-        return (torch.arange(length, dtype=torch.float64) / length).unsqueeze(1).expand(length, d_model)
-    return sinusoidal_table(length, d_model).double()
-
-
-RULE_CODES = ("raw integers", "fractions", "sinusoidal")
-
-
-def three_rules(length: int, d_model: int) -> dict:
-    """Check the three rules on a sentence of ``length`` words for each coding idea.
-
-    Rule 1, bounded: the largest |value|. Rule 2, consistent step: the distance from seat 2 to
-    seat 3 in a 5-word sentence and in this one. Rule 3, unique: the smallest distance between the
-    codes of two different seats.
-    """
-    _int("rules_len", length)
-    check_int("d_model", d_model, minimum=2, maximum=256, even=True)
-    rows = []
-    for name in RULE_CODES:
-        codes = _codes(name, length, d_model)  # (L, d)
-        short = _codes(name, 5, d_model)
-        largest = float(codes.abs().max())
-        step_short = float((short[3] - short[2]).norm())
-        step_long = float((codes[3] - codes[2]).norm()) if length > 3 else None
-        if length > 1:
-            dist = torch.cdist(codes.unsqueeze(0), codes.unsqueeze(0))[0]  # (L, L)
-            dist.fill_diagonal_(math.inf)
-            closest = float(dist.min())
-        else:
-            closest = None
-        rows.append(
-            {
-                "code": name,
-                "largest": largest,
-                "bounded": largest <= 1.0,
-                "step_5_words": step_short,
-                "step_this_sentence": step_long,
-                "consistent": step_long is not None and math.isclose(step_short, step_long, rel_tol=1e-9),
-                "closest_pair": closest,
-                "unique": closest is not None and closest > 1e-9,
-            }
-        )
-    return {"length": length, "d_model": d_model, "codes": rows}
-
-
-# -- 5. sine waves as clock hands ----------------------------------------------------------------
-def clock_hands(seat: int, d_model: int) -> dict:
-    """The fast, medium and slow hands of ``seat`` and the waves they come from (the four-seat
-    fingerprint is the chapter's text, :mod:`posenc.lesson.chapters.clock_hands`).
-
-    Hands: pair 0 (fastest, one radian per seat), pair d/8 (middle) and the last pair (slowest);
-    each hand's angle is seat x frequency, its tip (cos, sin) is the pair's two table columns.
-    """
-    _int("wave_seat", seat)
-    check_int("d_model", d_model, minimum=4, maximum=256, even=True)
-    freqs = sinusoidal_frequencies(d_model)  # (d/2,)
-    pairs = {"fast": 0, "medium": max(1, d_model // 8), "slow": d_model // 2 - 1}
-    row = sinusoidal_table(1, d_model, start=seat)[0]  # (d,)
-    positions = torch.arange(0, 65)
-    table = sinusoidal_table(65, d_model)  # (65, d)
-    hands: list[dict] = []
-    for speed, pair in pairs.items():
-        freq = float(freqs[pair])
-        angle = seat * freq
-        hands.append(
-            {
-                "speed": speed,
-                "pair": pair,
-                "columns": [2 * pair, 2 * pair + 1],
-                "frequency": freq,
-                "wavelength": TWO_PI / freq,
-                "angle": angle,
-                "angle_deg_mod_360": math.degrees(math.fmod(angle, TWO_PI)),
-                "sin": float(row[2 * pair]),
-                "cos": float(row[2 * pair + 1]),
-                "wave": table[:, 2 * pair].tolist(),
-            }
-        )
-    # the continuous waves the table samples: sin(x * frequency) between the seats, 8 points per seat
-    between = torch.arange(0, 64 * 8 + 1, dtype=torch.float64) / 8  # (513,)
-    for hand in hands:
-        hand["curve"] = torch.sin(between * float(hand["frequency"])).tolist()
-    return {
-        "seat": seat,
-        "d_model": d_model,
-        "hands": hands,
-        "positions": positions.tolist(),
-        "curve_positions": between.tolist(),
-        "table": table.tolist(),  # (65, d): the whole code of seats 0 to 64, for the heatmap
-    }
-
-
-# -- 6. learned tables and the 512 wall ----------------------------------------------------------
-def _learned_table() -> LearnedPositionalEmbedding:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        return LearnedPositionalEmbedding(LEARNED_ROWS, LEARNED_WIDTH)
-
-
-def learned_wall(tokens: int, stretch_to: int) -> dict:
-    """Feed ``tokens`` positions to a 512-row learned table; stretch a copy to ``stretch_to`` rows.
-
-    The error message is the library's own :class:`PositionOutOfRangeError`. The stretched table
-    comes from :meth:`LearnedPositionalEmbedding.extend` (linear interpolation); column 0 of the last
-    rows of both tables is returned so the page can draw where the new rows come from.
-    """
-    _int("tokens", tokens)
-    _int("stretch_to", stretch_to)
-    table = _learned_table()
-    x = torch.zeros(1, tokens, LEARNED_WIDTH)
-    try:
-        out = table(x)
-        result = {"ok": True, "shape": list(out.shape), "error": None}
-    except PositionOutOfRangeError as err:
-        result = {
-            "ok": False,
-            "shape": None,
-            "error": str(err),
-            "error_type": type(err).__name__,
-            "first_missing": err.position,
-        }
-    stretched = _learned_table()
-    stretched.extend(stretch_to, method="interpolate")
-    try:  # the stretched table is asked for the same seats, by the same call
-        stretched(x)
-        stretched_ok = True
-    except PositionOutOfRangeError:
-        stretched_ok = False
-    window = 16  # the last rows, where the two tables differ most
-    old_rows = list(range(LEARNED_ROWS - window, LEARNED_ROWS))
-    new_start = round((LEARNED_ROWS - window) * (stretch_to - 1) / (LEARNED_ROWS - 1))
-    new_rows = list(range(new_start, stretch_to))
-    scale = (LEARNED_ROWS - 1) / (stretch_to - 1)
-    with torch.no_grad():
-        old_col = table.weight[old_rows, 0].tolist()
-        new_col = stretched.weight[new_rows, 0].tolist()
-    return {
-        "max_len": LEARNED_ROWS,
-        "d_model": LEARNED_WIDTH,
-        "tokens": tokens,
-        **result,
-        "rows_used": min(tokens, LEARNED_ROWS),
-        "stretch_to": stretch_to,
-        "stretched_reads_tokens": stretched_ok,
-        "old_positions": old_rows,
-        "old_values": old_col,
-        "new_positions": new_rows,
-        "new_values": new_col,
-        "new_at_old_scale": [r * scale for r in new_rows],
-        "squeeze": scale,
     }
 
 
@@ -959,9 +800,7 @@ __all__ = [
     "attention_map",
     "big_picture",
     "chapters",
-    "clock_hands",
     "compare",
-    "learned_wall",
     "mistakes",
     "pair_layouts",
     "pytorch_demo",
@@ -969,7 +808,6 @@ __all__ = [
     "rotate_vector",
     "run_demo",
     "stretching",
-    "three_rules",
     "word_order",
     "word_plus_position",
 ]

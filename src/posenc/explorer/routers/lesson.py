@@ -58,17 +58,17 @@ def bad_ideas(raw_seat: int = _limit("raw_seat"), sentence_len: int = _limit("se
 
 @router.get("/rules")
 def rules(length: int = _limit("rules_len"), d_model: int = limited(Limit(2, 256, 64, "width of the codes (even)"))):
-    return lesson.three_rules(length, d_model)
+    return written.three_rules.three_rules(length, d_model)
 
 
 @router.get("/clock")
 def clock(seat: int = _limit("wave_seat"), d_model: int = _limit("wave_d_model")):
-    return lesson.clock_hands(seat, d_model)
+    return written.clock_hands.clock_hands(seat, d_model)
 
 
 @router.get("/learned")
 def learned(tokens: int = _limit("tokens"), stretch_to: int = _limit("stretch_to")):
-    return lesson.learned_wall(tokens, stretch_to)
+    return written.learned_tables.learned_wall(tokens, stretch_to)
 
 
 @router.get("/rotate")

@@ -9,8 +9,10 @@ A chapter module has two functions and nothing the faces must know besides:
 
 The tour prints :func:`blocks` in the terminal and records :func:`numbers`; the explorer fetches the
 same blocks (``/api/lesson/prose/{chapter}``) and draws them into the chapter's ``data-prose`` slots
-beside its interactive figures. The chapter's figure functions (what its sliders ask for) stay in
-:mod:`posenc.explorer.lesson` until the chapter moves here whole. A chapter of the manifest without a
+beside its interactive figures. A chapter module may also hold its figure functions (what its sliders
+ask for: pure functions returning the figure's data) with ``FIGURE_RANGES``, the range of every figure
+parameter (:mod:`._ranges`), which the explorer's API publishes as its limits; the figures of the
+chapters not moved yet stay in :mod:`posenc.explorer.lesson`. A chapter of the manifest without a
 module here keeps its text on the page.
 
 Adding a chapter: its entry in :mod:`posenc.lesson.manifest`, a module here (``numbers`` and

@@ -3,10 +3,15 @@ speeds, and the four-seat wave fingerprint."""
 
 from __future__ import annotations
 
+import math
+from typing import Dict
+
 import torch
 
+from ..._checks import check_int
 from ...sinusoidal import sinusoidal_frequencies, sinusoidal_table
 from ..prose import Block
+from ._ranges import Range, checked
 
 #: The seed lesson's wave fingerprint: seat -> (fast, medium, slow), to two decimals.
 LESSON_FINGERPRINT = {0: (0.00, 1.00, 0.00), 1: (0.84, 0.54, 0.01), 2: (0.91, -0.42, 0.02), 3: (0.14, -0.99, 0.03)}
@@ -122,3 +127,58 @@ def prose(n: dict) -> list[Block]:
             "fingerprint",
         ),
     ]
+
+
+# -- the figure: the hands of one seat and the waves they come from --
+#: parameter -> (minimum, maximum, default, help) of the figure (the explorer's API publishes it)
+FIGURE_RANGES: Dict[str, Range] = {
+    "wave_seat": (0, 10_000, 3, "the seat whose clock hands are drawn"),
+    "wave_d_model": (4, 256, 64, "width of the sinusoidal position vectors (even)"),
+}
+TWO_PI = 2 * math.pi
+
+
+def clock_hands(seat: int, d_model: int) -> dict:
+    """The fast, medium and slow hands of ``seat`` and the waves they come from (the four-seat
+    fingerprint is the chapter's text, :mod:`posenc.lesson.chapters.clock_hands`).
+
+    Hands: pair 0 (fastest, one radian per seat), pair d/8 (middle) and the last pair (slowest);
+    each hand's angle is seat x frequency, its tip (cos, sin) is the pair's two table columns.
+    """
+    checked(FIGURE_RANGES, "wave_seat", seat)
+    check_int("d_model", d_model, minimum=4, maximum=256, even=True)
+    freqs = sinusoidal_frequencies(d_model)  # (d/2,)
+    pairs = {"fast": 0, "medium": max(1, d_model // 8), "slow": d_model // 2 - 1}
+    row = sinusoidal_table(1, d_model, start=seat)[0]  # (d,)
+    positions = torch.arange(0, 65)
+    table = sinusoidal_table(65, d_model)  # (65, d)
+    hands: list[dict] = []
+    for speed, pair in pairs.items():
+        freq = float(freqs[pair])
+        angle = seat * freq
+        hands.append(
+            {
+                "speed": speed,
+                "pair": pair,
+                "columns": [2 * pair, 2 * pair + 1],
+                "frequency": freq,
+                "wavelength": TWO_PI / freq,
+                "angle": angle,
+                "angle_deg_mod_360": math.degrees(math.fmod(angle, TWO_PI)),
+                "sin": float(row[2 * pair]),
+                "cos": float(row[2 * pair + 1]),
+                "wave": table[:, 2 * pair].tolist(),
+            }
+        )
+    # the continuous waves the table samples: sin(x * frequency) between the seats, 8 points per seat
+    between = torch.arange(0, 64 * 8 + 1, dtype=torch.float64) / 8  # (513,)
+    for hand in hands:
+        hand["curve"] = torch.sin(between * float(hand["frequency"])).tolist()
+    return {
+        "seat": seat,
+        "d_model": d_model,
+        "hands": hands,
+        "positions": positions.tolist(),
+        "curve_positions": between.tolist(),
+        "table": table.tolist(),  # (65, d): the whole code of seats 0 to 64, for the heatmap
+    }

@@ -3,11 +3,14 @@ sinusoidal one never ends."""
 
 from __future__ import annotations
 
+from typing import Dict
+
 import torch
 
 from ...learned import LearnedPositionalEmbedding, PositionOutOfRangeError
 from ...sinusoidal import SinusoidalPositionalEncoding
 from ..prose import Block
+from ._ranges import Range, checked
 
 #: BERT's table: 512 rows. A narrow width; the limit does not depend on it.
 ROWS = 512
@@ -149,3 +152,73 @@ def prose(n: dict) -> list[Block]:
             "measured",
         ),
     ]
+
+
+# -- the figure: a 512-row table fed too many tokens, and a stretched copy --
+#: parameter -> (minimum, maximum, default, help) of the figure (the explorer's API publishes it)
+FIGURE_RANGES: Dict[str, Range] = {
+    "tokens": (1, 4096, 513, "tokens fed to the learned table"),
+    "stretch_to": (513, 4096, 1024, "rows of the learned table after interpolation"),
+}
+#: the width of the figure's table (narrow so the page stays light; the limit does not depend on it)
+FIGURE_WIDTH = 8
+
+
+def _learned_table() -> LearnedPositionalEmbedding:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return LearnedPositionalEmbedding(ROWS, FIGURE_WIDTH)
+
+
+def learned_wall(tokens: int, stretch_to: int) -> dict:
+    """Feed ``tokens`` positions to a 512-row learned table; stretch a copy to ``stretch_to`` rows.
+
+    The error message is the library's own :class:`PositionOutOfRangeError`. The stretched table
+    comes from :meth:`LearnedPositionalEmbedding.extend` (linear interpolation); column 0 of the last
+    rows of both tables is returned so the page can draw where the new rows come from.
+    """
+    checked(FIGURE_RANGES, "tokens", tokens)
+    checked(FIGURE_RANGES, "stretch_to", stretch_to)
+    table = _learned_table()
+    x = torch.zeros(1, tokens, FIGURE_WIDTH)
+    try:
+        out = table(x)
+        result = {"ok": True, "shape": list(out.shape), "error": None}
+    except PositionOutOfRangeError as err:
+        result = {
+            "ok": False,
+            "shape": None,
+            "error": str(err),
+            "error_type": type(err).__name__,
+            "first_missing": err.position,
+        }
+    stretched = _learned_table()
+    stretched.extend(stretch_to, method="interpolate")
+    try:  # the stretched table is asked for the same seats, by the same call
+        stretched(x)
+        stretched_ok = True
+    except PositionOutOfRangeError:
+        stretched_ok = False
+    window = 16  # the last rows, where the two tables differ most
+    old_rows = list(range(ROWS - window, ROWS))
+    new_start = round((ROWS - window) * (stretch_to - 1) / (ROWS - 1))
+    new_rows = list(range(new_start, stretch_to))
+    scale = (ROWS - 1) / (stretch_to - 1)
+    with torch.no_grad():
+        old_col = table.weight[old_rows, 0].tolist()
+        new_col = stretched.weight[new_rows, 0].tolist()
+    return {
+        "max_len": ROWS,
+        "d_model": FIGURE_WIDTH,
+        "tokens": tokens,
+        **result,
+        "rows_used": min(tokens, ROWS),
+        "stretch_to": stretch_to,
+        "stretched_reads_tokens": stretched_ok,
+        "old_positions": old_rows,
+        "old_values": old_col,
+        "new_positions": new_rows,
+        "new_values": new_col,
+        "new_at_old_scale": [r * scale for r in new_rows],
+        "squeeze": scale,
+    }

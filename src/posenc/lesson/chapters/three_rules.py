@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import Dict, Tuple
 
 import torch
 
+from ..._checks import check_int
 from ...sinusoidal import sinusoidal_frequencies, sinusoidal_table
 from ..prose import Block
+from ._ranges import Range, checked
 
 #: Table measured for the three rules: a modest width, 10,000 seats.
 D_MODEL = 128
@@ -195,3 +197,59 @@ def prose(n: dict) -> list[Block]:
             "measured",
         ),
     ]
+
+
+# -- the figure: the three rules checked on raw integers, fractions and the sine code --
+#: parameter -> (minimum, maximum, default, help) of the figure (the explorer's API publishes it)
+FIGURE_RANGES: Dict[str, Range] = {
+    "rules_len": (2, 2048, 512, "sentence length the three rules are checked on"),
+}
+
+
+def _codes(name: str, length: int, d_model: int) -> torch.Tensor:
+    """Position codes (length, d_model) of a sentence of ``length`` words under each idea."""
+    if name == "raw integers":
+        return torch.arange(length, dtype=torch.float64).unsqueeze(1).expand(length, d_model)
+    if name == "fractions":
+        return (torch.arange(length, dtype=torch.float64) / length).unsqueeze(1).expand(length, d_model)
+    return sinusoidal_table(length, d_model).double()
+
+
+RULE_CODES = ("raw integers", "fractions", "sinusoidal")
+
+
+def three_rules(length: int, d_model: int) -> dict:
+    """Check the three rules on a sentence of ``length`` words for each coding idea.
+
+    Rule 1, bounded: the largest |value|. Rule 2, consistent step: the distance from seat 2 to
+    seat 3 in a 5-word sentence and in this one. Rule 3, unique: the smallest distance between the
+    codes of two different seats.
+    """
+    checked(FIGURE_RANGES, "rules_len", length)
+    check_int("d_model", d_model, minimum=2, maximum=256, even=True)
+    rows = []
+    for name in RULE_CODES:
+        codes = _codes(name, length, d_model)  # (L, d)
+        short = _codes(name, 5, d_model)
+        largest = float(codes.abs().max())
+        step_short = float((short[3] - short[2]).norm())
+        step_long = float((codes[3] - codes[2]).norm()) if length > 3 else None
+        if length > 1:
+            dist = torch.cdist(codes.unsqueeze(0), codes.unsqueeze(0))[0]  # (L, L)
+            dist.fill_diagonal_(math.inf)
+            closest = float(dist.min())
+        else:
+            closest = None
+        rows.append(
+            {
+                "code": name,
+                "largest": largest,
+                "bounded": largest <= 1.0,
+                "step_5_words": step_short,
+                "step_this_sentence": step_long,
+                "consistent": step_long is not None and math.isclose(step_short, step_long, rel_tol=1e-9),
+                "closest_pair": closest,
+                "unique": closest is not None and closest > 1e-9,
+            }
+        )
+    return {"length": length, "d_model": d_model, "codes": rows}
