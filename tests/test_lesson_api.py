@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from posenc.explorer import lesson
 from posenc.explorer.app import create_app
 from posenc.learned import PositionOutOfRangeError
-from posenc.lesson.chapters import clock_hands, learned_tables, three_rules
+from posenc.lesson.chapters import clock_hands, learned_tables, rope, stretching_rope, three_rules
 from posenc.rope.tables import rope_inv_freq
 from posenc.sinusoidal import sinusoidal_table
 
@@ -227,7 +227,7 @@ def test_pairs_past_training_point_the_right_way(client):
 def test_the_tour_and_the_lesson_count_pairs_past_training_alike():
     from posenc.tour import extension
 
-    d = lesson.stretching(extension.FACTOR, extension.TRAINED, extension.ROTARY_DIM)
+    d = stretching_rope.stretching(extension.FACTOR, extension.TRAINED, extension.ROTARY_DIM)
     by = {m["method"]: m["pairs_past_training"] for m in d["methods"]}
     default, _ = extension.rope_frequencies(None, extension.ROTARY_DIM, extension.BASE)
     length = int(extension.TRAINED * extension.FACTOR)
@@ -346,10 +346,10 @@ DIRECT = [
     (three_rules.three_rules, (1, 16), "rules_len"),
     (clock_hands.clock_hands, (3, 258), "d_model"),
     (learned_tables.learned_wall, (4097, 1024), "tokens"),
-    (lesson.rotate_vector, (1.0, math.nan, 1, 30.0), "b"),
-    (lesson.rope_clock, (8, 3, 100_001, 0), "n"),
-    (lesson.word_order, (0, 180.0), "order_deg"),
-    (lesson.stretching, (65.0, 8192, 128), "factor"),
+    (rope.rotate_vector, (1.0, math.nan, 1, 30.0), "b"),
+    (rope.rope_clock, (8, 3, 100_001, 0), "n"),
+    (rope.word_order, (0, 180.0), "order_deg"),
+    (stretching_rope.stretching, (65.0, 8192, 128), "factor"),
     (lesson.compare, (0,), "compare_len"),
     (lesson.run_demo, (-5, 4), "shift"),
     (lesson.mistakes, (1, 4096, 10), "concat_d_model"),
@@ -441,5 +441,5 @@ def test_both_pair_conventions_the_complex_view_and_the_gap_give_one_score(clien
     assert d["pairs_interleaved"] == [[0, 1], [2, 3], [4, 5], [6, 7]]
     scores = [d[k] for k in ("score_half", "score_interleaved", "score_complex", "score_gap_only")]
     assert max(scores) - min(scores) < 1e-12 and d["complex_vs_matrix"] < 1e-12
-    shifted = lesson.pair_layouts(m + 500, n + 500)
+    shifted = rope.pair_layouts(m + 500, n + 500)
     assert shifted["score_half"] == pytest.approx(d["score_half"], abs=1e-12)

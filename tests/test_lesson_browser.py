@@ -546,7 +546,7 @@ def test_claim_contents_come_from_the_manifest_and_checks_are_in_reading_order(b
 def test_claim_pairs_past_training_are_defined_and_point_the_right_way(browser, server):
     """Chapter 8: plain RoPE puts every partial-turn pair past training, linear and YaRN none, NTK-aware
     most of the slow pairs; only a zero gets a tick."""
-    from posenc.explorer.lesson import stretching
+    from posenc.lesson.chapters.stretching_rope import stretching
 
     context, page = new_page(browser, server, SIZES["phone"])
     try:

@@ -197,8 +197,8 @@ def test_every_chapter_of_the_manifest_is_written_once_here():
 
 def test_alibi_chapter_states_what_its_figure_draws():
     """Chapter 9's sentences about the steep and shallow heads are the figure's own weights."""
-    from posenc.explorer.lesson import alibi_penalty
     from posenc.lesson.chapters import alibi_penalty as chapter
+    from posenc.lesson.chapters.alibi_penalty import alibi_penalty
 
     n = chapters.numbers("alibi-penalty")
     assert (

@@ -10,8 +10,9 @@ attention :class:`~posenc.model.Block`, :class:`~posenc.learned.LearnedPositiona
 Every parameter is range-checked against :data:`LESSON_LIMITS` (by the API, and again here with
 :func:`posenc._checks.check_int` / ``check_float`` so the functions are safe to call directly), and
 every computation is small. Measured on one CPU core with every parameter at its maximum, the
-heaviest is :func:`posenc.lesson.chapters.three_rules.three_rules` (2048 positions compared pairwise, about 0.5 s); :func:`mistakes`
-(ten Adam steps of a one-layer model) takes about 0.2 s and everything else a few milliseconds.
+heaviest is :func:`posenc.lesson.chapters.three_rules.three_rules` (2048 positions compared pairwise,
+about 0.5 s); :func:`mistakes` (ten Adam steps of a one-layer model) takes about 0.2 s and everything
+else a few milliseconds.
 
 Sign convention (one for the whole lesson): an angle is positive counter-clockwise, the direction in
 which the matrix ``[[cos, -sin], [sin, cos]]`` turns ``(a, b)`` into ``(a cos - b sin, a sin + b cos)``.
@@ -32,26 +33,23 @@ import torch
 import torch.nn.functional as F
 
 from .._checks import check_choice, check_float, check_int
-from ..alibi import alibi_bias, alibi_slopes
 from ..factory import SCHEMES, make_scheme
 from ..learned import LearnedPositionalEmbedding, PositionOutOfRangeError
 from ..lesson import mistakes as lesson_mistakes
 from ..lesson.attention import attention_weights, by_word
+from ..lesson.chapters import alibi_penalty as alibi_penalty_chapter
 from ..lesson.chapters import clock_hands as clock_hands_chapter
 from ..lesson.chapters import learned_tables as learned_tables_chapter
+from ..lesson.chapters import rope as rope_chapter
+from ..lesson.chapters import stretching_rope as stretching_rope_chapter
 from ..lesson.chapters import three_rules as three_rules_chapter
 from ..lesson.manifest import CHAPTERS
-from ..lesson.stretching import past_training
 from ..model import Block
-from ..rope.apply import apply_rotary
-from ..rope.layout import permute_for_interleaved
-from ..rope.scaling import LinearScaling, NTKScaling, YaRNScaling, rope_frequencies
-from ..rope.tables import rope_cos_sin, rope_inv_freq
 from ..sinusoidal import (
     SinusoidalPositionalEncoding,
     sinusoidal_table,
 )
-from .limits import Limit, scaling_limit
+from .limits import Limit
 from .views import split_words, word_vector
 
 TWO_PI = 2 * math.pi
@@ -63,27 +61,20 @@ LESSON_LIMITS: dict[str, Limit] = {
     "embed_std": Limit(0.001, 10.0, 1.0, "standard deviation of the word vector's entries"),
     "raw_seat": Limit(0, 100_000, 500, "the seat whose raw integer is added"),
     "sentence_len": Limit(2, 100_000, 4, "words in the sentence coded by fractions"),
-    "a": Limit(-10.0, 10.0, 1.0, "first number of the 2-D vector"),
-    "b": Limit(-10.0, 10.0, 0.5, "second number of the 2-D vector"),
-    "rot_seat": Limit(0, 1000, 1, "seat m of the rotated vector"),
-    "theta_deg": Limit(-180.0, 180.0, 30.0, "theta, the turn per seat, in degrees"),
-    "rope_head_dim": Limit(2, 16, 8, "features per head (even; the lesson draws every pair)"),
-    "m": Limit(0, 100_000, 3, "seat m of the query"),
-    "n": Limit(0, 100_000, 1, "seat n of the key"),
-    "shift": Limit(0, 100_000, 100, "amount every seat is moved by"),
-    "order_deg": Limit(1.0, 179.0, 30.0, "turn per seat of the one-pair clock, in degrees"),
-    "factor": scaling_limit("factor"),  # the registry's definition, as in the workbench
-    "alibi_heads": Limit(1, 64, 8, "attention heads, one ALiBi slope each"),
-    "alibi_distance": Limit(1, 512, 10, "how far back the query looks (keys at distance 0 to this)"),
-    "train_len": Limit(256, 131_072, 8192, "context length the model was trained with"),
-    "stretch_head_dim": Limit(16, 256, 128, "features per head (even)"),
     "compare_len": Limit(1, 8192, 1024, "tokens each scheme is asked to read"),
     "demo_d_model": Limit(2, 64, 4, "width of the demo's sinusoidal table (even)"),
     "steps": Limit(1, 10, 1, "optimizer steps taken"),
     "concat_d_model": Limit(16, 2048, 512, "width of the word vectors"),
 }
 # the chapters whose figures live in their chapter module declare their ranges there
-for _chapter in (three_rules_chapter, clock_hands_chapter, learned_tables_chapter):
+for _chapter in (
+    three_rules_chapter,
+    clock_hands_chapter,
+    learned_tables_chapter,
+    rope_chapter,
+    stretching_rope_chapter,
+    alibi_penalty_chapter,
+):
     LESSON_LIMITS.update({key: Limit(*r) for key, r in _chapter.FIGURE_RANGES.items()})
 
 #: schemes the bag-of-tiles and big-picture figures can run
@@ -285,267 +276,6 @@ def bad_ideas(raw_seat: int, sentence_len: int) -> dict:
     }
 
 
-# -- 7. RoPE ---------------------------------------------------------------------------------------
-def _rotate_pairs(x: torch.Tensor, positions: list[int], inv_freq: torch.Tensor) -> torch.Tensor:
-    """RoPE copies of ``x`` (head_dim,) at each position, by posenc's apply_rotary -> (P, head_dim)."""
-    pos = torch.tensor(positions, dtype=torch.float64)
-    cos, sin = rope_cos_sin(pos, inv_freq, dtype=torch.float64)  # (P, d/2)
-    rows = x.to(torch.float64).expand(len(positions), -1).reshape(1, 1, len(positions), -1)
-    rotated, _ = apply_rotary(rows, rows, cos, sin, layout="half")  # (1, 1, P, d)
-    return rotated[0, 0]
-
-
-def rotate_vector(a: float, b: float, seat: int, theta_deg: float) -> dict:
-    """Turn the 2-D vector (a, b) by seat x theta with posenc's apply_rotary (one pair)."""
-    a, b = _float("a", a), _float("b", b)
-    _int("rot_seat", seat)
-    _float("theta_deg", theta_deg)
-    inv_freq = torch.tensor([math.radians(theta_deg)], dtype=torch.float64)
-    rotated = _rotate_pairs(torch.tensor([a, b], dtype=torch.float64), [seat], inv_freq)[0]
-    angle = seat * math.radians(theta_deg)
-    c, s = math.cos(angle), math.sin(angle)
-    return {
-        "a": a,
-        "b": b,
-        "seat": seat,
-        "theta_deg": theta_deg,
-        "angle": angle,
-        "angle_deg": seat * theta_deg,
-        "matrix": [[c, -s], [s, c]],
-        "rotated": rotated.tolist(),
-        "length": math.hypot(a, b),
-        "rotated_length": float(rotated.norm()),
-    }
-
-
-def rope_clock(head_dim: int, m: int, n: int, shift: int) -> dict:
-    """Every pair of a query at seat m and a key at seat n, both moved by ``shift``: the vectors
-    before (the ghost hands) and after the turn, the turn itself, and the relative-angle proof.
-
-    The gap is ``m - n``, the query's seat minus the key's (positive when the key comes first, as in
-    a decoder), the same everywhere in posenc. The proof: (R(m t) q) . (R(n t) k) = q . R(-(m - n) t) k,
-    because R(m t)^T R(n t) = R((n - m) t). Both sides are computed, for the seats as given and for
-    both moved by ``shift``; the ``*_moved`` fields are what the dials draw.
-    """
-    check_int("head_dim", head_dim, minimum=2, maximum=int(LESSON_LIMITS["rope_head_dim"].maximum), even=True)
-    for name, value in (("m", m), ("n", n), ("shift", shift)):
-        _int(name, value)
-    inv_freq = rope_inv_freq(head_dim, 10000.0)  # (d/2,)
-    g = torch.Generator()
-    q = torch.randn(head_dim, generator=g.manual_seed(1), dtype=torch.float64)
-    k = torch.randn(head_dim, generator=g.manual_seed(2), dtype=torch.float64)
-    half = head_dim // 2
-    q_rot = _rotate_pairs(q, [m, m + shift], inv_freq)  # (2, d)
-    k_rot = _rotate_pairs(k, [n, n + shift], inv_freq)
-    gap = m - n
-    # right-hand side: the key turned back by the gap alone, dotted with the unturned query
-    gap_turn = _rotate_pairs(k, [1], inv_freq * -gap)[0]  # (d,), turned -(m - n) theta
-    pairs = []
-    for i in range(half):
-        theta = float(inv_freq[i])
-        pairs.append(
-            {
-                "pair": i,
-                "theta": theta,
-                "theta_deg": math.degrees(theta),
-                "q": [float(q[i]), float(q[i + half])],
-                "k": [float(k[i]), float(k[i + half])],
-                "q_rotated": [float(q_rot[0, i]), float(q_rot[0, i + half])],
-                "k_rotated": [float(k_rot[0, i]), float(k_rot[0, i + half])],
-                "q_moved": [float(q_rot[1, i]), float(q_rot[1, i + half])],
-                "k_moved": [float(k_rot[1, i]), float(k_rot[1, i + half])],
-                "q_turn_deg": math.degrees(m * theta),
-                "k_turn_deg": math.degrees(n * theta),
-                "q_turn_moved_deg": math.degrees((m + shift) * theta),
-                "k_turn_moved_deg": math.degrees((n + shift) * theta),
-                "gap_deg": math.degrees(gap * theta),
-            }
-        )
-    return {
-        "head_dim": head_dim,
-        "m": m,
-        "n": n,
-        "gap": gap,
-        "shift": shift,
-        "pairs": pairs,
-        "score": float(q_rot[0] @ k_rot[0]),
-        "score_shifted": float(q_rot[1] @ k_rot[1]),
-        "score_gap_only": float(q @ gap_turn),
-        "score_unrotated": float(q @ k),
-    }
-
-
-#: the seed's two sentences: "dog" one seat before "bit", then one seat after it
-ORDER_SENTENCES = ("the dog bit man", "the man bit dog")
-#: the seed's clock: one pair turning 30 degrees per seat
-ORDER_DEGREES = 30.0
-
-
-def pair_layouts(m: int, n: int) -> dict:
-    """The two ways to cut an 8-wide head into pairs, and RoPE read as complex numbers.
-
-    Half-split (GPT-NeoX, Hugging Face, posenc's default) pairs feature ``i`` with ``i + 4``;
-    interleaved (GPT-J, Meta's Llama code) pairs ``2i`` with ``2i + 1``. The same query and key give
-    the same score under both once the projection rows are reordered
-    (:func:`posenc.rope.layout.permute_for_interleaved`). Read pair ``i`` as the complex number
-    ``a + ib``: RoPE multiplies it by ``e^{i m theta_i}``, and the score is the real part of
-    ``sum q_i conj(k_i) e^{i (m - n) theta_i}``, the gap alone.
-    """
-    _int("m", m)
-    _int("n", n)
-    head_dim, half = 8, 4
-    g = torch.Generator().manual_seed(3)
-    q, k = (torch.randn(head_dim, generator=g, dtype=torch.float64) for _ in range(2))
-    inv_freq = rope_inv_freq(head_dim, 10000.0)  # (4,)
-    cos, sin = rope_cos_sin(torch.tensor([m, n]), inv_freq, dtype=torch.float64)  # (2, 4)
-
-    def turned(vec: torch.Tensor, row: int, layout: str) -> torch.Tensor:
-        x = vec.view(1, 1, 1, head_dim)
-        return apply_rotary(x, x, cos[row : row + 1], sin[row : row + 1], layout=layout)[0].view(head_dim)
-
-    score_half = float(turned(q, 0, "half") @ turned(k, 1, "half"))
-    q_int, k_int = (permute_for_interleaved(v, n_heads=1) for v in (q, k))
-    score_interleaved = float(turned(q_int, 0, "interleaved") @ turned(k_int, 1, "interleaved"))
-    # the complex view: pair i of the half-split layout is q[i] + i q[i + 4]
-    zq, zk = (torch.complex(v[:half], v[half:]) for v in (q, k))
-    spin_m, spin_n = (torch.polar(torch.ones(half, dtype=torch.float64), p * inv_freq) for p in (m, n))
-    zq_turned, zk_turned = zq * spin_m, zk * spin_n
-    rq = turned(q, 0, "half")
-    complex_vs_matrix = float((torch.complex(rq[:half], rq[half:]) - zq_turned).abs().max())
-    score_complex = float((zq_turned * zk_turned.conj()).real.sum())
-    gap_only = torch.polar(torch.ones(half, dtype=torch.float64), (m - n) * inv_freq)
-    score_gap = float((zq * zk.conj() * gap_only).real.sum())
-    return {
-        "m": m,
-        "n": n,
-        "head_dim": head_dim,
-        "pairs_half": [[i, i + half] for i in range(half)],
-        "pairs_interleaved": [[2 * i, 2 * i + 1] for i in range(half)],
-        "score_half": score_half,
-        "score_interleaved": score_interleaved,
-        "complex_vs_matrix": complex_vs_matrix,
-        "score_complex": score_complex,
-        "score_gap_only": score_gap,
-        "q_complex": [[float(z.real), float(z.imag)] for z in zq],
-        "q_turned_complex": [[float(z.real), float(z.imag)] for z in zq_turned],
-        "theta": inv_freq.tolist(),
-    }
-
-
-def word_order(sentence: int, degrees: float) -> dict:
-    """The dog/man clock: every word of sentence A (0) or B (1) turned seat x degrees, and the turn
-    from "dog" to "bit" (angle of "bit" minus angle of "dog", counter-clockwise positive): with the
-    seed's 30 degrees it is +30 in A and -30 in B.
-
-    The scores come from posenc's apply_rotary on one pair: a fixed "bit" query against a fixed
-    "dog" key at their seats, beside the score without positions.
-    """
-    check_int("sentence", sentence, minimum=0, maximum=1)
-    _float("order_deg", degrees)
-    words = ORDER_SENTENCES[sentence].split()
-    inv_freq = torch.tensor([math.radians(degrees)], dtype=torch.float64)
-    dog, bit = words.index("dog"), words.index("bit")
-    q = torch.tensor([1.0, 0.25], dtype=torch.float64)  # "bit" as a query
-    k = torch.tensor([0.6, 0.8], dtype=torch.float64)  # "dog" as a key
-    q_rot = _rotate_pairs(q, [bit], inv_freq)[0]
-    k_rot = _rotate_pairs(k, [dog], inv_freq)[0]
-    return {
-        "sentence": sentence,
-        "text": ORDER_SENTENCES[sentence],
-        "words": words,
-        "degrees": degrees,
-        "angles_deg": [i * degrees for i in range(len(words))],
-        "dog_seat": dog,
-        "bit_seat": bit,
-        "turn_dog_to_bit_deg": (bit - dog) * degrees,
-        "score_rope": float(q_rot @ k_rot),
-        "score_nope": float(q @ k),
-    }
-
-
-# -- 8. stretching RoPE --------------------------------------------------------------------------
-def stretching(factor: float, train_len: int, head_dim: int) -> dict:
-    """Wavelength of every pair under plain RoPE, linear (PI), NTK-aware and YaRN scaling.
-
-    For each method: the wavelengths 2 pi / theta_i, the attention factor, and the pairs *past
-    training* at the new length (factor x train_len), by the one definition the tour uses too
-    (:func:`posenc.lesson.stretching.past_training`): pairs that turned less than once in training
-    and would now reach an angle larger than any they saw. A method with none shows the model no new
-    angle.
-    """
-    _float("factor", factor)
-    _int("train_len", train_len)
-    check_int("head_dim", head_dim, minimum=16, maximum=256, even=True)
-    target = round(factor * train_len)
-    configs = {
-        "rope": None,
-        "linear": LinearScaling(factor=factor),
-        "ntk": NTKScaling(factor=factor),
-        "yarn": YaRNScaling(factor=factor, original_max_position_embeddings=train_len),
-    }
-    plain = rope_inv_freq(head_dim, 10000.0)
-    partial = (train_len * plain.double() < TWO_PI).tolist()
-    methods = []
-    for name, cfg in configs.items():
-        inv_freq, attention = rope_frequencies(cfg, head_dim, 10000.0)
-        past = past_training(inv_freq, plain, train_len, target)  # (d/2,) bool
-        methods.append(
-            {
-                "method": name,
-                "wavelengths": (TWO_PI / inv_freq).tolist(),
-                "attention_factor": attention,
-                "fastest_theta": float(inv_freq[0]),
-                "past_training": past.tolist(),
-                "pairs_past_training": int(past.sum()),
-            }
-        )
-    return {
-        "factor": factor,
-        "train_len": train_len,
-        "target_len": target,
-        "head_dim": head_dim,
-        "pairs": head_dim // 2,
-        "partial_turn_pairs": int(sum(partial)),
-        "methods": methods,
-    }
-
-
-# -- 9. ALiBi ---------------------------------------------------------------------------------------
-def alibi_penalty(heads: int, distance: int) -> dict:
-    """ALiBi for a query that sees keys 0 to ``distance`` seats behind it, from posenc's own
-    :func:`~posenc.alibi.alibi_slopes` and :func:`~posenc.alibi.alibi_bias`.
-
-    For every head: its slope, the bias ``-slope * distance`` added to each key's score, and the
-    attention weights the bias alone gives when every key matches the query equally well (so what
-    is left is the position's share). Steep heads keep their attention on the nearest keys, shallow
-    ones spread it out.
-    """
-    _int("alibi_heads", heads)
-    _int("alibi_distance", distance)
-    slopes = alibi_slopes(heads)  # (H,) float64
-    keys = torch.arange(distance + 1)  # key seats 0..distance, the query at seat `distance`
-    bias = alibi_bias(slopes, torch.tensor([distance]), keys)[:, 0]  # (H, distance + 1)
-    weights = torch.softmax(bias, dim=-1)  # (H, distance + 1): equal content scores
-    back = (distance - keys).tolist()  # how far behind the query each key sits
-    rows = []
-    for h in range(heads):
-        slope = float(slopes[h])
-        exponent = math.log2(1 / slope)
-        rows.append(
-            {
-                "head": h,
-                "slope": slope,
-                "slope_text": f"1/{round(1 / slope)}" if abs(exponent - round(exponent)) < 1e-9 else f"{slope:.4g}",
-                "bias": bias[h].tolist(),
-                "weights": weights[h].tolist(),
-                "bias_at_distance": float(bias[h, 0]),
-                "weight_nearest": float(weights[h, -1]),
-                "weight_farthest": float(weights[h, 0]),
-            }
-        )
-    return {"heads": heads, "distance": distance, "keys_back": back, "rows": rows}
-
-
 # -- 9. the comparison table ---------------------------------------------------------------------
 def compare(length: int) -> dict:
     """Ask each scheme, as posenc builds it for a model trained on 512 tokens, to place ``length``
@@ -693,7 +423,7 @@ ROUNDING_LEVEL = 1e-12
 
 
 def _order_differences(scheme: str) -> tuple[float, float]:
-    a, b = ORDER_SENTENCES[0].split(), ORDER_SENTENCES[1].split()
+    a, b = rope_chapter.ORDER_SENTENCES[0].split(), rope_chapter.ORDER_SENTENCES[1].split()
     out_a, out_b = _run_block(a, scheme), _run_block(b, scheme)
     dog = float((out_a[a.index("dog")] - out_b[b.index("dog")]).abs().max())
     man = float((out_a[a.index("man")] - out_b[b.index("man")]).abs().max())
@@ -712,7 +442,7 @@ def big_picture(scheme: str) -> dict:
     scale = max(max(_order_differences(name)) for name in BAG_SCHEMES)
     return {
         "scheme": scheme,
-        "sentences": list(ORDER_SENTENCES),
+        "sentences": list(rope_chapter.ORDER_SENTENCES),
         "dog_difference": dog,
         "man_difference": man,
         "dog_rounding": dog <= ROUNDING_LEVEL,
@@ -794,7 +524,6 @@ __all__ = [
     "CHAPTERS",
     "LESSON_LIMITS",
     "SOURCE_SECTIONS",
-    "alibi_penalty",
     "bad_ideas",
     "bag_of_tiles",
     "attention_map",
@@ -802,12 +531,7 @@ __all__ = [
     "chapters",
     "compare",
     "mistakes",
-    "pair_layouts",
     "pytorch_demo",
-    "rope_clock",
-    "rotate_vector",
     "run_demo",
-    "stretching",
-    "word_order",
     "word_plus_position",
 ]

@@ -78,33 +78,33 @@ def rotate(
     seat: int = _limit("rot_seat"),
     theta_deg: float = _limit("theta_deg"),
 ):
-    return lesson.rotate_vector(a, b, seat, theta_deg)
+    return written.rope.rotate_vector(a, b, seat, theta_deg)
 
 
 @router.get("/rope")
 def rope(
     head_dim: int = _limit("rope_head_dim"), m: int = _limit("m"), n: int = _limit("n"), shift: int = _limit("shift")
 ):
-    return lesson.rope_clock(head_dim, m, n, shift)
+    return written.rope.rope_clock(head_dim, m, n, shift)
 
 
 @router.get("/order")
 def order(
     sentence: int = limited(Limit(0, 1, 0, "0: the dog bit the man; 1: swapped")), degrees: float = _limit("order_deg")
 ):
-    return lesson.word_order(sentence, degrees)
+    return written.rope.word_order(sentence, degrees)
 
 
 @router.get("/stretch")
 def stretch(
     factor: float = _limit("factor"), train_len: int = _limit("train_len"), head_dim: int = _limit("stretch_head_dim")
 ):
-    return lesson.stretching(factor, train_len, head_dim)
+    return written.stretching_rope.stretching(factor, train_len, head_dim)
 
 
 @router.get("/alibi")
 def alibi(heads: int = _limit("alibi_heads"), distance: int = _limit("alibi_distance")):
-    return lesson.alibi_penalty(heads, distance)
+    return written.alibi_penalty.alibi_penalty(heads, distance)
 
 
 @router.get("/compare")
@@ -134,4 +134,4 @@ def attention(request: Request, text: str = text("the dog bit the man")):
 
 @router.get("/pairs")
 def pairs(m: int = _limit("m"), n: int = _limit("n")):
-    return lesson.pair_layouts(m, n)
+    return written.rope.pair_layouts(m, n)

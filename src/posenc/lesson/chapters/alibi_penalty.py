@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
+from typing import Dict
+
 import torch
 
 from ...alibi import alibi_bias, alibi_slopes
 from ..prose import Block
+from ._ranges import Range, checked
 
 #: the figure's default: 8 heads, a query 10 seats after the key, and the longest look back it offers
 HEADS = 8
@@ -81,3 +85,46 @@ def prose(n: dict) -> list[Block]:
             "after",
         ),
     ]
+
+
+# -- the figure: each head's slope and its penalty by distance --
+#: parameter -> (minimum, maximum, default, help) of the figures (the explorer's API publishes it)
+FIGURE_RANGES: Dict[str, Range] = {
+    "alibi_heads": (1, 64, 8, "attention heads, one ALiBi slope each"),
+    "alibi_distance": (1, 512, 10, "how far back the query looks (keys at distance 0 to this)"),
+}
+
+
+def alibi_penalty(heads: int, distance: int) -> dict:
+    """ALiBi for a query that sees keys 0 to ``distance`` seats behind it, from posenc's own
+    :func:`~posenc.alibi.alibi_slopes` and :func:`~posenc.alibi.alibi_bias`.
+
+    For every head: its slope, the bias ``-slope * distance`` added to each key's score, and the
+    attention weights the bias alone gives when every key matches the query equally well (so what
+    is left is the position's share). Steep heads keep their attention on the nearest keys, shallow
+    ones spread it out.
+    """
+    checked(FIGURE_RANGES, "alibi_heads", heads)
+    checked(FIGURE_RANGES, "alibi_distance", distance)
+    slopes = alibi_slopes(heads)  # (H,) float64
+    keys = torch.arange(distance + 1)  # key seats 0..distance, the query at seat `distance`
+    bias = alibi_bias(slopes, torch.tensor([distance]), keys)[:, 0]  # (H, distance + 1)
+    weights = torch.softmax(bias, dim=-1)  # (H, distance + 1): equal content scores
+    back = (distance - keys).tolist()  # how far behind the query each key sits
+    rows = []
+    for h in range(heads):
+        slope = float(slopes[h])
+        exponent = math.log2(1 / slope)
+        rows.append(
+            {
+                "head": h,
+                "slope": slope,
+                "slope_text": f"1/{round(1 / slope)}" if abs(exponent - round(exponent)) < 1e-9 else f"{slope:.4g}",
+                "bias": bias[h].tolist(),
+                "weights": weights[h].tolist(),
+                "bias_at_distance": float(bias[h, 0]),
+                "weight_nearest": float(weights[h, -1]),
+                "weight_farthest": float(weights[h, 0]),
+            }
+        )
+    return {"heads": heads, "distance": distance, "keys_back": back, "rows": rows}

@@ -8,12 +8,18 @@ Every number goes through the library's own rotation (:mod:`posenc.lesson.rotati
 from __future__ import annotations
 
 import math
+from typing import Dict
 
 import torch
 
+from ..._checks import check_int
 from ...rope import RotaryEmbedding
+from ...rope.apply import apply_rotary
+from ...rope.layout import permute_for_interleaved
+from ...rope.tables import rope_cos_sin, rope_inv_freq
 from ..prose import Block
 from ..rotation import DIAL_THETA, KEY, QUERY, SEAT_PAIRS, THETA, hand_angles, pair_score, rotate_2d
+from ._ranges import Range, checked
 
 SENTENCES = {"A": ("The", "dog", "bit", "man"), "B": ("The", "man", "bit", "dog")}
 #: A full-size head for the module check.
@@ -263,3 +269,195 @@ def prose(n: dict) -> list[Block]:
             "measured",
         ),
     ]
+
+
+# -- the figures: a turned vector, the RoPE dials, the two pair layouts, who bit whom --
+#: parameter -> (minimum, maximum, default, help) of the figures (the explorer's API publishes it)
+FIGURE_RANGES: Dict[str, Range] = {
+    "a": (-10.0, 10.0, 1.0, "first number of the 2-D vector"),
+    "b": (-10.0, 10.0, 0.5, "second number of the 2-D vector"),
+    "rot_seat": (0, 1000, 1, "seat m of the rotated vector"),
+    "theta_deg": (-180.0, 180.0, 30.0, "theta, the turn per seat, in degrees"),
+    "rope_head_dim": (2, 16, 8, "features per head (even; the lesson draws every pair)"),
+    "m": (0, 100_000, 3, "seat m of the query"),
+    "n": (0, 100_000, 1, "seat n of the key"),
+    "shift": (0, 100_000, 100, "amount every seat is moved by"),
+    "order_deg": (1.0, 179.0, 30.0, "turn per seat of the one-pair clock, in degrees"),
+}
+
+
+def _rotate_pairs(x: torch.Tensor, positions: list[int], inv_freq: torch.Tensor) -> torch.Tensor:
+    """RoPE copies of ``x`` (head_dim,) at each position, by posenc's apply_rotary -> (P, head_dim)."""
+    pos = torch.tensor(positions, dtype=torch.float64)
+    cos, sin = rope_cos_sin(pos, inv_freq, dtype=torch.float64)  # (P, d/2)
+    rows = x.to(torch.float64).expand(len(positions), -1).reshape(1, 1, len(positions), -1)
+    rotated, _ = apply_rotary(rows, rows, cos, sin, layout="half")  # (1, 1, P, d)
+    return rotated[0, 0]
+
+
+def rotate_vector(a: float, b: float, seat: int, theta_deg: float) -> dict:
+    """Turn the 2-D vector (a, b) by seat x theta with posenc's apply_rotary (one pair)."""
+    a, b = checked(FIGURE_RANGES, "a", a), checked(FIGURE_RANGES, "b", b)
+    checked(FIGURE_RANGES, "rot_seat", seat)
+    checked(FIGURE_RANGES, "theta_deg", theta_deg)
+    inv_freq = torch.tensor([math.radians(theta_deg)], dtype=torch.float64)
+    rotated = _rotate_pairs(torch.tensor([a, b], dtype=torch.float64), [seat], inv_freq)[0]
+    angle = seat * math.radians(theta_deg)
+    c, s = math.cos(angle), math.sin(angle)
+    return {
+        "a": a,
+        "b": b,
+        "seat": seat,
+        "theta_deg": theta_deg,
+        "angle": angle,
+        "angle_deg": seat * theta_deg,
+        "matrix": [[c, -s], [s, c]],
+        "rotated": rotated.tolist(),
+        "length": math.hypot(a, b),
+        "rotated_length": float(rotated.norm()),
+    }
+
+
+def rope_clock(head_dim: int, m: int, n: int, shift: int) -> dict:
+    """Every pair of a query at seat m and a key at seat n, both moved by ``shift``: the vectors
+    before (the ghost hands) and after the turn, the turn itself, and the relative-angle proof.
+
+    The gap is ``m - n``, the query's seat minus the key's (positive when the key comes first, as in
+    a decoder), the same everywhere in posenc. The proof: (R(m t) q) . (R(n t) k) = q . R(-(m - n) t) k,
+    because R(m t)^T R(n t) = R((n - m) t). Both sides are computed, for the seats as given and for
+    both moved by ``shift``; the ``*_moved`` fields are what the dials draw.
+    """
+    check_int("head_dim", head_dim, minimum=2, maximum=int(FIGURE_RANGES["rope_head_dim"][1]), even=True)
+    for name, value in (("m", m), ("n", n), ("shift", shift)):
+        checked(FIGURE_RANGES, name, value)
+    inv_freq = rope_inv_freq(head_dim, 10000.0)  # (d/2,)
+    g = torch.Generator()
+    q = torch.randn(head_dim, generator=g.manual_seed(1), dtype=torch.float64)
+    k = torch.randn(head_dim, generator=g.manual_seed(2), dtype=torch.float64)
+    half = head_dim // 2
+    q_rot = _rotate_pairs(q, [m, m + shift], inv_freq)  # (2, d)
+    k_rot = _rotate_pairs(k, [n, n + shift], inv_freq)
+    gap = m - n
+    # right-hand side: the key turned back by the gap alone, dotted with the unturned query
+    gap_turn = _rotate_pairs(k, [1], inv_freq * -gap)[0]  # (d,), turned -(m - n) theta
+    pairs = []
+    for i in range(half):
+        theta = float(inv_freq[i])
+        pairs.append(
+            {
+                "pair": i,
+                "theta": theta,
+                "theta_deg": math.degrees(theta),
+                "q": [float(q[i]), float(q[i + half])],
+                "k": [float(k[i]), float(k[i + half])],
+                "q_rotated": [float(q_rot[0, i]), float(q_rot[0, i + half])],
+                "k_rotated": [float(k_rot[0, i]), float(k_rot[0, i + half])],
+                "q_moved": [float(q_rot[1, i]), float(q_rot[1, i + half])],
+                "k_moved": [float(k_rot[1, i]), float(k_rot[1, i + half])],
+                "q_turn_deg": math.degrees(m * theta),
+                "k_turn_deg": math.degrees(n * theta),
+                "q_turn_moved_deg": math.degrees((m + shift) * theta),
+                "k_turn_moved_deg": math.degrees((n + shift) * theta),
+                "gap_deg": math.degrees(gap * theta),
+            }
+        )
+    return {
+        "head_dim": head_dim,
+        "m": m,
+        "n": n,
+        "gap": gap,
+        "shift": shift,
+        "pairs": pairs,
+        "score": float(q_rot[0] @ k_rot[0]),
+        "score_shifted": float(q_rot[1] @ k_rot[1]),
+        "score_gap_only": float(q @ gap_turn),
+        "score_unrotated": float(q @ k),
+    }
+
+
+#: the seed's two sentences: "dog" one seat before "bit", then one seat after it
+ORDER_SENTENCES = ("the dog bit man", "the man bit dog")
+#: the seed's clock: one pair turning 30 degrees per seat
+ORDER_DEGREES = 30.0
+
+
+def pair_layouts(m: int, n: int) -> dict:
+    """The two ways to cut an 8-wide head into pairs, and RoPE read as complex numbers.
+
+    Half-split (GPT-NeoX, Hugging Face, posenc's default) pairs feature ``i`` with ``i + 4``;
+    interleaved (GPT-J, Meta's Llama code) pairs ``2i`` with ``2i + 1``. The same query and key give
+    the same score under both once the projection rows are reordered
+    (:func:`posenc.rope.layout.permute_for_interleaved`). Read pair ``i`` as the complex number
+    ``a + ib``: RoPE multiplies it by ``e^{i m theta_i}``, and the score is the real part of
+    ``sum q_i conj(k_i) e^{i (m - n) theta_i}``, the gap alone.
+    """
+    checked(FIGURE_RANGES, "m", m)
+    checked(FIGURE_RANGES, "n", n)
+    head_dim, half = 8, 4
+    g = torch.Generator().manual_seed(3)
+    q, k = (torch.randn(head_dim, generator=g, dtype=torch.float64) for _ in range(2))
+    inv_freq = rope_inv_freq(head_dim, 10000.0)  # (4,)
+    cos, sin = rope_cos_sin(torch.tensor([m, n]), inv_freq, dtype=torch.float64)  # (2, 4)
+
+    def turned(vec: torch.Tensor, row: int, layout: str) -> torch.Tensor:
+        x = vec.view(1, 1, 1, head_dim)
+        return apply_rotary(x, x, cos[row : row + 1], sin[row : row + 1], layout=layout)[0].view(head_dim)
+
+    score_half = float(turned(q, 0, "half") @ turned(k, 1, "half"))
+    q_int, k_int = (permute_for_interleaved(v, n_heads=1) for v in (q, k))
+    score_interleaved = float(turned(q_int, 0, "interleaved") @ turned(k_int, 1, "interleaved"))
+    # the complex view: pair i of the half-split layout is q[i] + i q[i + 4]
+    zq, zk = (torch.complex(v[:half], v[half:]) for v in (q, k))
+    spin_m, spin_n = (torch.polar(torch.ones(half, dtype=torch.float64), p * inv_freq) for p in (m, n))
+    zq_turned, zk_turned = zq * spin_m, zk * spin_n
+    rq = turned(q, 0, "half")
+    complex_vs_matrix = float((torch.complex(rq[:half], rq[half:]) - zq_turned).abs().max())
+    score_complex = float((zq_turned * zk_turned.conj()).real.sum())
+    gap_only = torch.polar(torch.ones(half, dtype=torch.float64), (m - n) * inv_freq)
+    score_gap = float((zq * zk.conj() * gap_only).real.sum())
+    return {
+        "m": m,
+        "n": n,
+        "head_dim": head_dim,
+        "pairs_half": [[i, i + half] for i in range(half)],
+        "pairs_interleaved": [[2 * i, 2 * i + 1] for i in range(half)],
+        "score_half": score_half,
+        "score_interleaved": score_interleaved,
+        "complex_vs_matrix": complex_vs_matrix,
+        "score_complex": score_complex,
+        "score_gap_only": score_gap,
+        "q_complex": [[float(z.real), float(z.imag)] for z in zq],
+        "q_turned_complex": [[float(z.real), float(z.imag)] for z in zq_turned],
+        "theta": inv_freq.tolist(),
+    }
+
+
+def word_order(sentence: int, degrees: float) -> dict:
+    """The dog/man clock: every word of sentence A (0) or B (1) turned seat x degrees, and the turn
+    from "dog" to "bit" (angle of "bit" minus angle of "dog", counter-clockwise positive): with the
+    seed's 30 degrees it is +30 in A and -30 in B.
+
+    The scores come from posenc's apply_rotary on one pair: a fixed "bit" query against a fixed
+    "dog" key at their seats, beside the score without positions.
+    """
+    check_int("sentence", sentence, minimum=0, maximum=1)
+    checked(FIGURE_RANGES, "order_deg", degrees)
+    words = ORDER_SENTENCES[sentence].split()
+    inv_freq = torch.tensor([math.radians(degrees)], dtype=torch.float64)
+    dog, bit = words.index("dog"), words.index("bit")
+    q = torch.tensor([1.0, 0.25], dtype=torch.float64)  # "bit" as a query
+    k = torch.tensor([0.6, 0.8], dtype=torch.float64)  # "dog" as a key
+    q_rot = _rotate_pairs(q, [bit], inv_freq)[0]
+    k_rot = _rotate_pairs(k, [dog], inv_freq)[0]
+    return {
+        "sentence": sentence,
+        "text": ORDER_SENTENCES[sentence],
+        "words": words,
+        "degrees": degrees,
+        "angles_deg": [i * degrees for i in range(len(words))],
+        "dog_seat": dog,
+        "bit_seat": bit,
+        "turn_dog_to_bit_deg": (bit - dog) * degrees,
+        "score_rope": float(q_rot @ k_rot),
+        "score_nope": float(q @ k),
+    }

@@ -10,14 +10,17 @@ starts with ``configs`` read two real ``config.json`` files (:mod:`posenc.fixtur
 from __future__ import annotations
 
 import math
-from typing import List
+from typing import Dict, List
 
 import torch
 
+from ..._checks import check_int
 from ...fixtures import load_fixture
 from ...rope import LinearScaling, NTKScaling, RotaryEmbedding, YaRNScaling, rope_frequencies, rope_inv_freq
+from ...rope.registry import scaling_parameters
 from ..prose import Block
 from ..stretching import past_training
+from ._ranges import Range, checked
 
 #: A Llama-2-like head: 128 rotated features, base 10000, trained on 4096 tokens, stretched 4x.
 ROTARY_DIM = 128
@@ -313,3 +316,65 @@ def prose(n: dict) -> list[Block]:
             "configs",
         ),
     ]
+
+
+def _scaling_range(name: str) -> Range:
+    """The range of a RoPE scaling's parameter, read from its registry descriptor (its one definition)."""
+    p = scaling_parameters()[name]
+    return (float(p.minimum), float(p.maximum), float(p.default), p.label)
+
+
+# -- the figure: every pair's wavelength under each scaling --
+#: parameter -> (minimum, maximum, default, help) of the figures (the explorer's API publishes it)
+FIGURE_RANGES: Dict[str, Range] = {
+    "factor": _scaling_range("factor"),
+    "train_len": (256, 131_072, 8192, "context length the model was trained with"),
+    "stretch_head_dim": (16, 256, 128, "features per head (even)"),
+}
+TWO_PI = 2 * math.pi
+
+
+def stretching(factor: float, train_len: int, head_dim: int) -> dict:
+    """Wavelength of every pair under plain RoPE, linear (PI), NTK-aware and YaRN scaling.
+
+    For each method: the wavelengths 2 pi / theta_i, the attention factor, and the pairs *past
+    training* at the new length (factor x train_len), by the one definition the tour uses too
+    (:func:`posenc.lesson.stretching.past_training`): pairs that turned less than once in training
+    and would now reach an angle larger than any they saw. A method with none shows the model no new
+    angle.
+    """
+    checked(FIGURE_RANGES, "factor", factor)
+    checked(FIGURE_RANGES, "train_len", train_len)
+    check_int("head_dim", head_dim, minimum=16, maximum=256, even=True)
+    target = round(factor * train_len)
+    configs = {
+        "rope": None,
+        "linear": LinearScaling(factor=factor),
+        "ntk": NTKScaling(factor=factor),
+        "yarn": YaRNScaling(factor=factor, original_max_position_embeddings=train_len),
+    }
+    plain = rope_inv_freq(head_dim, 10000.0)
+    partial = (train_len * plain.double() < TWO_PI).tolist()
+    methods = []
+    for name, cfg in configs.items():
+        inv_freq, attention = rope_frequencies(cfg, head_dim, 10000.0)
+        past = past_training(inv_freq, plain, train_len, target)  # (d/2,) bool
+        methods.append(
+            {
+                "method": name,
+                "wavelengths": (TWO_PI / inv_freq).tolist(),
+                "attention_factor": attention,
+                "fastest_theta": float(inv_freq[0]),
+                "past_training": past.tolist(),
+                "pairs_past_training": int(past.sum()),
+            }
+        )
+    return {
+        "factor": factor,
+        "train_len": train_len,
+        "target_len": target,
+        "head_dim": head_dim,
+        "pairs": head_dim // 2,
+        "partial_turn_pairs": int(sum(partial)),
+        "methods": methods,
+    }
