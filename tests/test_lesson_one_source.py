@@ -26,7 +26,7 @@ from posenc.lesson.prose import Block, as_dict, plain, spans, to_rich
 
 WRITTEN = sorted(chapters.MODULES)
 BY_ID = {c.id: c for c in CHAPTERS}
-#: the written chapters the tour tells too (a chapter with no tour section is the browser's only)
+#: the written chapters the tour tells (every one: ``test_..._tour_tells_every_one``)
 TOLD = [c for c in WRITTEN if BY_ID[c].tour]
 #: a chapter that keeps its text on the page, if one is left
 UNWRITTEN = next((c.id for c in CHAPTERS if c.id not in chapters.MODULES), None)
@@ -80,10 +80,23 @@ def test_bad_blocks_are_refused():
 
 
 # -- every written chapter -------------------------------------------------------------------------------
-def test_written_chapters_are_in_the_manifest_and_the_tour_tells_most():
+def test_written_chapters_are_in_the_manifest_and_the_tour_tells_every_one():
     for chapter in WRITTEN:
         assert chapter in BY_ID
-    assert len(TOLD) >= 9  # every chapter the tour told before the text moved here still is
+    assert TOLD == WRITTEN  # no chapter is the browser's only
+    assert [c.id for c in CHAPTERS if c.tour] == [c.id for c in CHAPTERS]
+
+
+def test_the_tour_runs_its_sections_in_the_manifests_order():
+    """``--section`` names, ``--list`` and the tour's order all come from one list, in reading order."""
+    in_manifest = [name for c in CHAPTERS for name in c.tour]
+    assert tour.section_names() == in_manifest
+    for chapter in CHAPTERS:
+        for name in chapter.tour:
+            assert tour.select_sections([name])[0].name == name
+    buffer = io.StringIO()
+    tour.print_list(rich.console.Console(file=buffer, width=200, color_system=None))
+    assert "browser only" not in buffer.getvalue()
 
 
 @pytest.fixture(scope="module")

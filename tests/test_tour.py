@@ -762,7 +762,8 @@ def test_big_picture_closes_the_tour(ran, facts):
 def test_select_sections_by_number_and_name():
     names = tour.section_names()
     assert len(names) == len(set(names)) == len(tour.SECTIONS)
-    assert [s.name for s in tour.select_sections(["6", "bag", " Big-Picture "])] == ["rope", "bag", "big-picture"]
+    rope = str(names.index("rope") + 1)
+    assert [s.name for s in tour.select_sections([rope, "bag", " Big-Picture "])] == ["rope", "bag", "big-picture"]
     for bad in ("0", str(len(names) + 1), "ropee", "", "-1"):
         with pytest.raises(ValueError) as err:
             tour.select_sections([bad])
@@ -777,12 +778,15 @@ def test_cli_lists_the_sections(capsys):
         assert re.search(rf"^\s*{i}\s+{re.escape(section.name)}\s+{re.escape(section.title)}", out, re.MULTILINE)
 
 
-@pytest.mark.parametrize("choice", ["2", "seats"])
+SEATS_NUMBER = tour.section_names().index("seats") + 1
+
+
+@pytest.mark.parametrize("choice", [str(SEATS_NUMBER), "seats"])
 def test_cli_runs_one_section_by_number_or_name(tmp_path, capsys, choice):
     assert cli_main(["tour", "--section", choice, "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "2. Why plain seat numbers fail" in out and "1. A bag of tiles" not in out
-    assert "3. Sine waves" not in out and "Tour finished" in out
+    assert f"{SEATS_NUMBER}. Why plain seat numbers fail" in out and "1. A bag of tiles" not in out
+    assert f"{SEATS_NUMBER + 1}. Sine waves" not in out and "Tour finished" in out
 
 
 def test_cli_names_the_valid_sections_for_a_bad_one(tmp_path, capsys):
@@ -822,3 +826,56 @@ def test_the_lesson_manifest_drives_the_list_and_maps_every_section(capsys):
         assert match, (chapter, out)
         places.append(match.start())
     assert places == sorted(places)
+
+
+# -- the chapters the tour tells as the browser does: word + position, ALiBi, comparison, demo, checks --
+def test_position_vector_length_is_root_half_width(facts):
+    """A sine/cosine row has d/2 (sin, cos) pairs of length 1, so its length is sqrt(d/2) at every seat."""
+    width = facts["input.width"]
+    assert facts["input.position_norm.min"] == pytest.approx(math.sqrt(width / 2), rel=1e-12)
+    assert facts["input.position_norm.max"] == pytest.approx(math.sqrt(width / 2), rel=1e-12)
+    for i in range(3):
+        std = facts[f"input.scale.{i}.std"]
+        # the mean length of a Gaussian vector is close to std * sqrt(d) (within 2% at d = 16)
+        assert facts[f"input.scale.{i}.word_norm"] == pytest.approx(std * math.sqrt(width), rel=0.02)
+
+
+def test_alibi_slopes_are_the_geometric_series(facts, flowing):
+    heads = facts["alibi.heads"]
+    expected = [2 ** (-8 * (h + 1) / heads) for h in range(heads)]
+    assert facts["alibi.slopes"] == pytest.approx(expected, rel=1e-6)
+    assert facts["alibi.head0.bias_at_distance"] == pytest.approx(-expected[0] * 10)
+
+
+def test_alibi_attention_split_is_a_softmax_of_the_penalties(facts):
+    """Equal matches: head h's weight on a key d back is exp(-slope d) / sum over d' of exp(-slope d')."""
+    far, nearest = 64, 4
+    for key, slope in (("steep", facts["alibi.slopes"][0]), ("shallow", facts["alibi.slopes"][-1])):
+        weights = np.exp(-slope * np.arange(far + 1, dtype=np.float64))
+        weights /= weights.sum()
+        assert facts[f"alibi.far.{key}_nearest"] == pytest.approx(weights[:nearest].sum(), rel=1e-5)
+    assert facts["alibi.far.even_nearest"] == pytest.approx(nearest / (far + 1))
+
+
+def test_only_the_learned_table_stops_past_training(facts, flowing):
+    assert facts["compare.trained"] == 512
+    assert sorted(facts["compare.reads.512"]) == sorted(["sinusoidal", "learned", "rope", "alibi", "nope"])
+    assert "learned" not in facts["compare.reads.576"] and len(facts["compare.reads.576"]) == 4
+    with pytest.raises(PositionOutOfRangeError):
+        LearnedPositionalEmbedding(512, 8).encodings(torch.arange(576))
+
+
+def test_demo_score_is_the_rotated_dot_product_wherever_the_pair_sits(facts):
+    from posenc.lesson.rotation import KEY, QUERY
+
+    theta = facts["demo.theta"]
+    for shift, key in ((0, "demo.score"), (100, "demo.score.moved.100"), (10_000, "demo.score.moved.10000")):
+        q, k = rot2(QUERY, (1 + shift) * theta), rot2(KEY, (3 + shift) * theta)
+        assert facts[key] == pytest.approx(float(q @ k), abs=1e-9)
+    assert facts["demo.score"] == pytest.approx(float(np.asarray(QUERY) @ rot2(KEY, 2 * theta)), abs=1e-9)
+
+
+def test_precision_check_spacing_is_one_unit_in_the_last_place(facts):
+    seat = facts["checks.seat"]
+    assert facts["checks.spacing.float32"] == float(np.spacing(np.float32(seat)))
+    assert facts["checks.spacing.float64"] == float(np.spacing(np.float64(seat)))

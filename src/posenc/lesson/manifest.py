@@ -18,7 +18,7 @@ class Chapter:
         id: the URL hash that names it in ``posenc explore``.
         title: its heading.
         checks: knowledge checks (``posenc.explorer.quiz`` ids) shown inline, in their order.
-        tour: names of the ``posenc tour`` sections that tell it in the terminal (none: the browser only).
+        tour: names of the ``posenc tour`` sections that tell it in the terminal (every chapter has one).
     """
 
     id: str
@@ -29,17 +29,17 @@ class Chapter:
 
 CHAPTERS: tuple[Chapter, ...] = (
     Chapter("bag-of-tiles", "A bag of tiles", ("bag-of-words",), ("bag",)),
-    Chapter("word-plus-position", "Word + position = input", ("added",)),
+    Chapter("word-plus-position", "Word + position = input", ("added",), ("input",)),
     Chapter("bad-ideas", "Two ideas that fail", (), ("seats",)),
     Chapter("three-rules", "The three rules", (), ("rules",)),
     Chapter("clock-hands", "Sine waves as clock hands", ("fast-columns",), ("fingerprint",)),
     Chapter("learned-tables", "Learned tables and the 512 wall", ("learned-limit",), ("learned",)),
     Chapter("rope", "RoPE: turn, don't add", ("relative", "qk-only"), ("rope",)),
     Chapter("stretching-rope", "Stretching RoPE", ("linear-vs-ntk", "llama3-bands"), ("extension", "configs")),
-    Chapter("alibi-penalty", "ALiBi: a penalty for distance", ("alibi-head0",)),
-    Chapter("comparison", "The methods side by side"),
-    Chapter("pytorch-demo", "The PyTorch demo"),
-    Chapter("knowledge-checks", "Check yourself", ("precision",)),
+    Chapter("alibi-penalty", "ALiBi: a penalty for distance", ("alibi-head0",), ("alibi",)),
+    Chapter("comparison", "The methods side by side", (), ("compare",)),
+    Chapter("pytorch-demo", "The PyTorch demo", (), ("demo",)),
+    Chapter("knowledge-checks", "Check yourself", ("precision",), ("checks",)),
     Chapter("common-mistakes", "Common mistakes", (), ("mistakes",)),
     Chapter("big-picture", "Key points and the big picture", (), ("big-picture",)),
 )

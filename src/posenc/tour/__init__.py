@@ -82,11 +82,27 @@ class Section:
     run: Callable[[TourContext], None]
 
 
-from . import bag, big_picture, configs, extension, learned_limit, mistakes, naive, rotary, waves  # noqa: E402
+from . import (  # noqa: E402
+    alibi,
+    bag,
+    big_picture,
+    checks,
+    comparison,
+    configs,
+    demo,
+    extension,
+    learned_limit,
+    mistakes,
+    naive,
+    rotary,
+    waves,
+    word_input,
+)
 
 #: The tour, in the lesson's order. Numbers in titles are added when printed.
 SECTIONS: List[Section] = [
     Section("bag", "A bag of tiles", bag.bag_of_tiles),
+    Section("input", "Word + position = input", word_input.word_plus_position),
     Section("seats", "Why plain seat numbers fail", naive.plain_seat_numbers),
     Section("rules", "Sine waves: three rules, measured", waves.three_rules),
     Section("fingerprint", "The wave fingerprint of seats 0-3", waves.fingerprint),
@@ -94,6 +110,10 @@ SECTIONS: List[Section] = [
     Section("rope", "RoPE: rotate queries and keys", rotary.rope_demo),
     Section("extension", "Stretching RoPE to longer contexts", extension.context_extension),
     Section("configs", "Real configs: Llama 3.1 and Phi-3.5 read from config.json", configs.real_configs),
+    Section("alibi", "ALiBi: a penalty for distance", alibi.alibi_penalty),
+    Section("compare", "The methods side by side", comparison.comparison),
+    Section("demo", "The PyTorch demo", demo.pytorch_demo),
+    Section("checks", "Check yourself", checks.knowledge_checks),
     Section("mistakes", "Three common mistakes", mistakes.common_mistakes),
     Section("big-picture", "Key points and the big picture", big_picture.big_picture),
 ]

@@ -1,0 +1,32 @@
+"""Section: the methods side by side, and which of them stops at a length past training.
+
+The text and numbers are the lesson's chapter "The methods side by side"
+(:mod:`posenc.lesson.chapters.comparison`); this section prints them, records the numbers, and prints
+the table's live columns: which scheme places each length.
+"""
+
+from __future__ import annotations
+
+from ..lesson import chapters
+from ..lesson.chapters.comparison import LENGTHS, SCHEMES
+from ._show import chapter, plain, table, verdict
+
+CHAPTER = "comparison"
+#: the section's opening, in everyday words (the chapter's own text follows it)
+OPENING = "Five ways of telling a model where each word sits, asked the same question: can you read a longer text?"
+
+
+def comparison(ctx) -> None:
+    n = chapters.numbers(CHAPTER)
+    for key, value in n.items():
+        ctx.record(key, value)
+    plain(ctx, OPENING)
+    chapter(ctx, chapters.blocks(CHAPTER), CHAPTER)
+    t = table(
+        "scheme",
+        *(f"{length} tokens" for length in LENGTHS),
+        title=f"Built for {n['compare.trained']} tokens: does each scheme place a longer text?",
+    )
+    for scheme in SCHEMES:
+        t.add_row(scheme, *(verdict(scheme in n[f"compare.reads.{length}"], "reads", "stops") for length in LENGTHS))
+    ctx.console.print(t)
