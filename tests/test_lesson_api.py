@@ -15,7 +15,16 @@ from fastapi.testclient import TestClient
 from posenc.explorer import lesson
 from posenc.explorer.app import create_app
 from posenc.learned import PositionOutOfRangeError
-from posenc.lesson.chapters import clock_hands, learned_tables, rope, stretching_rope, three_rules
+from posenc.lesson.chapters import (
+    clock_hands,
+    common_mistakes,
+    comparison,
+    learned_tables,
+    pytorch_demo,
+    rope,
+    stretching_rope,
+    three_rules,
+)
 from posenc.rope.tables import rope_inv_freq
 from posenc.sinusoidal import sinusoidal_table
 
@@ -270,7 +279,7 @@ def test_demo_writes_the_seed_out_from_scratch_and_reproduces_its_numbers(client
 def test_the_demo_prints_the_tours_score():
     from posenc.tour import rotary
 
-    d = lesson.run_demo(100, 4)
+    d = pytorch_demo.run_demo(100, 4)
     tour = rotary.pair_score(rotary.QUERY, rotary.KEY, 1, 3)  # what the tour prints for seats 1 and 3
     assert (rotary.THETA, rotary.QUERY, rotary.KEY) == (0.5, (1.0, 0.5), (0.8, 0.2))
     assert d["output"][2] == f"score, seats 1 and 3: {tour:.5f}"
@@ -350,9 +359,9 @@ DIRECT = [
     (rope.rope_clock, (8, 3, 100_001, 0), "n"),
     (rope.word_order, (0, 180.0), "order_deg"),
     (stretching_rope.stretching, (65.0, 8192, 128), "factor"),
-    (lesson.compare, (0,), "compare_len"),
-    (lesson.run_demo, (-5, 4), "shift"),
-    (lesson.mistakes, (1, 4096, 10), "concat_d_model"),
+    (comparison.compare, (0,), "compare_len"),
+    (pytorch_demo.run_demo, (-5, 4), "shift"),
+    (common_mistakes.mistakes, (1, 4096, 10), "concat_d_model"),
     (lesson.big_picture, ("rotary",), "scheme"),
 ]
 
@@ -377,7 +386,7 @@ def test_the_tour_and_the_lesson_print_the_same_mistakes_from_one_source(tmp_pat
     section = next(s for s in tour.SECTIONS if s.name == "mistakes")
     facts = tour.run_tour(tmp_path, console=console, sections=[section]).facts
     printed = console.export_text()
-    page = lesson.mistakes(1, tour_mistakes.WIDE, tour_mistakes.SHIFT)
+    page = common_mistakes.mistakes(1, tour_mistakes.WIDE, tour_mistakes.SHIFT)
     assert facts["mistakes.parameter.parameter_change"] == page["parameter"]["parameter"]["largest_change"] > 1e-3
     assert facts["mistakes.parameter.buffer_change"] == page["parameter"]["buffer"]["largest_change"] == 0.0
     assert facts["mistakes.concat.block.concatenated"] == page["concat"]["concatenated"]

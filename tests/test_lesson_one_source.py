@@ -232,11 +232,11 @@ def test_alibi_chapter_states_what_its_figure_draws():
 
 def test_comparison_chapter_states_what_its_table_computes():
     """Chapter 10's "only the learned table stops" is the table's own live column at both lengths."""
-    from posenc.explorer.lesson import LEARNED_ROWS, compare
     from posenc.lesson.chapters import comparison as chapter
+    from posenc.lesson.chapters.comparison import compare
 
     n = chapters.numbers("comparison")
-    assert n["compare.trained"] == LEARNED_ROWS
+    assert n["compare.trained"] == compare(1)["trained_len"]
     for length in chapter.LENGTHS:
         live = [row["scheme"] for row in compare(length)["schemes"] if row["reads"]]
         assert n[f"compare.reads.{length}"] == live
@@ -245,7 +245,7 @@ def test_comparison_chapter_states_what_its_table_computes():
 
 def test_pytorch_demo_chapter_states_what_the_demo_prints(capsys):
     """Chapter 11's "0.65457 four times" and its try-this are what the demo itself prints."""
-    from posenc.explorer.lesson import pytorch_demo
+    from posenc.lesson.chapters.pytorch_demo import pytorch_demo
 
     n = chapters.numbers("pytorch-demo")
     for shift in (100, 10_000):

@@ -21,10 +21,7 @@ RoPE vectors use the half-split layout (pair ``i`` is ``(x[i], x[i + d/2])``).
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import inspect
-import io
 import math
 import random
 from pathlib import Path
@@ -34,12 +31,15 @@ import torch.nn.functional as F
 
 from .._checks import check_choice, check_float, check_int
 from ..factory import SCHEMES, make_scheme
-from ..learned import LearnedPositionalEmbedding, PositionOutOfRangeError
+from ..learned import LearnedPositionalEmbedding
 from ..lesson import mistakes as lesson_mistakes
 from ..lesson.attention import attention_weights, by_word
 from ..lesson.chapters import alibi_penalty as alibi_penalty_chapter
 from ..lesson.chapters import clock_hands as clock_hands_chapter
+from ..lesson.chapters import common_mistakes as common_mistakes_chapter
+from ..lesson.chapters import comparison as comparison_chapter
 from ..lesson.chapters import learned_tables as learned_tables_chapter
+from ..lesson.chapters import pytorch_demo as pytorch_demo_chapter
 from ..lesson.chapters import rope as rope_chapter
 from ..lesson.chapters import stretching_rope as stretching_rope_chapter
 from ..lesson.chapters import three_rules as three_rules_chapter
@@ -61,10 +61,6 @@ LESSON_LIMITS: dict[str, Limit] = {
     "embed_std": Limit(0.001, 10.0, 1.0, "standard deviation of the word vector's entries"),
     "raw_seat": Limit(0, 100_000, 500, "the seat whose raw integer is added"),
     "sentence_len": Limit(2, 100_000, 4, "words in the sentence coded by fractions"),
-    "compare_len": Limit(1, 8192, 1024, "tokens each scheme is asked to read"),
-    "demo_d_model": Limit(2, 64, 4, "width of the demo's sinusoidal table (even)"),
-    "steps": Limit(1, 10, 1, "optimizer steps taken"),
-    "concat_d_model": Limit(16, 2048, 512, "width of the word vectors"),
 }
 # the chapters whose figures live in their chapter module declare their ranges there
 for _chapter in (
@@ -74,6 +70,9 @@ for _chapter in (
     rope_chapter,
     stretching_rope_chapter,
     alibi_penalty_chapter,
+    comparison_chapter,
+    pytorch_demo_chapter,
+    common_mistakes_chapter,
 ):
     LESSON_LIMITS.update({key: Limit(*r) for key, r in _chapter.FIGURE_RANGES.items()})
 
@@ -83,8 +82,6 @@ BAG_SCHEMES = tuple(SCHEMES)
 #: the seed words of the "bad ideas" chapter: a two-number word vector with entries in [-1, 1]
 TINY_WORD = (0.42, -0.15)
 
-#: the rows of the learned table in chapter 6 (BERT's 512)
-LEARNED_ROWS = learned_tables_chapter.ROWS
 
 #: the width of the bag-of-tiles attention block
 BAG_D_MODEL = 16
@@ -276,150 +273,9 @@ def bad_ideas(raw_seat: int, sentence_len: int) -> dict:
     }
 
 
-# -- 9. the comparison table ---------------------------------------------------------------------
-def compare(length: int) -> dict:
-    """Ask each scheme, as posenc builds it for a model trained on 512 tokens, to place ``length``
-    tokens: its own hook (embed, rotate or bias) runs at every position. Reports where the scheme
-    acts, its extra trainable numbers, and whether it could (the error is the library's own)."""
-    _int("compare_len", length)
-    d_model, heads = 32, 4
-    pos = torch.arange(length).unsqueeze(0)  # (1, L)
-    rows = []
-    for name in ("sinusoidal", "learned", "rope", "alibi", "nope"):
-        scheme = make_scheme(name, d_model=d_model, n_heads=heads, max_len=LEARNED_ROWS).double()
-        extra = sum(p.numel() for p in scheme.parameters() if p.requires_grad)
-        where = {
-            "sinusoidal": "input",
-            "learned": "input",
-            "rope": "queries and keys",
-            "alibi": "attention logits",
-            "nope": "nowhere",
-        }[name]
-        try:
-            with torch.no_grad():
-                x = scheme.embed(torch.zeros(1, length, d_model, dtype=torch.float64), pos)
-                q = torch.ones(1, heads, length, d_model // heads, dtype=torch.float64)
-                q, _ = scheme.rotate(q, q, pos)
-                # the last query against every key: the row a long input needs most
-                bias = scheme.bias(pos[0, -1:], pos[0])
-            finite = bool(
-                torch.isfinite(x).all() and torch.isfinite(q).all() and (bias is None or torch.isfinite(bias).all())
-            )
-            rows.append(
-                {
-                    "scheme": name,
-                    "where": where,
-                    "extra_parameters": extra,
-                    "reads": True,
-                    "finite": finite,
-                    "error": None,
-                }
-            )
-        except PositionOutOfRangeError as err:
-            rows.append(
-                {
-                    "scheme": name,
-                    "where": where,
-                    "extra_parameters": extra,
-                    "reads": False,
-                    "finite": None,
-                    "error": str(err),
-                }
-            )
-    return {"length": length, "trained_len": LEARNED_ROWS, "d_model": d_model, "schemes": rows}
-
-
-# -- 10. the PyTorch demo --------------------------------------------------------------------------
-def pytorch_demo(shift: int = 100, d_model: int = 4) -> None:
-    """The seed's demo written out from scratch, then the same numbers from posenc."""
-    import math
-
-    import torch
-
-    from posenc import apply_rotary, sinusoidal_table
-    from posenc.rope import rope_cos_sin
-
-    # 1. The sinusoidal table of the 2017 Transformer, straight from its formula
-    def build_sinusoidal_pe(max_len: int, d_model: int) -> torch.Tensor:
-        pe = torch.zeros(max_len, d_model)
-        positions = torch.arange(max_len, dtype=torch.float).unsqueeze(1)  # (max_len, 1)
-        div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
-        pe[:, 0::2] = torch.sin(positions * div_term)  # even columns: sine waves
-        pe[:, 1::2] = torch.cos(positions * div_term)  # odd columns: cosine waves
-        return pe
-
-    table = build_sinusoidal_pe(max_len=10, d_model=d_model)
-    print("seat 0 wave vector:", [round(v, 3) for v in table[0].tolist()])
-    print("seat 1 wave vector:", [round(v, 3) for v in table[1].tolist()])
-
-    # 2. RoPE on one pair: turn a 2-D vector by seat * theta
-    def apply_rope_2d(vec: torch.Tensor, seat: int, theta: float = 0.5) -> torch.Tensor:
-        angle = seat * theta
-        cos_a, sin_a = math.cos(angle), math.sin(angle)
-        x1, x2 = vec[0], vec[1]
-        return torch.tensor([x1 * cos_a - x2 * sin_a, x1 * sin_a + x2 * cos_a])
-
-    q_word = torch.tensor([1.0, 0.5])
-    k_word = torch.tensor([0.8, 0.2])
-    near = torch.dot(apply_rope_2d(q_word, 1), apply_rope_2d(k_word, 3))
-    far = torch.dot(apply_rope_2d(q_word, 1 + shift), apply_rope_2d(k_word, 3 + shift))
-    print(f"score, seats 1 and 3: {near.item():.5f}")
-    print(f"score, seats {1 + shift} and {3 + shift}: {far.item():.5f}")
-
-    # 3. The same with posenc: its table, and its rotation with theta = 0.5 for the one pair
-    print("posenc's table matches:", torch.allclose(sinusoidal_table(10, d_model), table, atol=1e-6))
-    theta = torch.tensor([0.5])  # (pairs,) radians per seat
-
-    def posenc_score(m: int, n: int) -> float:
-        cos, sin = rope_cos_sin(torch.tensor([m, n]), theta)  # (2, 1) each
-        both = torch.stack([q_word, k_word]).view(1, 1, 2, 2)  # (batch, heads, seq, dim)
-        turned, _ = apply_rotary(both, both, cos, sin)
-        return float(turned[0, 0, 0] @ turned[0, 0, 1])
-
-    print(f"posenc, seats 1 and 3: {posenc_score(1, 3):.5f}")
-    print(f"posenc, seats {1 + shift} and {3 + shift}: {posenc_score(1 + shift, 3 + shift):.5f}")
-
-
-def run_demo(shift: int, d_model: int) -> dict:
-    """The source of :func:`pytorch_demo` and what it prints when run now."""
-    _int("shift", shift)
-    _int("demo_d_model", d_model)
-    check_int("d_model", d_model, minimum=2, maximum=64, even=True)
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        pytorch_demo(shift=shift, d_model=d_model)
-    source = inspect.getsource(pytorch_demo)
-    return {"shift": shift, "d_model": d_model, "source": source, "output": buffer.getvalue().rstrip("\n").split("\n")}
-
-
-# -- 12. common mistakes -----------------------------------------------------------------------------
-def mistakes(steps: int, d_model: int, shift: int) -> dict:
-    """Each common mistake run next to the right way, by :mod:`posenc.lesson.mistakes` (the numbers
-    the tour prints too).
-
-    1. Table as Parameter: ``steps`` Adam steps on one sentence move the parameter copy of the table
-       away from the formula; the buffer copy does not move.
-    2. Concatenate instead of add: parameters of one Block at width d (added) and 2d (glued on),
-       built on the meta device so only the sizes exist.
-    3. Rotating V: a phrase moved ``shift`` seats; the largest change of the attention block's output
-       with q, k rotated (as RoPE does) and with v rotated too.
-    """
-    _int("steps", steps)
-    _int("concat_d_model", d_model)
-    _int("shift", shift)
-    drift = lesson_mistakes.table_drift(steps)
-    return {
-        "steps": steps,
-        "parameter": {label: drift[label] for label in ("buffer", "parameter")},
-        "concat": lesson_mistakes.block_parameters(d_model),
-        "values": lesson_mistakes.rotated_values_change(shift),
-        "rounding_level": ROUNDING_LEVEL,
-    }
-
-
 # -- 13. the big picture ---------------------------------------------------------------------------
 #: differences at or under this (float64 outputs of size about 1) are rounding, drawn as zero
-ROUNDING_LEVEL = 1e-12
+ROUNDING_LEVEL = lesson_mistakes.ROUNDING_LEVEL
 
 
 def _order_differences(scheme: str) -> tuple[float, float]:
@@ -529,9 +385,5 @@ __all__ = [
     "attention_map",
     "big_picture",
     "chapters",
-    "compare",
-    "mistakes",
-    "pytorch_demo",
-    "run_demo",
     "word_plus_position",
 ]

@@ -109,17 +109,17 @@ def alibi(heads: int = _limit("alibi_heads"), distance: int = _limit("alibi_dist
 
 @router.get("/compare")
 def compare(length: int = _limit("compare_len")):
-    return lesson.compare(length)
+    return written.comparison.compare(length)
 
 
 @router.get("/demo")
 def demo(shift: int = _limit("shift"), d_model: int = _limit("demo_d_model")):
-    return lesson.run_demo(shift, d_model)
+    return written.pytorch_demo.run_demo(shift, d_model)
 
 
 @router.get("/mistakes")
 def mistakes(steps: int = _limit("steps"), d_model: int = _limit("concat_d_model"), shift: int = _limit("shift")):
-    return lesson.mistakes(steps, d_model, shift)
+    return written.common_mistakes.mistakes(steps, d_model, shift)
 
 
 @router.get("/big-picture")

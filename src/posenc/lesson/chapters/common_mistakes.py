@@ -3,6 +3,8 @@ beside the right way by :mod:`posenc.lesson.mistakes` (the same calls the chapte
 
 from __future__ import annotations
 
+from typing import Dict
+
 import torch
 from torch import nn
 
@@ -11,12 +13,15 @@ from ..mistakes import (
     DRIFT_D_MODEL,
     DRIFT_ROWS,
     PHRASE_LEN,
+    ROUNDING_LEVEL,
     SinusoidalAsParameter,
     block_parameters,
     rotated_values_change,
     table_drift,
 )
 from ..prose import Block
+from . import rope
+from ._ranges import Range, checked
 
 #: The small model of mistake 1 (posenc.lesson.mistakes), so the figure and the text print one number.
 D_MODEL = DRIFT_D_MODEL
@@ -189,3 +194,36 @@ def prose(n: dict) -> list[Block]:
             "after",
         ),
     ]
+
+
+# -- the figure: each mistake run next to the right way --
+#: parameter -> (minimum, maximum, default, help) of the figure (the explorer's API publishes it)
+FIGURE_RANGES: Dict[str, Range] = {
+    "steps": (1, 10, 1, "optimizer steps taken"),
+    "concat_d_model": (16, 2048, 512, "width of the word vectors"),
+    "shift": rope.FIGURE_RANGES["shift"],  # the RoPE chapter's move of every seat
+}
+
+
+def mistakes(steps: int, d_model: int, shift: int) -> dict:
+    """Each common mistake run next to the right way, by :mod:`posenc.lesson.mistakes` (the numbers
+    the tour prints too).
+
+    1. Table as Parameter: ``steps`` Adam steps on one sentence move the parameter copy of the table
+       away from the formula; the buffer copy does not move.
+    2. Concatenate instead of add: parameters of one Block at width d (added) and 2d (glued on),
+       built on the meta device so only the sizes exist.
+    3. Rotating V: a phrase moved ``shift`` seats; the largest change of the attention block's output
+       with q, k rotated (as RoPE does) and with v rotated too.
+    """
+    checked(FIGURE_RANGES, "steps", steps)
+    checked(FIGURE_RANGES, "concat_d_model", d_model)
+    checked(FIGURE_RANGES, "shift", shift)
+    drift = table_drift(steps)
+    return {
+        "steps": steps,
+        "parameter": {label: drift[label] for label in ("buffer", "parameter")},
+        "concat": block_parameters(d_model),
+        "values": rotated_values_change(shift),
+        "rounding_level": ROUNDING_LEVEL,
+    }

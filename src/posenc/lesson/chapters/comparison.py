@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Dict
+
 import torch
 
 from ...factory import make_scheme
 from ...learned import PositionOutOfRangeError
 from ..prose import Block
+from ._ranges import Range, checked
 
 #: the training length every scheme of the table is built for, and the lengths the "try this" compares
 TRAINED = 512
@@ -60,3 +63,62 @@ def prose(n: dict) -> list[Block]:
             "after",
         ),
     ]
+
+
+# -- the figure: each scheme asked to place a number of tokens --
+#: parameter -> (minimum, maximum, default, help) of the figure (the explorer's API publishes it)
+FIGURE_RANGES: Dict[str, Range] = {
+    "compare_len": (1, 8192, 1024, "tokens each scheme is asked to read"),
+}
+
+
+def compare(length: int) -> dict:
+    """Ask each scheme, as posenc builds it for a model trained on 512 tokens, to place ``length``
+    tokens: its own hook (embed, rotate or bias) runs at every position. Reports where the scheme
+    acts, its extra trainable numbers, and whether it could (the error is the library's own)."""
+    checked(FIGURE_RANGES, "compare_len", length)
+    d_model, heads = 32, 4
+    pos = torch.arange(length).unsqueeze(0)  # (1, L)
+    rows = []
+    for name in ("sinusoidal", "learned", "rope", "alibi", "nope"):
+        scheme = make_scheme(name, d_model=d_model, n_heads=heads, max_len=TRAINED).double()
+        extra = sum(p.numel() for p in scheme.parameters() if p.requires_grad)
+        where = {
+            "sinusoidal": "input",
+            "learned": "input",
+            "rope": "queries and keys",
+            "alibi": "attention logits",
+            "nope": "nowhere",
+        }[name]
+        try:
+            with torch.no_grad():
+                x = scheme.embed(torch.zeros(1, length, d_model, dtype=torch.float64), pos)
+                q = torch.ones(1, heads, length, d_model // heads, dtype=torch.float64)
+                q, _ = scheme.rotate(q, q, pos)
+                # the last query against every key: the row a long input needs most
+                bias = scheme.bias(pos[0, -1:], pos[0])
+            finite = bool(
+                torch.isfinite(x).all() and torch.isfinite(q).all() and (bias is None or torch.isfinite(bias).all())
+            )
+            rows.append(
+                {
+                    "scheme": name,
+                    "where": where,
+                    "extra_parameters": extra,
+                    "reads": True,
+                    "finite": finite,
+                    "error": None,
+                }
+            )
+        except PositionOutOfRangeError as err:
+            rows.append(
+                {
+                    "scheme": name,
+                    "where": where,
+                    "extra_parameters": extra,
+                    "reads": False,
+                    "finite": None,
+                    "error": str(err),
+                }
+            )
+    return {"length": length, "trained_len": TRAINED, "d_model": d_model, "schemes": rows}

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+import io
+from typing import Dict
+
+from ..._checks import check_int
 from ..prose import Block
 from ..rotation import KEY, QUERY, THETA, pair_score
+from . import rope
+from ._ranges import Range, checked
 
 #: the seats of the demo's query and key, the figure's default move and the try-this's
 SEATS = (1, 3)
@@ -47,3 +55,73 @@ def prose(n: dict) -> list[Block]:
             "after",
         ),
     ]
+
+
+# -- the figure: the demo's source and what it prints when run now --
+#: parameter -> (minimum, maximum, default, help) of the figure (the explorer's API publishes it)
+FIGURE_RANGES: Dict[str, Range] = {
+    "demo_d_model": (2, 64, 4, "width of the demo's sinusoidal table (even)"),
+    "shift": rope.FIGURE_RANGES["shift"],  # the RoPE chapter's move of every seat
+}
+
+
+def pytorch_demo(shift: int = 100, d_model: int = 4) -> None:
+    """The seed's demo written out from scratch, then the same numbers from posenc."""
+    import math
+
+    import torch
+
+    from posenc import apply_rotary, sinusoidal_table
+    from posenc.rope import rope_cos_sin
+
+    # 1. The sinusoidal table of the 2017 Transformer, straight from its formula
+    def build_sinusoidal_pe(max_len: int, d_model: int) -> torch.Tensor:
+        pe = torch.zeros(max_len, d_model)
+        positions = torch.arange(max_len, dtype=torch.float).unsqueeze(1)  # (max_len, 1)
+        div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+        pe[:, 0::2] = torch.sin(positions * div_term)  # even columns: sine waves
+        pe[:, 1::2] = torch.cos(positions * div_term)  # odd columns: cosine waves
+        return pe
+
+    table = build_sinusoidal_pe(max_len=10, d_model=d_model)
+    print("seat 0 wave vector:", [round(v, 3) for v in table[0].tolist()])
+    print("seat 1 wave vector:", [round(v, 3) for v in table[1].tolist()])
+
+    # 2. RoPE on one pair: turn a 2-D vector by seat * theta
+    def apply_rope_2d(vec: torch.Tensor, seat: int, theta: float = 0.5) -> torch.Tensor:
+        angle = seat * theta
+        cos_a, sin_a = math.cos(angle), math.sin(angle)
+        x1, x2 = vec[0], vec[1]
+        return torch.tensor([x1 * cos_a - x2 * sin_a, x1 * sin_a + x2 * cos_a])
+
+    q_word = torch.tensor([1.0, 0.5])
+    k_word = torch.tensor([0.8, 0.2])
+    near = torch.dot(apply_rope_2d(q_word, 1), apply_rope_2d(k_word, 3))
+    far = torch.dot(apply_rope_2d(q_word, 1 + shift), apply_rope_2d(k_word, 3 + shift))
+    print(f"score, seats 1 and 3: {near.item():.5f}")
+    print(f"score, seats {1 + shift} and {3 + shift}: {far.item():.5f}")
+
+    # 3. The same with posenc: its table, and its rotation with theta = 0.5 for the one pair
+    print("posenc's table matches:", torch.allclose(sinusoidal_table(10, d_model), table, atol=1e-6))
+    theta = torch.tensor([0.5])  # (pairs,) radians per seat
+
+    def posenc_score(m: int, n: int) -> float:
+        cos, sin = rope_cos_sin(torch.tensor([m, n]), theta)  # (2, 1) each
+        both = torch.stack([q_word, k_word]).view(1, 1, 2, 2)  # (batch, heads, seq, dim)
+        turned, _ = apply_rotary(both, both, cos, sin)
+        return float(turned[0, 0, 0] @ turned[0, 0, 1])
+
+    print(f"posenc, seats 1 and 3: {posenc_score(1, 3):.5f}")
+    print(f"posenc, seats {1 + shift} and {3 + shift}: {posenc_score(1 + shift, 3 + shift):.5f}")
+
+
+def run_demo(shift: int, d_model: int) -> dict:
+    """The source of :func:`pytorch_demo` and what it prints when run now."""
+    checked(FIGURE_RANGES, "shift", shift)
+    checked(FIGURE_RANGES, "demo_d_model", d_model)
+    check_int("d_model", d_model, minimum=2, maximum=64, even=True)
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        pytorch_demo(shift=shift, d_model=d_model)
+    source = inspect.getsource(pytorch_demo)
+    return {"shift": shift, "d_model": d_model, "source": source, "output": buffer.getvalue().rstrip("\n").split("\n")}
