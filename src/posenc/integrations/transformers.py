@@ -659,9 +659,38 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
             whose frequencies do not depend on the length.
     """
     config = _config_of(model)
-    _check_transformers_version()
+    _check_patchable(model, config, layout)
     model_type = config.model_type
-    if model_type == "falcon" and getattr(config, "alibi", False):
+    arch, found, scope = ARCHITECTURES.get(model_type), None, model
+    if arch is None:  # found from the model's own code, or refused with the reason, before any change
+        scope = language_model_of(model)
+        found = discovery.discover(scope)
+        arch = Architecture(found.module, tuple((f.name, f.layout) for f in found.functions))
+    rotary_slots, attention = _slots(model, scope, arch, model_type)
+    if scope is not model:
+        config = _config_of(scope)
+    rope, ropes = _tables_of(scope, config, found, [c for _, _, c in rotary_slots], model_type)
+    every = list(ropes.values()) if ropes else [rope]
+    if freeze_frequencies is not None:
+        _check_freezable(every)
+        for r in every:
+            r.freeze_frequencies(freeze_frequencies)
+
+    handle = PosencPatch(model, rope, layout, every)
+    try:
+        _install(handle, arch, found, layout, attention, rotary_slots, rope, ropes)
+    except Exception:
+        handle.undo()
+        raise
+    model.__dict__["_posenc_patch"] = handle
+    return handle
+
+
+def _check_patchable(model: nn.Module, config: Any, layout: Optional[str]) -> None:
+    """Refuse what :func:`patch` never changes: an old ``transformers``, ALiBi Falcon, a second patch,
+    an unknown layout."""
+    _check_transformers_version()
+    if config.model_type == "falcon" and getattr(config, "alibi", False):
         raise UnsupportedModelError(
             "this Falcon config uses ALiBi (alibi=True), not rotary embeddings; "
             "patch supports rotary Falcon models only"
@@ -672,13 +701,15 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
         )
     if layout is not None and layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {sorted(LAYOUTS)} or None, got {layout!r}")
-    arch, found, scope = ARCHITECTURES.get(model_type), None, model
-    if arch is None:  # found from the model's own code, or refused with the reason, before any change
-        scope = language_model_of(model)
-        found = discovery.discover(scope)
-        arch = Architecture(found.module, tuple((f.name, f.layout) for f in found.functions))
-    module = importlib.import_module(arch.module)
 
+
+def _slots(
+    model: nn.Module, scope: nn.Module, arch: Architecture, model_type: str
+) -> Tuple[List[Tuple[nn.Module, str, nn.Module]], List[nn.Module]]:
+    """The rotary modules of ``arch``'s code in ``scope`` (with their parent and attribute name), and
+    the attention modules whose ``forward`` calls one of its rotary functions; refused if either is
+    missing."""
+    module = importlib.import_module(arch.module)
     rotary_class_names = {n for n in dir(module) if n.endswith("RotaryEmbedding")}
     rotary_slots = [
         (parent, attr, child)
@@ -696,26 +727,39 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
             f"calling {sorted(names)} in this {type(model).__name__}; this transformers version "
             f"({_transformers_version()}) lays out {model_type!r} differently from what posenc expects"
         )
+    return rotary_slots, attention
 
-    if scope is not model:
-        config = _config_of(scope)
+
+def _tables_of(
+    scope: nn.Module, config: Any, found: Optional[Any], rotaries: List[nn.Module], model_type: str
+) -> Tuple[RotaryEmbedding, Dict[Any, RotaryEmbedding]]:
+    """posenc's tables for ``scope``: one :class:`RotaryEmbedding`, and one per layer type where the
+    family's rotary module takes a layer type. A found family is checked against its own rotary
+    module here, and refused before anything changes."""
     ropes = discovery.layer_type_ropes(scope, config, found) if found is not None and found.layer_types else {}
     try:
-        rope = next(iter(ropes.values())) if ropes else _rope_for(scope, config, [c for _, _, c in rotary_slots])
+        rope = next(iter(ropes.values())) if ropes else _rope_for(scope, config, rotaries)
     except ValueError as exc:  # a found family: refused, before anything changes
         if found is None or isinstance(exc, UnsupportedModelError):
             raise
         raise UnsupportedModelError(f"posenc cannot build this {model_type!r} config's tables: {exc}") from None
     if found is not None:
         discovery.check_tables(scope, ropes or rope, found)
-    every = list(ropes.values()) if ropes else [rope]
-    if freeze_frequencies is not None:
-        _check_freezable(every)
-        for r in every:
-            r.freeze_frequencies(freeze_frequencies)
+    return rope, ropes
 
-    handle = PosencPatch(model, rope, layout, every)
 
+def _install(
+    handle: PosencPatch,
+    arch: Architecture,
+    found: Optional[Any],
+    layout: Optional[str],
+    attention: List[nn.Module],
+    rotary_slots: List[Tuple[nn.Module, str, nn.Module]],
+    rope: RotaryEmbedding,
+    ropes: Dict[Any, RotaryEmbedding],
+) -> None:
+    """Re-bind every attention ``forward`` and replace every rotary module, recording each change on
+    ``handle`` as it is made (so :meth:`PosencPatch.undo` reverts a partial install)."""
     complex_output = arch.style == "complex" or (found is not None and found.form == "complex")
 
     def tables_for(r: RotaryEmbedding) -> PosencRotaryTables:
@@ -726,22 +770,16 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
         style, functions = arch.style, tuple((name, layout or own) for name, own in arch.functions)
     else:
         style, functions = PROBED, tuple(_probed_entry(f, layout) for f in found.functions)
-    try:
-        for m in attention:
-            installed = functools.partial(REBUILT_FORWARDS.get(type(m), style, functions), m)
-            m.forward = installed
-            handle._attention.append((m, installed))
-        for parent, attr, child in rotary_slots:
-            tables = tables_for(rope) if found is None else discovery.wrap_tables(found, tables_for, rope, ropes, child)
-            first = next(m for m in tables.modules() if isinstance(m, PosencRotaryTables))
-            first.__dict__["_replaced"] = child  # cast and moved with the model, for undo()
-            setattr(parent, attr, tables)
-            handle._rotary.append((parent, attr, child))
-    except Exception:
-        handle.undo()
-        raise
-    model.__dict__["_posenc_patch"] = handle
-    return handle
+    for m in attention:
+        installed = functools.partial(REBUILT_FORWARDS.get(type(m), style, functions), m)
+        m.forward = installed
+        handle._attention.append((m, installed))
+    for parent, attr, child in rotary_slots:
+        tables = tables_for(rope) if found is None else discovery.wrap_tables(found, tables_for, rope, ropes, child)
+        first = next(m for m in tables.modules() if isinstance(m, PosencRotaryTables))
+        first.__dict__["_replaced"] = child  # cast and moved with the model, for undo()
+        setattr(parent, attr, tables)
+        handle._rotary.append((parent, attr, child))
 
 
 def language_model_of(model: nn.Module) -> nn.Module:
