@@ -9,30 +9,13 @@ the feedback together with the numbers that were just computed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Callable, Dict, List, Tuple
+from typing import Dict, List, Tuple
 
 import torch
 
 from .._checks import check_int
-
-#: the evidence of an explanation: sentences with the numbers filled in, and the raw numbers
-Evidence = Tuple[List[str], Dict[str, object]]
-
-
-@dataclass(frozen=True)
-class Check:
-    id: str
-    topic: str
-    prompt: str
-    choices: Tuple[str, ...]
-    answer: int
-    feedback: Tuple[str, ...]  # one sentence per choice
-    evidence: Callable[[], Evidence]
-
-    def public(self) -> dict:
-        """What the page may see before an answer is given (no answer, no feedback)."""
-        return {"id": self.id, "topic": self.topic, "prompt": self.prompt, "choices": list(self.choices)}
+from ..lesson.chapters import alibi_penalty, clock_hands, learned_tables, rope, stretching_rope
+from ..lesson.chapters._check import Check, Evidence
 
 
 # -- evidence ---------------------------------------------------------------------------------------
@@ -83,21 +66,6 @@ def _added() -> Evidence:
     )
 
 
-def _learned_limit() -> Evidence:
-    from ..learned import LearnedPositionalEmbedding, PositionOutOfRangeError
-
-    table = LearnedPositionalEmbedding(max_len=512, d_model=4)
-    try:
-        table.encodings(torch.arange(600))
-        message = "no error"
-    except PositionOutOfRangeError as err:
-        message = str(err)
-    return (
-        [f"posenc's LearnedPositionalEmbedding(max_len=512) asked for positions 0..599 says: {message}"],
-        {"max_len": 512, "requested": 600, "error": message},
-    )
-
-
 def _relative() -> Evidence:
     from ..rope.tables import rope_inv_freq
     from .views import example_vector, rotate_at
@@ -117,80 +85,6 @@ def _relative() -> Evidence:
             f"(difference {abs(near - far):.1e}, float64 rounding).",
         ],
         {"score_near": near, "score_far": far, "two_theta_deg": angle},
-    )
-
-
-def _qk_only() -> Evidence:
-    from ..lesson.mistakes import rotated_values_change
-
-    shift = 37
-    change = rotated_values_change(shift)
-    seq, plain, rotated = change["seq"], change["qk_only"], change["with_v"]
-    return (
-        [
-            f"The same {seq} tokens placed at seats 0..{seq - 1} and again at {shift}..{shift + seq - 1}, "
-            "through posenc's attention block.",
-            f"q and k rotated, v untouched: the output moves by {plain:.1e} (rounding).",
-            f"v rotated too: it moves by {rotated:.3f}, the output now depends on where the phrase sits.",
-        ],
-        {"change_qk_only": plain, "change_with_v": rotated, "shift": shift},
-    )
-
-
-#: the shipped config the Llama 3 check reads
-LLAMA3_FIXTURE = "llama-3.1-8b"
-
-
-def _llama3_bands() -> Evidence:
-    from ..fixtures import load_fixture
-    from ..hf import rotary_kwargs_from_hf
-    from ..rope.scaling import rope_frequencies
-    from ..rope.tables import rope_inv_freq
-
-    kw = rotary_kwargs_from_hf(load_fixture(LLAMA3_FIXTURE))
-    cfg, rotary_dim, base = kw["scaling"], kw["rotary_dim"], kw["base"]
-    scaled, _ = rope_frequencies(cfg, rotary_dim, base)
-    ratio = scaled / rope_inv_freq(rotary_dim, base)  # (rotary_dim / 2,)
-    kept = int(torch.isclose(ratio, torch.ones_like(ratio), rtol=1e-12, atol=0).sum())
-    divided = int(torch.isclose(ratio, torch.full_like(ratio, 1 / cfg.factor), rtol=1e-12, atol=0).sum())
-    between = ratio.numel() - kept - divided
-    original, high = cfg.original_max_position_embeddings, cfg.high_freq_factor
-    return (
-        [
-            f"{LLAMA3_FIXTURE} (rope_theta {base:g}, {rotary_dim} rotated features, factor "
-            f"{cfg.factor:g}, original context {original}): {kept} of {ratio.numel()} pairs keep their "
-            f"frequency, {between} are blended, {divided} are divided by {cfg.factor:g}.",
-            f"The kept pairs are the first ones, wavelength under {original} / high_freq_factor "
-            f"{high:g} = {original / high:g} tokens: they already turn several times inside the trained "
-            f"context.",
-        ],
-        {
-            "kept": kept,
-            "blended": between,
-            "divided": divided,
-            "ratio": ratio.tolist(),
-            "factor": cfg.factor,
-            "original": original,
-            "low_freq_factor": cfg.low_freq_factor,
-            "high_freq_factor": high,
-            "base": base,
-            "rotary_dim": rotary_dim,
-        },
-    )
-
-
-def _fast_columns() -> Evidence:
-    from ..sinusoidal import sinusoidal_table
-
-    d_model = 64
-    table = sinusoidal_table(6, d_model)
-    change = (table[5] - table[4]).abs()  # (d,)
-    return (
-        [
-            f"|PE[5] - PE[4]| in the first two columns (fastest wave): {float(change[0]):.4f}, {float(change[1]):.4f}.",
-            f"In the last two columns (slowest wave): {float(change[-2]):.2e}, {float(change[-1]):.2e}.",
-        ],
-        {"first": change[:2].tolist(), "last": change[-2:].tolist()},
     )
 
 
@@ -227,20 +121,6 @@ def _bag_of_words() -> Evidence:
     )
 
 
-def _alibi_head0() -> Evidence:
-    from ..alibi import alibi_bias, alibi_slopes
-
-    slopes = alibi_slopes(8)
-    bias = alibi_bias(slopes, torch.tensor([10]), torch.arange(11))  # (8, 1, 11)
-    return (
-        [
-            f"Slopes for 8 heads: {[f'1/{round(1 / s)}' for s in slopes.tolist()]}.",
-            f"Head 0, query at 10, key at 0: bias {float(bias[0, 0, 0]):g}; head 7: {float(bias[7, 0, 0]):g}.",
-        ],
-        {"slopes": slopes.tolist(), "head0": float(bias[0, 0, 0]), "head7": float(bias[7, 0, 0])},
-    )
-
-
 def _precision() -> Evidence:
     from ..rope.tables import rope_inv_freq
     from .views import angle_errors
@@ -258,24 +138,7 @@ def _precision() -> Evidence:
     )
 
 
-def _linear_vs_ntk() -> Evidence:
-    from ..rope.scaling import LinearScaling, NTKScaling, rope_frequencies
-    from ..rope.tables import rope_inv_freq
-
-    rotary_dim, base = 128, 10000.0
-    plain = rope_inv_freq(rotary_dim, base)
-    linear = rope_frequencies(LinearScaling(factor=4.0), rotary_dim, base)[0] / plain
-    ntk = rope_frequencies(NTKScaling(factor=4.0), rotary_dim, base)[0] / plain
-    return (
-        [
-            f"Fastest pair, new/old frequency: linear {float(linear[0]):.4f}, NTK {float(ntk[0]):.4f}.",
-            f"Slowest pair: linear {float(linear[-1]):.4f}, NTK {float(ntk[-1]):.4f}.",
-        ],
-        {"linear": [float(linear[0]), float(linear[-1])], "ntk": [float(ntk[0]), float(ntk[-1])]},
-    )
-
-
-CHECKS: Tuple[Check, ...] = (
+_HERE: Tuple[Check, ...] = (
     Check(
         "bag-of-words",
         "why positions",
@@ -313,24 +176,6 @@ CHECKS: Tuple[Check, ...] = (
         _added,
     ),
     Check(
-        "learned-limit",
-        "learned tables",
-        "A model has a learned position table with 512 rows (BERT-style) and is given 600 tokens. "
-        "What happens at position 512?",
-        (
-            "The table wraps round and position 512 reuses row 0.",
-            "New rows are filled in from sine waves on the fly.",
-            "There is no row 512: the lookup fails unless the input is cut or the table is stretched.",
-        ),
-        2,
-        (
-            "Nothing wraps: reusing row 0 would make position 512 look like the first token.",
-            "A learned table has no formula to fall back on; rows that were never trained do not exist.",
-            "The table ends at row 511. posenc says so, and offers truncation or interpolation.",
-        ),
-        _learned_limit,
-    ),
-    Check(
         "relative",
         "RoPE",
         "With RoPE, a key at seat 10 and a query at seat 12 are two seats apart. The same two words "
@@ -350,77 +195,6 @@ CHECKS: Tuple[Check, ...] = (
         _relative,
     ),
     Check(
-        "qk-only",
-        "RoPE",
-        "RoPE rotates queries and keys. Why are the values left alone?",
-        (
-            "Rotating values would cost too much memory.",
-            "Only the score needs position, and q.k depends only on the distance; rotated values would "
-            "make what a token passes on depend on its absolute seat.",
-            "The output projection undoes any rotation of the values anyway.",
-        ),
-        1,
-        (
-            "Cost is not the reason: a rotation of v costs the same as a rotation of k.",
-            "Rotated values bring absolute position back into the output.",
-            "The output projection is one fixed matrix; it cannot undo a rotation that varies by seat.",
-        ),
-        _qk_only,
-    ),
-    Check(
-        "llama3-bands",
-        "context extension",
-        "Llama 3.1 stretches its RoPE context by 8x with the llama3 scaling. Which rotation pairs "
-        "does it leave exactly as trained?",
-        (
-            "The slow pairs, whose wavelength exceeds the training context.",
-            "None: every frequency is divided by 8.",
-            "The fast pairs, whose wavelength is shorter than original_max_position_embeddings / high_freq_factor.",
-        ),
-        2,
-        (
-            "The slow pairs are the ones that get divided by the factor: they never completed a turn in "
-            "training, so longer inputs would show them unseen angles.",
-            "That is plain position interpolation (the linear scaling), not llama3.",
-            "Fast pairs already turned many times in training, so larger positions show them nothing new.",
-        ),
-        _llama3_bands,
-    ),
-    Check(
-        "fast-columns",
-        "sinusoidal",
-        "Seats 4 and 5 are neighbours. Which columns of the sinusoidal table tell them apart best?",
-        (
-            "The last columns, the slow waves.",
-            "The first columns, the fast waves.",
-            "All columns change by the same amount.",
-        ),
-        1,
-        (
-            "Slow waves barely move between neighbours; they place a token in the larger stretch of text.",
-            "The first pair turns a full radian per seat, like a second hand.",
-            "Each pair turns at its own speed, from one radian per seat down to a tiny fraction.",
-        ),
-        _fast_columns,
-    ),
-    Check(
-        "alibi-head0",
-        "ALiBi",
-        "In an 8-head ALiBi model, what does head 0 add to the score of a key 10 tokens behind the query?",
-        (
-            "-5, because head 0's slope is 1/2.",
-            "-10/256, because every head uses the smallest slope.",
-            "+5, nearer keys are penalised instead.",
-        ),
-        0,
-        (
-            "Slopes are 1/2, 1/4, ..., 1/256, and the penalty is slope times distance.",
-            "1/256 is the slope of the last head, the one that looks furthest.",
-            "The penalty grows with distance and is never positive.",
-        ),
-        _alibi_head0,
-    ),
-    Check(
         "precision",
         "precision",
         "Why does posenc form RoPE angles in float64 before building float32 tables?",
@@ -437,25 +211,29 @@ CHECKS: Tuple[Check, ...] = (
         ),
         _precision,
     ),
-    Check(
-        "linear-vs-ntk",
-        "context extension",
-        "Position interpolation (linear) and NTK-aware scaling both stretch a RoPE model 4x. What "
-        "happens to the fastest pair?",
-        (
-            "Linear slows it 4x; NTK leaves it unchanged and slows the slowest pair 4x.",
-            "Both slow it 4x.",
-            "NTK slows it more than linear does.",
-        ),
-        0,
-        (
-            "NTK raises the base, which moves slow pairs most and the fastest one not at all.",
-            "Only linear divides every frequency; NTK changes the base instead.",
-            "NTK's base change leaves the first pair (exponent 0) exactly where it was.",
-        ),
-        _linear_vs_ntk,
-    ),
 )
+
+#: the checks written in their chapter modules (posenc.lesson.chapters), and those still written here
+_WRITTEN = {
+    check.id: check
+    for chapter in (clock_hands, learned_tables, rope, stretching_rope, alibi_penalty)
+    for check in chapter.CHECKS
+}
+_WRITTEN.update({check.id: check for check in _HERE})
+#: every check, in the order the page has always listed them
+ORDER = (
+    "bag-of-words",
+    "added",
+    "learned-limit",
+    "relative",
+    "qk-only",
+    "llama3-bands",
+    "fast-columns",
+    "alibi-head0",
+    "precision",
+    "linear-vs-ntk",
+)
+CHECKS: Tuple[Check, ...] = tuple(_WRITTEN[check_id] for check_id in ORDER)
 
 BY_ID: Dict[str, Check] = {check.id: check for check in CHECKS}
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import Dict
+from typing import Dict, Tuple
 
 import torch
 
 from ...alibi import alibi_bias, alibi_slopes
 from ..prose import Block
+from ._check import Check, Evidence
 from ._ranges import Range, checked
 
 #: the figure's default: 8 heads, a query 10 seats after the key, and the longest look back it offers
@@ -128,3 +129,39 @@ def alibi_penalty(heads: int, distance: int) -> dict:
             }
         )
     return {"heads": heads, "distance": distance, "keys_back": back, "rows": rows}
+
+
+# -- the knowledge checks the manifest lists under this chapter (the quiz collects them) --
+def _alibi_head0() -> Evidence:
+    from ...alibi import alibi_bias, alibi_slopes
+
+    slopes = alibi_slopes(8)
+    bias = alibi_bias(slopes, torch.tensor([10]), torch.arange(11))  # (8, 1, 11)
+    return (
+        [
+            f"Slopes for 8 heads: {[f'1/{round(1 / s)}' for s in slopes.tolist()]}.",
+            f"Head 0, query at 10, key at 0: bias {float(bias[0, 0, 0]):g}; head 7: {float(bias[7, 0, 0]):g}.",
+        ],
+        {"slopes": slopes.tolist(), "head0": float(bias[0, 0, 0]), "head7": float(bias[7, 0, 0])},
+    )
+
+
+CHECKS: Tuple[Check, ...] = (
+    Check(
+        "alibi-head0",
+        "ALiBi",
+        "In an 8-head ALiBi model, what does head 0 add to the score of a key 10 tokens behind the query?",
+        (
+            "-5, because head 0's slope is 1/2.",
+            "-10/256, because every head uses the smallest slope.",
+            "+5, nearer keys are penalised instead.",
+        ),
+        0,
+        (
+            "Slopes are 1/2, 1/4, ..., 1/256, and the penalty is slope times distance.",
+            "1/256 is the slope of the last head, the one that looks furthest.",
+            "The penalty grows with distance and is never positive.",
+        ),
+        _alibi_head0,
+    ),
+)

@@ -4,13 +4,14 @@ speeds, and the four-seat wave fingerprint."""
 from __future__ import annotations
 
 import math
-from typing import Dict
+from typing import Dict, Tuple
 
 import torch
 
 from ..._checks import check_int
 from ...sinusoidal import sinusoidal_frequencies, sinusoidal_table
 from ..prose import Block
+from ._check import Check, Evidence
 from ._ranges import Range, checked
 
 #: The seed lesson's wave fingerprint: seat -> (fast, medium, slow), to two decimals.
@@ -182,3 +183,40 @@ def clock_hands(seat: int, d_model: int) -> dict:
         "curve_positions": between.tolist(),
         "table": table.tolist(),  # (65, d): the whole code of seats 0 to 64, for the heatmap
     }
+
+
+# -- the knowledge checks the manifest lists under this chapter (the quiz collects them) --
+def _fast_columns() -> Evidence:
+    from ...sinusoidal import sinusoidal_table
+
+    d_model = 64
+    table = sinusoidal_table(6, d_model)
+    change = (table[5] - table[4]).abs()  # (d,)
+    return (
+        [
+            f"|PE[5] - PE[4]| in the first two columns (fastest wave): {float(change[0]):.4f}, {float(change[1]):.4f}.",
+            f"In the last two columns (slowest wave): {float(change[-2]):.2e}, {float(change[-1]):.2e}.",
+        ],
+        {"first": change[:2].tolist(), "last": change[-2:].tolist()},
+    )
+
+
+CHECKS: Tuple[Check, ...] = (
+    Check(
+        "fast-columns",
+        "sinusoidal",
+        "Seats 4 and 5 are neighbours. Which columns of the sinusoidal table tell them apart best?",
+        (
+            "The last columns, the slow waves.",
+            "The first columns, the fast waves.",
+            "All columns change by the same amount.",
+        ),
+        1,
+        (
+            "Slow waves barely move between neighbours; they place a token in the larger stretch of text.",
+            "The first pair turns a full radian per seat, like a second hand.",
+            "Each pair turns at its own speed, from one radian per seat down to a tiny fraction.",
+        ),
+        _fast_columns,
+    ),
+)

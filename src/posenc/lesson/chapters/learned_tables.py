@@ -3,13 +3,14 @@ sinusoidal one never ends."""
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Tuple
 
 import torch
 
 from ...learned import LearnedPositionalEmbedding, PositionOutOfRangeError
 from ...sinusoidal import SinusoidalPositionalEncoding
 from ..prose import Block
+from ._check import Check, Evidence
 from ._ranges import Range, checked
 
 #: BERT's table: 512 rows. A narrow width; the limit does not depend on it.
@@ -222,3 +223,41 @@ def learned_wall(tokens: int, stretch_to: int) -> dict:
         "new_at_old_scale": [r * scale for r in new_rows],
         "squeeze": scale,
     }
+
+
+# -- the knowledge checks the manifest lists under this chapter (the quiz collects them) --
+def _learned_limit() -> Evidence:
+    from ...learned import LearnedPositionalEmbedding, PositionOutOfRangeError
+
+    table = LearnedPositionalEmbedding(max_len=512, d_model=4)
+    try:
+        table.encodings(torch.arange(600))
+        message = "no error"
+    except PositionOutOfRangeError as err:
+        message = str(err)
+    return (
+        [f"posenc's LearnedPositionalEmbedding(max_len=512) asked for positions 0..599 says: {message}"],
+        {"max_len": 512, "requested": 600, "error": message},
+    )
+
+
+CHECKS: Tuple[Check, ...] = (
+    Check(
+        "learned-limit",
+        "learned tables",
+        "A model has a learned position table with 512 rows (BERT-style) and is given 600 tokens. "
+        "What happens at position 512?",
+        (
+            "The table wraps round and position 512 reuses row 0.",
+            "New rows are filled in from sine waves on the fly.",
+            "There is no row 512: the lookup fails unless the input is cut or the table is stretched.",
+        ),
+        2,
+        (
+            "Nothing wraps: reusing row 0 would make position 512 look like the first token.",
+            "A learned table has no formula to fall back on; rows that were never trained do not exist.",
+            "The table ends at row 511. posenc says so, and offers truncation or interpolation.",
+        ),
+        _learned_limit,
+    ),
+)

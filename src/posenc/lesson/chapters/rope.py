@@ -8,7 +8,7 @@ Every number goes through the library's own rotation (:mod:`posenc.lesson.rotati
 from __future__ import annotations
 
 import math
-from typing import Dict
+from typing import Dict, Tuple
 
 import torch
 
@@ -19,6 +19,7 @@ from ...rope.layout import permute_for_interleaved
 from ...rope.tables import rope_cos_sin, rope_inv_freq
 from ..prose import Block
 from ..rotation import DIAL_THETA, KEY, QUERY, SEAT_PAIRS, THETA, hand_angles, pair_score, rotate_2d
+from ._check import Check, Evidence
 from ._ranges import Range, checked
 
 SENTENCES = {"A": ("The", "dog", "bit", "man"), "B": ("The", "man", "bit", "dog")}
@@ -461,3 +462,43 @@ def word_order(sentence: int, degrees: float) -> dict:
         "score_rope": float(q_rot @ k_rot),
         "score_nope": float(q @ k),
     }
+
+
+# -- the knowledge checks the manifest lists under this chapter (the quiz collects them) --
+def _qk_only() -> Evidence:
+    from ...lesson.mistakes import rotated_values_change
+
+    shift = 37
+    change = rotated_values_change(shift)
+    seq, plain, rotated = change["seq"], change["qk_only"], change["with_v"]
+    return (
+        [
+            f"The same {seq} tokens placed at seats 0..{seq - 1} and again at {shift}..{shift + seq - 1}, "
+            "through posenc's attention block.",
+            f"q and k rotated, v untouched: the output moves by {plain:.1e} (rounding).",
+            f"v rotated too: it moves by {rotated:.3f}, the output now depends on where the phrase sits.",
+        ],
+        {"change_qk_only": plain, "change_with_v": rotated, "shift": shift},
+    )
+
+
+CHECKS: Tuple[Check, ...] = (
+    Check(
+        "qk-only",
+        "RoPE",
+        "RoPE rotates queries and keys. Why are the values left alone?",
+        (
+            "Rotating values would cost too much memory.",
+            "Only the score needs position, and q.k depends only on the distance; rotated values would "
+            "make what a token passes on depend on its absolute seat.",
+            "The output projection undoes any rotation of the values anyway.",
+        ),
+        1,
+        (
+            "Cost is not the reason: a rotation of v costs the same as a rotation of k.",
+            "Rotated values bring absolute position back into the output.",
+            "The output projection is one fixed matrix; it cannot undo a rotation that varies by seat.",
+        ),
+        _qk_only,
+    ),
+)

@@ -10,7 +10,7 @@ starts with ``configs`` read two real ``config.json`` files (:mod:`posenc.fixtur
 from __future__ import annotations
 
 import math
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import torch
 
@@ -20,6 +20,7 @@ from ...rope import LinearScaling, NTKScaling, RotaryEmbedding, YaRNScaling, rop
 from ...rope.registry import scaling_parameters
 from ..prose import Block
 from ..stretching import past_training
+from ._check import Check, Evidence
 from ._ranges import Range, checked
 
 #: A Llama-2-like head: 128 rotated features, base 10000, trained on 4096 tokens, stretched 4x.
@@ -378,3 +379,104 @@ def stretching(factor: float, train_len: int, head_dim: int) -> dict:
         "partial_turn_pairs": int(sum(partial)),
         "methods": methods,
     }
+
+
+# -- the knowledge checks the manifest lists under this chapter (the quiz collects them) --
+#: the shipped config the Llama 3 check reads
+LLAMA3_FIXTURE = "llama-3.1-8b"
+
+
+def _llama3_bands() -> Evidence:
+    from ...fixtures import load_fixture
+    from ...hf import rotary_kwargs_from_hf
+    from ...rope.scaling import rope_frequencies
+    from ...rope.tables import rope_inv_freq
+
+    kw = rotary_kwargs_from_hf(load_fixture(LLAMA3_FIXTURE))
+    cfg, rotary_dim, base = kw["scaling"], kw["rotary_dim"], kw["base"]
+    scaled, _ = rope_frequencies(cfg, rotary_dim, base)
+    ratio = scaled / rope_inv_freq(rotary_dim, base)  # (rotary_dim / 2,)
+    kept = int(torch.isclose(ratio, torch.ones_like(ratio), rtol=1e-12, atol=0).sum())
+    divided = int(torch.isclose(ratio, torch.full_like(ratio, 1 / cfg.factor), rtol=1e-12, atol=0).sum())
+    between = ratio.numel() - kept - divided
+    original, high = cfg.original_max_position_embeddings, cfg.high_freq_factor
+    return (
+        [
+            f"{LLAMA3_FIXTURE} (rope_theta {base:g}, {rotary_dim} rotated features, factor "
+            f"{cfg.factor:g}, original context {original}): {kept} of {ratio.numel()} pairs keep their "
+            f"frequency, {between} are blended, {divided} are divided by {cfg.factor:g}.",
+            f"The kept pairs are the first ones, wavelength under {original} / high_freq_factor "
+            f"{high:g} = {original / high:g} tokens: they already turn several times inside the trained "
+            f"context.",
+        ],
+        {
+            "kept": kept,
+            "blended": between,
+            "divided": divided,
+            "ratio": ratio.tolist(),
+            "factor": cfg.factor,
+            "original": original,
+            "low_freq_factor": cfg.low_freq_factor,
+            "high_freq_factor": high,
+            "base": base,
+            "rotary_dim": rotary_dim,
+        },
+    )
+
+
+def _linear_vs_ntk() -> Evidence:
+    from ...rope.scaling import LinearScaling, NTKScaling, rope_frequencies
+    from ...rope.tables import rope_inv_freq
+
+    rotary_dim, base = 128, 10000.0
+    plain = rope_inv_freq(rotary_dim, base)
+    linear = rope_frequencies(LinearScaling(factor=4.0), rotary_dim, base)[0] / plain
+    ntk = rope_frequencies(NTKScaling(factor=4.0), rotary_dim, base)[0] / plain
+    return (
+        [
+            f"Fastest pair, new/old frequency: linear {float(linear[0]):.4f}, NTK {float(ntk[0]):.4f}.",
+            f"Slowest pair: linear {float(linear[-1]):.4f}, NTK {float(ntk[-1]):.4f}.",
+        ],
+        {"linear": [float(linear[0]), float(linear[-1])], "ntk": [float(ntk[0]), float(ntk[-1])]},
+    )
+
+
+CHECKS: Tuple[Check, ...] = (
+    Check(
+        "llama3-bands",
+        "context extension",
+        "Llama 3.1 stretches its RoPE context by 8x with the llama3 scaling. Which rotation pairs "
+        "does it leave exactly as trained?",
+        (
+            "The slow pairs, whose wavelength exceeds the training context.",
+            "None: every frequency is divided by 8.",
+            "The fast pairs, whose wavelength is shorter than original_max_position_embeddings / high_freq_factor.",
+        ),
+        2,
+        (
+            "The slow pairs are the ones that get divided by the factor: they never completed a turn in "
+            "training, so longer inputs would show them unseen angles.",
+            "That is plain position interpolation (the linear scaling), not llama3.",
+            "Fast pairs already turned many times in training, so larger positions show them nothing new.",
+        ),
+        _llama3_bands,
+    ),
+    Check(
+        "linear-vs-ntk",
+        "context extension",
+        "Position interpolation (linear) and NTK-aware scaling both stretch a RoPE model 4x. What "
+        "happens to the fastest pair?",
+        (
+            "Linear slows it 4x; NTK leaves it unchanged and slows the slowest pair 4x.",
+            "Both slow it 4x.",
+            "NTK slows it more than linear does.",
+        ),
+        0,
+        (
+            "NTK raises the base, which moves slow pairs most and the fastest one not at all.",
+            "Only linear divides every frequency; NTK changes the base instead.",
+            "NTK's base change leaves the first pair (exponent 0) exactly where it was.",
+        ),
+        _linear_vs_ntk,
+    ),
+)
