@@ -4,11 +4,13 @@ and which of the two is longer depends on how the word vectors are scaled."""
 from __future__ import annotations
 
 import math
+from typing import Tuple
 
 import torch
 
 from ...sinusoidal import SinusoidalPositionalEncoding
 from ..prose import Block
+from ._check import Check, Evidence
 
 #: the figure's default width, at which the chapter's lengths are measured
 WIDTH = 16
@@ -102,3 +104,73 @@ def prose(n: dict) -> list[Block]:
             "after",
         ),
     ]
+
+
+# -- the knowledge check the manifest lists under this chapter (the quiz collects it) --
+def _added() -> Evidence:
+    """Width and size of a position vector beside a word vector, at the teaching layer's stated scale.
+
+    The scale is :mod:`posenc.input_sizes`' (TinyLM's N(0, 0.02^2) embeddings times sqrt(d_model)),
+    the same function ``posenc tour`` prints from, so the two agree by construction and a test checks it.
+    """
+    from ...input_sizes import D_MODEL, position_word_lengths
+    from ...sinusoidal import SinusoidalPositionalEncoding
+
+    d_model = D_MODEL
+    sizes = position_word_lengths(d_model)
+    pe = SinusoidalPositionalEncoding(d_model, max_len=2048)
+    tokens = torch.zeros(1, 3, d_model)
+    out = pe(tokens)  # (1, 3, d)
+    largest = float(pe.pe.abs().max())
+    pe_norm = pe.pe.to(torch.float64).norm(dim=-1)  # (max_len,)
+    unscaled = sizes["ratio"] * sizes["embed_scale"]  # without the sqrt(d) factor
+    raw = sizes["raw_ratio"][1000]
+    return (
+        [
+            f"Three token vectors of width {d_model} in, {tuple(out.shape)} out: the width is unchanged.",
+            f"Every value lies in [-1, 1] (largest |value| over {pe.pe.shape[0]} rows: {largest:.6f}) "
+            f"and every row has the same length |PE| = sqrt(d/2) = {float(pe_norm.min()):.4f} .. "
+            f"{float(pe_norm.max()):.4f}.",
+            f"Scale used here and in posenc tour: posenc's TinyLM, word vectors N(0, "
+            f"{sizes['embedding_std']}^2) times sqrt(d_model) = {sizes['embed_scale']:.1f}, mean length "
+            f"{sizes['word_norm']:.2f}. The position vector is {sizes['ratio']:.2f}x the word's length: "
+            f"the same size, so neither drowns the other.",
+            f"Raw integers instead: seat 1000 as 1000 in every coordinate is {raw:,.0f}x the word's length. "
+            f"(Without the sqrt(d_model) factor the sine code would be {unscaled:.1f}x, which is why the "
+            f"2017 Transformer scales its embeddings.)",
+        ],
+        {
+            "shape": list(out.shape),
+            "max_abs": largest,
+            "d_model": d_model,
+            "embedding_std": sizes["embedding_std"],
+            "embed_scale": sizes["embed_scale"],
+            "pe_norm": [float(pe_norm.min()), float(pe_norm.max())],
+            "embedding_norm": sizes["word_norm"],
+            "ratio": sizes["ratio"],
+            "ratio_unscaled": unscaled,
+            "raw_ratio_1000": raw,
+        },
+    )
+
+
+CHECKS: Tuple[Check, ...] = (
+    Check(
+        "added",
+        "input encodings",
+        "A sinusoidal or learned position vector meets a token's embedding before the first layer. "
+        "How are the two combined?",
+        (
+            "The position vector is glued onto the end, so the width doubles.",
+            "They have the same width d_model and are summed element by element.",
+            "The position vector replaces the embedding in the first layer only.",
+        ),
+        1,
+        (
+            "Concatenation would double the width, and every weight matrix after it; the schemes add instead.",
+            "Same width, plain sum; the position values are bounded and of fixed size, unlike raw integers.",
+            "The model needs both what the word is and where it is; nothing is thrown away.",
+        ),
+        _added,
+    ),
+)
