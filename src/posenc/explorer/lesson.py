@@ -44,13 +44,13 @@ from ..lesson.chapters import rope as rope_chapter
 from ..lesson.chapters import stretching_rope as stretching_rope_chapter
 from ..lesson.chapters import three_rules as three_rules_chapter
 from ..lesson.manifest import CHAPTERS
+from ..lesson.vectors import split_words, word_vector
 from ..model import Block
 from ..sinusoidal import (
     SinusoidalPositionalEncoding,
     sinusoidal_table,
 )
 from .limits import Limit
-from .views import split_words, word_vector
 
 TWO_PI = 2 * math.pi
 

@@ -6,7 +6,8 @@ its maximum on one CPU core: the heaviest requests are ``/api/scores`` (about 0.
 distances sampled at :data:`MAX_SCORE_POINTS` points) and ``/api/sinusoidal`` (about 0.3 s, 1.3 MB);
 the "bag of words" knowledge check, which runs an attention block, takes about 0.5 s; everything else
 answers in tens of milliseconds. The table is published at ``GET /api/meta``; the page's sliders stay
-inside it.
+inside it. The bounds on a learner's text are :func:`posenc.lesson.vectors.split_words`' own
+(:data:`~posenc.lesson.vectors.MAX_TEXT_CHARS`, ``MAX_WORDS``, ``MAX_WORD_CHARS``), published here.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Dict, Union
 
+from ..lesson.vectors import MAX_TEXT_CHARS, MAX_WORD_CHARS, MAX_WORDS
 from ..rope.registry import scaling_parameters
 
 Number = Union[int, float]
@@ -82,11 +84,6 @@ def scaling_limit(name: str) -> Limit:
 
 #: Most distances ``/api/scores`` samples; longer ranges are spread over this many points.
 MAX_SCORE_POINTS = 513
-
-#: Longest text the fingerprint and word-order views accept, in characters and in words.
-MAX_TEXT_CHARS = 300
-MAX_WORDS = 24
-MAX_WORD_CHARS = 32
 
 
 def as_dict() -> dict:

@@ -20,8 +20,8 @@ from ..lesson.chapters._check import Check, Evidence
 
 # -- evidence ---------------------------------------------------------------------------------------
 def _relative() -> Evidence:
+    from ..lesson.vectors import example_vector, rotate_at
     from ..rope.tables import rope_inv_freq
-    from .views import example_vector, rotate_at
 
     head_dim, base = 16, 10000.0
     inv_freq = rope_inv_freq(head_dim, base)
@@ -42,10 +42,10 @@ def _relative() -> Evidence:
 
 
 def _bag_of_words() -> Evidence:
+    from ..lesson.vectors import word_vector
     from ..model import Block
     from ..schemes import NoPE
     from ..sinusoidal import SinusoidalPositionalEncoding
-    from .views import word_vector
 
     d_model = 16
     with torch.random.fork_rng(devices=[]):  # fixed weights without touching the global RNG
@@ -75,8 +75,8 @@ def _bag_of_words() -> Evidence:
 
 
 def _precision() -> Evidence:
+    from ..lesson.vectors import angle_errors
     from ..rope.tables import rope_inv_freq
-    from .views import angle_errors
 
     inv_freq = rope_inv_freq(128, 10000.0)
     errors = angle_errors(torch.tensor([1_000_000]), inv_freq)

@@ -4,7 +4,8 @@ Every function here takes plain Python values that the API has already range-che
 :mod:`posenc.explorer.limits`, calls the library (``sinusoidal_table``, ``rope_inv_freq``,
 ``rope_cos_sin``, ``apply_rotary``, ``alibi_slopes``, ``alibi_bias`` ...), and returns a dict that
 is ready to be sent as JSON. Nothing is recomputed in the browser: the page only draws these numbers,
-so a picture can never drift from the mathematics it claims to show.
+so a picture can never drift from the mathematics it claims to show. Words, example vectors and turns
+are :mod:`posenc.lesson.vectors`' (the lesson's figures and checks use the same ones).
 
 Conventions: RoPE vectors use the half-split layout (pair ``i`` is ``(x[i], x[i + d/2])``), the one
 Hugging Face uses; angles are in radians unless a key says ``_deg``. Positive angles turn
@@ -17,73 +18,19 @@ mask are sent as ``null`` because JSON has no infinities.
 from __future__ import annotations
 
 import math
-import zlib
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 import torch
 
 from .._checks import check_float, check_int
 from ..alibi import alibi_bias, alibi_slopes
-from ..rope.apply import apply_rotary
-from ..rope.tables import rope_angles, rope_cos_sin, rope_inv_freq
+from ..lesson.vectors import TWO_PI, angle_errors, example_vector, rotate_at, split_words, word_vector, wrap_angle
+from ..rope.tables import rope_angles, rope_inv_freq
 from ..sinusoidal import sinusoidal_frequencies, sinusoidal_table
-from .limits import MAX_SCORE_POINTS, MAX_TEXT_CHARS, MAX_WORD_CHARS, MAX_WORDS
-
-TWO_PI = 2 * math.pi
+from .limits import MAX_SCORE_POINTS
 
 
 # -- shared pieces -------------------------------------------------------------------------------
-def split_words(text: str, name: str = "text") -> List[str]:
-    """Whitespace-separated words of ``text``, refusing empty or oversized input."""
-    if not isinstance(text, str):
-        raise TypeError(f"{name} must be a string, got {type(text).__name__}")
-    if len(text) > MAX_TEXT_CHARS:
-        raise ValueError(f"{name} must have at most {MAX_TEXT_CHARS} characters, got {len(text)}")
-    words = text.split()
-    if not words:
-        raise ValueError(f"{name} must contain at least one word, got {text!r}")
-    if len(words) > MAX_WORDS:
-        raise ValueError(f"{name} must have at most {MAX_WORDS} words, got {len(words)}")
-    for word in words:
-        if len(word) > MAX_WORD_CHARS:
-            raise ValueError(
-                f"each word of {name} must have at most {MAX_WORD_CHARS} characters, "
-                f"got {word[:MAX_WORD_CHARS]!r}... ({len(word)})"
-            )
-    return words
-
-
-def example_vector(dim: int, seed: int) -> torch.Tensor:
-    """A fixed pseudo-random float64 vector of shape (dim,), the same for the same seed."""
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randn(dim, generator=generator, dtype=torch.float64)
-
-
-def word_vector(word: str, dim: int, salt: int = 0) -> torch.Tensor:
-    """A fixed float64 vector per word (shape (dim,)), standing in for a learned embedding."""
-    return example_vector(dim, (zlib.crc32(word.lower().encode("utf-8")) + salt) % (2**31))
-
-
-def wrap_angle(angle: torch.Tensor) -> torch.Tensor:
-    """Angles folded into (-pi, pi]."""
-    wrapped = torch.remainder(angle + math.pi, TWO_PI) - math.pi
-    return torch.where(wrapped == -math.pi, torch.full_like(wrapped, math.pi), wrapped)
-
-
-def rotate_at(x: torch.Tensor, positions: Sequence[int], inv_freq: torch.Tensor) -> torch.Tensor:
-    """RoPE-rotate copies of ``x`` (shape (head_dim,)) to each position -> (len(positions), head_dim).
-
-    Runs :func:`posenc.rope.apply.apply_rotary` on float64 tables from
-    :func:`posenc.rope.tables.rope_cos_sin`, so the result is the library's rotation without float32
-    rounding (the page compares scores that should agree to ~1e-15).
-    """
-    pos = torch.tensor(list(positions), dtype=torch.float64)
-    cos, sin = rope_cos_sin(pos, inv_freq, dtype=torch.float64)  # (P, d/2)
-    rows = x.to(torch.float64).expand(len(positions), -1).reshape(1, 1, len(positions), -1)
-    rotated, _ = apply_rotary(rows, rows, cos, sin, layout="half")  # (1, 1, P, d)
-    return rotated[0, 0]
-
-
 def _masked(matrix: torch.Tensor) -> List[List[Optional[float]]]:
     return [[None if math.isinf(v) else v for v in row] for row in matrix.tolist()]
 
@@ -390,36 +337,9 @@ def alibi_view(heads: int, head: int, matrix_len: int, head_dim: int, base: floa
 
 
 # -- 6. precision ------------------------------------------------------------------------------------
-_NAIVE_DTYPES: Dict[str, torch.dtype] = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
-
-
 def _position_grid(max_position: int, points: int = 48) -> List[int]:
     grid = torch.logspace(0, math.log10(max_position), points, dtype=torch.float64).round().long()
     return sorted(set(grid.tolist()) | {max_position})
-
-
-def angle_errors(positions: torch.Tensor, inv_freq: torch.Tensor) -> Dict[str, torch.Tensor]:
-    """|angle error| of a float32 cos/sin table, per position and pair (shape (P, d/2), float64).
-
-    Every row ends in a float32 table, so they differ only in how the angle was formed. The naive
-    rows form ``position * inv_freq`` with both in a low dtype (as code that builds positions in the
-    input dtype does), then take cos/sin; the ``posenc`` row is posenc's own table
-    (:func:`rope_cos_sin`, angles formed in float64). The angle each table encodes is read back with
-    ``atan2`` and compared with the exact one. Positions a dtype cannot hold give ``inf``.
-    """
-    exact = positions.to(torch.float64).unsqueeze(-1) * inv_freq  # (P, d/2)
-
-    def table_error(cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        recovered = torch.atan2(sin.to(torch.float64), cos.to(torch.float64))
-        return wrap_angle(recovered - exact).abs()
-
-    errors = {}
-    for name, dtype in _NAIVE_DTYPES.items():
-        naive = (positions.to(dtype).unsqueeze(-1) * inv_freq.to(dtype)).to(torch.float64)
-        err = table_error(naive.cos().to(torch.float32), naive.sin().to(torch.float32))
-        errors[name] = torch.where(torch.isfinite(naive), err, torch.full_like(err, math.inf))
-    errors["posenc"] = table_error(*rope_cos_sin(positions, inv_freq, dtype=torch.float32))
-    return errors
 
 
 def precision_view(head_dim: int, base: float, max_position: int, pos: int) -> dict:

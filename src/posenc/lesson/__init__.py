@@ -6,7 +6,9 @@ draws them, so the two carry the same sentences and numbers. A definition the to
 lesson both state lives here, in one pure function, so the two cannot disagree.
 :mod:`posenc.lesson.stretching` holds the measure of context extension ("pairs past training");
 :mod:`posenc.lesson.mistakes` runs the common mistakes beside the right way;
-:mod:`posenc.lesson.attention` gives the attention weights the attention map draws; and
+:mod:`posenc.lesson.attention` gives the attention weights the attention map draws;
+:mod:`posenc.lesson.vectors` gives the example vectors (a word's vector, a seeded query or key, a RoPE
+turn at float64) and the reading of a learner's sentence; and
 :mod:`posenc.lesson.manifest` lists the chapters, the one list the explorer's contents and pager and
 ``posenc tour --list`` come from.
 """

@@ -7,7 +7,8 @@ from typing import Any, Callable, Dict, Optional
 
 from fastapi import Query, Request
 
-from ..limits import MAX_TEXT_CHARS, MAX_WORD_CHARS, Limit
+from ...lesson.vectors import MAX_TEXT_CHARS, MAX_WORD_CHARS
+from ..limits import Limit
 
 _UNSET: Any = object()
 
@@ -31,12 +32,12 @@ def limited(limit: Limit, *, default: Any = _UNSET, alias: Optional[str] = None,
 
 
 def text(default: str):
-    """A sentence: at least one character, at most :data:`~posenc.explorer.limits.MAX_TEXT_CHARS`."""
+    """A sentence: at least one character, at most :data:`~posenc.lesson.vectors.MAX_TEXT_CHARS`."""
     return Query(default, min_length=1, max_length=MAX_TEXT_CHARS)
 
 
 def word(default: str):
-    """One word: at least one character, at most :data:`~posenc.explorer.limits.MAX_WORD_CHARS`."""
+    """One word: at least one character, at most :data:`~posenc.lesson.vectors.MAX_WORD_CHARS`."""
     return Query(default, min_length=1, max_length=MAX_WORD_CHARS)
 
 
