@@ -380,13 +380,12 @@ def test_the_tour_and_the_lesson_print_the_same_mistakes_from_one_source(tmp_pat
     import rich.console
 
     from posenc import tour
-    from posenc.tour import mistakes as tour_mistakes
 
     console = rich.console.Console(record=True, width=200)
     section = next(s for s in tour.SECTIONS if s.name == "mistakes")
     facts = tour.run_tour(tmp_path, console=console, sections=[section]).facts
     printed = console.export_text()
-    page = common_mistakes.mistakes(1, tour_mistakes.WIDE, tour_mistakes.SHIFT)
+    page = common_mistakes.mistakes(1, common_mistakes.WIDE, common_mistakes.SHIFT)
     assert facts["mistakes.parameter.parameter_change"] == page["parameter"]["parameter"]["largest_change"] > 1e-3
     assert facts["mistakes.parameter.buffer_change"] == page["parameter"]["buffer"]["largest_change"] == 0.0
     assert facts["mistakes.concat.block.concatenated"] == page["concat"]["concatenated"]
@@ -402,7 +401,6 @@ def test_each_mistake_and_the_rotate_values_demo_is_written_once():
     the tour, the lesson and the knowledge check use that one."""
     from posenc.explorer import quiz
     from posenc.lesson import mistakes as one
-    from posenc.tour import mistakes as tour_mistakes
 
     src = Path(one.__file__).parents[1]
     defined = [
@@ -412,7 +410,7 @@ def test_each_mistake_and_the_rotate_values_demo_is_written_once():
         if re.match(r"\s*class \w*AsParameter\b|\s*def values_rotated\(|\s*def last_output\(", line)
     ]
     assert sorted(defined) == ["lesson/mistakes.py", "lesson/mistakes.py"], defined
-    assert tour_mistakes.SinusoidalAsParameter is one.SinusoidalAsParameter
+    assert common_mistakes.SinusoidalAsParameter is one.SinusoidalAsParameter  # the chapter the tour prints
     values = quiz.answer("qk-only", 0)["values"]
     change = one.rotated_values_change(values["shift"])
     assert values["change_with_v"] == change["with_v"] and values["change_qk_only"] == change["qk_only"]

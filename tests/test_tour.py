@@ -29,9 +29,15 @@ from posenc import (
 )
 from posenc.cli import main as cli_main
 from posenc.fixtures import load_fixture
+from posenc.lesson import mistakes as lesson_mistakes
+from posenc.lesson.chapters import bad_ideas as naive
+from posenc.lesson.chapters import bag_of_tiles as bag
+from posenc.lesson.chapters import clock_hands
+from posenc.lesson.chapters import common_mistakes as mistakes
 from posenc.rope import YaRNScaling
-from posenc.tour import bag, configs, extension, mistakes, naive, rotary, waves
+from posenc.tour import configs, extension, rotary, waves
 from posenc.tour._show import PLAIN_PREFIX
+from posenc.tour.telling import OPENINGS, Telling, tell
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 FIGURES = ("sinusoidal_heatmap", "rope_clock_dials", "rope_scaling_wavelengths", "real_config_wavelengths")
@@ -101,6 +107,41 @@ def test_every_section_opens_in_plain_words(ran):
         opening = " ".join(body.lstrip().split("\n\n")[0].split())
         for term in ("buffer", "block diagonal", "meta device", "theta", "sqrt", "R_k", "dtype"):
             assert term not in opening, (name, term)
+
+
+def test_each_opening_of_the_tour_is_printed_once_before_a_chapter_that_lacks_one(ran):
+    """The tour's own openings go to sections whose chapter does not open in everyday words itself
+    (else the section would open twice), and each is the first line its section prints."""
+    from posenc.lesson import chapters
+    from posenc.lesson.manifest import chapter_of_section
+
+    texts = section_texts(ran[1])
+    for name, opening in OPENINGS.items():
+        assert name in tour.section_names(), name
+        assert chapters.blocks(chapter_of_section(name).id)[0].kind != "plain", name
+        first = " ".join(texts[name].lstrip().split("\n\n")[0].split())
+        assert first == f"{PLAIN_PREFIX} {opening}", (name, first)
+
+
+def test_the_tour_records_every_number_of_every_chapter_once(facts):
+    """Sections that tell part of a chapter (extension, configs) split its numbers between them:
+    together the tour records each chapter's every number, with the chapter's value."""
+    from posenc.lesson import chapters
+
+    for chapter_id in chapters.MODULES:
+        for key, value in chapters.numbers(chapter_id).items():
+            assert key in facts, (chapter_id, key)
+            assert repr(facts[key]) == repr(value), (chapter_id, key)
+
+
+def test_a_section_tells_a_chapter_of_the_manifest(tmp_path):
+    with pytest.raises(ValueError, match="'no-such-section'.*no chapter"):
+        Telling("no-such-section")
+    assert Telling("alibi").chapter == "alibi-penalty" and Telling("big-picture").chapter == "big-picture"
+    ctx = tour.TourContext(console=rich.console.Console(file=io.StringIO()), out_dir=tmp_path, facts={})
+    with pytest.raises(ValueError, match="chapter_id.*'no-such-chapter'.*written: bag-of-tiles"):
+        tell(ctx, "no-such-chapter")
+    assert ctx.facts == {}
 
 
 def test_jargon_is_explained_before_its_first_use(flowing):
@@ -328,7 +369,7 @@ def test_fingerprint_is_the_d4_table(facts, seat):
     assert facts[f"fingerprint.medium.{seat}"] == pytest.approx(math.cos(seat), abs=1e-12)
     assert facts[f"fingerprint.slow.{seat}"] == pytest.approx(math.sin(seat / 100), abs=1e-12)
     assert facts[f"fingerprint.col3.{seat}"] == pytest.approx(math.cos(seat / 100), abs=1e-12)
-    lesson = waves.LESSON_FINGERPRINT[seat]
+    lesson = clock_hands.LESSON_FINGERPRINT[seat]
     for name, value in zip(("fast", "medium", "slow"), lesson):
         assert round(facts[f"fingerprint.{name}.{seat}"], 2) == value
 
@@ -504,7 +545,7 @@ def test_values_rotated_hook_rotates_exactly_the_values():
     x = torch.randn(1, 5, d, dtype=torch.float64)
     attention.double()
     pos = torch.arange(3, 8).unsqueeze(0)
-    with torch.no_grad(), mistakes.values_rotated(attention, rope, pos):
+    with torch.no_grad(), lesson_mistakes.values_rotated(attention, rope, pos):
         got = attention(x, rope, pos)
     # Reference: rotate q, k and v with RoPE's formula (half-split pairs), causal softmax attention.
     w = 10000.0 ** (-np.arange(0, hd, 2) / hd)
@@ -727,12 +768,12 @@ def test_tour_leaves_the_callers_random_state_alone(tmp_path):
     torch.manual_seed(1234)
     expected = torch.rand(3)
     torch.manual_seed(1234)
-    tour.run_tour(tmp_path, console=rich.console.Console(file=io.StringIO()), sections=[("bag", bag.bag_of_tiles)])
+    tour.run_tour(tmp_path, console=rich.console.Console(file=io.StringIO()), sections=[("bag", Telling("bag"))])
     assert torch.equal(torch.rand(3), expected)
 
 
 def test_cli_runs_the_tour(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(tour, "SECTIONS", [("1. A bag of tiles", bag.bag_of_tiles)])
+    monkeypatch.setattr(tour, "SECTIONS", [("1. A bag of tiles", Telling("bag"))])
     assert cli_main(["tour", "--out", str(tmp_path / "cli")]) == 0
     out = capsys.readouterr().out
     assert "A bag of tiles" in out and "Tour finished" in out

@@ -5,15 +5,17 @@ to ``ctx.console``, writes any figure into ``ctx.out_dir``, and records every nu
 ``ctx.facts`` under a stable key, so the test suite can recompute each one independently from the
 library and the mathematics and compare.
 
-A section that tells a chapter written in :mod:`posenc.lesson.chapters` only records the chapter's
-numbers and prints its text with :func:`posenc.tour._show.chapter` (and draws its figures), so the
-tour and the explorer's page carry the same sentences. Adding a section: write a module in this
-package with a function taking a :class:`TourContext` that opens with the idea in everyday words,
-before any jargon (a chapter's "plain" block, or :func:`posenc.tour._show.plain`), and append a
-:class:`Section` to :data:`SECTIONS`. Record numbers with ``ctx.record(key, value)``
-(it refuses a key used twice) and write figures with :func:`posenc.tour._plot.save`, which records
-their paths under ``figure.<name>``. Sections run with the torch seed set to 0 inside a forked
-random state, so their numbers are reproducible.
+Every section tells a chapter written in :mod:`posenc.lesson.chapters`: it records the chapter's
+numbers and prints its text with :func:`posenc.tour.telling.tell`, so the tour and the explorer's page
+carry the same sentences. A section that does only that is a :class:`posenc.tour.telling.Telling`,
+made from its name (the manifest says which chapter it tells); one that also draws a figure or prints a
+live table has its own module in this package. Adding a section: list its name under its chapter in
+:mod:`posenc.lesson.manifest` and append a :class:`Section` to :data:`SECTIONS`. It opens with the idea
+in everyday words, before any jargon: the chapter's "plain" block, or its line in
+:data:`posenc.tour.telling.OPENINGS`. A section with a module records any further numbers with
+``ctx.record(key, value)`` (it refuses a key used twice) and writes figures with
+:func:`posenc.tour._plot.save`, which records their paths under ``figure.<name>``. Sections run with
+the torch seed set to 0 inside a forked random state, so their numbers are reproducible.
 """
 
 from __future__ import annotations
@@ -82,40 +84,26 @@ class Section:
     run: Callable[[TourContext], None]
 
 
-from . import (  # noqa: E402
-    alibi,
-    bag,
-    big_picture,
-    checks,
-    comparison,
-    configs,
-    demo,
-    extension,
-    learned_limit,
-    mistakes,
-    naive,
-    rotary,
-    waves,
-    word_input,
-)
+from . import comparison, configs, extension, rotary, waves  # noqa: E402
+from .telling import Telling  # noqa: E402
 
 #: The tour, in the lesson's order. Numbers in titles are added when printed.
 SECTIONS: List[Section] = [
-    Section("bag", "A bag of tiles", bag.bag_of_tiles),
-    Section("input", "Word + position = input", word_input.word_plus_position),
-    Section("seats", "Why plain seat numbers fail", naive.plain_seat_numbers),
+    Section("bag", "A bag of tiles", Telling("bag")),
+    Section("input", "Word + position = input", Telling("input")),
+    Section("seats", "Why plain seat numbers fail", Telling("seats")),
     Section("rules", "Sine waves: three rules, measured", waves.three_rules),
-    Section("fingerprint", "The wave fingerprint of seats 0-3", waves.fingerprint),
-    Section("learned", "A learned table has a last row", learned_limit.learned_overflow),
+    Section("fingerprint", "The wave fingerprint of seats 0-3", Telling("fingerprint")),
+    Section("learned", "A learned table has a last row", Telling("learned")),
     Section("rope", "RoPE: rotate queries and keys", rotary.rope_demo),
     Section("extension", "Stretching RoPE to longer contexts", extension.context_extension),
     Section("configs", "Real configs: Llama 3.1 and Phi-3.5 read from config.json", configs.real_configs),
-    Section("alibi", "ALiBi: a penalty for distance", alibi.alibi_penalty),
+    Section("alibi", "ALiBi: a penalty for distance", Telling("alibi")),
     Section("compare", "The methods side by side", comparison.comparison),
-    Section("demo", "The PyTorch demo", demo.pytorch_demo),
-    Section("checks", "Check yourself", checks.knowledge_checks),
-    Section("mistakes", "Three common mistakes", mistakes.common_mistakes),
-    Section("big-picture", "Key points and the big picture", big_picture.big_picture),
+    Section("demo", "The PyTorch demo", Telling("demo")),
+    Section("checks", "Check yourself", Telling("checks")),
+    Section("mistakes", "Three common mistakes", Telling("mistakes")),
+    Section("big-picture", "Key points and the big picture", Telling("big-picture")),
 ]
 
 

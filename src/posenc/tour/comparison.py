@@ -7,21 +7,15 @@ the table's live columns: which scheme places each length.
 
 from __future__ import annotations
 
-from ..lesson import chapters
 from ..lesson.chapters.comparison import LENGTHS, SCHEMES
-from ._show import chapter, plain, table, verdict
+from ._show import table, verdict
+from .telling import OPENINGS, tell
 
 CHAPTER = "comparison"
-#: the section's opening, in everyday words (the chapter's own text follows it)
-OPENING = "Five ways of telling a model where each word sits, asked the same question: can you read a longer text?"
 
 
 def comparison(ctx) -> None:
-    n = chapters.numbers(CHAPTER)
-    for key, value in n.items():
-        ctx.record(key, value)
-    plain(ctx, OPENING)
-    chapter(ctx, chapters.blocks(CHAPTER), CHAPTER)
+    n = tell(ctx, CHAPTER, OPENINGS["compare"])
     t = table(
         "scheme",
         *(f"{length} tokens" for length in LENGTHS),

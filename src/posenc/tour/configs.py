@@ -13,21 +13,16 @@ import math
 
 from ..explorer.palette import SCALING_COLOURS
 from ..fixtures import load_fixture
-from ..lesson import chapters
 from ..lesson.chapters.stretching_rope import MODELS, pair_bands  # noqa: F401  (for callers of the tour)
 from ..rope import RotaryEmbedding, rope_inv_freq
 from ._plot import new_figure, save
-from ._show import chapter
+from .telling import tell
 
 CHAPTER = "stretching-rope"
 
 
 def real_configs(ctx) -> None:
-    numbers = chapters.numbers(CHAPTER)
-    for key, value in numbers.items():
-        if key.startswith("configs."):
-            ctx.record(key, value)
-    chapter(ctx, [b for b in chapters.blocks(CHAPTER) if b.slot.startswith("configs")], CHAPTER)
+    tell(ctx, CHAPTER, only=lambda name: name.startswith("configs"))
     curves = {}
     for key, name in MODELS:
         fixture = load_fixture(name)

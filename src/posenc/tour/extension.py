@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 
 from ..explorer.palette import SCALING_COLOURS
-from ..lesson import chapters
 from ..lesson.chapters.stretching_rope import (  # noqa: F401  (the chapter's helpers, for callers of the tour)
     BASE,
     FACTOR,
@@ -28,21 +27,18 @@ from ..lesson.chapters.stretching_rope import (  # noqa: F401  (the chapter's he
 )
 from ..rope import rope_frequencies
 from ._plot import new_figure, save
-from ._show import chapter
+from .telling import tell
 
 CHAPTER = "stretching-rope"
 
 
-def _ours(block) -> bool:
-    return not block.slot.startswith("configs")
+def _ours(name: str) -> bool:
+    """The chapter's numbers and blocks this section tells: all but the real configs' part."""
+    return not name.startswith("configs")
 
 
 def context_extension(ctx) -> None:
-    numbers = chapters.numbers(CHAPTER)
-    for key, value in numbers.items():
-        if key.startswith("extension."):
-            ctx.record(key, value)
-    chapter(ctx, [b for b in chapters.blocks(CHAPTER) if _ours(b)], CHAPTER)
+    tell(ctx, CHAPTER, only=_ours)
     results = {name: rope_frequencies(config, ROTARY_DIM, BASE)[0] for name, config in scalings().items()}
     _draw(ctx, results)
 

@@ -12,7 +12,6 @@ import math
 import torch
 
 from ..explorer.palette import ROLE_COLOURS
-from ..lesson import chapters
 from ..lesson.chapters.rope import (  # noqa: F401  (the chapter's helpers, for callers of the tour)
     HEAD_DIM,
     SENTENCES,
@@ -22,16 +21,13 @@ from ..lesson.chapters.rope import (  # noqa: F401  (the chapter's helpers, for 
 )
 from ..lesson.rotation import DIAL_THETA, KEY, QUERY, SEAT_PAIRS, THETA, hand_angles, pair_score, rotate_2d  # noqa: F401
 from ._plot import new_figure, save
-from ._show import chapter
+from .telling import tell
 
 CHAPTER = "rope"
 
 
 def rope_demo(ctx) -> None:
-    numbers = chapters.numbers(CHAPTER)
-    for key, value in numbers.items():
-        ctx.record(key, value)
-    chapter(ctx, chapters.blocks(CHAPTER), CHAPTER)
+    numbers = tell(ctx, CHAPTER)
     _draw_dials(ctx, torch.tensor([numbers[f"rope.dial.{seat}"] for seat in range(4)]))
 
 

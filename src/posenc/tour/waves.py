@@ -1,17 +1,13 @@
-"""Sections: the sinusoidal table's three rules, measured; and the lesson's wave fingerprint.
+"""Section: the sinusoidal table's three rules, measured, and the table's figure.
 
-Their text and numbers are the lesson's chapters "The three rules"
-(:mod:`posenc.lesson.chapters.three_rules`) and "Sine waves as clock hands"
-(:mod:`posenc.lesson.chapters.clock_hands`); the sections print them, record the numbers and draw the
-table's figure.
+The text and numbers are the lesson's chapter "The three rules"
+(:mod:`posenc.lesson.chapters.three_rules`); the section tells it and draws the table's figure.
 """
 
 from __future__ import annotations
 
 import math
 
-from ..lesson import chapters
-from ..lesson.chapters.clock_hands import LESSON_FINGERPRINT, LESSON_WORDS  # noqa: F401
 from ..lesson.chapters.three_rules import (  # noqa: F401  (the chapter's helpers, for callers of the tour)
     D_MODEL,
     FAST_ONLY_LENGTH,
@@ -23,16 +19,13 @@ from ..lesson.chapters.three_rules import (  # noqa: F401  (the chapter's helper
 )
 from ..sinusoidal import sinusoidal_frequencies, sinusoidal_table
 from ._plot import new_figure, save
-from ._show import chapter
+from .telling import tell
 
-RULES_CHAPTER = "three-rules"
-CLOCK_CHAPTER = "clock-hands"
+CHAPTER = "three-rules"
 
 
 def three_rules(ctx) -> None:
-    for key, value in chapters.numbers(RULES_CHAPTER).items():
-        ctx.record(key, value)
-    chapter(ctx, chapters.blocks(RULES_CHAPTER), RULES_CHAPTER)
+    tell(ctx, CHAPTER)
     _heatmap(ctx)
 
 
@@ -69,9 +62,3 @@ def _heatmap(ctx, seats: int = HEATMAP_SEATS) -> None:
     right.set_title("Three sine columns: fast, medium, slow")
     right.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     save(ctx, fig, "sinusoidal_heatmap")
-
-
-def fingerprint(ctx) -> None:
-    for key, value in chapters.numbers(CLOCK_CHAPTER).items():
-        ctx.record(key, value)
-    chapter(ctx, chapters.blocks(CLOCK_CHAPTER), CLOCK_CHAPTER)
