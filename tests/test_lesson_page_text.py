@@ -1,0 +1,74 @@
+"""What the page's own HTML says, read from the file the server sends (no browser, no JavaScript).
+
+A sentence written into ``index.html`` must be true before any script runs: a command it tells the
+reader to run is run here, and text that the scripts used to overwrite at load is not left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+import posenc.explorer
+
+INDEX = Path(posenc.explorer.__file__).parent / "static" / "index.html"
+SRC = Path(posenc.explorer.__file__).parents[2]
+
+
+class _TextOf(HTMLParser):
+    """The text inside every element whose id or class is asked for (nested elements included)."""
+
+    def __init__(self, wanted: set[str]):
+        super().__init__(convert_charrefs=True)
+        self.wanted = wanted
+        self.open: list[tuple[str, str | None]] = []  # (tag, the wanted name it opened, if any)
+        self.text: dict[str, list[str]] = {}
+
+    def handle_starttag(self, tag, attrs):
+        names = {f"#{v}" for k, v in attrs if k == "id" and v}
+        names |= {f".{c}" for k, v in attrs if k == "class" and v for c in v.split()}
+        hit = next((n for n in names if n in self.wanted), None)
+        if hit is not None:
+            self.text.setdefault(hit, []).append("")
+        if tag not in {"br", "img", "input", "meta", "link", "hr", "source", "wbr"}:
+            self.open.append((tag, hit))
+
+    def handle_endtag(self, tag):
+        while self.open:
+            open_tag, _ = self.open.pop()
+            if open_tag == tag:
+                break
+
+    def handle_data(self, data):
+        for _, hit in self.open:
+            if hit is not None:
+                self.text[hit][-1] += data
+
+
+def page_text(*selectors: str) -> dict[str, list[str]]:
+    parser = _TextOf(set(selectors))
+    parser.feed(INDEX.read_text(encoding="utf-8"))
+    return parser.text
+
+
+@pytest.mark.slow  # a subprocess that imports torch
+def test_the_demo_caption_command_runs_and_prints_the_score_the_caption_states():
+    found = page_text("#demo-caption", ".run-it", ".run-it-prints")
+    caption = " ".join(found["#demo-caption"][0].split())
+    (command,) = found[".run-it"]
+    (score,) = found[".run-it-prints"]
+    assert command in caption and score in caption
+    argv = shlex.split(command)
+    assert argv[:2] == ["python", "-c"], f"the caption's command is not a `python -c` line: {command!r}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
+    env["OMP_NUM_THREADS"] = "1"
+    done = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, f"`{command}` failed:\n{done.stderr}"
+    printed_scores = [line.rsplit(":", 1)[1].strip() for line in done.stdout.splitlines() if line.startswith("score")]
+    assert printed_scores and set(printed_scores) == {score}, done.stdout
