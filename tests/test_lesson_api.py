@@ -16,6 +16,9 @@ from posenc.explorer import lesson
 from posenc.explorer.app import create_app
 from posenc.learned import PositionOutOfRangeError
 from posenc.lesson.chapters import (
+    bad_ideas,
+    bag_of_tiles,
+    big_picture,
     clock_hands,
     common_mistakes,
     comparison,
@@ -24,7 +27,10 @@ from posenc.lesson.chapters import (
     rope,
     stretching_rope,
     three_rules,
+    word_plus_position,
 )
+from posenc.lesson.manifest import CHAPTERS
+from posenc.lesson.mistakes import ROUNDING_LEVEL
 from posenc.rope.tables import rope_inv_freq
 from posenc.sinusoidal import sinusoidal_table
 
@@ -46,7 +52,7 @@ def get(client, path, **params):
 def test_chapters_are_listed_in_order_and_on_the_page(client):
     d = get(client, "/api/lesson/chapters")
     ids = [c["id"] for c in d["chapters"]]
-    assert ids == [c.id for c in lesson.CHAPTERS] and len(set(ids)) == len(ids)
+    assert ids == [c.id for c in CHAPTERS] and len(set(ids)) == len(ids)
     html = INDEX.read_text(encoding="utf-8")
     on_page = re.findall(r'<article class="chapter" id="ch-([a-z-]+)" data-chapter="\1"', html)
     assert on_page == ids  # the page shows them in this order
@@ -57,10 +63,10 @@ def test_chapters_are_listed_in_order_and_on_the_page(client):
 def test_every_inline_check_exists_in_the_quiz():
     from posenc.explorer.quiz import BY_ID
 
-    named = [check for chapter in lesson.CHAPTERS for check in chapter.checks]
+    named = [check for chapter in CHAPTERS for check in chapter.checks]
     assert sorted(named) == sorted(BY_ID)  # each check is placed exactly once
     html = INDEX.read_text(encoding="utf-8")
-    for chapter in lesson.CHAPTERS:
+    for chapter in CHAPTERS:
         for check in chapter.checks:
             block = html.split(f'id="ch-{chapter.id}"')[1].split("</article>")[0]
             assert re.search(rf'data-checks="[^"]*\b{check}\b', block), (chapter.id, check)
@@ -348,10 +354,10 @@ def test_bad_input_is_refused_with_the_parameter_and_value(client, path, params,
 
 
 DIRECT = [
-    (lesson.bag_of_tiles, ("the dog", -1, "nope"), "shuffle"),
-    (lesson.word_plus_position, ("dog", 4096, 16, 1.0), "seat"),
-    (lesson.word_plus_position, ("dog", 3, 16, 0.0), "embed_std"),
-    (lesson.bad_ideas, (500, 100_001), "sentence_len"),
+    (bag_of_tiles.bag_of_tiles, ("the dog", -1, "nope"), "shuffle"),
+    (word_plus_position.word_plus_position, ("dog", 4096, 16, 1.0), "seat"),
+    (word_plus_position.word_plus_position, ("dog", 3, 16, 0.0), "embed_std"),
+    (bad_ideas.bad_ideas, (500, 100_001), "sentence_len"),
     (three_rules.three_rules, (1, 16), "rules_len"),
     (clock_hands.clock_hands, (3, 258), "d_model"),
     (learned_tables.learned_wall, (4097, 1024), "tokens"),
@@ -362,7 +368,7 @@ DIRECT = [
     (comparison.compare, (0,), "compare_len"),
     (pytorch_demo.run_demo, (-5, 4), "shift"),
     (common_mistakes.mistakes, (1, 4096, 10), "concat_d_model"),
-    (lesson.big_picture, ("rotary",), "scheme"),
+    (big_picture.big_picture, ("rotary",), "scheme"),
 ]
 
 
@@ -371,6 +377,32 @@ def test_functions_refuse_bad_values_themselves(function, args, name):
     """The pure functions check their inputs too, not only behind the API."""
     with pytest.raises(ValueError, match=re.escape(name)):
         function(*args)
+
+
+def test_the_apis_limits_are_the_chapters_figure_ranges():
+    """Every range a chapter module declares is the API's limit, and nothing else is."""
+    from posenc.lesson.chapters import MODULES
+
+    declared = {}
+    for module in MODULES.values():
+        declared.update(getattr(module, "FIGURE_RANGES", {}))
+    assert set(lesson.LESSON_LIMITS) == set(declared)
+    for name, (minimum, maximum, default, help_) in declared.items():
+        assert lesson.LESSON_LIMITS[name].to_dict() == {
+            "minimum": minimum,
+            "maximum": maximum,
+            "default": default,
+            "help": help_,
+        }
+
+
+def test_two_chapters_giving_one_parameter_two_ranges_is_refused(monkeypatch):
+    from posenc.lesson.chapters import figure_ranges
+
+    changed = dict(pytorch_demo.FIGURE_RANGES, shift=(0, 5, 1, "another shift"))
+    monkeypatch.setattr(pytorch_demo, "FIGURE_RANGES", changed)
+    with pytest.raises(ValueError, match=r"'shift' has two ranges.*'rope'.*'pytorch-demo'"):
+        figure_ranges()
 
 
 # -- one source: the tour and the lesson print the same numbers ----------------------------------------------
@@ -390,7 +422,7 @@ def test_the_tour_and_the_lesson_print_the_same_mistakes_from_one_source(tmp_pat
     assert facts["mistakes.parameter.buffer_change"] == page["parameter"]["buffer"]["largest_change"] == 0.0
     assert facts["mistakes.concat.block.concatenated"] == page["concat"]["concatenated"]
     assert facts["mistakes.rotate_v.rotated_shift_diff"] == page["values"]["with_v"] > 0.1
-    assert facts["mistakes.rotate_v.correct_shift_diff"] == page["values"]["qk_only"] <= lesson.ROUNDING_LEVEL
+    assert facts["mistakes.rotate_v.correct_shift_diff"] == page["values"]["qk_only"] <= ROUNDING_LEVEL
     assert f"{page['parameter']['parameter']['largest_change']:.4f}" in printed
     assert f"{page['values']['with_v']:.3f}" in printed
     assert f"{page['concat']['concatenated']:,}" in printed

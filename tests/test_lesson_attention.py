@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posenc.explorer import lesson
 from posenc.factory import make_scheme
 from posenc.lesson.attention import attention_weights, by_word
+from posenc.lesson.chapters import big_picture
 from posenc.model import CausalSelfAttention
 
 
@@ -45,7 +45,7 @@ def test_by_word_folds_tokens_into_words_and_keeps_rows_summing_to_one():
 def test_without_positions_the_two_thes_attend_alike_and_positions_tell_them_apart():
     """The untrained block: with none, the two "the"s ask the same question and get the same answer;
     under every other scheme where a word sits changes whom it attends to."""
-    d = lesson.attention_map("the dog bit the man")
+    d = big_picture.attention_map("the dog bit the man")
     assert d["words"] == ["the", "dog", "bit", "the", "man"] and d["trained"] is False
     by_scheme = {m["scheme"]: torch.tensor(m["weights"], dtype=torch.float64) for m in d["maps"]}
     assert set(by_scheme) == {"nope", "sinusoidal", "learned", "rope", "alibi"}
@@ -59,7 +59,7 @@ def test_without_positions_the_two_thes_attend_alike_and_positions_tell_them_apa
 
 def test_too_many_words_for_the_grid_is_refused_by_name():
     with pytest.raises(ValueError, match="at most 12 words"):
-        lesson.attention_map(" ".join(["w"] * 13))
+        big_picture.attention_map(" ".join(["w"] * 13))
 
 
 @pytest.mark.slow
@@ -92,7 +92,7 @@ def test_a_lab_run_is_read_by_its_trained_model_and_the_page_says_which(tmp_path
         "1",
     ]
     assert main([*args, "--data", str(text), "--out", str(run)]) == 0
-    d = lesson.attention_map("the dog bit the man", run)
+    d = big_picture.attention_map("the dog bit the man", run)
     kinds = {m["scheme"]: m["source"] for m in d["maps"]}
     assert d["trained"] is True and kinds["rope"]["kind"] == "trained" and "trained rope" in kinds["rope"]["text"]
     assert kinds["alibi"]["kind"] == "untrained" and "no checkpoint" in kinds["alibi"]["text"]

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from browser_support import chromium_or_skip, explore_server, headless_chromium
 
-from posenc.explorer.lesson import CHAPTERS
+from posenc.lesson.manifest import CHAPTERS
 
 pytestmark = pytest.mark.slow
 

@@ -16,6 +16,7 @@ import pytest
 
 from posenc.explorer import lesson
 from posenc.lesson import chapters
+from posenc.lesson.manifest import CHAPTERS
 
 INDEX = Path(lesson.__file__).with_name("static") / "index.html"
 
@@ -58,7 +59,7 @@ def chapter_html(chapter_id: str) -> str:
 def test_each_source_section_maps_to_a_chapter_on_the_page(section):
     assert section in lesson.SOURCE_SECTIONS, f"no chapter covers the section {section!r}"
     chapter = lesson.SOURCE_SECTIONS[section]
-    assert chapter in [c.id for c in lesson.CHAPTERS]
+    assert chapter in [c.id for c in CHAPTERS]
     body = chapter_html(chapter)
     assert body, f"chapter {chapter!r} (covering {section!r}) is missing from the page"
     written = chapters.MODULES.get(chapter)
@@ -72,7 +73,7 @@ def test_no_section_is_mapped_that_the_outline_lacks():
 
 
 def test_chapters_follow_the_source_order():
-    ids = [c.id for c in lesson.CHAPTERS]
+    ids = [c.id for c in CHAPTERS]
     first_seen = [lesson.SOURCE_SECTIONS[s] for s in OUTLINE]
     # the chapters that tell the story proper appear in the order of the sections they retell
     story = [

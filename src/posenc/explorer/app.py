@@ -26,7 +26,7 @@ what is allowed):
 ``/api/eval``                      results of the ``posenc eval`` folder given at start-up
 ``/api/quiz``                      the knowledge checks (without answers)
 ``/api/quiz/{id}/answer``          feedback and live evidence for one choice
-``/api/lesson/...``                the guided lesson's figures (see :mod:`posenc.explorer.lesson`)
+``/api/lesson/...``                the guided lesson's figures (:mod:`posenc.lesson.chapters`)
 =================================  ===========================================================
 """
 

@@ -1,4 +1,5 @@
-"""The guided lesson's API: one route per figure (see :mod:`posenc.explorer.lesson`)."""
+"""The guided lesson's API: one route per figure, each calling its chapter module's figure function
+(:mod:`posenc.lesson.chapters`), within the limits of :mod:`posenc.explorer.lesson`."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def prose(chapter: str):
 
 @router.get("/bag")
 def bag(text: str = text("the dog bit the man"), shuffle: int = _limit("shuffle"), scheme: str = name("nope")):
-    return lesson.bag_of_tiles(text, shuffle, scheme)
+    return written.bag_of_tiles.bag_of_tiles(text, shuffle, scheme)
 
 
 @router.get("/input")
@@ -48,12 +49,12 @@ def word_plus_position(
     d_model: int = limited(Limit(2, 64, 16, "width of both vectors (even)")),
     embed_std: float = _limit("embed_std"),
 ):
-    return lesson.word_plus_position(word, seat, d_model, embed_std)
+    return written.word_plus_position.word_plus_position(word, seat, d_model, embed_std)
 
 
 @router.get("/bad-ideas")
 def bad_ideas(raw_seat: int = _limit("raw_seat"), sentence_len: int = _limit("sentence_len")):
-    return lesson.bad_ideas(raw_seat, sentence_len)
+    return written.bad_ideas.bad_ideas(raw_seat, sentence_len)
 
 
 @router.get("/rules")
@@ -124,12 +125,12 @@ def mistakes(steps: int = _limit("steps"), d_model: int = _limit("concat_d_model
 
 @router.get("/big-picture")
 def big_picture(scheme: str = name("rope")):
-    return lesson.big_picture(scheme)
+    return written.big_picture.big_picture(scheme)
 
 
 @router.get("/attention")
 def attention(request: Request, text: str = text("the dog bit the man")):
-    return lesson.attention_map(text, request.app.state.lab_run)
+    return written.big_picture.attention_map(text, request.app.state.lab_run)
 
 
 @router.get("/pairs")

@@ -9,11 +9,11 @@ A chapter module has two functions and nothing the faces must know besides:
 
 The tour prints :func:`blocks` in the terminal and records :func:`numbers`; the explorer fetches the
 same blocks (``/api/lesson/prose/{chapter}``) and draws them into the chapter's ``data-prose`` slots
-beside its interactive figures. A chapter module may also hold its figure functions (what its sliders
-ask for: pure functions returning the figure's data) with ``FIGURE_RANGES``, the range of every figure
-parameter (:mod:`._ranges`), which the explorer's API publishes as its limits; the figures of the
-chapters not moved yet stay in :mod:`posenc.explorer.lesson`. A chapter of the manifest without a
-module here keeps its text on the page.
+beside its interactive figures. A chapter module also holds its figure functions (what its sliders
+ask for: pure functions returning the figure's data) with ``FIGURE_RANGES``, the range of every numeric
+figure parameter (:mod:`._ranges`); :func:`figure_ranges` gathers them, and the explorer's API publishes
+them as its limits. A module lists its knowledge checks in ``CHECKS`` (:mod:`._check`), the ones the
+manifest names under its chapter.
 
 Adding a chapter: its entry in :mod:`posenc.lesson.manifest`, a module here (``numbers`` and
 ``prose``) listed in :data:`MODULES`, its article on the page with one ``data-prose`` element per
@@ -44,6 +44,7 @@ from . import (
     three_rules,
     word_plus_position,
 )
+from ._ranges import Range
 
 #: chapter id -> its module, for the chapters written here
 MODULES: dict[str, ModuleType] = {
@@ -88,4 +89,24 @@ def blocks(chapter: str) -> list[Block]:
     return list(_module(chapter).prose(numbers(chapter)))
 
 
-__all__ = ["MODULES", "blocks", "numbers"]
+def figure_ranges() -> dict[str, Range]:
+    """Every chapter's ``FIGURE_RANGES`` in one table, in the manifest's order (a parameter that two
+    chapters share, such as the RoPE chapter's ``shift``, once, where it first appears).
+
+    Raises ``ValueError`` if two chapters give one parameter name different ranges.
+    """
+    table: dict[str, Range] = {}
+    owner: dict[str, str] = {}
+    for chapter in CHAPTERS:
+        for name, declared in getattr(_module(chapter.id), "FIGURE_RANGES", {}).items():
+            if name in table and table[name] != declared:
+                raise ValueError(
+                    f"figure parameter {name!r} has two ranges: {table[name]} in chapter {owner[name]!r} and "
+                    f"{declared} in chapter {chapter.id!r}"
+                )
+            table.setdefault(name, declared)
+            owner.setdefault(name, chapter.id)
+    return table
+
+
+__all__ = ["MODULES", "blocks", "figure_ranges", "numbers"]

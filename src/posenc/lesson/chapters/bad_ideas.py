@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Dict
+
 import torch
 import torch.nn.functional as F
 
 from ...input_sizes import D_MODEL, VOCAB, position_word_lengths, tinylm_word_vectors
-from ...sinusoidal import SinusoidalPositionalEncoding
+from ...sinusoidal import SinusoidalPositionalEncoding, sinusoidal_table
 from ..prose import Block
+from ..vectors import word_vector
+from ._ranges import Range, checked
 
 #: Positions at which the raw-integer code is compared with the word vectors.
 POSITIONS = (1, 10, 100, 500, 1000)
@@ -190,3 +194,49 @@ def prose(n: dict) -> list[Block]:
             "after",
         ),
     ]
+
+
+# -- the figure: a raw seat stamped on a word, and the fraction code of a sentence --
+#: parameter -> (minimum, maximum, default, help) of the figure (the explorer's API publishes it)
+FIGURE_RANGES: Dict[str, Range] = {
+    "raw_seat": (0, 100_000, 500, "the seat whose raw integer is added"),
+    "sentence_len": (2, 100_000, 4, "words in the sentence coded by fractions"),
+}
+#: the figure's sine band: the similarity of "dog" and "man" with the sine code of each seat 0 .. BAND_SEATS - 1
+BAND_SEATS = 2001
+
+
+def bad_ideas(raw_seat: int, sentence_len: int) -> dict:
+    """Bad idea 1: add the seat number itself. Bad idea 2: code seat i of L words as i / L."""
+    checked(FIGURE_RANGES, "raw_seat", raw_seat)
+    checked(FIGURE_RANGES, "sentence_len", sentence_len)
+    word = torch.tensor(EXAMPLE_WORD, dtype=torch.float64)
+    stamped = word + raw_seat
+    # two different 16-wide words with entries in [-1, 1], and how alike they look once stamped
+    dog, man = torch.tanh(word_vector("dog", 16)), torch.tanh(word_vector("man", 16))
+    raw = torch.full((16,), float(raw_seat), dtype=torch.float64)
+    wave = sinusoidal_table(1, 16, start=raw_seat)[0].double()
+    # the sine code at every seat of the band: bounded, so the pull never grows with the seat
+    waves = sinusoidal_table(BAND_SEATS, 16).double()  # (BAND_SEATS, 16)
+    pulled = F.cosine_similarity(dog + waves, man + waves, dim=-1)  # (BAND_SEATS,)
+    fractions = fraction_positions(sentence_len)
+    shown = fractions[:8]
+    step = float(fractions[1] - fractions[0])
+    reference = fraction_positions(4)
+    return {
+        "raw_seat": raw_seat,
+        "word": list(EXAMPLE_WORD),
+        "stamped": stamped.tolist(),
+        "raw_ratio": float(raw.norm() / dog.norm()),
+        "cosine_words": float(F.cosine_similarity(dog, man, dim=0)),
+        "cosine_raw": float(F.cosine_similarity(dog + raw, man + raw, dim=0)),
+        "cosine_sine": float(F.cosine_similarity(dog + wave, man + wave, dim=0)),
+        "cosine_sine_range": [float(pulled.min()), float(pulled.max())],
+        "word_length": float(dog.norm()),
+        "sine_length": float(wave.norm()),
+        "sentence_len": sentence_len,
+        "fractions": shown.tolist(),
+        "step": step,
+        "step_4_words": float(reference[1] - reference[0]),
+        "meaning_of_step": step * 4,  # the 1-word step, in units of the 4-word sentence's step
+    }

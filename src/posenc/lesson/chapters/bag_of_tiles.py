@@ -4,15 +4,28 @@ Self-attention mixes every token with every other through weights that depend on
 contents. Permute the input and, with no causal mask and no position scheme, the output is the same
 set of vectors in the permuted order (permutation equivariance). Any order-free summary of it, such
 as the mean over the sequence, is then identical for "the dog bit the man" and "the man bit the dog".
+
+The chapter's figure (:func:`bag_of_tiles`) runs the learner's sentence and a shuffle of it through one
+fixed attention block (:func:`fixed_block`, which the big picture's figures reuse).
 """
 
 from __future__ import annotations
 
+import random
+from typing import Dict
+
 import torch
 
-from ...factory import SCHEMES
+from ..._checks import check_choice
+from ...factory import SCHEMES, make_scheme
+from ...learned import LearnedPositionalEmbedding
+from ...model import Block as AttentionBlock
 from ...model import ModelConfig, TinyLM
+from ...schemes import PositionScheme
+from ..mistakes import ROUNDING_LEVEL
 from ..prose import Block
+from ..vectors import split_words, word_vector
+from ._ranges import Range, checked
 
 SENTENCE_A = "the dog bit the man"
 SENTENCE_B = "the man bit the dog"
@@ -199,3 +212,86 @@ def prose(n: dict) -> list[Block]:
             "measured",
         ),
     ]
+
+
+# -- the figure: a sentence and a shuffle of it through one attention block --
+#: parameter -> (minimum, maximum, default, help) of the figure (the explorer's API publishes it)
+FIGURE_RANGES: Dict[str, Range] = {
+    "shuffle": (0, 9999, 0, "which shuffle of the words (0 keeps the sentence as written)"),
+}
+#: the schemes the figure (and the big picture's) can run
+FIGURE_SCHEMES = tuple(SCHEMES)
+#: the width and heads of the figure's attention block, whose words are :func:`posenc.lesson.vectors.word_vector`
+BLOCK_D_MODEL = 16
+BLOCK_HEADS = 2
+
+
+def fixed_block(d_model: int = BLOCK_D_MODEL, heads: int = BLOCK_HEADS) -> AttentionBlock:
+    """posenc's reference attention block with fixed (seed 0), untrained weights, float64, in eval mode."""
+    with torch.random.fork_rng(devices=[]):  # fixed weights without touching the global RNG
+        torch.manual_seed(0)
+        return AttentionBlock(d_model, n_heads=heads).double().eval()
+
+
+def fixed_scheme(name: str, d_model: int = BLOCK_D_MODEL, heads: int = BLOCK_HEADS) -> PositionScheme:
+    """Scheme ``name`` for :func:`fixed_block`, float64; a learned table gets fixed rows (seed 1), so the
+    figure is the same on every call."""
+    scheme = make_scheme(name, d_model=d_model, n_heads=heads, max_len=64)
+    if isinstance(scheme, LearnedPositionalEmbedding):  # a fixed table, so the page is reproducible
+        with torch.no_grad():
+            g = torch.Generator().manual_seed(1)
+            scheme.weight.copy_(torch.randn(tuple(scheme.weight.shape), generator=g) * 0.5)
+    return scheme.double()
+
+
+def run_block(words: list[str], scheme_name: str, causal: bool = False) -> torch.Tensor:
+    """Outputs (len(words), d) of :func:`fixed_block` reading ``words`` with ``scheme_name``."""
+    block = fixed_block()
+    scheme = fixed_scheme(scheme_name)
+    x = torch.stack([word_vector(w, BLOCK_D_MODEL) for w in words]).unsqueeze(0)  # (1, S, d)
+    pos = torch.arange(len(words)).unsqueeze(0)  # (1, S)
+    with torch.no_grad():
+        return block(scheme.embed(x, pos), scheme, pos, causal=causal)[0]  # (S, d)
+
+
+def shuffled_order(count: int, shuffle: int) -> list[int]:
+    """A permutation of ``range(count)``: the identity for ``shuffle=0``, else a seeded shuffle
+    that differs from the identity whenever ``count > 1``."""
+    order = list(range(count))
+    if shuffle == 0 or count < 2:
+        return order
+    rng = random.Random(shuffle)
+    while order == list(range(count)):
+        rng.shuffle(order)
+    return order
+
+
+def bag_of_tiles(text: str, shuffle: int, scheme: str) -> dict:
+    """Run the sentence and a shuffle of it through one attention block (no causal mask).
+
+    For each word, the output vector it gets in the sentence as written and in the shuffled one,
+    and the largest difference between the two. With ``scheme="nope"`` the differences are rounding
+    only: attention without positions is permutation-equivariant.
+    """
+    words = split_words(text)
+    checked(FIGURE_RANGES, "shuffle", shuffle)
+    check_choice("scheme", scheme, set(FIGURE_SCHEMES))
+    order = shuffled_order(len(words), shuffle)
+    shuffled = [words[i] for i in order]
+    out_a = run_block(words, scheme)  # (S, d)
+    out_b = run_block(shuffled, scheme)
+    back = out_b[torch.tensor([order.index(i) for i in range(len(words))])]  # row i = word i
+    diff = (out_a - back).abs().amax(dim=-1)  # (S,)
+    return {
+        "words": words,
+        "order": order,
+        "shuffled": shuffled,
+        "scheme": scheme,
+        "d_model": BLOCK_D_MODEL,
+        "outputs": out_a.tolist(),
+        "outputs_shuffled": back.tolist(),
+        "delta": (back - out_a).tolist(),  # (S, d): shuffled minus as written, word by word
+        "difference": diff.tolist(),
+        "largest_difference": float(diff.max()),
+        "rounding_level": ROUNDING_LEVEL,
+    }

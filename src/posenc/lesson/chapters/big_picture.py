@@ -1,19 +1,29 @@
 """Chapter "Key points and the big picture": each key point with one number measured again now.
 
 The chapter recomputes its own evidence (it reads no other chapter's numbers), so ``posenc tour
---section big-picture`` stands on its own.
+--section big-picture`` stands on its own. Its figures: :func:`big_picture` ("the dog bit man" against
+"the man bit dog" through chapter 1's fixed block) and :func:`attention_map` (who attends to whom in the
+learner's sentence, under every scheme, from a trained ``posenc lab`` model where one is given).
 """
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 import torch
 
+from ..._checks import check_choice
 from ...input_sizes import D_MODEL, position_word_lengths
 from ...learned import LearnedPositionalEmbedding, PositionOutOfRangeError
 from ...sinusoidal import sinusoidal_table
+from ..attention import attention_weights, by_word
+from ..mistakes import ROUNDING_LEVEL
 from ..prose import Block
 from ..rotation import KEY, QUERY, pair_score
+from ..vectors import split_words, word_vector
 from . import bag_of_tiles as bag
+from .rope import ORDER_SENTENCES
 
 #: Seats over which the sine table's bound is checked again.
 BOUND_SEATS = 4096
@@ -172,3 +182,102 @@ def prose(n: dict) -> list[Block]:
             "closing",
         ),
     ]
+
+
+# -- the figure: does the output for "dog" change when the words swap? (its one parameter is the scheme) --
+def _order_differences(scheme: str) -> tuple[float, float]:
+    a, b = ORDER_SENTENCES[0].split(), ORDER_SENTENCES[1].split()
+    out_a, out_b = bag.run_block(a, scheme), bag.run_block(b, scheme)
+    dog = float((out_a[a.index("dog")] - out_b[b.index("dog")]).abs().max())
+    man = float((out_a[a.index("man")] - out_b[b.index("man")]).abs().max())
+    return dog, man
+
+
+def big_picture(scheme: str) -> dict:
+    """ "the dog bit man" against "the man bit dog" through one block with ``scheme``: does the
+    output for "dog" change? Without a causal mask, so only the scheme can tell.
+
+    ``scale`` is the largest change under any scheme, so a figure drawn on it keeps one axis while
+    the scheme changes; a change at or under :data:`ROUNDING_LEVEL` is flagged as rounding.
+    """
+    check_choice("scheme", scheme, set(bag.FIGURE_SCHEMES))
+    dog, man = _order_differences(scheme)
+    scale = max(max(_order_differences(name)) for name in bag.FIGURE_SCHEMES)
+    return {
+        "scheme": scheme,
+        "sentences": list(ORDER_SENTENCES),
+        "dog_difference": dog,
+        "man_difference": man,
+        "dog_rounding": dog <= ROUNDING_LEVEL,
+        "man_rounding": man <= ROUNDING_LEVEL,
+        "rounding_level": ROUNDING_LEVEL,
+        "scale": scale,
+        "order_visible": max(dog, man) > ROUNDING_LEVEL,
+    }
+
+
+# -- the figure: who attends to whom --
+#: words the attention map draws at most (a grid of words x words)
+ATTENTION_MAX_WORDS = 12
+
+
+@functools.lru_cache(maxsize=8)
+def _lab_model(run: str, scheme: str):
+    """The lab's trained ``scheme`` model of run folder ``run``, or the reason there is none."""
+    from ...lab.export import ExportError, load_run_model
+
+    try:
+        model, _ = load_run_model(Path(run), scheme)
+    except ExportError as err:
+        return None, str(err)
+    return model.double(), None
+
+
+def _lab_attention(model, words: list[str]) -> torch.Tensor:
+    """Word-by-word weights (W, W) of the first layer of a trained byte-level TinyLM (causal, heads
+    averaged): the sentence is read as the bytes of its words joined by spaces, each space counted
+    with the word after it."""
+    data, spans = b"", []
+    for i, word in enumerate(words):
+        start = len(data)
+        data += (b" " if i else b"") + word.encode()
+        spans.append((start, len(data)))
+    idx = torch.tensor([list(data)])  # (1, bytes)
+    pos = torch.arange(idx.shape[1]).unsqueeze(0)
+    with torch.no_grad():
+        x = model.scheme.embed(model.tok(idx).double() * model.embed_scale, pos)  # (1, S, d)
+        block = model.blocks[0]
+        weights = attention_weights(block.attn, block.norm1(x), model.scheme, pos, causal=True)  # (1, H, S, S)
+    return by_word(weights[0].mean(0), spans)
+
+
+def attention_map(text: str, lab_run: Path | None = None) -> dict:
+    """Which word attends to which in ``text``, under every scheme: the weights of one attention
+    layer (heads averaged; row = the word asking, column = the word it attends to; every row sums
+    to 1).
+
+    With ``lab_run`` (a ``posenc lab`` run folder) a scheme the lab trained is read by its trained
+    model's first layer (causal, as it was trained, bytes folded into words); every other scheme by
+    the lesson's fixed untrained block (chapter 1's, no causal mask). Each scheme says which.
+    """
+    words = split_words(text)
+    if len(words) > ATTENTION_MAX_WORDS:
+        raise ValueError(f"text must have at most {ATTENTION_MAX_WORDS} words for the attention map, got {len(words)}")
+    x = torch.stack([word_vector(w, bag.BLOCK_D_MODEL) for w in words]).unsqueeze(0)  # (1, W, d)
+    pos = torch.arange(len(words)).unsqueeze(0)  # (1, W)
+    block = bag.fixed_block()
+    maps: list[dict] = []
+    for name in bag.FIGURE_SCHEMES:
+        model, why = _lab_model(str(lab_run), name) if lab_run is not None else (None, "no lab run was given")
+        if model is not None:
+            weights = _lab_attention(model, words)
+            source = {"kind": "trained", "text": f"the lab's trained {name} model, first layer, causal"}
+        else:
+            scheme = bag.fixed_scheme(name)
+            with torch.no_grad():
+                inner = block.norm1(scheme.embed(x, pos))
+                weights = attention_weights(block.attn, inner, scheme, pos, causal=False)[0].mean(0)  # (W, W)
+            source = {"kind": "untrained", "text": f"the untrained block of chapter 1 ({why})"}
+        maps.append({"scheme": name, "weights": weights.tolist(), "source": source})
+    trained = any(m["source"]["kind"] == "trained" for m in maps)
+    return {"words": words, "maps": maps, "trained": trained}

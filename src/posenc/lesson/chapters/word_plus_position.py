@@ -4,13 +4,17 @@ and which of the two is longer depends on how the word vectors are scaled."""
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import Dict, Tuple
 
 import torch
+import torch.nn.functional as F
 
+from ..._checks import check_int
 from ...sinusoidal import SinusoidalPositionalEncoding
 from ..prose import Block
+from ..vectors import split_words, word_vector
 from ._check import Check, Evidence
+from ._ranges import Range, checked
 
 #: the figure's default width, at which the chapter's lengths are measured
 WIDTH = 16
@@ -104,6 +108,39 @@ def prose(n: dict) -> list[Block]:
             "after",
         ),
     ]
+
+
+# -- the figure: a word vector, its seat's position vector, and their sum --
+#: parameter -> (minimum, maximum, default, help) of the figure (the explorer's API publishes it)
+FIGURE_RANGES: Dict[str, Range] = {
+    "seat": (0, 4095, 3, "a seat (position) in the sentence"),
+    "embed_std": (0.001, 10.0, 1.0, "standard deviation of the word vector's entries"),
+}
+
+
+def word_plus_position(word: str, seat: int, d_model: int, embed_std: float) -> dict:
+    """A word vector, the sinusoidal position vector of ``seat``, and their sum (same width)."""
+    split_words(word, "word")
+    checked(FIGURE_RANGES, "seat", seat)
+    check_int("d_model", d_model, minimum=2, maximum=64, even=True)
+    checked(FIGURE_RANGES, "embed_std", embed_std)
+    encoding = SinusoidalPositionalEncoding(d_model).double()
+    w = word_vector(word, d_model) * embed_std  # (d,)
+    x = encoding(w.view(1, 1, d_model), offset=seat)[0, 0]  # (d,) = w + PE[seat]
+    p = x - w
+    return {
+        "word": word,
+        "seat": seat,
+        "d_model": d_model,
+        "embed_std": embed_std,
+        "word_vector": w.tolist(),
+        "position_vector": p.tolist(),
+        "input": x.tolist(),
+        "word_norm": float(w.norm()),
+        "position_norm": float(p.norm()),
+        "ratio": float(p.norm() / w.norm()),
+        "cosine_input_word": float(F.cosine_similarity(x, w, dim=0)),
+    }
 
 
 # -- the knowledge check the manifest lists under this chapter (the quiz collects it) --
