@@ -159,12 +159,13 @@ def test_512_tokens_read_and_513_hit_the_wall(client):
     assert wall["ok"] is False and wall["first_missing"] == 512
     assert wall["error"] == str(PositionOutOfRangeError(512, 512))
     assert wall["error_type"] == "PositionOutOfRangeError" and wall["stretched_reads_tokens"] is True
-    # interpolated rows lie on the segments between trained rows
+    # interpolated rows lie on the segments between trained rows, and every row drawn has both of them drawn
+    # (the first new row once sat before the first trained row drawn, with nothing on its left)
     old = dict(zip(wall["old_positions"], wall["old_values"]))
     for at, value in zip(wall["new_at_old_scale"], wall["new_values"]):
         lo, hi = math.floor(at), min(math.ceil(at), 511)
-        if lo in old and hi in old:
-            assert min(old[lo], old[hi]) - 1e-6 <= value <= max(old[lo], old[hi]) + 1e-6
+        assert lo in old and hi in old, (at, sorted(old))
+        assert min(old[lo], old[hi]) - 1e-6 <= value <= max(old[lo], old[hi]) + 1e-6
 
 
 # -- 7. RoPE --------------------------------------------------------------------------------------------------

@@ -202,7 +202,8 @@ def learned_wall(tokens: int, stretch_to: int) -> dict:
         stretched_ok = False
     window = 16  # the last rows, where the two tables differ most
     old_rows = list(range(ROWS - window, ROWS))
-    new_start = round((ROWS - window) * (stretch_to - 1) / (ROWS - 1))
+    # the first new row at or after the window's first old seat, so each drawn row has a trained row on either side
+    new_start = -(-(ROWS - window) * (stretch_to - 1) // (ROWS - 1))
     new_rows = list(range(new_start, stretch_to))
     scale = (ROWS - 1) / (stretch_to - 1)
     with torch.no_grad():

@@ -1,0 +1,246 @@
+"""More claim tests of the lesson in a real headless Chromium: each does what a sentence of the lesson
+says (a "try this", or a caption saying what a figure shows) and asserts what the sentence claims, on
+the figure as drawn. Expected values come from posenc (``posenc.lesson``) or from the page's own
+numbers, never from numbers copied off the page. The server, browser and page helpers are those of
+``test_lesson_browser``; like those tests these skip without Chromium (or fail with
+``POSENC_REQUIRE_BROWSER=1``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+from browser_support import chromium_or_skip, explore_server, headless_chromium
+from test_lesson_browser import SIZES, new_page, open_chapter, set_slider
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def chromium_path():
+    return chromium_or_skip()
+
+
+@pytest.fixture(scope="module")
+def server(chromium_path):
+    """``posenc explore --port 0`` in a subprocess; yields its base URL."""
+    with explore_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser(chromium_path, server):
+    with headless_chromium(chromium_path) as b:
+        yield b
+
+
+# A line's direction in degrees, counter-clockwise from 3 o'clock (SVG's y axis points down).
+LINE_DEG = (
+    "(n) => Math.atan2(-(n.y2.baseVal.value - n.y1.baseVal.value), n.x2.baseVal.value - n.x1.baseVal.value)"
+    " * 180 / Math.PI"
+)
+
+
+def wrap(degrees: float) -> float:
+    """``degrees`` folded into [-180, 180)."""
+    return (degrees + 180.0) % 360.0 - 180.0
+
+
+# -- chapter 6: the stretched table ----------------------------------------------------------------------
+# The dots of each series of a line chart, in drawing order: a path starts a series, its circles follow.
+SERIES_DOTS = """(sel) => { const out = {}; let name = null;
+  for (const n of document.querySelectorAll(sel + ' g.series-layer > *')) {
+    if (n.tagName === 'path') { name = n.dataset.name; out[name] = []; }
+    else if (n.tagName === 'circle') out[name].push([n.cx.baseVal.value, n.cy.baseVal.value]);
+  }
+  return out; }"""
+
+
+def test_claim_every_stretched_row_lies_between_two_trained_ones(browser, server):
+    """Chapter 6, the stretch figure: "the stretched table's rows placed at old seats (dots): every new
+    row lies between two trained ones" -- on the drawn dots, at several stretches, and in posenc's numbers."""
+    from posenc.lesson.chapters.learned_tables import learned_wall
+
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        node = open_chapter(page, server, "learned-tables")
+        for stretch in (600, 1024, 4096):
+            set_slider(page, node, "#wall-stretch", stretch)
+            data = learned_wall(513, stretch)
+            # posenc's own numbers: each new row between the trained rows on either side of its old seat
+            for at, value in zip(data["new_at_old_scale"], data["new_values"]):
+                i = data["old_positions"].index(math.floor(at)) if at < data["old_positions"][-1] else None
+                if i is None:
+                    assert value == pytest.approx(data["old_values"][-1], abs=1e-12)
+                    continue
+                low, high = sorted(data["old_values"][i : i + 2])
+                assert low - 1e-12 <= value <= high + 1e-12, (stretch, at, value, low, high)
+            # ... and the drawn dots: every stretched dot lies (in y) between the trained dots left and right of it
+            dots = page.evaluate(SERIES_DOTS, "#stretch-figure")
+            trained = next(v for k, v in dots.items() if k.startswith("trained rows"))
+            stretched = next(v for k, v in dots.items() if k.startswith("stretched rows"))
+            assert len(trained) == len(data["old_values"]) and len(stretched) == len(data["new_values"])
+            assert len(stretched) > len(trained)  # more rows drawn over the same seats
+            for x, y in stretched:
+                left = max((d for d in trained if d[0] <= x + 1e-6), key=lambda d: d[0])
+                right = min((d for d in trained if d[0] >= x - 1e-6), key=lambda d: d[0])
+                low, high = sorted((left[1], right[1]))
+                assert low - 0.5 <= y <= high + 0.5, (stretch, x, y, left, right)
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+# -- chapter 7: the dials, the proof box and who bit whom -------------------------------------------------
+DIAL_CARDS = f"""() => [...document.querySelectorAll('#rope-dials .dial-row')].flatMap((row) =>
+  [...row.querySelectorAll('.dial-card')].map((card) => {{
+    const deg = {LINE_DEG};
+    const arc = card.querySelector('path.turn-arc');
+    return {{ who: row.dataset.who, pair: Number(card.dataset.pair), turn: Number(card.dataset.turnDeg),
+      ghost: deg(card.querySelector('line.ghost-hand')), solid: deg(card.querySelector('line.hand')),
+      solidColour: card.querySelector('line.hand').getAttribute('stroke'),
+      arc: arc ? arc.getAttribute('d') : null }};
+  }}))"""
+
+
+def arc_ends(path: str) -> tuple[float, float, int, int]:
+    """The start and end direction (degrees, counter-clockwise) of a ``M c L x0,y0 A r,r 0 large dir x1,y1 Z``
+    wedge, with its large-arc and sweep flags."""
+    cx, cy, x0, y0, _, _, _, large, sweep, x1, y1 = (float(v) for v in re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", path))
+    start = math.degrees(math.atan2(-(y0 - cy), x0 - cx))
+    end = math.degrees(math.atan2(-(y1 - cy), x1 - cx))
+    return start, end, int(large), int(sweep)
+
+
+def test_claim_the_dials_draw_the_pair_before_and_after_its_turn_by_seat_times_theta(browser, server):
+    """Chapter 7, the dials: "top row: the query's pairs at seat m plus the move; bottom row: the key's at
+    seat n plus the move. Dashed grey: before; solid: after; shaded: the turn (shown modulo 360°)": the
+    solid hand is the ghost turned by (seat + move)·θᵢ, with θᵢ posenc's RoPE frequencies of an 8-wide
+    head, and the wedge spans that turn counter-clockwise, folded into one turn."""
+    from posenc.explorer.palette import ROLE_COLOURS
+    from posenc.rope.tables import rope_inv_freq
+
+    theta = [math.degrees(float(t)) for t in rope_inv_freq(8, 10000.0)]
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        node = open_chapter(page, server, "rope")
+        for m, n, shift in ((3, 1, 100), (7, 12, 0), (40, 0, 333)):
+            set_slider(page, node, "#rope-m", m)
+            set_slider(page, node, "#rope-n", n)
+            set_slider(page, node, "#rope-shift", shift)
+            cards = page.evaluate(DIAL_CARDS)
+            assert [c["who"] for c in cards] == ["q"] * 4 + ["k"] * 4
+            for card in cards:
+                seat = (m if card["who"] == "q" else n) + shift
+                turn = seat * theta[card["pair"]]
+                assert card["turn"] == pytest.approx(turn, abs=1e-9), card
+                assert wrap(card["solid"] - card["ghost"] - turn) == pytest.approx(0, abs=0.5), (m, n, shift, card)
+                assert card["solidColour"] == ROLE_COLOURS["query" if card["who"] == "q" else "key"]
+                folded = turn % 360
+                if folded < 1e-6 or folded > 360 - 1e-6:
+                    continue  # a whole number of turns: nothing to shade
+                start, end, large, sweep = arc_ends(card["arc"])
+                assert wrap(start - card["ghost"]) == pytest.approx(0, abs=0.5), card
+                assert wrap(end - start - folded) == pytest.approx(0, abs=0.5), card
+                assert sweep == 0 and large == (folded > 180), card  # counter-clockwise, the short or long way
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+PROOF_ROWS = """() => [...document.querySelectorAll('#rope-proof tr')].map((tr) =>
+  [...tr.querySelectorAll('td')].map((td) => td.textContent))"""
+
+
+def test_claim_turning_only_the_key_back_by_the_gap_gives_the_same_score(browser, server):
+    """Chapter 7, the proof box: q′·k′ at seats m and n, the key alone turned back by the gap m − n, and
+    both moved by the shift print one score, posenc's, and the unturned q·k another."""
+    from posenc.lesson.chapters.rope import rope_clock
+
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        node = open_chapter(page, server, "rope")
+        for m, n, shift in ((3, 1, 100), (5, 30, 250)):
+            set_slider(page, node, "#rope-m", m)
+            set_slider(page, node, "#rope-n", n)
+            set_slider(page, node, "#rope-shift", shift)
+            rows = page.evaluate(PROOF_ROWS)
+
+            def value(start, rows=rows):
+                (found,) = [right for left, right in rows if left.startswith(start)]
+                return float(found.replace("−", "-"))
+
+            both = value(f"with m = {m}, n = {n}: q′ · k′ =")
+            gap = value(f"only the key turned, back by the gap (m − n = {m - n}")
+            moved = value(f"both moved by {shift} (m = {m + shift}, n = {n + shift})")
+            plain = value("no turn at all (q · k)")
+            expected = rope_clock(8, m, n, shift)
+            assert both == pytest.approx(expected["score"], abs=1e-9)
+            assert gap == pytest.approx(both, abs=2e-9) and moved == pytest.approx(both, abs=2e-9)
+            assert abs(plain - both) > 1e-3  # the turn matters; only the gap is left of it
+            assert page.locator("#rope-score").inner_text().replace("−", "-") == f"{expected['score_shifted']:.7f}"
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+ORDER_DIALS = f"""() => [...document.querySelectorAll('#order-figure g.clock')].map((g) => {{
+  const deg = {LINE_DEG};
+  const hand = g.querySelector('line.hand');
+  return {{ word: g.dataset.word, drawn: deg(hand), colour: hand.getAttribute('stroke'),
+    ghost: deg(g.querySelector('line.ghost-hand')) }};
+}})"""
+ORDER_WORDS = (
+    "(w) => [...document.querySelectorAll('#order-figure g.clock')].map((g) => g.dataset.word).join(' ') === w"
+)
+WORD_LABELS = """() => Object.fromEntries([...document.querySelectorAll('#order-figure svg text')]
+  .filter((t) => /^“.*”$/.test(t.textContent)).map((t) => [t.textContent.slice(1, -1), t.getAttribute('fill')]))"""
+
+
+def test_claim_dog_wears_the_keys_colour_and_bit_the_querys_at_any_angle(browser, server):
+    """Chapter 7, who bit whom: "one dial per seat: each word's hand at seat × θ, counter-clockwise from 3
+    o'clock (dashed: the unturned hand at 0°). "dog" is drawn in the key's colour and "bit" in the
+    query's" -- the dials' colours, at several degrees per seat and in both sentences, with the turn from
+    "dog" to "bit" equal to (seat of bit − seat of dog)·θ."""
+    from playwright.sync_api import expect
+
+    from posenc.explorer.palette import ROLE_COLOURS
+    from posenc.lesson.chapters.rope import ORDER_SENTENCES
+
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        node = open_chapter(page, server, "rope")
+        query_colour = page.locator("#rope-dials .dial-row[data-who='q'] line.hand").first.get_attribute("stroke")
+        key_colour = page.locator("#rope-dials .dial-row[data-who='k'] line.hand").first.get_attribute("stroke")
+        assert (query_colour, key_colour) == (ROLE_COLOURS["query"], ROLE_COLOURS["key"])
+        # the words are written in the page's text shade of each role colour (palette.js's PAL)
+        key_text, query_text = page.evaluate(
+            "async () => { const p = await import('/static/palette.js'); return [p.PAL.keyText, p.PAL.queryText]; }"
+        )
+        for sentence, text in enumerate(ORDER_SENTENCES):
+            if sentence:
+                page.locator("#order-rotate").click()
+                expect(page.locator("#order-rotate")).to_have_attribute("aria-pressed", "true")
+            words = text.split()
+            for degrees in (30, 45, 80):
+                set_slider(page, node, "#order-deg", degrees)
+                page.wait_for_function(ORDER_WORDS, arg=text)
+                dials = page.evaluate(ORDER_DIALS)
+                assert [d["word"] for d in dials] == words
+                for seat, dial in enumerate(dials):
+                    assert wrap(dial["drawn"] - seat * degrees) == pytest.approx(0, abs=0.5), (degrees, dial)
+                    assert dial["ghost"] == pytest.approx(0, abs=1e-6)
+                colours = {d["word"]: d["colour"] for d in dials}
+                assert colours["dog"] == key_colour and colours["bit"] == query_colour, colours
+                assert colours["the"] not in (key_colour, query_colour)
+                labels = page.evaluate(WORD_LABELS)
+                assert (labels["dog"], labels["bit"]) == (key_text, query_text), labels
+                assert labels["the"] not in (key_text, query_text)
+                turn = (words.index("bit") - words.index("dog")) * degrees
+                shown = page.locator("#order-turn").inner_text().replace("−", "-").rstrip("°")
+                assert float(shown) == pytest.approx(turn), (text, degrees, shown)
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
