@@ -12,7 +12,7 @@ fixed attention block (:func:`fixed_block`, which the big picture's figures reus
 from __future__ import annotations
 
 import random
-from typing import Dict
+from typing import Dict, Tuple
 
 import torch
 
@@ -25,6 +25,7 @@ from ...schemes import PositionScheme
 from ..mistakes import ROUNDING_LEVEL
 from ..prose import Block
 from ..vectors import split_words, word_vector
+from ._check import Check, Evidence
 from ._ranges import Range, checked
 
 SENTENCE_A = "the dog bit the man"
@@ -295,3 +296,44 @@ def bag_of_tiles(text: str, shuffle: int, scheme: str) -> dict:
         "largest_difference": float(diff.max()),
         "rounding_level": ROUNDING_LEVEL,
     }
+
+
+# -- the knowledge check the manifest lists under this chapter (the quiz collects it) --
+def _bag_of_words() -> Evidence:
+    """ "dog bites man" and "man bites dog" through :func:`fixed_block`, no causal mask: the output for
+    "dog" without positions and with sinusoidal ones."""
+    order_a, order_b = ["dog", "bites", "man"], ["man", "bites", "dog"]
+    a, b = run_block(order_a, "nope"), run_block(order_b, "nope")
+    same = float((a[0] - b[2]).abs().max())  # "dog" in each sentence
+    a_pe, b_pe = run_block(order_a, "sinusoidal"), run_block(order_b, "sinusoidal")
+    differ = float((a_pe[0] - b_pe[2]).abs().max())
+    return (
+        [
+            f"A posenc attention block with no positions, no causal mask: the vector out for "
+            f'"dog" differs between the two sentences by {same:.1e}.',
+            f"Add sinusoidal positions and it differs by {differ:.3f}.",
+        ],
+        {"nope_difference": same, "sinusoidal_difference": differ},
+    )
+
+
+CHECKS: Tuple[Check, ...] = (
+    Check(
+        "bag-of-words",
+        "why positions",
+        'Attention with no position information and no causal mask reads "dog bites man" and '
+        '"man bites dog". Does the vector it produces for "dog" differ?',
+        (
+            "No: the same words give the same outputs, just listed in another order.",
+            "Yes: the softmax weighs earlier words more.",
+            "Yes: the query projection depends on where a word sits.",
+        ),
+        0,
+        (
+            "Without positions attention sees a bag of words.",
+            "The softmax only sees scores, and the scores only see the words.",
+            "The projections are the same matrix for every seat.",
+        ),
+        _bag_of_words,
+    ),
+)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Tuple
+
 import torch
 
+from ...rope.tables import rope_inv_freq
 from ..prose import Block
+from ..vectors import angle_errors
+from ._check import Check, Evidence
 
 #: the seat the precision check is about (RoPE's fastest pair turns 1 radian per seat)
 SEAT = 1_000_000
@@ -39,3 +44,39 @@ def prose(n: dict) -> list[Block]:
         ),
         Block("try", "answer a check in any chapter and come back: the score here follows.", "after"),
     ]
+
+
+# -- the knowledge check the manifest lists under this chapter (the quiz collects it) --
+def _precision() -> Evidence:
+    inv_freq = rope_inv_freq(128, 10000.0)
+    errors = angle_errors(torch.tensor([SEAT]), inv_freq)
+    naive = float(errors["float32"].max())
+    exact = float(errors["posenc"].max())
+    return (
+        [
+            f"At position {SEAT:,} the angle pos*theta formed in float32 is off by up to {naive:.4f} rad.",
+            f"posenc's float32 tables (angles formed in float64 first) are off by at most {exact:.1e} rad.",
+        ],
+        {"float32": naive, "posenc": exact},
+    )
+
+
+CHECKS: Tuple[Check, ...] = (
+    Check(
+        "precision",
+        "precision",
+        "Why does posenc form RoPE angles in float64 before building float32 tables?",
+        (
+            "Because float64 kernels are faster.",
+            "It only matters for bfloat16 models.",
+            "At positions near a million, position * theta in float32 is off by hundredths of a radian.",
+        ),
+        2,
+        (
+            "The rotation itself still runs in the model's dtype; only the table is built in float64, once.",
+            "float32 itself is not precise enough for the product at long positions.",
+            "Float32 has a spacing of 0.0625 near a million; float64 keeps the angle exact.",
+        ),
+        _precision,
+    ),
+)

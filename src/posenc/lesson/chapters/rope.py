@@ -19,6 +19,7 @@ from ...rope.layout import permute_for_interleaved
 from ...rope.tables import rope_cos_sin, rope_inv_freq
 from ..prose import Block
 from ..rotation import DIAL_THETA, KEY, QUERY, SEAT_PAIRS, THETA, hand_angles, pair_score, rotate_2d
+from ..vectors import example_vector, rotate_at
 from ._check import Check, Evidence
 from ._ranges import Range, checked
 
@@ -287,22 +288,13 @@ FIGURE_RANGES: Dict[str, Range] = {
 }
 
 
-def _rotate_pairs(x: torch.Tensor, positions: list[int], inv_freq: torch.Tensor) -> torch.Tensor:
-    """RoPE copies of ``x`` (head_dim,) at each position, by posenc's apply_rotary -> (P, head_dim)."""
-    pos = torch.tensor(positions, dtype=torch.float64)
-    cos, sin = rope_cos_sin(pos, inv_freq, dtype=torch.float64)  # (P, d/2)
-    rows = x.to(torch.float64).expand(len(positions), -1).reshape(1, 1, len(positions), -1)
-    rotated, _ = apply_rotary(rows, rows, cos, sin, layout="half")  # (1, 1, P, d)
-    return rotated[0, 0]
-
-
 def rotate_vector(a: float, b: float, seat: int, theta_deg: float) -> dict:
     """Turn the 2-D vector (a, b) by seat x theta with posenc's apply_rotary (one pair)."""
     a, b = checked(FIGURE_RANGES, "a", a), checked(FIGURE_RANGES, "b", b)
     checked(FIGURE_RANGES, "rot_seat", seat)
     checked(FIGURE_RANGES, "theta_deg", theta_deg)
     inv_freq = torch.tensor([math.radians(theta_deg)], dtype=torch.float64)
-    rotated = _rotate_pairs(torch.tensor([a, b], dtype=torch.float64), [seat], inv_freq)[0]
+    rotated = rotate_at(torch.tensor([a, b], dtype=torch.float64), [seat], inv_freq)[0]
     angle = seat * math.radians(theta_deg)
     c, s = math.cos(angle), math.sin(angle)
     return {
@@ -336,11 +328,11 @@ def rope_clock(head_dim: int, m: int, n: int, shift: int) -> dict:
     q = torch.randn(head_dim, generator=g.manual_seed(1), dtype=torch.float64)
     k = torch.randn(head_dim, generator=g.manual_seed(2), dtype=torch.float64)
     half = head_dim // 2
-    q_rot = _rotate_pairs(q, [m, m + shift], inv_freq)  # (2, d)
-    k_rot = _rotate_pairs(k, [n, n + shift], inv_freq)
+    q_rot = rotate_at(q, [m, m + shift], inv_freq)  # (2, d)
+    k_rot = rotate_at(k, [n, n + shift], inv_freq)
     gap = m - n
     # right-hand side: the key turned back by the gap alone, dotted with the unturned query
-    gap_turn = _rotate_pairs(k, [1], inv_freq * -gap)[0]  # (d,), turned -(m - n) theta
+    gap_turn = rotate_at(k, [1], inv_freq * -gap)[0]  # (d,), turned -(m - n) theta
     pairs = []
     for i in range(half):
         theta = float(inv_freq[i])
@@ -448,8 +440,8 @@ def word_order(sentence: int, degrees: float) -> dict:
     dog, bit = words.index("dog"), words.index("bit")
     q = torch.tensor([1.0, 0.25], dtype=torch.float64)  # "bit" as a query
     k = torch.tensor([0.6, 0.8], dtype=torch.float64)  # "dog" as a key
-    q_rot = _rotate_pairs(q, [bit], inv_freq)[0]
-    k_rot = _rotate_pairs(k, [dog], inv_freq)[0]
+    q_rot = rotate_at(q, [bit], inv_freq)[0]
+    k_rot = rotate_at(k, [dog], inv_freq)[0]
     return {
         "sentence": sentence,
         "text": ORDER_SENTENCES[sentence],
@@ -465,6 +457,25 @@ def word_order(sentence: int, degrees: float) -> dict:
 
 
 # -- the knowledge checks the manifest lists under this chapter (the quiz collects them) --
+def _relative() -> Evidence:
+    head_dim, base = 16, 10000.0
+    inv_freq = rope_inv_freq(head_dim, base)
+    q, k = example_vector(head_dim, 1), example_vector(head_dim, 2)
+    near = float(rotate_at(q, [12], inv_freq)[0] @ rotate_at(k, [10], inv_freq)[0])
+    far = float(rotate_at(q, [512], inv_freq)[0] @ rotate_at(k, [510], inv_freq)[0])
+    angle = math.degrees(2 * float(inv_freq[0]))
+    return (
+        [
+            f"Fastest pair: theta = {float(inv_freq[0]):.4f} rad per seat, so both gaps are "
+            f"2*theta = {angle:.2f} degrees.",
+            f"Score with the query at 12 and the key at 10: {near:.12f}.",
+            f"Score with the query at 512 and the key at 510: {far:.12f} "
+            f"(difference {abs(near - far):.1e}, float64 rounding).",
+        ],
+        {"score_near": near, "score_far": far, "two_theta_deg": angle},
+    )
+
+
 def _qk_only() -> Evidence:
     from ...lesson.mistakes import rotated_values_change
 
@@ -483,6 +494,25 @@ def _qk_only() -> Evidence:
 
 
 CHECKS: Tuple[Check, ...] = (
+    Check(
+        "relative",
+        "RoPE",
+        "With RoPE, a key at seat 10 and a query at seat 12 are two seats apart. The same two words "
+        "later sit at 510 and 512. How do their scores compare?",
+        (
+            "Identical: in every pair the angle between them is 2 * theta in both places.",
+            "The later score is smaller because the angles are 50 times larger.",
+            "They agree only for the slowest pairs.",
+        ),
+        0,
+        (
+            "Both vectors turned by the same extra amount, so the angle between them, and the "
+            "dot product, is unchanged.",
+            "Each vector turns further, but by the same amount; the gap between them is what counts.",
+            "Every pair keeps its gap, fast or slow, so the whole score is the same.",
+        ),
+        _relative,
+    ),
     Check(
         "qk-only",
         "RoPE",
