@@ -28,8 +28,6 @@ WRITTEN = sorted(chapters.MODULES)
 BY_ID = {c.id: c for c in CHAPTERS}
 #: the written chapters the tour tells (every one: ``test_..._tour_tells_every_one``)
 TOLD = [c for c in WRITTEN if BY_ID[c].tour]
-#: a chapter that keeps its text on the page, if one is left
-UNWRITTEN = next((c.id for c in CHAPTERS if c.id not in chapters.MODULES), None)
 #: a number as printed: 4.77e-07, 6,708, 0.019, −0.5, 30
 NUMBER = re.compile(r"(?<![\w.])[-−]?\d[\d,]*(?:\.\d+)?(?:e[-+]\d+)?")
 
@@ -72,14 +70,36 @@ def test_bad_blocks_are_refused():
         Block("table", "caption")
     with pytest.raises(ValueError, match="same number"):
         Block("table", "caption", rows=(("a", "b"), ("c",)))
-    if UNWRITTEN:
-        with pytest.raises(KeyError, match="keeps its text on the page"):
-            chapters.blocks(UNWRITTEN)
     with pytest.raises(KeyError, match="must be one of"):
         chapters.blocks("no-such-chapter")
 
 
 # -- every written chapter -------------------------------------------------------------------------------
+def test_every_chapter_of_the_manifest_has_its_module():
+    """The lesson is written once: each chapter of the manifest is one module, listed in reading order."""
+    assert list(chapters.MODULES) == [c.id for c in CHAPTERS]
+    for chapter in CHAPTERS:
+        module = chapters.MODULES[chapter.id]
+        assert callable(module.numbers) and callable(module.prose), chapter.id
+
+
+def test_each_chapter_module_writes_the_checks_the_manifest_lists_under_it():
+    """A chapter's CHECKS are the ids its manifest entry names, in that order; every check is written
+    once, in one chapter, and the quiz serves exactly those (the very objects)."""
+    from posenc.explorer import quiz
+
+    everywhere = []
+    for chapter in CHAPTERS:
+        written = tuple(check.id for check in getattr(chapters.MODULES[chapter.id], "CHECKS", ()))
+        assert written == chapter.checks, chapter.id
+        everywhere += written
+    assert len(everywhere) == len(set(everywhere)), everywhere
+    assert sorted(quiz.BY_ID) == sorted(everywhere)
+    for chapter in CHAPTERS:
+        for check in getattr(chapters.MODULES[chapter.id], "CHECKS", ()):
+            assert quiz.BY_ID[check.id] is check
+
+
 def test_written_chapters_are_in_the_manifest_and_the_tour_tells_every_one():
     for chapter in WRITTEN:
         assert chapter in BY_ID
@@ -134,9 +154,13 @@ def test_the_api_sends_the_chapter_module_text(chapter):
     response = client.get(f"/api/lesson/prose/{chapter}")
     assert response.status_code == 200, response.text
     assert response.json()["blocks"] == [as_dict(b) for b in chapters.blocks(chapter)]
-    if UNWRITTEN:
-        missing = client.get(f"/api/lesson/prose/{UNWRITTEN}")
-        assert missing.status_code == 404 and "keeps its text on the page" in missing.json()["detail"]
+
+
+def test_a_chapter_not_in_the_manifest_is_a_404_naming_the_chapters():
+    client = TestClient(create_app(), base_url="http://127.0.0.1")
+    missing = client.get("/api/lesson/prose/no-such-chapter")
+    assert missing.status_code == 404
+    assert "no-such-chapter" in missing.json()["detail"] and "bag-of-tiles" in missing.json()["detail"]
 
 
 # -- the page, in a real browser -------------------------------------------------------------------------

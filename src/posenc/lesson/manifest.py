@@ -17,7 +17,8 @@ class Chapter:
     Attributes:
         id: the URL hash that names it in ``posenc explore``.
         title: its heading.
-        checks: knowledge checks (``posenc.explorer.quiz`` ids) shown inline, in their order.
+        checks: ids of the knowledge checks shown inline, in their order; the chapter's module writes
+            them (its ``CHECKS``, in this order) and ``posenc.explorer.quiz`` serves them.
         tour: names of the ``posenc tour`` sections that tell it in the terminal (every chapter has one).
     """
 

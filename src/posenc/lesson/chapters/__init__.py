@@ -1,6 +1,6 @@
 """The lesson's chapters written once: one module of pure functions per chapter.
 
-A chapter module has two functions and nothing the faces must know besides:
+Every chapter module has the two functions both faces read:
 
 - ``numbers() -> dict``: every number the chapter's text states, computed live by posenc (seeded, so
   the same on every call), under the stable keys the tour records them by;
@@ -16,7 +16,8 @@ them as its limits. A module lists its knowledge checks in ``CHECKS`` (:mod:`._c
 manifest names under its chapter.
 
 Adding a chapter: its entry in :mod:`posenc.lesson.manifest`, a module here (``numbers`` and
-``prose``) listed in :data:`MODULES`, its article on the page with one ``data-prose`` element per
+``prose``, its figure functions with ``FIGURE_RANGES``, and ``CHECKS`` for the checks its entry names)
+listed in :data:`MODULES`, an API route per figure, its article on the page with one ``data-prose`` element per
 slot its blocks name and a JS module for its figures, and its tests; ``tests/test_lesson_one_source.py``
 then holds the tour's and the page's text to the module's.
 """
@@ -46,7 +47,7 @@ from . import (
 )
 from ._ranges import Range
 
-#: chapter id -> its module, for the chapters written here
+#: chapter id -> its module, for every chapter of the manifest, in reading order
 MODULES: dict[str, ModuleType] = {
     "bag-of-tiles": bag_of_tiles,
     "word-plus-position": word_plus_position,
@@ -67,10 +68,7 @@ MODULES: dict[str, ModuleType] = {
 
 def _module(chapter: str) -> ModuleType:
     if chapter not in MODULES:
-        known = [c.id for c in CHAPTERS]
-        if chapter in known:
-            raise KeyError(f"chapter {chapter!r} keeps its text on the page; chapters written here: {sorted(MODULES)}")
-        raise KeyError(f"chapter must be one of {known}, got {chapter!r}")
+        raise KeyError(f"chapter must be one of {[c.id for c in CHAPTERS]}, got {chapter!r}")
     return MODULES[chapter]
 
 

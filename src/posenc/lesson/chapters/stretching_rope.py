@@ -443,6 +443,24 @@ def _linear_vs_ntk() -> Evidence:
 
 CHECKS: Tuple[Check, ...] = (
     Check(
+        "linear-vs-ntk",
+        "context extension",
+        "Position interpolation (linear) and NTK-aware scaling both stretch a RoPE model 4x. What "
+        "happens to the fastest pair?",
+        (
+            "Linear slows it 4x; NTK leaves it unchanged and slows the slowest pair 4x.",
+            "Both slow it 4x.",
+            "NTK slows it more than linear does.",
+        ),
+        0,
+        (
+            "NTK raises the base, which moves slow pairs most and the fastest one not at all.",
+            "Only linear divides every frequency; NTK changes the base instead.",
+            "NTK's base change leaves the first pair (exponent 0) exactly where it was.",
+        ),
+        _linear_vs_ntk,
+    ),
+    Check(
         "llama3-bands",
         "context extension",
         "Llama 3.1 stretches its RoPE context by 8x with the llama3 scaling. Which rotation pairs "
@@ -460,23 +478,5 @@ CHECKS: Tuple[Check, ...] = (
             "Fast pairs already turned many times in training, so larger positions show them nothing new.",
         ),
         _llama3_bands,
-    ),
-    Check(
-        "linear-vs-ntk",
-        "context extension",
-        "Position interpolation (linear) and NTK-aware scaling both stretch a RoPE model 4x. What "
-        "happens to the fastest pair?",
-        (
-            "Linear slows it 4x; NTK leaves it unchanged and slows the slowest pair 4x.",
-            "Both slow it 4x.",
-            "NTK slows it more than linear does.",
-        ),
-        0,
-        (
-            "NTK raises the base, which moves slow pairs most and the fastest one not at all.",
-            "Only linear divides every frequency; NTK changes the base instead.",
-            "NTK's base change leaves the first pair (exponent 0) exactly where it was.",
-        ),
-        _linear_vs_ntk,
     ),
 )
