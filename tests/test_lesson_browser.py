@@ -432,13 +432,15 @@ def test_claim_without_positions_the_change_drops_to_rounding_and_bars_are_linea
     try:
         node = open_chapter(page, server, "big-picture")
         widths = {}
-        for scheme in ("nope", "sinusoidal", "alibi", "rope"):
+        for scheme in ("nope", "sinusoidal", "learned", "alibi", "rope"):  # every scheme of the menu
             renders = node.get_attribute("data-renders")
             page.locator("#big-scheme").select_option(scheme)
             expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
             bars = page.evaluate(BARS, "#big-figure")
             assert len(bars) == 2
             widths[scheme] = bars
+        menu = page.eval_on_selector_all("#big-scheme option", "(ns) => ns.map((n) => n.value)")
+        assert sorted(widths) == sorted(menu)
         for bar in widths["nope"]:
             assert bar["rounding"] and bar["width"] == 0 and "rounding" in bar["label"], bar
             assert bar["value"] < 1e-12

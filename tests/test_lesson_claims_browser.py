@@ -13,7 +13,7 @@ import re
 
 import pytest
 from browser_support import chromium_or_skip, explore_server, headless_chromium
-from test_lesson_browser import SIZES, new_page, open_chapter, set_slider
+from test_lesson_browser import SIZES, new_page, open_chapter, select_and_wait, set_slider
 
 pytestmark = pytest.mark.slow
 
@@ -241,6 +241,170 @@ def test_claim_dog_wears_the_keys_colour_and_bit_the_querys_at_any_angle(browser
                 turn = (words.index("bit") - words.index("dog")) * degrees
                 shown = page.locator("#order-turn").inner_text().replace("−", "-").rstrip("°")
                 assert float(shown) == pytest.approx(turn), (text, degrees, shown)
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+# -- chapter 8: stretching RoPE ---------------------------------------------------------------------------
+STRETCH_CHART = """() => { const s = document.querySelector('#str-chart svg');
+  const num = (t) => Number(t.replace('−', '-'));
+  const yTicks = [...s.querySelectorAll('g.axis text[text-anchor="end"]')]
+    .map((t) => [num(t.textContent), t.y.baseVal[0].value - 4]);
+  const series = Object.fromEntries([...s.querySelectorAll('path.series')].map((p) => [p.dataset.name,
+    [...p.getAttribute('d').matchAll(/[ML](-?[\\d.]+),(-?[\\d.]+)/g)].map((m) => [Number(m[1]), Number(m[2])])]));
+  const dashed = [...s.querySelectorAll('line.marker-line')].map((l) => ({ y: l.y1.baseVal.value,
+    flat: l.y1.baseVal.value === l.y2.baseVal.value, dash: l.getAttribute('stroke-dasharray') }));
+  const label = [...s.querySelectorAll('text.axis-label')].map((t) => t.textContent);
+  return { yTicks, series, dashed, label }; }"""
+STRETCH_ROWS = """() => Object.fromEntries([...document.querySelectorAll('#str-table tbody tr')].map((tr) =>
+  [tr.dataset.method, { past: Number(tr.dataset.past),
+    cells: [...tr.querySelectorAll('td')].map((td) => td.textContent) }]))"""
+NAMES = {"rope": "plain RoPE", "linear": "linear (PI)", "ntk": "NTK-aware", "yarn": "YaRN"}
+
+
+def test_claim_each_scaling_moves_the_pairs_as_the_chapter_says_on_a_log_axis(browser, server):
+    """Chapter 8: "plain RoPE puts every pair that turned less than once in training past it; linear
+    scaling and YaRN put none there; NTK-aware ... still leaves most of the slow pairs past training.
+    Linear ... its fastest θ is divided by the factor"; the list: linear slows every pair by the factor,
+    NTK-aware keeps the fastest pair and slows the slowest by the full factor, YaRN leaves fast pairs
+    alone, slows the slow ones by the full factor and sharpens attention (a factor above 1); the
+    caption: wavelengths on a log scale, dashed lines at the trained and the stretched length."""
+    from posenc.lesson.chapters.stretching_rope import stretching
+
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        node = open_chapter(page, server, "stretching-rope")
+        for train, factor in (("8192", 4), ("2048", 8), ("32768", 2)):
+            select_and_wait(page, node, "#str-train", train)
+            set_slider(page, node, "#str-factor", factor)
+            expected = stretching(float(factor), int(train), 128)
+            partial = int(
+                re.search(r"(\d+) of \d+ pairs turned less than once", page.locator("#str-table caption").inner_text())[
+                    1
+                ]
+            )
+            assert partial == expected["partial_turn_pairs"] > 0
+            rows = page.evaluate(STRETCH_ROWS)
+            # "every" partial-turn pair, "none", "most of the slow pairs"
+            assert rows["rope"]["past"] == partial, (train, factor, rows["rope"])
+            assert rows["linear"]["past"] == 0 == rows["yarn"]["past"]
+            assert partial / 2 < rows["ntk"]["past"] <= partial, (train, factor, rows["ntk"])
+            # the fastest θ (rad/seat) as printed: divided by the factor for linear only
+            fastest = {m: float(r["cells"][0]) for m, r in rows.items()}
+            assert fastest["linear"] == pytest.approx(1 / factor, abs=5e-5)
+            assert fastest["rope"] == fastest["ntk"] == fastest["yarn"] == pytest.approx(1.0, abs=5e-5)
+            attention = {m: float(r["cells"][1]) for m, r in rows.items()}
+            yarn = next(m for m in expected["methods"] if m["method"] == "yarn")["attention_factor"]
+            assert attention["yarn"] > 1 and attention["yarn"] == pytest.approx(yarn, abs=5e-5)
+            assert {attention[m] for m in ("rope", "linear", "ntk")} == {1.0}
+
+            chart = page.evaluate(STRETCH_CHART)
+            # a log axis: the tick labels are powers of ten, equally spaced on the page
+            ticks = chart["yTicks"]
+            assert len(ticks) >= 3 and "wavelength (seats)" in chart["label"]
+            exponents = [math.log10(v) for v, _ in ticks]
+            assert all(e == pytest.approx(round(e), abs=1e-9) for e in exponents), ticks
+            per_decade = (ticks[0][1] - ticks[-1][1]) / (exponents[-1] - exponents[0])
+            y0, e0 = ticks[0][1], exponents[0]
+            for (_, y), e in zip(ticks, exponents):
+                assert y == pytest.approx(y0 - (e - e0) * per_decade, abs=0.6), ticks
+            # two flat dashed lines, at the trained and the stretched length
+            lines = sorted(chart["dashed"], key=lambda d: -d["y"])
+            assert len(lines) == 2 and all(d["flat"] and d["dash"] for d in lines), lines
+            for line, seats in zip(lines, (int(train), int(train) * factor)):
+                assert line["y"] == pytest.approx(y0 - (math.log10(seats) - e0) * per_decade, abs=0.6), (line, seats)
+            # each curve against plain RoPE's, in decades: log10(factor) means slowed by the full factor
+            rope = chart["series"][NAMES["rope"]]
+            slowed = {
+                m: [(y0 - y) / per_decade for (_, y0), (_, y) in zip(rope, chart["series"][NAMES[m]])]
+                for m in ("linear", "ntk", "yarn")
+            }
+            full = math.log10(factor)
+            assert all(s == pytest.approx(full, abs=0.01) for s in slowed["linear"]), slowed["linear"]
+            for m in ("ntk", "yarn"):
+                assert slowed[m][0] == pytest.approx(0, abs=0.01) and slowed[m][-1] == pytest.approx(full, abs=0.01)
+                assert all(-0.01 <= s <= full + 0.01 for s in slowed[m]), (m, slowed[m])
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+# -- chapter 14: who attends to whom ------------------------------------------------------------------------
+ATTN_CARDS = """() => [...document.querySelectorAll('#attn-maps .attn-card')].map((card) => {
+  const cells = [...card.querySelectorAll('rect.attn-cell')].map((c) => ({ q: Number(c.dataset.q),
+    k: Number(c.dataset.k), w: Number(c.dataset.w), shade: Number(c.getAttribute('fill-opacity')) }));
+  const steps = [...card.querySelectorAll('rect:not(.attn-cell)')].filter((r) => r.hasAttribute('fill-opacity'))
+    .map((r) => [r.x.baseVal.value, Number(r.getAttribute('fill-opacity'))]).sort((a, b) => a[0] - b[0]);
+  const texts = [...card.querySelectorAll('svg text')].map((t) => t.textContent);
+  const at = texts.indexOf('attention weight');
+  const tops = [...card.querySelectorAll('.attn-top')].map((n) => [Number(n.dataset.q), Number(n.dataset.k)]);
+  return { scheme: card.dataset.scheme, cells, legend: steps.map((s) => s[1]), ends: texts.slice(at + 1, at + 3),
+    tops };
+})"""
+
+
+def attention_cards(page, node, text):
+    from playwright.sync_api import expect
+
+    if page.locator("#attn-text").input_value() != text:
+        renders = node.get_attribute("data-renders")
+        page.locator("#attn-text").fill(text)
+        expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
+        page.wait_for_timeout(200)
+    return {card["scheme"]: card for card in page.evaluate(ATTN_CARDS)}
+
+
+def test_claim_the_shade_scale_spans_the_pages_weights_lightest_to_darkest(browser, server):
+    """Chapter 14: "all shaded on one scale, from the smallest weight on the page (lightest) to the largest
+    (darkest), as the legend under each grid says"."""
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        node = open_chapter(page, server, "big-picture")
+        for text in ("the dog bit the man", "a cat saw a dog"):
+            cards = attention_cards(page, node, text)
+            cells = [c for card in cards.values() for c in card["cells"]]
+            low, high = min(c["w"] for c in cells), max(c["w"] for c in cells)
+            lightest, darkest = min(cells, key=lambda c: c["shade"]), max(cells, key=lambda c: c["shade"])
+            assert lightest["w"] == low and darkest["w"] == high, (lightest, darkest)
+            # one scale for every grid: a larger weight is never lighter, whichever grid it is in
+            ordered = sorted(cells, key=lambda c: c["w"])
+            assert all(a["shade"] <= b["shade"] + 1e-9 for a, b in zip(ordered, ordered[1:]))
+            assert darkest["shade"] > 5 * lightest["shade"]  # the scale is stretched, not a narrow band
+            for scheme, card in cards.items():
+                legend = card["legend"]
+                assert len(legend) >= 10 and legend == sorted(legend), (scheme, legend)  # light on the left
+                assert lightest["shade"] <= legend[0] and legend[-1] <= darkest["shade"] + 1e-9, (scheme, legend)
+                assert card["ends"] == [f"{low:.2f}", f"{high:.2f}"], (scheme, card["ends"], low, high)
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_position_changes_where_each_word_looks(browser, server):
+    """Chapter 14: "Position changes more than an output: it changes where each word looks ... ALiBi changes
+    the grid least": against none, a positional scheme moves some weight by more than a tenth of the page's
+    shade scale and moves at least one ring (the word a row attends to most), and ALiBi moves its weights
+    less than every other scheme."""
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        node = open_chapter(page, server, "big-picture")
+        for text in ("the dog bit the man", "a cat saw a dog"):
+            cards = attention_cards(page, node, text)
+            cells = [c for card in cards.values() for c in card["cells"]]
+            scale = max(c["w"] for c in cells) - min(c["w"] for c in cells)
+            none = cards.pop("nope")
+            nope = {(c["q"], c["k"]): c["w"] for c in none["cells"]}
+            change = {s: max(abs(c["w"] - nope[c["q"], c["k"]]) for c in card["cells"]) for s, card in cards.items()}
+            assert set(change) == {"sinusoidal", "learned", "rope", "alibi"}
+            assert max(change.values()) > 0.1 * scale, (text, change, scale)
+            # the rings as drawn: row q's ring on column k
+            nope_rings = sorted(none["tops"])
+            rings = {s: sorted(card["tops"]) for s, card in cards.items()}
+            assert len(nope_rings) == len(text.split()) and all(len(r) == len(nope_rings) for r in rings.values())
+            moved = {s: sum(a != b for a, b in zip(r, nope_rings)) for s, r in rings.items()}
+            assert max(moved.values()) >= 1, (text, moved)
+            assert change["alibi"] < min(v for s, v in change.items() if s != "alibi"), (text, change)
         assert page.problems == [], page.problems
     finally:
         context.close()

@@ -163,7 +163,7 @@ def prose(n: dict) -> list[Block]:
             reads your sentence under every scheme. Each row is a word asking, each column a word it can attend
             to; the darker the cell, the more of the row's attention it gets (every row adds up to 1, and the
             shade scale is stretched over the weights on the page), and the ring marks the word the row attends
-            to most.""",
+            to most. ALiBi changes the grid least: its penalty is small across a few words.""",
             "attention",
         ),
         Block(
