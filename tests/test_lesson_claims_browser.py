@@ -408,3 +408,117 @@ def test_claim_position_changes_where_each_word_looks(browser, server):
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+# -- chapters 2, 3 and 5: lengths, the sine band, the table's rows ---------------------------------------------
+def test_claim_the_position_vector_always_has_length_root_half_d(browser, server):
+    """Chapter 2: "a sine/cosine position vector always has length √(d/2) (2.83 at width 16, at every seat
+    ...)": the drawn position bars, the figure's label and the printed numbers, at every width and
+    several seats."""
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        node = open_chapter(page, server, "word-plus-position")
+        note = node.locator(".prose").filter(has_text="√(d/2)").first.inner_text()
+        stated, width = re.search(r"√\(d/2\) \(([\d.]+)\s+at width (\d+)", note).groups()
+        assert float(stated) == round(math.sqrt(int(width) / 2), 2), note
+        widths = page.eval_on_selector_all(
+            "#input-width option", "(ns) => ns.map((n) => Number(n.value || n.textContent))"
+        )
+        assert int(width) in widths and len(widths) >= 2
+        for d in widths:
+            select_and_wait(page, node, "#input-width", str(d))
+            for seat in (0, 37, 63):
+                set_slider(page, node, "#input-seat", seat)
+                length = math.sqrt(d / 2)
+                bars = page.eval_on_selector_all(
+                    "#input-figure rect.bar[data-row='position']", "(ns) => ns.map((n) => Number(n.dataset.value))"
+                )
+                assert len(bars) == d and math.sqrt(sum(v * v for v in bars)) == pytest.approx(length, rel=1e-9)
+                label = page.locator("#input-figure svg text").filter(has_text="+ position of seat").text_content()
+                assert f"+ position of seat {seat} ({d} numbers, length {length:.2f})" == label, label
+                printed = re.search(
+                    r"position ([\d.]+) \(always √\(d/2\)\)", page.locator("#input-numbers").inner_text()
+                )
+                assert float(printed[1]) == round(length, 3), (d, seat, printed[0])
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_the_sine_code_keeps_dog_and_man_in_one_band_at_every_seat(browser, server):
+    """Chapter 3: "the sine code pulls "dog" and "man" together too, from about 0.2 to somewhere between 0.2
+    and 0.8, depending on the seat ... the similarity stays in one band at every seat (printed under that
+    figure)": at several seats the sine bar lies in the printed band, the band is the same at every seat,
+    is posenc's over every seat of the slider, and the note's rounded numbers are the figure's."""
+    from posenc.lesson.chapters.bad_ideas import bad_ideas
+
+    context, page = new_page(browser, server, SIZES["desktop"])
+    values = "(ns) => ns.map((n) => Number(n.dataset.value))"
+    try:
+        node = open_chapter(page, server, "bad-ideas")
+        note = node.locator("#sine-pull").inner_text()
+        about, low_said, high_said = (
+            float(v)
+            for v in re.search(r"from about ([\d.]+) to somewhere between ([\d.]+) and ([\d.]+)", note).groups()
+        )
+        top = int(page.locator("#raw-seat").get_attribute("max"))
+        bands, sines = set(), []
+        for seat in (0, 1, 500, 1337, top):
+            set_slider(page, node, "#raw-seat", seat)
+            text = page.locator("#raw-numbers").inner_text()
+            band = re.search(r"stays between ([\d.]+) and ([\d.]+)", text).groups()
+            bands.add(band)
+            low, high = (float(v) for v in band)
+            words, raw, sine = page.eval_on_selector_all("#raw-figure rect.bar", values)
+            expected = bad_ideas(seat, 4)
+            assert sine == pytest.approx(expected["cosine_sine"], abs=1e-12)
+            assert low - 5e-4 <= sine <= high + 5e-4, (seat, sine, band)
+            assert (low, high) == (
+                round(expected["cosine_sine_range"][0], 3),
+                round(expected["cosine_sine_range"][1], 3),
+            )
+            assert round(words, 1) == about and sine > words  # the pull is towards each other
+            sines.append(sine)
+        assert len(bands) == 1  # one band at every seat
+        assert max(sines) - min(sines) > 0.1  # ... and the seat moves the similarity inside it
+        (band,) = bands
+        assert (round(float(band[0]), 1), round(float(band[1]), 1)) == (low_said, high_said), (band, note)
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+# Every pixel row of the heatmap image, read back from the image the page drew.
+HEAT_ROWS = """async () => {
+  const image = document.querySelector('#clock-heat image.heat-image');
+  const img = new Image();
+  img.src = image.getAttribute('href');
+  await img.decode();
+  const canvas = document.createElement('canvas');
+  canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+  const ctx = canvas.getContext('2d');
+  ctx.drawImage(img, 0, 0);
+  const data = ctx.getImageData(0, 0, canvas.width, canvas.height).data, rows = [];
+  const rowBytes = canvas.width * 4;
+  for (let r = 0; r < canvas.height; r++) rows.push(Array.from(data.slice(r * rowBytes, (r + 1) * rowBytes)).join(','));
+  return { width: canvas.width, rows };
+}"""
+
+
+def test_claim_no_two_rows_of_the_table_are_the_same_pattern(browser, server):
+    """Chapter 5: "No two rows are the same pattern: rule 3, seen whole" -- the heatmap as drawn, one pixel
+    per number, has as many different colour rows as the table has seats, at every width."""
+    from posenc.lesson.chapters.clock_hands import clock_hands
+
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        node = open_chapter(page, server, "clock-hands")
+        for width in ("16", "64", "256"):
+            select_and_wait(page, node, "#clock-width", width)
+            table = clock_hands(3, int(width))["table"]
+            heat = page.evaluate(HEAT_ROWS)
+            assert heat["width"] == len(table[0]) == int(width) and len(heat["rows"]) == len(table), width
+            assert len(set(heat["rows"])) == len(table), (width, len(set(heat["rows"])))
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
