@@ -126,12 +126,14 @@ SMALL_TEXT = """(id) => {
   return small;
 }"""
 
-# Axis tick labels of one chart that run into each other ("6,292,48012,584,960" on a phone).
+# Chart labels that run into each other ("6,292,48012,584,960" on a phone): every text of a line chart (its
+# tick labels, axis titles and marker labels) and the tick labels (text.tick) of every other figure.
 TICKS_OVERLAP = """(id) => {
   const ch = document.getElementById('ch-' + id), hit = [];
   for (const s of ch.querySelectorAll('svg')) {
-    const boxes = [...s.querySelectorAll('text.tick')].map((t) => [t.textContent, t.getBoundingClientRect()])
-      .filter(([, b]) => b.width > 0);
+    const sel = s.classList.contains('chart') ? 'text' : 'text.tick';
+    const boxes = [...s.querySelectorAll(sel)].filter((t) => t.textContent.trim())
+      .map((t) => [t.textContent, t.getBoundingClientRect()]).filter(([, b]) => b.width > 0);
     boxes.forEach(([ta, a], i) => boxes.slice(i + 1).forEach(([tb, b]) => {
       if (a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5)
         hit.push(ta + ' / ' + tb);
@@ -598,24 +600,39 @@ def test_claim_the_demo_reproduces_the_seed_and_keeps_its_indentation_on_a_phone
         context.close()
 
 
+# Words (runs of letters, digits and _) of every code element of a chapter that the layout splits over two lines.
+CODE_BROKEN = """(id) => { const out = [], words = [];
+  for (const c of document.querySelectorAll('#ch-' + id + ' code')) {
+    const walk = document.createTreeWalker(c, NodeFilter.SHOW_TEXT);
+    while (walk.nextNode()) {
+      const node = walk.currentNode;
+      for (const m of node.textContent.matchAll(/[A-Za-z0-9_]+/g)) {
+        words.push(m[0]);
+        const range = document.createRange();
+        range.setStart(node, m.index); range.setEnd(node, m.index + m[0].length);
+        if ([...range.getClientRects()].filter((b) => b.width > 0).length > 1) out.push(`${m[0]} in ${c.textContent}`);
+      }
+    }
+  }
+  return { words, out }; }"""
+
+
 def test_claim_code_in_prose_and_tables_breaks_only_between_words(browser, server):
-    """The comparison table's ``nn.Embedding(L_max, d)`` never breaks inside the name."""
-    context, page = new_page(browser, server, SIZES["desktop"])
+    """No word of code in any chapter (``nn.Embedding(L_max, d)`` in the comparison table, dotted names such
+    as ``posenc.rope.layout.permute_for_interleaved`` in the text) breaks inside itself on a phone, where
+    lines are shortest: a long name breaks after a dot."""
+    context, page = new_page(browser, server, SIZES["phone"])
     try:
-        for size in ("desktop", "phone"):
-            page.set_viewport_size(dict(zip(("width", "height"), SIZES[size])))
-            open_chapter(page, server, "comparison")
+        broken, words = {}, set()
+        for chapter in IDS:
+            open_chapter(page, server, chapter)
             page.wait_for_timeout(200)
-            broken = page.evaluate(
-                """() => [...document.querySelectorAll('#ch-comparison code')].filter((c) => {
-                  const range = document.createRange(), text = c.firstChild;
-                  if (!text || text.nodeType !== 3) return false;
-                  const word = text.textContent.indexOf('Embedding');
-                  if (word < 0) return false;
-                  range.setStart(text, word); range.setEnd(text, word + 'Embedding'.length);
-                  return range.getClientRects().length > 1; }).map((c) => c.textContent)"""
-            )
-            assert broken == [], (size, broken)
+            found = page.evaluate(CODE_BROKEN, chapter)
+            words.update(found["words"])
+            if found["out"]:
+                broken[chapter] = found["out"]
+        assert {"Embedding", "permute_for_interleaved", "past_training"} <= words  # the words once broken are checked
+        assert broken == {}, broken
         assert page.problems == [], page.problems
     finally:
         context.close()

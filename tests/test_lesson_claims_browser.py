@@ -522,3 +522,46 @@ def test_claim_no_two_rows_of_the_table_are_the_same_pattern(browser, server):
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+# -- on a phone: table cells never print over each other ------------------------------------------------------
+CELL_OVERLAP = """(id) => { const hit = []; let cells = 0;
+  for (const table of document.querySelectorAll('#ch-' + id + ' table')) {
+    const boxes = [...table.querySelectorAll('td, th, caption')].flatMap((cell, ci) => {
+      const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT), out = [];
+      cells += 1;
+      while (walk.nextNode()) {
+        if (!walk.currentNode.textContent.trim()) continue;
+        const range = document.createRange();
+        range.selectNodeContents(walk.currentNode);
+        for (const b of range.getClientRects()) if (b.width > 0) out.push([ci, walk.currentNode.textContent.trim(), b]);
+      }
+      return out; });
+    boxes.forEach(([ca, ta, a], i) => boxes.slice(i + 1).forEach(([cb, tb, b]) => {
+      if (ca !== cb && a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1)
+        hit.push(`${ta.slice(0, 30)} / ${tb.slice(0, 30)}`);
+    }));
+  }
+  return { cells, hit }; }"""
+
+
+def test_no_table_cell_prints_over_another_on_a_phone(browser, server):
+    """Every table of every chapter at 390x844 (the wavelengths table once printed its cells over each other):
+    no two cells' text boxes overlap."""
+    from test_lesson_browser import IDS
+
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        crowded, cells = {}, 0
+        for chapter in IDS:
+            open_chapter(page, server, chapter)
+            page.wait_for_timeout(400)  # the chapter's tables are filled by its figures
+            found = page.evaluate(CELL_OVERLAP, chapter)
+            cells += found["cells"]
+            if found["hit"]:
+                crowded[chapter] = found["hit"][:5]
+        assert cells > 100  # the tables were there to check
+        assert crowded == {}, crowded
+        assert page.problems == [], page.problems
+    finally:
+        context.close()

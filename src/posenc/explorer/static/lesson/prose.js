@@ -10,7 +10,15 @@ function inline(parent, spans) {
     const tag = { bold: "b", em: "em", code: "code", link: "a" }[span.style];
     if (!tag) throw new Error(`lesson text: unknown span style ${JSON.stringify(span.style)}`);
     const node = document.createElement(tag);
-    node.textContent = span.text;
+    if (tag === "code") {
+      // a dotted name may break after a dot, so a phone's line never splits one of its words
+      span.text.split(/(?<=\.)(?=[A-Za-z_])/).forEach((part, i) => {
+        if (i) node.append(document.createElement("wbr"));
+        node.append(part);
+      });
+    } else {
+      node.textContent = span.text;
+    }
     if (tag === "a") node.href = span.href;
     parent.append(node);
   }
