@@ -498,18 +498,28 @@ def test_to_hf_dict_round_trips_and_loads_in_transformers(name, style):
 
 
 def test_config_quirks_follow_transformers():
+    factor_lists = {"short_factor": [1.0] * 16, "long_factor": [2.0] * 16}
     phi3_yarn = {
         "hidden_size": 64,
         "num_attention_heads": 2,
         "max_position_embeddings": 64,
         "original_max_position_embeddings": 16,
         "model_type": "phi3",
-        "rope_scaling": {"type": "yarn", "short_factor": [1.0] * 16, "long_factor": [2.0] * 16},
+        "rope_scaling": {"type": "yarn", **factor_lists},
     }
     ours = RotaryEmbedding.from_hf_config(phi3_yarn)
     ref = AutoConfig.for_model("phi3", **{k: v for k, v in phi3_yarn.items() if k != "model_type"})
     assert ours.scaling.rope_type == ref.rope_parameters["rope_type"] == "longrope"
     assert ours.scaling.factor == 4.0  # max_position_embeddings / original
+    # Phi-4-multimodal's config translates "yarn" the same way
+    # (a fresh rope dict: transformers writes rope_type into the one it is given)
+    phi4mm = {**phi3_yarn, "model_type": "phi4_multimodal", "rope_scaling": {"type": "yarn", **factor_lists}}
+    ours = RotaryEmbedding.from_hf_config(phi4mm)
+    ref = AutoConfig.for_model("phi4_multimodal", **{k: v for k, v in phi4mm.items() if k != "model_type"})
+    assert ours.scaling.rope_type == ref.rope_parameters["rope_type"] == "longrope"
+    # a built config is read as built: its rotary module runs the rope_type it holds
+    ref.rope_parameters = {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10_000.0}
+    assert RotaryEmbedding.from_hf_config(ref).scaling.rope_type == "yarn"
     neox = RotaryEmbedding.from_hf_config(load_fixture("gpt-neox-20b"))
     assert (neox.rotary_dim, neox.base) == (24, 10000.0)  # rotary_pct, rotary_emb_base
 

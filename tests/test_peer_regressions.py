@@ -122,3 +122,56 @@ def test_replaced_rotary_module_can_be_rebuilt_from_a_config():
         got = rebuilt(x, positions)
     for a, b in zip(got, expected):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def tiny_phi3_config() -> "transformers.Phi3Config":
+    return transformers.Phi3Config(
+        vocab_size=99,
+        hidden_size=32,
+        intermediate_size=37,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        original_max_position_embeddings=16,
+        pad_token_id=0,
+    )
+
+
+@pytest.mark.parametrize(
+    "rope",
+    [
+        {"rope_type": "yarn", "factor": 10.0, "rope_theta": 10_000.0},
+        # a LongRoPE dict updated to yarn: its factor lists stay behind, unused
+        {"rope_type": "yarn", "factor": 10.0, "short_factor": [1.0] * 4, "long_factor": [3.0] * 4},
+    ],
+    ids=["yarn", "yarn+longrope_lists"],
+)
+def test_a_built_phi3_config_set_to_yarn_is_yarn(rope):
+    """``test_model_rope_scaling_frequencies`` and ``test_model_rope_scaling_from_config_2_yarn`` on
+    Phi-3: transformers translates Phi-3's ``"yarn"`` to LongRoPE when it builds a config from its
+    fields, but a ``"yarn"`` set on a built config is what its rotary module runs: YaRN. The patched
+    model and a rotary module rebuilt from the config must give transformers' numbers, not refuse the
+    dict as a LongRoPE one without factor lists."""
+    config = tiny_phi3_config()
+    config.rope_parameters = {**config.rope_parameters, **rope}
+    torch.manual_seed(0)
+    model = transformers.Phi3Model(config).eval()
+    reference = model.rotary_emb
+    assert reference.rope_type == "yarn"
+    ids = torch.randint(1, 99, (2, 24), generator=torch.Generator().manual_seed(1))  # past the trained 16
+    positions = torch.arange(24).unsqueeze(0)
+    x = torch.zeros(1)
+    with torch.no_grad():
+        expected = model(ids).last_hidden_state
+        expected_cos, expected_sin = reference(x, positions)
+        with patch(model):
+            out = model(ids).last_hidden_state
+            installed = model.rotary_emb
+            rebuilt = type(installed)(config=config)
+            assert installed.rope.scaling.rope_type == "yarn"
+            for module in (installed, rebuilt):
+                cos, sin = module(x, positions)  # one value per pair; transformers' repeats them twice
+                torch.testing.assert_close(torch.cat((cos, cos), -1), expected_cos, rtol=1e-6, atol=1e-6)
+                torch.testing.assert_close(torch.cat((sin, sin), -1), expected_sin, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)

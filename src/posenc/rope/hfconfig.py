@@ -28,6 +28,12 @@ agree: ``transformers`` 5 silently keeps ``rope_scaling`` and drops ``rope_param
 what the author meant, so posenc raises instead. Every refusal is a ``ValueError`` naming the field and
 the value (a ``TypeError`` when the config itself is not a dict or a config object).
 
+A ``config.json`` dict is read as written and a ``transformers`` config object as built. They differ
+in one respect: some families spell a rope type with another type's name in their files (Phi-3 and
+Phi-4-multimodal write ``"yarn"`` for LongRoPE), which ``transformers`` translates when it builds
+the config; a built config's ``rope_type`` is what its rotary module runs, so a ``"yarn"`` set
+on a Phi-3 config object afterwards is YaRN, in ``transformers`` and here.
+
 Checkpoints on the Hub use the half-split layout except GPT-J and DeepSeek-V2/V3 (``rope_interleave``),
 whose q/k rows are in interleaved pair order.
 """
@@ -87,9 +93,17 @@ def config_dict(config: Any) -> Dict[str, Any]:
 
 
 class ConfigFields:
-    """Uniform read access to a ``transformers`` config object or a plain ``config.json`` dict."""
+    """Uniform read access to a ``transformers`` config object or a plain ``config.json`` dict.
+
+    ``built`` tells the two apart where they mean different things: a dict is a config as written,
+    whose rope type may be a family's older spelling that ``transformers`` translates when it builds
+    the config (Phi-3's ``"yarn"`` for LongRoPE); a config object is built, and its rotary module runs
+    the ``rope_type`` it holds as it stands (a ``"yarn"`` set on a Phi-3 config after it was built is
+    YaRN).
+    """
 
     def __init__(self, config: Any) -> None:
+        self.built = not isinstance(config, dict)
         self.data: Dict[str, Any] = config if isinstance(config, dict) else config_dict(config)
         text = self.data.get("text_config")
         if not self.has_shape() and isinstance(text, dict):
@@ -285,7 +299,8 @@ def rotary_kwargs_from_hf(config: Any, layer_type: Optional[str] = None, strict:
 def _descriptor(rope: Dict[str, Any], fields: ConfigFields) -> ScalingDescriptor:
     raw_type = rope.get("rope_type", rope.get("type"))
     raw_type = "default" if raw_type is None else raw_type
-    model_type = fields.get("model_type")
+    # a family's own spellings are translated when transformers builds the config, not after
+    model_type = None if fields.built else fields.get("model_type")
     return REGISTRY[resolve_name(raw_type, model_type if isinstance(model_type, str) else None)]
 
 

@@ -258,7 +258,8 @@ class ScalingDescriptor:
         source: where the method comes from (paper, model, config field names).
         aliases: older names of the type still found in published configs (``"su"`` for longrope).
         model_type_aliases: ``{model_type: name}`` for configs of one model family that spell this type
-            with another type's name (Phi-3 writes ``"yarn"`` for LongRoPE).
+            with another type's name (Phi-3 writes ``"yarn"`` for LongRoPE); applied to ``config.json``
+            dicts only, as ``transformers`` translates them when it builds a config.
         length_dependent: the frequencies change with the current length (the config class must then
             have ``original_max_position_embeddings``: up to it the length-free frequencies apply).
         softmax_scale: ``config -> float``, what the attention must multiply ``1/sqrt(d)`` by outside

@@ -787,7 +787,8 @@ for _descriptor in (
         summary="`theta_i / f_i`, `f = long_factor if L > L0 else short_factor`",
         source='Ding et al. 2024, LongRoPE; Phi-3 (`"su"` in early configs)',
         aliases=("su",),
-        model_type_aliases={"phi3": "yarn"},
+        # Phi-3 and Phi-4-multimodal config.json files: transformers builds "yarn" as LongRoPE
+        model_type_aliases={"phi3": "yarn", "phi4_multimodal": "yarn"},
         length_dependent=True,
         hf_read=_longrope_from_hf,
         hf_write=_longrope_to_hf,
