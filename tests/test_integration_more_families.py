@@ -160,3 +160,30 @@ def test_a_rotation_of_the_last_features_is_refused_saying_so():
     for fn, layout in ((trailing, "half"), (deepseek_v4.apply_rotary_pos_emb, "interleaved")):
         found, why = discovery.classify_function(fn)
         assert found is None and f"rotates the last features of the head ({layout} pairs" in why
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_model_built_under_a_half_precision_default_dtype_is_patched(dtype):
+    """transformers builds a model with ``dtype=`` under that default dtype (its own tests patch
+    Gemma 2 in there: ``test_keep_in_fp32_modules_strict_also_hardcode_fp32``). The probe that
+    identifies the family's rotation must not run in float16, whose rounding matches no rotation:
+    the model is patched, and exactly."""
+    from transformers import Gemma2ForCausalLM
+
+    fn = vars(__import__("transformers.models.gemma2.modeling_gemma2", fromlist=["x"]))["apply_rotary_pos_emb"]
+    config = testing.tiny_config_of_type("gemma2")
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        found, why = discovery.classify_function(fn)
+        torch.manual_seed(0)
+        model = Gemma2ForCausalLM(config).eval()
+        reference = copy.deepcopy(model)
+        handle = patch(model)
+    finally:
+        torch.set_default_dtype(previous)
+    assert found is not None and (found.form, found.layout, found.sign) == ("cat", "half", 1), why
+    assert handle.active and next(model.parameters()).dtype == dtype
+    ids = _ids()
+    got, expected = _logits(model.float(), ids), _logits(reference.float(), ids)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)

@@ -176,10 +176,13 @@ def _signature_problem(fn: Callable) -> Tuple[Optional[str], str]:
 
 
 def _probe_tensors(width: int, extra: int, seq_first: bool, seed: int = 0):
+    # float32 whatever torch's default dtype: a model built under a float16 default (transformers'
+    # dtype= does that while a model is made) must not see its rotation judged by float16 rounding
     gen = torch.Generator().manual_seed(seed)
     shape = (1, _PROBE_SEQ, 3, width + extra) if seq_first else (1, 3, _PROBE_SEQ, width + extra)
-    q, k = torch.randn(shape, generator=gen), torch.randn(shape, generator=gen)
-    angles = torch.rand(1, _PROBE_SEQ, width // 2, generator=gen) * 6.0 - 3.0
+    q = torch.randn(shape, generator=gen, dtype=torch.float32)
+    k = torch.randn(shape, generator=gen, dtype=torch.float32)
+    angles = torch.rand(1, _PROBE_SEQ, width // 2, generator=gen, dtype=torch.float32) * 6.0 - 3.0
     return q, k, angles.cos(), angles.sin()
 
 
