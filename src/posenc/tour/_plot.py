@@ -5,7 +5,10 @@ from __future__ import annotations
 import pathlib
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
+
+from ..explorer.palette import diverging
 
 
 def new_figure(width: float, height: float) -> Figure:
@@ -21,3 +24,12 @@ def save(ctx, fig: Figure, name: str) -> pathlib.Path:
     ctx.record(f"figure.{name}", str(path))
     ctx.console.print(f"[dim]figure written:[/] [cyan]{path}[/]", highlight=False)
     return path
+
+
+def sign_colormap(steps: int = 257) -> ListedColormap:
+    """The page's sign map (:func:`posenc.explorer.palette.diverging`) for ``imshow`` from -1 to +1:
+    the same blue below zero, white at zero and red above as every figure of the explorer.
+    An odd number of steps puts one colour exactly at 0."""
+    if steps < 3 or steps % 2 == 0:
+        raise ValueError(f"steps must be an odd number of at least 3, got {steps!r}")
+    return ListedColormap([diverging(-1 + 2 * i / (steps - 1)) for i in range(steps)], name="posenc-sign")

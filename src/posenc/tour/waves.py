@@ -18,7 +18,7 @@ from ..lesson.chapters.three_rules import (  # noqa: F401  (the chapter's helper
     offset_map,
 )
 from ..sinusoidal import sinusoidal_frequencies, sinusoidal_table
-from ._plot import new_figure, save
+from ._plot import new_figure, save, sign_colormap
 from .telling import tell
 
 CHAPTER = "three-rules"
@@ -33,11 +33,12 @@ def _heatmap(ctx, seats: int = HEATMAP_SEATS) -> None:
     pe = sinusoidal_table(seats, D_MODEL).numpy()  # (seats, D_MODEL)
     fig = new_figure(11, 4.6)
     left, right = fig.subplots(1, 2, width_ratios=(1.35, 1))
-    image = left.imshow(pe, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+    image = left.imshow(pe, aspect="auto", cmap=sign_colormap(), vmin=-1, vmax=1, interpolation="nearest")
     left.set_xlabel("dimension (even: sin, odd: cos)")
     left.set_ylabel("position (seat)")
     left.set_title(f"Sinusoidal table, d_model={D_MODEL}, base 10000")
-    for col, label, color in ((0, "fast", "black"), (D_MODEL - 2, "slow", "darkgreen")):
+    # marks and sine columns in greys: a hue on these figures means a scheme or a scaling, as on the page
+    for col, label, color in ((0, "fast", "0.15"), (D_MODEL - 2, "slow", "0.4")):
         left.axvline(col, color=color, linewidth=1.2, linestyle="--")
         left.text(
             col + (3 if col == 0 else -3),
@@ -51,10 +52,14 @@ def _heatmap(ctx, seats: int = HEATMAP_SEATS) -> None:
         )
     fig.colorbar(image, ax=left, shrink=0.85)
     freqs = sinusoidal_frequencies(D_MODEL).tolist()
-    for pair, style in ((0, "-"), (24, "-."), (D_MODEL // 2 - 1, "--")):
+    for pair, style, grey in ((0, "-", "0.1"), (24, "-.", "0.35"), (D_MODEL // 2 - 1, "--", "0.55")):
         wavelength = 2 * math.pi / freqs[pair]
         right.plot(
-            pe[:, 2 * pair], style, linewidth=1.2, label=f"column {2 * pair}: wavelength {wavelength:,.0f} seats"
+            pe[:, 2 * pair],
+            style,
+            color=grey,
+            linewidth=1.2,
+            label=f"column {2 * pair}: wavelength {wavelength:,.0f} seats",
         )
     right.set_xlabel("position (seat)")
     right.set_ylabel("value")

@@ -1,0 +1,85 @@
+"""The tour's figures speak the page's visual language: a scaling is drawn in its palette colour and a
+sign in the palette's diverging map, with its scale beside it (:mod:`posenc.explorer.palette`).
+
+Each section runs with its ``save`` replaced by a function that keeps the figure, so the test reads
+the colours matplotlib was asked to draw, not pixels of a PNG.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import rich.console
+from matplotlib.colors import to_hex
+
+import posenc.tour as tour
+from posenc.explorer import palette
+from posenc.tour import configs, extension, waves
+
+
+def figure_of(monkeypatch, tmp_path, module, section):
+    """Run ``section`` and return the one figure it saved."""
+    kept = []
+    monkeypatch.setattr(module, "save", lambda ctx, fig, name: kept.append(fig))
+    ctx = tour.TourContext(console=rich.console.Console(file=io.StringIO()), out_dir=tmp_path, facts={})
+    section(ctx)
+    (fig,) = kept
+    return fig
+
+
+def drawn_lines(fig) -> dict[str, str]:
+    """Label -> colour of every labelled line of every axes."""
+    return {
+        line.get_label(): to_hex(line.get_color())
+        for ax in fig.axes
+        for line in ax.get_lines()
+        if not line.get_label().startswith("_")
+    }
+
+
+def test_the_scalings_figure_draws_each_scaling_in_its_palette_colour(monkeypatch, tmp_path):
+    lines = drawn_lines(figure_of(monkeypatch, tmp_path, extension, extension.context_extension))
+    assert set(lines) == set(extension.scalings()) and "default" in lines
+    assert lines == {name: palette.SCALING_COLOURS[name] for name in lines}
+
+
+def test_the_real_configs_figure_draws_each_scaling_in_its_palette_colour(monkeypatch, tmp_path):
+    fig = figure_of(monkeypatch, tmp_path, configs, configs.real_configs)
+    # the plain curve is unscaled RoPE; LongRoPE's short and long factors are both LongRoPE's
+    scaling_of = {"unscaled": "default", "short factors": "longrope", "long factors": "longrope"}
+    seen = set()
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            label = line.get_label()
+            if label.startswith("_"):
+                continue
+            name = scaling_of.get(label, label)
+            assert to_hex(line.get_color()) == palette.SCALING_COLOURS[name], (ax.get_title(), label)
+            seen.add(name)
+    assert {"default", "longrope"} <= seen and len(seen) >= 3
+
+
+def test_the_sinusoidal_heatmap_uses_the_page_sign_map_with_its_scale(monkeypatch, tmp_path):
+    fig = figure_of(monkeypatch, tmp_path, waves, waves.three_rules)
+    (image,) = [image for ax in fig.axes for image in ax.get_images()]
+    assert image.colorbar is not None  # the map's legend is drawn beside it
+    for value in (-1.0, -0.5, 0.0, 0.5, 1.0):
+        assert to_hex(image.cmap(image.norm(value))) == palette.diverging(value), value
+    assert palette.diverging(0.0) == "#ffffff"
+
+
+def test_the_sign_colormap_refuses_an_even_number_of_steps():
+    from posenc.tour._plot import sign_colormap
+
+    with pytest.raises(ValueError, match="steps must be an odd number .* got 256"):
+        sign_colormap(256)
+
+
+def test_the_heatmap_figure_draws_no_line_in_a_scheme_or_scaling_colour(monkeypatch, tmp_path):
+    """Matplotlib's default cycle starts with RoPE's blue, YaRN's orange and NTK's green: sine columns of
+    the sinusoidal table must not borrow them (nor ALiBi's black)."""
+    fig = figure_of(monkeypatch, tmp_path, waves, waves.three_rules)
+    meaning = {c.lower() for c in (*palette.SCHEME_COLOURS.values(), *palette.SCALING_COLOURS.values())}
+    drawn = {to_hex(line.get_color()) for ax in fig.axes for line in ax.get_lines()}
+    assert len(drawn) >= 3 and not drawn & meaning, drawn & meaning
