@@ -72,3 +72,14 @@ def test_the_demo_caption_command_runs_and_prints_the_score_the_caption_states()
     assert done.returncode == 0, f"`{command}` failed:\n{done.stderr}"
     printed_scores = [line.rsplit(":", 1)[1].strip() for line in done.stdout.splitlines() if line.startswith("score")]
     assert printed_scores and set(printed_scores) == {score}, done.stdout
+
+
+def test_the_dials_texts_are_written_once_on_the_page_with_the_sign_the_view_draws():
+    """The workbench's dials lede and sign note were written twice, in index.html and in dials.js, which
+    replaced them at load; the page's copy said the opposite sign (key seat minus query seat)."""
+    found = page_text("#view-dials", "#wo-sign-note")
+    note = " ".join(found["#wo-sign-note"][0].split())
+    assert "(query seat − key seat)·θ" in note and "+30°" in note and "counter-clockwise" in note
+    assert "key seat minus" not in " ".join(found["#view-dials"][0].split())
+    scripts = "\n".join(p.read_text(encoding="utf-8") for p in (INDEX.parent).rglob("*.js"))
+    assert "wo-sign-note" not in scripts and '".lede"' not in scripts, "a script rewrites text the page holds"

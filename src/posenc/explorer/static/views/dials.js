@@ -5,17 +5,6 @@ import { $, COLORS, rope, focus, api, loader, slider, escapeText, valueSpan, reg
 import { onResize } from "./workbench.js";
 import { MARK_COLOURS, SIGN_COLOURS } from "../palette.js";
 
-// Text of this view that must match what the dials draw (kept here, next to the drawing).
-const LEDE = `RoPE cuts a query and a key into pairs of numbers and turns pair <var>i</var> of a token at seat
-  <var>m</var> by <var>m</var>·θ<sub>i</sub>, counter-clockwise. One dial per pair: the dashed hands are the query
-  (blue) and key (orange) before any turn, the solid hands after it, and the shaded wedge is the query's turn
-  <var>m</var>·θ<sub>i</sub>. Slide <em>move both</em>: every hand turns further, but the gap between query and key,
-  and so the score, stays put. Click a dial to find its pair in the wavelength view.`;
-const SIGN_NOTE = `Signs: angles are counter-clockwise, as RoPE's matrix (a, b) → (a cos − b sin, a sin + b cos)
-  turns them, and the angle printed here is the query's turn minus the key's, (query seat − key seat)·θ. It is
-  positive when the query comes after the key, the same convention as posenc tour ("dog" to "bit" is +30° in
-  its sentence A).`;
-
 // Axis numbers in at most 6 characters, so a 56 px margin never clips them ("0.00276" became "00276"
 // in a narrower one): three significant digits, exponent form below 0.01.
 export function shortNumber(v) {
@@ -35,10 +24,6 @@ function wrapWords(words, width) {
 }
 
 export function setupDials() {
-  const section = $("view-dials");
-  const lede = section.querySelector(".lede");
-  if (lede) lede.innerHTML = LEDE;
-  if ($("wo-sign-note")) $("wo-sign-note").textContent = SIGN_NOTE.replace(/\s+/g, " ");
   const q = slider("dl-q", () => refresh());
   const k = slider("dl-k", () => refresh());
   const offset = slider("dl-offset", () => refresh(20));
@@ -145,5 +130,5 @@ export function setupDials() {
     $("wo-proof-btn").textContent = proof.hidden ? "See the proof" : "Hide the proof";
   });
   register("dials", { refresh: (wait) => { refresh(wait); order(wait); }, usesRope: true });
-  onResize(section, () => { refresh(0); order(0); });
+  onResize($("view-dials"), () => { refresh(0); order(0); });
 }
