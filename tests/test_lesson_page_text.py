@@ -1,7 +1,9 @@
-"""What the page's own HTML says, read from the file the server sends (no browser, no JavaScript).
+"""What the page's own files say, read as the server sends them (no browser, no JavaScript run).
 
 A sentence written into ``index.html`` must be true before any script runs: a command it tells the
 reader to run is run here, and text that the scripts used to overwrite at load is not left behind.
+The scripts are read for what a browser test cannot enumerate: every one that draws the sign map
+draws its legend too.
 """
 
 from __future__ import annotations
@@ -83,3 +85,23 @@ def test_the_dials_texts_are_written_once_on_the_page_with_the_sign_the_view_dra
     assert "key seat minus" not in " ".join(found["#view-dials"][0].split())
     scripts = "\n".join(p.read_text(encoding="utf-8") for p in (INDEX.parent).rglob("*.js"))
     assert "wo-sign-note" not in scripts and '".lede"' not in scripts, "a script rewrites text the page holds"
+
+
+def test_every_script_that_draws_the_sign_map_draws_its_legend():
+    """The sign map (palette.js diverging, divergingRGB, SIGN_COLOURS; charts.js barRow) is never drawn
+    without a legend: a script that draws with it also calls one of charts.js's sign legends."""
+    import re
+
+    uses = re.compile(r"\b(diverging|divergingRGB|SIGN_COLOURS|barRow)\b")
+    legends = re.compile(r"\b(signLegend|signScale|signKey)\(")
+    static = INDEX.parent
+    drawing = {}
+    for path in sorted(static.rglob("*.js")):
+        name = path.relative_to(static).as_posix()
+        if name in {"palette.js", "charts.js"}:  # where the map and its legends are defined
+            continue
+        code = path.read_text(encoding="utf-8")
+        if uses.search(code):
+            drawing[name] = bool(legends.search(code))
+    assert {"views/fingerprint.js", "views/dials.js", "views/alibi.js", "lesson/basics.js"} <= set(drawing)
+    assert all(drawing.values()), [name for name, ok in drawing.items() if not ok]

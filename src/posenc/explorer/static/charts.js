@@ -4,7 +4,7 @@
 // palette.js, and every figure is drawn at its panel's width (one SVG unit = one CSS pixel where the
 // lesson draws with root(), so text drawn at 12 units is 12 px on any screen).
 
-import { C, INK, MARK_COLOURS, MUTED, SIGN_COLOURS, diverging } from "./palette.js";
+import { C, INK, MARK_COLOURS, MUTED, SIGN_COLOURS, diverging, divergingRGB } from "./palette.js";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
@@ -114,10 +114,13 @@ export function boxedLabel(parent, { x, y, text, color = "#555", anchor = "start
 }
 
 // -- line chart -------------------------------------------------------------------------------------
-// spec: {width, height, x: {domain, log, label}, y: {domain, log, label}, series: [{name, xs, ys, color,
+// spec: {width, height, x: {domain, log, label}, y: {domain, log, label}, series: [{name, key, xs, ys, color,
 // dash, width, points}], hlines: [{y, label, color, dash}], vlines: [{x, label, color}],
 // bands: [{x0, x1, color, label}], labelsOutside (hline labels in a right margin of that width),
 // onHover(xValue) -> optional}
+// A log axis has no 0: with y.zero (a value below every other one on the axis), a value of exactly 0 is
+// drawn on that row, whose tick reads "exact (0)" (class zero-tick) instead of a number, and a solid rule
+// sets the row apart from the numbers above it.
 export function lineChart(container, spec) {
   container.replaceChildren();
   const width = spec.width || 640, height = spec.height || 320;
@@ -145,10 +148,19 @@ export function lineChart(container, spec) {
     svg("line", { x1: x(t), x2: x(t), y1: m.top, y2: height - m.bottom, class: "grid" }, axis);
     svg("text", { x: x(t), y: height - m.bottom + 16, "text-anchor": "middle" }, axis).textContent = tickLabel(t, spec.x.log);
   }
+  const zero = spec.y.log && spec.y.zero ? spec.y.zero : null;
   for (const t of ticks(spec.y.domain, spec.y.log, 5)) {
+    if (zero !== null && t < zero * 10 * (1 + 1e-9)) continue;  // the zero row and the decade just above it
     svg("line", { x1: m.left, x2: width - m.right, y1: y(t), y2: y(t), class: "grid" }, axis);
     svg("text", { x: m.left - 6, y: y(t) + 4, "text-anchor": "end" }, axis).textContent = tickLabel(t, spec.y.log);
   }
+  if (zero !== null) {
+    const at = y(zero), rule = (at + y(zero * 10)) / 2;
+    svg("line", { x1: m.left, x2: width - m.right, y1: rule, y2: rule, class: "frame zero-rule" }, axis);
+    svg("text", { x: m.left - 6, y: at + 4, "text-anchor": "end", class: "zero-tick", "data-value": zero }, axis)
+      .textContent = "exact (0)";
+  }
+  const shown = (v) => (zero !== null && v === 0 ? zero : v);
   svg("line", { x1: m.left, x2: width - m.right, y1: height - m.bottom, y2: height - m.bottom, class: "frame" }, axis);
   svg("line", { x1: m.left, x2: m.left, y1: m.top, y2: height - m.bottom, class: "frame" }, axis);
   if (spec.x.label) svg("text", { x: (m.left + width - m.right) / 2, y: height - 8, "text-anchor": "middle",
@@ -201,17 +213,17 @@ export function lineChart(container, spec) {
   for (const s of spec.series) {
     let d = "", pen = false;
     for (let i = 0; i < s.xs.length; i++) {
-      const vx = s.xs[i], vy = s.ys[i];
+      const vx = s.xs[i], vy = shown(s.ys[i]);
       const ok = vy !== null && Number.isFinite(vy) && (!spec.y.log || vy > 0) && (!spec.x.log || vx > 0);
       if (!ok) { pen = false; continue; }
       d += `${pen ? "L" : "M"}${x(vx).toFixed(2)},${y(vy).toFixed(2)}`;
       pen = true;
     }
     svg("path", { d, fill: "none", stroke: s.color, "stroke-width": s.width || 2, "stroke-dasharray": s.dash,
-      class: "series", "data-name": s.name, "clip-path": `url(#${clipId})` }, series);
+      class: "series", "data-name": s.name, "data-key": s.key, "clip-path": `url(#${clipId})` }, series);
     if (s.points) {
       for (let i = 0; i < s.xs.length; i++) {
-        const vy = s.ys[i];
+        const vy = shown(s.ys[i]);
         if (vy === null || !Number.isFinite(vy) || (spec.y.log && vy <= 0)) continue;
         svg("circle", { cx: x(s.xs[i]), cy: y(vy), r: 2.5, fill: s.color, "clip-path": `url(#${clipId})` }, series);
       }
@@ -391,6 +403,29 @@ export function signLegend(parent, { x, y, width = 160, span = 1, label = "value
   put(x + width / 2, top + 24, "0", "middle");
   put(x + width, top + 24, `+${format(span)}`, "end");
   return g;
+}
+
+// The sign map's legend for a figure drawn outside an SVG of its own (a canvas, a bar chart): a colour
+// scale from −span to +span in its own holder, marked sign-legend like signLegend's.
+export function signScale(container, { span = 1, label = "value", width = 260, format = (v) => fmt(v, 2) } = {}) {
+  const root = colourScale(container, divergingRGB, { lo: -span, hi: span, t0: -1, t1: 1,
+    label: `${label} (blue −, red +)`, width, format });
+  root.classList.add("sign-legend");
+  root.dataset.span = span;
+  return root;
+}
+
+// The legend of bars coloured by their sign only (the two ends of the sign map): a swatch of each,
+// with what the sign means.
+export function signKey(container, { negative, positive }) {
+  container.replaceChildren();
+  const box = html("div", { class: "legend sign-legend", role: "note" }, container);
+  for (const [sign, text] of [["negative", negative], ["positive", positive]]) {
+    const item = html("span", { class: "legend-item" }, box);
+    html("span", { class: "swatch sign-swatch", "data-sign": sign, style: `background:${SIGN_COLOURS[sign]}` }, item);
+    item.appendChild(document.createTextNode(text));
+  }
+  return box;
 }
 
 // -- the width of every figure -------------------------------------------------------------------------

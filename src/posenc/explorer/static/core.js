@@ -3,13 +3,13 @@
 // mechanism, and the workbench's router.
 
 import { fmt } from "./charts.js";
-import { MARK_COLOURS, ROLE_COLOURS, SCHEME_COLOURS, SERIES_COLOURS } from "./palette.js";
+import { ROLE_COLOURS, SCALING_COLOURS, SCHEME_COLOURS, SERIES_COLOURS } from "./palette.js";
 
 export const $ = (id) => document.getElementById(id);
 // Short names of the palette's colours for the workbench views (every colour is palette.js's).
 export const COLORS = {
   q: ROLE_COLOURS.query, k: ROLE_COLOURS.key, rope: SCHEME_COLOURS.rope, sinusoidal: SCHEME_COLOURS.sinusoidal,
-  default: MARK_COLOURS.unscaled,
+  default: SCALING_COLOURS.default,  // plain RoPE among the scalings: the rope colour, as in the lesson
 };
 export const PALETTE = SERIES_COLOURS;
 

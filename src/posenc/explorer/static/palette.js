@@ -24,8 +24,9 @@ export const DTYPE_COLOURS = { bfloat16: "#d95f02", float16: "#e7298a", float32:
 export const SERIES_COLOURS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
   "#ff9da7", "#9c755f", "#bab0ac"];
 // Marks: the rotation pair picked on a dial (every view marks it in this colour), a trend drawn over
-// its own series, bars without a colour of their own, the unscaled curve among scalings.
-export const MARK_COLOURS = { focus: "#6a51a3", trend: "#08306b", bar: "#4c78a8", unscaled: "#222222" };
+// its own series, bars without a colour of their own. (Plain RoPE among the scalings is
+// SCALING_COLOURS.default, the rope colour, in every view.)
+export const MARK_COLOURS = { focus: "#6a51a3", trend: "#08306b", bar: "#4c78a8" };
 // The lesson's word tiles, and the note that marks a machinery-check run.
 export const TILE_COLOURS = { fill: "#f3ead7", stroke: "#b08d57" };
 export const STAMP_STYLE = "font-weight:600;background:#fff3cd;color:#3d2e00;padding:0.4em 0.7em;border-left:4px solid #b58100";

@@ -2,7 +2,7 @@
 
 import { $, api, loader, register, slider } from "../core.js";
 import { svg, html, fmt, widthOf, root, text, barRow, signLegend, numbers, hbars, stackLabels } from "../charts.js";
-import { TILE_COLOURS, C, T, INK, MUTED, diverging } from "../palette.js";
+import { SCHEME_COLOURS, TILE_COLOURS, C, T, INK, MUTED, diverging } from "../palette.js";
 
 // -- 1. the bag of tiles -----------------------------------------------------------------------------
 register("bag-of-tiles", { setup: () => {
@@ -107,7 +107,7 @@ register("bad-ideas", { setup: () => {
     hbars($("raw-figure"), [
       { label: "words alone", value: data.cosine_words, color: C.blue },
       { label: `+ raw seat ${data.raw_seat}`, value: data.cosine_raw, color: C.vermillion },
-      { label: `+ sine code of seat ${data.raw_seat}`, value: data.cosine_sine, color: C.green },
+      { label: `+ sine code of seat ${data.raw_seat}`, value: data.cosine_sine, color: SCHEME_COLOURS.sinusoidal },
     ], { label: "cosine similarity of dog and man", max: 1, format: (v) => fmt(v, 6) });
     const holder = $("frac-figure"), width = widthOf(holder, 720), s = root(holder, width, 92,
       `fraction codes of a ${data.sentence_len}-word sentence on a ruler from 0 to 1`);

@@ -263,7 +263,8 @@ register("stretching-rope", { setup: () => {
   let data = null;
   const factor = slider("str-factor", () => load());
   const names = { rope: "plain RoPE", linear: "linear (PI)", ntk: "NTK-aware", yarn: "YaRN" };
-  const colourOf = { rope: SCALING_COLOURS.default, linear: SCALING_COLOURS.linear, ntk: SCALING_COLOURS.ntk, yarn: SCALING_COLOURS.yarn };
+  // each method in its scaling's one colour (plain RoPE is the registry's "default"), as in the workbench
+  const scalingOf = { rope: "default", linear: "linear", ntk: "ntk", yarn: "yarn" };
   const draw = () => {
     if (!data) return;
     const xs = data.methods[0].wavelengths.map((_, i) => i);
@@ -272,7 +273,8 @@ register("stretching-rope", { setup: () => {
       width: widthOf($("str-chart"), 720), height: 280, title: "wavelength of each pair",
       x: { domain: [0, xs.length - 1], label: "pair i (fast → slow)" },
       y: { domain: [Math.min(...all) / 1.5, Math.max(...all) * 1.5], log: true, label: "wavelength (seats)" },
-      series: data.methods.map((m, k) => ({ name: names[m.method], xs, ys: m.wavelengths, color: colourOf[m.method], dash: SERIES[k].dash })),
+      series: data.methods.map((m, k) => ({ name: names[m.method], key: scalingOf[m.method], xs, ys: m.wavelengths,
+        color: SCALING_COLOURS[scalingOf[m.method]], dash: SERIES[k].dash })),
       hlines: [{ y: data.train_len, label: `trained ${data.train_len}`, color: INK, left: true },
         { y: data.target_len, label: `stretched ${data.target_len}`, color: T.vermillion, left: true }],
     });

@@ -1,6 +1,6 @@
 // View 5 of the explorer: ALiBi vs RoPE.
 
-import { bars, cellAt, colourScale, fmt, heatmap, pow2Label, widthOf } from "../charts.js";
+import { bars, cellAt, colourScale, fmt, heatmap, pow2Label, signScale, widthOf } from "../charts.js";
 import { divergingRGB as diverging, sequential } from "../palette.js";
 import { $, rope, api, loader, slider, valueSpan, register } from "../core.js";
 import { headColour, heatAxes, onResize } from "./workbench.js";
@@ -38,8 +38,8 @@ export function setupAlibi() {
     heatAxes($("al-rope"), d.matrix_len, d.matrix_len, { rowLabel: "query", colLabel: "key" });
     colourScale($("al-bias-scale"), sequential, { lo: 0, hi: low, label: "bias", width: widthOf($("al-bias-scale")),
       format: (v) => fmt(v, 2) });
-    colourScale($("al-rope-scale"), diverging, { lo: -top, hi: top, t0: -1, t1: 1, label: "score",
-      width: widthOf($("al-rope-scale")), format: (v) => fmt(v, 2) });
+    signScale($("al-rope-scale"), { span: top, label: "score", width: widthOf($("al-rope-scale")),
+      format: (v) => fmt(v, 2) });
     $("al-head-label").textContent = d.head;
     $("al-slope").innerHTML = `${valueSpan("al-slope-value", d.slopes[d.head], 6)} = 2<sup>${fmt(d.slopes_log2[d.head], 2)}</sup>`;
     // The log axis starts one step (the ratio of the two smallest slopes) below the smallest slope,

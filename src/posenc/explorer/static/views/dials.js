@@ -1,6 +1,6 @@
 // View 2 of the explorer: RoPE clock dials.
 
-import { bars, dial, fmt, html, widthOf } from "../charts.js";
+import { bars, dial, fmt, html, signKey, widthOf } from "../charts.js";
 import { $, COLORS, rope, focus, api, loader, slider, escapeText, valueSpan, registry, register } from "../core.js";
 import { onResize } from "./workbench.js";
 import { MARK_COLOURS, SIGN_COLOURS } from "../palette.js";
@@ -84,6 +84,7 @@ export function setupDials() {
     const barBox = $("dl-pair-bars");
     bars(barBox, d.pair_scores_moved, { width: widthOf(barBox), height: 120, label: "score per pair",
       tickFormat: shortNumber, left: 56, colour: (v) => (v >= 0 ? SIGN_COLOURS.positive : SIGN_COLOURS.negative) });
+    signKey($("dl-pair-key"), { negative: "takes from the score (−)", positive: "adds to the score (+)" });
   });
 
   // the order proof

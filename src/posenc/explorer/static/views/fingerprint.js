@@ -1,6 +1,6 @@
 // View 1 of the explorer: wave fingerprint.
 
-import { bars, cellAt, colourScale, fmt, fmtInt, heatmap, html, lineChart, widthOf } from "../charts.js";
+import { bars, cellAt, colourScale, fmt, fmtInt, heatmap, html, lineChart, signScale, widthOf } from "../charts.js";
 import { diverging as divergingCSS, divergingRGB as diverging, sequential } from "../palette.js";
 import { $, COLORS, api, loader, slider, pow10, valueSpan, register } from "../core.js";
 import { heatAxes, onResize } from "./workbench.js";
@@ -29,6 +29,7 @@ export function setupFingerprint() {
     $("fp-rows").textContent = table.length - 1;
     $("fp-cols").textContent = table.d_model - 1;
     heatAxes(canvas.parentElement, table.length, table.d_model, { rowLabel: "position", colLabel: "dimension" });
+    signScale($("fp-heat-scale"), { label: "table value", width: widthOf($("fp-heat-scale")) });
     drawSeat();
     drawBarcodes(prints);
     // The readout always describes a cell of the table on screen: a cell the new settings removed is
@@ -57,6 +58,7 @@ export function setupFingerprint() {
       colour: (v) => divergingCSS(v),
       domain: [-1, 1], label: `position vector of seat ${pos}` });
     node.dataset.pos = pos;
+    signScale($("fp-seat-scale"), { label: "bar height and colour", width: widthOf($("fp-seat-scale")) });
     node.dataset.values = JSON.stringify(row);
     const box = canvas.getBoundingClientRect();
     const scaleY = box.height / canvas.height || 1;
@@ -133,6 +135,8 @@ export function setupFingerprint() {
       heatmap(strip, [prints.vectors[i]], diverging, { maxWidth: 420, maxHeight: 22 });
       strip.style.height = "22px";
     });
+    const scale = html("div", { class: "scale" }, box);
+    signScale(scale, { label: "barcode value", width: widthOf(scale) });
     const dist = $("fp-dist");
     const top = Math.max(...prints.distances.flat());
     heatmap(dist, prints.distances, (v) => sequential(v / (top || 1)), { maxWidth: 260, maxHeight: 260 });

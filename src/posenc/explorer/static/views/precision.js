@@ -8,20 +8,25 @@ import { DTYPE_COLOURS, MARK_COLOURS } from "../palette.js";
 export function setupPrecision() {
   const maxPos = slider("pr-max-log", () => refresh(), pow2, fmtInt);
   const pos = slider("pr-pos-log", () => refresh(), (v) => Math.min(2 ** 31, Math.round(10 ** v)), fmtInt);
-  const FLOOR = 1e-12;
-  const floor = (arr) => arr.map((v) => (v === null ? null : Math.max(v, FLOOR)));
+  // An error of exactly 0 has no place on a log axis: it is drawn on the axis's bottom row, labelled
+  // "exact (0)", two decades below the smallest error that is not 0 (and at most 1e-12).
+  const zeroRow = (d) => {
+    const errors = [...Object.values(d.max_error), ...Object.values(d.at_pos)].flat().filter((v) => v !== null && v > 0);
+    return 10 ** (Math.floor(Math.log10(Math.min(1e-10, ...errors))) - 2);
+  };
 
   const refresh = loader("precision", async (signal) => {
     const d = await api("/api/precision", { head_dim: rope.headDim, base: rope.base, max_position: maxPos(),
       pos: pos() }, signal);
+    const zero = zeroRow(d);
     const names = ["bfloat16", "float16", "float32", "posenc"];
     const label = { bfloat16: "bfloat16 (pos·θ in bf16)", float16: "float16 (pos·θ in fp16)",
       float32: "float32 (pos·θ in fp32)", posenc: "posenc float32 tables" };
     lineChart($("pr-chart"), {
       width: widthOf($("pr-chart")), height: 320, title: "angle error against position",
       x: { domain: [1, d.max_position], log: true, label: "position (log)" },
-      y: { domain: [FLOOR, 10], log: true, label: "worst angle error (rad)" },
-      series: names.map((n) => ({ name: label[n], xs: d.positions, ys: floor(d.max_error[n]), color: DTYPE_COLOURS[n],
+      y: { domain: [zero, 10], log: true, zero, label: "worst angle error (rad)" },
+      series: names.map((n) => ({ name: label[n], key: n, xs: d.positions, ys: d.max_error[n], color: DTYPE_COLOURS[n],
         width: n === "posenc" ? 3 : 2 })),
       vlines: d.pos <= d.max_position && d.pos >= 1 ? [{ x: d.pos, color: "#333", label: `pos ${fmtInt(d.pos)}` }] : [],
     });
@@ -29,8 +34,8 @@ export function setupPrecision() {
     lineChart($("pr-pairs"), {
       width: widthOf($("pr-pairs")), height: 320, title: "angle error per pair",
       x: { domain: [0, Math.max(1, pairs.length - 1)], label: "rotation pair i (fast → slow)" },
-      y: { domain: [FLOOR, 10], log: true, label: `angle error at ${fmtInt(d.pos)} (rad)` },
-      series: names.map((n) => ({ name: label[n], xs: pairs, ys: floor(d.at_pos[n]), color: DTYPE_COLOURS[n], points: true })),
+      y: { domain: [zero, 10], log: true, zero, label: `angle error at ${fmtInt(d.pos)} (rad)` },
+      series: names.map((n) => ({ name: label[n], key: n, xs: pairs, ys: d.at_pos[n], color: DTYPE_COLOURS[n], points: true })),
       vlines: focus.pair !== null && focus.pair < pairs.length ? [{ x: focus.pair, color: MARK_COLOURS.focus, label: `pair ${focus.pair}` }] : [],
       legend: false,
     });

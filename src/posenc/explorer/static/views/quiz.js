@@ -7,7 +7,12 @@ export function setupQuiz() {
   const results = {};
   const refresh = loader("quiz", async (signal) => {
     if ($("quiz-list").childElementCount) return;
-    const { checks } = await api("/api/quiz", {}, signal);
+    // in the lesson's reading order: the manifest's chapters, each with its checks (GET /api/lesson/chapters)
+    const [{ checks: all }, { chapters }] = await Promise.all([api("/api/quiz", {}, signal),
+      api("/api/lesson/chapters", {}, signal)]);
+    const reading = chapters.flatMap((c) => c.checks);
+    const place = (check) => (reading.includes(check.id) ? reading.indexOf(check.id) : reading.length);
+    const checks = [...all].sort((a, b) => place(a) - place(b));
     const list = $("quiz-list");
     checks.forEach((check, n) => {
       const card = html("article", { class: "quiz-card", id: `quiz-${check.id}`, "data-check": check.id }, list);

@@ -87,7 +87,7 @@ export function setupWavelengths() {
   const what = (m) => (m.split ? `${m.kept} pairs kept, ${m.blended} blended, ${m.divided} divided by the factor` : slowed(m));
 
   function drawSettings(d) {
-    const series = [{ name: "no scaling", xs: d.pairs, ys: d.default.wavelength, color: COLORS.default, width: 2.5, points: d.pairs.length <= 32 }];
+    const series = [{ name: "no scaling", key: "default", xs: d.pairs, ys: d.default.wavelength, color: COLORS.default, width: 2.5, points: d.pairs.length <= 32 }];
     const bands = [], hlines = [
       { y: d.train_len, label: `trained context ${fmtInt(d.train_len)}`, color: "#333" },
     ];
@@ -96,7 +96,7 @@ export function setupWavelengths() {
     }
     for (const [name, m] of Object.entries(d.methods)) {
       const t = types[name] || {};
-      series.push({ name: `${name}${t.length_dependent ? ` at length ${fmtInt(d.seq_len)}` : ""}`, xs: d.pairs, ys: m.wavelength,
+      series.push({ name: `${name}${t.length_dependent ? ` at length ${fmtInt(d.seq_len)}` : ""}`, key: name, xs: d.pairs, ys: m.wavelength,
         color: colour(name), dash: t.dash || undefined });
       if (m.split && m.ramp) {
         bands.push({ x0: m.ramp[0] - 0.5, x1: m.ramp[1] + 0.5, color: colour(name), label: `${name} ramp` });
@@ -123,14 +123,15 @@ export function setupWavelengths() {
   }
 
   function drawFixture(f) {
-    const series = [{ name: `${f.name}: rope_theta ${fmt(f.base, 0)}, no scaling`, xs: f.pairs, ys: f.default.wavelength,
+    const series = [{ name: `${f.name}: rope_theta ${fmt(f.base, 0)}, no scaling`, key: "default", xs: f.pairs, ys: f.default.wavelength,
       color: COLORS.default, width: 2.5 }];
     const curveNames = { configured: `${f.rope_type} as configured`,
       at_max_position_embeddings: `${f.rope_type} at ${fmtInt(f.max_position_embeddings)} tokens`,
       short: "short factors (up to the trained length)", long: "long factors (past the trained length)" };
     const bands = [];
     Object.entries(f.curves).forEach(([key, c], i) => {
-      series.push({ name: curveNames[key] || key, xs: f.pairs, ys: c.wavelength, color: i ? PALETTE[3] : colour(f.rope_type) || PALETTE[i],
+      // every curve of the fixture is its scaling's (LongRoPE's short and long factors alike): dashes tell them apart
+      series.push({ name: curveNames[key] || key, key: f.rope_type, xs: f.pairs, ys: c.wavelength, color: colour(f.rope_type) || PALETTE[0],
         dash: i ? "6 3" : undefined });
       if (c.split && c.ramp) bands.push({ x0: c.ramp[0] - 0.5, x1: c.ramp[1] + 0.5, color: colour(f.rope_type), label: `${f.rope_type} ramp` });
     });
