@@ -49,11 +49,11 @@ def wrap(degrees: float) -> float:
 
 
 # -- chapter 6: the stretched table ----------------------------------------------------------------------
-# The dots of each series of a line chart, in drawing order: a path starts a series, its circles follow.
-SERIES_DOTS = """(sel) => { const out = {}; let name = null;
+# [name, dots] of each series of a line chart, in drawing order: a path starts a series, its circles follow.
+SERIES_DOTS = """(sel) => { const out = [];
   for (const n of document.querySelectorAll(sel + ' g.series-layer > *')) {
-    if (n.tagName === 'path') { name = n.dataset.name; out[name] = []; }
-    else if (n.tagName === 'circle') out[name].push([n.cx.baseVal.value, n.cy.baseVal.value]);
+    if (n.tagName === 'path') out.push([n.dataset.name, []]);
+    else if (n.tagName === 'circle') out[out.length - 1][1].push([n.cx.baseVal.value, n.cy.baseVal.value]);
   }
   return out; }"""
 
@@ -78,7 +78,7 @@ def test_claim_every_stretched_row_lies_between_two_trained_ones(browser, server
                 low, high = sorted(data["old_values"][i : i + 2])
                 assert low - 1e-12 <= value <= high + 1e-12, (stretch, at, value, low, high)
             # ... and the drawn dots: every stretched dot lies (in y) between the trained dots left and right of it
-            dots = page.evaluate(SERIES_DOTS, "#stretch-figure")
+            dots = dict(page.evaluate(SERIES_DOTS, "#stretch-figure"))
             trained = next(v for k, v in dots.items() if k.startswith("trained rows"))
             stretched = next(v for k, v in dots.items() if k.startswith("stretched rows"))
             assert len(trained) == len(data["old_values"]) and len(stretched) == len(data["new_values"])
@@ -562,6 +562,61 @@ def test_no_table_cell_prints_over_another_on_a_phone(browser, server):
                 crowded[chapter] = found["hit"][:5]
         assert cells > 100  # the tables were there to check
         assert crowded == {}, crowded
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+# -- chapter 5: the clock hands as drawn --------------------------------------------------------------------
+CLOCK_HANDS = """() => [...document.querySelectorAll('#clock-dials .dial-card')].map((card) => {
+  const hand = card.querySelector('line.hand'), face = card.querySelector('g.clock > circle');
+  return { speed: card.dataset.speed, cx: face.cx.baseVal.value, cy: face.cy.baseVal.value, r: face.r.baseVal.value,
+    x1: hand.x1.baseVal.value, y1: hand.y1.baseVal.value, x2: hand.x2.baseVal.value, y2: hand.y2.baseVal.value };
+})"""
+WAVE_AXIS = """() => [...document.querySelectorAll('#clock-waves svg g.axis text[text-anchor="end"]')]
+  .map((t) => [Number(t.textContent.replace('−', '-')), t.y.baseVal[0].value - 4])"""
+
+
+def test_claim_each_hand_is_drawn_at_seat_times_frequency_with_its_tip_at_cos_sin(browser, server):
+    """Chapter 5's caption: "three hands of the chosen seat, each drawn counter-clockwise from 3 o'clock by
+    seat × frequency; the hand's tip is the pair's (cos, sin). Below, the sine wave of each hand over seats 0
+    to 64: the dots are the table's values at whole seats" -- checked on the drawn hands and dots against
+    posenc's sinusoidal table."""
+    from posenc.sinusoidal import sinusoidal_frequencies, sinusoidal_table
+
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        node = open_chapter(page, server, "clock-hands")
+        for width in ("16", "64"):
+            select_and_wait(page, node, "#clock-width", width)
+            d = int(width)
+            freqs = sinusoidal_frequencies(d)
+            pairs = {"fast": 0, "medium": max(1, d // 8), "slow": d // 2 - 1}  # as the chapter names them
+            table = sinusoidal_table(65, d).double()  # (65, d)
+            for seat in (3, 10, 64):
+                set_slider(page, node, "#clock-seat", seat)
+                row = sinusoidal_table(1, d, start=seat)[0].double()
+                hands = {h["speed"]: h for h in page.evaluate(CLOCK_HANDS)}
+                assert set(hands) == set(pairs)
+                for speed, pair in pairs.items():
+                    h = hands[speed]
+                    assert (h["x1"], h["y1"]) == (h["cx"], h["cy"])  # from the centre
+                    drawn = math.degrees(math.atan2(-(h["y2"] - h["cy"]), h["x2"] - h["cx"]))
+                    assert wrap(drawn - math.degrees(seat * float(freqs[pair]))) == pytest.approx(0, abs=0.5)
+                    length = math.hypot(h["x2"] - h["cx"], h["y2"] - h["cy"])
+                    tip = ((h["x2"] - h["cx"]) / length, -(h["y2"] - h["cy"]) / length)
+                    cos, sin = float(row[2 * pair + 1]), float(row[2 * pair])
+                    assert tip == pytest.approx((cos, sin), abs=0.01), (speed, seat, tip)
+            # the dots of each wave, read back through the chart's own axis, are the table's sine column
+            ticks = page.evaluate(WAVE_AXIS)
+            (v0, y0), (v1, y1) = ticks[0], ticks[-1]
+            value = lambda y, v0=v0, y0=y0, v1=v1, y1=y1: v0 + (y - y0) * (v1 - v0) / (y1 - y0)  # noqa: E731
+            dots = page.evaluate(SERIES_DOTS, "#clock-waves")
+            drawn = [[value(y) for _, y in points] for name, points in dots if not name and points]
+            assert len(drawn) == 3
+            for speed, wave in zip(pairs, drawn):
+                expected = table[:, 2 * pairs[speed]]
+                assert len(wave) == 65 and wave == pytest.approx(expected.tolist(), abs=0.02), (width, speed)
         assert page.problems == [], page.problems
     finally:
         context.close()
