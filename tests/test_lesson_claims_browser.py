@@ -620,3 +620,72 @@ def test_claim_each_hand_is_drawn_at_seat_times_frequency_with_its_tip_at_cos_si
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+# -- chapter 9: ALiBi's two charts -----------------------------------------------------------------------------
+# A line chart's tick labels (value, position on the page) on each axis, and each series' points, in SVG units.
+CHART_READ = """(sel) => { const s = document.querySelector(sel + ' svg');
+  const num = (t) => Number(t.textContent.replace('−', '-'));
+  const ticks = (anchor, at) => [...s.querySelectorAll(`g.axis text[text-anchor="${anchor}"]:not(.axis-label)`)]
+    .map((t) => [num(t), at(t)]);
+  return { x: ticks('middle', (t) => t.x.baseVal[0].value), y: ticks('end', (t) => t.y.baseVal[0].value - 4),
+    series: [...s.querySelectorAll('path.series')].map((p) => [p.dataset.name,
+      [...p.getAttribute('d').matchAll(/[ML](-?[\\d.]+),(-?[\\d.]+)/g)]
+        .map((m) => [Number(m[1]), Number(m[2])])]) }; }"""
+
+
+def linear_axis(ticks):
+    """Page position -> value on a linear axis, from its tick labels (which must be evenly spaced)."""
+    (v0, p0), (v1, p1) = ticks[0], ticks[-1]
+    for v, p in ticks:
+        assert p == pytest.approx(p0 + (v - v0) * (p1 - p0) / (v1 - v0), abs=0.6), ticks  # linear, not log
+    return lambda p: v0 + (p - p0) * (v1 - v0) / (p1 - p0)
+
+
+def test_claim_alibis_bias_is_a_straight_line_per_head_and_the_weights_follow_from_it(browser, server):
+    """Chapter 9's caption: "Top: the bias each head adds to a key's score, against how far behind the query
+    the key sits (linear axes) ... Bottom: the attention weights of the steepest and the shallowest head when
+    every key matches the query equally well" -- each drawn bias line is −slope × distance with posenc's
+    slopes, on linear axes, and the drawn weights are the softmax of posenc's alibi_bias; at 64 seats the
+    steep head keeps nearly all of it on the nearest words and the shallow one spreads it, by the chapter's
+    numbers."""
+    import torch
+
+    from posenc.alibi import alibi_bias, alibi_slopes
+    from posenc.lesson.chapters import alibi_penalty
+
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        node = open_chapter(page, server, "alibi-penalty")
+        for heads in ("4", "8", "16"):
+            select_and_wait(page, node, "#alibi-heads", heads)
+            slopes = alibi_slopes(int(heads))
+            for distance in (alibi_penalty.DISTANCE, alibi_penalty.FAR):
+                set_slider(page, node, "#alibi-distance", distance)
+                top = page.evaluate(CHART_READ, "#alibi-chart")
+                x, y = linear_axis(top["x"]), linear_axis(top["y"])
+                assert len(top["series"]) == int(heads)
+                spread = float(slopes[0]) * distance
+                for (name, points), slope in zip(top["series"], slopes.tolist()):
+                    assert name.startswith(f"head {top['series'].index([name, points])}:"), name
+                    assert len(points) == distance + 1
+                    for px, py in points:
+                        assert y(py) == pytest.approx(-slope * x(px), abs=0.01 * spread), (heads, distance, name)
+                bias = alibi_bias(slopes, torch.tensor([distance]), torch.arange(distance + 1))[:, 0]  # (heads, keys)
+                weights = torch.softmax(bias, dim=-1).flip(-1)  # nearest key first, as the chart reads
+                bottom = page.evaluate(CHART_READ, "#alibi-weights")
+                x, y = linear_axis(bottom["x"]), linear_axis(bottom["y"])
+                assert [name.split(" (")[0] for name, _ in bottom["series"]] == ["head 0", f"head {int(heads) - 1}"]
+                drawn = [[y(py) for _, py in points] for _, points in bottom["series"]]
+                for got, want in zip(drawn, (weights[0], weights[-1])):
+                    assert got == pytest.approx(want.tolist(), abs=0.01 * float(weights.max())), (heads, distance)
+                if heads == str(alibi_penalty.HEADS) and distance == alibi_penalty.FAR:
+                    n = alibi_penalty.numbers()
+                    steep, shallow = drawn
+                    near = alibi_penalty.NEAREST
+                    assert sum(steep[:near]) == pytest.approx(n["alibi.far.steep_nearest"], abs=0.02)
+                    assert sum(shallow[:near]) == pytest.approx(n["alibi.far.shallow_nearest"], abs=0.02)
+                    assert max(shallow) / min(shallow) == pytest.approx(n["alibi.far.shallow_spread"], rel=0.03)
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
