@@ -689,3 +689,57 @@ def test_claim_alibis_bias_is_a_straight_line_per_head_and_the_weights_follow_fr
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+# -- chapters 10 and 13: the comparison's live columns, values turned at any shift -------------------------------
+CMP_ROWS = """() => Object.fromEntries([...document.querySelectorAll('#cmp-table tbody tr')].map((tr) =>
+  [tr.dataset.scheme, [tr.querySelector('.live-params').textContent, tr.querySelector('.live-reads').textContent]]))"""
+
+
+def test_claim_the_comparison_counts_each_schemes_extra_trainable_numbers(browser, server):
+    """Chapter 10's table, the live columns: each scheme's extra trainable numbers and whether it reads the
+    length, as posenc builds the schemes (only the learned table has trainable numbers, and only it stops)."""
+    from posenc.lesson.chapters.comparison import compare
+
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        node = open_chapter(page, server, "comparison")
+        for length in (64, 512, 576, 4096):
+            set_slider(page, node, "#cmp-len", length)
+            shown = page.evaluate(CMP_ROWS)
+            expected = {row["scheme"]: row for row in compare(length)["schemes"]}
+            assert set(shown) == set(expected)
+            for scheme, (params, reads) in shown.items():
+                assert int(params.replace(",", "")) == expected[scheme]["extra_parameters"], (length, scheme, params)
+                assert reads.startswith("✓") == expected[scheme]["reads"], (length, scheme, reads)
+            assert {s for s, row in expected.items() if row["extra_parameters"]} == {"learned"}
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_claim_moving_the_phrase_changes_nothing_with_q_k_turned_and_something_with_v(browser, server):
+    """Chapter 13, turning values: "shift every position by the same amount and the output must not change"
+    with q and k turned (drawn as a zero bar, rounding), while with v turned too it does -- at any move of the
+    slider, with posenc's numbers."""
+    from posenc.lesson.mistakes import ROUNDING_LEVEL, rotated_values_change
+
+    values = """() => [...document.querySelectorAll('#mis-v rect.bar')].map((r) => ({ value: Number(r.dataset.value),
+      rounding: r.dataset.rounding === 'true', width: r.getBoundingClientRect().width }))"""
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        node = open_chapter(page, server, "common-mistakes")
+        top = int(page.locator("#mis-shift").get_attribute("max"))
+        for shift in (1, 37, top):
+            set_slider(page, node, "#mis-shift", shift)
+            right, wrong = page.evaluate(values)
+            expected = rotated_values_change(shift)
+            assert right["value"] == pytest.approx(expected["qk_only"], abs=1e-15) and right["value"] <= ROUNDING_LEVEL
+            assert right["rounding"] and right["width"] == 0, (shift, right)
+            assert (
+                wrong["value"] == pytest.approx(expected["with_v"], rel=1e-9) and wrong["value"] > 1e3 * ROUNDING_LEVEL
+            )
+            assert not wrong["rounding"] and wrong["width"] > 0, (shift, wrong)
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
