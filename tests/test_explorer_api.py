@@ -269,6 +269,15 @@ def test_one_width_rule_for_every_figure():
     assert not [name for name, text in scripts.items() if "fitWidth" in text]
     views = [name for name in scripts if name.startswith("views/") and "widthOf(" in scripts[name]]
     assert len(views) >= 7
+    # no figure caps its own width: widthOf takes the holder and, at most, an options object {min, fallback}
+    calls = [
+        (name, call)
+        for name, text in scripts.items()
+        for call in re.findall(r"widthOf\(((?:[^()]|\([^()]*\))*)\)", text)
+    ]
+    assert len(calls) >= 30
+    capped = [(name, call) for name, call in calls if "," in call and not re.search(r",\s*\{ *(min|fallback)\b", call)]
+    assert capped == [], capped
 
 
 def test_cli_defaults_bind_loopback():

@@ -238,6 +238,86 @@ def test_every_chapter_renders_fits_reacts_and_passes_axe(browser, server, shots
         context.close()
 
 
+# Every figure of a chapter: its drawn width (the SVG's own units), its width on screen, its holder's
+# content width, and the content width of its panel: the lesson figure (.lesson-fig) around a figure
+# box, or the card that is the holder itself (a dial, an attention map, the rotation plane's box: the
+# figures with a natural size).
+LESSON_FIGURE_WIDTHS = """(id) => {
+  const content = (n) => { const s = getComputedStyle(n);
+    return n.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight); };
+  const out = [];
+  for (const n of document.getElementById('ch-' + id).querySelectorAll('svg')) {
+    if (n.parentElement.closest('svg') || !n.getBoundingClientRect().width) continue;
+    const holder = n.parentElement, boxed = holder.matches('.fig-box:not(.plane-box)');
+    const panel = boxed ? holder.closest('.lesson-fig') : holder;
+    out.push({ holder: holder.id || holder.className, boxed, drawn: n.viewBox.baseVal.width,
+      shown: n.getBoundingClientRect().width, holderWidth: content(holder), panelWidth: content(panel) });
+  }
+  return out;
+}"""
+
+
+def lesson_figure_widths(page, chapter, redrawn=False):
+    """The widths of every figure of ``chapter`` once every figure box holds its drawing and two reads
+    0.2 s apart agree (figures that load late are in). ``redrawn``: first wait until each figure is drawn
+    at its holder's width (a redraw after a resize comes 150 ms after the window stops changing)."""
+    drawn = f"({LESSON_FIGURE_WIDTHS})('{chapter}').every((f) => Math.abs(f.drawn - f.holderWidth) <= 1)"
+    page.wait_for_function(
+        f"""() => [...document.querySelectorAll('#ch-{chapter} .fig-box')].every((b) => b.querySelector('svg'))
+        && {drawn if redrawn else "true"}""",
+        timeout=20_000,
+    )
+    last = None
+    for _ in range(50):
+        widths = page.evaluate(LESSON_FIGURE_WIDTHS, chapter)
+        if widths == last:
+            return widths
+        last = widths
+        page.wait_for_timeout(200)
+    raise AssertionError(f"the figures of {chapter} did not settle: {last}")
+
+
+def test_every_lesson_figure_is_drawn_at_its_panels_width(browser, server):
+    """One sizing rule for the lesson as for the workbench (charts.js widthOf, no cap of a figure's own):
+    at 1440 and at 390 px every figure of every chapter is drawn at its panel's content width, so it
+    fills the panel and CSS never scales it (its text keeps its size); after the window changes width,
+    the one resize mechanism (core.js onResize) redraws the figures at the panel's new width."""
+    drawn_at, boxes = {}, {}
+    for size in SIZES:
+        context, page = new_page(browser, server, SIZES[size])
+        try:
+            for chapter in IDS:
+                open_chapter(page, server, chapter)
+                for f in lesson_figure_widths(page, chapter):
+                    where = (size, chapter, f)
+                    assert abs(f["drawn"] - f["shown"]) <= 1, where
+                    assert abs(f["shown"] - f["holderWidth"]) <= 1, where
+                    assert abs(f["holderWidth"] - f["panelWidth"]) <= 1, where
+                    if f["boxed"]:
+                        drawn_at.setdefault(size, set()).add(round(f["drawn"]))
+                        boxes.setdefault(size, set()).add((chapter, f["holder"]))
+            assert page.problems == [], page.problems
+        finally:
+            context.close()
+    # the same figures at both sizes; a figure box fills the lesson's column: wide on a desktop, the
+    # phone's width less the margins
+    assert boxes["desktop"] == boxes["phone"] and len(boxes["desktop"]) >= 15, boxes
+    assert min(drawn_at["desktop"]) > 800 and max(drawn_at["phone"]) < SIZES["phone"][0], drawn_at
+
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        for chapter in ("bag-of-tiles", "rope"):
+            open_chapter(page, server, chapter)
+            wide = {f["holder"]: f["drawn"] for f in lesson_figure_widths(page, chapter) if f["boxed"]}
+            page.set_viewport_size(dict(zip(("width", "height"), SIZES["phone"])))
+            narrow = {f["holder"]: f["drawn"] for f in lesson_figure_widths(page, chapter, redrawn=True) if f["boxed"]}
+            assert wide.keys() == narrow.keys() and all(narrow[h] < wide[h] for h in wide), (chapter, wide, narrow)
+            page.set_viewport_size(dict(zip(("width", "height"), SIZES["desktop"])))
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
 KEYBOARD_SWEEP = """(id) => {
   const ch = document.getElementById('ch-' + id);
   const controls = [...ch.querySelectorAll('a[href], button, input, select, textarea, [tabindex]:not([tabindex="-1"])')]

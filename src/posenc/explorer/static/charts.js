@@ -430,15 +430,17 @@ export function signKey(container, { negative, positive }) {
 
 // -- the width of every figure -------------------------------------------------------------------------
 // The one rule for sizing a figure, in the workbench and the lesson alike: it is drawn at its holder's
-// content width, so one SVG unit is one CSS pixel and chart text keeps its CSS size on any screen.
-// A holder's size (and any cap on it) is CSS's business; `max` only bounds figures with a natural size
-// (a clock), `min` keeps a figure legible in a very narrow holder. A holder not laid out (a hidden panel)
-// gets `fallback` and is marked data-unsized, so core.js's resize mechanism redraws it when shown.
-export function widthOf(holder, max = Infinity, min = 240, fallback = 560) {
+// content width, so one SVG unit is one CSS pixel and chart text keeps its CSS size on any screen. No
+// figure passes a width cap of its own: a holder's size is CSS's business (the lesson's column and the
+// workbench's panels have their widths there; a figure with a natural size, a clock or the rotation
+// plane, has a holder of that size), and core.js's one resize mechanism redraws at the new width.
+// `min` keeps a figure legible in a very narrow holder. A holder not laid out (a hidden panel) gets
+// `fallback` and is marked data-unsized, so that mechanism redraws it when it is shown.
+export function widthOf(holder, { min = 240, fallback = 560 } = {}) {
   const style = getComputedStyle(holder);
   const room = Math.floor(holder.clientWidth - parseFloat(style.paddingLeft || 0) - parseFloat(style.paddingRight || 0));
   if (room > 0) delete holder.dataset.unsized; else holder.dataset.unsized = "true";
-  return Math.max(min, Math.min(max, room > 0 ? room : fallback));
+  return Math.max(min, room > 0 ? room : fallback);
 }
 
 // -- the lesson's figures --------------------------------------------------------------------------------
@@ -527,7 +529,7 @@ export function numbers(node, lines) {
 // end, so nothing is cut off on a narrow screen. An item with `rounding: true` is drawn as zero and
 // labelled as rounding, with its tiny value beside the word.
 export function hbars(holder, items, { label, format = (v) => fmt(v, 4), max = null, unit = "" }) {
-  const width = widthOf(holder, 640), rowH = 44, room = width - 150, axisH = 30;
+  const width = widthOf(holder), rowH = 44, room = width - 150, axisH = 30;
   const height = items.length * rowH + axisH;
   const s = root(holder, width, height, label);
   const top = max ?? Math.max(...items.map((it) => (it.rounding ? 0 : it.value)), 1e-12);

@@ -15,7 +15,7 @@ register("alibi-penalty", { setup: () => {
     const xs = data.keys_back, last = data.rows.length - 1;
     const lowest = Math.min(...data.rows[0].bias);
     lineChart($("alibi-chart"), {
-      width: widthOf($("alibi-chart"), 720), height: 260, title: `ALiBi bias of ${data.heads} heads against distance`,
+      width: widthOf($("alibi-chart")), height: 260, title: `ALiBi bias of ${data.heads} heads against distance`,
       x: { domain: [0, data.distance], label: "seats the key sits behind the query (i − j)" },
       y: { domain: [lowest * 1.05, 0], label: "bias added to the score" },
       series: data.rows.map((r) => ({ name: `head ${r.head}: slope ${r.slope_text}`, xs, ys: r.bias,
@@ -24,7 +24,7 @@ register("alibi-penalty", { setup: () => {
     });
     const shown = [data.rows[0], data.rows[last]];
     lineChart($("alibi-weights"), {
-      width: widthOf($("alibi-weights"), 720), height: 220,
+      width: widthOf($("alibi-weights")), height: 220,
       title: `attention weights from the bias alone, head 0 and head ${last}`,
       x: { domain: [0, data.distance], label: "seats the key sits behind the query (i − j)" },
       y: { domain: [0, Math.max(...shown.flatMap((r) => r.weights)) * 1.1], label: "attention weight" },

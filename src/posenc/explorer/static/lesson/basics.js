@@ -10,7 +10,7 @@ register("bag-of-tiles", { setup: () => {
   let shuffle = 1, data = null;
   const draw = () => {
     if (!data) return;
-    const holder = $("bag-figure"), width = widthOf(holder, 720);
+    const holder = $("bag-figure"), width = widthOf(holder);
     const rowH = 72, tileW = Math.min(92, width * 0.26), legendH = 54;
     const height = 26 + data.words.length * rowH + legendH;
     const s = root(holder, width, height, `outputs of each word, as written and shuffled, and their difference, with ${data.scheme}`);
@@ -66,7 +66,7 @@ register("word-plus-position", { setup: () => {
   };
   const draw = () => {
     if (!data) return;
-    const holder = $("input-figure"), width = widthOf(holder, 720), rowH = 64, gap = 30;
+    const holder = $("input-figure"), width = widthOf(holder), rowH = 64, gap = 30;
     const s = root(holder, width, 3 * (rowH + gap) + 50, `word vector plus position vector equals input, ${data.d_model} numbers each`);
     const span = Math.max(...[...data.word_vector, ...data.position_vector, ...data.input].map(Math.abs));
     const rows = [[data.word_vector, `word “${data.word}” (${data.d_model} numbers, length ${fmt(data.word_norm, 2)})`, "word"],
@@ -109,7 +109,7 @@ register("bad-ideas", { setup: () => {
       { label: `+ raw seat ${data.raw_seat}`, value: data.cosine_raw, color: C.vermillion },
       { label: `+ sine code of seat ${data.raw_seat}`, value: data.cosine_sine, color: SCHEME_COLOURS.sinusoidal },
     ], { label: "cosine similarity of dog and man", max: 1, format: (v) => fmt(v, 6) });
-    const holder = $("frac-figure"), width = widthOf(holder, 720), s = root(holder, width, 92,
+    const holder = $("frac-figure"), width = widthOf(holder), s = root(holder, width, 92,
       `fraction codes of a ${data.sentence_len}-word sentence on a ruler from 0 to 1`);
     const x = (v) => 12 + v * (width - 24);
     svg("line", { x1: x(0), x2: x(1), y1: 40, y2: 40, stroke: INK, "stroke-width": 2 }, s);

@@ -157,7 +157,7 @@ register("big-picture", { setup: () => {
     const top = Math.max(...all), low = Math.min(...all), spread = Math.max(top - low, 1e-12);
     for (const m of attn.maps) {
       const card = html("div", { class: "attn-card", "data-scheme": m.scheme, "data-source": m.source.kind }, box);
-      const width = widthOf(card, 420, 240), labelW = 70, cell = (width - labelW - 4) / n;
+      const width = widthOf(card), labelW = 70, cell = (width - labelW - 4) / n;
       const upright = cell >= 44, headH = upright ? 22 : 64, legendH = 54;
       const height = 24 + headH + n * cell + legendH;
       const s = root(card, width, height, `attention of each word of “${words.join(" ")}” with ${m.scheme}`);

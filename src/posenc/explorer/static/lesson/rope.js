@@ -23,7 +23,7 @@ register("rope", { setup: () => {
   // the plane with the draggable vector
   const drawPlane = () => {
     if (!rot) return;
-    const holder = $("rot-plane"), size = Math.min(widthOf(holder, 340, 240), 340);
+    const holder = $("rot-plane"), size = widthOf(holder);   // .plane-box has the plane's natural size
     const s = root(holder, size, size, `the vector (${fmt(rot.a, 2)}, ${fmt(rot.b, 2)}) turned by ${fmt(rot.angle_deg, 1)} degrees`);
     s.setAttribute("role", "group");                 // it holds a control, so it cannot be a plain image
     const reach = Math.max(1.25, rot.length * 1.2), c = size / 2, unit = (size / 2 - 16) / reach;
@@ -118,10 +118,11 @@ register("rope", { setup: () => {
         const handDeg = (Math.atan2(after[1], after[0]) * 180) / Math.PI;
         const card = html("div", { class: "dial-card", "data-pair": p.pair, "data-turn-deg": turn,
           "data-hand-deg": handDeg }, row);
-        const s = svg("svg", { viewBox: "0 0 130 130", width: 130, height: 130, class: "lesson-svg", role: "img",
+        const size = widthOf(card, { min: 100 });   // a clock at its card's width (.dial-card)
+        const s = svg("svg", { viewBox: `0 0 ${size} ${size}`, width: size, height: size, class: "lesson-svg", role: "img",
           "aria-label": `pair ${p.pair}: turned ${fmt(turn, 1)} degrees` }, card);
         const color = who === "q" ? PAL.query : PAL.key;
-        clock(s, { cx: 65, cy: 65, r: 52,
+        clock(s, { cx: size / 2, cy: size / 2, r: 0.4 * size,
           ghost: { angle: Math.atan2(before[1], before[0]), length: Math.hypot(...before) / top },
           hands: [{ angle: Math.atan2(after[1], after[0]), length: Math.hypot(...after) / top, color }],
           arc: { from: Math.atan2(before[1], before[0]), sweep: rad(folded(turn)), color } });
@@ -166,7 +167,7 @@ register("rope", { setup: () => {
   // who bit whom: the seed's row of four dials, one per seat, and the turn from "dog" to "bit"
   const drawOrder = () => {
     if (!order) return;
-    const holder = $("order-figure"), width = widthOf(holder, 640, 260);
+    const holder = $("order-figure"), width = widthOf(holder, { min: 260 });
     const cols = width >= 520 ? 4 : 2, cell = Math.floor(width / cols), r = Math.min(52, cell / 2 - 18);
     const rows = Math.ceil(order.words.length / cols), height = rows * (2 * r + 62);
     const s = root(holder, width, height, `${order.text}: each word's hand at seat times ${fmt(order.degrees, 0)} degrees: `
@@ -204,7 +205,7 @@ register("rope", { setup: () => {
   // the two pair conventions, drawn as arcs over the eight numbers of a head
   const drawPairs = () => {
     if (!pairs) return;
-    const holder = $("pairs-figure"), width = widthOf(holder, 640), d = pairs.head_dim;
+    const holder = $("pairs-figure"), width = widthOf(holder), d = pairs.head_dim;
     const rowH = 96, s = root(holder, width, 2 * rowH + 8, "which numbers of an 8-wide head are turned together, half-split and interleaved");
     const box = Math.min(56, (width - 8) / d - 4), gap = ((width - 8) - d * box) / (d - 1);
     const xOf = (i) => 4 + i * (box + gap) + box / 2;
@@ -270,7 +271,7 @@ register("stretching-rope", { setup: () => {
     const xs = data.methods[0].wavelengths.map((_, i) => i);
     const all = data.methods.flatMap((m) => m.wavelengths).concat([data.target_len]);
     lineChart($("str-chart"), {
-      width: widthOf($("str-chart"), 720), height: 280, title: "wavelength of each pair",
+      width: widthOf($("str-chart")), height: 280, title: "wavelength of each pair",
       x: { domain: [0, xs.length - 1], label: "pair i (fast → slow)" },
       y: { domain: [Math.min(...all) / 1.5, Math.max(...all) * 1.5], log: true, label: "wavelength (seats)" },
       series: data.methods.map((m, k) => ({ name: names[m.method], key: scalingOf[m.method], xs, ys: m.wavelengths,

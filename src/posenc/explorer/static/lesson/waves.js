@@ -15,16 +15,17 @@ register("clock-hands", { setup: () => {
     box.replaceChildren();
     for (const hand of data.hands) {
       const card = html("div", { class: "dial-card", "data-speed": hand.speed, "data-angle": hand.angle }, box);
-      const s = svg("svg", { viewBox: "0 0 150 150", width: 150, height: 150, class: "lesson-svg", role: "img",
+      const size = widthOf(card, { min: 100 });   // a clock at its card's width (.dial-card)
+      const s = svg("svg", { viewBox: `0 0 ${size} ${size}`, width: size, height: size, class: "lesson-svg", role: "img",
         "aria-label": `${hand.speed} hand, pair ${hand.pair}, at ${fmt(hand.angle_deg_mod_360, 1)} degrees` }, card);
-      clock(s, { cx: 75, cy: 75, r: 60, hands: [{ angle: hand.angle, color: colours[hand.speed], length: 0.9 }],
+      clock(s, { cx: size / 2, cy: size / 2, r: 0.4 * size, hands: [{ angle: hand.angle, color: colours[hand.speed], length: 0.9 }],
         arc: { from: 0, sweep: (hand.angle_deg_mod_360 * Math.PI) / 180, color: colours[hand.speed] } });
       html("p", { class: "dial-text" }, card,
         `${hand.speed} · pair ${hand.pair} (columns ${hand.columns.join(", ")}) · wavelength ${fmt(hand.wavelength, 1)} seats`);
       html("p", { class: "dial-text" }, card, `sin ${fmt(hand.sin, 3)}, cos ${fmt(hand.cos, 3)}`);
     }
     lineChart($("clock-waves"), {
-      width: widthOf($("clock-waves"), 720), height: 240, title: "sine column of each hand over seats 0 to 64",
+      width: widthOf($("clock-waves")), height: 240, title: "sine column of each hand over seats 0 to 64",
       x: { domain: [0, 64], label: "seat" }, y: { domain: [-1.05, 1.05], label: "value" },
       series: data.hands.flatMap((h, k) => [
         { name: `${h.speed} (column ${h.columns[0]})`, xs: data.curve_positions, ys: h.curve, color: colours[h.speed],
@@ -38,7 +39,7 @@ register("clock-hands", { setup: () => {
   // the whole table as a heatmap at the panel's width: rows are seats 0-64, columns the code's numbers
   const drawHeat = () => {
     const holder = $("clock-heat"), rows = data.table.length, cols = data.d_model;
-    const width = widthOf(holder, 720), left = 52, right = 8, top = 22, plotW = width - left - right;
+    const width = widthOf(holder), left = 52, right = 8, top = 22, plotW = width - left - right;
     const plotH = Math.min(300, rows * 4), legendY = top + plotH + 34, height = legendY + 46;
     const s = root(holder, width, height, `the sinusoidal table, seats 0 to ${rows - 1}, ${cols} numbers each`);
     const canvas = document.createElement("canvas");
@@ -85,7 +86,7 @@ register("learned-tables", { setup: () => {
   const stretch = slider("wall-stretch", () => load());
   const draw = () => {
     if (!data) return;
-    const holder = $("wall-figure"), width = widthOf(holder, 720), s = root(holder, width, 96,
+    const holder = $("wall-figure"), width = widthOf(holder), s = root(holder, width, 96,
       `a ${data.max_len}-row table and ${data.tokens} requested seats`);
     const top = Math.max(1024, data.tokens), x = (v) => 8 + (v / top) * (width - 16);
     svg("rect", { x: x(0), y: 20, width: x(data.max_len) - x(0), height: 26, fill: C.sky, stroke: C.blue }, s);
@@ -98,7 +99,7 @@ register("learned-tables", { setup: () => {
     text(s, Math.min(width - 4, x(data.tokens)), 90, `${data.tokens} tokens asked for`, { size: 12,
       anchor: x(data.tokens) > width / 2 ? "end" : "start", color: over ? T.vermillion : T.green, weight: 700 });
     lineChart($("stretch-figure"), {
-      width: widthOf($("stretch-figure"), 720), height: 230, title: "last rows of column 0, old and stretched",
+      width: widthOf($("stretch-figure")), height: 230, title: "last rows of column 0, old and stretched",
       x: { domain: [data.old_positions[0], data.old_positions[data.old_positions.length - 1]], label: "seat of the original table" },
       y: { domain: [Math.min(...data.old_values, ...data.new_values) - 0.01, Math.max(...data.old_values, ...data.new_values) + 0.01],
         label: "column 0" },

@@ -45,7 +45,7 @@ export function setupDials() {
       const qLen = Math.hypot(qa, qb) / top, kLen = Math.hypot(ka, kb) / top;
       const holder = html("div", { class: "dial-box", "data-pair": i }, box);
       dial(holder, {
-        size: widthOf(holder, Infinity, 100),
+        size: widthOf(holder, { min: 100 }),
         hands: [
           { angle: kGhost, length: kLen, color: COLORS.k, width: 1.5, dash: "3 3" },
           { angle: qGhost, length: qLen, color: COLORS.q, width: 1.5, dash: "3 3" },
@@ -103,7 +103,7 @@ export function setupDials() {
         label: i === s.query_seat || i === s.key_seat ? w : "",
       }));
       dial(holder, {
-        size: widthOf(holder, Infinity, 100), hands, ticks: Math.round(360 / d.degrees),
+        size: widthOf(holder, { min: 100 }), hands, ticks: Math.round(360 / d.degrees),
         arc: { from: rad(s.seat_angles_deg[s.key_seat]), to: rad(s.seat_angles_deg[s.key_seat] + s.relative_angle_deg),
           color: MARK_COLOURS.focus },
         title: `${which ? "B" : "A"}: “${s.text}”`,

@@ -43,7 +43,7 @@ export function setupFingerprint() {
   // cells) unless that would make it taller than `maxHeight`.
   function zoomCanvas(node, maxHeight) {
     const panel = node.closest(".panel");
-    const room = panel ? widthOf(panel, Infinity, 0, 0) - 40 : node.width;   // 40 px: the row tick labels
+    const room = panel ? widthOf(panel, { min: 0, fallback: 0 }) - 40 : node.width;   // 40 px: the row tick labels
     if (room <= 0) { node.style.width = ""; return; }
     const zoom = Math.min(room / node.width, maxHeight / node.height);
     node.style.width = `${Math.floor(node.width * zoom)}px`;
