@@ -107,6 +107,32 @@ def test_config_errors_name_the_field():
         LayerTypedRotaryEmbedding.from_hf_config({**nested, "layer_types": [LOCAL, 3]})
 
 
+def test_plain_keys_beside_layer_type_dicts_are_ignored_only_when_not_strict():
+    """transformers reads a layer type's rope from its own dict; plain keys set beside the
+    per-layer-type dicts (``rope_parameters.update({...})`` on a Gemma 3 config) change nothing."""
+    from posenc.rope.hfconfig import rope_keys_beside_layer_types, rotary_kwargs_from_hf, unused_rope_keys
+
+    nested = {
+        "hidden_size": 64,
+        "num_attention_heads": 2,
+        "layer_types": [LOCAL, GLOBAL],
+        "rope_parameters": {LOCAL: {"rope_theta": 1e4}, GLOBAL: {"rope_type": "linear", "factor": 8.0}},
+    }
+    plain = {"rope_type": "yarn", "factor": 10.0, "rope_theta": 5e5}
+    mixed = {**nested, "rope_parameters": {**nested["rope_parameters"], **plain}}
+    assert rope_keys_beside_layer_types(mixed) == ["factor", "rope_theta", "rope_type"]
+    assert rope_keys_beside_layer_types(nested) == []
+    for layer_type in (LOCAL, GLOBAL):
+        assert rotary_kwargs_from_hf(mixed, layer_type=layer_type, strict=False) == rotary_kwargs_from_hf(
+            nested, layer_type=layer_type
+        )
+        assert unused_rope_keys(mixed, layer_type) == []
+        with pytest.raises(ValueError, match=r"plain keys \['factor', 'rope_theta', 'rope_type'\].*strict=False"):
+            rotary_kwargs_from_hf(mixed, layer_type=layer_type)
+    with pytest.raises(ValueError, match="mixes per-layer-type dicts"):
+        rotary_kwargs_from_hf(mixed, strict=False)  # no layer type: neither reading is the model's
+
+
 # -- parity with transformers' Gemma 3 rotary module --------------------------------------------------
 transformers = pytest.importorskip("transformers")
 

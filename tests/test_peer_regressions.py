@@ -175,3 +175,93 @@ def test_a_built_phi3_config_set_to_yarn_is_yarn(rope):
                 torch.testing.assert_close(torch.cat((cos, cos), -1), expected_cos, rtol=1e-6, atol=1e-6)
                 torch.testing.assert_close(torch.cat((sin, sin), -1), expected_sin, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def tiny_gemma3_config() -> "transformers.Gemma3TextConfig":
+    return transformers.Gemma3TextConfig(
+        vocab_size=99,
+        hidden_size=32,
+        intermediate_size=37,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=64,
+        layer_types=["sliding_attention", "full_attention"],
+        sliding_window=8,
+        pad_token_id=0,
+    )
+
+
+def tiny_gemma3(config) -> "transformers.Gemma3TextModel":
+    torch.manual_seed(0)
+    return transformers.Gemma3TextModel(config).eval()
+
+
+@pytest.mark.parametrize(
+    "rope",
+    [
+        {"rope_type": "default"},
+        {"rope_type": "linear", "factor": 10.0},
+        {"rope_type": "dynamic", "factor": 10.0},
+        {"rope_type": "yarn", "factor": 10.0},
+    ],
+    ids=["default", "linear", "dynamic", "yarn"],
+)
+def test_gemma3_replaced_rotary_module_can_be_rebuilt_from_a_config(rope):
+    """``Gemma3TextModelTest::test_model_rope_scaling_frequencies``: the per-layer-type replacement
+    of Gemma 3's rotary module, rebuilt with ``type(module)(config=config)``, gives each layer type's
+    cos/sin and ``<layer_type>_inv_freq`` as ``Gemma3RotaryEmbedding(config=config)`` does, for a
+    config whose rope dicts were set after it was built (the test's way), positions past the
+    trained length included."""
+    model = tiny_gemma3(tiny_gemma3_config())
+    config = tiny_gemma3_config()
+    config.rope_parameters = {
+        "full_attention": {**rope, "rope_theta": 1_000_000.0},
+        "sliding_attention": {**rope, "rope_theta": 10_000.0},
+    }
+    positions = torch.arange(96).unsqueeze(0)  # past max_position_embeddings = 64
+    x = torch.zeros(1)
+    with patch(model), torch.no_grad():
+        rebuilt = type(model.rotary_emb)(config=config)
+        reference = transformers.models.gemma3.modeling_gemma3.Gemma3RotaryEmbedding(config=config)
+        assert rebuilt.layer_types == reference.layer_types == ["full_attention", "sliding_attention"]
+        for layer_type in reference.layer_types:
+            expected_cos, expected_sin = reference(x, positions, layer_type=layer_type)
+            cos, sin = rebuilt(x, positions, layer_type=layer_type)  # one value per pair
+            torch.testing.assert_close(torch.cat((cos, cos), -1), expected_cos, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(torch.cat((sin, sin), -1), expected_sin, rtol=1e-5, atol=1e-5)
+            inv_freq = getattr(rebuilt, f"{layer_type}_inv_freq")
+            torch.testing.assert_close(inv_freq.float(), getattr(reference, f"{layer_type}_original_inv_freq"))
+    with pytest.raises(AttributeError):
+        _ = rebuilt.other_attention_inv_freq  # a layer type it has no tables for
+
+
+@pytest.mark.parametrize(
+    "plain",
+    [
+        {"rope_type": "yarn", "factor": 10.0, "rope_theta": 10_000.0, "original_max_position_embeddings": 16384},
+        {"rope_type": "default", "rope_theta": 10_000.0, "original_max_position_embeddings": 16384},
+    ],
+    ids=["yarn", "default"],
+)
+def test_gemma3_plain_keys_beside_layer_type_dicts_change_nothing(plain):
+    """``Gemma3Vision2TextModelTest::test_model_rope_scaling_from_config_*``: the test updates Gemma 3's
+    per-layer-type rope dict with plain keys, which transformers' per-layer-type code never reads
+    (each layer type reads ``rope_parameters[layer_type]``). The patch must take such a model, warn
+    that the keys change nothing, and give the unpatched model's output; before, it was refused."""
+    config = tiny_gemma3_config()
+    config.rope_parameters.update(plain)
+    model = tiny_gemma3(config)
+    ids = torch.randint(1, 99, (2, 24), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = model(ids).last_hidden_state
+        with pytest.warns(UserWarning, match="beside its per-layer-type dicts"):
+            handle = patch(model)
+        with handle:
+            out = model(ids).last_hidden_state
+            bases = {k: t.rope.base for k, t in model.rotary_emb.tables.items()}
+            scalings = {k: t.rope.scaling for k, t in model.rotary_emb.tables.items()}
+    assert bases == {"sliding_attention": 10_000.0, "full_attention": 1_000_000.0}
+    assert scalings == {"sliding_attention": None, "full_attention": None}
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)

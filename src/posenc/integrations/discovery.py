@@ -33,15 +33,16 @@ import functools
 import importlib
 import inspect
 import types
+import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar, Union
 
 import torch
 from torch import nn
 
 from ..rope.apply import apply_rotary, rotate_reference
 from ..rope.embedding import RotaryEmbedding
-from ..rope.hfconfig import rotary_kwargs_from_hf
+from ..rope.hfconfig import rope_keys_beside_layer_types, rotary_kwargs_from_hf
 from ..rope.mrope import select_streams
 
 #: how a rotary module returns the half-width angles ``theta`` (batch, seq, r/2) as cos/sin:
@@ -722,6 +723,15 @@ def layer_type_ropes(model: nn.Module, config, found: Discovered) -> Dict[str, R
     Gemma 2/3-style local and global attention: one base (and scaling) per layer type, each its own
     exact tables. On the model's device; float64 tables for a float64 model, as for one set.
     """
+    beside = rope_keys_beside_layer_types(config)
+    if beside:
+        warnings.warn(
+            f"this {getattr(config, 'model_type', None)!r} config's rope dict has plain keys {beside} beside its "
+            f"per-layer-type dicts; each layer type reads its own dict, so they change nothing, in posenc as "
+            "in transformers",
+            UserWarning,
+            stacklevel=3,
+        )
     ropes: Dict[str, RotaryEmbedding] = {}
     for layer_type in found.layer_types:
         try:
@@ -742,10 +752,36 @@ class PerLayerTypeTables(nn.Module):
 
     One table module per layer type (Gemma 3: ``"sliding_attention"`` with base 10,000,
     ``"full_attention"`` with base 1,000,000), each exact for its own base and scaling.
+
+    Args:
+        config: a ``transformers`` config, as the family's own module is built
+            (``type(model.model.rotary_emb)(config=config)`` gives a working module, as code that
+            rebuilds a model's rotary module expects): one
+            :class:`posenc.integrations.transformers.PosencRotaryTables` per layer type of
+            ``config.layer_types`` whose rope dict is not ``None``, in sorted order as Gemma 3's
+            module keeps them, each read from ``config.rope_parameters[layer_type]`` alone.
+        device: where to put the tables (the signature of ``transformers``' rotary modules).
+        tables: ``layer_type -> table module``, by keyword, instead of ``config`` (what
+            :func:`wrap_tables` passes).
+
+    ``<layer_type>_inv_freq`` is that layer type's frequencies, (rotary_dim // 2,), as Gemma 3's
+    module names its buffers.
     """
 
-    def __init__(self, tables: Dict[str, nn.Module]):
+    def __init__(
+        self,
+        config: Optional[Any] = None,
+        device: Union[torch.device, str, None] = None,
+        *,
+        tables: Optional[Dict[str, nn.Module]] = None,
+    ):
         super().__init__()
+        if (config is None) == (tables is None):
+            raise TypeError("PerLayerTypeTables needs config (a transformers config) or tables=, exactly one")
+        if tables is None:
+            tables = _layer_type_tables_from_config(config, device)
+        elif device is not None:
+            tables = {k: t.to(device=device) for k, t in tables.items()}
         self.tables = nn.ModuleDict(tables)
         self.layer_types = list(tables)  # the model's code may loop over them (LFM3)
 
@@ -753,6 +789,39 @@ class PerLayerTypeTables(nn.Module):
         if layer_type is None or layer_type not in self.tables:
             raise ValueError(f"layer_type must be one of {sorted(self.tables)}, got {layer_type!r}")
         return self.tables[layer_type](x, position_ids)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.endswith("_inv_freq"):
+            tables = self.__dict__.get("_modules", {}).get("tables")
+            layer_type = name[: -len("_inv_freq")]
+            if tables is not None and layer_type in tables:
+                return tables[layer_type].inv_freq
+        return super().__getattr__(name)
+
+
+def _layer_type_tables_from_config(config: Any, device) -> Dict[str, nn.Module]:
+    """``PerLayerTypeTables(config=...)``'s tables: one per layer type with a rope dict, sorted."""
+    # imported here: posenc.integrations.transformers builds on this module
+    from .transformers import PosencRotaryTables
+
+    if not hasattr(config, "model_type"):
+        raise TypeError(f"config must be a transformers config (with a model_type), got {type(config).__name__}")
+    kinds = [k for k in getattr(config, "layer_types", None) or () if isinstance(k, str)]
+    dicts = getattr(config, "rope_parameters", None)
+    if not isinstance(dicts, dict):
+        raise ValueError(f"config.rope_parameters must hold one rope dict per layer type, got {dicts!r}")
+    kinds = sorted(k for k in set(kinds) if dicts.get(k) is not None)
+    if not kinds:
+        raise ValueError(
+            f"config.layer_types {getattr(config, 'layer_types', None)!r} names no layer type with a rope dict "
+            f"in config.rope_parameters (keys {sorted(dicts, key=str)})"
+        )
+    return {
+        k: PosencRotaryTables(
+            rope=RotaryEmbedding(**rotary_kwargs_from_hf(config, layer_type=k, strict=False)), device=device
+        )
+        for k in kinds
+    }
 
 
 class StreamTables(nn.Module):
@@ -808,7 +877,7 @@ def wrap_tables(
     ``rotary_emb.config.rope_parameters``); :func:`check_tables` has checked that posenc's tables
     equal the original's.
     """
-    tables = PerLayerTypeTables({k: make(r) for k, r in ropes.items()}) if ropes else make(rope)
+    tables = PerLayerTypeTables(tables={k: make(r) for k, r in ropes.items()}) if ropes else make(rope)
     if found.mrope:
         tables = StreamTables(tables, found.mrope_streams)
     config = getattr(original, "config", None)

@@ -151,22 +151,46 @@ def _choose_rope(fields: ConfigFields) -> Dict[str, Any]:
     return params or legacy or {}
 
 
-def _rope_dict(fields: ConfigFields, layer_type: Optional[str]) -> Dict[str, Any]:
+def _beside_layer_types(rope: Dict[str, Any]) -> List[str]:
+    """The plain keys of a rope dict that also holds per-layer-type dicts, sorted ([] for other dicts)."""
+    if not any(isinstance(v, dict) for v in rope.values()):
+        return []
+    return sorted((k for k, v in rope.items() if v is not None and not isinstance(v, dict)), key=str)
+
+
+def rope_keys_beside_layer_types(config: Any) -> List[str]:
+    """Plain keys of a config's rope dict beside its per-layer-type dicts, sorted.
+
+    ``transformers`` reads a layer type's rope from ``rope_parameters[layer_type]`` alone (Gemma 3's
+    rotary module, ``ROPE_INIT_FUNCTIONS`` given a ``layer_type``); its standardisation and validation
+    look at the per-layer-type dicts only. Keys set beside them, as ``config.rope_parameters.update(
+    {"rope_type": "yarn", "factor": 8.0})`` on a Gemma 3 config does, change nothing there; so in
+    posenc with ``strict=False`` (``strict=True`` refuses them).
+    """
+    return _beside_layer_types(_choose_rope(ConfigFields(config)))
+
+
+def _rope_dict(fields: ConfigFields, layer_type: Optional[str], strict: bool = True) -> Dict[str, Any]:
     rope = _choose_rope(fields)
     nested = {k: v for k, v in rope.items() if isinstance(v, dict)}
     if nested:
         # a layer type mapped to None has no rope (Beam's NoPE 'full_attention' layers)
         nope = sorted((k for k, v in rope.items() if v is None), key=str)
-        plain = sorted((k for k in rope if k not in nested and k not in nope), key=str)
+        plain = _beside_layer_types(rope)
         if layer_type is not None and layer_type in nope:
             raise ValueError(
                 f"layer_type {layer_type!r} has no rope dict (None: those layers use no position encoding); "
                 f"the rotary layer types are {sorted(nested, key=str)}"
             )
-        if plain:
+        if plain and (strict or layer_type is None):
             raise ValueError(
                 f"the rope dict mixes per-layer-type dicts {sorted(nested, key=str)} with plain "
                 f"keys {plain}; give one or the other"
+                + (
+                    " (with layer_type= and strict=False the plain keys are ignored, as transformers ignores them)"
+                    if strict
+                    else ""
+                )
             )
         if layer_type is None:
             raise ValueError(
@@ -220,14 +244,15 @@ def rotary_kwargs_from_hf(config: Any, layer_type: Optional[str] = None, strict:
         config: a ``PretrainedConfig`` or the dict of a ``config.json``.
         layer_type: for configs with one rope dict per layer type (Gemma 3, gpt-oss style nesting).
         strict: raise on keys the rope type does not use (a misspelt key would otherwise change
-            nothing, silently). Values are always checked.
+            nothing, silently), and on plain keys beside per-layer-type dicts, which no layer type
+            uses (:func:`rope_keys_beside_layer_types`). Values are always checked.
 
     Returns:
         ``head_dim``, ``base``, ``rotary_dim``, ``layout``, ``scaling`` (``None`` for the default type) and
         ``max_position_embeddings``.
     """
     fields = ConfigFields(config)
-    rope = _rope_dict(fields, layer_type)
+    rope = _rope_dict(fields, layer_type, strict)
     descriptor = _descriptor(rope, fields)
     if strict:
         unknown = _unused_keys(rope, descriptor)
@@ -315,9 +340,11 @@ def unused_rope_keys(config: Any, layer_type: Optional[str] = None) -> List[str]
     ``transformers`` accepts them with a warning (a ``default`` dict holding
     ``original_max_position_embeddings``, yarn keys left over after a switch to ``linear``); so does
     ``rotary_kwargs_from_hf(config, strict=False)``. A misspelt key is among them: it changes nothing.
+    With ``layer_type``, the keys of that layer type's own dict (plain keys beside the per-layer-type
+    dicts are :func:`rope_keys_beside_layer_types`).
     """
     fields = ConfigFields(config)
-    rope = _rope_dict(fields, layer_type)
+    rope = _rope_dict(fields, layer_type, strict=False)
     return _unused_keys(rope, _descriptor(rope, fields))
 
 
