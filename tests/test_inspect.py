@@ -455,6 +455,21 @@ def test_inspect_and_patch_agree_on_the_width():
         assert inspect_config(model.config)["rotary_dim"] == handle.rope.rotary_dim == 128
 
 
+def test_inspect_reads_the_width_from_the_text_rotary_class_beside_a_vision_one():
+    """minimax_m3_vl_text's modeling module defines a text and a vision rotary class; its config says
+    rotary_dim=8 of 16, its text rotary module (and patch) rotates 16."""
+    pytest.importorskip("transformers")
+    from posenc import testing as tiny
+    from posenc.integrations.transformers import patch
+
+    model = tiny.tiny_model_of_type("minimax_m3_vl_text")
+    assert model.config.rotary_dim == 8 and model.config.head_dim == 16
+    report = inspect_config(model.config)
+    with patch(model) as handle:
+        assert report["rotary_dim"] == handle.rope.rotary_dim == 16
+    assert "the width here is the code's (16)" in report["rotary_dim_note"]
+
+
 def test_unused_rope_keys_are_a_risk_not_a_refusal():
     config = {
         **fields("codellama-7b"),

@@ -706,11 +706,11 @@ def test_the_replacement_is_built_from_a_config_as_the_family_module_is(rope):
     (keyword or positional config, optional device) and gives the family's own tables."""
     model = tiny.tiny_model("llama-3.1-8b")
     config = model.config
-    config.rope_parameters = dict(rope)
-    own = type(model.model.rotary_emb)(config=config)
+    family_class = type(model.model.rotary_emb)
     x, pos = torch.zeros(1), torch.arange(0, 300, 7)[None]
-    expected_cos, expected_sin = own(x, pos)
-    with patch(model):
+    with patch(model):  # then the config changes, as in that test (patch refuses a model built otherwise)
+        config.rope_parameters = dict(rope)
+        expected_cos, expected_sin = family_class(config=config)(x, pos)
         cls = type(model.model.rotary_emb)
         for rebuilt in (cls(config=config), cls(config), cls(config=config, device="cpu")):
             cos, sin = rebuilt(x, pos)
@@ -740,3 +740,73 @@ def test_tested_transformers_versions_are_accepted(version, monkeypatch):
     monkeypatch.setattr(integration, "_transformers_version", lambda: version)
     with patch(model) as handle:
         assert handle.active
+
+
+# -- a listed family is held to what its rotary module computes, not to what its config says -------------
+def _untouched(model, rotary) -> bool:
+    attention = [m for m in model.modules() if "forward" in m.__dict__]
+    return patch_of(model) is None and not attention and rotary in list(model.modules())
+
+
+#: config edits made after the model was built: the rotary module keeps the tables it was built with
+EDITED_CONFIGS = {
+    "llama-linear-added": ("llama-3.1-8b", lambda c: c.rope_parameters.update(rope_type="linear", factor=4.0)),
+    "llama-theta": ("llama-3.1-8b", lambda c: c.rope_parameters.update(rope_theta=10000.0)),
+    "deepseek-v2-theta": ("deepseek-v2-lite", lambda c: c.rope_parameters.update(rope_theta=500.0)),  # complex form
+    "mistral-theta": ("mistral", lambda c: c.rope_parameters.update(rope_theta=10000.0)),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(EDITED_CONFIGS))
+def test_a_config_edited_after_the_model_was_built_is_refused_and_nothing_changes(edit):
+    name, change = EDITED_CONFIGS[edit]
+    model = tiny.tiny_model(name)
+    ids = ids_for()
+    before = tiny.logits(model, ids)
+    change(model.config)
+    assert torch.equal(tiny.logits(model, ids), before)  # the model still runs the tables it was built with
+    rotary = next(m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding"))
+    with pytest.raises(UnsupportedModelError, match=r"cos/sin differ from posenc's tables .* by \d"):
+        patch(model)
+    assert _untouched(model, rotary)
+    assert torch.equal(tiny.logits(model, ids), before)
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "deepseek-v2-lite", "gpt-j-6b"])
+def test_an_unedited_listed_family_passes_its_table_check_and_patches_exactly(name):
+    model = tiny.tiny_model(name)
+    ids = ids_for()
+    before = tiny.logits(model, ids)
+    noise = max_diff(before, tiny.logits(tiny.float64_reference(model), ids))
+    with patch(model):
+        assert max_diff(tiny.logits(model, ids), before) <= 4 * noise
+
+
+@pytest.mark.parametrize("name", ["llama-dynamic", "phi-3.5-mini-instruct"])
+def test_length_dependent_tables_are_checked_past_the_trained_length(name):
+    """Dynamic NTK and LongRoPE agree with the trained frequencies at positions 0..15 whatever their
+    scaling: the check also makes a call past the trained length, where their frequencies change."""
+    model = tiny.tiny_model(name)
+    rotary = model.model.rotary_emb
+    state = {k: v for k, v in vars(rotary).items() if not k.startswith("_")}
+    buffers = {k: v.clone() for k, v in rotary.named_buffers()}
+    patch(model).undo()  # accepted as built; the check ran on a copy: the module's cached state is as it was
+    assert {k: v for k, v in vars(rotary).items() if not k.startswith("_")} == state
+    assert all(torch.equal(v, buffers[k]) for k, v in rotary.named_buffers())
+    rotary.rope_type = "default"  # the module no longer scales past the trained length; short calls are as before
+    with pytest.raises(UnsupportedModelError, match=r"at positions 0\.\.15 and \d+"):
+        patch(model)
+    assert _untouched(model, rotary)
+
+
+def test_a_dynamic_model_that_ran_long_calls_before_the_patch_is_accepted_and_follows_on():
+    model = tiny.tiny_model("llama-dynamic", max_position_embeddings=16)
+    twin = tiny.tiny_model("llama-dynamic", max_position_embeddings=16)  # same seed, same weights
+    for m in (model, twin):
+        tiny.logits(m, ids_for(seq=80))  # its module now keeps the frequencies of length 80
+    rotary = model.model.rotary_emb
+    noise = max_diff(tiny.logits(twin, ids_for(seq=80)), tiny.logits(tiny.float64_reference(twin), ids_for(seq=80)))
+    with patch(model):  # the check's short and long calls ran on a copy of the module
+        # a call of length 20 uses length 80's frequencies in transformers (the largest seen): patched too
+        assert max_diff(tiny.logits(model, ids_for(seq=20)), tiny.logits(twin, ids_for(seq=20))) <= 4 * noise
+    assert rotary.max_seq_len_cached == 80

@@ -44,6 +44,7 @@ from ..rope.apply import apply_rotary, rotate_reference
 from ..rope.embedding import RotaryEmbedding
 from ..rope.hfconfig import rope_keys_beside_layer_types, rotary_kwargs_from_hf
 from ..rope.mrope import select_streams
+from ..rope.tables import rope_cos_sin
 
 #: how a rotary module returns the half-width angles ``theta`` (batch, seq, r/2) as cos/sin:
 #: ``"cat"`` (Llama: ``cat(theta, theta)``), ``"interleave"`` (Cohere: ``repeat_interleave(theta, 2)``),
@@ -620,15 +621,17 @@ def rebuilt_on_cpu(rotary: nn.Module) -> nn.Module:
 
 
 def rotary_output_form(
-    rotary: nn.Module, layer_type: Optional[str] = None
+    rotary: nn.Module, layer_type: Optional[str] = None, positions: Optional[torch.Tensor] = None
 ) -> Tuple[str, Tuple[torch.Tensor, torch.Tensor]]:
-    """``(form, (cos, sin))``: the form of a rotary module's output at positions 0..15 (float64).
+    """``(form, (cos, sin))``: the form of a rotary module's output at ``positions`` (float64;
+    default: positions 0..15, shape (1, 16)).
 
     The form is read from the output itself: ``complex`` for one complex tensor ``cos + i sin``,
     ``cat`` if its two halves agree, ``interleave`` if its even and odd features do, else ``half``
     (a module that returns one entry per frequency).
     """
-    positions = torch.arange(_TABLE_POSITIONS).unsqueeze(0)
+    if positions is None:
+        positions = torch.arange(_TABLE_POSITIONS).unsqueeze(0)
     try:
         cos, sin, is_complex = _call_rotary(rotary, positions, layer_type)
     except UnsupportedModelError:
@@ -652,63 +655,143 @@ def rotary_output_form(
 
 @on_the_cpu
 def check_tables(model: nn.Module, rope, found: Discovered) -> None:
-    """Refuse unless posenc's tables for ``rope`` equal every rotary module's own, at positions 0..15.
+    """Refuse unless posenc's tables for ``rope`` equal every rotary module's own (see
+    :func:`check_rotary_tables`), each in the form :func:`discover` found.
 
     ``rope`` is the :class:`posenc.RotaryEmbedding` built from the model's config, or for a module
-    with :attr:`Discovered.layer_types` a dict ``layer_type -> RotaryEmbedding``. The tolerance is
-    float32 rounding of angles up to 15 radians (the family's module computes in float32, or in the
+    with :attr:`Discovered.layer_types` a dict ``layer_type -> RotaryEmbedding``.
+    """
+    check_rotary_tables(_rotary_children(model), rope, form=found.form, mrope_streams=found.mrope_streams)
+
+
+@on_the_cpu
+def check_rotary_tables(
+    rotaries: List[nn.Module],
+    rope,
+    *,
+    form: Optional[str] = None,
+    sin_first: bool = False,
+    mrope_streams: Tuple[int, ...] = (),
+) -> None:
+    """Refuse unless posenc's tables for ``rope`` equal what each of ``rotaries`` computes now.
+
+    Each module is called on positions ``0..15``; for a rope whose frequencies depend on the length
+    (dynamic NTK, LongRoPE) also on positions ``0..15`` plus ``2 * original_max_position_embeddings - 1``,
+    a call whose length switches ``transformers`` to its scaled frequencies (``max(position_ids) + 1``
+    decides there), compared with posenc's frequencies for that length. The modules are probed as
+    copies, so a length-dependent module's state (its cached frequencies) is not changed. The
+    tolerance is float32 rounding of the angles (the family's module computes in float32, or in the
     dtype its ``inv_freq`` buffer was cast to).
+
+    Args:
+        rotaries: the model's own rotary embedding modules.
+        rope: a :class:`posenc.RotaryEmbedding`, or a dict ``layer_type -> RotaryEmbedding`` for
+            modules called as ``forward(x, position_ids, layer_type)``.
+        form: the form every module must return cos/sin in (:data:`FORMS`); ``None`` takes each
+            module's own.
+        sin_first: the modules return ``(sin, cos)`` (GPT-J's order).
+        mrope_streams: for M-RoPE, the stream each pair reads (see :func:`probe_mrope_streams`).
+
+    Raises:
+        UnsupportedModelError: a module's width, frequencies, scale or form differ from posenc's.
     """
     ropes = rope if isinstance(rope, dict) else {None: rope}
-    for rotary in _rotary_children(model):
+    for rotary in rotaries:
         for layer_type, one in ropes.items():
-            _check_one_table(rotary, one, found, layer_type)
+            _check_one_table(rotary, one, form, layer_type, sin_first, mrope_streams)
 
 
-def _check_one_table(rotary: nn.Module, rope, found: Discovered, layer_type: Optional[str]) -> None:
-    positions = torch.arange(_TABLE_POSITIONS).unsqueeze(0)
+def _probe_calls(rope: RotaryEmbedding) -> List[Tuple[torch.Tensor, Optional[int]]]:
+    """The probe calls a rope's tables are checked with: ``(positions (1, n), length)``, ``length``
+    ``None`` for a call posenc answers with its length-free tables.
+
+    Positions 0..15; for a length-dependent rope, first a call shorter than its trained length (which
+    puts ``transformers``' dynamic NTK back on its trained frequencies, whatever lengths it saw
+    before), then positions 0..15 plus ``2 * original_max_position_embeddings - 1`` (a call of that
+    length: ``max(position_ids) + 1`` decides there), where its frequencies change.
+    """
+    trained = int(getattr(rope.scaling, "original_max_position_embeddings", 0) or 0)
+    if not rope.is_dynamic or rope.frozen_seq_len is not None or trained <= 1:
+        return [(torch.arange(_TABLE_POSITIONS).unsqueeze(0), None)]
+    length = 2 * max(trained, _TABLE_POSITIONS)
+    short = torch.arange(min(_TABLE_POSITIONS, trained - 1)).unsqueeze(0)
+    far = torch.cat((torch.arange(_TABLE_POSITIONS), torch.tensor([length - 1]))).unsqueeze(0)
+    return [(short, None), (far, length)]
+
+
+def _check_one_table(
+    rotary: nn.Module,
+    rope,
+    form: Optional[str],
+    layer_type: Optional[str],
+    sin_first: bool = False,
+    mrope_streams: Tuple[int, ...] = (),
+) -> None:
     if any(t.is_meta for t in rope.buffers()):  # a model on the meta device: the tables it will have
         rope = copy.deepcopy(rope).to_empty(device="cpu")
-    with torch.no_grad():
-        cos_p, sin_p = rope.cos_sin(positions)
-    cos_p, sin_p = cos_p.to("cpu", torch.float64), sin_p.to("cpu", torch.float64)
-    form, (cos, sin) = rotary_output_form(rotary, layer_type)
     name = type(rotary).__name__ + ("" if layer_type is None else f" ({layer_type!r} layers)")
-    if form != found.form:
-        raise UnsupportedModelError(
-            f"{name} returns cos/sin in the {form!r} form, another rotary module in {found.form!r}"
-        )
-    cos, sin = halve(cos, form), halve(sin, form)
-    if cos.shape[-1] != cos_p.shape[-1]:
-        raise UnsupportedModelError(
-            f"{name} rotates {2 * cos.shape[-1]} features per head; posenc reads {2 * cos_p.shape[-1]} from "
-            f"the config ({rope.extra_repr()})"
-        )
+    calls = _probe_calls(rope)
+    if len(calls) > 1 and not any(t.is_meta for t in rotary.buffers()):
+        rotary = copy.deepcopy(rotary)  # a long call changes a length-dependent module's cached frequencies
     buffers = [b for b in rotary.buffers() if b.is_floating_point()]
     eps = torch.finfo(buffers[0].dtype if buffers else torch.float32).eps
     tol = max(64 * eps * _TABLE_POSITIONS, 1e-5)
-    err = max(float((cos - cos_p).abs().max()), float((sin - sin_p).abs().max()))
-    if not err <= tol:
-        raise UnsupportedModelError(
-            f"{name}'s cos/sin differ from posenc's tables for this config ({rope.extra_repr()}) by {err:.3g} "
-            f"at positions 0..{_TABLE_POSITIONS - 1} (allowed {tol:.1g}): its frequencies or scale come "
-            "from something the config does not say"
-        )
-    if found.mrope_streams:
-        _check_streams(rotary, rope, found, name, tol)
+    for positions, length in calls:
+        seen, (cos, sin) = rotary_output_form(rotary, layer_type, positions)
+        if sin_first:
+            cos, sin = sin, cos
+        if form is not None and seen != form:
+            raise UnsupportedModelError(
+                f"{name} returns cos/sin in the {seen!r} form, another rotary module in {form!r}"
+            )
+        cos, sin = halve(cos, seen), halve(sin, seen)
+        with torch.no_grad():
+            if length is None:
+                cos_p, sin_p = rope.cos_sin(positions)
+            else:
+                inv_freq, factor = rope.frequencies(length)
+                cos_p, sin_p = rope_cos_sin(positions.to(inv_freq.device), inv_freq, factor, torch.float64)
+        cos_p, sin_p = cos_p.to("cpu", torch.float64), sin_p.to("cpu", torch.float64)
+        if cos.shape[-1] != cos_p.shape[-1]:
+            raise UnsupportedModelError(
+                f"{name} rotates {2 * cos.shape[-1]} features per head; posenc reads {2 * cos_p.shape[-1]} from "
+                f"the config ({rope.extra_repr()})"
+            )
+        # rows 0..15 carry the frequencies and scale; the far row only sets the call's length (its
+        # angle, near 2 * original_max_position_embeddings radians, is compared at its own rounding)
+        rows = torch.full((positions.shape[-1], 1), tol, dtype=torch.float64)
+        if length is not None:
+            rows[-1] = max(64 * eps * length, tol)
+        diff = torch.maximum((cos - cos_p).abs(), (sin - sin_p).abs()).reshape(-1, positions.shape[-1], cos.shape[-1])
+        over = (diff.amax(0) - rows).amax()
+        if not float(over) <= 0:
+            err = float(diff.max())
+            at = f"positions 0..{min(_TABLE_POSITIONS, positions.shape[-1]) - 1}" + (
+                "" if length is None else f" and {length - 1}"
+            )
+            raise UnsupportedModelError(
+                f"{name}'s cos/sin differ from posenc's tables for this config ({rope.extra_repr()}) by {err:.3g} "
+                f"at {at} (allowed {tol:.1g}): its frequencies or scale come from something the config does not "
+                "say (a config edited after the model was built, or code that reads other fields); posenc "
+                "would rotate differently from the model, so it changes nothing"
+            )
+    if mrope_streams:
+        _check_streams(rotary, rope, mrope_streams, seen, name, tol)
 
 
-def _check_streams(rotary: nn.Module, rope, found: Discovered, name: str, tol: float) -> None:
+def _check_streams(
+    rotary: nn.Module, rope, mrope_streams: Tuple[int, ...], form: str, name: str, tol: float
+) -> None:
     """M-RoPE: posenc's tables, each pair at its stream, equal the module's own on an image's streams."""
     t = torch.arange(_TABLE_POSITIONS)
     positions = torch.stack((t // 8, t % 5, (3 * t) % 7)) + 2  # (3, seq): three streams that differ
     with torch.no_grad():
         cos_p, sin_p = rope.cos_sin(positions)  # (3, seq, F): every stream's own table
-    streams = torch.tensor(found.mrope_streams)
+    streams = torch.tensor(mrope_streams)
     cos_p = select_streams(cos_p.to("cpu", torch.float64), streams)
     sin_p = select_streams(sin_p.to("cpu", torch.float64), streams)
     cos, sin, _ = _call_rotary(rotary, positions.unsqueeze(1))
-    cos, sin = halve(cos, found.form)[0], halve(sin, found.form)[0]
+    cos, sin = halve(cos, form)[0], halve(sin, form)[0]
     err = max(float((cos - cos_p).abs().max()), float((sin - sin_p).abs().max()))
     if not err <= tol:
         raise UnsupportedModelError(

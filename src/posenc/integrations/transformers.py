@@ -734,8 +734,9 @@ def _tables_of(
     scope: nn.Module, config: Any, found: Optional[Any], rotaries: List[nn.Module], model_type: str
 ) -> Tuple[RotaryEmbedding, Dict[Any, RotaryEmbedding]]:
     """posenc's tables for ``scope``: one :class:`RotaryEmbedding`, and one per layer type where the
-    family's rotary module takes a layer type. A found family is checked against its own rotary
-    module here, and refused before anything changes."""
+    family's rotary module takes a layer type. Every family, listed or found, is checked against its
+    own rotary modules here (:func:`posenc.integrations.discovery.check_rotary_tables`: what they
+    compute now, not what the config says they should), and refused before anything changes."""
     ropes = discovery.layer_type_ropes(scope, config, found) if found is not None and found.layer_types else {}
     try:
         rope = next(iter(ropes.values())) if ropes else _rope_for(scope, config, rotaries)
@@ -745,6 +746,9 @@ def _tables_of(
         raise UnsupportedModelError(f"posenc cannot build this {model_type!r} config's tables: {exc}") from None
     if found is not None:
         discovery.check_tables(scope, ropes or rope, found)
+    else:  # a listed family: its tables are built from the config, and held to what its modules compute
+        arch = ARCHITECTURES[model_type]
+        discovery.check_rotary_tables(rotaries, rope, sin_first=arch.sin_first)
     return rope, ropes
 
 
@@ -778,8 +782,19 @@ def _install(
         tables = tables_for(rope) if found is None else discovery.wrap_tables(found, tables_for, rope, ropes, child)
         first = next(m for m in tables.modules() if isinstance(m, PosencRotaryTables))
         first.__dict__["_replaced"] = child  # cast and moved with the model, for undo()
+        _carry_largest_length(first, child)
         setattr(parent, attr, tables)
         handle._rotary.append((parent, attr, child))
+
+
+def _carry_largest_length(tables: PosencRotaryTables, replaced: nn.Module) -> None:
+    """Dynamic NTK: start from the largest length the replaced module has seen (its
+    ``max_seq_len_cached``), so the next call uses the frequencies the unpatched model would."""
+    seen = getattr(replaced, "max_seq_len_cached", None)  # an int, or a 0-d tensor once a call grew it
+    if isinstance(seen, torch.Tensor) and seen.numel() == 1 and not seen.is_meta:
+        seen = int(seen)
+    if _keeps_largest(tables.rope) and isinstance(seen, int) and seen > _threshold(tables.rope):
+        tables.__dict__["_largest_length"] = seen
 
 
 def language_model_of(model: nn.Module) -> nn.Module:
@@ -918,12 +933,16 @@ def _rotary_modules_from_config(config) -> List[nn.Module]:
             config = transformers.AutoConfig.for_model(model_type, **data)
         else:
             config = copy.deepcopy(config)
-        module = importlib.import_module(getattr(transformers, class_name).__module__)
+        model_class = getattr(transformers, class_name)
+        module = importlib.import_module(model_class.__module__)
         classes = [
             c
             for name, c in vars(module).items()
             if name.endswith("RotaryEmbedding") and isinstance(c, type) and c.__module__ == module.__name__
         ]
+        if len(classes) > 1:  # a text rotary class beside a vision one: the one the model class builds
+            built = _code_names(model_class.__init__)
+            classes = [c for c in classes if c.__name__ in built]
         if len(classes) != 1:
             return []
         with torch.device("meta"):
