@@ -810,3 +810,53 @@ def test_a_dynamic_model_that_ran_long_calls_before_the_patch_is_accepted_and_fo
         # a call of length 20 uses length 80's frequencies in transformers (the largest seen): patched too
         assert max_diff(tiny.logits(model, ids_for(seq=20)), tiny.logits(twin, ids_for(seq=20))) <= 4 * noise
     assert rotary.max_seq_len_cached == 80
+
+
+# -- one rope dict per layer type: the width and the warnings as for one dict -----------------------------
+#: Gemma 3's default dicts with partial_rotary_factor: its default frequencies cover the whole head anyway
+GEMMA3_PARTIAL = {
+    "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+    "full_attention": {"rope_type": "default", "rope_theta": 1e6, "partial_rotary_factor": 0.5},
+}
+
+
+def _float64_noise(model, ids, before) -> float:
+    """The model's float32 distance from its own float64 copy (the yardstick of the coverage test)."""
+    import copy
+
+    return max_diff(before, tiny.logits(copy.deepcopy(model).double(), ids)) + 1e-6
+
+
+def test_a_layer_type_dict_with_partial_rotary_factor_follows_the_family_code():
+    from posenc.inspect import inspect_config
+
+    model = tiny.tiny_model_of_type("gemma3_text", rope_parameters=GEMMA3_PARTIAL)
+    rotary = model.model.rotary_emb
+    head_dim = model.config.head_dim
+    assert all(2 * getattr(rotary, f"{k}_inv_freq").numel() == head_dim for k in GEMMA3_PARTIAL)  # the code's width
+    ids = ids_for()
+    before = tiny.logits(model, ids)
+    noise = _float64_noise(model, ids, before)
+    with patch(model) as handle:  # it was refused: posenc read head_dim // 2 from the dicts
+        assert max_diff(tiny.logits(model, ids), before) <= 4 * noise
+        assert {r.rotary_dim for r in handle.ropes} == {head_dim}
+    for layer_type in GEMMA3_PARTIAL:
+        report = inspect_config(model.config, layer_type=layer_type)
+        assert report["rotary_dim"] == head_dim, layer_type
+        assert f"the width here is the code's ({head_dim})" in report["rotary_dim_note"]
+
+
+def test_unused_keys_of_a_layer_type_dict_are_accepted_with_a_warning():
+    dicts = {k: dict(v) for k, v in GEMMA3_PARTIAL.items()}
+    for d in dicts.values():
+        d.pop("partial_rotary_factor")
+    dicts["full_attention"]["beta_fast"] = 32.0  # a yarn key left over: transformers warns and ignores it
+    model = tiny.tiny_model_of_type("gemma3_text", rope_parameters=dicts)
+    ids = ids_for()
+    before = tiny.logits(model, ids)
+    noise = _float64_noise(model, ids, before)
+    said = r"dict for 'full_attention' layers has keys the type does not use: \['beta_fast'\]"
+    with pytest.warns(UserWarning, match=said):
+        handle = patch(model)
+    with handle:
+        assert max_diff(tiny.logits(model, ids), before) <= 4 * noise

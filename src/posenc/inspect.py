@@ -158,14 +158,13 @@ def inspect_config(config, layer_type: Optional[str] = None) -> Dict[str, Any]:
     """
     data, source = load_config(config)
     kwargs = rotary_kwargs_from_hf(data, layer_type=layer_type, strict=False)  # unused keys: a risk below
-    width_note = None
-    if layer_type is None:
-        # the rotated width the family's own transformers code uses (when transformers is installed),
-        # which is what posenc.integrations.transformers.patch rotates too
-        try:
-            kwargs, width_note = rotary_kwargs_in_code(data)
-        except UnsupportedModelError as exc:
-            width_note = f"transformers' code cannot run this config: {exc}"
+    # the rotated width the family's own transformers code uses (when transformers is installed),
+    # which is what posenc.integrations.transformers.patch rotates too; per layer type where the
+    # config has one rope dict per layer type
+    try:
+        kwargs, width_note = rotary_kwargs_in_code(data, layer_type=layer_type)
+    except UnsupportedModelError as exc:
+        width_note = f"transformers' code cannot run this config: {exc}"
     scaling, base = kwargs["scaling"], kwargs["base"]
     head_dim, rotary_dim = kwargs["head_dim"], kwargs["rotary_dim"]
     max_positions = kwargs["max_position_embeddings"]

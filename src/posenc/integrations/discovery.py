@@ -800,11 +800,19 @@ def _check_streams(
         )
 
 
-def layer_type_ropes(model: nn.Module, config, found: Discovered) -> Dict[str, RotaryEmbedding]:
+def layer_type_ropes(
+    model: nn.Module,
+    config,
+    found: Discovered,
+    kwargs_for: Optional[Callable[[str], Dict[str, Any]]] = None,
+) -> Dict[str, RotaryEmbedding]:
     """``layer_type -> posenc.RotaryEmbedding`` from the config's rope dict for each layer type.
 
     Gemma 2/3-style local and global attention: one base (and scaling) per layer type, each its own
     exact tables. On the model's device; float64 tables for a float64 model, as for one set.
+    ``kwargs_for(layer_type)`` gives the :class:`posenc.RotaryEmbedding` arguments (default: the
+    config's, :func:`posenc.hf.rotary_kwargs_from_hf`; :func:`posenc.integrations.transformers.patch`
+    passes the width the family's code rotates).
     """
     beside = rope_keys_beside_layer_types(config)
     if beside:
@@ -818,7 +826,11 @@ def layer_type_ropes(model: nn.Module, config, found: Discovered) -> Dict[str, R
     ropes: Dict[str, RotaryEmbedding] = {}
     for layer_type in found.layer_types:
         try:
-            rope = RotaryEmbedding(**rotary_kwargs_from_hf(config, layer_type=layer_type, strict=False))
+            if kwargs_for is None:
+                kwargs = rotary_kwargs_from_hf(config, layer_type=layer_type, strict=False)
+            else:
+                kwargs = kwargs_for(layer_type)
+            rope = RotaryEmbedding(**kwargs)
         except ValueError as exc:
             raise UnsupportedModelError(f"the rope dict of {layer_type!r} layers: {exc}") from None
         reference = next(model.parameters(), None)

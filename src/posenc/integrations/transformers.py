@@ -737,7 +737,15 @@ def _tables_of(
     family's rotary module takes a layer type. Every family, listed or found, is checked against its
     own rotary modules here (:func:`posenc.integrations.discovery.check_rotary_tables`: what they
     compute now, not what the config says they should), and refused before anything changes."""
-    ropes = discovery.layer_type_ropes(scope, config, found) if found is not None and found.layer_types else {}
+    ropes: Dict[Any, RotaryEmbedding] = {}
+    if found is not None and found.layer_types:
+
+        def kwargs_for(layer_type: str) -> Dict[str, Any]:
+            kwargs, _ = rotary_kwargs_in_code(config, rotaries, layer_type=layer_type)
+            _warn_unused_keys(config, kwargs, rotaries, layer_type, stacklevel=6)
+            return kwargs
+
+        ropes = dict(discovery.layer_type_ropes(scope, config, found, kwargs_for))
     try:
         rope = next(iter(ropes.values())) if ropes else _rope_for(scope, config, rotaries)
     except ValueError as exc:  # a found family: refused, before anything changes
@@ -817,15 +825,17 @@ def language_model_of(model: nn.Module) -> nn.Module:
     return min(found, key=lambda t: t[:2])[2] if found else model
 
 
-def rotated_width_of(rotary_module: nn.Module) -> Optional[int]:
+def rotated_width_of(rotary_module: nn.Module, layer_type: Optional[str] = None) -> Optional[int]:
     """Features per head a ``transformers`` rotary module's own code rotates, or ``None`` if unknown.
 
-    Two frequencies' worth of features per ``inv_freq`` entry (the Llama-style modules), or the width
-    of GPT-J's sinusoid table. Every attention ``forward`` that runs applies exactly that many: the
-    Llama family multiplies the whole head by ``cat(freqs, freqs)`` (so the entries must cover the
-    head), the Phi family slices the head to the width its module was built for.
+    Two frequencies' worth of features per ``inv_freq`` entry (the Llama-style modules; for a module
+    with one rope dict per layer type, ``<layer_type>_inv_freq``), or the width of GPT-J's sinusoid
+    table. Every attention ``forward`` that runs applies exactly that many: the Llama family
+    multiplies the whole head by ``cat(freqs, freqs)`` (so the entries must cover the head), the Phi
+    family slices the head to the width its module was built for.
     """
-    inv_freq = getattr(rotary_module, "inv_freq", None)
+    name = "inv_freq" if layer_type is None else f"{layer_type}_inv_freq"
+    inv_freq = getattr(rotary_module, name, None)
     if isinstance(inv_freq, torch.Tensor) and inv_freq.dim() == 1:
         return 2 * inv_freq.numel()
     table = getattr(rotary_module, "embed_positions", None)
@@ -834,18 +844,22 @@ def rotated_width_of(rotary_module: nn.Module) -> Optional[int]:
     return None
 
 
-def rotary_kwargs_in_code(config, rotary_modules: Optional[List[nn.Module]] = None) -> Tuple[Dict, Optional[str]]:
+def rotary_kwargs_in_code(
+    config, rotary_modules: Optional[List[nn.Module]] = None, layer_type: Optional[str] = None
+) -> Tuple[Dict, Optional[str]]:
     """:class:`posenc.RotaryEmbedding` arguments for ``config`` as the family's code runs it.
 
     The config's fields say what a rotation *could* mean; the family's rotary module says what its
     code does. They disagree for ``partial_rotary_factor`` with the default rope type in Llama, Qwen 2/3,
-    Mistral, Gemma, gpt-oss and Falcon: their default frequencies are computed over the whole head
-    and their attention rotates the whole head, so the factor changes nothing. posenc follows the code.
+    Mistral, Gemma, Gemma 3, gpt-oss and Falcon: their default frequencies are computed over the whole
+    head and their attention rotates the whole head, so the factor changes nothing. posenc follows the
+    code.
 
     Args:
         config: the model's ``transformers`` config (or a ``config.json`` dict).
         rotary_modules: the model's own rotary embedding modules; ``None`` builds the family's
             module from ``config`` (on the meta device) when ``transformers`` knows the model type.
+        layer_type: for configs with one rope dict per layer type: that type's dict and tables.
 
     Returns:
         ``(kwargs, note)``: the keyword arguments of :func:`posenc.hf.rotary_kwargs_from_hf` with
@@ -857,19 +871,20 @@ def rotary_kwargs_in_code(config, rotary_modules: Optional[List[nn.Module]] = No
             computes frequencies for a different width than the head it is applied to (the unpatched
             model fails on its first forward).
     """
-    kwargs = rotary_kwargs_from_hf(config, strict=False)  # unused keys: accepted, as transformers does
+    # unused keys: accepted, as transformers does
+    kwargs = rotary_kwargs_from_hf(config, layer_type=layer_type, strict=False)
     if rotary_modules is None:
         rotary_modules = _rotary_modules_from_config(config)
-    widths = {rotated_width_of(m) for m in rotary_modules}
+    widths = {rotated_width_of(m, layer_type) for m in rotary_modules}
     width = widths.pop() if len(widths) == 1 else None
     if width is None:
         return kwargs, None
     fields = ConfigFields(config)
-    factor = _rope_value(fields, "partial_rotary_factor")
+    factor = _rope_value(fields, "partial_rotary_factor", layer_type)
     model_type = fields.get("model_type")
     said = f"partial_rotary_factor={factor!r}" if factor is not None else "the config"
     head_dim, config_width = kwargs["head_dim"], kwargs["rotary_dim"]
-    whole_head = _default_width(rotary_modules[0]) == head_dim != config_width
+    whole_head = _default_width(rotary_modules[0], layer_type) == head_dim != config_width
     if width == config_width and not (whole_head and kwargs["scaling"] is not None):
         return kwargs, None
     if kwargs["scaling"] is not None or width > head_dim or width % 2:
@@ -890,7 +905,7 @@ def rotary_kwargs_in_code(config, rotary_modules: Optional[List[nn.Module]] = No
     return {**kwargs, "rotary_dim": width}, note
 
 
-def _default_width(rotary_module: nn.Module) -> Optional[int]:
+def _default_width(rotary_module: nn.Module, layer_type: Optional[str] = None) -> Optional[int]:
     """The width the family's own default frequencies cover for the module's config, or ``None``."""
     compute = getattr(type(rotary_module), "compute_default_rope_parameters", None)
     config = getattr(rotary_module, "config", None)
@@ -898,15 +913,17 @@ def _default_width(rotary_module: nn.Module) -> Optional[int]:
         return None
     try:
         with torch.device("meta"):
-            inv_freq, _ = compute(config)
+            inv_freq, _ = compute(config) if layer_type is None else compute(config, layer_type=layer_type)
     except Exception:  # a signature or config this version does not take: nothing to consult
         return None
     return 2 * inv_freq.numel() if isinstance(inv_freq, torch.Tensor) and inv_freq.dim() == 1 else None
 
 
-def _rope_value(fields: ConfigFields, key: str):
+def _rope_value(fields: ConfigFields, key: str, layer_type: Optional[str] = None):
     for name in ("rope_parameters", "rope_scaling"):
         rope = fields.get(name)
+        if layer_type is not None and isinstance(rope, dict):
+            rope = rope.get(layer_type)
         if isinstance(rope, dict) and rope.get(key) is not None:
             return rope[key]
     return fields.get(key)
@@ -953,19 +970,31 @@ def _rotary_modules_from_config(config) -> List[nn.Module]:
         transformers.logging.set_verbosity(verbosity)
 
 
-def _rope_for(model: nn.Module, config, rotary_modules: List[nn.Module]) -> RotaryEmbedding:
-    kwargs, _ = rotary_kwargs_in_code(config, rotary_modules)
-    unused = unused_rope_keys(config)
+def _warn_unused_keys(
+    config,
+    kwargs: Dict[str, Any],
+    rotary_modules: List[nn.Module],
+    layer_type: Optional[str] = None,
+    stacklevel: int = 5,
+) -> None:
+    """Warn (as transformers does) about keys of the rope dict its type does not use."""
+    unused = unused_rope_keys(config, layer_type)
     if any(getattr(m, "mrope_section", None) is not None for m in rotary_modules):
         unused = [k for k in unused if k not in MROPE_HF_KEYS]  # M-RoPE's own keys, used by its tables
     if unused:
         rope_type = getattr(kwargs["scaling"], "rope_type", "default")
+        which = "" if layer_type is None else f" for {layer_type!r} layers"
         warnings.warn(
-            f"this {config.model_type!r} config's {rope_type!r} rope dict has keys the type does not use: "
+            f"this {config.model_type!r} config's {rope_type!r} rope dict{which} has keys the type does not use: "
             f"{unused}; they change nothing, in posenc as in transformers (which warns too)",
             UserWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,  # the caller of patch
         )
+
+
+def _rope_for(model: nn.Module, config, rotary_modules: List[nn.Module]) -> RotaryEmbedding:
+    kwargs, _ = rotary_kwargs_in_code(config, rotary_modules)
+    _warn_unused_keys(config, kwargs, rotary_modules)
     rope = RotaryEmbedding(**kwargs)
     try:
         reference = next(model.parameters())
