@@ -248,7 +248,7 @@ def test_claim_dog_wears_the_keys_colour_and_bit_the_querys_at_any_angle(browser
 
 # -- chapter 8: stretching RoPE ---------------------------------------------------------------------------
 STRETCH_CHART = """() => { const s = document.querySelector('#str-chart svg');
-  const num = (t) => Number(t.replace('−', '-'));
+  const num = (t) => Number(t.replace('−', '-').replaceAll(',', ''));
   const yTicks = [...s.querySelectorAll('g.axis text[text-anchor="end"]')]
     .map((t) => [num(t.textContent), t.y.baseVal[0].value - 4]);
   const series = Object.fromEntries([...s.querySelectorAll('path.series')].map((p) => [p.dataset.name,
@@ -574,7 +574,7 @@ CLOCK_HANDS = """() => [...document.querySelectorAll('#clock-dials .dial-card')]
     x1: hand.x1.baseVal.value, y1: hand.y1.baseVal.value, x2: hand.x2.baseVal.value, y2: hand.y2.baseVal.value };
 })"""
 WAVE_AXIS = """() => [...document.querySelectorAll('#clock-waves svg g.axis text[text-anchor="end"]')]
-  .map((t) => [Number(t.textContent.replace('−', '-')), t.y.baseVal[0].value - 4])"""
+  .map((t) => [Number(t.textContent.replace('−', '-').replaceAll(',', '')), t.y.baseVal[0].value - 4])"""
 
 
 def test_claim_each_hand_is_drawn_at_seat_times_frequency_with_its_tip_at_cos_sin(browser, server):
@@ -625,7 +625,7 @@ def test_claim_each_hand_is_drawn_at_seat_times_frequency_with_its_tip_at_cos_si
 # -- chapter 9: ALiBi's two charts -----------------------------------------------------------------------------
 # A line chart's tick labels (value, position on the page) on each axis, and each series' points, in SVG units.
 CHART_READ = """(sel) => { const s = document.querySelector(sel + ' svg');
-  const num = (t) => Number(t.textContent.replace('−', '-'));
+  const num = (t) => Number(t.textContent.replace('−', '-').replaceAll(',', ''));
   const ticks = (anchor, at) => [...s.querySelectorAll(`g.axis text[text-anchor="${anchor}"]:not(.axis-label)`)]
     .map((t) => [num(t), at(t)]);
   return { x: ticks('middle', (t) => t.x.baseVal[0].value), y: ticks('end', (t) => t.y.baseVal[0].value - 4),

@@ -1,13 +1,16 @@
 """One visual language across the lesson and the workbench, in a real headless Chromium against a real
 ``posenc explore`` server: a scheme or a scaling is drawn in its one palette colour in every figure,
 the sign map never appears without its legend, the workbench lists the checks in the lesson's
-reading order, and a log axis draws an exact zero on a row labelled as zero.
+reading order, a log axis draws an exact zero on a row labelled as zero, and every tick label of an
+axis reads back as its own tick.
 
 The browser is the system Chromium, or ``$POSENC_CHROMIUM`` (Playwright never downloads one). Without
 it these tests skip, unless ``POSENC_REQUIRE_BROWSER=1`` (set in CI) turns the skip into a failure.
 """
 
 from __future__ import annotations
+
+import math
 
 import pytest
 from browser_support import chromium_or_skip, explore_server, headless_chromium
@@ -218,3 +221,65 @@ def test_a_log_axis_draws_an_exact_zero_on_a_row_labelled_zero(page, server):
     assert abs(drawn["dots"][1] - drawn["rowY"]) < 0.01
     assert drawn["dots"][1] > drawn["dots"][2] > drawn["dots"][0]
     assert "exact (0)" in drawn["ticks"] and "1e-12" not in drawn["ticks"]
+
+
+#: tick sets handed to charts.js's line chart as chosen x ticks: (first, last, step, log)
+TICK_SETS = (
+    (0, 200_000, 50_000, False),
+    (0, 1_000_000, 250_000, False),
+    (-1_000_000, 1_000_000, 500_000, False),
+    (100_000, 100_200, 50, False),
+    (0, 1, 0.25, False),
+    (0, 0.6, 0.1, False),
+    (1e-3, 5e-3, 1e-3, False),
+    (0, 5e-4, 1e-4, False),
+    (1e-12, 1e9, None, True),
+)
+
+DRAW_TICKS = """async (sets) => {
+  const { lineChart } = await import('/static/charts.js');
+  const read = (holder, anchor) => [...holder.querySelectorAll(`g.axis text[text-anchor="${anchor}"]:not(.axis-label)`)]
+    .map((t) => t.textContent);
+  return sets.map(([first, last, step, log]) => {
+    const holder = document.createElement('div');
+    document.body.appendChild(holder);
+    const values = [];
+    if (log) for (let e = Math.log10(first); e <= Math.log10(last); e++) values.push(10 ** e);
+    else for (let v = first; v <= last + step * 1e-9; v += step) values.push(v);  // as a tick loop adds them up
+    lineChart(holder, { width: 900, height: 300, x: { domain: [first, last], log, ticks: values },
+      y: { domain: [first, last], log }, series: [] });
+    const out = { values, x: read(holder, 'middle'), y: read(holder, 'end') };
+    holder.remove();
+    return out;
+  });
+}"""
+
+
+def parse_tick(label: str) -> float:
+    return float(label.replace("−", "-").replace(",", ""))
+
+
+@pytest.mark.parametrize("first,last,step,log", TICK_SETS, ids=[f"{a:g}..{b:g}" for a, b, _, _ in TICK_SETS])
+def test_every_tick_label_is_distinct_and_reads_back_as_its_tick(page, server, first, last, step, log):
+    """A linear axis labelled ticks of 100,000 and up with one significant digit: 150,000 and 200,000
+    both read "2e+5". Every label of an axis now reads back as its own tick, so no two are alike."""
+    from playwright.sync_api import expect
+
+    page.goto(server)
+    expect(page.locator("body")).to_be_visible()
+    drawn = page.evaluate(DRAW_TICKS, [[first, last, step, log]])[0]
+    values, labels = drawn["values"], drawn["x"]
+    assert len(labels) == len(values) >= 3, drawn
+    assert len(set(labels)) == len(labels), labels
+    for value, label in zip(values, labels):
+        allowed = abs(value) * 1e-9 if log else step * 1e-6
+        assert parse_tick(label) == pytest.approx(value, abs=allowed, rel=0), (label, value, labels)
+    # the y axis picks its own ticks on the same domain: those too are distinct and read back as numbers
+    # on a grid (a linear axis: evenly spaced values; a log axis: powers of ten)
+    ys = [parse_tick(t) for t in drawn["y"]]
+    assert len(ys) >= 3 and len(set(drawn["y"])) == len(ys), drawn["y"]
+    if log:
+        assert all(math.log10(v) == pytest.approx(round(math.log10(v)), abs=1e-9) for v in ys), drawn["y"]
+    else:
+        gaps = [b - a for a, b in zip(ys, ys[1:])]
+        assert all(g == pytest.approx(gaps[0], rel=1e-9) for g in gaps), drawn["y"]

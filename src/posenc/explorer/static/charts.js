@@ -79,13 +79,39 @@ export function ticks(domain, log, count = 6) {
   return out;
 }
 
+// The labels of one axis's ticks: each exact for its tick (to a millionth of the axis's smallest gap,
+// which absorbs the rounding of the tick loop) and so no two alike, written as the page writes numbers:
+// thousands grouped ("150,000"), "−" for minus, and exponent form ("1e6", "2.5e-4") outside 0.001 to
+// 1,000,000 like fmt. A linear axis reads in one form (all exponent when any tick needs it); on a log
+// axis each decade takes its own.
+export function tickLabels(values, log = false) {
+  const sorted = [...values].sort((a, b) => a - b);
+  let gap = Infinity;
+  for (let i = 1; i < sorted.length; i++) if (sorted[i] > sorted[i - 1]) gap = Math.min(gap, sorted[i] - sorted[i - 1]);
+  const tol = (v) => Math.max(Number.isFinite(gap) ? gap * 1e-6 : 0, Math.abs(v) * 1e-12);
+  const far = (v) => Math.abs(v) > tol(v) && (Math.abs(v) < 1e-3 || Math.abs(v) >= 1e6);
+  const anyFar = !log && values.some(far);
+  const fewest = (v, write) => {  // the shortest writing of v that reads back within tolerance
+    for (let d = 0; d < 20; d++) if (Math.abs(Number(write(d)) - v) <= tol(v)) return write(d);
+    return write(20);
+  };
+  return values.map((v) => {
+    if (Math.abs(v) <= tol(v) || v === 0) return "0";
+    let text;
+    if (log ? far(v) : anyFar) {
+      const [mantissa, exponent] = fewest(v, (d) => v.toExponential(d)).split("e");
+      text = `${mantissa}e${Number(exponent)}`;
+    } else {
+      const [whole, part] = fewest(v, (d) => v.toFixed(d)).split(".");
+      text = whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",") + (part ? `.${part}` : "");
+    }
+    return text.startsWith("-") ? "−" + text.slice(1) : text;
+  });
+}
+
+// The label of a lone value on an axis (the ends of a bar chart's scale).
 function tickLabel(v, log) {
-  if (log) {
-    const e = Math.round(Math.log10(v));
-    return e >= -2 && e <= 5 ? String(Number(v.toPrecision(3))) : `1e${e}`;
-  }
-  if (Math.abs(v) >= 1e5) return v.toExponential(0);
-  return String(Number(v.toPrecision(4)));
+  return tickLabels([v], log)[0];
 }
 
 export function extent(arrays, { positiveOnly = false } = {}) {
@@ -144,16 +170,20 @@ export function lineChart(container, spec) {
       "clip-path": `url(#${clipId})` }, root);
   });
   const axis = svg("g", { class: "axis" }, root);
-  for (const t of spec.x.ticks || ticks(spec.x.domain, spec.x.log)) {  // x.ticks: chosen tick values
+  const xTicks = spec.x.ticks || ticks(spec.x.domain, spec.x.log);  // x.ticks: chosen tick values
+  const xLabels = tickLabels(xTicks, spec.x.log);
+  xTicks.forEach((t, i) => {
     svg("line", { x1: x(t), x2: x(t), y1: m.top, y2: height - m.bottom, class: "grid" }, axis);
-    svg("text", { x: x(t), y: height - m.bottom + 16, "text-anchor": "middle" }, axis).textContent = tickLabel(t, spec.x.log);
-  }
+    svg("text", { x: x(t), y: height - m.bottom + 16, "text-anchor": "middle" }, axis).textContent = xLabels[i];
+  });
   const zero = spec.y.log && spec.y.zero ? spec.y.zero : null;
-  for (const t of ticks(spec.y.domain, spec.y.log, 5)) {
-    if (zero !== null && t < zero * 10 * (1 + 1e-9)) continue;  // the zero row and the decade just above it
+  // the zero row and the decade just above it carry no number
+  const yTicks = ticks(spec.y.domain, spec.y.log, 5).filter((t) => zero === null || t >= zero * 10 * (1 + 1e-9));
+  const yLabels = tickLabels(yTicks, spec.y.log);
+  yTicks.forEach((t, i) => {
     svg("line", { x1: m.left, x2: width - m.right, y1: y(t), y2: y(t), class: "grid" }, axis);
-    svg("text", { x: m.left - 6, y: y(t) + 4, "text-anchor": "end" }, axis).textContent = tickLabel(t, spec.y.log);
-  }
+    svg("text", { x: m.left - 6, y: y(t) + 4, "text-anchor": "end" }, axis).textContent = yLabels[i];
+  });
   if (zero !== null) {
     const at = y(zero), rule = (at + y(zero * 10)) / 2;
     svg("line", { x1: m.left, x2: width - m.right, y1: rule, y2: rule, class: "frame zero-rule" }, axis);
