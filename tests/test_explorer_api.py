@@ -981,6 +981,12 @@ def test_the_page_palette_is_the_python_palette():
     assert _js_table(source, "SCALING_COLOURS") == palette.SCALING_COLOURS
     assert _js_table(source, "SIGN_COLOURS") == palette.SIGN_COLOURS
     assert _js_table(source, "ROLE_COLOURS") == palette.ROLE_COLOURS
+    # a scaling's dash pattern, as the lesson draws it (the workbench has it from /api/scalings)
+    import re
+
+    dashes = re.search(r"export const SCALING_DASHES = \{(.*?)\};", source, re.S)
+    assert dashes, "SCALING_DASHES not found in palette.js"
+    assert dict(re.findall(r"(\w+): \"([\d ]+)\"", dashes.group(1))) == palette.SCALING_DASHES
 
 
 def test_one_colour_per_scheme_and_per_scaling():

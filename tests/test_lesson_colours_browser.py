@@ -1,8 +1,8 @@
 """One visual language across the lesson and the workbench, in a real headless Chromium against a real
 ``posenc explore`` server: a scheme or a scaling is drawn in its one palette colour in every figure,
-the sign map never appears without its legend, the workbench lists the checks in the lesson's
-reading order, a log axis draws an exact zero on a row labelled as zero, and every tick label of an
-axis reads back as its own tick.
+and in one dash pattern, the sign map never appears without its legend, the workbench lists the checks
+in the lesson's reading order, a log axis draws an exact zero on a row labelled as zero, and every tick
+label of an axis reads back as its own tick.
 
 The browser is the system Chromium, or ``$POSENC_CHROMIUM`` (Playwright never downloads one). Without
 it these tests skip, unless ``POSENC_REQUIRE_BROWSER=1`` (set in CI) turns the skip into a failure.
@@ -81,13 +81,17 @@ def hex_of(css: str) -> str:
 
 SERIES_STROKES = """(sel) => Object.fromEntries([...document.querySelectorAll(sel + ' path.series[data-key]')]
   .map((p) => [p.dataset.key, p.getAttribute('stroke')]))"""
+SERIES_DASHES = """(sel) => Object.fromEntries([...document.querySelectorAll(sel + ' path.series[data-key]')]
+  .map((p) => [p.dataset.key, p.getAttribute('stroke-dasharray')]))"""
 
 
-def test_each_scaling_is_drawn_in_one_colour_in_the_lesson_and_the_workbench(page, server):
-    """Plain RoPE was near-black in the workbench's wavelength view and RoPE blue in chapter 8."""
+def test_each_scaling_is_drawn_in_one_colour_and_dash_in_the_lesson_and_the_workbench(page, server):
+    """Plain RoPE was near-black in the workbench's wavelength view and RoPE blue in chapter 8; chapter 8
+    dashed NTK and YaRN by their order in its chart while the workbench drew them solid."""
     open_section(page, server, "stretching-rope", "ch-stretching-rope")
     lesson = {k: hex_of(v) for k, v in page.evaluate(SERIES_STROKES, "#str-chart").items()}
     assert set(lesson) == {"default", "linear", "ntk", "yarn"}, lesson
+    lesson_dashes = page.evaluate(SERIES_DASHES, "#str-chart")
 
     view = open_section(page, server, "wavelengths", "view-wavelengths")
     for name in ("linear", "ntk", "yarn"):
@@ -99,6 +103,12 @@ def test_each_scaling_is_drawn_in_one_colour_in_the_lesson_and_the_workbench(pag
         assert colour == workbench[key] == palette.SCALING_COLOURS[key].lower(), (key, colour, workbench[key])
     for key, colour in workbench.items():
         assert colour == palette.SCALING_COLOURS[key].lower(), (key, colour)
+    # ... and in one dash pattern (the palette's; none: solid)
+    workbench_dashes = page.evaluate(SERIES_DASHES, "#wl-chart")
+    for key, dash in lesson_dashes.items():
+        assert dash == workbench_dashes[key] == palette.SCALING_DASHES.get(key), (key, dash, workbench_dashes[key])
+    for key, dash in workbench_dashes.items():
+        assert dash == palette.SCALING_DASHES.get(key), (key, dash)
 
     # a real config's curves: every one in its scaling's colour (LongRoPE's short and long factors alike)
     before = view.get_attribute("data-renders")

@@ -44,7 +44,7 @@ SCALING_LABELS: dict[str, str] = {
     "proportional": "proportional",
 }
 
-#: RoPE scaling -> SVG dash pattern of its curve (absent: solid)
+#: RoPE scaling -> SVG dash pattern of its curve (absent: solid), in every chart that draws the scaling
 SCALING_DASHES: dict[str, str] = {"linear": "7 4"}
 
 #: colours for scalings registered outside posenc, handed out in registration order

@@ -9,6 +9,8 @@ export const SCALING_COLOURS = {
   default: "#1f77b4", linear: "#9467bd", ntk: "#2ca02c", dynamic: "#17becf", yarn: "#ff7f0e",
   llama3: "#e377c2", longrope: "#393b79", proportional: "#637939",
 };
+// A scaling's curve is drawn with its one dash pattern too (absent: solid), in the lesson and the workbench.
+export const SCALING_DASHES = { linear: "7 4" };
 export const SIGN_COLOURS = { negative: "#2166ac", positive: "#b2182b" };
 // A query and a key (the dials): colours of their own, not RoPE's blue or YaRN's orange.
 export const ROLE_COLOURS = { query: "#3b4cc0", key: "#e08214" };

@@ -3,7 +3,7 @@
 
 import { $, api, loader, register, slider } from "../core.js";
 import { lineChart, svg, html, fmt, widthOf, root, text, clock, rad, mod360, signed, numbers, stackLabels } from "../charts.js";
-import { PAL, SCALING_COLOURS, C, T, INK, MUTED, SERIES } from "../palette.js";
+import { PAL, SCALING_COLOURS, SCALING_DASHES, C, T, INK, MUTED } from "../palette.js";
 
 // The drawn part of a turn: the angle itself, folded into one turn (the sign kept).
 function folded(degrees) { return Math.sign(degrees) * (Math.abs(degrees) % 360); }
@@ -264,7 +264,7 @@ register("stretching-rope", { setup: () => {
   let data = null;
   const factor = slider("str-factor", () => load());
   const names = { rope: "plain RoPE", linear: "linear (PI)", ntk: "NTK-aware", yarn: "YaRN" };
-  // each method in its scaling's one colour (plain RoPE is the registry's "default"), as in the workbench
+  // each method in its scaling's one colour and dash (plain RoPE is the registry's "default"), as in the workbench
   const scalingOf = { rope: "default", linear: "linear", ntk: "ntk", yarn: "yarn" };
   const draw = () => {
     if (!data) return;
@@ -274,8 +274,8 @@ register("stretching-rope", { setup: () => {
       width: widthOf($("str-chart")), height: 280, title: "wavelength of each pair",
       x: { domain: [0, xs.length - 1], label: "pair i (fast → slow)" },
       y: { domain: [Math.min(...all) / 1.5, Math.max(...all) * 1.5], log: true, label: "wavelength (seats)" },
-      series: data.methods.map((m, k) => ({ name: names[m.method], key: scalingOf[m.method], xs, ys: m.wavelengths,
-        color: SCALING_COLOURS[scalingOf[m.method]], dash: SERIES[k].dash })),
+      series: data.methods.map((m) => ({ name: names[m.method], key: scalingOf[m.method], xs, ys: m.wavelengths,
+        color: SCALING_COLOURS[scalingOf[m.method]], dash: SCALING_DASHES[scalingOf[m.method]] })),
       hlines: [{ y: data.train_len, label: `trained ${data.train_len}`, color: INK, left: true },
         { y: data.target_len, label: `stretched ${data.target_len}`, color: T.vermillion, left: true }],
     });
