@@ -840,6 +840,14 @@ def test_a_layer_type_dict_with_partial_rotary_factor_follows_the_family_code():
     with patch(model) as handle:  # it was refused: posenc read head_dim // 2 from the dicts
         assert max_diff(tiny.logits(model, ids), before) <= 4 * noise
         assert {r.rotary_dim for r in handle.ropes} == {head_dim}
+        rebuilt = type(model.model.rotary_emb)(config=model.config)  # as transformers' tests rebuild it
+        x, pos = torch.zeros(1), torch.arange(0, 40, 3)[None]
+        for layer_type in GEMMA3_PARTIAL:
+            cos, sin = rebuilt(x, pos, layer_type)
+            own_cos, own_sin = rotary(x, pos, layer_type)
+            assert 2 * cos.shape[-1] == own_cos.shape[-1] == head_dim
+            half = head_dim // 2
+            assert max_diff(cos, own_cos[..., :half]) < 1e-5 and max_diff(sin, own_sin[..., :half]) < 1e-5
     for layer_type in GEMMA3_PARTIAL:
         report = inspect_config(model.config, layer_type=layer_type)
         assert report["rotary_dim"] == head_dim, layer_type

@@ -897,7 +897,7 @@ class PerLayerTypeTables(nn.Module):
 def _layer_type_tables_from_config(config: Any, device) -> Dict[str, nn.Module]:
     """``PerLayerTypeTables(config=...)``'s tables: one per layer type with a rope dict, sorted."""
     # imported here: posenc.integrations.transformers builds on this module
-    from .transformers import PosencRotaryTables
+    from .transformers import PosencRotaryTables, rotary_kwargs_in_code
 
     if not hasattr(config, "model_type"):
         raise TypeError(f"config must be a transformers config (with a model_type), got {type(config).__name__}")
@@ -913,7 +913,7 @@ def _layer_type_tables_from_config(config: Any, device) -> Dict[str, nn.Module]:
         )
     return {
         k: PosencRotaryTables(
-            rope=RotaryEmbedding(**rotary_kwargs_from_hf(config, layer_type=k, strict=False)), device=device
+            rope=RotaryEmbedding(**rotary_kwargs_in_code(config, layer_type=k)[0]), device=device
         )
         for k in kinds
     }
