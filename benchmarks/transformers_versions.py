@@ -107,9 +107,14 @@ def check_freeze(name: str) -> str:
     model = tiny.tiny_model(name, **{LENGTH_DEPENDENT[name]: 16})
     ids = torch.randint(1, tiny.VOCAB, (2, 12), generator=torch.Generator().manual_seed(1))
     noise = float((tiny.logits(model, ids) - tiny.logits(tiny.float64_reference(model), ids)).abs().max())
+    # patched first: after a call past the trained length a dynamic module keeps the longer length's
+    # frequencies (transformers 5.10), which patch's check of the module's tables refuses
+    try:
+        with patch(model, freeze_frequencies=22):
+            frozen = _decode_vs_full(model, ids, new=10)
+    except UnsupportedModelError as error:
+        return f"refused freeze: {str(error)[:160]}"
     unpatched = _decode_vs_full(model, ids, new=10)
-    with patch(model, freeze_frequencies=22):
-        frozen = _decode_vs_full(model, ids, new=10)
     verdict = "ok" if frozen <= 20 * noise else "FAILED"
     return (
         f"{verdict} freeze: cached decode vs full forward {frozen:.2e} (noise {noise:.1e}; unpatched {unpatched:.2e})"
