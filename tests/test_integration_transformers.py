@@ -799,6 +799,23 @@ def test_length_dependent_tables_are_checked_past_the_trained_length(name):
     assert _untouched(model, rotary)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("name", ["llama-dynamic", "phi-3.5-mini-instruct"])
+def test_the_long_probe_allows_for_float32_angles_in_any_dtype(name, dtype):
+    # a float64 model's module still forms its angles in float32: at 2 * the trained length they are
+    # off by about 1e-3, which is rounding, not a different model (it was refused at 1e-5)
+    patch(tiny.tiny_model(name).to(dtype)).undo()
+
+
+@pytest.mark.parametrize("name", ["llama-dynamic", "phi-3.5-mini-instruct", "gpt-j-6b", "deepseek-v2-lite"])
+def test_a_listed_family_built_on_the_meta_device_is_checked_and_patched(name):
+    """On the meta device a module is checked as its class rebuilds it from its config (GPT-J's table
+    module keeps none: its table is made from the config when the weights are)."""
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(tiny.tiny_config(name))
+        patch(model).undo()
+
+
 def test_a_dynamic_model_that_ran_long_calls_before_the_patch_is_accepted_and_follows_on():
     model = tiny.tiny_model("llama-dynamic", max_position_embeddings=16)
     twin = tiny.tiny_model("llama-dynamic", max_position_embeddings=16)  # same seed, same weights

@@ -758,10 +758,11 @@ def _check_one_table(
                 f"the config ({rope.extra_repr()})"
             )
         # rows 0..15 carry the frequencies and scale; the far row only sets the call's length (its
-        # angle, near 2 * original_max_position_embeddings radians, is compared at its own rounding)
+        # angle, near 2 * original_max_position_embeddings radians, is compared at its own rounding:
+        # float32 at least, as the families form angles in float32 whatever their buffers' dtype)
         rows = torch.full((positions.shape[-1], 1), tol, dtype=torch.float64)
         if length is not None:
-            rows[-1] = max(64 * eps * length, tol)
+            rows[-1] = max(64 * max(eps, torch.finfo(torch.float32).eps) * length, tol)
         diff = torch.maximum((cos - cos_p).abs(), (sin - sin_p).abs()).reshape(-1, positions.shape[-1], cos.shape[-1])
         over = (diff.amax(0) - rows).amax()
         if not float(over) <= 0:

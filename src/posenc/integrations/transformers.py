@@ -756,8 +756,15 @@ def _tables_of(
         discovery.check_tables(scope, ropes or rope, found)
     else:  # a listed family: its tables are built from the config, and held to what its modules compute
         arch = ARCHITECTURES[model_type]
-        discovery.check_rotary_tables(rotaries, rope, sin_first=arch.sin_first)
+        # a module on the meta device is checked as its class rebuilds it from its config; GPT-J's
+        # table module keeps no config: its table is the config's, made when the weights are
+        checkable = [r for r in rotaries if getattr(r, "config", None) is not None or not _on_meta(r)]
+        discovery.check_rotary_tables(checkable, rope, sin_first=arch.sin_first)
     return rope, ropes
+
+
+def _on_meta(module: nn.Module) -> bool:
+    return any(t.is_meta for t in module.buffers())
 
 
 def _install(
