@@ -44,6 +44,45 @@ def test_the_scalings_figure_draws_each_scaling_in_its_palette_colour(monkeypatc
     assert lines == {name: palette.SCALING_COLOURS[name] for name in lines}
 
 
+def palette_dash(name: str):
+    """The palette's dash of scaling ``name`` as matplotlib's unscaled ``(offset, lengths)``; ``None``
+    lengths for solid."""
+    dasharray = palette.SCALING_DASHES.get(name)
+    return (0.0, None if dasharray is None else tuple(float(x) for x in dasharray.split()))
+
+
+def test_the_scalings_figure_draws_each_scaling_in_its_palette_dash(monkeypatch, tmp_path):
+    fig = figure_of(monkeypatch, tmp_path, extension, extension.context_extension)
+    drawn = {
+        line.get_label(): line for ax in fig.axes for line in ax.get_lines() if not line.get_label().startswith("_")
+    }
+    assert set(drawn) == set(extension.scalings())
+    assert any(name in palette.SCALING_DASHES for name in drawn)  # one dashed and ...
+    assert any(name not in palette.SCALING_DASHES for name in drawn)  # ... one solid line, at least
+    for name, line in drawn.items():
+        offset, lengths = line._unscaled_dash_pattern  # before matplotlib scales it by the line's width
+        assert (float(offset), None if lengths is None else tuple(map(float, lengths))) == palette_dash(name), name
+        assert line.get_linestyle() == ("-" if name not in palette.SCALING_DASHES else "--"), name
+
+
+@pytest.mark.parametrize(
+    ("dasharray", "style"),
+    [(None, "-"), ("", "-"), ("7 4", (0, (7.0, 4.0))), ("7,4", (0, (7.0, 4.0))), ("3", (0, (3.0, 3.0)))],
+)
+def test_an_svg_dasharray_becomes_a_matplotlib_line_style(dasharray, style):
+    from posenc.tour._plot import svg_dash
+
+    assert svg_dash(dasharray) == style
+
+
+@pytest.mark.parametrize("dasharray", ["7 x", "-1 4", "0 0"])
+def test_a_bad_svg_dasharray_is_refused(dasharray):
+    from posenc.tour._plot import svg_dash
+
+    with pytest.raises(ValueError, match=f"dasharray must be .* got {dasharray!r}"):
+        svg_dash(dasharray)
+
+
 def test_the_real_configs_figure_draws_each_scaling_in_its_palette_colour(monkeypatch, tmp_path):
     fig = figure_of(monkeypatch, tmp_path, configs, configs.real_configs)
     # the plain curve is unscaled RoPE; LongRoPE's short and long factors are both LongRoPE's

@@ -26,7 +26,7 @@ from ..lesson.chapters.stretching_rope import (  # noqa: F401  (the chapter's he
     unseen_mask,
 )
 from ..rope import rope_frequencies
-from ._plot import new_figure, save
+from ._plot import new_figure, save, scaling_dash
 from .telling import tell
 
 CHAPTER = "stretching-rope"
@@ -47,10 +47,16 @@ def _draw(ctx, results: dict) -> None:
     fig = new_figure(8, 4.6)
     ax = fig.subplots()
     index = range(ROTARY_DIM // 2)
-    styles = {"default": "-", "linear": "--", "ntk": "-.", "yarn": ":"}
     for name, inv_freq in results.items():
-        colour = SCALING_COLOURS[name]  # one colour per scaling, as in the explorer
-        ax.plot(index, (2 * math.pi / inv_freq).numpy(), styles[name], color=colour, linewidth=1.8, label=name)
+        # one colour and one dash per scaling, as in the explorer
+        ax.plot(
+            index,
+            (2 * math.pi / inv_freq).numpy(),
+            linestyle=scaling_dash(name),
+            color=SCALING_COLOURS[name],
+            linewidth=1.8,
+            label=name,
+        )
     ax.axhline(TRAINED, color="0.3", linewidth=0.9)
     ax.text(1, TRAINED * 1.15, f"trained length {TRAINED:,}", fontsize=8, color="0.3")
     ax.axhline(TRAINED * FACTOR, color="tab:red", linewidth=0.9)
