@@ -83,6 +83,34 @@ def test_every_chapter_of_the_manifest_has_its_module():
         assert callable(module.numbers) and callable(module.prose), chapter.id
 
 
+def test_the_modules_are_the_manifests_chapters_in_its_order_each_named_by_its_id():
+    """MODULES is derived from the manifest: its keys are the manifest's ids in reading order, each
+    chapter's module is named by its id (``-`` -> ``_``), and no chapter module is left outside."""
+    assert list(chapters.MODULES) == [c.id for c in CHAPTERS]
+    for chapter in CHAPTERS:
+        assert chapter.module == chapter.id.replace("-", "_")
+        assert chapters.MODULES[chapter.id].__name__ == f"posenc.lesson.chapters.{chapter.module}", chapter.id
+    folder = Path(chapters.__file__).parent
+    written = sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
+    assert written == sorted(c.module for c in CHAPTERS)
+    assert chapters.MODULES["bag-of-tiles"].__name__.endswith(".bag_of_tiles")
+
+
+def test_a_manifest_chapter_without_its_module_is_a_clear_import_error():
+    from posenc.lesson.manifest import Chapter
+
+    with pytest.raises(ImportError, match=r"chapter 'no-such-chapter' .* posenc\.lesson\.chapters\.no_such_chapter"):
+        chapters._modules((CHAPTERS[0], Chapter("no-such-chapter", "Not written")))
+
+
+@pytest.mark.parametrize("bad", ["Bag-of-tiles", "bag_of_tiles", "bag--tiles", "-bag", "bag-", ""])
+def test_a_chapter_id_that_names_no_module_is_refused(bad):
+    from posenc.lesson.manifest import Chapter
+
+    with pytest.raises(ValueError, match=f"id must be lower-case words .* got {bad!r}"):
+        Chapter(bad, "A title")
+
+
 def test_each_chapter_module_writes_the_checks_the_manifest_lists_under_it():
     """A chapter's CHECKS are the ids its manifest entry names, in that order; every check is written
     once, in one chapter, and the quiz serves exactly those (the very objects)."""

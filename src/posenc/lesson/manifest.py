@@ -7,6 +7,7 @@ chapter in the terminal. Adding a chapter is one entry here, its figure function
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -20,12 +21,26 @@ class Chapter:
         checks: ids of the knowledge checks shown inline, in their order; the chapter's module writes
             them (its ``CHECKS``, in this order) and ``posenc.explorer.quiz`` serves them.
         tour: names of the ``posenc tour`` sections that tell it in the terminal (every chapter has one).
+
+    Its text lives in the module :attr:`module` of :mod:`posenc.lesson.chapters`, named by its id.
     """
 
     id: str
     title: str
     checks: tuple[str, ...] = ()
     tour: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9]+)*", self.id):
+            raise ValueError(
+                f"id must be lower-case words of letters and digits joined by single hyphens, got {self.id!r}"
+            )
+
+    @property
+    def module(self) -> str:
+        """The name of the chapter's module in :mod:`posenc.lesson.chapters`: its id with ``_`` for
+        ``-`` (``"bag-of-tiles"`` is written in ``bag_of_tiles``)."""
+        return self.id.replace("-", "_")
 
 
 CHAPTERS: tuple[Chapter, ...] = (

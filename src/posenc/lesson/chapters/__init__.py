@@ -15,55 +15,50 @@ figure parameter (:mod:`._ranges`); :func:`figure_ranges` gathers them, and the 
 them as its limits. A module lists its knowledge checks in ``CHECKS`` (:mod:`._check`), the ones the
 manifest names under its chapter.
 
-Adding a chapter: its entry in :mod:`posenc.lesson.manifest`, a module here (``numbers`` and
-``prose``, its figure functions with ``FIGURE_RANGES``, and ``CHECKS`` for the checks its entry names)
-listed in :data:`MODULES`, an API route per figure, its article on the page with one ``data-prose`` element per
-slot its blocks name and a JS module for its figures, and its tests; ``tests/test_lesson_one_source.py``
-then holds the tour's and the page's text to the module's.
+Adding a chapter: its entry in :mod:`posenc.lesson.manifest`, a module here named by the entry's id
+(``bag-of-tiles`` is ``bag_of_tiles.py``; :data:`MODULES` imports it from the manifest) with ``numbers``
+and ``prose``, its figure functions with ``FIGURE_RANGES`` and ``CHECKS`` for the checks its entry
+names, an API route per figure, its article on the page with one ``data-prose`` element per slot its
+blocks name and a JS module for its figures, and its tests; ``tests/test_lesson_one_source.py`` then
+holds the tour's and the page's text to the module's.
 """
 
 from __future__ import annotations
 
+import importlib
 from functools import lru_cache
 from types import ModuleType
 
-from ..manifest import CHAPTERS
+from ..manifest import CHAPTERS, Chapter
 from ..prose import Block
-from . import (
-    alibi_penalty,
-    bad_ideas,
-    bag_of_tiles,
-    big_picture,
-    clock_hands,
-    common_mistakes,
-    comparison,
-    knowledge_checks,
-    learned_tables,
-    pytorch_demo,
-    rope,
-    stretching_rope,
-    three_rules,
-    word_plus_position,
-)
 from ._ranges import Range
 
+
+def _modules(chapters: tuple[Chapter, ...]) -> dict[str, ModuleType]:
+    """Chapter id -> its module (:attr:`Chapter.module <posenc.lesson.manifest.Chapter.module>`, here),
+    for each of ``chapters`` in their order.
+
+    Raises ``ImportError`` naming the chapter and the module if a chapter's module is not written (an
+    import that fails inside a written module is raised as it is).
+    """
+    modules: dict[str, ModuleType] = {}
+    for chapter in chapters:
+        name = f"{__name__}.{chapter.module}"
+        try:
+            modules[chapter.id] = importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            if error.name != name:
+                raise
+            raise ImportError(
+                f"chapter {chapter.id!r} of the lesson's manifest has no module: expected {name} "
+                f"(the chapter's id with '_' for '-'), a module with numbers() and prose()",
+                name=name,
+            ) from error
+    return modules
+
+
 #: chapter id -> its module, for every chapter of the manifest, in reading order
-MODULES: dict[str, ModuleType] = {
-    "bag-of-tiles": bag_of_tiles,
-    "word-plus-position": word_plus_position,
-    "bad-ideas": bad_ideas,
-    "three-rules": three_rules,
-    "clock-hands": clock_hands,
-    "learned-tables": learned_tables,
-    "rope": rope,
-    "stretching-rope": stretching_rope,
-    "alibi-penalty": alibi_penalty,
-    "comparison": comparison,
-    "pytorch-demo": pytorch_demo,
-    "knowledge-checks": knowledge_checks,
-    "common-mistakes": common_mistakes,
-    "big-picture": big_picture,
-}
+MODULES: dict[str, ModuleType] = _modules(CHAPTERS)
 
 
 def _module(chapter: str) -> ModuleType:
