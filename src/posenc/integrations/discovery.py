@@ -780,9 +780,7 @@ def _check_one_table(
         _check_streams(rotary, rope, mrope_streams, seen, name, tol)
 
 
-def _check_streams(
-    rotary: nn.Module, rope, mrope_streams: Tuple[int, ...], form: str, name: str, tol: float
-) -> None:
+def _check_streams(rotary: nn.Module, rope, mrope_streams: Tuple[int, ...], form: str, name: str, tol: float) -> None:
     """M-RoPE: posenc's tables, each pair at its stream, equal the module's own on an image's streams."""
     t = torch.arange(_TABLE_POSITIONS)
     positions = torch.stack((t // 8, t % 5, (3 * t) % 7)) + 2  # (3, seq): three streams that differ
@@ -913,9 +911,7 @@ def _layer_type_tables_from_config(config: Any, device) -> Dict[str, nn.Module]:
             f"in config.rope_parameters (keys {sorted(dicts, key=str)})"
         )
     return {
-        k: PosencRotaryTables(
-            rope=RotaryEmbedding(**rotary_kwargs_in_code(config, layer_type=k)[0]), device=device
-        )
+        k: PosencRotaryTables(rope=RotaryEmbedding(**rotary_kwargs_in_code(config, layer_type=k)[0]), device=device)
         for k in kinds
     }
 
