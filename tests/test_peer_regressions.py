@@ -265,3 +265,38 @@ def test_gemma3_plain_keys_beside_layer_type_dicts_change_nothing(plain):
     assert bases == {"sliding_attention": 10_000.0, "full_attention": 1_000_000.0}
     assert scalings == {"sliding_attention": None, "full_attention": None}
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+
+
+# -- Qwen2-VL (M-RoPE) ---------------------------------------------------------------------------------
+def tiny_qwen2_vl_text(**rope) -> "transformers.Qwen2VLTextModel":
+    config = transformers.Qwen2VLTextConfig(
+        vocab_size=99,
+        hidden_size=32,
+        intermediate_size=37,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        rope_parameters={"rope_type": "default", "rope_theta": 10_000.0, "mrope_section": [2, 3, 3], **rope},
+    )
+    torch.manual_seed(0)
+    return transformers.Qwen2VLTextModel(config).eval()
+
+
+def test_qwen2_vl_accepts_one_position_stream_for_all_three():
+    """Qwen2VLModelTest::test_generate_continue_from_past_key_values: position ids of shape
+    (1, batch, seq) are one stream broadcast to all three, as transformers' module broadcasts them;
+    the patched model refused them."""
+    model = tiny_qwen2_vl_text()
+    ids = IDS[:, :5]
+    positions = torch.arange(3, 8).expand(1, 2, -1)
+    with torch.no_grad():
+        want = model(ids, position_ids=positions).last_hidden_state
+        cos_want, sin_want = model.rotary_emb(torch.zeros(1), positions)
+        with patch(model):
+            got = model(ids, position_ids=positions).last_hidden_state
+            cos, sin = model.rotary_emb(torch.zeros(1), positions)
+    assert cos.shape == cos_want.shape[:-1] + (cos_want.shape[-1] // 2,)
+    torch.testing.assert_close(torch.cat([cos, cos], -1), cos_want)
+    torch.testing.assert_close(torch.cat([sin, sin], -1), sin_want)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)

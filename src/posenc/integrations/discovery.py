@@ -925,7 +925,8 @@ class StreamTables(nn.Module):
     up in one call of the exact tables (so a length-dependent scaling sees the largest position of
     any stream, as ``transformers``' module does) and keeps, for each pair, its stream's column
     (:func:`posenc.rope.mrope.select_streams`). Position ids of shape (batch, seq) are text: the three
-    streams are equal and M-RoPE is 1-D RoPE.
+    streams are equal and M-RoPE is 1-D RoPE. A leading 1, (1, batch, seq), is one stream broadcast to
+    all three, as ``transformers``' module broadcasts it.
 
     Args:
         tables: the 1-D tables (:class:`posenc.integrations.transformers.PosencRotaryTables`).
@@ -943,10 +944,12 @@ class StreamTables(nn.Module):
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor, *args):
         if position_ids.dim() != 3:
             return self.tables(x, position_ids, *args)
+        if position_ids.shape[0] == 1:  # one stream for all three, broadcast as transformers' module does
+            position_ids = position_ids.expand(3, -1, -1)
         if position_ids.shape[0] != 3:
             raise ValueError(
-                f"M-RoPE position_ids must have shape (3, batch, seq) (temporal, height, width), "
-                f"got {tuple(position_ids.shape)}"
+                f"M-RoPE position_ids must have shape (3, batch, seq) (temporal, height, width) or "
+                f"(1, batch, seq) (one stream for all three), got {tuple(position_ids.shape)}"
             )
         n, batch, seq = position_ids.shape
         cos, sin = self.tables(x, position_ids.reshape(n * batch, seq), *args)
