@@ -9,6 +9,9 @@ The peer test each one stands for is named in its docstring.
 
 from __future__ import annotations
 
+import copy
+import inspect
+
 import pytest
 import torch
 
@@ -300,3 +303,24 @@ def test_qwen2_vl_accepts_one_position_stream_for_all_three():
     torch.testing.assert_close(torch.cat([cos, cos], -1), cos_want)
     torch.testing.assert_close(torch.cat([sin, sin], -1), sin_want)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("rope", [{"rope_type": "linear", "factor": 10.0}, {"rope_type": "yarn", "factor": 10.0}])
+def test_qwen2_vl_replaced_rotary_module_can_be_rebuilt_from_a_config(rope):
+    """Qwen2VLModelTest::test_model_rope_scaling_frequencies: the replacement found as the model's
+    ``rotary_emb``, rebuilt by its class from a config, gives the M-RoPE tables of transformers'
+    module built from that config, with the stream of each pair; it gave unselected (3, batch, seq) tables."""
+    model = tiny_qwen2_vl_text()
+    original_class = type(model.rotary_emb)
+    config = copy.deepcopy(model.config)
+    config.rope_parameters = {"rope_theta": 10_000.0, "mrope_section": [2, 3, 3], **rope}
+    positions = torch.stack([torch.arange(40), torch.arange(40) // 2, torch.arange(40) // 3])[:, None]
+    with patch(model):
+        replacement_class = type(model.rotary_emb)
+        assert list(inspect.signature(replacement_class.__init__).parameters)[1] == "config"  # after self
+        rebuilt = replacement_class(config=config)
+    want_cos, want_sin = original_class(config=config)(torch.zeros(1), positions)
+    cos, sin = rebuilt(torch.zeros(1), positions)
+    torch.testing.assert_close(torch.cat([cos, cos], -1), want_cos)
+    torch.testing.assert_close(torch.cat([sin, sin], -1), want_sin)
+    torch.testing.assert_close(rebuilt.inv_freq, original_class(config=config).inv_freq)

@@ -929,17 +929,44 @@ class StreamTables(nn.Module):
     all three, as ``transformers``' module broadcasts it.
 
     Args:
-        tables: the 1-D tables (:class:`posenc.integrations.transformers.PosencRotaryTables`).
-        streams: the stream of each pair, as probed from the model's module
+        config: a ``transformers`` config, as the family's own module is built (``transformers``' tests
+            rebuild a rotary module by ``type(module)(config=...)``): the tables from it, the streams
+            probed from the family's own module built from it on the CPU. Or, positionally, the
+            1-D tables (what :func:`wrap_tables` passes).
+        streams: with the tables, the stream of each pair, as probed from the model's module
             (:func:`probe_mrope_streams`), which :func:`check_tables` has compared with posenc's.
+        tables: the 1-D tables (:class:`posenc.integrations.transformers.PosencRotaryTables`), by keyword.
     """
 
     streams: torch.Tensor
 
-    def __init__(self, tables: nn.Module, streams: Tuple[int, ...]):
+    def __init__(
+        self,
+        config: Any = None,
+        streams: Optional[Tuple[int, ...]] = None,
+        *,
+        tables: Optional[nn.Module] = None,
+    ):
         super().__init__()
+        if isinstance(config, nn.Module):  # StreamTables(tables, streams)
+            if tables is not None:
+                raise TypeError("give StreamTables its tables once, positionally or by keyword, not both")
+            config, tables = None, config
+        if config is not None:
+            if streams is not None or tables is not None:
+                raise TypeError("give StreamTables either a config or tables and streams, not both")
+            tables, streams = _stream_tables_from_config(config)
+        elif tables is None or streams is None:
+            raise TypeError("StreamTables needs config (a transformers config) or tables and streams")
         self.tables = tables
         self.register_buffer("streams", torch.tensor(streams, dtype=torch.long), persistent=False)
+
+    @property
+    def inv_freq(self) -> torch.Tensor:
+        """The tables' frequencies (``transformers``' modules keep ``inv_freq``)."""
+        inv_freq = self.tables.inv_freq
+        assert isinstance(inv_freq, torch.Tensor)
+        return inv_freq
 
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor, *args):
         if position_ids.dim() != 3:
@@ -955,6 +982,25 @@ class StreamTables(nn.Module):
         cos, sin = self.tables(x, position_ids.reshape(n * batch, seq), *args)
         cos, sin = cos.reshape(n, batch, seq, -1), sin.reshape(n, batch, seq, -1)
         return select_streams(cos, self.streams), select_streams(sin, self.streams)
+
+
+def _stream_tables_from_config(config: Any) -> Tuple[nn.Module, Tuple[int, ...]]:
+    """``StreamTables(config=...)``'s tables and streams: the streams as the family's own module,
+    built from ``config`` on the CPU, reads them."""
+    # imported here: posenc.integrations.transformers builds on this module
+    from .transformers import PosencRotaryTables, _rotary_modules_from_config
+
+    if not hasattr(config, "model_type"):
+        raise TypeError(f"config must be a transformers config (with a model_type), got {type(config).__name__}")
+    originals = _rotary_modules_from_config(config)
+    if len(originals) != 1 or getattr(originals[0], "mrope_section", None) is None:
+        raise ValueError(
+            f"config of model_type {config.model_type!r} does not build one M-RoPE rotary module "
+            "(with an mrope_section); StreamTables needs one"
+        )
+    rotary = rebuilt_on_cpu(originals[0])
+    form, _ = rotary_output_form(rotary)
+    return PosencRotaryTables(config=config), probe_mrope_streams(rotary, form)
 
 
 def wrap_tables(
