@@ -324,3 +324,27 @@ def test_qwen2_vl_replaced_rotary_module_can_be_rebuilt_from_a_config(rope):
     torch.testing.assert_close(torch.cat([cos, cos], -1), want_cos)
     torch.testing.assert_close(torch.cat([sin, sin], -1), want_sin)
     torch.testing.assert_close(rebuilt.inv_freq, original_class(config=config).inv_freq)
+
+
+def test_qwen2_vl_patched_on_the_meta_device_gets_its_streams_back():
+    """Qwen2VLModelTest::test_init_weights_can_init_buffers and test_all_tensors_are_parameter_or_buffer:
+    a model built and patched on the meta device, then ``to_empty()`` + ``init_weights()``, must have
+    the buffers it has when built on the CPU; the streams of the M-RoPE tables were left as
+    uninitialised memory (read as out-of-range stream indices)."""
+    reference = tiny_qwen2_vl_text()
+    with torch.device("meta"):
+        model = transformers.Qwen2VLTextModel(reference.config)
+        patch(model)
+    model.to_empty(device="cpu")
+    model.init_weights()
+    model.load_state_dict(reference.state_dict())
+    model.eval()
+    patch(reference)
+    assert torch.equal(model.rotary_emb.streams, reference.rotary_emb.streams)
+    positions = torch.stack([torch.arange(6), torch.arange(6) // 2, torch.arange(6) // 3])[:, None].expand(3, 2, 6)
+    with torch.no_grad():
+        got = model(IDS[:, :6], position_ids=positions).last_hidden_state
+        want = reference(IDS[:, :6], position_ids=positions).last_hidden_state
+    assert torch.equal(got, want)
+    model.half()  # a cast keeps them too
+    assert torch.equal(model.rotary_emb.streams, reference.rotary_emb.streams)

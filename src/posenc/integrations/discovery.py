@@ -939,6 +939,7 @@ class StreamTables(nn.Module):
     """
 
     streams: torch.Tensor
+    _streams: Tuple[int, ...]
 
     def __init__(
         self,
@@ -959,7 +960,16 @@ class StreamTables(nn.Module):
         elif tables is None or streams is None:
             raise TypeError("StreamTables needs config (a transformers config) or tables and streams")
         self.tables = tables
+        self.__dict__["_streams"] = tuple(int(s) for s in streams)
         self.register_buffer("streams", torch.tensor(streams, dtype=torch.long), persistent=False)
+
+    def _apply(self, fn, *args, **kwargs):
+        # the streams are constants: a move off the meta device (``to_empty``, which leaves memory
+        # uninitialised, then ``init_weights``) or a cast gives them back as they were built
+        module = super()._apply(fn, *args, **kwargs)
+        if self.streams.device.type != "meta":
+            self.streams = torch.tensor(self._streams, dtype=torch.long, device=self.streams.device)
+        return module
 
     @property
     def inv_freq(self) -> torch.Tensor:
