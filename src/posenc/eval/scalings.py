@@ -216,6 +216,7 @@ def applied(model: Any, spec: ScalingSpec, length: int, trained: int) -> Iterato
 
     config = model.config
     saved: List[Tuple[str, bool, Any]] = []
+    swapped: List[Tuple[Any, str, Any]] = []
     try:
         if spec.name != MODEL:
             scaling = scaled_config(spec, length, trained)
@@ -224,17 +225,44 @@ def applied(model: Any, spec: ScalingSpec, length: int, trained: int) -> Iterato
             for key, value in new.items():
                 saved.append((key, hasattr(config, key), getattr(config, key, None)))
                 setattr(config, key, value)
-        handle = patch(model)
+            swapped = _rebuild_rotary_modules(model)
+        # the tables are held to the rebuilt modules; a type transformers lacks has none to be held to
+        unchecked = spec.name != MODEL and not swapped
+        handle = patch(model, _check_tables=not unchecked)
         try:
             yield model
         finally:
             handle.undo()
     finally:
+        for parent, name, module in reversed(swapped):
+            setattr(parent, name, module)
         for key, had, value in reversed(saved):
             if had:
                 setattr(config, key, value)
             else:
                 delattr(config, key)
+
+
+def _rebuild_rotary_modules(model: Any) -> List[Tuple[Any, str, Any]]:
+    """Rebuild each rotary module of ``model`` from its (edited) config, as loading the written
+    config would, so the unpatched model runs the scaling in ``transformers``' own code and
+    :func:`~posenc.integrations.transformers.patch` holds posenc's tables to it. Returns
+    ``(parent, name, original)`` for each module replaced, to put back."""
+    swapped: List[Tuple[Any, str, Any]] = []
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if not type(child).__name__.endswith("RotaryEmbedding") or getattr(child, "config", None) is None:
+                continue
+            buffer = next(iter(child.buffers()), None)
+            try:
+                rebuilt = type(child)(config=child.config)
+            except (KeyError, ValueError):  # a type transformers lacks (static NTK): nothing to hold it to
+                continue
+            if buffer is not None:
+                rebuilt = rebuilt.to(buffer.device)
+            setattr(parent, name, rebuilt)
+            swapped.append((parent, name, child))
+    return swapped
 
 
 def written_config(source: Dict[str, Any], spec: ScalingSpec, trained: int) -> Tuple[Dict[str, Any], str]:

@@ -633,7 +633,13 @@ def _config_of(model: nn.Module):
     return config
 
 
-def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout: Optional[str] = None) -> PosencPatch:
+def patch(
+    model: nn.Module,
+    *,
+    freeze_frequencies: Optional[int] = None,
+    layout: Optional[str] = None,
+    _check_tables: bool = True,
+) -> PosencPatch:
     """Make one ``transformers`` model use posenc's exact tables and fused rotation.
 
     Args:
@@ -646,6 +652,8 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
         layout: force the pair layout (``"half"`` or ``"interleaved"``) instead of the one the
             architecture's code implements; for checkpoints whose q/k rows were permuted. A wrong
             value gives a different (wrong) model, which the tests use as a negative control.
+        _check_tables: internal (``posenc eval``): ``False`` skips holding a listed family's tables
+            to its rotary modules, for a scaling ``transformers`` has no code for.
 
     Returns:
         A :class:`PosencPatch`; call ``.undo()`` or use it as a context manager.
@@ -669,7 +677,7 @@ def patch(model: nn.Module, *, freeze_frequencies: Optional[int] = None, layout:
     rotary_slots, attention = _slots(model, scope, arch, model_type)
     if scope is not model:
         config = _config_of(scope)
-    rope, ropes = _tables_of(scope, config, found, [c for _, _, c in rotary_slots], model_type)
+    rope, ropes = _tables_of(scope, config, found, [c for _, _, c in rotary_slots], model_type, _check_tables)
     every = list(ropes.values()) if ropes else [rope]
     if freeze_frequencies is not None:
         _check_freezable(every)
@@ -731,7 +739,12 @@ def _slots(
 
 
 def _tables_of(
-    scope: nn.Module, config: Any, found: Optional[Any], rotaries: List[nn.Module], model_type: str
+    scope: nn.Module,
+    config: Any,
+    found: Optional[Any],
+    rotaries: List[nn.Module],
+    model_type: str,
+    check: bool = True,
 ) -> Tuple[RotaryEmbedding, Dict[Any, RotaryEmbedding]]:
     """posenc's tables for ``scope``: one :class:`RotaryEmbedding`, and one per layer type where the
     family's rotary module takes a layer type. Every family, listed or found, is checked against its
@@ -754,7 +767,7 @@ def _tables_of(
         raise UnsupportedModelError(f"posenc cannot build this {model_type!r} config's tables: {exc}") from None
     if found is not None:
         discovery.check_tables(scope, ropes or rope, found)
-    else:  # a listed family: its tables are built from the config, and held to what its modules compute
+    elif check:  # a listed family: its tables are built from the config, and held to what its modules compute
         arch = ARCHITECTURES[model_type]
         # a module on the meta device is checked as its class rebuilds it from its config; GPT-J's
         # table module keeps no config: its table is the config's, made when the weights are
