@@ -998,11 +998,11 @@ def _stream_tables_from_config(config: Any) -> Tuple[nn.Module, Tuple[int, ...]]
     """``StreamTables(config=...)``'s tables and streams: the streams as the family's own module,
     built from ``config`` on the CPU, reads them."""
     # imported here: posenc.integrations.transformers builds on this module
-    from .transformers import PosencRotaryTables, _rotary_modules_from_config
+    from .transformers import PosencRotaryTables, rotary_modules_from_config
 
     if not hasattr(config, "model_type"):
         raise TypeError(f"config must be a transformers config (with a model_type), got {type(config).__name__}")
-    originals = _rotary_modules_from_config(config)
+    originals = rotary_modules_from_config(config)
     if len(originals) != 1 or getattr(originals[0], "mrope_section", None) is None:
         raise ValueError(
             f"config of model_type {config.model_type!r} does not build one M-RoPE rotary module "

@@ -894,7 +894,7 @@ def rotary_kwargs_in_code(
     # unused keys: accepted, as transformers does
     kwargs = rotary_kwargs_from_hf(config, layer_type=layer_type, strict=False)
     if rotary_modules is None:
-        rotary_modules = _rotary_modules_from_config(config)
+        rotary_modules = rotary_modules_from_config(config)
     widths = {rotated_width_of(m, layer_type) for m in rotary_modules}
     width = widths.pop() if len(widths) == 1 else None
     if width is None:
@@ -949,7 +949,7 @@ def _rope_value(fields: ConfigFields, key: str, layer_type: Optional[str] = None
     return fields.get(key)
 
 
-def _rotary_modules_from_config(config) -> List[nn.Module]:
+def rotary_modules_from_config(config) -> List[nn.Module]:
     """The family's rotary module(s) built from ``config`` on the meta device; ``[]`` if that fails."""
     try:
         import transformers
