@@ -11,6 +11,9 @@ Every curve reports the range of slow-down ratios old/new frequency. Only the me
 ramp (``ramp`` in their explorer metadata: YaRN and Llama 3) also split the pairs three ways: ``kept``
 (ratio 1), ``divided`` (ratio ``factor``) and ``blended`` (the ramp between). NTK, dynamic NTK and
 LongRoPE slow almost every pair by a different amount, so such counts would say nothing true about them.
+The split and the count of pairs that turn fully in training are the lesson's
+(:func:`posenc.lesson.stretching.band_masks`, :func:`~posenc.lesson.stretching.partial_turn`), so chapter
+"Stretching RoPE" and this view count alike.
 
 The overlays and their sliders come from the scaling registry (:mod:`posenc.rope.registry`): every
 registered type with explorer metadata is an overlay, each of its ``Parameter``s is a slider (range,
@@ -32,6 +35,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import torch
 
 from .._checks import check_choice, check_int
+from ..lesson.stretching import band_masks, partial_turn
+from ..lesson.vectors import TWO_PI
 from ..rope.embedding import RotaryEmbedding
 from ..rope.hfconfig import CONFIG_ATTRIBUTES, rope_dicts, rotary_kwargs_from_hf, to_hf_dict
 from ..rope.layout import LAYOUTS
@@ -40,8 +45,6 @@ from ..rope.scaling import DYNAMIC_TYPES, rope_frequencies, scaling_to_dict
 from ..rope.tables import rope_inv_freq
 from .palette import SCALING_COLOURS, scaling_style
 
-TWO_PI = 2 * math.pi
-_RATIO_TOL = 1e-9
 _MAX_FIXTURE_BYTES = 1024 * 1024
 _FIXTURE_NAME = re.compile(r"^[A-Za-z0-9._\-/#]{1,120}$")
 
@@ -137,9 +140,7 @@ def classify(ratio: torch.Tensor, factor: Optional[float]) -> dict:
 
     Meaningful only for the ramp methods (:func:`ramp_methods`); see :func:`slowdown` for the others.
     """
-    kept = (ratio - 1).abs() <= _RATIO_TOL
-    divided = ((ratio * factor - 1).abs() <= _RATIO_TOL) if factor and factor > 1 else torch.zeros_like(kept)
-    blended = ~(kept | divided)
+    kept, divided, blended = band_masks(ratio, factor)  # the lesson's split, one definition
     index = torch.nonzero(blended).flatten().tolist()
     return {
         "kept": int(kept.sum()),
@@ -223,7 +224,7 @@ def wavelengths_view(
         "seq_len": seq_len,
         "pairs": list(range(rotary_dim // 2)),
         "default": {"inv_freq": default.tolist(), "wavelength": wavelength},
-        "full_turns_in_training": int(sum(w <= train_len for w in wavelength)),
+        "full_turns_in_training": int((~partial_turn(default, train_len)).sum()),
         "methods": overlays,
         "thresholds": thresholds,
     }

@@ -5,7 +5,10 @@ Every function here takes plain Python values that the API has already range-che
 ``rope_cos_sin``, ``apply_rotary``, ``alibi_slopes``, ``alibi_bias`` ...), and returns a dict that
 is ready to be sent as JSON. Nothing is recomputed in the browser: the page only draws these numbers,
 so a picture can never drift from the mathematics it claims to show. Words, example vectors and turns
-are :mod:`posenc.lesson.vectors`' (the lesson's figures and checks use the same ones).
+are :mod:`posenc.lesson.vectors`' (the lesson's figures and checks use the same ones), and what a view
+shares with a lesson chapter is computed by the lesson's one function: the dials and the word-order
+proof by :mod:`posenc.lesson.rotation` (as chapter "RoPE" draws them), a table cell's hand by
+:func:`posenc.lesson.chapters.clock_hands.wave_hand`.
 
 Conventions: RoPE vectors use the half-split layout (pair ``i`` is ``(x[i], x[i + d/2])``), the one
 Hugging Face uses; angles are in radians unless a key says ``_deg``. Positive angles turn
@@ -24,7 +27,18 @@ import torch
 
 from .._checks import check_float, check_int
 from ..alibi import alibi_bias, alibi_slopes
-from ..lesson.vectors import TWO_PI, angle_errors, example_vector, rotate_at, split_words, word_vector, wrap_angle
+from ..lesson.chapters.clock_hands import wave_hand
+from ..lesson.rotation import order_turn, turn_dials
+from ..lesson.vectors import (
+    TWO_PI,
+    angle_errors,
+    example_vector,
+    half_pairs,
+    rotate_at,
+    split_words,
+    word_vector,
+    wrap_angle,
+)
 from ..rope.tables import rope_angles, rope_inv_freq
 from ..sinusoidal import sinusoidal_frequencies, sinusoidal_table
 from .limits import MAX_SCORE_POINTS
@@ -56,9 +70,8 @@ def sinusoidal_cell(pos: int, dim: int, d_model: int, base: float) -> dict:
     """Everything needed to fill in the formula of one table cell with real numbers."""
     check_int("dim", dim, minimum=0, maximum=d_model - 1)
     pair = dim // 2
-    freq = float(sinusoidal_frequencies(d_model, base)[pair])
-    angle = pos * freq  # float64
-    value = float(sinusoidal_table(1, d_model, base, start=pos)[0, dim])
+    hand = wave_hand(pos, pair, d_model, base)  # the lesson's clock hands read the same
+    freq = hand["frequency"]
     return {
         "pos": pos,
         "dim": dim,
@@ -69,10 +82,10 @@ def sinusoidal_cell(pos: int, dim: int, d_model: int, base: float) -> dict:
         "exponent": 2 * pair / d_model,
         "denominator": base ** (2 * pair / d_model),
         "frequency": freq,
-        "wavelength": TWO_PI / freq,
-        "angle": angle,
-        "angle_reduced": math.fmod(angle, TWO_PI),
-        "value": value,
+        "wavelength": hand["wavelength"],
+        "angle": hand["angle"],
+        "angle_reduced": hand["angle_reduced"],
+        "value": hand["sin" if dim % 2 == 0 else "cos"],
     }
 
 
@@ -96,6 +109,16 @@ def fingerprint_view(text: str, d_model: int, base: float) -> dict:
 
 
 # -- 2. RoPE clock dials ---------------------------------------------------------------------------
+def dial_vectors(head_dim: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The dials' query and key, each (head_dim,) float64: fixed example vectors of ``seed``."""
+    return example_vector(head_dim, seed), example_vector(head_dim, seed + 10_000)
+
+
+def order_vectors(query_word: str, key_word: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The word-order proof's 2-D query and key: each word's fixed vector (the query salted 1, the key 2)."""
+    return word_vector(query_word, 2, salt=1), word_vector(key_word, 2, salt=2)
+
+
 def rope_dials(head_dim: int, base: float, q_pos: int, k_pos: int, offset: int, seed: int) -> dict:
     """Per-pair angles and 2-D vectors of a query and a key, before and after moving both by ``offset``.
 
@@ -109,18 +132,14 @@ def rope_dials(head_dim: int, base: float, q_pos: int, k_pos: int, offset: int, 
     """
     check_int("head_dim", head_dim, minimum=2, even=True)
     inv_freq = rope_inv_freq(head_dim, base)  # (d/2,) float64
-    q = example_vector(head_dim, seed)
-    k = example_vector(head_dim, seed + 10_000)
-    half = head_dim // 2
-    q_rot = rotate_at(q, [q_pos, q_pos + offset], inv_freq)  # (2, d)
-    k_rot = rotate_at(k, [k_pos, k_pos + offset], inv_freq)  # (2, d)
+    q, k = dial_vectors(head_dim, seed)
+    turn = turn_dials(q, k, q_pos, k_pos, offset, inv_freq)  # the lesson's RoPE dials compute the same
     angles = rope_angles(torch.tensor([q_pos, k_pos, q_pos + offset, k_pos + offset]), inv_freq)  # (4, d/2) in [0, 2pi)
-    relative = wrap_angle(torch.tensor(float(q_pos - k_pos), dtype=torch.float64) * inv_freq)
+    relative = wrap_angle(turn.gap_angle)
 
     def pairs(v: torch.Tensor) -> List[List[float]]:  # (d,) -> d/2 x [a, b]
-        return torch.stack((v[:half], v[half:]), dim=-1).tolist()
+        return half_pairs(v).tolist()
 
-    contrib = q_rot[:, :half] * k_rot[:, :half] + q_rot[:, half:] * k_rot[:, half:]  # (2, d/2)
     return {
         "head_dim": head_dim,
         "base": base,
@@ -138,19 +157,19 @@ def rope_dials(head_dim: int, base: float, q_pos: int, k_pos: int, offset: int, 
         "k_angle_moved": angles[3].tolist(),
         "relative_angle": relative.tolist(),
         "relative_angle_deg": torch.rad2deg(relative).tolist(),
-        "q_pairs": pairs(q_rot[0]),
-        "k_pairs": pairs(k_rot[0]),
+        "q_pairs": pairs(turn.q_rot[0]),
+        "k_pairs": pairs(turn.k_rot[0]),
         "q_pairs_unrotated": pairs(q),
         "k_pairs_unrotated": pairs(k),
         "q_turn_deg": torch.rad2deg(angles[2]).tolist(),
         "k_turn_deg": torch.rad2deg(angles[3]).tolist(),
-        "q_pairs_moved": pairs(q_rot[1]),
-        "k_pairs_moved": pairs(k_rot[1]),
-        "pair_scores": contrib[0].tolist(),
-        "pair_scores_moved": contrib[1].tolist(),
-        "score": float(q_rot[0] @ k_rot[0]),
-        "score_moved": float(q_rot[1] @ k_rot[1]),
-        "score_unrotated": float(q @ k),
+        "q_pairs_moved": pairs(turn.q_rot[1]),
+        "k_pairs_moved": pairs(turn.k_rot[1]),
+        "pair_scores": turn.pair_scores[0].tolist(),
+        "pair_scores_moved": turn.pair_scores[1].tolist(),
+        "score": turn.scores[0],
+        "score_moved": turn.scores[1],
+        "score_unrotated": turn.score_unrotated,
     }
 
 
@@ -168,8 +187,7 @@ def word_order_view(text_a: str, text_b: str, query_word: str, key_word: str, de
     """
     check_float("degrees", degrees, minimum=1.0, maximum=179.0)
     inv_freq = torch.tensor([math.radians(degrees)], dtype=torch.float64)
-    q = word_vector(query_word, 2, salt=1)
-    k = word_vector(key_word, 2, salt=2)
+    q, k = order_vectors(query_word, key_word)
     sentences = []
     for name, text in (("text_a", text_a), ("text_b", text_b)):
         words = split_words(text, name)
@@ -179,9 +197,7 @@ def word_order_view(text_a: str, text_b: str, query_word: str, key_word: str, de
                 raise ValueError(f"{role} {word!r} does not occur in {name} {text!r}")
         qi, ki = lowered.index(query_word.lower()), lowered.index(key_word.lower())
         seat_angles = rope_angles(torch.arange(len(words)), inv_freq)[:, 0]  # (W,)
-        relative = wrap_angle(torch.tensor(float(qi - ki), dtype=torch.float64) * inv_freq)[0]
-        q_rot = rotate_at(q, [qi], inv_freq)[0]
-        k_rot = rotate_at(k, [ki], inv_freq)[0]
+        turn = order_turn(q, k, qi, ki, degrees)  # the lesson's "who bit whom" clock computes the same
         sentences.append(
             {
                 "text": text,
@@ -190,11 +206,11 @@ def word_order_view(text_a: str, text_b: str, query_word: str, key_word: str, de
                 "query_seat": qi,
                 "key_seat": ki,
                 "query_minus_key_seats": qi - ki,
-                "relative_angle_deg": math.degrees(float(relative)),
-                "score_rope": float(q_rot @ k_rot),
-                "score_nope": float(q @ k),
-                "q_rotated": q_rot.tolist(),
-                "k_rotated": k_rot.tolist(),
+                "relative_angle_deg": turn["relative_angle_deg"],
+                "score_rope": turn["score_rope"],
+                "score_nope": turn["score_nope"],
+                "q_rotated": turn["q_rotated"].tolist(),
+                "k_rotated": turn["k_rotated"].tolist(),
             }
         )
     return {

@@ -3,7 +3,8 @@
 A RoPE model trained on ``trained_len`` tokens turned pair ``i`` by ``theta_i`` per seat, so over its
 training texts the pair swept the angles ``0 .. trained_len * theta_i`` (one step past the last seat,
 ``trained_len - 1``). A pair that went round at least once in training (``trained_len * theta_i >=
-2 pi``) has seen every angle. Any other pair is **past training** at ``length`` tokens when, with the
+2 pi``) has seen every angle; the others turned only part of a circle (:func:`partial_turn`). Such a
+pair is **past training** at ``length`` tokens when, with the
 frequencies a scaling gives it, the last seat's angle ``(length - 1) * theta'_i`` is larger than
 ``trained_len * theta_i``: the model would read an angle that never occurred in training.
 
@@ -12,15 +13,44 @@ Plain RoPE puts every partial-turn pair past training as soon as the text is lon
 the slow pairs past it (slowed too little); YaRN slows the slow pairs by the full factor. The tour
 (``posenc tour --section extension``) and the explorer's lesson (chapter "Stretching RoPE") count with
 :func:`past_training`.
+
+The scalings built from a ramp (YaRN, Llama 3) split the pairs three ways by the ratio new / old
+frequency: *kept* (ratio 1), *divided* by the factor (ratio 1 / factor) and *blended* between;
+:func:`band_masks` is that split, for the lesson's chapter, the tour and the explorer's wavelength view.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Optional, Tuple
 
 import torch
 
 from .._checks import check_int, check_tensor
+
+#: how far a pair's ratio new / old frequency may be from 1 (kept) or 1 / factor (divided) and count as it
+BAND_TOLERANCE = 1e-9
+
+
+def partial_turn(trained_inv_freq: torch.Tensor, trained_len: int) -> torch.Tensor:
+    """Which pairs turned less than once over ``trained_len`` tokens, ``trained_len * theta_i < 2 pi``:
+    bool tensor (pairs,). The other pairs have seen every angle in training."""
+    check_tensor("trained_inv_freq", trained_inv_freq, ndim=1, floating=True)
+    check_int("trained_len", trained_len, minimum=1)
+    return trained_len * trained_inv_freq.double() < 2 * math.pi
+
+
+def band_masks(ratio: torch.Tensor, factor: Optional[float]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Split pairs by ``ratio`` = new / old frequency (shape (pairs,)) into ``(kept, divided, blended)``
+    bool masks: kept where the ratio is 1, divided where it is ``1 / factor`` (only for a factor above
+    1), blended elsewhere, each within :data:`BAND_TOLERANCE`."""
+    check_tensor("ratio", ratio, ndim=1, floating=True)
+    kept = (ratio - 1).abs() <= BAND_TOLERANCE
+    if factor is not None and factor > 1:
+        divided = (ratio * factor - 1).abs() <= BAND_TOLERANCE
+    else:
+        divided = torch.zeros_like(kept)
+    return kept, divided, ~(kept | divided)
 
 
 def past_training(
@@ -47,9 +77,8 @@ def past_training(
     check_int("trained_len", trained_len, minimum=1)
     check_int("length", length, minimum=1)
     seen = trained_len * trained_inv_freq.double()  # (pairs,) the angles swept in training
-    partial_turn = seen < 2 * math.pi
     overshoot = (length - 1) * inv_freq.double() > seen
-    return partial_turn & overshoot
+    return partial_turn(trained_inv_freq, trained_len) & overshoot
 
 
-__all__ = ["past_training"]
+__all__ = ["BAND_TOLERANCE", "band_masks", "partial_turn", "past_training"]

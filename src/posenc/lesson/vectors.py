@@ -5,8 +5,10 @@ queries/keys in with these, so a word has one vector everywhere: :func:`word_vec
 pseudo-random vector per word) and :func:`example_vector` (one per seed). :func:`split_words` is the one
 reading of a learner's sentence, with its size bounds (:data:`MAX_TEXT_CHARS`, :data:`MAX_WORDS`,
 :data:`MAX_WORD_CHARS`, which the explorer's API publishes). :func:`rotate_at` turns a vector with the
-library's own RoPE at float64; :func:`wrap_angle` folds angles into (-pi, pi]; :func:`angle_errors`
-measures how far a float32 cos/sin table is off when its angles are formed in a low dtype.
+library's own RoPE at float64; :func:`wrap_angle` folds angles into (-pi, pi] (:func:`wrap_degrees`
+the same in degrees); :func:`half_pairs` cuts a half-split vector into its rotation pairs;
+:func:`angle_errors` measures how far a float32 cos/sin table is off when its angles are formed in a
+low dtype.
 
 Conventions: RoPE vectors use the half-split layout (pair ``i`` is ``(x[i], x[i + d/2])``); angles are
 in radians; a positive angle turns counter-clockwise.
@@ -69,6 +71,23 @@ def wrap_angle(angle: torch.Tensor) -> torch.Tensor:
     return torch.where(wrapped == -math.pi, torch.full_like(wrapped, math.pi), wrapped)
 
 
+def wrap_degrees(angle: float) -> float:
+    """An angle in degrees folded into (-180, 180]."""
+    wrapped = math.fmod(angle, 360.0)
+    if wrapped > 180.0:
+        wrapped -= 360.0
+    elif wrapped <= -180.0:
+        wrapped += 360.0
+    return wrapped
+
+
+def half_pairs(x: torch.Tensor) -> torch.Tensor:
+    """The rotation pairs of a half-split vector: (head_dim,) -> (head_dim / 2, 2), row ``i`` being
+    ``(x[i], x[i + head_dim / 2])``."""
+    half = x.shape[-1] // 2
+    return torch.stack((x[:half], x[half:]), dim=-1)
+
+
 def rotate_at(x: torch.Tensor, positions: Sequence[int], inv_freq: torch.Tensor) -> torch.Tensor:
     """RoPE-rotate copies of ``x`` (shape (head_dim,)) to each position -> (len(positions), head_dim).
 
@@ -118,8 +137,10 @@ __all__ = [
     "TWO_PI",
     "angle_errors",
     "example_vector",
+    "half_pairs",
     "rotate_at",
     "split_words",
     "word_vector",
     "wrap_angle",
+    "wrap_degrees",
 ]

@@ -11,6 +11,7 @@ import torch
 from ..._checks import check_int
 from ...sinusoidal import sinusoidal_frequencies, sinusoidal_table
 from ..prose import Block
+from ..vectors import TWO_PI
 from ._check import Check, Evidence
 from ._ranges import Range, checked
 
@@ -136,7 +137,27 @@ FIGURE_RANGES: Dict[str, Range] = {
     "wave_seat": (0, 10_000, 3, "the seat whose clock hands are drawn"),
     "wave_d_model": (4, 256, 64, "width of the sinusoidal position vectors (even)"),
 }
-TWO_PI = 2 * math.pi
+
+
+def wave_hand(seat: int, pair: int, d_model: int, base: float = 10000.0) -> dict:
+    """Hand ``pair`` of the sinusoidal code of ``seat``: its frequency, wavelength and angle
+    ``seat x frequency`` (float64, and reduced by whole turns into (-2 pi, 2 pi)), and the two table
+    columns it writes, ``sin`` in column ``2 pair`` and ``cos`` in ``2 pair + 1`` (``None`` past an odd
+    ``d_model``'s last column), read from posenc's own table (float32, as the module stores it).
+
+    The clock-hands figure and the explorer's workbench (its table cell) both read a hand here.
+    """
+    row = sinusoidal_table(1, d_model, base, start=seat)[0]  # (d,)
+    freq = float(sinusoidal_frequencies(d_model, base)[pair])
+    angle = seat * freq
+    return {
+        "frequency": freq,
+        "wavelength": TWO_PI / freq,
+        "angle": angle,
+        "angle_reduced": math.fmod(angle, TWO_PI),
+        "sin": float(row[2 * pair]),
+        "cos": float(row[2 * pair + 1]) if 2 * pair + 1 < d_model else None,
+    }
 
 
 def clock_hands(seat: int, d_model: int) -> dict:
@@ -148,26 +169,23 @@ def clock_hands(seat: int, d_model: int) -> dict:
     """
     checked(FIGURE_RANGES, "wave_seat", seat)
     check_int("d_model", d_model, minimum=4, maximum=256, even=True)
-    freqs = sinusoidal_frequencies(d_model)  # (d/2,)
     pairs = {"fast": 0, "medium": max(1, d_model // 8), "slow": d_model // 2 - 1}
-    row = sinusoidal_table(1, d_model, start=seat)[0]  # (d,)
     positions = torch.arange(0, 65)
     table = sinusoidal_table(65, d_model)  # (65, d)
     hands: list[dict] = []
     for speed, pair in pairs.items():
-        freq = float(freqs[pair])
-        angle = seat * freq
+        hand = wave_hand(seat, pair, d_model)
         hands.append(
             {
                 "speed": speed,
                 "pair": pair,
                 "columns": [2 * pair, 2 * pair + 1],
-                "frequency": freq,
-                "wavelength": TWO_PI / freq,
-                "angle": angle,
-                "angle_deg_mod_360": math.degrees(math.fmod(angle, TWO_PI)),
-                "sin": float(row[2 * pair]),
-                "cos": float(row[2 * pair + 1]),
+                "frequency": hand["frequency"],
+                "wavelength": hand["wavelength"],
+                "angle": hand["angle"],
+                "angle_deg_mod_360": math.degrees(hand["angle_reduced"]),
+                "sin": hand["sin"],
+                "cos": hand["cos"],
                 "wave": table[:, 2 * pair].tolist(),
             }
         )

@@ -18,24 +18,25 @@ from ...rope.apply import apply_rotary
 from ...rope.layout import permute_for_interleaved
 from ...rope.tables import rope_cos_sin, rope_inv_freq
 from ..prose import Block
-from ..rotation import DIAL_THETA, KEY, QUERY, SEAT_PAIRS, THETA, hand_angles, pair_score, rotate_2d
-from ..vectors import example_vector, rotate_at
+from ..rotation import (
+    DIAL_THETA,
+    KEY,
+    QUERY,
+    SEAT_PAIRS,
+    THETA,
+    hand_angles,
+    order_turn,
+    pair_score,
+    rotate_2d,
+    turn_dials,
+)
+from ..vectors import example_vector, half_pairs, rotate_at, wrap_degrees
 from ._check import Check, Evidence
 from ._ranges import Range, checked
 
 SENTENCES = {"A": ("The", "dog", "bit", "man"), "B": ("The", "man", "bit", "dog")}
 #: A full-size head for the module check.
 HEAD_DIM = 64
-
-
-def wrap_degrees(angle: float) -> float:
-    """Map an angle to (-180, 180]."""
-    wrapped = math.fmod(angle, 360.0)
-    if wrapped > 180.0:
-        wrapped -= 360.0
-    elif wrapped <= -180.0:
-        wrapped += 360.0
-    return wrapped
 
 
 def sign_check(theta: float = DIAL_THETA) -> torch.Tensor:
@@ -311,6 +312,15 @@ def rotate_vector(a: float, b: float, seat: int, theta_deg: float) -> dict:
     }
 
 
+#: the seeds of the clock's query and key (:func:`posenc.lesson.vectors.example_vector`)
+CLOCK_SEEDS = (1, 2)
+
+
+def clock_vectors(head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The clock's query and key, each (head_dim,) float64."""
+    return example_vector(head_dim, CLOCK_SEEDS[0]), example_vector(head_dim, CLOCK_SEEDS[1])
+
+
 def rope_clock(head_dim: int, m: int, n: int, shift: int) -> dict:
     """Every pair of a query at seat m and a key at seat n, both moved by ``shift``: the vectors
     before (the ghost hands) and after the turn, the turn itself, and the relative-angle proof.
@@ -324,47 +334,42 @@ def rope_clock(head_dim: int, m: int, n: int, shift: int) -> dict:
     for name, value in (("m", m), ("n", n), ("shift", shift)):
         checked(FIGURE_RANGES, name, value)
     inv_freq = rope_inv_freq(head_dim, 10000.0)  # (d/2,)
-    g = torch.Generator()
-    q = torch.randn(head_dim, generator=g.manual_seed(1), dtype=torch.float64)
-    k = torch.randn(head_dim, generator=g.manual_seed(2), dtype=torch.float64)
-    half = head_dim // 2
-    q_rot = rotate_at(q, [m, m + shift], inv_freq)  # (2, d)
-    k_rot = rotate_at(k, [n, n + shift], inv_freq)
-    gap = m - n
-    # right-hand side: the key turned back by the gap alone, dotted with the unturned query
-    gap_turn = rotate_at(k, [1], inv_freq * -gap)[0]  # (d,), turned -(m - n) theta
+    q, k = clock_vectors(head_dim)
+    turn = turn_dials(q, k, m, n, shift, inv_freq)  # the workbench's dials compute the same
+    q_pairs, k_pairs = half_pairs(q).tolist(), half_pairs(k).tolist()  # (d/2) x [a, b]
+    q_rot, k_rot = [half_pairs(v).tolist() for v in turn.q_rot], [half_pairs(v).tolist() for v in turn.k_rot]
     pairs = []
-    for i in range(half):
+    for i in range(head_dim // 2):
         theta = float(inv_freq[i])
         pairs.append(
             {
                 "pair": i,
                 "theta": theta,
                 "theta_deg": math.degrees(theta),
-                "q": [float(q[i]), float(q[i + half])],
-                "k": [float(k[i]), float(k[i + half])],
-                "q_rotated": [float(q_rot[0, i]), float(q_rot[0, i + half])],
-                "k_rotated": [float(k_rot[0, i]), float(k_rot[0, i + half])],
-                "q_moved": [float(q_rot[1, i]), float(q_rot[1, i + half])],
-                "k_moved": [float(k_rot[1, i]), float(k_rot[1, i + half])],
+                "q": q_pairs[i],
+                "k": k_pairs[i],
+                "q_rotated": q_rot[0][i],
+                "k_rotated": k_rot[0][i],
+                "q_moved": q_rot[1][i],
+                "k_moved": k_rot[1][i],
                 "q_turn_deg": math.degrees(m * theta),
                 "k_turn_deg": math.degrees(n * theta),
                 "q_turn_moved_deg": math.degrees((m + shift) * theta),
                 "k_turn_moved_deg": math.degrees((n + shift) * theta),
-                "gap_deg": math.degrees(gap * theta),
+                "gap_deg": math.degrees(float(turn.gap_angle[i])),
             }
         )
     return {
         "head_dim": head_dim,
         "m": m,
         "n": n,
-        "gap": gap,
+        "gap": m - n,
         "shift": shift,
         "pairs": pairs,
-        "score": float(q_rot[0] @ k_rot[0]),
-        "score_shifted": float(q_rot[1] @ k_rot[1]),
-        "score_gap_only": float(q @ gap_turn),
-        "score_unrotated": float(q @ k),
+        "score": turn.scores[0],
+        "score_shifted": turn.scores[1],
+        "score_gap_only": turn.score_gap_only,
+        "score_unrotated": turn.score_unrotated,
     }
 
 
@@ -372,6 +377,8 @@ def rope_clock(head_dim: int, m: int, n: int, shift: int) -> dict:
 ORDER_SENTENCES = ("the dog bit man", "the man bit dog")
 #: the seed's clock: one pair turning 30 degrees per seat
 ORDER_DEGREES = 30.0
+#: the clock's 2-D vectors: "bit" as the query, "dog" as the key
+ORDER_VECTORS = ((1.0, 0.25), (0.6, 0.8))
 
 
 def pair_layouts(m: int, n: int) -> dict:
@@ -436,12 +443,9 @@ def word_order(sentence: int, degrees: float) -> dict:
     check_int("sentence", sentence, minimum=0, maximum=1)
     checked(FIGURE_RANGES, "order_deg", degrees)
     words = ORDER_SENTENCES[sentence].split()
-    inv_freq = torch.tensor([math.radians(degrees)], dtype=torch.float64)
     dog, bit = words.index("dog"), words.index("bit")
-    q = torch.tensor([1.0, 0.25], dtype=torch.float64)  # "bit" as a query
-    k = torch.tensor([0.6, 0.8], dtype=torch.float64)  # "dog" as a key
-    q_rot = rotate_at(q, [bit], inv_freq)[0]
-    k_rot = rotate_at(k, [dog], inv_freq)[0]
+    q, k = (torch.tensor(v, dtype=torch.float64) for v in ORDER_VECTORS)
+    turn = order_turn(q, k, bit, dog, degrees)  # the workbench's word-order view computes the same
     return {
         "sentence": sentence,
         "text": ORDER_SENTENCES[sentence],
@@ -450,9 +454,9 @@ def word_order(sentence: int, degrees: float) -> dict:
         "angles_deg": [i * degrees for i in range(len(words))],
         "dog_seat": dog,
         "bit_seat": bit,
-        "turn_dog_to_bit_deg": (bit - dog) * degrees,
-        "score_rope": float(q_rot @ k_rot),
-        "score_nope": float(q @ k),
+        "turn_dog_to_bit_deg": turn["relative_angle_deg"],
+        "score_rope": turn["score_rope"],
+        "score_nope": turn["score_nope"],
     }
 
 

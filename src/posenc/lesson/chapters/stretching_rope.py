@@ -19,7 +19,8 @@ from ...fixtures import load_fixture
 from ...rope import LinearScaling, NTKScaling, RotaryEmbedding, YaRNScaling, rope_frequencies, rope_inv_freq
 from ...rope.registry import scaling_parameters
 from ..prose import Block
-from ..stretching import past_training
+from ..stretching import band_masks, partial_turn, past_training
+from ..vectors import TWO_PI
 from ._check import Check, Evidence
 from ._ranges import Range, checked
 
@@ -64,12 +65,11 @@ def times(count: float) -> str:
     return "once" if count == 1 else f"{count:g} times"
 
 
-def pair_bands(scaled: torch.Tensor, default: torch.Tensor, factor: float):
-    """Counts of pairs kept (ratio 1), fully slowed (ratio >= factor) and blended in between."""
-    ratio = default / scaled
-    kept = int((ratio <= 1 + 1e-12).sum())
-    slowed = int((ratio >= factor * (1 - 1e-12)).sum())
-    return kept, slowed, len(ratio) - kept - slowed
+def pair_bands(scaled: torch.Tensor, default: torch.Tensor, factor: float) -> Tuple[int, int, int]:
+    """Counts of pairs kept (frequency unchanged), slowed by the whole factor and blended in between:
+    :func:`posenc.lesson.stretching.band_masks`, which the explorer's wavelength view counts with too."""
+    kept, divided, blended = band_masks(scaled / default, factor)
+    return int(kept.sum()), int(divided.sum()), int(blended.sum())
 
 
 def numbers() -> dict:
@@ -77,7 +77,7 @@ def numbers() -> dict:
     n: dict = {}
     length = int(TRAINED * FACTOR)
     default, _ = rope_frequencies(None, ROTARY_DIM, BASE)  # (64,) float64
-    n["extension.partial_turn_pairs"] = int((TRAINED * default < 2 * math.pi).sum())
+    n["extension.partial_turn_pairs"] = int(partial_turn(default, TRAINED).sum())
     for name, config in scalings().items():
         inv_freq, factor = rope_frequencies(config, ROTARY_DIM, BASE)
         n[f"extension.{name}.fastest_ratio"] = float(inv_freq[0] / default[0])
@@ -89,9 +89,8 @@ def numbers() -> dict:
         if name == "ntk":
             n["extension.ntk.unseen_indices"] = torch.nonzero(mask).flatten().tolist()
         if name == "yarn":
-            ratio = inv_freq / default  # (64,) 1 = kept, 1/s = slowed
-            n["extension.yarn.kept_pairs"] = int((ratio >= 1 - 1e-12).sum())
-            n["extension.yarn.slowed_pairs"] = int((ratio <= (1 + 1e-12) / FACTOR).sum())
+            kept, slowed, _ = pair_bands(inv_freq, default, FACTOR)
+            n["extension.yarn.kept_pairs"], n["extension.yarn.slowed_pairs"] = kept, slowed
     linear = RotaryEmbedding(ROTARY_DIM, base=BASE, scaling=LinearScaling(factor=FACTOR), max_position_embeddings=8)
     unscaled = RotaryEmbedding(ROTARY_DIM, base=BASE, max_position_embeddings=8)
     seats = torch.tensor([[0, 1_000, 4_000, TRAINED - 1]])
@@ -332,7 +331,6 @@ FIGURE_RANGES: Dict[str, Range] = {
     "train_len": (256, 131_072, 8192, "context length the model was trained with"),
     "stretch_head_dim": (16, 256, 128, "features per head (even)"),
 }
-TWO_PI = 2 * math.pi
 
 
 def stretching(factor: float, train_len: int, head_dim: int) -> dict:
@@ -355,7 +353,7 @@ def stretching(factor: float, train_len: int, head_dim: int) -> dict:
         "yarn": YaRNScaling(factor=factor, original_max_position_embeddings=train_len),
     }
     plain = rope_inv_freq(head_dim, 10000.0)
-    partial = (train_len * plain.double() < TWO_PI).tolist()
+    partial = partial_turn(plain, train_len).tolist()
     methods = []
     for name, cfg in configs.items():
         inv_freq, attention = rope_frequencies(cfg, head_dim, 10000.0)
@@ -395,10 +393,9 @@ def _llama3_bands() -> Evidence:
     kw = rotary_kwargs_from_hf(load_fixture(LLAMA3_FIXTURE))
     cfg, rotary_dim, base = kw["scaling"], kw["rotary_dim"], kw["base"]
     scaled, _ = rope_frequencies(cfg, rotary_dim, base)
-    ratio = scaled / rope_inv_freq(rotary_dim, base)  # (rotary_dim / 2,)
-    kept = int(torch.isclose(ratio, torch.ones_like(ratio), rtol=1e-12, atol=0).sum())
-    divided = int(torch.isclose(ratio, torch.full_like(ratio, 1 / cfg.factor), rtol=1e-12, atol=0).sum())
-    between = ratio.numel() - kept - divided
+    default = rope_inv_freq(rotary_dim, base)  # (rotary_dim / 2,)
+    ratio = scaled / default
+    kept, divided, between = pair_bands(scaled, default, cfg.factor)
     original, high = cfg.original_max_position_embeddings, cfg.high_freq_factor
     return (
         [
