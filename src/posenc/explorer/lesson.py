@@ -1,9 +1,10 @@
 """The guided lesson's API glue: the limits its figures' query parameters accept, and its chapter list.
 
 The lesson itself is written once, in :mod:`posenc.lesson.chapters`: each chapter's module holds its
-text, its numbers, its figure functions (which the routes in :mod:`posenc.explorer.routers.lesson` call)
-with ``FIGURE_RANGES``, and its knowledge checks. This module turns those ranges into the API's
-:data:`LESSON_LIMITS` (published by ``GET /api/lesson/chapters``, which the page's sliders stay inside)
+text, its numbers, its figure functions in ``FIGURES`` (each served by a route that
+:mod:`posenc.explorer.routers.lesson` makes from it) with ``FIGURE_RANGES``, and its knowledge checks.
+This module turns those ranges into the API's :data:`LESSON_LIMITS` (published by
+``GET /api/lesson/chapters``, which the page's sliders stay inside)
 and lists the chapters of :mod:`posenc.lesson.manifest` with the sections of the source lesson each
 one retells (:data:`SOURCE_SECTIONS`).
 

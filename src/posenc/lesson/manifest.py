@@ -2,7 +2,8 @@
 
 The explorer builds its table of contents, chapter numbers, routes (the URL hash is a chapter's id) and
 pager from :data:`CHAPTERS`, and ``posenc tour --list`` prints it with the tour sections that tell each
-chapter in the terminal. Adding a chapter is one entry here, its figure functions and its page module.
+chapter in the terminal. Adding a chapter is one entry here, its chapter module (its figure functions in
+``FIGURES``, from which the explorer's API routes are made) and its page module.
 """
 
 from __future__ import annotations

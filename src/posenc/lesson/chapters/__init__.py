@@ -10,17 +10,18 @@ Every chapter module has the two functions both faces read:
 The tour prints :func:`blocks` in the terminal and records :func:`numbers`; the explorer fetches the
 same blocks (``/api/lesson/prose/{chapter}``) and draws them into the chapter's ``data-prose`` slots
 beside its interactive figures. A chapter module also holds its figure functions (what its sliders
-ask for: pure functions returning the figure's data) with ``FIGURE_RANGES``, the range of every numeric
-figure parameter (:mod:`._ranges`); :func:`figure_ranges` gathers them, and the explorer's API publishes
-them as its limits. A module lists its knowledge checks in ``CHECKS`` (:mod:`._check`), the ones the
-manifest names under its chapter.
+ask for: pure functions returning the figure's data), listed in ``FIGURES`` (route name -> function,
+:mod:`._figures`), with ``FIGURE_RANGES``, the range of every numeric figure parameter (:mod:`._ranges`);
+:data:`FIGURES` gathers the figures (the explorer serves each at ``/api/lesson/<route>``) and
+:func:`figure_ranges` the ranges (the API's limits). A module lists its knowledge checks in ``CHECKS``
+(:mod:`._check`), the ones the manifest names under its chapter.
 
 Adding a chapter: its entry in :mod:`posenc.lesson.manifest`, a module here named by the entry's id
 (``bag-of-tiles`` is ``bag_of_tiles.py``; :data:`MODULES` imports it from the manifest) with ``numbers``
-and ``prose``, its figure functions with ``FIGURE_RANGES`` and ``CHECKS`` for the checks its entry
-names, an API route per figure, its article on the page with one ``data-prose`` element per slot its
-blocks name and a JS module for its figures, and its tests; ``tests/test_lesson_one_source.py`` then
-holds the tour's and the page's text to the module's.
+and ``prose``, its figure functions in ``FIGURES`` with ``FIGURE_RANGES`` (each becomes an API route,
+with no code in the explorer) and ``CHECKS`` for the checks its entry names, its article on the page
+with one ``data-prose`` element per slot its blocks name and a JS module for its figures, and its
+tests; ``tests/test_lesson_one_source.py`` then holds the tour's and the page's text to the module's.
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ from __future__ import annotations
 import importlib
 from functools import lru_cache
 from types import ModuleType
+from typing import Mapping
 
 from ..manifest import CHAPTERS, Chapter
 from ..prose import Block
+from ._figures import LAB_RUN, Choice, Figure, Parameter, ResolvedFigure, Text, Word, resolve
 from ._ranges import Range
 
 
@@ -102,4 +105,48 @@ def figure_ranges() -> dict[str, Range]:
     return table
 
 
-__all__ = ["MODULES", "blocks", "figure_ranges", "numbers"]
+def collect_figures(modules: Mapping[str, ModuleType]) -> dict[str, ResolvedFigure]:
+    """Route name -> figure, for every figure the chapter ``modules`` (chapter id -> module) declare in
+    ``FIGURES``, in their order, each parameter placed against its module's ``FIGURE_RANGES``
+    (:func:`._figures.resolve`). Run on every chapter when this package is imported (:data:`FIGURES`).
+
+    Raises ``ValueError`` naming the chapter, the figure and the parameter for a parameter it cannot
+    place, and naming both chapters for a route two of them declare.
+    """
+    table: dict[str, ResolvedFigure] = {}
+    for chapter, module in modules.items():
+        declared = getattr(module, "FIGURES", {})
+        if not isinstance(declared, Mapping):
+            raise ValueError(f"chapter {chapter!r}: FIGURES must map route names to figures, got {declared!r}")
+        ranges = getattr(module, "FIGURE_RANGES", {})
+        for route, figure in declared.items():
+            if route in table:
+                raise ValueError(
+                    f"figure {route!r} is declared twice: in chapter {table[route].chapter!r} and in "
+                    f"chapter {chapter!r}"
+                )
+            table[route] = resolve(chapter, route, figure, ranges)
+    return table
+
+
+#: route name -> figure, for every figure of every chapter, in reading order (the explorer serves each
+#: at ``/api/lesson/<route>``)
+FIGURES: dict[str, ResolvedFigure] = collect_figures(MODULES)
+
+
+__all__ = [
+    "FIGURES",
+    "LAB_RUN",
+    "MODULES",
+    "Choice",
+    "Figure",
+    "Parameter",
+    "Range",
+    "ResolvedFigure",
+    "Text",
+    "Word",
+    "blocks",
+    "collect_figures",
+    "figure_ranges",
+    "numbers",
+]

@@ -8,7 +8,7 @@ publishes the same table as its query limits.
 
 from __future__ import annotations
 
-from typing import Dict, Tuple, Union
+from typing import Dict, Optional, Tuple, Union
 
 from ..._checks import check_float, check_int
 
@@ -17,12 +17,20 @@ Number = Union[int, float]
 Range = Tuple[Number, Number, Number, str]
 
 
-def checked(ranges: Dict[str, Range], name: str, value: object) -> Number:
-    """``value`` checked against ``ranges[name]`` (an int, or a float when the default is a float)."""
+def checked(
+    ranges: Dict[str, Range], name: str, value: object, *, argument: Optional[str] = None, even: bool = False
+) -> Number:
+    """``value`` checked against ``ranges[name]`` (an int, or a float when the default is a float).
+
+    ``argument`` is the name an error gives the value (the function's parameter, when a figure maps
+    it to a range named otherwise: ``d_model`` checked against ``wave_d_model``); ``even`` also
+    refuses an odd integer.
+    """
     minimum, maximum, default, _ = ranges[name]
+    shown = name if argument is None else argument
     if isinstance(default, float):
-        return check_float(name, value, minimum=float(minimum), maximum=float(maximum))
-    return check_int(name, value, minimum=int(minimum), maximum=int(maximum))
+        return check_float(shown, value, minimum=float(minimum), maximum=float(maximum))
+    return check_int(shown, value, minimum=int(minimum), maximum=int(maximum), even=even)
 
 
 __all__ = ["Number", "Range", "checked"]

@@ -10,6 +10,7 @@ import torch
 from ...alibi import alibi_bias, alibi_slopes
 from ..prose import Block
 from ._check import Check, Evidence
+from ._figures import Figure
 from ._ranges import Range, checked
 
 #: the figure's default: 8 heads, a query 10 seats after the key, and the longest look back it offers
@@ -129,6 +130,10 @@ def alibi_penalty(heads: int, distance: int) -> dict:
             }
         )
     return {"heads": heads, "distance": distance, "keys_back": back, "rows": rows}
+
+
+#: route -> figure function (the explorer serves it at /api/lesson/<route>)
+FIGURES = {"alibi": Figure(alibi_penalty, heads="alibi_heads", distance="alibi_distance")}
 
 
 # -- the knowledge checks the manifest lists under this chapter (the quiz collects them) --

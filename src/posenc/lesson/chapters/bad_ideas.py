@@ -240,3 +240,7 @@ def bad_ideas(raw_seat: int, sentence_len: int) -> dict:
         "step_4_words": float(reference[1] - reference[0]),
         "meaning_of_step": step * 4,  # the 1-word step, in units of the 4-word sentence's step
     }
+
+
+#: route -> figure function (the explorer serves it at /api/lesson/<route>)
+FIGURES = {"bad-ideas": bad_ideas}

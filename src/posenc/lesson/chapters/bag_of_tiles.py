@@ -26,6 +26,7 @@ from ..mistakes import ROUNDING_LEVEL
 from ..prose import Block
 from ..vectors import split_words, word_vector
 from ._check import Check, Evidence
+from ._figures import Choice, Figure, Text
 from ._ranges import Range, checked
 
 SENTENCE_A = "the dog bit the man"
@@ -296,6 +297,10 @@ def bag_of_tiles(text: str, shuffle: int, scheme: str) -> dict:
         "largest_difference": float(diff.max()),
         "rounding_level": ROUNDING_LEVEL,
     }
+
+
+#: route -> figure function (the explorer serves it at /api/lesson/<route>)
+FIGURES = {"bag": Figure(bag_of_tiles, text=Text("the dog bit the man"), scheme=Choice("nope"))}
 
 
 # -- the knowledge check the manifest lists under this chapter (the quiz collects it) --

@@ -23,6 +23,7 @@ from ..prose import Block
 from ..rotation import KEY, QUERY, pair_score
 from ..vectors import split_words, word_vector
 from . import bag_of_tiles as bag
+from ._figures import LAB_RUN, Choice, Figure, Text
 from .rope import ORDER_SENTENCES
 
 #: Seats over which the sine table's bound is checked again.
@@ -281,3 +282,10 @@ def attention_map(text: str, lab_run: Path | None = None) -> dict:
         maps.append({"scheme": name, "weights": weights.tolist(), "source": source})
     trained = any(m["source"]["kind"] == "trained" for m in maps)
     return {"words": words, "maps": maps, "trained": trained}
+
+
+#: route -> figure function (the explorer serves each at /api/lesson/<route>)
+FIGURES = {
+    "big-picture": Figure(big_picture, scheme=Choice("rope")),
+    "attention": Figure(attention_map, text=Text("the dog bit the man"), lab_run=LAB_RUN),
+}

@@ -8,11 +8,11 @@ from typing import Dict, Tuple
 
 import torch
 
-from ..._checks import check_int
 from ...sinusoidal import sinusoidal_frequencies, sinusoidal_table
 from ..prose import Block
 from ..vectors import TWO_PI
 from ._check import Check, Evidence
+from ._figures import Figure
 from ._ranges import Range, checked
 
 #: The seed lesson's wave fingerprint: seat -> (fast, medium, slow), to two decimals.
@@ -168,7 +168,7 @@ def clock_hands(seat: int, d_model: int) -> dict:
     each hand's angle is seat x frequency, its tip (cos, sin) is the pair's two table columns.
     """
     checked(FIGURE_RANGES, "wave_seat", seat)
-    check_int("d_model", d_model, minimum=4, maximum=256, even=True)
+    checked(FIGURE_RANGES, "wave_d_model", d_model, argument="d_model", even=True)
     pairs = {"fast": 0, "medium": max(1, d_model // 8), "slow": d_model // 2 - 1}
     positions = torch.arange(0, 65)
     table = sinusoidal_table(65, d_model)  # (65, d)
@@ -201,6 +201,10 @@ def clock_hands(seat: int, d_model: int) -> dict:
         "curve_positions": between.tolist(),
         "table": table.tolist(),  # (65, d): the whole code of seats 0 to 64, for the heatmap
     }
+
+
+#: route -> figure function (the explorer serves it at /api/lesson/<route>)
+FIGURES = {"clock": Figure(clock_hands, seat="wave_seat", d_model="wave_d_model")}
 
 
 # -- the knowledge checks the manifest lists under this chapter (the quiz collects them) --

@@ -21,6 +21,7 @@ from ..mistakes import (
 )
 from ..prose import Block
 from . import rope
+from ._figures import Figure
 from ._ranges import Range, checked
 
 #: The small model of mistake 1 (posenc.lesson.mistakes), so the figure and the text print one number.
@@ -227,3 +228,7 @@ def mistakes(steps: int, d_model: int, shift: int) -> dict:
         "values": rotated_values_change(shift),
         "rounding_level": ROUNDING_LEVEL,
     }
+
+
+#: route -> figure function (the explorer serves it at /api/lesson/<route>)
+FIGURES = {"mistakes": Figure(mistakes, d_model="concat_d_model")}

@@ -9,6 +9,7 @@ import torch
 from ...factory import make_scheme
 from ...learned import PositionOutOfRangeError
 from ..prose import Block
+from ._figures import Figure
 from ._ranges import Range, checked
 
 #: the training length every scheme of the table is built for, and the lengths the "try this" compares
@@ -122,3 +123,7 @@ def compare(length: int) -> dict:
                 }
             )
     return {"length": length, "trained_len": TRAINED, "d_model": d_model, "schemes": rows}
+
+
+#: route -> figure function (the explorer serves it at /api/lesson/<route>)
+FIGURES = {"compare": Figure(compare, length="compare_len")}

@@ -226,6 +226,10 @@ def learned_wall(tokens: int, stretch_to: int) -> dict:
     }
 
 
+#: route -> figure function (the explorer serves it at /api/lesson/<route>)
+FIGURES = {"learned": learned_wall}
+
+
 # -- the knowledge checks the manifest lists under this chapter (the quiz collects them) --
 def _learned_limit() -> Evidence:
     from ...learned import LearnedPositionalEmbedding, PositionOutOfRangeError

@@ -11,6 +11,7 @@ from ..._checks import check_int
 from ..prose import Block
 from ..rotation import KEY, QUERY, THETA, pair_score
 from . import rope
+from ._figures import Figure
 from ._ranges import Range, checked
 
 #: the seats of the demo's query and key, the figure's default move and the try-this's
@@ -125,3 +126,7 @@ def run_demo(shift: int, d_model: int) -> dict:
         pytorch_demo(shift=shift, d_model=d_model)
     source = inspect.getsource(pytorch_demo)
     return {"shift": shift, "d_model": d_model, "source": source, "output": buffer.getvalue().rstrip("\n").split("\n")}
+
+
+#: route -> figure function (the explorer serves it at /api/lesson/<route>)
+FIGURES = {"demo": Figure(run_demo, d_model="demo_d_model")}

@@ -12,7 +12,6 @@ from typing import Dict, Tuple
 
 import torch
 
-from ..._checks import check_int
 from ...rope import RotaryEmbedding
 from ...rope.apply import apply_rotary
 from ...rope.layout import permute_for_interleaved
@@ -32,6 +31,7 @@ from ..rotation import (
 )
 from ..vectors import example_vector, half_pairs, rotate_at, wrap_degrees
 from ._check import Check, Evidence
+from ._figures import Figure
 from ._ranges import Range, checked
 
 SENTENCES = {"A": ("The", "dog", "bit", "man"), "B": ("The", "man", "bit", "dog")}
@@ -286,6 +286,7 @@ FIGURE_RANGES: Dict[str, Range] = {
     "n": (0, 100_000, 1, "seat n of the key"),
     "shift": (0, 100_000, 100, "amount every seat is moved by"),
     "order_deg": (1.0, 179.0, 30.0, "turn per seat of the one-pair clock, in degrees"),
+    "order_sentence": (0, 1, 0, "0: the dog bit the man; 1: swapped"),
 }
 
 
@@ -330,7 +331,7 @@ def rope_clock(head_dim: int, m: int, n: int, shift: int) -> dict:
     because R(m t)^T R(n t) = R((n - m) t). Both sides are computed, for the seats as given and for
     both moved by ``shift``; the ``*_moved`` fields are what the dials draw.
     """
-    check_int("head_dim", head_dim, minimum=2, maximum=int(FIGURE_RANGES["rope_head_dim"][1]), even=True)
+    checked(FIGURE_RANGES, "rope_head_dim", head_dim, argument="head_dim", even=True)
     for name, value in (("m", m), ("n", n), ("shift", shift)):
         checked(FIGURE_RANGES, name, value)
     inv_freq = rope_inv_freq(head_dim, 10000.0)  # (d/2,)
@@ -440,7 +441,7 @@ def word_order(sentence: int, degrees: float) -> dict:
     The scores come from posenc's apply_rotary on one pair: a fixed "bit" query against a fixed
     "dog" key at their seats, beside the score without positions.
     """
-    check_int("sentence", sentence, minimum=0, maximum=1)
+    checked(FIGURE_RANGES, "order_sentence", sentence, argument="sentence")
     checked(FIGURE_RANGES, "order_deg", degrees)
     words = ORDER_SENTENCES[sentence].split()
     dog, bit = words.index("dog"), words.index("bit")
@@ -458,6 +459,15 @@ def word_order(sentence: int, degrees: float) -> dict:
         "score_rope": turn["score_rope"],
         "score_nope": turn["score_nope"],
     }
+
+
+#: route -> figure function (the explorer serves each at /api/lesson/<route>)
+FIGURES = {
+    "rotate": Figure(rotate_vector, seat="rot_seat"),
+    "rope": Figure(rope_clock, head_dim="rope_head_dim"),
+    "order": Figure(word_order, sentence="order_sentence", degrees="order_deg"),
+    "pairs": pair_layouts,
+}
 
 
 # -- the knowledge checks the manifest lists under this chapter (the quiz collects them) --

@@ -14,7 +14,6 @@ from typing import Dict, List, Tuple
 
 import torch
 
-from ..._checks import check_int
 from ...fixtures import load_fixture
 from ...rope import LinearScaling, NTKScaling, RotaryEmbedding, YaRNScaling, rope_frequencies, rope_inv_freq
 from ...rope.registry import scaling_parameters
@@ -22,6 +21,7 @@ from ..prose import Block
 from ..stretching import band_masks, partial_turn, past_training
 from ..vectors import TWO_PI
 from ._check import Check, Evidence
+from ._figures import Figure
 from ._ranges import Range, checked
 
 #: A Llama-2-like head: 128 rotated features, base 10000, trained on 4096 tokens, stretched 4x.
@@ -344,7 +344,7 @@ def stretching(factor: float, train_len: int, head_dim: int) -> dict:
     """
     checked(FIGURE_RANGES, "factor", factor)
     checked(FIGURE_RANGES, "train_len", train_len)
-    check_int("head_dim", head_dim, minimum=16, maximum=256, even=True)
+    checked(FIGURE_RANGES, "stretch_head_dim", head_dim, argument="head_dim", even=True)
     target = round(factor * train_len)
     configs = {
         "rope": None,
@@ -377,6 +377,10 @@ def stretching(factor: float, train_len: int, head_dim: int) -> dict:
         "partial_turn_pairs": int(sum(partial)),
         "methods": methods,
     }
+
+
+#: route -> figure function (the explorer serves it at /api/lesson/<route>)
+FIGURES = {"stretch": Figure(stretching, head_dim="stretch_head_dim")}
 
 
 # -- the knowledge checks the manifest lists under this chapter (the quiz collects them) --

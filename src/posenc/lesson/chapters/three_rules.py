@@ -7,9 +7,9 @@ from typing import Dict, Tuple
 
 import torch
 
-from ..._checks import check_int
 from ...sinusoidal import sinusoidal_frequencies, sinusoidal_table
 from ..prose import Block
+from ._figures import Figure
 from ._ranges import Range, checked
 
 #: Table measured for the three rules: a modest width, 10,000 seats.
@@ -203,6 +203,7 @@ def prose(n: dict) -> list[Block]:
 #: parameter -> (minimum, maximum, default, help) of the figure (the explorer's API publishes it)
 FIGURE_RANGES: Dict[str, Range] = {
     "rules_len": (2, 2048, 512, "sentence length the three rules are checked on"),
+    "rules_d_model": (2, 256, 64, "width of the codes (even)"),
 }
 
 
@@ -226,7 +227,7 @@ def three_rules(length: int, d_model: int) -> dict:
     codes of two different seats.
     """
     checked(FIGURE_RANGES, "rules_len", length)
-    check_int("d_model", d_model, minimum=2, maximum=256, even=True)
+    checked(FIGURE_RANGES, "rules_d_model", d_model, argument="d_model", even=True)
     rows = []
     for name in RULE_CODES:
         codes = _codes(name, length, d_model)  # (L, d)
@@ -253,3 +254,7 @@ def three_rules(length: int, d_model: int) -> dict:
             }
         )
     return {"length": length, "d_model": d_model, "codes": rows}
+
+
+#: route -> figure function (the explorer serves it at /api/lesson/<route>)
+FIGURES = {"rules": Figure(three_rules, length="rules_len", d_model="rules_d_model")}

@@ -9,11 +9,11 @@ from typing import Dict, Tuple
 import torch
 import torch.nn.functional as F
 
-from ..._checks import check_int
 from ...sinusoidal import SinusoidalPositionalEncoding
 from ..prose import Block
 from ..vectors import split_words, word_vector
 from ._check import Check, Evidence
+from ._figures import Figure, Word
 from ._ranges import Range, checked
 
 #: the figure's default width, at which the chapter's lengths are measured
@@ -115,6 +115,7 @@ def prose(n: dict) -> list[Block]:
 FIGURE_RANGES: Dict[str, Range] = {
     "seat": (0, 4095, 3, "a seat (position) in the sentence"),
     "embed_std": (0.001, 10.0, 1.0, "standard deviation of the word vector's entries"),
+    "input_d_model": (2, 64, 16, "width of both vectors (even)"),
 }
 
 
@@ -122,7 +123,7 @@ def word_plus_position(word: str, seat: int, d_model: int, embed_std: float) -> 
     """A word vector, the sinusoidal position vector of ``seat``, and their sum (same width)."""
     split_words(word, "word")
     checked(FIGURE_RANGES, "seat", seat)
-    check_int("d_model", d_model, minimum=2, maximum=64, even=True)
+    checked(FIGURE_RANGES, "input_d_model", d_model, argument="d_model", even=True)
     checked(FIGURE_RANGES, "embed_std", embed_std)
     encoding = SinusoidalPositionalEncoding(d_model).double()
     w = word_vector(word, d_model) * embed_std  # (d,)
@@ -141,6 +142,10 @@ def word_plus_position(word: str, seat: int, d_model: int, embed_std: float) -> 
         "ratio": float(p.norm() / w.norm()),
         "cosine_input_word": float(F.cosine_similarity(x, w, dim=0)),
     }
+
+
+#: route -> figure function (the explorer serves it at /api/lesson/<route>)
+FIGURES = {"input": Figure(word_plus_position, word=Word("dog"), d_model="input_d_model")}
 
 
 # -- the knowledge check the manifest lists under this chapter (the quiz collects it) --
