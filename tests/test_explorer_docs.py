@@ -59,18 +59,14 @@ def test_every_api_route_is_documented_and_every_documented_route_exists():
 
 
 def lesson_endpoints_by_chapter() -> dict[str, set[int]]:
-    """Lesson endpoint path -> the numbers of the chapters whose script calls it (lesson/*.js)."""
-    number = {chapter.id: k + 1 for k, chapter in enumerate(CHAPTERS)}
+    """Lesson endpoint path -> the numbers of the chapters whose script calls it (each chapter's script is
+    lesson/chapters/<module>.js, named by its id)."""
+    number = {chapter.module: k + 1 for k, chapter in enumerate(CHAPTERS)}
     used: dict[str, set[int]] = {}
-    for path in sorted((STATIC / "lesson").glob("*.js")):
-        chapter = None
-        for line in path.read_text(encoding="utf-8").splitlines():
-            opened = re.match(r'register\("([\w-]+)"', line)
-            if opened:
-                chapter = opened.group(1)
-            for endpoint in re.findall(r'api\("(/api/lesson/[\w-]+)"', line):
-                assert chapter in number, f"{path.name}: {endpoint} called outside a chapter of the manifest"
-                used.setdefault(endpoint, set()).add(number[chapter])
+    for path in sorted((STATIC / "lesson" / "chapters").glob("*.js")):
+        assert path.stem in number, f"{path.name} is the script of no chapter of the manifest"
+        for endpoint in re.findall(r'api\("(/api/lesson/[\w-]+)"', path.read_text(encoding="utf-8")):
+            used.setdefault(endpoint, set()).add(number[path.stem])
     return used
 
 

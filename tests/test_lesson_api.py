@@ -53,6 +53,11 @@ def test_chapters_are_listed_in_order_and_on_the_page(client):
     d = get(client, "/api/lesson/chapters")
     ids = [c["id"] for c in d["chapters"]]
     assert ids == [c.id for c in CHAPTERS] and len(set(ids)) == len(ids)
+    # the page builds each chapter's kicker and imports its script from these
+    assert [(c["title"], c["level"], c["module"]) for c in d["chapters"]] == [
+        (c.title, c.level, c.module) for c in CHAPTERS
+    ]
+    assert all(c["level"] for c in d["chapters"])
     html = INDEX.read_text(encoding="utf-8")
     on_page = re.findall(r'<article class="chapter" id="ch-([a-z-]+)" data-chapter="\1"', html)
     assert on_page == ids  # the page shows them in this order

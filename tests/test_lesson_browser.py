@@ -618,11 +618,61 @@ def test_claim_contents_come_from_the_manifest_and_checks_are_in_reading_order(b
         )
         assert clipped == []
         expect(node.locator(".kicker")).to_have_text(re.compile(rf"^Chapter {IDS.index('knowledge-checks') + 1} · "))
+        # every article, in the manifest's order, with its number, level and title from the manifest
+        articles = page.eval_on_selector_all(
+            "#lesson-main > article.chapter",
+            "(ns) => ns.map((n) => [n.dataset.chapter, n.querySelector('.kicker').textContent,"
+            " n.querySelector('h2').textContent])",
+        )
+        assert articles == [[c.id, f"Chapter {i} · {c.level}", c.title] for i, c in enumerate(CHAPTERS, start=1)]
         expect(page.locator("#lq-index li")).not_to_have_count(0)
         listed = page.eval_on_selector_all("#lq-index li", "(ns) => ns.map((n) => n.dataset.check)")
         reading = [check for chapter in CHAPTERS for check in chapter.checks]
         assert listed == reading
         assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def test_a_chapter_whose_script_is_missing_or_throws_says_so_and_the_others_work(browser, server):
+    """Each chapter's script is imported on its own: one that is missing (404), fails as it is evaluated,
+    or throws in its setup leaves its chapter with an error naming the script, never a blank page, and
+    every other chapter still renders and is listed."""
+    from playwright.sync_api import expect
+
+    broken = {
+        "rope": None,  # not found
+        "comparison": 'throw new Error("broken as it loads");',
+        "pytorch-demo": 'export function setup() { throw new Error("broken setup"); }',
+    }
+    modules = {c.id: c.module for c in CHAPTERS}
+    context, page = new_page(browser, server, SIZES["desktop"])
+
+    def serving(chapter):
+        def serve(route):
+            if broken[chapter] is None:
+                return route.fulfill(status=404, body="not found")
+            return route.fulfill(status=200, content_type="text/javascript", body=broken[chapter])
+
+        return serve
+
+    for chapter in broken:
+        page.route(f"**/static/lesson/chapters/{modules[chapter]}.js", serving(chapter))
+    try:
+        page.goto(f"{server}#rope")
+        error = page.locator("#ch-rope .error").first
+        expect(error).to_be_visible()
+        expect(error).to_contain_text("lesson/chapters/rope.js")
+        expect(page.locator("#ch-rope h2")).to_have_text(next(c.title for c in CHAPTERS if c.id == "rope"))
+        page.goto(f"{server}#comparison")
+        expect(page.locator("#ch-comparison .error").first).to_contain_text("broken as it loads")
+        page.goto(f"{server}#pytorch-demo")
+        expect(page.locator("#ch-pytorch-demo .error").first).to_contain_text("broken setup")
+        expect(page.locator("#ch-pytorch-demo .error").first).to_contain_text("lesson/chapters/pytorch_demo.js")
+        expect(page.locator("#toc-list a")).to_have_count(len(IDS))
+        for chapter in ("bag-of-tiles", "stretching-rope", "big-picture"):
+            node = open_chapter(page, server, chapter)
+            expect(node.locator(".fig-box svg").first).to_be_visible()
     finally:
         context.close()
 

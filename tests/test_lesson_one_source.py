@@ -103,6 +103,30 @@ def test_a_manifest_chapter_without_its_module_is_a_clear_import_error():
         chapters._modules((CHAPTERS[0], Chapter("no-such-chapter", "Not written")))
 
 
+#: each chapter's script on the page: static/lesson/chapters/<module>.js
+SCRIPTS = Path(chapters.__file__).parents[2] / "explorer" / "static" / "lesson" / "chapters"
+
+
+def test_every_chapter_has_one_page_script_and_every_page_script_a_chapter():
+    """The page imports a chapter's script by the chapter's module name: each chapter of the manifest
+    has exactly one (no two chapters share a name), nothing else lies in the folder, and each script
+    exports the setup the lesson registers under the chapter's id (it registers nothing itself)."""
+    assert len({c.module for c in CHAPTERS}) == len(CHAPTERS)
+    assert sorted(p.name for p in SCRIPTS.iterdir()) == sorted(f"{c.module}.js" for c in CHAPTERS)
+    for chapter in CHAPTERS:
+        source = (SCRIPTS / f"{chapter.module}.js").read_text(encoding="utf-8")
+        assert re.search(r"^export function setup\(\)", source, re.M), chapter.module
+        assert "register(" not in source, chapter.module
+
+
+@pytest.mark.parametrize("bad", ["Advanced", "wrap_up", "wrap--up", "-code", "code-", "two words"])
+def test_a_chapter_level_that_is_not_lower_case_words_is_refused(bad):
+    from posenc.lesson.manifest import Chapter
+
+    with pytest.raises(ValueError, match=f"level must be empty or lower-case words .* got {bad!r}"):
+        Chapter("a-chapter", "A title", level=bad)
+
+
 @pytest.mark.parametrize("bad", ["Bag-of-tiles", "bag_of_tiles", "bag--tiles", "-bag", "bag-", ""])
 def test_a_chapter_id_that_names_no_module_is_refused(bad):
     from posenc.lesson.manifest import Chapter

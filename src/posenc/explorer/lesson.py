@@ -63,7 +63,18 @@ SOURCE_SECTIONS: dict[str, str] = {
 
 def chapters() -> dict:
     return {
-        "chapters": [{"id": c.id, "title": c.title, "checks": list(c.checks), "tour": list(c.tour)} for c in CHAPTERS],
+        "chapters": [
+            {
+                "id": c.id,
+                "title": c.title,
+                "level": c.level,
+                # the page imports the chapter's script by this name: static/lesson/chapters/<module>.js
+                "module": c.module,
+                "checks": list(c.checks),
+                "tour": list(c.tour),
+            }
+            for c in CHAPTERS
+        ],
         "sources": SOURCE_SECTIONS,
     }
 

@@ -22,6 +22,8 @@ class Chapter:
         checks: ids of the knowledge checks shown inline, in their order; the chapter's module writes
             them (its ``CHECKS``, in this order) and ``posenc.explorer.quiz`` serves them.
         tour: names of the ``posenc tour`` sections that tell it in the terminal (every chapter has one).
+        level: who it is for, one word after its number on the page's kicker ("Chapter 7 · advanced");
+            empty for none.
 
     Its text lives in the module :attr:`module` of :mod:`posenc.lesson.chapters`, named by its id.
     """
@@ -30,11 +32,16 @@ class Chapter:
     title: str
     checks: tuple[str, ...] = ()
     tour: tuple[str, ...] = ()
+    level: str = ""
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9]+)*", self.id):
             raise ValueError(
                 f"id must be lower-case words of letters and digits joined by single hyphens, got {self.id!r}"
+            )
+        if not re.fullmatch(r"([a-z]+(-[a-z]+)*)?", self.level):
+            raise ValueError(
+                f"level must be empty or lower-case words joined by single hyphens (as 'wrap-up'), got {self.level!r}"
             )
 
     @property
@@ -45,20 +52,28 @@ class Chapter:
 
 
 CHAPTERS: tuple[Chapter, ...] = (
-    Chapter("bag-of-tiles", "A bag of tiles", ("bag-of-words",), ("bag",)),
-    Chapter("word-plus-position", "Word + position = input", ("added",), ("input",)),
-    Chapter("bad-ideas", "Two ideas that fail", (), ("seats",)),
-    Chapter("three-rules", "The three rules", (), ("rules",)),
-    Chapter("clock-hands", "Sine waves as clock hands", ("fast-columns",), ("fingerprint",)),
-    Chapter("learned-tables", "Learned tables and the 512 wall", ("learned-limit",), ("learned",)),
-    Chapter("rope", "RoPE: turn, don't add", ("relative", "qk-only"), ("rope",)),
-    Chapter("stretching-rope", "Stretching RoPE", ("linear-vs-ntk", "llama3-bands"), ("extension", "configs")),
-    Chapter("alibi-penalty", "ALiBi: a penalty for distance", ("alibi-head0",), ("alibi",)),
-    Chapter("comparison", "The methods side by side", (), ("compare",)),
-    Chapter("pytorch-demo", "The PyTorch demo", (), ("demo",)),
-    Chapter("knowledge-checks", "Check yourself", ("precision",), ("checks",)),
-    Chapter("common-mistakes", "Common mistakes", (), ("mistakes",)),
-    Chapter("big-picture", "Key points and the big picture", (), ("big-picture",)),
+    Chapter("bag-of-tiles", "A bag of tiles", ("bag-of-words",), ("bag",), level="beginner"),
+    Chapter("word-plus-position", "Word + position = input", ("added",), ("input",), level="beginner"),
+    Chapter("bad-ideas", "Two ideas that fail", (), ("seats",), level="beginner"),
+    Chapter("three-rules", "The three rules", (), ("rules",), level="beginner"),
+    Chapter("clock-hands", "Sine waves as clock hands", ("fast-columns",), ("fingerprint",), level="intermediate"),
+    Chapter(
+        "learned-tables", "Learned tables and the 512 wall", ("learned-limit",), ("learned",), level="intermediate"
+    ),
+    Chapter("rope", "RoPE: turn, don't add", ("relative", "qk-only"), ("rope",), level="advanced"),
+    Chapter(
+        "stretching-rope",
+        "Stretching RoPE",
+        ("linear-vs-ntk", "llama3-bands"),
+        ("extension", "configs"),
+        level="advanced",
+    ),
+    Chapter("alibi-penalty", "ALiBi: a penalty for distance", ("alibi-head0",), ("alibi",), level="advanced"),
+    Chapter("comparison", "The methods side by side", (), ("compare",), level="summary"),
+    Chapter("pytorch-demo", "The PyTorch demo", (), ("demo",), level="code"),
+    Chapter("knowledge-checks", "Check yourself", ("precision",), ("checks",), level="review"),
+    Chapter("common-mistakes", "Common mistakes", (), ("mistakes",), level="practice"),
+    Chapter("big-picture", "Key points and the big picture", (), ("big-picture",), level="wrap-up"),
 )
 
 

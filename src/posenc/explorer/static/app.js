@@ -3,11 +3,6 @@
 
 import { isView, scalingParamRanges, setupGlobal, show } from "./core.js";
 import { setupLesson, showChapter, isChapter } from "./lesson/main.js";
-import "./lesson/basics.js";
-import "./lesson/waves.js";
-import "./lesson/rope.js";
-import "./lesson/alibi.js";
-import "./lesson/rest.js";
 import { setupFingerprint } from "./views/fingerprint.js";
 import { setupDials } from "./views/dials.js";
 import { setupScores } from "./views/scores.js";
@@ -30,7 +25,14 @@ setupLab();
 setupQuiz();
 setupConfig();
 setupEval();
-setupLesson();
+
+// Without its manifest the lesson has no chapters: the page says so where they would be.
+function lessonError(err) {
+  const box = Object.assign(document.createElement("div"), { className: "error",
+    textContent: `The lesson's chapters could not be loaded: ${err.message}` });
+  box.setAttribute("role", "alert");
+  document.getElementById("lesson-main").prepend(box);
+}
 
 // The hash names what is shown: a chapter of the lesson (the landing page), "workbench", or one of
 // the workbench's views (#fingerprint, #dials, ...), so every chapter and view has a deep link.
@@ -52,6 +54,8 @@ function route() {
 }
 // Scaling sliders outside the wavelength view take their ranges from the registry before any panel
 // is shown (so no figure reads one before it is set).
+// The lesson's chapters come from its manifest, each with its own script (lesson/main.js).
+try { await setupLesson(); } catch (err) { lessonError(err); }
 try { await scalingParamRanges(); } catch (err) { console.error(`scaling parameter ranges: ${err.message}`); }
 window.addEventListener("hashchange", route);
 route();

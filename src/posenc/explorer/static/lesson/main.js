@@ -1,13 +1,16 @@
 // The guided lesson: its chapters, one shown at a time, named by the URL hash.
-// Each chapter module registers its chapter in the page's one registry (core.js register, with a
-// setup function that runs the first time the chapter is opened) and loads through core.js's loader;
-// every number a chapter draws comes from the server's /api/lesson endpoints (posenc itself).
+// The chapters are the lesson's manifest (posenc.lesson.manifest, sent by GET /api/lesson/chapters):
+// each one's script is the module lesson/chapters/<module>.js, named by its id ("bag-of-tiles" is
+// bag_of_tiles.js), imported here by that name. It exports `setup()`, registered in the page's one
+// registry (core.js register) and run the first time the chapter is opened; it loads through core.js's
+// loader, and every number it draws comes from the server's /api/lesson endpoints (posenc itself).
 
-import { isRegisteredChapter, onResize, registry, showResized } from "../core.js";
+import { api, isRegisteredChapter, onResize, register, registry, showResized } from "../core.js";
 import { renderChecks } from "./checks.js";
 import { renderProse } from "./prose.js";
 
-let order = [];                    // chapter ids in reading order, as the page lists them
+let order = [];                    // chapter ids in reading order, as the manifest lists them
+let manifest = {};                 // chapter id -> its manifest entry (title, level, module, checks)
 let current = null;
 const READ_KEY = "posenc-lesson-read";
 
@@ -44,11 +47,39 @@ function updateProgress(id) {
   next.textContent = index === order.length - 1 ? "Workbench →" : `${index + 2}. ${titleOf(order[index + 1])} →`;
 }
 
-function titleOf(id) { return chapterNode(id).querySelector("h2").textContent; }
+function titleOf(id) { return manifest[id].title; }
+
+// Says in the chapter's article that it cannot be shown, and why, in its first error box (one is made
+// under the heading if its markup has none): never a blank chapter.
+function chapterError(id, message) {
+  const node = chapterNode(id);
+  let box = node.querySelector(".error");
+  if (!box) {
+    box = Object.assign(document.createElement("div"), { className: "error chapter-error" });
+    box.setAttribute("role", "alert");
+    node.querySelector("h2").after(box);
+  }
+  box.textContent = message;
+  box.hidden = false;
+}
+
+// Imports a chapter's script and registers its setup; a script that is missing, fails to load or
+// exports no setup() leaves its chapter with an error that says so, and the other chapters work.
+async function loadChapter(chapter) {
+  const path = `./chapters/${chapter.module}.js`;
+  try {
+    const module = await import(path);
+    if (typeof module.setup !== "function") throw new Error("it exports no setup() function");
+    register(chapter.id, { setup: module.setup });
+  } catch (err) {
+    chapterError(chapter.id, `This chapter's figures could not be loaded (lesson/chapters/${chapter.module}.js): ${err.message}`);
+  }
+}
 
 export function isChapter(id) { return order.includes(id); }
 
 export function showChapter(id, { focus = false } = {}) {
+  if (!order.length) return;          // no manifest: the page says so (app.js)
   if (!isChapter(id)) id = order[0];
   for (const c of order) chapterNode(c).hidden = c !== id;
   current = id;
@@ -56,14 +87,15 @@ export function showChapter(id, { focus = false } = {}) {
   if (entry && !entry.ready) {
     entry.ready = true;
     const node = chapterNode(id);
-    const fail = (err) => {
-      const box = node.querySelector(".error");
-      if (box) { box.textContent = err.message; box.hidden = false; }
-    };
+    const fail = (err) => chapterError(id, err.message);
     // the chapter's text first (written once, in posenc.lesson.chapters), then its figures and checks
     renderProse(node).catch(fail).finally(() => {
-      entry.redraw = entry.setup() || null;
-      if (entry.redraw) onResize(node, entry.redraw);
+      try {
+        entry.redraw = entry.setup() || null;
+        if (entry.redraw) onResize(node, entry.redraw);
+      } catch (err) {
+        fail(new Error(`This chapter's figures failed to start (lesson/chapters/${manifest[id].module}.js): ${err.message}`));
+      }
       renderChecks(node).catch(fail);
     });
   } else if (entry) showResized(chapterNode(id));
@@ -84,9 +116,8 @@ function typing(target) {
   return target && (target.closest("input, select, textarea, [contenteditable], [role='slider']") !== null);
 }
 
-// The chapters are the page's articles, in the order of the lesson's manifest (posenc.explorer.lesson
-// CHAPTERS; a test keeps the two equal). The table of contents, the kickers ("Chapter 7 · advanced"),
-// the progress bar and the pager are all built from that one list.
+// The table of contents, the kickers ("Chapter 7 · advanced"), the progress bar and the pager are all
+// built from the one manifest.
 function buildContents() {
   const list = document.getElementById("toc-list");
   list.replaceChildren();
@@ -100,14 +131,19 @@ function buildContents() {
     link.append(number, ` ${titleOf(id)}`);
     item.append(link);
     list.append(item);
-    const kicker = chapterNode(id).querySelector(".kicker");
-    if (kicker) kicker.textContent = `Chapter ${i + 1}${kicker.dataset.level ? ` · ${kicker.dataset.level}` : ""}`;
+    const kicker = chapterNode(id).querySelector(".kicker"), level = manifest[id].level;
+    if (kicker) kicker.textContent = `Chapter ${i + 1}${level ? ` · ${level}` : ""}`;
   });
   document.getElementById("progress").setAttribute("aria-valuemax", String(order.length));
 }
 
-export function setupLesson() {
-  order = [...document.querySelectorAll("#lesson-main > article.chapter")].map((n) => n.dataset.chapter);
+// Reads the manifest, imports every chapter's script (in parallel; each failure stays in its own
+// chapter) and builds the contents and the pager.
+export async function setupLesson() {
+  const { chapters } = await api("/api/lesson/chapters");
+  order = chapters.map((c) => c.id);
+  manifest = Object.fromEntries(chapters.map((c) => [c.id, c]));
+  await Promise.all(chapters.map(loadChapter));
   buildContents();
   document.getElementById("chapter-prev").addEventListener("click", () => step(-1));
   document.getElementById("chapter-next").addEventListener("click", () => step(1));

@@ -1,15 +1,14 @@
-// Chapters 7-8: RoPE (the 2x2 matrix, ghost-hand dials, the relative-angle proof, who bit whom)
-// and stretching RoPE. Angles are positive counter-clockwise everywhere, as the matrix turns them.
+// RoPE, turn, don't add: the 2x2 matrix, ghost-hand dials, the relative-angle proof, who bit whom.
+// Angles are positive counter-clockwise everywhere, as the matrix turns them.
 
-import { $, api, loader, register, slider } from "../core.js";
-import { lineChart, svg, html, fmt, widthOf, root, text, clock, rad, mod360, signed, numbers, stackLabels } from "../charts.js";
-import { PAL, SCALING_COLOURS, SCALING_DASHES, C, T, INK, MUTED } from "../palette.js";
+import { $, api, loader, slider } from "../../core.js";
+import { svg, html, fmt, widthOf, root, text, clock, rad, mod360, signed, numbers, stackLabels } from "../../charts.js";
+import { PAL, C, T, INK, MUTED } from "../../palette.js";
 
 // The drawn part of a turn: the angle itself, folded into one turn (the sign kept).
 function folded(degrees) { return Math.sign(degrees) * (Math.abs(degrees) % 360); }
 
-// -- 7. RoPE ---------------------------------------------------------------------------------------------
-register("rope", { setup: () => {
+export function setup() {
   const vec = { a: 1, b: 0.5 };
   let rot = null, dials = null, order = null, sentence = 0;
   const seat = slider("rot-seat", () => loadRot());
@@ -257,53 +256,4 @@ register("rope", { setup: () => {
 
   loadRot(0); loadDials(0); loadOrder(0); loadPairs(0);
   return () => { drawPlane(); drawDials(); drawOrder(); drawPairs(); };
-} });
-
-// -- 8. stretching RoPE ----------------------------------------------------------------------------------
-register("stretching-rope", { setup: () => {
-  let data = null;
-  const factor = slider("str-factor", () => load());
-  const names = { rope: "plain RoPE", linear: "linear (PI)", ntk: "NTK-aware", yarn: "YaRN" };
-  // each method in its scaling's one colour and dash (plain RoPE is the registry's "default"), as in the workbench
-  const scalingOf = { rope: "default", linear: "linear", ntk: "ntk", yarn: "yarn" };
-  const draw = () => {
-    if (!data) return;
-    const xs = data.methods[0].wavelengths.map((_, i) => i);
-    const all = data.methods.flatMap((m) => m.wavelengths).concat([data.target_len]);
-    lineChart($("str-chart"), {
-      width: widthOf($("str-chart")), height: 280, title: "wavelength of each pair",
-      x: { domain: [0, xs.length - 1], label: "pair i (fast → slow)" },
-      y: { domain: [Math.min(...all) / 1.5, Math.max(...all) * 1.5], log: true, label: "wavelength (seats)" },
-      series: data.methods.map((m) => ({ name: names[m.method], key: scalingOf[m.method], xs, ys: m.wavelengths,
-        color: SCALING_COLOURS[scalingOf[m.method]], dash: SCALING_DASHES[scalingOf[m.method]] })),
-      hlines: [{ y: data.train_len, label: `trained ${data.train_len}`, color: INK, left: true },
-        { y: data.target_len, label: `stretched ${data.target_len}`, color: T.vermillion, left: true }],
-    });
-  };
-  const load = loader("stretching-rope", async (signal) => {
-    data = await api("/api/lesson/stretch", { factor: factor(), train_len: $("str-train").value, head_dim: 128 }, signal);
-    draw();
-    const table = $("str-table");
-    table.replaceChildren();
-    html("caption", {}, table, `Stretching ${data.train_len} to ${data.target_len} tokens (factor ${fmt(data.factor, 0)}): `
-      + `${data.partial_turn_pairs} of ${data.pairs} pairs turned less than once in training`);
-    const head = html("tr", {}, html("thead", {}, table));
-    for (const h of ["method", "fastest θ (rad/seat)", "attention factor", `pairs past training at ${data.target_len}`]) {
-      html("th", { scope: "col" }, head, h);
-    }
-    const body = html("tbody", {}, table);
-    for (const m of data.methods) {
-      const tr = html("tr", { "data-method": m.method, "data-past": m.pairs_past_training }, body);
-      html("th", { scope: "row" }, tr, names[m.method]);
-      html("td", { class: "num" }, tr, fmt(m.fastest_theta, 4));
-      html("td", { class: "num" }, tr, fmt(m.attention_factor, 4));
-      const none = m.pairs_past_training === 0;
-      html("td", { class: `num ${none ? "pass" : "fail"}` }, tr,
-        none ? "✓ none: every angle was seen in training" : `✗ ${m.pairs_past_training} of ${data.pairs} meet angles never seen`);
-    }
-    stackLabels(table);
-  });
-  $("str-train").addEventListener("change", () => load(0));
-  load(0);
-  return draw;
-} });
+}

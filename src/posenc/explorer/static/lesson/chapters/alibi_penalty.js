@@ -1,13 +1,13 @@
-// Chapter: ALiBi, a penalty for distance. The bias of every head against how far back a key sits,
+// ALiBi, a penalty for distance: the bias of every head against how far back a key sits,
 // and the attention the bias alone leaves to each key, both from posenc's alibi_slopes/alibi_bias.
 
-import { $, api, loader, register, slider } from "../core.js";
-import { lineChart, html, fmt, widthOf, numbers, stackLabels } from "../charts.js";
-import { headColour } from "../palette.js";
+import { $, api, loader, slider } from "../../core.js";
+import { lineChart, html, fmt, widthOf, numbers, stackLabels } from "../../charts.js";
+import { headColour } from "../../palette.js";
 
 // Heads coloured as in the workbench's ALiBi view (palette.headColour), dashes alternating.
 
-register("alibi-penalty", { setup: () => {
+export function setup() {
   let data = null;
   const distance = slider("alibi-distance", () => load());
   const draw = () => {
@@ -65,4 +65,4 @@ register("alibi-penalty", { setup: () => {
   $("alibi-heads").addEventListener("change", () => load(0));
   load(0);
   return draw;
-} });
+}

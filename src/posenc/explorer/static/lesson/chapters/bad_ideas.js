@@ -1,0 +1,55 @@
+// Two ideas that fail: raw seat numbers and fractions of the sentence.
+
+import { $, api, loader, slider } from "../../core.js";
+import { svg, fmt, widthOf, root, text, numbers, hbars } from "../../charts.js";
+import { SCHEME_COLOURS, C, T, INK } from "../../palette.js";
+
+export function setup() {
+  let data = null;
+  const seat = slider("raw-seat", () => load());
+  const len = slider("frac-len", () => load());
+  const draw = () => {
+    if (!data) return;
+    hbars($("raw-figure"), [
+      { label: "words alone", value: data.cosine_words, color: C.blue },
+      { label: `+ raw seat ${data.raw_seat}`, value: data.cosine_raw, color: C.vermillion },
+      { label: `+ sine code of seat ${data.raw_seat}`, value: data.cosine_sine, color: SCHEME_COLOURS.sinusoidal },
+    ], { label: "cosine similarity of dog and man", max: 1, format: (v) => fmt(v, 6) });
+    const holder = $("frac-figure"), width = widthOf(holder), s = root(holder, width, 92,
+      `fraction codes of a ${data.sentence_len}-word sentence on a ruler from 0 to 1`);
+    const x = (v) => 12 + v * (width - 24);
+    svg("line", { x1: x(0), x2: x(1), y1: 40, y2: 40, stroke: INK, "stroke-width": 2 }, s);
+    text(s, x(0), 70, "0", { anchor: "middle" });
+    text(s, x(1), 70, "1", { anchor: "middle" });
+    // enough digits to tell two seats apart, and a label only where it clears the one before it
+    const digits = Math.max(2, Math.ceil(-Math.log10(data.step) + 1e-9));
+    let clear = -Infinity;
+    data.fractions.forEach((f) => {
+      svg("line", { x1: x(f), x2: x(f), y1: 28, y2: 52, stroke: C.blue, "stroke-width": 2.5, class: "tick-mark" }, s);
+      const label = fmt(f, digits), half = (label.length * 7.2) / 2;
+      if (x(f) - half < clear) return;
+      text(s, x(f), 20, label, { anchor: "middle", size: 12 }).setAttribute("class", "tick-label");
+      clear = x(f) + half + 4;
+    });
+    text(s, width / 2, 88, `one step = ${fmt(data.step, 4)} (in a 4-word sentence: ${fmt(data.step_4_words, 2)})`,
+      { anchor: "middle", size: 12, color: T.vermillion, weight: 700 });
+  };
+  const load = loader("bad-ideas", async (signal) => {
+    data = await api("/api/lesson/bad-ideas", { raw_seat: seat(), sentence_len: len() }, signal);
+    draw();
+    numbers($("raw-numbers"), [
+      `[${data.word.join(", ")}] + ${data.raw_seat} = [${data.stamped.map((v) => fmt(v, 2)).join(", ")}]`,
+      `the raw position vector is ${fmt(data.raw_ratio, 1)} times longer than the word vector`,
+      `cosine(dog, man): alone ${fmt(data.cosine_words, 4)}, with the raw seat ${fmt(data.cosine_raw, 6)}, with the sine code ${fmt(data.cosine_sine, 4)}`,
+      `with the sine code at any seat from 0 to 2000 the cosine stays between ${fmt(data.cosine_sine_range[0], 3)} and `
+        + `${fmt(data.cosine_sine_range[1], 3)}: the sine code (length ${fmt(data.sine_length, 2)}) never outgrows the words `
+        + `(length about ${fmt(data.word_length, 2)}), while the raw seat drives the cosine to 1`,
+    ]);
+    numbers($("frac-numbers"), [
+      `${data.sentence_len} words: codes ${data.fractions.map((v) => fmt(v, 3)).join(", ")}${data.sentence_len > data.fractions.length ? ", …" : ""}`,
+      `one step = 1 / ${data.sentence_len} = ${fmt(data.step, 5)}; in a 4-word sentence one step is ${fmt(data.step_4_words, 2)}`,
+    ]);
+  });
+  load(0);
+  return draw;
+}

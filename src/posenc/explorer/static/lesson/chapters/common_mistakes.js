@@ -1,0 +1,47 @@
+// Common mistakes, each measured.
+
+import { $, api, loader, slider } from "../../core.js";
+import { fmt, fmtInt, numbers, hbars } from "../../charts.js";
+import { C } from "../../palette.js";
+
+export function setup() {
+  let data = null;
+  const steps = slider("mis-steps", () => load());
+  const width = slider("mis-width", () => load());
+  const shift = slider("mis-shift", () => load());
+  const draw = () => {
+    if (!data) return;
+    const p = data.parameter;
+    hbars($("mis-param"), [
+      { label: "buffer (right)", value: p.buffer.largest_change, color: C.green },
+      { label: "nn.Parameter (wrong)", value: p.parameter.largest_change, color: C.vermillion },
+    ], { label: "largest change of the table", format: (v) => fmt(v, 4), max: Math.max(0.05, p.parameter.largest_change) });
+    hbars($("mis-cat"), [
+      { label: `added (width ${data.concat.d_model})`, value: data.concat.added, color: C.green },
+      { label: `glued (width ${2 * data.concat.d_model})`, value: data.concat.concatenated, color: C.vermillion },
+    ], { label: "parameters of one block", format: (v) => fmtInt(v) });
+    hbars($("mis-v"), [
+      { label: "q, k turned (right)", value: data.values.qk_only, rounding: data.values.qk_only_rounding, color: C.green },
+      { label: "v turned too (wrong)", value: data.values.with_v, rounding: data.values.with_v_rounding, color: C.vermillion },
+    ], { label: "change of the last output when the phrase moves", format: (v) => fmt(v, 3) });
+  };
+  const load = loader("common-mistakes", async (signal) => {
+    data = await api("/api/lesson/mistakes", { steps: steps(), d_model: width(), shift: shift() }, signal);
+    draw();
+    const p = data.parameter;
+    numbers($("mis-param-numbers"), [
+      `after ${data.steps} Adam step(s): the buffer table moved ${fmt(p.buffer.largest_change, 4)} (trainable numbers ${fmtInt(p.buffer.trainable)})`,
+      `the parameter table moved ${fmt(p.parameter.largest_change, 4)} (trainable numbers ${fmtInt(p.parameter.trainable)})`,
+    ]);
+    numbers($("mis-cat-numbers"), [
+      `one block at width ${data.concat.d_model}: ${fmtInt(data.concat.added)} parameters; at ${2 * data.concat.d_model}: ` +
+        `${fmtInt(data.concat.concatenated)} (${fmt(data.concat.ratio, 2)} times as many)`,
+    ]);
+    numbers($("mis-v-numbers"), [
+      `phrase of ${data.values.seq} tokens moved by ${data.values.shift}: the last output changes by ${fmt(data.values.qk_only, 2)} ` +
+        `with q, k turned, and by ${fmt(data.values.with_v, 4)} with v turned too`,
+    ]);
+  });
+  load(0);
+  return draw;
+}

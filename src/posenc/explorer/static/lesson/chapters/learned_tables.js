@@ -1,0 +1,64 @@
+// Learned tables and the 512 wall.
+
+import { $, api, loader, slider } from "../../core.js";
+import { lineChart, svg, html, fmt, widthOf, root, text, numbers } from "../../charts.js";
+import { C, T, INK } from "../../palette.js";
+
+export function setup() {
+  let data = null;
+  const tokens = slider("wall-tokens", () => load());
+  const stretch = slider("wall-stretch", () => load());
+  const draw = () => {
+    if (!data) return;
+    const holder = $("wall-figure"), width = widthOf(holder), s = root(holder, width, 96,
+      `a ${data.max_len}-row table and ${data.tokens} requested seats`);
+    const top = Math.max(1024, data.tokens), x = (v) => 8 + (v / top) * (width - 16);
+    svg("rect", { x: x(0), y: 20, width: x(data.max_len) - x(0), height: 26, fill: C.sky, stroke: C.blue }, s);
+    text(s, x(0) + 4, 38, `rows 0 … ${data.max_len - 1}`, { size: 12 });
+    svg("line", { x1: x(data.max_len), x2: x(data.max_len), y1: 10, y2: 58, stroke: INK, "stroke-width": 3 }, s);
+    text(s, x(data.max_len), 72, `the wall: ${data.max_len}`, { size: 12, anchor: x(data.max_len) > width - 90 ? "end" : "middle", weight: 700 });
+    const over = data.tokens > data.max_len;
+    svg("rect", { x: x(0), y: 50, width: Math.max(2, x(data.tokens) - x(0)), height: 8,
+      fill: over ? C.vermillion : C.green, class: "request" }, s);
+    text(s, Math.min(width - 4, x(data.tokens)), 90, `${data.tokens} tokens asked for`, { size: 12,
+      anchor: x(data.tokens) > width / 2 ? "end" : "start", color: over ? T.vermillion : T.green, weight: 700 });
+    lineChart($("stretch-figure"), {
+      width: widthOf($("stretch-figure")), height: 230, title: "last rows of column 0, old and stretched",
+      x: { domain: [data.old_positions[0], data.old_positions[data.old_positions.length - 1]], label: "seat of the original table" },
+      y: { domain: [Math.min(...data.old_values, ...data.new_values) - 0.01, Math.max(...data.old_values, ...data.new_values) + 0.01],
+        label: "column 0" },
+      series: [
+        { name: `trained rows (${data.max_len})`, xs: data.old_positions, ys: data.old_values, color: C.blue, points: true },
+        { name: `stretched rows (${data.stretch_to})`, xs: data.new_at_old_scale, ys: data.new_values, color: C.vermillion,
+          dash: "2 4", points: true },
+      ],
+    });
+  };
+  const load = loader("learned-tables", async (signal) => {
+    data = await api("/api/lesson/learned", { tokens: tokens(), stretch_to: stretch() }, signal);
+    draw();
+    const result = $("wall-result");
+    result.className = `result-box ${data.ok ? "ok" : "failed"}`;
+    result.replaceChildren();
+    if (data.ok) {
+      html("p", {}, result, `${data.tokens} tokens: fine. The table answered with shape (${data.shape.join(", ")}).`);
+    } else {
+      html("p", { class: "verdict" }, result, `${data.tokens} tokens: posenc raised ${data.error_type}:`);
+      html("pre", { class: "error-message" }, result, data.error);
+    }
+    // the stretched table's answer to the same request, so that stretching shows in the status
+    html("p", { class: `stretched-status ${data.stretched_reads_tokens ? "pass" : "fail"}`, id: "wall-stretched-status",
+      "data-reads": String(data.stretched_reads_tokens) }, result, data.stretched_reads_tokens
+      ? `Stretched to ${data.stretch_to} rows: the table reads all ${data.tokens} tokens (fine-tune before trusting the new rows).`
+      : `Stretched to ${data.stretch_to} rows: still too short for ${data.tokens} tokens; stretch it further.`);
+    numbers($("wall-numbers"), [
+      `table of ${data.max_len} rows; ${data.tokens} tokens ${data.ok ? "read" : `stop at seat ${data.first_missing}`}`,
+      `stretched to ${data.stretch_to} rows: new row j sits at old seat j × ${fmt(data.squeeze, 5)}; ` +
+        `the stretched table ${data.stretched_reads_tokens ? "reads" : "still cannot read"} ${data.tokens} tokens`,
+      `last trained rows, column 0: ${data.old_values.slice(-4).map((v) => fmt(v, 4)).join(", ")}`,
+      `last stretched rows, column 0: ${data.new_values.slice(-4).map((v) => fmt(v, 4)).join(", ")}`,
+    ]);
+  });
+  load(0);
+  return draw;
+}

@@ -1,0 +1,44 @@
+// Word + position = input: the word vector, the position vector and their sum.
+
+import { $, api, loader, slider } from "../../core.js";
+import { fmt, widthOf, root, barRow, signLegend, numbers } from "../../charts.js";
+
+export function setup() {
+  let data = null;
+  const seat = slider("input-seat", () => load());
+  const stdOf = () => {
+    const v = $("input-std").value, width = Number($("input-width").value);
+    return v === "sqrt" ? 0.02 * Math.sqrt(width) : Number(v);
+  };
+  const draw = () => {
+    if (!data) return;
+    const holder = $("input-figure"), width = widthOf(holder), rowH = 64, gap = 30;
+    const s = root(holder, width, 3 * (rowH + gap) + 50, `word vector plus position vector equals input, ${data.d_model} numbers each`);
+    const span = Math.max(...[...data.word_vector, ...data.position_vector, ...data.input].map(Math.abs));
+    const rows = [[data.word_vector, `word “${data.word}” (${data.d_model} numbers, length ${fmt(data.word_norm, 2)})`, "word"],
+      [data.position_vector, `+ position of seat ${data.seat} (${data.d_model} numbers, length ${fmt(data.position_norm, 2)})`, "position"],
+      [data.input, `= input to the first layer (${data.d_model} numbers)`, "input"]];
+    rows.forEach(([values, label, row], k) => barRow(s, values, { x: 0, y: 18 + k * (rowH + gap), width, height: rowH, span, label, row }));
+    signLegend(s, { x: 0, y: 3 * (rowH + gap) + 4, width: Math.min(160, width - 10), span, label: "bar height and colour",
+      format: (v) => fmt(v, 2) });
+  };
+  const load = loader("word-plus-position", async (signal) => {
+    const word = $("input-word").value.trim() || "dog";
+    data = await api("/api/lesson/input", { word, seat: seat(), d_model: $("input-width").value,
+      embed_std: Number(stdOf().toPrecision(6)) }, signal);
+    draw();
+    const show = (v) => `[${v.map((x) => fmt(x, 2)).join(", ")}]`;
+    numbers($("input-numbers"), [
+      `word “${data.word}”, entries drawn with standard deviation ${fmt(data.embed_std, 4)}: ${show(data.word_vector)}`,
+      `position of seat ${data.seat}: ${show(data.position_vector)}`,
+      `input = word + position: ${show(data.input)}`,
+      `lengths: word ${fmt(data.word_norm, 3)}, position ${fmt(data.position_norm, 3)} (always √(d/2)); position / word = ${fmt(data.ratio, 2)}`,
+      `direction of the input against the word alone (cosine): ${fmt(data.cosine_input_word, 3)}`,
+    ]);
+  });
+  $("input-width").addEventListener("change", () => load(0));
+  $("input-std").addEventListener("change", () => load(0));
+  $("input-word").addEventListener("input", () => load(300));
+  load(0);
+  return draw;
+}
