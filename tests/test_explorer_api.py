@@ -806,6 +806,45 @@ def test_the_basic_bag_of_words_check_comes_first(client):
     assert checks[0]["id"] == "bag-of-words" and quiz.CHECKS[0].id == "bag-of-words"
 
 
+def test_quiz_lists_exactly_the_manifests_checks_in_its_order(client):
+    from posenc.lesson.manifest import CHAPTERS
+
+    manifest = [check_id for chapter in CHAPTERS for check_id in chapter.checks]
+    assert [check["id"] for check in get(client, "/api/quiz")["checks"]] == manifest
+    assert [check.id for check in quiz.CHECKS] == manifest
+    # the reading order, not the order the workbench once listed them in (llama3-bands before fast-columns)
+    assert manifest.index("fast-columns") < manifest.index("relative") < manifest.index("linear-vs-ntk")
+
+
+def _fake_module(*ids):
+    import types
+
+    return types.SimpleNamespace(CHECKS=tuple(quiz.BY_ID[i] for i in ids))
+
+
+def test_the_quiz_follows_a_reordered_manifest():
+    from posenc.lesson.manifest import Chapter
+
+    chapters = (Chapter("one", "One", ("relative", "added")), Chapter("two", "Two", ("bag-of-words",)))
+    modules = {"one": _fake_module("added", "relative"), "two": _fake_module("bag-of-words")}
+    assert [c.id for c in quiz.collect_checks(chapters, modules)] == ["relative", "added", "bag-of-words"]
+    assert quiz.collect_checks(chapters, modules)[0] is quiz.BY_ID["relative"]
+
+
+def test_the_quiz_refuses_a_manifest_that_disagrees_with_its_chapters():
+    from posenc.lesson.manifest import Chapter
+
+    listed = (Chapter("one", "One", ("relative", "added")),)
+    with pytest.raises(
+        ValueError, match=r"chapter 'one' lists the checks \['relative', 'added'\] .* writes \['added'\]"
+    ):
+        quiz.collect_checks(listed, {"one": _fake_module("added")})
+    twice = (Chapter("one", "One", ("added",)), Chapter("two", "Two", ("added",)))
+    modules = {"one": _fake_module("added"), "two": _fake_module("added")}
+    with pytest.raises(ValueError, match=r"\['added'\] are listed twice"):
+        quiz.collect_checks(twice, modules)
+
+
 def test_added_check_states_the_scale_the_tour_uses(client):
     from posenc.input_sizes import position_word_lengths
 

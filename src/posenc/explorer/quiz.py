@@ -6,40 +6,46 @@ answer in advance: it sends the reader's choice to ``GET /api/quiz/{id}/answer?c
 the feedback together with the numbers that were just computed.
 
 Every check is written in the chapter module the manifest lists it under (``CHECKS`` of
-:mod:`posenc.lesson.chapters`, with the computation that is its evidence); this module collects them
-and answers.
+:mod:`posenc.lesson.chapters`, with the computation that is its evidence); this module collects them in
+the manifest's order (:func:`collect_checks`) and answers.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from types import ModuleType
+from typing import Dict, List, Mapping, Sequence, Tuple
 
 from .._checks import check_int
 from ..lesson.chapters import MODULES
 from ..lesson.chapters._check import Check
-from ..lesson.manifest import CHAPTERS
+from ..lesson.manifest import CHAPTERS, Chapter
 
-#: every check, collected from the chapter modules in the manifest's (reading) order
-_WRITTEN: Dict[str, Check] = {
-    check.id: check for chapter in CHAPTERS for check in getattr(MODULES[chapter.id], "CHECKS", ())
-}
-#: the order ``GET /api/quiz`` (the workbench's list of checks) has always given them; the lesson's
-#: pages show them in reading order, from the manifest
-ORDER = (
-    "bag-of-words",
-    "added",
-    "learned-limit",
-    "relative",
-    "qk-only",
-    "llama3-bands",
-    "fast-columns",
-    "alibi-head0",
-    "precision",
-    "linear-vs-ntk",
-)
-if sorted(ORDER) != sorted(_WRITTEN):
-    raise RuntimeError(f"the quiz's order {ORDER} must list every check of the chapters once: {sorted(_WRITTEN)}")
-CHECKS: Tuple[Check, ...] = tuple(_WRITTEN[check_id] for check_id in ORDER)
+
+def collect_checks(chapters: Sequence[Chapter], modules: Mapping[str, ModuleType]) -> Tuple[Check, ...]:
+    """Every check the manifest lists, in its (reading) order: for each chapter the ids of its entry's
+    ``checks``, each the very object its module's ``CHECKS`` writes.
+
+    Raises ``ValueError`` naming the chapter when its module writes other checks than its manifest entry
+    lists, and naming the id when two chapters list the same check.
+    """
+    collected: List[Check] = []
+    for chapter in chapters:
+        written = {check.id: check for check in getattr(modules[chapter.id], "CHECKS", ())}
+        if sorted(written) != sorted(chapter.checks):
+            raise ValueError(
+                f"chapter {chapter.id!r} lists the checks {list(chapter.checks)} in the manifest, but its module "
+                f"writes {list(written)}"
+            )
+        collected.extend(written[check_id] for check_id in chapter.checks)
+    ids = [check.id for check in collected]
+    twice = sorted({check_id for check_id in ids if ids.count(check_id) > 1})
+    if twice:
+        raise ValueError(f"each check must be listed under one chapter only, but {twice} are listed twice")
+    return tuple(collected)
+
+
+#: every check, in the manifest's order (``GET /api/quiz`` lists them so, as the lesson's pages show them)
+CHECKS: Tuple[Check, ...] = collect_checks(CHAPTERS, MODULES)
 
 BY_ID: Dict[str, Check] = {check.id: check for check in CHECKS}
 
