@@ -99,6 +99,35 @@ def test_the_real_configs_figure_draws_each_scaling_in_its_palette_colour(monkey
     assert {"default", "longrope"} <= seen and len(seen) >= 3
 
 
+def test_the_real_configs_figure_draws_each_scaling_in_its_palette_dash(monkeypatch, tmp_path):
+    """Each curve in its scaling's palette colour and dash (as the explorer draws it): no dashes of the
+    tour's own for "scaled" (a dash means a scaling, the same one everywhere)."""
+    fig = figure_of(monkeypatch, tmp_path, configs, configs.real_configs)
+    scaling_of = {"unscaled": "default", "short factors": "longrope", "long factors": "longrope"}
+    lines = [line for ax in fig.axes for line in ax.get_lines() if not line.get_label().startswith("_")]
+    for line in lines:
+        name = scaling_of.get(line.get_label(), line.get_label())
+        assert to_hex(line.get_color()) == palette.SCALING_COLOURS[name], line.get_label()
+        offset, lengths = line._unscaled_dash_pattern  # before matplotlib scales it by the line's width
+        assert (float(offset), None if lengths is None else tuple(map(float, lengths))) == palette_dash(name), name
+        assert line.get_linestyle() == ("-" if name not in palette.SCALING_DASHES else "--"), name
+    assert len(lines) == 5  # two panels, each unscaled + scaled, and LongRoPE's two lists
+    # LongRoPE's two lists share its colour and dash, and are still told apart
+    short, long = (
+        next(line for line in lines if line.get_label() == f"{which} factors") for which in ("short", "long")
+    )
+    assert (short.get_alpha(), short.get_linewidth()) != (long.get_alpha(), long.get_linewidth())
+
+
+def test_a_dashed_scaling_is_drawn_dashed_in_the_real_configs_figure(monkeypatch, tmp_path):
+    """The figure reads the dash from the palette: give Llama 3 one there and its curve takes it."""
+    monkeypatch.setitem(palette.SCALING_DASHES, "llama3", "5 2")
+    fig = figure_of(monkeypatch, tmp_path, configs, configs.real_configs)
+    (line,) = [line for ax in fig.axes for line in ax.get_lines() if line.get_label() == "llama3"]
+    offset, lengths = line._unscaled_dash_pattern
+    assert (float(offset), tuple(map(float, lengths))) == (0.0, (5.0, 2.0))
+
+
 def test_the_sinusoidal_heatmap_uses_the_page_sign_map_with_its_scale(monkeypatch, tmp_path):
     fig = figure_of(monkeypatch, tmp_path, waves, waves.three_rules)
     (image,) = [image for ax in fig.axes for image in ax.get_images()]

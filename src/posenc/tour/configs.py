@@ -3,7 +3,8 @@
 The fixtures in :mod:`posenc.fixtures` hold the rope fields of public configs. Loading one with
 :meth:`posenc.rope.RotaryEmbedding.from_hf_config` gives the same frequencies ``transformers`` uses
 (``tests/test_hf_parity.py``); this section shows them next to the unscaled frequencies of the same
-head, as wavelengths in tokens. The text and numbers are the second part of the lesson's chapter
+head, as wavelengths in tokens, each scaling in its colour and dash of :mod:`posenc.explorer.palette`,
+as the explorer draws it. The text and numbers are the second part of the lesson's chapter
 "Stretching RoPE" (:mod:`posenc.lesson.chapters.stretching_rope`).
 """
 
@@ -15,7 +16,7 @@ from ..explorer.palette import SCALING_COLOURS
 from ..fixtures import load_fixture
 from ..lesson.chapters.stretching_rope import MODELS, pair_bands  # noqa: F401  (for callers of the tour)
 from ..rope import RotaryEmbedding, rope_inv_freq
-from ._plot import new_figure, save
+from ._plot import new_figure, save, scaling_dash
 from .telling import tell
 
 CHAPTER = "stretching-rope"
@@ -35,37 +36,33 @@ def real_configs(ctx) -> None:
     _draw(ctx, curves)
 
 
+def _curve(ax, inv_freq, scaling: str, label: str, linewidth: float = 1.6, alpha: float = 1.0) -> None:
+    """Wavelength of every pair, in the scaling's one colour and dash of the palette, as the explorer
+    draws it."""
+    ax.plot(
+        range(len(inv_freq)),
+        (2 * math.pi / inv_freq).numpy(),
+        linestyle=scaling_dash(scaling),
+        color=SCALING_COLOURS[scaling],
+        linewidth=linewidth,
+        alpha=alpha,
+        label=label,
+    )
+
+
 def _draw(ctx, curves: dict) -> None:
     fig = new_figure(10, 4.4)
     axes = fig.subplots(1, 2)
     for ax, (source, default, scaled, trained, context, rope) in zip(axes, curves.values()):
-        index = range(len(default))
-        ax.plot(
-            index,
-            (2 * math.pi / default).numpy(),
-            "-",
-            color=SCALING_COLOURS["default"],
-            linewidth=1.6,
-            label="unscaled",
-        )
-        if rope.scaling.rope_type == "longrope":
+        _curve(ax, default, "default", "unscaled")
+        rope_type = rope.scaling.rope_type
+        if rope_type == "longrope":
+            # both lists are LongRoPE's: its colour and dash, the short factors drawn thinner and paler
             short, _ = rope.frequencies(trained)
-            colour = SCALING_COLOURS["longrope"]
-            ax.plot(
-                index,
-                (2 * math.pi / short).numpy(),
-                "-.",
-                color=colour,
-                alpha=0.6,
-                linewidth=1.6,
-                label="short factors",
-            )
-            ax.plot(index, (2 * math.pi / scaled).numpy(), "--", color=colour, linewidth=1.6, label="long factors")
+            _curve(ax, short, rope_type, "short factors", linewidth=1.0, alpha=0.5)
+            _curve(ax, scaled, rope_type, "long factors")
         else:
-            colour = SCALING_COLOURS[rope.scaling.rope_type]
-            ax.plot(
-                index, (2 * math.pi / scaled).numpy(), "--", color=colour, linewidth=1.6, label=rope.scaling.rope_type
-            )
+            _curve(ax, scaled, rope_type, rope_type)
         ax.axhline(trained, color="0.3", linewidth=0.9)
         ax.text(0.5, trained * 1.2, f"trained {trained:,}", fontsize=8, color="0.3")
         ax.axhline(context, color="tab:red", linewidth=0.9)
