@@ -99,6 +99,8 @@ def prose(n: dict) -> list[Block]:
             )
         )
     step4, step100 = n["naive.fraction.step.4"], n["naive.fraction.step.100"]
+    sine_cosines = [n[f"naive.sinusoidal.cosine.{pos}"] for pos in POSITIONS]
+    sine_low, sine_high = min(sine_cosines), max(sine_cosines)
     return [
         Block(
             "plain",
@@ -146,8 +148,11 @@ def prose(n: dict) -> list[Block]:
             f"""With raw integers the position grows without bound: by seat 1000 it is
             {n["naive.raw.ratio.1000"]:,.0f} times longer than the word, and “dog” and “man” point in almost
             exactly the same direction. The meaning is drowned. A sine/cosine code has the same length at
-            every seat (its squared length is d_model/2 = {D_MODEL // 2}), about as long as the word itself,
-            so “dog” and “man” stay clearly apart wherever they sit.""",
+            every seat (its squared length is d_model/2 = {D_MODEL // 2}), about as long as the word itself.
+            It does pull “dog” and “man” together, from {n["naive.cosine.no_position"]:+.3f} to between
+            {sine_low:+.3f} and {sine_high:+.3f}, but by the same amount at seat 1 as at seat
+            {max(POSITIONS):,}: the pull is bounded, where the raw integer's grows until the words are one
+            direction.""",
             "idea1-measured",
         ),
         Block("h3", "Bad idea 2: fractions from 0 to 1", "idea2"),

@@ -104,6 +104,12 @@ def numbers() -> dict:
     pooled_a = hidden(nope, SENTENCE_A, True).mean(0)
     pooled_b = hidden(nope, SENTENCE_B, True).mean(0)
     out["bag.nope_causal.pooled_max_diff"] = float((pooled_a - pooled_b).abs().max())
+    # the page's figure read backwards: unmasked ALiBi's penalty -slope*|i - j| cannot tell the two apart
+    words = split_words(MIRROR_TEXT)
+    mirror = next(s for s in range(1, 10_000) if shuffled_order(len(words), s) == list(range(len(words)))[::-1])
+    out["bag.mirror.shuffle"] = mirror
+    for name in FIGURE_SCHEMES:
+        out[f"bag.mirror.{name}.largest_difference"] = bag_of_tiles(MIRROR_TEXT, mirror, name)["largest_difference"]
     return out
 
 
@@ -176,6 +182,19 @@ def prose(n: dict) -> list[Block]:
         ),
         Block(
             "note",
+            f"""One scheme is fooled by a sentence read backwards. Without a causal mask ALiBi's penalty is
+            −slope·|i − j|: it grows with the distance but ignores which word comes first, so every word of a
+            sentence and of its mirror image gets the same output. Type “{MIRROR_TEXT}”, pick *ALiBi* and press
+            shuffle until it reads “{" ".join(reversed(split_words(MIRROR_TEXT)))}”: the difference strip turns
+            white again (largest change {sci(n["bag.mirror.alibi.largest_difference"])}, rounding), where RoPE's
+            is {n["bag.mirror.rope.largest_difference"]:.3f} and the sine code's
+            {n["bag.mirror.sinusoidal.largest_difference"]:.3f}. ALiBi was made for decoders, whose causal mask
+            supplies the direction ([chapter 9](#alibi-penalty)).""",
+            "after",
+            id="bag-alibi-mirror",
+        ),
+        Block(
+            "note",
             """No causal mask here on purpose: a decoder's mask (each word sees only the words before it)
             leaks a little order by itself, so this block has none and only the position scheme can tell.""",
             "after",
@@ -223,6 +242,8 @@ FIGURE_RANGES: Dict[str, Range] = {
 }
 #: the schemes the figure (and the big picture's) can run
 FIGURE_SCHEMES = tuple(SCHEMES)
+#: the sentence the chapter reads backwards through the figure (ALiBi without a mask cannot tell)
+MIRROR_TEXT = "dog bit man"
 #: the width and heads of the figure's attention block, whose words are :func:`posenc.lesson.vectors.word_vector`
 BLOCK_D_MODEL = 16
 BLOCK_HEADS = 2

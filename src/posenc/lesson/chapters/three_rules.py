@@ -11,6 +11,7 @@ from ...sinusoidal import sinusoidal_frequencies, sinusoidal_table
 from ..prose import Block
 from ._figures import Figure
 from ._ranges import Range, checked
+from .word_plus_position import numbers as input_numbers
 
 #: Table measured for the three rules: a modest width, 10,000 seats.
 D_MODEL = 128
@@ -88,6 +89,8 @@ def numbers() -> dict:
     fast_dist, fi, fj = min_pairwise_distance(pe[:FAST_ONLY_LENGTH, :2])
     n["waves.unique.fast_only.min_distance"], n["waves.unique.fast_only.pair"] = fast_dist, [fi, fj]
     n["waves.unique.fast_only.turns"] = (fj - fi) / (2 * math.pi)
+    # chapter 2's measurement, stated here too: one number, measured once
+    n["rules.gpt2_ratio"] = input_numbers()["input.scale.1.ratio"]
     return n
 
 
@@ -119,12 +122,12 @@ def prose(n: dict) -> list[Block]:
         Block("p", "The two failures tell us what a good position code needs:", "intro"),
         Block(
             "item",
-            """**Small, bounded numbers.** Every value stays between −1 and +1, at any seat, so the code cannot
+            f"""**Small, bounded numbers.** Every value stays between −1 and +1, at any seat, so the code cannot
             grow with the seat and bury the word further into a text. How long the code is next to the word is
             fixed once, by the scale of the word vectors: at GPT-2's initial scale (0.02) the position vector
-            starts about 30 times longer than the word at *every* seat ([chapter 2](#word-plus-position)), and
-            training, or the 2017 Transformer's √d factor, sets that balance once for all seats. Raw integers
-            break it more at every seat.""",
+            starts about {n["rules.gpt2_ratio"]:.0f} times longer than the word at *every* seat
+            ([chapter 2](#word-plus-position)), and training, or the 2017 Transformer's √d factor, sets that
+            balance once for all seats. Raw integers break it more at every seat.""",
             "rules",
         ),
         Block(

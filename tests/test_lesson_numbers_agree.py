@@ -1,0 +1,96 @@
+"""A number the lesson states in two chapters is measured once, and a sentence's number is the one its
+figure or table shows. Each test recomputes the claim from posenc (or from a closed form), never from
+text copied off the page."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+import torch
+
+from posenc.alibi import alibi_bias, alibi_slopes
+from posenc.lesson import chapters
+from posenc.lesson.chapters import bad_ideas, bag_of_tiles, word_plus_position
+from posenc.lesson.mistakes import ROUNDING_LEVEL
+from posenc.lesson.vectors import split_words
+
+
+def text_of(chapter: str, block_id: str = "", contains: str = "") -> str:
+    """The one-line text of the block of ``chapter`` with id ``block_id`` (or the first containing ``contains``)."""
+    for block in chapters.blocks(chapter):
+        if (block_id and block.id == block_id) or (contains and contains in block.text):
+            return " ".join(block.text.split())
+    raise AssertionError(f"chapter {chapter!r} has no block {block_id or contains!r}")
+
+
+def test_chapter_four_states_chapter_twos_ratio_which_matches_its_closed_form():
+    """Rule 1's "about N times longer at GPT-2's scale" (ch. 4) is ch. 2's measurement, and that
+    measurement is the closed form: the sine code's length sqrt(d/2) over the mean length of a d-wide
+    N(0, 0.02^2) vector, 0.02 * sqrt(2) * Gamma((d+1)/2) / Gamma(d/2)."""
+    ratio = chapters.numbers("word-plus-position")["input.scale.1.ratio"]
+    d = word_plus_position.WIDTH
+    mean_length = 0.02 * math.sqrt(2) * math.exp(math.lgamma((d + 1) / 2) - math.lgamma(d / 2))
+    assert ratio == pytest.approx(math.sqrt(d / 2) / mean_length, rel=0.02)
+    stated = re.search(r"starts about (\d+) times longer", text_of("three-rules", contains="GPT-2's initial scale"))
+    assert stated is not None
+    assert int(stated.group(1)) == round(ratio)
+    said_in_two = re.search(r"about (\d+) times the word", text_of("word-plus-position", contains="GPT-2's scale"))
+    assert said_in_two is not None and int(said_in_two.group(1)) == int(stated.group(1))
+
+
+def test_chapter_three_states_the_sine_pull_its_table_shows():
+    """Ch. 3 says the sine code pulls "dog" and "man" from their own cosine into a band; the band's ends
+    are the table's smallest and largest sine cosine, and the band is far from both the words' own
+    cosine (the pull is real) and from 1 (the raw integer's end)."""
+    n = chapters.numbers("bad-ideas")
+    cosines = [n[f"naive.sinusoidal.cosine.{pos}"] for pos in bad_ideas.POSITIONS]
+    sentence = text_of("bad-ideas", contains="pull “dog” and “man” together, from")
+    found = re.search(r"from ([+-]\d\.\d{3}) to between ([+-]\d\.\d{3}) and ([+-]\d\.\d{3})", sentence)
+    assert found is not None, sentence
+    alone, low, high = (float(g) for g in found.groups())
+    assert alone == pytest.approx(n["naive.cosine.no_position"], abs=5e-4)
+    assert low == pytest.approx(min(cosines), abs=5e-4) and high == pytest.approx(max(cosines), abs=5e-4)
+    assert high - low < 0.1 < low - alone  # one narrow band, well above the words alone
+    assert n["naive.raw.cosine.1000"] > 0.999 > high  # the raw integer goes all the way
+    assert "clearly apart" not in sentence
+
+
+def reversed_order(count: int) -> list[int]:
+    return list(range(count))[::-1]
+
+
+def test_unmasked_alibi_cannot_tell_a_sentence_from_its_mirror_and_the_page_says_so():
+    """Ch. 1's note: with no causal mask ALiBi's bias -slope*|i - j| is the same read backwards, so the
+    figure gives every word of "dog bit man" and "man bit dog" the same output (rounding), while RoPE, the
+    sine code and a learned table tell them apart. The shuffle the note names is the reversal."""
+    n = chapters.numbers("bag-of-tiles")
+    words = split_words(bag_of_tiles.MIRROR_TEXT)
+    figure = bag_of_tiles.bag_of_tiles(bag_of_tiles.MIRROR_TEXT, n["bag.mirror.shuffle"], "alibi")
+    assert figure["order"] == reversed_order(len(words))
+    assert figure["largest_difference"] < ROUNDING_LEVEL
+    for scheme in ("sinusoidal", "learned", "rope"):
+        assert (
+            bag_of_tiles.bag_of_tiles(bag_of_tiles.MIRROR_TEXT, n["bag.mirror.shuffle"], scheme)["largest_difference"]
+            > 1e-3
+        )
+    note = text_of("bag-of-tiles", "bag-alibi-mirror")
+    assert f"reads “{' '.join(reversed(words))}”" in note and "causal mask" in note
+
+
+@pytest.mark.parametrize("text", ["the dog bit the man", "a b c d e f g", "dog bit man"])
+def test_unmasked_alibi_is_blind_to_reversal_but_not_to_other_shuffles(text):
+    """Why: the unmasked bias matrix is symmetric and depends on |i - j| only, so reversing the seats maps
+    it onto itself; a shuffle that is not a reversal or the identity changes some distance."""
+    count = len(split_words(text))
+    seats = torch.arange(count)
+    bias = alibi_bias(alibi_slopes(2), seats, seats, causal=False)  # (H, S, S)
+    flip = torch.arange(count - 1, -1, -1)
+    assert torch.equal(bias, bias[:, flip][:, :, flip])
+    for shuffle in range(1, 40):
+        figure = bag_of_tiles.bag_of_tiles(text, shuffle, "alibi")
+        if figure["order"] == reversed_order(count):
+            assert figure["largest_difference"] < ROUNDING_LEVEL
+        else:
+            assert figure["largest_difference"] > 1e-6, figure["order"]
