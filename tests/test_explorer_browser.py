@@ -798,17 +798,20 @@ def test_the_bag_of_words_check_comes_first(page, server):
 
 
 def test_the_lessons_factor_slider_takes_the_registrys_range(page, server):
-    """The lesson's factor slider is set from the registry's Parameter, and its ends are answered."""
+    """The lesson's factor slider takes the registry's range and step, opens on the chapter's default
+    (the factor its text measures), and its ends are answered."""
     from playwright.sync_api import expect
 
+    from posenc.lesson.chapters.stretching_rope import FACTOR
     from posenc.rope.registry import scaling_parameters
 
     p = scaling_parameters()["factor"]
     page.goto(f"{server}#stretching-rope")
     node = page.locator("#ch-stretching-rope")
     expect(node).not_to_have_attribute("data-renders", "0", timeout=20_000)
+    expect(page.locator("#str-table caption")).to_contain_text(f"(factor {FACTOR:g})")
     shown = page.evaluate("() => ['min', 'max', 'step', 'value'].map((k) => document.getElementById('str-factor')[k])")
-    assert [float(v) for v in shown] == [p.minimum, p.maximum, p.step, p.default]
+    assert [float(v) for v in shown] == [p.minimum, p.maximum, p.step, FACTOR]
     for value in (p.maximum, p.minimum):
         before = node.get_attribute("data-renders")
         page.locator("#str-factor").fill(str(value))

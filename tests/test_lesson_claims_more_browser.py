@@ -68,3 +68,28 @@ def test_claim_alibi_without_a_mask_is_fooled_by_the_mirror_image(browser, serve
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+def test_claim_chapter_eight_opens_on_the_setup_its_text_measures(browser, server):
+    """Chapter 8's figure and table open on the head its measured text describes (trained on TRAINED,
+    stretched FACTOR x), so the NTK count the text states is the one the table shows at first sight."""
+    from playwright.sync_api import expect
+
+    from posenc.lesson import chapters
+    from posenc.lesson.chapters.stretching_rope import FACTOR, TRAINED
+
+    n = chapters.numbers("stretching-rope")
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        node = open_chapter(page, server, "stretching-rope")
+        caption = page.locator("#str-table caption")
+        expect(caption).to_contain_text(f"Stretching {TRAINED} to {int(TRAINED * FACTOR)} tokens (factor {FACTOR:g})")
+        assert page.locator("#str-train").input_value() == str(TRAINED)
+        for method in ("linear", "ntk"):
+            shown = int(page.locator(f"#str-table tr[data-method='{method}']").get_attribute("data-past"))
+            assert shown == n[f"extension.{method}.unseen_pairs"], method
+        ntk = len(n["extension.ntk.unseen_indices"])
+        assert ntk > 0 and f"{ntk} pairs" in " ".join(node.inner_text().split())
+        assert page.problems == [], page.problems
+    finally:
+        context.close()

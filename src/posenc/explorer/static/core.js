@@ -158,6 +158,17 @@ export async function scalingParamRanges(root = document) {
   }
 }
 
+// The lesson's figure ranges (posenc.lesson.chapters' FIGURE_RANGES, sent by GET /api/lesson/chapters):
+// name -> {minimum, maximum, default, help}, fetched once.
+let lessonLimitsPromise = null;
+export function lessonLimits() {
+  if (!lessonLimitsPromise) {
+    lessonLimitsPromise = api("/api/lesson/chapters").then((r) => r.limits)
+      .catch((err) => { lessonLimitsPromise = null; throw err; });
+  }
+  return lessonLimitsPromise;
+}
+
 export const pow2 = (v) => Math.round(2 ** v);
 export const pow10 = (v) => Number((10 ** v).toPrecision(3));
 

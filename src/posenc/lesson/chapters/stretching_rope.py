@@ -327,8 +327,9 @@ def _scaling_range(name: str) -> Range:
 # -- the figure: every pair's wavelength under each scaling --
 #: parameter -> (minimum, maximum, default, help) of the figures (the explorer's API publishes it)
 FIGURE_RANGES: Dict[str, Range] = {
-    "factor": _scaling_range("factor"),
-    "train_len": (256, 131_072, 8192, "context length the model was trained with"),
+    # the registry's range; the figure opens on the head the text measures, trained on TRAINED, stretched FACTOR x
+    "factor": (*_scaling_range("factor")[:2], FACTOR, _scaling_range("factor")[3]),
+    "train_len": (256, 131_072, TRAINED, "context length the model was trained with"),
     "stretch_head_dim": (16, 256, 128, "features per head (even)"),
 }
 

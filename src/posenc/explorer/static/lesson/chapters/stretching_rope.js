@@ -1,6 +1,6 @@
 // Stretching RoPE: what each scaling does to every pair's wavelength.
 
-import { $, api, loader, slider } from "../../core.js";
+import { $, api, lessonLimits, loader, showError, slider } from "../../core.js";
 import { lineChart, html, fmt, widthOf, rad, stackLabels } from "../../charts.js";
 import { SCALING_COLOURS, SCALING_DASHES, T, INK } from "../../palette.js";
 
@@ -48,6 +48,12 @@ export function setup() {
     stackLabels(table);
   });
   $("str-train").addEventListener("change", () => load(0));
-  load(0);
+  // The figure opens on the setup the chapter's text measures: the defaults of its ranges (one source).
+  lessonLimits().then((limits) => {
+    $("str-train").value = String(limits.train_len.default);
+    $("str-factor").value = String(limits.factor.default);
+    $("str-factor").dispatchEvent(new Event("input"));
+    load(0);
+  }).catch((err) => showError("stretching-rope", err.message));
   return draw;
 }
