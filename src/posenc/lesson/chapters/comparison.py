@@ -52,9 +52,10 @@ def prose(n: dict) -> list[Block]:
     return [
         Block(
             "p",
-            f"""Every claim in the table links to the place where posenc shows it. The last two columns are computed
-            now: posenc builds each scheme for a model trained on {n["compare.trained"]} tokens and asks it to place
-            the number of tokens you choose.""",
+            f"""What the table says about how each scheme works and how it copes with longer texts links to the
+            chapter or view where posenc shows it; the “used in” column only names well-known models built that
+            way. The last two columns are computed now: posenc builds each scheme for a model trained on
+            {n["compare.trained"]} tokens and asks it to place the number of tokens you choose.""",
             "intro",
         ),
         Block(
