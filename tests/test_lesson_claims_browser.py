@@ -693,7 +693,8 @@ def test_claim_alibis_bias_is_a_straight_line_per_head_and_the_weights_follow_fr
 
 # -- chapters 10 and 13: the comparison's live columns, values turned at any shift -------------------------------
 CMP_ROWS = """() => Object.fromEntries([...document.querySelectorAll('#cmp-table tbody tr')].map((tr) =>
-  [tr.dataset.scheme, [tr.querySelector('.live-params').textContent, tr.querySelector('.live-reads').textContent]]))"""
+  [tr.dataset.scheme, [tr.querySelector('td[data-label="extra trainable numbers"]').textContent,
+    tr.querySelector('.live-reads').textContent]]))"""
 
 
 def test_claim_the_comparison_counts_each_schemes_extra_trainable_numbers(browser, server):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ import posenc.tour as tour
 from posenc.explorer.app import create_app
 from posenc.lesson import chapters
 from posenc.lesson.manifest import CHAPTERS
-from posenc.lesson.prose import Block, as_dict, plain, spans, to_rich
+from posenc.lesson.prose import IN_TOUR, KINDS, SEE_ALSO_LABEL, Block, as_dict, plain, spans, to_rich
 
 WRITTEN = sorted(chapters.MODULES)
 BY_ID = {c.id: c for c in CHAPTERS}
@@ -70,6 +71,10 @@ def test_bad_blocks_are_refused():
         Block("table", "caption")
     with pytest.raises(ValueError, match="same number"):
         Block("table", "caption", rows=(("a", "b"), ("c",)))
+    with pytest.raises(ValueError, match="unbalanced"):
+        Block("table", "caption", rows=(("a", "b"), ("c", "an *open cell")))
+    with pytest.raises(ValueError, match="figcaption.*'bag-caption'"):
+        Block("caption", "x", slot="bag-caption", id="bag-caption")
     with pytest.raises(KeyError, match="must be one of"):
         chapters.blocks("no-such-chapter")
 
@@ -188,16 +193,36 @@ def sentences(block: Block) -> list[str]:
     """What a reader must find of the block: its text, and each cell of a table."""
     found = [plain(block.text)]
     for row in block.rows:
-        found += [cell for cell in row if cell.strip()]
+        found += [plain(cell) for cell in row if cell.strip()]
     return found
 
 
 @pytest.mark.parametrize("chapter", TOLD)
 def test_the_tour_prints_every_sentence_of_the_chapter(told, chapter):
+    """Every block the tour tells (all but the page figures' captions) is printed, every table cell too."""
     text = flowing(told[chapter])
     for block in chapters.blocks(chapter):
+        if block.kind not in IN_TOUR:
+            continue
         for sentence in sentences(block):
             assert flowing(sentence) in text, (chapter, sentence)
+
+
+def test_the_tour_skips_the_page_figures_captions_and_points_to_the_workbench(told):
+    """A caption says what the page's figure shows, and the tour draws figures of its own: it never prints
+    one. A see-also line is printed after "In posenc explore:"."""
+    assert IN_TOUR == set(KINDS) - {"caption"}
+    captions = see_also = 0
+    for chapter in TOLD:
+        text = flowing(told[chapter])
+        for block in chapters.blocks(chapter):
+            if block.kind == "caption":
+                captions += 1
+                assert flowing(plain(block.text)) not in text, (chapter, block.slot)
+            if block.kind == "see-also":
+                see_also += 1
+                assert f"{SEE_ALSO_LABEL} {flowing(plain(block.text))}" in text, (chapter, block.text)
+    assert captions >= 20 and see_also >= 7, (captions, see_also)
 
 
 @pytest.mark.parametrize("chapter", WRITTEN)
@@ -221,6 +246,7 @@ def page_texts():
     """chapter id -> the text the page shows in its data-prose slots, rendered by the browser."""
     path = chromium_or_skip()
     texts = {}
+    parts.clear()
     with explore_server() as url, headless_chromium(path) as browser:
         context = browser.new_context(viewport={"width": 1440, "height": 900})
         page = context.new_page()
@@ -233,9 +259,43 @@ def page_texts():
                 "(id) => [...document.querySelectorAll(`#ch-${id} [data-prose]`)].map((n) => n.innerText).join(' ')",
                 chapter,
             )
+            parts[chapter] = page.evaluate(PARTS, chapter)
         context.close()
         assert errors == [], errors
     return texts
+
+
+#: chapter id -> what the page shows of its captions, see-also lines and prose tables (filled by page_texts)
+parts: dict[str, dict] = {}
+PARTS = r"""(id) => {
+  const chapter = document.querySelector(`#ch-${id}`), words = (n) => n.textContent.replace(/\s+/g, ' ').trim();
+  return {
+    captions: Object.fromEntries([...chapter.querySelectorAll('figcaption')].map((n) =>
+      [n.dataset.prose || n.id, words(n)])),
+    seeAlso: [...chapter.querySelectorAll('.see-also')].map(words),
+    tables: Object.fromEntries([...chapter.querySelectorAll(`#ch-${id} [data-prose] table`)].map((t) =>
+      [t.closest('[data-prose]').dataset.prose,
+       { caption: words(t.caption), rows: [...t.rows].map((r) => [...r.cells].map(words)) }])),
+  }; }"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", WRITTEN)
+def test_the_pages_captions_see_also_and_tables_are_the_chapter_modules(page_texts, chapter):
+    """In the browser, every <figcaption> of the chapter says its caption block, every see-also line its
+    see-also block and every prose table its table block, cell for cell (a page's live column, appended
+    after the block's columns, aside); nothing of these is the page's own."""
+    shown = parts[chapter]
+    blocks = chapters.blocks(chapter)
+    assert shown["captions"] == {b.slot: flowing(plain(b.text)) for b in blocks if b.kind == "caption"}
+    assert shown["seeAlso"] == [flowing(plain(b.text)) for b in blocks if b.kind == "see-also"]
+    tables = {b.slot: b for b in blocks if b.kind == "table"}
+    assert set(shown["tables"]) == set(tables)
+    for slot, block in tables.items():
+        table = shown["tables"][slot]
+        assert table["caption"] == flowing(plain(block.text)), slot
+        columns = len(block.rows[0])
+        assert [row[:columns] for row in table["rows"]] == [[flowing(plain(c)) for c in r] for r in block.rows]
 
 
 @pytest.mark.slow
@@ -340,3 +400,85 @@ def test_knowledge_checks_chapter_states_float_spacing_from_the_formats():
     exponent = math.floor(math.log2(n["checks.seat"]))
     assert n["checks.spacing.float32"] == 2.0 ** (exponent - 23) == 0.0625
     assert n["checks.spacing.float64"] == 2.0 ** (exponent - 52)
+
+
+# -- nothing of the lesson's text is written only on the page ----------------------------------------------
+#: where an article may hold text of its own: its heading (the manifest's title), the figures' controls
+#: and the labels of their live readouts; every other word comes through a data-prose slot
+STRUCTURAL = {"h2", "label", "option", "button", "output"}
+STRUCTURAL_CLASSES = {"score-readout"}
+
+
+class _OutsideSlots(HTMLParser):
+    """The words of one article that are neither in a data-prose slot nor structural, and its heading."""
+
+    VOID = {"br", "img", "input", "meta", "link", "hr", "source", "wbr"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.open: list[tuple[str, bool]] = []  # (tag, whether text inside it may stand here)
+        self.outside: list[str] = []
+        self.heading = ""
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.VOID:
+            return
+        names = dict(attrs)
+        allowed = (
+            tag in STRUCTURAL
+            or "data-prose" in names
+            or bool(STRUCTURAL_CLASSES & set((names.get("class") or "").split()))
+        )
+        self.open.append((tag, allowed))
+
+    def handle_endtag(self, tag):
+        while self.open and self.open.pop()[0] != tag:
+            pass
+
+    def handle_data(self, data):
+        if not data.strip():
+            return
+        if self.open and self.open[-1][0] == "h2":
+            self.heading += data
+        if not any(allowed for _, allowed in self.open):
+            self.outside.append(" ".join(data.split()))
+
+
+@pytest.mark.parametrize("chapter", WRITTEN)
+def test_no_article_holds_lesson_text_outside_its_prose_slots(chapter):
+    """Captions, see-also lines and the comparison's table were written into index.html only, where the
+    tour could not tell them; now an article's own words are its heading (the manifest's title) and its
+    controls' labels: everything else is the chapter module's."""
+    parser = _OutsideSlots()
+    parser.feed(article(chapter))
+    assert parser.outside == [], parser.outside
+    assert " ".join(parser.heading.split()) == BY_ID[chapter].title
+
+
+def test_every_lesson_figcaption_and_see_also_is_a_prose_slot_of_its_kind():
+    """Each figure's <figcaption> is filled by the chapter's caption block of the same name (and keeps
+    its id, which the figure's aria-labelledby names); each see-also slot by a see-also block."""
+    for chapter in WRITTEN:
+        html = article(chapter)
+        kinds = {b.slot: b.kind for b in chapters.blocks(chapter)}
+        for caption_id, slot in re.findall(r'<figcaption id="([a-z-]+)" data-prose="([a-z0-9-]+)">', html):
+            assert caption_id == slot and kinds[slot] == "caption", (chapter, slot)
+            assert f'aria-labelledby="{caption_id}"' in html, (chapter, caption_id)
+        assert html.count("<figcaption") == len(re.findall(r"<figcaption [^>]*data-prose=", html)), chapter
+        assert [s for s, k in kinds.items() if k == "caption"] == re.findall(
+            r'<figcaption [^>]*data-prose="([^"]+)"', html
+        )
+        assert ("see-also" in kinds) == ('data-prose="see-also"' in html), chapter
+
+
+def test_the_comparison_table_is_the_chapter_modules_one_per_scheme_in_the_order_the_figure_lists_them():
+    """One table, one source: the page's table and the tour's are the chapter's table block, whose rows are
+    the schemes in the order the live column (``compare``) fills them; its trainable numbers are posenc's."""
+    from posenc.lesson.chapters.comparison import HEADER, ROWS, SCHEMES, compare
+
+    (table,) = [b for b in chapters.blocks("comparison") if b.kind == "table"]
+    assert table.rows[0] == HEADER and [row[0] for row in table.rows[1:]] == [ROWS[s][0] for s in SCHEMES]
+    live = compare(1024)["schemes"]
+    assert [row["scheme"] for row in live] == list(SCHEMES)
+    column = HEADER.index("extra trainable numbers")
+    assert [int(row[column].replace(",", "")) for row in table.rows[1:]] == [r["extra_parameters"] for r in live]

@@ -1,7 +1,8 @@
 """What the page's own files say, read as the server sends them (no browser, no JavaScript run).
 
-A sentence written into ``index.html`` must be true before any script runs: a command it tells the
-reader to run is run here, and text that the scripts used to overwrite at load is not left behind.
+A sentence written into ``index.html`` must be true before any script runs, and text that the scripts
+used to overwrite at load is not left behind; a command the lesson's text tells the reader to run is
+run here.
 The scripts are read for what a browser test cannot enumerate: every one that draws the sign map
 draws its legend too.
 """
@@ -61,19 +62,34 @@ def page_text(*selectors: str) -> dict[str, list[str]]:
 
 @pytest.mark.slow  # a subprocess that imports torch
 def test_the_demo_caption_command_runs_and_prints_the_score_the_caption_states():
-    found = page_text("#demo-caption", ".run-it", ".run-it-prints")
-    caption = " ".join(found["#demo-caption"][0].split())
-    (command,) = found[".run-it"]
-    (score,) = found[".run-it-prints"]
-    assert command in caption and score in caption
-    argv = shlex.split(command)
-    assert argv[:2] == ["python", "-c"], f"the caption's command is not a `python -c` line: {command!r}"
+    """The demo's caption (the chapter module's caption block, which the page puts into #demo-caption)
+    tells the reader to run a command and says what it prints: run here, it prints exactly that."""
+    import re
+
+    from posenc.lesson import chapters
+    from posenc.lesson.chapters.pytorch_demo import RUN_IT
+    from posenc.lesson.prose import spans
+
+    assert '<figcaption id="demo-caption" data-prose="demo-caption"></figcaption>' in INDEX.read_text("utf-8")
+    (caption,) = [b for b in chapters.blocks("pytorch-demo") if b.slot == "demo-caption"]
+    assert caption.kind == "caption"
+    assert RUN_IT in [span["text"] for span in spans(caption.text) if span["style"] == "code"]
+    stated = re.search(
+        r"prints the score (-?\d\.\d{5}) for seats (\d+) and (\d+) and again for seats (\d+) and (\d+)\.",
+        " ".join(caption.text.split()),
+    )
+    assert stated, caption.text
+    score, *seats = stated.groups()
+    argv = shlex.split(RUN_IT)
+    assert argv[:2] == ["python", "-c"], f"the caption's command is not a `python -c` line: {RUN_IT!r}"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
     env["OMP_NUM_THREADS"] = "1"
     done = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, env=env, timeout=120)
-    assert done.returncode == 0, f"`{command}` failed:\n{done.stderr}"
+    assert done.returncode == 0, f"`{RUN_IT}` failed:\n{done.stderr}"
     printed_scores = [line.rsplit(":", 1)[1].strip() for line in done.stdout.splitlines() if line.startswith("score")]
     assert printed_scores and set(printed_scores) == {score}, done.stdout
+    for a, b in (seats[:2], seats[2:]):
+        assert f"score, seats {a} and {b}: {score}" in done.stdout, done.stdout
 
 
 def test_the_dials_texts_are_written_once_on_the_page_with_the_sign_the_view_draws():

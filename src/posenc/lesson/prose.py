@@ -10,8 +10,17 @@ Inline markup, deliberately small:
 - ``**bold**``, ``*emphasis*``, ```code```;
 - ``[words](#chapter-id)``: a link to a chapter (the terminal prints the words only).
 
-A table block carries ``rows`` (the first row is the header) and its caption as ``text``. Numbers
-are written into the text already formatted, so both faces print the same digits.
+A table block carries ``rows`` (the first row is the header) and its caption as ``text``; a cell may
+use the same inline markup. Numbers are written into the text already formatted, so both faces print
+the same digits.
+
+Two kinds belong to the page's furniture, and the tour treats them so (:data:`IN_TOUR`):
+
+- ``caption`` says what one of the page's figures shows; its slot is the figure's ``<figcaption>``
+  (the block fills that element itself). The tour draws figures of its own, so it never prints a
+  page figure's caption.
+- ``see-also`` points to a view of the explorer's workbench; the tour prints it after "In posenc
+  explore:", so a reader in the terminal learns where to go deeper.
 """
 
 from __future__ import annotations
@@ -30,13 +39,21 @@ KINDS = {
     "note": "an aside",
     "formula": "a formula on a line of its own",
     "try": "what to do with the chapter's figure, and what it will show",
-    "table": "a table: rows (header first), text its caption",
+    "table": "a table: rows (header first, cells with inline markup), text its caption",
+    "caption": "what the page's figure shows: fills the figure's <figcaption> (its slot); the tour, which "
+    "draws figures of its own, skips it",
+    "see-also": "a pointer to a view of the workbench (posenc explore); the tour prints it after 'In posenc explore:'",
 }
+
+#: the kinds ``posenc tour`` prints (all but the captions of the page's figures)
+IN_TOUR = frozenset(KINDS) - {"caption"}
 
 #: the label the tour and the page put in front of each "plain" block
 PLAIN_LABEL = "In plain words:"
 #: the label in front of each "try" block
 TRY_LABEL = "Try this:"
+#: what the tour prints in front of each "see-also" block
+SEE_ALSO_LABEL = "In posenc explore:"
 
 _TOKEN = re.compile(
     r"\*\*(?P<bold>[^*]+)\*\*|\*(?P<em>[^*]+)\*|`(?P<code>[^`]+)`|\[(?P<link>[^\]]+)\]\((?P<href>#[a-z0-9-]+)\)"
@@ -70,6 +87,10 @@ class Block:
             raise ValueError(f"Block slot must be lower-case letters, digits and '-', got {self.slot!r}")
         if self.id and not re.fullmatch(r"[a-z][a-z0-9-]*", self.id):
             raise ValueError(f"Block id must be lower-case letters, digits and '-', got {self.id!r}")
+        if self.kind == "caption" and self.id:
+            raise ValueError(
+                f"a caption block fills its figure's <figcaption>, which carries the id; got id {self.id!r}"
+            )
         if (self.kind == "table") != bool(self.rows):
             raise ValueError(
                 f"Block rows are for tables only (and a table needs them); kind {self.kind!r}, rows {self.rows!r}"
@@ -77,6 +98,9 @@ class Block:
         if self.rows and len({len(r) for r in self.rows}) != 1:
             raise ValueError(f"Block rows must all have the same number of cells, got {[len(r) for r in self.rows]}")
         spans(self.text)  # refuses unbalanced markup
+        for row in self.rows:
+            for cell in row:
+                spans(cell)
 
 
 def spans(text: str) -> list[dict]:
@@ -121,7 +145,8 @@ def to_rich(text: str) -> str:
 
 
 def as_dict(block: Block) -> dict:
-    """A block as the page gets it: kind, slot, id, parsed spans, plain text, and rows for tables."""
+    """A block as the page gets it: kind, slot, id, parsed spans, plain text, and for a table its rows
+    (each cell's plain text) and cells (each cell's spans)."""
     out = {
         "kind": block.kind,
         "slot": block.slot,
@@ -130,8 +155,20 @@ def as_dict(block: Block) -> dict:
         "plain": plain(block.text),
     }
     if block.rows:
-        out["rows"] = [list(row) for row in block.rows]
+        out["rows"] = [[plain(cell) for cell in row] for row in block.rows]
+        out["cells"] = [[spans(cell) for cell in row] for row in block.rows]
     return out
 
 
-__all__ = ["Block", "KINDS", "PLAIN_LABEL", "TRY_LABEL", "as_dict", "plain", "spans", "to_rich"]
+__all__ = [
+    "Block",
+    "IN_TOUR",
+    "KINDS",
+    "PLAIN_LABEL",
+    "SEE_ALSO_LABEL",
+    "TRY_LABEL",
+    "as_dict",
+    "plain",
+    "spans",
+    "to_rich",
+]

@@ -7,7 +7,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ..lesson.prose import PLAIN_LABEL, TRY_LABEL, Block, to_rich
+from ..lesson.prose import IN_TOUR, PLAIN_LABEL, SEE_ALSO_LABEL, TRY_LABEL, Block, to_rich
+from ..lesson.prose import plain as plain_text
 
 
 def prose(ctx, text: str) -> None:
@@ -57,7 +58,9 @@ def verdict(ok: bool, yes: str = "as claimed", no: str = "NOT as claimed") -> Te
 
 def chapter(ctx, blocks: list[Block], chapter_id: str) -> None:
     """Print a chapter's text (:mod:`posenc.lesson.chapters`) in the terminal, block by block: the same
-    sentences and numbers the explorer's page shows for chapter ``chapter_id``."""
+    sentences and numbers the explorer's page shows for chapter ``chapter_id`` (but the captions of the
+    page's figures: :data:`posenc.lesson.prose.IN_TOUR`)."""
+    blocks = [b for b in blocks if b.kind in IN_TOUR]
     for i, block in enumerate(blocks):
         text = to_rich(block.text)
         if i and blocks[i - 1].kind == "item" and block.kind != "item":
@@ -74,10 +77,32 @@ def chapter(ctx, blocks: list[Block], chapter_id: str) -> None:
             ctx.console.print(Padding(f"• {text}", (0, 0, 0, 2)), highlight=False)
         elif block.kind == "try":
             prose(ctx, f"[bold]{TRY_LABEL.rstrip(':')}[/] in posenc explore [dim](#{chapter_id})[/]: {text}")
+        elif block.kind == "see-also":
+            prose(ctx, f"[dim]{SEE_ALSO_LABEL}[/] {text}")
         elif block.kind == "table":
-            t = table(*block.rows[0], title=text)
-            for row in block.rows[1:]:
-                t.add_row(*row)
-            ctx.console.print(t)
+            lesson_table(ctx, block)
         else:
             prose(ctx, text)
+
+
+#: the longest value a table's grid shows in a column after its first (value columns never wrap)
+VALUE_WIDTH = 60
+
+
+def lesson_table(ctx, block: Block) -> None:
+    """Print a table block of the lesson: a grid (:func:`table`) when every cell after the first column
+    is a short value (:data:`VALUE_WIDTH`), else one card per row, its first cell and then each other
+    cell after its column's name, as the page does on a phone, so that no cell is cut."""
+    header, *rows = block.rows
+    if all(len(plain_text(cell)) <= VALUE_WIDTH for row in block.rows for cell in row[1:]):
+        t = table(*(plain_text(cell) for cell in header), title=to_rich(block.text))
+        for row in rows:
+            t.add_row(*(to_rich(cell) for cell in row))
+        ctx.console.print(t)
+        return
+    ctx.console.print(to_rich(block.text), highlight=False)
+    for row in rows:
+        ctx.console.print(Padding(f"[bold]{to_rich(row[0])}[/]", (0, 0, 0, 2)), highlight=False)
+        for name, cell in zip(header[1:], row[1:]):
+            ctx.console.print(Padding(f"{to_rich(name)}: {to_rich(cell)}", (0, 0, 0, 4)), highlight=False)
+    ctx.console.print()

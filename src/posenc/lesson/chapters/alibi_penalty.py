@@ -70,6 +70,13 @@ def prose(n: dict) -> list[Block]:
             "intro",
         ),
         Block(
+            "caption",
+            """Top: the bias each head adds to a key's score, against how far behind the query the key sits (linear
+            axes), from posenc's `alibi_bias`. Bottom: the attention weights of the steepest and the shallowest
+            head when every key matches the query equally well, so that only the bias decides.""",
+            "alibi-caption",
+        ),
+        Block(
             "p",
             f"""With every key matching the query equally well and the query looking {FAR} seats back, the steep
             head puts {n["alibi.far.steep_nearest"]:.1%} of its attention on the {NEAREST} nearest words; the
@@ -85,6 +92,11 @@ def prose(n: dict) -> list[Block]:
             steep head keeps nearly all its attention on the nearest words, the shallow one spreads it almost
             evenly.""",
             "after",
+        ),
+        Block(
+            "see-also",
+            "Workbench: [ALiBi's bias beside RoPE's scores](#alibi) as heatmaps.",
+            "see-also",
         ),
     ]
 

@@ -125,6 +125,12 @@ def prose(n: dict) -> list[Block]:
             "idea1",
         ),
         Block(
+            "caption",
+            """How alike "dog" and "man" look (cosine similarity, 1 = the same direction): on their own, with the
+            raw seat number added, and with a sine/cosine code of that seat added instead.""",
+            "raw-caption",
+        ),
+        Block(
             "p",
             f"""Now with real word vectors. **The scale used here, and by the knowledge checks:** posenc's
             TinyLM at width d_model = {D_MODEL}, whose word vectors start as N(0, {n["naive.embedding_std"]}^2)
@@ -161,6 +167,11 @@ def prose(n: dict) -> list[Block]:
             """Divide by the length, so the first word is 0 and the last one is close to 1. Now the numbers stay
             small, but one step from a word to its neighbour is worth a different amount in every sentence.""",
             "idea2",
+        ),
+        Block(
+            "caption",
+            "The codes of the first seats on a ruler from 0 to 1, and the size of one step.",
+            "frac-caption",
         ),
         Block("table", "One step of the fraction code and of the sine code", "idea2-measured", rows=tuple(step_rows)),
         Block(

@@ -162,6 +162,14 @@ def prose(n: dict) -> list[Block]:
             "intro",
         ),
         Block(
+            "caption",
+            f"""Each tile is a word; beside it, the {BLOCK_D_MODEL} numbers one posenc attention block (no causal
+            mask) puts out for that word: in the sentence as written (top strip), after the shuffle (middle
+            strip), and the difference between the two (thin bottom strip). Blue is below zero and red above, on
+            the scale of the legend; the difference has a scale of its own, so that a small change still shows.""",
+            "bag-caption",
+        ),
+        Block(
             "try",
             """with *none*, the difference strip stays white: every word's output is the same to about
             10⁻¹⁶, which is rounding. Then pick *sinusoidal* or *RoPE* and shuffle again: the difference

@@ -152,6 +152,12 @@ def prose(n: dict) -> list[Block]:
             "picture-after",
         ),
         Block(
+            "caption",
+            """How much the vector one posenc attention block gives "dog" changes between "the dog bit the man" and
+            "the man bit the dog" (no causal mask).""",
+            "big-caption",
+        ),
+        Block(
             "try",
             """switch the scheme to none: the change drops to rounding level. Every other scheme tells the two
             sentences apart.""",
@@ -168,6 +174,13 @@ def prose(n: dict) -> list[Block]:
             "attention",
         ),
         Block(
+            "caption",
+            """Attention weights of one posenc attention layer, heads averaged, computed the way the layer computes
+            them (`posenc.lesson.attention`); one grid per scheme, all shaded on one scale, from the smallest
+            weight on the page (lightest) to the largest (darkest), as the legend under each grid says.""",
+            "attn-caption",
+        ),
+        Block(
             "try",
             """look at the two rows of “the”. With none they are the same row: without positions a word asks
             the same question wherever it sits. Every other scheme gives them different rows. Then type a
@@ -181,6 +194,11 @@ def prose(n: dict) -> list[Block]:
             vectors) and order (positions) in place, the tokens are ready for the heart of the transformer:
             self-attention.""",
             "closing",
+        ),
+        Block(
+            "see-also",
+            "Next: the [workbench](#workbench), nine views for going deeper.",
+            "see-also",
         ),
     ]
 

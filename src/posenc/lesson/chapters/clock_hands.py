@@ -83,6 +83,13 @@ def prose(n: dict) -> list[Block]:
             paragraph a word is in). Sines and cosines never leave [−1, 1], at any seat.""",
             "intro",
         ),
+        Block(
+            "caption",
+            """Three hands of the chosen seat, each drawn counter-clockwise from 3 o'clock by seat × frequency; the
+            hand's tip is the pair's (cos, sin). Below, the sine wave of each hand over seats 0 to 64: the dots
+            are the table's values at whole seats, the line the wave between them.""",
+            "clock-caption",
+        ),
         Block("h3", "The whole table", "table"),
         Block(
             "p",
@@ -90,6 +97,12 @@ def prose(n: dict) -> list[Block]:
             column is one number of the code; the columns come in (sin, cos) pairs, fast on the left, slow on the
             right.""",
             "table",
+        ),
+        Block(
+            "caption",
+            """posenc's `sinusoidal_table` for seats 0 to 64 at the chosen width, one row per seat and one column
+            per number, in the page's sign colours; the line marks the chosen seat.""",
+            "heat-caption",
         ),
         Block(
             "try",
@@ -127,6 +140,11 @@ def prose(n: dict) -> list[Block]:
             """step the seat one at a time: the fast hand jumps about 57° (one radian), the slow one creeps. Go
             to seat 64 and compare how far each hand has come.""",
             "fingerprint",
+        ),
+        Block(
+            "see-also",
+            "Workbench: the [fingerprint view](#fingerprint), every cell of the table with its formula.",
+            "see-also",
         ),
     ]
 

@@ -132,6 +132,12 @@ def prose(n: dict) -> list[Block]:
             "m1",
         ),
         Block(
+            "caption",
+            """Largest change of any table value after Adam steps on one sentence, in a posenc TinyLM with the
+            table as a buffer and as a parameter.""",
+            "mis-param-caption",
+        ),
+        Block(
             "p",
             """We build two copies of posenc's TinyLM, one with `SinusoidalPositionalEncoding` (the table is a
             non-persistent buffer) and one whose table is an `nn.Parameter` (a trainable weight), and take one
@@ -160,6 +166,12 @@ def prose(n: dict) -> list[Block]:
             where tensors have a shape but no memory and no values:""",
             "m2",
         ),
+        Block(
+            "caption",
+            """Parameters of one posenc transformer block at width d (added) and 2d (concatenated), counted on the
+            meta device.""",
+            "mis-cat-caption",
+        ),
         Block("table", "Weights of posenc's layers, added and concatenated", "m2-measured", rows=tuple(concat_rows)),
         Block(
             "p",
@@ -177,6 +189,12 @@ def prose(n: dict) -> list[Block]:
             `RotaryEmbedding` (in float64) on {PHRASE_LEN} random tokens at seats 0-{last} and again at seats
             {SHIFT}-{SHIFT + last}, once as intended and once with the values rotated as well.""",
             "m3",
+        ),
+        Block(
+            "caption",
+            """How much the last token's output changes when the same six tokens are moved, with q and k turned
+            (right) and with v turned too (wrong).""",
+            "mis-v-caption",
         ),
         Block(
             "table", "The same phrase moved: RoPE as intended and with turned values", "m3-measured", rows=values_rows

@@ -35,12 +35,59 @@ def reads(name: str, length: int) -> bool:
     return True
 
 
+def extra_parameters(name: str) -> int:
+    """The trainable numbers scheme ``name`` adds to a model (built as for :func:`reads`)."""
+    scheme = make_scheme(name, d_model=D_MODEL, n_heads=HEADS, max_len=TRAINED)
+    return sum(p.numel() for p in scheme.parameters() if p.requires_grad)
+
+
 def numbers() -> dict:
-    """Which schemes read each length of :data:`LENGTHS`."""
-    n: dict = {"compare.trained": TRAINED}
+    """Which schemes read each length of :data:`LENGTHS`, and the trainable numbers each adds."""
+    n: dict = {"compare.trained": TRAINED, "compare.d_model": D_MODEL}
     for length in LENGTHS:
         n[f"compare.reads.{length}"] = [s for s in SCHEMES if reads(s, length)]
+    for name in SCHEMES:
+        n[f"compare.params.{name}"] = extra_parameters(name)
     return n
+
+
+#: scheme -> (method, how it works, longer than trained, used in): the table's words, one row per
+#: scheme of :data:`SCHEMES`, in that order (the page adds a live column to these rows in that order)
+ROWS = {
+    "sinusoidal": (
+        "sinusoidal",
+        "fixed sin/cos added to the input ([chapter 5](#clock-hands), [fingerprint](#fingerprint))",
+        "the waves go on forever ([rules](#three-rules)), but the model never saw the far seats",
+        "the 2017 Transformer",
+    ),
+    "learned": (
+        "learned table",
+        "a trained `nn.Embedding(L_max, d)` added to the input ([chapter 6](#learned-tables))",
+        "no: a hard wall at L_max, 512 in BERT ([the live error](#learned-tables))",
+        "BERT, RoBERTa, GPT-2, GPT-3",
+    ),
+    "rope": (
+        "RoPE",
+        "turns queries and keys by *m*θ in every layer ([chapter 7](#rope), [dials](#dials))",
+        "yes with a scaling: 128k tokens and more ([chapter 8](#stretching-rope), [wavelengths](#wavelengths)); "
+        "plain RoPE loses quality past its training length ([lab](#lab))",
+        "Llama 3, Mistral, DeepSeek, Gemma, Qwen",
+    ),
+    "alibi": (
+        "ALiBi",
+        "subtracts slope × distance from each score ([chapter 9](#alibi-penalty), [ALiBi view](#alibi))",
+        "yes, the penalty is defined at any distance ([score vs distance](#scores))",
+        "BLOOM, MPT",
+    ),
+    "nope": (
+        "none (NoPE)",
+        "nothing; only a causal mask hints at order ([chapter 1](#bag-of-tiles))",
+        "nothing to run out of (it reads any length), and nothing to tell order by ([chapter 1](#bag-of-tiles))",
+        "research models",
+    ),
+}
+#: the table's header (the page appends one live column: whether each scheme reads the chosen length)
+HEADER = ("method", "how it works", "longer than trained", "used in", "extra trainable numbers")
 
 
 def prose(n: dict) -> list[Block]:
@@ -54,9 +101,18 @@ def prose(n: dict) -> list[Block]:
             "p",
             f"""What the table says about how each scheme works and how it copes with longer texts links to the
             chapter or view where posenc shows it; the “used in” column only names well-known models built that
-            way. The last two columns are computed now: posenc builds each scheme for a model trained on
-            {n["compare.trained"]} tokens and asks it to place the number of tokens you choose.""",
+            way. The numbers are computed now: posenc builds each scheme for a model trained on
+            {n["compare.trained"]} tokens, counts the trainable numbers it adds, and asks it to place the number of
+            tokens you choose.""",
             "intro",
+        ),
+        Block(
+            "table",
+            f"""Position schemes compared, each built by posenc for a model trained on {n["compare.trained"]} tokens
+            at width {n["compare.d_model"]}""",
+            "table",
+            id="cmp-table",
+            rows=(HEADER, *((*ROWS[s], f"{n[f'compare.params.{s}']:,}") for s in SCHEMES)),
         ),
         Block(
             "try",

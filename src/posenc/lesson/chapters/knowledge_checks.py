@@ -43,6 +43,11 @@ def prose(n: dict) -> list[Block]:
             "precision",
         ),
         Block("try", "answer a check in any chapter and come back: the score here follows.", "after"),
+        Block(
+            "see-also",
+            "Workbench: [precision](#precision) plots the angle error by position and dtype.",
+            "see-also",
+        ),
     ]
 
 

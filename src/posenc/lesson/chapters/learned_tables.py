@@ -111,6 +111,18 @@ def prose(n: dict) -> list[Block]:
             "intro",
         ),
         Block(
+            "caption",
+            f"""The table's {ROWS} rows and the seats the input asks for; the message is the one posenc raises, run
+            just now.""",
+            "wall-caption",
+        ),
+        Block(
+            "caption",
+            """Column 0 of the table's last rows (line) and the stretched table's rows placed at old seats (dots):
+            every new row lies between two trained ones.""",
+            "stretch-caption",
+        ),
+        Block(
             "try",
             """set the tokens to 512, then 513. Then stretch the table past your token count and read the status
             again.""",

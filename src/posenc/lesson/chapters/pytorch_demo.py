@@ -17,6 +17,8 @@ from ._ranges import Range, checked
 #: the seats of the demo's query and key, the figure's default move and the try-this's
 SEATS = (1, 3)
 SHIFTS = (100, 10_000)
+#: the line the page's caption tells the reader to run: the demo at its defaults
+RUN_IT = 'python -c "from posenc.lesson.chapters.pytorch_demo import pytorch_demo; pytorch_demo()"'
 
 
 def numbers() -> dict:
@@ -45,6 +47,13 @@ def prose(n: dict) -> list[Block]:
             {n["demo.score"]:.5f} four times, because two seats apart is two seats apart wherever the phrase
             sits.""",
             "intro",
+        ),
+        Block(
+            "caption",
+            f"""Source of `posenc.lesson.chapters.pytorch_demo.pytorch_demo` and what it printed. Run it yourself
+            with `{RUN_IT}`: at its defaults it prints the score {n["demo.score"]:.5f} for seats {q_seat} and
+            {k_seat} and again for seats {q_seat + SHIFTS[0]} and {k_seat + SHIFTS[0]}.""",
+            "demo-caption",
         ),
         Block(
             "try",

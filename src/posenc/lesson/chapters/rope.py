@@ -168,6 +168,13 @@ def prose(n: dict) -> list[Block]:
         ),
         Block("formula", "(a′, b′) = (a·cos mθ − b·sin mθ, a·sin mθ + b·cos mθ)", "intro"),
         Block("h3", "The 2×2 matrix at work", "intro"),
+        Block(
+            "caption",
+            """Drag the grey tip (or focus it and use the arrow keys) to choose the vector (a, b). The dashed grey
+            arrow is the vector before the turn, the blue one after it; the arc is the turn *m*·θ, computed by
+            posenc's `apply_rotary`.""",
+            "rot-caption",
+        ),
         Block("h3", "Which way is positive?", "sign"),
         Block(
             "p",
@@ -188,6 +195,13 @@ def prose(n: dict) -> list[Block]:
             fast to slow as in [chapter 5](#clock-hands). The ghost hand is the pair before the turn; the solid
             hand is after it.""",
             "dials",
+        ),
+        Block(
+            "caption",
+            """Top row: the query's pairs at seat m plus the move; bottom row: the key's at seat n plus the move.
+            Dashed grey: before; solid: after; shaded: the turn (shown modulo 360°). The *gap* is m − n, the
+            query's seat minus the key's, everywhere in posenc.""",
+            "rope-caption",
         ),
         Block("h3", "Why only the gap counts", "gap"),
         Block(
@@ -217,6 +231,13 @@ def prose(n: dict) -> list[Block]:
             line.""",
             "pairs",
         ),
+        Block(
+            "caption",
+            """The eight numbers of one head and the pairs each convention turns together (the arcs), and one query
+            and key (seats m + move and n + move of the dials above) scored four ways by posenc: half-split,
+            interleaved after reordering, as complex numbers, and from the gap alone.""",
+            "pairs-caption",
+        ),
         Block("h3", "Who bit whom?", "order"),
         Block(
             "p",
@@ -226,6 +247,12 @@ def prose(n: dict) -> list[Block]:
             and the turn from “dog” to “bit” is −30°. The words are the same; only the sign of the angle between
             them changed, and attention sees it. Without positions it would not.""",
             "order",
+        ),
+        Block(
+            "caption",
+            """One dial per seat: each word's hand at seat × θ, counter-clockwise from 3 o'clock (dashed: the
+            unturned hand at 0°). "dog" is drawn in the key's colour and "bit" in the query's.""",
+            "order-caption",
         ),
         Block(
             "try",
@@ -270,6 +297,11 @@ def prose(n: dict) -> list[Block]:
             where it is. Figure rope_clock_dials.png, written by `posenc tour`, draws both sentences: each word's
             hand, the unturned hand at 0 degrees as a faint grey line, and the turn between them shaded.""",
             "measured",
+        ),
+        Block(
+            "see-also",
+            "Workbench: [RoPE clock dials](#dials) at any head size, and [score against distance](#scores).",
+            "see-also",
         ),
     ]
 

@@ -225,6 +225,12 @@ def prose(n: dict) -> list[Block]:
             "scalings",
         ),
         Block(
+            "caption",
+            """Wavelength of each pair of a 128-wide head (log scale) for plain RoPE and the three scalings, from
+            posenc's `rope_frequencies`; dashed lines at the trained and the stretched length.""",
+            "stretch-rope-caption",
+        ),
+        Block(
             "try",
             """read the last column. Plain RoPE puts every pair that turned less than once in training past it;
             linear scaling and YaRN put none there; NTK-aware, which slows the pairs between fast and slow by less
@@ -314,6 +320,12 @@ def prose(n: dict) -> list[Block]:
             wavelength unscaled and as its config scales it, beside the trained and the advertised context
             lengths.""",
             "configs",
+        ),
+        Block(
+            "see-also",
+            """Workbench: [wavelengths and scaling](#wavelengths) with dynamic NTK, Llama 3, real model configs,
+            and [copy as config](#config).""",
+            "see-also",
         ),
     ]
 

@@ -143,6 +143,13 @@ def prose(n: dict) -> list[Block]:
             "rules",
         ),
         Block(
+            "caption",
+            """Each code checked on a sentence of the chosen length by posenc: the largest value (rule 1), the
+            distance from seat 2 to seat 3 in a 5-word sentence and in this one (rule 2), and the smallest
+            distance between the codes of two different seats (rule 3).""",
+            "rules-caption",
+        ),
+        Block(
             "try",
             """drag the length. Raw integers break rule 1 more and more; fractions break rule 2 at every length
             but 5; the sine code passes all three at any length.""",
@@ -198,6 +205,11 @@ def prose(n: dict) -> list[Block]:
             change), on the right three single columns, fast, medium and slow, as curves. The explorer draws
             the whole table in [chapter 5](#clock-hands).""",
             "measured",
+        ),
+        Block(
+            "see-also",
+            "Workbench: the [wave fingerprint](#fingerprint) draws the distance between every two seats.",
+            "see-also",
         ),
     ]
 

@@ -76,6 +76,12 @@ def prose(n: dict) -> list[Block]:
             "intro",
         ),
         Block(
+            "caption",
+            """Three rows of bars with the same number of bars: the word vector, the position vector of the chosen
+            seat, and their sum, which is what the first layer reads.""",
+            "input-caption",
+        ),
+        Block(
             "note",
             f"""Which of the two is longer depends on how the word vectors are scaled, so a fair comparison always
             names the scale. A sine/cosine position vector always has length √(d/2) ({n["input.position_norm.min"]:.2f}

@@ -1,6 +1,7 @@
 // A chapter's text, written once in Python (posenc.lesson.chapters) and printed by `posenc tour` too:
 // the server sends it as blocks of parsed spans (GET /api/lesson/prose/{chapter}); this module puts
-// each block into the chapter's element with data-prose="<slot>", beside the chapter's figures.
+// each block into the chapter's element with data-prose="<slot>", beside the chapter's figures. A
+// caption block is the text of the <figcaption data-prose="<slot>"> of the figure it describes.
 
 import { api } from "../core.js";
 
@@ -40,25 +41,25 @@ function table(block) {
   const caption = document.createElement("caption");
   inline(caption, block.spans);
   const head = document.createElement("thead"), body = document.createElement("tbody");
+  // rows: each cell's plain text; cells: the same cells as spans (a cell may link or show code)
   const [header, ...rows] = block.rows;
+  const [headerSpans, ...rowSpans] = block.cells;
   const top = document.createElement("tr");
-  for (const cell of header) {
+  headerSpans.forEach((spans) => {
     const th = document.createElement("th");
     th.scope = "col";
-    th.textContent = cell;
-    top.append(th);
-  }
+    top.append(inline(th, spans));
+  });
   head.append(top);
-  for (const row of rows) {
+  rows.forEach((row, i) => {
     const tr = document.createElement("tr");
-    row.forEach((cell, j) => {
+    rowSpans[i].forEach((spans, j) => {
       const td = document.createElement(j === 0 ? "th" : "td");
       if (j === 0) td.scope = "row"; else td.dataset.label = header[j];
-      td.textContent = cell;
-      tr.append(td);
+      tr.append(inline(td, spans));
     });
     body.append(tr);
-  }
+  });
   t.append(caption, head, body);
   wrap.append(t);
   return wrap;
@@ -74,6 +75,7 @@ function element(block, labels) {
     case "formula": return labelled("p", "formula-line", "", block.spans);
     case "try": return labelled("p", "try", labels.try, block.spans);
     case "table": return table(block);
+    case "see-also": return labelled("p", "see-also", "", block.spans);
     default: throw new Error(`lesson text: unknown block kind ${JSON.stringify(block.kind)}`);
   }
 }
@@ -87,6 +89,12 @@ export async function renderProse(chapter) {
   for (const block of data.blocks) {
     const slot = chapter.querySelector(`[data-prose="${block.slot}"]`);
     if (!slot) throw new Error(`lesson text: chapter ${data.chapter} has no place for its ${block.slot} text`);
+    if (block.kind === "caption") {
+      // a caption is the text of its figure's <figcaption> (the slot), which keeps its own id
+      if (slot.tagName !== "FIGCAPTION") throw new Error(`lesson text: caption ${block.slot} has no <figcaption>`);
+      inline(slot, block.spans);
+      continue;
+    }
     const node = element(block, data.labels);
     if (block.id) node.id = block.id;
     if (slot.dataset.proseClass) node.classList.add(slot.dataset.proseClass);

@@ -1,21 +1,26 @@
-// The methods side by side: the comparison table's live columns.
+// The methods side by side: the table is the chapter's text (posenc.lesson.chapters.comparison: one row
+// per scheme, in the order the API lists them); this script appends its live column, whether each scheme
+// reads the chosen length.
 
 import { $, api, loader, slider } from "../../core.js";
-import { fmtInt, numbers } from "../../charts.js";
+import { fmtInt, html, numbers } from "../../charts.js";
 
 export function setup() {
+  const table = document.querySelector("#cmp-table table");
+  const head = html("th", { scope: "col" }, table.tHead.rows[0]);
+  head.append("reads ", html("span", { id: "cmp-len-head" }), " tokens?");
+  const rows = [...table.tBodies[0].rows];
+  const cells = rows.map((tr) => html("td", { class: "live-reads", "data-label": "reads the chosen length" }, tr));
   const len = slider("cmp-len", () => load());
   const load = loader("comparison", async (signal) => {
     const d = await api("/api/lesson/compare", { length: len() }, signal);
+    if (d.schemes.length !== rows.length) throw new Error(`comparison: ${d.schemes.length} schemes for ${rows.length} rows`);
     $("cmp-len-head").textContent = String(d.length);
-    for (const row of d.schemes) {
-      const tr = document.querySelector(`#cmp-table tr[data-scheme="${row.scheme}"]`);
-      if (!tr) continue;
-      tr.querySelector(".live-params").textContent = fmtInt(row.extra_parameters);
-      const cell = tr.querySelector(".live-reads");
-      cell.className = `live-reads ${row.reads ? "pass" : "fail"}`;
-      cell.textContent = row.reads ? "✓ yes" : `✗ no: ${row.error.split(". ")[0]}`;
-    }
+    d.schemes.forEach((row, i) => {
+      rows[i].dataset.scheme = row.scheme;
+      cells[i].className = `live-reads ${row.reads ? "pass" : "fail"}`;
+      cells[i].textContent = row.reads ? "✓ yes" : `✗ no: ${row.error.split(". ")[0]}`;
+    });
     numbers($("cmp-numbers"), d.schemes.map((r) => `${r.scheme} (acts on ${r.where}): ${fmtInt(r.extra_parameters)} extra trainable ` +
       `numbers at width ${d.d_model}; ${d.length} tokens: ${r.reads ? "placed" : "refused"}`));
   });
