@@ -142,6 +142,24 @@ TICKS_OVERLAP = """(id) => {
   return hit;
 }"""
 
+# Text cut off at a figure's edge (chapter 3's ruler once started its first label at x = −9, so "0.0000"
+# lost its leading 0): every text of every SVG, as drawn, lies inside that SVG's box.
+TEXT_OUTSIDE = """(id) => {
+  const out = [];
+  for (const s of document.getElementById('ch-' + id).querySelectorAll('svg')) {
+    const box = s.getBoundingClientRect();
+    if (!box.width) continue;
+    for (const t of s.querySelectorAll('text')) {
+      const b = t.getBoundingClientRect();
+      if (!t.textContent.trim() || !b.width) continue;
+      if (b.left < box.left - 0.5 || b.right > box.right + 0.5 || b.top < box.top - 0.5 || b.bottom > box.bottom + 0.5)
+        out.push(`${t.textContent.trim()} (${(b.left - box.left).toFixed(0)}..${(b.right - box.left).toFixed(0)}`
+          + ` of ${box.width.toFixed(0)})`);
+    }
+  }
+  return out;
+}"""
+
 TEXT_ALTERNATIVES = """(id) => {
   const ch = document.getElementById('ch-' + id), missing = [];
   for (const fig of ch.querySelectorAll('figure.lesson-fig')) {
@@ -215,6 +233,9 @@ def test_every_chapter_renders_fits_reacts_and_passes_axe(browser, server, shots
             crowded = page.evaluate(TICKS_OVERLAP, chapter)
             if crowded:
                 failures.append(f"{chapter}: axis labels run into each other: {crowded}")
+            cut = page.evaluate(TEXT_OUTSIDE, chapter)
+            if cut:
+                failures.append(f"{chapter}: text cut off at its figure's edge: {cut[:5]}")
             missing = page.evaluate(TEXT_ALTERNATIVES, chapter)
             if missing:
                 failures.append(f"{chapter}: figures without a text alternative: {missing}")
@@ -232,6 +253,9 @@ def test_every_chapter_renders_fits_reacts_and_passes_axe(browser, server, shots
             scroll = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
             if scroll[0] > scroll[1]:
                 failures.append(f"{chapter} after {moved}: page {scroll[0]} px wide in a {scroll[1]} px window")
+            cut = page.evaluate(TEXT_OUTSIDE, chapter)
+            if cut:
+                failures.append(f"{chapter} after {moved}: text cut off at its figure's edge: {cut[:5]}")
         assert not failures, "\n".join(failures)
         assert page.problems == [], page.problems
     finally:

@@ -6,18 +6,23 @@ browser reads the same table from ``static/palette.js``; a test keeps the two eq
 keeps a colour, here, for every scaling in the registry. Labels and dash patterns of the scalings live
 here too (:func:`scaling_style`): the registry in ``posenc.rope`` holds no UI.
 
-Roles (a query and a key on a clock dial) have colours of their own in :data:`ROLE_COLOURS`.
+Roles (a query and a key on a clock dial) have colours of their own in :data:`ROLE_COLOURS`, and so
+do the lesson's categories that are not schemes (:data:`CATEGORY_COLOURS`: right and wrong, the fast,
+medium and slow hands, a stretched table's rows), the workbench's number formats and marks. A colour
+means one thing: any two colours of different meanings here are at least 20 apart in CIE76 ΔE, so
+they do not merely differ in hex but look different to a reader (a test holds every table to that).
+Ink and reference lines (a trained or stretched length) are neutral greys (:data:`NEUTRAL_COLOURS`).
 """
 
 from __future__ import annotations
 
 #: position scheme (``posenc.factory.SCHEMES`` names) -> colour
 SCHEME_COLOURS: dict[str, str] = {
-    "nope": "#7f7f7f",
+    "nope": "#858585",
     "sinusoidal": "#8c564b",
     "learned": "#bcbd22",
     "rope": "#1f77b4",
-    "alibi": "#000000",
+    "alibi": "#d62728",
 }
 
 #: RoPE scaling (the registry's ``rope_type``) -> colour; "default" is plain RoPE, the rope colour
@@ -28,7 +33,7 @@ SCALING_COLOURS: dict[str, str] = {
     "dynamic": "#17becf",
     "yarn": "#ff7f0e",
     "llama3": "#e377c2",
-    "longrope": "#393b79",
+    "longrope": "#554488",
     "proportional": "#637939",
 }
 
@@ -48,13 +53,49 @@ SCALING_LABELS: dict[str, str] = {
 SCALING_DASHES: dict[str, str] = {"linear": "7 4"}
 
 #: colours for scalings registered outside posenc, handed out in registration order
-EXTRA_COLOURS: tuple[str, ...] = ("#8c6d31", "#843c39", "#7b4173", "#5254a3", "#6b6ecf", "#bd9e39")
+EXTRA_COLOURS: tuple[str, ...] = ("#775522", "#883322", "#884477", "#9944bb", "#8877ff", "#ccaa44")
 
-#: the two ends of the diverging sign map (white is zero)
-SIGN_COLOURS: dict[str, str] = {"negative": "#2166ac", "positive": "#b2182b"}
+#: the two ends of the diverging sign map (white is zero): dark enough that neither end is a scheme's colour
+SIGN_COLOURS: dict[str, str] = {"negative": "#053061", "positive": "#67001f"}
 
 #: a query and a key, on every dial (not RoPE's blue nor YaRN's orange: a colour means one thing)
-ROLE_COLOURS: dict[str, str] = {"query": "#3b4cc0", "key": "#e08214"}
+ROLE_COLOURS: dict[str, str] = {"query": "#3b4cc0", "key": "#cc7711"}
+
+#: the lesson's categories that are not schemes: the right and the wrong way (ch. 3, 6, 13), the three
+#: hands of the sine code (ch. 5), a stretched table's rows (ch. 6; its trained rows are drawn in ink)
+CATEGORY_COLOURS: dict[str, str] = {
+    "right": "#009966",
+    "wrong": "#bb4400",
+    "fast": "#cc7799",
+    "medium": "#55bbee",
+    "slow": "#887700",
+    "stretched": "#ee4400",
+}
+
+#: greys: ink (text, axes, frames) and reference lines (a trained or stretched length, dashed)
+NEUTRAL_COLOURS: dict[str, str] = {"ink": "#1d2330", "reference": "#525252"}
+
+#: number formats compared in the workbench's precision view
+DTYPE_COLOURS: dict[str, str] = {"bfloat16": "#ff8855", "float16": "#dd2288", "float32": "#00aa99", "posenc": "#7788ee"}
+
+#: marks: the rotation pair picked on a dial, a trend drawn over its own series, bars without a colour of their own
+MARK_COLOURS: dict[str, str] = {"focus": "#552288", "trend": "#555577", "bar": "#8888bb"}
+
+#: the lesson's word tiles
+TILE_COLOURS: dict[str, str] = {"fill": "#f3ead7", "stroke": "#b08d57"}
+
+#: every table of colours that stand for something, by its name in both palette modules
+MEANING_TABLES: dict[str, dict[str, str]] = {
+    "SCHEME_COLOURS": SCHEME_COLOURS,
+    "SCALING_COLOURS": SCALING_COLOURS,
+    "SIGN_COLOURS": SIGN_COLOURS,
+    "ROLE_COLOURS": ROLE_COLOURS,
+    "CATEGORY_COLOURS": CATEGORY_COLOURS,
+    "NEUTRAL_COLOURS": NEUTRAL_COLOURS,
+    "DTYPE_COLOURS": DTYPE_COLOURS,
+    "MARK_COLOURS": MARK_COLOURS,
+    "TILE_COLOURS": TILE_COLOURS,
+}
 
 
 def _rgb(colour: str) -> tuple[int, int, int]:
@@ -80,17 +121,30 @@ def scaling_style(name: str, extra_index: int = 0) -> dict:
 
 
 def as_dict() -> dict:
-    return {"schemes": SCHEME_COLOURS, "scalings": SCALING_COLOURS, "sign": SIGN_COLOURS, "roles": ROLE_COLOURS}
+    return {
+        "schemes": SCHEME_COLOURS,
+        "scalings": SCALING_COLOURS,
+        "sign": SIGN_COLOURS,
+        "roles": ROLE_COLOURS,
+        "categories": CATEGORY_COLOURS,
+        "neutral": NEUTRAL_COLOURS,
+    }
 
 
 __all__ = [
+    "CATEGORY_COLOURS",
+    "DTYPE_COLOURS",
     "EXTRA_COLOURS",
+    "MARK_COLOURS",
+    "MEANING_TABLES",
+    "NEUTRAL_COLOURS",
     "ROLE_COLOURS",
     "SCALING_COLOURS",
     "SCALING_DASHES",
     "SCALING_LABELS",
     "SCHEME_COLOURS",
     "SIGN_COLOURS",
+    "TILE_COLOURS",
     "as_dict",
     "diverging",
     "scaling_style",

@@ -4,7 +4,7 @@
 // palette.js, and every figure is drawn at its panel's width (one SVG unit = one CSS pixel where the
 // lesson draws with root(), so text drawn at 12 units is 12 px on any screen).
 
-import { C, INK, MARK_COLOURS, MUTED, SIGN_COLOURS, diverging, divergingRGB } from "./palette.js";
+import { INK, MARK_COLOURS, MUTED, NEUTRAL_COLOURS, SIGN_COLOURS, diverging, divergingRGB } from "./palette.js";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
@@ -201,12 +201,12 @@ export function lineChart(container, spec) {
   const plot = svg("g", { "clip-path": `url(#${clipId})` }, root);
   const labels = [];
   for (const line of spec.hlines || []) {
-    svg("line", { x1: m.left, x2: width - m.right, y1: y(line.y), y2: y(line.y), stroke: line.color || "#555",
+    svg("line", { x1: m.left, x2: width - m.right, y1: y(line.y), y2: y(line.y), stroke: line.color || NEUTRAL_COLOURS.reference,
       "stroke-dasharray": line.dash || "5 4", class: "marker-line" }, plot);
-    if (line.label) labels.push({ at: y(line.y), text: line.label, color: line.color || "#555", left: line.left });
+    if (line.label) labels.push({ at: y(line.y), text: line.label, color: line.color || NEUTRAL_COLOURS.reference, left: line.left });
   }
   for (const line of spec.vlines || []) {
-    svg("line", { x1: x(line.x), x2: x(line.x), y1: m.top, y2: height - m.bottom, stroke: line.color || "#555",
+    svg("line", { x1: x(line.x), x2: x(line.x), y1: m.top, y2: height - m.bottom, stroke: line.color || NEUTRAL_COLOURS.reference,
       "stroke-dasharray": line.dash || "5 4", class: "marker-line" }, plot);
   }
   const series = svg("g", { class: "series-layer" }, root);
@@ -237,7 +237,7 @@ export function lineChart(container, spec) {
   for (const line of spec.vlines || []) {
     if (!line.label) continue;
     const px = x(line.x), flip = px > (m.left + width - m.right) / 2;
-    boxedLabel(front, { x: px + (flip ? -4 : 4), y: height - m.bottom - 6, text: line.label, color: line.color || "#555",
+    boxedLabel(front, { x: px + (flip ? -4 : 4), y: height - m.bottom - 6, text: line.label, color: line.color || NEUTRAL_COLOURS.reference,
       anchor: flip ? "end" : "start" });
   }
   for (const s of spec.series) {
@@ -261,9 +261,12 @@ export function lineChart(container, spec) {
   }
   if (spec.legend !== false) {
     const legend = html("div", { class: "legend" }, container);
+    // each swatch is a short stretch of its series' line: its colour, width and dash
     for (const s of spec.series.filter((s) => s.name && !s.hideLegend)) {
-      const item = html("span", { class: "legend-item" }, legend);
-      html("span", { class: "swatch", style: `background:${s.color}` }, item);
+      const item = html("span", { class: "legend-item", "data-name": s.name }, legend);
+      const swatch = svg("svg", { class: "swatch-line", viewBox: "0 0 28 10", width: 28, height: 10, "aria-hidden": "true" }, item);
+      svg("line", { x1: 1, x2: 27, y1: 5, y2: 5, stroke: s.color, "stroke-width": Math.max(2, s.width || 2),
+        "stroke-dasharray": s.dash }, swatch);
       item.appendChild(document.createTextNode(s.name));
     }
   }
@@ -519,8 +522,8 @@ export function clock(parent, { cx, cy, r, hands = [], ghost = null, arc = null 
     const x0 = cx + Math.cos(arc.from) * rr, y0 = cy - Math.sin(arc.from) * rr;
     const x1 = cx + Math.cos(end) * rr, y1 = cy - Math.sin(end) * rr;
     const large = Math.abs(sweep) > Math.PI ? 1 : 0, dir = sweep > 0 ? 0 : 1;
-    svg("path", { d: `M${cx},${cy} L${x0},${y0} A${rr},${rr} 0 ${large} ${dir} ${x1},${y1} Z`, fill: arc.color || C.purple,
-      "fill-opacity": 0.3, stroke: arc.color || C.purple, class: "turn-arc" }, g);
+    svg("path", { d: `M${cx},${cy} L${x0},${y0} A${rr},${rr} 0 ${large} ${dir} ${x1},${y1} Z`, fill: arc.color || MUTED,
+      "fill-opacity": 0.3, stroke: arc.color || MUTED, class: "turn-arc" }, g);
   }
   const drawHand = (hand, dashed) => {
     const len = r * Math.max(0.1, Math.min(1, hand.length ?? 0.85));
@@ -554,38 +557,52 @@ export function numbers(node, lines) {
   for (const line of lines) html("li", {}, list, line);
 }
 
-// A horizontal bar chart of labelled values on a linear axis from 0 to `max` (ticks at 0, half and
-// the top, so the scale is always stated). Each label sits above its bar and the value at the bar's
-// end, so nothing is cut off on a narrow screen. An item with `rounding: true` is drawn as zero and
-// labelled as rounding, with its tiny value beside the word.
-export function hbars(holder, items, { label, format = (v) => fmt(v, 4), max = null, unit = "" }) {
-  const width = widthOf(holder), rowH = 44, room = width - 150, axisH = 30;
+// A horizontal bar chart of labelled values on a linear axis from 0, with ticks at round numbers (1, 2 or
+// 5 × 10^k apart, as the line charts' axes) and an axis title saying what is measured (`axis`, else
+// `label`; `unit` is added to it). The axis ends at the first tick at or past `max` (default: the
+// largest value), so the scale is always stated. Each label sits above its bar and the value at the
+// bar's end, so nothing is cut off on a narrow screen. An item with `rounding: true` is drawn as zero
+// and labelled as rounding, with its tiny value beside the word; a value past the axis's end (only
+// where `max` is set below it) is drawn to the end and its label says so.
+export function hbars(holder, items, { label, axis = null, format = (v) => fmt(v, 4), max = null, unit = "" }) {
+  const width = widthOf(holder), rowH = 44, room = width - 150, axisH = 44;
   const height = items.length * rowH + axisH;
   const s = root(holder, width, height, label);
-  const top = max ?? Math.max(...items.map((it) => (it.rounding ? 0 : it.value)), 1e-12);
+  const want = max ?? Math.max(...items.map((it) => (it.rounding ? 0 : it.value)), 1e-12);
+  // as many round ticks as fit under the bars with their labels apart
+  let values = [0, want], labels = tickLabels(values);
+  for (let count = Math.max(2, Math.floor(room / 90)); count >= 1; count--) {
+    const step = niceStep(want, count), last = Math.ceil(want / step - 1e-9) * step;
+    const vs = [];
+    for (let k = 0; k * step <= last + step * 1e-9; k++) vs.push(k * step);
+    const ls = tickLabels(vs), gap = room / (vs.length - 1);
+    values = vs; labels = ls;
+    if (ls.every((t, k) => k === 0 || (t.length + ls[k - 1].length) * 3.6 + 8 < gap)) break;
+  }
+  const top = values[values.length - 1];
   const pos = (v) => (Math.max(0, Math.min(v, top)) / top) * room;
   items.forEach((it, i) => {
     const y = 2 + i * rowH;
     text(s, 0, y + 13, it.label, { size: 12 });
     const w = it.rounding ? 0 : pos(it.value);
-    svg("rect", { x: 0, y: y + 19, width: w, height: 18, fill: it.color || C.blue, class: "bar",
+    svg("rect", { x: 0, y: y + 19, width: w, height: 18, fill: it.color || MARK_COLOURS.bar, class: "bar",
       "data-value": it.value, "data-rounding": it.rounding ? "true" : "false" }, s);
-    const shown = it.rounding ? `0 (rounding: ${fmt(it.value, 2)})` : format(it.value);
+    const past = !it.rounding && it.value > top * (1 + 1e-9);
+    const shown = it.rounding ? `0 (rounding: ${fmt(it.value, 2)})` : `${format(it.value)}${past ? " (past the axis)" : ""}`;
     text(s, w + 5, y + 33, shown, { size: 12, weight: it.rounding ? 700 : null }).setAttribute("class", "bar-value");
   });
   const y0 = items.length * rowH + 4;
-  svg("line", { x1: 0, x2: room, y1: y0, y2: y0, stroke: "#8a8f99", class: "axis" }, s);
-  // the middle tick is labelled only where its label clears the two ends (long numbers on a phone)
-  const labels = [0, 0.5, 1].map((t) => `${format(t * top)}${t === 1 && unit ? ` ${unit}` : ""}`);
-  const chars = (k) => labels[k].length * 7.2;
-  const middleFits = room / 2 - chars(1) / 2 > chars(0) + 6 && room / 2 + chars(1) / 2 < room - chars(2) - 6;
-  [0, 0.5, 1].forEach((t, k) => {
-    const x = t * room;
-    svg("line", { x1: x, x2: x, y1: y0, y2: y0 + 5, stroke: "#8a8f99" }, s);
-    if (k === 1 && !middleFits) return;
-    text(s, x, y0 + 18, labels[k],
-      { size: 12, anchor: t === 0 ? "start" : t === 1 ? "end" : "middle", color: MUTED }).setAttribute("class", "tick");
+  const g = svg("g", { class: "hbar-axis", "data-top": top }, s);
+  svg("line", { x1: 0, x2: room, y1: y0, y2: y0, stroke: "#8a8f99", class: "axis" }, g);
+  values.forEach((v, k) => {
+    const x = pos(v);
+    svg("line", { x1: x, x2: x, y1: y0, y2: y0 + 5, stroke: "#8a8f99" }, g);
+    const t = text(g, x, y0 + 18, labels[k], { size: 12, anchor: k === 0 ? "start" : "middle", color: MUTED });
+    t.setAttribute("class", "tick");
+    t.dataset.value = String(v);
   });
+  const title = `${axis || label}${unit ? ` (${unit})` : ""}`;
+  text(g, 0, y0 + 36, title, { size: 12, color: MUTED }).setAttribute("class", "axis-title");
   return s;
 }
 

@@ -1,26 +1,34 @@
-// The one palette of the page (mirrors posenc/explorer/palette.py; a test keeps them equal).
-// A scheme or a scaling has one colour everywhere; a sign has one diverging map, blue below zero,
-// red above, white at zero, always drawn with its legend (charts.js signLegend).
+// The one palette of the page (mirrors posenc/explorer/palette.py, the tables' one source; a test keeps
+// them equal). A scheme or a scaling has one colour everywhere; a sign has one diverging map, blue below
+// zero, red above, white at zero, always drawn with its legend (charts.js signLegend). A colour means one
+// thing: two colours of different meanings are at least 20 apart in CIE76 ΔE (a test holds them to it).
 
 export const SCHEME_COLOURS = {
-  nope: "#7f7f7f", sinusoidal: "#8c564b", learned: "#bcbd22", rope: "#1f77b4", alibi: "#000000",
+  nope: "#858585", sinusoidal: "#8c564b", learned: "#bcbd22", rope: "#1f77b4", alibi: "#d62728",
 };
 export const SCALING_COLOURS = {
   default: "#1f77b4", linear: "#9467bd", ntk: "#2ca02c", dynamic: "#17becf", yarn: "#ff7f0e",
-  llama3: "#e377c2", longrope: "#393b79", proportional: "#637939",
+  llama3: "#e377c2", longrope: "#554488", proportional: "#637939",
 };
 // A scaling's curve is drawn with its one dash pattern too (absent: solid), in the lesson and the workbench.
 export const SCALING_DASHES = { linear: "7 4" };
-export const SIGN_COLOURS = { negative: "#2166ac", positive: "#b2182b" };
+export const SIGN_COLOURS = { negative: "#053061", positive: "#67001f" };
 // A query and a key (the dials): colours of their own, not RoPE's blue or YaRN's orange.
-export const ROLE_COLOURS = { query: "#3b4cc0", key: "#e08214" };
+export const ROLE_COLOURS = { query: "#3b4cc0", key: "#cc7711" };
+// The lesson's categories that are not schemes: the right and the wrong way, the three hands of the sine
+// code, a stretched table's rows (its trained rows are drawn in ink).
+export const CATEGORY_COLOURS = {
+  right: "#009966", wrong: "#bb4400", fast: "#cc7799", medium: "#55bbee", slow: "#887700", stretched: "#ee4400",
+};
+// Greys: ink (text, axes, frames) and reference lines (a trained or stretched length, dashed).
+export const NEUTRAL_COLOURS = { ink: "#1d2330", reference: "#525252" };
 
 // Every other colour of the page lives here too (a test fails on a chromatic colour written anywhere
 // else in the page's scripts); neutral greys for ink, rules and frames may be written where they are used.
 // A colour means one thing: no colour of the tables above and below stands for two things (a test
 // holds them to that), and series colours are none of them.
 // Number formats compared in the precision view.
-export const DTYPE_COLOURS = { bfloat16: "#d95f02", float16: "#e7298a", float32: "#1b9e77", posenc: "#7570b3" };
+export const DTYPE_COLOURS = { bfloat16: "#ff8855", float16: "#dd2288", float32: "#00aa99", posenc: "#7788ee" };
 // Series with no meaning of their own (one line per length, per run...), in order; none is a colour
 // that means something above.
 export const SERIES_COLOURS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
@@ -28,24 +36,13 @@ export const SERIES_COLOURS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a
 // Marks: the rotation pair picked on a dial (every view marks it in this colour), a trend drawn over
 // its own series, bars without a colour of their own. (Plain RoPE among the scalings is
 // SCALING_COLOURS.default, the rope colour, in every view.)
-export const MARK_COLOURS = { focus: "#6a51a3", trend: "#08306b", bar: "#4c78a8" };
+export const MARK_COLOURS = { focus: "#552288", trend: "#555577", bar: "#8888bb" };
 // The lesson's word tiles, and the note that marks a machinery-check run.
 export const TILE_COLOURS = { fill: "#f3ead7", stroke: "#b08d57" };
 export const STAMP_STYLE = "font-weight:600;background:#fff3cd;color:#3d2e00;padding:0.4em 0.7em;border-left:4px solid #b58100";
 
-// The lesson's Okabe-Ito set (readers with any common colour-vision deficiency can tell them apart),
-// text-safe (4.5:1 on white) variants for labels, and its ordered series (lines also differ in dash).
-export const INK = "#1d2330";
-export const MUTED = "#4b5262";
-export const C = {
-  blue: "#0072B2", orange: "#E69F00", green: "#009E73", vermillion: "#D55E00", purple: "#CC79A7",
-  sky: "#56B4E9", yellow: "#F0E442", grey: "#8a8f99",
-};
-export const T = { blue: "#005a8c", orange: "#8a5a00", green: "#00684c", vermillion: "#a64300", purple: "#8c3f73" };
-export const SERIES = [
-  { color: C.blue, dash: null }, { color: C.vermillion, dash: "7 4" }, { color: C.green, dash: "2 3" },
-  { color: C.orange, dash: "10 3 2 3" }, { color: C.purple, dash: "4 2" },
-];
+export const INK = NEUTRAL_COLOURS.ink;
+export const MUTED = "#4b5262";   // secondary text, not a meaning
 
 function rgb(hex) { return [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16)); }
 
@@ -66,17 +63,42 @@ export function sequential(t) {
 // sampled at t in [0, 1]; stops from matplotlib's table.
 const VIRIDIS = [[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142], [31, 158, 137],
   [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]];
-export function viridis(t) {
+function viridisRGB(t) {
   const c = Math.max(0, Math.min(1, t)) * (VIRIDIS.length - 1);
   const i = Math.min(VIRIDIS.length - 2, Math.floor(c)), f = c - i;
-  const mixed = VIRIDIS[i].map((v, k) => Math.round(v + (VIRIDIS[i + 1][k] - v) * f));
-  return `rgb(${mixed.join(",")})`;
+  return VIRIDIS[i].map((v, k) => Math.round(v + (VIRIDIS[i + 1][k] - v) * f));
 }
+export function viridis(t) { return `rgb(${viridisRGB(t).join(",")})`; }
+
+// CIE L*a*b* (D65) of an [r, g, b] colour, to measure how far apart two colours look (CIE76 ΔE).
+export function lab([r, g, b]) {
+  const lin = [r, g, b].map((c) => { const v = c / 255; return v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+  const xyz = [[0.4124, 0.3576, 0.1805, 0.95047], [0.2126, 0.7152, 0.0722, 1], [0.0193, 0.1192, 0.9505, 1.08883]]
+    .map(([p, q, s, white]) => (p * lin[0] + q * lin[1] + s * lin[2]) / white);
+  const f = (t) => (t > (6 / 29) ** 3 ? Math.cbrt(t) : t / (3 * (6 / 29) ** 2) + 4 / 29);
+  const [fx, fy, fz] = xyz.map(f);
+  return [116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)];
+}
+export function deltaE(a, b) { return Math.hypot(...lab(a).map((v, k) => v - lab(b)[k])); }
 
 // Colour of ALiBi head `h` of `n`, in the workbench and the lesson alike: dark purple (steepest slope)
-// to yellow-green (gentlest), never the pale end of viridis, which vanishes on white.
+// to yellow-green (gentlest), never the pale end of viridis, which vanishes on white. The heads are
+// spaced evenly in how different they look (ΔE), not in t: viridis's dark end changes slowly, and
+// evenly spaced t once drew heads 0 and 1 as one purple.
+const HEAD_END = 0.88, HEAD_SAMPLES = 200;
+const headRamp = (() => {
+  const ts = [...Array(HEAD_SAMPLES + 1).keys()].map((i) => (HEAD_END * i) / HEAD_SAMPLES);
+  const rgbs = ts.map(viridisRGB), run = [0];
+  for (let i = 1; i < rgbs.length; i++) run.push(run[i - 1] + deltaE(rgbs[i - 1], rgbs[i]));
+  return { ts, run };
+})();
 export function headColour(h, n) {
-  return viridis(n > 1 ? (0.88 * h) / (n - 1) : 0);
+  if (n <= 1) return viridis(0);
+  const want = (headRamp.run[HEAD_SAMPLES] * h) / (n - 1);
+  let i = 1;
+  while (i < HEAD_SAMPLES && headRamp.run[i] < want) i++;
+  const f = (want - headRamp.run[i - 1]) / (headRamp.run[i] - headRamp.run[i - 1] || 1);
+  return viridis(headRamp.ts[i - 1] + f * (headRamp.ts[i] - headRamp.ts[i - 1]));
 }
 
 // A table cell shaded by a share a in [0, 1] (a blue ramp), with text that stays readable on it.

@@ -2,7 +2,7 @@
 
 import { $, api, loader, slider } from "../../core.js";
 import { svg, fmt, widthOf, root, text, numbers, hbars } from "../../charts.js";
-import { SCHEME_COLOURS, C, T, INK } from "../../palette.js";
+import { CATEGORY_COLOURS, SCHEME_COLOURS, INK, textColour } from "../../palette.js";
 
 export function setup() {
   let data = null;
@@ -11,10 +11,11 @@ export function setup() {
   const draw = () => {
     if (!data) return;
     hbars($("raw-figure"), [
-      { label: "words alone", value: data.cosine_words, color: C.blue },
-      { label: `+ raw seat ${data.raw_seat}`, value: data.cosine_raw, color: C.vermillion },
+      { label: "words alone", value: data.cosine_words, color: SCHEME_COLOURS.nope },
+      { label: `+ raw seat ${data.raw_seat}`, value: data.cosine_raw, color: CATEGORY_COLOURS.wrong },
       { label: `+ sine code of seat ${data.raw_seat}`, value: data.cosine_sine, color: SCHEME_COLOURS.sinusoidal },
-    ], { label: "cosine similarity of dog and man", max: 1, format: (v) => fmt(v, 6) });
+    ], { label: "cosine similarity of dog and man", axis: "cosine similarity of “dog” and “man”", max: 1,
+      format: (v) => fmt(v, 6) });
     const holder = $("frac-figure"), width = widthOf(holder), s = root(holder, width, 92,
       `fraction codes of a ${data.sentence_len}-word sentence on a ruler from 0 to 1`);
     const x = (v) => 12 + v * (width - 24);
@@ -25,14 +26,18 @@ export function setup() {
     const digits = Math.max(2, Math.ceil(-Math.log10(data.step) + 1e-9));
     let clear = -Infinity;
     data.fractions.forEach((f) => {
-      svg("line", { x1: x(f), x2: x(f), y1: 28, y2: 52, stroke: C.blue, "stroke-width": 2.5, class: "tick-mark" }, s);
-      const label = fmt(f, digits), half = (label.length * 7.2) / 2;
-      if (x(f) - half < clear) return;
-      text(s, x(f), 20, label, { anchor: "middle", size: 12 }).setAttribute("class", "tick-label");
-      clear = x(f) + half + 4;
+      svg("line", { x1: x(f), x2: x(f), y1: 28, y2: 52, stroke: INK, "stroke-width": 2.5, class: "tick-mark" }, s);
+      // a label that would start left of the ruler's edge starts at its tick instead, one that would
+      // end past the right edge ends at its tick: no label is cut off at the figure's edges
+      const label = fmt(f, digits), w = label.length * 7.2;
+      const anchor = x(f) - w / 2 < 2 ? "start" : x(f) + w / 2 > width - 2 ? "end" : "middle";
+      const left = anchor === "start" ? x(f) : anchor === "end" ? x(f) - w : x(f) - w / 2;
+      if (left < clear) return;
+      text(s, x(f), 20, label, { anchor, size: 12 }).setAttribute("class", "tick-label");
+      clear = left + w + 4;
     });
     text(s, width / 2, 88, `one step = ${fmt(data.step, 4)} (in a 4-word sentence: ${fmt(data.step_4_words, 2)})`,
-      { anchor: "middle", size: 12, color: T.vermillion, weight: 700 });
+      { anchor: "middle", size: 12, color: textColour(CATEGORY_COLOURS.wrong), weight: 700 });
   };
   const load = loader("bad-ideas", async (signal) => {
     data = await api("/api/lesson/bad-ideas", { raw_seat: seat(), sentence_len: len() }, signal);

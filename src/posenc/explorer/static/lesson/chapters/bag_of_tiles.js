@@ -2,7 +2,7 @@
 
 import { $, api, loader } from "../../core.js";
 import { svg, fmt, widthOf, root, text, signLegend, numbers } from "../../charts.js";
-import { TILE_COLOURS, T, MUTED, diverging } from "../../palette.js";
+import { TILE_COLOURS, INK, MUTED, diverging } from "../../palette.js";
 
 export function setup() {
   // The first shuffle is shown at once, so the two strips differ from the first look on.
@@ -32,7 +32,7 @@ export function setup() {
         fill: rounding ? "#ffffff" : diverging(v, deltaSpan), stroke: "#d5d9e0", "stroke-width": 0.5, class: "cell delta" }, s));
       const same = data.difference[i] <= data.rounding_level;
       text(s, width - 2, y + 26, same ? "same" : fmt(data.difference[i], 3), { size: 12, anchor: "end",
-        color: same ? T.green : T.vermillion, weight: 700 });
+        color: same ? MUTED : INK, weight: 700 });
     });
     const ly = 26 + data.words.length * rowH + 4, lw = Math.min(150, (width - 24) / 2);
     signLegend(s, { x: 0, y: ly, width: lw, span, label: "outputs", format: (v) => fmt(v, 2) });

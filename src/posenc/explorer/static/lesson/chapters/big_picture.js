@@ -13,7 +13,7 @@ export function setup() {
       { label: "“dog” changes by", value: data.dog_difference, rounding: data.dog_rounding, color: colour },
       { label: "“man” changes by", value: data.man_difference, rounding: data.man_rounding, color: colour },
     ], { label: `change of the outputs with ${data.scheme}, on the axis of the largest change any scheme makes`,
-      max: data.scale, format: (v) => fmt(v, 3) });
+      axis: "change of the output (one axis for every scheme)", max: data.scale, format: (v) => fmt(v, 3) });
   };
   const load = loader("big-picture", async (signal) => {
     data = await api("/api/lesson/big-picture", { scheme: $("big-scheme").value }, signal);

@@ -2,12 +2,13 @@
 
 import { $, api, loader, slider } from "../../core.js";
 import { heatmap, lineChart, svg, html, fmt, widthOf, root, text, clock, numbers, signLegend } from "../../charts.js";
-import { divergingRGB, C, INK, SERIES } from "../../palette.js";
+import { CATEGORY_COLOURS, divergingRGB, INK } from "../../palette.js";
 
 export function setup() {
   let data = null;
   const seat = slider("clock-seat", () => load());
-  const colours = { fast: C.vermillion, medium: C.blue, slow: C.green };
+  const colours = { fast: CATEGORY_COLOURS.fast, medium: CATEGORY_COLOURS.medium, slow: CATEGORY_COLOURS.slow };
+  const dashes = [null, "7 4", "2 3"];
   const draw = () => {
     if (!data) return;
     const box = $("clock-dials");
@@ -28,7 +29,7 @@ export function setup() {
       x: { domain: [0, 64], label: "seat" }, y: { domain: [-1.05, 1.05], label: "value" },
       series: data.hands.flatMap((h, k) => [
         { name: `${h.speed} (column ${h.columns[0]})`, xs: data.curve_positions, ys: h.curve, color: colours[h.speed],
-          dash: SERIES[k].dash, width: 1.5 },
+          dash: dashes[k % dashes.length], width: 1.5 },
         { name: "", xs: data.positions, ys: h.wave, color: colours[h.speed], width: 0.01, points: true, hideLegend: true },
       ]),
       vlines: [{ x: Math.min(64, data.seat), label: `seat ${data.seat}`, color: INK }],

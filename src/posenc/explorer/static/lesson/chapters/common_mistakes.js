@@ -2,30 +2,39 @@
 
 import { $, api, loader, slider } from "../../core.js";
 import { fmt, fmtInt, numbers, hbars } from "../../charts.js";
-import { C } from "../../palette.js";
+import { CATEGORY_COLOURS } from "../../palette.js";
 
 export function setup() {
   let data = null;
   const steps = slider("mis-steps", () => load());
   const width = slider("mis-width", () => load());
   const shift = slider("mis-shift", () => load());
+  // the drift axis ends where the slider's last step takes the parameter table, so moving the slider
+  // grows the bar on one axis (it once rescaled to each drift and froze at full width)
+  let driftAxis = null;
   const draw = () => {
     if (!data) return;
     const p = data.parameter;
     hbars($("mis-param"), [
-      { label: "buffer (right)", value: p.buffer.largest_change, color: C.green },
-      { label: "nn.Parameter (wrong)", value: p.parameter.largest_change, color: C.vermillion },
-    ], { label: "largest change of the table", format: (v) => fmt(v, 4), max: Math.max(0.05, p.parameter.largest_change) });
+      { label: "buffer (right)", value: p.buffer.largest_change, color: CATEGORY_COLOURS.right },
+      { label: "nn.Parameter (wrong)", value: p.parameter.largest_change, color: CATEGORY_COLOURS.wrong },
+    ], { label: "largest change of the table", axis: `largest change of a table value (axis: up to ${driftAxis.steps} steps)`,
+      format: (v) => fmt(v, 4), max: Math.max(driftAxis.drift, p.parameter.largest_change) });
     hbars($("mis-cat"), [
-      { label: `added (width ${data.concat.d_model})`, value: data.concat.added, color: C.green },
-      { label: `glued (width ${2 * data.concat.d_model})`, value: data.concat.concatenated, color: C.vermillion },
-    ], { label: "parameters of one block", format: (v) => fmtInt(v) });
+      { label: `added (width ${data.concat.d_model})`, value: data.concat.added, color: CATEGORY_COLOURS.right },
+      { label: `glued (width ${2 * data.concat.d_model})`, value: data.concat.concatenated, color: CATEGORY_COLOURS.wrong },
+    ], { label: "parameters of one block", axis: "parameters of one block", format: (v) => fmtInt(v) });
     hbars($("mis-v"), [
-      { label: "q, k turned (right)", value: data.values.qk_only, rounding: data.values.qk_only_rounding, color: C.green },
-      { label: "v turned too (wrong)", value: data.values.with_v, rounding: data.values.with_v_rounding, color: C.vermillion },
-    ], { label: "change of the last output when the phrase moves", format: (v) => fmt(v, 3) });
+      { label: "q, k turned (right)", value: data.values.qk_only, rounding: data.values.qk_only_rounding, color: CATEGORY_COLOURS.right },
+      { label: "v turned too (wrong)", value: data.values.with_v, rounding: data.values.with_v_rounding, color: CATEGORY_COLOURS.wrong },
+    ], { label: "change of the last output when the phrase moves", axis: "change of the last output", format: (v) => fmt(v, 3) });
   };
   const load = loader("common-mistakes", async (signal) => {
+    const most = Number($("mis-steps").max);
+    if (!driftAxis || driftAxis.steps !== most) {
+      const end = await api("/api/lesson/mistakes", { steps: most, d_model: width(), shift: shift() }, signal);
+      driftAxis = { steps: most, drift: end.parameter.parameter.largest_change };
+    }
     data = await api("/api/lesson/mistakes", { steps: steps(), d_model: width(), shift: shift() }, signal);
     draw();
     const p = data.parameter;

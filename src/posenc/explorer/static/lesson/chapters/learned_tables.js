@@ -2,7 +2,7 @@
 
 import { $, api, loader, slider } from "../../core.js";
 import { lineChart, svg, html, fmt, widthOf, root, text, numbers } from "../../charts.js";
-import { C, T, INK } from "../../palette.js";
+import { CATEGORY_COLOURS, SCHEME_COLOURS, INK, textColour } from "../../palette.js";
 
 export function setup() {
   let data = null;
@@ -13,23 +13,24 @@ export function setup() {
     const holder = $("wall-figure"), width = widthOf(holder), s = root(holder, width, 96,
       `a ${data.max_len}-row table and ${data.tokens} requested seats`);
     const top = Math.max(1024, data.tokens), x = (v) => 8 + (v / top) * (width - 16);
-    svg("rect", { x: x(0), y: 20, width: x(data.max_len) - x(0), height: 26, fill: C.sky, stroke: C.blue }, s);
+    svg("rect", { x: x(0), y: 20, width: x(data.max_len) - x(0), height: 26, fill: SCHEME_COLOURS.learned, "fill-opacity": 0.3,
+      stroke: SCHEME_COLOURS.learned, class: "table-rows" }, s);
     text(s, x(0) + 4, 38, `rows 0 … ${data.max_len - 1}`, { size: 12 });
     svg("line", { x1: x(data.max_len), x2: x(data.max_len), y1: 10, y2: 58, stroke: INK, "stroke-width": 3 }, s);
     text(s, x(data.max_len), 72, `the wall: ${data.max_len}`, { size: 12, anchor: x(data.max_len) > width - 90 ? "end" : "middle", weight: 700 });
     const over = data.tokens > data.max_len;
     svg("rect", { x: x(0), y: 50, width: Math.max(2, x(data.tokens) - x(0)), height: 8,
-      fill: over ? C.vermillion : C.green, class: "request" }, s);
+      fill: over ? CATEGORY_COLOURS.wrong : CATEGORY_COLOURS.right, class: "request" }, s);
     text(s, Math.min(width - 4, x(data.tokens)), 90, `${data.tokens} tokens asked for`, { size: 12,
-      anchor: x(data.tokens) > width / 2 ? "end" : "start", color: over ? T.vermillion : T.green, weight: 700 });
+      anchor: x(data.tokens) > width / 2 ? "end" : "start", color: textColour(over ? CATEGORY_COLOURS.wrong : CATEGORY_COLOURS.right), weight: 700 });
     lineChart($("stretch-figure"), {
       width: widthOf($("stretch-figure")), height: 230, title: "last rows of column 0, old and stretched",
       x: { domain: [data.old_positions[0], data.old_positions[data.old_positions.length - 1]], label: "seat of the original table" },
       y: { domain: [Math.min(...data.old_values, ...data.new_values) - 0.01, Math.max(...data.old_values, ...data.new_values) + 0.01],
         label: "column 0" },
       series: [
-        { name: `trained rows (${data.max_len})`, xs: data.old_positions, ys: data.old_values, color: C.blue, points: true },
-        { name: `stretched rows (${data.stretch_to})`, xs: data.new_at_old_scale, ys: data.new_values, color: C.vermillion,
+        { name: `trained rows (${data.max_len})`, xs: data.old_positions, ys: data.old_values, color: INK, points: true },
+        { name: `stretched rows (${data.stretch_to})`, xs: data.new_at_old_scale, ys: data.new_values, color: CATEGORY_COLOURS.stretched,
           dash: "2 4", points: true },
       ],
     });

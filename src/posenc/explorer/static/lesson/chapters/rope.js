@@ -3,7 +3,7 @@
 
 import { $, api, loader, slider } from "../../core.js";
 import { svg, html, fmt, widthOf, root, text, clock, rad, mod360, signed, numbers, stackLabels } from "../../charts.js";
-import { PAL, C, T, INK, MUTED } from "../../palette.js";
+import { PAL, SCHEME_COLOURS, INK, MUTED, textColour } from "../../palette.js";
 
 // The drawn part of a turn: the angle itself, folded into one turn (the sign kept).
 function folded(degrees) { return Math.sign(degrees) * (Math.abs(degrees) % 360); }
@@ -37,13 +37,14 @@ export function setup() {
       const rr = Math.min(36, rot.length * unit * 0.6), end = from + sweep;
       const large = Math.abs(sweep) > Math.PI ? 1 : 0, dir = sweep > 0 ? 0 : 1;
       svg("path", { d: `M${c},${c} L${c + Math.cos(from) * rr},${c - Math.sin(from) * rr} A${rr},${rr} 0 ${large} ${dir} ` +
-        `${c + Math.cos(end) * rr},${c - Math.sin(end) * rr} Z`, fill: C.purple, "fill-opacity": 0.3, stroke: C.purple, class: "turn-arc" }, s);
+        `${c + Math.cos(end) * rr},${c - Math.sin(end) * rr} Z`, fill: SCHEME_COLOURS.rope, "fill-opacity": 0.3,
+        stroke: SCHEME_COLOURS.rope, class: "turn-arc" }, s);
     }
     svg("line", { x1: c, y1: c, x2: px(rot.a), y2: py(rot.b), stroke: "#6b7280", "stroke-width": 2.5, "stroke-dasharray": "5 4",
       class: "ghost-hand" }, s);
     const [ra, rb] = rot.rotated;
-    svg("line", { x1: c, y1: c, x2: px(ra), y2: py(rb), stroke: C.blue, "stroke-width": 3.5, "stroke-linecap": "round", class: "hand" }, s);
-    text(s, px(ra) + (ra >= 0 ? 6 : -6), py(rb) - 6, "after", { size: 12, anchor: ra >= 0 ? "start" : "end", color: T.blue, weight: 700 });
+    svg("line", { x1: c, y1: c, x2: px(ra), y2: py(rb), stroke: SCHEME_COLOURS.rope, "stroke-width": 3.5, "stroke-linecap": "round", class: "hand" }, s);
+    text(s, px(ra) + (ra >= 0 ? 6 : -6), py(rb) - 6, "after", { size: 12, anchor: ra >= 0 ? "start" : "end", color: textColour(SCHEME_COLOURS.rope), weight: 700 });
     const handle = svg("circle", { cx: px(rot.a), cy: py(rot.b), r: 11, fill: "#6b7280", "fill-opacity": 0.35, stroke: INK,
       "stroke-width": 1.5, tabindex: 0, role: "slider", class: "drag-handle", "aria-label": "the vector before the turn",
       "aria-valuemin": -180, "aria-valuemax": 180, "aria-valuenow": Math.round((from * 180) / Math.PI),

@@ -2,7 +2,7 @@
 
 import { $, api, lessonLimits, loader, showError, slider } from "../../core.js";
 import { lineChart, html, fmt, widthOf, rad, stackLabels } from "../../charts.js";
-import { SCALING_COLOURS, SCALING_DASHES, T, INK } from "../../palette.js";
+import { NEUTRAL_COLOURS, SCALING_COLOURS, SCALING_DASHES } from "../../palette.js";
 
 export function setup() {
   let data = null;
@@ -20,8 +20,9 @@ export function setup() {
       y: { domain: [Math.min(...all) / 1.5, Math.max(...all) * 1.5], log: true, label: "wavelength (seats)" },
       series: data.methods.map((m) => ({ name: names[m.method], key: scalingOf[m.method], xs, ys: m.wavelengths,
         color: SCALING_COLOURS[scalingOf[m.method]], dash: SCALING_DASHES[scalingOf[m.method]] })),
-      hlines: [{ y: data.train_len, label: `trained ${data.train_len}`, color: INK, left: true },
-        { y: data.target_len, label: `stretched ${data.target_len}`, color: T.vermillion, left: true }],
+      hlines: [{ y: data.train_len, label: `trained ${data.train_len}`, color: NEUTRAL_COLOURS.reference, left: true },
+        { y: data.target_len, label: `stretched ${data.target_len}`, color: NEUTRAL_COLOURS.reference, dash: "2 3",
+          left: true }],
     });
   };
   const load = loader("stretching-rope", async (signal) => {
