@@ -1,12 +1,17 @@
 """When a stretched RoPE model meets angles it never saw in training.
 
 A RoPE model trained on ``trained_len`` tokens turned pair ``i`` by ``theta_i`` per seat, so over its
-training texts the pair swept the angles ``0 .. trained_len * theta_i`` (one step past the last seat,
-``trained_len - 1``). A pair that went round at least once in training (``trained_len * theta_i >=
-2 pi``) has seen every angle; the others turned only part of a circle (:func:`partial_turn`). Such a
-pair is **past training** at ``length`` tokens when, with the
-frequencies a scaling gives it, the last seat's angle ``(length - 1) * theta'_i`` is larger than
-``trained_len * theta_i``: the model would read an angle that never occurred in training.
+training texts (seats ``0 .. trained_len - 1``) the pair swept the angles ``0 .. (trained_len - 1) *
+theta_i`` in steps of ``theta_i``. The bound used here is one step further, ``trained_len * theta_i``:
+the model only ever saw whole seats, so an angle less than one step past the last one it saw is no
+farther from it than two neighbouring seats are from each other, and counts as seen. A pair with
+``trained_len * theta_i >= 2 pi`` has come within one step of every angle; the others turned only part
+of a circle (:func:`partial_turn`). Such a pair is **past training** at ``length`` tokens when, with
+the frequencies a scaling gives it, the last seat's angle ``(length - 1) * theta'_i`` is larger than
+``trained_len * theta_i``: the model would read an angle that never occurred in training. Linear
+scaling by ``length / trained_len`` ends just inside the bound: its last angle ``(length - 1) *
+theta_i * trained_len / length`` lies between ``(trained_len - 1) * theta_i`` and ``trained_len *
+theta_i``.
 
 Plain RoPE puts every partial-turn pair past training as soon as the text is longer; linear scaling
 (position interpolation) by ``length / trained_len`` puts none there; NTK-aware scaling leaves some of
@@ -65,7 +70,9 @@ def past_training(
         length: the length read now, in tokens.
 
     Returns:
-        bool tensor (pairs,): ``True`` where the pair is past training.
+        bool tensor (pairs,): ``True`` where the pair turned less than once in training and its angle at the
+        last seat, ``(length - 1) * inv_freq``, is larger than ``trained_len * trained_inv_freq`` (one step
+        past the last trained seat: an angle within one step of the last one seen counts as seen).
     """
     check_tensor("inv_freq", inv_freq, ndim=1, floating=True)
     check_tensor("trained_inv_freq", trained_inv_freq, ndim=1, floating=True)

@@ -175,9 +175,9 @@ def prose(n: dict) -> list[Block]:
         Block("table", "Weights of posenc's layers, added and concatenated", "m2-measured", rows=tuple(concat_rows)),
         Block(
             "p",
-            """A layer that only reads the wider vector doubles; a block that keeps the wider width throughout
-            grows fourfold, because its weight matrices are width × width. Adding costs nothing and keeps the
-            width.""",
+            """A layer that only reads the wider vector, such as the table's linear map back to the model width,
+            doubles; a block that keeps the wider width throughout grows fourfold, because its weight matrices
+            are width × width. Adding costs nothing and keeps the width.""",
             "m2-measured",
         ),
         Block("h3", "3. Turning the values too", "m3"),

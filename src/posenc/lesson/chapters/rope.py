@@ -114,8 +114,8 @@ def numbers() -> dict:
     for name, words in SENTENCES.items():
         dog, bit = words.index("dog"), words.index("bit")
         n[f"rope.relative.{name}"] = wrap_degrees(float(angles[bit] - angles[dog]))
-    n["rope.relative.score.A"] = pair_score(QUERY, KEY, 2, 1, DIAL_THETA)
-    n["rope.relative.score.B"] = pair_score(QUERY, KEY, 2, 3, DIAL_THETA)
+    for sentence, name in enumerate(SENTENCES):  # the who-bit-whom figure's own function, so both print one score
+        n[f"rope.relative.score.{name}"] = word_order(sentence, ORDER_DEGREES)["score_rope"]
     return n
 
 
@@ -293,7 +293,8 @@ def prose(n: dict) -> list[Block]:
             {n["rope.relative.B"]:+.0f} degrees. The words are the same, only the sign of the angle between them
             changed, and the attention score follows: with “bit” querying q = {list(QUERY)} and “dog” keyed
             k = {list(KEY)}, the score is {n["rope.relative.score.A"]:.5f} in A and
-            {n["rope.relative.score.B"]:.5f} in B. Values are never turned: they carry what a token says, not
+            {n["rope.relative.score.B"]:.5f} in B, the score the “Who bit whom?” dials print under them for the
+            sentence they show. Values are never turned: they carry what a token says, not
             where it is. Figure rope_clock_dials.png, written by `posenc tour`, draws both sentences: each word's
             hand, the unturned hand at 0 degrees as a faint grey line, and the turn between them shaded.""",
             "measured",
@@ -410,8 +411,8 @@ def rope_clock(head_dim: int, m: int, n: int, shift: int) -> dict:
 ORDER_SENTENCES = ("the dog bit man", "the man bit dog")
 #: the seed's clock: one pair turning 30 degrees per seat
 ORDER_DEGREES = 30.0
-#: the clock's 2-D vectors: "bit" as the query, "dog" as the key
-ORDER_VECTORS = ((1.0, 0.25), (0.6, 0.8))
+#: the clock's 2-D vectors: "bit" as the query, "dog" as the key, the lesson's example pair (the seed's)
+ORDER_VECTORS = (QUERY, KEY)
 
 
 def pair_layouts(m: int, n: int) -> dict:

@@ -197,11 +197,15 @@ def prose(n: dict) -> list[Block]:
         ),
         Block(
             "p",
-            """**Pairs past training.** Over a training text of L₀ seats, pair i sweeps the angles from 0 to
-            L₀θᵢ. If that is a full turn or more, the pair has seen every angle. If not, the pair is *past
-            training* at a length L when the angle at the last seat, (L − 1)θ′ᵢ with the scaled frequency θ′, is
-            larger than L₀θᵢ: the model would meet an angle it never saw. Fewer is better; zero means nothing
-            new. `posenc tour` and `posenc explore` count with the same function
+            """**Pairs past training.** A training text of L₀ seats runs from seat 0 to seat L₀ − 1, so pair i
+            sweeps the angles from 0 to (L₀ − 1)θᵢ, in steps of θᵢ. If L₀θᵢ, one step further, is a full turn or
+            more, the pair has come within one step of every angle. If not, the pair is *past training* at a
+            length L when the angle at the last seat, (L − 1)θ′ᵢ with the scaled frequency θ′, is larger than
+            L₀θᵢ: one step past the last trained seat. The bound allows that one step because the model only ever
+            saw whole seats, θᵢ apart: an angle less than a step beyond the last one it saw is no farther from
+            it than two neighbouring seats are from each other. Linear scaling by L/L₀ ends just there: its last
+            angle, (L − 1)θᵢ·L₀/L, lies between (L₀ − 1)θᵢ and L₀θᵢ. Fewer is better; zero means nothing new.
+            `posenc tour` and `posenc explore` count with the same function
             (`posenc.lesson.stretching.past_training`).""",
             "definition",
             id="def-past-training",
