@@ -95,11 +95,23 @@ def test_index_and_static_files_are_served_with_a_strict_policy(client):
     assert "http://" not in page.text and "https://" not in page.text  # nothing from the network
 
 
+def chapter_scripts(client) -> list[str]:
+    """The path of every lesson chapter's script, as the page imports it (by the manifest's module name)."""
+    return [f"/static/lesson/chapters/{c['module']}.js" for c in get(client, "/api/lesson/chapters")["chapters"]]
+
+
+def served_page(client) -> str:
+    """The page's markup as the server sends it: index.html and every chapter's script, whose exported
+    markup the page writes into its article."""
+    return "\n".join([client.get("/").text, *(client.get(path).text for path in chapter_scripts(client))])
+
+
 def test_every_script_the_page_imports_is_served_and_local(client):
     import posixpath
     import re
 
-    todo, seen = ["/static/app.js"], set()
+    # the page's modules, and each chapter's script, which the lesson imports by the manifest's name
+    todo, seen = ["/static/app.js", *chapter_scripts(client)], set()
     while todo:
         path = todo.pop()
         if path in seen:
@@ -175,7 +187,7 @@ SLIDERS = {
 def test_page_sliders_stay_inside_the_api_limits(client):
     import re
 
-    page = client.get("/").text
+    page = served_page(client)
     found = dict(re.findall(r'<input type="range" id="([\w-]+)"([^>]*)>', page))
     assert set(SLIDERS) <= set(found)
     for slider, (param, convert) in SLIDERS.items():
@@ -196,7 +208,7 @@ def test_scaling_parameters_are_defined_once_by_the_registry(client):
     parameters = scaling_parameters()
     assert {"factor", "beta_fast", "beta_slow", "low_freq_factor", "high_freq_factor"} <= set(parameters)
     assert not set(parameters) & set(LIMITS)
-    page = client.get("/").text
+    page = served_page(client)
     for name in parameters:
         assert not re.search(rf'<input[^>]*id="wl-(param-)?{name.replace("_", "-")}"', page), name
     listed = get(client, "/api/scalings")["scalings"]
@@ -232,7 +244,7 @@ def test_the_lessons_factor_slider_and_check_read_the_registry(client):
     for value, ok in ((p.minimum, True), (p.maximum, True), (p.maximum + p.step, False), (p.minimum - p.step, False)):
         response = client.get("/api/lesson/stretch", params={"factor": value, "train_len": 2048, "head_dim": 16})
         assert (response.status_code == 200) == ok, (value, response.text)
-    page = client.get("/").text
+    page = served_page(client)
     tags = re.findall(r"<input[^>]*data-scaling-param=[^>]*>", page)
     assert any('id="str-factor"' in tag for tag in tags)
     for tag in tags:

@@ -214,6 +214,7 @@ def axe_serious(page, chapter):
 
 @pytest.mark.parametrize("size", list(SIZES))
 def test_every_chapter_renders_fits_reacts_and_passes_axe(browser, server, shots, size):
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect
 
     width, height = SIZES[size]
@@ -233,6 +234,11 @@ def test_every_chapter_renders_fits_reacts_and_passes_axe(browser, server, shots
             crowded = page.evaluate(TICKS_OVERLAP, chapter)
             if crowded:
                 failures.append(f"{chapter}: axis labels run into each other: {crowded}")
+            # a chapter with two figures counts a render when the first arrives: wait for the others' text
+            try:
+                page.wait_for_function(f"({TEXT_ALTERNATIVES})('{chapter}').length === 0", timeout=10_000)
+            except PlaywrightTimeout:
+                pass  # reported below, with what is missing
             cut = page.evaluate(TEXT_OUTSIDE, chapter)
             if cut:
                 failures.append(f"{chapter}: text cut off at its figure's edge: {cut[:5]}")
@@ -667,7 +673,8 @@ def test_a_chapter_whose_script_is_missing_or_throws_says_so_and_the_others_work
     broken = {
         "rope": None,  # not found
         "comparison": 'throw new Error("broken as it loads");',
-        "pytorch-demo": 'export function setup() { throw new Error("broken setup"); }',
+        "pytorch-demo": 'export const markup = "<p>figures</p>";\n'
+        'export function setup() { throw new Error("broken setup"); }',
     }
     modules = {c.id: c.module for c in CHAPTERS}
     context, page = new_page(browser, server, SIZES["desktop"])

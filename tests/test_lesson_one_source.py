@@ -18,6 +18,7 @@ import pytest
 import rich.console
 from browser_support import chromium_or_skip, explore_server, headless_chromium
 from fastapi.testclient import TestClient
+from lesson_page import article, chapter_markup
 
 import posenc.tour as tour
 from posenc.explorer.app import create_app
@@ -115,12 +116,14 @@ SCRIPTS = Path(chapters.__file__).parents[2] / "explorer" / "static" / "lesson" 
 def test_every_chapter_has_one_page_script_and_every_page_script_a_chapter():
     """The page imports a chapter's script by the chapter's module name: each chapter of the manifest
     has exactly one (no two chapters share a name), nothing else lies in the folder, and each script
-    exports the setup the lesson registers under the chapter's id (it registers nothing itself)."""
+    exports its article's markup and the setup the lesson registers under the chapter's id (it registers
+    nothing itself)."""
     assert len({c.module for c in CHAPTERS}) == len(CHAPTERS)
     assert sorted(p.name for p in SCRIPTS.iterdir()) == sorted(f"{c.module}.js" for c in CHAPTERS)
     for chapter in CHAPTERS:
         source = (SCRIPTS / f"{chapter.module}.js").read_text(encoding="utf-8")
         assert re.search(r"^export function setup\(\)", source, re.M), chapter.module
+        assert chapter_markup(chapter.id).strip(), chapter.module
         assert "register(" not in source, chapter.module
 
 
@@ -245,7 +248,7 @@ def test_a_chapter_not_in_the_manifest_is_a_404_naming_the_chapters():
 def page_texts():
     """chapter id -> the text the page shows in its data-prose slots, rendered by the browser."""
     path = chromium_or_skip()
-    texts = {}
+    texts, slots = {}, {}
     parts.clear()
     with explore_server() as url, headless_chromium(path) as browser:
         context = browser.new_context(viewport={"width": 1440, "height": 900})
@@ -260,9 +263,13 @@ def page_texts():
                 chapter,
             )
             parts[chapter] = page.evaluate(PARTS, chapter)
+            # the places for the text, in the order the rendered article holds them
+            slots[chapter] = page.eval_on_selector_all(
+                f"#ch-{chapter} [data-prose]", "(ns) => ns.map((n) => n.dataset.prose)"
+            )
         context.close()
         assert errors == [], errors
-    return texts
+    return texts, slots
 
 
 #: chapter id -> what the page shows of its captions, see-also lines and prose tables (filled by page_texts)
@@ -301,7 +308,7 @@ def test_the_pages_captions_see_also_and_tables_are_the_chapter_modules(page_tex
 @pytest.mark.slow
 @pytest.mark.parametrize("chapter", WRITTEN)
 def test_the_page_and_the_tour_carry_the_same_sentences_and_numbers(request, page_texts, chapter):
-    on_page = flowing(page_texts[chapter])
+    on_page = flowing(page_texts[0][chapter])
     for block in chapters.blocks(chapter):
         for sentence in sentences(block):
             assert flowing(sentence) in on_page, (chapter, sentence)
@@ -317,31 +324,25 @@ def test_the_page_and_the_tour_carry_the_same_sentences_and_numbers(request, pag
     assert numbers_in(printed) <= numbers_in(on_page), sorted(numbers_in(printed) - numbers_in(on_page))
 
 
-# -- the page's places for the text, read from its HTML (no browser) -----------------------------------
-INDEX = Path(chapters.__file__).parents[2] / "explorer" / "static" / "index.html"
-
-
-def article(chapter: str) -> str:
-    html = INDEX.read_text(encoding="utf-8")
-    match = re.search(rf'<article class="chapter" id="ch-{chapter}".*?</article>', html, re.DOTALL)
-    assert match, chapter
-    return match.group(0)
-
-
+# -- the page's places for the text ----------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("chapter", WRITTEN)
-def test_the_page_has_one_place_per_slot_in_the_tours_reading_order(chapter):
-    on_page = re.findall(r'data-prose="([a-z0-9-]+)"', article(chapter))
+def test_the_page_has_one_place_per_slot_in_the_tours_reading_order(page_texts, chapter):
+    """Read from the article as the browser renders it (the page writes it from the manifest and the
+    chapter's script): every slot the chapter's blocks name has exactly one element, and every element
+    is a slot they name."""
+    on_page = page_texts[1][chapter]
     assert len(on_page) == len(set(on_page)), on_page
     named = list(dict.fromkeys(b.slot for b in chapters.blocks(chapter)))
     assert on_page == named  # every slot filled, none missing, and read in the order the tour prints
 
 
 def test_every_chapter_of_the_manifest_is_written_once_here():
-    """The lesson has one text: every chapter the manifest lists is a module, and its article takes
-    that module's text through prose slots."""
+    """The lesson has one text: every chapter the manifest lists is a module, and the markup its script
+    exports for its article takes that module's text through prose slots."""
     assert sorted(chapters.MODULES) == sorted(c.id for c in CHAPTERS)
     for chapter in CHAPTERS:
-        assert "data-prose" in article(chapter.id), chapter.id
+        assert "data-prose" in chapter_markup(chapter.id), chapter.id
 
 
 def test_alibi_chapter_states_what_its_figure_draws():
@@ -446,9 +447,10 @@ class _OutsideSlots(HTMLParser):
 
 @pytest.mark.parametrize("chapter", WRITTEN)
 def test_no_article_holds_lesson_text_outside_its_prose_slots(chapter):
-    """Captions, see-also lines and the comparison's table were written into index.html only, where the
-    tour could not tell them; now an article's own words are its heading (the manifest's title) and its
-    controls' labels: everything else is the chapter module's."""
+    """Captions, see-also lines and the comparison's table were written into the page's markup only,
+    where the tour could not tell them; now an article's own words are its heading (the manifest's
+    title) and its controls' labels (the markup its script exports): everything else is the chapter
+    module's."""
     parser = _OutsideSlots()
     parser.feed(article(chapter))
     assert parser.outside == [], parser.outside

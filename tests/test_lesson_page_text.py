@@ -1,8 +1,8 @@
 """What the page's own files say, read as the server sends them (no browser, no JavaScript run).
 
-A sentence written into ``index.html`` must be true before any script runs, and text that the scripts
-used to overwrite at load is not left behind; a command the lesson's text tells the reader to run is
-run here.
+A sentence written into the page's markup (``index.html``, and each lesson chapter's ``markup`` in its
+script) must be true before any script runs, and text that the scripts used to overwrite at load is not
+left behind; a command the lesson's text tells the reader to run is run here.
 The scripts are read for what a browser test cannot enumerate: every one that draws the sign map
 draws its legend too.
 """
@@ -17,6 +17,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from lesson_page import chapter_markup, page_html
 
 import posenc.explorer
 
@@ -56,7 +57,7 @@ class _TextOf(HTMLParser):
 
 def page_text(*selectors: str) -> dict[str, list[str]]:
     parser = _TextOf(set(selectors))
-    parser.feed(INDEX.read_text(encoding="utf-8"))
+    parser.feed(page_html())
     return parser.text
 
 
@@ -70,7 +71,7 @@ def test_the_demo_caption_command_runs_and_prints_the_score_the_caption_states()
     from posenc.lesson.chapters.pytorch_demo import RUN_IT
     from posenc.lesson.prose import spans
 
-    assert '<figcaption id="demo-caption" data-prose="demo-caption"></figcaption>' in INDEX.read_text("utf-8")
+    assert '<figcaption id="demo-caption" data-prose="demo-caption"></figcaption>' in chapter_markup("pytorch-demo")
     (caption,) = [b for b in chapters.blocks("pytorch-demo") if b.slot == "demo-caption"]
     assert caption.kind == "caption"
     assert RUN_IT in [span["text"] for span in spans(caption.text) if span["style"] == "code"]

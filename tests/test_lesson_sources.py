@@ -13,12 +13,11 @@ import re
 from pathlib import Path
 
 import pytest
+from lesson_page import article
 
 from posenc.explorer import lesson
 from posenc.lesson import chapters
 from posenc.lesson.manifest import CHAPTERS
-
-INDEX = Path(lesson.__file__).with_name("static") / "index.html"
 
 #: the source lesson's sections, in its order -> a fragment of its heading, for matching its outline
 OUTLINE = {
@@ -50,9 +49,7 @@ OUTLINE = {
 
 
 def chapter_html(chapter_id: str) -> str:
-    html = INDEX.read_text(encoding="utf-8")
-    match = re.search(rf'<article class="chapter" id="ch-{chapter_id}".*?</article>', html, re.DOTALL)
-    return match.group(0) if match else ""
+    return article(chapter_id) if chapter_id in {c.id for c in CHAPTERS} else ""
 
 
 @pytest.mark.parametrize("section", list(OUTLINE))

@@ -1,9 +1,12 @@
 """The lesson's chapters, in reading order: its one manifest.
 
-The explorer builds its table of contents, chapter numbers, routes (the URL hash is a chapter's id) and
-pager from :data:`CHAPTERS`, and ``posenc tour --list`` prints it with the tour sections that tell each
-chapter in the terminal. Adding a chapter is one entry here, its chapter module (its figure functions in
-``FIGURES``, from which the explorer's API routes are made) and its page module.
+The explorer builds its table of contents, chapter articles (kicker and heading), chapter numbers,
+routes (the URL hash is a chapter's id) and pager from :data:`CHAPTERS`, and ``posenc tour --list``
+prints it with the tour sections that tell each chapter in the terminal. Adding a chapter is one entry
+here, one Python module named by its id (:attr:`Chapter.module`, in :mod:`posenc.lesson.chapters`: its
+text, numbers, checks and figure functions in ``FIGURES``, from which the explorer's API routes are
+made), one page script of the same name (``posenc/explorer/static/lesson/chapters/<module>.js``: the
+article's markup and its ``setup()``), and their tests.
 """
 
 from __future__ import annotations

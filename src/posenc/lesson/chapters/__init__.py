@@ -19,9 +19,13 @@ ask for: pure functions returning the figure's data), listed in ``FIGURES`` (rou
 Adding a chapter: its entry in :mod:`posenc.lesson.manifest`, a module here named by the entry's id
 (``bag-of-tiles`` is ``bag_of_tiles.py``; :data:`MODULES` imports it from the manifest) with ``numbers``
 and ``prose``, its figure functions in ``FIGURES`` with ``FIGURE_RANGES`` (each becomes an API route,
-with no code in the explorer) and ``CHECKS`` for the checks its entry names, its article on the page
-with one ``data-prose`` element per slot its blocks name and a JS module for its figures, and its
-tests; ``tests/test_lesson_one_source.py`` then holds the tour's and the page's text to the module's.
+with no code in the explorer) and ``CHECKS`` for the checks its entry names; one page script named
+the same, ``posenc/explorer/static/lesson/chapters/bag_of_tiles.js``, exporting ``markup`` (its
+article's figures, controls and error box, with one ``data-prose`` element per slot its blocks name)
+and ``setup()`` (which wires the controls and draws the figures); and its tests. Nothing else: the page
+writes the article with its kicker and heading, the table of contents and the pager from the manifest
+and imports the script by the module's name; ``tests/test_lesson_one_source.py`` then holds the
+tour's and the page's text to the module's, and every chapter to exactly one script.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 // The guided lesson: its chapters, one shown at a time, named by the URL hash.
 // The chapters are the lesson's manifest (posenc.lesson.manifest, sent by GET /api/lesson/chapters):
-// each one's script is the module lesson/chapters/<module>.js, named by its id ("bag-of-tiles" is
-// bag_of_tiles.js), imported here by that name. It exports `setup()`, registered in the page's one
-// registry (core.js register) and run the first time the chapter is opened; it loads through core.js's
-// loader, and every number it draws comes from the server's /api/lesson endpoints (posenc itself).
+// the page writes each one's article (its kicker and heading) in the manifest's order, and imports its
+// script, the module lesson/chapters/<module>.js named by its id ("bag-of-tiles" is bag_of_tiles.js).
+// The script exports the rest of the article, `markup` (figures, controls, error box and the
+// data-prose places of the chapter's text), and `setup()`, registered in the page's one registry
+// (core.js register) and run the first time the chapter is opened; it loads through core.js's loader,
+// and every number it draws comes from the server's /api/lesson endpoints (posenc itself).
 
 import { api, isRegisteredChapter, onResize, register, registry, showResized } from "../core.js";
 import { renderChecks } from "./checks.js";
@@ -63,13 +65,28 @@ function chapterError(id, message) {
   box.hidden = false;
 }
 
-// Imports a chapter's script and registers its setup; a script that is missing, fails to load or
+// A chapter's article as the manifest gives it: its kicker (numbered by buildContents) and heading;
+// its script adds the rest.
+function article(chapter) {
+  const node = document.createElement("article");
+  Object.assign(node, { className: "chapter", id: `ch-${chapter.id}`, hidden: true });
+  node.dataset.chapter = chapter.id;
+  node.dataset.renders = "0";
+  const kicker = Object.assign(document.createElement("p"), { className: "kicker" });
+  const title = Object.assign(document.createElement("h2"), { textContent: chapter.title });
+  node.append(kicker, title);
+  return node;
+}
+
+// Imports a chapter's script, puts its markup in the article and registers its setup; a script that is missing, fails to load or
 // exports no setup() leaves its chapter with an error that says so, and the other chapters work.
 async function loadChapter(chapter) {
   const path = `./chapters/${chapter.module}.js`;
   try {
     const module = await import(path);
+    if (typeof module.markup !== "string") throw new Error("it exports no markup (the article's figures and text places)");
     if (typeof module.setup !== "function") throw new Error("it exports no setup() function");
+    chapterNode(chapter.id).insertAdjacentHTML("beforeend", module.markup);
     register(chapter.id, { setup: module.setup });
   } catch (err) {
     chapterError(chapter.id, `This chapter's figures could not be loaded (lesson/chapters/${chapter.module}.js): ${err.message}`);
@@ -137,12 +154,14 @@ function buildContents() {
   document.getElementById("progress").setAttribute("aria-valuemax", String(order.length));
 }
 
-// Reads the manifest, imports every chapter's script (in parallel; each failure stays in its own
-// chapter) and builds the contents and the pager.
+// Reads the manifest, writes the chapters' articles before the pager, imports every chapter's script
+// (in parallel; each failure stays in its own chapter) and builds the contents and the pager.
 export async function setupLesson() {
   const { chapters } = await api("/api/lesson/chapters");
   order = chapters.map((c) => c.id);
   manifest = Object.fromEntries(chapters.map((c) => [c.id, c]));
+  const pager = document.querySelector("#lesson-main > .pager");
+  for (const chapter of chapters) pager.before(article(chapter));
   await Promise.all(chapters.map(loadChapter));
   buildContents();
   document.getElementById("chapter-prev").addEventListener("click", () => step(-1));

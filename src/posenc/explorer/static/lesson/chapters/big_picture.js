@@ -4,6 +4,44 @@ import { $, api, loader } from "../../core.js";
 import { html, svg, fmt, numbers, hbars, root, text, widthOf } from "../../charts.js";
 import { SCHEME_COLOURS, textColour, INK, MUTED } from "../../palette.js";
 
+// The chapter's article under its kicker and heading (the page writes those from the manifest): its
+// figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
+export const markup = `
+  <div class="prose" data-prose="intro"></div>
+  <ul class="key-points" data-prose="key-points"></ul>
+  <div class="prose" data-prose="measured"></div>
+  <div class="prose" data-prose="picture"></div>
+  <div class="lanes" data-prose="lanes" data-prose-class="lane"></div>
+  <div class="prose" data-prose="picture-after"></div>
+  <figure class="lesson-fig" aria-labelledby="big-caption">
+    <div class="controls">
+      <label>scheme <select id="big-scheme" data-primary>
+        <option value="nope">none (NoPE)</option><option value="sinusoidal">sinusoidal</option>
+        <option value="learned">learned table</option><option value="rope" selected>RoPE</option><option value="alibi">ALiBi</option>
+      </select></label>
+    </div>
+    <div class="error" role="alert" hidden></div>
+    <div id="big-figure" class="fig-box"></div>
+    <figcaption id="big-caption" data-prose="big-caption"></figcaption>
+    <div class="numbers" id="big-numbers" aria-live="polite"></div>
+  </figure>
+  <div class="prose" data-prose="figure-after"></div>
+  <div class="prose" data-prose="attention"></div>
+  <figure class="lesson-fig" aria-labelledby="attn-caption">
+    <div class="controls">
+      <label class="wide">sentence (up to 12 words) <input type="text" id="attn-text" value="the dog bit the man" maxlength="300"></label>
+    </div>
+    <div class="error" role="alert" hidden></div>
+    <p class="note" id="attn-source" aria-live="polite"></p>
+    <div id="attn-maps" class="attn-grid"></div>
+    <figcaption id="attn-caption" data-prose="attn-caption"></figcaption>
+    <div class="numbers" id="attn-numbers" aria-live="polite"></div>
+  </figure>
+  <div class="prose" data-prose="attention-after"></div>
+  <div class="prose" data-prose="closing"></div>
+  <div data-prose="see-also"></div>
+`;
+
 export function setup() {
   let data = null;
   const draw = () => {

@@ -4,6 +4,33 @@ import { $, api, loader, slider } from "../../core.js";
 import { heatmap, lineChart, svg, html, fmt, widthOf, root, text, clock, numbers, signLegend } from "../../charts.js";
 import { CATEGORY_COLOURS, divergingRGB, INK } from "../../palette.js";
 
+// The chapter's article under its kicker and heading (the page writes those from the manifest): its
+// figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
+export const markup = `
+  <div class="prose" data-prose="intro"></div>
+  <figure class="lesson-fig" aria-labelledby="clock-caption">
+    <div class="controls">
+      <label>seat <input type="range" id="clock-seat" min="0" max="64" value="3" data-primary><output id="clock-seat-out">3</output></label>
+      <label>width <select id="clock-width"><option>16</option><option selected>64</option><option>256</option></select></label>
+    </div>
+    <div class="error" role="alert" hidden></div>
+    <div id="clock-dials" class="dials-row"></div>
+    <div id="clock-waves" class="fig-box"></div>
+    <figcaption id="clock-caption" data-prose="clock-caption"></figcaption>
+    <div class="numbers" id="clock-numbers" aria-live="polite"></div>
+  </figure>
+  <div class="prose" data-prose="table"></div>
+  <figure class="lesson-fig" aria-labelledby="heat-caption">
+    <div id="clock-heat" class="fig-box"></div>
+    <figcaption id="heat-caption" data-prose="heat-caption"></figcaption>
+    <div class="numbers" id="heat-numbers" aria-live="polite"></div>
+  </figure>
+  <div class="prose" data-prose="table-after"></div>
+  <div class="prose" data-prose="fingerprint"></div>
+  <div class="inline-checks" data-checks="fast-columns"></div>
+  <div data-prose="see-also"></div>
+`;
+
 export function setup() {
   let data = null;
   const seat = slider("clock-seat", () => load());

@@ -3,6 +3,30 @@
 import { $, api, loader, slider } from "../../core.js";
 import { fmt, widthOf, root, barRow, signLegend, numbers } from "../../charts.js";
 
+// The chapter's article under its kicker and heading (the page writes those from the manifest): its
+// figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
+export const markup = `
+  <div class="prose" data-prose="intro"></div>
+  <figure class="lesson-fig" aria-labelledby="input-caption">
+    <div class="controls">
+      <label>word <input type="text" id="input-word" value="dog" maxlength="32" size="8"></label>
+      <label>seat <input type="range" id="input-seat" min="0" max="63" value="3" data-primary><output id="input-seat-out">3</output></label>
+      <label>width <select id="input-width"><option>8</option><option selected>16</option><option>32</option></select></label>
+      <label>word vector scale <select id="input-std">
+        <option value="1" selected>N(0, 1): nn.Embedding's default</option>
+        <option value="0.02">N(0, 0.02²): GPT-2 / BERT initialisation</option>
+        <option value="sqrt">0.02 × √d: the 2017 Transformer scales the word up</option>
+      </select></label>
+    </div>
+    <div class="error" role="alert" hidden></div>
+    <div id="input-figure" class="fig-box"></div>
+    <figcaption id="input-caption" data-prose="input-caption"></figcaption>
+    <div class="numbers" id="input-numbers" aria-live="polite"></div>
+  </figure>
+  <div class="prose" data-prose="after"></div>
+  <div class="inline-checks" data-checks="added"></div>
+`;
+
 export function setup() {
   let data = null;
   const seat = slider("input-seat", () => load());
