@@ -14,11 +14,13 @@ A table block carries ``rows`` (the first row is the header) and its caption as 
 use the same inline markup. Numbers are written into the text already formatted, so both faces print
 the same digits.
 
-Two kinds belong to the page's furniture, and the tour treats them so (:data:`IN_TOUR`):
+Three kinds belong to one face's figures or furniture (:data:`IN_TOUR`, :data:`IN_PAGE`):
 
 - ``caption`` says what one of the page's figures shows; its slot is the figure's ``<figcaption>``
   (the block fills that element itself). The tour draws figures of its own, so it never prints a
   page figure's caption.
+- ``tour-figure`` says what one of the figures ``posenc tour`` writes shows (a PNG file); the page
+  draws figures of its own, so it never receives one.
 - ``see-also`` points to a view of the explorer's workbench; the tour prints it after "In posenc
   explore:", so a reader in the terminal learns where to go deeper.
 """
@@ -42,11 +44,15 @@ KINDS = {
     "table": "a table: rows (header first, cells with inline markup), text its caption",
     "caption": "what the page's figure shows: fills the figure's <figcaption> (its slot); the tour, which "
     "draws figures of its own, skips it",
+    "tour-figure": "what a figure written by posenc tour (a PNG file) shows: the tour prints it as an aside; "
+    "the page, which draws figures of its own, never receives it",
     "see-also": "a pointer to a view of the workbench (posenc explore); the tour prints it after 'In posenc explore:'",
 }
 
 #: the kinds ``posenc tour`` prints (all but the captions of the page's figures)
 IN_TOUR = frozenset(KINDS) - {"caption"}
+#: the kinds the explorer's page receives (all but the notes on the tour's own figure files)
+IN_PAGE = frozenset(KINDS) - {"tour-figure"}
 
 #: the label the tour and the page put in front of each "plain" block
 PLAIN_LABEL = "In plain words:"
@@ -162,6 +168,7 @@ def as_dict(block: Block) -> dict:
 
 __all__ = [
     "Block",
+    "IN_PAGE",
     "IN_TOUR",
     "KINDS",
     "PLAIN_LABEL",

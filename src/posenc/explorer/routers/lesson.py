@@ -16,7 +16,7 @@ from fastapi import APIRouter, HTTPException, Request
 
 from ...lesson import chapters as written
 from ...lesson.chapters import FIGURES, Parameter, Range, ResolvedFigure
-from ...lesson.prose import PLAIN_LABEL, TRY_LABEL, as_dict
+from ...lesson.prose import IN_PAGE, PLAIN_LABEL, TRY_LABEL, as_dict
 from .. import lesson
 from ..limits import Limit
 from .params import limited, name, text, word
@@ -31,7 +31,8 @@ def chapters():
 
 @router.get("/prose/{chapter}")
 def prose(chapter: str):
-    """The text of a chapter written in :mod:`posenc.lesson.chapters`: the blocks the tour prints."""
+    """The text of a chapter written in :mod:`posenc.lesson.chapters`: every block but the notes on the
+    tour's own figure files (:data:`posenc.lesson.prose.IN_PAGE`)."""
     try:
         blocks = written.blocks(chapter)
     except KeyError as err:
@@ -39,7 +40,7 @@ def prose(chapter: str):
     return {
         "chapter": chapter,
         "labels": {"plain": PLAIN_LABEL, "try": TRY_LABEL},
-        "blocks": [as_dict(b) for b in blocks],
+        "blocks": [as_dict(b) for b in blocks if b.kind in IN_PAGE],
     }
 
 

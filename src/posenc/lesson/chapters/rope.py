@@ -295,8 +295,13 @@ def prose(n: dict) -> list[Block]:
             k = {list(KEY)}, the score is {n["rope.relative.score.A"]:.5f} in A and
             {n["rope.relative.score.B"]:.5f} in B, the score the “Who bit whom?” dials print under them for the
             sentence they show. Values are never turned: they carry what a token says, not
-            where it is. Figure rope_clock_dials.png, written by `posenc tour`, draws both sentences: each word's
-            hand, the unturned hand at 0 degrees as a faint grey line, and the turn between them shaded.""",
+            where it is.""",
+            "measured",
+        ),
+        Block(
+            "tour-figure",
+            """Figure rope_clock_dials.png, written by `posenc tour`, draws both sentences: each word's hand,
+            the unturned hand at 0 degrees as a faint grey line, and the turn between them shaded.""",
             "measured",
         ),
         Block(

@@ -281,7 +281,7 @@ def prose(n: dict) -> list[Block]:
             "measured",
         ),
         Block(
-            "note",
+            "tour-figure",
             f"""Figure rope_scaling_wavelengths.png, written by `posenc tour`, plots every pair's wavelength (how
             many seats one full turn takes) under each scaling, with the trained length {TRAINED:,} and the
             target length {length:,} as horizontal lines: a pair whose curve lies above the trained line has
@@ -319,7 +319,7 @@ def prose(n: dict) -> list[Block]:
             "configs",
         ),
         Block(
-            "note",
+            "tour-figure",
             """Figure real_config_wavelengths.png, written by `posenc tour`, shows, for each model, every pair's
             wavelength unscaled and as its config scales it, beside the trained and the advertised context
             lengths.""",

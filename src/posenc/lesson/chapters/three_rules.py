@@ -199,7 +199,7 @@ def prose(n: dict) -> list[Block]:
             "measured",
         ),
         Block(
-            "note",
+            "tour-figure",
             f"""Figure sinusoidal_heatmap.png, written by `posenc tour`, draws the table for seats
             0-{HEATMAP_SEATS - 1}: on the left every value as a colour (fast columns flicker, slow ones barely
             change), on the right three single columns, fast, medium and slow, as curves. The explorer draws
