@@ -942,7 +942,7 @@ FIGURE_WIDTHS = """() => {
     return n.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight); };
   const out = [];
   for (const n of document.querySelectorAll('.view:not([hidden]) svg, .view:not([hidden]) canvas')) {
-    if (n.parentElement.closest('svg')) continue;
+    if (n.parentElement.closest('svg') || n.matches('.legend svg')) continue;  // a legend's swatch is no figure
     const shown = n.getBoundingClientRect();
     if (!shown.width) continue;
     const panel = n.closest('.panel') || n.closest('.view'), room = panel.getBoundingClientRect();

@@ -277,7 +277,8 @@ LESSON_FIGURE_WIDTHS = """(id) => {
     return n.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight); };
   const out = [];
   for (const n of document.getElementById('ch-' + id).querySelectorAll('svg')) {
-    if (n.parentElement.closest('svg') || !n.getBoundingClientRect().width) continue;
+    // a legend's swatch (a stretch of its series' line) is no figure
+    if (n.parentElement.closest('svg') || n.matches('.legend svg') || !n.getBoundingClientRect().width) continue;
     const holder = n.parentElement, boxed = holder.matches('.fig-box:not(.plane-box)');
     const panel = boxed ? holder.closest('.lesson-fig') : holder;
     out.push({ holder: holder.id || holder.className, boxed, drawn: n.viewBox.baseVal.width,

@@ -290,3 +290,72 @@ def test_claim_the_ruler_keeps_every_label_whole(page, phone, server, size):
         labels = pg.eval_on_selector_all("#frac-figure .tick-label", "(ns) => ns.map((n) => n.textContent)")
         assert labels and labels[0].startswith("0"), labels
         assert pg.evaluate(TEXT_OUTSIDE, "#frac-figure") == [], words
+
+
+DIAL_CARDS = """() => [...document.querySelectorAll('#rope-dials .dial-row')].map((row) => ({
+  row: row.getBoundingClientRect().width,
+  cards: [...row.querySelectorAll('.dial-card')].map((c) => {
+    const first = c.querySelector('.dial-text');
+    return { width: c.getBoundingClientRect().width, text: first.textContent,
+      lines: first.getBoundingClientRect().height / parseFloat(getComputedStyle(first).lineHeight) };
+  }) }))"""
+
+
+def test_rope_dial_cards_use_their_row_and_keep_theta_on_one_line(page, server):
+    """Chapter 7 at 1440 px: four 130 px cards used under half the panel and "pair 0: θ = 57.30°/seat"
+    wrapped onto two lines."""
+    open_chapter(page, server, "rope")
+    page.wait_for_selector("#rope-dials .dial-card")
+    rows = page.evaluate(DIAL_CARDS)
+    assert len(rows) == 2
+    for row in rows:
+        assert len(row["cards"]) == 4
+        assert sum(c["width"] for c in row["cards"]) > 0.85 * row["row"], row
+        for card in row["cards"]:
+            assert card["text"].startswith("pair ") and "θ =" in card["text"], card
+            assert card["lines"] < 1.5, card  # one line
+
+
+PAIR_ARCS = """() => [...document.querySelectorAll('#pairs-figure path.pair-arc')].map((p) => ({
+  row: p.classList.contains('half') ? 'half' : 'interleaved', pair: Number(p.dataset.pair),
+  dash: p.getAttribute('stroke-dasharray'), bottom: p.getBoundingClientRect().bottom }))"""
+PAIR_LABELS = """() => [...document.querySelectorAll('#pairs-figure text.pair-label')].map((t) => {
+  const b = t.getBoundingClientRect(); return [t.textContent, b.left, b.right, b.top, b.bottom]; })"""
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_the_half_split_arcs_can_each_be_followed_to_their_pair(page, phone, server, size):
+    """Chapter 7's pair picture drew four identical half-split arcs that cross, so on a phone p0 … p3
+    could not be matched to their arcs. Each pair now has its own dash in both rows, and each
+    half-split arc its own depth; no two pair labels overlap."""
+    pg = page if size == "desktop" else phone
+    open_chapter(pg, server, "rope")
+    pg.wait_for_selector("#pairs-figure path.pair-arc")
+    arcs = pg.evaluate(PAIR_ARCS)
+    half = [a for a in arcs if a["row"] == "half"]
+    inter = [a for a in arcs if a["row"] == "interleaved"]
+    assert len(half) == len(inter) == 4
+    assert len({a["dash"] for a in half}) == 4, half  # a dash per pair ...
+    assert {a["pair"]: a["dash"] for a in half} == {a["pair"]: a["dash"] for a in inter}  # ... the same in both rows
+    bottoms = sorted(a["bottom"] for a in half)
+    assert all(b - a > 5 for a, b in zip(bottoms, bottoms[1:])), bottoms  # each at a depth of its own
+    labels = pg.evaluate(PAIR_LABELS)
+    assert len(labels) == 8
+    for i, (ta, l1, r1, t1, b1) in enumerate(labels):
+        for tb, l2, r2, t2, b2 in labels[i + 1 :]:
+            assert not (l1 < r2 and l2 < r1 and t1 < b2 and t2 < b1), (ta, tb)
+
+
+def test_attention_maps_are_titled_with_the_menus_names(page, server):
+    """Chapter 14's attention cards were titled with scheme ids ("nope · untrained", "rope")."""
+    open_chapter(page, server, "big-picture")
+    page.wait_for_selector("#attn-maps .attn-card svg")
+    menu = dict(page.eval_on_selector_all("#big-scheme option", "(ns) => ns.map((n) => [n.value, n.textContent])"))
+    cards = page.eval_on_selector_all(
+        "#attn-maps .attn-card",
+        "(ns) => ns.map((n) => [n.dataset.scheme, n.dataset.source, n.querySelector('svg text').textContent])",
+    )
+    assert len(cards) == len(menu)
+    for scheme, source, title in cards:
+        assert title == f"{menu[scheme]} · {source}", (scheme, title)
+    assert "none (NoPE) · " in [t[: len("none (NoPE) · ")] for _, _, t in cards]

@@ -68,6 +68,8 @@ export function setup() {
 
   // who attends to whom: one grid per scheme, shaded on one scale for the whole page
   let attn = null;
+  // a map is titled with the scheme's name in the chapter's menu ("none (NoPE)", "RoPE"), not its id
+  const menuName = (scheme) => $("big-scheme").querySelector(`option[value="${scheme}"]`)?.textContent || scheme;
   const drawMaps = () => {
     if (!attn) return;
     const box = $("attn-maps"), words = attn.words, n = words.length;
@@ -81,7 +83,7 @@ export function setup() {
       const upright = cell >= 44, headH = upright ? 22 : 64, legendH = 54;
       const height = 24 + headH + n * cell + legendH;
       const s = root(card, width, height, `attention of each word of “${words.join(" ")}” with ${m.scheme}`);
-      text(s, 0, 15, `${m.scheme} · ${m.source.kind}`, { size: 13, weight: 700, color: textColour(SCHEME_COLOURS[m.scheme]) });
+      text(s, 0, 15, `${menuName(m.scheme)} · ${m.source.kind}`, { size: 13, weight: 700, color: textColour(SCHEME_COLOURS[m.scheme]) });
       const short = (w) => (w.length > 8 ? `${w.slice(0, 7)}…` : w);
       words.forEach((w, j) => {
         const x = labelW + (j + 0.5) * cell, y = 24 + headH - 6;

@@ -42,15 +42,19 @@ export function setup() {
     box.replaceChildren();
     for (const hand of data.hands) {
       const card = html("div", { class: "dial-card", "data-speed": hand.speed, "data-angle": hand.angle }, box);
-      const size = widthOf(card, { min: 100 });   // a clock at its card's width (.dial-card)
-      const s = svg("svg", { viewBox: `0 0 ${size} ${size}`, width: size, height: size, class: "lesson-svg", role: "img",
-        "aria-label": `${hand.speed} hand, pair ${hand.pair}, at ${fmt(hand.angle_deg_mod_360, 1)} degrees` }, card);
-      clock(s, { cx: size / 2, cy: size / 2, r: 0.4 * size, hands: [{ angle: hand.angle, color: colours[hand.speed], length: 0.9 }],
-        arc: { from: 0, sweep: (hand.angle_deg_mod_360 * Math.PI) / 180, color: colours[hand.speed] } });
       html("p", { class: "dial-text" }, card,
         `${hand.speed} · pair ${hand.pair} (columns ${hand.columns.join(", ")}) · wavelength ${fmt(hand.wavelength, 1)} seats`);
       html("p", { class: "dial-text" }, card, `sin ${fmt(hand.sin, 3)}, cos ${fmt(hand.cos, 3)}`);
     }
+    // the clocks are drawn once every card is in the row: a card's width depends on its neighbours
+    data.hands.forEach((hand, k) => {
+      const card = box.children[k], size = widthOf(card, { min: 100 });   // a clock at its card's width (.dial-card)
+      const s = svg("svg", { viewBox: `0 0 ${size} ${size}`, width: size, height: size, class: "lesson-svg", role: "img",
+        "aria-label": `${hand.speed} hand, pair ${hand.pair}, at ${fmt(hand.angle_deg_mod_360, 1)} degrees` });
+      card.prepend(s);
+      clock(s, { cx: size / 2, cy: size / 2, r: 0.4 * size, hands: [{ angle: hand.angle, color: colours[hand.speed], length: 0.9 }],
+        arc: { from: 0, sweep: (hand.angle_deg_mod_360 * Math.PI) / 180, color: colours[hand.speed] } });
+    });
     lineChart($("clock-waves"), {
       width: widthOf($("clock-waves")), height: 240, title: "sine column of each hand over seats 0 to 64",
       x: { domain: [0, 64], label: "seat" }, y: { domain: [-1.05, 1.05], label: "value" },

@@ -63,6 +63,9 @@ export const markup = `
   <div data-prose="see-also"></div>
 `;
 
+// The dash of pair p's arc in the half-split and interleaved picture (solid, dashed, dotted, dash-dot).
+const PAIR_DASHES = [null, "6 3", "2 3", "9 3 2 3"];
+
 // The drawn part of a turn: the angle itself, folded into one turn (the sign kept).
 function folded(degrees) { return Math.sign(degrees) * (Math.abs(degrees) % 360); }
 
@@ -165,7 +168,7 @@ export function setup() {
     const box = $("rope-dials");
     box.replaceChildren();
     const top = Math.max(...dials.pairs.flatMap((p) => [Math.hypot(...p.q), Math.hypot(...p.k)]), 1e-9);
-    const seatOf = { q: dials.m + dials.shift, k: dials.n + dials.shift };
+    const seatOf = { q: dials.m + dials.shift, k: dials.n + dials.shift }, later = [];
     for (const who of ["q", "k"]) {
       const row = html("div", { class: "dial-row", "data-who": who }, box);
       html("p", { class: "dial-row-title" }, row, who === "q"
@@ -176,18 +179,23 @@ export function setup() {
         const handDeg = (Math.atan2(after[1], after[0]) * 180) / Math.PI;
         const card = html("div", { class: "dial-card", "data-pair": p.pair, "data-turn-deg": turn,
           "data-hand-deg": handDeg }, row);
-        const size = widthOf(card, { min: 100 });   // a clock at its card's width (.dial-card)
-        const s = svg("svg", { viewBox: `0 0 ${size} ${size}`, width: size, height: size, class: "lesson-svg", role: "img",
-          "aria-label": `pair ${p.pair}: turned ${fmt(turn, 1)} degrees` }, card);
-        const color = who === "q" ? PAL.query : PAL.key;
-        clock(s, { cx: size / 2, cy: size / 2, r: 0.4 * size,
-          ghost: { angle: Math.atan2(before[1], before[0]), length: Math.hypot(...before) / top },
-          hands: [{ angle: Math.atan2(after[1], after[0]), length: Math.hypot(...after) / top, color }],
-          arc: { from: Math.atan2(before[1], before[0]), sweep: rad(folded(turn)), color } });
         html("p", { class: "dial-text" }, card, `pair ${p.pair}: θ = ${fmt(p.theta_deg, 2)}°/seat`);
         html("p", { class: "dial-text" }, card, `turned ${fmt(turn, 1)}°${Math.abs(turn) >= 360 ? ` (${fmt(mod360(turn), 1)}° past whole turns)` : ""}`);
+        later.push(() => {
+          const size = widthOf(card, { min: 100 });   // a clock at its card's width (.dial-card)
+          const s = svg("svg", { viewBox: `0 0 ${size} ${size}`, width: size, height: size, class: "lesson-svg", role: "img",
+            "aria-label": `pair ${p.pair}: turned ${fmt(turn, 1)} degrees` });
+          card.prepend(s);
+          const color = who === "q" ? PAL.query : PAL.key;
+          clock(s, { cx: size / 2, cy: size / 2, r: 0.4 * size,
+            ghost: { angle: Math.atan2(before[1], before[0]), length: Math.hypot(...before) / top },
+            hands: [{ angle: Math.atan2(after[1], after[0]), length: Math.hypot(...after) / top, color }],
+            arc: { from: Math.atan2(before[1], before[0]), sweep: rad(folded(turn)), color } });
+        });
       }
     }
+    // the clocks are drawn once every card is in its row: a card's width depends on its neighbours
+    for (const drawClock of later) drawClock();
   };
   const loadDials = loader("rope", async (signal) => {
     dials = await api("/api/lesson/rope", { head_dim: 8, m: m(), n: n(), shift: shift() }, signal);
@@ -277,11 +285,16 @@ export function setup() {
         svg("rect", { x: xOf(i) - box / 2, y: y + 8, width: box, height: 26, rx: 4, fill: "#ffffff", stroke: "#8a8f99" }, s);
         text(s, xOf(i), y + 26, `x${i}`, { size: 12, anchor: "middle" });
       }
+      // each pair keeps one dash in both rows, and the half-split arcs, which cross, each reach a depth
+      // of their own, so every arc can be followed to its label at its lowest point
       list.forEach(([a, b], p) => {
-        const x1 = xOf(a), x2 = xOf(b), depth = 10 + (Math.abs(b - a) / d) * 34, yb = y + 36;
+        const x1 = xOf(a), x2 = xOf(b), depth = name === "half" ? 12 + p * 11 : 12, yb = y + 36;
         svg("path", { d: `M${x1},${yb} C${x1},${yb + depth} ${x2},${yb + depth} ${x2},${yb}`, fill: "none", stroke: INK,
-          "stroke-width": 1.5, class: `pair-arc ${name}`, "data-a": a, "data-b": b }, s);
-        text(s, (x1 + x2) / 2, yb + depth * 0.75 + 12, `p${p}`, { size: 12, anchor: "middle", color: MUTED });
+          "stroke-width": 1.5, "stroke-dasharray": PAIR_DASHES[p % PAIR_DASHES.length], class: `pair-arc ${name}`,
+          "data-a": a, "data-b": b, "data-pair": p, "data-depth": depth }, s);
+        const label = text(s, (x1 + x2) / 2, yb + depth * 0.75 + 12, `p${p}`, { size: 12, anchor: "middle", color: MUTED });
+        label.setAttribute("class", "pair-label");
+        for (const [k, v] of [["stroke", "#ffffff"], ["stroke-width", 4], ["paint-order", "stroke"]]) label.setAttribute(k, v);
       });
     });
   };
