@@ -99,3 +99,11 @@ def test_the_page_has_one_palette_the_python_one():
     extra = set(tables) - set(palette.MEANING_TABLES)
     assert not extra, f"colour tables in palette.js only: {sorted(extra)}"
     assert not re.search(r"export const (C|T|SERIES) =", source)
+
+
+def test_reference_lines_have_one_dash_each_in_both_palettes():
+    source = resources.files("posenc.explorer").joinpath("static", "palette.js").read_text()
+    body = re.search(r"export const REFERENCE_DASHES = \{(.*?)\};", source, re.S)
+    assert body, "REFERENCE_DASHES not found in palette.js"
+    assert dict(re.findall(r"(\w+): \"([\d ]+)\"", body.group(1))) == palette.REFERENCE_DASHES
+    assert len(set(palette.REFERENCE_DASHES.values())) == len(palette.REFERENCE_DASHES)

@@ -151,3 +151,38 @@ def test_the_heatmap_figure_draws_no_line_in_a_scheme_or_scaling_colour(monkeypa
     meaning = {c.lower() for c in (*palette.SCHEME_COLOURS.values(), *palette.SCALING_COLOURS.values())}
     drawn = {to_hex(line.get_color()) for ax in fig.axes for line in ax.get_lines()}
     assert len(drawn) >= 3 and not drawn & meaning, drawn & meaning
+
+
+def reference_lines(fig) -> list:
+    """Every horizontal line of a figure that is not a labelled curve: its reference lines."""
+    return [
+        line
+        for ax in fig.axes
+        for line in ax.get_lines()
+        if line.get_label().startswith("_") and len(set(line.get_ydata())) == 1
+    ]
+
+
+@pytest.mark.parametrize(
+    ("module", "section"),
+    [(extension, extension.context_extension), (configs, configs.real_configs)],
+    ids=["scalings", "real-configs"],
+)
+def test_reference_lines_are_the_lessons_neutral_grey_told_apart_by_dash(monkeypatch, tmp_path, module, section):
+    """The tour drew the stretched length in tab:red and the lesson in brown-orange beside YaRN's orange:
+    both now draw a reference line in the palette's neutral grey, trained and stretched told apart by
+    the palette's dashes, their labels in the same grey."""
+    fig = figure_of(monkeypatch, tmp_path, module, section)
+    lines = reference_lines(fig)
+    assert len(lines) == 2 * len(fig.axes), lines  # trained and stretched, in every panel
+    grey = palette.NEUTRAL_COLOURS["reference"]
+    dashes = {tuple(float(x) for x in palette.REFERENCE_DASHES[k].split()) for k in ("trained", "stretched")}
+    for line in lines:
+        assert to_hex(line.get_color()) == grey
+        _, lengths = line._unscaled_dash_pattern
+        assert tuple(map(float, lengths)) in dashes, lengths
+    for ax in fig.axes:
+        drawn = {tuple(map(float, line._unscaled_dash_pattern[1])) for line in reference_lines(fig) if line.axes is ax}
+        assert drawn == dashes
+        labels = [t for t in ax.texts if "length" in t.get_text() or t.get_text().split()[0] in ("trained", "context")]
+        assert labels and all(to_hex(t.get_color()) == grey for t in labels), [t.get_text() for t in ax.texts]

@@ -75,6 +75,9 @@ CATEGORY_COLOURS: dict[str, str] = {
 #: greys: ink (text, axes, frames) and reference lines (a trained or stretched length, dashed)
 NEUTRAL_COLOURS: dict[str, str] = {"ink": "#1d2330", "reference": "#525252"}
 
+#: SVG dash pattern of each reference line, in the lesson and the tour's figures alike (grey, told apart by dash)
+REFERENCE_DASHES: dict[str, str] = {"trained": "5 4", "stretched": "2 3"}
+
 #: number formats compared in the workbench's precision view
 DTYPE_COLOURS: dict[str, str] = {"bfloat16": "#ff8855", "float16": "#dd2288", "float32": "#00aa99", "posenc": "#7788ee"}
 
@@ -138,6 +141,7 @@ __all__ = [
     "MARK_COLOURS",
     "MEANING_TABLES",
     "NEUTRAL_COLOURS",
+    "REFERENCE_DASHES",
     "ROLE_COLOURS",
     "SCALING_COLOURS",
     "SCALING_DASHES",

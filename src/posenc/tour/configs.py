@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import math
 
-from ..explorer.palette import SCALING_COLOURS
+from ..explorer.palette import NEUTRAL_COLOURS, REFERENCE_DASHES, SCALING_COLOURS
 from ..fixtures import load_fixture
 from ..lesson.chapters.stretching_rope import MODELS, pair_bands  # noqa: F401  (for callers of the tour)
 from ..rope import RotaryEmbedding, rope_inv_freq
-from ._plot import new_figure, save, scaling_dash
+from ._plot import new_figure, save, scaling_dash, svg_dash
 from .telling import tell
 
 CHAPTER = "stretching-rope"
@@ -63,10 +63,12 @@ def _draw(ctx, curves: dict) -> None:
             _curve(ax, scaled, rope_type, "long factors")
         else:
             _curve(ax, scaled, rope_type, rope_type)
-        ax.axhline(trained, color="0.3", linewidth=0.9)
-        ax.text(0.5, trained * 1.2, f"trained {trained:,}", fontsize=8, color="0.3")
-        ax.axhline(context, color="tab:red", linewidth=0.9)
-        ax.text(0.5, context * 1.2, f"context {context:,}", fontsize=8, color="tab:red")
+        # reference lines as the lesson draws them: neutral grey, told apart by dash
+        grey = NEUTRAL_COLOURS["reference"]
+        ax.axhline(trained, color=grey, linewidth=0.9, linestyle=svg_dash(REFERENCE_DASHES["trained"]))
+        ax.text(0.5, trained * 1.2, f"trained {trained:,}", fontsize=8, color=grey)
+        ax.axhline(context, color=grey, linewidth=0.9, linestyle=svg_dash(REFERENCE_DASHES["stretched"]))
+        ax.text(0.5, context * 1.2, f"context {context:,}", fontsize=8, color=grey)
         ax.set_yscale("log")
         ax.set_xlabel("rotation pair i (0 = fastest)")
         ax.set_ylabel("wavelength in tokens")

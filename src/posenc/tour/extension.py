@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ..explorer.palette import SCALING_COLOURS
+from ..explorer.palette import NEUTRAL_COLOURS, REFERENCE_DASHES, SCALING_COLOURS
 from ..lesson.chapters.stretching_rope import (  # noqa: F401  (the chapter's helpers, for callers of the tour)
     BASE,
     FACTOR,
@@ -26,7 +26,7 @@ from ..lesson.chapters.stretching_rope import (  # noqa: F401  (the chapter's he
     unseen_mask,
 )
 from ..rope import rope_frequencies
-from ._plot import new_figure, save, scaling_dash
+from ._plot import new_figure, save, scaling_dash, svg_dash
 from .telling import tell
 
 CHAPTER = "stretching-rope"
@@ -57,10 +57,12 @@ def _draw(ctx, results: dict) -> None:
             linewidth=1.8,
             label=name,
         )
-    ax.axhline(TRAINED, color="0.3", linewidth=0.9)
-    ax.text(1, TRAINED * 1.15, f"trained length {TRAINED:,}", fontsize=8, color="0.3")
-    ax.axhline(TRAINED * FACTOR, color="tab:red", linewidth=0.9)
-    ax.text(1, TRAINED * FACTOR * 1.15, f"target length {int(TRAINED * FACTOR):,}", fontsize=8, color="tab:red")
+    # reference lines as the lesson draws them: neutral grey, told apart by dash
+    grey = NEUTRAL_COLOURS["reference"]
+    ax.axhline(TRAINED, color=grey, linewidth=0.9, linestyle=svg_dash(REFERENCE_DASHES["trained"]))
+    ax.text(1, TRAINED * 1.15, f"trained length {TRAINED:,}", fontsize=8, color=grey)
+    ax.axhline(TRAINED * FACTOR, color=grey, linewidth=0.9, linestyle=svg_dash(REFERENCE_DASHES["stretched"]))
+    ax.text(1, TRAINED * FACTOR * 1.15, f"target length {int(TRAINED * FACTOR):,}", fontsize=8, color=grey)
     ax.set_yscale("log")
     ax.set_xlabel("rotation pair i (0 = fastest)")
     ax.set_ylabel("wavelength in seats (2 pi / theta_i)")

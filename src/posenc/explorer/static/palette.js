@@ -22,6 +22,8 @@ export const CATEGORY_COLOURS = {
 };
 // Greys: ink (text, axes, frames) and reference lines (a trained or stretched length, dashed).
 export const NEUTRAL_COLOURS = { ink: "#1d2330", reference: "#525252" };
+// The dash of each reference line, in the lesson and the tour's figures alike (grey, told apart by dash).
+export const REFERENCE_DASHES = { trained: "5 4", stretched: "2 3" };
 
 // Every other colour of the page lives here too (a test fails on a chromatic colour written anywhere
 // else in the page's scripts); neutral greys for ink, rules and frames may be written where they are used.

@@ -2,7 +2,7 @@
 
 import { $, api, lessonLimits, loader, showError, slider } from "../../core.js";
 import { lineChart, html, fmt, widthOf, rad, stackLabels } from "../../charts.js";
-import { NEUTRAL_COLOURS, SCALING_COLOURS, SCALING_DASHES } from "../../palette.js";
+import { NEUTRAL_COLOURS, REFERENCE_DASHES, SCALING_COLOURS, SCALING_DASHES } from "../../palette.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
 // figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
@@ -44,8 +44,9 @@ export function setup() {
       y: { domain: [Math.min(...all) / 1.5, Math.max(...all) * 1.5], log: true, label: "wavelength (seats)" },
       series: data.methods.map((m) => ({ name: names[m.method], key: scalingOf[m.method], xs, ys: m.wavelengths,
         color: SCALING_COLOURS[scalingOf[m.method]], dash: SCALING_DASHES[scalingOf[m.method]] })),
-      hlines: [{ y: data.train_len, label: `trained ${data.train_len}`, color: NEUTRAL_COLOURS.reference, left: true },
-        { y: data.target_len, label: `stretched ${data.target_len}`, color: NEUTRAL_COLOURS.reference, dash: "2 3",
+      hlines: [{ y: data.train_len, label: `trained ${data.train_len}`, color: NEUTRAL_COLOURS.reference,
+        dash: REFERENCE_DASHES.trained, left: true },
+        { y: data.target_len, label: `stretched ${data.target_len}`, color: NEUTRAL_COLOURS.reference, dash: REFERENCE_DASHES.stretched,
           left: true }],
     });
   };
