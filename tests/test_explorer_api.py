@@ -230,17 +230,21 @@ def test_scaling_parameters_are_defined_once_by_the_registry(client):
 def test_the_lessons_factor_slider_and_check_read_the_registry(client):
     """Issue 20: the lesson's factor has no range of its own. Its server-side limit is the registry's
     Parameter (the API accepts the descriptor's ends and refuses a step past them), and its slider in
-    the HTML carries no range or default: the page sets them from GET /api/scalings."""
+    the HTML carries no range or default: the page sets them from GET /api/scalings. Its default is the
+    chapter's own, the factor the chapter's text measures (the page reads it from /api/lesson/chapters)."""
     import re
 
     from posenc.explorer.lesson import LESSON_LIMITS
     from posenc.explorer.limits import scaling_limit
+    from posenc.lesson.chapters.stretching_rope import FACTOR
     from posenc.rope.registry import scaling_parameters
 
     p = scaling_parameters()["factor"]
     limit = LESSON_LIMITS["factor"]
-    assert limit == scaling_limit("factor")
-    assert (limit.minimum, limit.maximum, limit.default) == (p.minimum, p.maximum, p.default)
+    registry = scaling_limit("factor")
+    assert (limit.minimum, limit.maximum, limit.help) == (registry.minimum, registry.maximum, registry.help)
+    assert (limit.minimum, limit.maximum, limit.default) == (p.minimum, p.maximum, FACTOR)
+    assert client.get("/api/lesson/chapters").json()["limits"]["factor"]["default"] == FACTOR
     for value, ok in ((p.minimum, True), (p.maximum, True), (p.maximum + p.step, False), (p.minimum - p.step, False)):
         response = client.get("/api/lesson/stretch", params={"factor": value, "train_len": 2048, "head_dim": 16})
         assert (response.status_code == 200) == ok, (value, response.text)
