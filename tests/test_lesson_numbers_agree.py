@@ -94,3 +94,25 @@ def test_unmasked_alibi_is_blind_to_reversal_but_not_to_other_shuffles(text):
             assert figure["largest_difference"] < ROUNDING_LEVEL
         else:
             assert figure["largest_difference"] > 1e-6, figure["order"]
+
+
+@pytest.mark.parametrize("lr", [1e-2, 1e-3])
+def test_a_table_held_as_a_parameter_drifts_by_the_learning_rate_in_adams_first_step(lr):
+    """Ch. 13: Adam's first step moves every weight that has a gradient by about the learning rate,
+    whatever the gradient's size (m/sqrt(v) is the gradient's sign), so the largest drift is the rate."""
+    from posenc.lesson.mistakes import table_drift
+
+    drift = table_drift(1, lr)
+    assert drift["parameter"]["largest_change"] == pytest.approx(lr, rel=1e-3)
+    assert drift["buffer"]["largest_change"] == 0.0
+    n = chapters.numbers("common-mistakes")
+    sentence = text_of("common-mistakes", contains="drifted by up to")
+    assert f"drifted by up to {n['mistakes.parameter.parameter_change']:.2e} in one step, the learning rate" in sentence
+    assert n["mistakes.parameter.parameter_change"] == pytest.approx(n["mistakes.parameter.lr"], rel=1e-3)
+
+
+def test_the_fingerprint_table_prints_negative_values_with_the_minus_sign():
+    """Ch. 5's table prints a negative value as the page's other numbers do, with "−", never "-"."""
+    cells = [cell for b in chapters.blocks("clock-hands") if b.kind == "table" for row in b.rows[1:] for cell in row]
+    assert any("−" in cell for cell in cells)
+    assert not any(re.search(r"(^|\s)-\d", cell) for cell in cells)

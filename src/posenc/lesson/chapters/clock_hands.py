@@ -40,7 +40,7 @@ def numbers() -> dict:
 
 def signed(value: float, digits: int = 2) -> str:
     text = f"{value:+.{digits}f}"
-    return text[1:] if float(text) == 0 else text
+    return text[1:] if float(text) == 0 else text.replace("-", "−")  # the page's minus sign
 
 
 def prose(n: dict) -> list[Block]:

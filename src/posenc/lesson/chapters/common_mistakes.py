@@ -40,7 +40,8 @@ def parameter_count(module: nn.Module) -> int:
 def numbers() -> dict:
     """Each mistake measured beside the right way."""
     n: dict = {}
-    drift = table_drift(1)
+    drift = table_drift(1, DRIFT_LR)
+    n["mistakes.parameter.lr"] = DRIFT_LR
     n["mistakes.parameter.buffer_change"] = drift["buffer"]["largest_change"]
     n["mistakes.parameter.parameter_change"] = drift["parameter"]["largest_change"]
     n["mistakes.parameter.rows_changed"] = drift["parameter"]["rows_changed"]
@@ -73,6 +74,10 @@ def numbers() -> dict:
     n["mistakes.rotate_v.correct_rounding"] = change["qk_only_rounding"]
     n["mistakes.rotate_v.rotated_rounding"] = change["with_v_rounding"]
     return n
+
+
+#: the learning rate of the one Adam step that measures the drift of a table held as a Parameter
+DRIFT_LR = 1e-2
 
 
 def sci(value: float) -> str:
@@ -147,8 +152,10 @@ def prose(n: dict) -> list[Block]:
         Block("table", "The table as a buffer and as a Parameter", "m1-measured", rows=drift_rows),
         Block(
             "p",
-            f"""The Parameter drifted by up to {n[p + "parameter_change"]:.4f} in one step: {n[p + "rows_changed"]}
-            rows (of the {n[p + "rows_used"]} seats the sentence used) no longer follow the formula. It also adds
+            f"""The Parameter drifted by up to {sci(n[p + "parameter_change"])} in one step, the learning rate
+            ({sci(n[p + "lr"])}): Adam's first step moves every weight that has a gradient by about that much,
+            whatever the gradient's size. {n[p + "rows_changed"]} rows (of the {n[p + "rows_used"]} seats the
+            sentence used) no longer follow the formula. It also adds
             {n[p + "extra_trainable"]:,} numbers for the optimizer to carry; cast to bf16 it is rounded by up to
             {n[p + "bf16_error_parameter"]:.4f}. The buffer never receives a gradient, is not saved in the
             state_dict (saved: {n[p + "buffer_in_state_dict"]}), follows the module on every `.to()` (here even
