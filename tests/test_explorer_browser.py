@@ -731,7 +731,7 @@ def test_alibi_hover_readout_follows_the_head(page, server):
 
 def test_score_defaults_show_the_decay_and_heads_have_distinct_colours(page, server):
     open_view(page, server, "scores")
-    chart = page.locator("#sc-chart svg")
+    chart = page.locator("#sc-chart svg.chart")  # the chart, not its legend swatches
     at0, far = float(chart.get_attribute("data-score-at0")), float(chart.get_attribute("data-far-mean"))
     assert at0 == pytest.approx(1.0) and at0 - far > 0.5
     assert float(chart.get_attribute("data-trend-end")) < 0.3
