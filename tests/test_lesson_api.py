@@ -428,7 +428,7 @@ def test_the_tour_and_the_lesson_print_the_same_mistakes_from_one_source(tmp_pat
     assert facts["mistakes.concat.block.concatenated"] == page["concat"]["concatenated"]
     assert facts["mistakes.rotate_v.rotated_shift_diff"] == page["values"]["with_v"] > 0.1
     assert facts["mistakes.rotate_v.correct_shift_diff"] == page["values"]["qk_only"] <= ROUNDING_LEVEL
-    assert f"{page['parameter']['parameter']['largest_change']:.4f}" in printed
+    assert common_mistakes.sci(page["parameter"]["parameter"]["largest_change"]) in printed
     assert f"{page['values']['with_v']:.3f}" in printed
     assert f"{page['concat']['concatenated']:,}" in printed
 

@@ -600,7 +600,8 @@ def test_claim_alibi_is_taught_before_it_is_checked(browser, server):
         )
         assert slopes == [f"1/{2**k}" for k in range(1, 9)]
         assert page.locator("#alibi-table tr[data-head='0'] td.bias").inner_text() == "−5.0000"
-        assert page.locator("#alibi-chart svg.chart").count() == 1 and page.locator("#alibi-weights svg.chart").count() == 1
+        assert page.locator("#alibi-chart svg.chart").count() == 1
+        assert page.locator("#alibi-weights svg.chart").count() == 1
         # the check comes after the figure in the chapter
         assert page.evaluate(
             """() => { const f = document.getElementById('alibi-chart'), c = document.getElementById('lq-alibi-head0');
