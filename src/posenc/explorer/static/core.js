@@ -158,15 +158,15 @@ export async function scalingParamRanges(root = document) {
   }
 }
 
-// The lesson's figure ranges (posenc.lesson.chapters' FIGURE_RANGES, sent by GET /api/lesson/chapters):
-// name -> {minimum, maximum, default, help}, fetched once.
-let lessonLimitsPromise = null;
-export function lessonLimits() {
-  if (!lessonLimitsPromise) {
-    lessonLimitsPromise = api("/api/lesson/chapters").then((r) => r.limits)
-      .catch((err) => { lessonLimitsPromise = null; throw err; });
+// The lesson's manifest (GET /api/lesson/chapters: its chapters, and its figure ranges as `limits`,
+// name -> {minimum, maximum, default, help}), fetched once for the page and every chapter that reads it.
+let lessonManifestPromise = null;
+export function lessonManifest() {
+  if (!lessonManifestPromise) {
+    lessonManifestPromise = api("/api/lesson/chapters")
+      .catch((err) => { lessonManifestPromise = null; throw err; });
   }
-  return lessonLimitsPromise;
+  return lessonManifestPromise;
 }
 
 export const pow2 = (v) => Math.round(2 ** v);

@@ -7,7 +7,7 @@
 // (core.js register) and run the first time the chapter is opened; it loads through core.js's loader,
 // and every number it draws comes from the server's /api/lesson endpoints (posenc itself).
 
-import { api, isRegisteredChapter, onResize, register, registry, showResized } from "../core.js";
+import { isRegisteredChapter, lessonManifest, onResize, register, registry, showResized } from "../core.js";
 import { renderChecks } from "./checks.js";
 import { renderProse } from "./prose.js";
 
@@ -157,7 +157,7 @@ function buildContents() {
 // Reads the manifest, writes the chapters' articles before the pager, imports every chapter's script
 // (in parallel; each failure stays in its own chapter) and builds the contents and the pager.
 export async function setupLesson() {
-  const { chapters } = await api("/api/lesson/chapters");
+  const { chapters } = await lessonManifest();
   order = chapters.map((c) => c.id);
   manifest = Object.fromEntries(chapters.map((c) => [c.id, c]));
   const pager = document.querySelector("#lesson-main > .pager");

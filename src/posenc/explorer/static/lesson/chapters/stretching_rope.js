@@ -1,6 +1,6 @@
 // Stretching RoPE: what each scaling does to every pair's wavelength.
 
-import { $, api, lessonLimits, loader, showError, slider } from "../../core.js";
+import { $, api, lessonManifest, loader, showError, slider } from "../../core.js";
 import { lineChart, html, fmt, widthOf, rad, stackLabels } from "../../charts.js";
 import { NEUTRAL_COLOURS, REFERENCE_DASHES, SCALING_COLOURS, SCALING_DASHES } from "../../palette.js";
 
@@ -75,7 +75,7 @@ export function setup() {
   });
   $("str-train").addEventListener("change", () => load(0));
   // The figure opens on the setup the chapter's text measures: the defaults of its ranges (one source).
-  lessonLimits().then((limits) => {
+  lessonManifest().then(({ limits }) => {
     $("str-train").value = String(limits.train_len.default);
     $("str-factor").value = String(limits.factor.default);
     $("str-factor").dispatchEvent(new Event("input"));
