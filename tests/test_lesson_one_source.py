@@ -179,6 +179,50 @@ def test_the_tour_runs_its_sections_in_the_manifests_order():
     assert "browser only" not in buffer.getvalue()
 
 
+def test_the_tours_sections_and_titles_are_the_manifests():
+    """The tour keeps no list of its own: its sections are the manifest's tour names, in order, each
+    titled with its chapter's title (a later part of a chapter told in two, with that part's heading)."""
+    assert [s.name for s in tour.SECTIONS] == [name for c in CHAPTERS for name in c.tour]
+    assert [s.title for s in tour.SECTIONS] == [title for c in CHAPTERS for title in c.section_titles]
+    for chapter in CHAPTERS:
+        titles = [s.title for s in tour.SECTIONS if s.name in chapter.tour]
+        assert titles[0] == chapter.title, chapter.id
+        assert all(t.startswith(f"{chapter.title}: ") for t in titles[1:]), titles
+    assert BY_ID["stretching-rope"].section_titles == ("Stretching RoPE", "Stretching RoPE: real model configs")
+
+
+def test_a_chapter_in_the_manifest_is_told_with_no_code_in_the_tour():
+    """Sections that only tell their chapter are made from the manifest; a drawn section's function must
+    belong to a section of the manifest."""
+    from posenc.tour.telling import Telling
+
+    made = tour.sections_of(CHAPTERS, drawn={})
+    assert [s.name for s in made] == [s.name for s in tour.SECTIONS]
+    assert all(isinstance(s.run, Telling) and s.run.chapter == BY_ID[s.run.chapter].id for s in made)
+    with pytest.raises(ValueError, match=r"\['nowhere'\].*listed under no chapter"):
+        tour.sections_of(CHAPTERS, drawn={"nowhere": print})
+
+
+def test_a_chapter_told_in_several_sections_names_each_later_part():
+    from posenc.lesson.manifest import Chapter
+
+    with pytest.raises(ValueError, match=r"parts must give a heading.*\('a', 'b'\).*got \(\)"):
+        Chapter("two-parts", "Two parts", tour=("a", "b"))
+    with pytest.raises(ValueError, match="parts must give a heading"):
+        Chapter("one-part", "One part", tour=("a",), parts=("extra",))
+    assert Chapter("two-parts", "Two", tour=("a", "b"), parts=("more",)).section_titles == ("Two", "Two: more")
+    assert Chapter("none", "None").section_titles == ()
+
+
+def test_every_chapter_opens_in_plain_words_on_both_faces():
+    """Each chapter's text starts with its "plain" block (the idea in everyday words), a kind both the
+    tour and the page show, so neither face needs an opening of its own."""
+    assert "plain" in IN_TOUR and "plain" in IN_PAGE
+    for chapter in CHAPTERS:
+        first = chapters.blocks(chapter.id)[0]
+        assert first.kind == "plain", (chapter.id, first)
+
+
 @pytest.fixture(scope="module")
 def told(tmp_path_factory):
     """chapter id -> what its tour sections print, at a width that wraps nothing."""

@@ -1,8 +1,9 @@
 """The lesson's chapters, in reading order: its one manifest.
 
 The explorer builds its table of contents, chapter articles (kicker and heading), chapter numbers,
-routes (the URL hash is a chapter's id) and pager from :data:`CHAPTERS`, and ``posenc tour --list``
-prints it with the tour sections that tell each chapter in the terminal. Adding a chapter is one entry
+routes (the URL hash is a chapter's id) and pager from :data:`CHAPTERS`; ``posenc tour`` makes its
+sections, their names and titles, from it, and ``posenc tour --list`` prints it with the sections that
+tell each chapter in the terminal. Adding a chapter is one entry
 here, one Python module named by its id (:attr:`Chapter.module`, in :mod:`posenc.lesson.chapters`: its
 text, numbers, checks and figure functions in ``FIGURES``, from which the explorer's API routes are
 made), one page script of the same name (``posenc/explorer/static/lesson/chapters/<module>.js``: the
@@ -24,7 +25,10 @@ class Chapter:
         title: its heading.
         checks: ids of the knowledge checks shown inline, in their order; the chapter's module writes
             them (its ``CHECKS``, in this order) and ``posenc.explorer.quiz`` serves them.
-        tour: names of the ``posenc tour`` sections that tell it in the terminal (every chapter has one).
+        tour: names of the ``posenc tour`` sections that tell it in the terminal (every chapter has one);
+            ``posenc tour`` makes its sections from these names, in this order.
+        parts: for a chapter told in several sections, the headings of the second and later ones (one per
+            name after the first of :attr:`tour`); see :attr:`section_titles`.
         level: who it is for, one word after its number on the page's kicker ("Chapter 7 · advanced");
             empty for none.
 
@@ -36,6 +40,7 @@ class Chapter:
     checks: tuple[str, ...] = ()
     tour: tuple[str, ...] = ()
     level: str = ""
+    parts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9]+)*", self.id):
@@ -46,6 +51,21 @@ class Chapter:
             raise ValueError(
                 f"level must be empty or lower-case words joined by single hyphens (as 'wrap-up'), got {self.level!r}"
             )
+
+        if len(self.parts) != max(len(self.tour) - 1, 0):
+            raise ValueError(
+                f"parts must give a heading to every tour section after the first ({len(self.tour)} sections: "
+                f"{self.tour!r}), got {self.parts!r}"
+            )
+
+    @property
+    def section_titles(self) -> tuple[str, ...]:
+        """The title of each of its tour sections (:attr:`tour`): the chapter's title, and for each later
+        section the title and that section's heading of :attr:`parts` (``"Stretching RoPE: real model
+        configs"``)."""
+        if not self.tour:
+            return ()
+        return (self.title, *(f"{self.title}: {part}" for part in self.parts))
 
     @property
     def module(self) -> str:
@@ -70,6 +90,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         ("linear-vs-ntk", "llama3-bands"),
         ("extension", "configs"),
         level="advanced",
+        parts=("real model configs",),
     ),
     Chapter("alibi-penalty", "ALiBi: a penalty for distance", ("alibi-head0",), ("alibi",), level="advanced"),
     Chapter("comparison", "The methods side by side", (), ("compare",), level="summary"),

@@ -5,17 +5,17 @@ to ``ctx.console``, writes any figure into ``ctx.out_dir``, and records every nu
 ``ctx.facts`` under a stable key, so the test suite can recompute each one independently from the
 library and the mathematics and compare.
 
-Every section tells a chapter written in :mod:`posenc.lesson.chapters`: it records the chapter's
-numbers and prints its text with :func:`posenc.tour.telling.tell`, so the tour and the explorer's page
-carry the same sentences. A section that does only that is a :class:`posenc.tour.telling.Telling`,
-made from its name (the manifest says which chapter it tells); one that also draws a figure or prints a
-live table has its own module in this package. Adding a section: list its name under its chapter in
-:mod:`posenc.lesson.manifest` and append a :class:`Section` to :data:`SECTIONS`. It opens with the idea
-in everyday words, before any jargon: the chapter's "plain" block, or its line in
-:data:`posenc.tour.telling.OPENINGS`. A section with a module records any further numbers with
-``ctx.record(key, value)`` (it refuses a key used twice) and writes figures with
-:func:`posenc.tour._plot.save`, which records their paths under ``figure.<name>``. Sections run with
-the torch seed set to 0 inside a forked random state, so their numbers are reproducible.
+The sections come from the lesson's manifest (:mod:`posenc.lesson.manifest`): one per name in a
+chapter's ``tour``, in reading order, titled by :attr:`~posenc.lesson.manifest.Chapter.section_titles`.
+Every section tells its chapter (:mod:`posenc.lesson.chapters`): it records the chapter's numbers and
+prints its text, which opens in everyday words (the chapter's "plain" block), with
+:func:`posenc.tour.telling.tell`, so the tour and the explorer's page carry the same sentences. A
+section that does only that is a :class:`posenc.tour.telling.Telling`, and needs no code here: a new
+chapter is told as soon as the manifest lists it. A section that also draws a figure or prints a live
+table has its own module in this package and its function in :data:`DRAWN`. Such a section records any
+further numbers with ``ctx.record(key, value)`` (it refuses a key used twice) and writes figures with
+:func:`posenc.tour._plot.save`, which records their paths under ``figure.<name>``. Sections run with the
+torch seed set to 0 inside a forked random state, so their numbers are reproducible.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import rich.console
 import torch
 from rich.panel import Panel
 
-from ..lesson.manifest import CHAPTERS
+from ..lesson.manifest import CHAPTERS, Chapter
 
 DEFAULT_OUT = pathlib.Path("posenc-out") / "tour"
 
@@ -87,24 +87,42 @@ class Section:
 from . import comparison, configs, extension, rotary, waves  # noqa: E402
 from .telling import Telling  # noqa: E402
 
-#: The tour, in the lesson's order. Numbers in titles are added when printed.
-SECTIONS: List[Section] = [
-    Section("bag", "A bag of tiles", Telling("bag")),
-    Section("input", "Word + position = input", Telling("input")),
-    Section("seats", "Why plain seat numbers fail", Telling("seats")),
-    Section("rules", "Sine waves: three rules, measured", waves.three_rules),
-    Section("fingerprint", "The wave fingerprint of seats 0-3", Telling("fingerprint")),
-    Section("learned", "A learned table has a last row", Telling("learned")),
-    Section("rope", "RoPE: rotate queries and keys", rotary.rope_demo),
-    Section("extension", "Stretching RoPE to longer contexts", extension.context_extension),
-    Section("configs", "Real configs: Llama 3.1 and Phi-3.5 read from config.json", configs.real_configs),
-    Section("alibi", "ALiBi: a penalty for distance", Telling("alibi")),
-    Section("compare", "The methods side by side", comparison.comparison),
-    Section("demo", "The PyTorch demo", Telling("demo")),
-    Section("checks", "Check yourself", Telling("checks")),
-    Section("mistakes", "Three common mistakes", Telling("mistakes")),
-    Section("big-picture", "Key points and the big picture", Telling("big-picture")),
-]
+#: section name -> the function of a section that prints more than its chapter's text (a figure, a live
+#: table); every other section of the manifest is a :class:`Telling`
+DRAWN: dict[str, Callable[[TourContext], None]] = {
+    "rules": waves.three_rules,
+    "rope": rotary.rope_demo,
+    "extension": extension.context_extension,
+    "configs": configs.real_configs,
+    "compare": comparison.comparison,
+}
+
+
+def sections_of(chapters: Sequence[Chapter], drawn: Optional[dict] = None) -> List[Section]:
+    """The tour's sections for ``chapters`` (the manifest's, in their order): one per name in each
+    chapter's ``tour``, titled by the chapter's ``section_titles``, run by its function in ``drawn``
+    (:data:`DRAWN` when ``None``) or else told as a :class:`Telling`.
+
+    Raises:
+        ValueError: when a name of ``drawn`` is no section of ``chapters`` (a function nothing runs).
+    """
+    drawn = DRAWN if drawn is None else drawn
+    sections = [
+        Section(name, title, drawn.get(name) or Telling(name))
+        for chapter in chapters
+        for name, title in zip(chapter.tour, chapter.section_titles)
+    ]
+    unknown = sorted(set(drawn) - {s.name for s in sections})
+    if unknown:
+        raise ValueError(
+            f"drawn sections {unknown} are listed under no chapter of the manifest; "
+            f"its sections are {[s.name for s in sections]}"
+        )
+    return sections
+
+
+#: The tour, in the lesson's order, made from the manifest. Numbers in titles are added when printed.
+SECTIONS: List[Section] = sections_of(CHAPTERS)
 
 
 def section_names(sections: Optional[Sequence[Section]] = None) -> List[str]:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from ..lesson.chapters.comparison import LENGTHS, SCHEMES
 from ._show import table, verdict
-from .telling import OPENINGS, tell
+from .telling import tell
 
 CHAPTER = "comparison"
 
 
 def comparison(ctx) -> None:
-    n = tell(ctx, CHAPTER, OPENINGS["compare"])
+    n = tell(ctx, CHAPTER)
     t = table(
         "scheme",
         *(f"{length} tokens" for length in LENGTHS),

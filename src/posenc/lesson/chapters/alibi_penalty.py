@@ -52,6 +52,12 @@ def prose(n: dict) -> list[Block]:
     bias = f"{n['alibi.head0.bias_at_distance']:g}".replace("-", "−")
     return [
         Block(
+            "plain",
+            """A word pays a small fine for every seat it sits away from the word that is reading, so far words
+            count less.""",
+            "intro",
+        ),
+        Block(
             "p",
             """ALiBi (attention with linear biases, Press et al. 2022, *Train Short, Test Long*) changes no vector
             at all. It leaves queries, keys and word vectors alone and edits the attention score itself: before the

@@ -98,6 +98,12 @@ def prose(n: dict) -> list[Block]:
     which = " and ".join(names.get(s, s) for s in stopped) or "no scheme"
     return [
         Block(
+            "plain",
+            """Five ways of telling a model where each word sits, asked the same question: can you read a longer
+            text?""",
+            "intro",
+        ),
+        Block(
             "p",
             f"""What the table says about how each scheme works and how it copes with longer texts links to the
             chapter or view where posenc shows it; the “used in” column only names well-known models built that

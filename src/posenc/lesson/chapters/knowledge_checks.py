@@ -29,6 +29,12 @@ def prose(n: dict) -> list[Block]:
     """The chapter's text with the numbers of :func:`numbers`."""
     return [
         Block(
+            "plain",
+            """Every chapter ends with a question or two to check yourself. One more here: a computer keeps only
+            so many digits, so a very large seat number times a small turn loses its fine detail.""",
+            "intro",
+        ),
+        Block(
             "p",
             """The knowledge checks sit in the chapters they test; this page keeps the score and lists them all.
             Every explanation comes with numbers posenc computes when you answer.""",

@@ -37,6 +37,12 @@ def prose(n: dict) -> list[Block]:
     agree = f"{n['demo.score']:.5f}" == f"{n[f'demo.score.moved.{far}']:.5f}"
     return [
         Block(
+            "plain",
+            """The whole story in a few lines of code: two words two seats apart get the same match wherever they
+            sit.""",
+            "intro",
+        ),
+        Block(
             "p",
             f"""The whole story in code, first from scratch and then with posenc. Part 1 builds the sinusoidal table
             from its formula: the frequency of column pair i is 10000^(−2i/d), written as exp(2i · (−ln 10000 / d)),

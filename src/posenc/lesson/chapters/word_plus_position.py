@@ -62,6 +62,12 @@ def prose(n: dict) -> list[Block]:
     gpt2 = n["input.scale.1.ratio"]
     return [
         Block(
+            "plain",
+            """Each word walks in carrying a list of numbers for what it means, and its seat adds a second list
+            on top.""",
+            "intro",
+        ),
+        Block(
             "p",
             """The seat number is stamped on before the first layer. The word's meaning vector comes out of an
             embedding table (`nn.Embedding`). A position vector of *exactly the same width* d_model is added to
