@@ -1018,30 +1018,15 @@ def test_bad_input_is_a_422_with_a_message(client, url, params):
 
 
 # -- the one palette ---------------------------------------------------------------------------------------
-def _js_table(source: str, name: str) -> dict:
-    import re
-
-    body = re.search(rf"export const {name} = \{{(.*?)\}};", source, re.S)
-    assert body, f"{name} not found in palette.js"
-    return dict(re.findall(r"(\w+): \"(#[0-9a-f]{6})\"", body.group(1)))
-
-
 def test_the_page_palette_is_the_python_palette():
-    from importlib import resources
+    """The page's palette module re-exports the tables the explorer serves from palette.py."""
+    from test_palette_meanings import served_tables
 
     from posenc.explorer import palette
 
-    source = resources.files("posenc.explorer").joinpath("static", "palette.js").read_text()
-    assert _js_table(source, "SCHEME_COLOURS") == palette.SCHEME_COLOURS
-    assert _js_table(source, "SCALING_COLOURS") == palette.SCALING_COLOURS
-    assert _js_table(source, "SIGN_COLOURS") == palette.SIGN_COLOURS
-    assert _js_table(source, "ROLE_COLOURS") == palette.ROLE_COLOURS
-    # a scaling's dash pattern, as the lesson draws it (the workbench has it from /api/scalings)
-    import re
-
-    dashes = re.search(r"export const SCALING_DASHES = \{(.*?)\};", source, re.S)
-    assert dashes, "SCALING_DASHES not found in palette.js"
-    assert dict(re.findall(r"(\w+): \"([\d ]+)\"", dashes.group(1))) == palette.SCALING_DASHES
+    tables = served_tables()
+    for name in ("SCHEME_COLOURS", "SCALING_COLOURS", "SIGN_COLOURS", "ROLE_COLOURS", "SCALING_DASHES"):
+        assert tables[name] == getattr(palette, name), name
 
 
 def test_one_colour_per_scheme_and_per_scaling():
@@ -1072,7 +1057,8 @@ def test_one_colour_per_scheme_and_per_scaling():
     assert palette.diverging(5.0, span=5.0) == palette.SIGN_COLOURS["positive"]
 
 
-#: palette.js's tables of colours that stand for something; "scalings.default" is plain RoPE, the rope scheme
+#: the palette's tables (served to the page from palette.py) of colours that stand for something;
+#: "scalings.default" is plain RoPE, the rope scheme
 MEANING_TABLES = (
     "SCHEME_COLOURS",
     "SCALING_COLOURS",
@@ -1085,27 +1071,28 @@ MEANING_TABLES = (
 
 
 def test_a_palette_colour_means_one_thing_across_views():
-    """Read from palette.js alone: no colour stands for two things (the precision view once drew float32
+    """Read from the tables the page is served: no colour stands for two things (the precision view once drew float32
     in RoPE's and the query's blue and float16 in YaRN's and the key's orange), series colours are none
     of the meaning colours, and each view takes the colours of its own meanings."""
     import re
     from collections import defaultdict
 
+    from test_palette_meanings import served_tables
+
     from posenc.explorer import palette
 
     scripts = _static_scripts()
-    source = scripts["palette.js"]
+    served = served_tables()
     meanings: dict[str, set] = defaultdict(set)
     for table in MEANING_TABLES:
-        entries = _js_table(source, table)
+        entries = served[table]
         assert entries, table
         for key, colour in entries.items():
             meaning = "SCHEME_COLOURS rope" if (table, key) == ("SCALING_COLOURS", "default") else f"{table} {key}"
             meanings[colour.lower()].add(meaning)
     shared = {colour: sorted(m) for colour, m in meanings.items() if len(m) > 1}
     assert not shared, f"colours with two meanings: {shared}"
-    series = re.search(r"export const SERIES_COLOURS = \[(.*?)\];", source, re.S).group(1)
-    series_colours = {c.lower() for c in re.findall(r"#[0-9a-fA-F]{6}", series)}
+    series_colours = {c.lower() for c in served["SERIES_COLOURS"]}
     assert len(series_colours) == 10 and not series_colours & set(meanings)
     assert not {c.lower() for c in palette.EXTRA_COLOURS} & set(meanings)
     # each meaning's colours are used where that meaning is drawn, and nowhere else in the workbench

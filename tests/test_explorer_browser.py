@@ -24,6 +24,7 @@ import torch
 from browser_support import chromium_or_skip, explore_server, headless_chromium
 
 from posenc.alibi import alibi_bias, alibi_slopes
+from posenc.explorer import palette
 from posenc.explorer.palette import ROLE_COLOURS
 from posenc.hf import to_hf_dict
 from posenc.rope import RotaryEmbedding
@@ -353,7 +354,8 @@ def test_clicking_a_dial_finds_its_pair_in_the_wavelength_view(page, server):
     expect(section).to_be_visible()
     readout = page.locator("#wl-readout")
     expect(readout).to_have_attribute("data-pair", "5")
-    shown = float(readout.locator("[data-series='no scaling']").get_attribute("data-value"))
+    plain_rope = palette.SCALING_LABELS["default"]
+    shown = float(readout.locator(f"[data-series='{plain_rope}']").get_attribute("data-value"))
     assert shown == pytest.approx(2 * math.pi / float(rope_inv_freq(16, 10000.0)[5]), rel=1e-12)
     expect(section.locator("#wl-chart .marker-label", has_text="pair 5 (from the dials)")).to_have_count(1)
 

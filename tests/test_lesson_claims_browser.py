@@ -15,6 +15,8 @@ import pytest
 from browser_support import chromium_or_skip, explore_server, headless_chromium
 from test_lesson_browser import SIZES, new_page, open_chapter, select_and_wait, set_slider
 
+from posenc.explorer import palette
+
 pytestmark = pytest.mark.slow
 
 
@@ -260,7 +262,11 @@ STRETCH_CHART = """() => { const s = document.querySelector('#str-chart svg');
 STRETCH_ROWS = """() => Object.fromEntries([...document.querySelectorAll('#str-table tbody tr')].map((tr) =>
   [tr.dataset.method, { past: Number(tr.dataset.past),
     cells: [...tr.querySelectorAll('td')].map((td) => td.textContent) }]))"""
-NAMES = {"rope": "plain RoPE", "linear": "linear (PI)", "ntk": "NTK-aware", "yarn": "YaRN"}
+#: each method's label: its scaling's one label in the palette (plain RoPE is the "default" type)
+NAMES = {
+    m: palette.SCALING_LABELS[t]
+    for m, t in (("rope", "default"), ("linear", "linear"), ("ntk", "ntk"), ("yarn", "yarn"))
+}
 
 
 def test_claim_each_scaling_moves_the_pairs_as_the_chapter_says_on_a_log_axis(browser, server):

@@ -9,6 +9,7 @@ Lab is computed here from sRGB (D65), not taken from the module under test.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from importlib import resources
 
@@ -80,30 +81,126 @@ def test_alibi_is_not_drawn_in_ink_and_reference_lines_are_neutral_grey():
     assert max(r, g, b) - min(r, g, b) <= 8  # a grey: no hue to mistake for a scheme's
 
 
-def _js_tables(source: str) -> dict[str, dict[str, str]]:
+def served_tables() -> dict[str, object]:
+    """The palette's tables as the explorer serves them to the page (``/static/palette-tables.js``),
+    each ``export const NAME = Object.freeze(<JSON>);`` line read back as JSON."""
+    from fastapi.testclient import TestClient
+
+    from posenc.explorer.app import create_app
+
+    with TestClient(create_app(allowed_hosts=None)) as client:
+        response = client.get("/static/palette-tables.js")
+    assert response.status_code == 200 and "javascript" in response.headers["content-type"]
     tables = {}
-    for match in re.finditer(r"export const (\w+) = \{(.*?)\};", source, re.S):
-        entries = dict(re.findall(r"(\w+): \"(#[0-9a-fA-F]{6})\"", match.group(2)))
-        if entries:
-            tables[match.group(1)] = entries
+    for line in response.text.splitlines():
+        match = re.fullmatch(r"export const (\w+) = Object\.freeze\((.*)\);", line)
+        if match:
+            tables[match.group(1)] = json.loads(match.group(2))
+        else:
+            assert line.startswith("//"), line
     return tables
 
 
-def test_the_page_has_one_palette_the_python_one():
-    """palette.js mirrors every meaning table of palette.py and has no second set of colours (the
-    lesson's Okabe-Ito C/T/SERIES once stood beside the scheme colours, in hues that collided)."""
-    source = resources.files("posenc.explorer").joinpath("static", "palette.js").read_text()
-    tables = _js_tables(source)
-    for name, entries in palette.MEANING_TABLES.items():
-        assert tables.get(name) == entries, name
-    extra = set(tables) - set(palette.MEANING_TABLES)
-    assert not extra, f"colour tables in palette.js only: {sorted(extra)}"
+def _plain(table):
+    return list(table) if isinstance(table, tuple) else dict(table)
+
+
+def test_the_page_is_served_the_python_palettes_tables():
+    """The page's tables are palette.py's, served, not a hand-written copy: every table, in full."""
+    tables = served_tables()
+    assert list(tables) == list(palette.PAGE_TABLES)
+    for name, table in palette.PAGE_TABLES.items():
+        assert tables[name] == _plain(table), name
+    assert set(palette.MEANING_TABLES) <= set(tables)
+
+
+def test_no_palette_table_is_written_in_a_page_script():
+    """palette.js re-exports the served tables and writes none of its own (it once mirrored every
+    table by hand); no other script defines a table of the palette either."""
+    static = resources.files("posenc.explorer").joinpath("static")
+    source = static.joinpath("palette.js").read_text()
+    assert 'export * from "./palette-tables.js";' in source
+    assert not static.joinpath("palette-tables.js").is_file()  # served, written from palette.py
     assert not re.search(r"export const (C|T|SERIES) =", source)
+    scripts = page_scripts()
+    assert "palette.js" in scripts and len(scripts) > 20
+    for script, text in scripts.items():
+        for name in palette.PAGE_TABLES:
+            assert not re.search(rf"\bconst {name}\s*=", text), (script, name)
 
 
-def test_reference_lines_have_one_dash_each_in_both_palettes():
-    source = resources.files("posenc.explorer").joinpath("static", "palette.js").read_text()
-    body = re.search(r"export const REFERENCE_DASHES = \{(.*?)\};", source, re.S)
-    assert body, "REFERENCE_DASHES not found in palette.js"
-    assert dict(re.findall(r"(\w+): \"([\d ]+)\"", body.group(1))) == palette.REFERENCE_DASHES
+def page_scripts() -> dict[str, str]:
+    """Every script of the page, by its path under ``static/``."""
+    found: dict[str, str] = {}
+
+    def walk(folder, prefix=""):
+        for entry in folder.iterdir():
+            if entry.is_dir():
+                walk(entry, f"{prefix}{entry.name}/")
+            elif entry.name.endswith(".js"):
+                found[prefix + entry.name] = entry.read_text()
+
+    walk(resources.files("posenc.explorer").joinpath("static"))
+    return found
+
+
+def test_series_colours_mean_nothing():
+    assert len(set(palette.SERIES_COLOURS)) == len(palette.SERIES_COLOURS) == 10
+    assert not {c.lower() for c in palette.SERIES_COLOURS} & set(meanings().values())
+
+
+#: how scalings were once labelled beside the palette's table (the lab's "PI (linear)" against the
+#: page's "linear / PI" and ch. 8's "linear (PI)"; "no scaling" against "plain RoPE")
+OLD_LABELS = ("linear / PI", "linear (PI)", "no scaling")
+
+
+def test_one_label_per_scaling_everywhere():
+    """A scaling has one name: the palette's, in the API the workbench reads, in the lab's reports and on
+    the lesson's pages; no script of the page writes a scaling's name of its own."""
+    from posenc.explorer.scaling_view import scalings_metadata
+    from posenc.lab.verdicts import LABELS
+    from posenc.rope import REGISTRY
+
+    assert set(palette.SCALING_LABELS) == set(REGISTRY)
+    assert len(set(palette.SCALING_LABELS.values())) == len(palette.SCALING_LABELS)
+    for entry in scalings_metadata():
+        assert entry["label"] == palette.SCALING_LABELS[entry["name"]]
+    lab_types = {"none": "default", "linear": "linear", "ntk": "ntk", "dynamic_ntk": "dynamic", "yarn": "yarn"}
+    for method, rope_type in lab_types.items():
+        assert LABELS[method] == palette.SCALING_LABELS[rope_type], method
+    assert served_tables()["SCALING_LABELS"] == palette.SCALING_LABELS
+    written = [*palette.SCALING_LABELS.values(), *OLD_LABELS]
+    for script, text in page_scripts().items():
+        for label in written:
+            assert not re.search(rf"[\"'`]{re.escape(label)}[\"'`]", text), (script, label)
+
+
+def test_reference_lines_have_one_dash_each():
+    assert served_tables()["REFERENCE_DASHES"] == palette.REFERENCE_DASHES
     assert len(set(palette.REFERENCE_DASHES.values())) == len(palette.REFERENCE_DASHES)
+
+
+@pytest.mark.slow
+def test_the_browsers_palette_is_palette_py():
+    """In a real Chromium, the palette module the page's scripts import exports palette.py's tables, each
+    equal in full, and labels every scaling as the palette does."""
+    from browser_support import chromium_or_skip, explore_server, headless_chromium
+
+    path = chromium_or_skip()
+    names = list(palette.PAGE_TABLES)
+    with explore_server() as url, headless_chromium(path) as browser:
+        page = browser.new_page()
+        errors = []
+        page.on("pageerror", lambda err: errors.append(str(err)))
+        page.goto(url)
+        got = page.evaluate(
+            "async (names) => { const p = await import('/static/palette.js');"
+            " return Object.fromEntries(names.map((n) => [n, p[n]])); }",
+            names,
+        )
+        frozen = page.evaluate(
+            "async () => { const p = await import('/static/palette.js'); return Object.isFrozen(p.SCALING_LABELS); }"
+        )
+    for name, table in palette.PAGE_TABLES.items():
+        assert got[name] == _plain(table), name
+    assert frozen and not errors, errors

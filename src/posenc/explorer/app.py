@@ -7,7 +7,9 @@ what is allowed):
 
 =================================  ===========================================================
 ``/``                              the console (``static/index.html``)
-``/static/...``                    the console's own scripts and styles, nothing else
+``/static/...``                    the console's own scripts and styles, nothing else; among them
+                                   ``palette-tables.js``, the palette's tables written from
+                                   :mod:`posenc.explorer.palette`
 ``/api/meta``                      limits, scaling methods, knowledge-check count, lab status
 ``/api/sinusoidal``                sinusoidal table, frequencies, wavelengths
 ``/api/sinusoidal/cell``           one table cell with its formula's numbers
@@ -38,10 +40,11 @@ from typing import Iterable, Optional
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from . import palette
 from .routers import eval as eval_router
 from .routers import lab, lesson, workbench
 
@@ -104,6 +107,12 @@ def create_app(
     @app.exception_handler(ValueError)
     async def invalid_value(request: Request, exc: ValueError):
         return JSONResponse({"detail": str(exc)}, status_code=422)
+
+    # the palette's tables, written from posenc.explorer.palette (their one source); before the mount,
+    # which would answer the path first
+    @app.get("/static/palette-tables.js", include_in_schema=False)
+    def palette_tables():
+        return Response(palette.module_source(), media_type="text/javascript")
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 

@@ -2,9 +2,12 @@
 
 Every scheme and every RoPE scaling has one colour, and a sign (a value below or above zero) has one
 diverging map, blue for negative and red for positive with white at zero, wherever it is drawn. The
-browser reads the same table from ``static/palette.js``; a test keeps the two equal, and another
-keeps a colour, here, for every scaling in the registry. Labels and dash patterns of the scalings live
-here too (:func:`scaling_style`): the registry in ``posenc.rope`` holds no UI.
+browser reads these very tables: the explorer serves them as the script ``/static/palette-tables.js``,
+written from :data:`PAGE_TABLES` by :func:`module_source`, which ``static/palette.js`` re-exports
+beside the page's colour functions; a test keeps a colour, here, for every scaling in the registry.
+Labels and dash patterns of the scalings live here too (:func:`scaling_style`), one label per scaling
+for every page, the tour and the lab's reports (:data:`SCALING_LABELS`): the registry in
+``posenc.rope`` holds no UI.
 
 Roles (a query and a key on a clock dial) have colours of their own in :data:`ROLE_COLOURS`, and so
 do the lesson's categories that are not schemes (:data:`CATEGORY_COLOURS`: right and wrong, the fast,
@@ -15,6 +18,8 @@ Ink and reference lines (a trained or stretched length) are neutral greys (:data
 """
 
 from __future__ import annotations
+
+import json
 
 #: position scheme (``posenc.factory.SCHEMES`` names) -> colour
 SCHEME_COLOURS: dict[str, str] = {
@@ -37,10 +42,11 @@ SCALING_COLOURS: dict[str, str] = {
     "proportional": "#637939",
 }
 
-#: RoPE scaling -> the name a page prints for it (a type missing here is printed by its rope type)
+#: RoPE scaling -> its one name on every page, in the tour's figures and in the lab's reports (a type
+#: missing here is printed by its rope type); "default" is plain RoPE, with no scaling
 SCALING_LABELS: dict[str, str] = {
-    "default": "no scaling",
-    "linear": "linear / PI",
+    "default": "plain RoPE",
+    "linear": "PI (linear)",
     "ntk": "NTK-aware",
     "dynamic": "dynamic NTK",
     "yarn": "YaRN",
@@ -78,6 +84,21 @@ NEUTRAL_COLOURS: dict[str, str] = {"ink": "#1d2330", "reference": "#525252"}
 #: SVG dash pattern of each reference line, in the lesson and the tour's figures alike (grey, told apart by dash)
 REFERENCE_DASHES: dict[str, str] = {"trained": "5 4", "stretched": "2 3"}
 
+#: series with no meaning of their own (one line per length, per run...), in order; none is a colour that
+#: means something in :data:`MEANING_TABLES`
+SERIES_COLOURS: tuple[str, ...] = (
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+)
+
 #: number formats compared in the workbench's precision view
 DTYPE_COLOURS: dict[str, str] = {"bfloat16": "#ff8855", "float16": "#dd2288", "float32": "#00aa99", "posenc": "#7788ee"}
 
@@ -99,6 +120,28 @@ MEANING_TABLES: dict[str, dict[str, str]] = {
     "MARK_COLOURS": MARK_COLOURS,
     "TILE_COLOURS": TILE_COLOURS,
 }
+
+
+#: every table the page reads, by its name in the browser's palette module (``static/palette.js``
+#: re-exports each from the served ``palette-tables.js``)
+PAGE_TABLES: dict[str, object] = {
+    **MEANING_TABLES,
+    "SCALING_LABELS": SCALING_LABELS,
+    "SCALING_DASHES": SCALING_DASHES,
+    "REFERENCE_DASHES": REFERENCE_DASHES,
+    "SERIES_COLOURS": SERIES_COLOURS,
+    "EXTRA_COLOURS": EXTRA_COLOURS,
+}
+
+
+def module_source() -> str:
+    """The browser's palette tables as an ES module: one ``export const NAME = <JSON>;`` per table of
+    :data:`PAGE_TABLES`, in its order (what the explorer serves at ``/static/palette-tables.js``)."""
+    lines = ["// The palette's tables, written by posenc.explorer.palette.module_source (the one source)."]
+    for name, table in PAGE_TABLES.items():
+        value = list(table) if isinstance(table, tuple) else table
+        lines.append(f"export const {name} = Object.freeze({json.dumps(value)});")
+    return "\n".join(lines) + "\n"
 
 
 def _rgb(colour: str) -> tuple[int, int, int]:
@@ -141,15 +184,18 @@ __all__ = [
     "MARK_COLOURS",
     "MEANING_TABLES",
     "NEUTRAL_COLOURS",
+    "PAGE_TABLES",
     "REFERENCE_DASHES",
     "ROLE_COLOURS",
     "SCALING_COLOURS",
     "SCALING_DASHES",
     "SCALING_LABELS",
     "SCHEME_COLOURS",
+    "SERIES_COLOURS",
     "SIGN_COLOURS",
     "TILE_COLOURS",
     "as_dict",
     "diverging",
+    "module_source",
     "scaling_style",
 ]

@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from ..explorer.palette import SCALING_LABELS
 from .schema import VERDICTS
 from .stats import across_seeds, fisher_exact, holm, mcnemar_exact, paired_difference, t_quantile, unpaired_difference
 
@@ -39,20 +40,26 @@ ALPHA = 0.05
 #: A run smaller than any of these is a machinery check: its numbers carry no meaning.
 MIN_STEPS, MIN_WINDOWS, MIN_TRIALS = 200, 32, 30
 
-#: Display names of the schemes and extension methods.
+#: Display names of the schemes and extension methods; a method is labelled as its RoPE scaling is on
+#: every page (the palette's one label table: "none" is plain RoPE, "dynamic_ntk" the "dynamic" type).
 LABELS = {
     "nope": "NoPE",
     "sinusoidal": "Sinusoidal",
     "learned": "Learned",
     "rope": "RoPE",
     "alibi": "ALiBi",
-    "none": "plain RoPE",
-    "linear": "PI (linear)",
-    "ntk": "NTK-aware",
-    "dynamic_ntk": "dynamic NTK",
-    "dynamic": "dynamic NTK",
-    "yarn": "YaRN",
-    "llama3": "Llama 3",
+    **{
+        method: SCALING_LABELS[rope_type]
+        for method, rope_type in (
+            ("none", "default"),
+            ("linear", "linear"),
+            ("ntk", "ntk"),
+            ("dynamic_ntk", "dynamic"),
+            ("dynamic", "dynamic"),
+            ("yarn", "yarn"),
+            ("llama3", "llama3"),
+        )
+    },
 }
 #: What the literature reports, per scheme: perplexity past the training length, retrieval past it.
 EXPECTED = {

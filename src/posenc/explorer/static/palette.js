@@ -1,46 +1,17 @@
-// The one palette of the page (mirrors posenc/explorer/palette.py, the tables' one source; a test keeps
-// them equal). A scheme or a scaling has one colour everywhere; a sign has one diverging map, blue below
-// zero, red above, white at zero, always drawn with its legend (charts.js signLegend). A colour means one
-// thing: two colours of different meanings are at least 20 apart in CIE76 ΔE (a test holds them to it).
+// The one palette of the page. Its tables (the colour of each scheme, scaling, sign, role, category,
+// number format and mark; the scalings' labels and dashes; the reference lines' dashes; the series
+// colours) are posenc/explorer/palette.py's, served as palette-tables.js written from that module, and
+// re-exported here beside the page's colour functions. A scheme or a scaling has one colour everywhere;
+// a sign has one diverging map, blue below zero, red above, white at zero, always drawn with its legend
+// (charts.js signLegend). A colour means one thing: two colours of different meanings are at least 20
+// apart in CIE76 ΔE (a test holds them to it). Every other colour of the page lives here too (a test
+// fails on a chromatic colour written anywhere else in the page's scripts); neutral greys for ink, rules
+// and frames may be written where they are used.
 
-export const SCHEME_COLOURS = {
-  nope: "#858585", sinusoidal: "#8c564b", learned: "#bcbd22", rope: "#1f77b4", alibi: "#d62728",
-};
-export const SCALING_COLOURS = {
-  default: "#1f77b4", linear: "#9467bd", ntk: "#2ca02c", dynamic: "#17becf", yarn: "#ff7f0e",
-  llama3: "#e377c2", longrope: "#554488", proportional: "#637939",
-};
-// A scaling's curve is drawn with its one dash pattern too (absent: solid), in the lesson and the workbench.
-export const SCALING_DASHES = { linear: "7 4" };
-export const SIGN_COLOURS = { negative: "#053061", positive: "#67001f" };
-// A query and a key (the dials): colours of their own, not RoPE's blue or YaRN's orange.
-export const ROLE_COLOURS = { query: "#3b4cc0", key: "#cc7711" };
-// The lesson's categories that are not schemes: the right and the wrong way, the three hands of the sine
-// code, a stretched table's rows (its trained rows are drawn in ink).
-export const CATEGORY_COLOURS = {
-  right: "#009966", wrong: "#bb4400", fast: "#cc7799", medium: "#55bbee", slow: "#887700", stretched: "#ee4400",
-};
-// Greys: ink (text, axes, frames) and reference lines (a trained or stretched length, dashed).
-export const NEUTRAL_COLOURS = { ink: "#1d2330", reference: "#525252" };
-// The dash of each reference line, in the lesson and the tour's figures alike (grey, told apart by dash).
-export const REFERENCE_DASHES = { trained: "5 4", stretched: "2 3" };
+export * from "./palette-tables.js";
+import { NEUTRAL_COLOURS, ROLE_COLOURS, SIGN_COLOURS } from "./palette-tables.js";
 
-// Every other colour of the page lives here too (a test fails on a chromatic colour written anywhere
-// else in the page's scripts); neutral greys for ink, rules and frames may be written where they are used.
-// A colour means one thing: no colour of the tables above and below stands for two things (a test
-// holds them to that), and series colours are none of them.
-// Number formats compared in the precision view.
-export const DTYPE_COLOURS = { bfloat16: "#ff8855", float16: "#dd2288", float32: "#00aa99", posenc: "#7788ee" };
-// Series with no meaning of their own (one line per length, per run...), in order; none is a colour
-// that means something above.
-export const SERIES_COLOURS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
-  "#ff9da7", "#9c755f", "#bab0ac"];
-// Marks: the rotation pair picked on a dial (every view marks it in this colour), a trend drawn over
-// its own series, bars without a colour of their own. (Plain RoPE among the scalings is
-// SCALING_COLOURS.default, the rope colour, in every view.)
-export const MARK_COLOURS = { focus: "#552288", trend: "#555577", bar: "#8888bb" };
-// The lesson's word tiles, and the note that marks a machinery-check run.
-export const TILE_COLOURS = { fill: "#f3ead7", stroke: "#b08d57" };
+// The note that marks a machinery-check run.
 export const STAMP_STYLE = "font-weight:600;background:#fff3cd;color:#3d2e00;padding:0.4em 0.7em;border-left:4px solid #b58100";
 
 export const INK = NEUTRAL_COLOURS.ink;

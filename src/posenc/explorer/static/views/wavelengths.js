@@ -2,7 +2,7 @@
 
 import { extent, fmt, fmtInt, html, lineChart, widthOf } from "../charts.js";
 import { onResize } from "./workbench.js";
-import { MARK_COLOURS } from "../palette.js";
+import { MARK_COLOURS, SCALING_LABELS } from "../palette.js";
 import { $, COLORS, PALETTE, rope, scaling, focus, api, showError, loader, slider, pow2, escapeText, registry, register,
   scalingTypes, scalingSliders } from "../core.js";
 
@@ -87,7 +87,7 @@ export function setupWavelengths() {
   const what = (m) => (m.split ? `${m.kept} pairs kept, ${m.blended} blended, ${m.divided} divided by the factor` : slowed(m));
 
   function drawSettings(d) {
-    const series = [{ name: "no scaling", key: "default", xs: d.pairs, ys: d.default.wavelength, color: COLORS.default, width: 2.5, points: d.pairs.length <= 32 }];
+    const series = [{ name: SCALING_LABELS.default, key: "default", xs: d.pairs, ys: d.default.wavelength, color: COLORS.default, width: 2.5, points: d.pairs.length <= 32 }];
     const bands = [], hlines = [
       { y: d.train_len, label: `trained context ${fmtInt(d.train_len)}`, color: "#333" },
     ];
@@ -141,7 +141,7 @@ export function setupWavelengths() {
     chart(f.pairs, series, hlines, bands);
     const parts = Object.entries(f.curves).map(([key, c]) => (Object.keys(f.curves).length > 1 ? `${curveNames[key]}: ` : "") + what(c));
     $("wl-caption").textContent = `${f.name} (${f.model_type}): head_dim ${f.head_dim}, ${f.rotary_dim} rotated features, ` +
-      `layout ${f.layout}; ${f.rope_type === "default" ? "no scaling" : parts.join("; ")}.`;
+      `layout ${f.layout}; ${f.rope_type === "default" ? SCALING_LABELS.default : parts.join("; ")}.`;
     const first = Object.values(f.curves)[0];
     $("wl-table").innerHTML = `<thead><tr><th>fixture</th><th>rope type</th><th>rope_theta</th><th>rotary_dim</th>
       <th>factor (as stated)</th><th>attention factor</th></tr></thead><tbody><tr data-fixture="${escapeText(f.name)}"><td>${escapeText(f.name)}</td>

@@ -2,7 +2,7 @@
 
 import { $, api, lessonManifest, loader, showError, slider } from "../../core.js";
 import { lineChart, html, fmt, widthOf, rad, stackLabels } from "../../charts.js";
-import { NEUTRAL_COLOURS, REFERENCE_DASHES, SCALING_COLOURS, SCALING_DASHES } from "../../palette.js";
+import { NEUTRAL_COLOURS, REFERENCE_DASHES, SCALING_COLOURS, SCALING_DASHES, SCALING_LABELS } from "../../palette.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
 // figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
@@ -31,9 +31,9 @@ export const markup = `
 export function setup() {
   let data = null;
   const factor = slider("str-factor", () => load());
-  const names = { rope: "plain RoPE", linear: "linear (PI)", ntk: "NTK-aware", yarn: "YaRN" };
-  // each method in its scaling's one colour and dash (plain RoPE is the registry's "default"), as in the workbench
+  // each method in its scaling's one colour, dash and label (plain RoPE is the registry's "default"), as in the workbench
   const scalingOf = { rope: "default", linear: "linear", ntk: "ntk", yarn: "yarn" };
+  const names = Object.fromEntries(Object.entries(scalingOf).map(([m, s]) => [m, SCALING_LABELS[s]]));
   const draw = () => {
     if (!data) return;
     const xs = data.methods[0].wavelengths.map((_, i) => i);
