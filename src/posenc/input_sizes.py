@@ -19,7 +19,7 @@ import math
 import torch
 
 from ._checks import check_int
-from .model import ModelConfig, TinyLM
+from .model import ModelConfig, TinyLM, local_random
 from .sinusoidal import SinusoidalPositionalEncoding
 
 #: The width the tour and the knowledge checks use: the 2017 Transformer's (and the lesson's) 512.
@@ -31,13 +31,13 @@ VOCAB = 256
 def tinylm_word_vectors(d_model: int = D_MODEL, seed: int = 0) -> torch.Tensor:
     """TinyLM's scaled input word vectors, ``tok.weight * embed_scale``: float64, shape (VOCAB, d_model).
 
-    Built by a one-layer sinusoidal :class:`~posenc.TinyLM` initialised under ``torch.manual_seed(seed)``
-    inside a forked random state, so the caller's random numbers are left alone.
+    Built by a one-layer sinusoidal :class:`~posenc.TinyLM` whose weights are those of
+    ``torch.manual_seed(seed)``, drawn from a generator of its own (:func:`posenc.model.local_random`):
+    torch's global random state is neither read nor changed, so concurrent callers agree.
     """
     check_int("d_model", d_model, minimum=2, even=True)
     check_int("seed", seed, minimum=0)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with local_random(seed):
         model = TinyLM(
             ModelConfig(
                 scheme="sinusoidal", vocab_size=VOCAB, d_model=d_model, n_layers=1, n_heads=1, mlp_ratio=1, max_len=8

@@ -13,13 +13,15 @@ library's real code.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Optional, cast
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._checks import (
     Positions,
@@ -266,3 +268,86 @@ class TinyLM(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+class _DrawFrom(TorchDispatchMode):
+    """Hands ``generator`` to every random operation that was given none (see :func:`local_random`)."""
+
+    def __init__(self, generator: torch.Generator):
+        super().__init__()
+        self.generator = generator
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: Tuple[Any, ...] = (), kwargs: Optional[Dict[str, Any]] = None
+    ) -> Any:
+        kwargs = dict(kwargs or {})
+        if torch.Tag.nondeterministic_seeded in func.tags and kwargs.get("generator") is None:
+            names = [a.name for a in func._schema.arguments]
+            if "generator" not in names:
+                # torch.randn(size) is aten.randn.default; its seeded form is the overload randn.generator
+                name = func._overloadname
+                seeded = getattr(func._overloadpacket, "generator" if name == "default" else f"{name}_generator", None)
+                if seeded is not None:
+                    func = seeded
+                elif _draws_nothing(func, args, kwargs):
+                    return func(*args, **kwargs)
+                else:
+                    raise RuntimeError(
+                        f"{func} draws from torch's global generator and has no form that takes a generator; "
+                        "local_random cannot keep it off the global random state"
+                    )
+            kwargs["generator"] = self.generator
+        return func(*args, **kwargs)
+
+
+def _draws_nothing(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> bool:
+    """Whether this call of ``func`` has a dropout probability of 0 (as the fused attention kernels
+    have outside training): such a call draws no random number."""
+    arguments = func._schema.arguments
+    for i, argument in enumerate(arguments):
+        if argument.name == "dropout_p":
+            p = args[i] if i < len(args) else kwargs.get("dropout_p", argument.default_value)
+            return bool(p == 0)
+    return False
+
+
+@contextlib.contextmanager
+def local_random(seed: Union[int, torch.Generator]) -> Iterator[torch.Generator]:
+    """Run a block whose random draws come from a CPU generator of its own, never from torch's global one.
+
+    Inside the block, every random operation that is given no generator (the initialisation of a
+    module's weights such as ``nn.Linear``'s ``kaiming_uniform_`` or :class:`TinyLM`'s normal draws,
+    ``torch.randn(...)``, dropout masks) draws from ``torch.Generator().manual_seed(seed)``, or from the
+    generator given. A CPU generator seeded with ``s`` yields the same stream as ``torch.manual_seed(s)``,
+    so the block computes exactly what it computes after a global ``torch.manual_seed(s)``; but the
+    global generator is never reseeded, read or advanced, and the redirection holds for this thread
+    only (a torch dispatch mode, which is thread-local): other threads drawing or reseeding meanwhile
+    neither disturb the block nor are disturbed by it. ``torch.random.fork_rng`` with
+    ``torch.manual_seed`` reseeds the one global generator that every thread shares, so two threads
+    building "seeded" models at once get each other's draws.
+
+    Every operation inside the block goes through the mode, so keep the block to what draws (building
+    a module, a random tensor) and run the rest outside. Draws must be on the CPU, the generator's device.
+
+    Yields:
+        the generator the block draws from.
+
+    Raises:
+        TypeError: ``seed`` is neither an int nor a ``torch.Generator``.
+        ValueError: ``seed`` is negative or at least 2**64.
+        RuntimeError: inside the block, an operation that draws at random has no form that takes a generator.
+
+    Example::
+
+        with local_random(0):
+            model = TinyLM(config)  # the weights of torch.manual_seed(0); TinyLM(config)
+    """
+    if isinstance(seed, torch.Generator):
+        generator = seed
+    elif isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int or a torch.Generator, got {seed!r} ({type(seed).__name__})")
+    else:
+        check_int("seed", seed, minimum=0, maximum=2**64 - 1)
+        generator = torch.Generator().manual_seed(seed)
+    with _DrawFrom(generator):
+        yield generator

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._checks import check_int
-from ..model import Block, CausalSelfAttention, ModelConfig, TinyLM
+from ..model import Block, CausalSelfAttention, ModelConfig, TinyLM, local_random
 from ..rope import RotaryEmbedding
 from ..schemes import PositionScheme
 from ..sinusoidal import SinusoidalPositionalEncoding, sinusoidal_table
@@ -66,8 +66,7 @@ def _drift_model(scheme: PositionScheme) -> TinyLM:
         n_heads=DRIFT_HEADS,
         max_len=DRIFT_ROWS,
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
+    with local_random(0):
         return TinyLM(config, scheme=scheme)
 
 
@@ -167,10 +166,10 @@ def rotated_values_change(shift: int) -> dict:
     turned (``qk_only``, rounding) and with v turned too (``with_v``); ``output_scale`` is the
     largest output entry, for scale."""
     check_int("shift", shift, minimum=1, maximum=1_000_000)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(PHRASE_SEED)
-        attention = CausalSelfAttention(PHRASE_D_MODEL, PHRASE_HEADS).double().eval()
-        x = torch.randn(1, PHRASE_LEN, PHRASE_D_MODEL, dtype=torch.float64)  # (1, seq, d)
+    with local_random(PHRASE_SEED) as generator:
+        attention = CausalSelfAttention(PHRASE_D_MODEL, PHRASE_HEADS)
+    attention = attention.double().eval()
+    x = torch.randn(1, PHRASE_LEN, PHRASE_D_MODEL, dtype=torch.float64, generator=generator)  # (1, seq, d)
     rope = RotaryEmbedding(PHRASE_D_MODEL // PHRASE_HEADS).double()  # float64 tables: rounding is float64
     seats = torch.arange(PHRASE_LEN).unsqueeze(0)  # (1, seq)
     with torch.no_grad():

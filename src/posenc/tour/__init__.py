@@ -14,8 +14,9 @@ section that does only that is a :class:`posenc.tour.telling.Telling`, and needs
 chapter is told as soon as the manifest lists it. A section that also draws a figure or prints a live
 table has its own module in this package and its function in :data:`DRAWN`. Such a section records any
 further numbers with ``ctx.record(key, value)`` (it refuses a key used twice) and writes figures with
-:func:`posenc.tour._plot.save`, which records their paths under ``figure.<name>``. Sections run with the
-torch seed set to 0 inside a forked random state, so their numbers are reproducible.
+:func:`posenc.tour._plot.save`, which records their paths under ``figure.<name>``. Sections draw their
+random numbers from a generator of their own seeded 0, never from torch's global one, so their numbers
+are reproducible.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import rich.console
-import torch
 from rich.panel import Panel
 
 from ..lesson.manifest import CHAPTERS, Chapter
+from ..model import local_random
 
 DEFAULT_OUT = pathlib.Path("posenc-out") / "tour"
 
@@ -172,8 +173,9 @@ def run_tour(
         sections: :class:`Section` objects, or ``(title, function)`` pairs, to run instead of
             :data:`SECTIONS`.
 
-    Each section runs with a forked random-number state, so the tour neither depends on nor
-    disturbs the caller's torch seed.
+    Each section draws any random numbers it asks for without a generator from a generator of its own
+    seeded 0 (:func:`posenc.model.local_random`), so the tour neither depends on nor disturbs torch's
+    global random state, in this thread or any other.
     """
     if not isinstance(out_dir, (str, os.PathLike)):
         raise TypeError(f"out_dir must be a path (str or os.PathLike), got {out_dir!r} ({type(out_dir).__name__})")
@@ -191,8 +193,7 @@ def run_tour(
         else:
             title, function = item
         ctx.console.rule(f"[bold]{title}")
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
+        with local_random(0):
             function(ctx)
         ctx.console.print()
     return ctx

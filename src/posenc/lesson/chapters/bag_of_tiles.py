@@ -20,7 +20,7 @@ from ..._checks import check_choice
 from ...factory import SCHEMES, make_scheme
 from ...learned import LearnedPositionalEmbedding
 from ...model import Block as AttentionBlock
-from ...model import ModelConfig, TinyLM
+from ...model import ModelConfig, TinyLM, local_random
 from ...schemes import PositionScheme
 from ..mistakes import ROUNDING_LEVEL
 from ..prose import Block
@@ -72,10 +72,10 @@ def permutation(src: str, dst: str) -> torch.Tensor:
 
 def tiny_model(scheme: str, seed: int = 0) -> TinyLM:
     """The small reference LM of this chapter (untrained; order-blindness is structural)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        config = ModelConfig(scheme=scheme, vocab_size=len(VOCAB), d_model=32, n_layers=2, n_heads=4, max_len=16)
-        return TinyLM(config).eval()
+    config = ModelConfig(scheme=scheme, vocab_size=len(VOCAB), d_model=32, n_layers=2, n_heads=4, max_len=16)
+    with local_random(seed):  # the weights of torch.manual_seed(seed), without touching torch's global RNG
+        model = TinyLM(config)
+    return model.eval()
 
 
 @torch.no_grad()
@@ -259,15 +259,16 @@ BLOCK_HEADS = 2
 
 def fixed_block(d_model: int = BLOCK_D_MODEL, heads: int = BLOCK_HEADS) -> AttentionBlock:
     """posenc's reference attention block with fixed (seed 0), untrained weights, float64, in eval mode."""
-    with torch.random.fork_rng(devices=[]):  # fixed weights without touching the global RNG
-        torch.manual_seed(0)
-        return AttentionBlock(d_model, n_heads=heads).double().eval()
+    with local_random(0):  # fixed weights, drawn without touching torch's global RNG
+        block = AttentionBlock(d_model, n_heads=heads)
+    return block.double().eval()
 
 
 def fixed_scheme(name: str, d_model: int = BLOCK_D_MODEL, heads: int = BLOCK_HEADS) -> PositionScheme:
     """Scheme ``name`` for :func:`fixed_block`, float64; a learned table gets fixed rows (seed 1), so the
     figure is the same on every call."""
-    scheme = make_scheme(name, d_model=d_model, n_heads=heads, max_len=64)
+    with local_random(0):  # a learned table's first rows are drawn here, not from torch's global RNG
+        scheme = make_scheme(name, d_model=d_model, n_heads=heads, max_len=64)
     if isinstance(scheme, LearnedPositionalEmbedding):  # a fixed table, so the page is reproducible
         with torch.no_grad():
             g = torch.Generator().manual_seed(1)

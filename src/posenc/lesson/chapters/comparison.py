@@ -8,6 +8,8 @@ import torch
 
 from ...factory import make_scheme
 from ...learned import PositionOutOfRangeError
+from ...model import local_random
+from ...schemes import PositionScheme
 from ..prose import Block
 from ._figures import Figure
 from ._ranges import Range, checked
@@ -20,9 +22,16 @@ SCHEMES = ("sinusoidal", "learned", "rope", "alibi", "nope")
 D_MODEL, HEADS = 32, 4
 
 
+def built(name: str, d_model: int = D_MODEL, heads: int = HEADS) -> PositionScheme:
+    """Scheme ``name`` for ``TRAINED`` tokens; a learned table's rows are drawn from a generator of its
+    own (seed 0), never from torch's global one (only its size and its limit are read here)."""
+    with local_random(0):
+        return make_scheme(name, d_model=d_model, n_heads=heads, max_len=TRAINED)
+
+
 def reads(name: str, length: int) -> bool:
     """Whether scheme ``name``, built for ``TRAINED`` tokens, places ``length`` tokens (its own hooks)."""
-    scheme = make_scheme(name, d_model=D_MODEL, n_heads=HEADS, max_len=TRAINED).double()
+    scheme = built(name).double()
     pos = torch.arange(length).unsqueeze(0)
     try:
         with torch.no_grad():
@@ -37,7 +46,7 @@ def reads(name: str, length: int) -> bool:
 
 def extra_parameters(name: str) -> int:
     """The trainable numbers scheme ``name`` adds to a model (built as for :func:`reads`)."""
-    scheme = make_scheme(name, d_model=D_MODEL, n_heads=HEADS, max_len=TRAINED)
+    scheme = built(name)
     return sum(p.numel() for p in scheme.parameters() if p.requires_grad)
 
 
@@ -145,7 +154,7 @@ def compare(length: int) -> dict:
     pos = torch.arange(length).unsqueeze(0)  # (1, L)
     rows = []
     for name in ("sinusoidal", "learned", "rope", "alibi", "nope"):
-        scheme = make_scheme(name, d_model=d_model, n_heads=heads, max_len=TRAINED).double()
+        scheme = built(name, d_model, heads).double()
         extra = sum(p.numel() for p in scheme.parameters() if p.requires_grad)
         where = {
             "sinusoidal": "input",

@@ -8,6 +8,7 @@ from typing import Dict, Tuple
 import torch
 
 from ...learned import LearnedPositionalEmbedding, PositionOutOfRangeError
+from ...model import local_random
 from ...sinusoidal import SinusoidalPositionalEncoding
 from ..prose import Block
 from ._check import Check, Evidence
@@ -28,8 +29,7 @@ def interpolation_source(row: int, old_rows: int, new_rows: int) -> float:
 def numbers() -> dict:
     """A BERT-sized learned table asked past its last row, stretched, and a sine table beside it."""
     n: dict = {}
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
+    with local_random(0):
         learned = LearnedPositionalEmbedding(ROWS, D_MODEL)
     old = learned.weight.detach().clone()  # (ROWS, D_MODEL)
     n["learned.rows"] = learned.max_len
@@ -178,8 +178,7 @@ FIGURE_WIDTH = 8
 
 
 def _learned_table() -> LearnedPositionalEmbedding:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
+    with local_random(0):
         return LearnedPositionalEmbedding(ROWS, FIGURE_WIDTH)
 
 
@@ -246,7 +245,8 @@ FIGURES = {"learned": learned_wall}
 def _learned_limit() -> Evidence:
     from ...learned import LearnedPositionalEmbedding, PositionOutOfRangeError
 
-    table = LearnedPositionalEmbedding(max_len=512, d_model=4)
+    with local_random(0):
+        table = LearnedPositionalEmbedding(max_len=512, d_model=4)
     try:
         table.encodings(torch.arange(600))
         message = "no error"

@@ -93,10 +93,9 @@ def numbers() -> dict:
     n["rope.demo.score_far"] = n["rope.demo.score.101.103"]
     n.update(distance_verdict(n)[1])
     rope = RotaryEmbedding(HEAD_DIM)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        q = torch.randn(1, 1, 1, HEAD_DIM)  # (batch, heads, seq, head_dim)
-        k = torch.randn(1, 1, 1, HEAD_DIM)
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 1, 1, HEAD_DIM, generator=g)  # (batch, heads, seq, head_dim)
+    k = torch.randn(1, 1, 1, HEAD_DIM, generator=g)
     scores: dict = {}
     for start in (0, 1_000, 100_000):
         q_rot, _ = rope(q, q, position_ids=torch.tensor([[start + 5]]))
