@@ -42,16 +42,6 @@ def table(*columns: str, title: str = "") -> Table:
     return t
 
 
-def signed(value: float, digits: int = 2) -> str:
-    """``+0.84`` / ``-0.42`` / ``0.00`` (no sign on zero after rounding)."""
-    text = f"{value:+.{digits}f}"
-    return text[1:] if float(text) == 0 else text
-
-
-def sci(value: float) -> str:
-    return f"{value:.2e}"
-
-
 def verdict(ok: bool, yes: str = "as claimed", no: str = "NOT as claimed") -> Text:
     return Text(yes, style="green") if ok else Text(no, style="bold red")
 

@@ -5,6 +5,10 @@
 // lesson draws with root(), so text drawn at 12 units is 12 px on any screen).
 
 import { INK, MARK_COLOURS, MUTED, NEUTRAL_COLOURS, SIGN_COLOURS, diverging, divergingRGB } from "./palette.js";
+import { MINUS, minus } from "./formats.js";
+
+// the lesson's number formats (formats.js), for the scripts that draw with this module
+export { minus, sci, signed } from "./formats.js";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
@@ -31,11 +35,10 @@ export function html(tag, attrs = {}, parent = null, text = null) {
 // Numbers for people: fixed decimals for ordinary sizes, exponent form for tiny or huge ones.
 export function fmt(value, digits = 4) {
   if (value === null || value === undefined || Number.isNaN(value)) return "n/a";
-  if (!Number.isFinite(value)) return value > 0 ? "∞" : "−∞";
+  if (!Number.isFinite(value)) return value > 0 ? "∞" : `${MINUS}∞`;
   const size = Math.abs(value);
-  if (size !== 0 && (size < 1e-3 || size >= 1e6)) return value.toExponential(Math.max(1, digits - 2));
-  const text = value.toFixed(digits);
-  return text.startsWith("-") ? "−" + text.slice(1) : text;
+  if (size !== 0 && (size < 1e-3 || size >= 1e6)) return minus(value.toExponential(Math.max(1, digits - 2)));
+  return minus(value.toFixed(digits));
 }
 
 export function fmtInt(value) {
@@ -105,7 +108,7 @@ export function tickLabels(values, log = false) {
       const [whole, part] = fewest(v, (d) => v.toFixed(d)).split(".");
       text = whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",") + (part ? `.${part}` : "");
     }
-    return text.startsWith("-") ? "−" + text.slice(1) : text;
+    return minus(text);
   });
 }
 
@@ -544,11 +547,6 @@ export function clock(parent, { cx, cy, r, hands = [], ghost = null, arc = null 
 export function deg(rad) { return (rad * 180) / Math.PI; }
 export function rad(d) { return (d * Math.PI) / 180; }
 export function mod360(d) { return ((d % 360) + 360) % 360; }
-
-export function signed(v, digits = 1) {
-  const s = fmt(v, digits);
-  return v > 0 ? `+${s}` : s;
-}
 
 // Text alternative of a figure: one line per item, written into a .numbers element.
 export function numbers(node, lines) {

@@ -8,6 +8,7 @@ from typing import Dict, Tuple
 import torch
 
 from ...alibi import alibi_bias, alibi_slopes
+from ..formats import minus
 from ..prose import Block
 from ._check import Check, Evidence
 from ._figures import Figure
@@ -49,7 +50,7 @@ def prose(n: dict) -> list[Block]:
     slopes = n["alibi.slopes"]
     shown = ", ".join(_fraction(s) for s in slopes[:3])
     steep, shallow = _fraction(slopes[0]), _fraction(slopes[-1])
-    bias = f"{n['alibi.head0.bias_at_distance']:g}".replace("-", "−")
+    bias = minus(f"{n['alibi.head0.bias_at_distance']:g}")
     return [
         Block(
             "plain",

@@ -22,6 +22,7 @@ from ...learned import LearnedPositionalEmbedding
 from ...model import Block as AttentionBlock
 from ...model import ModelConfig, TinyLM, local_random
 from ...schemes import PositionScheme
+from ..formats import sci
 from ..mistakes import ROUNDING_LEVEL
 from ..prose import Block
 from ..vectors import split_words, word_vector
@@ -111,10 +112,6 @@ def numbers() -> dict:
     for name in FIGURE_SCHEMES:
         out[f"bag.mirror.{name}.largest_difference"] = bag_of_tiles(MIRROR_TEXT, mirror, name)["largest_difference"]
     return out
-
-
-def sci(value: float) -> str:
-    return f"{value:.2e}"
 
 
 def _seen(name: str, diff: float) -> str:

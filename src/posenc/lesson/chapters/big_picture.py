@@ -19,6 +19,7 @@ from ...learned import LearnedPositionalEmbedding, PositionOutOfRangeError
 from ...model import local_random
 from ...sinusoidal import sinusoidal_table
 from ..attention import attention_weights, by_word
+from ..formats import sci
 from ..mistakes import ROUNDING_LEVEL
 from ..prose import Block
 from ..rotation import KEY, QUERY, pair_score
@@ -57,10 +58,6 @@ def numbers() -> dict:
     n["big.rope_score_near"] = pair_score(QUERY, KEY, 1, 3)
     n["big.rope_score_far"] = pair_score(QUERY, KEY, 101, 103)
     return n
-
-
-def sci(value: float) -> str:
-    return f"{value:.2e}"
 
 
 def prose(n: dict) -> list[Block]:

@@ -9,6 +9,7 @@ from typing import Dict, Tuple
 import torch
 
 from ...sinusoidal import sinusoidal_frequencies, sinusoidal_table
+from ..formats import signed
 from ..prose import Block
 from ..vectors import TWO_PI
 from ._check import Check, Evidence
@@ -36,11 +37,6 @@ def numbers() -> dict:
     n["fingerprint.speed_ratio_512"] = float(1 / paper[-1])
     n["fingerprint.pairs_between_512"] = len(paper) - 2
     return n
-
-
-def signed(value: float, digits: int = 2) -> str:
-    text = f"{value:+.{digits}f}"
-    return text[1:] if float(text) == 0 else text.replace("-", "−")  # the page's minus sign
 
 
 def prose(n: dict) -> list[Block]:

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from ...sinusoidal import SinusoidalPositionalEncoding, sinusoidal_table
+from ..formats import sci
 from ..mistakes import (
     DRIFT_D_MODEL,
     DRIFT_ROWS,
@@ -78,10 +79,6 @@ def numbers() -> dict:
 
 #: the learning rate of the one Adam step that measures the drift of a table held as a Parameter
 DRIFT_LR = 1e-2
-
-
-def sci(value: float) -> str:
-    return f"{value:.2e}"
 
 
 def prose(n: dict) -> list[Block]:

@@ -10,6 +10,7 @@ import torch
 from ...learned import LearnedPositionalEmbedding, PositionOutOfRangeError
 from ...model import local_random
 from ...sinusoidal import SinusoidalPositionalEncoding
+from ..formats import signed
 from ..prose import Block
 from ._check import Check, Evidence
 from ._ranges import Range, checked
@@ -62,11 +63,6 @@ def numbers() -> dict:
     return n
 
 
-def signed(value: float, digits: int = 3) -> str:
-    text = f"{value:+.{digits}f}"
-    return text[1:] if float(text) == 0 else text
-
-
 def prose(n: dict) -> list[Block]:
     """The chapter's text with the numbers of :func:`numbers`."""
     err = n["learned.error"]
@@ -82,9 +78,9 @@ def prose(n: dict) -> list[Block]:
         ("column", "0", "1", "2", "3", "...", f"{D_MODEL - 2}", f"{D_MODEL - 1}", "length"),
         (
             f"seat {ROWS}",
-            *(signed(v) for v in values[:4]),
+            *(signed(v, 3) for v in values[:4]),
             "",
-            *(signed(v) for v in values[-2:]),
+            *(signed(v, 3) for v in values[-2:]),
             f"{n['learned.sinusoidal.row512_norm']:.3f}",
         ),
     )

@@ -16,6 +16,7 @@ from ...rope import RotaryEmbedding
 from ...rope.apply import apply_rotary
 from ...rope.layout import permute_for_interleaved
 from ...rope.tables import rope_cos_sin, rope_inv_freq
+from ..formats import signed
 from ..prose import Block
 from ..rotation import (
     DIAL_THETA,
@@ -118,11 +119,6 @@ def numbers() -> dict:
     return n
 
 
-def signed(value: float, digits: int = 3) -> str:
-    text = f"{value:+.{digits}f}"
-    return text[1:] if float(text) == 0 else text
-
-
 def prose(n: dict) -> list[Block]:
     """The chapter's text with the numbers of :func:`numbers`."""
     first = n["rope.demo.score.1.3"]
@@ -179,8 +175,8 @@ def prose(n: dict) -> list[Block]:
             "p",
             f"""Everywhere in posenc (the tour, the explorer, the figures) a positive angle turns counter-clockwise,
             as in school geometry: RoPE's 2x2 matrix sends (a, b) to (a cos − b sin, a sin + b cos), and posenc's
-            `apply_rotary` turns (1, 0) by one seat of {step:.0f} degrees to ({signed(n["rope.sign.turned_x"])},
-            {signed(n["rope.sign.turned_y"])}), up and to the left of where it started. Explanations of RoPE often
+            `apply_rotary` turns (1, 0) by one seat of {step:.0f} degrees to ({signed(n["rope.sign.turned_x"], 3)},
+            {signed(n["rope.sign.turned_y"], 3)}), up and to the left of where it started. Explanations of RoPE often
             say the hands turn "clockwise", as a clock's do (the seed lesson calls the same +{step:.0f} degree step
             so): that is the same rotation seen from behind the page, or with θ made negative. Nothing in attention
             depends on the choice, as long as every token turns the same way: what attention uses is the signed

@@ -8,6 +8,7 @@ from typing import Dict, Tuple
 import torch
 
 from ...sinusoidal import sinusoidal_frequencies, sinusoidal_table
+from ..formats import sci
 from ..prose import Block
 from ._figures import Figure
 from ._ranges import Range, checked
@@ -92,10 +93,6 @@ def numbers() -> dict:
     # chapter 2's measurement, stated here too: one number, measured once
     n["rules.gpt2_ratio"] = input_numbers()["input.scale.1.ratio"]
     return n
-
-
-def sci(value: float) -> str:
-    return f"{value:.2e}"
 
 
 def prose(n: dict) -> list[Block]:

@@ -1,6 +1,6 @@
 // View 5 of the explorer: ALiBi vs RoPE.
 
-import { bars, cellAt, colourScale, fmt, heatmap, pow2Label, signScale, widthOf } from "../charts.js";
+import { bars, cellAt, colourScale, fmt, heatmap, minus, pow2Label, signScale, widthOf } from "../charts.js";
 import { divergingRGB as diverging, sequential } from "../palette.js";
 import { $, rope, api, loader, slider, valueSpan, register } from "../core.js";
 import { headColour, heatAxes, onResize } from "./workbench.js";
@@ -10,7 +10,7 @@ import { headColour, heatAxes, onResize } from "./workbench.js";
 function slopeLabel(v) {
   const e = Math.log2(v);
   if (Math.abs(e - Math.round(e)) < 1e-9) return pow2Label(v);
-  return `2^${Number(e.toFixed(1))}`.replace("-", "−");
+  return `2^${minus(String(Number(e.toFixed(1))))}`;
 }
 
 export function setupAlibi() {

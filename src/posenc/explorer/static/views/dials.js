@@ -1,6 +1,6 @@
 // View 2 of the explorer: RoPE clock dials.
 
-import { bars, dial, fmt, html, signKey, widthOf } from "../charts.js";
+import { bars, dial, fmt, html, minus, signKey, widthOf } from "../charts.js";
 import { $, COLORS, rope, focus, api, loader, slider, escapeText, valueSpan, registry, register } from "../core.js";
 import { onResize } from "./workbench.js";
 import { MARK_COLOURS, SIGN_COLOURS } from "../palette.js";
@@ -9,7 +9,7 @@ import { MARK_COLOURS, SIGN_COLOURS } from "../palette.js";
 // in a narrower one): three significant digits, exponent form below 0.01.
 export function shortNumber(v) {
   const text = v !== 0 && Math.abs(v) < 0.01 ? v.toExponential(1) : String(Number(v.toPrecision(3)));
-  return text.replace("-", "−");
+  return minus(text);
 }
 
 // Words joined by spaces into lines of at most `width` characters.
