@@ -344,7 +344,7 @@ def test_crafted_config_and_run_files_are_one_line_and_exit_2(random_export, tmp
 
     text = tmp_path / "t.txt"
     text.write_text("def f(x):\n    return x\n" * 200)
-    argv = ["eval", str(random_export), "--lengths", "64", "--scalings", "none", "--windows", "1"]
+    argv = ["eval", str(random_export), "--lengths", "64", "--scalings", "none", "--windows", "2"]
     argv += ["--passkey-trials", "0", "--no-plots", "--text", str(text)]
     for name, make, words in [
         ("deep", lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "nests its JSON too deeply to read"),

@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 
+from posenc.eval.files import depth_key
 from posenc.eval.report import build
 from posenc.eval.scalings import ScalingSpec, parse_specs
 
@@ -31,9 +32,9 @@ def written_results() -> dict:
             cells[f"ppl|{s.label}|{n}"] = {"nats": list(nats), "final_nats": list(nats / 4), "tokens": 128}
             if s.label == "yarn searched":
                 continue  # no passkey for this one: the view shows no heatmap for it
-            for k in range(len(DEPTHS)):
+            for d in DEPTHS:
                 hits = [1.0] * (4 - j - (i == 0)) + [0.0] * (j + (i == 0))
-                cells[f"passkey|{s.label}|{n}|{k}"] = {
+                cells[f"passkey|{s.label}|{n}|{depth_key(d)}"] = {
                     "correct": hits,
                     "logp_bits": [-1.0 - j] * 4,
                     "key_tokens": [5] * 4,
@@ -55,7 +56,7 @@ def written_results() -> dict:
     }
     settings = {"model": "/models/tiny-rope", "seed": 0}
     return build(
-        {"schema": "posenc.eval/results", "schema_version": 1},
+        {"schema": "posenc.eval/results", "schema_version": 2},
         settings,
         cells,
         specs=specs,

@@ -14,15 +14,27 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
-import json
 import math
 import os
-import stat
+import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from .. import runs
+from .files import (
+    LOCK_NAME,
+    OWN_FILES,
+    SCHEMA_VERSION,
+    EvalError,
+    depth_key,
+    read_json,
+    read_stamped,
+    settings_changed,
+    stamp,
+    write_json,
+)
 from .scalings import (
     MODEL,
     ScalingSpec,
@@ -35,20 +47,13 @@ from .scalings import (
     written_config,
 )
 
-#: Version of the files ``posenc eval`` writes; a folder of another version is not resumed.
-SCHEMA_VERSION = 1
-SCHEMA = "posenc.eval"
+__all__ = ["SCHEMA_VERSION", "EvalError", "add_arguments", "run"]
+
 DTYPES = ("float32", "bfloat16", "float16")
 #: bootstrap resamples per interval: intervals settle long before this, and memory grows with it
 MAX_BOOTSTRAP_SAMPLES = 100_000
 #: the most bytes read from a checkpoint's config.json (published ones are a few kilobytes)
 MAX_CONFIG_BYTES = 1 << 24
-#: the most bytes read from a progress or search file this command wrote (megabytes at most)
-MAX_RUN_FILE_BYTES = 1 << 28
-
-
-class EvalError(Exception):
-    """A mistake in the command line or the inputs, reported as one line."""
 
 
 # Values are parsed here rather than by argparse, so a mistake is one line naming the flag.
@@ -119,11 +124,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--fresh", action="store_true", help="with --out: discard the folder's earlier cells")
     parser.add_argument(
+        "--force",
+        action="store_true",
+        help="with --write-config: replace an existing file (the checkpoint's own config.json included), "
+        "keeping the replaced file as <name>.orig",
+    )
+    parser.add_argument(
         "--write-config",
         metavar="OUT",
         default=None,
-        help="write a copy of config.json with the "
-        "one scaling of --scalings (transformers' own format) to OUT and exit",
+        help="write a copy of config.json with the one scaling of --scalings (transformers' own format) to OUT "
+        "(a new folder, or a .json path) and exit; an existing file is replaced only with --force",
     )
     parser.add_argument(
         "--dtype", default=None, help=f"weights dtype, one of {', '.join(DTYPES)} (float32 on CPU, else bfloat16)"
@@ -313,13 +324,18 @@ def estimate_bytes(config, rows: int, length: int, element: int, device_type: st
 
 
 # -- the run ----------------------------------------------------------------------------------------------
-def _settings(args, folder: Path, specs: List[ScalingSpec], lengths: List[int], text_sha: str) -> Dict[str, Any]:
+def _settings(args, folder: Path, digest: str, specs, lengths, text_sha: str, ends) -> Dict[str, Any]:
+    """Everything the numbers depend on; a folder is resumed only under equal settings. ``model`` (the
+    path) is recorded but not compared: the checkpoint is known by ``model_sha256``."""
     return {
         "model": str(folder.resolve()),
+        "model_sha256": digest,
         "text_sha256": text_sha,
         "lengths": lengths,
+        "span": lengths[-1],
         "scalings": [s.to_dict() for s in specs],
         "windows": args.windows,
+        "window_ends": [int(e) for e in ends],
         "final_tokens": args.final_tokens,
         "passkey_trials": args.passkey_trials,
         "depths": args.depths,
@@ -329,61 +345,68 @@ def _settings(args, folder: Path, specs: List[ScalingSpec], lengths: List[int], 
     }
 
 
-def write_json(path: Path, obj: Any) -> None:
-    """``obj`` as indented JSON at ``path``, replaced atomically (a reader never sees half a file)."""
-    from ..lab.store import atomic_write_bytes
-
-    atomic_write_bytes(path, (json.dumps(obj, indent=2) + "\n").encode("utf-8"))
-
-
-def stamp(kind: str, content: Dict[str, Any]) -> Dict[str, Any]:
-    """``content`` with the schema stamp of the ``kind`` of file (``posenc.eval/<kind>``, the version)."""
-    return {"schema": f"{SCHEMA}/{kind}", "schema_version": SCHEMA_VERSION, **content}
-
-
-def read_json(path: Path, advice: str, max_bytes: int = MAX_RUN_FILE_BYTES) -> Any:
-    """The JSON value in the regular file ``path``, read with a size cap, or :class:`EvalError` (one
-    line naming the file, then ``advice``): anything but a regular file (a FIFO would block, a device
-    such as ``/dev/zero`` never ends), more than ``max_bytes``, text that is not UTF-8 JSON, or nesting
-    too deep for the parser."""
-    try:
-        if not stat.S_ISREG(path.stat().st_mode):
-            raise EvalError(f"{path} is not a regular file; {advice}")
-        with path.open("rb") as f:
-            raw = f.read(max_bytes + 1)
-    except OSError as err:
-        raise EvalError(f"{path} cannot be read ({err.strerror or err}); {advice}") from None
-    if len(raw) > max_bytes:
-        raise EvalError(f"{path} is larger than {max_bytes:,} bytes; not read; {advice}")
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as err:
-        raise EvalError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start}); {advice}") from None
-    except ValueError as err:
-        raise EvalError(f"{path} is not valid JSON ({err}); {advice}") from None
-    except RecursionError:
-        raise EvalError(f"{path} nests its JSON too deeply to read; {advice}") from None
-
-
 def load_progress(path: Path, settings: Dict[str, Any], fresh: bool) -> Dict[str, Any]:
-    """Finished cells of an earlier run of the same evaluation in this folder (``{}`` if none)."""
+    """Finished cells of an earlier run of the same evaluation in this folder (``{}`` if none), each
+    checked against ``settings`` (:func:`check_cell`)."""
     if fresh or not path.exists():
         return {}
-    stored = read_json(path, "add --fresh to start over")
-    if not isinstance(stored, dict) or stored.get("schema") != f"{SCHEMA}/progress":
-        raise EvalError(f"{path} is not a posenc eval progress file; choose another --out or add --fresh")
-    if stored.get("schema_version") != SCHEMA_VERSION:
+    stored = read_stamped(path, "progress", "add --fresh to start over")
+    changed = settings_changed(stored.get("settings"), settings)
+    if changed:
+        what = "another checkpoint (its files' digest differs)" if "model_sha256" in changed else "other settings"
         raise EvalError(
-            f"{path} is version {stored.get('schema_version')!r}; this posenc writes {SCHEMA_VERSION}; add --fresh"
-        )
-    if stored.get("settings") != settings:
-        changed = sorted(k for k in settings if stored.get("settings", {}).get(k) != settings[k])
-        raise EvalError(
-            f"--out {str(path.parent)!r} holds an evaluation with other settings ({', '.join(changed)}); "
+            f"--out {str(path.parent)!r} holds an evaluation of {what} ({', '.join(changed)}); "
             f"choose another --out or add --fresh to discard it"
         )
-    cells = stored.get("cells", {})
-    return cells if isinstance(cells, dict) else {}
+    cells = stored.get("cells")
+    if not isinstance(cells, dict):
+        raise EvalError(f"{path}: 'cells' is not a mapping; add --fresh to start over")
+    for key, cell in cells.items():
+        problem = check_cell(key, cell, settings)
+        if problem is not None:
+            raise EvalError(f"{path}: cell {str(key)[:80]!r} {problem}; add --fresh to start over")
+    return cells
+
+
+def _finite_list(value: Any, size: int, kind=float) -> bool:
+    if not isinstance(value, list) or len(value) != size:
+        return False
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return False
+        if kind is int and v != int(v):
+            return False
+    return True
+
+
+def check_cell(key: Any, cell: Any, settings: Dict[str, Any]) -> Optional[str]:
+    """Why the stored ``cell`` cannot be one of this evaluation's (``None`` when it can): its key names
+    a scaling, length and depth of ``settings``, and it holds one finite number per window or trial."""
+    parts = str(key).split("|")
+    labels = {s["label"] for s in settings["scalings"]}
+    lengths = {str(n) for n in settings["lengths"]}
+    if not isinstance(cell, dict):
+        return "is not a mapping"
+    if len(parts) == 3 and parts[0] == "ppl" and parts[1] in labels and parts[2] in lengths:
+        windows = settings["windows"]
+        if cell.get("tokens") != settings["span"]:
+            return f"scored {cell.get('tokens')!r} tokens per window, not {settings['span']}"
+        for name in ("nats", "final_nats"):
+            if not _finite_list(cell.get(name), windows):
+                return f"needs {name} as {windows} finite numbers (one per window)"
+        return None
+    depths = {depth_key(d) for d in settings["depths"]}
+    if len(parts) == 4 and parts[0] == "passkey" and parts[1] in labels and parts[2] in lengths and parts[3] in depths:
+        trials = settings["passkey_trials"]
+        for name, kind in (("correct", float), ("logp_bits", float), ("key_tokens", int), ("offsets", int)):
+            if not _finite_list(cell.get(name), trials, kind):
+                return f"needs {name} as {trials} finite numbers (one per trial)"
+        if any(v not in (0, 1) for v in cell["correct"]):
+            return "has an exact match other than 0 or 1"
+        if not _finite_list(cell.get("keys"), trials, int):
+            return f"needs keys as {trials} integers (one per trial)"
+        return None
+    return "is not a cell of this evaluation (kind|scaling|length[|depth])"
 
 
 def _parse_numbers(args) -> None:
@@ -397,6 +420,8 @@ def _parse_numbers(args) -> None:
         raise EvalError(f"--device-map takes only 'auto' (accelerate's convention), got {args.device_map!r}")
     args.lengths = positive_ints("--lengths", args.lengths) if args.lengths is not None else None
     args.windows = positive("--windows", args.windows)
+    if args.windows < 2:  # an interval over windows needs two of them
+        raise EvalError(f"--windows must be at least 2 (intervals are over windows), got {args.windows}")
     args.final_tokens = positive("--final-tokens", args.final_tokens)
     args.passkey_trials = (
         0 if str(args.passkey_trials).strip() == "0" else positive("--passkey-trials", args.passkey_trials)
@@ -458,13 +483,14 @@ def _run(args) -> int:
         if len(specs) != 1:
             raise EvalError(f"--write-config writes one scaling; --scalings names {len(specs)}")
         new, note = written_config(source, specs[0], trained)
-        target = Path(args.write_config)
+        target = Path(args.write_config).expanduser()
         target = target / "config.json" if target.suffix != ".json" else target
-        try:
-            write_json(target, new)
-        except OSError as err:
-            raise EvalError(f"--write-config {args.write_config!r}: cannot write there ({err})") from None
-        print(f"wrote {target} with {specs[0].label}" + (f"; {note}" if note else ""))
+        kept = write_config_file(target, new, folder, args.force)
+        print(
+            f"wrote {target} with {specs[0].label}"
+            + (f"; the replaced file is kept as {kept}" if kept else "")
+            + (f"; {note}" if note else "")
+        )
         return 0
 
     span = lengths[-1]
@@ -475,18 +501,97 @@ def _run(args) -> int:
         raise EvalError(f"--final-tokens {args.final_tokens} must be at most the shortest length {lengths[0]}")
     text = load_text(args.text)
     out = Path(args.out) if args.out else Path("runs") / f"eval-{folder.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    claim_out(out, folder)
+    try:
+        lock = runs.RunLock(out, LOCK_NAME).acquire()
+    except runs.FolderBusy as busy:
+        raise EvalError(
+            f"--out {str(out)!r} is in use by another posenc eval ({busy}); wait for it or choose another --out"
+        ) from None
+    try:
+        digest = checkpoint_digest(folder)
+        model, tokenizer, device = load(folder, args.dtype, args.device, args.device_map)
+        return evaluate(args, folder, digest, model, tokenizer, device, specs, lengths, trained, text, out)
+    finally:
+        lock.release()
+
+
+def write_config_file(target: Path, config: Dict[str, Any], model: Path, force: bool) -> Optional[Path]:
+    """Write ``config`` at ``target``; an existing file is replaced only with ``force``, and then kept
+    first as ``<name>.orig`` (``.orig.1``, ... when taken). Returns where the replaced file went."""
+    own = (model / "config.json").resolve()
+    exists = target.exists() or target.is_symlink()
+    if exists and not force:
+        whose = "the checkpoint's own config.json" if target.resolve() == own else "an existing file"
+        raise EvalError(
+            f"--write-config {str(target)!r} is {whose}; write to a new folder and load the checkpoint with "
+            "AutoModelForCausalLM.from_pretrained(MODEL, config=AutoConfig.from_pretrained(NEW)), or add --force "
+            "to replace it (the old file is kept as <name>.orig)"
+        )
+    if exists and not target.is_file():
+        raise EvalError(f"--write-config {str(target)!r} is not a regular file; choose a new path")
+    kept = None
+    try:
+        if exists:
+            kept = target.with_name(target.name + ".orig")
+            n = 0
+            while kept.exists() or kept.is_symlink():
+                n += 1
+                kept = target.with_name(f"{target.name}.orig.{n}")
+            shutil.copy2(target, kept)
+        write_json(target, config)
+    except OSError as err:
+        raise EvalError(f"--write-config {str(target)!r}: cannot write there ({err.strerror or err})") from None
+    return kept
+
+
+def claim_out(out: Path, model: Path) -> None:
+    """Make ``out`` the output folder, or :class:`EvalError`: a file, the checkpoint itself, or a folder
+    holding anything but an earlier evaluation's files is refused (nothing of it is touched)."""
     if out.exists() and not out.is_dir():
         raise EvalError(f"--out {str(out)!r} is a file; choose a folder")
+    if out.is_dir():
+        if out.resolve() == model.resolve():
+            raise EvalError(f"--out {str(out)!r} is the checkpoint's folder; choose a folder of its own")
+        foreign = sorted(p.name for p in out.iterdir() if not _eval_file(p.name))
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+            raise EvalError(
+                f"--out {str(out)!r} holds files posenc eval did not write ({shown}); choose a new or empty folder"
+            )
+        if (out / "results.json").exists():  # another app's results.json would be overwritten
+            read_stamped(out / "results.json", "results", "choose another --out, or delete it to start over")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise EvalError(f"--out {str(out)!r}: cannot create it ({err.strerror or err})") from None
 
-    model, tokenizer, device = load(folder, args.dtype, args.device, args.device_map)
-    return evaluate(args, folder, model, tokenizer, device, specs, lengths, trained, text, out)
+
+def _eval_file(name: str) -> bool:
+    """Whether ``name`` is a file posenc eval writes in its folder (or a temporary one of an atomic write)."""
+    if name in OWN_FILES:
+        return True
+    if name.endswith(".png") and (name == "ppl_vs_length.png" or name.startswith("passkey_")):
+        return True
+    return name.endswith(".tmp") and name.split(".", 1)[0] in {f.split(".", 1)[0] for f in OWN_FILES if f[0] != "."}
 
 
-def evaluate(args, folder, model, tokenizer, device, specs, lengths, trained, text, out) -> int:
+def checkpoint_digest(folder: Path) -> str:
+    """SHA-256 of the checkpoint's files (weights, config, tokenizer): what resuming compares, so the
+    same path with other weights or another config is another evaluation."""
+    names = runs.checkpoint_files(folder)
+    total = sum((folder / n).stat().st_size for n in names)
+    if total > 1 << 30:
+        print(
+            f"posenc eval: hashing {total / 2**30:.1f} GiB of checkpoint files to identify the model", file=sys.stderr
+        )
+    try:
+        return runs.digest_files(folder, names)
+    except OSError as err:
+        raise EvalError(f"MODEL {str(folder)!r}: its files cannot be read ({err.strerror or err})") from None
+
+
+def evaluate(args, folder, digest, model, tokenizer, device, specs, lengths, trained, text, out) -> int:
     from . import measure, report
 
     tokens = tokenize(tokenizer, text)
@@ -497,11 +602,14 @@ def evaluate(args, folder, model, tokenizer, device, specs, lengths, trained, te
         raise EvalError(str(err)) from None
     text_sha = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
     bos = bos_id(tokenizer)
+    _check_patchable(folder, model, specs[0], lengths[0], trained)
     search = None
     if args.search is not None:
-        search = _search(args, folder, model, tokenizer, device, tokens, ends, span, trained, text_sha, bos, out)
+        search = _search(
+            args, folder, digest, model, tokenizer, device, tokens, ends, span, trained, text_sha, bos, out
+        )
         specs = specs + [search["default_spec"], search["best_spec"]]
-    settings = _settings(args, folder, specs, lengths, text_sha)
+    settings = _settings(args, folder, digest, specs, lengths, text_sha, ends)
     if search is not None:
         settings["search"] = search["settings"]
     progress_path = out / "progress.json"
@@ -533,18 +641,18 @@ def evaluate(args, folder, model, tokenizer, device, specs, lengths, trained, te
             search=search,
         )
         write_json(out / "results.json", results)
-        (out / "results.md").write_text(report.markdown(results), encoding="utf-8")
+        runs.atomic_write_text(out / "results.md", report.markdown(results))
         if complete and args.plots:
             report.plots(results, out)
 
     work = {_key(*j): (len(ends) * span if j[0] == "ppl" else args.passkey_trials * j[2]) for j in jobs}
     with _Bar(sum(work.values()), sum(work[k] for k in work if k in cells)) as bar:
-        for kind, spec, n, k in todo:
-            bar.describe(f"{kind} {spec.label} at {n}" + (f" depth {args.depths[k]:g}" if k is not None else ""))
+        for kind, spec, n, depth in todo:
+            bar.describe(f"{kind} {spec.label} at {n}" + (f" depth {depth_key(depth)}" if depth is not None else ""))
             try:
                 with _scaled(model, spec, n, trained):
-                    cells[_key(kind, spec, n, k)] = _measure_cell(
-                        kind, n, k, args, model, tokenizer, fmt, tokens, ends, span, device, bos
+                    cells[_key(kind, spec, n, depth)] = _measure_cell(
+                        kind, n, depth, args, model, tokenizer, fmt, tokens, ends, span, device, bos
                     )
             except _OOM_ERRORS as err:
                 if not any(words in str(err).lower() for words in ("out of memory", "can't allocate memory")):
@@ -552,11 +660,25 @@ def evaluate(args, folder, model, tokenizer, device, specs, lengths, trained, te
                 _free(device)
                 skipped[f"{spec.label}@{n}"] = "ran out of memory"
                 print(f"posenc eval: {spec.label} at {n} ran out of memory; skipped", file=sys.stderr)
-            bar.advance(work[_key(kind, spec, n, k)])
+            bar.advance(work[_key(kind, spec, n, depth)])
             save(complete=False)
     save(complete=True)
     print(f"report: {out / 'results.md'}", file=sys.stderr)
     return 0
+
+
+def _check_patchable(folder, model, spec, length, trained) -> None:
+    """Install one scaling and take it off again, so a model posenc's patch cannot stand in for is
+    refused in one line before anything is measured."""
+    from ..integrations.transformers import UnsupportedModelError
+
+    try:
+        with _scaled(model, spec, length, trained):
+            pass
+    except UnsupportedModelError as err:
+        raise EvalError(
+            f"MODEL {str(folder)!r}: posenc cannot install its scalings in this model: {str(err).splitlines()[0]}"
+        ) from None
 
 
 def _window_bytes(tokenizer, tokens, ends, span, final_tokens):
@@ -595,7 +717,7 @@ def _skip_oversized(args, folder, model, device, lengths, span, trained) -> Dict
 
 
 def _jobs(args, tokenizer, fmt, bos, specs, runnable, skipped) -> List[tuple]:
-    """Every cell to measure, ``(kind, spec, length, depth index)``; lengths too short for the passkey
+    """Every cell to measure, ``(kind, spec, length, depth)``; lengths too short for the passkey
     are added to ``skipped``."""
     from . import measure
 
@@ -610,16 +732,16 @@ def _jobs(args, tokenizer, fmt, bos, specs, runnable, skipped) -> List[tuple]:
         for n in runnable:
             jobs.append(("ppl", spec, n, None))
             if args.passkey_trials and f"passkey@{n}" not in skipped:
-                jobs += [("passkey", spec, n, k) for k in range(len(args.depths))]
+                jobs += [("passkey", spec, n, depth) for depth in args.depths]
     return jobs
 
 
-def _measure_cell(kind, n, k, args, model, tokenizer, fmt, tokens, ends, span, device, bos) -> Dict[str, Any]:
+def _measure_cell(kind, n, depth, args, model, tokenizer, fmt, tokens, ends, span, device, bos) -> Dict[str, Any]:
     """One cell under the scaling already installed: perplexity windows or one passkey depth."""
     from . import measure
 
     if kind != "ppl":
-        return _passkey_cell(model, tokenizer, fmt, tokens, n, k, args, device, bos, span)
+        return _passkey_cell(model, tokenizer, fmt, tokens, n, depth, args, device, bos, span)
     nats = measure.window_nats(model, tokens, ends, span, n, batch=args.batch_size, device=device, bos=bos)
     return {
         "nats": [float(v) for v in nats.sum(axis=1)],
@@ -628,7 +750,7 @@ def _measure_cell(kind, n, k, args, model, tokenizer, fmt, tokens, ends, span, d
     }
 
 
-def _search(args, folder, model, tokenizer, device, tokens, ends, span, trained, text_sha, bos, out):
+def _search(args, folder, digest, model, tokenizer, device, tokens, ends, span, trained, text_sha, bos, out):
     """Run ``--search`` (see :mod:`posenc.eval.search`): the record, with the default and best as specs."""
     import numpy as np
 
@@ -645,6 +767,7 @@ def _search(args, folder, model, tokenizer, device, tokens, ends, span, trained,
     rope = rope_of(model.config)
     settings = {
         "model": str(folder.resolve()),
+        "model_sha256": digest,
         "text_sha256": text_sha,
         "type": args.search,
         "target_length": target,
@@ -695,29 +818,39 @@ def _search(args, folder, model, tokenizer, device, tokens, ends, span, trained,
     return record
 
 
-def _passkey_cell(model, tokenizer, fmt, tokens, n, k, args, device, bos, span) -> Dict[str, Any]:
+def _passkey_cell(model, tokenizer, fmt, tokens, n, depth, args, device, bos, span) -> Dict[str, Any]:
+    """One passkey cell: its trials' exact matches and ``log2 p(key)``, and what each trial asked (the
+    filler's offset in the token stream, the key, where the plant starts), so it can be rebuilt."""
     import numpy as np
 
     from . import measure
 
-    plan = measure.passkey_plan(n, k, args.passkey_trials, len(tokens), args.seed)
-    rows, answers = [], []
+    plan = measure.passkey_plan(n, depth, args.passkey_trials, len(tokens), args.seed)
+    rows, answers, starts = [], [], []
     for offset, key in plan:
         plant, query, answer = measure.key_tokens(tokenizer, fmt, key)
         filler = np.array(tokens[offset : offset + n + 1], dtype=np.int64)
         first = 0
         if bos is not None:
             filler[0], first = bos, 1
-        start = measure.plant_start(args.depths[k], n, len(plant), len(query) + len(answer), first)
+        start = measure.plant_start(depth, n, len(plant), len(query) + len(answer), first)
         rows.append(measure.passkey_row(filler, plant, query + answer, start))
         answers.append(len(answer))
+        starts.append(start)
     correct, logp = [], []
     per_pass = max(1, args.batch_size * (span // n))
     for i in range(0, len(rows), per_pass):
         c, lp = measure.score_rows(model, np.stack(rows[i : i + per_pass]), answers[i : i + per_pass], device)
         correct += [float(v) for v in c]
         logp += [float(v) for v in lp]
-    return {"correct": correct, "logp_bits": logp, "key_tokens": answers}
+    return {
+        "correct": correct,
+        "logp_bits": logp,
+        "key_tokens": answers,
+        "offsets": [o for o, _ in plan],
+        "keys": [k for _, k in plan],
+        "plant_starts": starts,
+    }
 
 
 try:  # torch >= 2.5 names the CUDA OOM error; CPU allocation failures are RuntimeErrors
@@ -738,8 +871,8 @@ def _free(device) -> None:
         torch.cuda.empty_cache()
 
 
-def _key(kind: str, spec: ScalingSpec, n: int, k: Optional[int]) -> str:
-    return f"{kind}|{spec.label}|{n}" + (f"|{k}" if k is not None else "")
+def _key(kind: str, spec: ScalingSpec, n: int, depth: Optional[float]) -> str:
+    return f"{kind}|{spec.label}|{n}" + (f"|{depth_key(depth)}" if depth is not None else "")
 
 
 def _scaled(model, spec, n, trained):

@@ -20,6 +20,7 @@ teacher-forced pass decides it; ``log2 p(key)`` is the sum over the key's tokens
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
@@ -188,10 +189,12 @@ def score_rows(model: Any, rows: np.ndarray, answer_lengths: Sequence[int], devi
     return np.array(correct, dtype=np.float64), np.array(logp, dtype=np.float64)
 
 
-def passkey_plan(length: int, depth_index: int, trials: int, n_tokens: int, seed: int) -> List[Tuple[int, int]]:
+def passkey_plan(length: int, depth: float, trials: int, n_tokens: int, seed: int) -> List[Tuple[int, int]]:
     """``(filler offset, key)`` of each trial of one cell; a pure function of its arguments, so every
-    scaling is asked the same questions about the same text."""
-    rng = np.random.default_rng([seed, length, depth_index, 104729])
+    scaling is asked the same questions about the same text, and a depth's trials depend on its value
+    (its float's 64 bits), not on where it stands in a list of depths."""
+    bits = struct.unpack("<Q", struct.pack("<d", float(depth)))[0]
+    rng = np.random.default_rng([seed, length, bits, 104729])
     if n_tokens < length + 2:
         raise ValueError(f"the text has {n_tokens} tokens, fewer than one passkey sequence of {length + 1}")
     offsets = rng.integers(0, n_tokens - length - 1, size=trials)
@@ -224,4 +227,20 @@ def bootstrap_interval(values: np.ndarray, *, samples: int, seed: int) -> Tuple[
     rng = np.random.default_rng(seed)
     means = values[rng.integers(0, values.size, size=(samples, values.size))].mean(axis=1)
     lo, hi = np.percentile(means, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def ratio_interval(numerator: np.ndarray, denominator: np.ndarray, *, samples: int, seed: int) -> Tuple[float, float]:
+    """95% percentile bootstrap interval of ``sum(numerator) / sum(denominator)`` over windows (bits
+    per byte as total bits over total bytes): windows are resampled whole, each keeping its own bytes."""
+    num = np.asarray(numerator, dtype=np.float64)
+    den = np.asarray(denominator, dtype=np.float64)
+    if num.shape != den.shape or num.ndim != 1 or num.size == 0:
+        raise ValueError(f"numerator and denominator must be two equal 1-d arrays, got {num.shape} and {den.shape}")
+    if num.size == 1:
+        return float(num[0] / den[0]), float(num[0] / den[0])
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, num.size, size=(samples, num.size))
+    ratios = num[idx].sum(axis=1) / den[idx].sum(axis=1)
+    lo, hi = np.percentile(ratios, [2.5, 97.5])
     return float(lo), float(hi)

@@ -1,16 +1,21 @@
 """``results.json``, ``results.md`` and the plots of ``posenc eval``, from the finished cells.
 
-``results.json`` (``"schema": "posenc.eval/results"``, ``"schema_version": 1``)::
+``results.json`` (``"schema": "posenc.eval/results"``, ``"schema_version": 2``)::
 
     perplexity[scaling][length]: bpb, bpb_ci, ppl, ppl_ci, final_bpb, final_bpb_ci, final_ppl,
                                  final_ppl_ci, windows          (intervals: bootstrap over windows)
     passkey[scaling][length][depth]: accuracy, accuracy_ci (Wilson), logp_bits, logp_bits_ci
-                                 (bootstrap over trials), trials
+                                 (bootstrap over trials), trials, offsets, keys, plant_starts
     skipped: {length or scaling@length: why}
+    settings: model_sha256, text_sha256, window_ends, span, seed, ... (what the numbers depend on)
 
-``bpb`` is bits per byte of every scored token (the same tokens at every length), ``ppl`` the
-per-token perplexity ``exp(mean nats)``; ``final_*`` the last ``final_tokens`` of each window, read
-at the very end of the longest context each length gives.
+``bpb`` is bits per byte of every scored token (the same tokens at every length): the total bits of
+all windows over their total UTF-8 bytes, the standard definition (lm-evaluation-harness's
+``bits_per_byte``); ``ppl`` the per-token perplexity ``exp(total nats / total tokens)``; ``final_*``
+the last ``final_tokens`` of each window, read at the very end of the longest context each length
+gives. A depth's key is its exact shortest decimal (``0.25``), and each passkey cell lists each
+trial's filler offset in the token stream, its key and where its plant starts, so a run can be
+rebuilt from its results file and the text.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from .measure import LN2, bootstrap_interval, wilson_interval
+from .files import depth_key
+from .measure import LN2, bootstrap_interval, ratio_interval, wilson_interval
 from .scalings import ScalingSpec, spec_summary
 
 
@@ -53,16 +59,17 @@ def build(
                 perplexity.setdefault(spec.label, {})[str(n)] = _ppl_summary(
                     cell, window_bytes, final_bytes, final_tokens, bootstrap_samples, settings["seed"]
                 )
-            for k, depth in enumerate(depths):
-                cell = cells.get(f"passkey|{spec.label}|{n}|{k}")
+            for depth in depths:
+                cell = cells.get(f"passkey|{spec.label}|{n}|{depth_key(depth)}")
                 if cell is not None:
-                    passkey.setdefault(spec.label, {}).setdefault(str(n), {})[f"{depth:g}"] = _passkey_summary(
+                    passkey.setdefault(spec.label, {}).setdefault(str(n), {})[depth_key(depth)] = _passkey_summary(
                         cell, bootstrap_samples, settings["seed"]
                     )
     return {
         **stamp,
         "complete": complete,
         "model": settings["model"],
+        "model_sha256": settings.get("model_sha256"),
         "model_type": model_type,
         "trained_context": trained,
         "lengths": lengths,
@@ -95,25 +102,26 @@ def _search_summary(search, cells, window_bytes, samples, seed) -> Dict[str, Any
         "history": search["history"],
     }
     held: Dict[str, np.ndarray] = {}
+    search_bytes = np.asarray(search["window_bytes"], dtype=np.float64)
     for role in ("default", "best"):
-        bpb = np.asarray(search[f"{role}_nats"]) / LN2 / search["window_bytes"]  # (W,)
+        bits = np.asarray(search[f"{role}_nats"], dtype=np.float64) / LN2  # (W,)
         entry: Dict[str, Any] = {
             "label": search[f"{role}_spec"].label,
             "params": search[role]["params"],
-            "search_bpb": float(bpb.mean()),
-            "search_bpb_ci": list(bootstrap_interval(bpb, samples=samples, seed=seed)),
+            "search_bpb": float(bits.sum() / search_bytes.sum()),
+            "search_bpb_ci": list(ratio_interval(bits, search_bytes, samples=samples, seed=seed)),
         }
         cell = cells.get(f"ppl|{entry['label']}|{target}")
         if cell is not None:
-            held[role] = np.asarray(cell["nats"], dtype=np.float64) / LN2 / window_bytes
-            entry["held_out_bpb"] = float(held[role].mean())
-            entry["held_out_bpb_ci"] = list(bootstrap_interval(held[role], samples=samples, seed=seed))
+            held[role] = np.asarray(cell["nats"], dtype=np.float64) / LN2
+            entry["held_out_bpb"] = float(held[role].sum() / np.sum(window_bytes))
+            entry["held_out_bpb_ci"] = list(ratio_interval(held[role], window_bytes, samples=samples, seed=seed))
         out[role] = entry
-    if len(held) == 2:
+    if len(held) == 2:  # a difference of two ratios over the same bytes: the ratio of the bits' difference
         diff = held["best"] - held["default"]
         out["held_out_difference"] = {
-            "bpb": float(diff.mean()),
-            "bpb_ci": list(bootstrap_interval(diff, samples=samples, seed=seed)),
+            "bpb": float(diff.sum() / np.sum(window_bytes)),
+            "bpb_ci": list(ratio_interval(diff, window_bytes, samples=samples, seed=seed)),
         }
     return out
 
@@ -126,10 +134,10 @@ def _ppl_summary(cell, window_bytes, final_bytes, final_tokens, samples, seed) -
         ("", nats, cell["tokens"], window_bytes),
         ("final_", final, final_tokens, final_bytes),
     ):
-        bpb = total / LN2 / nbytes  # (W,)
-        per_token = total / count  # (W,)
-        out[prefix + "bpb"] = float(bpb.mean())
-        out[prefix + "bpb_ci"] = list(bootstrap_interval(bpb, samples=samples, seed=seed))
+        bits = total / LN2  # (W,)
+        per_token = total / count  # (W,): every window scores count tokens, so the mean is total / tokens
+        out[prefix + "bpb"] = float(bits.sum() / np.sum(nbytes))
+        out[prefix + "bpb_ci"] = list(ratio_interval(bits, nbytes, samples=samples, seed=seed))
         out[prefix + "ppl"] = float(math.exp(per_token.mean()))
         lo, hi = bootstrap_interval(per_token, samples=samples, seed=seed)
         out[prefix + "ppl_ci"] = [math.exp(lo), math.exp(hi)]
@@ -146,6 +154,7 @@ def _passkey_summary(cell, samples, seed) -> Dict[str, Any]:
         "logp_bits": float(logp.mean()),
         "logp_bits_ci": list(bootstrap_interval(logp, samples=samples, seed=seed)),
         "trials": int(correct.size),
+        **{k: list(cell[k]) for k in ("offsets", "keys", "plant_starts") if k in cell},
     }
 
 
@@ -199,14 +208,14 @@ def markdown(results: Dict[str, Any]) -> str:
             head += [
                 f"### {s['label']}",
                 "",
-                "| length | " + " | ".join(f"{d:g}" for d in results["depths"]) + " |",
+                "| length | " + " | ".join(depth_key(d) for d in results["depths"]) + " |",
                 "|---|" + "---|" * len(results["depths"]),
             ]
             for n in lengths:
                 row = grid.get(str(n), {})
                 cells = []
                 for d in results["depths"]:
-                    c = row.get(f"{d:g}")
+                    c = depth_cell(row, d)
                     if c is None:
                         cells.append("-")
                     else:
@@ -298,22 +307,24 @@ def plots(results: Dict[str, Any], out: Path) -> List[Path]:
         if not grid:
             continue
         acc = np.full((len(depths), len(lengths)), np.nan)
+        labels: Dict[tuple, str] = {}
         for j, n in enumerate(lengths):
             for i, d in enumerate(depths):
-                c = grid.get(str(n), {}).get(f"{d:g}")
+                c = depth_cell(grid.get(str(n), {}), d)
                 if c is not None:
                     acc[i, j] = c["accuracy"]
-        fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(lengths), 1.0 + 0.5 * len(depths)))
+                    labels[i, j] = heat_label(c)
+        fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(lengths), 1.0 + 0.8 * len(depths)))
         image = ax.imshow(acc, vmin=0, vmax=1, cmap="RdYlGn", aspect="auto")
-        for i in range(len(depths)):
-            for j in range(len(lengths)):
-                if not np.isnan(acc[i, j]):
-                    ax.text(j, i, f"{acc[i, j]:.0%}", ha="center", va="center", fontsize=8)
+        for (i, j), label in labels.items():
+            ax.text(j, i, label, ha="center", va="center", fontsize=7)
         ax.set_xticks(range(len(lengths)), [str(n) for n in lengths])
-        ax.set_yticks(range(len(depths)), [f"{d:g}" for d in depths])
+        ax.set_yticks(range(len(depths)), [depth_key(d) for d in depths])
         ax.set_xlabel("length (tokens)")
         ax.set_ylabel("needle depth")
-        ax.set_title(f"passkey exact match: {s['label']}", fontsize=9)
+        ax.set_title(
+            f"passkey exact match [95% Wilson interval], mean log2 p(key): {s['label']}", fontsize=8, wrap=True
+        )
         fig.colorbar(image, ax=ax, fraction=0.05)
         fig.tight_layout()
         path = out / f"passkey_{_file_label(s['label'])}.png"
@@ -321,6 +332,19 @@ def plots(results: Dict[str, Any], out: Path) -> List[Path]:
         plt.close(fig)
         written.append(path)
     return written
+
+
+def depth_cell(row: Dict[str, Any], depth: float) -> Optional[Dict[str, Any]]:
+    """The cell of ``depth`` in one length's row: under its exact key, or ``f"{depth:g}"`` as version 1
+    files wrote it."""
+    cell = row.get(depth_key(depth))
+    return cell if cell is not None else row.get(f"{depth:g}")
+
+
+def heat_label(cell: Dict[str, Any]) -> str:
+    """A heatmap cell's text: exact-match rate, its Wilson interval and the mean log2 p(key)."""
+    lo, hi = cell["accuracy_ci"]
+    return f"{cell['accuracy']:.0%}\n[{lo:.0%}, {hi:.0%}]\n{cell['logp_bits']:.1f} bits"
 
 
 def _file_label(label: str) -> str:

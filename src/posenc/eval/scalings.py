@@ -177,13 +177,14 @@ def trained_context(config: Any) -> int:
     return int(original or kwargs["max_position_embeddings"])
 
 
-def rope_fields(config: Any, scaling: Any, max_positions: int) -> Dict[str, Any]:
-    """The rope fields of ``config`` with ``scaling`` in place, in the config's own style
-    (``rope_parameters`` for transformers 5 configs, else ``rope_scaling`` plus ``rope_theta``)."""
+def rope_fields(config: Any, scaling: Any, max_positions: int, base: Optional[float] = None) -> Dict[str, Any]:
+    """The rope fields of ``config`` with ``scaling`` (and ``base``, when given) in place, in the
+    config's own style (``rope_parameters`` for transformers 5 configs, else ``rope_scaling`` plus
+    ``rope_theta``)."""
     kwargs = rope_of(config)
     rope = RotaryEmbedding(
         kwargs["head_dim"],
-        base=kwargs["base"],
+        base=kwargs["base"] if base is None else base,
         rotary_dim=kwargs["rotary_dim"],
         layout=kwargs["layout"],
         scaling=scaling,
@@ -197,11 +198,36 @@ def rope_fields(config: Any, scaling: Any, max_positions: int) -> Dict[str, Any]
     if kwargs["layout"] == "half":
         fields.pop("rope_interleave", None)
     params = fields.get("rope_parameters") or fields.get("rope_scaling")
-    if params is not None and kwargs["rotary_dim"] == kwargs["head_dim"]:
+    if params is not None and not has_parameters:
+        # transformers 4 configs keep the rotated share beside rope_scaling (partial_rotary_factor,
+        # rotary_pct), and the copy keeps those fields as they are
         params.pop("partial_rotary_factor", None)
-    if has_parameters and kwargs["rotary_dim"] != kwargs["head_dim"]:
-        fields["rope_parameters"].setdefault("partial_rotary_factor", kwargs["rotary_dim"] / kwargs["head_dim"])
+    owns_share = scaling is not None and "partial_rotary_factor" in {f.name for f in config_fields(type(scaling))}
+    if has_parameters and not owns_share:  # (a type with a share of its own, proportional, wrote it above)
+        # Always written: a family whose default share is not 1 (GPT-NeoX's 0.25, Phi's 0.5) would rotate
+        # only that share of each head if the field were left out, a different model than the one measured.
+        fields["rope_parameters"]["partial_rotary_factor"] = rotated_share(
+            config, kwargs["head_dim"], kwargs["rotary_dim"]
+        )
     return fields
+
+
+def rotated_share(config: Any, head_dim: int, rotary_dim: int) -> float:
+    """The ``partial_rotary_factor`` that makes ``transformers`` rotate ``rotary_dim`` of ``head_dim``
+    features (it takes ``int(head_dim * factor)``): the config's own value when it gives that, else
+    ``rotary_dim / head_dim``."""
+    if isinstance(config, dict):
+        params = config.get("rope_parameters")
+        own = [params.get("partial_rotary_factor") if isinstance(params, dict) else None]
+        own += [config.get("partial_rotary_factor")]
+    else:
+        params = getattr(config, "rope_parameters", None)
+        own = [params.get("partial_rotary_factor") if isinstance(params, dict) else None]
+        own += [getattr(config, "partial_rotary_factor", None)]
+    for value in own + [rotary_dim / head_dim]:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and int(head_dim * value) == rotary_dim:
+            return float(value)
+    raise ValueError(f"no partial_rotary_factor rotates {rotary_dim} of {head_dim} features in transformers")
 
 
 @contextmanager
@@ -217,16 +243,18 @@ def applied(model: Any, spec: ScalingSpec, length: int, trained: int) -> Iterato
     config = model.config
     saved: List[Tuple[str, bool, Any]] = []
     swapped: List[Tuple[Any, str, Any]] = []
+    rescaled: List[Tuple[Any, str, Any]] = []
     try:
         if spec.name != MODEL:
-            scaling = scaled_config(spec, length, trained)
+            scaling, base = in_transformers_terms(config, scaled_config(spec, length, trained))
             factor = float(getattr(scaling, "factor", 1.0) or 1.0)
-            new = rope_fields(config, scaling, max(trained, round(trained * factor)))
+            new = rope_fields(config, scaling, max(trained, round(trained * factor)), base)
             for key, value in new.items():
                 saved.append((key, hasattr(config, key), getattr(config, key, None)))
                 setattr(config, key, value)
             swapped = _rebuild_rotary_modules(model)
-        # the tables are held to the rebuilt modules; a type transformers lacks has none to be held to
+            rescaled = _rebuild_softmax_scales(model)
+        # the tables are held to the rebuilt modules; a family without rotary modules has none to be held to
         unchecked = spec.name != MODEL and not swapped
         handle = patch(model, _check_tables=not unchecked)
         try:
@@ -234,6 +262,8 @@ def applied(model: Any, spec: ScalingSpec, length: int, trained: int) -> Iterato
         finally:
             handle.undo()
     finally:
+        for module, name, value in reversed(rescaled):
+            setattr(module, name, value)
         for parent, name, module in reversed(swapped):
             setattr(parent, name, module)
         for key, had, value in reversed(saved):
@@ -241,6 +271,21 @@ def applied(model: Any, spec: ScalingSpec, length: int, trained: int) -> Iterato
                 setattr(config, key, value)
             else:
                 delattr(config, key)
+
+
+def in_transformers_terms(config: Any, scaling: Any) -> Tuple[Any, Optional[float]]:
+    """``(scaling, base)`` as ``--write-config`` writes them: a type ``transformers`` lacks becomes its
+    equivalent (static NTK: the default type with a raised ``rope_theta``), so the model measured is
+    the one the written config builds, run by the family's own rotary code; ``base`` is ``None``
+    when the config's own stays."""
+    if scaling is None:
+        return None, None
+    descriptor = REGISTRY[type(scaling).rope_type]
+    if descriptor.in_transformers or descriptor.transformers_equivalent is None:
+        return scaling, None
+    kwargs = rope_of(config)
+    base, equivalent, _ = descriptor.transformers_equivalent(scaling, kwargs["base"], kwargs["rotary_dim"])
+    return equivalent, base
 
 
 def _rebuild_rotary_modules(model: Any) -> List[Tuple[Any, str, Any]]:
@@ -265,6 +310,36 @@ def _rebuild_rotary_modules(model: Any) -> List[Tuple[Any, str, Any]]:
     return swapped
 
 
+def _rebuild_softmax_scales(model: Any) -> List[Tuple[Any, str, Any]]:
+    """Give each attention module the numbers its constructor derives from the (edited) config.
+
+    Some families fold a rope parameter into the attention's softmax scale when the module is built
+    (``self.scaling = yarn_apply_mscale(config.rope_parameters, ...)`` in DeepSeek-V2/V3, MiniCPM3,
+    GLM-4-MoE-Lite, LongCat, Youtu, ...): the loaded model keeps the checkpoint's scale whatever rope
+    config is set later. Each module that knows its config and layer is built again on the meta device
+    (no memory) from the edited config, and every number attribute that differs is taken from it, so
+    the model measured is the one the written config builds. Returns ``(module, name, old value)``."""
+    import torch
+
+    changed: List[Tuple[Any, str, Any]] = []
+    for module in model.modules():
+        config, layer = getattr(module, "config", None), getattr(module, "layer_idx", None)
+        numbers = {k: v for k, v in vars(module).items() if isinstance(v, float) and not k.startswith("_")}
+        if config is None or not isinstance(layer, int) or "scaling" not in numbers:
+            continue
+        try:
+            with torch.device("meta"):
+                fresh = type(module)(config, layer)
+        except Exception:  # a constructor of another signature: nothing derived to compare
+            continue
+        for name, value in numbers.items():
+            new = getattr(fresh, name, None)
+            if isinstance(new, float) and new != value:
+                changed.append((module, name, value))
+                setattr(module, name, new)
+    return changed
+
+
 def written_config(source: Dict[str, Any], spec: ScalingSpec, trained: int) -> Tuple[Dict[str, Any], str]:
     """A copy of a ``config.json`` dict with ``spec``'s scaling in ``transformers``' own format.
 
@@ -285,7 +360,11 @@ def written_config(source: Dict[str, Any], spec: ScalingSpec, trained: int) -> T
     if not descriptor.in_transformers:
         if descriptor.transformers_equivalent is None:
             raise SpecError(f"transformers has no rope type {spec.name!r} and posenc knows no equivalent config")
-        base, scaling, note = descriptor.transformers_equivalent(scaling, kwargs["base"], kwargs["rotary_dim"])
+        base, scaling, _ = descriptor.transformers_equivalent(scaling, kwargs["base"], kwargs["rotary_dim"])
+        note = (
+            f"transformers has no rope type {spec.name!r}; written as its equivalent, rope type "
+            f"{getattr(scaling, 'rope_type', 'default')!r} with rope_theta {base!r} (the same frequencies)"
+        )
         out["rope_theta"] = base
         if isinstance(out.get("rope_parameters"), dict):
             out["rope_parameters"] = {**out["rope_parameters"], "rope_theta": base}
@@ -301,7 +380,11 @@ def spec_summary(spec: ScalingSpec, trained: int, lengths: List[int]) -> str:
     if spec.name == MODEL:
         return "the checkpoint's own rope config"
     if spec.fit:
-        return f"factor L / {trained} at each length L (as posenc lab extends)"
+        factors = [getattr(scaled_config(spec, n, trained), "factor", None) for n in lengths]
+        if all(f is not None and f == max(n, trained) / trained for f, n in zip(factors, lengths)):
+            return f"factor L / {trained} at each length L (as posenc lab extends)"
+        shown = sorted({f for f in factors if f is not None})
+        return f"factor {', '.join(f'{f:g}' for f in shown)} at every length (as posenc lab extends)"
     shown = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in spec.params.items())
     return shown or "defaults"
 

@@ -42,6 +42,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from ..rope.registry import REGISTRY, config_fields, resolve_name
+from .files import EvalError, read_stamped, settings_changed, stamp, write_json
 from .scalings import ScalingSpec, SpecError
 
 #: Bound of LongRoPE's search space: each factor in ``[1, LONGROPE_MAX_STRETCH * s]`` (the paper's).
@@ -308,8 +309,6 @@ def run_search(
     Returns the search's record (``default``, ``best``, ``evaluations``); see the module docstring.
     Evaluations are stored in ``store`` as they finish and replayed from it.
     """
-    from .cli import stamp, write_json
-
     saved = _saved_evaluations(store, settings, fresh)
     history: List[Dict[str, Any]] = []
     order: Dict[str, Any] = {}
@@ -334,7 +333,7 @@ def run_search(
             nats = np.asarray(evaluate(spec), dtype=np.float64)
             saved[key] = {"params": describe(candidate), "nats": [float(v) for v in nats]}
             write_json(store, stamp("search", {"settings": settings, "evaluations": saved}))
-        bpb = float((nats / math.log(2.0) / window_bytes).mean())
+        bpb = bits_per_byte(nats, window_bytes)
         order[key] = {"candidate": candidate, "bpb": bpb, "nats": nats}
         history.append({"params": describe(candidate), "bpb": bpb})
         if on_evaluation is not None:
@@ -359,19 +358,36 @@ def run_search(
 def _saved_evaluations(store: Path, settings: Dict[str, Any], fresh: bool) -> Dict[str, Any]:
     """The evaluations ``store`` holds for these ``settings`` (none when absent or ``fresh``); a file of
     other settings or not a search file is :class:`EvalError`."""
-    from .cli import EvalError, read_json
-
     if not store.exists() or fresh:
         return {}
-    data = read_json(store, "add --fresh to start over")
-    if not isinstance(data, dict) or data.get("schema") != "posenc.eval/search":
-        raise EvalError(f"{store} is not a posenc eval search file; choose another --out or add --fresh")
-    if data.get("settings") != settings:
-        changed = sorted(k for k in settings if data.get("settings", {}).get(k) != settings[k])
+    data = read_stamped(store, "search", "add --fresh to start over")
+    changed = settings_changed(data.get("settings"), settings)
+    if changed:
         raise EvalError(
             f"{store} holds a search with other settings ({', '.join(changed)}); choose another --out or add --fresh"
         )
-    return data.get("evaluations", {}) if isinstance(data.get("evaluations"), dict) else {}
+    saved = data.get("evaluations")
+    if not isinstance(saved, dict):
+        raise EvalError(f"{store}: 'evaluations' is not a mapping; add --fresh to start over")
+    windows = settings["windows"]
+    for key, entry in saved.items():
+        nats = entry.get("nats") if isinstance(entry, dict) else None
+        if (
+            not isinstance(nats, list)
+            or len(nats) != windows
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in nats)
+        ):
+            raise EvalError(
+                f"{store}: evaluation {str(key)[:80]!r} needs nats as {windows} finite numbers (one per search "
+                "window); add --fresh to start over"
+            )
+    return saved
+
+
+def bits_per_byte(nats: np.ndarray, window_bytes: np.ndarray) -> float:
+    """Bits per byte of windows scored together: their total bits over their total bytes (the standard
+    definition, lm-evaluation-harness's ``bits_per_byte``), not the mean of each window's ratio."""
+    return float(np.sum(nats) / math.log(2.0) / np.sum(window_bytes))
 
 
 def _record(

@@ -19,7 +19,9 @@ from ..lab.schema import RunFileError, read_json_limited
 
 RESULTS_FILE = "results.json"
 SCHEMA = "posenc.eval/results"
-SCHEMA_VERSION = 1
+#: the versions read: 2 adds the checkpoint's digest, exact depth keys and each trial's offset and key
+SCHEMA_VERSIONS = (1, 2)
+SCHEMA_VERSION = SCHEMA_VERSIONS[-1]
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_ENTRIES = 64  # scalings, lengths or depths kept from one file
 PPL_KEYS = ("bpb", "ppl", "final_bpb", "final_ppl")
@@ -125,13 +127,13 @@ def _load(path: Path, run: str) -> Dict[str, Any]:
             "run": run,
             "notes": [f"{RESULTS_FILE} in {run!r} is not a posenc eval results file"],
         }
-    if data.get("schema_version") != SCHEMA_VERSION:
+    if data.get("schema_version") not in SCHEMA_VERSIONS:
         return {
             "available": False,
             "run": run,
             "notes": [
-                f"{RESULTS_FILE} is version {data.get('schema_version')!r}; this posenc reads version "
-                f"{SCHEMA_VERSION}: use the posenc that wrote it, or {advice}"
+                f"{RESULTS_FILE} is version {data.get('schema_version')!r}; this posenc reads versions "
+                f"{', '.join(map(str, SCHEMA_VERSIONS))}: use the posenc that wrote it, or {advice}"
             ],
         }
     return data
@@ -175,11 +177,38 @@ def _passkey(raw: Dict[str, Any], labels: List[str], lengths: List[int], depths:
             if not isinstance(cells, dict):
                 continue
             passkey[label][str(n)] = {}
+            by_value = {}
+            for key, cell in list(cells.items())[: MAX_ENTRIES * 4]:
+                value = _depth_of(key)
+                if value is not None:
+                    by_value.setdefault(value, cell)
             for d in depths:
-                cell = _entry(cells.get(f"{d:g}"), PASSKEY_KEYS)
+                cell = _entry(by_value.get(d), PASSKEY_KEYS)
                 if cell is not None and cell["accuracy"] is not None:
-                    passkey[label][str(n)][f"{d:g}"] = cell
+                    passkey[label][str(n)][js_number(d)] = cell
     return passkey
+
+
+def _depth_of(key: Any) -> Optional[float]:
+    """The depth a results key names (``"0.25"``; version 1 wrote ``f"{d:g}"``, version 2 the exact
+    shortest decimal), or ``None``."""
+    try:
+        value = float(str(key)[:40])
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def js_number(value: float) -> str:
+    """``String(value)`` of the page's JavaScript, which looks a depth's cell up by it: the shortest
+    decimal that reads back as the same number (``0``, ``0.25``, ``1e-7``)."""
+    text = repr(float(value))
+    if text.endswith(".0"):
+        text = text[:-2]
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}e{'+' if int(exponent) > 0 else '-'}{abs(int(exponent))}"
+    return text
 
 
 def _search(raw: Any) -> Optional[Dict[str, Any]]:

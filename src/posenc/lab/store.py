@@ -23,27 +23,14 @@ import re
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import Any, Optional
 
 import torch
 
+from ..runs import FolderBusy as FolderBusy  # re-exported: the lab cli and its tests catch it here
+from ..runs import RunLock as _FolderLock
+from ..runs import atomic_write_bytes as atomic_write_bytes
 from .schema import SCHEMA_VERSION, Progress, RunFileError, load_json_file, stamp
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_json(path: Path, obj: Any) -> None:
@@ -169,54 +156,12 @@ def _first_sentence(text: str, limit: int = 120) -> str:
 LOCK_NAME = ".posenc-lab.lock"
 
 
-class FolderBusy(Exception):
-    """Another process holds the run folder's lock."""
-
-
-class RunLock:
-    """An exclusive lock on a run folder, held while one process runs in it.
-
-    ``flock`` locks belong to the open file: the kernel drops them when the process ends, however it
-    ends (Ctrl-C, SIGKILL, a crash), so a stale lock file never blocks a later run. Where ``fcntl``
-    does not exist (Windows) no lock is taken.
-    """
+class RunLock(_FolderLock):
+    """The lab's lock on a run folder (:class:`posenc.runs.RunLock` on :data:`LOCK_NAME`), held while
+    one process runs in it; a second raises :class:`~posenc.runs.FolderBusy` naming the holder."""
 
     def __init__(self, root: Path):
-        self.path = Path(root) / LOCK_NAME
-        self._fh: Optional[IO[str]] = None
-
-    def acquire(self) -> "RunLock":
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows
-            return self
-        if self.path.is_symlink():
-            raise FolderBusy(f"{self.path} is a symbolic link; the lab locks only a file of its own")
-        fh = open(self.path, "a+")
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            fh.seek(0)
-            holder = fh.read(200).strip() or "another process"
-            fh.close()
-            raise FolderBusy(holder) from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"process {os.getpid()}\n")
-        fh.flush()
-        self._fh = fh
-        return self
-
-    def release(self) -> None:
-        if self._fh is not None:
-            self._fh.close()  # closing drops the lock
-            self._fh = None
-
-    def __enter__(self) -> "RunLock":
-        return self.acquire()
-
-    def __exit__(self, *exc) -> None:
-        self.release()
+        super().__init__(root, LOCK_NAME)
 
 
 def is_lab_run(root: Path) -> bool:

@@ -1,0 +1,34 @@
+"""Run files shared by the measuring apps (``posenc lab``, ``posenc eval``): the schema stamp, atomic
+writes, size-capped reads, an inter-process lock on a run folder, and a checkpoint's content digest.
+
+Nothing here knows what an app measures; each app names its own schema (``posenc.eval/progress``)
+and version, and turns :class:`ReadError` and :class:`FolderBusy` into its own one-line messages.
+Needs only the standard library.
+"""
+
+from .files import (
+    MAX_RUN_FILE_BYTES,
+    ReadError,
+    atomic_write_bytes,
+    atomic_write_text,
+    read_json,
+    stamp,
+    write_json,
+)
+from .identity import checkpoint_files, content_digest, digest_files
+from .lock import FolderBusy, RunLock
+
+__all__ = [
+    "MAX_RUN_FILE_BYTES",
+    "FolderBusy",
+    "ReadError",
+    "RunLock",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "checkpoint_files",
+    "content_digest",
+    "digest_files",
+    "read_json",
+    "stamp",
+    "write_json",
+]

@@ -1,0 +1,77 @@
+"""Writing and reading one run file: atomically, stamped with its schema, and read with limits."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any, Dict
+
+#: the most bytes read from a run file an app wrote (they hold megabytes at most)
+MAX_RUN_FILE_BYTES = 1 << 28
+
+
+class ReadError(ValueError):
+    """A run file that cannot be read: the message names the file, the problem and what to do."""
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """``data`` at ``path``, written to a temporary file in the same folder, flushed to disk and moved
+    into place with ``os.replace`` (atomic on POSIX and Windows): a crash leaves the old file or the
+    new one, never half of one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """``text`` as UTF-8 at ``path``, replaced atomically (:func:`atomic_write_bytes`)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """``obj`` as indented JSON at ``path``, replaced atomically (a reader never sees half a file)."""
+    atomic_write_bytes(path, (json.dumps(obj, indent=2) + "\n").encode("utf-8"))
+
+
+def stamp(schema: str, version: int, content: Dict[str, Any]) -> Dict[str, Any]:
+    """``content`` with the stamp every run file carries first: ``schema`` (``"posenc.eval/results"``)
+    and ``schema_version``."""
+    return {"schema": schema, "schema_version": version, **content}
+
+
+def read_json(path: Path, advice: str, max_bytes: int = MAX_RUN_FILE_BYTES) -> Any:
+    """The JSON value in the regular file ``path``, read with a size cap, or :class:`ReadError` (one
+    line naming the file, then ``advice``): anything but a regular file (a FIFO would block, a device
+    such as ``/dev/zero`` never ends), more than ``max_bytes``, text that is not UTF-8 JSON, or nesting
+    too deep for the parser."""
+    path = Path(path)
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise ReadError(f"{path} is not a regular file; {advice}")
+        with path.open("rb") as f:
+            raw = f.read(max_bytes + 1)
+    except OSError as err:
+        raise ReadError(f"{path} cannot be read ({err.strerror or err}); {advice}") from None
+    if len(raw) > max_bytes:
+        raise ReadError(f"{path} is larger than {max_bytes:,} bytes; not read; {advice}")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise ReadError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start}); {advice}") from None
+    except ValueError as err:
+        raise ReadError(f"{path} is not valid JSON ({err}); {advice}") from None
+    except RecursionError:
+        raise ReadError(f"{path} nests its JSON too deeply to read; {advice}") from None
