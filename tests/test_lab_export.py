@@ -159,3 +159,39 @@ def test_lab_export_command_writes_the_trained_model(tmp_path, capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("posenc lab export:") and words in err and len(err.splitlines()) == 1
+
+
+def test_export_never_overwrites_a_run_or_an_existing_folder(tmp_path, capsys):
+    """``posenc lab export RUN --scheme rope RUN`` used to replace the run's config.json (the run could
+    no longer resume or export), and any existing OUT was overwritten, weights included."""
+    run = tmp_path / "run"
+    assert main(TINY_RUN + ["--data", str(_small_text(tmp_path)), "--out", str(run)]) == 0
+    before = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file() and not p.name.startswith(".")}
+    capsys.readouterr()
+    assert main(["lab", "export", str(run), "--scheme", "rope", str(run)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("posenc lab export:") and "already holds files" in err and len(err.splitlines()) == 1
+    after = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file() and not p.name.startswith(".")}
+    assert after == before  # nothing of the run touched
+    first = tmp_path / "first"
+    assert main(["lab", "export", str(run), str(first)]) == 0  # the run still exports
+    written = {p.name: p.read_bytes() for p in first.iterdir()}
+    (first / "notes.txt").write_text("mine")
+    assert main(["lab", "export", str(run), str(first)]) == 2  # an existing export is not replaced
+    assert {p.name: p.read_bytes() for p in first.iterdir() if p.name != "notes.txt"} == written
+    assert (first / "notes.txt").read_text() == "mine"
+    (tmp_path / "a-file").write_text("x")
+    assert main(["lab", "export", str(run), str(tmp_path / "a-file")]) == 2
+    assert (tmp_path / "a-file").read_text() == "x"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["lab", "export", str(run), str(empty)]) == 0  # an empty folder loses nothing
+    assert (empty / "config.json").is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]  # no half export left
+
+
+def test_lab_help_shows_plain_text(capsys):
+    with pytest.raises(SystemExit):
+        main(["lab", "--help"])
+    shown = capsys.readouterr().out
+    assert "export" in shown and "``" not in shown

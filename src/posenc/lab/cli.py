@@ -126,7 +126,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from . import export
 
     sub = parser.add_subparsers(dest="lab_command", metavar="{export}")
-    export.add_arguments(sub.add_parser("export", help=export.__doc__.splitlines()[0].split(": ", 1)[1]))
+    summary = export.__doc__.splitlines()[0].split(": ", 1)[1].replace("``", "")  # plain text, not reST
+    export.add_arguments(sub.add_parser("export", help=summary))
     parser.add_argument(
         "--preset",
         choices=sorted(PRESETS),

@@ -40,7 +40,10 @@ trained on, from which ``posenc eval`` measures 1, 2, 4 and 8 times.
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Dict, Tuple, cast
 
@@ -227,10 +230,34 @@ def export_model(model: TinyLM, out: Path, *, max_position_embeddings: int) -> P
     hf.tie_weights()
     if hf.lm_head.weight.data_ptr() != hf.gpt_neox.embed_in.weight.data_ptr():  # pragma: no cover
         raise ExportError("transformers did not tie lm_head to embed_in; the export would be wrong")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    hf.save_pretrained(out)
-    byte_tokenizer().save_pretrained(out)
+    out = check_new_folder(Path(out))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # written beside OUT and moved into place whole: an interrupted export leaves no half checkpoint
+    partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        hf.save_pretrained(partial)
+        byte_tokenizer().save_pretrained(partial)
+        check_new_folder(out)
+        if out.is_dir():
+            out.rmdir()  # empty (checked just above); rmdir refuses anything else
+        os.rename(partial, out)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return out
+
+
+def check_new_folder(out: Path) -> Path:
+    """``out`` if nothing would be lost by writing a checkpoint there (it does not exist, or is an
+    empty folder), else :class:`ExportError`: an existing run, checkpoint or any other file is never
+    overwritten."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise ExportError(f"OUT {str(out)!r} is a file; give a new folder")
+    if out.is_dir() and any(out.iterdir()):
+        raise ExportError(
+            f"OUT {str(out)!r} already holds files (a lab run or a checkpoint there would be overwritten); "
+            "give a new or empty folder"
+        )
     return out
 
 
@@ -297,10 +324,8 @@ def run(args) -> int:
         )
         return 2
     try:
+        out = check_new_folder(Path(args.export_out))
         model, train_len = load_run_model(Path(args.export_run), args.export_scheme)
-        out = Path(args.export_out)
-        if out.exists() and not out.is_dir():
-            raise ExportError(f"OUT {str(out)!r} is a file; give a folder")
         export_model(model, out, max_position_embeddings=train_len)
     except (ExportError, OSError) as err:
         print(f"posenc lab export: {err}", file=sys.stderr)
