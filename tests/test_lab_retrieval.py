@@ -264,7 +264,7 @@ def test_verdicts_on_constructed_results():
     got = {v["claim"]: v for v in res["verdicts"]}
     assert got["RoPE reads text at 512 bytes (8x) worse than at 64 (1x)"]["verdict"] == SEEN
     alibi_ppl = got["ALiBi reads text at 512 bytes (8x) worse than at 64 (1x)"]
-    assert alibi_ppl["verdict"] == WITHIN_NOISE and "paired bootstrap over 64 windows" in alibi_ppl["test"]
+    assert alibi_ppl["verdict"] == WITHIN_NOISE and "paired t over 64 windows" in alibi_ppl["test"]
     # Near against far keys at the same length: 80% vs 0% of 64 trials.
     far_near = "retrieves far keys (beyond the training length) less often than near keys, both at 512 bytes"
     alibi_ret = got["ALiBi " + far_near]
@@ -282,7 +282,7 @@ def test_verdicts_on_constructed_results():
     m = sum(v["verdict"] != NOT_MEASURED for v in res["verdicts"])
     for v in res["verdicts"]:
         if v["verdict"] != NOT_MEASURED:
-            assert v["holm_tests"] == m and f"Holm over {m} tests" in v["evidence"] and " vs " in v["evidence"]
+            assert v["holm_tests"] == m and f"over {m} tests" in v["evidence"] and " vs " in v["evidence"]
     text = markdown(res)
     assert f"This run makes {m} comparisons" in text and "Holm" in text
     # what so many verdicts mean for the 95% intervals printed beside them
