@@ -292,6 +292,7 @@ def test_recombine_recomputes_the_verdicts_from_the_per_seed_effects():
     from posenc.lab.summary import recombine, table_verdicts
 
     def rec(effect, relation=">"):
+        # Four windows shared by every seed, each seed's differences centred on its effect.
         return {
             "claim": "c",
             "group": "g",
@@ -301,6 +302,8 @@ def test_recombine_recomputes_the_verdicts_from_the_per_seed_effects():
             "effect": effect,
             "p": 1e-12,
             "holm_tests": 1,
+            "units": "windows",
+            "unit_diffs": [effect - 0.001, effect + 0.001, effect - 0.002, effect + 0.002],
         }
 
     summary = {
@@ -311,7 +314,16 @@ def test_recombine_recomputes_the_verdicts_from_the_per_seed_effects():
     }
     out = recombine(summary)
     assert out["verdicts"][0]["verdict"] == "seen" and summary["verdicts"] == []
-    assert "| c | seen | seen | seen | +0.300 [+0.275, +0.325] | " in table_verdicts(out)
+    # t interval on Satterthwaite's 2.1 degrees of freedom: the spread between seeds plus the windows.
+    assert "| c | seen | seen | seen | +0.300 [+0.276, +0.324] | 0.00027 | **seen** |" in table_verdicts(out)
+    assert out["verdicts"][0]["p_holm"] == out["verdicts"][0]["p"]  # one claim: Holm changes nothing
+    bare = {
+        **summary,
+        "verdicts_by_seed": {
+            k: [{**v[0], "unit_diffs": None} for _ in v] for k, v in summary["verdicts_by_seed"].items()
+        },
+    }
+    assert recombine(bare)["verdicts"][0]["verdict"] == "not measured"  # no sampling kept: no test made up
     summary["verdicts_by_seed"]["1"] = [rec(-0.31, relation=">")]
     assert recombine(summary)["verdicts"][0]["verdict"] == "within noise"
     del summary["verdicts_by_seed"]["0"][0]["relation"]

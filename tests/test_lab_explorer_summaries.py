@@ -65,6 +65,12 @@ def test_without_a_run_the_api_serves_the_committed_summaries():
         assert [v["verdict"] for v in view["verdicts"]] == (
             [] if raw["machinery_check"] else [v["verdict"] for v in raw["verdicts"]]
         )
+        for shown, v in zip(view["verdicts"], raw["verdicts"]):
+            # Beside the adjusted verdict, the adjusted p (Holm over the claims), and the interval.
+            assert shown["p"] == v.get("p_holm", v.get("p")) and shown["p_raw"] == v.get("p")
+            assert shown["effect_ci"] == v.get("effect_ci")
+            if v.get("p_holm") is not None:
+                assert shown["p"] >= shown["p_raw"]
 
 
 def test_a_summary_view_averages_seeds_and_marks_what_is_not_measured():

@@ -58,6 +58,13 @@ def bucket_curve(
     return positions, means
 
 
+def _interval(value) -> Optional[List[Optional[float]]]:
+    """``[lo, hi]`` of a stored interval when it is a list of two numbers, else None."""
+    if not isinstance(value, list) or len(value) != 2:
+        return None
+    return [_number(value[0]), _number(value[1])]
+
+
 def _pair(value) -> Optional[List[Optional[float]]]:
     return [value[0], value[1]] if value is not None else None
 
@@ -231,7 +238,11 @@ def summary_view(summary: dict) -> dict:
                 "scheme": v.get("scheme"),
                 "effect_mean": _number(v.get("effect_mean")),
                 "effect_sd": _number(v.get("effect_sd")),
-                "p": _number(v.get("p")),
+                # The p beside an adjusted verdict is the adjusted one (Holm over the claims);
+                # summaries written before it was kept show their raw p under the same name.
+                "p": _number(v.get("p_holm", v.get("p"))),
+                "p_raw": _number(v.get("p")),
+                "effect_ci": _interval(v.get("effect_ci")),
                 "one_seed": v.get("one_seed") is True,
             }
         )
@@ -257,7 +268,7 @@ def committed_summaries(folder: Optional[Path] = None) -> Tuple[List[dict], List
 
     folder = RUNS_DIR if folder is None else Path(folder)
     out, notes = [], []
-    for path in sorted(folder.glob("*.json"))[:MAX_ENTRIES]:
+    for path in sorted(folder.glob("*.json"), key=lambda p: p.stem)[:MAX_ENTRIES]:
         try:
             data = load_json_file(path, "summary", "reinstall posenc", max_bytes=MAX_FILE_BYTES)
         except RunFileError as err:

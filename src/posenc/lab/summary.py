@@ -33,7 +33,17 @@ from .passkey import BIN_NAMES
 from .report import cpu_by_scheme
 from .schema import RunFileError, load_json_file
 from .store import write_run_file
-from .verdicts import LABELS, NOT_MEASURED, NOT_SEEN, SEEN, WITHIN_NOISE, combine_seeds, rule_text_seeds
+from .verdicts import (
+    LABELS,
+    NOT_MEASURED,
+    NOT_SEEN,
+    SEEN,
+    WITHIN_NOISE,
+    combine_seeds,
+    machinery_check_reason,
+    rule_text_seeds,
+    verdicts,
+)
 
 #: The committed summaries, shipped with the package.
 RUNS_DIR = Path(__file__).parent / "runs"
@@ -107,9 +117,18 @@ def _short_verdicts(vs: List[dict]) -> List[dict]:
         "unit",
         "relation",
         "verdict",
+        "test",
         "effect",
+        "effect_ci",
         "p",
+        "p_holm",
         "holm_tests",
+        "n",
+        "se",
+        "df",
+        "units",
+        "unit_diffs",
+        "counts",
         "evidence",
     )
     return [{k: v.get(k) for k in keep if k in v} for v in vs]
@@ -178,14 +197,17 @@ def summarize(
         per_seed[int(data["config"]["seed"]) if seed is None else seed] = data
     first = next(iter(per_seed.values()))
     config = {k: v for k, v in first["config"].items() if k != "seed"}
-    verdicts_by_seed = {s: r.get("verdicts") or [] for s, r in per_seed.items()}
+    # Every seed's verdicts are judged again under the current rule from its per-window and
+    # per-trial values, not copied from what the run wrote (an older rule, or none for a run whose
+    # config makes it a machinery check).
+    verdicts_by_seed = {s: verdicts(r) for s, r in per_seed.items()}
     return {
         "name": name,
         "command": command,
         "config": config,
         "seeds": sorted(per_seed),
         "complete": all(r.get("complete") is True for r in per_seed.values()),
-        "machinery_check": any(r.get("machinery_check") for r in per_seed.values()),
+        "machinery_check": any(machinery_check_reason(r.get("config")) is not None for r in per_seed.values()),
         "train_len": first.get("train_len"),
         "eval_lengths": first.get("eval_lengths"),
         "numbers": {str(s): _headline(r) for s, r in sorted(per_seed.items())},
@@ -323,14 +345,18 @@ def _verdict_cell(v: dict) -> str:
 
 
 def _effect_cell(v: dict) -> str:
-    """Mean per-seed difference and its 95% t interval, in the claim's unit."""
+    """Mean per-seed difference and its 95% interval, in the claim's unit."""
     mean, ci = v.get("effect_mean"), v.get("effect_ci")
     if _finite(mean) is None:
         return "—"
-    fmt = (lambda x: f"{x:+.0%}") if v.get("unit") == "percent" else (lambda x: f"{x:+.3f}")
+    fmt = (lambda x: f"{x:+.1%}") if v.get("unit") == "percent" else (lambda x: f"{x:+.3f}")
     if isinstance(ci, list) and len(ci) == 2 and all(_finite(c) is not None for c in ci):
         return f"{fmt(mean)} [{fmt(ci[0])}, {fmt(ci[1])}]"
     return fmt(mean)
+
+
+def _p_cell(p: Any) -> str:
+    return "—" if _finite(p) is None else f"{p:.2g}"
 
 
 def table_verdicts(summary: dict) -> str:
@@ -340,20 +366,80 @@ def table_verdicts(summary: dict) -> str:
     lines = [
         "| claim | "
         + " | ".join(f"seed {s}" for s in seeds)
-        + " | mean difference [95% t-interval] | p across seeds | across seeds |",
+        + " | mean difference [95% interval] | Holm-adjusted p across seeds | across seeds |",
         "|---" * (len(seeds) + 4) + "|",
     ]
     for v in summary["verdicts"]:
         by_seed = [v["by_seed"].get(str(s), "not measured") for s in seeds]
-        p = v.get("p")
         lines.append(
             f"| {v['claim']} | "
             + " | ".join(by_seed)
-            + f" | {_effect_cell(v)} | {'—' if _finite(p) is None else f'{p:.2g}'} | {_verdict_cell(v)} |"
+            + f" | {_effect_cell(v)} | {_p_cell(v.get('p_holm'))} | {_verdict_cell(v)} |"
         )
     tests = max((w.get("holm_tests") or 0 for vs in summary["verdicts_by_seed"].values() for w in vs), default=0)
     claims = max((v.get("holm_tests") or 0 for v in summary["verdicts"]), default=0)
     return "\n".join(lines + ["", rule_text_seeds(tests, len(seeds), claims)])
+
+
+def _quoted(v: dict) -> str:
+    fmt = (lambda x: f"{x:+.1%}") if v.get("unit") == "percent" else (lambda x: f"{x:+.3f}")
+    lo, hi = v["effect_ci"]
+    unit = {"bpb": " bits per byte", "bits": " bits"}.get(v.get("unit") or "", "")
+    return f"{fmt(v['effect_mean'])}{unit} [{fmt(lo)}, {fmt(hi)}], Holm-adjusted p = {v['p_holm']:.2g}"
+
+
+#: A seed "learned the copy" when it retrieves at least this share of near keys at the training length.
+COPY_SHARE = 0.5
+
+
+def _copy_lines(summary: dict) -> List[str]:
+    """Per scheme, which seeds retrieve at least :data:`COPY_SHARE` of the near keys at the training
+    length: the copy is learned in a jump whose timing moves with the seed, so this is counted, not
+    averaged."""
+    first = str(summary["eval_lengths"][0])
+    seeds = [str(s) for s in summary["seeds"]]
+    parts = []
+    for model in _models(summary, False):
+        asked = [s for s in seeds if "near" in ((summary["numbers"].get(s) or {}).get(model) or {}).get(first, {})]
+        if not asked:
+            continue
+        learned = [
+            s for s in asked if (lambda kn: kn[0] >= COPY_SHARE * kn[1])(summary["numbers"][s][model][first]["near"])
+        ]
+        which = f" (seed{'s' if len(learned) > 1 else ''} {', '.join(learned)})" if learned else ""
+        parts.append(f"{LABELS.get(model, model)} in {len(learned)} of {len(asked)}{which}")
+    if not parts:
+        return []
+    return [
+        f"Seeds that retrieve at least {COPY_SHARE:.0%} of the near keys at the training length ({first} "
+        f"bytes), per scheme: " + "; ".join(parts) + "."
+    ]
+
+
+def table_findings(summary: dict) -> str:
+    """The claims the seeds decide (seen or not seen across seeds), each with its mean difference,
+    95% interval and Holm-adjusted p, and how many stay within noise: the one list of findings."""
+    if summary.get("machinery_check"):
+        return "No findings: a machinery check."
+    seeds = len(summary["seeds"])
+    if seeds < 2:
+        return "No findings: one training seed, so the spread between training runs is not measured."
+    decided = [v for v in summary["verdicts"] if v["verdict"] in (SEEN, NOT_SEEN) and v.get("p_holm") is not None]
+    noise = sum(v["verdict"] == WITHIN_NOISE for v in summary["verdicts"])
+    absent = sum(v["verdict"] == NOT_MEASURED for v in summary["verdicts"])
+    lines = [f"Across {seeds} training seeds ({summary['config'].get('preset')} preset):", ""]
+    for v in decided:
+        word = "holds" if v["verdict"] == SEEN else "is reversed: the difference lies on the other side"
+        lines.append(f"- {v['claim']}: {word}, {_quoted(v)}.")
+    if not decided:
+        lines.append("- no claim is decided: every one is within noise or not measured.")
+    lines += ["", *_copy_lines(summary)]
+    lines += [
+        "",
+        f"{len(decided)} claims decided, {noise} within noise (these seeds cannot tell, which is not "
+        f'"equal"), {absent} not measured; the verdicts table gives each one.',
+    ]
+    return "\n".join(lines)
 
 
 def _seconds(v: float) -> str:
@@ -386,6 +472,11 @@ def table_time(summary: dict) -> str:
             row += f" {_seconds(own[s])} |" if s in own else " — |"
         lines.append(row)
     note = "Seconds. Training time per scheme is the wall time of its training, as the run records it"
+    if "--device cuda" in summary.get("command", ""):
+        note = (
+            "Seconds, measured on one GPU (the command's `--device cuda`), so they are not the preset's cost "
+            "on a CPU. Training time per scheme is the wall time of its training, as the run records it"
+        )
     if by_scheme:
         note += " (wall / CPU where the run recorded its CPU time per scheme)"
     if cpu:
@@ -410,8 +501,8 @@ def unanimous(by_seed: Dict[str, str]) -> str:
 #: The three rules of the before/after table, as its note states them.
 RULES_NOTE = (
     "Every seed: paired tests under Holm's rule in every seed, seen only when every seed sees it (the "
-    "rule before the across-seed test). After: the per-seed effects tested against both the spread "
-    "between seeds and each run's sampling, Holm's rule over the claims"
+    "rule before the across-seed test). After: the mean effect over the seeds tested against the spread "
+    "between seeds plus the sampling of the windows (paired across seeds) and trials, Holm's rule over the claims"
 )
 
 
@@ -464,6 +555,7 @@ TABLES = {
     "retrieval": table_retrieval,
     "extension-retrieval": lambda s: table_retrieval(s, extension=True),
     "verdicts": table_verdicts,
+    "findings": table_findings,
     "time": table_time,
     "command": table_command,
     "before-after": table_before_after,

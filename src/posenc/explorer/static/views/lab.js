@@ -63,7 +63,7 @@ function summaryBlock(s) {
   const verdicts = (s.verdicts || []).map((v) => {
     const kind = v.verdict === "seen" ? "seen" : v.verdict === "not seen" ? "not-seen" : v.verdict === "within noise" ? "noise" : "unknown";
     const per = Object.entries(v.by_seed || {}).map(([seed, x]) => `seed ${seed}: ${x}`).join(", ");
-    const across = v.one_seed ? "one seed" : measured(v.p) ? `across seeds p = ${fmt(v.p, 2)}` : "";
+    const across = v.one_seed ? "one seed" : measured(v.p) ? `Holm-adjusted p across seeds = ${fmt(v.p, 2)}` : "";
     const note = [across, per].filter(Boolean).join("; ");
     return `<li class="${kind}" data-verdict="${escapeText(v.verdict)}" title="${escapeText(v.evidence || "")}"><b>${escapeText(v.verdict)}</b>${v.one_seed ? " (one seed)" : ""}: ${escapeText(v.claim)} <small>(${escapeText(note)})</small></li>`;
   }).join("");
@@ -77,7 +77,7 @@ function summaryBlock(s) {
     <table class="data">${head("model")}<tbody>${bpbRows || `<tr><td colspan="${lengths.length + 1}">none</td></tr>`}</tbody></table>
     <h4>Passkey retrieval <small class="muted">(exact matches k/n, one per seed in seed order)</small></h4>
     <table class="data">${head("model, keys")}<tbody>${retRows.join("") || `<tr><td colspan="${lengths.length + 1}">none</td></tr>`}</tbody></table>
-    <h4>Verdicts across seeds <small class="muted">(seen only when the per-seed effects clear both the spread between training seeds and each run's own sampling, under Holm's rule over the claims; hover for the evidence)</small></h4>
+    <h4>Verdicts across seeds <small class="muted">(seen only when the mean effect clears the spread between training seeds plus the sampling of the windows, paired across seeds, and trials, under Holm's rule over the claims; hover for the evidence)</small></h4>
     <ul class="verdicts">${verdicts || `<li>${s.machinery_check ? "none: a machinery check" : "none"}</li>`}</ul>
   </article>`;
 }
