@@ -1073,7 +1073,7 @@ def test_claim_only_the_learned_table_stops_past_512_with_chapter_sixs_message(b
         set_slider(page, node, "#cmp-len", 576)
         cells = page.evaluate(reads)
         assert {s for s, cell in cells.items() if cell.startswith("✗")} == {"learned"}
-        stated = cells["learned"].split("✗ no: ")[1]
+        stated = cells["learned"].split("✗ refused: ")[1]
         assert message.startswith(stated), (stated, message)
         expect(page.locator("#cmp-len-head")).to_have_text("576")
         assert page.problems == [], page.problems

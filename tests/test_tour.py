@@ -486,7 +486,7 @@ def test_sign_convention_is_counter_clockwise_as_apply_rotary(facts, flowing):
 def test_clock_dials(facts, flowing):
     step = math.degrees(rotary.DIAL_THETA)
     assert facts["rope.dial.step_degrees"] == pytest.approx(step)
-    assert f"with theta = {step:.0f} degrees per seat" in flowing
+    assert f"with θ = {step:.0f}° per seat" in flowing
     for seat in range(4):
         assert facts[f"rope.dial.{seat}"] == pytest.approx(30.0 * seat, abs=1e-9)
     assert facts["rope.relative.A"] == pytest.approx(30.0)

@@ -1,26 +1,35 @@
-"""Section: the methods side by side, and which of them stops at a length past training.
+"""Section: the methods side by side, and what each does with a length past training.
 
 The text and numbers are the lesson's chapter "The methods side by side"
 (:mod:`posenc.lesson.chapters.comparison`); this section prints them, records the numbers, and prints
-the table's live columns: which scheme places each length.
+the table's live column at each length of its "try this": whether each scheme places the tokens without
+an error, and what of them a model trained on that many tokens never met (the page's own sentences).
 """
 
 from __future__ import annotations
 
-from ..lesson.chapters.comparison import LENGTHS, SCHEMES
-from ._show import table, verdict
+from rich.text import Text
+
+from ..lesson.chapters.comparison import LENGTHS, SCHEMES, compare
+from ._show import table
 from .telling import tell
 
 CHAPTER = "comparison"
+#: the live column's status -> its style in the terminal (the page's pass and fail shades)
+STYLES = {"trained": "green", "untrained": "bold", "refused": "bold red"}
 
 
 def comparison(ctx) -> None:
     n = tell(ctx, CHAPTER)
+    rows = {length: {r["scheme"]: r for r in compare(length)["schemes"]} for length in LENGTHS}
     t = table(
         "scheme",
         *(f"{length} tokens" for length in LENGTHS),
-        title=f"Built for {n['compare.trained']} tokens: does each scheme place a longer text?",
+        title=f"Built for {n['compare.trained']} tokens: placed without an error, and within training?",
     )
     for scheme in SCHEMES:
-        t.add_row(scheme, *(verdict(scheme in n[f"compare.reads.{length}"], "reads", "stops") for length in LENGTHS))
+        t.add_row(
+            scheme,
+            *(Text(rows[length][scheme]["says"], style=STYLES[rows[length][scheme]["status"]]) for length in LENGTHS),
+        )
     ctx.console.print(t)

@@ -19,6 +19,7 @@ from ..lesson.chapters.rope import (  # noqa: F401  (the chapter's helpers, for 
     sign_check,
     wrap_degrees,
 )
+from ..lesson.formats import signed
 from ..lesson.rotation import DIAL_THETA, KEY, QUERY, SEAT_PAIRS, THETA, hand_angles, pair_score, rotate_2d  # noqa: F401
 from ._plot import new_figure, save
 from .telling import tell
@@ -62,7 +63,7 @@ def _draw_dials(ctx, angles: torch.Tensor) -> None:
                 arrowprops=dict(arrowstyle="-|>", color=colour, linewidth=2.2),
             )
             ax.set_title(
-                f'seat {seat}: "{word}"\n{float(angles[seat]):.0f} deg',
+                f'seat {seat}: "{word}"\n{float(angles[seat]):.0f}°',
                 fontsize=9,
                 color=colour if word in colours else "black",
             )
@@ -73,9 +74,9 @@ def _draw_dials(ctx, angles: torch.Tensor) -> None:
         axes[row][0].text(-1.6, 0, f"sentence {name}", rotation=90, va="center", ha="center", fontsize=10)
     step = ctx.facts["rope.dial.step_degrees"]
     fig.suptitle(
-        f"RoPE clock dials: each seat turns the vector by {step:+.0f} degrees "
-        f"(dog to bit: {ctx.facts['rope.relative.A']:+.0f} deg in A, "
-        f"{ctx.facts['rope.relative.B']:+.0f} deg in B)",
+        f"RoPE clock dials: each seat turns the vector by {signed(step, 0)}° "
+        f"(dog to bit: {signed(ctx.facts['rope.relative.A'], 0)}° in A, "
+        f"{signed(ctx.facts['rope.relative.B'], 0)}° in B)",
         fontsize=11,
     )
     save(ctx, fig, "rope_clock_dials")

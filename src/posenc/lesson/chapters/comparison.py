@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, cast
 
 import torch
 
@@ -11,6 +11,7 @@ from ...learned import PositionOutOfRangeError
 from ...model import local_random
 from ...schemes import PositionScheme
 from ..prose import Block
+from ..stretching import past_training
 from ._figures import Figure
 from ._ranges import Range, checked
 
@@ -91,7 +92,8 @@ ROWS = {
     "nope": (
         "none (NoPE)",
         "nothing; only a causal mask hints at order ([chapter 1](#bag-of-tiles))",
-        "nothing to run out of (it reads any length), and nothing to tell order by ([chapter 1](#bag-of-tiles))",
+        "no seat to run out of, and nothing to tell order by ([chapter 1](#bag-of-tiles)); how well it reads "
+        "longer texts is measured in the [lab](#lab)",
         "research models",
     ),
 }
@@ -108,8 +110,8 @@ def prose(n: dict) -> list[Block]:
     return [
         Block(
             "plain",
-            """Five ways of telling a model where each word sits, asked the same question: can you read a longer
-            text?""",
+            """Five ways of telling a model where each word sits, side by side: how each one works, and what
+            happens to it on a text longer than any it was trained on.""",
             "intro",
         ),
         Block(
@@ -118,7 +120,10 @@ def prose(n: dict) -> list[Block]:
             chapter or view where posenc shows it; the “used in” column only names well-known models built that
             way. The numbers are computed now: posenc builds each scheme for a model trained on
             {n["compare.trained"]} tokens, counts the trainable numbers it adds, and asks it to place the number of
-            tokens you choose.""",
+            tokens you choose. Placing a position without an error is not reading the text well: past
+            {n["compare.trained"]} tokens the live column also says what the model never met in training (for
+            RoPE, the pairs [chapter 8](#stretching-rope) marks past training), and the [lab](#lab) measures how
+            trained models read such texts.""",
             "intro",
         ),
         Block(
@@ -145,10 +150,37 @@ FIGURE_RANGES: Dict[str, Range] = {
 }
 
 
+def untrained(name: str, length: int, scheme: PositionScheme) -> tuple[str, str]:
+    """``(status, sentence)`` of the live column for scheme ``name`` placing ``length`` tokens without an
+    error: ``"trained"`` when nothing it meets was met in training, else ``"untrained"`` and what was not.
+
+    RoPE's count of pairs past training is chapter 8's (:func:`posenc.lesson.stretching.past_training`, the
+    lesson's one definition), on the scheme's own frequencies.
+    """
+    if length <= TRAINED:
+        return "trained", f"✓ within the {TRAINED:,} tokens trained"
+    one = length == TRAINED + 1
+    seats = f"seat {TRAINED:,} was" if one else f"seats {TRAINED:,}–{length - 1:,} were"
+    distances = f"distance {TRAINED:,} was" if one else f"distances {TRAINED:,}–{length - 1:,} were"
+    if name == "rope":
+        inv_freq = cast(torch.Tensor, scheme.inv_freq)  # (pairs,)
+        past, pairs = int(past_training(inv_freq, inv_freq, TRAINED, length).sum()), inv_freq.numel()
+        if not past:
+            return "trained", f"✓ placed; none of its {pairs} pairs past training yet (chapter 8)"
+        return "untrained", f"⚠ placed, but {past} of its {pairs} pairs turn past training (chapter 8)"
+    if name == "alibi":
+        return "untrained", f"⚠ placed, but {distances} never trained"
+    if name == "nope":
+        return "untrained", f"⚠ nothing to place, but no text past {TRAINED:,} tokens was trained on"
+    return "untrained", f"⚠ placed, but {seats} never trained"
+
+
 def compare(length: int) -> dict:
     """Ask each scheme, as posenc builds it for a model trained on 512 tokens, to place ``length``
     tokens: its own hook (embed, rotate or bias) runs at every position. Reports where the scheme
-    acts, its extra trainable numbers, and whether it could (the error is the library's own)."""
+    acts, its extra trainable numbers, whether it placed them (the error is the library's own), and
+    the live column's ``status`` and ``says``: ``"refused"``, ``"untrained"`` (placed, but past what a
+    model trained on 512 tokens met: :func:`untrained`) or ``"trained"``. Placing is not reading well."""
     checked(FIGURE_RANGES, "compare_len", length)
     d_model, heads = 32, 4
     pos = torch.arange(length).unsqueeze(0)  # (1, L)
@@ -163,6 +195,7 @@ def compare(length: int) -> dict:
             "alibi": "attention logits",
             "nope": "nowhere",
         }[name]
+        row = {"scheme": name, "where": where, "extra_parameters": extra}
         try:
             with torch.no_grad():
                 x = scheme.embed(torch.zeros(1, length, d_model, dtype=torch.float64), pos)
@@ -173,27 +206,12 @@ def compare(length: int) -> dict:
             finite = bool(
                 torch.isfinite(x).all() and torch.isfinite(q).all() and (bias is None or torch.isfinite(bias).all())
             )
-            rows.append(
-                {
-                    "scheme": name,
-                    "where": where,
-                    "extra_parameters": extra,
-                    "reads": True,
-                    "finite": finite,
-                    "error": None,
-                }
-            )
+            status, says = untrained(name, length, scheme)
+            row |= {"reads": True, "finite": finite, "error": None, "status": status, "says": says}
         except PositionOutOfRangeError as err:
-            rows.append(
-                {
-                    "scheme": name,
-                    "where": where,
-                    "extra_parameters": extra,
-                    "reads": False,
-                    "finite": None,
-                    "error": str(err),
-                }
-            )
+            says = f"✗ refused: {str(err).split('. ')[0]}"
+            row |= {"reads": False, "finite": None, "error": str(err), "status": "refused", "says": says}
+        rows.append(row)
     return {"length": length, "trained_len": TRAINED, "d_model": d_model, "schemes": rows}
 
 

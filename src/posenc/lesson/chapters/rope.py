@@ -16,7 +16,7 @@ from ...rope import RotaryEmbedding
 from ...rope.apply import apply_rotary
 from ...rope.layout import permute_for_interleaved
 from ...rope.tables import rope_cos_sin, rope_inv_freq
-from ..formats import signed
+from ..formats import minus, signed
 from ..prose import Block
 from ..rotation import (
     DIAL_THETA,
@@ -122,11 +122,14 @@ def numbers() -> dict:
 def prose(n: dict) -> list[Block]:
     """The chapter's text with the numbers of :func:`numbers`."""
     first = n["rope.demo.score.1.3"]
-    score_rows: list[tuple[str, ...]] = [("query seat", "key seat", "gap", "score q.k", "equals seats 1 vs 3?")]
+    score_rows: list[tuple[str, ...]] = [
+        ("query seat m", "key seat n", "gap m − n", "score q.k", "equals seats 1 vs 3?")
+    ]
     for m, k in SEAT_PAIRS:
         score = n[f"rope.demo.score.{m}.{k}"]
         same = "yes, to 5 decimals" if round(score, 5) == round(first, 5) else "no"
-        score_rows.append((str(m), str(k), str(k - m), f"{score:.5f}", "" if (m, k) == SEAT_PAIRS[0] else same))
+        equal = "" if (m, k) == SEAT_PAIRS[0] else same
+        score_rows.append((str(m), str(k), minus(f"{m - k:d}"), f"{score:.5f}", equal))
     angles = [n[f"rope.dial.{seat}"] for seat in range(4)]
     sentence_rows: list[tuple[str, ...]] = [("sentence", "dog at", "bit at", "dog's hand", "bit's hand", "dog to bit")]
     for name, words in SENTENCES.items():
@@ -136,9 +139,9 @@ def prose(n: dict) -> list[Block]:
                 f"{name}: {' '.join(words)}",
                 str(dog),
                 str(bit),
-                f"{angles[dog]:.0f} deg",
-                f"{angles[bit]:.0f} deg",
-                f"{n[f'rope.relative.{name}']:+.0f} deg",
+                f"{angles[dog]:.0f}°",
+                f"{angles[bit]:.0f}°",
+                f"{signed(n[f'rope.relative.{name}'], 0)}°",
             )
         )
     scores = n["rope.module.scores"]
@@ -270,22 +273,23 @@ def prose(n: dict) -> list[Block]:
             "p",
             f"""The same holds for a full {HEAD_DIM}-wide head with {HEAD_DIM // 2} pairs turning at
             {HEAD_DIM // 2} speeds, through the `posenc.RotaryEmbedding` module: a random query 3 seats after a
-            random key scores {scores[0]:.6f} at seats 5/2, {scores[1_000]:.6f} at 1005/1002 and
-            {scores[100_000]:.6f} at 100005/100002 (spread {n["rope.module.spread"]:.2e}, float32 rounding).""",
+            random key scores {minus(f"{scores[0]:.6f}")} at seats 5/2, {minus(f"{scores[1_000]:.6f}")} at
+            1005/1002 and {minus(f"{scores[100_000]:.6f}")} at 100005/100002 (spread
+            {n["rope.module.spread"]:.2e}, float32 rounding).""",
             "measured",
         ),
         Block(
             "p",
-            f"""The clock picture: with theta = {step:.0f} degrees per seat, RoPE turns the vector (1, 0), which
-            points at 0 degrees, to {", ".join(f"{a:.0f}" for a in angles)} degrees at seats 0-3.""",
+            f"""The clock picture: with θ = {step:.0f}° per seat, RoPE turns the vector (1, 0), which points at
+            0°, to {", ".join(f"{a:.0f}°" for a in angles)} at seats 0–3.""",
             "measured",
         ),
         Block("table", "Who bit whom, on the clock", "measured", rows=tuple(sentence_rows)),
         Block(
             "p",
             f"""In sentence A “dog” sits one seat before “bit”, so the turn from dog to bit is
-            {n["rope.relative.A"]:+.0f} degrees; in sentence B it sits one seat after, and the turn flips to
-            {n["rope.relative.B"]:+.0f} degrees. The words are the same, only the sign of the angle between them
+            {signed(n["rope.relative.A"], 0)}°; in sentence B it sits one seat after, and the turn flips to
+            {signed(n["rope.relative.B"], 0)}°. The words are the same, only the sign of the angle between them
             changed, and the attention score follows: with “bit” querying q = {list(QUERY)} and “dog” keyed
             k = {list(KEY)}, the score is {n["rope.relative.score.A"]:.5f} in A and
             {n["rope.relative.score.B"]:.5f} in B, the score the “Who bit whom?” dials print under them for the
@@ -424,12 +428,14 @@ def pair_layouts(m: int, n: int) -> dict:
     (:func:`posenc.rope.layout.permute_for_interleaved`). Read pair ``i`` as the complex number
     ``a + ib``: RoPE multiplies it by ``e^{i m theta_i}``, and the score is the real part of
     ``sum q_i conj(k_i) e^{i (m - n) theta_i}``, the gap alone.
+
+    The query and key are the dials' (:func:`clock_vectors` at width 8), so at the dials' seats (m and n
+    plus the move) the half-split score is the score printed under the dials.
     """
     checked(FIGURE_RANGES, "m", m)
     checked(FIGURE_RANGES, "n", n)
     head_dim, half = 8, 4
-    g = torch.Generator().manual_seed(3)
-    q, k = (torch.randn(head_dim, generator=g, dtype=torch.float64) for _ in range(2))
+    q, k = clock_vectors(head_dim)
     inv_freq = rope_inv_freq(head_dim, 10000.0)  # (4,)
     cos, sin = rope_cos_sin(torch.tensor([m, n]), inv_freq, dtype=torch.float64)  # (2, 4)
 

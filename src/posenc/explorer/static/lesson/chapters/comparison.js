@@ -1,6 +1,6 @@
 // The methods side by side: the table is the chapter's text (posenc.lesson.chapters.comparison: one row
-// per scheme, in the order the API lists them); this script appends its live column, whether each scheme
-// reads the chosen length.
+// per scheme, in the order the API lists them); this script appends its live column: whether each scheme
+// places the chosen length without an error, and what of it a model trained on 512 tokens never met.
 
 import { $, api, loader, slider } from "../../core.js";
 import { fmtInt, html, numbers } from "../../charts.js";
@@ -21,21 +21,24 @@ export const markup = `
 export function setup() {
   const table = document.querySelector("#cmp-table table");
   const head = html("th", { scope: "col" }, table.tHead.rows[0]);
-  head.append("reads ", html("span", { id: "cmp-len-head" }), " tokens?");
+  head.append("at ", html("span", { id: "cmp-len-head" }), " tokens (trained on ", html("span", { id: "cmp-trained-head" }), ")");
   const rows = [...table.tBodies[0].rows];
-  const cells = rows.map((tr) => html("td", { class: "live-reads", "data-label": "reads the chosen length" }, tr));
+  const cells = rows.map((tr) => html("td", { class: "live-reads", "data-label": "at the chosen length" }, tr));
   const len = slider("cmp-len", () => load());
   const load = loader("comparison", async (signal) => {
     const d = await api("/api/lesson/compare", { length: len() }, signal);
     if (d.schemes.length !== rows.length) throw new Error(`comparison: ${d.schemes.length} schemes for ${rows.length} rows`);
     $("cmp-len-head").textContent = String(d.length);
+    $("cmp-trained-head").textContent = String(d.trained_len);
+    const shade = { trained: "pass", untrained: "warn", refused: "fail" };
     d.schemes.forEach((row, i) => {
       rows[i].dataset.scheme = row.scheme;
-      cells[i].className = `live-reads ${row.reads ? "pass" : "fail"}`;
-      cells[i].textContent = row.reads ? "✓ yes" : `✗ no: ${row.error.split(". ")[0]}`;
+      cells[i].className = `live-reads ${shade[row.status]}`;
+      cells[i].dataset.status = row.status;
+      cells[i].textContent = row.says;
     });
     numbers($("cmp-numbers"), d.schemes.map((r) => `${r.scheme} (acts on ${r.where}): ${fmtInt(r.extra_parameters)} extra trainable ` +
-      `numbers at width ${d.d_model}; ${d.length} tokens: ${r.reads ? "placed" : "refused"}`));
+      `numbers at width ${d.d_model}; ${d.length} tokens: ${r.says}`));
   });
   load(0);
   return null;
