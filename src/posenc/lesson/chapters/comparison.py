@@ -195,7 +195,7 @@ def compare(length: int) -> dict:
             "alibi": "attention logits",
             "nope": "nowhere",
         }[name]
-        row = {"scheme": name, "where": where, "extra_parameters": extra}
+        row: dict[str, object] = {"scheme": name, "where": where, "extra_parameters": extra}
         try:
             with torch.no_grad():
                 x = scheme.embed(torch.zeros(1, length, d_model, dtype=torch.float64), pos)
