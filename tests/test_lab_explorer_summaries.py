@@ -132,6 +132,9 @@ def test_the_lab_view_shows_committed_summaries_in_a_browser(browser):
             else:  # the page's verdict for each claim is the summary's across-seed one, not a per-seed tally
                 shown = block.locator("ul.verdicts li").evaluate_all("els => els.map(e => e.dataset.verdict)")
                 assert shown == [v["verdict"] for v in raw["verdicts"]]
+                notes = block.locator("ul.verdicts li small").all_text_contents()
+                for note, v in zip(notes, raw["verdicts"]):  # the p shown is the Holm-adjusted one
+                    assert ("Holm-adjusted p across seeds = " in note) == (v.get("p_holm") is not None), note
                 heading = block.locator("h4", has_text="Verdicts across seeds").text_content()
                 assert "spread between training seeds" in heading and "every seed sees it" not in heading
         assert page.locator("#lab-body").is_hidden()

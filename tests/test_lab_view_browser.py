@@ -60,7 +60,7 @@ def test_lab_view_shows_retrieval_verdicts_and_the_smoke_stamp(page, server):  #
     assert text.startswith("alibi: perplexity past the training length: flat within noise")
     # far against near keys at the same length, by Fisher's exact test
     assert "far keys at 512 0% [0%, 6%] vs near keys at 512 80% [68%, 89%]" in text and "Fisher exact" in text
-    assert "Fisher exact (0/64 vs 51/64)" in text and "(Holm over 14 tests): seen;" in text
+    assert "Fisher exact (0/64 vs 51/64)" in text and "Holm-adjusted" in text and "over 14 tests: seen;" in text
     assert section.locator("#lab-verdicts li.noise").count() >= 1
     assert section.locator("#lab-verdicts li.not-seen").count() >= 1
 

@@ -114,7 +114,7 @@ def newcombe_paired(
     margins = (a + b) * (c + d) * (a + c) * (b + d)
     phi = 0.0
     if margins > 0:
-        cross = a * d - b * c
+        cross = float(a * d - b * c)
         cross = cross - n / 2 if cross > n / 2 else (cross if cross < 0 else 0.0)
         phi = cross / math.sqrt(margins)
     diff = p1 - p2

@@ -88,7 +88,7 @@ EXPECTED = {
 }
 
 
-def machinery_check_reason(cfg: dict) -> Optional[str]:
+def machinery_check_reason(cfg: Any) -> Optional[str]:
     """Why a run of config ``cfg`` is too small for its numbers to mean anything, or None.
 
     Decided by the run's size, whatever its preset is called: fewer than :data:`MIN_STEPS`
@@ -553,22 +553,27 @@ def _measured(v: Optional[dict]) -> bool:
 
 def _pooled_counts(runs: List[dict]) -> Optional[List[int]]:
     """The exact-match counts of ``runs`` summed over the seeds, when every run kept them alike."""
-    counts = [r.get("counts") for r in runs]
-    if not all(isinstance(c, list) and len(c) == 4 and all(isinstance(v, int) and v >= 0 for v in c) for c in counts):
-        return None
+    counts: List[List[int]] = []
+    for r in runs:
+        c = r.get("counts")
+        if not (isinstance(c, list) and len(c) == 4 and all(isinstance(v, int) and v >= 0 for v in c)):
+            return None
+        counts.append(c)
     return [sum(c[i] for c in counts) for i in range(4)]
 
 
 def _seed_test(runs: List[dict], effects: List[float]) -> Optional[dict]:
     """:func:`across_seeds` on what the per-seed records kept, or None when they lack it."""
-    diffs = [r.get("unit_diffs") for r in runs]
-    if all(r.get("units") == "windows" for r in runs) and all(isinstance(d, list) and len(d) >= 2 for d in diffs):
-        if len({len(d) for d in diffs}) != 1:
-            return None  # not the same windows in every seed: they cannot be paired
-        return across_seeds(effects, windows=diffs)
-    se, df = [_finite(r.get("se")) for r in runs], [_finite(r.get("df")) for r in runs]
-    if all(r.get("units") == "trials" for r in runs) and all(v is not None and v >= 0 for v in se):
-        if all(v is not None and v > 0 for v in df):
+    if all(r.get("units") == "windows" for r in runs):
+        diffs = [r.get("unit_diffs") for r in runs]
+        rows: List[List[float]] = [d for d in diffs if isinstance(d, list) and len(d) >= 2]
+        if len(rows) != len(runs) or len({len(d) for d in rows}) != 1:
+            return None  # not kept, or not the same windows in every seed: they cannot be paired
+        return across_seeds(effects, windows=rows)
+    if all(r.get("units") == "trials" for r in runs):
+        se = [v for v in (_finite(r.get("se")) for r in runs) if v is not None and v >= 0]
+        df = [v for v in (_finite(r.get("df")) for r in runs) if v is not None and v > 0]
+        if len(se) == len(df) == len(runs):
             return across_seeds(effects, unit_se=se, unit_df=df)
     return None
 
