@@ -339,3 +339,44 @@ def test_the_committed_summaries_hold_what_recombine_needs():
 
     for name, summary in load_summaries().items():
         assert recombine(summary)["verdicts"] == summary["verdicts"], name
+
+
+def test_a_summary_judges_each_seed_again_and_keeps_the_windows_it_pairs(tmp_path):
+    """A summary recomputes every seed's verdicts from its per-window values under the current rule
+    (never copying what the run wrote) and keeps each bits-per-byte claim's per-window differences,
+    which the test across seeds pairs by window."""
+    import json
+
+    import numpy as np
+
+    from posenc.lab.report import build_results, write_report
+    from posenc.lab.summary import summarize
+
+    rng = np.random.default_rng(0)
+    text = rng.normal(3.0, 0.3, 64)  # how hard each shared window is
+    for seed in (0, 1, 2):
+        cfg = preset_config("quick", schemes=["rope"], eval_multipliers=[1, 8], seed=seed, extension=False).to_dict()
+        cells = {}
+        for length, shift in (("64", 0.0), ("512", 0.4)):
+            w = text + shift + rng.normal(0, 0.05, 64)
+            cells[length] = {
+                "bpb": float(w.mean()),
+                "bpb_ci": [float(w.mean()) - 0.1, float(w.mean()) + 0.1],
+                "bpb_windows": [float(v) for v in w],
+            }
+        folder = tmp_path / f"seed-{seed}"
+        folder.mkdir()
+        write_report(
+            build_results(cfg, {}, {}, {"eval": {"rope": cells}, "extension": {}, "lr_sweep": {}}, True),
+            folder,
+            plots=False,
+        )
+        stored = json.loads((folder / "results.json").read_text())
+        stored["verdicts"] = [dict(v, verdict="not seen") for v in stored["verdicts"]]  # a stale rule's verdicts
+        (folder / "results.json").write_text(json.dumps(stored))
+    summary = summarize(tmp_path, "t", "posenc lab")
+    (claim,) = [v for v in summary["verdicts_by_seed"]["1"] if v.get("units") == "windows"]
+    assert claim["verdict"] == "seen" and len(claim["unit_diffs"]) == 64
+    assert np.mean(claim["unit_diffs"]) == pytest.approx(claim["effect"], abs=1e-6)
+    across = next(v for v in summary["verdicts"] if v["claim"] == claim["claim"])
+    assert across["verdict"] == "seen" and "64 windows paired across seeds" in across["evidence"]

@@ -3,8 +3,13 @@
 A summary holds, for one run folder (one seed) or a seeds folder (``seed-<n>/`` per training seed,
 made by ``posenc lab --seeds``), the command, the config, every seed's headline numbers (bits per
 byte per model and length; exact matches ``k`` of ``n`` per distance bin), every seed's verdicts
-and their combination across seeds (:func:`posenc.lab.verdicts.combine_seeds`), and the training
-CPU time per seed. It holds no checkpoints and no per-window values, so it is small enough to commit.
+(judged again from its run folder under the current rule) and their combination across seeds
+(:func:`posenc.lab.verdicts.combine_seeds`), and the training CPU time per seed. Of the per-unit
+values it keeps only what the test across seeds needs: each seed's per-window differences of every
+bits-per-byte claim (the windows are shared by the seeds and paired across them), each seed's
+standard error for the passkey claims, and the exact-match counts. It holds no checkpoints and no
+per-trial values, so it stays small enough to commit (under 1 MB for eight seeds of the standard
+preset).
 
 Committed summaries live in ``posenc/lab/runs/`` (they ship with the package, so ``posenc explore``
 shows them without a run folder). ``docs/lab.md`` and the README's lab section show them through
