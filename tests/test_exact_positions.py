@@ -160,3 +160,22 @@ def test_sinusoidal_rows_equal_the_table_and_the_cache_is_capped():
     table = sinusoidal_table(71, 8)
     torch.testing.assert_close(out, table[pos], atol=0, rtol=0)
     torch.testing.assert_close(sinusoidal_at(pos, 8), table[pos], atol=0, rtol=0)
+
+
+def test_most_negative_int64_position_is_computed_not_zero():
+    """Regression: ``-2**63`` has no int64 negation; its angle came out as 0 (cos 1, sin 0) because
+    the 63 bits the limbs read are all zero. It is ``-(2**63 * f) mod 2*pi`` like any other negative
+    position: against the independent reference, and against the two relations that tie it to its
+    neighbours, ``angle(-2**63) = -2 angle(2**62)`` and ``= angle(-(2**63 - 1)) - f``."""
+    inv_freq = rope_inv_freq(16, base=10000.0)
+    cos, sin = rope_cos_sin(torch.tensor([-(2**63)]), inv_freq, dtype=torch.float64)
+    for i, f in enumerate(inv_freq.double().tolist()):
+        want_cos, want_sin = exact_cos_sin(2**63, f)  # cos(-x) = cos(x), sin(-x) = -sin(x)
+        assert abs(cos[0, i].item() - want_cos) < 1e-7 and abs(sin[0, i].item() + want_sin) < 1e-7, (i, f)
+    angles = angles_mod_2pi(torch.tensor([-(2**63), 2**62, -(2**63 - 1)]), inv_freq)
+    two_pi = 2 * math.pi
+    torch.testing.assert_close(angles[0], torch.remainder(-2 * angles[1], two_pi), rtol=0, atol=1e-8)
+    torch.testing.assert_close(
+        angles[0], torch.remainder(angles[2] - inv_freq.double(), two_pi), rtol=0, atol=1e-8
+    )
+    assert not torch.all(cos == 1), "the angle of -2**63 must not collapse to 0"

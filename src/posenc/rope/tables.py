@@ -86,8 +86,8 @@ def angles_from_limb_phases(positions: torch.Tensor, phases: torch.Tensor) -> to
     """Angles of integer ``positions`` from a :func:`limb_phases` table, reduced to [0, 2*pi), float64.
 
     Only tensor operations (no read-back, no Python arithmetic on values), so this traces into one
-    ``torch.compile`` graph. ``angle(-m) = -angle(m)`` for negative positions except ``-2**63``, which
-    has no int64 negation; callers apply the position rules (:mod:`posenc._checks`) first.
+    ``torch.compile`` graph. ``angle(-m) = -angle(m)`` for negative positions, ``-2**63`` included
+    (it has no int64 negation; its magnitude ``2**63`` is read as the top limb ``2**21``).
 
     Args:
         positions: integer positions, any shape ``P``.
@@ -97,12 +97,17 @@ def angles_from_limb_phases(positions: torch.Tensor, phases: torch.Tensor) -> to
         float64 tensor of shape (*P, F).
     """
     signed = positions.to(torch.int64).unsqueeze(-1)  # (*P, 1)
+    # |m| in int64; for m = -2**63 that wraps to -2**63 itself, whose low 63 bits are 0
     pos = signed.abs()
     mask = (1 << _LIMB_BITS) - 1
     angles = (pos & mask).to(torch.float64) * phases[0]
-    for j in range(1, _LIMBS):
+    for j in range(1, _LIMBS - 1):
         limb = (pos >> (_LIMB_BITS * j)) & mask
         angles = angles + limb.to(torch.float64) * phases[j]
+    # The top limb unmasked, by magnitude: bits 42..62 for every |m| < 2**63, and exactly 2**21 for
+    # m = -2**63 (an arithmetic shift gives -2**21). Masking it would drop bit 63 and give angle 0.
+    top = (pos >> (_LIMB_BITS * (_LIMBS - 1))).abs()
+    angles = angles + top.to(torch.float64) * phases[_LIMBS - 1]
     angles = torch.where(signed < 0, -angles, angles)
     return torch.remainder(angles, 2 * math.pi)
 
