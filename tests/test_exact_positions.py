@@ -175,7 +175,5 @@ def test_most_negative_int64_position_is_computed_not_zero():
     angles = angles_mod_2pi(torch.tensor([-(2**63), 2**62, -(2**63 - 1)]), inv_freq)
     two_pi = 2 * math.pi
     torch.testing.assert_close(angles[0], torch.remainder(-2 * angles[1], two_pi), rtol=0, atol=1e-8)
-    torch.testing.assert_close(
-        angles[0], torch.remainder(angles[2] - inv_freq.double(), two_pi), rtol=0, atol=1e-8
-    )
+    torch.testing.assert_close(angles[0], torch.remainder(angles[2] - inv_freq.double(), two_pi), rtol=0, atol=1e-8)
     assert not torch.all(cos == 1), "the angle of -2**63 must not collapse to 0"

@@ -560,3 +560,104 @@ def test_struct_mirrors_the_c_struct(kernel):
     assert lib.posenc_rope_abi() == cpu.ABI
     assert len(cpu.SLOTS) * 8 == __import__("ctypes").sizeof(cpu.RopeArgs)
     assert cpu.SLOTS[:3] == ["q.data", "q.dtype", "q.shape[0]"] and cpu.SLOTS[-1] == "threads_failed"
+
+
+# -- checks paid once per layout (the Triton path's plan cache) -----------------------------------
+def _plan_of(operands):
+    from posenc.rope.kernels import plans
+
+    def check():
+        overlap.check_outputs(
+            [(n, t) for n, t in zip(("q", "k", "cos", "sin"), (operands[0], operands[1], operands[4], operands[5]))],
+            [("q_out", operands[2]), ("k_out", operands[3])],
+        )
+
+    return plans.plan_for(plans.layout_key(operands, "test"), operands, check, lambda: None)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 90), st.integers(0, 90), st.sampled_from([(1, 0), (0, 1), (1, 1)]))
+def test_cached_layout_checks_aliasing_at_every_call(q_at, out_at, transposed):
+    """One layout, many placements in one storage: the plan built for the first (disjoint) call
+    answers every later placement exactly as brute-force address sets do; an overlapping placement
+    of a cached layout is refused, never waved through because its layout was seen."""
+    from posenc.rope.kernels import plans
+
+    storage = torch.zeros(200)
+
+    def place(at, shape, t):
+        strides = (shape[2] * shape[1] * shape[3], shape[3], shape[1] * shape[3], 1) if t else None
+        strides = strides or (shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1)
+        return torch.as_strided(storage, shape, strides, at)
+
+    q_shape, k_shape = (1, 2, 3, 4), (1, 1, 3, 4)
+    cos = torch.zeros(1, 3, 2)
+    q_t, out_t = transposed
+    plans.clear()
+    first = (place(0, q_shape, q_t), place(30, k_shape, q_t), place(50, q_shape, out_t), place(80, k_shape, out_t))
+    plan = _plan_of((*first, cos, cos, None))
+    ops = (place(q_at, q_shape, q_t), place(30, k_shape, q_t), place(out_at, q_shape, out_t), place(80, k_shape, out_t))
+    operands = (*ops, cos, cos, None)
+    assert plans.layout_key(operands, "test") == plan.key  # the same layout: the cached plan
+    ptrs = [0 if t is None else t.data_ptr() for t in operands]
+    q, k, q_out, k_out = (addresses(t) for t in ops)
+    in_place = q_at == out_at and q_t == out_t  # q_out exactly q: allowed
+    clash = bool(q_out & (k | k_out)) or (bool(q_out & q) and not in_place) or bool(k_out & (q | k))
+    assert plans.disjoint(plan, ptrs) == (not clash), (q_at, out_at, transposed)
+
+
+def test_triton_layout_checks_run_once_per_layout_and_aliasing_every_call():
+    """In Triton's interpreter: 30 calls of one layout on fresh tensors run the full checks once;
+    a new layout runs them once more; a cached in-place layout whose q and k now overlap is refused
+    with the full check's message; q and k as interleaved views of one projection (byte ranges that
+    meet, elements that do not) pay the exact search in the first call only (cached per pointer
+    difference)."""
+    pytest.importorskip("triton", reason="triton is a test dependency: pip install triton")
+    code = """
+    import json, os
+    assert os.environ.get("TRITON_INTERPRET") == "1"
+    import torch
+    from posenc.rope.kernels import plans, triton_rope
+    calls = []
+    original = triton_rope.check_operands
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+    triton_rope.check_operands = spy
+    cos = torch.rand(1, 3, 4)
+    out = {}
+    for _ in range(30):
+        q, k = torch.randn(1, 2, 3, 8), torch.randn(1, 1, 3, 8)
+        triton_rope.rotate(q, k, torch.empty_like(q), torch.empty_like(k), cos, cos, interleaved=False, rotary_dim=8)
+    out["checks_after_30_calls"] = len(calls)
+    q = torch.randn(1, 3, 3, 8)
+    k = q[:, :1]
+    triton_rope.rotate(q, k, torch.empty_like(q), torch.empty_like(k), cos, cos, interleaved=False, rotary_dim=8)
+    out["checks_after_new_layout"] = len(calls)
+    buf, other = torch.randn(1, 3, 4, 8), torch.randn(1, 3, 4, 8)
+    q, k = buf[:, :, :2].transpose(1, 2), other[:, :, :2].transpose(1, 2)  # separate buffers
+    triton_rope.rotate(q, k, q, k, cos, cos, interleaved=False, rotary_dim=8)
+    out["checks_in_place"] = len(calls)
+    q, k = buf[:, :, :2].transpose(1, 2), buf[:, :, 1:3].transpose(1, 2)  # same layout, shared head
+    try:
+        triton_rope.rotate(q, k, q, k, cos, cos, interleaved=False, rotary_dim=8)
+        out["refused"] = None
+    except ValueError as exc:
+        out["refused"] = str(exc)
+    qkv = torch.randn(1, 3, 6, 8)
+    exact = [plans.STATS["exact"]]
+    for _ in range(10):
+        q, k = qkv[:, :, :4].transpose(1, 2), qkv[:, :, 4:].transpose(1, 2)
+        triton_rope.rotate(q, k, q, k, cos, cos, interleaved=False, rotary_dim=8)
+        exact.append(plans.STATS["exact"])
+    out["exact_searches"] = [n - exact[0] for n in exact[1:]]
+    print("RESULT " + json.dumps(out))
+    """
+    out = result_of(run_python(code, env={"TRITON_INTERPRET": "1"}, timeout=600))
+    assert out["checks_after_30_calls"] == 1, out
+    assert out["checks_after_new_layout"] == 2, out
+    assert out["checks_in_place"] == 3, out
+    assert out["refused"] and "share memory" in out["refused"], out
+    # one search per pair of byte ranges that meet (q_out-k, k_out-q, k_out-q_out), all in the first call
+    first, *later = out["exact_searches"]
+    assert first > 0 and all(n == first for n in later), out

@@ -456,6 +456,136 @@ def test_compile_tinylm():
     assert all(p.grad is not None for p in model.parameters())
 
 
+# -- the registered op ---------------------------------------------------------------------------
+def _op_case(name, dtype=torch.float32):
+    """(q, k, cos, sin, positions, row_offset, rotary_dim, interleaved) for one layout."""
+    gen = torch.Generator().manual_seed(3)
+    tdt = torch.float64 if dtype == torch.float64 else torch.float32
+
+    def rnd(*shape, dt=dtype):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64).to(dt)
+
+    table = rnd(1, 12, 8, dt=tdt)
+    if name == "contiguous":
+        return rnd(2, 4, 5, 16), rnd(2, 2, 5, 16), table[:, :5], table[:, 5:10], None, 0, 16, False
+    if name == "transformers-layout":  # q/k transposes of (B, S, H, D) buffers
+        q, k = rnd(2, 5, 4, 16).transpose(1, 2), rnd(2, 5, 2, 16).transpose(1, 2)
+        return q, k, table[:, :5], table[:, 1:6], None, 0, 16, True
+    if name == "one-projection":  # q and k interleaved views of one qkv buffer
+        qkv = rnd(2, 5, 8, 16)
+        q, k = qkv[:, :, :4].transpose(1, 2), qkv[:, :, 4:6].transpose(1, 2)
+        return q, k, table[:, :5], table[:, :5], None, 0, 16, False
+    if name == "partial-gqa-batch-tables":
+        tables = rnd(2, 5, 4, dt=tdt)
+        return rnd(2, 6, 5, 16), rnd(2, 1, 5, 16), tables, tables.flip(0), None, 0, 8, True
+    if name == "positions":
+        pos = torch.tensor([[0, 1, 2, 0, 1], [3, 4, 0, 1, 11]])
+        return rnd(2, 4, 5, 16), rnd(2, 2, 5, 16), table, table.flip(1), pos, 0, 16, False
+    if name == "row-offset":
+        return rnd(1, 4, 1, 16), rnd(1, 2, 1, 16), table, table.flip(1), None, 9, 16, True
+    if name == "strided-last-dim":
+        return rnd(2, 4, 5, 32)[..., ::2], rnd(2, 2, 5, 32)[..., 1::2], table[:, :5], table[:, 5:10], None, 0, 16, False
+    raise KeyError(name)
+
+
+OP_CASES = [
+    "contiguous",
+    "transformers-layout",
+    "one-projection",
+    "partial-gqa-batch-tables",
+    "positions",
+    "row-offset",
+    "strided-last-dim",
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+@pytest.mark.parametrize("case", OP_CASES)
+def test_op_passes_opcheck_for_every_layout(fused_cpu, case, dtype):
+    """torch.library.opcheck: schema, fake kernel (shapes, strides), autograd registration and
+    AOT dispatch, on every layout the kernel takes; and the op equals the reference."""
+    q, k, cos, sin, pos, offset, r, interleaved = _op_case(case, dtype)
+    args = (q, k, cos, sin, pos, offset, r, interleaved, False)
+    torch.library.opcheck(torch.ops.posenc.rotary.default, args)
+    if dtype != torch.bfloat16:  # autograd checks want a floating type with gradients worth comparing
+        grads = (q.clone().requires_grad_(), k.clone().requires_grad_(), cos, sin, pos, offset, r, interleaved, False)
+        torch.library.opcheck(torch.ops.posenc.rotary.default, grads)
+    got_q, got_k = torch.ops.posenc.rotary(*args)
+    layout = "interleaved" if interleaved else "half"
+    want = posenc.rope.apply._reference_rows(q, k, cos, sin, pos, offset, layout, r, False)
+    assert_close(got_q, want[0])
+    assert_close(got_k, want[1])
+
+
+def test_op_backward_is_the_inverse_rotation(fused_cpu):
+    """The op's gradient is the rotation by the negated angles: gradcheck in float64, and the
+    backward of the op equals the forward op with ``inverse`` flipped."""
+    q, k, cos, sin, pos, offset, r, il = _op_case("positions", torch.float64)
+    q, k = q.requires_grad_(), k.requires_grad_()
+    assert torch.autograd.gradcheck(
+        lambda a, b: torch.ops.posenc.rotary(a, b, cos, sin, pos, offset, r, il, False), (q, k)
+    )
+    gq, gk = torch.randn_like(q), torch.randn_like(k)
+    torch.autograd.backward(torch.ops.posenc.rotary(q, k, cos, sin, pos, offset, r, il, False), (gq, gk))
+    want_q, want_k = torch.ops.posenc.rotary(gq, gk, cos, sin, pos, offset, r, il, True)
+    torch.testing.assert_close(q.grad, want_q, rtol=0, atol=0)
+    torch.testing.assert_close(k.grad, want_k, rtol=0, atol=0)
+
+
+class _GraphRecorder:
+    """A torch.compile backend that records the ops of every graph it is given (and runs it)."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append([node.target for node in gm.graph.nodes if node.op == "call_function"])
+        return gm.forward
+
+
+@pytest.mark.parametrize("mode", ["out", "inplace", "row_offset", "positions"])
+def test_compiled_entry_traces_the_op_without_a_graph_break(fused_cpu, monkeypatch, mode):
+    """With the op chosen for compiled CPU code, apply_rotary under torch.compile(fullgraph=True)
+    is one graph holding torch.ops.posenc.rotary; values equal eager; training through it works."""
+    monkeypatch.setitem(posenc.rope.apply.COMPILED_PATH, "cpu", "op")
+    q, k, cos, sin = make_inputs(torch.float32, seq=6)
+    table = torch.cat([cos, sin], dim=1)  # (1, 12, 16): rows for the offset/positions cases
+    pos = torch.tensor([[5, 0, 11, 3, 3, 7]])
+
+    def call(a, b):
+        if mode == "row_offset":
+            return apply_rotary(a, b, table, table.flip(1), row_offset=4)
+        if mode == "positions":
+            return apply_rotary_at(a, b, table[0], table[0].flip(0), pos)
+        return apply_rotary(a, b, cos, sin, inplace=mode == "inplace")
+
+    recorder = _GraphRecorder()
+    torch._dynamo.reset()
+    compiled = torch.compile(call, backend=recorder, fullgraph=True)
+    got = compiled(q.clone(), k.clone())
+    want = call(q.clone(), k.clone())
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert len(recorder.graphs) == 1 and torch.ops.posenc.rotary.default in recorder.graphs[0], recorder.graphs
+    if mode != "inplace":
+        torch._dynamo.reset()
+        trained = torch.compile(call, backend="aot_eager", fullgraph=True)
+        qg, kg = q.clone().requires_grad_(), k.clone().requires_grad_()
+        trained(qg, kg)[0].square().sum().backward()
+        qe, ke = q.clone().requires_grad_(), k.clone().requires_grad_()
+        call(qe, ke)[0].square().sum().backward()
+        torch.testing.assert_close(qg.grad, qe.grad, rtol=1e-6, atol=1e-6)
+
+
+def test_compiled_entry_keeps_the_reference_for_inductor_on_cpu(fused_cpu):
+    """By default compiled CPU code traces the reference (Inductor fuses it), not the op."""
+    assert posenc.rope.apply.COMPILED_PATH["cpu"] == "reference"
+    q, k, cos, sin = make_inputs(torch.float32)
+    recorder = _GraphRecorder()
+    torch._dynamo.reset()
+    torch.compile(lambda a, b: apply_rotary(a, b, cos, sin), backend=recorder, fullgraph=True)(q, k)
+    assert recorder.graphs and all(torch.ops.posenc.rotary.default not in g for g in recorder.graphs)
+
+
 # -- fallback ------------------------------------------------------------------------------------
 @pytest.fixture
 def fresh_kernel_state():

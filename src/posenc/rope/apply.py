@@ -146,16 +146,25 @@ class FusedRotary(torch.autograd.Function):
         """Forward-mode AD: the rotation is linear, so the tangents rotate like the inputs."""
         cos, sin = ctx.saved_tensors
         kernel, interleaved, rotary_dim, inverse = ctx.config
-        tq, tk = _dense_last_dim(tangent_q), _dense_last_dim(tangent_k)
-        out_q, out_k = torch.empty_like(tq), torch.empty_like(tk)
-        kernel(tq, tk, out_q, out_k, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim, inverse=inverse)
+        out_q, out_k = torch.empty_like(tangent_q), torch.empty_like(tangent_k)
+        kernel(
+            tangent_q,
+            tangent_k,
+            out_q,
+            out_k,
+            cos,
+            sin,
+            interleaved=interleaved,
+            rotary_dim=rotary_dim,
+            inverse=inverse,
+        )
         return out_q, out_k
 
     @staticmethod
     def backward(ctx: Any, grad_q: torch.Tensor, grad_k: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
         cos, sin = ctx.saved_tensors
         kernel, interleaved, rotary_dim, inverse = ctx.config
-        grad_q, grad_k = _dense_last_dim(grad_q), _dense_last_dim(grad_k)
+        # the kernels read any strides (an expanded gradient too): no copy before the launch
         gq, gk = FusedRotary.apply(grad_q, grad_k, cos, sin, kernel, interleaved, rotary_dim, not inverse)
         return gq, gk, None, None, None, None, None, None
 
@@ -202,7 +211,6 @@ class FusedRotaryInplace(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
         cos, sin = ctx.saved_tensors
         kernel, interleaved, rotary_dim = ctx.config
-        grad = _dense_last_dim(grad)
         g, _ = FusedRotary.apply(grad, grad[:, :0], cos, sin, kernel, interleaved, rotary_dim, True)
         return g, None, None, None, None, None
 
@@ -210,11 +218,6 @@ class FusedRotaryInplace(torch.autograd.Function):
 def _forward_ad_active() -> bool:
     """Whether a ``torch.autograd.forward_ad.dual_level`` is open (dual tensors need the Function)."""
     return getattr(_forward_ad, "_current_level", -1) >= 0
-
-
-def _dense_last_dim(t: torch.Tensor) -> torch.Tensor:
-    # the kernels take any strides; a copy here only makes the incoming gradient's layout friendlier
-    return t if t.stride(-1) == 1 else t.contiguous()
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
@@ -227,24 +230,52 @@ _CPU = torch.device("cpu")
 _FUSED_DTYPES = frozenset((torch.float32, torch.bfloat16, torch.float16, torch.float64))
 
 
-def fused_kernel(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> Optional[Kernel]:
-    """The kernel to use for these inputs, or ``None`` for the reference.
+#: Under ``torch.compile``, per device type: ``"op"`` traces the registered op
+#: ``torch.ops.posenc.rotary`` (one node, the fused kernel at run time, CUDA-graph capturable);
+#: ``"reference"`` traces :func:`rotate_reference`, which Inductor fuses with its neighbours into
+#: generated code. On CPU Inductor's fusion wins (the rotation joins the projection's epilogue); on
+#: CUDA the op does (see "Under torch.compile" in ``docs/kernels.md``).
+COMPILED_PATH = {"cpu": "reference", "cuda": "op"}
 
-    Strides do not matter: both kernels take every stride of every operand, and aliasing is checked
-    by :func:`_inplace_aliasing` and by the kernels.
+
+def fused_kernel(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    positions: Optional[torch.Tensor] = None,
+    *,
+    inplace: bool = False,
+) -> Optional[Kernel]:
+    """The one "fused or reference?" predicate: the kernel for these inputs, or ``None``.
+
+    ``None`` means the reference: under ``torch.compile`` (:func:`_rotate` then picks the op or the
+    reference by :data:`COMPILED_PATH`), tensor subclasses, ``vmap``/functorch wrappers, a dtype no
+    kernel reads, operands on different devices (the reference raises torch's own error), a device
+    without a fused kernel, tables that want gradients, or an in-place call on a lazily negated q
+    or k (only torch's own ops keep the bit's meaning when writing).
+
+    Strides and aliasing do not matter here: both kernels take every stride of every operand and
+    check overlap themselves (the Triton path once per layout, :mod:`.kernels.plans`).
     """
     if _is_compiling():
-        return None  # Inductor fuses the reference; an opaque call breaks graphs
+        return None
     if not (type(q) in _PLAIN and type(k) in _PLAIN and type(cos) in _PLAIN and type(sin) in _PLAIN):
         return None
     if _is_functorch_wrapped(q) or _is_functorch_wrapped(k) or _is_functorch_wrapped(cos):
         return None
     if q.dtype != k.dtype or q.dtype not in _FUSED_DTYPES:
         return None
-    if q.is_cpu and k.is_cpu and cos.is_cpu and sin.is_cpu:
+    if (cos.requires_grad or sin.requires_grad) and torch.is_grad_enabled():
+        return None
+    if inplace and (q.is_neg() or k.is_neg()):
+        return None
+    if positions is not None and (type(positions) not in _PLAIN or _is_functorch_wrapped(positions)):
+        return None
+    if q.is_cpu and k.is_cpu and cos.is_cpu and sin.is_cpu and (positions is None or positions.is_cpu):
         return kernels.kernel_for(_CPU)
     device = q.device
-    if not (device == k.device == cos.device == sin.device):
+    if not (device == k.device == cos.device == sin.device) or (positions is not None and positions.device != device):
         return None  # let the reference raise torch's own device error
     return kernels.kernel_for(device)
 
@@ -299,14 +330,20 @@ def apply_rotary(
     rotary_dim: Optional[int] = None,
     inplace: bool = False,
     validate: bool = True,
+    positions: Optional[torch.Tensor] = None,
+    row_offset: int = 0,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Rotate queries and keys (never values) by their positions' angles.
+    """Rotate queries and keys (never values) by their positions' angles: the one entry for prefill,
+    decode and packed batches.
 
     Args:
         q: (batch, q_heads, seq, head_dim).
         k: (batch, kv_heads, seq, head_dim); kv_heads may differ from q_heads (GQA/MQA).
-        cos, sin: (batch or 1, seq, rotary_dim // 2) or (seq, rotary_dim // 2), the half-width
-            tables from :func:`posenc.rope.tables.rope_cos_sin`, shared by all heads.
+        cos, sin: the half-width tables of :func:`posenc.rope.tables.rope_cos_sin`, shared by all
+            heads: (batch or 1, rows, rotary_dim // 2) or (rows, rotary_dim // 2). Which rows a
+            token reads: row ``s`` for position ``s`` (then rows = seq); row ``row_offset + s``
+            (a decode step: ``row_offset`` tokens are already in the KV cache); or row
+            ``positions[b, s]`` (packed and variable-length batches).
         layout: ``"half"`` (GPT-NeoX / Hugging Face) or ``"interleaved"`` (GPT-J / Meta).
         rotary_dim: rotated features per head; ``None`` means ``head_dim``.
         inplace: write the result into ``q`` and ``k`` and return them. ``q`` and ``k`` may be the
@@ -315,6 +352,9 @@ def apply_rotary(
         validate: check shapes, dtypes and the layout name. ``False`` is for callers that already
             did (a model checks once per forward, not once per layer); memory safety does not
             depend on it, because the fused kernels check strides, bounds and overlap themselves.
+        positions: (batch or 1, seq) or (seq,) integer rows of the tables, as in
+            :func:`apply_rotary_at`; ``None`` for consecutive rows.
+        row_offset: the first row read without ``positions``; ``0 <= row_offset <= rows - seq``.
 
     Returns:
         ``(q_rotated, k_rotated)`` with the shapes and dtypes of ``q`` and ``k``.
@@ -323,22 +363,88 @@ def apply_rotary(
     The fused paths compute in float32 (float64 for float64 inputs) and round once, like the
     reference; on CPU they agree with it bit for bit.
     """
+    if positions is not None:
+        return apply_rotary_at(
+            q, k, cos, sin, positions, layout=layout, rotary_dim=rotary_dim, inplace=inplace, validate=validate
+        )
     if validate:
-        r = check_rotary_inputs(q, k, cos, sin, layout, rotary_dim)
+        check_int("row_offset", row_offset, minimum=0)
+        if row_offset:
+            check_tensor("cos", cos, ndim=(2, 3), floating=True)
+            check_tensor("sin", sin, ndim=(2, 3), floating=True)
+            check_tensor("q", q, ndim=4, floating=True)
+            rows = cos.shape[-2]
+            if row_offset + q.shape[2] > rows:
+                raise ValueError(
+                    f"row_offset + seq - 1 must be < {rows} (the number of table rows), got "
+                    f"{row_offset + q.shape[2] - 1}; grow the table first (RotaryEmbedding.extend)"
+                )
+            window = slice(row_offset, row_offset + q.shape[2])
+            r = check_rotary_inputs(q, k, cos[..., window, :], sin[..., window, :], layout, rotary_dim)
+        else:
+            r = check_rotary_inputs(q, k, cos, sin, layout, rotary_dim)
     else:
         r = q.shape[-1] if rotary_dim is None else rotary_dim
+    return _rotate(q, k, cos, sin, None, row_offset, layout, r, inplace)
+
+
+def _rotate(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    positions: Optional[torch.Tensor],
+    row_offset: int,
+    layout: str,
+    r: int,
+    inplace: bool,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The rotation of checked arguments: tables (B|1, rows, r/2) or (rows, r/2); positions (B|1, S)
+    int64/int32 already range-checked where that is the caller's job, or ``None`` for rows
+    ``row_offset .. row_offset + S - 1``. Picks the fused kernel, the op (compiled) or the reference."""
     if cos.dim() == 2:
-        cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)  # (1, S, r/2)
-    kernel = fused_kernel(q, k, cos, sin)
-    grad = torch.is_grad_enabled()
-    if kernel is None or (grad and (cos.requires_grad or sin.requires_grad)) or (inplace and _lazy_negated(q, k)):
-        if inplace and _inplace_aliasing(q, k, full=True):
-            return _rotate_shared_reference(q, cos, sin, layout, r)
-        return apply_reference(q, k, cos, sin, layout, r, inplace)
+        cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)  # (1, rows, r/2)
+    interleaved = layout == "interleaved"
+    if _is_compiling() and COMPILED_PATH.get(q.device.type) == "op" and _op_reads(q, k, cos, sin):
+        return _rotate_with_op(q, k, cos, sin, positions, row_offset, interleaved, r, inplace)
+    kernel = fused_kernel(q, k, cos, sin, positions, inplace=inplace)
+    if kernel is None:
+        return _reference_rows(q, k, cos, sin, positions, row_offset, layout, r, inplace)
     table_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     if cos.dtype != table_dtype or sin.dtype != table_dtype:
         cos, sin = cos.to(table_dtype), sin.to(table_dtype)
-    return _run_fused(q, k, cos, sin, kernel, layout == "interleaved", r, inplace, grad)
+    if positions is not None:
+        kernel = functools.partial(kernel, positions=positions)
+    elif row_offset:
+        kernel = functools.partial(kernel, row_offset=row_offset)
+    return _run_fused(q, k, cos, sin, kernel, interleaved, r, inplace, torch.is_grad_enabled())
+
+
+def _reference_rows(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    positions: Optional[torch.Tensor],
+    row_offset: int,
+    layout: str,
+    r: int,
+    inplace: bool,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The reference on the rows the call names; ``cos``/``sin`` (B|1, rows, r/2)."""
+    seq = q.shape[2]
+    if positions is not None:
+        # (B|1, S, r/2): a batch of tables is indexed row by row, one shared table by positions alone
+        if cos.shape[0] == 1:
+            cos, sin = cos[0][positions], sin[0][positions]
+        else:
+            batch = torch.arange(cos.shape[0], device=cos.device).unsqueeze(1)
+            cos, sin = cos[batch, positions], sin[batch, positions]
+    elif row_offset or cos.shape[1] != seq:
+        cos, sin = cos[:, row_offset : row_offset + seq], sin[:, row_offset : row_offset + seq]
+    if inplace and _inplace_aliasing(q, k, full=True):
+        return _rotate_shared_reference(q, cos, sin, layout, r)
+    return apply_reference(q, k, cos, sin, layout, r, inplace)
 
 
 def cached_rows_fields(cos_rows: torch.Tensor, sin_rows: torch.Tensor) -> Optional[TableFields]:
@@ -359,8 +465,9 @@ def rotate_cached_rows(
     rotary_dim: int,
     fields: Optional[TableFields] = None,
 ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
-    """The decode fast path: rotate by rows ``offset .. offset + seq - 1`` of whole tables, in one
-    fused-kernel call, or return ``None`` when these inputs need :func:`apply_rotary`.
+    """Rotate by rows ``offset .. offset + seq - 1`` of whole tables in one fused-kernel call (a
+    decode step, or a prefill after a cached prefix), or return ``None`` when these inputs need the
+    reference (then call :func:`apply_rotary`).
 
     Args:
         q, k: (batch, heads, seq, head_dim), as for :func:`apply_rotary`; not checked here: the
@@ -372,21 +479,14 @@ def rotate_cached_rows(
             CPU the call then reads only q's and k's metadata and the tables' data pointers
             (:func:`posenc.rope.kernels.cpu.make_decode`), the least Python a call can cost.
 
-    ``None`` means: no fused kernel for these tensors (device, subclass, ``torch.compile``,
-    ``vmap``), tables of another dtype than the kernel reads, or autograd wants a graph.
+    ``None`` means :func:`fused_kernel` chose the reference (device, subclass, ``torch.compile``,
+    ``vmap``), or the tables have another dtype than the kernel reads. With autograd the call runs
+    through :class:`FusedRotary` like every other fused call.
     """
-    if (
-        _is_compiling()
-        or not (type(q) in _PLAIN and type(k) in _PLAIN)
-        or (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad))
-        or _forward_ad_active()
-        or _is_functorch_wrapped(q)
-        or _is_functorch_wrapped(k)
-    ):
-        return None
-    if fields is not None:
+    no_grad = not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)) and not _forward_ad_active()
+    if fields is not None and no_grad and type(q) is torch.Tensor and type(k) is torch.Tensor:
         decode = kernels.cpu_decode()
-        if decode is not None:
+        if decode is not None and not _is_compiling() and not _is_functorch_wrapped(q) and not _is_functorch_wrapped(k):
             rotated = decode(q, k, cos_rows, sin_rows, fields, offset, interleaved, rotary_dim)
             if rotated is not None:
                 return rotated
@@ -394,9 +494,8 @@ def rotate_cached_rows(
     kernel = fused_kernel(q, k, cos_rows, sin_rows)
     if kernel is None or cos_rows.dtype != (torch.float64 if q.dtype == torch.float64 else torch.float32):
         return None
-    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
-    kernel(q, k, q_out, k_out, cos_rows, sin_rows, interleaved=interleaved, rotary_dim=rotary_dim, row_offset=offset)
-    return q_out, k_out
+    kernel = functools.partial(kernel, row_offset=offset)
+    return _run_fused(q, k, cos_rows, sin_rows, kernel, interleaved, rotary_dim, False, torch.is_grad_enabled())
 
 
 def _run_fused(
@@ -450,7 +549,8 @@ def apply_rotary_at(
     inplace: bool = False,
     validate: bool = True,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Rotate q and k by the table rows that ``positions`` name: packed and variable-length batches.
+    """Rotate q and k by the table rows that ``positions`` name: packed and variable-length batches
+    (:func:`apply_rotary` with ``positions``).
 
     When several documents are packed into one row, positions restart at each document boundary
     (``[0, 1, 2, 0, 1, 0, 1, 2, 3]``). Instead of gathering a per-token copy of the tables first,
@@ -493,11 +593,7 @@ def apply_rotary_at(
             )
     else:
         r = q.shape[-1] if rotary_dim is None else rotary_dim
-    kernel = fused_kernel(q, k, cos_table, sin_table)
-    grad = torch.is_grad_enabled()
-    table_grad = grad and (cos_table.requires_grad or sin_table.requires_grad)
-    fused = kernel is not None and not table_grad and positions.device == q.device
-    fused = fused and not (inplace and _lazy_negated(q, k))
+    fused = fused_kernel(q, k, cos_table, sin_table, positions, inplace=inplace) is not None
     # The CPU kernel checks the range itself, with the same message, without a separate pass here.
     # The reference path checks even without validate: indexing would wrap a negative position.
     if not fused and not validate:
@@ -511,17 +607,7 @@ def apply_rotary_at(
             )
     if positions.dtype not in (torch.int64, torch.int32):
         positions = positions.long()  # uint8 would index as a boolean mask; the kernels read int64/int32
-    if not fused or kernel is None:
-        cos, sin = cos_table[positions], sin_table[positions]  # (B|1, S, r/2)
-        if inplace and _inplace_aliasing(q, k, full=True):
-            return _rotate_shared_reference(q, cos, sin, layout, r)
-        return apply_reference(q, k, cos, sin, layout, r, inplace)
-    table_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
-    cos, sin = cos_table.unsqueeze(0), sin_table.unsqueeze(0)  # (1, rows, r/2)
-    if cos.dtype != table_dtype or sin.dtype != table_dtype:
-        cos, sin = cos.to(table_dtype), sin.to(table_dtype)
-    kernel = functools.partial(kernel, positions=positions)
-    return _run_fused(q, k, cos, sin, kernel, layout == "interleaved", r, inplace, grad)
+    return _rotate(q, k, cos_table, sin_table, positions, 0, layout, r, inplace)
 
 
 def _rotate_shared_reference(
@@ -540,6 +626,123 @@ def apply_reference(
     cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B|1, 1, S, r/2): over heads
     q_out = rotate_reference(q, cos, sin, layout=layout, rotary_dim=r)
     k_out = rotate_reference(k, cos, sin, layout=layout, rotary_dim=r)
+    if inplace:
+        q.copy_(q_out)
+        k.copy_(k_out)
+        return q, k
+    return q_out, k_out
+
+
+# -- the registered op -----------------------------------------------------------------------------
+@torch.library.custom_op("posenc::rotary", mutates_args=())
+def rotary_op(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    positions: Optional[torch.Tensor],
+    row_offset: int,
+    rotary_dim: int,
+    interleaved: bool,
+    inverse: bool,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``torch.ops.posenc.rotary``: the rotation as one ``torch.library`` op, out of place.
+
+    Args:
+        q: (B, Hq, S, D); k: (B, Hk, S, D); one floating dtype, any strides.
+        cos, sin: (B|1, rows, rotary_dim // 2) in float32 (float64 for float64 q).
+        positions: (B|1, S) int64/int32 rows, or ``None`` for rows ``row_offset + s``.
+        row_offset: the first row without positions.
+        rotary_dim: rotated features per head; interleaved: the pair layout; inverse: rotate by
+            the negated angles (the backward).
+
+    Returns:
+        ``(q_out, k_out)``, new tensors of the shapes, dtypes and strides ``torch.empty_like`` gives.
+
+    The fused kernel of the device runs (the reference where there is none); the fake kernel gives
+    the outputs' metadata, so ``torch.compile(fullgraph=True)`` traces one node and CUDA graphs
+    capture the launch; its backward is this op with ``inverse`` flipped (no copy, no extra
+    buffer beyond the two gradients autograd asks for). Nothing is validated beyond what the
+    kernels check: the public entry is :func:`apply_rotary`.
+    """
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    kernel = kernels.kernel_for(q.device)
+    if kernel is None:
+        layout = "interleaved" if interleaved else "half"
+        s = -sin if inverse else sin
+        q_ref, k_ref = _reference_rows(q, k, cos, s, positions, row_offset, layout, rotary_dim, False)
+        q_out.copy_(q_ref)
+        k_out.copy_(k_ref)
+        return q_out, k_out
+    kernel(
+        q,
+        k,
+        q_out,
+        k_out,
+        cos,
+        sin,
+        interleaved=interleaved,
+        rotary_dim=rotary_dim,
+        inverse=inverse,
+        positions=positions,
+        row_offset=row_offset,
+    )
+    return q_out, k_out
+
+
+@rotary_op.register_fake
+def _rotary_fake(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    positions: Optional[torch.Tensor],
+    row_offset: int,
+    rotary_dim: int,
+    interleaved: bool,
+    inverse: bool,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    return torch.empty_like(q), torch.empty_like(k)
+
+
+def _rotary_setup(ctx: Any, inputs: Tuple[Any, ...], output: Any) -> None:
+    _, _, cos, sin, positions, row_offset, rotary_dim, interleaved, inverse = inputs
+    ctx.save_for_backward(cos, sin, positions)
+    ctx.config = (row_offset, rotary_dim, interleaved, inverse)
+
+
+def _rotary_backward(ctx: Any, grad_q: torch.Tensor, grad_k: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
+    cos, sin, positions = ctx.saved_tensors
+    row_offset, rotary_dim, interleaved, inverse = ctx.config
+    # the transpose of a rotation is the rotation by the negated angles: the same op, inverse flipped
+    gq, gk = rotary_op(grad_q, grad_k, cos, sin, positions, row_offset, rotary_dim, interleaved, not inverse)
+    return gq, gk, None, None, None, None, None, None, None
+
+
+rotary_op.register_autograd(_rotary_backward, setup_context=_rotary_setup)
+
+
+def _op_reads(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
+    """Whether the compiled path may use the op: a dtype the kernels read, no table gradients."""
+    return q.dtype == k.dtype and q.dtype in _FUSED_DTYPES and not (cos.requires_grad or sin.requires_grad)
+
+
+def _rotate_with_op(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    positions: Optional[torch.Tensor],
+    row_offset: int,
+    interleaved: bool,
+    r: int,
+    inplace: bool,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The compiled path through ``torch.ops.posenc.rotary`` (in place: the op, then a copy, which
+    functionalisation turns back into a write of the op's outputs)."""
+    table_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+    cos, sin = cos.to(table_dtype), sin.to(table_dtype)
+    q_out, k_out = rotary_op(q, k, cos, sin, positions, row_offset, r, interleaved, False)
     if inplace:
         q.copy_(q_out)
         k.copy_(k_out)

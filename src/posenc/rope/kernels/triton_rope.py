@@ -19,13 +19,14 @@ The same code runs on CPU tensors under Triton's interpreter (``TRITON_INTERPRET
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+import os
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 import triton
 import triton.language as tl
 
-from . import overlap
+from . import overlap, plans
 
 _DATA_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 
@@ -73,7 +74,7 @@ def _rotate_heads(  # type: ignore[no-untyped-def]
 
 # triton.jit carries no annotations, and triton reads a kernel's parameter annotations itself
 # (tl.constexpr), so the kernel parameters stay unannotated (hence the two ignores).
-@triton.jit  # type: ignore[untyped-decorator]
+@triton.jit(do_not_specialize=["row_offset"])  # type: ignore[untyped-decorator]
 def _rope_kernel(  # type: ignore[no-untyped-def]
     q_ptr,
     k_ptr,
@@ -86,6 +87,7 @@ def _rope_kernel(  # type: ignore[no-untyped-def]
     n_qh,
     n_kh,
     rows,
+    row_offset,
     qs_b,
     qs_h,
     qs_s,
@@ -137,8 +139,9 @@ def _rope_kernel(  # type: ignore[no-untyped-def]
         c = tl.where(valid, c, float("nan"))
         s = tl.where(valid, s, float("nan"))
     else:
-        c = tl.load(cos_ptr + b * cs_b + t * cs_s + offs * cs_i, mask=mask_r, other=0.0)
-        s = tl.load(sin_ptr + b * ss_b + t * ss_s + offs * ss_i, mask=mask_r, other=0.0)
+        row = t + row_offset  # checked on the host: row_offset + seq <= rows
+        c = tl.load(cos_ptr + b * cs_b + row * cs_s + offs * cs_i, mask=mask_r, other=0.0)
+        s = tl.load(sin_ptr + b * ss_b + row * ss_s + offs * ss_i, mask=mask_r, other=0.0)
     if INVERSE:
         s = -s
     if INTERLEAVED:
@@ -250,17 +253,104 @@ def check_operands(
     overlap.check_outputs(inputs, [("q_out", q_out), ("k_out", k_out)])
 
 
-def _rows_from(cos: torch.Tensor, sin: torch.Tensor, row_offset: int, seq: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Rows ``row_offset .. row_offset + seq - 1`` of both tables, as views (checked here)."""
+def _check_offset(row_offset: int, rows: int, seq: int) -> None:
+    """Rows ``row_offset .. row_offset + seq - 1`` must exist (a host-side integer check)."""
     if isinstance(row_offset, bool) or not isinstance(row_offset, int) or row_offset < 0:
         raise ValueError(f"row_offset must be an int >= 0, got {row_offset!r}")
-    rows = cos.shape[1] if cos.dim() == 3 else 0
     if row_offset > rows - seq:
         raise ValueError(
             f"row_offset + seq - 1 must be < {rows} (the number of table rows), got {row_offset + seq - 1}; "
             "grow the table first (RotaryEmbedding.extend)"
         )
-    return cos[:, row_offset : row_offset + seq], sin[:, row_offset : row_offset + seq]
+
+
+def _launch_constants(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_out: torch.Tensor,
+    k_out: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    positions: Optional[torch.Tensor],
+    rotary_dim: int,
+    interleaved: bool,
+    inverse: bool,
+) -> Tuple[Tuple[int, ...], Tuple[int, ...], Dict[str, Any]]:
+    """The kernel's integer arguments before and after ``row_offset``, and its constexprs, for a
+    checked layout (they depend on shapes and strides only)."""
+    batch, n_qh, seq, head_dim = q.shape
+    half = rotary_dim // 2
+    rest = head_dim - rotary_dim
+    cs_b = cos.stride(0) if cos.shape[0] > 1 else 0
+    ss_b = sin.stride(0) if sin.shape[0] > 1 else 0
+    if positions is not None:
+        ps_b = positions.stride(0) if positions.shape[0] > 1 else 0
+        ps_s = positions.stride(1)
+    else:
+        ps_b = ps_s = 0
+    # heads per step: all of them, but at most ~4096 elements of a/b per tile to bound registers
+    block_h = max(1, min(triton.next_power_of_2(max(n_qh, k.shape[1], 1)), 4096 // triton.next_power_of_2(half)))
+    before = (seq, n_qh, k.shape[1], cos.shape[1])
+    after = (
+        *q.stride(),
+        *q_out.stride(),
+        *k.stride(),
+        *k_out.stride(),
+        cs_b,
+        cos.stride(1),
+        cos.stride(2),
+        ss_b,
+        sin.stride(1),
+        sin.stride(2),
+        ps_b,
+        ps_s,
+    )
+    constexprs = dict(
+        HALF_R=half,
+        BLOCK_R=triton.next_power_of_2(half),
+        HEAD_DIM=head_dim,
+        BLOCK_REST=triton.next_power_of_2(max(rest, 1)),
+        COPY_REST_Q=False,  # set per call: whether q_out is q itself
+        COPY_REST_K=False,
+        INTERLEAVED=bool(interleaved),
+        HAS_POS=positions is not None,
+        INVERSE=bool(inverse),
+        BLOCK_H=block_h,
+    )
+    return before, after, constexprs
+
+
+#: ``POSENC_TRITON_PREBOUND=0`` launches every call through ``kernel[grid](...)``.
+_PREBOUND = os.environ.get("POSENC_TRITON_PREBOUND", "1").strip().lower() not in ("0", "false", "no")
+_INTERPRETED = os.environ.get("TRITON_INTERPRET", "") == "1"
+
+
+def _raw_stream(device: torch.device) -> int:
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return int(torch._C._cuda_getCurrentRawStream(index))
+
+
+def _prebound(compiled: Any) -> Optional[Callable[..., None]]:
+    """A launcher that calls the compiled kernel directly, skipping ``JITFunction.run``'s argument
+    binding and specialisation (the same call that method makes once it has found the kernel), or
+    ``None`` where this Triton does not expose what that needs."""
+    runtime = getattr(getattr(triton, "knobs", None), "runtime", None)
+    run = getattr(compiled, "run", None)
+    function = getattr(compiled, "function", None)
+    packed = getattr(compiled, "packed_metadata", None)
+    if runtime is None or run is None or function is None or packed is None:
+        return None
+    n_params = len(_rope_kernel.params)
+
+    def launch(grid: int, device: torch.device, args: Tuple[Any, ...]) -> None:
+        if len(args) != n_params:
+            raise TypeError(f"the pre-bound launcher got {len(args)} arguments for {n_params} parameters")
+        if runtime.launch_enter_hook is not None or runtime.launch_exit_hook is not None:
+            _rope_kernel[(grid,)](*args)  # hooks want launch metadata: the general path
+            return
+        run(grid, 1, 1, _raw_stream(device), function, packed, None, None, None, *args)
+
+    return launch
 
 
 def rotate(
@@ -281,39 +371,65 @@ def rotate(
 
     Same contract as :func:`posenc.rope.kernels.cpu.rotate`: q (B, Hq, S, D), k (B, Hk, S, D), one
     dtype, any strides; cos/sin (B|1, rows, rotary_dim // 2) in float32 (float64 for float64 q), any
-    strides; ``positions`` (B|1, S) int64/int32 indexing ``rows``. Checked by :func:`check_operands`
-    before the launch; a position outside ``[0, rows)`` gives NaN for that token. Without
-    ``positions``, position ``s`` reads row ``row_offset + s`` (``0 <= row_offset <= rows - S``).
-    Inputs with the lazy negation bit are resolved, outputs with it refused
-    (:func:`.overlap.resolve_lazy_inputs`).
+    strides; ``positions`` (B|1, S) int64/int32 indexing ``rows``. A position outside ``[0, rows)``
+    gives NaN for that token. Without ``positions``, position ``s`` reads row ``row_offset + s``
+    (``0 <= row_offset <= rows - S``). Inputs with the lazy negation bit are resolved, outputs with
+    it refused (:func:`.overlap.resolve_lazy_inputs`).
+
+    The checks of :func:`check_operands` run once per layout (:mod:`.plans`); later calls with that
+    layout pay only the pointer-interval test for aliasing, which falls back to the exact search
+    (cached per pointer difference) when two operands' byte ranges meet.
     """
     if q.is_neg() or k.is_neg() or cos.is_neg() or sin.is_neg() or q_out.is_neg() or k_out.is_neg():
         q, k, cos, sin = overlap.resolve_lazy_inputs(q, k, cos, sin, q_out, k_out)
     if positions is not None and positions.is_neg():
         positions = positions.resolve_neg()
-    if row_offset and positions is None:
-        cos, sin = _rows_from(cos, sin, row_offset, q.shape[2])
-    check_operands(q, k, q_out, k_out, cos, sin, rotary_dim, positions)
-    batch, n_qh, seq, head_dim = q.shape
+    operands = (q, k, q_out, k_out, cos, sin, positions)
+    key = plans.layout_key(operands, (rotary_dim, bool(interleaved), bool(inverse)))
+
+    def check() -> None:
+        devices = {t.device for t in operands if t is not None}
+        if len(devices) > 1:
+            raise ValueError(f"the fused kernel needs all operands on one device, got {sorted(map(str, devices))}")
+        check_operands(q, k, q_out, k_out, cos, sin, rotary_dim, positions)
+
+    def launch() -> Any:
+        return _launch_constants(q, k, q_out, k_out, cos, sin, positions, rotary_dim, interleaved, inverse)
+
+    plan = plans.plan_for(key, operands, check, launch)
+    ptrs = (
+        q.data_ptr(),
+        k.data_ptr(),
+        q_out.data_ptr(),
+        k_out.data_ptr(),
+        cos.data_ptr(),
+        sin.data_ptr(),
+        0 if positions is None else positions.data_ptr(),
+    )
+    if not plans.disjoint(plan, ptrs):
+        check()  # raises the full check's explanation
+        raise ValueError("an output shares memory with another operand")  # pragma: no cover
+    batch, _, seq, head_dim = q.shape
+    if positions is None and row_offset:
+        _check_offset(row_offset, cos.shape[1], seq)
     if batch * seq == 0:
         return
-    half = rotary_dim // 2
-    rest = head_dim - rotary_dim
-    # the untouched tail is copied unless that output is its own input (q and k decide separately)
-    copy_rest_q = rest > 0 and not overlap.identical(q_out, q)
-    copy_rest_k = rest > 0 and not overlap.identical(k_out, k)
-    cs_b = cos.stride(0) if cos.shape[0] > 1 else 0
-    ss_b = sin.stride(0) if sin.shape[0] > 1 else 0
-    if positions is not None:
-        ps_b = positions.stride(0) if positions.shape[0] > 1 else 0
-        ps_s = positions.stride(1)
-        pos = positions
-    else:
-        ps_b = ps_s = 0
-        pos = cos  # never read: HAS_POS is False
-    # heads per step: all of them, but at most ~4096 elements of a/b per tile to bound registers
-    block_h = max(1, min(triton.next_power_of_2(max(n_qh, k.shape[1], 1)), 4096 // triton.next_power_of_2(half)))
-    _rope_kernel[(batch * seq,)](
+    before, after, constexprs = plan.launch
+    # the untouched tail is copied unless that output is exactly its own input
+    rest = head_dim > rotary_dim
+    copy_q = rest and not (ptrs[2] == ptrs[0] and plan.dims[2] == plan.dims[0])
+    copy_k = rest and not (ptrs[3] == ptrs[1] and plan.dims[3] == plan.dims[1])
+    pos = cos if positions is None else positions  # never read without HAS_POS
+    grid = batch * seq
+    device = q.device
+    if _PREBOUND and not _INTERPRETED and device.type == "cuda":
+        aligned = sum(1 << i for i, p in enumerate(ptrs) if p % 16 == 0) | (copy_q << 8) | (copy_k << 9)
+        launcher = plan.launchers.get(aligned)
+        if launcher is not None:
+            args = (q, k, q_out, k_out, cos, sin, pos, *before, row_offset, *after)
+            launcher(grid, device, (*args, *_constexpr_values(constexprs, copy_q, copy_k)))
+            return
+    compiled = _rope_kernel[(grid,)](
         q,
         k,
         q_out,
@@ -321,30 +437,16 @@ def rotate(
         cos,
         sin,
         pos,
-        seq,
-        n_qh,
-        k.shape[1],
-        cos.shape[1],
-        *q.stride(),
-        *q_out.stride(),
-        *k.stride(),
-        *k_out.stride(),
-        cs_b,
-        cos.stride(1),
-        cos.stride(2),
-        ss_b,
-        sin.stride(1),
-        sin.stride(2),
-        ps_b,
-        ps_s,
-        HALF_R=half,
-        BLOCK_R=triton.next_power_of_2(half),
-        HEAD_DIM=head_dim,
-        BLOCK_REST=triton.next_power_of_2(max(rest, 1)),
-        COPY_REST_Q=copy_rest_q,
-        COPY_REST_K=copy_rest_k,
-        INTERLEAVED=interleaved,
-        HAS_POS=positions is not None,
-        INVERSE=inverse,
-        BLOCK_H=block_h,
+        *before,
+        row_offset,
+        *after,
+        **{**constexprs, "COPY_REST_Q": copy_q, "COPY_REST_K": copy_k},
     )
+    if _PREBOUND and not _INTERPRETED and device.type == "cuda":
+        bound = _prebound(compiled)
+        if bound is not None:
+            plan.launchers[aligned] = bound  # one dict store: atomic
+
+
+def _constexpr_values(constexprs: Dict[str, Any], copy_q: bool, copy_k: bool) -> Tuple[Any, ...]:
+    return tuple({**constexprs, "COPY_REST_Q": copy_q, "COPY_REST_K": copy_k}.values())
