@@ -217,3 +217,57 @@ def test_the_profiler_labels_the_rotation_the_attention_calls_patched_or_not():
         assert attention.__dict__["forward"].func is patched
     finally:
         unpatch(model)
+
+
+def test_gpu_check_dry_run_on_cpu(tmp_path):
+    """benchmarks/gpu_check.py, the one script a GPU run uses, runs its sections on CPU (the Triton
+    kernel in its interpreter, tiny sizes): every check passes, the JSON and the markdown table are
+    written, and a section that fails (opcheck, with torch.library.opcheck hidden) is
+    recorded without stopping the next one."""
+    pytest.importorskip("triton", reason="triton is a test dependency: pip install triton")
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TRITON_INTERPRET": "1"}
+    sections = ["environment", "parity", "refusals", "compile", "cudagraph", "table"]
+    proc = subprocess.run(
+        [sys.executable, "-u", str(ROOT / "benchmarks" / "gpu_check.py"), "--device", "cpu", "--dry-run"]
+        + ["--out", str(tmp_path), "--sections", *sections],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert set(report["results"]) == set(sections)
+    assert report["checks"] and all(c["ok"] for c in report["checks"]), report["checks"]
+    assert {c["section"] for c in report["checks"]} >= {"parity", "refusals", "compile"}
+    assert report["results"]["cudagraph"] == {"skipped": "needs CUDA"}
+    cases = report["results"]["table"]["cases"]
+    for entry in cases.values():
+        assert set(entry["median_us"]) >= {"posenc", "transformers eager", "pass"}
+        assert all(v > 0 for v in entry["median_us"].values())
+    md = (tmp_path / "gpu_check.md").read_text()
+    assert "| case | posenc | transformers eager |" in md and "Host time per call" in md
+
+    # a failing section is reported and the next one still runs
+    broken = tmp_path / "broken"
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import torch.library\ntorch.library.opcheck = None\n")
+    env["PYTHONPATH"] = os.pathsep.join([str(hide), env["PYTHONPATH"]])
+    proc = subprocess.run(
+        [sys.executable, "-u", str(ROOT / "benchmarks" / "gpu_check.py"), "--device", "cpu", "--dry-run"]
+        + ["--out", str(broken), "--sections", "opcheck", "compile"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    report = json.loads((broken / "gpu_check.json").read_text())
+    assert proc.returncode == 1 and "Traceback" in proc.stdout + proc.stderr
+    assert [c["ok"] for c in report["checks"] if c["section"] == "opcheck"] == [False]
+    assert all(v.startswith("TypeError") for v in report["results"]["opcheck"].values())
+    assert report["results"]["compile"]["op_in_graph"] is True
+    assert [c["ok"] for c in report["checks"] if c["section"] == "compile"] == [True, True]

@@ -427,8 +427,13 @@ def rotate(
         launcher = plan.launchers.get(aligned)
         if launcher is not None:
             args = (q, k, q_out, k_out, cos, sin, pos, *before, row_offset, *after)
-            launcher(grid, device, (*args, *_constexpr_values(constexprs, copy_q, copy_k)))
-            return
+            try:
+                launcher(grid, device, (*args, *_constexpr_values(constexprs, copy_q, copy_k)))
+                return
+            except TypeError:
+                # this Triton's launcher takes its arguments another way (refused before launching):
+                # forget the pre-bound path and launch through the JIT function from now on
+                _disable_prebound()
     compiled = _rope_kernel[(grid,)](
         q,
         k,
@@ -446,6 +451,11 @@ def rotate(
         bound = _prebound(compiled)
         if bound is not None:
             plan.launchers[aligned] = bound  # one dict store: atomic
+
+
+def _disable_prebound() -> None:
+    global _PREBOUND
+    _PREBOUND = False
 
 
 def _constexpr_values(constexprs: Dict[str, Any], copy_q: bool, copy_k: bool) -> Tuple[Any, ...]:
