@@ -9,6 +9,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
 from posenc.lab.report import build_results, markdown
 from posenc.lab.stats import (
@@ -606,3 +608,42 @@ def test_a_machinery_check_report_makes_no_claim():
     smoke = markdown(res)
     assert "No model retrieved" not in smoke and "standard preset" not in smoke
     assert "None: " in smoke  # the verdicts section says there are none
+
+
+# -- properties: correct, or a clear typed error -------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(hs.lists(hs.integers(0, 40), min_size=4, max_size=4))
+def test_newcombe_intervals_hold_the_estimate_inside_minus_one_to_one(table):
+    both, first, second, neither = table
+    if sum(table) == 0:
+        with pytest.raises(ValueError, match="at least one trial"):
+            newcombe_paired(*table)
+        return
+    n = sum(table)
+    lo, hi = newcombe_paired(*table)
+    assert -1.0 <= lo <= (first - second) / n <= hi <= 1.0 and hi > lo
+    k1, n1, k2, n2 = both, both + first + 1, second, second + neither + 1
+    lo, hi = newcombe_unpaired(k1, n1, k2, n2)
+    assert -1.0 <= lo <= k1 / n1 - k2 / n2 <= hi <= 1.0 and hi > lo
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    hs.lists(hs.floats(-1e6, 1e6, allow_nan=False), min_size=0, max_size=40),
+    hs.lists(hs.floats(-1e6, 1e6, allow_nan=False), min_size=0, max_size=40),
+)
+def test_the_t_tests_answer_or_refuse_with_a_clear_error(a, b):
+    for fn in (paired_t, welch_t):
+        if fn is paired_t and len(a) != len(b) and min(len(a), len(b)) >= 2:
+            with pytest.raises(ValueError, match="paired"):
+                fn(a, b)
+            continue
+        if min(len(a), len(b)) < 2:
+            with pytest.raises(ValueError, match="must (hold at least 2 values|be a non-empty)"):
+                fn(a, b)
+            continue
+        out = fn(a, b)
+        assert 0.0 <= out["p"] <= 1.0 and out["se"] >= 0
+        assert out["effect_ci"][0] <= out["effect"] <= out["effect_ci"][1]
