@@ -147,3 +147,41 @@ def test_claim_the_measured_gap_is_query_seat_minus_key_seat_and_angles_are_in_d
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+# -- chapter 7 on a phone: the control, the figure and its sentence in one view --------------------------------
+SPAN = """(selectors) => { const boxes = selectors.map((s) => document.querySelector(s).getBoundingClientRect());
+  return [Math.min(...boxes.map((b) => b.top)), Math.max(...boxes.map((b) => b.bottom))]; }"""
+DIALS_VIEW = ["#ch-rope [data-prose='dials-try']", "#rope-shift", "#rope-dials", "#rope-score"]
+
+
+@pytest.mark.parametrize("size", ["phone", "desktop"])
+def test_claim_move_both_the_dials_and_the_score_fit_one_screen(browser, server, size):
+    """Chapter 7's "drag move both by: every hand turns, yet the score under the dials stays the same": the
+    sentence, the slider it names, the dials and the score fit in one viewport height, at 390×844 and at
+    1440×900, so the reader sees every hand turn and the score hold while dragging; and they do so after
+    the slider is moved."""
+    width, height = SIZES[size]
+    context, page = new_page(browser, server, SIZES[size])
+    try:
+        node = open_chapter(page, server, "rope")
+        sentence = node.locator("[data-prose='dials-try']").inner_text()
+        assert "move both by" in sentence and "the score under the dials stays the same" in sentence
+        for shift in (100, 500):
+            set_slider(page, node, "#rope-shift", shift)
+            page.locator(DIALS_VIEW[0]).scroll_into_view_if_needed()
+            page.evaluate("(s) => document.querySelector(s).scrollIntoView({block: 'start'})", DIALS_VIEW[0])
+            top, bottom = page.evaluate(SPAN, DIALS_VIEW)
+            assert bottom - top <= height, (size, shift, top, bottom)
+            assert top >= -1 and bottom <= height, (size, shift, top, bottom)  # all of it on screen at once
+            cards = page.eval_on_selector_all(
+                "#rope-dials .dial-card svg", "(ns) => ns.map((n) => n.getBoundingClientRect().width)"
+            )
+            assert len(cards) == 8 and min(cards) >= 55, cards  # every clock drawn, none squeezed to nothing
+            overflow = page.evaluate(
+                "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+            )
+            assert overflow <= 0, overflow
+        assert page.problems == [], page.problems
+    finally:
+        context.close()

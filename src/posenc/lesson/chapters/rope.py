@@ -195,6 +195,12 @@ def prose(n: dict) -> list[Block]:
             "dials",
         ),
         Block(
+            "try",
+            """drag *move both by*: every hand turns, yet the score under the dials stays the same to the last
+            digit.""",
+            "dials-try",
+        ),
+        Block(
             "caption",
             """Top row: the query's pairs at seat m plus the move; bottom row: the key's at seat n plus the move.
             Dashed grey: before; solid: after; shaded: the turn (shown modulo 360°). The *gap* is m − n, the
@@ -254,8 +260,7 @@ def prose(n: dict) -> list[Block]:
         ),
         Block(
             "try",
-            """drag *move both by*: every hand turns, yet the score under the dials stays the same to the last
-            digit. Then press *Show sentence B* and watch the turn from “dog” to “bit” go from +30° to −30°.""",
+            """press *Show sentence B* and watch the turn from “dog” to “bit” go from +30° to −30°.""",
             "after",
         ),
         Block("h3", "Measured: one pair at four pairs of seats, and a full head", "measured"),

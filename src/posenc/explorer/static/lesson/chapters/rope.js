@@ -26,6 +26,7 @@ export const markup = `
   <aside class="sign-note" id="sign-note" data-prose="sign"></aside>
   <div class="prose" data-prose="dials"></div>
   <figure class="lesson-fig" aria-labelledby="rope-caption">
+    <div class="prose" data-prose="dials-try"></div>
     <div class="controls">
       <label>query seat m <input type="range" id="rope-m" min="0" max="40" value="3"><output id="rope-m-out">3</output></label>
       <label>key seat n <input type="range" id="rope-n" min="0" max="40" value="1"><output id="rope-n-out">1</output></label>
@@ -182,7 +183,7 @@ export function setup() {
         html("p", { class: "dial-text" }, card, `pair ${p.pair}: θ = ${fmt(p.theta_deg, 2)}°/seat`);
         html("p", { class: "dial-text" }, card, `turned ${fmt(turn, 1)}°${Math.abs(turn) >= 360 ? ` (${fmt(mod360(turn), 1)}° past whole turns)` : ""}`);
         later.push(() => {
-          const size = widthOf(card, { min: 100 });   // a clock at its card's width (.dial-card)
+          const size = widthOf(card, { min: 60 });   // a clock at its card's width (.dial-card): four a row on a phone
           const s = svg("svg", { viewBox: `0 0 ${size} ${size}`, width: size, height: size, class: "lesson-svg", role: "img",
             "aria-label": `pair ${p.pair}: turned ${fmt(turn, 1)} degrees` });
           card.prepend(s);
