@@ -311,3 +311,42 @@ def test_the_lab_lock_is_the_shared_one():
     from posenc.runs import FolderBusy
 
     assert issubclass(store.RunLock, RunLock) and store.FolderBusy is FolderBusy
+
+
+# -- smaller fixes -----------------------------------------------------------------------------------------
+def test_a_fitted_scaling_is_labelled_with_the_factor_it_uses():
+    from posenc.eval.scalings import parse_spec, scaled_config, spec_summary
+
+    lengths = [32, 64, 128]
+    assert [scaled_config(parse_spec("dynamic"), n, 32).factor for n in lengths] == [2.0, 2.0, 2.0]
+    assert spec_summary(parse_spec("dynamic"), 32, lengths) == "factor 2 at every length (as posenc lab extends)"
+    assert spec_summary(parse_spec("linear"), 32, lengths) == "factor L / 32 at each length L (as posenc lab extends)"
+
+
+def test_the_written_static_ntk_is_described_in_evals_words(checkpoint, tmp_path, capsys):
+    assert main(["eval", str(checkpoint), "--scalings", "ntk:4", "--write-config", str(tmp_path / "w")]) == 0
+    said = capsys.readouterr().out
+    assert "panels" not in said and "rope type 'default' with rope_theta" in said
+
+
+def test_the_heatmaps_show_intervals_and_log_probabilities(checkpoint, tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.axes import Axes
+
+    from posenc.eval import report
+
+    shown = []
+    real = Axes.text
+    monkeypatch.setattr(Axes, "text", lambda self, x, y, s, *a, **k: shown.append(s) or real(self, x, y, s, *a, **k))
+    out = tmp_path / "out"
+    assert main(_argv(checkpoint, _text(tmp_path), out)) == 0
+    results = json.loads((out / "results.json").read_text())
+    written = report.plots(results, out)
+    assert any(p.name.startswith("passkey_") for p in written)
+    cells = [s for s in shown if "bits" in s]
+    assert len(cells) == 2 * 2 * 2  # two scalings, two lengths, two depths
+    cell = results["passkey"]["none"]["32"]["0"]
+    lo, hi = cell["accuracy_ci"]
+    assert f"[{lo:.0%}, {hi:.0%}]" in cells[0] and f"{cell['logp_bits']:.1f} bits" in cells[0]

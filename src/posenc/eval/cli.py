@@ -304,23 +304,67 @@ def available_bytes(device, limit_gb: Optional[float]) -> int:
     return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
 
 
-def estimate_bytes(config, rows: int, length: int, element: int, device_type: str, chunk: int = 1024) -> int:
+#: attention implementations of transformers that never hold a (length x length) score matrix
+FUSED_ATTENTION = ("flash_attention_2", "flash_attention_3", "flex_attention", "paged_attention")
+
+
+def estimate_bytes(
+    config,
+    rows: int,
+    length: int,
+    element: int,
+    device_type: str,
+    chunk: int = 1024,
+    attention: Optional[str] = None,
+    float16: Optional[bool] = None,
+) -> int:
     """Peak memory of one forward pass of ``rows`` sequences of ``length`` tokens, besides the weights.
 
-    Hidden states and MLP activations of one layer at a time (no cache, no gradients), the attention
-    scores (held whole by PyTorch's math attention on CPU; 0 with the fused kernels on CUDA), and the
-    float32 logits of one chunk of the output head. An estimate: it errs high.
+    Hidden states and MLP activations of one layer at a time (no cache, no gradients), the float32
+    logits of one chunk of the output head, and the attention scores where the backend holds them:
+    ``eager`` attention (transformers' ``attn_implementation``) holds each layer's
+    ``(rows, heads, length, length)`` scores, their float32 softmax and its cast back; ``sdpa`` on CUDA,
+    and on CPU in float32 and bfloat16, runs PyTorch's fused kernels, which never do (CPU float16
+    falls back to the math path and is counted like eager); the flash and flex backends never do.
+    ``attention=None`` reads ``config._attn_implementation`` (``eager`` when absent), ``float16=None``
+    ``config.dtype``. An upper bound:
+    ``tests/test_eval_memory.py`` holds it between the measured peak and 3x it on CPU.
     """
     text = getattr(config, "text_config", None) or config
     hidden = int(getattr(text, "hidden_size", 0) or getattr(text, "n_embd", 0))
     inter = int(getattr(text, "intermediate_size", 0) or 4 * hidden)
     heads = int(getattr(text, "num_attention_heads", 0) or getattr(text, "n_head", 1))
     vocab = int(getattr(text, "vocab_size", 0))
+    attention = attention or getattr(config, "_attn_implementation", None) or "eager"
     tokens = rows * length
     activations = tokens * (8 * hidden + 3 * inter) * element
-    scores = rows * heads * length * length * 4 * 2 if device_type == "cpu" else 0
+    if float16 is None:
+        dtype_name = str(getattr(config, "dtype", ""))
+        float16 = dtype_name.endswith("float16") and not dtype_name.endswith("bfloat16")
+    if attention in FUSED_ATTENTION:
+        fused = True
+    elif attention == "sdpa":
+        fused = not (device_type == "cpu" and float16)
+    else:
+        fused = False
+    scores = 0 if fused else rows * heads * length * length * (2 * element + 4)
     logits = rows * min(chunk, length) * vocab * 4 * 3
     return activations + scores + logits
+
+
+def size_text(nbytes: float) -> str:
+    """A size in the unit that shows it (``1.25 GiB``, ``310 MiB``, ``12 KiB``), never ``0.00 GiB``."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            value = nbytes / scale
+            return (
+                f"{value:.2f} {unit}"
+                if value < 10
+                else f"{value:.0f} {unit}"
+                if value >= 100
+                else f"{value:.1f} {unit}"
+            )
+    return f"{int(nbytes)} bytes"
 
 
 # -- the run ----------------------------------------------------------------------------------------------
@@ -603,6 +647,7 @@ def evaluate(args, folder, digest, model, tokenizer, device, specs, lengths, tra
     text_sha = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
     bos = bos_id(tokenizer)
     _check_patchable(folder, model, specs[0], lengths[0], trained)
+    skipped = _skip_oversized(args, folder, model, device, lengths, span, trained)
     search = None
     if args.search is not None:
         search = _search(
@@ -616,7 +661,6 @@ def evaluate(args, folder, digest, model, tokenizer, device, specs, lengths, tra
     cells = load_progress(progress_path, settings, args.fresh)
     fmt = measure.FORMATS[args.passkey_format]
     window_bytes, final_bytes = _window_bytes(tokenizer, tokens, ends, span, args.final_tokens)
-    skipped = _skip_oversized(args, folder, model, device, lengths, span, trained)
     runnable = [n for n in lengths if str(n) not in skipped]
     jobs = _jobs(args, tokenizer, fmt, bos, specs, runnable, skipped)
     todo = [j for j in jobs if _key(*j) not in cells]
@@ -655,7 +699,7 @@ def evaluate(args, folder, digest, model, tokenizer, device, specs, lengths, tra
                         kind, n, depth, args, model, tokenizer, fmt, tokens, ends, span, device, bos
                     )
             except _OOM_ERRORS as err:
-                if not any(words in str(err).lower() for words in ("out of memory", "can't allocate memory")):
+                if not _is_oom(err):
                     raise
                 _free(device)
                 skipped[f"{spec.label}@{n}"] = "ran out of memory"
@@ -698,21 +742,34 @@ def _skip_oversized(args, folder, model, device, lengths, span, trained) -> Dict
     element = next(model.parameters()).element_size()
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     budget = available_bytes(device, args.memory_limit)
-    need = {n: estimate_bytes(model.config, args.batch_size * (span // n), n, element, device.type) for n in lengths}
+    import torch
+
+    half = next(model.parameters()).dtype == torch.float16
+
+    def estimate(rows: int, n: int) -> int:
+        return estimate_bytes(model.config, rows, n, element, device.type, float16=half)
+
+    need = {n: estimate(args.batch_size * (span // n), n) for n in lengths}
+    attention = getattr(model.config, "_attn_implementation", None) or "eager"
     print(
         f"posenc eval: {folder.name} ({model.config.model_type}, trained context {trained}) on {device}, "
-        f"weights {weights / 2**30:.2f} GiB; per forward pass at "
-        + ", ".join(f"{n}: {need[n] / 2**30:.2f} GiB" for n in lengths)
-        + f"; available {budget / 2**30:.2f} GiB",
+        f"weights {size_text(weights)}; per forward pass ({attention} attention) at "
+        + ", ".join(f"{n}: {size_text(need[n])}" for n in lengths)
+        + f"; available {size_text(budget)}",
         file=sys.stderr,
     )
     skipped: Dict[str, str] = {}
     for n in lengths:
         if need[n] > 0.9 * budget:
-            skipped[str(n)] = (
-                f"needs about {need[n] / 2**30:.2f} GiB per forward pass, {budget / 2**30:.2f} GiB available"
-            )
+            skipped[str(n)] = f"needs about {size_text(need[n])} per forward pass, {size_text(budget)} available"
             print(f"posenc eval: skipping length {n}: {skipped[str(n)]}", file=sys.stderr)
+    if args.search is not None:  # the search reads --batch-size windows of its target length per pass
+        search_need = estimate(args.batch_size, args.search_length)
+        if search_need > 0.9 * budget:
+            raise EvalError(
+                f"--search at {args.search_length} needs about {size_text(search_need)} per forward pass, "
+                f"{size_text(budget)} available; give a shorter --search-length or a smaller --batch-size"
+            )
     return skipped
 
 
@@ -779,10 +836,19 @@ def _search(args, folder, digest, model, tokenizer, device, tokens, ends, span, 
     }
 
     def evaluate(spec):
-        with _scaled(model, spec, target, trained):
-            nats = measure.window_nats(
-                model, tokens, search_ends, target, target, batch=args.batch_size, device=device, bos=bos
-            )
+        try:
+            with _scaled(model, spec, target, trained):
+                nats = measure.window_nats(
+                    model, tokens, search_ends, target, target, batch=args.batch_size, device=device, bos=bos
+                )
+        except _OOM_ERRORS as err:
+            if not _is_oom(err):
+                raise
+            _free(device)
+            raise EvalError(
+                f"--search ran out of memory at {target} tokens (the evaluations so far are kept in search.json); "
+                "give a shorter --search-length or a smaller --batch-size"
+            ) from None
         return nats.sum(axis=1)
 
     with _Bar(args.search_budget, 0) as bar:
@@ -859,6 +925,12 @@ try:  # torch >= 2.5 names the CUDA OOM error; CPU allocation failures are Runti
     _OOM_ERRORS: tuple = (_torch.OutOfMemoryError, RuntimeError)
 except AttributeError:  # pragma: no cover
     _OOM_ERRORS = (RuntimeError,)
+
+
+def _is_oom(err: BaseException) -> bool:
+    """Whether ``err`` is an allocation failure (CUDA's OutOfMemoryError, or the RuntimeError of a
+    failed CPU allocation), as opposed to any other error of a forward pass."""
+    return any(words in str(err).lower() for words in ("out of memory", "can't allocate memory"))
 
 
 def _free(device) -> None:

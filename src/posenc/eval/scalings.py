@@ -109,10 +109,35 @@ def parse_spec(text: str) -> ScalingSpec:
         if key in params:
             raise SpecError(f"scaling {text!r}: {key!r} is given twice")
         params[key] = _value(value.strip(), text, key)
+    required = [
+        f.name
+        for f in config_fields(descriptor.config_class)
+        if f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+        and f.name not in params
+        and f.name != "original_max_position_embeddings"  # the trained context, filled in for every type
+    ]
+    if required and descriptor.lab_default is None:
+        hint = " (--search finds them)" if name in _searchable_per_pair() else ""
+        raise SpecError(
+            f"scaling {text!r}: {name!r} needs {', '.join(required)}, which are not numbers a spec can give "
+            f"(one factor per rotary pair){hint}"
+            if any(_is_list_field(descriptor.config_class, r) for r in required)
+            else f"scaling {text!r}: {name!r} needs {', '.join(required)}; give each as key=value"
+        )
     fit = "factor" in names and "factor" not in params
     if fit and descriptor.lab_default is None:
         raise SpecError(f"scaling {text!r}: {name!r} has no default for a length; give its factor, e.g. {name}:4")
     return ScalingSpec(text.strip(), name, params, fit)
+
+
+def _is_list_field(config_class: Any, name: str) -> bool:
+    field_type = {f.name: f.type for f in config_fields(config_class)}[name]
+    return any(word in str(field_type) for word in ("List", "list", "Sequence", "Tuple", "tuple"))
+
+
+def _searchable_per_pair() -> List[str]:
+    return [n for n, d in REGISTRY.items() if "long_factor" in {f.name for f in config_fields(d.config_class)}]
 
 
 def parse_specs(text: str) -> List[ScalingSpec]:
