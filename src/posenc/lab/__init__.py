@@ -14,7 +14,7 @@ One concept per module:
 * :mod:`~posenc.lab.store`      the run folder: atomic writes, checkpoints, resumable state;
 * :mod:`~posenc.lab.distributed` torchrun / DDP helpers (gloo on CPU, NCCL on GPU);
 * :mod:`~posenc.lab.schema`     the run files, typed and versioned (the explorer reads them too);
-* :mod:`~posenc.lab.verdicts`   claims judged by their 95% intervals;
+* :mod:`~posenc.lab.verdicts`   claims judged by paired and exact tests, Holm's rule, and across seeds;
 * :mod:`~posenc.lab.report`     results.json, the Markdown tables, the plots;
 * :mod:`~posenc.lab.cli`        the ``posenc lab`` command that runs it all.
 """
