@@ -1107,20 +1107,9 @@ def test_a_palette_colour_means_one_thing_across_views():
 
 
 def _static_scripts() -> dict[str, str]:
-    from importlib import resources
+    from test_palette_meanings import page_scripts
 
-    static = resources.files("posenc.explorer").joinpath("static")
-    found: dict[str, str] = {}
-
-    def walk(folder, prefix=""):
-        for entry in folder.iterdir():
-            if entry.is_dir():
-                walk(entry, f"{prefix}{entry.name}/")
-            elif entry.name.endswith(".js"):
-                found[prefix + entry.name] = entry.read_text()
-
-    walk(static)
-    return found
+    return page_scripts()
 
 
 def _neutral(r: int, g: int, b: int) -> bool:

@@ -549,3 +549,68 @@ def test_the_comparison_table_is_the_chapter_modules_one_per_scheme_in_the_order
     assert [row["scheme"] for row in live] == list(SCHEMES)
     column = HEADER.index("extra trainable numbers")
     assert [int(row[column].replace(",", "")) for row in table.rows[1:]] == [r["extra_parameters"] for r in live]
+
+
+#: a chapter as a contributor adds one: its manifest entry and its module, and nothing else in Python
+ADDED_CHAPTER = r'''
+import io, json, sys, types
+import rich.console
+import posenc.lesson.manifest as manifest
+
+extra = manifest.Chapter("counting-seats", "Counting seats", tour=("counting",), level="test")
+manifest.CHAPTERS = manifest.CHAPTERS + (extra,)
+module = types.ModuleType("posenc.lesson.chapters.counting_seats")
+exec("""
+from posenc.lesson.prose import Block
+FIGURE_RANGES = {"count_seat": (0, 50, 7, "the seat counted to")}
+def count(count_seat: int = 7) -> dict:
+    return {"seat": count_seat, "seats_before": count_seat}
+FIGURES = {"count": count}
+def numbers():
+    return {"counting.before_seven": 7}
+def prose(n):
+    return [Block("plain", "Every word counts the words before it.", "intro"),
+            Block("p", f"Seat 7 has {n['counting.before_seven']} words before it.", "intro")]
+""", module.__dict__)
+sys.modules[module.__name__] = module
+
+import posenc.tour as tour
+from fastapi.testclient import TestClient
+from posenc.explorer.app import create_app
+
+buffer = io.StringIO()
+tour.run_tour(sys.argv[1], console=rich.console.Console(file=buffer, width=200, color_system=None),
+              sections=tour.select_sections(["counting"]))
+with TestClient(create_app(allowed_hosts=None)) as client:
+    listed = client.get("/api/lesson/chapters").json()["chapters"][-1]
+    prose = client.get("/api/lesson/prose/counting-seats").json()
+    figure = client.get("/api/lesson/count", params={"count_seat": 12}).json()
+    refused = client.get("/api/lesson/count", params={"count_seat": 51})
+print(json.dumps({"section": [tour.SECTIONS[-1].name, tour.SECTIONS[-1].title], "printed": buffer.getvalue(),
+                  "listed": listed, "prose": [b["plain"] for b in prose["blocks"]], "figure": figure,
+                  "refused": [refused.status_code, refused.json()["detail"]]}))
+'''
+
+
+def test_a_chapter_is_added_with_its_manifest_entry_and_one_module(tmp_path):
+    """Adding a chapter as the docs say: a manifest entry and a module with numbers, prose and a figure
+    (the page script is the third file) give the tour its section, the page its entry, text and route,
+    with no other code; run in a fresh interpreter, where the entry is added before anything reads it."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", ADDED_CHAPTER, str(tmp_path)], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["section"] == ["counting", "Counting seats"]
+    printed = flowing(got["printed"])
+    assert f"{len(tour.SECTIONS) + 1}. Counting seats" in printed
+    assert "In plain words: Every word counts the words before it. Seat 7 has 7 words before it." in printed
+    assert got["listed"]["id"] == "counting-seats" and got["listed"]["module"] == "counting_seats"
+    assert got["listed"]["tour"] == ["counting"]
+    assert got["prose"] == ["Every word counts the words before it.", "Seat 7 has 7 words before it."]
+    assert got["figure"] == {"seat": 12, "seats_before": 12}
+    assert got["refused"][0] == 422 and "seat" in got["refused"][1] and "51" in got["refused"][1]

@@ -111,6 +111,75 @@ export function loader(name, load, { delay = 70, selector = ".error" } = {}) {
   };
 }
 
+// -- one figure of a lesson chapter: controls -> request -> draw -> text ----------------------------------
+// A chapter script defines each of its figures once, as data, and `figure` does the wiring every figure
+// shares: it reads the controls, asks the figure's route (through the chapter's loader, which debounces,
+// cancels a superseded request, counts renders and shows errors), draws, and fills in the text.
+//   route     the figure's API path ("/api/lesson/alibi"); or
+//   request   async (params, signal) => data, for a figure that asks more than one route
+//   controls  request parameter -> its control: a slider's id (a string; its <output> shows its value),
+//             range(id, { transform, format, wait }) for a slider that maps its value, choice(id) for a
+//             <select> or a box read on "change", typed(id, read) for text read as it is typed
+//   params    (values) => the request's parameters, from the controls' values at each request (default:
+//             the values as they are)
+//   prepare   (data) => data, reshaped once it arrives (optional)
+//   draw      (data) => draws the figure at its width; run again on every resize (optional)
+//   fill      (data) => writes what is drawn once per answer: its numbers, tables, status (optional)
+//   start     false: the chapter calls `load(0)` itself, when what the figure needs is ready
+// Returns { load, redraw, data }: load(wait) asks again, redraw() draws the last answer again.
+const CONTROL_KINDS = { slider: "input", choice: "change", typed: "input" };
+
+export const range = (id, { transform = Number, format = String, wait = undefined } = {}) =>
+  ({ kind: "slider", id, transform, format, wait });
+export const choice = (id, read = (node) => node.value) => ({ kind: "choice", id, read, wait: 0 });
+export const typed = (id, read = (node) => node.value, wait = 300) => ({ kind: "typed", id, read, wait });
+
+function control(name, spec) {
+  const given = typeof spec === "string" ? { kind: "slider", id: spec } : spec;
+  if (!given || !(given.kind in CONTROL_KINDS) || typeof given.id !== "string") {
+    throw new Error(`figure: control ${JSON.stringify(name)} must be a slider's id, range(), choice() or typed(), `
+      + `got ${JSON.stringify(spec)}`);
+  }
+  if (!$(given.id)) throw new Error(`figure: control ${JSON.stringify(name)} names no element: #${given.id}`);
+  return given;
+}
+
+export function figure(chapter, { route = null, request = null, controls = {}, params = null, prepare = null, draw = null,
+  fill = null, start = true } = {}) {
+  if (!route === !request) throw new Error(`figure in ${JSON.stringify(chapter)}: give one of route or request`);
+  let data = null;
+  const readers = {};
+  const load = loader(chapter, async (signal) => {
+    const read = Object.fromEntries(Object.entries(readers).map(([name, reader]) => [name, reader()]));
+    const values = params ? params(read) : read;
+    let answer = route ? await api(route, values, signal) : await request(values, signal);
+    if (signal.aborted) return;
+    if (prepare) answer = prepare(answer) ?? answer;
+    data = answer;
+    if (draw) draw(data);
+    if (fill) fill(data);
+  });
+  for (const [name, spec] of Object.entries(controls)) {
+    const c = control(name, spec);
+    if (c.kind === "slider") {
+      readers[name] = slider(c.id, () => load(c.wait), c.transform || Number, c.format || String);
+    } else {
+      const node = $(c.id);
+      node.addEventListener(CONTROL_KINDS[c.kind], () => load(c.wait));
+      readers[name] = () => c.read(node);
+    }
+  }
+  const redraw = () => { if (data && draw) draw(data); };
+  if (start) load(0);
+  return { load, redraw, data: () => data };
+}
+
+// The figures of one chapter: each figure's unit, and the chapter's redraw (every figure's).
+export function figures(chapter, ...specs) {
+  const units = specs.map((spec) => figure(chapter, spec));
+  return { units, redraw: () => units.forEach((unit) => unit.redraw()) };
+}
+
 // Slider <-> output wiring; `transform` maps the slider's value to the value used.
 export function slider(id, onChange, transform = Number, format = String) {
   const input = $(id), out = $(`${id}-out`) || $(id.replace(/-log$/, "") + "-out");

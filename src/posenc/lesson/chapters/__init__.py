@@ -22,7 +22,8 @@ and ``prose``, its figure functions in ``FIGURES`` with ``FIGURE_RANGES`` (each 
 with no code in the explorer) and ``CHECKS`` for the checks its entry names; one page script named
 the same, ``posenc/explorer/static/lesson/chapters/bag_of_tiles.js``, exporting ``markup`` (its
 article's figures, controls and error box, with one ``data-prose`` element per slot its blocks name)
-and ``setup()`` (which wires the controls and draws the figures); and its tests. Nothing else: the page
+and ``setup()`` (which defines each figure once with ``core.js``'s ``figures``: its route, controls,
+drawing and text); and its tests. The tour tells it with no code of its own. Nothing else: the page
 writes the article with its kicker and heading, the table of contents and the pager from the manifest
 and imports the script by the module's name; ``tests/test_lesson_one_source.py`` then holds the
 tour's and the page's text to the module's, and every chapter to exactly one script.

@@ -1,7 +1,7 @@
 // ALiBi, a penalty for distance: the bias of every head against how far back a key sits,
 // and the attention the bias alone leaves to each key, both from posenc's alibi_slopes/alibi_bias.
 
-import { $, api, loader, slider } from "../../core.js";
+import { $, choice, figures } from "../../core.js";
 import { lineChart, html, fmt, widthOf, numbers, stackLabels } from "../../charts.js";
 import { headColour } from "../../palette.js";
 
@@ -29,10 +29,7 @@ export const markup = `
 // Heads coloured as in the workbench's ALiBi view (palette.headColour), dashes alternating.
 
 export function setup() {
-  let data = null;
-  const distance = slider("alibi-distance", () => load());
-  const draw = () => {
-    if (!data) return;
+  const draw = (data) => {
     const xs = data.keys_back, last = data.rows.length - 1;
     const lowest = Math.min(...data.rows[0].bias);
     lineChart($("alibi-chart"), {
@@ -53,13 +50,13 @@ export function setup() {
         color: headColour(r.head, data.heads), points: data.distance <= 32 })),
     });
   };
-  const load = loader("alibi-penalty", async (signal) => {
-    data = await api("/api/lesson/alibi", { heads: $("alibi-heads").value, distance: distance() }, signal);
-    // keys_back runs from the farthest key to the nearest; the charts read left to right from near to far
+  // keys_back runs from the farthest key to the nearest; the charts read left to right from near to far
+  const prepare = (data) => {
     const order = data.keys_back.map((_, i) => i).reverse();
     data.keys_back = order.map((i) => data.keys_back[i]);
     for (const r of data.rows) { r.bias = order.map((i) => r.bias[i]); r.weights = order.map((i) => r.weights[i]); }
-    draw();
+  };
+  const fill = (data) => {
     const table = $("alibi-table");
     table.replaceChildren();
     html("caption", {}, table, `${data.heads} heads, the query ${data.distance} seats after the first key`);
@@ -82,8 +79,8 @@ export function setup() {
       `head 0 adds ${fmt(data.rows[0].bias_at_distance, 4)} to a key ${data.distance} seats back; head ${data.rows.length - 1} adds `
         + `${fmt(data.rows[data.rows.length - 1].bias_at_distance, 4)}`,
     ]);
-  });
-  $("alibi-heads").addEventListener("change", () => load(0));
-  load(0);
-  return draw;
+  };
+  return figures("alibi-penalty", {
+    route: "/api/lesson/alibi", controls: { heads: choice("alibi-heads"), distance: "alibi-distance" }, prepare, draw, fill,
+  }).redraw;
 }

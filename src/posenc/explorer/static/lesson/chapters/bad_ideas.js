@@ -1,6 +1,6 @@
 // Two ideas that fail: raw seat numbers and fractions of the sentence.
 
-import { $, api, loader, slider } from "../../core.js";
+import { $, figures } from "../../core.js";
 import { svg, fmt, widthOf, root, text, numbers, hbars } from "../../charts.js";
 import { CATEGORY_COLOURS, SCHEME_COLOURS, INK, textColour } from "../../palette.js";
 
@@ -33,11 +33,7 @@ export const markup = `
 `;
 
 export function setup() {
-  let data = null;
-  const seat = slider("raw-seat", () => load());
-  const len = slider("frac-len", () => load());
-  const draw = () => {
-    if (!data) return;
+  const draw = (data) => {
     hbars($("raw-figure"), [
       { label: "words alone", value: data.cosine_words, color: SCHEME_COLOURS.nope },
       { label: `+ raw seat ${data.raw_seat}`, value: data.cosine_raw, color: CATEGORY_COLOURS.wrong },
@@ -67,9 +63,7 @@ export function setup() {
     text(s, width / 2, 88, `one step = ${fmt(data.step, 4)} (in a 4-word sentence: ${fmt(data.step_4_words, 2)})`,
       { anchor: "middle", size: 12, color: textColour(CATEGORY_COLOURS.wrong), weight: 700 });
   };
-  const load = loader("bad-ideas", async (signal) => {
-    data = await api("/api/lesson/bad-ideas", { raw_seat: seat(), sentence_len: len() }, signal);
-    draw();
+  const fill = (data) => {
     numbers($("raw-numbers"), [
       `[${data.word.join(", ")}] + ${data.raw_seat} = [${data.stamped.map((v) => fmt(v, 2)).join(", ")}]`,
       `the raw position vector is ${fmt(data.raw_ratio, 1)} times longer than the word vector`,
@@ -82,7 +76,8 @@ export function setup() {
       `${data.sentence_len} words: codes ${data.fractions.map((v) => fmt(v, 3)).join(", ")}${data.sentence_len > data.fractions.length ? ", …" : ""}`,
       `one step = 1 / ${data.sentence_len} = ${fmt(data.step, 5)}; in a 4-word sentence one step is ${fmt(data.step_4_words, 2)}`,
     ]);
-  });
-  load(0);
-  return draw;
+  };
+  return figures("bad-ideas", {
+    route: "/api/lesson/bad-ideas", controls: { raw_seat: "raw-seat", sentence_len: "frac-len" }, draw, fill,
+  }).redraw;
 }

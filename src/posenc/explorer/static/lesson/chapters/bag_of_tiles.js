@@ -1,6 +1,6 @@
 // A bag of tiles: each word's output from one attention block, as written and shuffled.
 
-import { $, api, loader } from "../../core.js";
+import { $, choice, figures, typed } from "../../core.js";
 import { svg, fmt, widthOf, root, text, signLegend, numbers } from "../../charts.js";
 import { TILE_COLOURS, INK, MUTED, diverging } from "../../palette.js";
 
@@ -29,9 +29,8 @@ export const markup = `
 
 export function setup() {
   // The first shuffle is shown at once, so the two strips differ from the first look on.
-  let shuffle = 1, data = null;
-  const draw = () => {
-    if (!data) return;
+  let shuffle = 1;
+  const draw = (data) => {
     const holder = $("bag-figure"), width = widthOf(holder);
     const rowH = 72, tileW = Math.min(92, width * 0.26), legendH = 54;
     const height = 26 + data.words.length * rowH + legendH;
@@ -62,18 +61,17 @@ export function setup() {
     signLegend(s, { x: lw + 24, y: ly, width: lw, span: rounding ? data.rounding_level : deltaSpan, label: "difference",
       format: (v) => fmt(v, 2) });
   };
-  const load = loader("bag-of-tiles", async (signal) => {
-    data = await api("/api/lesson/bag", { text: $("bag-text").value, shuffle, scheme: $("bag-scheme").value }, signal);
-    draw();
+  const fill = (data) => {
     numbers($("bag-numbers"), [
       `scheme: ${data.scheme}; sentence: “${data.words.join(" ")}”; shuffled: “${data.shuffled.join(" ")}”.`,
       ...data.words.map((w, i) => `“${w}” (seat ${i}): largest change of its output after the shuffle ${fmt(data.difference[i], 3)}`),
       `largest change over all words: ${fmt(data.largest_difference, 3)}${data.largest_difference < 1e-9 ? " (rounding: the same vectors)" : ""}`,
     ]);
+  };
+  const { units: [unit], redraw } = figures("bag-of-tiles", {
+    route: "/api/lesson/bag", controls: { text: typed("bag-text"), scheme: choice("bag-scheme") }, params: (v) => ({ ...v, shuffle }),
+    draw, fill,
   });
-  $("bag-shuffle").addEventListener("click", () => { shuffle = (shuffle % 9999) + 1; load(0); });
-  $("bag-scheme").addEventListener("change", () => load(0));
-  $("bag-text").addEventListener("input", () => load(300));
-  load(0);
-  return draw;
+  $("bag-shuffle").addEventListener("click", () => { shuffle = (shuffle % 9999) + 1; unit.load(0); });
+  return redraw;
 }

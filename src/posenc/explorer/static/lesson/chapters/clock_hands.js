@@ -1,6 +1,6 @@
 // Sine waves as clock hands: the hands of one seat, their waves and the whole table.
 
-import { $, api, loader, slider } from "../../core.js";
+import { $, choice, figures } from "../../core.js";
 import { heatmap, lineChart, svg, html, fmt, widthOf, root, text, clock, numbers, signLegend } from "../../charts.js";
 import { CATEGORY_COLOURS, divergingRGB, INK } from "../../palette.js";
 
@@ -32,12 +32,9 @@ export const markup = `
 `;
 
 export function setup() {
-  let data = null;
-  const seat = slider("clock-seat", () => load());
   const colours = { fast: CATEGORY_COLOURS.fast, medium: CATEGORY_COLOURS.medium, slow: CATEGORY_COLOURS.slow };
   const dashes = [null, "7 4", "2 3"];
-  const draw = () => {
-    if (!data) return;
+  const draw = (data) => {
     const box = $("clock-dials");
     box.replaceChildren();
     for (const hand of data.hands) {
@@ -65,10 +62,10 @@ export function setup() {
       ]),
       vlines: [{ x: Math.min(64, data.seat), label: `seat ${data.seat}`, color: INK }],
     });
-    drawHeat();
+    drawHeat(data);
   };
   // the whole table as a heatmap at the panel's width: rows are seats 0-64, columns the code's numbers
-  const drawHeat = () => {
+  const drawHeat = (data) => {
     const holder = $("clock-heat"), rows = data.table.length, cols = data.d_model;
     const width = widthOf(holder), left = 52, right = 8, top = 22, plotW = width - left - right;
     const plotH = Math.min(300, rows * 4), legendY = top + plotH + 34, height = legendY + 46;
@@ -99,13 +96,11 @@ export function setup() {
       `column 0 (the fastest sine) changes sign ${first} times over seats 0 to ${rows - 1}; column ${cols - 2} (the slowest sine) ${last} times`,
     ]);
   };
-  const load = loader("clock-hands", async (signal) => {
-    data = await api("/api/lesson/clock", { seat: seat(), d_model: $("clock-width").value }, signal);
-    draw();
+  const fill = (data) => {
     numbers($("clock-numbers"), data.hands.map((h) => `${h.speed} hand (pair ${h.pair}, ${fmt(h.frequency, 6)} rad per seat): ` +
       `seat ${data.seat} → angle ${fmt(h.angle, 4)} rad = ${fmt(h.angle_deg_mod_360, 1)}° past a whole number of turns; sin ${fmt(h.sin, 4)}, cos ${fmt(h.cos, 4)}`));
-  });
-  $("clock-width").addEventListener("change", () => load(0));
-  load(0);
-  return draw;
+  };
+  return figures("clock-hands", {
+    route: "/api/lesson/clock", controls: { seat: "clock-seat", d_model: choice("clock-width") }, draw, fill,
+  }).redraw;
 }

@@ -1,6 +1,6 @@
 // Common mistakes, each measured.
 
-import { $, api, loader, slider } from "../../core.js";
+import { $, api, figures } from "../../core.js";
 import { fmt, fmtInt, numbers, hbars } from "../../charts.js";
 import { CATEGORY_COLOURS } from "../../palette.js";
 
@@ -37,52 +37,49 @@ export const markup = `
 `;
 
 export function setup() {
-  let data = null;
-  const steps = slider("mis-steps", () => load());
-  const width = slider("mis-width", () => load());
-  const shift = slider("mis-shift", () => load());
   // the drift axis ends where the slider's last step takes the parameter table, so moving the slider
   // grows the bar on one axis (it once rescaled to each drift and froze at full width)
   let driftAxis = null;
-  const draw = () => {
-    if (!data) return;
-    const p = data.parameter;
-    hbars($("mis-param"), [
-      { label: "buffer (right)", value: p.buffer.largest_change, color: CATEGORY_COLOURS.right },
-      { label: "nn.Parameter (wrong)", value: p.parameter.largest_change, color: CATEGORY_COLOURS.wrong },
-    ], { label: "largest change of the table", axis: `largest change of a table value (axis: up to ${driftAxis.steps} steps)`,
-      format: (v) => fmt(v, 4), max: Math.max(driftAxis.drift, p.parameter.largest_change) });
-    hbars($("mis-cat"), [
-      { label: `added (width ${data.concat.d_model})`, value: data.concat.added, color: CATEGORY_COLOURS.right },
-      { label: `glued (width ${2 * data.concat.d_model})`, value: data.concat.concatenated, color: CATEGORY_COLOURS.wrong },
-    ], { label: "parameters of one block", axis: "parameters of one block", format: (v) => fmtInt(v) });
-    hbars($("mis-v"), [
-      { label: "q, k turned (right)", value: data.values.qk_only, rounding: data.values.qk_only_rounding, color: CATEGORY_COLOURS.right },
-      { label: "v turned too (wrong)", value: data.values.with_v, rounding: data.values.with_v_rounding, color: CATEGORY_COLOURS.wrong },
-    ], { label: "change of the last output when the phrase moves", axis: "change of the last output", format: (v) => fmt(v, 3) });
-  };
-  const load = loader("common-mistakes", async (signal) => {
-    const most = Number($("mis-steps").max);
-    if (!driftAxis || driftAxis.steps !== most) {
-      const end = await api("/api/lesson/mistakes", { steps: most, d_model: width(), shift: shift() }, signal);
-      driftAxis = { steps: most, drift: end.parameter.parameter.largest_change };
-    }
-    data = await api("/api/lesson/mistakes", { steps: steps(), d_model: width(), shift: shift() }, signal);
-    draw();
-    const p = data.parameter;
-    numbers($("mis-param-numbers"), [
-      `after ${data.steps} Adam step(s): the buffer table moved ${fmt(p.buffer.largest_change, 4)} (trainable numbers ${fmtInt(p.buffer.trainable)})`,
-      `the parameter table moved ${fmt(p.parameter.largest_change, 4)} (trainable numbers ${fmtInt(p.parameter.trainable)})`,
-    ]);
-    numbers($("mis-cat-numbers"), [
-      `one block at width ${data.concat.d_model}: ${fmtInt(data.concat.added)} parameters; at ${2 * data.concat.d_model}: ` +
-        `${fmtInt(data.concat.concatenated)} (${fmt(data.concat.ratio, 2)} times as many)`,
-    ]);
-    numbers($("mis-v-numbers"), [
-      `phrase of ${data.values.seq} tokens moved by ${data.values.shift}: the last output changes by ${fmt(data.values.qk_only, 2)} ` +
-        `with q, k turned, and by ${fmt(data.values.with_v, 4)} with v turned too`,
-    ]);
-  });
-  load(0);
-  return draw;
+  return figures("common-mistakes", {
+    controls: { steps: "mis-steps", d_model: "mis-width", shift: "mis-shift" },
+    request: async (values, signal) => {
+      const most = Number($("mis-steps").max);
+      if (!driftAxis || driftAxis.steps !== most) {
+        const end = await api("/api/lesson/mistakes", { ...values, steps: most }, signal);
+        driftAxis = { steps: most, drift: end.parameter.parameter.largest_change };
+      }
+      return api("/api/lesson/mistakes", values, signal);
+    },
+    draw: (data) => {
+      const p = data.parameter;
+      hbars($("mis-param"), [
+        { label: "buffer (right)", value: p.buffer.largest_change, color: CATEGORY_COLOURS.right },
+        { label: "nn.Parameter (wrong)", value: p.parameter.largest_change, color: CATEGORY_COLOURS.wrong },
+      ], { label: "largest change of the table", axis: `largest change of a table value (axis: up to ${driftAxis.steps} steps)`,
+        format: (v) => fmt(v, 4), max: Math.max(driftAxis.drift, p.parameter.largest_change) });
+      hbars($("mis-cat"), [
+        { label: `added (width ${data.concat.d_model})`, value: data.concat.added, color: CATEGORY_COLOURS.right },
+        { label: `glued (width ${2 * data.concat.d_model})`, value: data.concat.concatenated, color: CATEGORY_COLOURS.wrong },
+      ], { label: "parameters of one block", axis: "parameters of one block", format: (v) => fmtInt(v) });
+      hbars($("mis-v"), [
+        { label: "q, k turned (right)", value: data.values.qk_only, rounding: data.values.qk_only_rounding, color: CATEGORY_COLOURS.right },
+        { label: "v turned too (wrong)", value: data.values.with_v, rounding: data.values.with_v_rounding, color: CATEGORY_COLOURS.wrong },
+      ], { label: "change of the last output when the phrase moves", axis: "change of the last output", format: (v) => fmt(v, 3) });
+    },
+    fill: (data) => {
+      const p = data.parameter;
+      numbers($("mis-param-numbers"), [
+        `after ${data.steps} Adam step(s): the buffer table moved ${fmt(p.buffer.largest_change, 4)} (trainable numbers ${fmtInt(p.buffer.trainable)})`,
+        `the parameter table moved ${fmt(p.parameter.largest_change, 4)} (trainable numbers ${fmtInt(p.parameter.trainable)})`,
+      ]);
+      numbers($("mis-cat-numbers"), [
+        `one block at width ${data.concat.d_model}: ${fmtInt(data.concat.added)} parameters; at ${2 * data.concat.d_model}: ` +
+          `${fmtInt(data.concat.concatenated)} (${fmt(data.concat.ratio, 2)} times as many)`,
+      ]);
+      numbers($("mis-v-numbers"), [
+        `phrase of ${data.values.seq} tokens moved by ${data.values.shift}: the last output changes by ${fmt(data.values.qk_only, 2)} ` +
+          `with q, k turned, and by ${fmt(data.values.with_v, 4)} with v turned too`,
+      ]);
+    },
+  }).redraw;
 }

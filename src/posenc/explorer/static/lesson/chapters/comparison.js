@@ -2,7 +2,7 @@
 // per scheme, in the order the API lists them); this script appends its live column: whether each scheme
 // places the chosen length without an error, and what of it a model trained on 512 tokens never met.
 
-import { $, api, loader, slider } from "../../core.js";
+import { $, figures } from "../../core.js";
 import { fmtInt, html, numbers } from "../../charts.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
@@ -24,10 +24,10 @@ export function setup() {
   head.append("at ", html("span", { id: "cmp-len-head" }), " tokens (trained on ", html("span", { id: "cmp-trained-head" }), ")");
   const rows = [...table.tBodies[0].rows];
   const cells = rows.map((tr) => html("td", { class: "live-reads", "data-label": "at the chosen length" }, tr));
-  const len = slider("cmp-len", () => load());
-  const load = loader("comparison", async (signal) => {
-    const d = await api("/api/lesson/compare", { length: len() }, signal);
+  const check = (d) => {
     if (d.schemes.length !== rows.length) throw new Error(`comparison: ${d.schemes.length} schemes for ${rows.length} rows`);
+  };
+  const fill = (d) => {
     $("cmp-len-head").textContent = String(d.length);
     $("cmp-trained-head").textContent = String(d.trained_len);
     const shade = { trained: "pass", untrained: "warn", refused: "fail" };
@@ -39,7 +39,6 @@ export function setup() {
     });
     numbers($("cmp-numbers"), d.schemes.map((r) => `${r.scheme} (acts on ${r.where}): ${fmtInt(r.extra_parameters)} extra trainable ` +
       `numbers at width ${d.d_model}; ${d.length} tokens: ${r.says}`));
-  });
-  load(0);
-  return null;
+  };
+  return figures("comparison", { route: "/api/lesson/compare", controls: { length: "cmp-len" }, prepare: check, fill }).redraw;
 }

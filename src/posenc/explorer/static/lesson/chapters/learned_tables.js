@@ -1,6 +1,6 @@
 // Learned tables and the 512 wall.
 
-import { $, api, loader, slider } from "../../core.js";
+import { $, figures } from "../../core.js";
 import { lineChart, svg, html, fmt, widthOf, root, text, numbers } from "../../charts.js";
 import { CATEGORY_COLOURS, SCHEME_COLOURS, INK, textColour } from "../../palette.js";
 
@@ -31,11 +31,7 @@ export const markup = `
 `;
 
 export function setup() {
-  let data = null;
-  const tokens = slider("wall-tokens", () => load());
-  const stretch = slider("wall-stretch", () => load());
-  const draw = () => {
-    if (!data) return;
+  const draw = (data) => {
     const holder = $("wall-figure"), width = widthOf(holder), s = root(holder, width, 96,
       `a ${data.max_len}-row table and ${data.tokens} requested seats`);
     const top = Math.max(1024, data.tokens), x = (v) => 8 + (v / top) * (width - 16);
@@ -61,9 +57,7 @@ export function setup() {
       ],
     });
   };
-  const load = loader("learned-tables", async (signal) => {
-    data = await api("/api/lesson/learned", { tokens: tokens(), stretch_to: stretch() }, signal);
-    draw();
+  const fill = (data) => {
     const result = $("wall-result");
     result.className = `result-box ${data.ok ? "ok" : "failed"}`;
     result.replaceChildren();
@@ -85,7 +79,8 @@ export function setup() {
       `last trained rows, column 0: ${data.old_values.slice(-4).map((v) => fmt(v, 4)).join(", ")}`,
       `last stretched rows, column 0: ${data.new_values.slice(-4).map((v) => fmt(v, 4)).join(", ")}`,
     ]);
-  });
-  load(0);
-  return draw;
+  };
+  return figures("learned-tables", {
+    route: "/api/lesson/learned", controls: { tokens: "wall-tokens", stretch_to: "wall-stretch" }, draw, fill,
+  }).redraw;
 }

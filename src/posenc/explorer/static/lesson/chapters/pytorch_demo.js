@@ -1,6 +1,6 @@
 // The PyTorch demo: its source and what it prints, run by the server.
 
-import { $, api, loader, slider } from "../../core.js";
+import { $, choice, figures, range } from "../../core.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
 // figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
@@ -20,13 +20,12 @@ export const markup = `
 `;
 
 export function setup() {
-  const shift = slider("demo-shift", () => load(150));
-  const load = loader("pytorch-demo", async (signal) => {
-    const d = await api("/api/lesson/demo", { shift: shift(), d_model: $("demo-width").value }, signal);
-    $("demo-code").textContent = d.source;
-    $("demo-output").textContent = d.output.join("\n");
-  });
-  $("demo-width").addEventListener("change", () => load(0));
-  load(0);
-  return null;
+  return figures("pytorch-demo", {
+    route: "/api/lesson/demo",
+    controls: { shift: range("demo-shift", { wait: 150 }), d_model: choice("demo-width") },
+    fill: (d) => {
+      $("demo-code").textContent = d.source;
+      $("demo-output").textContent = d.output.join("\n");
+    },
+  }).redraw;
 }

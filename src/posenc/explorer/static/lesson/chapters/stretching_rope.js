@@ -1,6 +1,6 @@
 // Stretching RoPE: what each scaling does to every pair's wavelength.
 
-import { $, api, lessonManifest, loader, showError, slider } from "../../core.js";
+import { $, choice, figures, lessonManifest, showError } from "../../core.js";
 import { lineChart, html, fmt, widthOf, rad, stackLabels } from "../../charts.js";
 import { NEUTRAL_COLOURS, REFERENCE_DASHES, SCALING_COLOURS, SCALING_DASHES, SCALING_LABELS } from "../../palette.js";
 
@@ -29,13 +29,10 @@ export const markup = `
 `;
 
 export function setup() {
-  let data = null;
-  const factor = slider("str-factor", () => load());
   // each method in its scaling's one colour, dash and label (plain RoPE is the registry's "default"), as in the workbench
   const scalingOf = { rope: "default", linear: "linear", ntk: "ntk", yarn: "yarn" };
   const names = Object.fromEntries(Object.entries(scalingOf).map(([m, s]) => [m, SCALING_LABELS[s]]));
-  const draw = () => {
-    if (!data) return;
+  const draw = (data) => {
     const xs = data.methods[0].wavelengths.map((_, i) => i);
     const all = data.methods.flatMap((m) => m.wavelengths).concat([data.target_len]);
     lineChart($("str-chart"), {
@@ -50,9 +47,7 @@ export function setup() {
           left: true }],
     });
   };
-  const load = loader("stretching-rope", async (signal) => {
-    data = await api("/api/lesson/stretch", { factor: factor(), train_len: $("str-train").value, head_dim: 128 }, signal);
-    draw();
+  const fill = (data) => {
     const table = $("str-table");
     table.replaceChildren();
     html("caption", {}, table, `Stretching ${data.train_len} to ${data.target_len} tokens (factor ${fmt(data.factor, 0)}): `
@@ -72,14 +67,17 @@ export function setup() {
         none ? "✓ none: every angle was seen in training" : `✗ ${m.pairs_past_training} of ${data.pairs} meet angles never seen`);
     }
     stackLabels(table);
+  };
+  const { units: [unit], redraw } = figures("stretching-rope", {
+    route: "/api/lesson/stretch", controls: { factor: "str-factor", train_len: choice("str-train") },
+    params: (v) => ({ ...v, head_dim: 128 }), draw, fill, start: false,
   });
-  $("str-train").addEventListener("change", () => load(0));
   // The figure opens on the setup the chapter's text measures: the defaults of its ranges (one source).
   lessonManifest().then(({ limits }) => {
     $("str-train").value = String(limits.train_len.default);
     $("str-factor").value = String(limits.factor.default);
     $("str-factor").dispatchEvent(new Event("input"));
-    load(0);
+    unit.load(0);
   }).catch((err) => showError("stretching-rope", err.message));
-  return draw;
+  return redraw;
 }

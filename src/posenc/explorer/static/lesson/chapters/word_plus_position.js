@@ -1,6 +1,6 @@
 // Word + position = input: the word vector, the position vector and their sum.
 
-import { $, api, loader, slider } from "../../core.js";
+import { $, choice, figures, typed } from "../../core.js";
 import { fmt, widthOf, root, barRow, signLegend, numbers } from "../../charts.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
@@ -28,14 +28,11 @@ export const markup = `
 `;
 
 export function setup() {
-  let data = null;
-  const seat = slider("input-seat", () => load());
   const stdOf = () => {
     const v = $("input-std").value, width = Number($("input-width").value);
     return v === "sqrt" ? 0.02 * Math.sqrt(width) : Number(v);
   };
-  const draw = () => {
-    if (!data) return;
+  const draw = (data) => {
     const holder = $("input-figure"), width = widthOf(holder), rowH = 64, gap = 30;
     const s = root(holder, width, 3 * (rowH + gap) + 50, `word vector plus position vector equals input, ${data.d_model} numbers each`);
     const span = Math.max(...[...data.word_vector, ...data.position_vector, ...data.input].map(Math.abs));
@@ -46,11 +43,7 @@ export function setup() {
     signLegend(s, { x: 0, y: 3 * (rowH + gap) + 4, width: Math.min(160, width - 10), span, label: "bar height and colour",
       format: (v) => fmt(v, 2) });
   };
-  const load = loader("word-plus-position", async (signal) => {
-    const word = $("input-word").value.trim() || "dog";
-    data = await api("/api/lesson/input", { word, seat: seat(), d_model: $("input-width").value,
-      embed_std: Number(stdOf().toPrecision(6)) }, signal);
-    draw();
+  const fill = (data) => {
     const show = (v) => `[${v.map((x) => fmt(x, 2)).join(", ")}]`;
     numbers($("input-numbers"), [
       `word “${data.word}”, entries drawn with standard deviation ${fmt(data.embed_std, 4)}: ${show(data.word_vector)}`,
@@ -59,10 +52,11 @@ export function setup() {
       `lengths: word ${fmt(data.word_norm, 3)}, position ${fmt(data.position_norm, 3)} (always √(d/2)); position / word = ${fmt(data.ratio, 2)}`,
       `direction of the input against the word alone (cosine): ${fmt(data.cosine_input_word, 3)}`,
     ]);
-  });
-  $("input-width").addEventListener("change", () => load(0));
-  $("input-std").addEventListener("change", () => load(0));
-  $("input-word").addEventListener("input", () => load(300));
-  load(0);
-  return draw;
+  };
+  return figures("word-plus-position", {
+    route: "/api/lesson/input",
+    controls: { word: typed("input-word", (node) => node.value.trim() || "dog"), seat: "input-seat",
+      d_model: choice("input-width"), embed_std: choice("input-std", () => Number(stdOf().toPrecision(6))) },
+    draw, fill,
+  }).redraw;
 }
