@@ -52,7 +52,7 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--dry-run", action="store_true", help="tiny sizes and few repeats: seconds, not minutes")
     parser.add_argument("--budget-s", type=float, default=330.0, help="stop starting sections after this long")
-    parser.add_argument("--sections", nargs="+", default=None, help="run only these sections")
+    parser.add_argument("--sections", nargs="+", default=None, help="run only these sections, in this order")
     return parser.parse_args()
 
 
@@ -921,10 +921,14 @@ def main(args: argparse.Namespace) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     ctx = Context(args.device, args.dry_run, args.budget_s)
-    wanted = set(args.sections) if args.sections else None
-    for name, fn in SECTIONS:
-        if wanted is not None and name not in wanted:
-            continue
+    by_name = dict(SECTIONS)
+    unknown = sorted(set(args.sections or ()) - set(by_name))
+    if unknown:
+        print(f"--sections: unknown {unknown}; known: {sorted(by_name)}", file=sys.stderr)
+        return 2
+    # the sections run in the order asked for, so a short budget goes to what matters most
+    order = [(name, by_name[name]) for name in args.sections] if args.sections else SECTIONS
+    for name, fn in order:
         if ctx.left_s() <= 0 and name != "environment":
             say(f"== {name}: skipped, the time budget ({args.budget_s:.0f} s) is spent")
             ctx.results[name] = {"skipped": "time budget"}
