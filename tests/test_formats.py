@@ -184,20 +184,32 @@ def _sources(package: str, suffix: str) -> dict[str, str]:
     return {str(path.relative_to(root)): path.read_text() for path in sorted(root.rglob(f"*{suffix}"))}
 
 
-def test_the_formats_are_written_once_on_each_side():
-    """No module but the two format modules writes its own signed number, exponent form or minus sign
-    (three ``signed()``, four ``sci()`` and four minus-sign formatters once stood in chapters and scripts)."""
-    python = _sources("posenc", ".py")
-    assert "lesson/formats.py" in python and len(python) > 50
-    for name, text in python.items():
-        if name == "lesson/formats.py":
-            continue
-        assert not re.search(r"def (signed|sci|minus)\(", text), name
-        assert not re.search(r"""replace\(\s*["']-["']\s*,\s*["'](\u2212|\\u2212)["']""", text), name
-    scripts = _sources("posenc.explorer", ".js")
-    assert "static/formats.js" in scripts and len(scripts) > 20
-    for name, text in scripts.items():
-        if name == "static/formats.js":
-            continue
-        assert not re.search(r"function (signed|sci|minus)\b|const (signed|sci|minus)\s*=", text), name
-        assert not re.search(r"""replace\(\s*["'`]-["'`]\s*,|["'`]\u2212["'`]\s*\+\s*\w""", text), name
+#: per side: the package and suffix of its sources, its format module, and what only that module may write
+FORMAT_WRITERS = (
+    (
+        ("posenc", ".py"),
+        "lesson/formats.py",
+        (r"def (signed|sci|minus)\(", r"""replace\(\s*["']-["']\s*,\s*["'](\u2212|\\u2212)["']"""),
+    ),
+    (
+        ("posenc.explorer", ".js"),
+        "static/formats.js",
+        (
+            r"function (signed|sci|minus)\b|const (signed|sci|minus)\s*=",
+            r"""replace\(\s*["'`]-["'`]\s*,|["'`]\u2212["'`]\s*\+\s*\w""",
+        ),
+    ),
+)
+
+
+@pytest.mark.parametrize("where, module, patterns", FORMAT_WRITERS, ids=["python", "javascript"])
+def test_the_formats_are_written_once_on_each_side(where, module, patterns):
+    """No module but the side's format module writes its own signed number, exponent form or minus sign
+    (four ``signed()``, five ``sci()`` and six minus-sign formatters once stood in chapters, the tour and
+    the page's scripts)."""
+    sources = _sources(*where)
+    assert module in sources and len(sources) > 20
+    for name, text in sources.items():
+        if name != module:
+            for pattern in patterns:
+                assert not re.search(pattern, text), (name, pattern)
