@@ -62,7 +62,7 @@ def test_eval_reproduces_the_labs_numbers_and_extension_table(lab_model, tmp_pat
     assert main(argv) == 0
     ours = json.loads((out / "results.json").read_text())
     lab = lab_model["results"]
-    assert ours["schema"] == "posenc.eval/results" and ours["schema_version"] == 1 and ours["complete"]
+    assert ours["schema"] == "posenc.eval/results" and ours["schema_version"] == 2 and ours["complete"]
     assert ours["trained_context"] == lab["train_len"] == 32
     assert ours["lengths"] == lab["eval_lengths"] == [32, 64, 128, 256]
     compared = 0

@@ -174,16 +174,20 @@ def test_an_mscale_familys_none_is_measured_with_the_plain_softmax_scale(tmp_pat
     assert attention.scaling == own  # put back
 
 
-def test_a_family_the_patch_cannot_run_is_refused_in_one_line(tmp_path, capsys):
-    """MiniCPM3 rotates inside its attention class, where posenc's patch cannot stand in: eval says so
-    before measuring anything, instead of a traceback or numbers of another model."""
+@pytest.mark.parametrize(
+    "model_type, words", [("minicpm3", "cannot install its scalings"), ("deepseek_v32", "its forward fails")]
+)
+def test_a_family_the_patch_cannot_run_is_refused_in_one_line(tmp_path, capsys, model_type, words):
+    """MiniCPM3 rotates inside its attention class, where posenc's patch cannot stand in; DeepSeek-V3.2's
+    forward fails once patched (its indexer's rotation). eval says so before measuring anything,
+    instead of a traceback or numbers of another model."""
     from posenc.lab.export import byte_tokenizer
 
-    folder = _checkpoint(tmp_path / "ckpt", "minicpm3")
+    folder = _checkpoint(tmp_path / "ckpt", model_type)
     byte_tokenizer().save_pretrained(folder)
     text = tmp_path / "t.txt"
     text.write_text("def f(x):\n    return x\n" * 400)
     argv = ["eval", str(folder), "--scalings", "none", "--lengths", "32,64", "--windows", "2", "--passkey-trials", "0"]
     assert main(argv + ["--text", str(text), "--out", str(tmp_path / "o"), "--no-plots"]) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last.startswith("posenc eval:") and "cannot install its scalings" in last
+    assert last.startswith("posenc eval:") and words in last

@@ -646,7 +646,7 @@ def evaluate(args, folder, digest, model, tokenizer, device, specs, lengths, tra
         raise EvalError(str(err)) from None
     text_sha = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
     bos = bos_id(tokenizer)
-    _check_patchable(folder, model, specs[0], lengths[0], trained)
+    _check_patchable(folder, model, specs[0], lengths[0], trained, device)
     skipped = _skip_oversized(args, folder, model, device, lengths, span, trained)
     search = None
     if args.search is not None:
@@ -711,17 +711,27 @@ def evaluate(args, folder, digest, model, tokenizer, device, specs, lengths, tra
     return 0
 
 
-def _check_patchable(folder, model, spec, length, trained) -> None:
-    """Install one scaling and take it off again, so a model posenc's patch cannot stand in for is
-    refused in one line before anything is measured."""
+def _check_patchable(folder, model, spec, length, trained, device) -> None:
+    """Install one scaling, run a forward of a few tokens and take it off again, so a model posenc's
+    patch cannot stand in for (or cannot run once patched) is refused in one line before anything is
+    measured."""
+    import torch
+
     from ..integrations.transformers import UnsupportedModelError
 
     try:
-        with _scaled(model, spec, length, trained):
-            pass
+        with torch.no_grad(), _scaled(model, spec, length, trained):
+            model.base_model(input_ids=torch.zeros((1, 8), dtype=torch.long, device=device), use_cache=False)
     except UnsupportedModelError as err:
         raise EvalError(
             f"MODEL {str(folder)!r}: posenc cannot install its scalings in this model: {str(err).splitlines()[0]}"
+        ) from None
+    except RuntimeError as err:
+        if _is_oom(err):
+            raise
+        raise EvalError(
+            f"MODEL {str(folder)!r}: with posenc's patch installed its forward fails "
+            f"({str(err).splitlines()[0][:200]}); posenc cannot measure this model"
         ) from None
 
 
