@@ -849,7 +849,7 @@ def test_claim_one_colour_per_sign_in_every_chapter(browser, server):
         )
         fills = set(bars)
         assert fills <= set(SIGN_COLOURS.values()) and len(fills) == 2
-        assert page.locator("#input-figure .sign-legend").count() == 1
+        assert page.locator("#input-legend .sign-legend").count() == 1
         open_chapter(page, server, "bag-of-tiles")
         page.wait_for_timeout(200)
         assert page.locator("#bag-figure .sign-legend").count() == 2

@@ -81,7 +81,7 @@ def test_claim_every_stretched_row_lies_between_two_trained_ones(browser, server
                 assert low - 1e-12 <= value <= high + 1e-12, (stretch, at, value, low, high)
             # ... and the drawn dots: every stretched dot lies (in y) between the trained dots left and right of it
             dots = dict(page.evaluate(SERIES_DOTS, "#stretch-figure"))
-            trained = next(v for k, v in dots.items() if k.startswith("trained rows"))
+            trained = next(v for k, v in dots.items() if k.startswith("original rows"))
             stretched = next(v for k, v in dots.items() if k.startswith("stretched rows"))
             assert len(trained) == len(data["old_values"]) and len(stretched) == len(data["new_values"])
             assert len(stretched) > len(trained)  # more rows drawn over the same seats

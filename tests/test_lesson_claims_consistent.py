@@ -106,3 +106,63 @@ def test_the_tour_prints_the_comparison_live_column_with_the_pages_sentences(tmp
     assert "⚠ placed, but 2 of its 4 pairs turn past training (chapter 8)" in printed
     assert "✗ refused: position 512 is outside the learned position table" in printed
     assert "reads" not in printed.split("Built for")[1]
+
+
+# -- words a learner meets: no "seed lesson", the right counts, the right growth ----------------------------
+def _all_text(chapter: str) -> str:
+    out = []
+    for b in blocks(chapter):
+        out.append(b.text)
+        out.extend(cell for row in b.rows for cell in row)
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("chapter", [c.id for c in CHAPTERS])
+def test_no_chapter_speaks_of_a_seed_lesson_the_learner_never_saw(chapter):
+    text = _all_text(chapter).lower()
+    assert not re.search(r"seed lesson|the seed's|seed picture|seed demo", text)
+
+
+def test_the_demos_shown_source_speaks_of_no_seed():
+    from posenc.lesson.chapters.pytorch_demo import run_demo
+
+    source = run_demo(100, 4)["source"].lower()
+    assert "seed's" not in source and "seed lesson" not in source
+
+
+def test_the_concatenation_sentence_says_what_the_table_counts():
+    """Ch. 13: a matrix that reads a 2d-wide vector and writes d doubles; 2d -> 2d grows fourfold; neither is
+    "the square of the width" for a reader who doubles d."""
+    from posenc.lesson.chapters.common_mistakes import numbers
+
+    text = _all_text("common-mistakes")
+    assert "grows with the square" not in text
+    n = numbers()
+    assert n["mistakes.concat.linear.ratio"] == pytest.approx(2, rel=1e-3)  # d*d -> 2d*d (+ no bias)
+    assert n["mistakes.concat.block.ratio"] == pytest.approx(4, rel=2e-2)  # width x width matrices throughout
+    assert "twice as many inputs, and four times the weights where the output is 2d" in " ".join(text.split())
+
+
+def test_the_workbench_is_counted_as_many_views_as_it_has_tabs():
+    from pathlib import Path
+
+    import posenc.explorer as explorer
+
+    page = (Path(explorer.__file__).parent / "static" / "index.html").read_text(encoding="utf-8")
+    tabs = re.findall(r'<a href="#[a-z-]+" data-view="', page)
+    words = {9: "nine", 10: "ten", 11: "eleven", 12: "twelve"}
+    assert f"Workbench: the {words[len(tabs)]} expert views" in page
+    assert f"the [workbench](#workbench), {words[len(tabs)]} views" in _all_text("big-picture")
+
+
+def test_the_rotation_matrix_at_a_quarter_turn_is_exactly_zero_where_the_text_says_zero():
+    from posenc.lesson.chapters.rope import rotate_vector
+
+    quarter = rotate_vector(1.0, 0.5, 3, 30.0)  # 3 seats of 30 degrees
+    assert quarter["matrix"] == [[0.0, -1.0], [1.0, 0.0]]
+    assert quarter["rotated"] == pytest.approx([-0.5, 1.0], abs=1e-15) and 0.0 not in quarter["rotated"]
+    half = rotate_vector(2.0, 0.0, 6, 30.0)
+    assert half["matrix"] == [[-1.0, 0.0], [0.0, -1.0]] and half["rotated"][1] == 0.0
+    # away from the quarter turns nothing is snapped: the entries are cos and sin of the angle
+    some = rotate_vector(1.0, 0.5, 1, 25.0)
+    assert some["matrix"][0][0] == pytest.approx(0.9063077870366499, abs=1e-15)

@@ -185,3 +185,68 @@ def test_claim_move_both_the_dials_and_the_score_fit_one_screen(browser, server,
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+# -- chapter 2: the legend shows the colours the bars are drawn in ------------------------------------------
+def test_claim_chapter_twos_legend_is_the_two_colours_its_bars_are_drawn_in(browser, server):
+    """Chapter 2's bars are coloured by their sign alone (their height is their size): the legend shows
+    exactly the colours the bars use, one for each sign, and no colour scale the bars never take."""
+    from posenc.explorer.palette import SIGN_COLOURS
+
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        node = open_chapter(page, server, "word-plus-position")
+        set_slider(page, node, "#input-seat", 5)
+        bars = page.eval_on_selector_all(
+            "#input-figure rect.bar", "(ns) => ns.map((n) => [Number(n.dataset.value), n.getAttribute('fill')])"
+        )
+        assert {fill for v, fill in bars if v < 0} == {SIGN_COLOURS["negative"]}
+        assert {fill for v, fill in bars if v > 0} == {SIGN_COLOURS["positive"]}
+        legend = page.eval_on_selector_all(
+            "#ch-word-plus-position .sign-legend .sign-swatch",
+            "(ns) => ns.map((n) => [n.dataset.sign, getComputedStyle(n).backgroundColor])",
+        )
+        to_rgb = lambda h: f"rgb({int(h[1:3], 16)}, {int(h[3:5], 16)}, {int(h[5:7], 16)})"  # noqa: E731
+        assert sorted(map(tuple, legend)) == sorted(
+            [(s, to_rgb(c)) for s, c in SIGN_COLOURS.items() if s in ("negative", "positive")]
+        )
+        assert page.locator("#ch-word-plus-position .sign-legend rect").count() == 0  # no colour scale
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+# -- chapter 7: at a quarter turn the matrix prints the zeros its text states ---------------------------------
+def test_claim_the_matrix_at_ninety_degrees_prints_zero_and_one(browser, server):
+    """Chapter 7's 2×2 matrix: three seats of 30° is a quarter turn, the matrix [[0, −1], [1, 0]]; the page
+    prints 0.000 and ±1.000, not the 6.1e-17 of a cosine computed from a rounded pi."""
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        node = open_chapter(page, server, "rope")
+        set_slider(page, node, "#rot-seat", 3)
+        cells = page.eval_on_selector_all("#rot-matrix table.matrix td", "(ns) => ns.map((n) => n.textContent)")
+        assert cells[:2] == ["0.000", "−1.000"] and cells[6:8] == ["1.000", "0.000"], cells
+        text = page.locator("#rot-matrix").inner_text()
+        assert "e-" not in text and "e−" not in text, text
+        assert "m·θ = 3 × 30° = 90.0°" in text
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+# -- chapter 6: one token is "1 token" -----------------------------------------------------------------------
+def test_claim_one_token_is_written_in_the_singular(browser, server):
+    from playwright.sync_api import expect
+
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        node = open_chapter(page, server, "learned-tables")
+        set_slider(page, node, "#wall-tokens", 1)
+        expect(page.locator("#wall-result")).to_contain_text("1 token: fine.")
+        assert "1 tokens" not in node.inner_text()
+        assert "1 token asked for" in page.locator("#wall-figure").inner_text()
+        set_slider(page, node, "#wall-tokens", 513)
+        expect(page.locator("#wall-result")).to_contain_text("513 tokens: posenc raised")
+        assert page.problems == [], page.problems
+    finally:
+        context.close()

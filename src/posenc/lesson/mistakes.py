@@ -6,7 +6,7 @@ mistakes") draws them, from the same calls, so the two cannot disagree:
 1. :func:`table_drift`: the fixed sinusoidal table stored as a trainable ``nn.Parameter``
    (:class:`SinusoidalAsParameter`) drifts from its formula under Adam; posenc's buffer does not.
 2. :func:`block_parameters`: gluing a ``d``-wide position onto a ``d``-wide word makes a block
-   ``2d`` wide, and its weight matrices grow with the square of the width.
+   ``2d`` wide: a matrix that only reads the wider vector doubles, one that also writes it grows fourfold.
 3. :func:`rotated_values_change`: RoPE turns queries and keys, never values. Moving a phrase leaves
    the real attention block's output unchanged (to rounding); turning the values too makes the output
    depend on where the phrase sits.

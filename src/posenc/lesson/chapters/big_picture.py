@@ -196,7 +196,7 @@ def prose(n: dict) -> list[Block]:
         ),
         Block(
             "see-also",
-            "Next: the [workbench](#workbench), nine views for going deeper.",
+            "Next: the [workbench](#workbench), ten views for going deeper.",
             "see-also",
         ),
     ]

@@ -16,13 +16,13 @@ from ._check import Check, Evidence
 from ._figures import Figure
 from ._ranges import Range, checked
 
-#: The seed lesson's wave fingerprint: seat -> (fast, medium, slow), to two decimals.
+#: The wave fingerprint explanations of the sine code often show: seat -> (fast, medium, slow), to two decimals.
 LESSON_FINGERPRINT = {0: (0.00, 1.00, 0.00), 1: (0.84, 0.54, 0.01), 2: (0.91, -0.42, 0.02), 3: (0.14, -0.99, 0.03)}
 LESSON_WORDS = ("The", "dog", "bit", "man")
 
 
 def numbers() -> dict:
-    """The four-seat table of width 4 beside the seed lesson's fingerprint, and the speeds of a wide table."""
+    """The four-seat table of width 4 beside the usual fingerprint, and the speeds of a wide table."""
     n: dict = {}
     pe = sinusoidal_table(4, 4, dtype=torch.float64)  # (4 seats, 4 columns)
     for seat in range(4):
@@ -42,7 +42,7 @@ def numbers() -> dict:
 def prose(n: dict) -> list[Block]:
     """The chapter's text with the numbers of :func:`numbers`."""
     rows: list[tuple[str, ...]] = [
-        ("seat", "col 0", "col 1", "col 2", "col 3", "seed lesson (fast medium slow)", "same?")
+        ("seat", "col 0", "col 1", "col 2", "col 3", "the usual fingerprint (fast medium slow)", "same?")
     ]
     for seat in range(4):
         values = [n[f"fingerprint.{name}.{seat}"] for name in ("fast", "medium", "slow", "col3")]
@@ -110,9 +110,9 @@ def prose(n: dict) -> list[Block]:
         Block("h3", "The wave fingerprint of seats 0 to 3", "fingerprint"),
         Block(
             "p",
-            """The seed lesson shows a "wave fingerprint" for seats 0-3 of “The dog bit man” with a fast, a
-            medium and a slow wave. Those numbers are the first three columns of the sinusoidal table with
-            d_model = 4 (built here with `posenc.sinusoidal_table(4, 4)`): a table four numbers wide has two
+            """Explanations of the sine code often show a "wave fingerprint" for seats 0–3 of “The dog bit man”
+            with a fast, a medium and a slow wave. Those numbers are the first three columns of the sinusoidal
+            table with d_model = 4 (built here with `posenc.sinusoidal_table(4, 4)`): a table four numbers wide has two
             hands, one turning a radian per seat, one turning a hundredth of that. Column 0 is sin(pos),
             column 1 cos(pos), column 2 sin(pos/100) and column 3 cos(pos/100):""",
             "fingerprint",

@@ -165,7 +165,8 @@ def prose(n: dict) -> list[Block]:
         Block(
             "p",
             f"""Concatenating a d-wide position to a d-wide word makes every token 2d wide, and every weight
-            matrix that reads it grows with the square of the width. With d = {WIDE}, here are the weight counts
+            matrix that reads it grows: twice as many inputs, and four times the weights where the output is 2d
+            wide too. With d = {WIDE}, here are the weight counts
             of posenc's own layers. We only need their sizes, so we build them on the "meta" device met above,
             where tensors have a shape but no memory and no values:""",
             "m2",

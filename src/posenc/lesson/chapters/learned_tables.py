@@ -115,7 +115,8 @@ def prose(n: dict) -> list[Block]:
         Block(
             "caption",
             """Column 0 of the table's last rows (line) and the stretched table's rows placed at old seats (dots):
-            every new row lies between two trained ones.""",
+            every new row lies between two original ones. The table here is untrained, so its rows are the
+            random ones it starts from; a trained model's table stretches the same way.""",
             "stretch-caption",
         ),
         Block(

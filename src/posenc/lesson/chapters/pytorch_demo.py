@@ -82,7 +82,7 @@ FIGURE_RANGES: Dict[str, Range] = {
 
 
 def pytorch_demo(shift: int = 100, d_model: int = 4) -> None:
-    """The seed's demo written out from scratch, then the same numbers from posenc."""
+    """The classic demo written out from scratch, then the same numbers from posenc."""
     import math
 
     import torch

@@ -180,7 +180,7 @@ def prose(n: dict) -> list[Block]:
             as in school geometry: RoPE's 2x2 matrix sends (a, b) to (a cos − b sin, a sin + b cos), and posenc's
             `apply_rotary` turns (1, 0) by one seat of {step:.0f} degrees to ({signed(n["rope.sign.turned_x"], 3)},
             {signed(n["rope.sign.turned_y"], 3)}), up and to the left of where it started. Explanations of RoPE often
-            say the hands turn "clockwise", as a clock's do (the seed lesson calls the same +{step:.0f} degree step
+            say the hands turn "clockwise", as a clock's do (many explanations call the same +{step:.0f} degree step
             so): that is the same rotation seen from behind the page, or with θ made negative. Nothing in attention
             depends on the choice, as long as every token turns the same way: what attention uses is the signed
             angle *between* two hands, positive when the query sits after the key.""",
@@ -245,7 +245,8 @@ def prose(n: dict) -> list[Block]:
         Block("h3", "Who bit whom?", "order"),
         Block(
             "p",
-            """One pair turning 30° per seat, as in the seed picture: seats 0, 1, 2, 3 point at 0°, 30°, 60°, 90°.
+            """One pair turning 30° per seat, the picture explanations of RoPE usually draw: seats 0, 1, 2, 3 point
+            at 0°, 30°, 60°, 90°.
             In sentence A, “the dog bit man”, “dog” sits at seat 1 (30°) and “bit” at seat 2 (60°): from “dog” to
             “bit” the hand turns +30°. In sentence B, “the man bit dog”, “dog” moves to seat 3 (90°), behind “bit”,
             and the turn from “dog” to “bit” is −30°. The words are the same; only the sign of the angle between
@@ -332,15 +333,29 @@ FIGURE_RANGES: Dict[str, Range] = {
 }
 
 
+#: relative size under which a figure's float64 result is rounding, drawn and printed as 0 (the cosine of
+#: 90° computed from a rounded pi is 6.1e-17, not 0)
+ROUNDING = 1e-12
+
+
+def _rounding_as_zero(value: float, scale: float = 1.0) -> float:
+    return 0.0 if abs(value) < ROUNDING * max(scale, 1.0) else value
+
+
 def rotate_vector(a: float, b: float, seat: int, theta_deg: float) -> dict:
-    """Turn the 2-D vector (a, b) by seat x theta with posenc's apply_rotary (one pair)."""
+    """Turn the 2-D vector (a, b) by seat x theta with posenc's apply_rotary (one pair).
+
+    Entries within float64 rounding of zero (under :data:`ROUNDING` times the vector's length, or times 1
+    for the matrix) are returned as 0: at a turn of 90° the matrix is [[0, −1], [1, 0]], as the text says.
+    """
     a, b = checked(FIGURE_RANGES, "a", a), checked(FIGURE_RANGES, "b", b)
     checked(FIGURE_RANGES, "rot_seat", seat)
     checked(FIGURE_RANGES, "theta_deg", theta_deg)
     inv_freq = torch.tensor([math.radians(theta_deg)], dtype=torch.float64)
-    rotated = rotate_at(torch.tensor([a, b], dtype=torch.float64), [seat], inv_freq)[0]
+    turned = rotate_at(torch.tensor([a, b], dtype=torch.float64), [seat], inv_freq)[0]
+    rotated = [_rounding_as_zero(v, math.hypot(a, b)) for v in turned.tolist()]
     angle = seat * math.radians(theta_deg)
-    c, s = math.cos(angle), math.sin(angle)
+    c, s = _rounding_as_zero(math.cos(angle)), _rounding_as_zero(math.sin(angle))
     return {
         "a": a,
         "b": b,
@@ -348,10 +363,10 @@ def rotate_vector(a: float, b: float, seat: int, theta_deg: float) -> dict:
         "theta_deg": theta_deg,
         "angle": angle,
         "angle_deg": seat * theta_deg,
-        "matrix": [[c, -s], [s, c]],
-        "rotated": rotated.tolist(),
+        "matrix": [[c, -s + 0.0], [s, c]],  # + 0.0: no -0.0 at a half turn
+        "rotated": rotated,
         "length": math.hypot(a, b),
-        "rotated_length": float(rotated.norm()),
+        "rotated_length": float(turned.norm()),
     }
 
 
@@ -416,11 +431,11 @@ def rope_clock(head_dim: int, m: int, n: int, shift: int) -> dict:
     }
 
 
-#: the seed's two sentences: "dog" one seat before "bit", then one seat after it
+#: the two sentences: "dog" one seat before "bit", then one seat after it
 ORDER_SENTENCES = ("the dog bit man", "the man bit dog")
-#: the seed's clock: one pair turning 30 degrees per seat
+#: the usual clock: one pair turning 30 degrees per seat
 ORDER_DEGREES = 30.0
-#: the clock's 2-D vectors: "bit" as the query, "dog" as the key, the lesson's example pair (the seed's)
+#: the clock's 2-D vectors: "bit" as the query, "dog" as the key, the lesson's example pair
 ORDER_VECTORS = (QUERY, KEY)
 
 
@@ -480,7 +495,7 @@ def pair_layouts(m: int, n: int) -> dict:
 def word_order(sentence: int, degrees: float) -> dict:
     """The dog/man clock: every word of sentence A (0) or B (1) turned seat x degrees, and the turn
     from "dog" to "bit" (angle of "bit" minus angle of "dog", counter-clockwise positive): with the
-    seed's 30 degrees it is +30 in A and -30 in B.
+    usual 30 degrees it is +30 in A and -30 in B.
 
     The scores come from posenc's apply_rotary on one pair: a fixed "bit" query against a fixed
     "dog" key at their seats, beside the score without positions.

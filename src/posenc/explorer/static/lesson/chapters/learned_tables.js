@@ -30,6 +30,9 @@ export const markup = `
   <div class="inline-checks" data-checks="learned-limit"></div>
 `;
 
+// "1 token", "513 tokens"
+const count = (tokens) => `${tokens} token${tokens === 1 ? "" : "s"}`;
+
 export function setup() {
   const draw = (data) => {
     const holder = $("wall-figure"), width = widthOf(holder), s = root(holder, width, 96,
@@ -43,7 +46,7 @@ export function setup() {
     const over = data.tokens > data.max_len;
     svg("rect", { x: x(0), y: 50, width: Math.max(2, x(data.tokens) - x(0)), height: 8,
       fill: over ? CATEGORY_COLOURS.wrong : CATEGORY_COLOURS.right, class: "request" }, s);
-    text(s, Math.min(width - 4, x(data.tokens)), 90, `${data.tokens} tokens asked for`, { size: 12,
+    text(s, Math.min(width - 4, x(data.tokens)), 90, `${count(data.tokens)} asked for`, { size: 12,
       anchor: x(data.tokens) > width / 2 ? "end" : "start", color: textColour(over ? CATEGORY_COLOURS.wrong : CATEGORY_COLOURS.right), weight: 700 });
     lineChart($("stretch-figure"), {
       width: widthOf($("stretch-figure")), height: 230, title: "last rows of column 0, old and stretched",
@@ -51,7 +54,7 @@ export function setup() {
       y: { domain: [Math.min(...data.old_values, ...data.new_values) - 0.01, Math.max(...data.old_values, ...data.new_values) + 0.01],
         label: "column 0" },
       series: [
-        { name: `trained rows (${data.max_len})`, xs: data.old_positions, ys: data.old_values, color: INK, points: true },
+        { name: `original rows (${data.max_len})`, xs: data.old_positions, ys: data.old_values, color: INK, points: true },
         { name: `stretched rows (${data.stretch_to})`, xs: data.new_at_old_scale, ys: data.new_values, color: CATEGORY_COLOURS.stretched,
           dash: "2 4", points: true },
       ],
@@ -62,20 +65,20 @@ export function setup() {
     result.className = `result-box ${data.ok ? "ok" : "failed"}`;
     result.replaceChildren();
     if (data.ok) {
-      html("p", {}, result, `${data.tokens} tokens: fine. The table answered with shape (${data.shape.join(", ")}).`);
+      html("p", {}, result, `${count(data.tokens)}: fine. The table answered with shape (${data.shape.join(", ")}).`);
     } else {
-      html("p", { class: "verdict" }, result, `${data.tokens} tokens: posenc raised ${data.error_type}:`);
+      html("p", { class: "verdict" }, result, `${count(data.tokens)}: posenc raised ${data.error_type}:`);
       html("pre", { class: "error-message" }, result, data.error);
     }
     // the stretched table's answer to the same request, so that stretching shows in the status
     html("p", { class: `stretched-status ${data.stretched_reads_tokens ? "pass" : "fail"}`, id: "wall-stretched-status",
       "data-reads": String(data.stretched_reads_tokens) }, result, data.stretched_reads_tokens
-      ? `Stretched to ${data.stretch_to} rows: the table reads all ${data.tokens} tokens (fine-tune before trusting the new rows).`
-      : `Stretched to ${data.stretch_to} rows: still too short for ${data.tokens} tokens; stretch it further.`);
+      ? `Stretched to ${data.stretch_to} rows: the table reads all ${count(data.tokens)} (fine-tune before trusting the new rows).`
+      : `Stretched to ${data.stretch_to} rows: still too short for ${count(data.tokens)}; stretch it further.`);
     numbers($("wall-numbers"), [
-      `table of ${data.max_len} rows; ${data.tokens} tokens ${data.ok ? "read" : `stop at seat ${data.first_missing}`}`,
+      `table of ${data.max_len} rows; ${count(data.tokens)} ${data.ok ? "read" : `stop at seat ${data.first_missing}`}`,
       `stretched to ${data.stretch_to} rows: new row j sits at old seat j × ${fmt(data.squeeze, 5)}; ` +
-        `the stretched table ${data.stretched_reads_tokens ? "reads" : "still cannot read"} ${data.tokens} tokens`,
+        `the stretched table ${data.stretched_reads_tokens ? "reads" : "still cannot read"} ${count(data.tokens)}`,
       `last trained rows, column 0: ${data.old_values.slice(-4).map((v) => fmt(v, 4)).join(", ")}`,
       `last stretched rows, column 0: ${data.new_values.slice(-4).map((v) => fmt(v, 4)).join(", ")}`,
     ]);

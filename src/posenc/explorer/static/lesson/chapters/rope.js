@@ -231,7 +231,7 @@ export function setup() {
     }
   });
 
-  // who bit whom: the seed's row of four dials, one per seat, and the turn from "dog" to "bit"
+  // who bit whom: the row of four dials, one per seat, and the turn from "dog" to "bit"
   const drawOrder = () => {
     if (!order) return;
     const holder = $("order-figure"), width = widthOf(holder, { min: 260 });

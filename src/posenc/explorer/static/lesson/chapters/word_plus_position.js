@@ -1,7 +1,7 @@
 // Word + position = input: the word vector, the position vector and their sum.
 
 import { $, choice, figures, typed } from "../../core.js";
-import { fmt, widthOf, root, barRow, signLegend, numbers } from "../../charts.js";
+import { fmt, widthOf, root, barRow, signKey, numbers } from "../../charts.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
 // figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
@@ -20,6 +20,7 @@ export const markup = `
     </div>
     <div class="error" role="alert" hidden></div>
     <div id="input-figure" class="fig-box"></div>
+    <div id="input-legend"></div>
     <figcaption id="input-caption" data-prose="input-caption"></figcaption>
     <div class="numbers" id="input-numbers" aria-live="polite"></div>
   </figure>
@@ -34,14 +35,16 @@ export function setup() {
   };
   const draw = (data) => {
     const holder = $("input-figure"), width = widthOf(holder), rowH = 64, gap = 30;
-    const s = root(holder, width, 3 * (rowH + gap) + 50, `word vector plus position vector equals input, ${data.d_model} numbers each`);
+    const s = root(holder, width, 3 * (rowH + gap) + 4, `word vector plus position vector equals input, ${data.d_model} numbers each`);
     const span = Math.max(...[...data.word_vector, ...data.position_vector, ...data.input].map(Math.abs));
     const rows = [[data.word_vector, `word “${data.word}” (${data.d_model} numbers, length ${fmt(data.word_norm, 2)})`, "word"],
       [data.position_vector, `+ position of seat ${data.seat} (${data.d_model} numbers, length ${fmt(data.position_norm, 2)})`, "position"],
       [data.input, `= input to the first layer (${data.d_model} numbers)`, "input"]];
     rows.forEach(([values, label, row], k) => barRow(s, values, { x: 0, y: 18 + k * (rowH + gap), width, height: rowH, span, label, row }));
-    signLegend(s, { x: 0, y: 3 * (rowH + gap) + 4, width: Math.min(160, width - 10), span, label: "bar height and colour",
-      format: (v) => fmt(v, 2) });
+    // the bars' colour is their sign alone (their height is their size, on one scale of ±span for the
+    // three rows), so the legend is the two sign colours, not a colour scale
+    signKey($("input-legend"), { negative: `below zero (bar height: the size, up to ${fmt(span, 2)})`,
+      positive: "above zero" });
   };
   const fill = (data) => {
     const show = (v) => `[${v.map((x) => fmt(x, 2)).join(", ")}]`;
