@@ -405,14 +405,15 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         Returns:
             ``(q, k)`` rotated, in the input layout, shapes and dtypes.
 
-        Two paths. Decoding (an int ``offset``, heads first) first tries :meth:`_decode_step`: one
-        fused-kernel call on the cached rows from ``offset`` on. Everything else, and every input
-        the decode step declines, takes the general path: q and k checked, the positions checked
-        once by :func:`posenc._checks.checked_positions` (the one place offsets are checked), then
+        Two paths. An int ``offset`` with heads first (a decode step, or a prefill after a cached
+        prefix) first tries :meth:`_rotate_by_cached_rows`: one fused-kernel call on the cached rows
+        from ``offset`` on. Everything else, and every input that path declines, takes the general
+        path: q and k checked, the positions checked once by
+        :func:`posenc._checks.checked_positions` (the one place offsets are checked), then
         :meth:`rotate`.
         """
         if position_ids is None and type(offset) is int and heads_first is True:
-            rotated = self._decode_step(q, k, offset)
+            rotated = self._rotate_by_cached_rows(q, k, offset)
             if rotated is not None:
                 return rotated
         q, k = self._checked_heads_first(q, k, heads_first)  # (B, H, S, D) views
@@ -422,15 +423,16 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
             q, k = q.transpose(1, 2), k.transpose(1, 2)
         return q, k
 
-    def _decode_step(
+    def _rotate_by_cached_rows(
         self, q: torch.Tensor, k: torch.Tensor, offset: int
     ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
-        """The decode fast path: rows ``offset .. offset + seq - 1`` of the cache, read by the fused
-        kernel in place (:func:`posenc.rope.apply.rotate_cached_rows`), or ``None``.
+        """Rotate by rows ``offset .. offset + seq - 1`` of the cache (decode steps and prefills after
+        a cached prefix), read by the fused kernel in place
+        (:func:`posenc.rope.apply.rotate_cached_rows`), or return ``None``.
 
         Taken when the rows are in the cache (grown up to :attr:`cache_limit` if needed), the
         frequencies do not depend on this call's length, q has this module's ``head_dim``, and the
-        dispatcher has a fused kernel for the tensors without autograd. No positions tensor is built,
+        dispatcher has a fused kernel for the tensors (with autograd too). No positions tensor is built,
         nothing is sliced or read back. The kernel checks every shape, stride, row bound and overlap
         before it reads anything; if it refuses, the general path runs and raises its own message.
         """

@@ -362,13 +362,82 @@ _ERR_DTYPE, _ERR_SHAPE, _ERR_ROTARY_DIM, _ERR_STRIDE = 1, 2, 3, 4
 _ERR_POS_NEGATIVE, _ERR_POS_RANGE, _ERR_OVERLAP, _ERR_SELF_OVERLAP = 5, 6, 7, 8
 
 
-def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
-    """:func:`rotate` bound to ``lib``, with the foreign function looked up once."""
+#: ``call(q, k, q_out, k_out, cos, cos_fields, sin, sin_fields, positions_fields, row_offset,
+#: rotary_dim, interleaved, inverse) -> (status, args)``: see :func:`make_call`.
+Call = Callable[..., Tuple[int, RopeArgs]]
+
+
+def make_call(lib: ctypes.CDLL) -> Call:
+    """The one ctypes packer: fill a :class:`RopeArgs` in one ``struct.pack_into`` and call the
+    kernel. q, k, q_out, k_out are 4-d tensors (their dtype code, shape and strides are read here);
+    the tables come as a tensor (for its data pointer) and its fields (dtype code, 3 sizes, 3
+    strides: :func:`table_fields`, or computed per call); positions as its 6 fields (zeros when
+    absent). Returns the kernel's status (0: done) and the struct, whose error slots explain a
+    refusal. Both :func:`make_rotate` and :func:`make_decode` call through it."""
     fn = lib.posenc_rope
     codes = DTYPE_CODES
-    data_dtypes = _DATA_DTYPES
     pack = _PACK.pack_into
+    new_args = RopeArgs
     threads_of = torch.get_num_threads
+
+    def call(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        q_out: torch.Tensor,
+        k_out: torch.Tensor,
+        cos: torch.Tensor,
+        cos_fields: Sequence[int],
+        sin: torch.Tensor,
+        sin_fields: Sequence[int],
+        pos_fields: Sequence[int],
+        row_offset: int,
+        rotary_dim: int,
+        interleaved: bool,
+        inverse: bool,
+    ) -> Tuple[int, RopeArgs]:
+        nbytes = (q.numel() + k.numel()) * q.element_size()
+        args = new_args()
+        pack(
+            args,
+            0,
+            q.data_ptr(),
+            codes.get(q.dtype, -1),
+            *q.shape,
+            *q.stride(),
+            k.data_ptr(),
+            codes.get(k.dtype, -1),
+            *k.shape,
+            *k.stride(),
+            q_out.data_ptr(),
+            codes.get(q_out.dtype, -1),
+            *q_out.shape,
+            *q_out.stride(),
+            k_out.data_ptr(),
+            codes.get(k_out.dtype, -1),
+            *k_out.shape,
+            *k_out.stride(),
+            cos.data_ptr(),
+            *cos_fields,
+            sin.data_ptr(),
+            *sin_fields,
+            *pos_fields,
+            row_offset,
+            rotary_dim,
+            interleaved,
+            inverse,
+            threads_of() if nbytes >= PARALLEL_MIN_BYTES else 1,
+        )
+        return fn(args), args
+
+    return call
+
+
+def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
+    """:func:`rotate` bound to ``lib`` (through the one packer, :func:`make_call`)."""
+    call = make_call(lib)
+    codes = DTYPE_CODES
+    data_dtypes = _DATA_DTYPES
+    no_positions = (0, 0, 0, 0, 0, 0)
 
     def rotate_bound(
         q: torch.Tensor,
@@ -412,50 +481,18 @@ def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
         if q.is_neg() or k.is_neg() or cos.is_neg() or sin.is_neg() or q_out.is_neg() or k_out.is_neg():
             q, k, cos, sin = resolve_lazy_inputs(q, k, cos, sin, q_out, k_out)
         if positions is None:
-            pos = (0, 0, 0, 0, 0, 0)
+            pos: Sequence[int] = no_positions
         else:
             if positions.dim() != 2:
                 raise ValueError(f"positions must be 2-d (batch or 1, seq) here, got shape {tuple(positions.shape)}")
             if positions.is_neg():
                 positions = positions.resolve_neg()
             pos = (positions.data_ptr(), codes.get(positions.dtype, -1), *positions.shape, *positions.stride())
-        nbytes = (q.numel() + k.numel()) * q.element_size()
-        args = RopeArgs()
-        pack(
-            args,
-            0,
-            q.data_ptr(),
-            codes.get(q.dtype, -1),
-            *q.shape,
-            *q.stride(),
-            k.data_ptr(),
-            codes.get(k.dtype, -1),
-            *k.shape,
-            *k.stride(),
-            q_out.data_ptr(),
-            codes.get(q_out.dtype, -1),
-            *q_out.shape,
-            *q_out.stride(),
-            k_out.data_ptr(),
-            codes.get(k_out.dtype, -1),
-            *k_out.shape,
-            *k_out.stride(),
-            cos.data_ptr(),
-            codes.get(cos.dtype, -1),
-            *cos.shape,
-            *cos.stride(),
-            sin.data_ptr(),
-            codes.get(sin.dtype, -1),
-            *sin.shape,
-            *sin.stride(),
-            *pos,
-            row_offset,
-            rotary_dim,
-            interleaved,
-            inverse,
-            threads_of() if nbytes >= PARALLEL_MIN_BYTES else 1,
+        cos_fields = (codes.get(cos.dtype, -1), *cos.shape, *cos.stride())
+        sin_fields = (codes.get(sin.dtype, -1), *sin.shape, *sin.stride())
+        status, args = call(
+            q, k, q_out, k_out, cos, cos_fields, sin, sin_fields, pos, row_offset, rotary_dim, interleaved, inverse
         )
-        status = fn(args)
         if status:
             # positions come last, so leaving them out when absent keeps every index the kernel reports
             operands = [t for t in (q, k, q_out, k_out, cos, sin, positions) if t is not None]
@@ -505,12 +542,8 @@ def make_decode(lib: ctypes.CDLL) -> Decode:
     Python (device, rank, negation bit) are the ones :func:`rotate` does, with the tables' share
     done once by :func:`table_fields`.
     """
-    fn = lib.posenc_rope
-    codes = DTYPE_CODES
-    pack = _PACK.pack_into
-    new_args = RopeArgs
+    call = make_call(lib)
     empty_like = torch.empty_like
-    threads_of = torch.get_num_threads
     no_positions = (0, 0, 0, 0, 0, 0)
 
     def decode(
@@ -526,41 +559,10 @@ def make_decode(lib: ctypes.CDLL) -> Decode:
         if not (q.is_cpu and k.is_cpu) or q.dim() != 4 or k.dim() != 4 or q.is_neg() or k.is_neg():
             return None
         q_out, k_out = empty_like(q), empty_like(k)  # same shape, dtype and device as q, k
-        q_shape, k_shape = q.shape, k.shape
-        q_code, k_code = codes.get(q.dtype, -1), codes.get(k.dtype, -1)
-        nbytes = (q.numel() + k.numel()) * q.element_size()
-        args = new_args()
-        pack(
-            args,
-            0,
-            q.data_ptr(),
-            q_code,
-            *q_shape,
-            *q.stride(),
-            k.data_ptr(),
-            k_code,
-            *k_shape,
-            *k.stride(),
-            q_out.data_ptr(),
-            q_code,
-            *q_shape,
-            *q_out.stride(),
-            k_out.data_ptr(),
-            k_code,
-            *k_shape,
-            *k_out.stride(),
-            cos.data_ptr(),
-            *fields[0],
-            sin.data_ptr(),
-            *fields[1],
-            *no_positions,
-            offset,
-            rotary_dim,
-            interleaved,
-            False,
-            threads_of() if nbytes >= PARALLEL_MIN_BYTES else 1,
+        status, _ = call(
+            q, k, q_out, k_out, cos, fields[0], sin, fields[1], no_positions, offset, rotary_dim, interleaved, False
         )
-        if fn(args):
+        if status:
             return None  # refused before any element was touched
         return q_out, k_out
 
