@@ -221,19 +221,32 @@ static void run_units(const job *j) {
             int64_t xs = in->stride[3], ys = out->stride[3];
             int inplace = in->data == out->data;         /* the checks allow only an identical view */
             int unit = xs == 1 && ys == 1 && a->cos.stride[2] == 1 && a->sin.stride[2] == 1;
-            for (int64_t hd = 0; hd < in->shape[1]; hd++) {
+            /* per-unit constants in locals: the row functions write through char-typed pointers,
+               which the compiler must assume may alias *a, so reading a-> fields per row would
+               reload them after every row */
+            const void *pos = a->positions.data;
+            const int64_t rows = a->cos.shape[1], row_offset = a->row_offset;
+            const int64_t cos_s = a->cos.stride[1], sin_s = a->sin.stride[1];
+            const int64_t cs = a->cos.stride[2], ss = a->sin.stride[2];
+            const char *cos_b = (const char *)a->cos.data + (size_t)(b * j->cs_b) * ts;
+            const char *sin_b = (const char *)a->sin.data + (size_t)(b * j->ss_b) * ts;
+            const int64_t heads = in->shape[1];
+            const int64_t in_h = in->stride[1], in_s = in->stride[2], out_h = out->stride[1], out_s = out->stride[2];
+            const char *in_b = (const char *)in->data + (size_t)(b * in->stride[0]) * es;
+            char *out_b = (char *)out->data + (size_t)(b * out->stride[0]) * es;
+            for (int64_t hd = 0; hd < heads; hd++) {
                 for (int64_t s = s0; s < s1; s++) {
-                    int64_t row = a->positions.data ? position_at(&a->positions, j->ps_b, b, s) : a->row_offset + s;
-                    /* checked before the work began; checked again because ctypes releases the GIL
-                       and another thread may have written the positions since */
-                    if (row < 0 || row >= a->cos.shape[1]) continue;
-                    const char *c = (const char *)a->cos.data + (size_t)(b * j->cs_b + row * a->cos.stride[1]) * ts;
-                    const char *sn = (const char *)a->sin.data + (size_t)(b * j->ss_b + row * a->sin.stride[1]) * ts;
-                    const char *x = (const char *)in->data
-                        + (size_t)(b * in->stride[0] + hd * in->stride[1] + s * in->stride[2]) * es;
-                    char *y = (char *)out->data
-                        + (size_t)(b * out->stride[0] + hd * out->stride[1] + s * out->stride[2]) * es;
-                    int64_t cs = a->cos.stride[2], ss = a->sin.stride[2];
+                    int64_t row = row_offset + s;  /* in range: checked before the work began */
+                    if (pos) {
+                        row = position_at(&a->positions, j->ps_b, b, s);
+                        /* checked before the work began; checked again because ctypes releases the
+                           GIL and another thread may have written the positions since */
+                        if (row < 0 || row >= rows) continue;
+                    }
+                    const char *c = cos_b + (size_t)(row * cos_s) * ts;
+                    const char *sn = sin_b + (size_t)(row * sin_s) * ts;
+                    const char *x = in_b + (size_t)(hd * in_h + s * in_s) * es;
+                    char *y = out_b + (size_t)(hd * out_h + s * out_s) * es;
                     switch (dtype) {
                     case DT_F32:
                         if (!unit) row_strided_f32((const float *)x, (float *)y, (const float *)c, (const float *)sn, xs, ys, cs, ss, r, d, interleaved, !inplace, (float)sign);
