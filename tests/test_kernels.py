@@ -937,3 +937,35 @@ def test_table_fields_only_for_plain_cpu_float_tables(fused_cpu):
     for bad in (cos.half(), cos[0], cos.to("meta"), negated, torch.nn.Parameter(cos)):
         assert cpu.table_fields(bad, cos) is None
         assert cpu.table_fields(cos, bad) is None
+
+
+def test_argument_checks_run_once_per_layout(monkeypatch):
+    """apply_rotary's argument checks are a function of types, shapes, dtypes, layout name and
+    rotary_dim: a seen combination is not checked again (a decode loop pays one lookup per layer),
+    a new one is, and refused arguments are refused at every call, never remembered."""
+    import posenc.rope.apply as apply_mod
+
+    calls = []
+    original = apply_mod._check_rotary_inputs
+
+    def spy(*args):
+        calls.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(apply_mod, "_check_rotary_inputs", spy)
+    monkeypatch.setattr(apply_mod, "_ACCEPTED", {})
+    for _ in range(10):
+        q, k, cos, sin = make_inputs(torch.float32, seq=3)
+        want = reference(q, k, cos, sin, "half", None)
+        got = apply_rotary(q, k, cos, sin)
+        assert_close(got[0], want[0])
+    assert len(calls) == 1
+    apply_rotary(q, k, cos, sin, layout="interleaved")
+    apply_rotary(q.double(), k.double(), cos.double(), sin.double())
+    assert len(calls) == 3
+    for _ in range(3):
+        with pytest.raises(ValueError, match="layout"):
+            apply_rotary(q, k, cos, sin, layout="halves")
+        with pytest.raises(ValueError, match="rotary_dim"):
+            apply_rotary(q, k, cos, sin, rotary_dim=31)
+    assert len(calls) == 9 and len(apply_mod._ACCEPTED) == 3

@@ -31,7 +31,8 @@ through unchanged.
 from __future__ import annotations
 
 import functools
-from typing import Any, Optional, Tuple
+import threading
+from typing import Any, Dict, Hashable, Optional, Tuple
 
 import torch
 import torch.autograd.forward_ad as _forward_ad
@@ -73,14 +74,47 @@ def rotate_reference(
     return torch.cat((out, x[..., r:]), dim=-1)
 
 
+#: Argument layouts :func:`check_rotary_inputs` has accepted -> their rotary_dim (bounded).
+_ACCEPTED: Dict[Hashable, int] = {}
+_ACCEPTED_MAX = 1024
+_accepted_lock = threading.Lock()
+
+
 def check_rotary_inputs(
     q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, rotary_dim: Optional[int]
 ) -> int:
     """Validate the arguments of :func:`apply_rotary`; return the resolved rotary_dim.
 
-    Callers on a per-layer path check once per forward and pass ``validate=False`` instead of
-    repeating this for every layer.
+    Everything checked here is a function of the arguments' types, shapes and dtypes, the layout
+    name and rotary_dim, so a combination once accepted is remembered (a bounded, thread-safe
+    cache) and the next call with it costs one dictionary lookup: the checks run once per layout,
+    not once per layer and step. Anything else (tensor subclasses, code being traced by
+    ``torch.compile``, an unusual rotary_dim) runs the checks every time.
     """
+    if (
+        type(q) in _PLAIN
+        and type(k) in _PLAIN
+        and type(cos) in _PLAIN
+        and type(sin) in _PLAIN
+        and (rotary_dim is None or type(rotary_dim) is int)
+        and type(layout) is str
+        and not _is_compiling()
+    ):
+        key = (q.shape, k.shape, cos.shape, sin.shape, q.dtype, k.dtype, cos.dtype, sin.dtype, layout, rotary_dim)
+        r = _ACCEPTED.get(key)
+        if r is None:
+            r = _check_rotary_inputs(q, k, cos, sin, layout, rotary_dim)
+            with _accepted_lock:
+                if len(_ACCEPTED) >= _ACCEPTED_MAX:
+                    _ACCEPTED.pop(next(iter(_ACCEPTED)))
+                _ACCEPTED[key] = r
+        return r
+    return _check_rotary_inputs(q, k, cos, sin, layout, rotary_dim)
+
+
+def _check_rotary_inputs(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, rotary_dim: Optional[int]
+) -> int:
     check_tensor("q", q, ndim=4, floating=True)
     check_tensor("k", k, ndim=4, floating=True)
     check_tensor("cos", cos, ndim=(2, 3), floating=True)
