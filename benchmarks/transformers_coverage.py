@@ -5,9 +5,9 @@
     PYTHONPATH=src python benchmarks/transformers_coverage.py --write gemma4 dbrx   # rerun only these rows
 
 Each type is built by ``posenc.testing.tiny_model_of_type`` (the family's default config, 2 layers,
-width 64), patched, and compared with the unpatched model (``posenc.testing.coverage``): logits at
-positions 0..11, greedy generation with the KV cache, ``undo()``. The same checks are asserted by
-``tests/test_transformers_coverage.py`` (every type with ``POSENC_ALL_MODEL_TYPES=1``).
+width 64), patched, and held to an exact float64 reference (``posenc.testing.coverage``): logits at positions
+0..31 and in a far block near the trained length, greedy generation with the KV cache, ``undo()``.
+The same checks are asserted by ``tests/test_transformers_coverage.py``.
 """
 
 from __future__ import annotations
@@ -46,7 +46,12 @@ def main(argv=None) -> int:
         ok = row.status == "supported"
         same = "same" if row.same_generation else "DIFFERS"
         checks = f"generation {same}, undo {'exact' if row.undo_exact else 'NOT EXACT'}"
-        extra = f"error {row.logit_error:.2g} (noise {row.noise:.2g}), {checks}" if ok else row.detail[:120]
+        extra = (
+            f"error {row.logit_error:.2g} (noise {row.noise:.2g}), far {row.far_error:.2g} (noise "
+            f"{row.far_noise:.2g}, unpatched {row.plain_far_error:.2g}), {checks}"
+            if ok
+            else row.detail[:120]
+        )
         print(f"{model_type:28s} {row.status:9s} {time.perf_counter() - t:5.1f}s {extra}", file=sys.stderr, flush=True)
     print(f"{len(rows)} types in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     if args.write and args.types:  # the other types keep the rows the table already records for them

@@ -23,27 +23,42 @@ A model the version cannot build, or that ``patch`` refuses (``UnsupportedModelE
 model is left as it was), is reported as such with the reason; a refusal is not a failure. The exit
 status is 1 when any check fails.
 
-Run under another version without touching the environment (transformers has no compiled parts)::
+``--coverage`` adds the enumeration of ``tests/test_transformers_coverage.py`` under that version
+(every rotary causal-LM type, each held to the exact float64 reference at positions 0..31 and in a far
+block), and the measurement of transformers' own kernels mechanism against posenc's re-binding on a
+tiny Mistral (see :func:`kernels_route`).
 
-    pip install --target /tmp/tf-4.57.6 transformers==4.57.6
-    PYTHONPATH=/tmp/tf-4.57.6:src python benchmarks/transformers_versions.py
-    PYTHONPATH=src python benchmarks/transformers_versions.py llama-3.1-8b mixtral   # only these
+The version matrix, one command: each version in a fresh venv (torch 2.13.0, that transformers and
+what it requires, such as ``kernels`` for 5.25), this script run inside it with ``--coverage``, one
+table printed at the end (docs/transformers.md holds it)::
+
+    OMP_NUM_THREADS=1 python benchmarks/transformers_versions.py --matrix /tmp/tfm            # 4.57.6, 5.24.0, newest
+    OMP_NUM_THREADS=1 python benchmarks/transformers_versions.py --matrix /tmp/tfm 5.25.0     # these versions
+
+Under the transformers on the path (no venv)::
+
+    PYTHONPATH=src python benchmarks/transformers_versions.py                      # the tiny models
+    PYTHONPATH=src python benchmarks/transformers_versions.py llama-3.1-8b mixtral # only these
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
 import io
+import json
+import os
+import pathlib
+import shutil
+import subprocess
 import sys
-from typing import Callable, Optional
+import time
+from typing import Callable, Dict, List, Optional
 
-import torch
-import transformers
-
-from posenc import testing as tiny
-from posenc.integrations.transformers import UnsupportedModelError, patch
-
-transformers.logging.set_verbosity_error()
+REPO = pathlib.Path(__file__).resolve().parent.parent
+#: the oldest release patch accepts and the one docs/transformers.md was written against; the newest
+#: on the index is added by --matrix
+MATRIX = ("4.57.6", "5.24.0")
 
 #: families patched from their code (not hand-listed), checked under every version that has them
 DISCOVERED = (
@@ -175,11 +190,92 @@ def check(name: str, build: Optional[Callable[[str], torch.nn.Module]] = None) -
     return "FAILED " + "; ".join(failures) if failures else f"ok (logits {diff:.1e}, noise {noise:.1e})"
 
 
-def main() -> int:
+def kernels_route() -> Dict[str, object]:
+    """transformers' own kernels mechanism against posenc's re-binding, on a tiny Mistral.
+
+    Where ``apply_rotary_pos_emb`` is a ``kernels`` ``Func`` module (transformers 5.25 with the
+    ``kernels`` package), posenc's rotation is registered for it through ``use_kernel_mapping`` with a
+    local repository object (``load()`` returns posenc's rotation as a layer) and the model is
+    ``kernelize``d; both models are then held to the exact float64 reference in a far block.
+    """
+    import kernels  # noqa: F401  (ImportError: the route does not exist here)
+    from kernels import Mode, kernelize, use_kernel_mapping
+    from torch import nn
+
+    from posenc import apply_rotary
+
+    module = __import__("transformers.models.mistral.modeling_mistral", fromlist=["x"])
+    if not isinstance(module.apply_rotary_pos_emb, nn.Module):
+        return {"kernels": "apply_rotary_pos_emb is a plain function: nothing for kernelize to replace"}
+
+    class PosencRotation(nn.Module):
+        can_torch_compile = True
+        has_backward = True
+
+        def forward(self, q, k, cos, sin, unsqueeze_dim=1):  # transformers' full-width cat tables
+            half = cos.shape[-1] // 2
+            return apply_rotary(q, k, cos[..., :half], sin[..., :half], layout="half")
+
+    class LocalRepository:
+        layer_name = "PosencRotation"
+
+        def load(self):
+            return PosencRotation
+
+    model = tiny.tiny_model_of_type("mistral")
+    ids = torch.randint(3, tiny.VOCAB, (2, 32), generator=torch.Generator().manual_seed(1))
+    far = torch.arange(32736, 32768).expand(2, 32)
+    exact = tiny.logits(tiny.float64_reference(model), ids, far)
+    plain = float((tiny.logits(model, ids, far) - exact).abs().max())
+    start = time.perf_counter()
+    with use_kernel_mapping({"rotary_pos_emb": {"cpu": {Mode.INFERENCE: LocalRepository()}}}):
+        kernelized = kernelize(copy.deepcopy(model), mode=Mode.INFERENCE, device="cpu")
+    kernelize_ms = 1e3 * (time.perf_counter() - start)
+    swapped = sum(
+        "forward" in f.__dict__ for m in kernelized.modules() for f in getattr(m, "_kernel_funcs", {}).values()
+    )
+    kernel_far = float((tiny.logits(kernelized, ids, far) - exact).abs().max())
+    start = time.perf_counter()
+    handle = patch(model)
+    patch_ms = 1e3 * (time.perf_counter() - start)
+    patched_far = float((tiny.logits(model, ids, far) - exact).abs().max())
+    handle.undo()
+    return {
+        "kernels": f"{swapped} rotations swapped by kernelize",
+        "far_unpatched": plain,
+        "far_kernelize": kernel_far,
+        "far_patch": patched_far,
+        "kernelize_ms": round(kernelize_ms, 1),
+        "patch_ms": round(patch_ms, 1),
+    }
+
+
+def coverage_counts() -> Dict[str, object]:
+    """The coverage enumeration under this version: ``proven`` of ``types``, and the rest by status."""
+    from posenc.integrations import discovery
+
+    rows = []
+    for model_type in discovery.rotary_causal_lm_types():
+        try:
+            row = tiny.coverage(model_type)
+        except Exception as error:  # a bug in the patch or the builder: counted, never a pass
+            row = tiny.Coverage(model_type, "error", f"{type(error).__name__}: {error}")
+        rows.append(row)
+        print(f"  coverage {model_type:26s} {row.status:9s} {row.detail[:110]}", flush=True)
+    ratios = sorted(r.plain_far_error / r.far_error for r in rows if r.proven and r.far_error > 0)
+    out: Dict[str, object] = {"types": len(rows), "proven": sum(r.proven for r in rows)}
+    for status in ("refused", "untested", "error"):
+        out[status] = sorted(r.model_type for r in rows if r.status == status)
+    out["error"] = sorted(r.model_type for r in rows if r.status in ("error", "supported") and not r.proven)
+    out["median_far_ratio"] = ratios[len(ratios) // 2] if ratios else None
+    return out
+
+
+def inner(names: List[str], coverage: bool) -> int:
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
     failed = 0
     torch.set_num_threads(1)
-    names = sys.argv[1:] or tiny.case_names() + list(DISCOVERED)
+    names = names or tiny.case_names() + list(DISCOVERED)
     counts = {"checked": 0, "ok": 0, "refused": 0, "FAILED": 0, "not built": 0}
     for name in names:
         try:
@@ -198,7 +294,114 @@ def main() -> int:
         failed += kind == "FAILED"
         print(f"  {name:28s} {result}", flush=True)
     print("  " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    summary: Dict[str, object] = {"transformers": transformers.__version__, "tiny": counts}
+    if coverage:
+        try:
+            summary.update(kernels_route())
+        except ImportError:
+            summary["kernels"] = "no kernels package"
+        except Exception as error:
+            summary["kernels"] = f"kernelize failed: {type(error).__name__}: {str(error)[:120]}"
+        summary["coverage"] = coverage_counts()
+    print("RESULT " + json.dumps(summary), flush=True)
     return 1 if failed else 0
+
+
+def newest_on_the_index() -> str:
+    """The newest transformers release pip sees (``pip index versions``)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", "transformers", "--disable-pip-version-check"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return out.split("(", 1)[1].split(")", 1)[0]
+
+
+def one_version(version: str, root: pathlib.Path, torch_version: str) -> Dict[str, object]:
+    """A fresh venv with ``version``, this script run in it with ``--coverage``; its RESULT line."""
+    venv, log = root / f"tf-{version}", root / f"tf-{version}.log"
+    shutil.rmtree(venv, ignore_errors=True)
+    start = time.monotonic()
+    with log.open("w") as out:
+
+        def step(cmd: List[str], **kwargs) -> int:
+            out.write("$ " + " ".join(cmd) + "\n")
+            out.flush()
+            return subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, **kwargs).returncode
+
+        py = str(venv / "bin" / "python")
+        pip = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        if step([sys.executable, "-m", "venv", str(venv)]) or step(
+            pip + [f"torch=={torch_version}", f"transformers=={version}", "numpy>=1.24"]
+        ):
+            return {"transformers": version, "status": "install failed (see the log)"}
+        env = dict(os.environ, PYTHONPATH=str(REPO / "src"), OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+        step([py, str(pathlib.Path(__file__).resolve()), "--coverage"], env=env)
+    shutil.rmtree(venv, ignore_errors=True)
+    results = [ln for ln in log.read_text().splitlines() if ln.startswith("RESULT ")]
+    row: Dict[str, object] = json.loads(results[-1][7:]) if results else {"transformers": version}
+    row.setdefault("status", "ok" if results else "no result (see the log)")
+    row["minutes"] = round((time.monotonic() - start) / 60, 1)
+    return row
+
+
+def table(rows: List[Dict[str, object]]) -> str:
+    """The matrix as markdown: one row per version."""
+    lines = [
+        "| transformers | tiny models: checked, all checks pass, refused, failed | rotary types proven "
+        "(exact at 0..31 and far) | not proven | `apply_rotary_pos_emb` / kernels route (far-block error: "
+        "unpatched, kernelize, patch) |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        tiny_counts: dict = row.get("tiny", {})  # type: ignore[assignment]
+        cov: dict = row.get("coverage", {})  # type: ignore[assignment]
+        if not tiny_counts:
+            lines.append(f"| {row['transformers']} | {row['status']} | | | |")
+            continue
+        proven = f"{cov.get('proven')} of {cov.get('types')}" if cov else "not run"
+        if cov and cov.get("median_far_ratio"):
+            proven += f" (unpatched a median {cov['median_far_ratio']:.0f}x further in the far block)"
+        missing = "; ".join(
+            f"{k}: {', '.join(v)}" for k, v in cov.items() if k in ("refused", "untested", "error") and v
+        )
+        route = str(row.get("kernels", ""))
+        if "far_kernelize" in row:
+            route += f" ({row['far_unpatched']:.1e}, {row['far_kernelize']:.1e}, {row['far_patch']:.1e})"
+        lines.append(
+            f"| {row['transformers']} | {tiny_counts['checked']}, {tiny_counts['ok']}, {tiny_counts['refused']}, "
+            f"{tiny_counts['FAILED']} | {proven} | {missing} | {route} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="tiny models to check (default: all); versions with --matrix")
+    parser.add_argument("--coverage", action="store_true", help="also the coverage enumeration and kernels route")
+    parser.add_argument("--matrix", type=pathlib.Path, metavar="ROOT", help="run the versions, each in a venv here")
+    parser.add_argument("--torch", default="2.13.0", help="torch release for the matrix venvs (default 2.13.0)")
+    args = parser.parse_args(argv)
+    if args.matrix is None:
+        global torch, transformers, tiny, patch, UnsupportedModelError
+        import torch
+        import transformers
+
+        from posenc import testing as tiny
+        from posenc.integrations.transformers import UnsupportedModelError, patch
+
+        transformers.logging.set_verbosity_error()
+        return inner(args.names, args.coverage)
+    versions = args.names or [*MATRIX, newest_on_the_index()]
+    args.matrix.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for version in dict.fromkeys(versions):
+        print(f"transformers {version}: a fresh venv in {args.matrix} ...", flush=True)
+        rows.append(one_version(version, args.matrix, args.torch))
+        print(json.dumps(rows[-1]), flush=True)
+    print(table(rows))
+    return 0 if all(r.get("status") == "ok" and not r.get("tiny", {}).get("FAILED") for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -480,3 +480,29 @@ def test_unused_rope_keys_are_a_risk_not_a_refusal():
     risks = {x["risk"]: x["detail"] for x in report["risks"]}
     assert "['beta_fast']" in risks["rope keys the type does not use"]
     assert "rope keys the type does not use" not in {x["risk"] for x in inspect_config(fields("codellama-7b"))["risks"]}
+
+
+_QWEN2_VL_TEXT = {
+    "model_type": "qwen2",
+    "hidden_size": 128,
+    "num_attention_heads": 2,  # head_dim 64: 32 pairs
+    "max_position_embeddings": 32768,
+    "rope_theta": 1000000.0,
+}
+
+
+@pytest.mark.parametrize(
+    "section, said",
+    [([1, 2, 3], "sums to 6"), ("abc", "sequence of 3 ints"), ([16, 24], "must have 3 entries")],
+)
+def test_an_mrope_section_posenc_refuses_is_a_risk(capsys, section, said):
+    config = {**_QWEN2_VL_TEXT, "rope_scaling": {"rope_type": "default", "mrope_section": section}}
+    report = inspect_config(config)
+    risks = {x["risk"]: x["detail"] for x in report["risks"]}
+    assert said in risks["an M-RoPE section posenc refuses"]
+    assert "risks: none found" not in format_report(report)
+
+
+def test_an_mrope_section_posenc_reads_is_no_risk():
+    config = {**_QWEN2_VL_TEXT, "rope_scaling": {"rope_type": "default", "mrope_section": [16, 8, 8]}}
+    assert "an M-RoPE section posenc refuses" not in {x["risk"] for x in inspect_config(config)["risks"]}

@@ -1,22 +1,23 @@
-"""Every rotary causal-LM model type of the installed transformers: patched and equal, or refused.
+"""Every rotary causal-LM model type of the installed transformers: patched and exact, or refused.
 
 The model types are enumerated, not listed: ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES`` filtered to those
 whose modeling module defines a rotary embedding (:func:`posenc.integrations.discovery.rotary_causal_lm_types`).
 Each gets a tiny random model from its own config class (:func:`posenc.testing.tiny_model_of_type`) and
-:func:`posenc.testing.coverage` patches it. A supported type must give logits within 4x the model's
-own float32 noise of the unpatched model (positions 0..11), the same greedy tokens with the KV
-cache, and bit-identical logits after ``undo()``. A refused type must be refused with
+:func:`posenc.testing.coverage` patches it. A supported type must give logits within 4x the float32
+rounding of an exact float64 reference (the unpatched code in float64, angles computed by the reference
+itself) at positions 0..31 and in a far block ending near the trained length, the same greedy tokens
+with the KV cache, and bit-identical logits after ``undo()``. A refused type must be refused with
 ``UnsupportedModelError`` and left exactly as it was.
 
-The default run takes :data:`FAST` (one type per way of rotating, plus refusals); every type runs with
-``POSENC_ALL_MODEL_TYPES=1`` (about 6 minutes on two cores). The coverage table in
-docs/transformers.md is this enumeration's output (``benchmarks/transformers_coverage.py --write``);
-:func:`test_docs_table_agrees_with_discovery` fails when the two disagree.
+Every type runs (about three minutes on two cores; :data:`FAST`, one type per way of rotating, in the
+``not slow`` tier). :func:`test_at_least_95_percent_are_proven_and_the_docs_table_is_this_run` counts
+them: at least 95% of the types must be proven (a type the tiny builder cannot build counts as not
+covered), and docs/transformers.md's table (``benchmarks/transformers_coverage.py --write``) must say
+what this run found.
 """
 
 from __future__ import annotations
 
-import os
 import pathlib
 import re
 
@@ -31,18 +32,28 @@ from posenc.integrations.transformers import patch  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 
-ALL = os.environ.get("POSENC_ALL_MODEL_TYPES") == "1"
 DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "transformers.md"
 #: one type per way of rotating that discovery finds, one hand-listed family, and refusals
 FAST = (
     "llama",  # hand-listed
-    "mixtral",  # found: half-split, whole head
+    "mixtral",  # found: half-split, whole head, through a kernels Func module on 5.25
     "stablelm",  # found: partial rotary, sliced by the attention
     "cohere",  # found: interleaved pairs from an interleaved table
     "glm",  # found: partial interleaved rotary inside the function
     "gpt_oss",  # found: half-width table
     "zamba2",  # refused: its config builds no rotary module (use_mem_rope=False)
 )
+#: the share of the enumerated types that must be proven
+COVERED = 0.95
+
+_ROWS: dict = {}
+
+
+def _row(model_type: str) -> testing.Coverage:
+    """Each type is built and checked once per session, for its own test and for the count."""
+    if model_type not in _ROWS:
+        _ROWS[model_type] = testing.coverage(model_type)
+    return _ROWS[model_type]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +63,7 @@ def census():
 
 def _types():
     found = discovery.rotary_causal_lm_types()
-    return sorted(found) if ALL else [t for t in FAST if t in found]
+    return [pytest.param(t, marks=() if t in FAST else pytest.mark.slow) for t in sorted(found)]
 
 
 def test_the_enumeration_is_the_causal_lm_types_with_a_rotary_module(census):
@@ -65,7 +76,7 @@ def test_the_enumeration_is_the_causal_lm_types_with_a_rotary_module(census):
 
 @pytest.mark.parametrize("model_type", _types())
 def test_every_rotary_model_type_is_patched_exactly_or_refused(model_type):
-    row = testing.coverage(model_type)
+    row = _row(model_type)
     if row.status == "untested":
         pytest.skip(f"the tiny config does not build for {model_type}: {row.detail}")
     assert row.status in ("supported", "refused"), row.detail
@@ -74,8 +85,16 @@ def test_every_rotary_model_type_is_patched_exactly_or_refused(model_type):
         assert row.detail
         return
     assert row.logit_error <= testing.NOISE_FACTOR * row.noise + 1e-6, (row.logit_error, row.noise)
+    assert row.far_error <= testing.NOISE_FACTOR * row.far_noise + 1e-6, (row.far_start, row.far_error, row.far_noise)
     assert row.same_generation
     assert row.undo_exact
+
+
+def test_the_far_block_tells_exact_tables_from_float32_ones():
+    """The yardstick can fail: Mixtral's own float32 tables, unpatched, miss the far block's bound."""
+    row = _row("mixtral")
+    assert row.far_start >= 30000 and row.proven
+    assert row.plain_far_error > 10 * testing.NOISE_FACTOR * row.far_noise
 
 
 def test_docs_table_agrees_with_discovery(census):
@@ -88,36 +107,30 @@ def test_docs_table_agrees_with_discovery(census):
 HEADLINE = re.compile(r"(\d+) of (\d+) causal-LM model types with a rotary embedding are supported")
 
 
-def test_docs_headline_counts_the_tables_supported_rows_and_at_least_90_percent():
+def test_docs_headline_counts_the_tables_supported_rows():
     text = DOC.read_text()
     table = testing.read_coverage_table(text)
     found = HEADLINE.search(text)
     assert found, "the coverage table has no headline"
     supported, total = int(found.group(1)), int(found.group(2))
     assert (supported, total) == (sum(s == "supported" for s, _, _ in table.values()), len(table))
-    assert supported >= 0.9 * total, f"{supported} of {total} is under 90%"
+    assert supported >= COVERED * total, f"{supported} of {total} is under {COVERED:.0%}"
 
 
-@pytest.mark.skipif(not ALL, reason="builds every model type: POSENC_ALL_MODEL_TYPES=1")
-def test_docs_table_statuses_are_this_enumeration():
-    """The statuses in the table are what this run finds, and this run proves at least 90% of the types
-    (a "supported" row passed all three checks here; a refusal does not count), and the headline
-    counts them."""
+@pytest.mark.slow
+def test_at_least_95_percent_are_proven_and_the_docs_table_is_this_run():
+    """The statuses in the table are what this run finds, and this run proves at least 95% of the
+    types (a "supported" row passed every check here; a refusal or an unbuildable type does not
+    count), and the headline counts them."""
     table = testing.read_coverage_table(DOC.read_text())
-    rows = [testing.coverage(model_type) for model_type in sorted(table)]
+    rows = [_row(model_type) for model_type in sorted(discovery.rotary_causal_lm_types())]
+    assert {r.model_type for r in rows} == set(table)
     for row in rows:
         status, _, why = table[row.model_type]
         assert (row.status, "" if row.status == "supported" else row.detail) == (status, why), row.model_type
-    proven = [
-        r
-        for r in rows
-        if r.status == "supported"
-        and r.logit_error <= testing.NOISE_FACTOR * r.noise + 1e-6
-        and r.same_generation
-        and r.undo_exact
-    ]
+    proven = [r for r in rows if r.proven]
     assert f"{len(proven)} of {len(rows)} causal-LM model types" in DOC.read_text()
-    assert len(proven) >= 0.9 * len(rows), f"{len(proven)} of {len(rows)} proven"
+    assert len(proven) >= COVERED * len(rows), f"{len(proven)} of {len(rows)} proven"
 
 
 # -- the probe: what it accepts and what it refuses ---------------------------------------------------------
@@ -355,6 +368,6 @@ def test_a_refusal_is_checked_without_the_float64_yardstick(census):
     # the refusal (no rotary module in the text model) and the untouched model need no yardstick
     if "inkling2_text" not in census:
         pytest.skip("this transformers has no inkling2_text")
-    row = testing.coverage("inkling2_text")
+    row = _row("inkling2_text")
     assert row.status == "refused", row.detail
     assert row.untouched and "no rotary embedding module" in row.detail

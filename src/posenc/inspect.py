@@ -43,7 +43,7 @@ import torch
 from .hf import config_dict, rotary_kwargs_from_hf, unused_rope_keys
 from .integrations.transformers import UnsupportedModelError, rotary_kwargs_in_code
 from .rope.hfconfig import ConfigFields, rope_dicts
-from .rope.mrope import MROPE_HF_KEYS
+from .rope.mrope import INTERLEAVED_SECTION_MODEL_TYPES, MROPE_HF_KEYS, mrope_streams
 from .rope.registry import get_descriptor, softmax_scale
 from .rope.scaling import DYNAMIC_TYPES, rope_frequencies
 from .rope.tables import rope_cos_sin
@@ -207,6 +207,9 @@ def inspect_config(config, layer_type: Optional[str] = None) -> Dict[str, Any]:
         "precision": _audit(scaled_freq, attention_factor, max_positions, dtype),
     }
     report["risks"] = _risks(report, data, layer_type, scaling, scaled_freq)
+    mrope = _mrope_refusal(data, layer_type, rotary_dim)
+    if mrope is not None:
+        report["risks"].append({"risk": "an M-RoPE section posenc refuses", "detail": mrope})
     # M-RoPE's keys choose its position streams (posenc.rope.mrope), whatever the rope type
     unused = [k for k in unused_rope_keys(data, layer_type) if k not in MROPE_HF_KEYS]
     if unused:
@@ -218,6 +221,23 @@ def inspect_config(config, layer_type: Optional[str] = None) -> Dict[str, Any]:
             }
         )
     return report
+
+
+def _mrope_refusal(data: Dict[str, Any], layer_type: Optional[str], rotary_dim: int) -> Optional[str]:
+    """Why posenc's M-RoPE reader refuses the rope dict's ``mrope_section`` (and ``mrope_interleaved``),
+    or ``None`` when there is none or it is read: the streams of the pairs cannot be made from it."""
+    rope = rope_dicts(data).get(layer_type, {})
+    if not isinstance(rope, dict) or "mrope_section" not in rope:
+        return None
+    flag = rope.get("mrope_interleaved")
+    if flag is not None and not isinstance(flag, bool):
+        return f"mrope_interleaved must be true or false, got {flag!r}"
+    interleaved = bool(flag) or data.get("model_type") in INTERLEAVED_SECTION_MODEL_TYPES
+    try:
+        mrope_streams(rope["mrope_section"], rotary_dim // 2, "interleaved" if interleaved else "chunked")
+    except (TypeError, ValueError) as exc:
+        return f"{exc}; transformers' M-RoPE module would fail or read other pairs than the config means"
+    return None
 
 
 def _pairs(

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import dis
 import functools
 import importlib
 import inspect
@@ -120,6 +121,10 @@ class RotaryFunction:
         seq_first: a ``"complex"`` function that takes (batch, seq, heads, head_dim) tensors and
             broadcasts ``freqs_cis`` over the heads (Llama 4's ``freqs_cis[:, :, None, :]``), rather
             than (batch, heads, seq, head_dim) (DeepSeek-V2's ``freqs_cis.unsqueeze(1)``).
+        method: a method of the attention class, called as ``self.<name>(...)`` (posenc's stand-in is
+            set on the attention instance), rather than a global of the modeling module.
+        optional_k: a pair function ``f(q, k=None, cos=None, sin=None, ...)`` that rotates and returns
+            q alone when k is None (Qwen4-Exp's indexer calls it so).
     """
 
     name: str
@@ -129,6 +134,8 @@ class RotaryFunction:
     sign: int = 1
     deinterleave: bool = False
     seq_first: bool = False
+    method: bool = False
+    optional_k: bool = False
 
     def describe(self) -> str:
         parts = [self.layout]
@@ -138,6 +145,8 @@ class RotaryFunction:
             parts.append("by minus the angle")
         if self.arity == "complex":
             parts.append("(complex freqs_cis, " + ("seq first)" if self.seq_first else "heads first)"))
+        if self.method:
+            parts.append("(a method of the attention class)")
         return " ".join(parts)
 
 
@@ -154,10 +163,58 @@ ROTATIONS = (
 _EXTRA = {"position_ids": None, "unsqueeze_dim": 1}
 
 
+def signature_of(fn: Any) -> inspect.Signature:
+    """The signature a rotary callable is called with, through its wrappers: a plain function, a
+    ``functools.wraps`` wrapper (its ``__wrapped__``), a ``functools.partial`` (what is left to pass),
+    or an ``nn.Module`` whose ``forward`` is the function (``kernels``' ``Func`` modules, which
+    ``transformers`` 5.25 makes of ``apply_rotary_pos_emb`` with ``@use_kernel_forward_from_hub``).
+
+    Raises:
+        TypeError, ValueError: the signature cannot be read.
+    """
+    if isinstance(fn, nn.Module):
+        return inspect.signature(fn.forward)
+    return inspect.signature(fn)
+
+
+def kernels_function_of(fn: Any) -> Optional[Callable]:
+    """The plain function inside a ``kernels`` ``Func`` module (``@use_kernel_forward_from_hub`` on a
+    function), or ``None`` when ``fn`` is not one. Read from the module's ``forward`` closure."""
+    if not (isinstance(fn, nn.Module) and hasattr(fn, "kernel_layer_name")):
+        return None
+    forward = getattr(type(fn), "forward", None)
+    for cell in getattr(forward, "__closure__", None) or ():
+        try:
+            inner = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if inspect.isfunction(inner):
+            return inner
+    return None
+
+
+def describe_callable(fn: Any) -> str:
+    """What a rotary global is, in words, through its wrappers (said in a refusal)."""
+    if isinstance(fn, functools.partial):
+        bound = [*map(repr, fn.args), *(f"{k}={v!r}" for k, v in fn.keywords.items())]
+        return f"functools.partial({describe_callable(fn.func)}, {', '.join(bound)})"
+    inner = kernels_function_of(fn)
+    if inner is not None:
+        layer = getattr(fn, "kernel_layer_name", "?")
+        return f"a kernels Func module (hub layer {layer!r}) around the function {inner.__qualname__}"
+    if isinstance(fn, nn.Module):
+        return f"an nn.Module {type(fn).__qualname__}"
+    if inspect.isfunction(fn) and hasattr(fn, "__wrapped__"):
+        return f"the function {fn.__qualname__}, wrapping {describe_callable(fn.__wrapped__)}"
+    if inspect.isfunction(fn) or inspect.ismethod(fn):
+        return f"the function {fn.__qualname__}"
+    return f"a {type(fn).__qualname__} object"
+
+
 def _signature_problem(fn: Callable) -> Tuple[Optional[str], str]:
     """``(problem or None, arity)``: whether ``fn`` has a signature posenc's stand-in can copy."""
     try:
-        params = list(inspect.signature(fn).parameters.values())
+        params = list(signature_of(fn).parameters.values())
     except (TypeError, ValueError):
         return "its signature cannot be read", ""
     names = [p.name for p in params]
@@ -169,12 +226,34 @@ def _signature_problem(fn: Callable) -> Tuple[Optional[str], str]:
         arity, fixed = "complex", 3
     else:
         return f"it takes ({', '.join(names)}), not (q, k, cos, sin), (x, cos, sin) or (xq, xk, freqs_cis)", ""
-    if any(p.kind != p.POSITIONAL_OR_KEYWORD for p in params) or any(p.default is not p.empty for p in params[:fixed]):
+    # a pair function may take k=None (and then cos and sin by keyword) to rotate q alone (Qwen4-Exp)
+    optional = {1, 2, 3} if arity == "pair" and _optional_k(params) else set()
+    if any(p.kind != p.POSITIONAL_OR_KEYWORD for p in params[:fixed]) or any(
+        p.default is not p.empty for i, p in enumerate(params[:fixed]) if i not in optional
+    ):
         return "its tensors and cos/sin are not plain required arguments", arity
     for p in params[fixed:]:
+        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            return f"it takes *{p.name} or **{p.name}, which posenc's stand-in cannot pass on", arity
         if p.name not in _EXTRA or p.default != _EXTRA[p.name]:
             return f"its parameter {p.name}={p.default!r} is not one posenc's stand-in takes", arity
     return None, arity
+
+
+def _optional_k(params: List[inspect.Parameter]) -> bool:
+    """``f(q, k=None, cos=None, sin=None, ...)``: a pair function that rotates q alone when k is None."""
+    return len(params) >= 4 and params[0].default is params[0].empty and all(p.default is None for p in params[1:4])
+
+
+def _rotates_q_alone(fn: Callable, form: str, rotation, width: int) -> bool:
+    """A function with an optional k, called without it, returns q rotated as with it."""
+    q, _, cos, sin = _probe_tensors(width, 0, False)
+    try:
+        with torch.no_grad():
+            out = fn(q.clone(), cos=expand(cos, form), sin=expand(sin, form))
+    except Exception:  # it does not rotate q alone after all
+        return False
+    return isinstance(out, torch.Tensor) and _close(out, _reference(q, cos, sin, rotation, width))
 
 
 def _probe_tensors(width: int, extra: int, seq_first: bool, seed: int = 0):
@@ -239,7 +318,7 @@ def _matches(
 
 @on_the_cpu
 def classify_function(
-    fn: Callable, forms: Tuple[str, ...] = FORMS, width: int = 8
+    fn: Callable, forms: Tuple[str, ...] = FORMS, width: int = 8, name: Optional[str] = None
 ) -> Tuple[Optional[RotaryFunction], str]:
     """``(RotaryFunction, "")`` for a rotary function posenc can stand in for, or ``(None, why not)``.
 
@@ -248,10 +327,12 @@ def classify_function(
     ``unsqueeze_dim=2`` if ``fn`` has that parameter) and compares with the reference rotation for
     each of :data:`ROTATIONS`, with cos/sin in each of ``forms``.
     """
+    if name is None:
+        name = str(getattr(fn, "__name__", None) or getattr(kernels_function_of(fn), "__name__", type(fn).__name__))
     problem, arity = _signature_problem(fn)
     if problem is not None:
         return None, problem
-    takes_unsqueeze = "unsqueeze_dim" in inspect.signature(fn).parameters
+    takes_unsqueeze = "unsqueeze_dim" in signature_of(fn).parameters
     # a complex function takes the complex form only; a cos/sin function every other form
     usable = tuple(f for f in forms if (f == "complex") == (arity == "complex"))
     if not usable:
@@ -264,7 +345,13 @@ def classify_function(
             for seq_first in orientations:
                 if _matches(fn, arity, form, rotation, width, takes_unsqueeze, seq_first):
                     layout, sign, deinterleave = rotation
-                    return RotaryFunction(fn.__name__, arity, form, layout, sign, deinterleave, seq_first), ""
+                    optional_k = arity == "pair" and _optional_k(list(signature_of(fn).parameters.values()))
+                    if optional_k and not _rotates_q_alone(fn, form, rotation, width):
+                        return None, "it takes k=None, but called without k it does not return q rotated"
+                    found = RotaryFunction(
+                        name, arity, form, layout, sign, deinterleave, seq_first, optional_k=optional_k
+                    )
+                    return found, ""
     said = " or ".join(repr(f) for f in usable)
     trailing = _trailing_rotation(fn, arity, usable, width)
     if trailing is not None:
@@ -309,18 +396,93 @@ def _unwrapped(fn: Callable) -> Callable:
     return fn
 
 
+def _loaded_names(fn: Callable) -> Tuple[set, set]:
+    """``(globals, attributes)`` that ``fn``'s code (through ``functools.wraps`` wrappers, and the code
+    nested in it) loads: a global name is read by ``LOAD_GLOBAL``, an attribute by ``LOAD_ATTR`` or
+    ``LOAD_METHOD``."""
+    code = getattr(_unwrapped(fn), "__code__", None)
+    globals_: set = set()
+    attributes: set = set()
+    todo = [code] if code is not None else []
+    while todo:
+        code = todo.pop()
+        for ins in dis.get_instructions(code):
+            if ins.opname == "LOAD_GLOBAL":
+                globals_.add(ins.argval)
+            elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+                attributes.add(ins.argval)
+        todo.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return globals_, attributes
+
+
+@functools.lru_cache(maxsize=None)
+def methods_reading(cls: Any, names: frozenset) -> Tuple[str, ...]:
+    """Names of ``cls``'s plain methods, written in its modeling module, whose code reads one of
+    ``names`` as a global: ``forward``, and any helper it calls that rotates too."""
+    out = []
+    for attr in dir(cls):
+        fn = inspect.getattr_static(cls, attr, None)
+        if inspect.isfunction(fn) and _unwrapped(fn).__module__ == cls.__module__:
+            if _loaded_names(fn)[0] & names:
+                out.append(attr)
+    return tuple(sorted(out))
+
+
+def _class_globals(cls: type) -> set:
+    """The globals that ``cls``'s methods written in its modeling module read (``forward`` through its
+    wrappers, and the helpers beside it)."""
+    names: set = set()
+    for attr in dir(cls):
+        fn = inspect.getattr_static(cls, attr, None)
+        if inspect.isfunction(fn) and (attr == "forward" or _unwrapped(fn).__module__ == cls.__module__):
+            names |= _loaded_names(fn)[0]
+    return names
+
+
+def looks_rotary(name: str) -> bool:
+    """A name the probe considers: one that says it rotates (``apply_rotary_pos_emb``, ``apply_rope``)."""
+    return "rot" in name or "rope" in name
+
+
 def rotary_functions_called(module: types.ModuleType, cls: type) -> List[str]:
-    """Names of ``module``'s own functions that ``cls.forward`` reads as globals and that look rotary."""
+    """Global names of ``module`` that ``cls.forward`` (or another method of ``cls`` written beside it)
+    reads, that look rotary and are callables it could call: a function, a ``functools`` wrapper or
+    partial, or a ``kernels`` ``Func`` module (``transformers`` 5.25's ``apply_rotary_pos_emb``). What
+    each does is the probe's to say."""
+    if getattr(cls, "forward", None) is None:
+        return []
+    found = []
+    for name in sorted(_class_globals(cls)):
+        fn = vars(module).get(name)
+        if looks_rotary(name) and callable(fn) and not isinstance(fn, type):
+            found.append(name)
+    return found
+
+
+def rotary_methods_called(cls: type) -> List[str]:
+    """Names of ``cls``'s own methods (plain or static) that ``cls.forward`` calls on ``self`` and that
+    look rotary (an attention class that keeps its rotation as ``self.apply_rope(q, k, cos, sin)``)."""
     forward = getattr(cls, "forward", None)
     if forward is None:
         return []
-    names = getattr(getattr(_unwrapped(forward), "__code__", None), "co_names", ())
+    _, attributes = _loaded_names(forward)
     found = []
-    for name in names:
-        fn = vars(module).get(name)
-        if inspect.isfunction(fn) and ("rot" in name or "rope" in name):
+    for name in sorted(attributes):
+        static = inspect.getattr_static(cls, name, None)
+        if (
+            looks_rotary(name)
+            and name != "forward"
+            and (isinstance(static, staticmethod) or inspect.isfunction(static))
+        ):
             found.append(name)
     return found
+
+
+def rotary_globals_read(module: types.ModuleType, cls: type) -> Dict[str, str]:
+    """``name -> what it is`` for every global that ``cls.forward`` reads and that looks rotary,
+    callable or not (what a refusal names)."""
+    names = _class_globals(cls) if getattr(cls, "forward", None) is not None else set()
+    return {n: describe_callable(vars(module)[n]) for n in sorted(names) if looks_rotary(n) and n in vars(module)}
 
 
 # -- the census ------------------------------------------------------------------------------------------
@@ -390,20 +552,35 @@ class ModuleCensus:
         return "none found"
 
 
+def _method_probe(cls: type, name: str) -> Callable:
+    """A class's rotary method as the probe calls it without an instance: a static method itself, a
+    plain one with ``self=None`` (one that reads its instance fails the probe, and is refused)."""
+    static = inspect.getattr_static(cls, name)
+    if isinstance(static, staticmethod):
+        return static.__func__
+    bound = functools.partial(static, None)
+    functools.update_wrapper(bound, static)  # its name and signature, less self
+    return bound
+
+
 def census_module(module_name: str) -> ModuleCensus:
-    """Classify the rotary functions that the attention classes of ``module_name`` call."""
+    """Classify the rotary functions that the attention classes of ``module_name`` call: the module's
+    globals they read and their own rotary methods."""
     module = importlib.import_module(module_name)
-    called = set()
+    called: Dict[Tuple[str, bool], Callable] = {}
     for cls in vars(module).values():
         if isinstance(cls, type) and cls.__module__ == module.__name__ and issubclass(cls, nn.Module):
-            called.update(rotary_functions_called(module, cls))
+            for name in rotary_functions_called(module, cls):
+                called[(name, False)] = vars(module)[name]
+            for name in rotary_methods_called(cls):
+                called.setdefault((name, True), _method_probe(cls, name))
     found, refused = [], []
-    for name in sorted(called):
-        pair, why = classify_function(vars(module)[name])
+    for (name, method), fn in sorted(called.items()):
+        pair, why = classify_function(fn, name=name)
         if pair is not None:
-            found.append(pair)
+            found.append(dataclasses.replace(pair, method=method))
         else:
-            refused.append((name, why))
+            refused.append((name, f"{describe_callable(fn)}: {why}"))
     return ModuleCensus(module_name, tuple(found), tuple(refused))
 
 
@@ -471,26 +648,35 @@ def discover(model: nn.Module) -> Discovered:
             f"({module_names}); posenc patches models whose rotary code lives in one"
         )
     module = importlib.import_module(module_names[0])
-    called = set()
+    called: Dict[Tuple[str, bool], Callable] = {}
+    read: Dict[str, str] = {}
     for m in model.modules():
         if type(m).__module__ == module.__name__:
-            called.update(rotary_functions_called(module, type(m)))
+            for fname in rotary_functions_called(module, type(m)):
+                called[(fname, False)] = vars(module)[fname]
+            for fname in rotary_methods_called(type(m)):
+                called.setdefault((fname, True), getattr(m, fname))  # bound: probed with its instance
+            read.update(rotary_globals_read(module, type(m)))
     if not called:
+        seen = "; ".join(f"{n}: {what}" for n, what in read.items())
         raise UnsupportedModelError(
-            f"no attention module of this {name} calls a rotary function of {module.__name__}; its rotary code "
-            "is inside the attention class, where posenc cannot stand in for it"
+            f"no attention module of this {name} calls a rotary function of {module.__name__} (a global or a "
+            "method whose name says it rotates)"
+            + (f"; it reads {seen}, none of which posenc can call" if seen else "")
+            + "; its rotary code is inside the attention forward itself, where posenc cannot stand in for it"
         )
     layer_types = rotary_layer_types(rotary[0], getattr(model, "config", None))
     form, outputs = rotary_output_form(rotary[0], layer_types[0] if layer_types else None)
     functions = []
-    for fname in sorted(called):
-        function, why = classify_function(vars(module)[fname], forms=(form,))
+    for (fname, method), fn in sorted(called.items()):
+        function, why = classify_function(fn, forms=(form,), name=fname)
         if function is None:
+            where = f"self.{fname}" if method else f"{module.__name__}.{fname}"
             raise UnsupportedModelError(
-                f"this {name}'s attention calls {module.__name__}.{fname}, which is not a rotation posenc can "
-                f"stand in for: {why}"
+                f"this {name}'s attention calls {where}, {describe_callable(fn)}, which is not a rotation "
+                f"posenc can stand in for: {why}"
             )
-        functions.append(function)
+        functions.append(dataclasses.replace(function, method=method))
     mrope = any(getattr(m, "mrope_section", None) is not None for m in rotary)
     streams: Tuple[int, ...] = ()
     if mrope:
@@ -859,7 +1045,8 @@ class PerLayerTypeTables(nn.Module):
             :func:`wrap_tables` passes).
 
     ``<layer_type>_inv_freq`` is that layer type's frequencies, (rotary_dim // 2,), as Gemma 3's
-    module names its buffers.
+    module names its buffers; ``layer_types`` and ``rope_type`` (``layer_type -> rope type``) are
+    what the families' modules keep under those names, for model code that loops over them.
     """
 
     def __init__(
@@ -878,6 +1065,8 @@ class PerLayerTypeTables(nn.Module):
             tables = {k: t.to(device=device) for k, t in tables.items()}
         self.tables = nn.ModuleDict(tables)
         self.layer_types = list(tables)  # the model's code may loop over them (LFM3)
+        # ``layer_type -> rope type``, as the families' modules keep it (Ergo loops over its keys)
+        self.rope_type = {k: _rope_type_of(t) for k, t in tables.items()}
 
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor, layer_type: Optional[str] = None):
         if layer_type is None or layer_type not in self.tables:
@@ -891,6 +1080,11 @@ class PerLayerTypeTables(nn.Module):
             if tables is not None and layer_type in tables:
                 return tables[layer_type].inv_freq
         return super().__getattr__(name)
+
+
+def _rope_type_of(tables: nn.Module) -> str:
+    rope = getattr(tables, "rope", None)
+    return str(getattr(getattr(rope, "scaling", None), "rope_type", "default"))
 
 
 def _layer_type_tables_from_config(config: Any, device) -> Dict[str, nn.Module]:
@@ -1038,7 +1232,23 @@ def wrap_tables(
 
 
 # -- posenc's stand-ins ---------------------------------------------------------------------------------
+def _rotate_broadcast(x: torch.Tensor, cos, sin, unsqueeze_dim: int, function: RotaryFunction) -> torch.Tensor:
+    """The rotation for any other shape, broadcast as the family's code broadcasts it: cos/sin
+    unsqueezed at ``unsqueeze_dim`` (Qwen4-Exp's indexer rotates (n, 1, head_dim) keys by (n, r/2)
+    tables). Plain torch, in float32 for half-precision inputs, out of place."""
+    width = 2 * cos.shape[-1]
+    if function.deinterleave:
+        x = deinterleaved(x, width)
+    c, s = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    return rotate_reference(x, c, function.sign * s, layout=function.layout, rotary_dim=width)
+
+
 def _rotate(q, k, cos, sin, unsqueeze_dim, function: RotaryFunction):
+    if q.dim() != 4 or k.dim() != 4 or cos.dim() != 3:  # not (B, H, S, D) with (B, S, r/2) tables
+        return (
+            _rotate_broadcast(q, cos, sin, unsqueeze_dim, function),
+            _rotate_broadcast(k, cos, sin, unsqueeze_dim, function),
+        )
     if unsqueeze_dim == 2:
         q, k = q.transpose(1, 2), k.transpose(1, 2)
     elif unsqueeze_dim != 1:
@@ -1062,7 +1272,13 @@ def stand_in(function: RotaryFunction, original: Callable, layout: Optional[str]
     """
     if layout is not None:
         function = dataclasses.replace(function, layout=layout, deinterleave=False)
-    params = inspect.signature(original).parameters
+    return stand_in_of(function, "position_ids" in signature_of(original).parameters)
+
+
+@functools.lru_cache(maxsize=None)
+def stand_in_of(function: RotaryFunction, takes_position_ids: bool) -> Callable:
+    """posenc's stand-in for ``function`` (see :func:`stand_in`), from what the probe found alone:
+    ``takes_position_ids`` says whether the original has that (ignored) parameter."""
     if function.arity == "complex":
         unsqueeze = 2 if function.seq_first else 1
 
@@ -1077,7 +1293,18 @@ def stand_in(function: RotaryFunction, original: Callable, layout: Optional[str]
             return _rotate(x, x[:, :0] if unsqueeze_dim == 1 else x[:, :, :0], cos, sin, unsqueeze_dim, function)[0]
 
         return posenc_rotate_one
-    if "position_ids" in params:
+    if function.optional_k:
+
+        def posenc_rotate_pair_or_one(q, k=None, cos=None, sin=None, unsqueeze_dim=1):
+            if k is None:
+                if q.dim() != 4 or cos.dim() != 3:
+                    return _rotate_broadcast(q, cos, sin, unsqueeze_dim, function)
+                none = q[:, :0] if unsqueeze_dim == 1 else q[:, :, :0]
+                return _rotate(q, none, cos, sin, unsqueeze_dim, function)[0]
+            return _rotate(q, k, cos, sin, unsqueeze_dim, function)
+
+        return posenc_rotate_pair_or_one
+    if takes_position_ids:
 
         def posenc_rotate_pair_p(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
             return _rotate(q, k, cos, sin, unsqueeze_dim, function)
@@ -1093,7 +1320,7 @@ def stand_in(function: RotaryFunction, original: Callable, layout: Optional[str]
 def stand_ins(found: Discovered, layout: Optional[str] = None) -> Dict[str, Callable]:
     """``global name -> stand-in`` for every rotary function :func:`discover` found."""
     module = importlib.import_module(found.module)
-    return {f.name: stand_in(f, vars(module)[f.name], layout) for f in found.functions}
+    return {f.name: stand_in(f, vars(module)[f.name], layout) for f in found.functions if not f.method}
 
 
 def main() -> None:  # pragma: no cover - a report printer

@@ -43,6 +43,7 @@ import copy
 import dataclasses
 import functools
 import importlib
+import inspect
 import re
 import threading
 import types
@@ -443,9 +444,10 @@ class _RebuiltForwards:
         self._lock = threading.Lock()
 
     @staticmethod
-    def name_for(cls: type, style: str, functions: Tuple[Tuple[str, ...], ...]) -> str:
+    def name_for(cls: type, style: str, functions: Tuple[Tuple[str, ...], ...], method: str = "forward") -> str:
         overrides = "+".join(f"{entry[0]}={','.join(entry[1:])}" for entry in functions)
-        return "|".join((cls.__module__.replace(".", ":"), cls.__qualname__.replace(".", ":"), style, overrides))
+        parts = (cls.__module__.replace(".", ":"), cls.__qualname__.replace(".", ":"), style, overrides)
+        return "|".join(parts if method == "forward" else (*parts, method))
 
     def __reduce__(self) -> str:
         return "REBUILT_FORWARDS"  # pickled by reference: the registry is module state
@@ -454,7 +456,7 @@ class _RebuiltForwards:
         if name.startswith("_"):
             raise AttributeError(name)
         try:
-            module_name, qualname, style, overrides = name.split("|")
+            module_name, qualname, style, overrides, *method = name.split("|")
             functions = tuple(
                 (fn, *rest.split(",")) for fn, rest in (item.split("=", 1) for item in overrides.split("+"))
             )
@@ -468,16 +470,18 @@ class _RebuiltForwards:
                 f"no posenc attention forward named {name!r} in this environment ({error}); the model was "
                 "patched with another transformers version"
             ) from error
-        return self.get(owner, style, functions)  # type: ignore[arg-type]
+        return self.get(owner, style, functions, *method)  # type: ignore[arg-type]
 
-    def get(self, cls: type, style: str, functions: Tuple[Tuple[str, ...], ...]) -> Callable:
-        """``cls.forward`` whose calls to each function named in ``functions`` go to posenc's rotation.
+    def get(self, cls: type, style: str, functions: Tuple[Tuple[str, ...], ...], method: str = "forward") -> Callable:
+        """``cls.<method>`` (``forward``, or another method that calls the rotation, as Qwen4-Exp's
+        indexer does from ``_select_tokens``) whose calls to each function named in ``functions`` go
+        to posenc's rotation.
 
         ``style`` is a key of :data:`STYLES` with ``(name, layout)`` entries, or :data:`PROBED` with
-        ``(name, arity, form, layout, sign, deinterleave[, seq_first])`` entries (what discovery found).
+        ``(name, arity, form, layout, sign, deinterleave[, flags])`` entries (what discovery found).
         """
-        name = self.name_for(cls, style, functions)
-        original = cls.forward  # type: ignore[attr-defined]
+        name = self.name_for(cls, style, functions, method)
+        original = getattr(cls, method)
         with self._lock:
             built = self._built.get(name)
             if built is not None and built[0] is original:
@@ -499,25 +503,36 @@ def _probed_entry(function: RotaryFunction, layout: Optional[str]) -> Tuple[str,
         function = dataclasses.replace(function, layout=layout, deinterleave=False)
     f = function
     entry = (f.name, f.arity, f.form, f.layout, str(f.sign), "1" if f.deinterleave else "0")
-    return entry + ("1",) if f.seq_first else entry
+    flags = ("s" if f.seq_first else "") + ("k" if f.optional_k else "")
+    return entry + (flags,) if flags else entry
+
+
+def _function_of_entry(entry: Tuple[str, ...]) -> RotaryFunction:
+    """The inverse of :func:`_probed_entry`; a last field ``"1"`` is ``"s"`` (how 5.24 spelled it)."""
+    name, arity, form, layout, sign, deinterleave, *rest = entry
+    flags = "s" if rest == ["1"] else "".join(rest)
+    return RotaryFunction(
+        name, arity, form, layout, int(sign), deinterleave == "1", "s" in flags, optional_k="k" in flags
+    )
 
 
 def _stand_ins(cls: type, style: str, functions: Tuple[Tuple[str, ...], ...]) -> Dict[str, Callable]:
     if style == PROBED:
         module = importlib.import_module(cls.__module__)
-        return {
-            name: discovery.stand_in(
-                RotaryFunction(name, arity, form, layout, int(sign), deinterleave == "1", rest == ["1"]),
-                vars(module)[name],
-            )
-            for name, arity, form, layout, sign, deinterleave, *rest in functions
-        }
+        return {entry[0]: discovery.stand_in(_function_of_entry(entry), vars(module)[entry[0]]) for entry in functions}
     make = STYLES[style]
     return {name: make(layout) for name, layout in functions}
 
 
 #: the registry of rebuilt attention forwards (see :class:`_RebuiltForwards`)
 REBUILT_FORWARDS = _RebuiltForwards()
+
+
+def method_stand_in(entry: Tuple[str, ...], takes_position_ids: bool, *args: Any, **kwargs: Any) -> Any:
+    """posenc's rotation in place of an attention class's rotary method (``self.<name>(...)``): set on
+    the instance as ``functools.partial(method_stand_in, entry, takes_position_ids)``, which pickles
+    by name and needs nothing of the class to be rebuilt."""
+    return discovery.stand_in_of(_function_of_entry(entry), takes_position_ids)(*args, **kwargs)
 
 
 # -- the patch ----------------------------------------------------------------------------------------
@@ -549,6 +564,7 @@ class PosencPatch:
         self.layout = layout
         self._rotary: List[Tuple[nn.Module, str, nn.Module]] = []  # (parent, attribute, original)
         self._attention: List[Tuple[nn.Module, Callable]] = []  # (module, installed forward)
+        self._methods: List[Tuple[nn.Module, str, Callable]] = []  # (module, method name, stand-in)
         self.active = True
 
     @property
@@ -596,10 +612,13 @@ class PosencPatch:
         for module, installed in self._attention:
             if module.__dict__.get("forward") is installed:
                 del module.forward
+        for module, name, method in self._methods:
+            if module.__dict__.get(name) is method:
+                delattr(module, name)
         for parent, attr, original in self._rotary:
             setattr(parent, attr, original)
         self.model.__dict__.pop("_posenc_patch", None)
-        self._attention, self._rotary = [], []
+        self._attention, self._rotary, self._methods = [], [], []
         self.active = False
 
     def __enter__(self) -> "PosencPatch":
@@ -684,14 +703,60 @@ def patch(
         for r in every:
             r.freeze_frequencies(freeze_frequencies)
 
-    handle = PosencPatch(model, rope, layout, every)
-    try:
-        _install(handle, arch, found, layout, attention, rotary_slots, rope, ropes)
-    except Exception:
+    def install() -> PosencPatch:
+        handle = PosencPatch(model, rope, layout, every)
+        try:
+            _install(handle, arch, found, layout, attention, rotary_slots, rope, ropes)
+        except Exception:
+            handle.undo()
+            raise
+        model.__dict__["_posenc_patch"] = handle
+        return handle
+
+    handle = install()
+    failure = _probe_failure(scope)
+    if failure is not None:
         handle.undo()
-        raise
-    model.__dict__["_posenc_patch"] = handle
+        if _probe_failure(scope) is None:  # the model runs unpatched: the patch is what broke it
+            family = found.module if found is not None else arch.module
+            raise UnsupportedModelError(
+                f"this {model_type!r} model ({type(model).__name__}, {family}) was patched, but the patched "
+                f"model fails on a probe of {PROBE_TOKENS} tokens, so posenc put everything back: {failure}"
+            ) from None
+        handle = install()  # the probe cannot run this model even unpatched: it says nothing of the patch
     return handle
+
+
+#: tokens in the probe forward :func:`patch` runs on the patched model before it returns
+PROBE_TOKENS = 4
+
+
+def _probe_failure(scope: nn.Module) -> Optional[str]:
+    """Run ``scope``'s base model once on :data:`PROBE_TOKENS` tokens; ``None`` if it runs, else the error
+    in one line. Nothing is kept: no gradients, no cache, the random state and the dynamic-NTK lengths
+    seen are restored. A model on the meta device has nothing to run (``None``)."""
+    target = getattr(scope, "base_model", scope)
+    tensors = [*target.parameters(), *target.buffers()]
+    if not tensors or any(t.is_meta for t in tensors):
+        return None
+    config: Any = getattr(target, "config", None)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    vocab = getattr(text, "vocab_size", None)
+    vocab = vocab if isinstance(vocab, int) and vocab > 1 else 2
+    device = tensors[0].device
+    ids = (torch.arange(PROBE_TOKENS, device=device) % (vocab - 1) + 1).unsqueeze(0)  # (1, PROBE_TOKENS)
+    tables = [m for m in target.modules() if isinstance(m, PosencRotaryTables)]
+    seen = [t.__dict__.get("_largest_length") for t in tables]
+    cuda = sorted({t.device for t in tensors if t.device.type == "cuda"}, key=str)
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=cuda):
+            target(input_ids=ids, use_cache=False)
+    except Exception as exc:  # what the caller is told, in one line
+        return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+    finally:
+        for t, length in zip(tables, seen):
+            t.__dict__["_largest_length"] = length
+    return None
 
 
 def _check_patchable(model: nn.Module, config: Any, layout: Optional[str]) -> None:
@@ -707,8 +772,25 @@ def _check_patchable(model: nn.Module, config: Any, layout: Optional[str]) -> No
         raise ValueError(
             f"this {type(model).__name__} is already patched by posenc; call .undo() on the existing patch first"
         )
+    part = _patched_part(model)
+    if part is not None:
+        raise ValueError(
+            f"this {type(model).__name__} is already patched by posenc in its part {part!r} (patched on its own, "
+            "or as part of a model that holds it); call .undo() on that patch first"
+        )
     if layout is not None and layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {sorted(LAYOUTS)} or None, got {layout!r}")
+
+
+def _patched_part(model: nn.Module) -> Optional[str]:
+    """The name of a part of ``model`` that a posenc patch has changed (a patched submodule, posenc's
+    tables, an attention module given a posenc ``forward``), or ``None``."""
+    for name, m in model.named_modules():
+        installed = m.__dict__.get("forward")
+        rebuilt = isinstance(installed, functools.partial) and getattr(installed.func, "__module__", None) == __name__
+        if rebuilt or m.__dict__.get("_posenc_patch") is not None or isinstance(m, PosencRotaryTables):
+            return name or type(model).__name__
+    return None
 
 
 def _slots(
@@ -798,14 +880,29 @@ def _install(
         return PosencRotaryTables(r, sin_first=arch.sin_first, complex_output=complex_output)
 
     functions: Tuple[Tuple[str, ...], ...]
+    methods: List[RotaryFunction] = []
     if found is None:
         style, functions = arch.style, tuple((name, layout or own) for name, own in arch.functions)
     else:
-        style, functions = PROBED, tuple(_probed_entry(f, layout) for f in found.functions)
+        style, functions = PROBED, tuple(_probed_entry(f, layout) for f in found.functions if not f.method)
+        methods = [f for f in found.functions if f.method]
     for m in attention:
-        installed = functools.partial(REBUILT_FORWARDS.get(type(m), style, functions), m)
-        m.forward = installed
-        handle._attention.append((m, installed))
+        if functions:
+            installed = functools.partial(REBUILT_FORWARDS.get(type(m), style, functions), m)
+            m.forward = installed
+            handle._attention.append((m, installed))
+            cls: Any = type(m)
+            for name in discovery.methods_reading(cls, frozenset(entry[0] for entry in functions)):
+                if name != "forward":  # another method that calls the rotation (Qwen4-Exp's _select_tokens)
+                    rebound = functools.partial(REBUILT_FORWARDS.get(type(m), style, functions, name), m)
+                    setattr(m, name, rebound)
+                    handle._methods.append((m, name, rebound))
+        for f in methods:
+            if inspect.getattr_static(type(m), f.name, None) is not None:
+                takes_position_ids = "position_ids" in discovery.signature_of(getattr(m, f.name)).parameters
+                method = functools.partial(method_stand_in, _probed_entry(f, layout), takes_position_ids)
+                setattr(m, f.name, method)
+                handle._methods.append((m, f.name, method))
     for parent, attr, child in rotary_slots:
         tables = tables_for(rope) if found is None else discovery.wrap_tables(found, tables_for, rope, ropes, child)
         first = next(m for m in tables.modules() if isinstance(m, PosencRotaryTables))
