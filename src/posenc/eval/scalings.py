@@ -408,8 +408,8 @@ def spec_summary(spec: ScalingSpec, trained: int, lengths: List[int]) -> str:
         factors = [getattr(scaled_config(spec, n, trained), "factor", None) for n in lengths]
         if all(f is not None and f == max(n, trained) / trained for f, n in zip(factors, lengths)):
             return f"factor L / {trained} at each length L (as posenc lab extends)"
-        shown = sorted({f for f in factors if f is not None})
-        return f"factor {', '.join(f'{f:g}' for f in shown)} at every length (as posenc lab extends)"
+        used = sorted({f for f in factors if f is not None})
+        return f"factor {', '.join(f'{f:g}' for f in used)} at every length (as posenc lab extends)"
     shown = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in spec.params.items())
     return shown or "defaults"
 

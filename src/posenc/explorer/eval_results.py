@@ -177,7 +177,7 @@ def _passkey(raw: Dict[str, Any], labels: List[str], lengths: List[int], depths:
             if not isinstance(cells, dict):
                 continue
             passkey[label][str(n)] = {}
-            by_value = {}
+            by_value: Dict[float, Any] = {}
             for key, cell in list(cells.items())[: MAX_ENTRIES * 4]:
                 value = _depth_of(key)
                 if value is not None:
