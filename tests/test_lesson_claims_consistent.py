@@ -166,3 +166,28 @@ def test_the_rotation_matrix_at_a_quarter_turn_is_exactly_zero_where_the_text_sa
     # away from the quarter turns nothing is snapped: the entries are cos and sin of the angle
     some = rotate_vector(1.0, 0.5, 1, 25.0)
     assert some["matrix"][0][0] == pytest.approx(0.9063077870366499, abs=1e-15)
+
+
+@pytest.mark.parametrize("chapter", [c.id for c in CHAPTERS])
+def test_every_chapter_opens_in_plain_words_and_a_later_opening_has_its_heading(chapter):
+    """The "In plain words" opening is the chapter's first block; a later one (ch. 8's real configs, which
+    the tour tells as a section of its own) opens a part under a heading of its own, not mid-text."""
+    told = blocks(chapter)
+    assert told[0].kind == "plain", told[0]
+    for before, block in zip(told, told[1:]):
+        if block.kind == "plain":
+            assert before.kind == "h3", (chapter, before, block)
+
+
+@pytest.mark.parametrize("heads", [1, 2, 4, 8, 12, 16, 64])
+def test_alibi_slopes_are_written_one_way_per_head_count(heads):
+    from posenc.alibi import alibi_slopes
+    from posenc.lesson.chapters.alibi_penalty import alibi_penalty
+
+    texts = [r["slope_text"] for r in alibi_penalty(heads, 10)["rows"]]
+    slopes = alibi_slopes(heads).tolist()
+    fractions = [bool(re.fullmatch(r"1/\d+", t)) for t in texts]
+    assert all(fractions) or not any(fractions), texts  # never "1/2" beside "0.7071"
+    for text, slope in zip(texts, slopes):
+        value = 1 / int(text[2:]) if text.startswith("1/") else float(text)
+        assert value == pytest.approx(slope, rel=1e-3), (text, slope)

@@ -250,3 +250,28 @@ def test_claim_one_token_is_written_in_the_singular(browser, server):
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+# -- chapter 9 at 16 heads: a legend, and one way of writing a slope -----------------------------------------
+def test_claim_sixteen_alibi_heads_have_a_legend_and_slopes_written_alike(browser, server):
+    from posenc.lesson.chapters.alibi_penalty import alibi_penalty
+
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        node = open_chapter(page, server, "alibi-penalty")
+        renders = node.get_attribute("data-renders")
+        page.locator("#alibi-heads").select_option("16")
+        from playwright.sync_api import expect
+
+        expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
+        page.wait_for_timeout(200)
+        expected = [r["slope_text"] for r in alibi_penalty(16, 10)["rows"]]
+        items = page.eval_on_selector_all("#alibi-chart .legend-item", "(ns) => ns.map((n) => n.dataset.name)")
+        assert items == [f"head {h}: slope {t}" for h, t in enumerate(expected)]
+        shown = page.eval_on_selector_all(
+            "#alibi-table tbody tr td:nth-of-type(1)", "(ns) => ns.map((n) => n.textContent)"
+        )
+        assert shown == expected and not any(t.startswith("1/") for t in shown)
+        assert page.problems == [], page.problems
+    finally:
+        context.close()

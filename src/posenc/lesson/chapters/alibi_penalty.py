@@ -116,6 +116,14 @@ FIGURE_RANGES: Dict[str, Range] = {
 }
 
 
+def slope_texts(slopes: list[float]) -> list[str]:
+    """The slopes written one way for all heads: ``1/2 … 1/256`` when every slope is 1 over a power of two
+    (a power-of-two head count), else every slope in four significant digits (``0.7071, 0.5000, …`` for
+    16 heads, whose odd heads sit between the powers of two), never the two forms mixed."""
+    exact = all(abs(math.log2(1 / s) - round(math.log2(1 / s))) < 1e-9 for s in slopes)
+    return [f"1/{round(1 / s)}" if exact else f"{s:#.4g}" for s in slopes]
+
+
 def alibi_penalty(heads: int, distance: int) -> dict:
     """ALiBi for a query that sees keys 0 to ``distance`` seats behind it, from posenc's own
     :func:`~posenc.alibi.alibi_slopes` and :func:`~posenc.alibi.alibi_bias`.
@@ -133,14 +141,14 @@ def alibi_penalty(heads: int, distance: int) -> dict:
     weights = torch.softmax(bias, dim=-1)  # (H, distance + 1): equal content scores
     back = (distance - keys).tolist()  # how far behind the query each key sits
     rows = []
+    texts = slope_texts(slopes.tolist())
     for h in range(heads):
         slope = float(slopes[h])
-        exponent = math.log2(1 / slope)
         rows.append(
             {
                 "head": h,
                 "slope": slope,
-                "slope_text": f"1/{round(1 / slope)}" if abs(exponent - round(exponent)) < 1e-9 else f"{slope:.4g}",
+                "slope_text": texts[h],
                 "bias": bias[h].tolist(),
                 "weights": weights[h].tolist(),
                 "bias_at_distance": float(bias[h, 0]),

@@ -38,7 +38,6 @@ export function setup() {
       y: { domain: [lowest * 1.05, 0], label: "bias added to the score" },
       series: data.rows.map((r) => ({ name: `head ${r.head}: slope ${r.slope_text}`, xs, ys: r.bias,
         color: headColour(r.head, data.heads), dash: r.head % 2 ? "6 3" : null })),
-      legend: data.heads <= 8,
     });
     const shown = [data.rows[0], data.rows[last]];
     lineChart($("alibi-weights"), {

@@ -23,6 +23,7 @@ export const markup = `
   </figure>
   <div class="prose" data-prose="after"></div>
   <div class="prose" data-prose="measured"></div>
+  <div data-prose="configs-heading"></div>
   <div class="prose" data-prose="configs"></div>
   <div class="inline-checks" data-checks="linear-vs-ntk llama3-bands"></div>
   <div data-prose="see-also"></div>
