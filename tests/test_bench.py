@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from posenc import bench, cli
 
@@ -24,7 +25,7 @@ def check_report(report: dict, dtypes) -> None:
     assert {(c["dtype"], c["mode"]) for c in cases} == {(d, m) for d in dtypes for m in bench.MODES}
     for case in cases:
         assert case["shape"] == "tiny" and case["seq"] == 8 and case["bytes_q_k"] > 0
-        expected = set(bench.IMPLEMENTATIONS)
+        expected = set(bench.IMPLEMENTATIONS) - {"Liger"}  # Liger's row: CUDA only
         if case["mode"] == "forward+backward":
             expected.discard("posenc in-place")
         assert set(case["results"]) == expected
@@ -271,3 +272,34 @@ def test_gpu_check_dry_run_on_cpu(tmp_path):
     assert all(v.startswith("TypeError") for v in report["results"]["opcheck"].values())
     assert report["results"]["compile"]["op_in_graph"] is True
     assert [c["ok"] for c in report["checks"] if c["section"] == "compile"] == [True, True]
+
+
+def test_decode_rows_report_host_time_in_transformers_layout():
+    """--qk-layout transformers gives q/k as transposes of (B, S, H, D) buffers; decode rows carry
+    their host time per call; the rotation is still right in that layout."""
+    config = bench.BenchConfig(
+        shapes=("decode",),
+        dtypes=("float32",),
+        modes=("forward",),
+        repeats=1,
+        warmup=0,
+        compile=False,
+        qk_layout="transformers",
+        min_sample_s=1e-4,
+    )
+    report = bench.run_benchmark(config)
+    [case] = report["cases"]
+    assert case["qk_layout"] == "transformers"
+    assert all(r["host_ms"] > 0 for r in case["results"].values())
+    assert "Liger" not in case["results"]  # a CUDA-only row
+    q, k, cos, sin, cos_full, sin_full, info = bench._make_case("decode", torch.float32, "cpu", "transformers")
+    assert q.transpose(1, 2).is_contiguous() and q.stride(2) == 32 * 128  # a token row holds every head
+    from posenc.rope.apply import apply_reference, apply_rotary
+
+    got = apply_rotary(q, k, cos, sin)
+    want = bench.eager_rotary(q, k, cos_full, sin_full)
+    torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got[1], apply_reference(q, k, cos, sin, "half", 128, False)[1], rtol=0, atol=0)
+    assert "| host per call |" in bench.format_table(report)
+    with pytest.raises(ValueError, match="qk-layout"):
+        bench._resolve_layout("rows", "cpu")

@@ -14,8 +14,14 @@ Implementations (rows):
 * ``eager``: the usual ``transformers``-style code, ``q * cos + rotate_half(q) * sin`` with
   full-width (duplicated) cos/sin in the input dtype, written out below;
 * ``compiled eager``: ``torch.compile`` of that eager code (compile time is reported separately);
+* ``Liger``: Liger-Kernel's Triton rotation (``liger_kernel``, an optional import), on CUDA only;
 * ``memory pass``: the ceiling above. With backward it is two passes: the forward's over q and k and
   the backward's over their gradients.
+
+q and k are laid out as transformers lays them out (``--qk-layout transformers``, the default on
+CUDA): transposes of (batch, seq, heads, head_dim) projection outputs; ``--qk-layout contiguous`` (the
+default on CPU) gives them contiguous. At decode (one token) each row also reports its host time per
+call (``host_ms``): calls back to back without synchronising, which is what bounds decoding on a GPU.
 
 Shapes follow Llama-3-8B attention (32 query heads, 8 key/value heads, head_dim 128): ``decode``
 (one new token), ``prefill-4k`` and ``prefill-16k``. Each case is warmed up, then timed ``repeats``
@@ -59,7 +65,8 @@ TINY = {"q_heads": 4, "kv_heads": 2, "head_dim": 16}
 QUICK_SHAPES = ("decode", "prefill-4k")
 FULL_SHAPES = ("decode", "prefill-4k", "prefill-16k")
 MODES = ("forward", "forward+backward")
-IMPLEMENTATIONS = ("posenc", "posenc in-place", "posenc reference", "eager", "compiled eager", "memory pass")
+IMPLEMENTATIONS = ("posenc", "posenc in-place", "posenc reference", "eager", "compiled eager", "Liger", "memory pass")
+QK_LAYOUTS = ("auto", "contiguous", "transformers")
 CEILING = "memory pass"
 EAGER = "eager"
 #: --model sizes: the Llama attention shape of the issue, and a smoke-test shape
@@ -113,6 +120,7 @@ class BenchConfig:
     min_sample_s: float = 1e-2  # a repeat loops a short call until it lasts at least this long
     compile: bool = True  # include "compiled eager" (costs compile time per case)
     quick: bool = False
+    qk_layout: str = "contiguous"  # "transformers": q/k transposes of (B, S, H, D) buffers
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -139,6 +147,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", default=None, help="timed repeats (default 9; --model: 3)")
     parser.add_argument("--warmup", default=None, help="untimed calls before timing (default 2; --model: 1)")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile row")
+    parser.add_argument(
+        "--qk-layout",
+        choices=list(QK_LAYOUTS),
+        default="auto",
+        help="q/k memory: 'transformers' (transposes of (B, S, H, D) buffers), 'contiguous'; "
+        "auto: transformers on CUDA, contiguous on CPU",
+    )
     parser.add_argument(
         "--json",
         type=Path,
@@ -210,7 +225,16 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         min_sample_s=5e-3 if args.quick else 1e-2,
         compile=not args.no_compile,
         quick=args.quick,
+        qk_layout=_resolve_layout(getattr(args, "qk_layout", "auto"), device),
     )
+
+
+def _resolve_layout(layout: str, device: str) -> str:
+    if layout not in QK_LAYOUTS:
+        raise ValueError(f"--qk-layout must be one of {list(QK_LAYOUTS)}, got {layout!r}")
+    if layout == "auto":
+        return "transformers" if device == "cuda" else "contiguous"
+    return layout
 
 
 # -- timing ---------------------------------------------------------------------------------------
@@ -245,13 +269,17 @@ class _Timer:
 
 
 # -- cases ----------------------------------------------------------------------------------------
-def _make_case(shape: str, dtype: torch.dtype, device: str):
+def _make_case(shape: str, dtype: torch.dtype, device: str, qk_layout: str = "contiguous"):
     batch, seq = SHAPES[shape]
     dims = TINY if shape == "tiny" else LLAMA3_8B
     d = dims["head_dim"]
     gen = torch.Generator().manual_seed(0)
-    q = torch.randn(batch, dims["q_heads"], seq, d, generator=gen).to(device=device, dtype=dtype)
-    k = torch.randn(batch, dims["kv_heads"], seq, d, generator=gen).to(device=device, dtype=dtype)
+    if qk_layout == "transformers":  # (B, S, H, D) projection outputs seen as (B, H, S, D)
+        q = torch.randn(batch, seq, dims["q_heads"], d, generator=gen).to(device=device, dtype=dtype).transpose(1, 2)
+        k = torch.randn(batch, seq, dims["kv_heads"], d, generator=gen).to(device=device, dtype=dtype).transpose(1, 2)
+    else:
+        q = torch.randn(batch, dims["q_heads"], seq, d, generator=gen).to(device=device, dtype=dtype)
+        k = torch.randn(batch, dims["kv_heads"], seq, d, generator=gen).to(device=device, dtype=dtype)
     from .rope.tables import rope_inv_freq, rope_table
 
     cos, sin = rope_table(seq + 100, rope_inv_freq(d, 500000.0), device=torch.device(device))
@@ -265,8 +293,20 @@ def _make_case(shape: str, dtype: torch.dtype, device: str):
         **dims,
         "dtype": str(dtype).replace("torch.", ""),
         "bytes_q_k": (q.numel() + k.numel()) * q.element_size(),
+        "qk_layout": qk_layout,
     }
     return q, k, cos, sin, cos_full, sin_full, info
+
+
+def liger_rotation() -> Optional[Callable[..., Any]]:
+    """Liger-Kernel's rotation ``f(q, k, cos, sin)`` (cos/sin (B|1, S, head_dim)), or ``None`` when
+    liger_kernel is not importable (an optional import: it is never a dependency of posenc)."""
+    try:
+        from liger_kernel.transformers.rope import liger_rotary_pos_emb
+
+        return liger_rotary_pos_emb  # type: ignore[no-any-return]
+    except Exception:
+        return None
 
 
 def _forward_fns(q, k, cos, sin, cos_full, sin_full, compiled) -> Dict[str, Callable[[], None]]:
@@ -281,6 +321,10 @@ def _forward_fns(q, k, cos, sin, cos_full, sin_full, compiled) -> Dict[str, Call
     }
     if compiled is not None:
         fns["compiled eager"] = lambda: compiled(q, k, cos_full, sin_full)
+    liger = liger_rotation() if q.is_cuda else None
+    if liger is not None:
+        ql, kl = q.clone(), k.clone()  # Liger may write into its inputs
+        fns["Liger"] = lambda: liger(ql, kl, cos_full[:, 0], sin_full[:, 0])
     return fns
 
 
@@ -306,10 +350,28 @@ def _backward_fns(q, k, cos, sin, cos_full, sin_full, compiled) -> Dict[str, Cal
     }
     if compiled is not None:
         fns["compiled eager"] = step(lambda: compiled(ql, kl, cos_full, sin_full))
+    liger = liger_rotation() if q.is_cuda else None
+    if liger is not None:
+        fns["Liger"] = step(lambda: liger(ql, kl, cos_full[:, 0], sin_full[:, 0]))
     return fns
 
 
-def _time_case(fns: Dict[str, Callable[[], None]], config: BenchConfig, timer: _Timer) -> Dict[str, dict]:
+def _host_ms(fn: Callable[[], None], cuda: bool, calls: int = 200) -> float:
+    """Host milliseconds per call, ``calls`` calls back to back without synchronising in between."""
+    if cuda:
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - t0
+    if cuda:
+        torch.cuda.synchronize()
+    return elapsed / calls * 1e3
+
+
+def _time_case(
+    fns: Dict[str, Callable[[], None]], config: BenchConfig, timer: _Timer, host: bool = False
+) -> Dict[str, dict]:
     """Warm every row up, then time them round-robin so that drifting load hits all rows alike."""
     calls = {}
     compile_s = {}
@@ -333,6 +395,8 @@ def _time_case(fns: Dict[str, Callable[[], None]], config: BenchConfig, timer: _
         }
         if name == "compiled eager":
             entry["first_call_s"] = compile_s[name]
+        if host:
+            entry["host_ms"] = _host_ms(fns[name], timer.cuda)
         out[name] = entry
     ceiling = out[CEILING]["median_ms"]
     eager = out[EAGER]["median_ms"]
@@ -395,13 +459,14 @@ def run_benchmark(config: BenchConfig, progress: Optional[Callable[[str], None]]
     for dtype_name in config.dtypes:
         dtype = getattr(torch, dtype_name)
         for shape in config.shapes:
-            q, k, cos, sin, cos_full, sin_full, info = _make_case(shape, dtype, config.device)
+            q, k, cos, sin, cos_full, sin_full, info = _make_case(shape, dtype, config.device, config.qk_layout)
             for mode in config.modes:
                 if progress:
                     progress(f"{shape} {dtype_name} {mode}")
                 make = _forward_fns if mode == "forward" else _backward_fns
                 fns = make(q, k, cos, sin, cos_full, sin_full, compiled)
-                report["cases"].append({**info, "mode": mode, "results": _time_case(fns, config, timer)})
+                results = _time_case(fns, config, timer, host=info["seq"] == 1)
+                report["cases"].append({**info, "mode": mode, "results": results})
             del q, k, cos_full, sin_full
     report["elapsed_s"] = time.perf_counter() - started
     if hasattr(os, "getloadavg"):
@@ -416,8 +481,8 @@ def _fmt_ms(ms: float) -> str:
 def format_table(report: dict) -> str:
     """A markdown table: one row per case and implementation."""
     lines = [
-        "| case | dtype | pass | implementation | median | × ceiling | vs eager |",
-        "|---|---|---|---|---:|---:|---:|",
+        "| case | dtype | pass | implementation | median | × ceiling | vs eager | host per call |",
+        "|---|---|---|---|---:|---:|---:|---:|",
     ]
     for case in report["cases"]:
         label = (
@@ -427,7 +492,9 @@ def format_table(report: dict) -> str:
         for name, r in case["results"].items():
             lines.append(
                 f"| {label} | {case['dtype']} | {case['mode']} | {name} | {_fmt_ms(r['median_ms'])} | "
-                f"{r['x_ceiling']:.2f} | {r['speedup_vs_eager']:.1f}× |"
+                f"{r['x_ceiling']:.2f} | {r['speedup_vs_eager']:.1f}× | "
+                + (_fmt_ms(r["host_ms"]) if "host_ms" in r else "–")
+                + " |"
             )
     return "\n".join(lines)
 
@@ -525,8 +592,12 @@ def run_model_benchmark(
     decode_tokens: int = 8,
     warmup: int = 1,
     progress: Optional[Callable[[str], None]] = None,
+    device: str = "cpu",
 ) -> dict:
     """Unpatched vs posenc-patched Llama: forward, position-encoding time, decode time per token.
+
+    On CUDA every timed call ends with a synchronize, so the times are the GPU's as well as the
+    host's; the position-encoding share is the profiler's host time of those calls.
 
     One model instance, patched and unpatched in turn before every measurement (patching takes a few
     milliseconds and is never timed), so that the two variants read the very same weights and a
@@ -540,13 +611,13 @@ def run_model_benchmark(
         raise ValueError(f"size must be one of {list(MODEL_SIZES)}, got {size!r}")
     report: Dict[str, Any] = {
         "model": {**MODEL_SIZES[size], "rope": "llama3, rope_theta 5e5 (Llama-3.1-8B)", "size": size},
-        "environment": _environment(BenchConfig(device="cpu")),
+        "environment": _environment(BenchConfig(device=device)),
         "rows": [],
     }
     started = time.perf_counter()
     for dtype_name in dtypes:
         with torch.no_grad():
-            report["rows"] += _model_rows(size, dtype_name, repeats, decode_tokens, warmup, progress)
+            report["rows"] += _model_rows(size, dtype_name, repeats, decode_tokens, warmup, progress, device)
     report["elapsed_s"] = time.perf_counter() - started
     return report
 
@@ -580,14 +651,21 @@ class _Variants:
 
 
 def _model_rows(
-    size: str, dtype_name: str, repeats: int, decode_tokens: int, warmup: int, progress: Optional[Callable[[str], None]]
+    size: str,
+    dtype_name: str,
+    repeats: int,
+    decode_tokens: int,
+    warmup: int,
+    progress: Optional[Callable[[str], None]],
+    device: str = "cpu",
 ) -> List[Dict[str, Any]]:
     """The unpatched and the patched row of one dtype (see :func:`run_model_benchmark`)."""
     say = progress or (lambda text: None)
-    model = _model(size, getattr(torch, dtype_name))
+    model = _model(size, getattr(torch, dtype_name)).to(device)
     variants = _Variants(model)
     seq = MODEL_SIZES[size]["seq"]
     ids = torch.randint(0, MODEL_SIZES[size]["vocab_size"], (1, seq), generator=torch.Generator().manual_seed(0))
+    ids = ids.to(device)
     rows: Dict[str, Dict[str, Any]] = {
         v: {"dtype": dtype_name, "variant": v, "seq": seq, "decode_tokens": decode_tokens} for v in _VARIANTS
     }
@@ -634,11 +712,16 @@ def _model_rows(
 def _alternating(variants: _Variants, rounds: int, call: Callable[[str], Any]) -> Dict[str, List[float]]:
     """Seconds of ``call(variant)`` per round, the variants taking turns so load hits both alike."""
     times: Dict[str, List[float]] = {v: [] for v in _VARIANTS}
+    cuda = next(variants.model.parameters()).is_cuda
     for _ in range(rounds):
         for v in _VARIANTS:
             variants.use(v)
+            if cuda:
+                torch.cuda.synchronize()
             t0 = time.perf_counter()
             call(v)
+            if cuda:
+                torch.cuda.synchronize()  # the GPU's work counts, not only its launch
             times[v].append(time.perf_counter() - t0)
     return times
 
@@ -698,6 +781,12 @@ def _model_run(args: argparse.Namespace) -> int:
         f"decode steps; torch {torch.__version__}, {torch.get_num_threads()} threads",
         flush=True,
     )
+    device = "cuda" if args.device == "auto" and torch.cuda.is_available() else args.device
+    if device == "auto":
+        device = "cpu"
+    if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
+        print(f"posenc bench: --device must be cpu, or cuda where torch.cuda.is_available(), got {args.device!r}")
+        return 2
     report = run_model_benchmark(
         args.model_size,
         dtypes,
@@ -705,6 +794,7 @@ def _model_run(args: argparse.Namespace) -> int:
         decode_tokens,
         warmup,
         progress=lambda what: print(f"  timing {what} ...", flush=True),
+        device=device,
     )
     print()
     print(format_model_table(report))
