@@ -167,7 +167,7 @@ class LabConfig:
 #: Extension-method names stored by earlier versions, and the name each has now.
 LEGACY_METHODS = {"dynamic_ntk": "dynamic"}
 
-PRESETS = {
+PRESETS: Dict[str, Dict[str, Any]] = {
     # A machinery check: exercises every code path, numbers mean nothing.
     "smoke": dict(
         d_model=32,
@@ -206,6 +206,29 @@ PRESETS = {
         # so the quick preset keeps the lighter one, which costs less in-distribution perplexity.
         retrieval_share=0.2,
         retrieval_answer_weight=1.0,
+    ),
+    # The lesson's trained models (posenc.lesson.trained): one small model per scheme (about 0.5 MB of
+    # float32 weights each), no extension and no passkey steps, evaluated at 1, 2 and 4 times the training
+    # length, a learned table not past its rows; benchmarks/lesson_models.py trains and packages them (its
+    # cost: docs/lab.md, "The lesson's models").
+    "lesson": dict(
+        d_model=64,
+        n_layers=2,
+        n_heads=4,
+        train_len=128,
+        batch_size=16,
+        steps=1200,
+        lr=3e-3,
+        warmup_steps=100,
+        checkpoint_every=100,
+        eval_multipliers=[1, 2, 4],
+        eval_windows=32,
+        eval_batch=8,
+        bootstrap_samples=500,
+        learned_beyond="cannot",
+        extension=False,
+        retrieval_share=0.0,
+        retrieval_trials=0,
     ),
     # The published table (an hour or more on 2 CPU cores; see docs/lab.md).
     "standard": dict(
