@@ -45,7 +45,7 @@ def test_by_word_folds_tokens_into_words_and_keeps_rows_summing_to_one():
 def test_without_positions_the_two_thes_attend_alike_and_positions_tell_them_apart():
     """The untrained block: with none, the two "the"s ask the same question and get the same answer;
     under every other scheme where a word sits changes whom it attends to."""
-    d = big_picture.attention_map("the dog bit the man")
+    d = big_picture.attention_map("the dog bit the man", "untrained")
     assert d["words"] == ["the", "dog", "bit", "the", "man"] and d["trained"] is False
     by_scheme = {m["scheme"]: torch.tensor(m["weights"], dtype=torch.float64) for m in d["maps"]}
     assert set(by_scheme) == {"nope", "sinusoidal", "learned", "rope", "alibi"}
@@ -92,10 +92,11 @@ def test_a_lab_run_is_read_by_its_trained_model_and_the_page_says_which(tmp_path
         "1",
     ]
     assert main([*args, "--data", str(text), "--out", str(run)]) == 0
-    d = big_picture.attention_map("the dog bit the man", run)
+    d = big_picture.attention_map("the dog bit the man", lab_run=run)
     kinds = {m["scheme"]: m["source"] for m in d["maps"]}
     assert d["trained"] is True and kinds["rope"]["kind"] == "trained" and "trained rope" in kinds["rope"]["text"]
-    assert kinds["alibi"]["kind"] == "untrained" and "no checkpoint" in kinds["alibi"]["text"]
+    # a scheme the run did not train is read by the lesson's own trained model, which says so
+    assert kinds["alibi"]["kind"] == "trained" and "lesson's trained alibi" in kinds["alibi"]["text"]
     rope = torch.tensor(next(m["weights"] for m in d["maps"] if m["scheme"] == "rope"), dtype=torch.float64)
     torch.testing.assert_close(rope.sum(-1), torch.ones(5, dtype=torch.float64))
     assert float(rope.triu(1).abs().max()) == 0.0  # causal, as it was trained

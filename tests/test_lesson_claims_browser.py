@@ -388,10 +388,10 @@ def test_claim_the_shade_scale_spans_the_pages_weights_lightest_to_darkest(brows
 
 
 def test_claim_position_changes_where_each_word_looks(browser, server):
-    """Chapter 14: "Position changes more than an output: it changes where each word looks ... ALiBi changes
-    the grid least": against none, a positional scheme moves some weight by more than a tenth of the page's
-    shade scale and moves at least one ring (the word a row attends to most), and ALiBi moves its weights
-    less than every other scheme."""
+    """Chapter 14: "Position changes more than an output: it changes where each word looks": against none, a
+    positional scheme moves some weight by more than a tenth of the page's shade scale and moves at least
+    one ring (the word a row attends to most); on the trained maps ALiBi moves its weights less than every
+    other scheme."""
     context, page = new_page(browser, server, SIZES["phone"])
     try:
         node = open_chapter(page, server, "big-picture")

@@ -176,7 +176,6 @@ BAR_CHARTS = (
     ("common-mistakes", "#mis-param", "change"),
     ("common-mistakes", "#mis-cat", "parameters"),
     ("common-mistakes", "#mis-v", "change"),
-    ("big-picture", "#big-figure", "change"),
 )
 
 

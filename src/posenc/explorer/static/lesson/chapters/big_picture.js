@@ -1,11 +1,13 @@
 // Key points and the big picture: the order figure and the attention maps.
 
 import { $, api, loader } from "../../core.js";
-import { html, svg, fmt, numbers, hbars, root, text, widthOf } from "../../charts.js";
-import { SCHEME_COLOURS, textColour, INK, MUTED } from "../../palette.js";
+import { html, svg, fmt, numbers, root, text, widthOf, scale, tickLabels, lineChart } from "../../charts.js";
+import { SCHEME_COLOURS, NEUTRAL_COLOURS, REFERENCE_DASHES, textColour, INK, MUTED } from "../../palette.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
-// figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
+// figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters). Each
+// figure's model menu is its model parameter (posenc.lesson.chapters.big_picture.MODELS): the lesson's
+// trained models by default, or the untrained block.
 export const markup = `
   <div class="prose" data-prose="intro"></div>
   <ul class="key-points" data-prose="key-points"></ul>
@@ -19,8 +21,10 @@ export const markup = `
         <option value="nope">none (NoPE)</option><option value="sinusoidal">sinusoidal</option>
         <option value="learned">learned table</option><option value="rope" selected>RoPE</option><option value="alibi">ALiBi</option>
       </select></label>
+      <label>model <select id="big-model"><option value="trained" selected>trained</option><option value="untrained">untrained</option></select></label>
     </div>
     <div class="error" role="alert" hidden></div>
+    <p class="note" id="big-source" aria-live="polite"></p>
     <div id="big-figure" class="fig-box"></div>
     <figcaption id="big-caption" data-prose="big-caption"></figcaption>
     <div class="numbers" id="big-numbers" aria-live="polite"></div>
@@ -30,6 +34,7 @@ export const markup = `
   <figure class="lesson-fig" aria-labelledby="attn-caption">
     <div class="controls">
       <label class="wide">sentence (up to 12 words) <input type="text" id="attn-text" value="the dog bit the man" maxlength="300"></label>
+      <label>model <select id="attn-model"><option value="trained" selected>trained</option><option value="untrained">untrained</option></select></label>
     </div>
     <div class="error" role="alert" hidden></div>
     <p class="note" id="attn-source" aria-live="polite"></p>
@@ -38,6 +43,18 @@ export const markup = `
     <div class="numbers" id="attn-numbers" aria-live="polite"></div>
   </figure>
   <div class="prose" data-prose="attention-after"></div>
+  <div class="prose" data-prose="distance"></div>
+  <figure class="lesson-fig" aria-labelledby="dist-caption">
+    <div class="controls">
+      <label>model <select id="dist-model"><option value="trained" selected>trained</option><option value="untrained">untrained</option></select></label>
+    </div>
+    <div class="error" role="alert" hidden></div>
+    <p class="note" id="dist-source" aria-live="polite"></p>
+    <div id="dist-figure" class="fig-box"></div>
+    <figcaption id="dist-caption" data-prose="dist-caption"></figcaption>
+    <div class="numbers" id="dist-numbers" aria-live="polite"></div>
+  </figure>
+  <div class="prose" data-prose="distance-after"></div>
   <div class="prose" data-prose="closing"></div>
   <div data-prose="see-also"></div>
 `;
@@ -46,24 +63,22 @@ export function setup() {
   let data = null;
   const draw = () => {
     if (!data) return;
-    const colour = SCHEME_COLOURS[data.scheme];
-    hbars($("big-figure"), [
-      { label: "“dog” changes by", value: data.dog_difference, rounding: data.dog_rounding, color: colour },
-      { label: "“man” changes by", value: data.man_difference, rounding: data.man_rounding, color: colour },
-    ], { label: `change of the outputs with ${data.scheme}, on the axis of the largest change any scheme makes`,
-      axis: "change of the output (one axis for every scheme)", max: data.scale, format: (v) => fmt(v, 3) });
+    logBars($("big-figure"), data, SCHEME_COLOURS[data.scheme]);
   };
   const load = loader("big-picture", async (signal) => {
-    data = await api("/api/lesson/big-picture", { scheme: $("big-scheme").value }, signal);
+    data = await api("/api/lesson/big-picture", { scheme: $("big-scheme").value, model: $("big-model").value }, signal);
     draw();
+    $("big-source").textContent = `Shown: ${data.source.text}.`;
     numbers($("big-numbers"), [
       `${data.scheme}: “${data.sentences[0]}” against “${data.sentences[1]}”`,
       `the output for “dog” changes by ${fmt(data.dog_difference, 3)}, for “man” by ${fmt(data.man_difference, 3)} `
-        + `(rounding level: ${fmt(data.rounding_level, 1)}; the axis ends at ${fmt(data.scale, 3)}, the largest change of any scheme)`,
+        + `(rounding level: ${fmt(data.rounding_level, 1)}; the axis ends at ${fmt(data.scale, 3)}, the largest change of any scheme `
+        + `read by the ${data.model} model)`,
       data.order_visible ? "the block can tell the two sentences apart" : "rounding only: to this block both sentences are the same bag of words",
     ]);
   });
   $("big-scheme").addEventListener("change", () => load(0));
+  $("big-model").addEventListener("change", () => load(0));
   load(0);
 
   // who attends to whom: one grid per scheme, shaded on one scale for the whole page
@@ -114,22 +129,86 @@ export function setup() {
     }
   };
   const loadMaps = loader("big-picture", async (signal) => {
-    attn = await api("/api/lesson/attention", { text: $("attn-text").value }, signal);
+    attn = await api("/api/lesson/attention", { text: $("attn-text").value, model: $("attn-model").value }, signal);
     drawMaps();
-    const kinds = new Set(attn.maps.map((m) => m.source.kind));
-    $("attn-source").textContent = kinds.has("trained")
-      ? "Maps marked trained come from the lab's trained model of that scheme (its first layer, causal, as it was "
-        + "trained; the bytes of each word added up). Maps marked untrained come from the untrained block of chapter 1: "
-        + attn.maps.filter((m) => m.source.kind === "untrained").map((m) => `${m.scheme}: ${m.source.text}`).join("; ") + "."
-      : "Every map comes from the untrained block of chapter 1 (random weights, no causal mask), because no lab run was "
-        + "given; start posenc explore --lab-run RUN to read a model the lab trained. An untrained block spreads its "
-        + "attention almost evenly, so compare the rows and the rings rather than how dark a grid is.";
+    // which model each map reads, in the words of its figure function
+    const texts = [...new Set(attn.maps.map((m) => m.source.text.replace(` ${m.scheme} `, " ")))];
+    $("attn-source").textContent = `Shown: ${texts.join("; ")}.`;
     numbers($("attn-numbers"), attn.maps.map((m) => `${m.scheme} (${m.source.kind}): ` + attn.words.map((w, i) => {
       const row = m.weights[i], j = row.indexOf(Math.max(...row));
       return `${w} → ${attn.words[j]} ${fmt(row[j], 2)}`;
     }).join(", ")));
   });
   $("attn-text").addEventListener("input", () => loadMaps(300));
+  $("attn-model").addEventListener("change", () => loadMaps(0));
   loadMaps(0);
-  return () => { draw(); drawMaps(); };
+
+  // attention by distance: how much a byte attends k bytes back, against an even spread (1)
+  let dist = null;
+  const drawDistance = () => {
+    if (!dist) return;
+    const box = $("dist-figure"), width = widthOf(box), n = dist.length;
+    const ys = dist.schemes.flatMap((s) => s.curve.slice(1));
+    const lo = Math.min(...ys.filter((v) => v > 0)), hi = Math.max(...ys);
+    const domain = [10 ** Math.floor(Math.log10(Math.min(lo, 1))), 10 ** Math.ceil(Math.log10(Math.max(hi, 1)))];
+    lineChart(box, {
+      width, height: Math.min(360, Math.max(260, width * 0.55)),
+      title: `attention by distance, ${dist.model} models, every scheme`,
+      x: { domain: [1, n - 1], label: "bytes back (1 = the byte before)" },
+      y: { domain, log: true, label: "attention ÷ even spread (log)" },
+      series: dist.schemes.map((s) => ({ name: menuName(s.scheme), key: s.scheme, color: SCHEME_COLOURS[s.scheme],
+        xs: s.curve.map((_, k) => k).slice(1), ys: s.curve.slice(1) })),
+      hlines: [{ y: 1, label: "even spread", color: NEUTRAL_COLOURS.reference, dash: REFERENCE_DASHES.trained, left: true }],
+    });
+  };
+  const loadDistance = loader("big-picture", async (signal) => {
+    dist = await api("/api/lesson/attention-distance", { model: $("dist-model").value }, signal);
+    drawDistance();
+    const texts = [...new Set(dist.schemes.map((s) => s.source.text.replace(` ${s.scheme} `, " ")))];
+    $("dist-source").textContent = `Shown: ${texts.join("; ")}, first layer, on ${dist.windows} pieces of held-out Python.`;
+    numbers($("dist-numbers"), dist.schemes.map((s) => `${menuName(s.scheme)}: ${fmt(s.near, 2)}× an even spread on the `
+      + `${dist.near_bytes} bytes just before, ${fmt(s.far, 2)}× from ${dist.far_from} bytes back`));
+  });
+  $("dist-model").addEventListener("change", () => loadDistance(0));
+  loadDistance(0);
+  return () => { draw(); drawMaps(); drawDistance(); };
+}
+
+// The order figure: "dog" and "man", each a bar on a log axis shared by every scheme of one model, from the
+// decade under the smallest change above rounding to the decade over the largest; a change at rounding level
+// has no bar and says so.
+function logBars(holder, data, colour) {
+  const width = widthOf(holder), rowH = 44, room = width - 150, axisH = 46;
+  const items = [{ label: "“dog” changes by", value: data.dog_difference, rounding: data.dog_rounding },
+    { label: "“man” changes by", value: data.man_difference, rounding: data.man_rounding }];
+  const lo = 10 ** Math.floor(Math.log10(data.smallest)), hi = 10 ** Math.ceil(Math.log10(data.scale));
+  const x = scale([lo, hi], [0, room], true);
+  const s = root(holder, width, items.length * rowH + axisH,
+    `change of the outputs with ${data.scheme}, on a log axis shared by every scheme of the ${data.model} model`);
+  s.classList.add("log-bars");
+  items.forEach((it, i) => {
+    const y = 2 + i * rowH, w = it.rounding ? 0 : x(Math.max(it.value, lo));
+    text(s, 0, y + 13, it.label, { size: 12 });
+    svg("rect", { x: 0, y: y + 19, width: w, height: 18, fill: colour, class: "bar", "data-value": it.value,
+      "data-rounding": it.rounding ? "true" : "false" }, s);
+    const shown = it.rounding ? `0 (rounding: ${fmt(it.value, 2)})` : fmt(it.value, 3);
+    text(s, w + 5, y + 33, shown, { size: 12, weight: it.rounding ? 700 : null }).setAttribute("class", "bar-value");
+  });
+  const y0 = items.length * rowH + 4, g = svg("g", { class: "hbar-axis", "data-low": lo, "data-top": hi }, s);
+  svg("line", { x1: 0, x2: room, y1: y0, y2: y0, stroke: "#8a8f99", class: "axis" }, g);
+  const decades = [];
+  for (let e = Math.log10(lo); e <= Math.log10(hi) + 1e-9; e++) decades.push(10 ** Math.round(e));
+  const every = Math.max(1, Math.ceil((decades.length * 46) / room));
+  const shownTicks = decades.filter((_, k) => k % every === 0 || k === decades.length - 1);
+  const labels = tickLabels(shownTicks, true);
+  shownTicks.forEach((v, k) => {
+    const at = x(v);
+    svg("line", { x1: at, x2: at, y1: y0, y2: y0 + 5, stroke: "#8a8f99" }, g);
+    const t = text(g, at, y0 + 18, labels[k], { size: 12, color: MUTED,
+      anchor: k === 0 ? "start" : k === shownTicks.length - 1 ? "end" : "middle" });
+    t.setAttribute("class", "tick");
+    t.dataset.value = String(v);
+  });
+  text(g, 0, y0 + 37, "change of the output (log scale)",
+    { size: 12, color: MUTED }).setAttribute("class", "axis-title");
 }

@@ -1,0 +1,187 @@
+"""Chapter 14's figures with the trained models (their default) and with the untrained block (the
+toggle): what each returns, that the toggle switches the model and says so, and every claim the
+chapter's text makes about them, checked on the figures' own numbers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from posenc.lesson import trained
+from posenc.lesson.chapters import FIGURES
+from posenc.lesson.chapters import bag_of_tiles as bag
+from posenc.lesson.chapters import big_picture as big
+from posenc.lesson.mistakes import ROUNDING_LEVEL
+
+SCHEMES = bag.FIGURE_SCHEMES
+POSITIONAL = [s for s in SCHEMES if s != "nope"]
+
+
+@pytest.fixture(scope="module")
+def n():
+    return big.numbers()
+
+
+@pytest.fixture(scope="module")
+def text(n):
+    return " ".join(" ".join(b.text.split()) for b in big.prose(n))
+
+
+def test_every_figure_defaults_to_the_trained_models_and_declares_the_toggle():
+    figures = {r: f for r, f in FIGURES.items() if f.chapter == "big-picture"}
+    assert set(figures) == {"big-picture", "attention", "attention-distance"}
+    for figure in figures.values():
+        model = next(p for p in figure.parameters if p.name == "model")
+        assert model.kind == "choice" and model.default == "trained"
+    assert big.MODELS == ("trained", "untrained")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: big.big_picture("rope", "random"),
+        lambda: big.attention_map("the dog bit the man", "random"),
+        lambda: big.attention_distance("random"),
+    ],
+)
+def test_an_unknown_model_is_refused_by_name(call):
+    with pytest.raises(ValueError, match=r"model must be one of \['trained', 'untrained'\], got 'random'"):
+        call()
+
+
+# -- the order figure -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("model", big.MODELS)
+def test_only_nope_reads_both_orders_alike_trained_or_not(model):
+    for scheme in SCHEMES:
+        d = big.big_picture(scheme, model)
+        assert d["model"] == model and d["source"]["kind"] == model and model in d["source"]["text"]
+        assert d["order_visible"] is (scheme != "nope"), (scheme, model, d)
+        assert d["smallest"] <= min(d["dog_difference"], d["man_difference"]) or scheme == "nope"
+        assert max(d["dog_difference"], d["man_difference"]) <= d["scale"]
+
+
+def test_the_trained_order_figure_reads_the_trained_model_by_hand():
+    """The dog's change recomputed from the packaged model's hidden states (unmasked, bytes averaged)."""
+    lm = trained.model("rope")
+    a, b = big.ORDER_SENTENCES[0].split(), big.ORDER_SENTENCES[1].split()
+
+    def dog(words):
+        idx, spans = trained.sentence_bytes(words)
+        hidden = lm.hidden_states(idx, causal=False)[0]
+        start, stop = spans[words.index("dog")]
+        return hidden[start:stop].mean(0)
+
+    with torch.no_grad():
+        expected = float((dog(a) - dog(b)).abs().max())
+    assert big.big_picture("rope")["dog_difference"] == pytest.approx(expected, rel=1e-12)
+    assert big.big_picture("rope", "untrained")["dog_difference"] != pytest.approx(expected, rel=1e-3)
+
+
+def test_alibis_bar_is_no_sliver_on_the_log_axis():
+    """Defect: on a linear axis ALiBi's untrained change was 0.4% of the axis (2.6 px). On the log axis
+    from the decade under the smallest change to the decade over the largest it takes more than a seventh."""
+    import math
+
+    for model in big.MODELS:
+        d = big.big_picture("alibi", model)
+        low, high = 10 ** math.floor(math.log10(d["smallest"])), 10 ** math.ceil(math.log10(d["scale"]))
+        share = (math.log10(d["dog_difference"]) - math.log10(low)) / (math.log10(high) - math.log10(low))
+        assert share > 0.15, (model, share)
+
+
+def test_claim_training_makes_ropes_and_alibis_change_larger(n, text):
+    for scheme in ("rope", "alibi"):
+        ratio = n[f"big.trained.{scheme}.dog"] / n[f"big.untrained.{scheme}.dog"]
+        assert ratio > 2 and f"{ratio:,.0f} times" in text, (scheme, ratio)
+    assert n["big.trained.nope.dog"] <= ROUNDING_LEVEL and n["big.untrained.nope.dog"] <= ROUNDING_LEVEL
+
+
+def test_the_caption_names_the_sentences_the_numbers_are_of(text):
+    """Defect: the caption named "the dog bit the man", the numbers were of "the dog bit man"."""
+    caption = next(b.text for b in big.prose(big.numbers()) if b.slot == "big-caption")
+    assert all(f"“{s}”" in caption for s in big.ORDER_SENTENCES)
+    assert big.big_picture("rope")["sentences"] == list(big.ORDER_SENTENCES)
+
+
+# -- the attention maps ---------------------------------------------------------------------------------------
+def test_trained_maps_are_causal_rows_of_one_and_say_so():
+    d = big.attention_map("the dog bit the man")
+    assert d["model"] == "trained" and d["trained"] is True
+    for m in d["maps"]:
+        w = torch.tensor(m["weights"], dtype=torch.float64)
+        torch.testing.assert_close(w.sum(-1), torch.ones(5, dtype=torch.float64))
+        assert float(w.triu(1).abs().max()) == 0.0
+        assert m["source"]["kind"] == "trained" and f"trained {m['scheme']} model" in m["source"]["text"]
+
+
+def test_the_untrained_toggle_is_chapter_ones_block():
+    d = big.attention_map("the dog bit the man", "untrained")
+    assert d["trained"] is False
+    by_scheme = {m["scheme"]: torch.tensor(m["weights"], dtype=torch.float64) for m in d["maps"]}
+    for name, w in by_scheme.items():
+        gap = float((w[0] - w[3]).abs().max())  # the two rows of "the"
+        assert (gap < 1e-12) if name == "nope" else (gap > 1e-3), (name, gap)
+    assert all(m["source"]["kind"] == "untrained" for m in d["maps"])
+
+
+def test_a_sentence_longer_than_the_training_length_is_refused_for_the_trained_models():
+    long = " ".join(["abcdefghijk"] * 12)  # 143 bytes
+    with pytest.raises(ValueError, match=r"text must be at most 128 bytes .* got 143"):
+        big.attention_map(long)
+    assert len(big.attention_map(long, "untrained")["words"]) == 12
+
+
+def test_claim_trained_words_look_close_by_and_nope_does_not(n, text):
+    """The text: trained, the last word gives itself and the word before it more than an even spread's
+    share under every scheme with positions; NoPE is the exception. Each share as the text prints it."""
+    even = n["big.even_nearby"]
+    assert even == pytest.approx(2 / 5)
+    for scheme in POSITIONAL:
+        share = n[f"big.trained.{scheme}.nearby"]
+        assert share > even, (scheme, share)
+        assert f"{share:.0%}" in text
+    assert n["big.trained.nope.nearby"] < even
+    # against the figure's own grid for the sentence
+    maps = {m["scheme"]: m["weights"] for m in big.attention_map(big.ATTENTION_TEXT)["maps"]}
+    assert sum(maps["rope"][-1][-2:]) == pytest.approx(n["big.trained.rope.nearby"], rel=1e-6)
+
+
+# -- attention by distance ------------------------------------------------------------------------------------
+def test_the_distance_curve_is_computed_as_defined():
+    """Recomputed by hand for one model: each causal weight times the number of keys its query sees,
+    averaged per distance; an even spread gives exactly 1 everywhere."""
+    lm = trained.model("alibi")
+    windows = trained.read_windows()[:4]
+    length = 16
+    idx = windows[:, :length].long()
+    w = trained.layer_attention(lm, idx).mean(1)  # (N, L, L)
+    expected = []
+    for d in range(length):
+        values = [float(w[b, q, q - d]) * (q + 1) for b in range(4) for q in range(d, length)]
+        expected.append(sum(values) / len(values))
+    got = trained.attention_by_distance(lm, windows, length)
+    torch.testing.assert_close(got, torch.tensor(expected, dtype=got.dtype))
+
+
+def test_claim_untrained_only_alibi_prefers_near_and_training_teaches_rope_to(n, text):
+    dist = {model: {e["scheme"]: e for e in big.attention_distance(model)["schemes"]} for model in big.MODELS}
+    # untrained: every scheme but ALiBi within the stated deviation of an even spread, at every distance
+    deviation = n["big.untrained.even_deviation"]
+    assert deviation < 0.05 and f"at most {deviation:.1%} off" in text
+    for scheme in ("nope", "sinusoidal", "learned", "rope"):
+        assert max(abs(v - 1) for v in dist["untrained"][scheme]["curve"]) <= deviation
+    # ALiBi's penalty alone: near far above even, far below it, before any training
+    untrained_alibi = dist["untrained"]["alibi"]
+    assert untrained_alibi["near"] > 2 and untrained_alibi["far"] < 0.6
+    # trained, ALiBi's curve barely moves (within a tenth), RoPE's near share grows several times
+    for key in ("near", "far"):
+        assert dist["trained"]["alibi"][key] == pytest.approx(untrained_alibi[key], rel=0.1)
+    assert dist["trained"]["rope"]["near"] > 4 * dist["untrained"]["rope"]["near"]
+    assert dist["trained"]["rope"]["far"] < 0.5
+    for scheme in ("sinusoidal", "learned"):  # "and so have the sinusoidal and learned models"
+        assert dist["trained"][scheme]["near"] > 4 and dist["trained"][scheme]["far"] < 0.5
+    nope = dist["trained"]["nope"]  # "NoPE stays near even"
+    assert 0.8 < nope["far"] < 1.25 and 0.8 < nope["near"] < 1.25
+    for model, scheme in (("untrained", "alibi"), ("trained", "alibi"), ("trained", "rope"), ("trained", "nope")):
+        for key in ("near", "far"):
+            assert f"{n[f'big.{model}.{scheme}.{key}']:.2f}" in text, (model, scheme, key)
