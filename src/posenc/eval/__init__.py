@@ -5,6 +5,8 @@
 * :mod:`~posenc.eval.measure`  perplexity over fixed windows and passkey retrieval (pure functions);
 * :mod:`~posenc.eval.report`   ``results.json`` (schema-stamped), ``results.md`` and the plots;
 * :mod:`~posenc.eval.cli`      the command: loading offline, the memory estimate, resumable cells.
+* :mod:`~posenc.eval.files`    the folder's files (stamps, :class:`EvalError`, exact depth keys), written
+  and read through :mod:`posenc.runs`.
 
 See ``docs/eval.md``.
 """

@@ -26,7 +26,6 @@ from .. import runs
 from .files import (
     LOCK_NAME,
     OWN_FILES,
-    SCHEMA_VERSION,
     EvalError,
     depth_key,
     read_json,
@@ -46,8 +45,6 @@ from .scalings import (
     trained_context,
     written_config,
 )
-
-__all__ = ["SCHEMA_VERSION", "EvalError", "add_arguments", "run"]
 
 DTYPES = ("float32", "bfloat16", "float16")
 #: bootstrap resamples per interval: intervals settle long before this, and memory grows with it
