@@ -969,3 +969,27 @@ def test_argument_checks_run_once_per_layout(monkeypatch):
         with pytest.raises(ValueError, match="rotary_dim"):
             apply_rotary(q, k, cos, sin, rotary_dim=31)
     assert len(calls) == 9 and len(apply_mod._ACCEPTED) == 3
+
+
+def test_one_entry_row_offset_and_positions(fused_cpu, count_fused):
+    """apply_rotary(row_offset=n) equals the rows n.. of the table, apply_rotary(positions=p) the
+    named rows, forward and backward, through the fused kernel; bad offsets are refused by name."""
+    q, k, _, _ = make_inputs(torch.float32, seq=4)
+    ang = torch.rand(1, 12, 16, dtype=torch.float64) * 6
+    cos, sin = ang.cos().float(), ang.sin().float()
+    got = apply_rotary(q, k, cos, sin, row_offset=7)
+    assert_close(got[0], reference(q, k, cos[:, 7:11], sin[:, 7:11], "half", None)[0])
+    pos = torch.tensor([[3, 0, 11, 3], [1, 2, 3, 4]])
+    got = apply_rotary(q, k, cos[0], sin[0], positions=pos)
+    want = apply_reference(q, k, cos[0][pos], sin[0][pos], "half", 32, False)
+    assert_close(got[0], want[0])
+    assert_close(got[1], want[1])
+    assert count_fused
+    qg = q.clone().requires_grad_()
+    apply_rotary(qg, k, cos, sin, row_offset=8)[0].sum().backward()
+    qr = q.clone().requires_grad_()
+    reference(qr, k, cos[:, 8:12], sin[:, 8:12], "half", None)[0].sum().backward()
+    assert_close(qg.grad, qr.grad)
+    for bad, match in ((-1, "row_offset"), (9, "row_offset"), (True, "row_offset"), (1.5, "row_offset")):
+        with pytest.raises((ValueError, TypeError), match=match):
+            apply_rotary(q, k, cos, sin, row_offset=bad)

@@ -130,3 +130,46 @@ def test_learned_and_a_whole_model_shared_by_threads():
         for (_, off), (logits, added) in results.items():
             torch.testing.assert_close(logits, fresh(ids, offset=off), atol=0, rtol=0)
             torch.testing.assert_close(added, learned(x, offset=off % 60), atol=0, rtol=0)
+
+
+def test_layout_caches_shared_by_threads(monkeypatch):
+    """The Triton path's plan cache and apply_rotary's accepted-arguments cache, both bounded and
+    small here so that threads evict each other's entries: every thread gets the plan of its own
+    layout and the right aliasing answer, and every rotation stays exact."""
+    import posenc.rope.apply as apply_mod
+    from posenc.rope.kernels import overlap, plans
+
+    monkeypatch.setattr(plans, "MAX_PLANS", 4)
+    monkeypatch.setattr(apply_mod, "_ACCEPTED_MAX", 3)
+    plans.clear()
+
+    def work(i):
+        for step in range(STEPS):
+            seq = 1 + (i + step) % 5
+            buf = torch.randn(1, seq, 6, 8)
+            q, k = buf[:, :, :4].transpose(1, 2), buf[:, :, 4:].transpose(1, 2)
+            k_bad = buf[:, :, 3:5].transpose(1, 2)  # shares a head with q
+            cos = torch.rand(1, seq, 4)
+            for other, should_clash in ((k, False), (k_bad, True)):
+                operands = (q, other, q, other, cos, cos, None)
+                key = plans.layout_key(operands, ("threads", i % 3))
+
+                def check(q=q, other=other):
+                    overlap.check_outputs([("q", q), ("k", other)], [("q_out", q), ("k_out", other)])
+
+                try:
+                    plan = plans.plan_for(key, operands, check, lambda seq=seq: seq)
+                except ValueError:
+                    assert should_clash
+                    continue
+                assert plan.key == key and plan.launch == seq
+                ptrs = [t.data_ptr() if t is not None else 0 for t in operands]
+                assert plans.disjoint(plan, ptrs) == (not should_clash)
+            layout = ("half", "interleaved")[step % 2]
+            want = apply_mod.apply_reference(q, k, cos, cos, layout, 8, False)
+            got = apply_mod.apply_rotary(q, k, cos, cos, layout=layout)
+            torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
+
+    for _ in range(ROUNDS):
+        hammer(work)
+    assert len(plans._plans) <= 4 and len(apply_mod._ACCEPTED) <= 3
