@@ -185,3 +185,15 @@ def test_claim_untrained_only_alibi_prefers_near_and_training_teaches_rope_to(n,
     for model, scheme in (("untrained", "alibi"), ("trained", "alibi"), ("trained", "rope"), ("trained", "nope")):
         for key in ("near", "far"):
             assert f"{n[f'big.{model}.{scheme}.{key}']:.2f}" in text, (model, scheme, key)
+
+
+def test_the_key_points_print_nopes_float32_noise_as_rounding(n):
+    """The key-point row printed NoPE's pooled difference digit by digit (2.38e-07 in one process, 5.07e-07
+    in another); below the chapter 1 tolerance it is rounding, and the row says so whatever the noise."""
+
+    def row(value):
+        table = next(b for b in big.prose({**n, "big.nope_difference": value}) if b.kind == "table")
+        return table.rows[1][1]
+
+    assert row(2.38e-7) == row(5.07e-7) and row(2.38e-7).startswith("rounding (below 1e-05) vs ")
+    assert row(3e-4).startswith("3.00e-04 vs ")

@@ -83,6 +83,12 @@ def numbers() -> dict:
     return n
 
 
+def _rounding_or_sci(value: float) -> str:
+    """A float32 difference at rounding level is printed as such: its digits are noise, and they differ
+    between two processes that sum in another order."""
+    return f"rounding (below {bag.NOPE_TOLERANCE:.0e})" if value < bag.NOPE_TOLERANCE else sci(value)
+
+
 def _num(value: float, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if value >= 10**-digits else f"{value:.2e}"
 
@@ -111,7 +117,7 @@ def prose(n: dict) -> list[Block]:
         (
             'Without position, attention cannot tell "the dog bit the man" from "the man bit the dog" '
             "(pooled outputs, NoPE vs RoPE)",
-            f"{sci(n['big.nope_difference'])} vs {sci(n['big.rope_difference'])}",
+            f"{_rounding_or_sci(n['big.nope_difference'])} vs {sci(n['big.rope_difference'])}",
         ),
         (
             f"A sine position vector has the word's width ({D_MODEL}) and is added to it; at TinyLM's scale "
