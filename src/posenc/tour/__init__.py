@@ -155,7 +155,7 @@ def select_sections(choices: Sequence[str], sections: Optional[Sequence[Section]
 
 
 def numbered(section: Section, sections: Optional[Sequence[Section]] = None) -> str:
-    """``"6. RoPE: rotate queries and keys"``: the title with the section's place in the tour."""
+    """``"7. RoPE: turn, don't add"``: the title with the section's place in the tour."""
     pool = list(SECTIONS if sections is None else sections)
     return f"{pool.index(section) + 1}. {section.title}" if section in pool else section.title
 
