@@ -1,7 +1,7 @@
 // RoPE, turn, don't add: the 2x2 matrix, ghost-hand dials, the relative-angle proof, who bit whom.
 // Angles are positive counter-clockwise everywhere, as the matrix turns them.
 
-import { $, api, loader, slider } from "../../core.js";
+import { $, figures } from "../../core.js";
 import { svg, html, fmt, widthOf, root, text, clock, rad, mod360, signed, numbers, stackLabels } from "../../charts.js";
 import { PAL, SCHEME_COLOURS, INK, MUTED, textColour } from "../../palette.js";
 
@@ -72,18 +72,10 @@ function folded(degrees) { return Math.sign(degrees) * (Math.abs(degrees) % 360)
 
 export function setup() {
   const vec = { a: 1, b: 0.5 };
-  let rot = null, dials = null, order = null, sentence = 0;
-  const seat = slider("rot-seat", () => loadRot());
-  const theta = slider("rot-theta", () => loadRot());
-  const m = slider("rope-m", () => { loadDials(); loadPairs(); });
-  const n = slider("rope-n", () => { loadDials(); loadPairs(); });
-  const shift = slider("rope-shift", () => { loadDials(); loadPairs(); });
-  let pairs = null;
-  const orderDeg = slider("order-deg", () => loadOrder());
+  let sentence = 0;
 
   // the plane with the draggable vector
-  const drawPlane = () => {
-    if (!rot) return;
+  const drawPlane = (rot) => {
     const holder = $("rot-plane"), size = widthOf(holder);   // .plane-box has the plane's natural size
     const s = root(holder, size, size, `the vector (${fmt(rot.a, 2)}, ${fmt(rot.b, 2)}) turned by ${fmt(rot.angle_deg, 1)} degrees`);
     s.setAttribute("role", "group");                 // it holds a control, so it cannot be a plain image
@@ -140,12 +132,10 @@ export function setup() {
     $("rot-a").value = String(vec.a);
     $("rot-b").value = String(vec.b);
     refocus = keepFocus;
-    loadRot(20);
+    plane.load(20);
   }
   let refocus = false;
-  const loadRot = loader("rope", async (signal) => {
-    rot = await api("/api/lesson/rotate", { a: vec.a, b: vec.b, seat: seat(), theta_deg: theta() }, signal);
-    drawPlane();
+  const fillRot = (rot) => {
     if (refocus) { const h = $("rot-plane").querySelector(".drag-handle"); if (h) h.focus(); refocus = false; }
     const [[c0, c1], [s0, s1]] = rot.matrix, [ra, rb] = rot.rotated;
     const box = $("rot-matrix");
@@ -158,14 +148,13 @@ export function setup() {
     html("p", {}, box, `a′ = a·cos − b·sin = ${fmt(rot.a, 2)}×${fmt(c0, 3)} − ${fmt(rot.b, 2)}×${fmt(s0, 3)} = ${fmt(ra, 4)}`);
     html("p", {}, box, `b′ = a·sin + b·cos = ${fmt(rot.a, 2)}×${fmt(s0, 3)} + ${fmt(rot.b, 2)}×${fmt(c0, 3)} = ${fmt(rb, 4)}`);
     html("p", { class: "muted" }, box, `length before ${fmt(rot.length, 4)}, after ${fmt(rot.rotated_length, 4)}: a turn never stretches.`);
-  });
+  };
   for (const id of ["rot-a", "rot-b"]) {
     $(id).addEventListener("change", () => setVector(Number($("rot-a").value) || 0, Number($("rot-b").value) || 0));
   }
 
   // ghost-hand dials, one per pair, for the query and the key, both moved by the shift
-  const drawDials = () => {
-    if (!dials) return;
+  const drawDials = (dials) => {
     const box = $("rope-dials");
     box.replaceChildren();
     const top = Math.max(...dials.pairs.flatMap((p) => [Math.hypot(...p.q), Math.hypot(...p.k)]), 1e-9);
@@ -198,9 +187,7 @@ export function setup() {
     // the clocks are drawn once every card is in its row: a card's width depends on its neighbours
     for (const drawClock of later) drawClock();
   };
-  const loadDials = loader("rope", async (signal) => {
-    dials = await api("/api/lesson/rope", { head_dim: 8, m: m(), n: n(), shift: shift() }, signal);
-    drawDials();
+  const fillDials = (dials) => {
     // the score of the hands drawn above: it follows the gap m − n, not the shift
     $("rope-score").textContent = fmt(dials.score_shifted, 7);
     $("rope-gap").textContent = String(dials.gap);
@@ -229,11 +216,10 @@ export function setup() {
       html("td", {}, tr, left);
       html("td", { class: "num" }, tr, right);
     }
-  });
+  };
 
   // who bit whom: the row of four dials, one per seat, and the turn from "dog" to "bit"
-  const drawOrder = () => {
-    if (!order) return;
+  const drawOrder = (order) => {
     const holder = $("order-figure"), width = widthOf(holder, { min: 260 });
     const cols = width >= 520 ? 4 : 2, cell = Math.floor(width / cols), r = Math.min(52, cell / 2 - 18);
     const rows = Math.ceil(order.words.length / cols), height = rows * (2 * r + 62);
@@ -252,26 +238,23 @@ export function setup() {
       text(s, cx, cy + r + 18, `“${w}”`, { size: 13, anchor: "middle", color: key === "dog" ? PAL.keyText : key === "bit" ? PAL.queryText : INK, weight: key ? 700 : null });
     });
   };
-  const loadOrder = loader("rope", async (signal) => {
-    order = await api("/api/lesson/order", { sentence, degrees: orderDeg() }, signal);
-    drawOrder();
+  const fillOrder = (order) => {
     $("order-turn").textContent = `${signed(order.turn_dog_to_bit_deg, 0)}°`;
     numbers($("order-numbers"), [
       `sentence ${order.sentence ? "B" : "A"}: “${order.text}”; ${order.words.map((w, i) => `${w} ${fmt(order.angles_deg[i], 0)}°`).join(", ")}`,
       `turn from “dog” (seat ${order.dog_seat}) to “bit” (seat ${order.bit_seat}): ${signed(order.turn_dog_to_bit_deg, 0)}°`,
       `score of “bit” looking at “dog”: with RoPE ${fmt(order.score_rope, 4)}; without positions ${fmt(order.score_nope, 4)} in both sentences`,
     ]);
-  });
+  };
   $("order-rotate").addEventListener("click", () => {
     sentence = 1 - sentence;
     $("order-rotate").setAttribute("aria-pressed", String(sentence === 1));
     $("order-rotate").textContent = sentence ? "Show sentence A: the dog bit man" : "Show sentence B: the man bit dog";
-    loadOrder(0);
+    who.load(0);
   });
 
   // the two pair conventions, drawn as arcs over the eight numbers of a head
-  const drawPairs = () => {
-    if (!pairs) return;
+  const drawPairs = (pairs) => {
     const holder = $("pairs-figure"), width = widthOf(holder), d = pairs.head_dim;
     const rowH = 96, s = root(holder, width, 2 * rowH + 8, "which numbers of an 8-wide head are turned together, half-split and interleaved");
     const box = Math.min(56, (width - 8) / d - 4), gap = ((width - 8) - d * box) / (d - 1);
@@ -299,9 +282,7 @@ export function setup() {
       });
     });
   };
-  const loadPairs = loader("rope", async (signal) => {
-    pairs = await api("/api/lesson/pairs", { m: m() + shift(), n: n() + shift() }, signal);
-    drawPairs();
+  const fillPairs = (pairs) => {
     const table = $("pairs-table");
     table.replaceChildren();
     html("caption", {}, table, `One query and key at seats ${pairs.m} and ${pairs.n}, scored four ways`);
@@ -325,8 +306,17 @@ export function setup() {
         `turned by e^(i·${pairs.m}·${fmt(pairs.theta[i], 4)}) → ${fmt(pairs.q_turned_complex[i][0], 3)} ` +
         `${pairs.q_turned_complex[i][1] < 0 ? "−" : "+"} ${fmt(Math.abs(pairs.q_turned_complex[i][1]), 3)}i`),
     ]);
-  });
+  };
 
-  loadRot(0); loadDials(0); loadOrder(0); loadPairs(0);
-  return () => { drawPlane(); drawDials(); drawOrder(); drawPairs(); };
+  // the chapter's four figures: each its route, the controls it reads, its drawing and its text
+  const seats = { m: "rope-m", n: "rope-n", shift: "rope-shift" };
+  const { units: [plane, , who], redraw } = figures("rope",
+    { route: "/api/lesson/rotate", controls: { seat: "rot-seat", theta_deg: "rot-theta" },
+      params: (v) => ({ a: vec.a, b: vec.b, ...v }), draw: drawPlane, fill: fillRot },
+    { route: "/api/lesson/rope", controls: seats, params: (v) => ({ head_dim: 8, ...v }), draw: drawDials, fill: fillDials },
+    { route: "/api/lesson/order", controls: { degrees: "order-deg" }, params: (v) => ({ sentence, ...v }),
+      draw: drawOrder, fill: fillOrder },
+    { route: "/api/lesson/pairs", controls: seats, params: ({ m, n, shift }) => ({ m: m + shift, n: n + shift }),
+      draw: drawPairs, fill: fillPairs });
+  return redraw;
 }
