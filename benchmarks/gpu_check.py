@@ -25,11 +25,13 @@ Sections, each independent (a failure prints its traceback, is recorded, and the
    time per call; max error against float64 angles.
 8. ``model``: a 4-layer 4096-wide Llama in bfloat16, decode per token (2k prompt, 64 greedy tokens)
    and an 8k-token forward, unpatched against patched by ``posenc.integrations.transformers``.
-9. ``compiled_rows``: ``torch.compile`` of transformers' function, and of posenc's entry through the
-   op and through the reference, on the table's cases while time remains.
+9. ``launch_shapes``: the Triton kernel alone at 16k tokens in float32 and bfloat16 under a few
+   launch shapes (tile size, warps), against the pass: data for choosing the defaults.
+10. ``compiled_rows``: ``torch.compile`` of transformers' function, and of posenc's entry through
+   the op and through the reference, on the table's cases while time remains.
 
 Results go to ``--out``: ``gpu_check.json`` (written after every section) and ``gpu_check.md``.
-``--budget-s`` (default 330) bounds the run: later sections are skipped, and say so, once it is spent.
+``--budget-s`` (default 290) bounds the run: later sections are skipped, and say so, once it is spent.
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, required=True, help="folder for gpu_check.json and gpu_check.md")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--dry-run", action="store_true", help="tiny sizes and few repeats: seconds, not minutes")
-    parser.add_argument("--budget-s", type=float, default=330.0, help="stop starting sections after this long")
+    parser.add_argument(
+        "--budget-s", type=float, default=290.0, help="start no section (and no table case) after this long"
+    )
     parser.add_argument("--sections", nargs="+", default=None, help="run only these sections, in this order")
     return parser.parse_args()
 
@@ -337,8 +341,8 @@ def section_opcheck(ctx: Context) -> Dict[str, Any]:
 
     gen = torch.Generator().manual_seed(1)
     out = {}
-    kinds = ("transformers",) if ctx.dry else ("contiguous", "transformers", "strided-last-dim")
     for dtype in (torch.float32,) if ctx.dry else (torch.float32, torch.bfloat16):
+        kinds = ("transformers", "strided-last-dim") if dtype == torch.float32 and not ctx.dry else ("transformers",)
         for kind in kinds:
             q = memory_layout(kind, (2, 4, 5, 16), dtype, ctx.device, gen)
             k = memory_layout(kind, (2, 2, 5, 16), dtype, ctx.device, gen)
@@ -662,7 +666,7 @@ def _run_table(
     table: Dict[str, Any] = {}
     for case in (DRY_CASES if ctx.dry else CASES)[:limit]:
         name, _, seq, _, mode = case
-        if ctx.left_s() < 20:
+        if ctx.left_s() < 45:  # a case with compiled rows can take that long
             say(f"  {name}: skipped, the time budget is spent")
             table[name] = {"skipped": "time budget"}
             continue
@@ -729,6 +733,54 @@ def section_compiled_rows(ctx: Context) -> Dict[str, Any]:
         }
 
     return {"cases": _run_table(ctx, compiled_set, "compiled_rows", limit=1 if ctx.dry else None)}
+
+
+# -- 8b. launch shapes ------------------------------------------------------------------------------
+TUNING = [  # (max_tile, num_warps): the default first
+    (4096, None),
+    (4096, 8),
+    (2048, 4),
+    (8192, 8),
+    (1024, 2),
+]
+
+
+def section_launch_shapes(ctx: Context) -> Dict[str, Any]:
+    """The Triton kernel alone (outputs preallocated) under alternative launch shapes, against the
+    pass, for the cases where the kernel's own time matters: 16k float32 and bfloat16 prefill."""
+    from posenc.rope.kernels import plans, triton_rope
+
+    timer = Timer(ctx.device)
+    seqs = (4,) if ctx.dry else (16384,)
+    shapes = TUNING[:2] if ctx.dry else TUNING  # the interpreter takes seconds per call
+    out: Dict[str, Any] = {}
+    saved = dict(triton_rope.LAUNCH)
+    try:
+        for dtype_name in ("float32", "bfloat16"):
+            for seq in seqs:
+                q, k, cos, sin, *_ = _case_tensors(ctx, 1, seq, dtype_name)
+                q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+                rows: Dict[str, Callable[[], Any]] = {}
+                operands = (q, k, q_out, k_out, cos, sin)
+                for max_tile, warps in shapes:
+
+                    def run(tile=max_tile, nw=warps, ops=operands):
+                        if triton_rope.LAUNCH != {"max_tile": tile, "num_warps": nw}:
+                            triton_rope.LAUNCH.update(max_tile=tile, num_warps=nw)
+                            plans.clear()  # plans hold the launch shape
+                        triton_rope.rotate(*ops, interleaved=False, rotary_dim=ops[0].shape[-1])
+
+                    rows[f"tile {max_tile}, warps {warps or 'default'}"] = run
+                rows[PASS] = lambda a=q, b=k: (a.mul_(1.0), b.mul_(1.0))
+                medians = _time_rows(ctx, timer, rows, 1 if ctx.dry else 11)
+                name = f"{dtype_name} seq {seq}"
+                out[name] = {k: {"us": v, "x_pass": v / medians[PASS]} for k, v in medians.items()}
+                say(f"  {name}: " + ", ".join(f"{k} {v:.1f}" for k, v in medians.items()) + " µs")
+    finally:
+        triton_rope.LAUNCH.clear()
+        triton_rope.LAUNCH.update(saved)
+        plans.clear()
+    return out
 
 
 # -- 8. the model ------------------------------------------------------------------------------------
@@ -895,6 +947,15 @@ def markdown(ctx: Context) -> str:
             f"| unpatched | {u['decode_ms_per_token']:.3f} | {u['forward_ms']:.2f} |",
             f"| patched | {p['decode_ms_per_token']:.3f} | {p['forward_ms']:.2f} |",
         ]
+    shapes = ctx.results.get("launch_shapes")
+    if isinstance(shapes, dict) and shapes and "error" not in shapes and "skipped" not in shapes:
+        cols = list(next(iter(shapes.values())))
+        lines += ["", "## Triton launch shapes, kernel alone (µs, × the pass)", ""]
+        lines += ["| case | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+        for n, row in shapes.items():
+            lines.append(
+                f"| {n} | " + " | ".join(f"{_fmt(row[c]['us'])} ({row[c]['x_pass']:.2f}×)" for c in cols) + " |"
+            )
     errors = {k: v for k, v in ctx.results.items() if isinstance(v, dict) and "error" in v}
     if errors:
         lines += ["", "## Sections that failed", ""]
@@ -911,6 +972,7 @@ SECTIONS: List[Tuple[str, Callable[[Context], Any]]] = [
     ("cudagraph", section_cudagraph),
     ("table", section_table),
     ("model", section_model),
+    ("launch_shapes", section_launch_shapes),
     ("compiled_rows", section_compiled_rows),
 ]
 

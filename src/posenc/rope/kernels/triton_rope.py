@@ -264,6 +264,12 @@ def _check_offset(row_offset: int, rows: int, seq: int) -> None:
         )
 
 
+#: Launch shape: ``max_tile`` elements of a and of b per step of the head loop, and ``num_warps``
+#: (``None``: Triton's default). Read when a layout's plan is built; ``plans.clear()`` after a change.
+#: ``benchmarks/gpu_check.py`` times alternatives on the GPU.
+LAUNCH: Dict[str, Any] = {"max_tile": 4096, "num_warps": None}
+
+
 def _launch_constants(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -275,9 +281,9 @@ def _launch_constants(
     rotary_dim: int,
     interleaved: bool,
     inverse: bool,
-) -> Tuple[Tuple[int, ...], Tuple[int, ...], Dict[str, Any]]:
-    """The kernel's integer arguments before and after ``row_offset``, and its constexprs, for a
-    checked layout (they depend on shapes and strides only)."""
+) -> Tuple[Tuple[int, ...], Tuple[int, ...], Dict[str, Any], Dict[str, Any]]:
+    """The kernel's integer arguments before and after ``row_offset``, its constexprs and its launch
+    options, for a checked layout (they depend on shapes and strides only, and on :data:`LAUNCH`)."""
     batch, n_qh, seq, head_dim = q.shape
     half = rotary_dim // 2
     rest = head_dim - rotary_dim
@@ -288,8 +294,9 @@ def _launch_constants(
         ps_s = positions.stride(1)
     else:
         ps_b = ps_s = 0
-    # heads per step: all of them, but at most ~4096 elements of a/b per tile to bound registers
-    block_h = max(1, min(triton.next_power_of_2(max(n_qh, k.shape[1], 1)), 4096 // triton.next_power_of_2(half)))
+    # heads per step: all of them, but at most LAUNCH["max_tile"] elements of a/b per tile (registers)
+    tile = LAUNCH["max_tile"]
+    block_h = max(1, min(triton.next_power_of_2(max(n_qh, k.shape[1], 1)), tile // triton.next_power_of_2(half)))
     before = (seq, n_qh, k.shape[1], cos.shape[1])
     after = (
         *q.stride(),
@@ -305,7 +312,7 @@ def _launch_constants(
         ps_b,
         ps_s,
     )
-    constexprs = dict(
+    constexprs: Dict[str, Any] = dict(
         HALF_R=half,
         BLOCK_R=triton.next_power_of_2(half),
         HEAD_DIM=head_dim,
@@ -317,7 +324,8 @@ def _launch_constants(
         INVERSE=bool(inverse),
         BLOCK_H=block_h,
     )
-    return before, after, constexprs
+    options = {} if LAUNCH["num_warps"] is None else {"num_warps": int(LAUNCH["num_warps"])}
+    return before, after, constexprs, options
 
 
 #: ``POSENC_TRITON_PREBOUND=0`` launches every call through ``kernel[grid](...)``.
@@ -330,7 +338,7 @@ def _raw_stream(device: torch.device) -> int:
     return int(torch._C._cuda_getCurrentRawStream(index))
 
 
-def _prebound(compiled: Any) -> Optional[Callable[..., None]]:
+def _prebound(compiled: Any, options: Dict[str, Any]) -> Optional[Callable[..., None]]:
     """A launcher that calls the compiled kernel directly, skipping ``JITFunction.run``'s argument
     binding and specialisation (the same call that method makes once it has found the kernel), or
     ``None`` where this Triton does not expose what that needs."""
@@ -346,7 +354,7 @@ def _prebound(compiled: Any) -> Optional[Callable[..., None]]:
         if len(args) != n_params:
             raise TypeError(f"the pre-bound launcher got {len(args)} arguments for {n_params} parameters")
         if runtime.launch_enter_hook is not None or runtime.launch_exit_hook is not None:
-            _rope_kernel[(grid,)](*args)  # hooks want launch metadata: the general path
+            _rope_kernel[(grid,)](*args, **options)  # hooks want launch metadata: the general path
             return
         run(grid, 1, 1, _raw_stream(device), function, packed, None, None, None, *args)
 
@@ -414,7 +422,7 @@ def rotate(
         _check_offset(row_offset, cos.shape[1], seq)
     if batch * seq == 0:
         return
-    before, after, constexprs = plan.launch
+    before, after, constexprs, options = plan.launch
     # the untouched tail is copied unless that output is exactly its own input
     rest = head_dim > rotary_dim
     copy_q = rest and not (ptrs[2] == ptrs[0] and plan.dims[2] == plan.dims[0])
@@ -446,9 +454,10 @@ def rotate(
         row_offset,
         *after,
         **{**constexprs, "COPY_REST_Q": copy_q, "COPY_REST_K": copy_k},
+        **options,
     )
     if _PREBOUND and not _INTERPRETED and device.type == "cuda":
-        bound = _prebound(compiled)
+        bound = _prebound(compiled, options)
         if bound is not None:
             plan.launchers[aligned] = bound  # one dict store: atomic
 
