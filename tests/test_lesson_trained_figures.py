@@ -197,3 +197,25 @@ def test_the_key_points_print_nopes_float32_noise_as_rounding(n):
 
     assert row(2.38e-7) == row(5.07e-7) and row(2.38e-7).startswith("rounding (below 1e-05) vs ")
     assert row(3e-4).startswith("3.00e-04 vs ")
+
+
+@pytest.mark.slow
+def test_a_lab_runs_learned_table_too_short_for_the_sentence_gives_way_to_the_lessons_model(tmp_path):
+    """With --lab-run, a run trained on 32 bytes has a learned table of 32 rows: a sentence of 38 bytes
+    was read past its last row (an error); the lesson's own trained model reads it, and the map says so."""
+    from posenc.cli import main
+    from posenc.lab.corpus import stdlib_root
+
+    text = tmp_path / "source.py.txt"
+    text.write_text((stdlib_root() / "textwrap.py").read_text(encoding="utf-8"), encoding="utf-8")
+    run = tmp_path / "run"
+    args = ["lab", "--preset", "smoke", "--schemes", "learned,rope", "--no-extension", "--steps", "2"]
+    args += ["--checkpoint-every", "2", "--eval-windows", "2", "--retrieval-trials", "1", "--threads", "1"]
+    args += ["--no-plots", "--warmup-steps", "1", "--data", str(text), "--out", str(run)]
+    assert main(args) == 0
+    sentence = "the dog bit the man and the cat saw it"  # 38 bytes
+    d = big.attention_map(sentence, lab_run=run)
+    sources = {m["scheme"]: m["source"]["text"] for m in d["maps"]}
+    assert "of the run given" in sources["rope"]
+    assert "lesson's trained learned" in sources["learned"]
+    assert "of the run given" in big.attention_map("the dog bit the man", lab_run=run)["maps"][2]["source"]["text"]

@@ -411,6 +411,8 @@ def attention_map(text: str, model: str = "trained", lab_run: Path | None = None
         trained.check_fits(words)
         for name in bag.FIGURE_SCHEMES:
             lm, _ = _lab_model(str(lab_run), name) if lab_run is not None else (None, None)
+            if lm is not None and name == "learned" and trained.sentence_bytes(words)[0].shape[1] > lm.config.max_len:
+                lm = None  # the run's table has no row for the sentence's last bytes; the lesson's has
             if lm is not None:
                 source = {
                     "kind": "trained",
