@@ -191,3 +191,26 @@ def test_alibi_slopes_are_written_one_way_per_head_count(heads):
     for text, slope in zip(texts, slopes):
         value = 1 / int(text[2:]) if text.startswith("1/") else float(text)
         assert value == pytest.approx(slope, rel=1e-3), (text, slope)
+
+
+def test_chapter_one_says_what_each_of_its_rope_changes_measures():
+    """Ch. 1 prints two sizes of RoPE's change (the mirror note's largest change of one word in the figure's
+    block, the table's pooled change in TinyLM): the text names both measures, and its per-word figure is
+    this model's own, recomputed here from posenc's TinyLM."""
+    from posenc.lesson.chapters import bag_of_tiles as bag
+    from posenc.lesson.formats import sci
+
+    n = bag.numbers()
+    model = bag.tiny_model("rope")
+    perm = bag.permutation(bag.SENTENCE_A, bag.SENTENCE_B)
+    a, b = bag.hidden(model, bag.SENTENCE_A, False), bag.hidden(model, bag.SENTENCE_B, False)
+    per_word = float((a[perm] - b).abs().max())
+    pooled = float((a.mean(0) - b.mean(0)).abs().max())
+    assert n["bag.rope.word_max_diff"] == pytest.approx(per_word, rel=1e-6)
+    assert pooled < per_word  # the average hides part of each word's change
+    text = " ".join(_all_text("bag-of-tiles").split())
+    assert (
+        f"RoPE's {sci(pooled)} here and its {n['bag.mirror.rope.largest_difference']:.3f} in the mirror-image note "
+        "above measure different things" in text
+    )
+    assert f"the largest change of one word's output is {sci(per_word)}" in text

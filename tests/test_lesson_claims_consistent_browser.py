@@ -275,3 +275,28 @@ def test_claim_sixteen_alibi_heads_have_a_legend_and_slopes_written_alike(browse
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+# -- chapter 3: "N times longer" names the word it measures against -------------------------------------------
+def test_claim_the_raw_seat_is_measured_against_the_word_the_bars_show(browser, server):
+    """Chapter 3: the raw position vector's length is compared with "dog"'s word vector, the word of the
+    bars beside it, and the page says so: ratio = seat·√16 / |dog|, recomputed here."""
+    import math
+
+    import torch
+
+    from posenc.lesson.vectors import word_vector
+
+    dog = float(torch.tanh(word_vector("dog", 16)).norm())
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        node = open_chapter(page, server, "bad-ideas")
+        for seat in (500, 1000):
+            set_slider(page, node, "#raw-seat", seat)
+            (line,) = [t for t in page.locator("#raw-numbers li").all_inner_texts() if "times longer" in t]
+            ratio = seat * math.sqrt(16) / dog
+            assert f"(16 numbers, each {seat}) is {ratio:.1f} times longer than the word vector of “dog”" in line, line
+            assert f"(length {dog:.2f})" in line
+        assert page.problems == [], page.problems
+    finally:
+        context.close()

@@ -252,6 +252,9 @@ def test_the_tour_prints_every_sentence_of_the_chapter(told, chapter):
         if block.kind not in IN_TOUR:
             continue
         for sentence in sentences(block):
+            if block.kind == "h3" and block.slot.endswith("-heading"):  # a part's heading: the section's title
+                assert flowing(sentence).lower() in text.lower(), (chapter, sentence)
+                continue
             assert flowing(sentence) in text, (chapter, sentence)
 
 

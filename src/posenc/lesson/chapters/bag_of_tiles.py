@@ -98,6 +98,9 @@ def numbers() -> dict:
         pooled_a = hidden(model, SENTENCE_A, False).mean(0)  # (d_model,)
         pooled_b = hidden(model, SENTENCE_B, False).mean(0)
         out[f"bag.{name}.pooled_max_diff"] = float((pooled_a - pooled_b).abs().max())
+        if name == "rope":  # the same model's largest change of one word's output, before the average
+            per_word = hidden(model, SENTENCE_A, False)[perm] - hidden(model, SENTENCE_B, False)  # (words, d)
+            out["bag.rope.word_max_diff"] = float(per_word.abs().max())
     out["bag.token_std"] = float(nope.tok.weight.detach().std())
     smallest = min(out[f"bag.{name}.pooled_max_diff"] for name in SCHEMES if name != "nope")
     nope_diff = out["bag.nope.pooled_max_diff"]
@@ -226,6 +229,17 @@ def prose(n: dict) -> list[Block]:
             "p",
             f"""The differences look small because the model is untrained and its word vectors are tiny
             (standard deviation {n["bag.token_std"]:.3f}), but even the smallest is {compared}.""",
+            "measured",
+        ),
+        Block(
+            "p",
+            f"""RoPE's {sci(n["bag.rope.pooled_max_diff"])} here and its
+            {n["bag.mirror.rope.largest_difference"]:.3f} in the mirror-image note above measure different
+            things, both live: there, the largest change of any one word's output in the figure's single
+            attention block; here, the change of the *average* of five outputs after TinyLM's two layers, whose
+            word vectors are tiny. Averaging hides
+            part of it: in this model the largest change of one word's output is
+            {sci(n["bag.rope.word_max_diff"])}.""",
             "measured",
         ),
         Block(

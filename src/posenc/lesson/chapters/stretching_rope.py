@@ -289,8 +289,9 @@ def prose(n: dict) -> list[Block]:
             "measured",
         ),
         # the second part of the chapter (the tour's section "configs") opens in plain words too, under a
-        # heading of its own on the page (the tour titles the section instead)
-        Block("h3", "Two real models' settings", "configs-heading"),
+        # heading of its own on the page: the manifest's name of the part, which the tour prints as the
+        # section's title instead
+        Block("h3", "Real model configs", "configs-heading"),
         Block(
             "plain",
             """Real models write these choices into a settings file that ships with the weights. We read two of

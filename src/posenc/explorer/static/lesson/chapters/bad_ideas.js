@@ -66,7 +66,8 @@ export function setup() {
   const fill = (data) => {
     numbers($("raw-numbers"), [
       `[${data.word.join(", ")}] + ${data.raw_seat} = [${data.stamped.map((v) => fmt(v, 2)).join(", ")}]`,
-      `the raw position vector is ${fmt(data.raw_ratio, 1)} times longer than the word vector`,
+      `the raw position vector (16 numbers, each ${data.raw_seat}) is ${fmt(data.raw_ratio, 1)} times longer than `
+        + `the word vector of “dog”, the bars' word (length ${fmt(data.word_length, 2)})`,
       `cosine(dog, man): alone ${fmt(data.cosine_words, 4)}, with the raw seat ${fmt(data.cosine_raw, 6)}, with the sine code ${fmt(data.cosine_sine, 4)}`,
       `with the sine code at any seat from 0 to 2000 the cosine stays between ${fmt(data.cosine_sine_range[0], 3)} and `
         + `${fmt(data.cosine_sine_range[1], 3)}: the sine code (length ${fmt(data.sine_length, 2)}) never outgrows the words `
