@@ -1,6 +1,6 @@
 // Key points and the big picture: the order figure and the attention maps.
 
-import { $, api, loader } from "../../core.js";
+import { $, choice, figures, typed } from "../../core.js";
 import { html, svg, fmt, numbers, root, text, widthOf, scale, tickLabels, lineChart } from "../../charts.js";
 import { SCHEME_COLOURS, NEUTRAL_COLOURS, REFERENCE_DASHES, textColour, INK, MUTED } from "../../palette.js";
 
@@ -60,14 +60,10 @@ export const markup = `
 `;
 
 export function setup() {
-  let data = null;
-  const draw = () => {
-    if (!data) return;
+  const draw = (data) => {
     logBars($("big-figure"), data, SCHEME_COLOURS[data.scheme]);
   };
-  const load = loader("big-picture", async (signal) => {
-    data = await api("/api/lesson/big-picture", { scheme: $("big-scheme").value, model: $("big-model").value }, signal);
-    draw();
+  const fill = (data) => {
     $("big-source").textContent = `Shown: ${data.source.text}.`;
     numbers($("big-numbers"), [
       `${data.scheme}: “${data.sentences[0]}” against “${data.sentences[1]}”`,
@@ -76,17 +72,12 @@ export function setup() {
         + `read by the ${data.model} model)`,
       data.order_visible ? "the block can tell the two sentences apart" : "rounding only: to this block both sentences are the same bag of words",
     ]);
-  });
-  $("big-scheme").addEventListener("change", () => load(0));
-  $("big-model").addEventListener("change", () => load(0));
-  load(0);
+  };
 
   // who attends to whom: one grid per scheme, shaded on one scale for the whole page
-  let attn = null;
   // a map is titled with the scheme's name in the chapter's menu ("none (NoPE)", "RoPE"), not its id
   const menuName = (scheme) => $("big-scheme").querySelector(`option[value="${scheme}"]`)?.textContent || scheme;
-  const drawMaps = () => {
-    if (!attn) return;
+  const drawMaps = (attn) => {
     const box = $("attn-maps"), words = attn.words, n = words.length;
     box.replaceChildren();
     // one shade scale for every grid, from the smallest to the largest weight on the page (the legend says so)
@@ -128,9 +119,7 @@ export function setup() {
       text(s, labelW + lw, ly + 37, fmt(top, 2), { size: 12, anchor: "end", color: MUTED });
     }
   };
-  const loadMaps = loader("big-picture", async (signal) => {
-    attn = await api("/api/lesson/attention", { text: $("attn-text").value, model: $("attn-model").value }, signal);
-    drawMaps();
+  const fillMaps = (attn) => {
     // which model each map reads, in the words of its figure function
     const texts = [...new Set(attn.maps.map((m) => m.source.text.replace(` ${m.scheme} `, " ")))];
     $("attn-source").textContent = `Shown: ${texts.join("; ")}.`;
@@ -138,15 +127,10 @@ export function setup() {
       const row = m.weights[i], j = row.indexOf(Math.max(...row));
       return `${w} → ${attn.words[j]} ${fmt(row[j], 2)}`;
     }).join(", ")));
-  });
-  $("attn-text").addEventListener("input", () => loadMaps(300));
-  $("attn-model").addEventListener("change", () => loadMaps(0));
-  loadMaps(0);
+  };
 
   // attention by distance: how much a byte attends k bytes back, against an even spread (1)
-  let dist = null;
-  const drawDistance = () => {
-    if (!dist) return;
+  const drawDistance = (dist) => {
     const box = $("dist-figure"), width = widthOf(box), n = dist.length;
     const ys = dist.schemes.flatMap((s) => s.curve.slice(1));
     const lo = Math.min(...ys.filter((v) => v > 0)), hi = Math.max(...ys);
@@ -161,17 +145,20 @@ export function setup() {
       hlines: [{ y: 1, label: "even spread", color: NEUTRAL_COLOURS.reference, dash: REFERENCE_DASHES.trained, left: true }],
     });
   };
-  const loadDistance = loader("big-picture", async (signal) => {
-    dist = await api("/api/lesson/attention-distance", { model: $("dist-model").value }, signal);
-    drawDistance();
+  const fillDistance = (dist) => {
     const texts = [...new Set(dist.schemes.map((s) => s.source.text.replace(` ${s.scheme} `, " ")))];
     $("dist-source").textContent = `Shown: ${texts.join("; ")}, first layer, on ${dist.windows} pieces of held-out Python.`;
     numbers($("dist-numbers"), dist.schemes.map((s) => `${menuName(s.scheme)}: ${fmt(s.near, 2)}× an even spread on the `
       + `${dist.near_bytes} bytes just before, ${fmt(s.far, 2)}× from ${dist.far_from} bytes back`));
-  });
-  $("dist-model").addEventListener("change", () => loadDistance(0));
-  loadDistance(0);
-  return () => { draw(); drawMaps(); drawDistance(); };
+  };
+
+  // the chapter's three figures, each with its model menu
+  return figures("big-picture",
+    { route: "/api/lesson/big-picture", controls: { scheme: choice("big-scheme"), model: choice("big-model") }, draw, fill },
+    { route: "/api/lesson/attention", controls: { text: typed("attn-text"), model: choice("attn-model") },
+      draw: drawMaps, fill: fillMaps },
+    { route: "/api/lesson/attention-distance", controls: { model: choice("dist-model") }, draw: drawDistance, fill: fillDistance },
+  ).redraw;
 }
 
 // The order figure: "dog" and "man", each a bar on a log axis shared by every scheme of one model, from the
