@@ -300,3 +300,33 @@ def test_claim_the_raw_seat_is_measured_against_the_word_the_bars_show(browser, 
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+# -- chapter 1: an empty sentence says so in words, and the old figure is not passed off as the answer -------
+def test_an_empty_sentence_is_refused_in_words_and_the_old_figure_is_dimmed(browser, server):
+    from playwright.sync_api import expect
+
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        node = open_chapter(page, server, "bag-of-tiles")
+        error = node.locator(".error").first
+        figure = page.locator("#bag-figure")
+        opacity = "() => Number(getComputedStyle(document.querySelector('#bag-figure')).opacity)"
+        assert page.evaluate(opacity) == 1
+        page.locator("#bag-text").fill("   ")
+        expect(error).to_be_visible(timeout=10_000)
+        expect(error).to_have_text("text must contain at least one word, got '   '")
+        assert "String should have" not in error.inner_text()
+        expect(node).to_have_attribute("data-failed", "true")
+        assert page.evaluate(opacity) < 0.5  # the figure left from the last sentence is not the answer
+        page.locator("#bag-text").fill("dog bit man")
+        expect(error).to_be_hidden(timeout=10_000)
+        expect(node).not_to_have_attribute("data-failed", "true")
+        expect(figure.locator("svg")).to_have_count(1)
+        assert page.evaluate(opacity) == 1
+        # the refused request (and the browser's console line about it) is the only problem
+        expected = [p for p in page.problems if "HTTP 422" in p and "/api/lesson/bag" in p]
+        others = [p for p in page.problems if p not in expected and "status of 422" not in p]
+        assert len(expected) == 1 and others == [], page.problems
+    finally:
+        context.close()

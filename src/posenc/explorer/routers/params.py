@@ -32,8 +32,11 @@ def limited(limit: Limit, *, default: Any = _UNSET, alias: Optional[str] = None,
 
 
 def text(default: str):
-    """A sentence: at least one character, at most :data:`~posenc.lesson.vectors.MAX_TEXT_CHARS`."""
-    return Query(default, min_length=1, max_length=MAX_TEXT_CHARS)
+    """A sentence of at most :data:`~posenc.lesson.vectors.MAX_TEXT_CHARS` characters. An empty or blank one
+    reaches the handler, whose :func:`~posenc.lesson.vectors.split_words` refuses it in words a reader
+    understands ("text must contain at least one word, got ''"), not the validator's "String should have
+    at least 1 character"."""
+    return Query(default, max_length=MAX_TEXT_CHARS)
 
 
 def word(default: str):

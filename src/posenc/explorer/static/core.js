@@ -70,11 +70,14 @@ export function register(name, { refresh = null, setup = null, usesRope = false 
 export const isView = (name) => name in registry && registry[name].refresh !== null;
 export const isRegisteredChapter = (name) => name in registry && registry[name].setup !== null;
 
+// While a panel shows an error it is marked data-failed (style.css dims its figures): they were drawn for
+// the last input that worked, not for the one the error is about.
 export function showError(name, message, selector = ".error") {
   const box = panel(name).querySelector(selector);
   if (!box) return;
   box.textContent = message;
   box.hidden = false;
+  panel(name).dataset.failed = "true";
 }
 
 export function clearError(name, selector = ".error") {
@@ -82,6 +85,7 @@ export function clearError(name, selector = ".error") {
   if (!box) return;
   box.hidden = true;
   box.textContent = "";
+  delete panel(name).dataset.failed;
 }
 
 export function rendered(name) {
