@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from posenc.lab.cli import _seed_commands, resolve_config
 from posenc.lab.config import preset_config
+from posenc.lab.folder import resolve_config
+from posenc.lab.seeds import _seed_commands
 from posenc.lab.store import RunDir, write_run_file
 from posenc.lab.summary import BLOCK, DOC_FILES, load_summaries, render_text, stale_blocks
 

@@ -70,7 +70,7 @@ def test_a_report_without_a_run_is_not_overwritten(tmp_path, capsys):
 
 
 def test_fresh_deletes_only_the_lab_files_and_no_folder(tmp_path):
-    from posenc.lab.cli import _clear_run
+    from posenc.lab.folder import _clear_run
 
     run = lab_run(tmp_path / "run")
     (run / "notes.txt").write_text("mine")

@@ -16,5 +16,9 @@ One concept per module:
 * :mod:`~posenc.lab.schema`     the run files, typed and versioned (the explorer reads them too);
 * :mod:`~posenc.lab.verdicts`   claims judged by paired and exact tests, Holm's rule, and across seeds;
 * :mod:`~posenc.lab.report`     results.json, the Markdown tables, the plots;
-* :mod:`~posenc.lab.cli`        the ``posenc lab`` command that runs it all.
+* :mod:`~posenc.lab.parser`     the command line's flags and the command that reproduces a config;
+* :mod:`~posenc.lab.folder`     the run's settings (``LabRun``), resume, ``--fresh`` and the folder's lock;
+* :mod:`~posenc.lab.console`    progress bars, Ctrl-C at the next safe point, the CPU clock;
+* :mod:`~posenc.lab.seeds`      ``--seeds``: one run per training seed, then the summary across them;
+* :mod:`~posenc.lab.cli`        the ``posenc lab`` command that runs it all (sweep, train, evaluate, extend).
 """
