@@ -6,6 +6,8 @@ without Chromium (or fail with ``POSENC_REQUIRE_BROWSER=1``).
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from browser_support import chromium_or_skip, explore_server, headless_chromium
 from test_lesson_browser import SIZES, new_page, open_chapter, set_slider
@@ -328,5 +330,41 @@ def test_an_empty_sentence_is_refused_in_words_and_the_old_figure_is_dimmed(brow
         expected = [p for p in page.problems if "HTTP 422" in p and "/api/lesson/bag" in p]
         others = [p for p in page.problems if p not in expected and "status of 422" not in p]
         assert len(expected) == 1 and others == [], page.problems
+    finally:
+        context.close()
+
+
+# -- chapter 8: a log axis reads in one form and its title clears its ticks ---------------------------------
+Y_AXIS = """() => { const texts = [...document.querySelectorAll('#str-chart svg text')];
+  const title = texts.find((t) => t.classList.contains('axis-label') && t.getAttribute('transform'));
+  const ticks = texts.filter((t) => !t.classList.contains('axis-label') && t.getAttribute('text-anchor') === 'end'
+    && Number(t.getAttribute('x')) < 70);
+  const box = (t) => { const b = t.getBoundingClientRect(); return [b.left, b.right, b.top, b.bottom]; };
+  return { title: box(title), ticks: ticks.map((t) => [t.textContent, ...box(t)]) }; }"""
+
+
+@pytest.mark.parametrize("size", ["phone", "desktop"])
+def test_claim_the_wavelength_axis_is_written_one_way_and_its_title_clears_the_ticks(browser, server, size):
+    """Chapter 8's log axis of wavelengths, at factor 8 and at factor 64: every tick label in one form (no
+    "1e6" beside "100,000"), each reading back its decade, and none under the axis title."""
+    import re
+
+    context, page = new_page(browser, server, SIZES[size])
+    try:
+        node = open_chapter(page, server, "stretching-rope")
+        for factor in (8, 64):
+            set_slider(page, node, "#str-factor", factor)
+            axis = page.evaluate(Y_AXIS)
+            labels = [t[0] for t in axis["ticks"]]
+            assert len(labels) >= 3, labels
+            forms = {"exponent" if re.fullmatch(r"\d(\.\d+)?e−?\d+", t) else "plain" for t in labels}
+            assert len(forms) == 1, labels
+            values = [float(t.replace("−", "-").replace(",", "")) for t in labels]
+            assert all(abs(math.log10(v) - round(math.log10(v))) < 1e-9 for v in values), labels  # decades
+            left, right, top, bottom = axis["title"]
+            for text, t_left, t_right, t_top, t_bottom in axis["ticks"]:
+                apart = t_left >= right or t_right <= left or t_top >= bottom or t_bottom <= top
+                assert apart, (factor, text, (t_left, t_right), (left, right))
+        assert page.problems == [], page.problems
     finally:
         context.close()

@@ -85,15 +85,16 @@ export function ticks(domain, log, count = 6) {
 // The labels of one axis's ticks: each exact for its tick (to a millionth of the axis's smallest gap,
 // which absorbs the rounding of the tick loop) and so no two alike, written as the page writes numbers:
 // thousands grouped ("150,000"), "−" for minus, and exponent form ("1e6", "2.5e-4") outside 0.001 to
-// 1,000,000 like fmt. A linear axis reads in one form (all exponent when any tick needs it); on a log
-// axis each decade takes its own.
+// 1,000,000 like fmt; a log axis, whose decades reach far, from 100,000 (so a label is at most "10,000"
+// wide and clears the axis title). Every axis reads in one form: all exponent when any tick needs it.
 export function tickLabels(values, log = false) {
   const sorted = [...values].sort((a, b) => a - b);
   let gap = Infinity;
   for (let i = 1; i < sorted.length; i++) if (sorted[i] > sorted[i - 1]) gap = Math.min(gap, sorted[i] - sorted[i - 1]);
   const tol = (v) => Math.max(Number.isFinite(gap) ? gap * 1e-6 : 0, Math.abs(v) * 1e-12);
-  const far = (v) => Math.abs(v) > tol(v) && (Math.abs(v) < 1e-3 || Math.abs(v) >= 1e6);
-  const anyFar = !log && values.some(far);
+  const high = log ? 1e5 : 1e6;
+  const far = (v) => Math.abs(v) > tol(v) && (Math.abs(v) < 1e-3 || Math.abs(v) >= high);
+  const anyFar = values.some(far);  // one form per axis, log or linear: never "1e6" beside "100,000"
   const fewest = (v, write) => {  // the shortest writing of v that reads back within tolerance
     for (let d = 0; d < 20; d++) if (Math.abs(Number(write(d)) - v) <= tol(v)) return write(d);
     return write(20);
@@ -101,7 +102,7 @@ export function tickLabels(values, log = false) {
   return values.map((v) => {
     if (Math.abs(v) <= tol(v) || v === 0) return "0";
     let text;
-    if (log ? far(v) : anyFar) {
+    if (anyFar) {
       const [mantissa, exponent] = fewest(v, (d) => v.toExponential(d)).split("e");
       text = `${mantissa}e${Number(exponent)}`;
     } else {
@@ -198,8 +199,8 @@ export function lineChart(container, spec) {
   svg("line", { x1: m.left, x2: m.left, y1: m.top, y2: height - m.bottom, class: "frame" }, axis);
   if (spec.x.label) svg("text", { x: (m.left + width - m.right) / 2, y: height - 8, "text-anchor": "middle",
     class: "axis-label" }, axis).textContent = spec.x.label;
-  if (spec.y.label) svg("text", { x: 14, y: (m.top + height - m.bottom) / 2, "text-anchor": "middle",
-    transform: `rotate(-90 14 ${(m.top + height - m.bottom) / 2})`, class: "axis-label" }, axis).textContent = spec.y.label;
+  if (spec.y.label) svg("text", { x: 12, y: (m.top + height - m.bottom) / 2, "text-anchor": "middle",
+    transform: `rotate(-90 12 ${(m.top + height - m.bottom) / 2})`, class: "axis-label" }, axis).textContent = spec.y.label;
 
   const plot = svg("g", { "clip-path": `url(#${clipId})` }, root);
   const labels = [];
