@@ -120,6 +120,27 @@ def test_a_crafted_checkpoint_runs_nothing_and_is_refused(tmp_path):
     assert target.exists()
 
 
+def test_a_checkpoint_write_that_fails_leaves_the_old_checkpoint(tmp_path, monkeypatch):
+    """A checkpoint is written whole or not at all: a failure before the rename (here the flush to
+    disk) leaves the previous checkpoint loadable and no temporary file behind."""
+    import posenc.runs.files as run_files
+
+    path = tmp_path / "checkpoints" / "rope.pt"
+    state = {"model": {"w": torch.ones(2)}, "optimizer": {}, "step": 1, "losses": [2.0], "model_config": {}}
+    save_checkpoint(path, state)
+    before = path.read_bytes()
+
+    def failing_fsync(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(run_files.os, "fsync", failing_fsync)
+    with pytest.raises(OSError, match="No space left"):
+        save_checkpoint(path, {**state, "step": 2, "model": {"w": torch.zeros(2)}})
+    monkeypatch.undo()
+    assert path.read_bytes() == before and load_checkpoint(path)["step"] == 1
+    assert sorted(p.name for p in path.parent.iterdir()) == ["rope.pt"]
+
+
 def test_checkpoints_hold_plain_data_and_broken_ones_are_named(tmp_path):
     path = tmp_path / "ckpt.pt"
     model = torch.nn.Linear(3, 2)

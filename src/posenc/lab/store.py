@@ -16,25 +16,20 @@ never half of one.
 
 from __future__ import annotations
 
-import json
-import os
+import io
 import pickle
 import re
-import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 
 from ..runs import FolderBusy as FolderBusy  # re-exported: the lab cli and its tests catch it here
 from ..runs import RunLock as _FolderLock
 from ..runs import atomic_write_bytes as atomic_write_bytes
+from ..runs import write_json as write_json
 from .schema import SCHEMA_VERSION, Progress, RunFileError, load_json_file, stamp
-
-
-def write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode("utf-8"))
 
 
 def write_run_file(path: Path, kind: str, content: dict) -> None:
@@ -64,25 +59,16 @@ CHECKPOINT_KEYS = {
 
 
 def save_checkpoint(path: Path, state: dict) -> None:
-    """``torch.save`` to a temporary file, then ``os.replace`` into ``path``.
+    """``torch.save`` into memory, then written atomically (:func:`posenc.runs.atomic_write_bytes`).
 
     ``state`` may hold only :data:`CHECKPOINT_KEYS`, and its values only tensors and plain data
     (checked by loading nothing but those back); the schema version is added."""
     unknown = set(state) - CHECKPOINT_KEYS
     if unknown:
         raise ValueError(f"checkpoint state has keys {sorted(unknown)}; allowed: {sorted(CHECKPOINT_KEYS)}")
-    state = {"schema_version": SCHEMA_VERSION, **state}
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.save(state, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    buffer = io.BytesIO()
+    torch.save({"schema_version": SCHEMA_VERSION, **state}, buffer)
+    atomic_write_bytes(Path(path), buffer.getvalue())
 
 
 def load_checkpoint(path: Path) -> Optional[dict]:
