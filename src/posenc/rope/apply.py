@@ -1,13 +1,16 @@
 """Applying the rotation to queries and keys.
 
 :func:`rotate_reference` is the plain PyTorch definition that every faster path is tested against.
-:func:`apply_rotary` is the public entry point: it checks its inputs once and dispatches to the
-fastest correct path (see ``docs/kernels.md``):
+:func:`apply_rotary` is the one public entry for prefill, decode and packed batches (tables plus a
+``row_offset`` or per-token ``positions``): it checks its arguments (once per layout) and
+:func:`fused_kernel`, the one "fused or reference?" predicate, picks the path (see
+``docs/kernels.md``):
 
 * CPU tensors: the fused C kernel of :mod:`posenc.rope.kernels.cpu` (one pass over q and k);
 * CUDA tensors: the Triton kernel of :mod:`posenc.rope.kernels.triton_rope`;
-* under ``torch.compile``: the reference, which Inductor fuses into one generated kernel together
-  with its neighbours, so the dispatcher never breaks a graph;
+* under ``torch.compile``: by device (:data:`COMPILED_PATH`), the registered op
+  ``torch.ops.posenc.rotary`` (:func:`rotary_op`, one node in the graph) or the reference, which
+  Inductor fuses with its neighbours; neither breaks a graph;
 * anything else (other devices, tensor subclasses, ``vmap``, gradients wanted for cos/sin, or no
   fused kernel available here): the reference.
 
@@ -15,11 +18,11 @@ Both kernels take every stride of every operand, and refuse (``ValueError``) an 
 memory with another operand unless it is exactly its own input. With ``inplace=True``, q and k may be
 the same tensor (rotated once); any other overlap between them is refused on every path.
 
-:func:`apply_rotary_at` is the same for packed batches: it takes whole tables and per-token positions,
-and the fused kernels read the named rows directly.
+:func:`apply_rotary_at` (packed batches) and :func:`rotate_cached_rows` (a module's cached tables
+and a row offset) are thin wrappers over the same path.
 
 With autograd the fused path runs as :class:`FusedRotary`, whose backward is the inverse rotation
-(the same kernel with sin negated), applied to the incoming gradients.
+(the same kernel with sin negated), applied to the incoming gradients without a copy.
 
 Conventions (see :mod:`posenc.rope.layout`): pair ``i`` is ``(x[i], x[i + r/2])`` for
 ``layout="half"`` and ``(x[2i], x[2i+1])`` for ``layout="interleaved"``; each pair ``(a, b)`` becomes
