@@ -23,11 +23,12 @@ Sections, each independent (a failure prints its traceback, is recorded, and the
    synchronize, so host time counts; medians in microseconds): posenc, posenc in place,
    transformers eager, Liger (when importable), an in-place pass over the same bytes; decode host
    time per call; max error against float64 angles.
-8. ``model``: a 4-layer 4096-wide Llama in bfloat16, decode per token (2k prompt, 64 greedy tokens)
+8. ``host_profile``: cProfile of decode calls, forward and forward+backward: where host time goes.
+9. ``model``: a 4-layer 4096-wide Llama in bfloat16, decode per token (2k prompt, 64 greedy tokens)
    and an 8k-token forward, unpatched against patched by ``posenc.integrations.transformers``.
-9. ``launch_shapes``: the Triton kernel alone at 16k tokens in float32 and bfloat16 under a few
+10. ``launch_shapes``: the Triton kernel alone at 16k tokens in float32 and bfloat16 under a few
    launch shapes (tile size, warps), against the pass: data for choosing the defaults.
-10. ``compiled_rows``: ``torch.compile`` of transformers' function, and of posenc's entry through
+11. ``compiled_rows``: ``torch.compile`` of transformers' function, and of posenc's entry through
    the op and through the reference, on the table's cases while time remains.
 
 Results go to ``--out``: ``gpu_check.json`` (written after every section) and ``gpu_check.md``.
@@ -735,6 +736,52 @@ def section_compiled_rows(ctx: Context) -> Dict[str, Any]:
     return {"cases": _run_table(ctx, compiled_set, "compiled_rows", limit=1 if ctx.dry else None)}
 
 
+# -- 8a. where a decode call's host time goes --------------------------------------------------------
+def section_host_profile(ctx: Context) -> Dict[str, Any]:
+    """cProfile of decode calls (batch 1, bfloat16, transformers' layout), eager and with autograd
+    (forward+backward): the functions that take the host's time, per call."""
+    import cProfile
+    import pstats
+
+    from posenc.rope.apply import apply_rotary
+
+    q, k, cos, sin, *_ = _case_tensors(ctx, 1, 1, "bfloat16")
+    qb = q.transpose(1, 2).detach().clone().requires_grad_()
+    kb = k.transpose(1, 2).detach().clone().requires_grad_()
+    gq, gk = torch.randn_like(q), torch.randn_like(k)
+
+    def backward_step() -> None:
+        qb.grad = kb.grad = None
+        torch.autograd.backward(apply_rotary(qb.transpose(1, 2), kb.transpose(1, 2), cos, sin), (gq, gk))
+
+    out: Dict[str, Any] = {}
+    calls = 100 if ctx.dry else 500
+    for name, fn in (("forward", lambda: apply_rotary(q, k, cos, sin)), ("forward+backward", backward_step)):
+        for _ in range(20):
+            fn()
+        ctx.sync()
+        profiler = cProfile.Profile()
+        t0 = time.perf_counter()
+        profiler.enable()
+        for _ in range(calls):
+            fn()
+        profiler.disable()
+        ctx.sync()
+        wall = (time.perf_counter() - t0) / calls * 1e6
+        stats = pstats.Stats(profiler)
+        rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:12]  # by own time
+        top = [
+            {"function": f"{Path(f).name}:{line}({fn_name})", "us_per_call": tt / calls * 1e6, "calls": nc / calls}
+            for (f, line, fn_name), (cc, nc, tt, ct, callers) in rows
+        ]
+        out[name] = {"us_per_call_profiled": wall, "top_own_time": top}
+        say(
+            f"  {name}: {wall:.1f} µs per call under the profiler; top: "
+            + ", ".join(f"{t['function']} {t['us_per_call']:.1f}" for t in top[:5])
+        )
+    return out
+
+
 # -- 8b. launch shapes ------------------------------------------------------------------------------
 TUNING = [  # (max_tile, num_warps): the default first
     (4096, None),
@@ -947,6 +994,16 @@ def markdown(ctx: Context) -> str:
             f"| unpatched | {u['decode_ms_per_token']:.3f} | {u['forward_ms']:.2f} |",
             f"| patched | {p['decode_ms_per_token']:.3f} | {p['forward_ms']:.2f} |",
         ]
+    prof = ctx.results.get("host_profile")
+    if isinstance(prof, dict) and "forward" in prof:
+        lines += ["", "## Host time of a decode call under cProfile (µs per call, own time)", ""]
+        for mode, entry in prof.items():
+            lines.append(f"{mode}: {entry['us_per_call_profiled']:.1f} µs per call under the profiler")
+            lines.append("")
+            lines += ["| function | µs per call | calls per call |", "|---|---|---|"]
+            for t in entry["top_own_time"][:8]:
+                lines.append(f"| `{t['function']}` | {t['us_per_call']:.2f} | {t['calls']:.0f} |")
+            lines.append("")
     shapes = ctx.results.get("launch_shapes")
     if isinstance(shapes, dict) and shapes and "error" not in shapes and "skipped" not in shapes:
         cols = list(next(iter(shapes.values())))
@@ -971,6 +1028,7 @@ SECTIONS: List[Tuple[str, Callable[[Context], Any]]] = [
     ("compile", section_compile),
     ("cudagraph", section_cudagraph),
     ("table", section_table),
+    ("host_profile", section_host_profile),
     ("model", section_model),
     ("launch_shapes", section_launch_shapes),
     ("compiled_rows", section_compiled_rows),
