@@ -368,3 +368,29 @@ def test_claim_the_wavelength_axis_is_written_one_way_and_its_title_clears_the_t
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+# -- the workbench's precision view says which head its error is for, and at the check's head it agrees -------
+def test_the_precision_view_names_its_head_and_agrees_with_the_check_at_the_checks_head(browser, server):
+    from playwright.sync_api import expect
+
+    from posenc.lesson.chapters import knowledge_checks as kc
+
+    _, evidence = kc._precision()
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        page.goto(f"{server}#precision")
+        view = page.locator("#view-precision")
+        expect(view).not_to_have_attribute("data-renders", "0", timeout=20_000)
+        head = page.locator("#g-head-dim").input_value()
+        expect(page.locator("#pr-head")).to_have_text(f"{head}-wide head with base 10,000")
+        renders = view.get_attribute("data-renders")
+        page.locator("#g-head-dim").select_option(str(kc.CHECK_HEAD_DIM))
+        expect(view).not_to_have_attribute("data-renders", renders, timeout=20_000)
+        expect(page.locator("#pr-head")).to_have_text(f"{kc.CHECK_HEAD_DIM}-wide head with base 10,000")
+        assert "1,000,000" in page.locator("#pr-readout").inner_text()
+        shown = float(page.locator("#pr-fp32").get_attribute("data-value"))
+        assert shown == pytest.approx(evidence["float32"], rel=1e-9)
+        assert page.problems == [], page.problems
+    finally:
+        context.close()

@@ -111,3 +111,18 @@ def test_the_wavelength_view_and_the_stretching_chapter_agree(factor, train_len,
     for name in methods:
         assert by_name[name]["wavelengths"] == pytest.approx(bench["methods"][name]["wavelength"], rel=1e-12), name
         assert by_name[name]["attention_factor"] == pytest.approx(bench["methods"][name]["attention_factor"]), name
+
+
+def test_the_precision_view_and_the_precision_check_agree_on_the_checks_head():
+    """The workbench's precision readout and the knowledge check's evidence give one float32 error at seat
+    1,000,000 when they read one head: the check names its head (128 wide, base 10,000), and the view,
+    which shows the head of the RoPE settings, says which head it shows (the number differs by head)."""
+    from posenc.lesson.chapters import knowledge_checks as kc
+
+    lines, values = kc._precision()
+    assert f"in a {kc.CHECK_HEAD_DIM}-wide head with base {kc.CHECK_BASE:,.0f}" in lines[0]
+    bench = views.precision_view(kc.CHECK_HEAD_DIM, kc.CHECK_BASE, kc.SEAT, kc.SEAT)
+    assert max(bench["at_pos"]["float32"]) == pytest.approx(values["float32"], rel=1e-12)
+    assert f"{values['float32']:.4f} rad" in lines[0]
+    narrower = views.precision_view(64, kc.CHECK_BASE, kc.SEAT, kc.SEAT)
+    assert abs(max(narrower["at_pos"]["float32"]) - values["float32"]) > 0.01  # why the view names its head

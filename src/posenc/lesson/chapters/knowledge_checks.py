@@ -58,14 +58,20 @@ def prose(n: dict) -> list[Block]:
 
 
 # -- the knowledge check the manifest lists under this chapter (the quiz collects it) --
+#: the head the precision check measures: the error at a seat depends on the head's width and base (the
+#: workbench's precision view says which head it shows)
+CHECK_HEAD_DIM, CHECK_BASE = 128, 10000.0
+
+
 def _precision() -> Evidence:
-    inv_freq = rope_inv_freq(128, 10000.0)
+    inv_freq = rope_inv_freq(CHECK_HEAD_DIM, CHECK_BASE)
     errors = angle_errors(torch.tensor([SEAT]), inv_freq)
     naive = float(errors["float32"].max())
     exact = float(errors["posenc"].max())
     return (
         [
-            f"At position {SEAT:,} the angle pos*theta formed in float32 is off by up to {naive:.4f} rad.",
+            f"At position {SEAT:,}, in a {CHECK_HEAD_DIM}-wide head with base {CHECK_BASE:,.0f} (its worst pair), "
+            f"the angle pos*theta formed in float32 is off by up to {naive:.4f} rad.",
             f"posenc's float32 tables (angles formed in float64 first) are off by at most {exact:.1e} rad.",
         ],
         {"float32": naive, "posenc": exact},

@@ -40,7 +40,9 @@ export function setupPrecision() {
       legend: false,
     });
     const worst = (n) => { const v = d.at_pos[n]; return v.some((x) => x === null) ? null : Math.max(...v); };
-    $("pr-readout").innerHTML = `At position ${fmtInt(d.pos)}, worst pair: bfloat16 ${valueSpan("pr-bf16", worst("bfloat16"), 4)} rad
+    // the error depends on the head (its width and base: the RoPE settings), so the readout names it
+    $("pr-readout").innerHTML = `At position ${fmtInt(d.pos)}, worst of the ${d.theta.length} pairs of a `
+      + `<span id="pr-head">${d.head_dim}-wide head with base ${fmtInt(d.base)}</span>: bfloat16 ${valueSpan("pr-bf16", worst("bfloat16"), 4)} rad
       · float16 ${worst("float16") === null ? '<span id="pr-fp16" class="num" data-value="overflow">overflow (past 65504)</span>' : valueSpan("pr-fp16", worst("float16"), 4)}
       · float32 ${valueSpan("pr-fp32", worst("float32"), 4)} rad · posenc ${valueSpan("pr-posenc", worst("posenc"), 2)} rad`;
   });
