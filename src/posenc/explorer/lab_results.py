@@ -1,6 +1,6 @@
 """Reading a ``posenc lab`` run folder for the lab results view.
 
-The file's shape is defined once, in :mod:`posenc.lab.schema` (the lab writes it with the same
+The file's shape is defined once, in :mod:`posenc.runs.lab_schema` (the lab writes it with the same
 module): ``results.json`` carries a schema stamp, per-scheme bits per byte with 95% intervals, passkey
 retrieval per distance bin, the context-extension results, the learning-rate sweep and the interval
 verdicts. This module turns it into the page's JSON.
@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from ..lab.schema import (
+from ..runs.lab_schema import (
     MACHINERY_CHECK,
     RETRIEVAL_BINS,
     SCHEMA_VERSION,
@@ -26,11 +26,11 @@ from ..lab.schema import (
     Results,
     RunFileError,
     load_json_file,
+    machinery_check_reason,
     read_json_limited,
     version_of,
 )
-from ..lab.schema import VERDICTS as VERDICT_NAMES
-from ..lab.verdicts import machinery_check_reason
+from ..runs.lab_schema import VERDICTS as VERDICT_NAMES
 
 RESULTS_FILE = "results.json"
 MAX_FILE_BYTES = 64 * 1024 * 1024

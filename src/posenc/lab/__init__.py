@@ -13,7 +13,7 @@ One concept per module:
 * :mod:`~posenc.lab.extend`     RoPE context extension without retraining, and short fine-tunes;
 * :mod:`~posenc.lab.store`      the run folder: atomic writes, checkpoints, resumable state;
 * :mod:`~posenc.lab.distributed` torchrun / DDP helpers (gloo on CPU, NCCL on GPU);
-* :mod:`~posenc.lab.schema`     the run files, typed and versioned (the explorer reads them too);
+* :mod:`~posenc.lab.schema`     the run files, typed and versioned (kept in :mod:`posenc.runs.lab_schema`);
 * :mod:`~posenc.lab.verdicts`   claims judged by paired and exact tests, Holm's rule, and across seeds;
 * :mod:`~posenc.lab.report`     results.json, the Markdown tables, the plots;
 * :mod:`~posenc.lab.parser`     the command line's flags and the command that reproduces a config;

@@ -35,6 +35,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from ..explorer.palette import SCALING_LABELS
+from ..runs.lab_schema import machinery_check_reason as machinery_check_reason  # defined with the files
 from .schema import VERDICTS
 from .stats import (
     across_seeds,
@@ -50,9 +51,6 @@ from .stats import (
 SEEN, WITHIN_NOISE, NOT_SEEN, NOT_MEASURED = VERDICTS
 #: Family-wise error rate of one run's verdicts (Holm's rule).
 ALPHA = 0.05
-#: A run smaller than any of these is a machinery check: its numbers carry no meaning.
-MIN_STEPS, MIN_WINDOWS, MIN_TRIALS = 200, 32, 30
-
 #: Display names of the schemes and extension methods; a method is labelled as its RoPE scaling is on
 #: every page (the palette's one label table: "none" is plain RoPE, "dynamic_ntk" the "dynamic" type).
 LABELS = {
@@ -86,25 +84,6 @@ EXPECTED = {
         "seen: ALiBi retrieves near keys, not far ones (its bias hides far tokens)",
     ),
 }
-
-
-def machinery_check_reason(cfg: Any) -> Optional[str]:
-    """Why a run of config ``cfg`` is too small for its numbers to mean anything, or None.
-
-    Decided by the run's size, whatever its preset is called: fewer than :data:`MIN_STEPS`
-    training steps, fewer than :data:`MIN_WINDOWS` validation windows, or (with retrieval) fewer
-    than :data:`MIN_TRIALS` keys per cell."""
-    if not isinstance(cfg, dict):
-        return f"no readable config (got {type(cfg).__name__})"
-    reasons = []
-    steps, windows, trials = cfg.get("steps"), cfg.get("eval_windows"), cfg.get("retrieval_trials")
-    if not isinstance(steps, int) or steps < MIN_STEPS:
-        reasons.append(f"{steps} training steps (fewer than {MIN_STEPS})")
-    if not isinstance(windows, int) or windows < MIN_WINDOWS:
-        reasons.append(f"{windows} validation windows (fewer than {MIN_WINDOWS})")
-    if isinstance(trials, int) and 0 < trials < MIN_TRIALS:
-        reasons.append(f"{trials} passkey trials per cell (fewer than {MIN_TRIALS})")
-    return "; ".join(reasons) or None
 
 
 def _finite(value) -> Optional[float]:

@@ -3,7 +3,8 @@ writes, size-capped reads, an inter-process lock on a run folder, and a checkpoi
 
 Nothing here knows what an app measures; each app names its own schema (``posenc.eval/progress``)
 and version, and turns :class:`ReadError` and :class:`FolderBusy` into its own one-line messages.
-Needs only the standard library.
+One exception is a file format two apps share: :mod:`posenc.runs.lab_schema`, the lab's run files,
+typed, which the lab writes and the explorer reads. Needs only the standard library.
 """
 
 from .files import (
