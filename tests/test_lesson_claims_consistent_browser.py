@@ -394,3 +394,43 @@ def test_the_precision_view_names_its_head_and_agrees_with_the_check_at_the_chec
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+# -- one knowledge-check score, in the lesson and the workbench, kept across a reload --------------------------
+def test_the_lesson_and_the_workbench_keep_one_check_score_across_a_reload(browser, server):
+    import re
+
+    from playwright.sync_api import expect
+
+    from posenc.explorer.quiz import CHECKS
+
+    total = len(CHECKS)
+    context, page = new_page(browser, server, SIZES["desktop"])
+    try:
+        node = open_chapter(page, server, "bag-of-tiles")
+        card = node.locator(".check-card").first
+        card.locator(".choice").first.click()
+        expect(card.locator(".feedback")).to_be_visible()
+        first_right = card.locator(".feedback").get_attribute("data-correct") == "true"
+
+        def scores():
+            open_chapter(page, server, "knowledge-checks")
+            lesson = page.locator("#lq-total").inner_text()
+            page.goto(f"{server}#quiz")
+            expect(page.locator("#quiz-list .quiz-card").first).to_be_visible(timeout=20_000)
+            bench = page.locator("#quiz-score").inner_text()
+            return [tuple(map(int, re.findall(r"\d+", text))) for text in (lesson, bench)]
+
+        one = (1, total, int(first_right))
+        assert scores() == [one, one]
+        page.reload()
+        assert scores() == [one, one]  # a reload keeps the score
+        quiz = page.locator("#quiz-list .quiz-card").nth(total - 1)  # a check answered in the workbench this time
+        quiz.locator(".choice").first.click()
+        expect(quiz.locator(".feedback")).to_be_visible()
+        second_right = quiz.locator(".feedback").get_attribute("data-correct") == "true"
+        two = (2, total, int(first_right) + int(second_right))
+        assert scores() == [two, two]
+        assert page.problems == [], page.problems
+    finally:
+        context.close()

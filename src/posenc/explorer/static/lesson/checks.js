@@ -6,7 +6,30 @@ import { api } from "../core.js";
 import { html } from "../charts.js";
 
 let listing = null;
-export const results = {};           // check id -> right at the first try
+
+// The one score of the knowledge checks, for the lesson's pages and the workbench's quiz alike: check id
+// -> right at the first try, kept in the browser's storage so that a reload does not reset it.
+const STORE = "posenc.knowledge-checks.first-try";
+
+function stored() {
+  try {
+    const kept = JSON.parse(localStorage.getItem(STORE) || "{}");
+    const fine = kept && typeof kept === "object" && !Array.isArray(kept)
+      && Object.values(kept).every((v) => typeof v === "boolean");
+    return fine ? kept : {};
+  } catch { return {}; }                // storage off or unreadable: the score starts afresh
+}
+
+export const results = stored();
+
+// Records the first answer to check `id` (later answers keep the first) and tells every score.
+export function record(id, correct) {
+  if (!(id in results)) {
+    results[id] = correct;
+    try { localStorage.setItem(STORE, JSON.stringify(results)); } catch { /* storage off: this visit only */ }
+  }
+  document.dispatchEvent(new CustomEvent("lesson-check-answered"));
+}
 
 export function allChecks() {
   if (!listing) listing = api("/api/quiz").then((r) => r.checks);
@@ -55,10 +78,9 @@ async function answer(check, choice, node, feedback) {
     const list = html("ul", {}, evidence);
     for (const line of r.evidence) html("li", {}, list, line);
     feedback.hidden = false;
-    if (!(check.id in results)) results[check.id] = r.correct;
     const article = node.closest("article.chapter");
     if (article) article.dataset.renders = String(Number(article.dataset.renders || 0) + 1);
-    document.dispatchEvent(new CustomEvent("lesson-check-answered"));
+    record(check.id, r.correct);
   } catch (err) {
     feedback.className = "feedback incorrect";
     feedback.textContent = err.message;

@@ -2,9 +2,11 @@
 
 import { html } from "../charts.js";
 import { $, api, showError, clearError, rendered, loader, escapeText, register } from "../core.js";
+import { record, results } from "../lesson/checks.js";
 
 export function setupQuiz() {
-  const results = {};
+  // one score with the lesson's checks (lesson/checks.js), kept across reloads
+  document.addEventListener("lesson-check-answered", () => { if ($("quiz-list").childElementCount) score(); });
   const refresh = loader("quiz", async (signal) => {
     if ($("quiz-list").childElementCount) return;
     // in the lesson's reading order: the manifest's chapters, each with its checks (GET /api/lesson/chapters)
@@ -45,8 +47,7 @@ export function setupQuiz() {
         <div class="evidence"><span class="muted">computed now by posenc:</span>
         <ul>${r.evidence.map((line) => `<li>${escapeText(line)}</li>`).join("")}</ul></div>`;
       feedback.hidden = false;
-      if (!(check.id in results)) results[check.id] = r.correct;
-      score();
+      record(check.id, r.correct);
       clearError("quiz");
       rendered("quiz");
     } catch (err) { showError("quiz", err.message); }
