@@ -303,3 +303,30 @@ def test_decode_rows_report_host_time_in_transformers_layout():
     assert "| host per call |" in bench.format_table(report)
     with pytest.raises(ValueError, match="qk-layout"):
         bench._resolve_layout("rows", "cpu")
+
+
+def test_gpu_check_parity_bound_accepts_float32_exact_and_refuses_a_wrong_angle():
+    """The GPU check's parity bound: the rotation computed exactly as the kernel does (float32
+    arithmetic and tables, one rounding to bfloat16) is within it on every element, including the
+    near-cancellations that a bare one-last-place bound refuses; a rotation one position off is not."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check_module", ROOT / "benchmarks" / "gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    from posenc.rope.apply import rotate_reference
+
+    gen = torch.Generator().manual_seed(0)
+    worst_bare, worst_bound = 0.0, 0.0
+    for _ in range(40):
+        x = gpu_check.memory_layout("permuted", (2, 4, 33, 64), torch.bfloat16, "cpu", gen)
+        cos64, sin64 = gpu_check.exact_tables((torch.arange(33) + 97)[None], 64)
+        want = gpu_check.exact_rotation(x, cos64, sin64, "half", 64)
+        got = rotate_reference(x, cos64.float().unsqueeze(1), sin64.float().unsqueeze(1), layout="half")
+        worst_bare = max(worst_bare, gpu_check.ulp_error(got, want))
+        worst_bound = max(worst_bound, gpu_check.ulp_error(got, want, x))
+    assert worst_bare > 1.0  # the bare bound would call the exact float32 rotation wrong
+    assert worst_bound <= 1.0
+    cos_off, sin_off = gpu_check.exact_tables((torch.arange(33) + 98)[None], 64)
+    wrong = rotate_reference(x, cos_off.float().unsqueeze(1), sin_off.float().unsqueeze(1), layout="half")
+    assert gpu_check.ulp_error(wrong, want, x) > 1.0
