@@ -219,3 +219,24 @@ def test_a_lab_runs_learned_table_too_short_for_the_sentence_gives_way_to_the_le
     assert "of the run given" in sources["rope"]
     assert "lesson's trained learned" in sources["learned"]
     assert "of the run given" in big.attention_map("the dog bit the man", lab_run=run)["maps"][2]["source"]["text"]
+
+
+def test_claim_the_text_states_the_models_as_the_summary_and_the_files_have_them(n, text):
+    """The opening of the trained figures: sizes, steps and each model's bits per byte are the packaged
+    summary's and the packaged models' own."""
+    info = trained.summary()
+    length = info["train_len"]
+    for scheme in SCHEMES:
+        assert f"{info['models'][scheme]['bpb'][str(length)]:.2f}" in text
+        assert sum(p.numel() for p in trained.model(scheme).parameters()) == info["models"][scheme]["parameters"]
+    rope, learned = (info["models"][s]["parameters"] for s in ("rope", "learned"))
+    assert f"{rope:,} weights each, the learned table {learned - rope:,} more" in text
+    assert f"{info['config']['steps']:,} steps on texts of {length} bytes" in text
+
+
+def test_the_distance_figure_says_its_untrained_curves_are_the_models_before_training():
+    """Its toggle reads the same models with initial weights, not chapter 1's block, and says so."""
+    for entry in big.attention_distance("untrained")["schemes"]:
+        assert entry["source"]["kind"] == "untrained"
+        assert "weights it started training from" in entry["source"]["text"]
+        assert "chapter 1" not in entry["source"]["text"]

@@ -65,6 +65,7 @@ def numbers() -> dict:
     n["big.trained.layers"] = info["config"]["n_layers"]
     n["big.trained.width"] = info["config"]["d_model"]
     n["big.trained.parameters"] = info["models"]["rope"]["parameters"]
+    n["big.trained.learned_extra"] = info["models"]["learned"]["parameters"] - n["big.trained.parameters"]
     for name, entry in info["models"].items():
         for length, value in entry["bpb"].items():
             n[f"big.trained.{name}.bpb.{length}"] = value
@@ -204,12 +205,14 @@ def prose(n: dict) -> list[Block]:
             "p",
             f"""**A trained model on screen.** The figures below read small trained models unless you switch
             them: one byte-level TinyLM per scheme ({n["big.trained.layers"]} layers, width
-            {n["big.trained.width"]}, {n["big.trained.parameters"]:,} weights each), trained by `posenc lab
-            --preset lesson` for {n["big.trained.steps"]:,} steps on texts of {n["big.trained.train_len"]} bytes
+            {n["big.trained.width"]}, {n["big.trained.parameters"]:,} weights each, the learned table
+            {n["big.trained.learned_extra"]:,} more), trained by `posenc lab --preset lesson` for
+            {n["big.trained.steps"]:,} steps on texts of {n["big.trained.train_len"]} bytes
             from the Python standard library's sources, and shipped with posenc. On held-out Python they need
             {_bpb_list(n)} bits per byte at their training length, where a uniform guess needs 8. The model menu
-            under each figure switches to the untrained block of [chapter 1](#bag-of-tiles), and the line above
-            each figure says which one it shows.""",
+            of each figure switches to an untrained one (the block of [chapter 1](#bag-of-tiles); in the
+            distance figure, the same models with the weights they started training from), and the line
+            above each figure says which one it shows.""",
             "picture-after",
         ),
         Block(
@@ -321,6 +324,14 @@ def _source(model: str, scheme: str) -> dict:
     if model == "trained":
         return {"kind": "trained", "text": f"the lesson's trained {scheme} model (posenc lab --preset lesson), causal"}
     return {"kind": "untrained", "text": "the untrained block of chapter 1 (random weights, no causal mask)"}
+
+
+def _initial_source(scheme: str) -> dict:
+    return {
+        "kind": "untrained",
+        "text": f"the lesson's {scheme} model untrained (the weights it started training from, drawn as TinyLM "
+        "draws them), causal",
+    }
 
 
 # -- the figure: does the output for "dog" change? -----------------------------------------------------------
@@ -482,7 +493,7 @@ def attention_distance(model: str = "trained") -> dict:
                 "curve": curve,
                 "near": sum(curve[1 : NEAR_BYTES + 1]) / NEAR_BYTES,
                 "far": sum(curve[FAR_FROM:]) / len(curve[FAR_FROM:]),
-                "source": _source(model, name),
+                "source": _source(model, name) if model == "trained" else _initial_source(name),
             }
         )
     return {
