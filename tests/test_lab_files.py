@@ -399,3 +399,23 @@ def test_run_folders_that_stored_dynamic_ntk_resume_under_its_rope_type_name(tmp
         {"extension": {"dynamic_ntk": {"64": {"bpb": 3.0}}, "dynamic": {"64": {"bpb": 2.0}}}}, tmp_path / "p.json"
     )
     assert both.extension == {"dynamic": {"64": {"bpb": 2.0}}}  # the newer record wins
+
+
+def test_results_drop_keys_that_are_not_lengths_with_a_note_each():
+    """A scheme's and an extension method's evaluations are read the same way: entries by length, a key
+    that is not a length dropped with a note naming where it was."""
+    from posenc.runs.lab_schema import Results
+
+    entry = {"bpb": 1.5, "bpb_ci": [1.4, 1.6]}
+    data = {
+        "config": {"steps": 1},
+        "train_len": 64,
+        "eval_lengths": [64, 128],
+        "schemes": {"rope": {"train": {}, "eval": {"64": entry, "x": entry}, "loss_by_position": {}}},
+        "extension": {"yarn": {"128": entry, "y": entry}},
+    }
+    results, notes = Results.parse(data)
+    assert list(results.schemes["rope"].eval) == ["64"] and results.schemes["rope"].eval["64"].bpb == 1.5
+    assert list(results.extension["yarn"]) == ["128"] and results.extension["yarn"]["128"].bpb == 1.5
+    assert "scheme 'rope': entry 'x' is not a length with results" in notes
+    assert "extension 'yarn': entry 'y' is not a length" in notes

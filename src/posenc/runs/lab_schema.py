@@ -404,13 +404,7 @@ class Results:
             if not isinstance(evals, dict):
                 notes.append(f"scheme {name!r}: no evaluation results")
                 evals = {}
-            for key, e in list(evals.items())[:max_entries]:
-                if length_key(key) is None:
-                    notes.append(f"scheme {name!r}: entry {str(key)[:40]!r} is not a length with results")
-                    continue
-                parsed = EvalEntry.parse(e, f"scheme {name!r}, length {key}", notes)
-                if parsed is not None:
-                    result.eval[str(length_key(key))] = parsed
+            result.eval = _per_length(evals, f"scheme {name!r}", "is not a length with results", notes, max_entries)
             curves = entry.get("loss_by_position")
             if isinstance(curves, dict):
                 for key, values in list(curves.items())[:max_entries]:
@@ -427,18 +421,12 @@ class Results:
         if isinstance(raw_ext, dict):
             for method, per_len in list(raw_ext.items())[:max_entries]:
                 method = str(method)[:40]
-                table: Dict[str, EvalEntry] = {}
                 if not isinstance(per_len, dict):
                     notes.append(f"extension {method!r}: no results")
                     continue
-                for key, e in list(per_len.items())[:max_entries]:
-                    if length_key(key) is None:
-                        notes.append(f"extension {method!r}: entry {str(key)[:40]!r} is not a length")
-                        continue
-                    parsed = EvalEntry.parse(e, f"extension {method!r}, length {key}", notes)
-                    if parsed is not None:
-                        table[str(length_key(key))] = parsed
-                out.extension[method] = table
+                out.extension[method] = _per_length(
+                    per_len, f"extension {method!r}", "is not a length", notes, max_entries
+                )
         else:
             notes.append("extension is missing: no context-extension results")
         sweep = data.get("lr_sweep")
@@ -452,6 +440,20 @@ class Results:
         if out.complete is False:
             notes.append("the run is not complete: results so far")
         return out, notes
+
+
+def _per_length(raw: dict, where: str, not_length: str, notes: List[str], max_entries: int) -> Dict[str, EvalEntry]:
+    """The evaluation entries of ``raw`` by length (at most ``max_entries`` read); a key that is not a
+    length (``where: entry K <not_length>``) or a malformed entry is dropped with a note."""
+    table: Dict[str, EvalEntry] = {}
+    for key, e in list(raw.items())[:max_entries]:
+        if length_key(key) is None:
+            notes.append(f"{where}: entry {str(key)[:40]!r} {not_length}")
+            continue
+        parsed = EvalEntry.parse(e, f"{where}, length {key}", notes)
+        if parsed is not None:
+            table[str(length_key(key))] = parsed
+    return table
 
 
 @dataclass
