@@ -419,3 +419,18 @@ def test_results_drop_keys_that_are_not_lengths_with_a_note_each():
     assert list(results.extension["yarn"]) == ["128"] and results.extension["yarn"]["128"].bpb == 1.5
     assert "scheme 'rope': entry 'x' is not a length with results" in notes
     assert "extension 'yarn': entry 'y' is not a length" in notes
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs and /dev/zero as on POSIX")
+def test_a_run_file_that_is_not_a_regular_file_is_refused_without_reading_it(tmp_path):
+    """A link to /dev/zero (which never ends) and a FIFO (which would block) in place of a run file are
+    refused in one line before any byte is read; before, /dev/zero was read to the size cap and the
+    FIFO blocked the command."""
+    from posenc.lab.schema import load_json_file
+
+    zero, fifo = tmp_path / "results.json", tmp_path / "progress.json"
+    zero.symlink_to("/dev/zero")
+    os.mkfifo(fifo)
+    for path, kind in ((zero, "results"), (fifo, "progress")):
+        with pytest.raises(RunFileError, match=f"{path.name}: is not a regular file; delete it"):
+            load_json_file(path, kind)

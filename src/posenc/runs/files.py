@@ -14,7 +14,12 @@ MAX_RUN_FILE_BYTES = 1 << 28
 
 
 class ReadError(ValueError):
-    """A run file that cannot be read: the message names the file, the problem and what to do."""
+    """A run file that cannot be read: the message names the file, the problem and what to do;
+    ``problem`` is the problem alone (``"is not a regular file"``), for an app that words the rest."""
+
+    def __init__(self, message: str, problem: str = ""):
+        super().__init__(message)
+        self.problem = problem or message
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -52,21 +57,33 @@ def stamp(schema: str, version: int, content: Dict[str, Any]) -> Dict[str, Any]:
     return {"schema": schema, "schema_version": version, **content}
 
 
-def read_json(path: Path, advice: str, max_bytes: int = MAX_RUN_FILE_BYTES) -> Any:
-    """The JSON value in the regular file ``path``, read with a size cap, or :class:`ReadError` (one
-    line naming the file, then ``advice``): anything but a regular file (a FIFO would block, a device
-    such as ``/dev/zero`` never ends), more than ``max_bytes``, text that is not UTF-8 JSON, or nesting
-    too deep for the parser."""
+def read_capped(path: Path, advice: str, max_bytes: int = MAX_RUN_FILE_BYTES) -> bytes:
+    """The bytes of the regular file ``path``, read with a size cap, or :class:`ReadError` (one line
+    naming the file, then ``advice``): anything but a regular file (a FIFO would block, a device such
+    as ``/dev/zero`` never ends), a file that cannot be opened, or more than ``max_bytes``."""
     path = Path(path)
+
+    def refuse(problem: str) -> ReadError:
+        return ReadError(f"{path} {problem}; {advice}", problem)
+
     try:
         if not stat.S_ISREG(path.stat().st_mode):
-            raise ReadError(f"{path} is not a regular file; {advice}")
+            raise refuse("is not a regular file")
         with path.open("rb") as f:
             raw = f.read(max_bytes + 1)
     except OSError as err:
-        raise ReadError(f"{path} cannot be read ({err.strerror or err}); {advice}") from None
+        raise refuse(f"cannot be read ({err.strerror or err})") from None
     if len(raw) > max_bytes:
-        raise ReadError(f"{path} is larger than {max_bytes:,} bytes; not read; {advice}")
+        raise refuse(f"is larger than {max_bytes:,} bytes; not read")
+    return raw
+
+
+def read_json(path: Path, advice: str, max_bytes: int = MAX_RUN_FILE_BYTES) -> Any:
+    """The JSON value in the regular file ``path``, read with a size cap (:func:`read_capped`), or
+    :class:`ReadError` (one line naming the file, then ``advice``): anything but a regular file, more
+    than ``max_bytes``, text that is not UTF-8 JSON, or nesting too deep for the parser."""
+    path = Path(path)
+    raw = read_capped(path, advice, max_bytes)
     try:
         return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as err:

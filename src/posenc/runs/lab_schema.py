@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from .files import ReadError, read_capped
+
 #: Version of every run file this posenc writes. 2 added the stamp, passkey retrieval, the learning
 #: rate sweep and interval verdicts.
 SCHEMA_VERSION = 2
@@ -143,21 +145,18 @@ def json_depth(data: Any, limit: int = MAX_DEPTH) -> int:
 
 
 def read_json_limited(path, advice: str = LAB_ADVICE, max_bytes: int = MAX_FILE_BYTES, max_depth: int = MAX_DEPTH):
-    """Parsed JSON of ``path``, read with a size and a nesting limit; :class:`RunFileError` (one line
-    naming the file) for a file that is too large, too deep, unreadable, not UTF-8 or not JSON."""
+    """Parsed JSON of ``path``, read as a regular file with a size cap (:func:`posenc.runs.read_capped`)
+    and a nesting limit; :class:`RunFileError` (one line naming the file) for anything but a regular
+    file, or a file that is too large, too deep, unreadable, not UTF-8 or not JSON."""
     path = Path(path)
     try:
-        if path.stat().st_size > max_bytes:
-            raise RunFileError(path, f"is larger than {max_bytes // 2**20} MiB; not read", advice)
-        with open(path, "rb") as fh:
-            raw = fh.read(max_bytes + 1)
+        raw = read_capped(path, advice, max_bytes)
+    except ReadError as err:
+        raise RunFileError(path, err.problem, advice) from None
+    try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise RunFileError(path, "is not UTF-8 text (corrupt)", advice) from None
-    except OSError as err:
-        raise RunFileError(path, f"cannot be read ({err.strerror or err})", advice) from None
-    if len(raw) > max_bytes:
-        raise RunFileError(path, f"is larger than {max_bytes // 2**20} MiB; not read", advice)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
