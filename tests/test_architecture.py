@@ -1,7 +1,7 @@
 """The package's shape: layers that only point down, no private names borrowed across modules, and a
 core that needs nothing but torch.
 
-Layers, lowest first (docs: CONTRIBUTING.md):
+Layers, lowest first (drawn in docs/architecture.md):
 
 * core: the schemes, ``posenc.rope`` (scalings, tables, kernels, positions), the checks and buffers;
 * model: the reference attention block and ``TinyLM``;
@@ -262,6 +262,20 @@ def test_the_group_checker_sees_each_kind_of_violation(tmp_path):
         ("posenc.explorer.quiz", "posenc.lesson._check"),
         ("posenc.tour", "posenc.explorer.palette"),
     }
+
+
+def test_the_architecture_page_names_every_group_and_top_level_module():
+    """docs/architecture.md is the map: every group and every module or package at the top of posenc
+    appears in it (in backticks), so a new one is placed on the page when it is added."""
+    page = (ROOT.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    tops = sorted(
+        p.stem if p.suffix == ".py" else f"{p.name}/"
+        for p in ROOT.iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())
+    )
+    missing = [t for t in tops if f"`{t}`" not in page]
+    groups = [g for g in list(MAY_IMPORT) + ["tools"] if g not in page]
+    assert not missing and not groups, f"not on docs/architecture.md: modules {missing}, groups {groups}"
 
 
 BLOCK_APP_PACKAGES = textwrap.dedent("""
