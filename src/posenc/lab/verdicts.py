@@ -201,31 +201,7 @@ def compare(
     if kind == "accuracy":
         if not (np.all((x == 0) | (x == 1)) and np.all((y == 0) | (y == 1))):
             return _missing(record, "exact-match outcomes other than 0 and 1")
-        if paired:
-            a_only, b_only, p = mcnemar_exact(x, y)
-            both = int(np.sum((x == 1) & (y == 1)))
-            counts = [both, a_only, b_only, x.size - both - a_only - b_only]
-            diff = x - y
-            record.update(
-                test=f"exact McNemar ({a_only} trials only the first right, {b_only} only the second)",
-                effect=(a_only - b_only) / x.size,
-                effect_ci=list(newcombe_paired(*counts)),
-                se=float(diff.std(ddof=1)) / math.sqrt(x.size),
-                df=float(x.size - 1),
-            )
-        else:
-            k1, k2 = int(x.sum()), int(y.sum())
-            counts = [k1, x.size, k2, y.size]
-            p = fisher_exact(k1, x.size, k2, y.size)
-            p1, p2 = k1 / x.size, k2 / y.size
-            record.update(
-                test=f"Fisher exact ({k1}/{x.size} vs {k2}/{y.size})",
-                effect=p1 - p2,
-                effect_ci=list(newcombe_unpaired(*counts)),
-                se=math.sqrt(p1 * (1 - p1) / x.size + p2 * (1 - p2) / y.size),
-                df=float(x.size + y.size - 2),
-            )
-        record.update(p=p, counts=counts, n=int(min(x.size, y.size)))
+        _exact_test(record, x, y, paired)
     else:
         out = paired_t(x, y) if paired else welch_t(x, y)
         record.update(
@@ -240,6 +216,36 @@ def compare(
         if kind == "bpb" and paired:
             record["unit_diffs"] = [round(float(v), 6) for v in x - y]
     return record
+
+
+def _exact_test(record: dict, x: np.ndarray, y: np.ndarray, paired: bool) -> None:
+    """Two sides' exact-match outcomes (0 or 1 per trial) compared exactly, into ``record``: McNemar's
+    test on the same trials, Fisher's on independent ones, with Newcombe's interval of the difference."""
+    if paired:
+        a_only, b_only, p = mcnemar_exact(x, y)
+        both = int(np.sum((x == 1) & (y == 1)))
+        counts = [both, a_only, b_only, x.size - both - a_only - b_only]
+        diff = x - y
+        record.update(
+            test=f"exact McNemar ({a_only} trials only the first right, {b_only} only the second)",
+            effect=(a_only - b_only) / x.size,
+            effect_ci=list(newcombe_paired(*counts)),
+            se=float(diff.std(ddof=1)) / math.sqrt(x.size),
+            df=float(x.size - 1),
+        )
+    else:
+        k1, k2 = int(x.sum()), int(y.sum())
+        counts = [k1, x.size, k2, y.size]
+        p = fisher_exact(k1, x.size, k2, y.size)
+        p1, p2 = k1 / x.size, k2 / y.size
+        record.update(
+            test=f"Fisher exact ({k1}/{x.size} vs {k2}/{y.size})",
+            effect=p1 - p2,
+            effect_ci=list(newcombe_unpaired(*counts)),
+            se=math.sqrt(p1 * (1 - p1) / x.size + p2 * (1 - p2) / y.size),
+            df=float(x.size + y.size - 2),
+        )
+    record.update(p=p, counts=counts, n=int(min(x.size, y.size)))
 
 
 def judge_all(records: List[dict], alpha: float = ALPHA) -> List[dict]:
