@@ -924,3 +924,20 @@ def test_precision_check_spacing_is_one_unit_in_the_last_place(facts):
     seat = facts["checks.seat"]
     assert facts["checks.spacing.float32"] == float(np.spacing(np.float32(seat)))
     assert facts["checks.spacing.float64"] == float(np.spacing(np.float64(seat)))
+
+
+def test_the_comparison_table_prints_each_cells_status_whole(ran):
+    """The live table's cells, at 80 columns: each scheme's status at each length, as the chapter's
+    compare() finds it, written whole (the page's longer sentences were cut to '✓ within the 5…' and
+    named seats the page, set to another length, did not print)."""
+    from posenc.lesson.chapters.comparison import LENGTHS, SCHEMES, compare
+    from posenc.tour.comparison import STATUS
+
+    body = section_texts(ran[1])["compare"]
+    assert "…" not in body
+    found = {length: {r["scheme"]: r["status"] for r in compare(length)["schemes"]} for length in LENGTHS}
+    for scheme in SCHEMES:
+        cells = [STATUS[found[length][scheme]][0] for length in LENGTHS]
+        row = rf"^\s*{scheme}\s+" + r"\s+".join(re.escape(c) for c in cells) + r"\s*$"
+        assert re.search(row, body, re.MULTILINE), (scheme, cells)
+    assert found[576]["learned"] == "refused" and found[512]["learned"] == "trained"

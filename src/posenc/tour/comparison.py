@@ -3,7 +3,9 @@
 The text and numbers are the lesson's chapter "The methods side by side"
 (:mod:`posenc.lesson.chapters.comparison`); this section prints them, records the numbers, and prints
 the table's live column at each length of its "try this": whether each scheme places the tokens without
-an error, and what of them a model trained on that many tokens never met (the page's own sentences).
+an error, and whether a model trained on that many tokens met them all, in one short status per cell
+(the page's sentence for each cell names what was not met, at the length its slider is set to; here a
+cell never wider than a terminal's column, and no number the page does not print).
 """
 
 from __future__ import annotations
@@ -15,8 +17,13 @@ from ._show import table
 from .telling import tell
 
 CHAPTER = "comparison"
-#: the live column's status -> its style in the terminal (the page's pass and fail shades)
-STYLES = {"trained": "green", "untrained": "bold", "refused": "bold red"}
+#: the live column's status -> what a cell prints and its style in the terminal (the page's pass, warn and
+#: fail shades)
+STATUS = {
+    "trained": ("✓ within training", "green"),
+    "untrained": ("⚠ placed, past training", "bold"),
+    "refused": ("✗ refused", "bold red"),
+}
 
 
 def comparison(ctx) -> None:
@@ -30,6 +37,6 @@ def comparison(ctx) -> None:
     for scheme in SCHEMES:
         t.add_row(
             scheme,
-            *(Text(rows[length][scheme]["says"], style=STYLES[rows[length][scheme]["status"]]) for length in LENGTHS),
+            *(Text(*STATUS[rows[length][scheme]["status"]]) for length in LENGTHS),
         )
     ctx.console.print(t)
