@@ -213,3 +213,18 @@ def test_the_formats_are_written_once_on_each_side(where, module, patterns):
         if name != module:
             for pattern in patterns:
                 assert not re.search(pattern, text), (name, pattern)
+
+
+def test_sci_or_rounding_names_the_level_under_it_and_the_digits_above():
+    from posenc.lesson.formats import sci, sci_or_rounding
+
+    assert sci_or_rounding(2.38e-07, 1e-5) == "rounding (below 1e-05)"
+    assert sci_or_rounding(-5.07e-07, 1e-5) == "rounding (below 1e-05)"
+    assert sci_or_rounding(0.0, 1e-5) == "rounding (below 1e-05)"
+    assert sci_or_rounding(1e-5, 1e-5) == sci(1e-5)
+    assert sci_or_rounding(-3.2e-3, 1e-5) == sci(-3.2e-3)
+    for bad, error in ((0.0, ValueError), (-1e-5, ValueError), (float("nan"), ValueError), ("1e-5", TypeError)):
+        with pytest.raises(error, match="rounding"):
+            sci_or_rounding(1.0, bad)
+    with pytest.raises(TypeError, match="value"):
+        sci_or_rounding("1", 1e-5)

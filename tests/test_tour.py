@@ -212,6 +212,20 @@ def test_nope_is_a_bag_of_tiles(facts):
     assert facts["bag.nope.pooled_max_diff"] < bag.NOPE_TOLERANCE
 
 
+def test_the_bag_table_prints_nopes_rounding_as_its_level(facts):
+    """NoPE's pooled difference is float32 noise whose digits differ between processes (2.38e-07 in one,
+    5.07e-07 in another): the table names the level; every other scheme's row keeps its digits."""
+    (table,) = [b for b in bag.prose(facts) if b.kind == "table"]
+    cells = {row[0]: row for row in table.rows[1:]}
+    assert cells["nope"][2] == f"rounding (below {bag.NOPE_TOLERANCE:.0e})"
+    assert cells["nope"][3] == "no: identical bags"
+    for scheme in ("sinusoidal", "learned", "rope", "alibi"):
+        assert "rounding" not in cells[scheme][2]
+        assert float(cells[scheme][2].replace("\u2212", "-")) == pytest.approx(
+            facts[f"bag.{scheme}.pooled_max_diff"], rel=1e-2
+        )
+
+
 @pytest.mark.parametrize("scheme", ["sinusoidal", "learned", "rope", "alibi"])
 def test_every_scheme_separates_the_sentences(facts, scheme):
     assert facts[f"bag.{scheme}.pooled_max_diff"] > bag.SCHEME_MARGIN

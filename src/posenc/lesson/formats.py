@@ -7,7 +7,9 @@ same functions under the same names; a test runs both on one set of values and h
   a reader does not mistake for a hyphen or a dash;
 - :func:`signed`: a fixed number of decimals with an explicit sign, ``+0.84`` / ``−0.42``, and none on
   a value that rounds to zero (``0.00``);
-- :func:`sci`: exponent form with a two-digit exponent, ``2.38e-07`` / ``−1.50e+03``.
+- :func:`sci`: exponent form with a two-digit exponent, ``2.38e-07`` / ``−1.50e+03``;
+- :func:`sci_or_rounding`: :func:`sci`, or the rounding level a value lies under (Python only: the
+  page receives the chapters' text already written).
 
 Both sides round a tie (``0.125`` to two decimals) away from zero, as the browser's ``toFixed`` does.
 """
@@ -86,4 +88,21 @@ def sci(value: float, digits: int = 2) -> str:
     return MINUS + text if value < 0 else text
 
 
-__all__ = ["FIXED_LIMIT", "MINUS", "minus", "sci", "signed"]
+def sci_or_rounding(value: float, rounding: float, digits: int = 2) -> str:
+    """``value`` as :func:`sci` prints it, or ``rounding (below 1e-05)`` when its size is under
+    ``rounding``: a difference at float32 rounding level has digits that are noise (two processes that
+    sum in another order print other ones), so the lesson names the level instead of the noise.
+
+    Raises:
+        TypeError: ``value`` or ``rounding`` is not a real number.
+        ValueError: ``value`` is not finite, or ``rounding`` is not a positive finite number.
+    """
+    value = _check(value, digits)
+    if isinstance(rounding, bool) or not isinstance(rounding, (int, float)):
+        raise TypeError(f"rounding must be a real number, got {type(rounding).__name__}")
+    if not math.isfinite(rounding) or rounding <= 0:
+        raise ValueError(f"rounding must be a positive finite number, got {rounding!r}")
+    return f"rounding (below {rounding:.0e})" if abs(value) < rounding else sci(value, digits)
+
+
+__all__ = ["FIXED_LIMIT", "MINUS", "minus", "sci", "sci_or_rounding", "signed"]

@@ -22,7 +22,7 @@ from ...learned import LearnedPositionalEmbedding
 from ...model import Block as AttentionBlock
 from ...model import ModelConfig, TinyLM, local_random
 from ...schemes import PositionScheme
-from ..formats import sci
+from ..formats import sci, sci_or_rounding
 from ..mistakes import ROUNDING_LEVEL
 from ..prose import Block
 from ..vectors import split_words, word_vector
@@ -117,6 +117,12 @@ def numbers() -> dict:
     return out
 
 
+def _difference(value: float) -> str:
+    """A pooled difference as the table prints it: NoPE's is float32 rounding, whose digits differ
+    between two processes that sum in another order, so the level is printed, not the noise."""
+    return sci_or_rounding(value, NOPE_TOLERANCE)
+
+
 def _seen(name: str, diff: float) -> str:
     if name == "nope":
         return "no: identical bags" if diff < NOPE_TOLERANCE else "unexpectedly yes"
@@ -127,14 +133,14 @@ def prose(n: dict) -> list[Block]:
     """The chapter's text with the numbers of :func:`numbers`."""
     ratio = n["bag.smallest_scheme_over_nope"]
     compared = (
-        f"{ratio:,.0f} times NoPE's, which is pure float32 rounding"
+        f"far above NoPE's, which is float32 rounding (below {NOPE_TOLERANCE:.0e})"
         if ratio is not None
         else "far above NoPE's, which is exactly zero"
     )
     rows = [("scheme", "position enters", "max |pooled A - pooled B|", "order visible?")]
     rows += [
-        (name, WHERE[name], sci(n[f"bag.{name}.pooled_max_diff"]), _seen(name, n[f"bag.{name}.pooled_max_diff"]))
-        for name in SCHEMES
+        (name, WHERE[name], _difference(diff), _seen(name, diff))
+        for name, diff in ((name, n[f"bag.{name}.pooled_max_diff"]) for name in SCHEMES)
     ]
     return [
         Block(
@@ -220,8 +226,8 @@ def prose(n: dict) -> list[Block]:
         Block(
             "p",
             f"""With no position scheme (NoPE), sentence B's five output vectors equal sentence A's taken in
-            the order {n["bag.permutation"]}: largest difference **{sci(n["bag.nope.permuted_max_diff"])}**
-            (float32 rounding).""",
+            the order {n["bag.permutation"]}: largest difference:
+            **{_difference(n["bag.nope.permuted_max_diff"])}**.""",
             "measured",
         ),
         Block("table", "Pooled outputs of the two sentences, unmasked attention", "measured", rows=tuple(rows)),

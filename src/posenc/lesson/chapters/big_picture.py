@@ -20,7 +20,7 @@ from ...model import local_random
 from ...sinusoidal import sinusoidal_table
 from .. import trained
 from ..attention import attention_weights
-from ..formats import sci
+from ..formats import sci, sci_or_rounding
 from ..mistakes import ROUNDING_LEVEL
 from ..prose import Block
 from ..rotation import KEY, QUERY, pair_score
@@ -85,9 +85,8 @@ def numbers() -> dict:
 
 
 def _rounding_or_sci(value: float) -> str:
-    """A float32 difference at rounding level is printed as such: its digits are noise, and they differ
-    between two processes that sum in another order."""
-    return f"rounding (below {bag.NOPE_TOLERANCE:.0e})" if value < bag.NOPE_TOLERANCE else sci(value)
+    """A float32 difference at rounding level is printed as such (:func:`~posenc.lesson.formats.sci_or_rounding`)."""
+    return sci_or_rounding(value, bag.NOPE_TOLERANCE)
 
 
 def _num(value: float, digits: int = 3) -> str:
