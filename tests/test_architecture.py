@@ -163,19 +163,17 @@ APPS = ("lesson", "tour", "explorer", "lab", "eval", "bench")
 #: list only shrinks: a new one fails the test, and so does a listed one that is gone.
 REMAINING = {
     ("posenc.eval.cli", "posenc.lab.corpus"): "eval's default text is the lab corpus's validation split; the "
-    "corpus loader (numpy arrays, not a run file) needs a shared measuring-apps home, and eval/cli.py was under edit",
+    "corpus loader (numpy arrays, not a run file) needs a home below both measuring apps",
     ("posenc.lesson.chapters.big_picture", "posenc.lab.export"): "ch. 1 reads a lab run's trained model "
-    "(load_run_model, torch); that reader belongs below both apps, and the lesson was under edit",
-    ("posenc.explorer.eval_results", "posenc.lab.schema"): "its reader (RunFileError, read_json_limited) "
-    "is in posenc.runs.lab_schema; eval_results.py was being edited for the eval work when the schema moved",
+    "(load_run_model, torch); that reader belongs below both apps",
     ("posenc.explorer.lab_results", "posenc.lab.summary"): "RUNS_DIR, the folder of the committed summaries, "
     "is the lab's package data (posenc/lab/runs/*.json); it moves with the data in the folder moves",
     ("posenc.explorer.quiz", "posenc.lesson.chapters._check"): "the quiz reads each chapter's Check; the "
-    "lesson was being edited by its own work, which should make Check public or give the quiz an entry",
+    "lesson should make Check public or give the quiz an entry of its own",
     ("posenc.lab.verdicts", "posenc.explorer.palette"): "the scheme labels come from the palette, which "
-    "belongs in the lesson (the presentation table); the palette is explorer code under edit",
+    "belongs in the lesson (the presentation table); it still lives in the explorer",
     ("posenc.tour._plot", "posenc.explorer.palette"): "the palette belongs in the lesson; explorer and "
-    "tour were under edit by the lesson work",
+    "tour share it from there until it moves",
     ("posenc.tour.configs", "posenc.explorer.palette"): "as posenc.tour._plot",
     ("posenc.tour.extension", "posenc.explorer.palette"): "as posenc.tour._plot",
     ("posenc.tour.rotary", "posenc.explorer.palette"): "as posenc.tour._plot",

@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ..lab.schema import RunFileError, read_json_limited
+from ..runs.lab_schema import RunFileError, read_json_limited
 
 RESULTS_FILE = "results.json"
 SCHEMA = "posenc.eval/results"

@@ -674,8 +674,8 @@ def _ntk_for_transformers(config: NTKScaling, base: float, rotary_dim: int) -> T
     )
     note = (
         f"transformers has no static NTK rope type: static NTK is the default RoPE with "
-        f"rope_theta = base * factor ** (d / (d - 2)) = {worked}, so the config.json panels "
-        f'write that rope_theta with rope_type "default".'
+        f"rope_theta = base * factor ** (d / (d - 2)) = {worked}, so a config.json written for "
+        f'transformers holds that rope_theta with rope_type "default".'
     )
     return new_base, None, note
 
