@@ -39,7 +39,7 @@ function heatmap(label, grid, lengths, depths, trained) {
     `<th>${fmtInt(l)}${trained && l > trained ? " ›" : ""}</th>`).join("")}</tr></thead>`;
   const body = depths.map((d) => `<tr><th scope="row">${d}</th>${lengths.map((l) =>
     heatCell((grid[String(l)] || {})[String(d)], l, d)).join("")}</tr>`).join("");
-  return `<table class="data heatmap" data-scaling="${escapeText(label)}">${head}<tbody>${body}</tbody></table>`;
+  return `<table class="data heatmap" tabindex="0" data-scaling="${escapeText(label)}">${head}<tbody>${body}</tbody></table>`;
 }
 
 export function setupEval() {

@@ -74,9 +74,9 @@ function summaryBlock(s) {
     ${s.stamp ? `<p class="stamp" role="note" style="${STAMP_STYLE}">Machinery check: ${escapeText(s.stamp)}.</p>` : ""}
     <p class="readout"><code>${escapeText(s.command)}</code>${time ? ` — CPU time ${escapeText(time)}` : ""}</p>
     <h4>Bits per byte <small class="muted">(mean ± standard deviation over training seeds; hover for each seed)</small></h4>
-    <table class="data">${head("model")}<tbody>${bpbRows || `<tr><td colspan="${lengths.length + 1}">none</td></tr>`}</tbody></table>
+    <table class="data" tabindex="0">${head("model")}<tbody>${bpbRows || `<tr><td colspan="${lengths.length + 1}">none</td></tr>`}</tbody></table>
     <h4>Passkey retrieval <small class="muted">(exact matches k/n, one per seed in seed order)</small></h4>
-    <table class="data">${head("model, keys")}<tbody>${retRows.join("") || `<tr><td colspan="${lengths.length + 1}">none</td></tr>`}</tbody></table>
+    <table class="data" tabindex="0">${head("model, keys")}<tbody>${retRows.join("") || `<tr><td colspan="${lengths.length + 1}">none</td></tr>`}</tbody></table>
     <h4>Verdicts across seeds <small class="muted">(seen only when the mean effect clears the spread between training seeds plus the sampling of the windows, paired across seeds, and trials, under Holm's rule over the claims; hover for the evidence)</small></h4>
     <ul class="verdicts">${verdicts || `<li>${s.machinery_check ? "none: a machinery check" : "none"}</li>`}</ul>
   </article>`;
@@ -104,7 +104,7 @@ function heatmap(title, rows, lengths, trainLen) {
     if (b === "far" && trainLen && l <= trainLen) return '<td class="num missing" title="no key lies beyond the training length here">—</td>';
     return heatCell(r && r.retrieval ? r.retrieval[b] : null);
   }).join("")}</tr>`).join("");
-  return `<table class="data heatmap">${head}<tbody>${body}</tbody></table>`;
+  return `<table class="data heatmap" tabindex="0">${head}<tbody>${body}</tbody></table>`;
 }
 
 export function setupLab() {
