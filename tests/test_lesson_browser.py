@@ -1170,3 +1170,65 @@ def test_claim_the_sine_code_also_colours_the_difference_strip(browser, server):
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+# Where every word of a chapter breaks across lines: for each word (a run without white space, across
+# inline elements), the text before each line break it takes, and whether it runs past its block.
+WORD_BREAKS = r"""
+(sel) => {
+  const root = document.querySelector(sel);
+  const blocks = [...root.querySelectorAll("p, li, pre, caption, figcaption, td, th, h2, h3, dd, dt")]
+    .filter((b) => b.getClientRects().length && !b.closest("svg") && !b.querySelector("p, li, pre, td, figcaption"));
+  const out = [];
+  for (const block of blocks) {
+    const chars = [];
+    const walker = document.createTreeWalker(block, NodeFilter.SHOW_TEXT);
+    for (let t = walker.nextNode(); t; t = walker.nextNode())
+      for (let i = 0; i < t.data.length; i++) chars.push([t, i, t.data[i]]);
+    const box = block.getBoundingClientRect();
+    let word = [];
+    const flush = () => {
+      if (!word.length) return;
+      const rects = word.map(([t, i]) => {
+        const r = document.createRange();
+        r.setStart(t, i);
+        r.setEnd(t, i + 1);
+        return r.getBoundingClientRect();
+      });
+      const text = word.map((w) => w[2]).join("");
+      const breaks = [];
+      rects.forEach((r, k) => {
+        if (k && r.width && rects[k - 1].width && r.top > rects[k - 1].top + 2) breaks.push(text.slice(0, k));
+      });
+      const over = rects.some((r) => r.width && r.right > box.right + 0.5);
+      if (breaks.length || over) out.push({ word: text, breaks, over, tag: block.tagName });
+      word = [];
+    };
+    for (const c of chars) { if (/\s/.test(c[2])) flush(); else word.push(c); }
+    flush();
+  }
+  return out;
+}
+"""
+
+
+def test_chapter_six_breaks_long_identifiers_only_after_a_dot_or_a_bracket_on_a_phone(browser, server):
+    """On a 390 px phone ch. 6 split ``LearnedPositionalEmbedding.extend(new_max_len)`` as "...(new_ma" /
+    "x_len)", both in the error box and in the quoted error of the text. Now no word runs past its line,
+    a word breaks only after '.', '(' or a hyphen, and the identifier only after '.' or '('."""
+    context, page = new_page(browser, server, SIZES["phone"])
+    try:
+        open_chapter(page, server, "learned-tables")
+        page.wait_for_timeout(300)  # let the error box fill
+        text = page.locator("#ch-learned-tables").inner_text()
+        assert text.count("LearnedPositionalEmbedding.extend(new_max_len)") >= 2  # the error box and the quoted error
+        words = page.evaluate(WORD_BREAKS, "#ch-learned-tables")
+        assert [w for w in words if w["over"]] == []
+        broken = [w for w in words if w["breaks"]]
+        assert [w for w in broken if any(b[-1] not in ".(-" for b in w["breaks"])] == []
+        identifier = [w for w in broken if "LearnedPositionalEmbedding.extend(" in w["word"]]
+        assert identifier, "at 390 px the identifier takes more than one line; the test must see where it breaks"
+        assert all(b[-1] in ".(" for w in identifier for b in w["breaks"]), identifier
+        assert page.problems == [], page.problems
+    finally:
+        context.close()

@@ -5,21 +5,29 @@
 
 import { api } from "../core.js";
 
+// A long word (a dotted name, a call) may break after a '.' or a '(' that a letter follows, so that a
+// phone's narrow line splits `LearnedPositionalEmbedding.extend(new_max_len)` between its parts and never
+// inside one of them. Ordinary words and numbers ("0.5", "(positions 0..511)") get no break point.
+const LONG_WORD = 16;
+export function appendBreakable(parent, text) {
+  let run = "";
+  for (const piece of text.split(/(\s+)/)) {
+    if (piece.length < LONG_WORD || !/[.(][A-Za-z_]/.test(piece)) { run += piece; continue; }
+    piece.split(/(?<=[.(])(?=[A-Za-z_])/).forEach((part, i) => {
+      if (i) { parent.append(run, document.createElement("wbr")); run = ""; }
+      run += part;
+    });
+  }
+  if (run) parent.append(run);
+  return parent;
+}
+
 function inline(parent, spans) {
   for (const span of spans) {
-    if (span.style === "text") { parent.append(span.text); continue; }
+    if (span.style === "text") { appendBreakable(parent, span.text); continue; }
     const tag = { bold: "b", em: "em", code: "code", link: "a" }[span.style];
     if (!tag) throw new Error(`lesson text: unknown span style ${JSON.stringify(span.style)}`);
-    const node = document.createElement(tag);
-    if (tag === "code") {
-      // a dotted name may break after a dot, so a phone's line never splits one of its words
-      span.text.split(/(?<=\.)(?=[A-Za-z_])/).forEach((part, i) => {
-        if (i) node.append(document.createElement("wbr"));
-        node.append(part);
-      });
-    } else {
-      node.textContent = span.text;
-    }
+    const node = appendBreakable(document.createElement(tag), span.text);
     if (tag === "a") node.href = span.href;
     parent.append(node);
   }

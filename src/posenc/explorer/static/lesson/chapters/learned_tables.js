@@ -3,6 +3,7 @@
 import { $, figures } from "../../core.js";
 import { lineChart, svg, html, fmt, widthOf, root, text, numbers } from "../../charts.js";
 import { CATEGORY_COLOURS, SCHEME_COLOURS, INK, textColour } from "../../palette.js";
+import { appendBreakable } from "../prose.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
 // figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
@@ -68,7 +69,7 @@ export function setup() {
       html("p", {}, result, `${count(data.tokens)}: fine. The table answered with shape (${data.shape.join(", ")}).`);
     } else {
       html("p", { class: "verdict" }, result, `${count(data.tokens)}: posenc raised ${data.error_type}:`);
-      html("pre", { class: "error-message" }, result, data.error);
+      appendBreakable(html("pre", { class: "error-message" }, result), data.error);
     }
     // the stretched table's answer to the same request, so that stretching shows in the status
     html("p", { class: `stretched-status ${data.stretched_reads_tokens ? "pass" : "fail"}`, id: "wall-stretched-status",
