@@ -1016,3 +1016,27 @@ def test_one_registry_holds_every_view_and_every_chapter(page, server):
     assert {n for n, (v, _) in registered.items() if not v} == set(found["chapters"])
     assert len(found["chapters"]) >= 14 and set(VIEWS) <= set(found["views"])
     assert all(node in (f"view-{n}", f"ch-{n}") for n, (_, node) in registered.items())
+
+
+def test_order_proof_says_why_its_scores_are_not_chapter_sevens(page, server):
+    """The proof's scores come from each word's own vector, ch. 7's from one fixed pair: the proof says so
+    and prints ch. 7's pair at its seats, which at +30/-30 degrees is ch. 7's printed score."""
+    from playwright.sync_api import expect
+
+    from posenc.lesson.chapters import rope
+
+    facts = rope.numbers()
+    open_view(page, server, "dials")
+    page.locator("#wo-proof-btn").click()
+    note = page.locator("#wo-lesson-note")
+    expect(note).to_be_visible()
+    # the same turns at other seats than ch. 7's: equal to float64 rounding
+    assert value_of(page, "#wo-a-lesson") == pytest.approx(facts["rope.relative.score.A"], abs=1e-12)
+    assert value_of(page, "#wo-b-lesson") == pytest.approx(facts["rope.relative.score.B"], abs=1e-12)
+    expect(note).to_contain_text(f"{facts['rope.relative.score.A']:.5f}")
+    expect(note).to_contain_text(f"{facts['rope.relative.score.B']:.5f}")
+    expect(note).to_contain_text("own vector")
+    expect(note).to_contain_text(f"q = [{rope.ORDER_VECTORS[0][0]}, {rope.ORDER_VECTORS[0][1]}]")
+    expect(note).to_contain_text("the scores ch. 7 prints for its +30° and −30°")
+    page.locator("#wo-deg").fill("45")  # other turns: the note no longer calls its numbers ch. 7's
+    expect(note).to_contain_text("ch. 7 prints its scores at turns of +30° and −30°")

@@ -28,6 +28,7 @@ import torch
 from .._checks import check_float, check_int
 from ..alibi import alibi_bias, alibi_slopes
 from ..lesson.chapters.clock_hands import wave_hand
+from ..lesson.chapters.rope import ORDER_VECTORS
 from ..lesson.rotation import order_turn, turn_dials
 from ..lesson.vectors import (
     TWO_PI,
@@ -184,10 +185,15 @@ def word_order_view(text_a: str, text_b: str, query_word: str, key_word: str, de
     ``relative_angle_deg`` is the turn from the key's hand to the query's,
     ``(query seat - key seat) * degrees``, counter-clockwise positive: for "dog bites man" with query
     "bites" and key "dog" it is +degrees, the tour's "dog to bit" angle for its sentence A.
+
+    ``score_rope_lesson`` scores the lesson's fixed pair (``lesson_q`` against ``lesson_k``, the vectors
+    ch. 7 uses) at the same seats: the page prints it beside the words' own score, so a learner sees that
+    the two differ only in the vectors, and at ch. 7's +30/-30 degrees it is ch. 7's printed score.
     """
     check_float("degrees", degrees, minimum=1.0, maximum=179.0)
     inv_freq = torch.tensor([math.radians(degrees)], dtype=torch.float64)
     q, k = order_vectors(query_word, key_word)
+    lesson_q, lesson_k = (torch.tensor(v, dtype=torch.float64) for v in ORDER_VECTORS)
     sentences = []
     for name, text in (("text_a", text_a), ("text_b", text_b)):
         words = split_words(text, name)
@@ -209,6 +215,7 @@ def word_order_view(text_a: str, text_b: str, query_word: str, key_word: str, de
                 "relative_angle_deg": turn["relative_angle_deg"],
                 "score_rope": turn["score_rope"],
                 "score_nope": turn["score_nope"],
+                "score_rope_lesson": order_turn(lesson_q, lesson_k, qi, ki, degrees)["score_rope"],
                 "q_rotated": turn["q_rotated"].tolist(),
                 "k_rotated": turn["k_rotated"].tolist(),
             }
@@ -219,6 +226,8 @@ def word_order_view(text_a: str, text_b: str, query_word: str, key_word: str, de
         "key_word": key_word,
         "q": q.tolist(),
         "k": k.tolist(),
+        "lesson_q": lesson_q.tolist(),
+        "lesson_k": lesson_k.tolist(),
         "sentences": sentences,
     }
 

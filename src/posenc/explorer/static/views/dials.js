@@ -111,6 +111,9 @@ export function setupDials() {
       });
     });
     const [a, b] = d.sentences;
+    const chapterTurns = Math.abs(a.relative_angle_deg - 30) < 1e-9 && Math.abs(b.relative_angle_deg + 30) < 1e-9;
+    const pair = (v) => `[${v.map((x) => fmt(x, 3)).join(", ")}]`;
+    const asWritten = (v) => `[${v.map((x) => (Number.isInteger(x) ? x.toFixed(1) : String(x))).join(", ")}]`; // as ch. 7 writes it
     const line = (s, id, tag) => `<p><b>${tag}</b> “${escapeText(s.text)}”: “${escapeText(d.query_word)}” sits at seat
       ${s.query_seat} (${fmt(s.seat_angles_deg[s.query_seat], 0)}°), “${escapeText(d.key_word)}” at seat ${s.key_seat}
       (${fmt(s.seat_angles_deg[s.key_seat], 0)}°): the query's hand is
@@ -121,7 +124,14 @@ export function setupDials() {
       <p>Without positions both sentences give the score ${valueSpan("wo-nope", a.score_nope, 6)}
       (the same two vectors). With RoPE the relative angle goes from ${a.relative_angle_deg > 0 ? "+" : ""}${fmt(a.relative_angle_deg, 0)}° to
       ${b.relative_angle_deg > 0 ? "+" : ""}${fmt(b.relative_angle_deg, 0)}°, and the scores differ by ${fmt(Math.abs(a.score_rope - b.score_rope), 4)}:
-      attention can tell who bit whom.</p>`;
+      attention can tell who bit whom.</p>
+      <p class="note" id="wo-lesson-note">Why these scores are not ch. 7's: here each word has its own vector, made
+      from the word (“${escapeText(d.query_word)}” queries q = ${pair(d.q)}, “${escapeText(d.key_word)}” keys
+      k = ${pair(d.k)}), while <a href="#rope">ch. 7</a> scores one fixed pair, q = ${asWritten(d.lesson_q)} against
+      k = ${asWritten(d.lesson_k)}. The score depends on the two vectors and the turn between them alone: ch. 7's pair
+      at these seats scores ${valueSpan("wo-a-lesson", a.score_rope_lesson, 5)} in A and
+      ${valueSpan("wo-b-lesson", b.score_rope_lesson, 5)} in B${chapterTurns
+        ? ", the scores ch. 7 prints for its +30° and −30°" : "; ch. 7 prints its scores at turns of +30° and −30°"}.</p>`;
   }, { selector: ".wo-error" });
   for (const id of ["wo-a", "wo-b", "wo-q", "wo-k"]) $(id).addEventListener("input", () => order(250));
   $("wo-proof-btn").addEventListener("click", () => {
