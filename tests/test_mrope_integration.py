@@ -17,7 +17,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from posenc.integrations import discovery  # noqa: E402
+from posenc.integrations.tables import StreamTables  # noqa: E402
 from posenc.integrations.transformers import language_model_of, patch, patch_of  # noqa: E402
 from posenc.rope.mrope import MRotaryEmbedding, mrope_streams  # noqa: E402
 
@@ -183,12 +183,12 @@ def test_vision_language_model_patches_exactly_with_image_positions(name):
     text_model = language_model_of(model)
     assert text_model is not model and text_model.config.model_type.endswith("_text")
     rotary = text_model.rotary_emb
-    assert isinstance(rotary, discovery.StreamTables)
+    assert isinstance(rotary, StreamTables)
     # the streams are the core scheme's for the model's sections and its family's layout
     layout = FAMILIES[name][4]
     section = text_model.config.rope_parameters["mrope_section"]
     assert rotary.streams.tolist() == mrope_streams(section, rotary.streams.numel(), layout).tolist()
-    assert not any(isinstance(m, discovery.StreamTables) for m in model.model.visual.modules())  # vision untouched
+    assert not any(isinstance(m, StreamTables) for m in model.model.visual.modules())  # vision untouched
     patched = logits(model, inputs)
     with torch.no_grad():
         patched_tokens = model.generate(**inputs, **settings)

@@ -28,6 +28,7 @@ transformers = pytest.importorskip("transformers")
 
 from posenc import testing  # noqa: E402
 from posenc.integrations import discovery  # noqa: E402
+from posenc.integrations.tables import PerLayerTypeTables, StreamTables  # noqa: E402
 from posenc.integrations.transformers import patch  # noqa: E402
 
 transformers.logging.set_verbosity_error()
@@ -222,7 +223,7 @@ def test_gemma3_local_and_global_layers_get_their_own_base():
         before = model(ids).logits
     handle = patch(model)
     tables = model.model.rotary_emb
-    assert isinstance(tables, discovery.PerLayerTypeTables)
+    assert isinstance(tables, PerLayerTypeTables)
     bases = {name: t.rope.base for name, t in tables.tables.items()}
     assert bases == {"sliding_attention": 10000.0, "full_attention": 1000000.0}
     with torch.no_grad():
@@ -246,7 +247,7 @@ def test_mrope_text_positions_and_differing_streams_are_rotated_as_the_model_doe
         want = original(x, image)
     with patch(model):
         rotary = model.model.rotary_emb
-        assert isinstance(rotary, discovery.StreamTables)
+        assert isinstance(rotary, StreamTables)
         cos, sin = rotary(x, text)
         cos1, sin1 = rotary(x, torch.arange(4)[None])
         assert torch.equal(cos, cos1) and torch.equal(sin, sin1)

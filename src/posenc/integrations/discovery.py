@@ -23,6 +23,11 @@ before the model is touched.
 :func:`rotary_causal_lm_types` and :func:`census` enumerate the installed ``transformers``'
 causal-LM model types whose modeling module defines a rotary embedding, and classify each module
 without building a model; ``python -m posenc.integrations.discovery`` prints that census.
+
+This module says what a family's code does (and, in :data:`ARCHITECTURES`, the few families
+listed by hand); it changes no model. posenc's tables in each family's form are in
+:mod:`posenc.integrations.tables`, the patch that installs them and the stand-ins in
+:mod:`posenc.integrations.transformers`; both build on this module, which imports neither.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import inspect
 import types
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 import torch
 from torch import nn
@@ -396,6 +401,13 @@ def _unwrapped(fn: Callable) -> Callable:
     return fn
 
 
+def code_names(fn: Callable) -> set:
+    """The global and attribute names ``fn``'s code reads (through its ``functools.wraps`` decorators)."""
+    while hasattr(fn, "__wrapped__"):
+        fn = fn.__wrapped__
+    return set(getattr(getattr(fn, "__code__", None), "co_names", ()))
+
+
 def _loaded_names(fn: Callable) -> Tuple[set, set]:
     """``(globals, attributes)`` that ``fn``'s code (through ``functools.wraps`` wrappers, and the code
     nested in it) loads: a global name is read by ``LOAD_GLOBAL``, an attribute by ``LOAD_ATTR`` or
@@ -606,7 +618,7 @@ class Discovered:
             the probe found.
         form: the form the model's rotary modules return cos/sin in.
         mrope: the rotary module is M-RoPE's (``mrope_section``): three position streams
-            (temporal, height, width); see :class:`StreamTables`.
+            (temporal, height, width); see :class:`posenc.integrations.tables.StreamTables`.
         mrope_streams: for M-RoPE, the stream (0 t, 1 h, 2 w) each rotation pair reads, as the
             module's own output shows it (:func:`probe_mrope_streams`).
         layer_types: the layer types the rotary module computes tables for, one rope dict each
@@ -1027,208 +1039,73 @@ def layer_type_ropes(
     return ropes
 
 
-class PerLayerTypeTables(nn.Module):
-    """posenc's tables for a rotary module called as ``forward(x, position_ids, layer_type)``.
+# -- the families listed by hand --------------------------------------------------------------------
+# patch takes these lines as they are instead of probing the family's functions (GPT-J's and
+# CodeGen's sin-first call cannot be read from a signature); their tables are still checked.
+@dataclass(frozen=True)
+class Architecture:
+    """How posenc enters one ``transformers`` model family.
 
-    One table module per layer type (Gemma 3: ``"sliding_attention"`` with base 10,000,
-    ``"full_attention"`` with base 1,000,000), each exact for its own base and scaling.
-
-    Args:
-        config: a ``transformers`` config, as the family's own module is built
-            (``type(model.model.rotary_emb)(config=config)`` gives a working module, as code that
-            rebuilds a model's rotary module expects): one
-            :class:`posenc.integrations.transformers.PosencRotaryTables` per layer type of
-            ``config.layer_types`` whose rope dict is not ``None``, in sorted order as Gemma 3's
-            module keeps them, each read from ``config.rope_parameters[layer_type]`` alone.
-        device: where to put the tables (the signature of ``transformers``' rotary modules).
-        tables: ``layer_type -> table module``, by keyword, instead of ``config`` (what
-            :func:`wrap_tables` passes).
-
-    ``<layer_type>_inv_freq`` is that layer type's frequencies, (rotary_dim // 2,), as Gemma 3's
-    module names its buffers; ``layer_types`` and ``rope_type`` (``layer_type -> rope type``) are
-    what the families' modules keep under those names, for model code that loops over them.
+    Attributes:
+        module: the modeling module, ``transformers.models.<family>.modeling_<family>``.
+        functions: global names the attention ``forward`` calls to rotate, each with the layout it
+            implements (DeepSeek-V3 has one of each and picks by ``config.rope_interleave``).
+        style: ``"pair"`` for ``f(q, k, cos, sin)`` returning both; ``"single"`` for GPT-J's
+            ``f(x, sin, cos)`` on one (batch, seq, heads, rotary_dim) tensor; ``"complex"`` for
+            DeepSeek-V2's ``f(q, k, freqs_cis)``, whose rotary module returns ``cos + i sin``.
+        sin_first: the rotary module returns ``(sin, cos)`` rather than ``(cos, sin)`` (GPT-J).
     """
 
-    def __init__(
-        self,
-        config: Optional[Any] = None,
-        device: Union[torch.device, str, None] = None,
-        *,
-        tables: Optional[Dict[str, nn.Module]] = None,
-    ):
-        super().__init__()
-        if (config is None) == (tables is None):
-            raise TypeError("PerLayerTypeTables needs config (a transformers config) or tables=, exactly one")
-        if tables is None:
-            tables = _layer_type_tables_from_config(config, device)
-        elif device is not None:
-            tables = {k: t.to(device=device) for k, t in tables.items()}
-        self.tables = nn.ModuleDict(tables)
-        self.layer_types = list(tables)  # the model's code may loop over them (LFM3)
-        # ``layer_type -> rope type``, as the families' modules keep it (Ergo loops over its keys)
-        self.rope_type = {k: _rope_type_of(t) for k, t in tables.items()}
-
-    def forward(self, x: torch.Tensor, position_ids: torch.Tensor, layer_type: Optional[str] = None):
-        if layer_type is None or layer_type not in self.tables:
-            raise ValueError(f"layer_type must be one of {sorted(self.tables)}, got {layer_type!r}")
-        return self.tables[layer_type](x, position_ids)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.endswith("_inv_freq"):
-            tables = self.__dict__.get("_modules", {}).get("tables")
-            layer_type = name[: -len("_inv_freq")]
-            if tables is not None and layer_type in tables:
-                return tables[layer_type].inv_freq
-        return super().__getattr__(name)
+    module: str
+    functions: Tuple[Tuple[str, str], ...]
+    style: str = "pair"
+    sin_first: bool = False
 
 
-def _rope_type_of(tables: nn.Module) -> str:
-    rope = getattr(tables, "rope", None)
-    return str(getattr(getattr(rope, "scaling", None), "rope_type", "default"))
+_HALF = (("apply_rotary_pos_emb", "half"),)
+
+#: ``config.model_type`` -> how to patch it
+ARCHITECTURES: Dict[str, Architecture] = {
+    "llama": Architecture("transformers.models.llama.modeling_llama", _HALF),
+    "mistral": Architecture("transformers.models.mistral.modeling_mistral", _HALF),
+    "qwen2": Architecture("transformers.models.qwen2.modeling_qwen2", _HALF),
+    "qwen3": Architecture("transformers.models.qwen3.modeling_qwen3", _HALF),
+    "phi3": Architecture("transformers.models.phi3.modeling_phi3", _HALF),
+    "phi": Architecture("transformers.models.phi.modeling_phi", _HALF),
+    "gemma": Architecture("transformers.models.gemma.modeling_gemma", _HALF),
+    "gpt_neox": Architecture("transformers.models.gpt_neox.modeling_gpt_neox", _HALF),
+    "gpt_oss": Architecture("transformers.models.gpt_oss.modeling_gpt_oss", _HALF),
+    "falcon": Architecture("transformers.models.falcon.modeling_falcon", _HALF),
+    "deepseek_v3": Architecture(
+        "transformers.models.deepseek_v3.modeling_deepseek_v3",
+        (("apply_rotary_pos_emb", "half"), ("apply_rotary_pos_emb_interleave", "interleaved")),
+    ),
+    "deepseek_v2": Architecture(
+        "transformers.models.deepseek_v2.modeling_deepseek_v2", (("apply_rotary_emb", "interleaved"),), style="complex"
+    ),
+    "gptj": Architecture(
+        "transformers.models.gptj.modeling_gptj",
+        (("apply_rotary_pos_emb", "interleaved"),),
+        style="single",
+        sin_first=True,
+    ),
+    # GPT-J's code: a (sin, cos) table module and f(x, sin, cos) on the rotated slice of the head
+    "codegen": Architecture(
+        "transformers.models.codegen.modeling_codegen",
+        (("apply_rotary_pos_emb", "interleaved"),),
+        style="single",
+        sin_first=True,
+    ),
+}
 
 
-def _layer_type_tables_from_config(config: Any, device) -> Dict[str, nn.Module]:
-    """``PerLayerTypeTables(config=...)``'s tables: one per layer type with a rope dict, sorted."""
-    # imported here: posenc.integrations.transformers builds on this module
-    from .transformers import PosencRotaryTables, rotary_kwargs_in_code
+def supported_model_types() -> List[str]:
+    """The ``config.model_type`` values listed in :data:`ARCHITECTURES`, sorted.
 
-    if not hasattr(config, "model_type"):
-        raise TypeError(f"config must be a transformers config (with a model_type), got {type(config).__name__}")
-    kinds = [k for k in getattr(config, "layer_types", None) or () if isinstance(k, str)]
-    dicts = getattr(config, "rope_parameters", None)
-    if not isinstance(dicts, dict):
-        raise ValueError(f"config.rope_parameters must hold one rope dict per layer type, got {dicts!r}")
-    kinds = sorted(k for k in set(kinds) if dicts.get(k) is not None)
-    if not kinds:
-        raise ValueError(
-            f"config.layer_types {getattr(config, 'layer_types', None)!r} names no layer type with a rope dict "
-            f"in config.rope_parameters (keys {sorted(dicts, key=str)})"
-        )
-    return {
-        k: PosencRotaryTables(rope=RotaryEmbedding(**rotary_kwargs_in_code(config, layer_type=k)[0]), device=device)
-        for k in kinds
-    }
-
-
-class StreamTables(nn.Module):
-    """posenc's tables for an M-RoPE rotary module: three position streams, each pair at its own.
-
-    M-RoPE (Qwen2-VL and later, :mod:`posenc.rope.mrope`) gives each rotation pair one of three
-    position streams (temporal, height, width). Called with position ids of shape (3, batch, seq),
-    as the model's ``get_rope_index`` makes them for images and videos, this looks all three streams
-    up in one call of the exact tables (so a length-dependent scaling sees the largest position of
-    any stream, as ``transformers``' module does) and keeps, for each pair, its stream's column
-    (:func:`posenc.rope.mrope.select_streams`). Position ids of shape (batch, seq) are text: the three
-    streams are equal and M-RoPE is 1-D RoPE. A leading 1, (1, batch, seq), is one stream broadcast to
-    all three, as ``transformers``' module broadcasts it.
-
-    Args:
-        config: a ``transformers`` config, as the family's own module is built (``transformers``' tests
-            rebuild a rotary module by ``type(module)(config=...)``): the tables from it, the streams
-            probed from the family's own module built from it on the CPU. Or, positionally, the
-            1-D tables (what :func:`wrap_tables` passes).
-        streams: with the tables, the stream of each pair, as probed from the model's module
-            (:func:`probe_mrope_streams`), which :func:`check_tables` has compared with posenc's.
-        tables: the 1-D tables (:class:`posenc.integrations.transformers.PosencRotaryTables`), by keyword.
+    :func:`posenc.integrations.transformers.patch` also accepts other families, read from their own
+    code by :func:`discover` (docs/transformers.md lists what it finds per model type).
     """
-
-    streams: torch.Tensor
-    _streams: Tuple[int, ...]
-
-    def __init__(
-        self,
-        config: Any = None,
-        streams: Optional[Tuple[int, ...]] = None,
-        *,
-        tables: Optional[nn.Module] = None,
-    ):
-        super().__init__()
-        if isinstance(config, nn.Module):  # StreamTables(tables, streams)
-            if tables is not None:
-                raise TypeError("give StreamTables its tables once, positionally or by keyword, not both")
-            config, tables = None, config
-        if config is not None:
-            if streams is not None or tables is not None:
-                raise TypeError("give StreamTables either a config or tables and streams, not both")
-            tables, streams = _stream_tables_from_config(config)
-        elif tables is None or streams is None:
-            raise TypeError("StreamTables needs config (a transformers config) or tables and streams")
-        self.tables = tables
-        self.__dict__["_streams"] = tuple(int(s) for s in streams)
-        self.register_buffer("streams", torch.tensor(streams, dtype=torch.long), persistent=False)
-
-    def _apply(self, fn, *args, **kwargs):
-        # the streams are constants: a move off the meta device (``to_empty``, which leaves memory
-        # uninitialised, then ``init_weights``) or a cast gives them back as they were built
-        module = super()._apply(fn, *args, **kwargs)
-        if self.streams.device.type != "meta":
-            self.streams = torch.tensor(self._streams, dtype=torch.long, device=self.streams.device)
-        return module
-
-    @property
-    def inv_freq(self) -> torch.Tensor:
-        """The tables' frequencies (``transformers``' modules keep ``inv_freq``)."""
-        inv_freq = self.tables.inv_freq
-        assert isinstance(inv_freq, torch.Tensor)
-        return inv_freq
-
-    def forward(self, x: torch.Tensor, position_ids: torch.Tensor, *args):
-        if position_ids.dim() != 3:
-            return self.tables(x, position_ids, *args)
-        if position_ids.shape[0] == 1:  # one stream for all three, broadcast as transformers' module does
-            position_ids = position_ids.expand(3, -1, -1)
-        if position_ids.shape[0] != 3:
-            raise ValueError(
-                f"M-RoPE position_ids must have shape (3, batch, seq) (temporal, height, width) or "
-                f"(1, batch, seq) (one stream for all three), got {tuple(position_ids.shape)}"
-            )
-        n, batch, seq = position_ids.shape
-        cos, sin = self.tables(x, position_ids.reshape(n * batch, seq), *args)
-        cos, sin = cos.reshape(n, batch, seq, -1), sin.reshape(n, batch, seq, -1)
-        return select_streams(cos, self.streams), select_streams(sin, self.streams)
-
-
-def _stream_tables_from_config(config: Any) -> Tuple[nn.Module, Tuple[int, ...]]:
-    """``StreamTables(config=...)``'s tables and streams: the streams as the family's own module,
-    built from ``config`` on the CPU, reads them."""
-    # imported here: posenc.integrations.transformers builds on this module
-    from .transformers import PosencRotaryTables, rotary_modules_from_config
-
-    if not hasattr(config, "model_type"):
-        raise TypeError(f"config must be a transformers config (with a model_type), got {type(config).__name__}")
-    originals = rotary_modules_from_config(config)
-    if len(originals) != 1 or getattr(originals[0], "mrope_section", None) is None:
-        raise ValueError(
-            f"config of model_type {config.model_type!r} does not build one M-RoPE rotary module "
-            "(with an mrope_section); StreamTables needs one"
-        )
-    rotary = rebuilt_on_cpu(originals[0])
-    form, _ = rotary_output_form(rotary)
-    return PosencRotaryTables(config=config), probe_mrope_streams(rotary, form)
-
-
-def wrap_tables(
-    found: Discovered,
-    make: Callable,
-    rope,
-    ropes: Optional[Dict[str, RotaryEmbedding]] = None,
-    original: Optional[nn.Module] = None,
-) -> nn.Module:
-    """posenc's tables as the model's code calls them, in place of ``original``.
-
-    ``make(rope)`` builds one table module; ``ropes`` (from :func:`layer_type_ropes`) gives one per
-    layer type (:class:`PerLayerTypeTables`); M-RoPE models get :class:`StreamTables` around it.
-    The original's ``config`` stays readable on the replacement (Granite-SWA keys its tables by
-    ``rotary_emb.config.rope_parameters``); :func:`check_tables` has checked that posenc's tables
-    equal the original's.
-    """
-    tables = PerLayerTypeTables(tables={k: make(r) for k, r in ropes.items()}) if ropes else make(rope)
-    if found.mrope:
-        tables = StreamTables(tables, found.mrope_streams)
-    config = getattr(original, "config", None)
-    if config is not None and not hasattr(tables, "config"):
-        tables.config = config
-    return tables
+    return sorted(ARCHITECTURES)
 
 
 # -- posenc's stand-ins ---------------------------------------------------------------------------------

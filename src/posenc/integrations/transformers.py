@@ -3,10 +3,11 @@
 :func:`patch` changes one model instance in two places:
 
 1. **Its rotary embedding module(s)** (``model.model.rotary_emb`` and the like) are replaced by a
-   :class:`PosencRotaryTables` that wraps a :class:`posenc.RotaryEmbedding` built from the model's
-   config. Per forward it returns the half-width cos/sin rows for the call's ``position_ids``, asked
-   of the :class:`~posenc.RotaryEmbedding` (its one cache policy and position rules): angles formed
-   and reduced in float64, cos/sin taken in float64 and rounded once, to float32 (to float64 if the
+   :class:`~posenc.integrations.tables.PosencRotaryTables` that wraps a
+   :class:`posenc.RotaryEmbedding` built from the model's config. Per forward it returns the
+   half-width cos/sin rows for the call's ``position_ids``, asked of the
+   :class:`~posenc.RotaryEmbedding` (its one cache policy and position rules): angles formed and
+   reduced in float64, cos/sin taken in float64 and rounded once, to float32 (to float64 if the
    model runs in float64). They are *not* cast to the model's dtype: a bf16 model gets float32
    tables, and the rotation rounds its result to bf16 once.
 2. **The rotary application in each attention layer.** The attention class's ``forward`` calls a
@@ -35,11 +36,16 @@ Frequencies that depend on the length (``dynamic`` NTK, LongRoPE) follow ``trans
 each call's length, dynamic NTK by the largest length seen; ``freeze_frequencies=N`` uses the
 frequencies for length ``N`` for every call instead, so keys in a KV cache and later queries agree
 (see ``docs/transformers.md``).
+
+This module is the install (:func:`patch`, :class:`PosencPatch` and its undo, the rebuilt forwards);
+what it installs for a family is found by :mod:`posenc.integrations.discovery` and built by
+:mod:`posenc.integrations.tables`. Their names this module has always offered
+(:data:`ARCHITECTURES`, :class:`PosencRotaryTables`, :func:`rotary_kwargs_in_code`,
+:func:`supported_model_types`, ...) are still importable from it.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import importlib
@@ -48,284 +54,36 @@ import re
 import threading
 import types
 import warnings
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import torch
 from torch import nn
 
-from .._checks import as_positions, check_positions, is_compiling
 from ..rope.apply import apply_rotary
 from ..rope.embedding import RotaryEmbedding
-from ..rope.hfconfig import ConfigFields, rotary_kwargs_from_hf, unused_rope_keys
+from ..rope.hfconfig import unused_rope_keys
 from ..rope.layout import LAYOUTS
 from ..rope.mrope import MROPE_HF_KEYS
-from ..rope.tables import angles_from_limb_phases, cos_sin_of_angles, limb_phases, rope_cos_sin
+
+# the names imported "as" themselves are re-exported: they were defined here, and importing them from
+# this module keeps working
 from . import discovery
-from .discovery import RotaryFunction, UnsupportedModelError
-
-
-@dataclass(frozen=True)
-class Architecture:
-    """How posenc enters one ``transformers`` model family.
-
-    Attributes:
-        module: the modeling module, ``transformers.models.<family>.modeling_<family>``.
-        functions: global names the attention ``forward`` calls to rotate, each with the layout it
-            implements (DeepSeek-V3 has one of each and picks by ``config.rope_interleave``).
-        style: ``"pair"`` for ``f(q, k, cos, sin)`` returning both; ``"single"`` for GPT-J's
-            ``f(x, sin, cos)`` on one (batch, seq, heads, rotary_dim) tensor; ``"complex"`` for
-            DeepSeek-V2's ``f(q, k, freqs_cis)``, whose rotary module returns ``cos + i sin``.
-        sin_first: the rotary module returns ``(sin, cos)`` rather than ``(cos, sin)`` (GPT-J).
-    """
-
-    module: str
-    functions: Tuple[Tuple[str, str], ...]
-    style: str = "pair"
-    sin_first: bool = False
-
-
-_HALF = (("apply_rotary_pos_emb", "half"),)
-
-#: ``config.model_type`` -> how to patch it
-ARCHITECTURES: Dict[str, Architecture] = {
-    "llama": Architecture("transformers.models.llama.modeling_llama", _HALF),
-    "mistral": Architecture("transformers.models.mistral.modeling_mistral", _HALF),
-    "qwen2": Architecture("transformers.models.qwen2.modeling_qwen2", _HALF),
-    "qwen3": Architecture("transformers.models.qwen3.modeling_qwen3", _HALF),
-    "phi3": Architecture("transformers.models.phi3.modeling_phi3", _HALF),
-    "phi": Architecture("transformers.models.phi.modeling_phi", _HALF),
-    "gemma": Architecture("transformers.models.gemma.modeling_gemma", _HALF),
-    "gpt_neox": Architecture("transformers.models.gpt_neox.modeling_gpt_neox", _HALF),
-    "gpt_oss": Architecture("transformers.models.gpt_oss.modeling_gpt_oss", _HALF),
-    "falcon": Architecture("transformers.models.falcon.modeling_falcon", _HALF),
-    "deepseek_v3": Architecture(
-        "transformers.models.deepseek_v3.modeling_deepseek_v3",
-        (("apply_rotary_pos_emb", "half"), ("apply_rotary_pos_emb_interleave", "interleaved")),
-    ),
-    "deepseek_v2": Architecture(
-        "transformers.models.deepseek_v2.modeling_deepseek_v2", (("apply_rotary_emb", "interleaved"),), style="complex"
-    ),
-    "gptj": Architecture(
-        "transformers.models.gptj.modeling_gptj",
-        (("apply_rotary_pos_emb", "interleaved"),),
-        style="single",
-        sin_first=True,
-    ),
-    # GPT-J's code: a (sin, cos) table module and f(x, sin, cos) on the rotated slice of the head
-    "codegen": Architecture(
-        "transformers.models.codegen.modeling_codegen",
-        (("apply_rotary_pos_emb", "interleaved"),),
-        style="single",
-        sin_first=True,
-    ),
-}
-
-
-def supported_model_types() -> List[str]:
-    """The ``config.model_type`` values listed in :data:`ARCHITECTURES`, sorted.
-
-    :func:`patch` also accepts other families, read from their own code by
-    :mod:`posenc.integrations.discovery` (docs/transformers.md lists what it finds per model type).
-    """
-    return sorted(ARCHITECTURES)
-
-
-# -- the tables ---------------------------------------------------------------------------------------
-class PosencRotaryTables(nn.Module):
-    """Stands in for a model's ``*RotaryEmbedding``: exact half-width cos/sin for ``position_ids``.
-
-    Args:
-        config: a ``transformers`` config, as the family's own module is built
-            (``type(model.model.rotary_emb)(config)`` gives a working module, as code that rebuilds a
-            model's rotary module expects; ``sin_first`` and ``complex_output`` then come from the
-            family); or the :class:`posenc.RotaryEmbedding` built from the model's config (what
-            :func:`patch` passes).
-        sin_first: return ``(sin, cos)`` (GPT-J's order) instead of ``(cos, sin)``.
-        complex_output: return one complex tensor ``cos + i sin`` (DeepSeek-V2's and Llama 4's ``freqs_cis``).
-        rope: the :class:`posenc.RotaryEmbedding`, by keyword, instead of ``config``.
-        device: where to put the tables (the signature of ``transformers``' rotary modules).
-
-    Shape:
-        ``forward(x, position_ids)``: x is only used for its device; position_ids (batch, seq) or
-        (seq,). Returns two (batch or 1, seq, rotary_dim // 2) tensors in the rope's table dtype
-        (float32, or float64 after ``.double()``), whatever the dtype of x.
-
-    Rows. Eager calls ask the rope for rows (:meth:`posenc.RotaryEmbedding.cos_sin`): its cache,
-    bounded in memory, and exact rows computed for just the positions asked for past it, under the
-    position rules of :mod:`posenc._checks` (integer, ``>= 0``) on every path. Under ``torch.compile``
-    nothing is read back: the rows are formed in the graph from the frequencies' limb phases
-    (:func:`posenc.rope.tables.angles_from_limb_phases`), float64 angles exact at any int64 position,
-    with the same rules as assertions in the graph. LongRoPE picks its long or short set in the graph
-    (``torch.where``, as ``transformers`` does); dynamic NTK changes its frequencies with the largest
-    length seen, which needs a value on the host: that call leaves the graph, as ``transformers``' does.
-
-    Length-dependent frequencies follow ``transformers``: LongRoPE by each call's length, dynamic NTK
-    by the largest length seen so far (back to the trained frequencies when a call is shorter than the
-    trained length). ``rope.freeze_frequencies(n)`` fixes one set for every call instead.
-    """
-
-    #: the frequency sets' limb phases, (sets, 3, rotary_dim // 2) float64 (see ``_refresh``)
-    limb_phases: torch.Tensor
-
-    def __init__(
-        self,
-        config: Union[RotaryEmbedding, object, None] = None,
-        sin_first: bool = False,
-        complex_output: bool = False,
-        *,
-        rope: Optional[RotaryEmbedding] = None,
-        device: Union[torch.device, str, None] = None,
-    ):
-        super().__init__()
-        # the first parameter is ``config``, as in the family's own module (transformers' tests find a
-        # rotary class by that name); patch passes its RotaryEmbedding there, positionally
-        if isinstance(config, RotaryEmbedding):
-            if rope is not None:
-                raise TypeError("give PosencRotaryTables either a RotaryEmbedding or a config, not both")
-            config, rope = None, config
-        if rope is None:
-            if config is None:
-                raise TypeError(
-                    "PosencRotaryTables needs rope (a posenc RotaryEmbedding) or config (a transformers config)"
-                )
-            rope, sin_first, complex_output = _tables_arguments_from_config(config)
-        elif config is not None:
-            raise TypeError("give PosencRotaryTables either a RotaryEmbedding or a config, not both")
-        elif not isinstance(rope, RotaryEmbedding):
-            raise TypeError(f"rope must be a posenc RotaryEmbedding, got {type(rope).__name__}")
-        self.rope = rope if device is None else rope.to(device=device)
-        self.sin_first = sin_first
-        self.complex_output = complex_output
-        self.__dict__["_largest_length"] = None  # dynamic NTK: the largest length seen (transformers' rule)
-        self.register_buffer("limb_phases", torch.zeros(0, dtype=torch.float64), persistent=False)
-        self._refresh(self.rope.inv_freq.device)
-
-    def _refresh(self, device: torch.device) -> None:
-        """Limb phases of the frequency sets a compiled graph may pick, for the rope's current state."""
-        rope = self.rope
-        sets = [rope.frequencies()]
-        threshold = _threshold(rope)
-        if rope.is_dynamic and rope.frozen_seq_len is None and not _keeps_largest(rope) and threshold > 0:
-            sets.append(rope.frequencies(threshold + 1))  # LongRoPE's long set
-        phases = torch.stack([limb_phases(inv) for inv, _ in sets])  # (sets, 3, F)
-        self.limb_phases = phases.to(device)
-        self.__dict__["_phase_factors"] = tuple(float(factor) for _, factor in sets)
-        self.__dict__["_phases_for"] = rope.frozen_seq_len
-
-    def _apply(self, fn, *args, **kwargs):
-        # the phases are float64 whatever the cast (a .half() would round them); the module this one
-        # replaced is cast and moved too, so that undo() returns what the same casts give unpatched
-        module = super()._apply(fn, *args, **kwargs)
-        replaced = self.__dict__.get("_replaced")
-        if replaced is not None:
-            replaced._apply(fn, *args, **kwargs)
-        if self.limb_phases.device.type != "meta":
-            self._refresh(self.limb_phases.device)
-        else:
-            self.limb_phases = self.limb_phases.to(torch.float64)
-        return module
-
-    def forward(
-        self, x: torch.Tensor, position_ids: torch.Tensor
-    ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
-        if position_ids.dim() == 1:
-            position_ids = position_ids.unsqueeze(0)
-        if is_compiling() and self.__dict__.get("_phases_for") != self.rope.frozen_seq_len:
-            _refresh_outside_the_graph(self)  # frozen or unfrozen since the last call
-        if is_compiling() and not (_keeps_largest(self.rope) and self.rope.frozen_seq_len is None):
-            cos, sin = self._rows_in_graph(position_ids)
-        elif is_compiling():
-            cos, sin = _rows_outside_the_graph(self, position_ids)
-        else:
-            cos, sin = self._rows(position_ids)
-        if cos.device != x.device:
-            cos, sin = cos.to(x.device), sin.to(x.device)
-        if self.complex_output:
-            return torch.complex(cos, sin)  # DeepSeek-V2's freqs_cis
-        return (sin, cos) if self.sin_first else (cos, sin)
-
-    def _rows(self, position_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Eager: checked once (one read-back), then the rope's rows, or dynamic NTK at the largest length."""
-        rope = self.rope
-        pos = as_positions("position_ids", position_ids)
-        if self.__dict__.get("_phases_for", None) != rope.frozen_seq_len:
-            self._refresh(self.limb_phases.device)
-        if _keeps_largest(rope) and rope.frozen_seq_len is None and pos.length is not None:
-            length = self._largest(pos.length)
-            if length > _threshold(rope):
-                inv_freq, attention_factor = rope.frequencies(length)
-                ids = pos.ids if pos.ids.device.type in ("cpu", "cuda") else pos.ids.cpu()
-                cos, sin = rope_cos_sin(ids, inv_freq, attention_factor, rope.table_dtype)
-                return cos, sin
-        return rope.cos_sin(pos)
-
-    def _largest(self, length: int) -> int:
-        """``transformers``' dynamic rule: grow to the largest length seen; reset below the trained one."""
-        threshold = _threshold(self.rope)
-        largest: int = self.__dict__["_largest_length"] or threshold
-        if length > largest:
-            largest = length
-        if length < threshold < largest:
-            largest = threshold
-        self.__dict__["_largest_length"] = largest
-        return largest
-
-    def _rows_in_graph(self, position_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Traced: no read-back and no branch on values; exact float64 angles from the limb phases."""
-        ids = check_positions("position_ids", position_ids)  # the rules, as assertions in the graph
-        phases = self.limb_phases.to(ids.device)
-        dtype = self.rope.table_dtype
-        factors = self.__dict__["_phase_factors"]
-        cos, sin = cos_sin_of_angles(angles_from_limb_phases(ids, phases[0]), factors[0], dtype)
-        if len(factors) == 2:  # LongRoPE: the long set past the trained length, chosen in the graph
-            long_cos, long_sin = cos_sin_of_angles(angles_from_limb_phases(ids, phases[1]), factors[1], dtype)
-            past = (ids.max() + 1 > _threshold(self.rope)) if ids.numel() else torch.tensor(False)
-            cos, sin = torch.where(past, long_cos, cos), torch.where(past, long_sin, sin)
-        return cos, sin
-
-    @property
-    def inv_freq(self) -> torch.Tensor:
-        """The rope's frequencies, (rotary_dim // 2,), as the family's own module exposes them."""
-        return self.rope.inv_freq
-
-    def extra_repr(self) -> str:
-        return f"sin_first={self.sin_first}, complex_output={self.complex_output}"
-
-
-def _keeps_largest(rope: RotaryEmbedding) -> bool:
-    """Dynamic NTK keeps the largest length seen in ``transformers`` (its ``dynamic_rope_update``)."""
-    return rope.is_dynamic and "dynamic" in getattr(rope.scaling, "rope_type", "")
-
-
-def _threshold(rope: RotaryEmbedding) -> int:
-    """The trained length up to which a length-dependent rope uses its length-free frequencies (0: none)."""
-    return int(getattr(rope.scaling, "original_max_position_embeddings", 0) or 0)
-
-
-@torch.compiler.disable
-def _rows_outside_the_graph(tables: PosencRotaryTables, position_ids: torch.Tensor):
-    # dynamic NTK's frequencies depend on a value read back: like transformers' module, leave the graph
-    return tables._rows(position_ids)
-
-
-@torch.compiler.disable
-def _refresh_outside_the_graph(tables: PosencRotaryTables) -> None:
-    tables._refresh(tables.limb_phases.device)
-
-
-def _tables_arguments_from_config(config) -> Tuple[RotaryEmbedding, bool, bool]:
-    """What ``PosencRotaryTables(config=...)`` is built from: the rope as the family's code runs it."""
-    if not hasattr(config, "model_type"):
-        raise TypeError(f"config must be a transformers config (with a model_type), got {type(config).__name__}")
-    arch = ARCHITECTURES.get(config.model_type)
-    kwargs, _ = rotary_kwargs_in_code(config)
-    if arch is not None:
-        return RotaryEmbedding(**kwargs), arch.sin_first, arch.style == "complex"
-    # a family found from its code: one complex freqs_cis when its rotary functions take that (Llama 4)
-    module = discovery.rotary_causal_lm_module(config.model_type)
-    functions = discovery.census_module(module).functions if module is not None else ()
-    return RotaryEmbedding(**kwargs), False, bool(functions) and all(f.arity == "complex" for f in functions)
+from .discovery import (
+    ARCHITECTURES,
+    Architecture,
+    RotaryFunction,
+    UnsupportedModelError,
+    code_names,
+)
+from .discovery import supported_model_types as supported_model_types
+from .tables import (
+    PosencRotaryTables,
+    carry_largest_length,
+    rotary_kwargs_in_code,
+    wrap_tables,
+)
+from .tables import rotary_modules_from_config as rotary_modules_from_config
+from .tables import rotated_width_of as rotated_width_of
 
 
 # -- the rotation -------------------------------------------------------------------------------------
@@ -412,12 +170,6 @@ def _cell_holds(cell, value) -> bool:
         return cell.cell_contents is value
     except ValueError:  # an empty cell
         return False
-
-
-def _code_names(fn: Callable) -> set:
-    while hasattr(fn, "__wrapped__"):
-        fn = fn.__wrapped__
-    return set(getattr(getattr(fn, "__code__", None), "co_names", ()))
 
 
 def global_seen_by(fn: Callable, name: str) -> Any:
@@ -809,7 +561,7 @@ def _slots(
     ]
     names = {name for name, _ in arch.functions}
     attention = [
-        m for m in scope.modules() if type(m).__module__ == module.__name__ and names & _code_names(type(m).forward)
+        m for m in scope.modules() if type(m).__module__ == module.__name__ and names & code_names(type(m).forward)
     ]
     if not rotary_slots or not attention:
         raise UnsupportedModelError(
@@ -904,22 +656,12 @@ def _install(
                 setattr(m, f.name, method)
                 handle._methods.append((m, f.name, method))
     for parent, attr, child in rotary_slots:
-        tables = tables_for(rope) if found is None else discovery.wrap_tables(found, tables_for, rope, ropes, child)
+        tables = tables_for(rope) if found is None else wrap_tables(found, tables_for, rope, ropes, child)
         first = next(m for m in tables.modules() if isinstance(m, PosencRotaryTables))
         first.__dict__["_replaced"] = child  # cast and moved with the model, for undo()
-        _carry_largest_length(first, child)
+        carry_largest_length(first, child)
         setattr(parent, attr, tables)
         handle._rotary.append((parent, attr, child))
-
-
-def _carry_largest_length(tables: PosencRotaryTables, replaced: nn.Module) -> None:
-    """Dynamic NTK: start from the largest length the replaced module has seen (its
-    ``max_seq_len_cached``), so the next call uses the frequencies the unpatched model would."""
-    seen = getattr(replaced, "max_seq_len_cached", None)  # an int, or a 0-d tensor once a call grew it
-    if isinstance(seen, torch.Tensor) and seen.numel() == 1 and not seen.is_meta:
-        seen = int(seen)
-    if _keeps_largest(tables.rope) and isinstance(seen, int) and seen > _threshold(tables.rope):
-        tables.__dict__["_largest_length"] = seen
 
 
 def language_model_of(model: nn.Module) -> nn.Module:
@@ -929,7 +671,7 @@ def language_model_of(model: nn.Module) -> nn.Module:
     The vision tower keeps its own rotary code (2-D patch positions, a rotation posenc does not
     stand in for) and is left as it is; the language model gets the position ids the model's
     ``get_rope_index`` makes for its images and videos (M-RoPE's three streams,
-    :class:`posenc.integrations.discovery.StreamTables`).
+    :class:`posenc.integrations.tables.StreamTables`).
     """
     config = getattr(model, "config", None)
     if getattr(config, "vision_config", None) is None:
@@ -940,151 +682,6 @@ def language_model_of(model: nn.Module) -> nn.Module:
         if name.split(".")[-1] == "language_model" and hasattr(getattr(m, "config", None), "model_type")
     ]
     return min(found, key=lambda t: t[:2])[2] if found else model
-
-
-def rotated_width_of(rotary_module: nn.Module, layer_type: Optional[str] = None) -> Optional[int]:
-    """Features per head a ``transformers`` rotary module's own code rotates, or ``None`` if unknown.
-
-    Two frequencies' worth of features per ``inv_freq`` entry (the Llama-style modules; for a module
-    with one rope dict per layer type, ``<layer_type>_inv_freq``), or the width of GPT-J's sinusoid
-    table. Every attention ``forward`` that runs applies exactly that many: the Llama family
-    multiplies the whole head by ``cat(freqs, freqs)`` (so the entries must cover the head), the Phi
-    family slices the head to the width its module was built for.
-    """
-    name = "inv_freq" if layer_type is None else f"{layer_type}_inv_freq"
-    inv_freq = getattr(rotary_module, name, None)
-    if isinstance(inv_freq, torch.Tensor) and inv_freq.dim() == 1:
-        return 2 * inv_freq.numel()
-    table = getattr(rotary_module, "embed_positions", None)
-    if isinstance(table, torch.Tensor) and table.dim() == 2:
-        return int(table.shape[-1])
-    return None
-
-
-def rotary_kwargs_in_code(
-    config, rotary_modules: Optional[List[nn.Module]] = None, layer_type: Optional[str] = None
-) -> Tuple[Dict, Optional[str]]:
-    """:class:`posenc.RotaryEmbedding` arguments for ``config`` as the family's code runs it.
-
-    The config's fields say what a rotation *could* mean; the family's rotary module says what its
-    code does. They disagree for ``partial_rotary_factor`` with the default rope type in Llama, Qwen 2/3,
-    Mistral, Gemma, Gemma 3, gpt-oss and Falcon: their default frequencies are computed over the whole
-    head and their attention rotates the whole head, so the factor changes nothing. posenc follows the
-    code.
-
-    Args:
-        config: the model's ``transformers`` config (or a ``config.json`` dict).
-        rotary_modules: the model's own rotary embedding modules; ``None`` builds the family's
-            module from ``config`` (on the meta device) when ``transformers`` knows the model type.
-        layer_type: for configs with one rope dict per layer type: that type's dict and tables.
-
-    Returns:
-        ``(kwargs, note)``: the keyword arguments of :func:`posenc.hf.rotary_kwargs_from_hf` with
-        ``rotary_dim`` as the code uses it, and a sentence saying why when it differs from the
-        config's (``None`` when they agree, or when the code could not be consulted).
-
-    Raises:
-        UnsupportedModelError: the code's width cannot be matched: a scaled rope type whose module
-            computes frequencies for a different width than the head it is applied to (the unpatched
-            model fails on its first forward).
-    """
-    # unused keys: accepted, as transformers does
-    kwargs = rotary_kwargs_from_hf(config, layer_type=layer_type, strict=False)
-    if rotary_modules is None:
-        rotary_modules = rotary_modules_from_config(config)
-    widths = {rotated_width_of(m, layer_type) for m in rotary_modules}
-    width = widths.pop() if len(widths) == 1 else None
-    if width is None:
-        return kwargs, None
-    fields = ConfigFields(config)
-    factor = _rope_value(fields, "partial_rotary_factor", layer_type)
-    model_type = fields.get("model_type")
-    said = f"partial_rotary_factor={factor!r}" if factor is not None else "the config"
-    head_dim, config_width = kwargs["head_dim"], kwargs["rotary_dim"]
-    whole_head = _default_width(rotary_modules[0], layer_type) == head_dim != config_width
-    if width == config_width and not (whole_head and kwargs["scaling"] is not None):
-        return kwargs, None
-    if kwargs["scaling"] is not None or width > head_dim or width % 2:
-        # A family whose default frequencies ignore the factor (Llama and its relatives) also applies
-        # its tables to the whole head; scaled types compute them for the factor's width (transformers'
-        # shared ROPE_INIT_FUNCTIONS), so that model fails on its first forward.
-        raise UnsupportedModelError(
-            f"{said} gives a rotated width of {config_width} of {head_dim} features; this {model_type!r} "
-            f"model's rotary module computes frequencies for {width} features and its code applies them "
-            f"to {'the whole head' if whole_head else 'a head they do not fit'}, so the unpatched model "
-            "cannot run either and posenc has nothing to match"
-        )
-    note = (
-        f"{said} would rotate {config_width} of {head_dim} features, but transformers' "
-        f"{model_type!r} code computes the default frequencies over {width} features and rotates them "
-        f"all; the width here is the code's ({width})"
-    )
-    return {**kwargs, "rotary_dim": width}, note
-
-
-def _default_width(rotary_module: nn.Module, layer_type: Optional[str] = None) -> Optional[int]:
-    """The width the family's own default frequencies cover for the module's config, or ``None``."""
-    compute = getattr(type(rotary_module), "compute_default_rope_parameters", None)
-    config = getattr(rotary_module, "config", None)
-    if compute is None or config is None:
-        return None
-    try:
-        with torch.device("meta"):
-            inv_freq, _ = compute(config) if layer_type is None else compute(config, layer_type=layer_type)
-    except Exception:  # a signature or config this version does not take: nothing to consult
-        return None
-    return 2 * inv_freq.numel() if isinstance(inv_freq, torch.Tensor) and inv_freq.dim() == 1 else None
-
-
-def _rope_value(fields: ConfigFields, key: str, layer_type: Optional[str] = None):
-    for name in ("rope_parameters", "rope_scaling"):
-        rope = fields.get(name)
-        if layer_type is not None and isinstance(rope, dict):
-            rope = rope.get(layer_type)
-        if isinstance(rope, dict) and rope.get(key) is not None:
-            return rope[key]
-    return fields.get(key)
-
-
-def rotary_modules_from_config(config) -> List[nn.Module]:
-    """The family's rotary module(s) built from ``config`` on the meta device; ``[]`` if that fails."""
-    try:
-        import transformers
-        from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
-    except ImportError:
-        return []
-    fields = ConfigFields(config)
-    model_type = fields.get("model_type")
-    class_name = MODEL_MAPPING_NAMES.get(model_type) if isinstance(model_type, str) else None
-    if not isinstance(class_name, str):
-        return []
-    verbosity = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()
-    try:
-        # transformers fills in rope dicts in place: it works on a copy, the caller's config stays as given
-        if isinstance(config, dict):
-            data = {k: v for k, v in copy.deepcopy(config).items() if k != "model_type"}
-            config = transformers.AutoConfig.for_model(model_type, **data)
-        else:
-            config = copy.deepcopy(config)
-        model_class = getattr(transformers, class_name)
-        module = importlib.import_module(model_class.__module__)
-        classes = [
-            c
-            for name, c in vars(module).items()
-            if name.endswith("RotaryEmbedding") and isinstance(c, type) and c.__module__ == module.__name__
-        ]
-        if len(classes) > 1:  # a text rotary class beside a vision one: the one the model class builds
-            built = _code_names(model_class.__init__)
-            classes = [c for c in classes if c.__name__ in built]
-        if len(classes) != 1:
-            return []
-        with torch.device("meta"):
-            return [classes[0](config=config)]
-    except Exception:  # a config the family's code does not build from: nothing to consult
-        return []
-    finally:
-        transformers.logging.set_verbosity(verbosity)
 
 
 def _warn_unused_keys(
