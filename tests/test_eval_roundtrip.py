@@ -34,8 +34,7 @@ SPECS = ["none", "linear:4", "ntk:4", "dynamic:4", "yarn:4", "yarn:4:beta_fast=1
 #: families whose default rotated share is not 1, given a checkpoint that rotates the whole head
 WHOLE_HEAD = ["phi", "stablelm", "persimmon", "glm"]
 #: families whose attention folds mscale_all_dim into its softmax scale in __init__
-#: (DeepSeek-V3.2 and MiniCPM3 are left out: posenc's patch cannot run them, see the tests at the end)
-MSCALE = ["deepseek_v2", "deepseek_v3", "glm4_moe_lite", "longcat_flash", "youtu"]
+MSCALE = ["deepseek_v2", "deepseek_v3", "deepseek_v32", "glm4_moe_lite", "longcat_flash", "minicpm3", "youtu"]
 #: the checkpoint's own rope: YaRN with DeepSeek-V3's mscale fields, trained on TRAINED tokens
 CHECKPOINT_YARN = {
     "rope_type": "yarn",
@@ -174,13 +173,12 @@ def test_an_mscale_familys_none_is_measured_with_the_plain_softmax_scale(tmp_pat
     assert attention.scaling == own  # put back
 
 
-@pytest.mark.parametrize(
-    "model_type, words", [("minicpm3", "cannot install its scalings"), ("deepseek_v32", "its forward fails")]
-)
+@pytest.mark.parametrize("model_type, words", [("zamba2", "cannot install its scalings")])
 def test_a_family_the_patch_cannot_run_is_refused_in_one_line(tmp_path, capsys, model_type, words):
-    """MiniCPM3 rotates inside its attention class, where posenc's patch cannot stand in; DeepSeek-V3.2's
-    forward fails once patched (its indexer's rotation). eval says so before measuring anything,
-    instead of a traceback or numbers of another model."""
+    """Zamba2 built without its rotary module (use_mem_rope=False, the tiny builder's default) has no
+    rotation for posenc's patch to stand in for. eval says so before measuring anything, instead of a
+    traceback or numbers of another model. (DeepSeek-V3.2 and MiniCPM3, refused here before the patch
+    could run them, now deploy as measured: see MSCALE.)"""
     from posenc.lab.export import byte_tokenizer
 
     folder = _checkpoint(tmp_path / "ckpt", model_type)
