@@ -338,3 +338,95 @@ def test_version_is_written_once():
     pyproject = ROOT.parent.parent / "pyproject.toml"
     if pyproject.exists():
         assert 'dynamic = ["version"]' in pyproject.read_text()
+
+
+def import_graph(found=None) -> dict[str, set[str]]:
+    """Module -> the posenc modules it imports (lazy imports included), over the installed package."""
+    found = list(modules()) if found is None else found
+    known = {module for module, _, _ in found}
+    graph: dict[str, set[str]] = {module: set() for module in known}
+    for module, path, is_package in found:
+        for _, target, names in imports(module, path, is_package):
+            for name in names or [None]:
+                edge = f"{target}.{name}" if name and f"{target}.{name}" in known else target
+                if edge in known and edge != module:
+                    graph[module].add(edge)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            step = next(edges, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(graph[step]))))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycles():
+    """Two modules that import each other (directly or around a longer loop) are one concept split in
+    two, or a shared helper living in the wrong module: move what both need down a layer."""
+    found = cycles(import_graph())
+    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_cycle_finder_finds_cycles():
+    """The cycle check must be able to fail: a loop of three, a pair, a self-free chain and a tail."""
+    graph = {
+        "a": {"b"},
+        "b": {"c"},
+        "c": {"a", "d"},
+        "d": set(),
+        "e": {"f"},
+        "f": {"e"},
+        "g": {"a"},
+    }
+    assert sorted(cycles(graph)) == [["a", "b", "c"], ["e", "f"]]
+    assert cycles({"x": {"y"}, "y": set()}) == []
+
+
+def test_import_graph_sees_a_mutual_import(tmp_path):
+    pkg = tmp_path / "posenc"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "one.py").write_text("def f():\n    from .two import g\n")
+    (pkg / "two.py").write_text("from posenc.one import f\n")
+    found = [
+        ("posenc", pkg / "__init__.py", True),
+        ("posenc.one", pkg / "one.py", False),
+        ("posenc.two", pkg / "two.py", False),
+    ]
+    assert cycles(import_graph(found)) == [["posenc.one", "posenc.two"]]
