@@ -59,13 +59,15 @@ def test_every_api_route_is_documented_and_every_documented_route_exists():
 
 
 def lesson_endpoints_by_chapter() -> dict[str, set[int]]:
-    """Lesson endpoint path -> the numbers of the chapters whose script calls it (each chapter's script is
+    """Lesson endpoint path -> the numbers of the chapters whose script calls it, directly (``api("...")``)
+    or as a figure's ``route`` for core.js's figure unit (each chapter's script is
     lesson/chapters/<module>.js, named by its id)."""
     number = {chapter.module: k + 1 for k, chapter in enumerate(CHAPTERS)}
     used: dict[str, set[int]] = {}
     for path in sorted((STATIC / "lesson" / "chapters").glob("*.js")):
         assert path.stem in number, f"{path.name} is the script of no chapter of the manifest"
-        for endpoint in re.findall(r'api\("(/api/lesson/[\w-]+)"', path.read_text(encoding="utf-8")):
+        text = path.read_text(encoding="utf-8")
+        for endpoint in re.findall(r'(?:api\(|route:\s*)"(/api/lesson/[\w-]+)"', text):
             used.setdefault(endpoint, set()).add(number[path.stem])
     return used
 

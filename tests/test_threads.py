@@ -173,3 +173,17 @@ def test_layout_caches_shared_by_threads(monkeypatch):
     for _ in range(ROUNDS):
         hammer(work)
     assert len(plans._plans) <= 4 and len(apply_mod._ACCEPTED) <= 3
+
+
+def test_a_cache_filled_past_a_lowered_bound_shrinks_to_it(monkeypatch):
+    """apply_rotary's accepted-arguments cache evicted one entry per insert, so a cache already larger
+    than a bound lowered at run time stayed larger (found when a full run filled it before the test above
+    lowered the bound to 3)."""
+    import posenc.rope.apply as apply_mod
+
+    monkeypatch.setattr(apply_mod, "_ACCEPTED", {("filler", i): 8 for i in range(10)})
+    monkeypatch.setattr(apply_mod, "_ACCEPTED_MAX", 3)
+    q, k = torch.randn(1, 2, 3, 8), torch.randn(1, 2, 3, 8)
+    cos = torch.rand(1, 3, 4)
+    apply_mod.apply_rotary(q, k, cos, cos)
+    assert len(apply_mod._ACCEPTED) <= 3

@@ -108,7 +108,7 @@ def check_rotary_inputs(
         if r is None:
             r = _check_rotary_inputs(q, k, cos, sin, layout, rotary_dim)
             with _accepted_lock:
-                if len(_ACCEPTED) >= _ACCEPTED_MAX:
+                while _ACCEPTED and len(_ACCEPTED) >= _ACCEPTED_MAX:  # a bound lowered at run time shrinks too
                     _ACCEPTED.pop(next(iter(_ACCEPTED)))
                 _ACCEPTED[key] = r
         return r

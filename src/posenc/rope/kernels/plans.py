@@ -113,7 +113,7 @@ def plan_for(
     plan = Plan(key, spans, dims, tuple(pairs), launch())
     with _lock:
         STATS["plans"] += 1
-        if len(_plans) >= MAX_PLANS:
+        while _plans and len(_plans) >= MAX_PLANS:
             _plans.pop(next(iter(_plans)))
         _plans[key] = plan
     return plan
@@ -144,7 +144,7 @@ def _exact_overlap(plan: Plan, out: int, other: int, delta: int) -> bool:
         found = result != 0  # "could not be ruled out" counts as an overlap
         with _lock:
             STATS["exact"] += 1
-            if len(_exact) >= MAX_PLANS:
+            while _exact and len(_exact) >= MAX_PLANS:
                 _exact.pop(next(iter(_exact)))
             _exact[memo] = found
     return found
