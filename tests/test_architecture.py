@@ -170,13 +170,9 @@ REMAINING = {
     "is the lab's package data (posenc/lab/runs/*.json); it moves with the data in the folder moves",
     ("posenc.explorer.quiz", "posenc.lesson.chapters._check"): "the quiz reads each chapter's Check; the "
     "lesson should make Check public or give the quiz an entry of its own",
-    ("posenc.lab.verdicts", "posenc.explorer.palette"): "the scheme labels come from the palette, which "
-    "belongs in the lesson (the presentation table); it still lives in the explorer",
-    ("posenc.tour._plot", "posenc.explorer.palette"): "the palette belongs in the lesson; explorer and "
-    "tour share it from there until it moves",
-    ("posenc.tour.configs", "posenc.explorer.palette"): "as posenc.tour._plot",
-    ("posenc.tour.extension", "posenc.explorer.palette"): "as posenc.tour._plot",
-    ("posenc.tour.rotary", "posenc.explorer.palette"): "as posenc.tour._plot",
+    ("posenc.lab.verdicts", "posenc.lesson.palette"): "the lab's reports name each scaling as the pages "
+    "do (SCALING_LABELS: 'PI (linear)', 'NTK-aware', presentation, not the core's type names); one table "
+    "of names below both the lesson and the lab would serve both",
 }
 
 

@@ -144,7 +144,7 @@ def test_eval_view_draws_every_scaling_and_one_heatmap_per_scaling(eval_run):
     from browser_support import chromium_or_skip, explore_server, headless_chromium
     from playwright.sync_api import expect
 
-    from posenc.explorer.palette import SCALING_COLOURS
+    from posenc.lesson.palette import SCALING_COLOURS
 
     written = json.loads((eval_run / "results.json").read_text())
     errors: list = []

@@ -1022,7 +1022,7 @@ def test_the_page_palette_is_the_python_palette():
     """The page's palette module re-exports the tables the explorer serves from palette.py."""
     from test_palette_meanings import served_tables
 
-    from posenc.explorer import palette
+    from posenc.lesson import palette
 
     tables = served_tables()
     for name in ("SCHEME_COLOURS", "SCALING_COLOURS", "SIGN_COLOURS", "ROLE_COLOURS", "SCALING_DASHES"):
@@ -1030,8 +1030,8 @@ def test_the_page_palette_is_the_python_palette():
 
 
 def test_one_colour_per_scheme_and_per_scaling():
-    from posenc.explorer import palette
     from posenc.factory import SCHEMES
+    from posenc.lesson import palette
 
     assert set(palette.SCHEME_COLOURS) == set(SCHEMES)
     assert set(palette.SCALING_COLOURS) == set(REGISTRY)
@@ -1079,7 +1079,7 @@ def test_a_palette_colour_means_one_thing_across_views():
 
     from test_palette_meanings import served_tables
 
-    from posenc.explorer import palette
+    from posenc.lesson import palette
 
     scripts = _static_scripts()
     served = served_tables()

@@ -24,9 +24,9 @@ import torch
 from browser_support import chromium_or_skip, explore_server, headless_chromium
 
 from posenc.alibi import alibi_bias, alibi_slopes
-from posenc.explorer import palette
-from posenc.explorer.palette import ROLE_COLOURS
 from posenc.hf import to_hf_dict
+from posenc.lesson import palette
+from posenc.lesson.palette import ROLE_COLOURS
 from posenc.rope import RotaryEmbedding
 from posenc.rope.scaling import Llama3Scaling
 from posenc.rope.tables import rope_inv_freq

@@ -805,7 +805,7 @@ def test_claim_the_opening_demo_shows_a_shuffle_and_ropes_small_differences(brow
 def test_claim_one_colour_per_sign_in_every_chapter(browser, server):
     """A value below zero is drawn in the sign map's blue and one above it in its red, in chapter 1's
     strips and chapter 2's bars alike, each figure with the sign legend."""
-    from posenc.explorer.palette import SIGN_COLOURS
+    from posenc.lesson.palette import SIGN_COLOURS
 
     context, page = new_page(browser, server, SIZES["desktop"])
     try:

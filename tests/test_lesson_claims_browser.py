@@ -15,7 +15,7 @@ import pytest
 from browser_support import chromium_or_skip, explore_server, headless_chromium
 from test_lesson_browser import SIZES, new_page, open_chapter, select_and_wait, set_slider
 
-from posenc.explorer import palette
+from posenc.lesson import palette
 
 pytestmark = pytest.mark.slow
 
@@ -121,7 +121,7 @@ def test_claim_the_dials_draw_the_pair_before_and_after_its_turn_by_seat_times_t
     seat n plus the move. Dashed grey: before; solid: after; shaded: the turn (shown modulo 360°)": the
     solid hand is the ghost turned by (seat + move)·θᵢ, with θᵢ posenc's RoPE frequencies of an 8-wide
     head, and the wedge spans that turn counter-clockwise, folded into one turn."""
-    from posenc.explorer.palette import ROLE_COLOURS
+    from posenc.lesson.palette import ROLE_COLOURS
     from posenc.rope.tables import rope_inv_freq
 
     theta = [math.degrees(float(t)) for t in rope_inv_freq(8, 10000.0)]
@@ -208,8 +208,8 @@ def test_claim_dog_wears_the_keys_colour_and_bit_the_querys_at_any_angle(browser
     "dog" to "bit" equal to (seat of bit − seat of dog)·θ."""
     from playwright.sync_api import expect
 
-    from posenc.explorer.palette import ROLE_COLOURS
     from posenc.lesson.chapters.rope import ORDER_SENTENCES
+    from posenc.lesson.palette import ROLE_COLOURS
 
     context, page = new_page(browser, server, SIZES["desktop"])
     try:

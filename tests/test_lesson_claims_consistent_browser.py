@@ -193,7 +193,7 @@ def test_claim_move_both_the_dials_and_the_score_fit_one_screen(browser, server,
 def test_claim_chapter_twos_legend_is_the_two_colours_its_bars_are_drawn_in(browser, server):
     """Chapter 2's bars are coloured by their sign alone (their height is their size): the legend shows
     exactly the colours the bars use, one for each sign, and no colour scale the bars never take."""
-    from posenc.explorer.palette import SIGN_COLOURS
+    from posenc.lesson.palette import SIGN_COLOURS
 
     context, page = new_page(browser, server, SIZES["desktop"])
     try:

@@ -15,7 +15,7 @@ import math
 import pytest
 from browser_support import chromium_or_skip, explore_server, headless_chromium
 
-from posenc.explorer import palette
+from posenc.lesson import palette
 from posenc.lesson.manifest import CHAPTERS
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ from importlib import resources
 
 import pytest
 
-from posenc.explorer import palette
+from posenc.lesson import palette
 
 #: the least CIE76 ΔE between two colours of different meanings
 LEAST_DELTA_E = 20.0

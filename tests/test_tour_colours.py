@@ -1,5 +1,5 @@
 """The tour's figures speak the page's visual language: a scaling is drawn in its palette colour and a
-sign in the palette's diverging map, with its scale beside it (:mod:`posenc.explorer.palette`).
+sign in the palette's diverging map, with its scale beside it (:mod:`posenc.lesson.palette`).
 
 Each section runs with its ``save`` replaced by a function that keeps the figure, so the test reads
 the colours matplotlib was asked to draw, not pixels of a PNG.
@@ -14,7 +14,7 @@ import rich.console
 from matplotlib.colors import to_hex
 
 import posenc.tour as tour
-from posenc.explorer import palette
+from posenc.lesson import palette
 from posenc.tour import configs, extension, waves
 
 

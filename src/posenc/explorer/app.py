@@ -9,7 +9,7 @@ what is allowed):
 ``/``                              the console (``static/index.html``)
 ``/static/...``                    the console's own scripts and styles, nothing else; among them
                                    ``palette-tables.js``, the palette's tables written from
-                                   :mod:`posenc.explorer.palette`
+                                   :mod:`posenc.lesson.palette`
 ``/api/meta``                      limits, scaling methods, knowledge-check count, lab status
 ``/api/sinusoidal``                sinusoidal table, frequencies, wavelengths
 ``/api/sinusoidal/cell``           one table cell with its formula's numbers
@@ -44,7 +44,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from . import palette
+from ..lesson import palette
 from .routers import eval as eval_router
 from .routers import lab, lesson, workbench
 
@@ -108,7 +108,7 @@ def create_app(
     async def invalid_value(request: Request, exc: ValueError):
         return JSONResponse({"detail": str(exc)}, status_code=422)
 
-    # the palette's tables, written from posenc.explorer.palette (their one source); before the mount,
+    # the palette's tables, written from posenc.lesson.palette (their one source); before the mount,
     # which would answer the path first
     @app.get("/static/palette-tables.js", include_in_schema=False)
     def palette_tables():

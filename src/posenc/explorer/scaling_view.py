@@ -19,7 +19,7 @@ The overlays and their sliders come from the scaling registry (:mod:`posenc.rope
 registered type with explorer metadata is an overlay, each of its ``Parameter``s is a slider (range,
 step, label), and the requests carry those parameters by name, checked here against the registry
 (:func:`scaling_settings`). ``GET /api/scalings`` hands the same metadata to the page, with the
-colours, labels and dashes of :mod:`posenc.explorer.palette`.
+colours, labels and dashes of :mod:`posenc.lesson.palette`.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import torch
 
 from .._checks import check_choice, check_int
+from ..lesson.palette import SCALING_COLOURS, scaling_style
 from ..lesson.stretching import band_masks, partial_turn
 from ..lesson.vectors import TWO_PI
 from ..rope.embedding import RotaryEmbedding
@@ -43,7 +44,6 @@ from ..rope.layout import LAYOUTS
 from ..rope.registry import REGISTRY, config_fields, explorer_metadata, scaling_parameters
 from ..rope.scaling import DYNAMIC_TYPES, rope_frequencies, scaling_to_dict
 from ..rope.tables import rope_inv_freq
-from .palette import SCALING_COLOURS, scaling_style
 
 _MAX_FIXTURE_BYTES = 1024 * 1024
 _FIXTURE_NAME = re.compile(r"^[A-Za-z0-9._\-/#]{1,120}$")

@@ -34,7 +34,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..explorer.palette import SCALING_LABELS
+from ..lesson.palette import SCALING_LABELS
 from ..runs.lab_schema import machinery_check_reason as machinery_check_reason  # defined with the files
 from .schema import VERDICTS
 from .stats import (

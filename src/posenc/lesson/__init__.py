@@ -10,5 +10,6 @@ lesson both state lives here, in one pure function, so the two cannot disagree.
 :mod:`posenc.lesson.vectors` gives the example vectors (a word's vector, a seeded query or key, a RoPE
 turn at float64) and the reading of a learner's sentence; and
 :mod:`posenc.lesson.manifest` lists the chapters, the one list the explorer's contents and pager and
-``posenc tour --list`` come from.
+``posenc tour --list`` come from; :mod:`posenc.lesson.palette` is the one table of colours, labels and
+dashes that the page (served as ``palette-tables.js``), the tour's figures and the lab's reports share.
 """

@@ -93,7 +93,7 @@ class Parameter:
 class ExplorerInfo:
     """The numbers the explorer's wavelength view needs to draw a scaling as an overlay.
 
-    Names, colours and dash patterns are the page's business (:mod:`posenc.explorer.palette`); these
+    Names, colours and dash patterns are the page's business (:mod:`posenc.lesson.palette`); these
     are facts about the scaling.
 
     Attributes:

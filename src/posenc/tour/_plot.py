@@ -8,7 +8,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
-from ..explorer.palette import SCALING_DASHES, diverging
+from ..lesson.palette import SCALING_DASHES, diverging
 
 
 def new_figure(width: float, height: float) -> Figure:
@@ -50,7 +50,7 @@ def save(ctx, fig: Figure, name: str) -> pathlib.Path:
 
 
 def sign_colormap(steps: int = 257) -> ListedColormap:
-    """The page's sign map (:func:`posenc.explorer.palette.diverging`) for ``imshow`` from -1 to +1:
+    """The page's sign map (:func:`posenc.lesson.palette.diverging`) for ``imshow`` from -1 to +1:
     the same blue below zero, white at zero and red above as every figure of the explorer.
     An odd number of steps puts one colour exactly at 0."""
     if steps < 3 or steps % 2 == 0:

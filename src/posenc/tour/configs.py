@@ -3,7 +3,7 @@
 The fixtures in :mod:`posenc.fixtures` hold the rope fields of public configs. Loading one with
 :meth:`posenc.rope.RotaryEmbedding.from_hf_config` gives the same frequencies ``transformers`` uses
 (``tests/test_hf_parity.py``); this section shows them next to the unscaled frequencies of the same
-head, as wavelengths in tokens, each scaling in its colour and dash of :mod:`posenc.explorer.palette`,
+head, as wavelengths in tokens, each scaling in its colour and dash of :mod:`posenc.lesson.palette`,
 as the explorer draws it. The text and numbers are the second part of the lesson's chapter
 "Stretching RoPE" (:mod:`posenc.lesson.chapters.stretching_rope`).
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 
-from ..explorer.palette import NEUTRAL_COLOURS, REFERENCE_DASHES, SCALING_COLOURS
 from ..fixtures import load_fixture
 from ..lesson.chapters.stretching_rope import MODELS, pair_bands  # noqa: F401  (for callers of the tour)
+from ..lesson.palette import NEUTRAL_COLOURS, REFERENCE_DASHES, SCALING_COLOURS
 from ..rope import RotaryEmbedding, rope_inv_freq
 from ._plot import new_figure, save, scaling_dash, svg_dash
 from .telling import tell

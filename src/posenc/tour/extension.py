@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 
-from ..explorer.palette import NEUTRAL_COLOURS, REFERENCE_DASHES, SCALING_COLOURS
 from ..lesson.chapters.stretching_rope import (  # noqa: F401  (the chapter's helpers, for callers of the tour)
     BASE,
     FACTOR,
@@ -25,6 +24,7 @@ from ..lesson.chapters.stretching_rope import (  # noqa: F401  (the chapter's he
     times,
     unseen_mask,
 )
+from ..lesson.palette import NEUTRAL_COLOURS, REFERENCE_DASHES, SCALING_COLOURS
 from ..rope import rope_frequencies
 from ._plot import new_figure, save, scaling_dash, svg_dash
 from .telling import tell

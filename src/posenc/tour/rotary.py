@@ -11,7 +11,6 @@ import math
 
 import torch
 
-from ..explorer.palette import ROLE_COLOURS
 from ..lesson.chapters.rope import (  # noqa: F401  (the chapter's helpers, for callers of the tour)
     HEAD_DIM,
     SENTENCES,
@@ -20,6 +19,7 @@ from ..lesson.chapters.rope import (  # noqa: F401  (the chapter's helpers, for 
     wrap_degrees,
 )
 from ..lesson.formats import signed
+from ..lesson.palette import ROLE_COLOURS
 from ..lesson.rotation import DIAL_THETA, KEY, QUERY, SEAT_PAIRS, THETA, hand_angles, pair_score, rotate_2d  # noqa: F401
 from ._plot import new_figure, save
 from .telling import tell

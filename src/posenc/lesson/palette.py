@@ -137,7 +137,7 @@ PAGE_TABLES: dict[str, object] = {
 def module_source() -> str:
     """The browser's palette tables as an ES module: one ``export const NAME = <JSON>;`` per table of
     :data:`PAGE_TABLES`, in its order (what the explorer serves at ``/static/palette-tables.js``)."""
-    lines = ["// The palette's tables, written by posenc.explorer.palette.module_source (the one source)."]
+    lines = ["// The palette's tables, written by posenc.lesson.palette.module_source (the one source)."]
     for name, table in PAGE_TABLES.items():
         value = list(table) if isinstance(table, tuple) else table
         lines.append(f"export const {name} = Object.freeze({json.dumps(value)});")
