@@ -168,8 +168,6 @@ REMAINING = {
     "(load_run_model, torch); that reader belongs below both apps",
     ("posenc.explorer.lab_results", "posenc.lab.summary"): "RUNS_DIR, the folder of the committed summaries, "
     "is the lab's package data (posenc/lab/runs/*.json); it moves with the data in the folder moves",
-    ("posenc.explorer.quiz", "posenc.lesson.chapters._check"): "the quiz reads each chapter's Check; the "
-    "lesson should make Check public or give the quiz an entry of its own",
     ("posenc.lab.verdicts", "posenc.lesson.palette"): "the lab's reports name each scaling as the pages "
     "do (SCALING_LABELS: 'PI (linear)', 'NTK-aware', presentation, not the core's type names); one table "
     "of names below both the lesson and the lab would serve both",

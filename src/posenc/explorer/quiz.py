@@ -16,8 +16,7 @@ from types import ModuleType
 from typing import Dict, List, Mapping, Sequence, Tuple
 
 from .._checks import check_int
-from ..lesson.chapters import MODULES
-from ..lesson.chapters._check import Check
+from ..lesson.chapters import MODULES, Check
 from ..lesson.manifest import CHAPTERS, Chapter
 
 

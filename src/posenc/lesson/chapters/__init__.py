@@ -14,7 +14,7 @@ ask for: pure functions returning the figure's data), listed in ``FIGURES`` (rou
 :mod:`._figures`), with ``FIGURE_RANGES``, the range of every numeric figure parameter (:mod:`._ranges`);
 :data:`FIGURES` gathers the figures (the explorer serves each at ``/api/lesson/<route>``) and
 :func:`figure_ranges` the ranges (the API's limits). A module lists its knowledge checks in ``CHECKS``
-(:mod:`._check`), the ones the manifest names under its chapter.
+(:class:`Check`, exported here for the explorer's quiz), the ones the manifest names under its chapter.
 
 Adding a chapter: its entry in :mod:`posenc.lesson.manifest`, a module here named by the entry's id
 (``bag-of-tiles`` is ``bag_of_tiles.py``; :data:`MODULES` imports it from the manifest) with ``numbers``
@@ -38,6 +38,7 @@ from typing import Mapping
 
 from ..manifest import CHAPTERS, Chapter
 from ..prose import Block
+from ._check import Check, Evidence
 from ._figures import LAB_RUN, Choice, Figure, Parameter, ResolvedFigure, Text, Word, resolve
 from ._ranges import Range
 
@@ -143,7 +144,9 @@ __all__ = [
     "FIGURES",
     "LAB_RUN",
     "MODULES",
+    "Check",
     "Choice",
+    "Evidence",
     "Figure",
     "Parameter",
     "Range",
