@@ -101,9 +101,12 @@ def chapter_scripts(client) -> list[str]:
 
 
 def served_page(client) -> str:
-    """The page's markup as the server sends it: index.html and every chapter's script, whose exported
-    markup the page writes into its article."""
-    return "\n".join([client.get("/").text, *(client.get(path).text for path in chapter_scripts(client))])
+    """The page's markup: index.html as the server sends it, and the markup every chapter's script exports
+    (run as the page runs it, :func:`lesson_page.chapter_markup`), which the page writes into its article."""
+    from lesson_page import chapter_markup
+
+    chapters = get(client, "/api/lesson/chapters")["chapters"]
+    return "\n".join([client.get("/").text, *(chapter_markup(c["id"]) for c in chapters)])
 
 
 def test_every_script_the_page_imports_is_served_and_local(client):

@@ -184,6 +184,70 @@ export function figures(chapter, ...specs) {
   return { units, redraw: () => units.forEach((unit) => unit.redraw()) };
 }
 
+// -- a lesson chapter's markup: its text places and its figures' frames ------------------------------------
+// A chapter script builds its `markup` from these, so every figure has the one frame the lesson's styles,
+// its prose (a caption fills the figure's <figcaption data-prose>) and its tests expect:
+//   <figure class="lesson-fig" aria-labelledby="NAME-caption">
+//     before · <div class="controls">controls</div> · the error box (error: true) · a note <p id=note> ·
+//     body · <figcaption id="NAME-caption" data-prose="NAME-caption"> · after ·
+//     <div class="numbers" id=numbers> (numbers: true names it NAME-numbers)
+//   </figure>
+// Each part but the body and the caption is optional; controls are strings, made by the helpers below.
+const attributeText = (value) => String(value).replaceAll("&", "&amp;").replaceAll("\"", "&quot;");
+
+// ` a="1" b` from { a: 1, b: true, c: null }: in the object's order, true as a bare name, null/false/undefined left out
+export function attributesHtml(attributes) {
+  return Object.entries(attributes).filter(([, v]) => v !== undefined && v !== null && v !== false)
+    .map(([k, v]) => (v === true ? ` ${k}` : ` ${k}="${attributeText(v)}"`)).join("");
+}
+
+// The places a chapter's text fills, one <div class="prose" data-prose="SLOT"> per slot.
+export const proseHtml = (...slots) => slots.map((slot) => `<div class="prose" data-prose="${slot}"></div>`).join("\n");
+
+export const errorHtml = `<div class="error" role="alert" hidden></div>`;
+
+export function figureHtml(name, { before = "", controls = [], error = false, note = null, body, after = "", numbers = null }) {
+  const numbersId = numbers === true ? `${name}-numbers` : numbers;
+  return [
+    `<figure class="lesson-fig" aria-labelledby="${name}-caption">`,
+    before,
+    controls.length ? `<div class="controls">\n${controls.join("\n")}\n</div>` : "",
+    error ? errorHtml : "",
+    note ? `<p class="note" id="${note}" aria-live="polite"></p>` : "",
+    body,
+    `<figcaption id="${name}-caption" data-prose="${name}-caption"></figcaption>`,
+    after,
+    numbersId ? `<div class="numbers" id="${numbersId}" aria-live="polite"></div>` : "",
+    "</figure>",
+  ].filter(Boolean).join("\n");
+}
+
+// A control with its label: `<label>LABEL <input ...>AFTER</label>` (wide: the label takes a row of its own).
+export function inputHtml(label, attributes, { wide = false, after = "" } = {}) {
+  return `<label${wide ? ` class="wide"` : ""}>${label} <input${attributesHtml(attributes)}>${after}</label>`;
+}
+
+// A slider and the <output> that shows its value (core.js `slider` keeps it up to date); `unit` follows it.
+// `scaling` names the scaling parameter whose range it takes (see scalingParamRanges), `shows` the value
+// shown before the first update.
+export function sliderHtml(label, id, { min, max, step, value, scaling, primary = false, shows = value, unit = "" } = {}) {
+  const attributes = { type: "range", id, min, max, step, value, "data-scaling-param": scaling, "data-primary": primary };
+  return inputHtml(label, attributes, { after: `<output id="${id}-out">${shows}</output>${unit ? ` ${unit}` : ""}` });
+}
+
+// A menu: each option is its text (the value is the text) or [value, text]; `selected` is the chosen value.
+export function menuHtml(label, id, options, { selected = null, primary = false } = {}) {
+  const items = options.map((option) => {
+    const [value, shown] = Array.isArray(option) ? option : [null, option];
+    return `<option${attributesHtml({ value, selected: (value ?? shown) === selected })}>${shown}</option>`;
+  });
+  return `<label>${label} <select${attributesHtml({ id, "data-primary": primary })}>${items.join("")}</select></label>`;
+}
+
+// The position schemes as a menu offers them, in the lesson's order.
+export const SCHEME_OPTIONS = [["nope", "none (NoPE)"], ["sinusoidal", "sinusoidal"], ["learned", "learned table"],
+  ["rope", "RoPE"], ["alibi", "ALiBi"]];
+
 // Slider <-> output wiring; `transform` maps the slider's value to the value used.
 export function slider(id, onChange, transform = Number, format = String) {
   const input = $(id), out = $(`${id}-out`) || $(id.replace(/-log$/, "") + "-out");

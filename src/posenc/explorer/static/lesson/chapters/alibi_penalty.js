@@ -1,30 +1,24 @@
 // ALiBi, a penalty for distance: the bias of every head against how far back a key sits,
 // and the attention the bias alone leaves to each key, both from posenc's alibi_slopes/alibi_bias.
 
-import { $, choice, figures } from "../../core.js";
+import { $, choice, figureHtml, figures, menuHtml, proseHtml, sliderHtml } from "../../core.js";
 import { lineChart, html, fmt, widthOf, numbers, stackLabels } from "../../charts.js";
 import { headColour } from "../../palette.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
 // figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
-export const markup = `
-  <div class="prose" data-prose="intro"></div>
-  <figure class="lesson-fig" aria-labelledby="alibi-caption">
-    <div class="controls">
-      <label>the query looks back <input type="range" id="alibi-distance" min="2" max="64" value="10" data-primary><output id="alibi-distance-out">10</output> seats</label>
-      <label>heads <select id="alibi-heads"><option>4</option><option selected>8</option><option>16</option></select></label>
-    </div>
-    <div class="error" role="alert" hidden></div>
-    <div id="alibi-chart" class="fig-box"></div>
-    <div id="alibi-weights" class="fig-box"></div>
-    <figcaption id="alibi-caption" data-prose="alibi-caption"></figcaption>
-    <div class="table-wrap"><table class="data" id="alibi-table"></table></div>
-    <div class="numbers" id="alibi-numbers" aria-live="polite"></div>
-  </figure>
-  <div class="prose" data-prose="after"></div>
-  <div class="inline-checks" data-checks="alibi-head0"></div>
-  <div data-prose="see-also"></div>
-`;
+export const markup = [
+  proseHtml("intro"),
+  figureHtml("alibi", {
+    controls: [sliderHtml("the query looks back", "alibi-distance", { min: 2, max: 64, value: 10, primary: true, unit: "seats" }),
+      menuHtml("heads", "alibi-heads", ["4", "8", "16"], { selected: "8" })],
+    error: true, body: `<div id="alibi-chart" class="fig-box"></div>\n<div id="alibi-weights" class="fig-box"></div>`,
+    after: `<div class="table-wrap"><table class="data" id="alibi-table"></table></div>`, numbers: true,
+  }),
+  proseHtml("after"),
+  `<div class="inline-checks" data-checks="alibi-head0"></div>`,
+  `<div data-prose="see-also"></div>`,
+].join("\n");
 
 // Heads coloured as in the workbench's ALiBi view (palette.headColour), dashes alternating.
 

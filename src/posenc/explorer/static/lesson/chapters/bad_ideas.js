@@ -1,36 +1,24 @@
 // Two ideas that fail: raw seat numbers and fractions of the sentence.
 
-import { $, figures } from "../../core.js";
+import { $, figureHtml, figures, proseHtml, sliderHtml } from "../../core.js";
 import { svg, fmt, widthOf, root, text, numbers, hbars } from "../../charts.js";
 import { CATEGORY_COLOURS, SCHEME_COLOURS, INK, textColour } from "../../palette.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
 // figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
-export const markup = `
-  <div class="prose" data-prose="intro"></div>
-  <div class="prose" data-prose="idea1"></div>
-  <figure class="lesson-fig" aria-labelledby="raw-caption">
-    <div class="controls">
-      <label>seat <input type="range" id="raw-seat" min="0" max="2000" value="500" data-primary><output id="raw-seat-out">500</output></label>
-    </div>
-    <div class="error" role="alert" hidden></div>
-    <div id="raw-figure" class="fig-box"></div>
-    <figcaption id="raw-caption" data-prose="raw-caption"></figcaption>
-    <div class="numbers" id="raw-numbers" aria-live="polite"></div>
-  </figure>
-  <div class="prose" data-prose="idea1-measured"></div>
-  <div class="prose" data-prose="idea2"></div>
-  <figure class="lesson-fig" aria-labelledby="frac-caption">
-    <div class="controls">
-      <label>words in the sentence <input type="range" id="frac-len" min="2" max="1000" value="4"><output id="frac-len-out">4</output></label>
-    </div>
-    <div id="frac-figure" class="fig-box"></div>
-    <figcaption id="frac-caption" data-prose="frac-caption"></figcaption>
-    <div class="numbers" id="frac-numbers" aria-live="polite"></div>
-  </figure>
-  <div class="prose" data-prose="idea2-measured"></div>
-  <div class="prose" data-prose="after"></div>
-`;
+export const markup = [
+  proseHtml("intro", "idea1"),
+  figureHtml("raw", {
+    controls: [sliderHtml("seat", "raw-seat", { min: 0, max: 2000, value: 500, primary: true })],
+    error: true, body: `<div id="raw-figure" class="fig-box"></div>`, numbers: true,
+  }),
+  proseHtml("idea1-measured", "idea2"),
+  figureHtml("frac", {
+    controls: [sliderHtml("words in the sentence", "frac-len", { min: 2, max: 1000, value: 4 })],
+    body: `<div id="frac-figure" class="fig-box"></div>`, numbers: true,
+  }),
+  proseHtml("idea2-measured", "after"),
+].join("\n");
 
 export function setup() {
   const draw = (data) => {

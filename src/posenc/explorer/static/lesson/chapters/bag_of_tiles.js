@@ -1,31 +1,24 @@
 // A bag of tiles: each word's output from one attention block, as written and shuffled.
 
-import { $, choice, figures, typed } from "../../core.js";
+import { $, SCHEME_OPTIONS, choice, figureHtml, figures, inputHtml, menuHtml, proseHtml, typed } from "../../core.js";
 import { svg, fmt, widthOf, root, text, signLegend, numbers } from "../../charts.js";
 import { TILE_COLOURS, INK, MUTED, diverging } from "../../palette.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
 // figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
-export const markup = `
-  <div class="prose" data-prose="intro"></div>
-  <figure class="lesson-fig" aria-labelledby="bag-caption">
-    <div class="controls">
-      <label class="wide">sentence <input type="text" id="bag-text" value="the dog bit the man" maxlength="300"></label>
-      <label>positions <select id="bag-scheme">
-        <option value="nope" selected>none (NoPE)</option><option value="sinusoidal">sinusoidal</option>
-        <option value="learned">learned table</option><option value="rope">RoPE</option><option value="alibi">ALiBi</option>
-      </select></label>
-      <button type="button" id="bag-shuffle" class="primary" data-primary>Shuffle the tiles</button>
-    </div>
-    <div class="error" role="alert" hidden></div>
-    <div id="bag-figure" class="fig-box"></div>
-    <figcaption id="bag-caption" data-prose="bag-caption"></figcaption>
-    <div class="numbers" id="bag-numbers" aria-live="polite"></div>
-  </figure>
-  <div class="prose" data-prose="after"></div>
-  <div class="prose" data-prose="measured"></div>
-  <div class="inline-checks" data-checks="bag-of-words"></div>
-`;
+export const markup = [
+  proseHtml("intro"),
+  figureHtml("bag", {
+    controls: [
+      inputHtml("sentence", { type: "text", id: "bag-text", value: "the dog bit the man", maxlength: 300 }, { wide: true }),
+      menuHtml("positions", "bag-scheme", SCHEME_OPTIONS, { selected: "nope" }),
+      `<button type="button" id="bag-shuffle" class="primary" data-primary>Shuffle the tiles</button>`,
+    ],
+    error: true, body: `<div id="bag-figure" class="fig-box"></div>`, numbers: true,
+  }),
+  proseHtml("after", "measured"),
+  `<div class="inline-checks" data-checks="bag-of-words"></div>`,
+].join("\n");
 
 export function setup() {
   // The first shuffle is shown at once, so the two strips differ from the first look on.

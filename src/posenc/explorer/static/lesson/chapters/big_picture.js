@@ -1,6 +1,6 @@
 // Key points and the big picture: the order figure and the attention maps.
 
-import { $, choice, figures, typed } from "../../core.js";
+import { $, SCHEME_OPTIONS, choice, figureHtml, figures, inputHtml, menuHtml, proseHtml, typed } from "../../core.js";
 import { html, svg, fmt, numbers, root, text, widthOf, scale, tickLabels, lineChart } from "../../charts.js";
 import { SCHEME_COLOURS, NEUTRAL_COLOURS, REFERENCE_DASHES, textColour, INK, MUTED } from "../../palette.js";
 
@@ -8,56 +8,31 @@ import { SCHEME_COLOURS, NEUTRAL_COLOURS, REFERENCE_DASHES, textColour, INK, MUT
 // figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters). Each
 // figure's model menu is its model parameter (posenc.lesson.chapters.big_picture.MODELS): the lesson's
 // trained models by default, or the untrained block.
-export const markup = `
-  <div class="prose" data-prose="intro"></div>
-  <ul class="key-points" data-prose="key-points"></ul>
-  <div class="prose" data-prose="measured"></div>
-  <div class="prose" data-prose="picture"></div>
-  <div class="lanes" data-prose="lanes" data-prose-class="lane"></div>
-  <div class="prose" data-prose="picture-after"></div>
-  <figure class="lesson-fig" aria-labelledby="big-caption">
-    <div class="controls">
-      <label>scheme <select id="big-scheme" data-primary>
-        <option value="nope">none (NoPE)</option><option value="sinusoidal">sinusoidal</option>
-        <option value="learned">learned table</option><option value="rope" selected>RoPE</option><option value="alibi">ALiBi</option>
-      </select></label>
-      <label>model <select id="big-model"><option value="trained" selected>trained</option><option value="untrained">untrained</option></select></label>
-    </div>
-    <div class="error" role="alert" hidden></div>
-    <p class="note" id="big-source" aria-live="polite"></p>
-    <div id="big-figure" class="fig-box"></div>
-    <figcaption id="big-caption" data-prose="big-caption"></figcaption>
-    <div class="numbers" id="big-numbers" aria-live="polite"></div>
-  </figure>
-  <div class="prose" data-prose="figure-after"></div>
-  <div class="prose" data-prose="attention"></div>
-  <figure class="lesson-fig" aria-labelledby="attn-caption">
-    <div class="controls">
-      <label class="wide">sentence (up to 12 words) <input type="text" id="attn-text" value="the dog bit the man" maxlength="300"></label>
-      <label>model <select id="attn-model"><option value="trained" selected>trained</option><option value="untrained">untrained</option></select></label>
-    </div>
-    <div class="error" role="alert" hidden></div>
-    <p class="note" id="attn-source" aria-live="polite"></p>
-    <div id="attn-maps" class="attn-grid"></div>
-    <figcaption id="attn-caption" data-prose="attn-caption"></figcaption>
-    <div class="numbers" id="attn-numbers" aria-live="polite"></div>
-  </figure>
-  <div class="prose" data-prose="attention-after"></div>
-  <div class="prose" data-prose="distance"></div>
-  <figure class="lesson-fig" aria-labelledby="dist-caption">
-    <div class="controls">
-      <label>model <select id="dist-model"><option value="trained" selected>trained</option><option value="untrained">untrained</option></select></label>
-    </div>
-    <div class="error" role="alert" hidden></div>
-    <p class="note" id="dist-source" aria-live="polite"></p>
-    <div id="dist-figure" class="fig-box"></div>
-    <figcaption id="dist-caption" data-prose="dist-caption"></figcaption>
-    <div class="numbers" id="dist-numbers" aria-live="polite"></div>
-  </figure>
-  <div class="prose" data-prose="distance-after"></div>
-  <div class="prose" data-prose="closing"></div>
-  <div data-prose="see-also"></div>
-`;
+const modelMenu = (id) => menuHtml("model", id, [["trained", "trained"], ["untrained", "untrained"]], { selected: "trained" });
+export const markup = [
+  proseHtml("intro"),
+  `<ul class="key-points" data-prose="key-points"></ul>`,
+  proseHtml("measured", "picture"),
+  `<div class="lanes" data-prose="lanes" data-prose-class="lane"></div>`,
+  proseHtml("picture-after"),
+  figureHtml("big", {
+    controls: [menuHtml("scheme", "big-scheme", SCHEME_OPTIONS, { selected: "rope", primary: true }), modelMenu("big-model")],
+    error: true, note: "big-source", body: `<div id="big-figure" class="fig-box"></div>`, numbers: true,
+  }),
+  proseHtml("figure-after", "attention"),
+  figureHtml("attn", {
+    controls: [inputHtml("sentence (up to 12 words)", { type: "text", id: "attn-text", value: "the dog bit the man", maxlength: 300 },
+      { wide: true }), modelMenu("attn-model")],
+    error: true, note: "attn-source", body: `<div id="attn-maps" class="attn-grid"></div>`, numbers: true,
+  }),
+  proseHtml("attention-after", "distance"),
+  figureHtml("dist", {
+    controls: [modelMenu("dist-model")], error: true, note: "dist-source", body: `<div id="dist-figure" class="fig-box"></div>`,
+    numbers: true,
+  }),
+  proseHtml("distance-after", "closing"),
+  `<div data-prose="see-also"></div>`,
+].join("\n");
 
 export function setup() {
   const draw = (data) => {

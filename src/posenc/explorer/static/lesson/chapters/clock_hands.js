@@ -1,35 +1,24 @@
 // Sine waves as clock hands: the hands of one seat, their waves and the whole table.
 
-import { $, choice, figures } from "../../core.js";
+import { $, choice, figureHtml, figures, menuHtml, proseHtml, sliderHtml } from "../../core.js";
 import { heatmap, lineChart, svg, html, fmt, widthOf, root, text, clock, numbers, signLegend } from "../../charts.js";
 import { CATEGORY_COLOURS, divergingRGB, INK } from "../../palette.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
 // figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
-export const markup = `
-  <div class="prose" data-prose="intro"></div>
-  <figure class="lesson-fig" aria-labelledby="clock-caption">
-    <div class="controls">
-      <label>seat <input type="range" id="clock-seat" min="0" max="64" value="3" data-primary><output id="clock-seat-out">3</output></label>
-      <label>width <select id="clock-width"><option>16</option><option selected>64</option><option>256</option></select></label>
-    </div>
-    <div class="error" role="alert" hidden></div>
-    <div id="clock-dials" class="dials-row"></div>
-    <div id="clock-waves" class="fig-box"></div>
-    <figcaption id="clock-caption" data-prose="clock-caption"></figcaption>
-    <div class="numbers" id="clock-numbers" aria-live="polite"></div>
-  </figure>
-  <div class="prose" data-prose="table"></div>
-  <figure class="lesson-fig" aria-labelledby="heat-caption">
-    <div id="clock-heat" class="fig-box"></div>
-    <figcaption id="heat-caption" data-prose="heat-caption"></figcaption>
-    <div class="numbers" id="heat-numbers" aria-live="polite"></div>
-  </figure>
-  <div class="prose" data-prose="table-after"></div>
-  <div class="prose" data-prose="fingerprint"></div>
-  <div class="inline-checks" data-checks="fast-columns"></div>
-  <div data-prose="see-also"></div>
-`;
+export const markup = [
+  proseHtml("intro"),
+  figureHtml("clock", {
+    controls: [sliderHtml("seat", "clock-seat", { min: 0, max: 64, value: 3, primary: true }),
+      menuHtml("width", "clock-width", ["16", "64", "256"], { selected: "64" })],
+    error: true, body: `<div id="clock-dials" class="dials-row"></div>\n<div id="clock-waves" class="fig-box"></div>`, numbers: true,
+  }),
+  proseHtml("table"),
+  figureHtml("heat", { body: `<div id="clock-heat" class="fig-box"></div>`, numbers: true }),
+  proseHtml("table-after", "fingerprint"),
+  `<div class="inline-checks" data-checks="fast-columns"></div>`,
+  `<div data-prose="see-also"></div>`,
+].join("\n");
 
 export function setup() {
   const colours = { fast: CATEGORY_COLOURS.fast, medium: CATEGORY_COLOURS.medium, slow: CATEGORY_COLOURS.slow };

@@ -1,40 +1,31 @@
 // Common mistakes, each measured.
 
-import { $, api, figures } from "../../core.js";
+import { $, api, errorHtml, figureHtml, figures, proseHtml, sliderHtml } from "../../core.js";
 import { fmt, fmtInt, numbers, hbars } from "../../charts.js";
 import { CATEGORY_COLOURS } from "../../palette.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
 // figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
-export const markup = `
-  <div class="prose" data-prose="intro"></div>
-  <div class="error" role="alert" hidden></div>
-  <div class="prose" data-prose="m1"></div>
-  <figure class="lesson-fig" aria-labelledby="mis-param-caption">
-    <div class="controls"><label>optimizer steps <input type="range" id="mis-steps" min="1" max="10" value="1" data-primary><output id="mis-steps-out">1</output></label></div>
-    <div id="mis-param" class="fig-box"></div>
-    <figcaption id="mis-param-caption" data-prose="mis-param-caption"></figcaption>
-    <div class="numbers" id="mis-param-numbers" aria-live="polite"></div>
-  </figure>
-  <div class="prose" data-prose="m1-measured"></div>
-  <div class="prose" data-prose="m2"></div>
-  <figure class="lesson-fig" aria-labelledby="mis-cat-caption">
-    <div class="controls"><label>width d <input type="range" id="mis-width" min="64" max="2048" step="64" value="512"><output id="mis-width-out">512</output></label></div>
-    <div id="mis-cat" class="fig-box"></div>
-    <figcaption id="mis-cat-caption" data-prose="mis-cat-caption"></figcaption>
-    <div class="numbers" id="mis-cat-numbers" aria-live="polite"></div>
-  </figure>
-  <div class="prose" data-prose="m2-measured"></div>
-  <div class="prose" data-prose="m3"></div>
-  <figure class="lesson-fig" aria-labelledby="mis-v-caption">
-    <div class="controls"><label>move the phrase by <input type="range" id="mis-shift" min="1" max="1000" value="100"><output id="mis-shift-out">100</output></label></div>
-    <div id="mis-v" class="fig-box"></div>
-    <figcaption id="mis-v-caption" data-prose="mis-v-caption"></figcaption>
-    <div class="numbers" id="mis-v-numbers" aria-live="polite"></div>
-  </figure>
-  <div class="prose" data-prose="m3-measured"></div>
-  <div class="prose" data-prose="after"></div>
-`;
+export const markup = [
+  proseHtml("intro"),
+  errorHtml,
+  proseHtml("m1"),
+  figureHtml("mis-param", {
+    controls: [sliderHtml("optimizer steps", "mis-steps", { min: 1, max: 10, value: 1, primary: true })],
+    body: `<div id="mis-param" class="fig-box"></div>`, numbers: true,
+  }),
+  proseHtml("m1-measured", "m2"),
+  figureHtml("mis-cat", {
+    controls: [sliderHtml("width d", "mis-width", { min: 64, max: 2048, step: 64, value: 512 })],
+    body: `<div id="mis-cat" class="fig-box"></div>`, numbers: true,
+  }),
+  proseHtml("m2-measured", "m3"),
+  figureHtml("mis-v", {
+    controls: [sliderHtml("move the phrase by", "mis-shift", { min: 1, max: 1000, value: 100 })],
+    body: `<div id="mis-v" class="fig-box"></div>`, numbers: true,
+  }),
+  proseHtml("m3-measured", "after"),
+].join("\n");
 
 export function setup() {
   // the drift axis ends where the slider's last step takes the parameter table, so moving the slider

@@ -2,21 +2,21 @@
 // per scheme, in the order the API lists them); this script appends its live column: whether each scheme
 // places the chosen length without an error, and what of it a model trained on 512 tokens never met.
 
-import { $, figures } from "../../core.js";
+import { $, errorHtml, figures, proseHtml, sliderHtml } from "../../core.js";
 import { fmtInt, html, numbers } from "../../charts.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
 // figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
-export const markup = `
-  <div class="prose" data-prose="intro"></div>
-  <div class="controls">
-    <label>tokens to read <input type="range" id="cmp-len" min="64" max="4096" step="64" value="1024" data-primary><output id="cmp-len-out">1024</output></label>
-  </div>
-  <div class="error" role="alert" hidden></div>
-  <div data-prose="table" data-prose-class="compare-table"></div>
-  <div class="numbers" id="cmp-numbers" aria-live="polite"></div>
-  <div class="prose" data-prose="after"></div>
-`;
+export const markup = [
+  proseHtml("intro"),
+  `<div class="controls">`,
+  sliderHtml("tokens to read", "cmp-len", { min: 64, max: 4096, step: 64, value: 1024, primary: true }),
+  `</div>`,
+  errorHtml,
+  `<div data-prose="table" data-prose-class="compare-table"></div>`,
+  `<div class="numbers" id="cmp-numbers" aria-live="polite"></div>`,
+  proseHtml("after"),
+].join("\n");
 
 export function setup() {
   const table = document.querySelector("#cmp-table table");

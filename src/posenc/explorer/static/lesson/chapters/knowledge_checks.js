@@ -1,22 +1,22 @@
 // Check yourself: the review of every knowledge check, in reading order.
 
-import { $, loader } from "../../core.js";
+import { $, errorHtml, loader, proseHtml } from "../../core.js";
 import { html } from "../../charts.js";
 import { chapterNode } from "../main.js";
 import { allChecks, chapterOfCheck, renderChecks, results } from "../checks.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
 // figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
-export const markup = `
-  <div class="prose" data-prose="intro"></div>
-  <div class="error" role="alert" hidden></div>
-  <p class="quiz-total" id="lq-total" aria-live="polite"></p>
-  <ol class="check-index" id="lq-index"></ol>
-  <div class="prose" data-prose="precision"></div>
-  <div class="inline-checks" data-checks="precision" data-primary-checks></div>
-  <div class="prose" data-prose="after"></div>
-  <div data-prose="see-also"></div>
-`;
+export const markup = [
+  proseHtml("intro"),
+  errorHtml,
+  `<p class="quiz-total" id="lq-total" aria-live="polite"></p>`,
+  `<ol class="check-index" id="lq-index"></ol>`,
+  proseHtml("precision"),
+  `<div class="inline-checks" data-checks="precision" data-primary-checks></div>`,
+  proseHtml("after"),
+  `<div data-prose="see-also"></div>`,
+].join("\n");
 
 export function setup() {
   const id = "knowledge-checks";

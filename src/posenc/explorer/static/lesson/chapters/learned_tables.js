@@ -1,35 +1,25 @@
 // Learned tables and the 512 wall.
 
-import { $, figures } from "../../core.js";
+import { $, figureHtml, figures, proseHtml, sliderHtml } from "../../core.js";
 import { lineChart, svg, html, fmt, widthOf, root, text, numbers } from "../../charts.js";
 import { CATEGORY_COLOURS, SCHEME_COLOURS, INK, textColour } from "../../palette.js";
 import { appendBreakable } from "../prose.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
 // figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
-export const markup = `
-  <div class="prose" data-prose="intro"></div>
-  <figure class="lesson-fig" aria-labelledby="wall-caption">
-    <div class="controls">
-      <label>tokens <input type="range" id="wall-tokens" min="1" max="1024" value="513" data-primary><output id="wall-tokens-out">513</output></label>
-    </div>
-    <div class="error" role="alert" hidden></div>
-    <div id="wall-figure" class="fig-box"></div>
-    <div id="wall-result" class="result-box" role="status"></div>
-    <figcaption id="wall-caption" data-prose="wall-caption"></figcaption>
-  </figure>
-  <figure class="lesson-fig" aria-labelledby="stretch-caption">
-    <div class="controls">
-      <label>stretch the table to <input type="range" id="wall-stretch" min="513" max="4096" value="1024"><output id="wall-stretch-out">1024</output></label>
-    </div>
-    <div id="stretch-figure" class="fig-box"></div>
-    <figcaption id="stretch-caption" data-prose="stretch-caption"></figcaption>
-    <div class="numbers" id="wall-numbers" aria-live="polite"></div>
-  </figure>
-  <div class="prose" data-prose="after"></div>
-  <div class="prose" data-prose="measured"></div>
-  <div class="inline-checks" data-checks="learned-limit"></div>
-`;
+export const markup = [
+  proseHtml("intro"),
+  figureHtml("wall", {
+    controls: [sliderHtml("tokens", "wall-tokens", { min: 1, max: 1024, value: 513, primary: true })],
+    error: true, body: `<div id="wall-figure" class="fig-box"></div>\n<div id="wall-result" class="result-box" role="status"></div>`,
+  }),
+  figureHtml("stretch", {
+    controls: [sliderHtml("stretch the table to", "wall-stretch", { min: 513, max: 4096, value: 1024 })],
+    body: `<div id="stretch-figure" class="fig-box"></div>`, numbers: "wall-numbers",
+  }),
+  proseHtml("after", "measured"),
+  `<div class="inline-checks" data-checks="learned-limit"></div>`,
+].join("\n");
 
 // "1 token", "513 tokens"
 const count = (tokens) => `${tokens} token${tokens === 1 ? "" : "s"}`;

@@ -1,68 +1,62 @@
 // RoPE, turn, don't add: the 2x2 matrix, ghost-hand dials, the relative-angle proof, who bit whom.
 // Angles are positive counter-clockwise everywhere, as the matrix turns them.
 
-import { $, figures } from "../../core.js";
+import { $, figureHtml, figures, inputHtml, proseHtml, sliderHtml } from "../../core.js";
 import { svg, html, fmt, widthOf, root, text, clock, rad, mod360, signed, numbers, stackLabels } from "../../charts.js";
 import { PAL, SCHEME_COLOURS, INK, MUTED, textColour } from "../../palette.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
 // figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
-export const markup = `
-  <div class="prose" data-prose="intro"></div>
-  <figure class="lesson-fig" aria-labelledby="rot-caption">
-    <div class="controls">
-      <label>seat m <input type="range" id="rot-seat" min="0" max="12" value="1" data-primary><output id="rot-seat-out">1</output></label>
-      <label>θ per seat (degrees) <input type="range" id="rot-theta" min="-90" max="90" value="30"><output id="rot-theta-out">30</output></label>
-      <label>a <input type="number" id="rot-a" min="-10" max="10" step="0.05" value="1"></label>
-      <label>b <input type="number" id="rot-b" min="-10" max="10" step="0.05" value="0.5"></label>
-    </div>
-    <div class="error" role="alert" hidden></div>
-    <div class="rot-layout">
-      <div id="rot-plane" class="fig-box plane-box"></div>
-      <div id="rot-matrix" class="matrix-box"></div>
-    </div>
-    <figcaption id="rot-caption" data-prose="rot-caption"></figcaption>
-  </figure>
-  <aside class="sign-note" id="sign-note" data-prose="sign"></aside>
-  <div class="prose" data-prose="dials"></div>
-  <figure class="lesson-fig" aria-labelledby="rope-caption">
-    <div class="prose" data-prose="dials-try"></div>
-    <div class="controls">
-      <label>query seat m <input type="range" id="rope-m" min="0" max="40" value="3"><output id="rope-m-out">3</output></label>
-      <label>key seat n <input type="range" id="rope-n" min="0" max="40" value="1"><output id="rope-n-out">1</output></label>
-      <label>move both by <input type="range" id="rope-shift" min="0" max="500" value="100"><output id="rope-shift-out">100</output></label>
-    </div>
-    <div id="rope-dials" class="dials-row"></div>
-    <p class="score-readout">score q′·k′ of the hands above: <output id="rope-score">…</output>
-      (gap m − n = <output id="rope-gap">…</output>)</p>
-    <figcaption id="rope-caption" data-prose="rope-caption"></figcaption>
-    <div class="numbers" id="rope-numbers" aria-live="polite"></div>
-  </figure>
-  <div class="prose" data-prose="gap"></div>
-  <div class="proof-box" id="rope-proof"></div>
-  <div class="prose" data-prose="pairs"></div>
-  <figure class="lesson-fig" aria-labelledby="pairs-caption">
-    <div id="pairs-figure" class="fig-box"></div>
-    <figcaption id="pairs-caption" data-prose="pairs-caption"></figcaption>
-    <div class="table-wrap"><table class="data" id="pairs-table"></table></div>
-    <div class="numbers" id="pairs-numbers" aria-live="polite"></div>
-  </figure>
-  <div class="prose" data-prose="order"></div>
-  <figure class="lesson-fig" aria-labelledby="order-caption">
-    <div class="controls">
-      <button type="button" id="order-rotate" class="primary" aria-pressed="false">Show sentence B: the man bit dog</button>
-      <label>degrees per seat <input type="range" id="order-deg" min="5" max="90" value="30"><output id="order-deg-out">30</output></label>
-    </div>
-    <div id="order-figure" class="fig-box"></div>
-    <p class="score-readout">turn from “dog” to “bit”: <output id="order-turn">…</output></p>
-    <figcaption id="order-caption" data-prose="order-caption"></figcaption>
-    <div class="numbers" id="order-numbers" aria-live="polite"></div>
-  </figure>
-  <div class="prose" data-prose="after"></div>
-  <div class="prose" data-prose="measured"></div>
-  <div class="inline-checks" data-checks="relative qk-only"></div>
-  <div data-prose="see-also"></div>
-`;
+export const markup = [
+  proseHtml("intro"),
+  figureHtml("rot", {
+    controls: [
+      sliderHtml("seat m", "rot-seat", { min: 0, max: 12, value: 1, primary: true }),
+      sliderHtml("θ per seat (degrees)", "rot-theta", { min: -90, max: 90, value: 30 }),
+      inputHtml("a", { type: "number", id: "rot-a", min: -10, max: 10, step: 0.05, value: 1 }),
+      inputHtml("b", { type: "number", id: "rot-b", min: -10, max: 10, step: 0.05, value: 0.5 }),
+    ],
+    error: true,
+    body: `<div class="rot-layout">
+  <div id="rot-plane" class="fig-box plane-box"></div>
+  <div id="rot-matrix" class="matrix-box"></div>
+</div>`,
+  }),
+  `<aside class="sign-note" id="sign-note" data-prose="sign"></aside>`,
+  proseHtml("dials"),
+  figureHtml("rope", {
+    before: proseHtml("dials-try"),
+    controls: [
+      sliderHtml("query seat m", "rope-m", { min: 0, max: 40, value: 3 }),
+      sliderHtml("key seat n", "rope-n", { min: 0, max: 40, value: 1 }),
+      sliderHtml("move both by", "rope-shift", { min: 0, max: 500, value: 100 }),
+    ],
+    body: `<div id="rope-dials" class="dials-row"></div>
+<p class="score-readout">score q′·k′ of the hands above: <output id="rope-score">…</output>
+  (gap m − n = <output id="rope-gap">…</output>)</p>`,
+    numbers: true,
+  }),
+  proseHtml("gap"),
+  `<div class="proof-box" id="rope-proof"></div>`,
+  proseHtml("pairs"),
+  figureHtml("pairs", {
+    body: `<div id="pairs-figure" class="fig-box"></div>`,
+    after: `<div class="table-wrap"><table class="data" id="pairs-table"></table></div>`, numbers: true,
+  }),
+  proseHtml("order"),
+  figureHtml("order", {
+    controls: [
+      `<button type="button" id="order-rotate" class="primary" aria-pressed="false">Show sentence B: the man bit dog</button>`,
+      sliderHtml("degrees per seat", "order-deg", { min: 5, max: 90, value: 30 }),
+    ],
+    body: `<div id="order-figure" class="fig-box"></div>
+<p class="score-readout">turn from “dog” to “bit”: <output id="order-turn">…</output></p>`,
+    numbers: true,
+  }),
+  proseHtml("after", "measured"),
+  `<div class="inline-checks" data-checks="relative qk-only"></div>`,
+  `<div data-prose="see-also"></div>`,
+].join("\n");
 
 // The dash of pair p's arc in the half-split and interleaved picture (solid, dashed, dotted, dash-dot).
 const PAIR_DASHES = [null, "6 3", "2 3", "9 3 2 3"];

@@ -1,33 +1,30 @@
 // Stretching RoPE: what each scaling does to every pair's wavelength.
 
-import { $, choice, figures, lessonManifest, showError } from "../../core.js";
+import { $, choice, figureHtml, figures, lessonManifest, menuHtml, proseHtml, showError, sliderHtml } from "../../core.js";
 import { lineChart, html, fmt, widthOf, rad, stackLabels } from "../../charts.js";
 import { NEUTRAL_COLOURS, REFERENCE_DASHES, SCALING_COLOURS, SCALING_DASHES, SCALING_LABELS } from "../../palette.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
 // figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
-export const markup = `
-  <div class="prose" data-prose="intro"></div>
-  <div class="prose" data-prose="definition" data-prose-class="definition"></div>
-  <ul data-prose="scalings"></ul>
-  <figure class="lesson-fig" aria-labelledby="stretch-rope-caption">
-    <div class="controls">
-      <label>factor <input type="range" id="str-factor" data-scaling-param="factor" data-primary><output id="str-factor-out">8</output></label>
-      <label>trained on <select id="str-train"><option value="2048">2,048</option><option value="4096">4,096</option>
-        <option value="8192" selected>8,192</option><option value="32768">32,768</option></select></label>
-    </div>
-    <div class="error" role="alert" hidden></div>
-    <div id="str-chart" class="fig-box"></div>
-    <figcaption id="stretch-rope-caption" data-prose="stretch-rope-caption"></figcaption>
-    <div class="table-wrap"><table class="data" id="str-table"></table></div>
-  </figure>
-  <div class="prose" data-prose="after"></div>
-  <div class="prose" data-prose="measured"></div>
-  <div data-prose="configs-heading"></div>
-  <div class="prose" data-prose="configs"></div>
-  <div class="inline-checks" data-checks="linear-vs-ntk llama3-bands"></div>
-  <div data-prose="see-also"></div>
-`;
+export const markup = [
+  proseHtml("intro"),
+  `<div class="prose" data-prose="definition" data-prose-class="definition"></div>`,
+  `<ul data-prose="scalings"></ul>`,
+  figureHtml("stretch-rope", {
+    controls: [
+      sliderHtml("factor", "str-factor", { scaling: "factor", primary: true, shows: 8 }),
+      menuHtml("trained on", "str-train", [["2048", "2,048"], ["4096", "4,096"], ["8192", "8,192"], ["32768", "32,768"]],
+        { selected: "8192" }),
+    ],
+    error: true, body: `<div id="str-chart" class="fig-box"></div>`,
+    after: `<div class="table-wrap"><table class="data" id="str-table"></table></div>`,
+  }),
+  proseHtml("after", "measured"),
+  `<div data-prose="configs-heading"></div>`,
+  proseHtml("configs"),
+  `<div class="inline-checks" data-checks="linear-vs-ntk llama3-bands"></div>`,
+  `<div data-prose="see-also"></div>`,
+].join("\n");
 
 export function setup() {
   // each method in its scaling's one colour, dash and label (plain RoPE is the registry's "default"), as in the workbench

@@ -1,26 +1,21 @@
 // The three rules, checked live for every code.
 
-import { $, choice, figures } from "../../core.js";
+import { $, choice, figureHtml, figures, menuHtml, proseHtml, sliderHtml } from "../../core.js";
 import { html, fmt, numbers, stackLabels } from "../../charts.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
 // figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
-export const markup = `
-  <div class="prose" data-prose="intro"></div>
-  <ol class="rules" data-prose="rules"></ol>
-  <figure class="lesson-fig" aria-labelledby="rules-caption">
-    <div class="controls">
-      <label>sentence length <input type="range" id="rules-len" min="5" max="2048" value="512" data-primary><output id="rules-len-out">512</output></label>
-      <label>width <select id="rules-width"><option>16</option><option selected>64</option><option>256</option></select></label>
-    </div>
-    <div class="error" role="alert" hidden></div>
-    <div class="table-wrap"><table class="data rules-table" id="rules-table"></table></div>
-    <figcaption id="rules-caption" data-prose="rules-caption"></figcaption>
-  </figure>
-  <div class="prose" data-prose="after"></div>
-  <div class="prose" data-prose="measured"></div>
-  <div data-prose="see-also"></div>
-`;
+export const markup = [
+  proseHtml("intro"),
+  `<ol class="rules" data-prose="rules"></ol>`,
+  figureHtml("rules", {
+    controls: [sliderHtml("sentence length", "rules-len", { min: 5, max: 2048, value: 512, primary: true }),
+      menuHtml("width", "rules-width", ["16", "64", "256"], { selected: "64" })],
+    error: true, body: `<div class="table-wrap"><table class="data rules-table" id="rules-table"></table></div>`,
+  }),
+  proseHtml("after", "measured"),
+  `<div data-prose="see-also"></div>`,
+].join("\n");
 
 export function setup() {
   return figures("three-rules", {

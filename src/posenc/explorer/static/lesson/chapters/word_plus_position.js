@@ -1,32 +1,26 @@
 // Word + position = input: the word vector, the position vector and their sum.
 
-import { $, choice, figures, typed } from "../../core.js";
+import { $, choice, figureHtml, figures, inputHtml, menuHtml, proseHtml, sliderHtml, typed } from "../../core.js";
 import { fmt, widthOf, root, barRow, signKey, numbers } from "../../charts.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
 // figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
-export const markup = `
-  <div class="prose" data-prose="intro"></div>
-  <figure class="lesson-fig" aria-labelledby="input-caption">
-    <div class="controls">
-      <label>word <input type="text" id="input-word" value="dog" maxlength="32" size="8"></label>
-      <label>seat <input type="range" id="input-seat" min="0" max="63" value="3" data-primary><output id="input-seat-out">3</output></label>
-      <label>width <select id="input-width"><option>8</option><option selected>16</option><option>32</option></select></label>
-      <label>word vector scale <select id="input-std">
-        <option value="1" selected>N(0, 1): nn.Embedding's default</option>
-        <option value="0.02">N(0, 0.02²): GPT-2 / BERT initialisation</option>
-        <option value="sqrt">0.02 × √d: the 2017 Transformer scales the word up</option>
-      </select></label>
-    </div>
-    <div class="error" role="alert" hidden></div>
-    <div id="input-figure" class="fig-box"></div>
-    <div id="input-legend"></div>
-    <figcaption id="input-caption" data-prose="input-caption"></figcaption>
-    <div class="numbers" id="input-numbers" aria-live="polite"></div>
-  </figure>
-  <div class="prose" data-prose="after"></div>
-  <div class="inline-checks" data-checks="added"></div>
-`;
+export const markup = [
+  proseHtml("intro"),
+  figureHtml("input", {
+    controls: [
+      inputHtml("word", { type: "text", id: "input-word", value: "dog", maxlength: 32, size: 8 }),
+      sliderHtml("seat", "input-seat", { min: 0, max: 63, value: 3, primary: true }),
+      menuHtml("width", "input-width", ["8", "16", "32"], { selected: "16" }),
+      menuHtml("word vector scale", "input-std", [["1", "N(0, 1): nn.Embedding's default"],
+        ["0.02", "N(0, 0.02²): GPT-2 / BERT initialisation"], ["sqrt", "0.02 × √d: the 2017 Transformer scales the word up"]],
+      { selected: "1" }),
+    ],
+    error: true, body: `<div id="input-figure" class="fig-box"></div>\n<div id="input-legend"></div>`, numbers: true,
+  }),
+  proseHtml("after"),
+  `<div class="inline-checks" data-checks="added"></div>`,
+].join("\n");
 
 export function setup() {
   const stdOf = () => {
