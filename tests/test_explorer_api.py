@@ -86,6 +86,18 @@ def test_a_workbench_parameter_named_in_the_limits_has_the_published_range():
     assert checked > 40
 
 
+def test_a_served_view_refuses_a_query_for_a_parameter_it_does_not_have():
+    """The workbench serves a view's parameters by name; an override for a name the view lacks (a typo)
+    is refused when the route is made, before anything is registered."""
+    from posenc.explorer import views
+    from posenc.explorer.routers import workbench
+
+    before = len(workbench.router.routes)
+    with pytest.raises(ValueError, match=r"alibi: queries \['head_count'\] name no parameter of alibi_view"):
+        workbench._serve("/api/alibi", views.alibi_view, "alibi", head_count=None)
+    assert len(workbench.router.routes) == before
+
+
 # -- the page and its files ---------------------------------------------------------------------------
 def test_index_and_static_files_are_served_with_a_strict_policy(client):
     page = client.get("/")

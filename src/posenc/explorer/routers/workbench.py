@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Optional
+import inspect
+import typing
+from typing import Any, Callable, Optional
 
 from fastapi import APIRouter, Query, Request
 
@@ -20,6 +22,34 @@ def _limit(key: str, **kwargs):
     return limited(LIMITS[key], **kwargs)
 
 
+def _serve(path: str, view: Callable[..., dict], name: str, **queries: Any) -> None:
+    """Serves ``view`` at ``GET path`` as the endpoint ``name``: each of its parameters is a query
+    parameter of the same name and type, checked against the explorer's limit of that name
+    (:data:`~posenc.explorer.limits.LIMITS`) unless ``queries`` gives its ``Query``."""
+    types, names = typing.get_type_hints(view), list(inspect.signature(view).parameters)
+    if set(queries) - set(names):
+        raise ValueError(
+            f"{name}: queries {sorted(set(queries) - set(names))} name no parameter of {view.__name__}{names}"
+        )
+
+    def endpoint(**query: Any) -> dict:
+        return view(**query)
+
+    endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter(
+                p,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=queries[p] if p in queries else _limit(p),
+                annotation=types[p],
+            )
+            for p in names
+        ]
+    )
+    endpoint.__name__ = name
+    router.get(path)(endpoint)
+
+
 @router.get("/api/meta")
 def meta(request: Request):
     return {
@@ -32,16 +62,8 @@ def meta(request: Request):
 
 
 # -- 1. wave fingerprint -------------------------------------------------------------------------
-@router.get("/api/sinusoidal")
-def sinusoidal(length: int = _limit("length"), d_model: int = _limit("d_model"), base: float = _limit("base")):
-    return views.sinusoidal_view(length, d_model, base)
-
-
-@router.get("/api/sinusoidal/cell")
-def sinusoidal_cell(
-    pos: int = _limit("pos"), dim: int = _limit("dim"), d_model: int = _limit("d_model"), base: float = _limit("base")
-):
-    return views.sinusoidal_cell(pos, dim, d_model, base)
+_serve("/api/sinusoidal", views.sinusoidal_view, "sinusoidal")
+_serve("/api/sinusoidal/cell", views.sinusoidal_cell, "sinusoidal_cell")
 
 
 @router.get("/api/fingerprint")
@@ -52,16 +74,7 @@ def fingerprint(
 
 
 # -- 2. RoPE clock dials -------------------------------------------------------------------------
-@router.get("/api/rope/dials")
-def rope_dials(
-    head_dim: int = _limit("head_dim"),
-    base: float = _limit("base"),
-    q_pos: int = _limit("q_pos"),
-    k_pos: int = _limit("k_pos"),
-    offset: int = _limit("offset"),
-    seed: int = _limit("seed"),
-):
-    return views.rope_dials(head_dim, base, q_pos, k_pos, offset, seed)
+_serve("/api/rope/dials", views.rope_dials, "rope_dials")
 
 
 @router.get("/api/rope/order")
@@ -76,17 +89,13 @@ def rope_order(
 
 
 # -- 3. score vs distance ------------------------------------------------------------------------
-@router.get("/api/scores")
-def scores(
-    head_dim: int = _limit("head_dim"),
-    base: float = _limit("base"),
-    d_model: int = _limit("d_model"),
-    sin_base: float = _limit("base"),
-    heads: int = _limit("heads"),
-    max_distance: int = _limit("max_distance"),
-    compare_base: Optional[float] = _limit("base", default=None, description="a second RoPE base to compare"),
-):
-    return views.scores_view(head_dim, base, d_model, sin_base, heads, max_distance, compare_base)
+_serve(
+    "/api/scores",
+    views.scores_view,
+    "scores",
+    sin_base=_limit("base"),
+    compare_base=_limit("base", default=None, description="a second RoPE base to compare"),
+)
 
 
 # -- 4. wavelengths and scalings -----------------------------------------------------------------
@@ -127,27 +136,11 @@ def fixture(name: str = name(max_length=120)):
 
 
 # -- 5. ALiBi ------------------------------------------------------------------------------------
-@router.get("/api/alibi")
-def alibi(
-    heads: int = _limit("heads"),
-    head: int = _limit("head"),
-    matrix_len: int = _limit("matrix_len"),
-    head_dim: int = _limit("head_dim"),
-    base: float = _limit("base"),
-    seed: int = _limit("seed"),
-):
-    return views.alibi_view(heads, head, matrix_len, head_dim, base, seed)
+_serve("/api/alibi", views.alibi_view, "alibi")
 
 
 # -- 6. precision --------------------------------------------------------------------------------
-@router.get("/api/precision")
-def precision(
-    head_dim: int = _limit("head_dim"),
-    base: float = _limit("base"),
-    max_position: int = _limit("max_position"),
-    pos: int = limited(_ERROR_POS),
-):
-    return views.precision_view(head_dim, base, max_position, pos)
+_serve("/api/precision", views.precision_view, "precision", pos=limited(_ERROR_POS))
 
 
 # -- 8. knowledge checks -------------------------------------------------------------------------
