@@ -19,12 +19,12 @@ from __future__ import annotations
 import io
 import pickle
 import re
-import zipfile
 from pathlib import Path
 from typing import Optional
 
 import torch
 
+from ..runs import CORRUPT_FILE_ERRORS
 from ..runs import FolderBusy as FolderBusy  # re-exported: the lab cli and its tests catch it here
 from ..runs import RunLock as _FolderLock
 from ..runs import atomic_write_bytes as atomic_write_bytes
@@ -103,17 +103,7 @@ def load_checkpoint(path: Path) -> Optional[dict]:
             f"{_first_sentence(detail.group(1) if detail else text)})",
             advice,
         ) from None
-    except (
-        RuntimeError,
-        EOFError,
-        OSError,
-        ValueError,
-        zipfile.BadZipFile,
-        KeyError,
-        AttributeError,
-        TypeError,
-        IndexError,
-    ) as err:
+    except CORRUPT_FILE_ERRORS as err:
         raise RunFileError(
             path, f"is truncated or corrupt ({type(err).__name__}: {_first_sentence(str(err))})", advice
         ) from None

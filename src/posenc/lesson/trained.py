@@ -32,7 +32,6 @@ import json
 import math
 import pickle
 import re
-import zipfile
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple, cast
 
@@ -41,6 +40,7 @@ import torch.nn.functional as F
 
 from ..factory import SCHEMES, make_scheme
 from ..model import Block, ModelConfig, TinyLM
+from ..runs import CORRUPT_FILE_ERRORS
 from .attention import attention_weights, by_word
 
 #: The folder the models ship in (package data).
@@ -116,17 +116,7 @@ def _load_tensors(path: Path, data: bytes) -> Any:
         raise TrainedModelError(
             path, f"is not a plain-data file and was not loaded (nothing in it ran): {what}"
         ) from None
-    except (
-        RuntimeError,
-        EOFError,
-        OSError,
-        ValueError,
-        zipfile.BadZipFile,
-        KeyError,
-        AttributeError,
-        TypeError,
-        IndexError,
-    ) as err:
+    except CORRUPT_FILE_ERRORS as err:
         first = str(err).strip().splitlines()[0][:120] if str(err).strip() else "no detail"
         raise TrainedModelError(path, f"is truncated or corrupt ({type(err).__name__}: {first})") from None
 

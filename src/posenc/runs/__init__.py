@@ -1,5 +1,6 @@
 """Run files shared by the measuring apps (``posenc lab``, ``posenc eval``): the schema stamp, atomic
-writes, size-capped reads, an inter-process lock on a run folder, and a checkpoint's content digest.
+writes, size-capped reads, an inter-process lock on a run folder, a checkpoint's content digest, and
+the errors ``torch.load`` raises on a corrupt file (the lesson's model files are read with them too).
 
 Nothing here knows what an app measures; each app names its own schema (``posenc.eval/progress``)
 and version, and turns :class:`ReadError` and :class:`FolderBusy` into its own one-line messages.
@@ -8,6 +9,7 @@ typed, which the lab writes and the explorer reads. Needs only the standard libr
 """
 
 from .files import (
+    CORRUPT_FILE_ERRORS,
     MAX_RUN_FILE_BYTES,
     ReadError,
     atomic_write_bytes,
@@ -21,6 +23,7 @@ from .identity import checkpoint_files, content_digest, digest_files
 from .lock import FolderBusy, RunLock
 
 __all__ = [
+    "CORRUPT_FILE_ERRORS",
     "MAX_RUN_FILE_BYTES",
     "FolderBusy",
     "ReadError",

@@ -6,11 +6,27 @@ import json
 import os
 import stat
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any, Dict
 
 #: the most bytes read from a run file an app wrote (they hold megabytes at most)
 MAX_RUN_FILE_BYTES = 1 << 28
+
+#: what ``torch.load(weights_only=True)`` raises on a truncated or corrupt file: its zip reader, unpickler
+#: and tensor rebuilders each raise their own. A file that is not plain data raises
+#: ``pickle.UnpicklingError`` instead, which a reader words apart (nothing in such a file ran).
+CORRUPT_FILE_ERRORS = (
+    RuntimeError,
+    EOFError,
+    OSError,
+    ValueError,
+    zipfile.BadZipFile,
+    KeyError,
+    AttributeError,
+    TypeError,
+    IndexError,
+)
 
 
 class ReadError(ValueError):
