@@ -173,3 +173,31 @@ def test_bad_arguments_name_themselves():
     for make, error, pattern in cases:
         with pytest.raises(error, match=pattern):
             make()
+
+
+@pytest.mark.parametrize("huge", [10**400, -(10**400)])
+def test_an_int_beyond_float64_is_refused_by_name(huge):
+    """An int too large for float64 is a number out of every range: each number check names it (the
+    argument checks raised a bare OverflowError from float() before)."""
+    with pytest.raises(ValueError, match="base must be finite, got an int beyond float64"):
+        rope_frequencies(None, 8, huge)
+    with pytest.raises(ValueError, match="init_std must be finite"):
+        LearnedPositionalEmbedding(4, 8, init_std=huge)
+    with pytest.raises(ValueError, match=r"'linear' scaling: factor must be a finite number >= 1, got -?1000"):
+        LinearScaling(huge)
+    with pytest.raises(ValueError, match=r"config field rope_theta must be a finite number > 1, got -?1000"):
+        RotaryEmbedding.from_hf_config({"head_dim": 8, "rope_theta": huge})
+
+
+def test_config_numbers_name_the_field_the_value_and_what_is_allowed():
+    """The config voice of the number checks: one message shape for config.json fields and scaling
+    fields, a whole-number float taken as its int only where a config file may write one."""
+    with pytest.raises(ValueError, match=r"^config field head_dim must be an integer >= 2 and <= 8192, got 64.5$"):
+        RotaryEmbedding.from_hf_config({"head_dim": 64.5})
+    assert RotaryEmbedding.from_hf_config({"head_dim": 64.0}).head_dim == 64
+    with pytest.raises(ValueError, match=r"^'yarn' scaling: original_max_position_embeddings must be an integer "):
+        YaRNScaling(4.0, 64.0)
+    with pytest.raises(ValueError, match=r"^'yarn' scaling: rotary_dim must be an even integer >= 2, got 7$"):
+        YaRNScaling(4.0, 64).validate(7)
+    with pytest.raises(ValueError, match=r"^'llama3' scaling: low_freq_factor must be a finite number > 0, got True$"):
+        Llama3Scaling(8.0, True, 4.0, 64)

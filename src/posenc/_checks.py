@@ -3,14 +3,105 @@
 Every failure raises an exception whose message names the argument, the value that was given and
 what is allowed, so a user never has to read a traceback from deep inside torch to learn what went
 wrong. Nothing here uses ``assert`` (asserts vanish under ``python -O``).
+
+Numbers have one family of checks, in two voices:
+
+* arguments given in code: :func:`check_int` and :func:`check_float` raise ``TypeError`` for a value
+  of the wrong type and ``ValueError`` naming the one bound it breaks (``steps must be >= 1, got 0``);
+* values read from a config (a ``config.json`` field, a scaling config's field):
+  :func:`check_config_int` and :func:`check_config_float` raise ``ValueError`` stating everything
+  that is allowed (``config field head_dim must be an integer >= 2 and <= 8192, got 64.5``); a
+  whole-number float (``64.0``, as JSON may write it) is accepted where asked for.
+
+Both refuse a bool, a string, NaN, infinity and an int too large for float64 as a number.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Collection, Optional, Sequence, Tuple, Union
+from typing import Any, Collection, NoReturn, Optional, Sequence, Tuple, Union
 
 import torch
+
+#: the largest whole number float64 holds exactly: the upper bound of a whole-number config value
+MAX_EXACT_INT = 2**53
+
+
+def refuse(name: str, value: object, allowed: str) -> NoReturn:
+    """Raise ``ValueError`` saying that ``name`` must be ``allowed`` and what it got instead."""
+    raise ValueError(f"{name} must be {allowed}, got {value!r}")
+
+
+def _finite(value: object) -> Optional[float]:
+    """``value`` as a finite float; ``None`` for a bool, a non-number, NaN, infinity or an int past float64."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond float64
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _bounds(greater_than: Optional[float], minimum: Optional[float], maximum: Optional[float]) -> str:
+    """``"> 0 and <= 1"``: the bounds of a number in words (empty when there are none)."""
+    named = ((">", greater_than), (">=", minimum), ("<=", maximum))
+    return " and ".join(f"{op} {bound:g}" for op, bound in named if bound is not None)
+
+
+def check_config_float(
+    name: str,
+    value: object,
+    *,
+    greater_than: Optional[float] = None,
+    minimum: Optional[float] = None,
+    maximum: Optional[float] = None,
+    allowed: Optional[str] = None,
+) -> float:
+    """``value``, a number read from a config, as a finite float in range, else ``ValueError``.
+
+    ``allowed`` replaces the words the message gives for what is allowed (default: ``"a finite
+    number > 0 and <= 1"`` from the bounds).
+    """
+    number = _finite(value)
+    if (
+        number is None
+        or (greater_than is not None and not number > greater_than)
+        or (minimum is not None and number < minimum)
+        or (maximum is not None and number > maximum)
+    ):
+        bounds = _bounds(greater_than, minimum, maximum)
+        refuse(name, value, allowed or "a finite number" + (f" {bounds}" if bounds else ""))
+    return number
+
+
+def check_config_int(
+    name: str,
+    value: object,
+    *,
+    minimum: int = 1,
+    maximum: Optional[int] = MAX_EXACT_INT,
+    even: bool = False,
+    whole_float: bool = False,
+    allowed: Optional[str] = None,
+) -> int:
+    """``value``, a whole number read from a config, as an int in range, else ``ValueError``.
+
+    With ``whole_float`` a float with no fractional part is taken as its int (``64.9`` is refused,
+    not truncated); without it only an int is. ``allowed`` replaces the words for what is allowed
+    (default: ``"an integer >= 1 and <= 2**53"`` from the bounds).
+    """
+    if allowed is None:
+        top = "" if maximum is None else " and <= 2**53" if maximum == MAX_EXACT_INT else f" and <= {maximum}"
+        allowed = f"{'an even' if even else 'an'} integer >= {minimum}{top}"
+    given = value
+    if whole_float and isinstance(value, float) and _finite(value) is not None and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        refuse(name, given, allowed)
+    if value < minimum or (maximum is not None and value > maximum) or (even and value % 2):
+        refuse(name, given, allowed)  # as given: 1e300, not its 301 digits as an int
+    return value
 
 
 def check_int(
@@ -39,9 +130,10 @@ def check_float(
     """Return ``value`` as a finite float after checking its range, else raise with details."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}")
+    number = _finite(value)
+    if number is None:
+        raise ValueError(f"{name} must be finite, got {value if isinstance(value, float) else 'an int beyond float64'}")
+    value = number
     if greater_than is not None and not value > greater_than:
         raise ValueError(f"{name} must be > {greater_than}, got {value}")
     if minimum is not None and value < minimum:

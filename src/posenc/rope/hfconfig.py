@@ -43,15 +43,8 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Optional
 
-from .registry import (
-    REGISTRY,
-    HFRope,
-    ScalingDescriptor,
-    descriptor_of,
-    resolve_name,
-    strict_float,
-    strict_int,
-)
+from .._checks import MAX_EXACT_INT, check_config_float, check_config_int
+from .registry import REGISTRY, HFRope, ScalingDescriptor, descriptor_of, resolve_name
 
 DEFAULT_THETA = 10000.0
 DEFAULT_MAX_POSITIONS = 2048
@@ -227,14 +220,19 @@ def _head_dim(fields: ConfigFields) -> int:
     hidden, heads = fields.get(hidden_key), fields.get(heads_key)
     if hidden is None or heads is None:
         raise ValueError("config must give head_dim, or hidden_size and num_attention_heads")
-    hidden, heads = strict_int(hidden_key, hidden), strict_int(heads_key, heads)
+    hidden, heads = _whole(hidden_key, hidden), _whole(heads_key, heads)
     if hidden % heads:
         raise ValueError(f"config field {hidden_key}={hidden} is not divisible by {heads_key}={heads}")
     return _bounded_head_dim(f"{hidden_key} // {heads_key}", hidden // heads)
 
 
 def _bounded_head_dim(name: str, value: object) -> int:
-    return strict_int(name, value, minimum=2, maximum=MAX_HEAD_DIM)
+    return _whole(name, value, minimum=2, maximum=MAX_HEAD_DIM)
+
+
+def _whole(key: str, value: object, minimum: int = 1, maximum: int = MAX_EXACT_INT) -> int:
+    """A whole-number field of a config (``64.0`` is 64, ``64.9`` is refused)."""
+    return check_config_int(f"config field {key}", value, minimum=minimum, maximum=maximum, whole_float=True)
 
 
 def rotary_kwargs_from_hf(config: Any, layer_type: Optional[str] = None, strict: bool = True) -> Dict[str, Any]:
@@ -274,7 +272,7 @@ def rotary_kwargs_from_hf(config: Any, layer_type: Optional[str] = None, strict:
     base = rope.get("rope_theta")
     if base is None:
         base = fields.get("rope_theta", fields.get("rotary_emb_base", DEFAULT_THETA))
-    base = strict_float(base_key, base, greater_than=1.0)
+    base = check_config_float(f"config field {base_key}", base, greater_than=1.0)
     head_dim = _head_dim(fields)
     partial_key = "partial_rotary_factor"
     partial = rope.get("partial_rotary_factor")
@@ -282,12 +280,16 @@ def rotary_kwargs_from_hf(config: Any, layer_type: Optional[str] = None, strict:
         partial = fields.get("partial_rotary_factor")
         if partial is None and fields.get("rotary_pct") is not None:
             partial_key, partial = "rotary_pct", fields.get("rotary_pct")
-    partial = 1.0 if partial is None else strict_float(partial_key, partial, greater_than=0.0, maximum=1.0)
+    partial = (
+        1.0
+        if partial is None
+        else check_config_float(f"config field {partial_key}", partial, greater_than=0.0, maximum=1.0)
+    )
     positions_key = "max_position_embeddings" if fields.get("max_position_embeddings") is not None else "n_positions"
-    max_positions = strict_int(positions_key, fields.get(positions_key, DEFAULT_MAX_POSITIONS))
+    max_positions = _whole(positions_key, fields.get(positions_key, DEFAULT_MAX_POSITIONS))
     explicit = fields.get("rotary_dim")  # GPT-J style: an explicit width
     if explicit is not None:
-        rotary_dim = strict_int("rotary_dim", explicit, minimum=2)
+        rotary_dim = _whole("rotary_dim", explicit, minimum=2)
     elif descriptor.rotary_fraction_field is not None:
         rotary_dim = head_dim  # the scaling leaves pairs unrotated itself
     else:

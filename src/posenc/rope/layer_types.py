@@ -30,10 +30,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import torch
 from torch import nn
 
-from .._checks import PositionsLike, check_int
+from .._checks import PositionsLike, check_config_int, check_int
 from ..schemes import PositionScheme
 from .embedding import RotaryEmbedding
-from .registry import strict_int
 
 #: Gemma 3's local base, ``transformers``' default for ``rope_local_base_freq``
 GEMMA3_LOCAL_BASE = 10000.0
@@ -164,8 +163,10 @@ def _layer_types(data: Dict[str, Any]) -> List[str]:
         return list(given)
     if data.get("num_hidden_layers") is None:
         raise ValueError("config has no layer_types and no num_hidden_layers to derive them from")
-    layers = strict_int("num_hidden_layers", data["num_hidden_layers"])
-    pattern = strict_int("sliding_window_pattern", data.get("sliding_window_pattern", GEMMA3_PATTERN))
+    layers = check_config_int("config field num_hidden_layers", data["num_hidden_layers"], whole_float=True)
+    pattern = check_config_int(
+        "config field sliding_window_pattern", data.get("sliding_window_pattern", GEMMA3_PATTERN), whole_float=True
+    )
     return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)]
 
 

@@ -32,11 +32,18 @@ from typing import Any, Optional, Sequence, Tuple, Union
 
 import torch
 
-from .._checks import PositionsLike, as_positions, check_choice, check_int, check_position_dtype, check_tensor
+from .._checks import (
+    PositionsLike,
+    as_positions,
+    check_choice,
+    check_config_int,
+    check_int,
+    check_position_dtype,
+    check_tensor,
+)
 from ..schemes import PositionScheme
 from .apply import apply_rotary
 from .embedding import RotaryEmbedding
-from .registry import strict_int
 from .tables import rope_angles
 
 #: how ``mrope_section`` lays the three streams over the rotation pairs
@@ -71,7 +78,8 @@ def _checked_sections(mrope_section: object) -> Tuple[int, int, int]:
             f"got {len(mrope_section)}: {list(mrope_section)!r}"
         )
     return tuple(  # type: ignore[return-value]
-        strict_int(f"mrope_section[{i}] ({STREAMS[i]})", n, minimum=0) for i, n in enumerate(mrope_section)
+        check_config_int(f"config field mrope_section[{i}] ({STREAMS[i]})", n, minimum=0, whole_float=True)
+        for i, n in enumerate(mrope_section)
     )
 
 
@@ -90,7 +98,7 @@ def mrope_streams(mrope_section: Sequence[int], pairs: int, section_layout: str 
     """
     check_choice("section_layout", section_layout, set(SECTION_LAYOUTS))
     n_t, n_h, n_w = _checked_sections(mrope_section)
-    pairs = strict_int("pairs", pairs, minimum=1)
+    pairs = check_config_int("config field pairs", pairs, whole_float=True)
     if n_t + n_h + n_w != pairs:
         raise ValueError(
             f"mrope_section {[n_t, n_h, n_w]} sums to {n_t + n_h + n_w}, but the rotary width has {pairs} pairs "

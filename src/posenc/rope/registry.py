@@ -29,7 +29,6 @@ registry, so the new type round-trips through ``config.json`` dicts, appears in 
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 import threading
 from collections.abc import Set as AbstractSet
@@ -43,7 +42,6 @@ from typing import (
     Iterator,
     List,
     Mapping,
-    NoReturn,
     Optional,
     Set,
     Tuple,
@@ -51,6 +49,8 @@ from typing import (
 )
 
 import torch
+
+from .._checks import check_config_float, check_config_int
 
 Frequencies = Tuple[torch.Tensor, float]
 
@@ -76,9 +76,7 @@ class Parameter:
 
     def __post_init__(self) -> None:
         for key in ("minimum", "maximum", "step", "default"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"Parameter {self.name!r}: {key} must be a finite number, got {value!r}")
+            check_config_float(f"Parameter {self.name!r}: {key}", getattr(self, key))
         if not self.minimum <= self.default <= self.maximum or not self.step > 0:
             raise ValueError(
                 f"Parameter {self.name!r}: need minimum <= default <= maximum and step > 0, got "
@@ -118,62 +116,6 @@ class ExplorerInfo:
 
 
 # -- Hugging Face reading context ----------------------------------------------------------------------
-def _fail_field(field_name: str, value: object, allowed: str) -> NoReturn:
-    raise ValueError(f"config field {field_name} must be {allowed}, got {value!r}")
-
-
-def strict_int(field_name: str, value: object, *, minimum: int = 1, maximum: int = 2**53) -> int:
-    """``value`` as an int: an int, or a float with no fractional part; never a bool or a string.
-
-    Raises ``ValueError`` naming the config field, the value and what is allowed (``64.9`` is refused,
-    not truncated). The default ``maximum`` is the largest integer float64 holds exactly.
-    """
-    allowed = f"an integer >= {minimum}" + (" and <= 2**53" if maximum == 2**53 else f" and <= {maximum}")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        _fail_field(field_name, value, allowed)
-    given = value
-    if isinstance(value, float):
-        if not math.isfinite(value) or not value.is_integer():
-            _fail_field(field_name, value, allowed)
-        value = int(value)
-    if not minimum <= value <= maximum:
-        _fail_field(field_name, given, allowed)  # as given: 1e300, not its 301 digits as an int
-    return value
-
-
-def strict_float(
-    field_name: str,
-    value: object,
-    *,
-    greater_than: Optional[float] = None,
-    minimum: Optional[float] = None,
-    maximum: Optional[float] = None,
-) -> float:
-    """``value`` as a finite float in range; never a bool or a string. Raises ``ValueError``."""
-    parts = ["a finite number"]
-    if greater_than is not None:
-        parts.append(f"> {greater_than:g}")
-    if minimum is not None:
-        parts.append(f">= {minimum:g}")
-    if maximum is not None:
-        parts.append(f"<= {maximum:g}")
-    allowed = " ".join(parts[:1]) + (" " + " and ".join(parts[1:]) if parts[1:] else "")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        _fail_field(field_name, value, allowed)
-    try:
-        number = float(value)
-    except OverflowError:  # an int beyond float64
-        _fail_field(field_name, value, allowed)
-    if (
-        not math.isfinite(number)
-        or (greater_than is not None and not number > greater_than)
-        or (minimum is not None and number < minimum)
-        or (maximum is not None and number > maximum)
-    ):
-        _fail_field(field_name, value, allowed)
-    return number
-
-
 @dataclass(frozen=True)
 class HFRope:
     """What a descriptor's Hugging Face reader sees: the rope dict of one layer type and the config.
@@ -212,10 +154,12 @@ class HFRope:
         ``max_position_embeddings``."""
         top = self.config.get("original_max_position_embeddings")
         if top is not None:
-            return strict_int("original_max_position_embeddings", top)
+            return check_config_int("config field original_max_position_embeddings", top, whole_float=True)
         inner = self.rope.get("original_max_position_embeddings")
         if inner is not None:
-            return strict_int("original_max_position_embeddings (in the rope dict)", inner)
+            return check_config_int(
+                "config field original_max_position_embeddings (in the rope dict)", inner, whole_float=True
+            )
         return self.max_positions
 
     def ratio(self, original: int) -> float:
@@ -223,7 +167,7 @@ class HFRope:
         context-extension ratio ``transformers`` derives (which must then be >= 1 too)."""
         factor = self.rope.get("factor")
         if factor is not None:
-            return strict_float("factor", factor, minimum=1.0)
+            return check_config_float("config field factor", factor, minimum=1.0)
         derived = self.max_positions / original
         if derived < 1:
             raise ValueError(

@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Dict, NoReturn, Optional, Tuple
 
 import torch
 
-from .._checks import check_float
+from .._checks import check_config_float, check_config_int, check_float, refuse
 from .registry import (
     ALIASES,
     COMMON_HF_KEYS,
@@ -85,63 +85,36 @@ MIN_PAIR_FACTOR = 1e-6
 
 
 # -- validation helpers ----------------------------------------------------------------------------
+def _field(config: Any, field: str) -> str:
+    """How an error names a config field: ``'yarn' scaling: beta_fast``."""
+    return f"{config.rope_type!r} scaling: {field}"
+
+
 def _fail(config: Any, field: str, value: object, allowed: str) -> NoReturn:
-    raise ValueError(f"{config.rope_type!r} scaling: {field} must be {allowed}, got {value!r}")
+    refuse(_field(config, field), value, allowed)
 
 
-def _number(
-    config: Any,
-    field: str,
-    value: object,
-    *,
-    minimum: Optional[float] = None,
-    greater_than: Optional[float] = None,
-    allowed: str,
-) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
-        _fail(config, field, value, allowed)
-    if minimum is not None and value < minimum:
-        _fail(config, field, value, allowed)
-    if greater_than is not None and not value > greater_than:
-        _fail(config, field, value, allowed)
-    return float(value)
-
-
-def _finite(value: float) -> bool:
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # an int beyond float64
-        return False
+def _number(config: Any, field: str, **bounds: Any) -> float:
+    """The field ``field`` of ``config``, a finite float within ``bounds`` (see :func:`check_config_float`)."""
+    return check_config_float(_field(config, field), getattr(config, field), **bounds)
 
 
 def _factor(config: Any, field: str = "factor") -> float:
-    return _number(config, field, getattr(config, field), minimum=1.0, allowed="a finite number >= 1")
+    return _number(config, field, minimum=1.0)
 
 
 def _length(config: Any, field: str = "original_max_position_embeddings") -> int:
-    value = getattr(config, field)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LENGTH:
-        _fail(config, field, value, "an integer >= 1 and <= 2**53")
-    return value
+    return check_config_int(_field(config, field), getattr(config, field), maximum=MAX_LENGTH)
 
 
-def _optional_positive(config: Any, field: str, maximum: Optional[float] = None) -> None:
-    value = getattr(config, field)
-    if value is None:
-        return
-    if maximum is None:
-        _number(config, field, value, greater_than=0.0, allowed="None or a finite number > 0")
-    else:
-        allowed = f"None or a number > 0 and <= {maximum:g}"
-        if _number(config, field, value, greater_than=0.0, allowed=allowed) > maximum:
-            _fail(config, field, value, allowed)
+def _optional_positive(config: Any, field: str, maximum: float) -> None:
+    if getattr(config, field) is not None:
+        _number(config, field, greater_than=0.0, maximum=maximum, allowed=f"None or a number > 0 and <= {maximum:g}")
 
 
 def _check_rotary_dim(config: Any, rotary_dim: object) -> None:
-    if rotary_dim is None:
-        return
-    if isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int) or rotary_dim < 2 or rotary_dim % 2:
-        _fail(config, "rotary_dim", rotary_dim, "an even integer >= 2")
+    if rotary_dim is not None:
+        check_config_int(_field(config, "rotary_dim"), rotary_dim, minimum=2, maximum=None, even=True)
 
 
 class _Validated:
@@ -351,13 +324,9 @@ class YaRNScaling(_Validated):
         _check_rotary_dim(self, rotary_dim)
         _factor(self)
         _length(self)
-        _number(self, "beta_slow", self.beta_slow, greater_than=0.0, allowed="a finite number > 0")
+        _number(self, "beta_slow", greater_than=0.0)
         _number(
-            self,
-            "beta_fast",
-            self.beta_fast,
-            greater_than=self.beta_slow,
-            allowed=f"a finite number > beta_slow={self.beta_slow!r}",
+            self, "beta_fast", greater_than=self.beta_slow, allowed=f"a finite number > beta_slow={self.beta_slow!r}"
         )
         _optional_positive(self, "mscale", MAX_TABLE_FACTOR)
         _optional_positive(self, "mscale_all_dim", MAX_TABLE_FACTOR)
@@ -444,11 +413,10 @@ class Llama3Scaling(_Validated):
     def validate(self, rotary_dim: Optional[int]) -> None:
         _check_rotary_dim(self, rotary_dim)
         _factor(self)
-        _number(self, "low_freq_factor", self.low_freq_factor, greater_than=0.0, allowed="a finite number > 0")
+        _number(self, "low_freq_factor", greater_than=0.0)
         _number(
             self,
             "high_freq_factor",
-            self.high_freq_factor,
             greater_than=self.low_freq_factor,
             allowed=f"a finite number > low_freq_factor={self.low_freq_factor!r}",
         )
@@ -519,9 +487,7 @@ class LongRoPEScaling(_Validated):
             if not isinstance(value, tuple) or not value:
                 _fail(self, name, value, "a non-empty list of numbers")
             for j, f in enumerate(value):
-                allowed = f"a finite number >= {MIN_PAIR_FACTOR:g}"
-                if _number(self, f"{name}[{j}]", f, greater_than=0.0, allowed=allowed) < MIN_PAIR_FACTOR:
-                    _fail(self, f"{name}[{j}]", f, allowed)
+                check_config_float(_field(self, f"{name}[{j}]"), f, minimum=MIN_PAIR_FACTOR)
             if rotary_dim is not None and len(value) != rotary_dim // 2:
                 _fail(
                     self,
@@ -586,11 +552,7 @@ class ProportionalScaling(_Validated):
 
     def validate(self, rotary_dim: Optional[int]) -> None:
         _check_rotary_dim(self, rotary_dim)
-        p = _number(
-            self, "partial_rotary_factor", self.partial_rotary_factor, greater_than=0.0, allowed="a number in (0, 1]"
-        )
-        if p > 1.0:
-            _fail(self, "partial_rotary_factor", self.partial_rotary_factor, "a number in (0, 1]")
+        _number(self, "partial_rotary_factor", greater_than=0.0, maximum=1.0, allowed="a number in (0, 1]")
         _factor(self)
 
 
