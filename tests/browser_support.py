@@ -1,5 +1,7 @@
 """What the browser test modules share: finding Chromium, skipping (or failing in CI) without it,
-serving ``posenc explore`` from a subprocess, and launching the browser.
+serving ``posenc explore`` from a subprocess, launching the browser, and the page actions the lesson and
+workbench tests use. The fixtures built on these (``chromium_path``, ``server``, ``browser``, ``page``,
+``phone``, ``shots``) are in ``conftest.py``.
 
 The browser is the system Chromium, or the executable ``$POSENC_CHROMIUM`` names (Playwright never
 downloads one). Without it the browser tests skip with the reason, unless ``POSENC_REQUIRE_BROWSER=1``
@@ -110,3 +112,147 @@ def headless_chromium(path: str, extra_args: Sequence[str] = ()) -> Iterator[obj
             yield browser
         finally:
             browser.close()
+
+
+#: the two sizes every page-wide browser check runs at
+SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
+
+
+def new_page(browser, server: str, size: tuple[int, int]):
+    """A fresh context and page at ``size``; ``page.problems`` collects what must not happen on it.
+
+    A problem is an error thrown in the page, an error on its console, a failed request (but not one
+    the page cancelled itself, as when a slider moves on before the answer came), an HTTP status of
+    400 or more, and any request to another origin. Returns ``(context, page)``; close the context.
+    """
+    width, height = size
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda err: problems.append(f"page error: {err}"))
+    page.on("console", lambda msg: problems.append(f"console: {msg.text}") if msg.type == "error" else None)
+    page.on(
+        "requestfailed",
+        lambda req: (
+            problems.append(f"failed request: {req.url} ({req.failure})")
+            if "ERR_ABORTED" not in (req.failure or "")
+            else None
+        ),
+    )
+    page.on("response", lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+    page.on(
+        "request",
+        lambda req: (
+            problems.append(f"other origin: {req.url}")
+            if not (req.url.startswith(server) or req.url.startswith("data:"))
+            else None
+        ),
+    )
+    page.problems = problems
+    return context, page
+
+
+@contextlib.contextmanager
+def watched_page(browser, server: str, size: tuple[int, int]):
+    """A fresh page at ``size`` (:func:`new_page`) for a ``with`` block; at the block's end the page must
+    have had no problems, and its context is closed either way."""
+    context, page = new_page(browser, server, size)
+    try:
+        yield page
+        assert page.problems == [], page.problems
+    finally:
+        context.close()
+
+
+def axe_serious(page, selector: str) -> list[str]:
+    """axe-core's serious and critical violations inside ``selector``, one line each."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page, context=selector)
+    return [
+        f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']][:3]}"
+        for v in results.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+def open_section(page, server: str, route: str, node_id: str):
+    """Opens ``#route`` and waits until the view or chapter ``node_id`` has drawn and shows no error."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{server}#{route}")
+    node = page.locator(f"#{node_id}")
+    expect(node).to_be_visible()
+    expect(node).not_to_have_attribute("data-renders", "0", timeout=20_000)
+    expect(node.locator(".error").first).to_be_hidden()
+    return node
+
+
+def open_chapter(page, server: str, chapter: str):
+    """Opens the lesson's chapter ``chapter`` by its URL hash and waits until it has drawn."""
+    return open_section(page, server, chapter, f"ch-{chapter}")
+
+
+def open_view(page, server: str, view: str):
+    """Opens the workbench's view ``view`` by its URL hash and waits until it has drawn."""
+    return open_section(page, server, view, f"view-{view}")
+
+
+def renders(node) -> str:
+    """How many times the view or chapter ``node`` has drawn (its ``data-renders``)."""
+    return node.get_attribute("data-renders")
+
+
+def after_change(node, before: str):
+    """Waits until ``node`` has drawn again since it had drawn ``before`` times."""
+    from playwright.sync_api import expect
+
+    expect(node).not_to_have_attribute("data-renders", before)
+
+
+def value_of(page, selector: str) -> float:
+    """The ``data-value`` of the element ``selector`` (the number a readout shows, unrounded)."""
+    from playwright.sync_api import expect
+
+    node = page.locator(selector)
+    expect(node).to_be_attached()
+    return float(node.get_attribute("data-value"))
+
+
+def set_slider(page, node, selector: str, value):
+    """Sets a range input and waits for the chapter to render the new value."""
+    from playwright.sync_api import expect
+
+    renders = node.get_attribute("data-renders")
+    page.locator(selector).fill(str(value))
+    expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
+    page.wait_for_timeout(200)  # a second figure of the chapter may still be on its way
+
+
+def select_and_wait(page, node, selector: str, value):
+    """Chooses ``value`` in a select and waits for the chapter to render it."""
+    from playwright.sync_api import expect
+
+    renders = node.get_attribute("data-renders")
+    page.locator(selector).select_option(value)
+    expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
+    page.wait_for_timeout(150)
+
+
+def number(shown: str) -> float:
+    """A number as the page prints it, with a true minus sign (−) and thousands separated by commas."""
+    return float(shown.replace("−", "-").replace(",", ""))
+
+
+def wrap(degrees: float) -> float:
+    """``degrees`` folded into [-180, 180)."""
+    return (degrees + 180.0) % 360.0 - 180.0
+
+
+def hex_of(css: str) -> str:
+    """``#rrggbb`` of a CSS colour as the browser reports it (``rgb(r, g, b)`` or ``#rrggbb``)."""
+    css = css.strip().lower()
+    if css.startswith("#"):
+        return css
+    r, g, b = (int(float(v)) for v in css[css.index("(") + 1 : css.index(")")].split(",")[:3])
+    return f"#{r:02x}{g:02x}{b:02x}"

@@ -1,13 +1,13 @@
 """The explorer's lab view in a real headless Chromium: retrieval heatmaps beside the perplexity
 table, side-by-side verdicts from intervals, and the smoke stamp. Uses the browser fixtures of
-``test_explorer_browser`` (skips the same way when Chromium or Playwright is missing)."""
+``conftest`` (skips the same way when Chromium or Playwright is missing)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from test_explorer_browser import browser, chromium_path, open_view, page, server  # noqa: F401  (fixtures)
+from browser_support import explore_server, open_view
 from test_lab_retrieval import constructed_results
 
 from posenc.lab.schema import stamp
@@ -27,7 +27,12 @@ def lab_run(tmp_path_factory):
     return run
 
 
-def test_lab_view_shows_retrieval_verdicts_and_the_smoke_stamp(page, server):  # noqa: F811
+@pytest.fixture(scope="module")
+def explore_args(lab_run):
+    return ("--lab-run", str(lab_run))
+
+
+def test_lab_view_shows_retrieval_verdicts_and_the_smoke_stamp(page, server):
     section = open_view(page, server, "lab")
     stamp_line = section.locator("#lab-stamp")
     assert stamp_line.is_visible()
@@ -65,8 +70,7 @@ def test_lab_view_shows_retrieval_verdicts_and_the_smoke_stamp(page, server):  #
     assert section.locator("#lab-verdicts li.not-seen").count() >= 1
 
 
-def test_lab_view_says_when_no_model_learned_the_copy(browser, tmp_path):  # noqa: F811
-    from browser_support import explore_server
+def test_lab_view_says_when_no_model_learned_the_copy(browser, tmp_path):
     from playwright.sync_api import expect
 
     res = constructed_results()

@@ -13,53 +13,12 @@ from __future__ import annotations
 import math
 
 import pytest
-from browser_support import chromium_or_skip, explore_server, headless_chromium
+from browser_support import hex_of, open_section
 
 from posenc.lesson import palette
 from posenc.lesson.manifest import CHAPTERS
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def chromium_path():
-    return chromium_or_skip()
-
-
-@pytest.fixture(scope="module")
-def server(chromium_path):
-    with explore_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser(chromium_path, server):
-    with headless_chromium(chromium_path) as b:
-        yield b
-
-
-@pytest.fixture
-def page(browser, server):
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
-    pg = context.new_page()
-    problems = []
-    pg.on("pageerror", lambda err: problems.append(f"page error: {err}"))
-    pg.on("console", lambda msg: problems.append(f"console: {msg.text}") if msg.type == "error" else None)
-    yield pg
-    context.close()
-    assert problems == [], problems
-
-
-def open_section(page, server, route, node_id):
-    """Opens ``#route`` and waits until the view or chapter ``node_id`` has drawn and shows no error."""
-    from playwright.sync_api import expect
-
-    page.goto(f"{server}#{route}")
-    node = page.locator(f"#{node_id}")
-    expect(node).to_be_visible()
-    expect(node).not_to_have_attribute("data-renders", "0", timeout=20_000)
-    expect(node.locator(".error").first).to_be_hidden()
-    return node
 
 
 def check_and_wait(page, node, selector):
@@ -68,15 +27,6 @@ def check_and_wait(page, node, selector):
     before = node.get_attribute("data-renders")
     page.locator(selector).check()
     expect(node).not_to_have_attribute("data-renders", before)
-
-
-def hex_of(css: str) -> str:
-    """``#rrggbb`` of a CSS colour as the browser reports it (``rgb(r, g, b)`` or ``#rrggbb``)."""
-    css = css.strip().lower()
-    if css.startswith("#"):
-        return css
-    r, g, b = (int(float(v)) for v in css[css.index("(") + 1 : css.index(")")].split(",")[:3])
-    return f"#{r:02x}{g:02x}{b:02x}"
 
 
 SERIES_STROKES = """(sel) => Object.fromEntries([...document.querySelectorAll(sel + ' path.series[data-key]')]

@@ -10,7 +10,6 @@ import re
 from importlib import resources
 
 import pytest
-from browser_support import chromium_or_skip, explore_server, headless_chromium
 
 from posenc.lesson.manifest import CHAPTERS
 
@@ -55,16 +54,14 @@ STATE = """() => ({ ...window.seen, renders: document.getElementById("ch-unit-te
 
 
 @pytest.fixture(scope="module")
-def page():
-    path = chromium_or_skip()
-    with explore_server() as url, headless_chromium(path) as browser:
-        tab = browser.new_page()
-        errors: list[str] = []
-        tab.on("pageerror", lambda err: errors.append(str(err)))
-        tab.goto(url)
-        tab.evaluate(WIRE, PANEL)
-        yield tab
-        assert not errors, errors
+def page(browser, server):
+    tab = browser.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda err: errors.append(str(err)))
+    tab.goto(server)
+    tab.evaluate(WIRE, PANEL)
+    yield tab
+    assert not errors, errors
 
 
 def wait_for(page, condition: str):

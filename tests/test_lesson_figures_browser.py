@@ -11,71 +11,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from browser_support import chromium_or_skip, explore_server, headless_chromium
+from browser_support import hex_of, open_chapter, set_slider
 from test_palette_meanings import delta_e
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def chromium_path():
-    return chromium_or_skip()
-
-
-@pytest.fixture(scope="module")
-def server(chromium_path):
-    with explore_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser(chromium_path, server):
-    with headless_chromium(chromium_path) as b:
-        yield b
-
-
-def make_page(browser, width, height):
-    context = browser.new_context(viewport={"width": width, "height": height})
-    pg = context.new_page()
-    problems: list[str] = []
-    pg.on("pageerror", lambda err: problems.append(f"page error: {err}"))
-    pg.on("console", lambda msg: problems.append(f"console: {msg.text}") if msg.type == "error" else None)
-    return context, pg, problems
-
-
-@pytest.fixture
-def page(browser, server):
-    context, pg, problems = make_page(browser, 1440, 900)
-    yield pg
-    context.close()
-    assert problems == [], problems
-
-
-@pytest.fixture
-def phone(browser, server):
-    context, pg, problems = make_page(browser, 390, 844)
-    yield pg
-    context.close()
-    assert problems == [], problems
-
-
-def open_chapter(page, server, chapter):
-    from playwright.sync_api import expect
-
-    page.goto(f"{server}#{chapter}")
-    node = page.locator(f"#ch-{chapter}")
-    expect(node).to_be_visible()
-    expect(node).not_to_have_attribute("data-renders", "0", timeout=20_000)
-    expect(node.locator(".error").first).to_be_hidden()
-    return node
-
-
-def hex_of(css: str) -> str:
-    css = css.strip().lower()
-    if css.startswith("#"):
-        return css
-    r, g, b = (int(float(v)) for v in css[css.index("(") + 1 : css.index(")")].split(",")[:3])
-    return f"#{r:02x}{g:02x}{b:02x}"
 
 
 # Each legend item of a line chart beside the series of the same name: stroke and dasharray of both.
@@ -232,15 +171,6 @@ def test_bar_chart_ticks_are_round_for_any_top(page, server):
             # linear: a bar's width is its share of the axis
             assert out["widths"][1] == pytest.approx(out["room"] * top / end, rel=1e-6), (top, out)
             assert out["widths"][0] == pytest.approx(out["widths"][1] / 3, rel=1e-6), (top, out)
-
-
-def set_slider(page, node, selector, value):
-    from playwright.sync_api import expect
-
-    before = node.get_attribute("data-renders")
-    page.locator(selector).fill(str(value))
-    expect(node).not_to_have_attribute("data-renders", before, timeout=20_000)
-    page.wait_for_timeout(150)
 
 
 def test_claim_the_parameter_table_drifts_on_one_axis(page, server):

@@ -11,31 +11,13 @@ import math
 import re
 
 import pytest
-from browser_support import chromium_or_skip, explore_server, headless_chromium
-from test_lesson_browser import SIZES, new_page, open_chapter, select_and_wait
+from browser_support import SIZES, open_chapter, select_and_wait, watched_page
 
 from posenc.lesson.chapters import big_picture as big
 
 pytestmark = pytest.mark.slow
 
 SCHEMES = ("nope", "sinusoidal", "learned", "rope", "alibi")
-
-
-@pytest.fixture(scope="module")
-def chromium_path():
-    return chromium_or_skip()
-
-
-@pytest.fixture(scope="module")
-def server(chromium_path):
-    with explore_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser(chromium_path, server):
-    with headless_chromium(chromium_path) as b:
-        yield b
 
 
 # the order figure as drawn: its bars, the log axis's ends and room, its ticks and title
@@ -58,8 +40,7 @@ def test_claim_the_order_figure_reads_the_trained_model_on_a_log_axis_and_none_d
     """ "switch the scheme to none: the change drops to rounding level, trained or not. Every other scheme
     tells the two sentences apart", on a log axis shared by the schemes of the model shown; ALiBi's bar,
     2.6 px (0.6 px on a phone) on the old linear axis, is a bar one can see."""
-    context, page = new_page(browser, server, SIZES[size])
-    try:
+    with watched_page(browser, server, SIZES[size]) as page:
         node = open_chapter(page, server, "big-picture")
         assert page.locator("#big-model").input_value() == "trained"
         for model in ("trained", "untrained"):
@@ -97,22 +78,15 @@ def test_claim_the_order_figure_reads_the_trained_model_on_a_log_axis_and_none_d
                     assert bar["svgWidth"] == pytest.approx(share * drawn["room"], abs=0.01), (scheme, bar)
                 if scheme == "alibi":
                     assert min(b["width"] for b in drawn["bars"]) > 20, (size, model, drawn["bars"])
-        assert page.problems == [], page.problems
-    finally:
-        context.close()
 
 
 def test_claim_the_caption_names_the_sentences_the_numbers_are_of(browser, server):
-    context, page = new_page(browser, server, SIZES["desktop"])
-    try:
+    with watched_page(browser, server, SIZES["desktop"]) as page:
         open_chapter(page, server, "big-picture")
         caption = page.locator("#big-caption").text_content()
         numbers = page.locator("#big-numbers").text_content()
         for sentence in big.ORDER_SENTENCES:
             assert f"“{sentence}”" in caption and f"“{sentence}”" in numbers
-        assert page.problems == [], page.problems
-    finally:
-        context.close()
 
 
 ATTN = """() => [...document.querySelectorAll('#attn-maps .attn-card')].map((card) => {
@@ -130,8 +104,7 @@ def test_claim_trained_maps_are_causal_and_look_close_by_and_the_untrained_toggl
     different rows"."""
     from playwright.sync_api import expect
 
-    context, page = new_page(browser, server, SIZES["phone"])
-    try:
+    with watched_page(browser, server, SIZES["phone"]) as page:
         node = open_chapter(page, server, "big-picture")
         expect(page.locator("#attn-maps .attn-card")).to_have_count(5)
         expect(page.locator("#attn-source")).to_contain_text("trained")
@@ -156,9 +129,6 @@ def test_claim_trained_maps_are_causal_and_look_close_by_and_the_untrained_toggl
             a, b = card["rows"][0], card["rows"][3]  # the two rows of "the"
             gap = max(abs(x - y) for x, y in zip(a, b))
             assert (gap < 1e-12) if scheme == "nope" else (gap > 1e-3), (scheme, gap)
-        assert page.problems == [], page.problems
-    finally:
-        context.close()
 
 
 DIST = """() => { const s = document.querySelector('#dist-figure svg');
@@ -173,8 +143,7 @@ def test_claim_alibis_preference_for_near_bytes_is_built_in_and_ropes_is_learned
     """ "Untrained, every scheme but ALiBi spreads evenly ... ALiBi already gives the 4 bytes just before
     ... Trained ... RoPE has learned to look close": on the drawn curves (SVG y grows downwards), against
     the drawn line of an even spread."""
-    context, page = new_page(browser, server, SIZES[size])
-    try:
+    with watched_page(browser, server, SIZES[size]) as page:
         node = open_chapter(page, server, "big-picture")
         expected = {m: {e["scheme"]: e for e in big.attention_distance(m)["schemes"]} for m in big.MODELS}
         for model in ("trained", "untrained"):
@@ -198,6 +167,3 @@ def test_claim_alibis_preference_for_near_bytes_is_built_in_and_ropes_is_learned
             numbers = page.locator("#dist-numbers").text_content()
             for scheme in SCHEMES:
                 assert re.search(rf"{expected[model][scheme]['near']:.2f}× an even spread", numbers), scheme
-        assert page.problems == [], page.problems
-    finally:
-        context.close()

@@ -12,40 +12,11 @@ The browser is the system Chromium, or ``$POSENC_CHROMIUM``; without it this tes
 from __future__ import annotations
 
 import pytest
-from browser_support import chromium_or_skip, explore_server, headless_chromium
+from browser_support import SIZES, axe_serious
 
 pytestmark = pytest.mark.slow
 
-SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
 VIEWS = ("fingerprint", "dials", "scores", "wavelengths", "alibi", "precision", "lab", "quiz", "config", "eval")
-
-
-@pytest.fixture(scope="module")
-def chromium_path():
-    return chromium_or_skip()
-
-
-@pytest.fixture(scope="module")
-def server(chromium_path):
-    with explore_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser(chromium_path, server):
-    with headless_chromium(chromium_path) as b:
-        yield b
-
-
-def serious(page, view):
-    from axe_playwright_python.sync_playwright import Axe
-
-    results = Axe().run(page, context=f"#view-{view}")
-    return [
-        f"{view}: {v['id']} ({v['impact']}) at {[n['target'] for n in v['nodes']][:3]}"
-        for v in results.response["violations"]
-        if v["impact"] in ("serious", "critical")
-    ]
 
 
 @pytest.mark.parametrize("size", list(SIZES))
@@ -62,7 +33,7 @@ def test_every_workbench_view_passes_axe(browser, server, size):
             section = page.locator(f"#view-{view}")
             expect(section).to_be_visible()
             expect(section).not_to_have_attribute("data-renders", "0", timeout=20_000)
-            failures += serious(page, view)
+            failures += [f"{view}: {line}" for line in axe_serious(page, f"#view-{view}")]
             checked += 1
         # every element the views scroll sideways can take the keyboard's focus
         unreachable = page.evaluate(
