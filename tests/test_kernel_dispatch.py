@@ -1,0 +1,445 @@
+"""How a rotation reaches a fused kernel: the ``torch.library`` op (opcheck, backward, ``torch.compile``
+without a graph break), the fallback to the reference when no kernel can be built or used (each says
+why, once), the lean decode call, and argument checks paid once per layout.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import pytest
+import torch
+from kernel_cases import assert_close, make_inputs, reference
+
+import posenc
+from posenc import RotaryEmbedding
+from posenc.rope import kernels
+from posenc.rope.apply import apply_reference, apply_rotary, apply_rotary_at, fused_kernel
+from posenc.rope.kernels import cpu
+
+
+def test_compile_dispatcher_has_no_graph_break():
+    q, k, cos, sin = make_inputs(torch.float32)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda a, b: apply_rotary(a, b, cos, sin, layout="interleaved"), fullgraph=True)
+    got = compiled(q, k)
+    want = reference(q, k, cos, sin, "interleaved", None)
+    torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
+    qg, kg = q.clone().requires_grad_(), k.clone().requires_grad_()
+    compiled(qg, kg)[0].sum().backward()
+    assert qg.grad is not None
+
+
+def test_compile_tinylm():
+    """torch.compile of a model using posenc: same logits; graph breaks come only from outside
+    the rotation (reported in the failure message if the dispatcher ever causes one)."""
+    torch.manual_seed(0)
+    model = posenc.TinyLM(
+        posenc.ModelConfig(scheme="rope", d_model=32, n_heads=2, n_layers=1, max_len=64, rotary_dim=8)
+    )
+    idx = torch.randint(0, 256, (2, 16))
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(model)(idx)
+    ours = [
+        b
+        for b in explanation.break_reasons
+        if any("rope/apply.py" in f.filename or "rope/kernels" in f.filename for f in b.user_stack)
+    ]
+    assert not ours, [b.reason for b in ours]
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=False)
+    logits = compiled(idx)
+    torch.testing.assert_close(logits, model(idx), rtol=1e-5, atol=1e-5)
+    logits.square().mean().backward()  # training through it works
+    assert all(p.grad is not None for p in model.parameters())
+
+
+def _op_case(name, dtype=torch.float32):
+    """(q, k, cos, sin, positions, row_offset, rotary_dim, interleaved) for one layout."""
+    gen = torch.Generator().manual_seed(3)
+    tdt = torch.float64 if dtype == torch.float64 else torch.float32
+
+    def rnd(*shape, dt=dtype):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64).to(dt)
+
+    table = rnd(1, 12, 8, dt=tdt)
+    if name == "contiguous":
+        return rnd(2, 4, 5, 16), rnd(2, 2, 5, 16), table[:, :5], table[:, 5:10], None, 0, 16, False
+    if name == "transformers-layout":  # q/k transposes of (B, S, H, D) buffers
+        q, k = rnd(2, 5, 4, 16).transpose(1, 2), rnd(2, 5, 2, 16).transpose(1, 2)
+        return q, k, table[:, :5], table[:, 1:6], None, 0, 16, True
+    if name == "one-projection":  # q and k interleaved views of one qkv buffer
+        qkv = rnd(2, 5, 8, 16)
+        q, k = qkv[:, :, :4].transpose(1, 2), qkv[:, :, 4:6].transpose(1, 2)
+        return q, k, table[:, :5], table[:, :5], None, 0, 16, False
+    if name == "partial-gqa-batch-tables":
+        tables = rnd(2, 5, 4, dt=tdt)
+        return rnd(2, 6, 5, 16), rnd(2, 1, 5, 16), tables, tables.flip(0), None, 0, 8, True
+    if name == "positions":
+        pos = torch.tensor([[0, 1, 2, 0, 1], [3, 4, 0, 1, 11]])
+        return rnd(2, 4, 5, 16), rnd(2, 2, 5, 16), table, table.flip(1), pos, 0, 16, False
+    if name == "row-offset":
+        return rnd(1, 4, 1, 16), rnd(1, 2, 1, 16), table, table.flip(1), None, 9, 16, True
+    if name == "strided-last-dim":
+        return rnd(2, 4, 5, 32)[..., ::2], rnd(2, 2, 5, 32)[..., 1::2], table[:, :5], table[:, 5:10], None, 0, 16, False
+    raise KeyError(name)
+
+
+OP_CASES = [
+    "contiguous",
+    "transformers-layout",
+    "one-projection",
+    "partial-gqa-batch-tables",
+    "positions",
+    "row-offset",
+    "strided-last-dim",
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+@pytest.mark.parametrize("case", OP_CASES)
+def test_op_passes_opcheck_for_every_layout(fused_cpu, case, dtype):
+    """torch.library.opcheck: schema, fake kernel (shapes, strides), autograd registration and
+    AOT dispatch, on every layout the kernel takes; and the op equals the reference."""
+    q, k, cos, sin, pos, offset, r, interleaved = _op_case(case, dtype)
+    args = (q, k, cos, sin, pos, offset, r, interleaved, False)
+    torch.library.opcheck(torch.ops.posenc.rotary.default, args)
+    if dtype != torch.bfloat16:  # autograd checks want a floating type with gradients worth comparing
+        grads = (q.clone().requires_grad_(), k.clone().requires_grad_(), cos, sin, pos, offset, r, interleaved, False)
+        torch.library.opcheck(torch.ops.posenc.rotary.default, grads)
+    got_q, got_k = torch.ops.posenc.rotary(*args)
+    layout = "interleaved" if interleaved else "half"
+    want = posenc.rope.apply._reference_rows(q, k, cos, sin, pos, offset, layout, r, False)
+    assert_close(got_q, want[0])
+    assert_close(got_k, want[1])
+
+
+def test_op_backward_is_the_inverse_rotation(fused_cpu):
+    """The op's gradient is the rotation by the negated angles: gradcheck in float64, and the
+    backward of the op equals the forward op with ``inverse`` flipped."""
+    q, k, cos, sin, pos, offset, r, il = _op_case("positions", torch.float64)
+    q, k = q.requires_grad_(), k.requires_grad_()
+    assert torch.autograd.gradcheck(
+        lambda a, b: torch.ops.posenc.rotary(a, b, cos, sin, pos, offset, r, il, False), (q, k)
+    )
+    gq, gk = torch.randn_like(q), torch.randn_like(k)
+    torch.autograd.backward(torch.ops.posenc.rotary(q, k, cos, sin, pos, offset, r, il, False), (gq, gk))
+    want_q, want_k = torch.ops.posenc.rotary(gq, gk, cos, sin, pos, offset, r, il, True)
+    torch.testing.assert_close(q.grad, want_q, rtol=0, atol=0)
+    torch.testing.assert_close(k.grad, want_k, rtol=0, atol=0)
+
+
+class _GraphRecorder:
+    """A torch.compile backend that records the ops of every graph it is given (and runs it)."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append([node.target for node in gm.graph.nodes if node.op == "call_function"])
+        return gm.forward
+
+
+@pytest.mark.parametrize("mode", ["out", "inplace", "row_offset", "positions"])
+def test_compiled_entry_traces_the_op_without_a_graph_break(fused_cpu, monkeypatch, mode):
+    """With the op chosen for compiled CPU code, apply_rotary under torch.compile(fullgraph=True)
+    is one graph holding torch.ops.posenc.rotary; values equal eager; training through it works."""
+    monkeypatch.setitem(posenc.rope.apply.COMPILED_PATH, "cpu", "op")
+    q, k, cos, sin = make_inputs(torch.float32, seq=6)
+    table = torch.cat([cos, sin], dim=1)  # (1, 12, 16): rows for the offset/positions cases
+    pos = torch.tensor([[5, 0, 11, 3, 3, 7]])
+
+    def call(a, b):
+        if mode == "row_offset":
+            return apply_rotary(a, b, table, table.flip(1), row_offset=4)
+        if mode == "positions":
+            return apply_rotary_at(a, b, table[0], table[0].flip(0), pos)
+        return apply_rotary(a, b, cos, sin, inplace=mode == "inplace")
+
+    recorder = _GraphRecorder()
+    torch._dynamo.reset()
+    compiled = torch.compile(call, backend=recorder, fullgraph=True)
+    got = compiled(q.clone(), k.clone())
+    want = call(q.clone(), k.clone())
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert len(recorder.graphs) == 1 and torch.ops.posenc.rotary.default in recorder.graphs[0], recorder.graphs
+    if mode != "inplace":
+        torch._dynamo.reset()
+        trained = torch.compile(call, backend="aot_eager", fullgraph=True)
+        qg, kg = q.clone().requires_grad_(), k.clone().requires_grad_()
+        trained(qg, kg)[0].square().sum().backward()
+        qe, ke = q.clone().requires_grad_(), k.clone().requires_grad_()
+        call(qe, ke)[0].square().sum().backward()
+        torch.testing.assert_close(qg.grad, qe.grad, rtol=1e-6, atol=1e-6)
+
+
+def test_compiled_entry_keeps_the_reference_for_inductor_on_cpu(fused_cpu):
+    """By default compiled CPU code traces the reference (Inductor fuses it), not the op."""
+    assert posenc.rope.apply.COMPILED_PATH["cpu"] == "reference"
+    q, k, cos, sin = make_inputs(torch.float32)
+    recorder = _GraphRecorder()
+    torch._dynamo.reset()
+    torch.compile(lambda a, b: apply_rotary(a, b, cos, sin), backend=recorder, fullgraph=True)(q, k)
+    assert recorder.graphs and all(torch.ops.posenc.rotary.default not in g for g in recorder.graphs)
+
+
+@pytest.fixture
+def fresh_kernel_state():
+    cpu.reset()
+    yield
+    cpu.reset()
+
+
+def test_fallback_when_disabled_warns_once(monkeypatch, fresh_kernel_state):
+    monkeypatch.setenv("POSENC_DISABLE_FUSED", "1")
+    q, k, cos, sin = make_inputs(torch.bfloat16)
+    want = reference(q, k, cos, sin, "half", None)
+    with pytest.warns(RuntimeWarning, match=r"fused CPU RoPE kernel unavailable \(POSENC_DISABLE_FUSED"):
+        got = apply_rotary(q, k, cos, sin)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = apply_rotary(q, k, cos, sin, inplace=True)
+    assert torch.equal(got[0], want[0]) and torch.equal(again[1], want[1])
+    assert cpu.unavailable_reason() == "POSENC_DISABLE_FUSED is set"
+
+
+def test_fallback_without_compiler(monkeypatch, tmp_path, fresh_kernel_state):
+    monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path))  # nothing cached there
+    monkeypatch.setenv("CC", "no-such-compiler")
+    monkeypatch.setenv("PATH", str(tmp_path))  # and none on PATH
+    q, k, cos, sin = make_inputs(torch.float32)
+    with pytest.warns(RuntimeWarning, match="no C compiler found") as record:
+        got = apply_rotary(q, k, cos, sin, layout="interleaved")
+    assert len(record) == 1 and "\n" not in str(record[0].message)
+    want = reference(q, k, cos, sin, "interleaved", None)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+def test_fallback_when_compiler_fails(monkeypatch, tmp_path, fresh_kernel_state):
+    broken = tmp_path / "cc"
+    broken.write_text("#!/bin/sh\necho 'cc: fatal error: broken on purpose' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", str(broken))
+    q, k, cos, sin = make_inputs(torch.float32)
+    with pytest.warns(RuntimeWarning, match="broken on purpose"):
+        got = apply_rotary(q, k, cos, sin)
+    assert torch.equal(got[0], reference(q, k, cos, sin, "half", None)[0])
+
+
+def test_build_from_scratch_into_empty_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path))
+    try:
+        path = cpu.build()
+    except cpu.FusedKernelUnavailable as exc:
+        pytest.skip(f"no C compiler here: {exc}")
+    assert path.exists() and path.parent.parent == tmp_path
+    assert cpu.build() == path  # second call: from the cache
+
+
+def test_build_retries_without_march_native(monkeypatch, tmp_path):
+    """A compiler that rejects -march=native still gets the kernel (portable code)."""
+    try:
+        real = cpu._compiler()
+    except cpu.FusedKernelUnavailable as exc:
+        pytest.skip(f"no C compiler here: {exc}")
+    picky = tmp_path / "picky-cc"
+    picky.write_text(
+        '#!/bin/sh\nfor a in "$@"; do [ "$a" = "-march=native" ] && '
+        '{ echo "unknown flag -march=native" >&2; exit 1; }; done\n'
+        f'exec "{real}" "$@"\n'
+    )
+    picky.chmod(0o755)
+    monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", str(picky))
+    lib = cpu._load(cpu.build())
+    q, k, cos, sin = make_inputs(torch.float32)
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    cpu.rotate(lib, q, k, q_out, k_out, cos, sin, interleaved=False, rotary_dim=32)
+    assert torch.equal(q_out, reference(q, k, cos, sin, "half", None)[0])
+
+
+def test_triton_import_failure_warns_and_falls_back(monkeypatch):
+    monkeypatch.setitem(sys.modules, "triton", None)  # "import triton" raises
+    monkeypatch.delitem(sys.modules, "posenc.rope.kernels.triton_rope", raising=False)
+    monkeypatch.setattr(kernels, "_triton", {})
+    with pytest.warns(RuntimeWarning, match="Triton RoPE kernel unavailable"):
+        assert kernels.kernel_for(torch.device("cuda")) is None
+    assert kernels.kernel_for(torch.device("meta")) is None
+
+
+def test_vmap_uses_reference(count_fused):
+    q, k, cos, sin = make_inputs(torch.float32, batch=3)
+    got_q, got_k = torch.vmap(lambda a, b: apply_rotary(a, b, cos, sin))(q.unsqueeze(1), k.unsqueeze(1))
+    want = reference(q, k, cos, sin, "half", None)
+    assert not count_fused
+    assert_close(got_q.squeeze(1), want[0])
+    assert_close(got_k.squeeze(1), want[1])
+
+
+def test_functorch_wrapper_probe_is_still_there():
+    """apply.py asks a private PyTorch function whether a tensor is a vmap/grad wrapper (no public API
+    says so). If PyTorch renames or changes it, this fails here rather than letting a wrapper reach a
+    fused kernel."""
+    probe = torch._C._functorch.is_functorch_wrapped_tensor
+    x = torch.randn(3, 4)
+    assert probe(x) is False
+    seen = []
+    torch.vmap(lambda row: seen.append(probe(row)) or row)(x)
+    assert seen == [True]
+
+
+def test_other_devices_use_reference():
+    q = torch.empty(1, 2, 3, 8, device="meta")
+    cos = torch.empty(3, 4, device="meta")
+    assert fused_kernel(q, q, cos, cos) is None
+    out_q, out_k = apply_rotary(q, q, cos, cos)
+    assert out_q.shape == q.shape and out_q.device.type == "meta"
+
+
+def test_bad_input_messages():
+    q, k, cos, sin = make_inputs(torch.float32)
+    with pytest.raises(ValueError, match="layout must be one of"):
+        apply_rotary(q, k, cos, sin, layout="neox")
+    with pytest.raises(ValueError, match="rotary_dim must be even"):
+        apply_rotary(q, k, cos, sin, rotary_dim=7)
+    with pytest.raises(ValueError, match="last dimension rotary_dim // 2"):
+        apply_rotary(q, k, cos, sin, rotary_dim=16)
+
+
+@pytest.fixture
+def lean_decode(monkeypatch):
+    """Count the decode step's lean calls and what they returned; the general kernel call fails."""
+    returned = []
+    original = kernels.cpu_decode
+
+    def spy():
+        decode = original()
+
+        def counted(*args):
+            out = decode(*args)
+            returned.append(out is not None)
+            return out
+
+        return counted
+
+    def no_general_call(*args, **kwargs):
+        raise AssertionError("the decode step fell back to the general kernel call")
+
+    monkeypatch.setattr(kernels, "cpu_decode", spy)
+    monkeypatch.setattr(posenc.rope.apply, "fused_kernel", no_general_call)
+    return returned
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_decode_step_is_one_lean_call_equal_to_the_reference(fused_cpu, lean_decode, dtype, layout):
+    """rope(q, k, offset=n) on CPU is one lean kernel call on the cached tables, for contiguous and
+    transposed (B, S, H, D)-as-(B, H, S, D) inputs and partial rotation, bit for bit the reference
+    rotation by rows n .. n + seq - 1."""
+    rope = RotaryEmbedding(32, rotary_dim=24, layout=layout, max_position_embeddings=64)
+    gen = torch.Generator().manual_seed(1)
+    for seq, offset, transposed in ((1, 0, False), (1, 63, True), (3, 17, False), (2, 40, True)):
+        shape_q, shape_k = (2, seq, 4, 32), (2, seq, 2, 32)
+        q, k = (torch.randn(s, generator=gen, dtype=torch.float64).to(dtype) for s in (shape_q, shape_k))
+        q, k = (
+            (q.transpose(1, 2), k.transpose(1, 2))
+            if transposed
+            else (q.transpose(1, 2).contiguous(), k.transpose(1, 2).contiguous())
+        )
+        got_q, got_k = rope(q, k, offset=offset)
+        rows = slice(offset, offset + seq)
+        cos, sin = rope.cos_cached[rows][None], rope.sin_cached[rows][None]  # (1, S, r/2)
+        want_q, want_k = apply_reference(q, k, cos, sin, layout, 24, False)
+        torch.testing.assert_close(got_q, want_q, rtol=0, atol=0)
+        torch.testing.assert_close(got_k, want_k, rtol=0, atol=0)
+        assert got_q.stride() == torch.empty_like(q).stride()  # the input's layout is kept
+    assert lean_decode and all(lean_decode)
+
+
+def test_decode_call_declines_what_it_does_not_read(fused_cpu):
+    """The lean call returns None (and the general path explains or resolves) for a lazily negated
+    q, mixed dtypes, a 3-d k, and rows past the table, before anything is written."""
+    rope = RotaryEmbedding(8, max_position_embeddings=16)
+    rows = rope._rows
+    decode = kernels.cpu_decode()
+    q, k = torch.randn(1, 2, 1, 8), torch.randn(1, 1, 1, 8)
+    assert decode(q, k, rows.cos, rows.sin, rows.fields, 3, False, 8) is not None
+    negated = torch.complex(torch.zeros_like(q), -q).conj().imag
+    assert negated.is_neg()
+    for args in (
+        (negated, k, 3),
+        (q, k.double(), 3),
+        (q, k[0], 3),
+        (q, k, 16),  # row 16 of 16
+        (q, k, -1),
+    ):
+        assert decode(args[0], args[1], rows.cos, rows.sin, rows.fields, args[2], False, 8) is None
+
+
+def test_table_fields_only_for_plain_cpu_float_tables(fused_cpu):
+    cos = torch.rand(1, 5, 4)
+    fields = cpu.table_fields(cos, cos.clone())
+    assert fields == ((0, 1, 5, 4, 20, 4, 1), (0, 1, 5, 4, 20, 4, 1))  # no data pointer in them
+    assert cpu.table_fields(cos.double(), cos.double())[0][0] == cpu.DTYPE_CODES[torch.float64]
+    negated = torch.complex(torch.zeros_like(cos), -cos).conj().imag
+    for bad in (cos.half(), cos[0], cos.to("meta"), negated, torch.nn.Parameter(cos)):
+        assert cpu.table_fields(bad, cos) is None
+        assert cpu.table_fields(cos, bad) is None
+
+
+def test_argument_checks_run_once_per_layout(monkeypatch):
+    """apply_rotary's argument checks are a function of types, shapes, dtypes, layout name and
+    rotary_dim: a seen combination is not checked again (a decode loop pays one lookup per layer),
+    a new one is, and refused arguments are refused at every call, never remembered."""
+    import posenc.rope.apply as apply_mod
+
+    calls = []
+    original = apply_mod._check_rotary_inputs
+
+    def spy(*args):
+        calls.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(apply_mod, "_check_rotary_inputs", spy)
+    monkeypatch.setattr(apply_mod, "_ACCEPTED", {})
+    for _ in range(10):
+        q, k, cos, sin = make_inputs(torch.float32, seq=3)
+        want = reference(q, k, cos, sin, "half", None)
+        got = apply_rotary(q, k, cos, sin)
+        assert_close(got[0], want[0])
+    assert len(calls) == 1
+    apply_rotary(q, k, cos, sin, layout="interleaved")
+    apply_rotary(q.double(), k.double(), cos.double(), sin.double())
+    assert len(calls) == 3
+    for _ in range(3):
+        with pytest.raises(ValueError, match="layout"):
+            apply_rotary(q, k, cos, sin, layout="halves")
+        with pytest.raises(ValueError, match="rotary_dim"):
+            apply_rotary(q, k, cos, sin, rotary_dim=31)
+    assert len(calls) == 9 and len(apply_mod._ACCEPTED) == 3
+
+
+def test_one_entry_row_offset_and_positions(fused_cpu, count_fused):
+    """apply_rotary(row_offset=n) equals the rows n.. of the table, apply_rotary(positions=p) the
+    named rows, forward and backward, through the fused kernel; bad offsets are refused by name."""
+    q, k, _, _ = make_inputs(torch.float32, seq=4)
+    ang = torch.rand(1, 12, 16, dtype=torch.float64) * 6
+    cos, sin = ang.cos().float(), ang.sin().float()
+    got = apply_rotary(q, k, cos, sin, row_offset=7)
+    assert_close(got[0], reference(q, k, cos[:, 7:11], sin[:, 7:11], "half", None)[0])
+    pos = torch.tensor([[3, 0, 11, 3], [1, 2, 3, 4]])
+    got = apply_rotary(q, k, cos[0], sin[0], positions=pos)
+    want = apply_reference(q, k, cos[0][pos], sin[0][pos], "half", 32, False)
+    assert_close(got[0], want[0])
+    assert_close(got[1], want[1])
+    assert count_fused
+    qg = q.clone().requires_grad_()
+    apply_rotary(qg, k, cos, sin, row_offset=8)[0].sum().backward()
+    qr = q.clone().requires_grad_()
+    reference(qr, k, cos[:, 8:12], sin[:, 8:12], "half", None)[0].sum().backward()
+    assert_close(qg.grad, qr.grad)
+    for bad, match in ((-1, "row_offset"), (9, "row_offset"), (True, "row_offset"), (1.5, "row_offset")):
+        with pytest.raises((ValueError, TypeError), match=match):
+            apply_rotary(q, k, cos, sin, row_offset=bad)
