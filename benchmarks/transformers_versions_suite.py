@@ -34,6 +34,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 #: posenc's tests that import transformers (a file missing from this checkout is left out)
 DEFAULT_TESTS = (
     "tests/test_integration_transformers.py",
+    "tests/test_integration_transformers_configs.py",
     "tests/test_hf_parity.py",
     "tests/test_transformers_coverage.py",
 )
