@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from lab_cli import one_line, tiny_lab_flags
 
 from posenc.cli import main
 from posenc.explorer.lab_results import read_lab_results
@@ -19,32 +20,7 @@ from posenc.lab.store import RunDir, load_checkpoint, save_checkpoint, write_run
 
 SMOKE = ["lab", "--preset", "smoke", "--threads", "1"]
 #: The smallest real run: one scheme, two lengths, no extension, a few steps.
-TINY = SMOKE + [
-    "--schemes",
-    "rope",
-    "--eval-multipliers",
-    "1,2",
-    "--no-extension",
-    "--steps",
-    "6",
-    "--warmup-steps",
-    "1",
-    "--checkpoint-every",
-    "3",
-    "--eval-windows",
-    "4",
-    "--retrieval-trials",
-    "2",
-    "--bootstrap-samples",
-    "20",
-    "--no-plots",
-]
-
-
-def one_line(err: str) -> str:
-    lines = [line for line in err.strip().splitlines() if line.startswith("posenc lab:")]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
+TINY = tiny_lab_flags("rope")
 
 
 # -- the schema ----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import sys
 import time
 
 import pytest
+from lab_cli import one_line
 
 from posenc.cli import main
 from posenc.explorer.lab_results import read_lab_results
@@ -20,12 +21,6 @@ from posenc.lab.store import LOCK_NAME, FolderBusy, RunLock, is_lab_run, save_ch
 
 SMOKE = ["lab", "--preset", "smoke", "--threads", "1", "--no-plots"]
 HF_CONFIG = {"model_type": "llama", "hidden_size": 64, "rope_theta": 10000.0}
-
-
-def one_line(err: str) -> str:
-    lines = [line for line in err.strip().splitlines() if line.startswith("posenc lab:")]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 def lab_run(folder):

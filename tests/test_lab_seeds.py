@@ -6,41 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from lab_cli import one_line, tiny_lab_flags
 
 from posenc.cli import main
 from posenc.lab.summary import load_summaries, summarize
 
-TINY = [
-    "lab",
-    "--preset",
-    "smoke",
-    "--schemes",
-    "rope,alibi",
-    "--eval-multipliers",
-    "1,2",
-    "--no-extension",
-    "--steps",
-    "6",
-    "--warmup-steps",
-    "1",
-    "--checkpoint-every",
-    "3",
-    "--eval-windows",
-    "4",
-    "--retrieval-trials",
-    "2",
-    "--bootstrap-samples",
-    "20",
-    "--no-plots",
-    "--threads",
-    "1",
-]
-
-
-def one_line(err: str) -> str:
-    lines = [line for line in err.strip().splitlines() if line.startswith("posenc lab:")]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
+TINY = tiny_lab_flags("rope,alibi")
 
 
 @pytest.mark.parametrize(
