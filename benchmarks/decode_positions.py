@@ -7,7 +7,8 @@ One decode step rotates one token per layer: q (1, 32, 1, 128), k (1, 8, 1, 128)
 Llama-3-8B head layout. Rows, all timed in one run and interleaved so that machine load hits them
 alike: ``--repeats`` rounds, each timing every row once (the mean over ``--calls`` calls). The
 microseconds are each row's best round; the ratios are medians over rounds of the ratio within a
-round, so a load that comes and goes between rounds does not skew them:
+round, so a load that comes and goes between rounds does not skew them. ``hf / this`` is
+transformers' time over the row's (its forward+backward for the ``fwd+bwd`` rows):
 
 * ``module, same offset``: ``rope(q, k, offset=5000)`` as layers 2..L of one step call it;
 * ``module, new offset``: the offset moves on every call, as layer 1 of each step sees it;
@@ -17,6 +18,18 @@ round, so a load that comes and goes between rounds does not skew them:
 * ``transformers apply_rotary_pos_emb``: its per-layer call with cos/sin already built (skipped when
   transformers is not installed);
 * ``memory pass``: ``q.mul_(1.0); k.mul_(1.0)``, the same bytes read and written in place.
+
+Forward and backward (``torch.autograd.grad`` of both outputs), the host time of training-style
+calls at one token, with its own yardstick:
+
+* ``fwd+bwd apply_rotary``: the fused path through its autograd Function;
+* ``fwd+bwd torch.ops.posenc.rotary``: the registered op and its registered backward;
+* ``fwd+bwd in place``: ``inplace=True`` on q and k as views of one projection (``x * 1``), the
+  in-place rules' overlap test included;
+* ``fwd+bwd transformers``: ``apply_rotary_pos_emb`` and torch's own autograd;
+* ``Triton path, launch stubbed``: :func:`posenc.rope.kernels.triton_rope.rotate` on CPU tensors
+  with the kernel launch replaced by a no-op (when Triton is importable): the Python a GPU decode
+  call runs before its launch (plan lookup, aliasing test, launch arguments).
 
 Then the far positions: one token at ``2**31`` and ``2**40`` (a new position every call, so the row
 is computed every time), with the cache size before and after.
@@ -43,6 +56,59 @@ def timer(fn, calls):
     for _ in range(calls):
         fn()
     return (time.perf_counter() - t0) / calls
+
+
+def backward_rows(q, k, cos, sin, hf):
+    """Forward and backward at one token: posenc's three autograd paths and transformers'."""
+    q_leaf, k_leaf = q.clone().requires_grad_(), k.clone().requires_grad_()
+    grads = (torch.randn_like(q), torch.randn_like(k))
+    c3, s3 = cos[None], sin[None]  # (1, 1, r/2)
+    heads_q, heads_k, dim = q.shape[1], k.shape[1], q.shape[3]
+    x = torch.randn(1, 1, (heads_q + heads_k) * dim, requires_grad=True)  # (B, S, (Hq + Hk) * D)
+
+    def in_place():
+        qk = x * 1  # a projection's output
+        q_view = qk[..., : heads_q * dim].view(1, 1, heads_q, dim).transpose(1, 2)  # (B, Hq, S, D)
+        k_view = qk[..., heads_q * dim :].view(1, 1, heads_k, dim).transpose(1, 2)
+        torch.autograd.grad(apply_rotary(q_view, k_view, cos, sin, inplace=True), (x,), grads)
+
+    rows = {
+        "fwd+bwd apply_rotary": lambda: torch.autograd.grad(
+            apply_rotary(q_leaf, k_leaf, cos, sin), (q_leaf, k_leaf), grads
+        ),
+        "fwd+bwd torch.ops.posenc.rotary": lambda: torch.autograd.grad(
+            torch.ops.posenc.rotary(q_leaf, k_leaf, c3, s3, None, 0, dim, False, False), (q_leaf, k_leaf), grads
+        ),
+        "fwd+bwd in place": in_place,
+    }
+    if hf is not None:
+        cos_full = torch.cat((cos, cos), -1)[None]  # (B, S, D) = (1, 1, 128), as transformers passes it
+        sin_full = torch.cat((sin, sin), -1)[None]
+        rows["fwd+bwd transformers"] = lambda: torch.autograd.grad(
+            hf(q_leaf, k_leaf, cos_full, sin_full), (q_leaf, k_leaf), grads
+        )
+    return rows
+
+
+def triton_prelude(q, k, cos, sin):
+    """The Triton path's host work on CPU tensors with the launch stubbed, or None without Triton."""
+    try:
+        from posenc.rope.kernels import triton_rope
+    except Exception:
+        return None
+
+    class NoLaunch:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: None
+
+    triton_rope._rope_kernel = NoLaunch()  # this process never launches the real kernel
+    c3, s3 = cos[None], sin[None]  # (1, 1, r/2)
+
+    def call():
+        q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+        triton_rope.rotate(q, k, q_out, k_out, c3, s3, interleaved=False, rotary_dim=q.shape[-1])
+
+    return call
 
 
 def main(argv=None) -> int:
@@ -75,9 +141,13 @@ def main(argv=None) -> int:
     except ImportError:
         apply_rotary_pos_emb = None
     if apply_rotary_pos_emb is not None:
-        cos_full = torch.cat((cos, cos), -1)[None, None]  # (1, 1, 1, 128) as in HF
-        sin_full = torch.cat((sin, sin), -1)[None, None]
+        cos_full = torch.cat((cos, cos), -1)[None]  # (B, S, D) = (1, 1, 128), as transformers passes it
+        sin_full = torch.cat((sin, sin), -1)[None]
         rows["transformers apply_rotary_pos_emb"] = lambda: apply_rotary_pos_emb(q, k, cos_full, sin_full)
+    rows.update(backward_rows(q, k, cos, sin, apply_rotary_pos_emb))
+    triton_row = triton_prelude(q, k, cos, sin)
+    if triton_row is not None:
+        rows["Triton path, launch stubbed"] = triton_row
 
     best = {name: float("inf") for name in rows}
     rounds = []  # one {name: seconds} per round: its ratios saw one machine load
@@ -117,8 +187,11 @@ def main(argv=None) -> int:
     def median_ratio(top, bottom):
         return statistics.median(sample[top] / sample[bottom] for sample in rounds)
 
+    def yardstick(name):  # forward+backward rows against transformers' forward+backward
+        return "fwd+bwd transformers" if name.startswith("fwd+bwd") else hf_name
+
     over_pass = {name: median_ratio(name, "memory pass") for name in rows}
-    hf_over = {name: median_ratio(hf_name, name) for name in rows} if hf_name in rows else None
+    hf_over = {name: median_ratio(yardstick(name), name) for name in rows} if hf_name in rows else None
     print(
         f"decode, one token per layer: q (1, 32, 1, 128), k (1, 8, 1, 128), float32, "
         f"torch threads {torch.get_num_threads()}; ratios are medians over {len(rounds)} rounds"

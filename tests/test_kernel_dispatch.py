@@ -10,7 +10,9 @@ import warnings
 
 import pytest
 import torch
+import torch.utils._pytree as pytree
 from kernel_cases import assert_close, make_inputs, reference
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import posenc
 from posenc import RotaryEmbedding
@@ -443,3 +445,142 @@ def test_one_entry_row_offset_and_positions(fused_cpu, count_fused):
     for bad, match in ((-1, "row_offset"), (9, "row_offset"), (True, "row_offset"), (1.5, "row_offset")):
         with pytest.raises((ValueError, TypeError), match=match):
             apply_rotary(q, k, cos, sin, row_offset=bad)
+
+
+# -- the work done per call ------------------------------------------------------------------------
+class RecordOps(TorchDispatchMode):
+    """Record the name of every aten op run under it, and the allocations: the outputs whose storage
+    is none of the inputs' (a view shares its input's storage and is not one)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops, self.allocations = [], []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        storages = {t.untyped_storage().data_ptr() for t in tensors}
+        name = func.overloadpacket.__name__
+        self.ops.append(name)
+        for t in pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in storages:
+                self.allocations.append(name)
+        return out
+
+
+def test_decode_call_dispatches_only_its_two_outputs(fused_cpu):
+    """A decode call with ready tables, 2-d or 3-d, by row offset, and the module's decode call,
+    run no torch op but the two outputs' torch.empty_like: no view of the tables, no slice for the
+    row check, no copy."""
+    q, k = torch.randn(1, 4, 1, 16), torch.randn(1, 2, 1, 16)
+    table = torch.rand(12, 8)
+    cos, sin = table[5:6], table[6:7]  # (1, r/2): one position's row
+    cos3, sin3 = cos[None], sin[None]  # (1, 1, r/2)
+    rope = RotaryEmbedding(16, max_position_embeddings=12)
+    calls = {
+        "2-d tables": lambda: apply_rotary(q, k, cos, sin),
+        "3-d tables": lambda: apply_rotary(q, k, cos3, sin3),
+        "row offset": lambda: apply_rotary(q, k, table, table, row_offset=5),
+        "validate=False": lambda: apply_rotary(q, k, cos, sin, validate=False),
+        "module": lambda: rope(q, k, offset=5),
+    }
+    for name, call in calls.items():
+        call()  # the layout's first call may check and cache
+        with RecordOps() as record:
+            out_q, out_k = call()
+        assert record.ops == ["empty_like", "empty_like"], (name, record.ops)
+        assert out_q.shape == q.shape and out_k.shape == k.shape
+    want = reference(q, k, table[None, 5:6], table[None, 5:6], "half", None)
+    assert_close(apply_rotary(q, k, table, table, row_offset=5)[0], want[0])
+
+
+def _backward_paths():
+    """(name, forward) pairs: forward(a, b, cos, sin) -> (q', k') for leaves a, b."""
+    return {
+        "apply_rotary": lambda a, b, cos, sin: apply_rotary(a, b, cos, sin),
+        "the op": lambda a, b, cos, sin: torch.ops.posenc.rotary(a, b, cos[None], sin[None], None, 0, 16, False, False),
+        # clone's backward hands the gradient through untouched: what is recorded is the rotation's
+        "in place": lambda a, b, cos, sin: apply_rotary(a.clone(), b.clone(), cos, sin, inplace=True),
+    }
+
+
+@pytest.mark.parametrize("path", list(_backward_paths()))
+def test_backward_allocates_only_the_gradients(fused_cpu, path):
+    """The backward of every fused path is the inverse rotation of the incoming gradients, written
+    into the two gradients autograd asks for: two allocations, no copy, no op but those."""
+    forward = _backward_paths()[path]
+    q, k, cos, sin = make_inputs(torch.float64, seq=3, head_dim=16)
+    cos, sin = cos[0], sin[0]  # (S, r/2)
+    a, b = q.clone().requires_grad_(), k.clone().requires_grad_()
+    gq, gk = torch.randn_like(q), torch.randn_like(k)
+    out = forward(a, b, cos, sin)
+    with RecordOps() as record:
+        grad_a, grad_b = torch.autograd.grad(out, (a, b), (gq, gk))
+    assert len(record.allocations) == 2, record.ops
+    assert not {"copy_", "clone", "contiguous", "_to_copy"} & set(record.ops), record.ops
+    want = reference(gq, gk, cos, -sin, "half", None)  # R(-theta) g
+    torch.testing.assert_close(grad_a, want[0], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(grad_b, want[1], rtol=1e-12, atol=1e-12)
+    # an expanded gradient (of a sum) is read as it is
+    out = forward(a, b, cos, sin)
+    with RecordOps() as record:
+        grad_a, _ = torch.autograd.grad((out[0].sum(), out[1].sum()), (a, b))
+    assert not {"copy_", "clone", "contiguous", "_to_copy"} & set(record.ops), record.ops
+    torch.testing.assert_close(grad_a, reference(torch.ones_like(q), gk, cos, -sin, "half", None)[0])
+
+
+def test_layout_checks_run_once_per_layout_on_every_path(fused_cpu, monkeypatch):
+    """Twenty steps of each path on fresh tensors of one layout: apply_rotary's argument checks, the
+    in-place rules' overlap tests and the exact searches run in the first step only, forward and
+    backward alike: (a) a decode call with ready tables, (b) the module's decode call, (c) forward
+    and backward through torch.ops.posenc.rotary, (d) in place with autograd on q and k as views of
+    one projection, whose byte ranges meet."""
+    import posenc.rope.apply as apply_mod
+    from posenc.rope.kernels import overlap, plans
+
+    counts = {"argument checks": 0, "overlap tests": 0}
+
+    def counted(name, fn):
+        def spy(*args, **kwargs):
+            counts[name] += 1
+            return fn(*args, **kwargs)
+
+        return spy
+
+    monkeypatch.setattr(apply_mod, "_ACCEPTED", {})
+    monkeypatch.setattr(apply_mod, "_check_rotary_inputs", counted("argument checks", apply_mod._check_rotary_inputs))
+    for fn in ("self_overlaps", "overlaps", "overlap_of", "check_outputs", "identical"):
+        monkeypatch.setattr(overlap, fn, counted("overlap tests", getattr(overlap, fn)))
+    plans.clear()
+    rope = RotaryEmbedding(16, max_position_embeddings=64)
+    cos, sin = torch.rand(1, 8), torch.rand(1, 8)
+    table = torch.rand(1, 8, 8)
+    weight = torch.randn(16, 4 * 16)
+
+    def decode():
+        apply_rotary(torch.randn(1, 4, 1, 16), torch.randn(1, 2, 1, 16), cos, sin)
+
+    def module():
+        rope(torch.randn(1, 4, 1, 16), torch.randn(1, 2, 1, 16), offset=7)
+
+    def op_forward_backward():
+        q, k = torch.randn(1, 4, 8, 16, requires_grad=True), torch.randn(1, 2, 8, 16, requires_grad=True)
+        out = torch.ops.posenc.rotary(q, k, table, table, None, 0, 16, False, False)
+        torch.autograd.backward(out, (torch.ones_like(out[0]), torch.ones_like(out[1])))
+
+    def in_place_forward_backward():
+        x = torch.randn(1, 8, 16, requires_grad=True)
+        qk = x @ weight  # (B, S, (Hq + Hk) * D)
+        q = qk[..., : 2 * 16].view(1, 8, 2, 16).transpose(1, 2)  # (B, Hq, S, D)
+        k = qk[..., 2 * 16 :].view(1, 8, 2, 16).transpose(1, 2)  # interleaved with q: byte ranges meet
+        q, k = apply_rotary(q, k, table[0], table[0], inplace=True)
+        (q.sum() + k.sum()).backward()
+
+    for step in (decode, module, op_forward_backward, in_place_forward_backward):
+        step()
+        first = dict(counts, **plans.STATS)
+        for _ in range(20):
+            step()
+        assert dict(counts, **plans.STATS) == first, (step.__name__, first, counts, plans.STATS)
+    assert counts["argument checks"] >= 1 and counts["overlap tests"] >= 1  # the spies were reached

@@ -606,6 +606,51 @@ def test_cached_layout_checks_aliasing_at_every_call(q_at, out_at, transposed):
     assert plans.disjoint(plan, ptrs) == (not clash), (q_at, out_at, transposed)
 
 
+@settings(max_examples=120, deadline=None)
+@given(st.integers(0, 60), st.integers(0, 60), st.booleans(), st.booleans())
+def test_cached_inplace_pair_checks_aliasing_at_every_call(q_at, k_at, q_transposed, k_transposed):
+    """inplace=True with autograd rotates q and k in separate calls, so apply_rotary applies the
+    in-place rules itself; what depends on the two layouts is worked out once per pair of layouts
+    (kernels/plans.py), where they lie at every call. One pair of layouts, many placements in one
+    storage: each call is refused exactly when brute-force address sets say q and k share memory
+    without being one view; a placement that overlaps is refused although its layouts were seen."""
+    from posenc.rope.kernels import plans
+
+    def place(storage, at, shape, transposed):
+        b, h, s, d = shape  # (B, H, S, D), or a transpose of a (B, S, H, D) buffer
+        strides = (s * h * d, d, h * d, 1) if transposed else (h * s * d, s * d, d, 1)
+        return torch.as_strided(storage, shape, strides, at)
+
+    shape = (1, 2, 3, 4)
+    cos, sin = torch.rand(3, 2, dtype=torch.float64), torch.rand(3, 2, dtype=torch.float64)
+    leaf = torch.randn(100, dtype=torch.float64, requires_grad=True)
+
+    def call(qa, ka):
+        storage = leaf * 1  # a fresh non-leaf storage: in place is allowed, autograd records it
+        q, k = place(storage, qa, shape, q_transposed), place(storage, ka, shape, k_transposed)
+        before = storage.detach().clone()
+        return q, k, storage, before
+
+    q, k, _, _ = call(0, 50)  # a disjoint first placement builds the pair's plan
+    apply_rotary(q, k, cos, sin, inplace=True)
+    pairs = plans.STATS["pairs"]
+    q, k, storage, before = call(q_at, k_at)
+    same = layouts.addresses(q) == layouts.addresses(k)
+    clash = layouts.shares_memory(q, k) and not same
+    q0, k0 = q.detach().clone(), k.detach().clone()
+    if clash:
+        with pytest.raises(ValueError, match="q and k share memory"):
+            apply_rotary(q, k, cos, sin, inplace=True)
+        assert torch.equal(storage.detach(), before), "refused, but wrote first"
+    else:
+        out_q, out_k = apply_rotary(q, k, cos, sin, inplace=True)
+        want_q, want_k = reference(q0, k0, cos, sin)
+        torch.testing.assert_close(out_q.detach(), want_q, rtol=1e-12, atol=1e-12)  # rotated once
+        if not same:
+            torch.testing.assert_close(out_k.detach(), want_k, rtol=1e-12, atol=1e-12)
+    assert plans.STATS["pairs"] == pairs, "the pair of layouts was checked in full again"
+
+
 def test_triton_layout_checks_run_once_per_layout_and_aliasing_every_call():
     """In Triton's interpreter: 30 calls of one layout on fresh tensors run the full checks once;
     a new layout runs them once more; a cached in-place layout whose q and k now overlap is refused
@@ -651,6 +696,14 @@ def test_triton_layout_checks_run_once_per_layout_and_aliasing_every_call():
         triton_rope.rotate(q, k, q, k, cos, cos, interleaved=False, rotary_dim=8)
         exact.append(plans.STATS["exact"])
     out["exact_searches"] = [n - exact[0] for n in exact[1:]]
+    from posenc.rope.apply import FusedRotary
+    checks = [len(calls)]
+    for _ in range(10):  # forward and backward of the 30 calls' layout on fresh tensors
+        a, b = torch.randn(1, 2, 3, 8, requires_grad=True), torch.randn(1, 1, 3, 8, requires_grad=True)
+        rotated = FusedRotary.apply(a, b, cos, cos, triton_rope.rotate, False, 8, False)
+        torch.autograd.backward(rotated, (torch.randn(1, 2, 3, 8), torch.randn(1, 1, 3, 8)))
+        checks.append(len(calls))
+    out["checks_forward_backward"] = [n - checks[0] for n in checks[1:]]
     print("RESULT " + json.dumps(out))
     """
     out = result_of(run_python(code, env={"TRITON_INTERPRET": "1"}, timeout=600))
@@ -661,3 +714,5 @@ def test_triton_layout_checks_run_once_per_layout_and_aliasing_every_call():
     # one search per pair of byte ranges that meet (q_out-k, k_out-q, k_out-q_out), all in the first call
     first, *later = out["exact_searches"]
     assert first > 0 and all(n == first for n in later), out
+    # the forward's layout was seen; the backward's (the inverse rotation) is checked once, in step 1
+    assert out["checks_forward_backward"] == [1] * 10, out

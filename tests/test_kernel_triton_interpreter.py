@@ -14,6 +14,8 @@ import sys
 import textwrap
 
 import pytest
+import torch
+from kernel_cases import make_inputs
 
 TRITON_SCRIPT = textwrap.dedent(r"""
     import json, math, os, sys
@@ -78,6 +80,13 @@ TRITON_SCRIPT = textwrap.dedent(r"""
     qo, ko = torch.empty_like(q), torch.empty_like(k)
     triton_rope.rotate(q, k, qo, ko, ct, st, interleaved=True, rotary_dim=32, positions=pos)
     results["positions/packed"] = {"abs": max(err(qo, want[0]), err(ko, want[1])), "ulp": 0.0}
+
+    # 2-d tables (rows, r/2), read as one batch row of stride 0, by row offset
+    q, k, _, _ = inputs(torch.float32, seq=3)
+    want = apply_reference(q, k, ct[:, 4:7], st[:, 4:7], "half", 32, False)
+    qo, ko = torch.empty_like(q), torch.empty_like(k)
+    triton_rope.rotate(q, k, qo, ko, ct[0], st[0], interleaved=False, rotary_dim=32, row_offset=4)
+    results["tables/2d"] = {"abs": max(err(qo, want[0]), err(ko, want[1])), "ulp": 0.0}
 
     # backward through the autograd Functions with the Triton kernel
     for layout in ("half", "interleaved"):
@@ -148,6 +157,7 @@ def test_triton_interpreter_forward(triton_results, key):
         "shape/decode",
         "shape/heads-not-pow2",
         "positions/packed",
+        "tables/2d",
         "backward/half",
         "backward/interleaved",
         "gradcheck/half",
@@ -158,3 +168,26 @@ def test_triton_interpreter_forward(triton_results, key):
 )
 def test_triton_interpreter_cases(triton_results, key):
     assert triton_results[key]["abs"] <= 1e-6, triton_results[key]
+
+
+def test_triton_launch_arguments_follow_the_kernel_signature():
+    """The plan's constexprs (one set per answer to "copy the untouched tail?") are the kernel's last
+    parameters in its order, which the pre-bound launcher passes by position; the alignment mask has
+    bit i set exactly for the pointers that are multiples of 16."""
+    pytest.importorskip("triton", reason="triton is a test dependency: pip install triton")
+    from posenc.rope.kernels import triton_rope
+
+    q, k, cos, sin = make_inputs(torch.float32, head_dim=16, rotary_dim=12)
+    before, after, constexprs, _ = triton_rope._launch_constants(
+        q, k, torch.empty_like(q), torch.empty_like(k), cos, sin, None, 12, False, False
+    )
+    names = [p.name for p in triton_rope._rope_kernel.params]
+    assert set(constexprs) == {(False, False), (False, True), (True, False), (True, True)}
+    for (copy_q, copy_k), values in constexprs.items():
+        assert list(values) == names[-len(values) :]
+        assert (values["COPY_REST_Q"], values["COPY_REST_K"]) == (copy_q, copy_k)
+        assert 7 + len(before) + 1 + len(after) + len(values) == len(names)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        ptrs = tuple(int(x) for x in torch.randint(0, 1 << 40, (7,), generator=gen) * 8)
+        assert triton_rope._alignment(ptrs) == sum(1 << i for i, p in enumerate(ptrs) if p % 16 == 0)

@@ -42,7 +42,8 @@ import torch.autograd.forward_ad as _forward_ad
 
 from .._checks import check_choice, check_int, check_positions, check_tensor
 from . import kernels
-from .kernels import Kernel, overlap
+from .kernels import Kernel, overlap, plans
+from .kernels.contract import table_dtype
 from .kernels.cpu import TableFields
 from .layout import LAYOUTS
 
@@ -84,9 +85,19 @@ _accepted_lock = threading.Lock()
 
 
 def check_rotary_inputs(
-    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, rotary_dim: Optional[int]
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    layout: str,
+    rotary_dim: Optional[int],
+    *,
+    window: bool = False,
 ) -> int:
     """Validate the arguments of :func:`apply_rotary`; return the resolved rotary_dim.
+
+    ``window=False``: cos/sin have one row per position (rows = seq). ``window=True``: they are a
+    table that the call reads a window or named rows of; the caller checks which rows exist.
 
     Everything checked here is a function of the arguments' types, shapes and dtypes, the layout
     name and rotary_dim, so a combination once accepted is remembered (a bounded, thread-safe
@@ -103,20 +114,27 @@ def check_rotary_inputs(
         and type(layout) is str
         and not _is_compiling()
     ):
-        key = (q.shape, k.shape, cos.shape, sin.shape, q.dtype, k.dtype, cos.dtype, sin.dtype, layout, rotary_dim)
+        shapes = (q.shape, k.shape, cos.shape, sin.shape)
+        key = (*shapes, q.dtype, k.dtype, cos.dtype, sin.dtype, layout, rotary_dim, window)
         r = _ACCEPTED.get(key)
         if r is None:
-            r = _check_rotary_inputs(q, k, cos, sin, layout, rotary_dim)
+            r = _check_rotary_inputs(q, k, cos, sin, layout, rotary_dim, window)
             with _accepted_lock:
                 while _ACCEPTED and len(_ACCEPTED) >= _ACCEPTED_MAX:  # a bound lowered at run time shrinks too
                     _ACCEPTED.pop(next(iter(_ACCEPTED)))
                 _ACCEPTED[key] = r
         return r
-    return _check_rotary_inputs(q, k, cos, sin, layout, rotary_dim)
+    return _check_rotary_inputs(q, k, cos, sin, layout, rotary_dim, window)
 
 
 def _check_rotary_inputs(
-    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, rotary_dim: Optional[int]
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    layout: str,
+    rotary_dim: Optional[int],
+    window: bool = False,
 ) -> int:
     check_tensor("q", q, ndim=4, floating=True)
     check_tensor("k", k, ndim=4, floating=True)
@@ -139,7 +157,7 @@ def _check_rotary_inputs(
             f"cos/sin must have last dimension rotary_dim // 2 = {r // 2} (one value per "
             f"rotation pair), got {cos.shape[-1]}"
         )
-    if cos.shape[-2] != q.shape[2]:
+    if not window and cos.shape[-2] != q.shape[2]:
         raise ValueError(f"cos/sin cover {cos.shape[-2]} positions but q/k have seq={q.shape[2]}")
     if cos.dim() == 3 and cos.shape[0] not in (1, q.shape[0]):
         raise ValueError(f"cos/sin batch size {cos.shape[0]} must be 1 or q's batch size {q.shape[0]}")
@@ -171,38 +189,28 @@ class FusedRotary(torch.autograd.Function):
         rotary_dim: int,
         inverse: bool,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
-        q_out, k_out = torch.empty_like(q), torch.empty_like(k)
-        kernel(q, k, q_out, k_out, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim, inverse=inverse)
         ctx.save_for_backward(cos, sin)
         ctx.save_for_forward(cos, sin)
         ctx.config = (kernel, interleaved, rotary_dim, inverse)
-        return q_out, k_out
+        return rotated(kernel, q, k, cos, sin, interleaved, rotary_dim, inverse)
 
     @staticmethod
     def jvp(ctx: Any, tangent_q: torch.Tensor, tangent_k: torch.Tensor, *_: Any) -> Tuple[torch.Tensor, torch.Tensor]:
         """Forward-mode AD: the rotation is linear, so the tangents rotate like the inputs."""
         cos, sin = ctx.saved_tensors
         kernel, interleaved, rotary_dim, inverse = ctx.config
-        out_q, out_k = torch.empty_like(tangent_q), torch.empty_like(tangent_k)
-        kernel(
-            tangent_q,
-            tangent_k,
-            out_q,
-            out_k,
-            cos,
-            sin,
-            interleaved=interleaved,
-            rotary_dim=rotary_dim,
-            inverse=inverse,
-        )
-        return out_q, out_k
+        return rotated(kernel, tangent_q, tangent_k, cos, sin, interleaved, rotary_dim, inverse)
 
     @staticmethod
     def backward(ctx: Any, grad_q: torch.Tensor, grad_k: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
         cos, sin = ctx.saved_tensors
         kernel, interleaved, rotary_dim, inverse = ctx.config
-        # the kernels read any strides (an expanded gradient too): no copy before the launch
-        gq, gk = FusedRotary.apply(grad_q, grad_k, cos, sin, kernel, interleaved, rotary_dim, not inverse)
+        # the kernels read any strides (an expanded gradient too): no copy before the launch, and
+        # the only allocations are the two gradients
+        if _plain_gradients(grad_q, grad_k):
+            gq, gk = rotated(kernel, grad_q, grad_k, cos, sin, interleaved, rotary_dim, not inverse)
+        else:  # create_graph, or wrapped gradients: a node of its own (double backward)
+            gq, gk = FusedRotary.apply(grad_q, grad_k, cos, sin, kernel, interleaved, rotary_dim, not inverse)
         return gq, gk, None, None, None, None, None, None
 
 
@@ -248,8 +256,45 @@ class FusedRotaryInplace(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
         cos, sin = ctx.saved_tensors
         kernel, interleaved, rotary_dim = ctx.config
-        g, _ = FusedRotary.apply(grad, grad[:, :0], cos, sin, kernel, interleaved, rotary_dim, True)
+        none = grad[:, :0]  # (B, 0, S, D): no heads, a view
+        if _plain_gradients(grad, grad):
+            g = torch.empty_like(grad)  # the one allocation: the gradient autograd asks for
+            kernel(grad, none, g, none, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim, inverse=True)
+        else:  # create_graph, or a wrapped gradient: a node of its own (double backward)
+            g, _ = FusedRotary.apply(grad, none, cos, sin, kernel, interleaved, rotary_dim, True)
         return g, None, None, None, None, None
+
+
+def rotated(
+    kernel: Kernel,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    interleaved: bool,
+    rotary_dim: int,
+    inverse: bool = False,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``kernel``'s rotation of q and k into two new tensors (``torch.empty_like``: the inputs'
+    layout where dense), the only allocations: the fused out-of-place forward, its tangents and its
+    backward all come through here."""
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    kernel(q, k, q_out, k_out, cos, sin, interleaved=interleaved, rotary_dim=rotary_dim, inverse=inverse)
+    return q_out, k_out
+
+
+def _plain_gradients(grad_q: torch.Tensor, grad_k: torch.Tensor) -> bool:
+    """Whether a backward may call the kernel directly on these gradients: no graph is being built
+    for a second derivative (``create_graph``), no forward-mode level is open, and both are plain
+    tensors with storage (not functorch's batched gradients of a vectorised jacobian)."""
+    return (
+        not torch.is_grad_enabled()
+        and type(grad_q) is torch.Tensor
+        and type(grad_k) is torch.Tensor
+        and not _is_functorch_wrapped(grad_q)
+        and not _is_functorch_wrapped(grad_k)
+        and not _forward_ad_active()
+    )
 
 
 def _forward_ad_active() -> bool:
@@ -338,18 +383,22 @@ def _inplace_aliasing(q: torch.Tensor, k: torch.Tensor, full: bool) -> bool:
     """
     if not (_has_storage(q) and _has_storage(k)):
         return False  # no memory to alias (meta, functorch, compile)
-    # empty tensors have no memory to share, whatever their data pointers say
-    same = bool(q.numel()) and q.data_ptr() == k.data_ptr() and q.shape == k.shape and overlap.identical(q, k)
     if not full:
-        return same
-    for name, t in (("q", q), ("k", k)):
-        if overlap.self_overlaps(t):
+        # empty tensors have no memory to share, whatever their data pointers say
+        return bool(q.numel()) and q.data_ptr() == k.data_ptr() and q.shape == k.shape and overlap.identical(q, k)
+    # what depends on the layouts alone is worked out once per pair of layouts; where the two lie
+    # is tested at every call (O(1) unless their byte ranges meet, see kernels/plans.py)
+    pair = plans.pair_plan(q, k)
+    for name, t, overlapping in (("q", q, pair.self_overlap[0]), ("k", k, pair.self_overlap[1])):
+        if overlapping:
             raise ValueError(
                 f"{name} has elements that share memory (an expanded or otherwise "
                 f"overlapping view, strides {tuple(t.stride())}), so rotating it in place "
                 "is ambiguous; pass a .contiguous() or .clone() copy"
             )
-    if not same and overlap.overlaps(q, k):
+    q_ptr, k_ptr = q.data_ptr(), k.data_ptr()
+    same = bool(pair.spans[0]) and q_ptr == k_ptr and pair.same_layout
+    if not same and plans.pair_overlaps(pair, q_ptr, k_ptr):
         raise ValueError(
             "q and k share memory, so rotating both in place would rotate the shared "
             "elements twice; pass inplace=False, or q and k that do not overlap (the "
@@ -406,19 +455,16 @@ def apply_rotary(
             q, k, cos, sin, positions, layout=layout, rotary_dim=rotary_dim, inplace=inplace, validate=validate
         )
     if validate:
-        check_int("row_offset", row_offset, minimum=0)
+        if type(row_offset) is not int or row_offset < 0:
+            check_int("row_offset", row_offset, minimum=0)
         if row_offset:
-            check_tensor("cos", cos, ndim=(2, 3), floating=True)
-            check_tensor("sin", sin, ndim=(2, 3), floating=True)
-            check_tensor("q", q, ndim=4, floating=True)
+            r = check_rotary_inputs(q, k, cos, sin, layout, rotary_dim, window=True)
             rows = cos.shape[-2]
             if row_offset + q.shape[2] > rows:
                 raise ValueError(
                     f"row_offset + seq - 1 must be < {rows} (the number of table rows), got "
                     f"{row_offset + q.shape[2] - 1}; grow the table first (RotaryEmbedding.extend)"
                 )
-            window = slice(row_offset, row_offset + q.shape[2])
-            r = check_rotary_inputs(q, k, cos[..., window, :], sin[..., window, :], layout, rotary_dim)
         else:
             r = check_rotary_inputs(q, k, cos, sin, layout, rotary_dim)
     else:
@@ -439,18 +485,19 @@ def _rotate(
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """The rotation of checked arguments: tables (B|1, rows, r/2) or (rows, r/2); positions (B|1, S)
     int64/int32 already range-checked where that is the caller's job, or ``None`` for rows
-    ``row_offset .. row_offset + S - 1``. Picks the fused kernel, the op (compiled) or the reference."""
-    if cos.dim() == 2:
-        cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)  # (1, rows, r/2)
+    ``row_offset .. row_offset + S - 1``. Picks the fused kernel, the op (compiled) or the reference.
+    The kernels read 2-d tables as they are; the op and the reference get a (1, rows, r/2) view."""
     interleaved = layout == "interleaved"
-    if _is_compiling() and COMPILED_PATH.get(q.device.type) == "op" and _op_reads(q, k, cos, sin):
-        return _rotate_with_op(q, k, cos, sin, positions, row_offset, interleaved, r, inplace)
     kernel = fused_kernel(q, k, cos, sin, positions, inplace=inplace)
     if kernel is None:
+        if cos.dim() == 2:
+            cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)  # (1, rows, r/2)
+        if _is_compiling() and COMPILED_PATH.get(q.device.type) == "op" and _op_reads(q, k, cos, sin):
+            return _rotate_with_op(q, k, cos, sin, positions, row_offset, interleaved, r, inplace)
         return _reference_rows(q, k, cos, sin, positions, row_offset, layout, r, inplace)
-    table_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
-    if cos.dtype != table_dtype or sin.dtype != table_dtype:
-        cos, sin = cos.to(table_dtype), sin.to(table_dtype)
+    tables = table_dtype(q.dtype)
+    if cos.dtype != tables or sin.dtype != tables:
+        cos, sin = cos.to(tables), sin.to(tables)
     if positions is not None:
         kernel = functools.partial(kernel, positions=positions)
     elif row_offset:
@@ -530,7 +577,7 @@ def rotate_cached_rows(
                 return rotated
             # declined or refused: the general call below raises the kernel's explanation
     kernel = fused_kernel(q, k, cos_rows, sin_rows)
-    if kernel is None or cos_rows.dtype != (torch.float64 if q.dtype == torch.float64 else torch.float32):
+    if kernel is None or cos_rows.dtype != table_dtype(q.dtype):
         return None
     kernel = functools.partial(kernel, row_offset=offset)
     return _run_fused(q, k, cos_rows, sin_rows, kernel, interleaved, rotary_dim, False, torch.is_grad_enabled())
@@ -570,9 +617,7 @@ def _run_fused(
         # as any in-place torch op does, so autograd notices if q or k was saved for a backward
         torch.autograd.graph.increment_version((q, k))
         return q, k
-    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
-    kernel(q, k, q_out, k_out, cos, sin, interleaved=interleaved, rotary_dim=r)
-    return q_out, k_out
+    return rotated(kernel, q, k, cos, sin, interleaved, r)
 
 
 def apply_rotary_at(
@@ -622,13 +667,12 @@ def apply_rotary_at(
                 f"positions must have shape (batch or 1, seq) = ({q.shape[0]} or 1, {q.shape[2]}) "
                 f"or ({q.shape[2]},), got {tuple(positions.shape)}"
             )
-        per_token = cos_table[:1].expand(positions.shape[0], q.shape[2], -1)  # shape of the gathered rows
-        r = check_rotary_inputs(q, k, per_token, per_token, layout, rotary_dim)
         if cos_table.shape != sin_table.shape:
             raise ValueError(
                 f"cos_table and sin_table must have the same shape, got {tuple(cos_table.shape)} "
                 f"and {tuple(sin_table.shape)}"
             )
+        r = check_rotary_inputs(q, k, cos_table, sin_table, layout, rotary_dim, window=True)
     else:
         r = q.shape[-1] if rotary_dim is None else rotary_dim
     fused = fused_kernel(q, k, cos_table, sin_table, positions, inplace=inplace) is not None
@@ -752,8 +796,14 @@ def _rotary_setup(ctx: Any, inputs: Tuple[Any, ...], output: Any) -> None:
 def _rotary_backward(ctx: Any, grad_q: torch.Tensor, grad_k: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
     cos, sin, positions = ctx.saved_tensors
     row_offset, rotary_dim, interleaved, inverse = ctx.config
-    # the transpose of a rotation is the rotation by the negated angles: the same op, inverse flipped
-    gq, gk = rotary_op(grad_q, grad_k, cos, sin, positions, row_offset, rotary_dim, interleaved, not inverse)
+    # the transpose of a rotation is the rotation by the negated angles: the same op, inverse flipped;
+    # eager and without create_graph the kernel runs on the gradients directly (no dispatch)
+    kernel = kernels.kernel_for(grad_q.device) if _plain_gradients(grad_q, grad_k) and not _is_compiling() else None
+    if kernel is not None:
+        kernel = functools.partial(kernel, positions=positions, row_offset=row_offset)
+        gq, gk = rotated(kernel, grad_q, grad_k, cos, sin, interleaved, rotary_dim, not inverse)
+    else:
+        gq, gk = rotary_op(grad_q, grad_k, cos, sin, positions, row_offset, rotary_dim, interleaved, not inverse)
     return gq, gk, None, None, None, None, None, None, None
 
 
@@ -778,8 +828,8 @@ def _rotate_with_op(
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """The compiled path through ``torch.ops.posenc.rotary`` (in place: the op, then a copy, which
     functionalisation turns back into a write of the op's outputs)."""
-    table_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
-    cos, sin = cos.to(table_dtype), sin.to(table_dtype)
+    tables = table_dtype(q.dtype)
+    cos, sin = cos.to(tables), sin.to(tables)
     q_out, k_out = rotary_op(q, k, cos, sin, positions, row_offset, r, interleaved, False)
     if inplace:
         q.copy_(q_out)

@@ -36,6 +36,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from .contract import DATA_DTYPES, check_ranks, table_geometry
 from .overlap import resolve_lazy_inputs
 
 #: The kernel's C source, shipped inside the package.
@@ -43,7 +44,6 @@ SOURCE_PATH = Path(__file__).with_name("rope_kernel.c")
 
 #: dtype -> code understood by the C kernel (``DT_*`` in the C file); any other dtype is refused.
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2, torch.float64: 3, torch.int64: 4, torch.int32: 5}
-_DATA_DTYPES = frozenset((torch.float32, torch.bfloat16, torch.float16, torch.float64))
 
 #: Below this many bytes of q and k together a single thread is faster than starting more.
 PARALLEL_MIN_BYTES = 1 << 18
@@ -75,37 +75,20 @@ class FusedKernelUnavailable(RuntimeError):
 
 
 # -- the argument struct -----------------------------------------------------------------------------
-class Operand(ctypes.Structure):
-    """A 4-d tensor: q, k, q_out or k_out, shape (batch, heads, seq, head_dim)."""
-
-    _fields_ = [
+def _strided(name: str, ndim: int, doc: str) -> Any:
+    """A ctypes struct for one strided operand: data pointer, dtype code, ``ndim`` sizes and strides."""
+    fields = [
         ("data", ctypes.c_void_p),
         ("dtype", ctypes.c_int64),
-        ("shape", ctypes.c_int64 * 4),
-        ("stride", ctypes.c_int64 * 4),
+        ("shape", ctypes.c_int64 * ndim),
+        ("stride", ctypes.c_int64 * ndim),
     ]
+    return type(name, (ctypes.Structure,), {"__doc__": doc, "_fields_": fields})
 
 
-class Table(ctypes.Structure):
-    """cos or sin, shape (batch or 1, rows, rotary_dim // 2)."""
-
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("dtype", ctypes.c_int64),
-        ("shape", ctypes.c_int64 * 3),
-        ("stride", ctypes.c_int64 * 3),
-    ]
-
-
-class Index(ctypes.Structure):
-    """positions, shape (batch or 1, seq); ``data`` NULL when absent (row s for position s)."""
-
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("dtype", ctypes.c_int64),
-        ("shape", ctypes.c_int64 * 2),
-        ("stride", ctypes.c_int64 * 2),
-    ]
+Operand = _strided("Operand", 4, "A 4-d tensor: q, k, q_out or k_out, shape (batch, heads, seq, head_dim).")
+Table = _strided("Table", 3, "cos or sin, shape (batch or 1, rows, rotary_dim // 2).")
+Index = _strided("Index", 2, "positions, shape (batch or 1, seq); ``data`` NULL when absent (row s at position s).")
 
 
 class RopeArgs(ctypes.Structure):
@@ -432,11 +415,18 @@ def make_call(lib: ctypes.CDLL) -> Call:
     return call
 
 
+def table_slots(t: torch.Tensor) -> Tuple[int, ...]:
+    """A 2-d or 3-d table's slots after its data pointer: dtype code, 3 sizes, 3 strides (a 2-d
+    table is one batch row of stride 0: no view of it is made)."""
+    shape, strides = table_geometry(t)
+    return (DTYPE_CODES.get(t.dtype, -1), *shape, *strides)
+
+
 def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
     """:func:`rotate` bound to ``lib`` (through the one packer, :func:`make_call`)."""
     call = make_call(lib)
     codes = DTYPE_CODES
-    data_dtypes = _DATA_DTYPES
+    data_dtypes = DATA_DTYPES
     no_positions = (0, 0, 0, 0, 0, 0)
 
     def rotate_bound(
@@ -470,12 +460,7 @@ def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
                 "the fused CPU kernel needs CPU tensors, got devices "
                 f"{[str(t.device) for t in (q, k, q_out, k_out, cos, sin, positions) if t is not None]}"
             )
-        if (q.dim(), k.dim(), q_out.dim(), k_out.dim(), cos.dim(), sin.dim()) != (4, 4, 4, 4, 3, 3):
-            raise ValueError(
-                "the fused kernel needs 4-d q, k, q_out, k_out (batch, heads, seq, head_dim) "
-                "and 3-d cos, sin (batch or 1, rows, rotary_dim // 2), got shapes "
-                f"{[tuple(t.shape) for t in (q, k, q_out, k_out, cos, sin)]}"
-            )
+        check_ranks(q, k, q_out, k_out, cos, sin)
         if q.dtype not in data_dtypes:
             raise TypeError(f"q has dtype {q.dtype}; the fused kernel rotates float32, bfloat16, float16 or float64")
         if q.is_neg() or k.is_neg() or cos.is_neg() or sin.is_neg() or q_out.is_neg() or k_out.is_neg():
@@ -488,10 +473,20 @@ def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
             if positions.is_neg():
                 positions = positions.resolve_neg()
             pos = (positions.data_ptr(), codes.get(positions.dtype, -1), *positions.shape, *positions.stride())
-        cos_fields = (codes.get(cos.dtype, -1), *cos.shape, *cos.stride())
-        sin_fields = (codes.get(sin.dtype, -1), *sin.shape, *sin.stride())
         status, args = call(
-            q, k, q_out, k_out, cos, cos_fields, sin, sin_fields, pos, row_offset, rotary_dim, interleaved, inverse
+            q,
+            k,
+            q_out,
+            k_out,
+            cos,
+            table_slots(cos),
+            sin,
+            table_slots(sin),
+            pos,
+            row_offset,
+            rotary_dim,
+            interleaved,
+            inverse,
         )
         if status:
             # positions come last, so leaving them out when absent keeps every index the kernel reports
@@ -513,14 +508,12 @@ def table_fields(cos: torch.Tensor, sin: torch.Tensor) -> Optional[TableFields]:
     Computed once for tables whose metadata cannot change: a module's own views of its cache,
     which it never hands out. The data pointers are not in here; ``decode`` reads them every call.
     """
-    pair = []
     for t in (cos, sin):
         if type(t) is not torch.Tensor or t.device.type != "cpu" or t.dim() != 3 or t.is_neg():
             return None
         if t.dtype not in (torch.float32, torch.float64):
             return None
-        pair.append((DTYPE_CODES[t.dtype], *t.shape, *t.stride()))
-    return (pair[0], pair[1])
+    return (table_slots(cos), table_slots(sin))
 
 
 #: ``decode(q, k, cos, sin, fields, offset, interleaved, rotary_dim) -> (q_out, k_out) or None``
@@ -589,7 +582,8 @@ def rotate(
     Args:
         q, k, q_out, k_out: (B, Hq, S, D), (B, Hk, S, D), and the same shapes; one dtype among
             float32, bfloat16, float16, float64; any strides.
-        cos, sin: (B or 1, rows, rotary_dim // 2) in float32 (float64 when q is float64); any strides.
+        cos, sin: (B or 1, rows, rotary_dim // 2) or (rows, rotary_dim // 2) in float32 (float64 when q
+            is float64); any strides.
         positions: (B or 1, S) int64 or int32 rows of the tables, or ``None`` for row
             ``row_offset + s`` at position ``s`` (then ``0 <= row_offset <= rows - S``): a decode
             step passes the whole cached table and the number of tokens already in the KV cache.
@@ -639,6 +633,8 @@ def _refusal(
             "in float32 (float64 for float64 q), positions int32 or int64"
         )
     if status == _ERR_SHAPE:
+        if a in (4, 5) and tensors[a].dim() == 2:
+            b -= 1  # the kernel counts the dims of a 2-d table as those of a (1, rows, half) one
         return ValueError(
             f"{name(a)} has shape {tuple(tensors[a].shape)} (dim {b} is {value}), which "
             f"does not fit q {tuple(q.shape)}: allowed are k (B, Hk, S, D) with q's B, S, "

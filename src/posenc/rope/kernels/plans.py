@@ -31,11 +31,12 @@ from . import overlap
 #: Plans (and exact-overlap answers) kept at most; the oldest are dropped first.
 MAX_PLANS = 1024
 
-#: ``plans``: layouts checked in full; ``exact``: exact overlap searches run (both cumulative).
-STATS: Dict[str, int] = {"plans": 0, "exact": 0}
+#: ``plans``: kernel layouts checked in full; ``pairs``: in-place (q, k) layouts checked in full;
+#: ``exact``: exact overlap searches run (all cumulative).
+STATS: Dict[str, int] = {"plans": 0, "pairs": 0, "exact": 0}
 
 _lock = threading.Lock()
-_plans: Dict[Hashable, "Plan"] = {}
+_plans: Dict[Hashable, Any] = {}  # layout key -> Plan, or PairPlan
 _exact: Dict[Hashable, bool] = {}
 
 #: Output index -> index of the input it may be (in place): q_out may be q, k_out may be k.
@@ -46,7 +47,7 @@ class Plan:
     """What one layout needs at every call: which operand pairs to test for overlap, each
     operand's footprint span in bytes, and the launch constants of the kernel (``launch``)."""
 
-    __slots__ = ("key", "spans", "dims", "pairs", "launch", "launchers")
+    __slots__ = ("key", "spans", "dims", "pairs", "launch", "launchers", "same_layout")
 
     def __init__(
         self,
@@ -62,6 +63,8 @@ class Plan:
         self.pairs = pairs  # (output, other operand, whether "other" is the output's own input)
         self.launch = launch
         self.launchers: Dict[int, Any] = {}  # pointer-alignment mask -> pre-bound launcher
+        # whether q_out (k_out) has q's (k's) layout: at q's (k's) address it is then in place
+        self.same_layout = (dims[2] == dims[0], dims[3] == dims[1])
 
 
 def _span(t: torch.Tensor) -> int:
@@ -82,6 +85,12 @@ def layout_key(operands: Sequence[Optional[torch.Tensor]], extra: Hashable) -> H
     return tuple(key)
 
 
+def cached(key: Hashable) -> Optional[Plan]:
+    """The plan already built for ``key``, or ``None``."""
+    plan: Optional[Plan] = _plans.get(key)
+    return plan
+
+
 def plan_for(
     key: Hashable,
     operands: Sequence[Optional[torch.Tensor]],
@@ -90,7 +99,7 @@ def plan_for(
 ) -> Plan:
     """The cached plan for ``key``, or a new one: ``check()`` runs the full checks on this call's
     operands (raising on anything unsafe), ``launch()`` computes the launch constants."""
-    plan = _plans.get(key)
+    plan = cached(key)
     if plan is not None:
         return plan
     check()  # the full checks, overlap included, on this call's pointers: raises if refused
@@ -136,10 +145,15 @@ def disjoint(plan: Plan, ptrs: Sequence[int]) -> bool:
 
 
 def _exact_overlap(plan: Plan, out: int, other: int, delta: int) -> bool:
-    memo = (plan.key, out, other, delta)
+    return _exact_search((plan.key, out, other, delta), plan.dims[out], plan.dims[other], delta)
+
+
+def _exact_search(memo: Hashable, first: Any, second: Any, delta: int) -> bool:
+    """Whether ``first`` at address 0 and ``second`` at ``delta`` (each ``(element size, ((size,
+    stride), ...))``) may share a byte: searched once per ``memo``, then looked up."""
     found = _exact.get(memo)
     if found is None:
-        (oes, odims), (tes, tdims) = plan.dims[out], plan.dims[other]
+        (oes, odims), (tes, tdims) = first, second
         result = overlap.overlap_of((0, oes, odims, False), (delta, tes, tdims, False))
         found = result != 0  # "could not be ruled out" counts as an overlap
         with _lock:
@@ -148,6 +162,51 @@ def _exact_overlap(plan: Plan, out: int, other: int, delta: int) -> bool:
                 _exact.pop(next(iter(_exact)))
             _exact[memo] = found
     return found
+
+
+class PairPlan:
+    """What the in-place rules need about two tensors' layouts (q and k of ``inplace=True`` with
+    autograd, which rotates them in separate calls): each one's byte span, its dims for the exact
+    search, whether its own elements share memory, and whether the two have one layout (then at one
+    address they are one view, rotated once)."""
+
+    __slots__ = ("key", "spans", "dims", "self_overlap", "same_layout")
+
+    def __init__(self, key: Hashable, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.key = key
+        self.spans = (_span(x), _span(y))
+        self.dims = tuple(
+            (t.element_size(), tuple((n, s) for n, s in zip(t.shape, t.stride()) if n > 1)) for t in (x, y)
+        )
+        self.self_overlap = (overlap.self_overlaps(x), overlap.self_overlaps(y))
+        self.same_layout = x.shape == y.shape and self.dims[0] == self.dims[1]
+
+
+def pair_plan(x: torch.Tensor, y: torch.Tensor) -> PairPlan:
+    """The cached :class:`PairPlan` of two tensors' layouts (shapes, strides, dtypes)."""
+    key = ("pair", x.shape, x.stride(), x.dtype, y.shape, y.stride(), y.dtype)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = PairPlan(key, x, y)
+        with _lock:
+            STATS["pairs"] += 1
+            while _plans and len(_plans) >= MAX_PLANS:
+                _plans.pop(next(iter(_plans)))
+            _plans[key] = plan
+    return plan
+
+
+def pair_overlaps(plan: PairPlan, x_ptr: int, y_ptr: int) -> bool:
+    """Whether the two tensors of ``plan``, at these data pointers, share memory without being one
+    view: O(1) when their byte intervals do not meet, else the exact answer for this pointer
+    difference (searched once, then looked up)."""
+    x_span, y_span = plan.spans
+    if not x_span or not y_span or x_ptr >= y_ptr + y_span or y_ptr >= x_ptr + x_span:
+        return False
+    if x_ptr == y_ptr and plan.same_layout:
+        return False  # one view
+    delta = y_ptr - x_ptr
+    return _exact_search((plan.key, delta), plan.dims[0], plan.dims[1], delta)
 
 
 def clear() -> None:

@@ -27,8 +27,7 @@ import triton
 import triton.language as tl
 
 from . import overlap, plans
-
-_DATA_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+from .contract import DATA_DTYPES, check_ranks, table_dtype, table_geometry
 
 
 # triton.jit carries no annotations, and triton reads a kernel's parameter annotations itself
@@ -205,20 +204,15 @@ def check_operands(
     Positions are not range-checked here (that would read them back to the host); the kernel masks
     out-of-range rows instead.
     """
-    if (q.dim(), k.dim(), q_out.dim(), k_out.dim(), cos.dim(), sin.dim()) != (4, 4, 4, 4, 3, 3):
-        raise ValueError(
-            "the fused kernel needs 4-d q, k, q_out, k_out (batch, heads, seq, head_dim) "
-            "and 3-d cos, sin (batch or 1, rows, rotary_dim // 2), got shapes "
-            f"{[tuple(t.shape) for t in (q, k, q_out, k_out, cos, sin)]}"
-        )
-    if q.dtype not in _DATA_DTYPES or not (q.dtype == k.dtype == q_out.dtype == k_out.dtype):
+    check_ranks(q, k, q_out, k_out, cos, sin)
+    if q.dtype not in DATA_DTYPES or not (q.dtype == k.dtype == q_out.dtype == k_out.dtype):
         raise TypeError(
             "the fused kernel needs q, k, q_out and k_out of one dtype among float32, "
             f"bfloat16, float16, float64, got {[t.dtype for t in (q, k, q_out, k_out)]}"
         )
-    table_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
-    if cos.dtype != table_dtype or sin.dtype != table_dtype:
-        raise TypeError(f"cos and sin must be {table_dtype} for {q.dtype} q, got {cos.dtype} and {sin.dtype}")
+    tables = table_dtype(q.dtype)
+    if cos.dtype != tables or sin.dtype != tables:
+        raise TypeError(f"cos and sin must be {tables} for {q.dtype} q, got {cos.dtype} and {sin.dtype}")
     batch, _, seq, head_dim = q.shape
     if (
         (k.shape[0], k.shape[2], k.shape[3]) != (batch, seq, head_dim)
@@ -232,18 +226,19 @@ def check_operands(
         )
     if rotary_dim < 2 or rotary_dim % 2 or rotary_dim > head_dim:
         raise ValueError(f"rotary_dim must be even and in [2, head_dim={head_dim}], got {rotary_dim}")
-    if cos.shape != sin.shape or cos.shape[0] not in (1, batch) or cos.shape[2] != rotary_dim // 2:
+    (table_batch, rows, half), _ = table_geometry(cos)
+    if cos.shape != sin.shape or table_batch not in (1, batch) or half != rotary_dim // 2:
         raise ValueError(
-            f"cos and sin must both be (B or 1, rows, rotary_dim // 2 = {rotary_dim // 2}), "
+            f"cos and sin must both be ((B or 1,) rows, rotary_dim // 2 = {rotary_dim // 2}), "
             f"got {tuple(cos.shape)} and {tuple(sin.shape)}"
         )
     if positions is None:
-        if batch * seq and cos.shape[1] < seq:
-            raise ValueError(f"cos/sin cover {cos.shape[1]} positions but q/k have seq={seq}")
+        if batch * seq and rows < seq:
+            raise ValueError(f"cos/sin cover {rows} positions but q/k have seq={seq}")
     else:
         if positions.dim() != 2 or positions.shape[0] not in (1, batch) or positions.shape[1] != seq:
             raise ValueError(f"positions must be (B or 1, S) = ({batch} or 1, {seq}), got {tuple(positions.shape)}")
-        if batch * seq and cos.shape[1] == 0:
+        if batch * seq and rows == 0:
             raise ValueError("positions must be < 0 (the number of table rows): the tables are empty")
         if positions.dtype not in (torch.int64, torch.int32):
             raise TypeError(f"positions must be int64 or int32 here, got {positions.dtype}")
@@ -281,14 +276,17 @@ def _launch_constants(
     rotary_dim: int,
     interleaved: bool,
     inverse: bool,
-) -> Tuple[Tuple[int, ...], Tuple[int, ...], Dict[str, Any], Dict[str, Any]]:
-    """The kernel's integer arguments before and after ``row_offset``, its constexprs and its launch
-    options, for a checked layout (they depend on shapes and strides only, and on :data:`LAUNCH`)."""
+) -> Tuple[Tuple[int, ...], Tuple[int, ...], Dict[Tuple[bool, bool], Dict[str, Any]], Dict[str, Any]]:
+    """The kernel's integer arguments before and after ``row_offset``, its constexprs (by whether
+    the tail is copied into q_out and k_out) and its launch options, for a checked layout (they
+    depend on shapes and strides only, and on :data:`LAUNCH`)."""
     batch, n_qh, seq, head_dim = q.shape
     half = rotary_dim // 2
     rest = head_dim - rotary_dim
-    cs_b = cos.stride(0) if cos.shape[0] > 1 else 0
-    ss_b = sin.stride(0) if sin.shape[0] > 1 else 0
+    (table_batch, rows, _), (cs_b, cs_s, cs_i) = table_geometry(cos)
+    _, (ss_b, ss_s, ss_i) = table_geometry(sin)
+    if table_batch == 1:
+        cs_b = ss_b = 0  # one table for every row of the batch
     if positions is not None:
         ps_b = positions.stride(0) if positions.shape[0] > 1 else 0
         ps_s = positions.stride(1)
@@ -297,33 +295,39 @@ def _launch_constants(
     # heads per step: all of them, but at most LAUNCH["max_tile"] elements of a/b per tile (registers)
     tile = LAUNCH["max_tile"]
     block_h = max(1, min(triton.next_power_of_2(max(n_qh, k.shape[1], 1)), tile // triton.next_power_of_2(half)))
-    before = (seq, n_qh, k.shape[1], cos.shape[1])
+    before = (seq, n_qh, k.shape[1], rows)
     after = (
         *q.stride(),
         *q_out.stride(),
         *k.stride(),
         *k_out.stride(),
         cs_b,
-        cos.stride(1),
-        cos.stride(2),
+        cs_s,
+        cs_i,
         ss_b,
-        sin.stride(1),
-        sin.stride(2),
+        ss_s,
+        ss_i,
         ps_b,
         ps_s,
     )
-    constexprs: Dict[str, Any] = dict(
-        HALF_R=half,
-        BLOCK_R=triton.next_power_of_2(half),
-        HEAD_DIM=head_dim,
-        BLOCK_REST=triton.next_power_of_2(max(rest, 1)),
-        COPY_REST_Q=False,  # set per call: whether q_out is q itself
-        COPY_REST_K=False,
-        INTERLEAVED=bool(interleaved),
-        HAS_POS=positions is not None,
-        INVERSE=bool(inverse),
-        BLOCK_H=block_h,
-    )
+    # the constexprs for each answer to "is q_out (k_out) exactly q (k)?", which decides per call
+    # whether the untouched tail of a partial rotation is copied; kept in the kernel's order
+    constexprs = {
+        (copy_q, copy_k): dict(
+            HALF_R=half,
+            BLOCK_R=triton.next_power_of_2(half),
+            HEAD_DIM=head_dim,
+            BLOCK_REST=triton.next_power_of_2(max(rest, 1)),
+            COPY_REST_Q=copy_q,
+            COPY_REST_K=copy_k,
+            INTERLEAVED=bool(interleaved),
+            HAS_POS=positions is not None,
+            INVERSE=bool(inverse),
+            BLOCK_H=block_h,
+        )
+        for copy_q in (False, True)
+        for copy_k in (False, True)
+    }
     options = {} if LAUNCH["num_warps"] is None else {"num_warps": int(LAUNCH["num_warps"])}
     return before, after, constexprs, options
 
@@ -401,10 +405,13 @@ def rotate(
             raise ValueError(f"the fused kernel needs all operands on one device, got {sorted(map(str, devices))}")
         check_operands(q, k, q_out, k_out, cos, sin, rotary_dim, positions)
 
-    def launch() -> Any:
-        return _launch_constants(q, k, q_out, k_out, cos, sin, positions, rotary_dim, interleaved, inverse)
+    plan = plans.cached(key)
+    if plan is None:  # a new layout: the full checks, then the plan (closures made only here)
 
-    plan = plans.plan_for(key, operands, check, launch)
+        def launch() -> Any:
+            return _launch_constants(q, k, q_out, k_out, cos, sin, positions, rotary_dim, interleaved, inverse)
+
+        plan = plans.plan_for(key, operands, check, launch)
     ptrs = (
         q.data_ptr(),
         k.data_ptr(),
@@ -419,24 +426,24 @@ def rotate(
         raise ValueError("an output shares memory with another operand")  # pragma: no cover
     batch, _, seq, head_dim = q.shape
     if positions is None and row_offset:
-        _check_offset(row_offset, cos.shape[1], seq)
+        _check_offset(row_offset, cos.shape[-2], seq)
     if batch * seq == 0:
         return
     before, after, constexprs, options = plan.launch
     # the untouched tail is copied unless that output is exactly its own input
     rest = head_dim > rotary_dim
-    copy_q = rest and not (ptrs[2] == ptrs[0] and plan.dims[2] == plan.dims[0])
-    copy_k = rest and not (ptrs[3] == ptrs[1] and plan.dims[3] == plan.dims[1])
+    copy_q = rest and not (ptrs[2] == ptrs[0] and plan.same_layout[0])
+    copy_k = rest and not (ptrs[3] == ptrs[1] and plan.same_layout[1])
     pos = cos if positions is None else positions  # never read without HAS_POS
     grid = batch * seq
     device = q.device
     if _PREBOUND and not _INTERPRETED and device.type == "cuda":
-        aligned = sum(1 << i for i, p in enumerate(ptrs) if p % 16 == 0) | (copy_q << 8) | (copy_k << 9)
+        aligned = _alignment(ptrs) | (copy_q << 8) | (copy_k << 9)
         launcher = plan.launchers.get(aligned)
         if launcher is not None:
             args = (q, k, q_out, k_out, cos, sin, pos, *before, row_offset, *after)
             try:
-                launcher(grid, device, (*args, *_constexpr_values(constexprs, copy_q, copy_k)))
+                launcher(grid, device, (*args, *constexprs[copy_q, copy_k].values()))
                 return
             except TypeError:
                 # this Triton's launcher takes its arguments another way (refused before launching):
@@ -453,7 +460,7 @@ def rotate(
         *before,
         row_offset,
         *after,
-        **{**constexprs, "COPY_REST_Q": copy_q, "COPY_REST_K": copy_k},
+        **constexprs[copy_q, copy_k],
         **options,
     )
     if _PREBOUND and not _INTERPRETED and device.type == "cuda":
@@ -467,5 +474,15 @@ def _disable_prebound() -> None:
     _PREBOUND = False
 
 
-def _constexpr_values(constexprs: Dict[str, Any], copy_q: bool, copy_k: bool) -> Tuple[Any, ...]:
-    return tuple({**constexprs, "COPY_REST_Q": copy_q, "COPY_REST_K": copy_k}.values())
+def _alignment(ptrs: Tuple[int, ...]) -> int:
+    """Bit ``i`` set when pointer ``i`` is a multiple of 16 bytes (Triton specialises on that)."""
+    q, k, q_out, k_out, cos, sin, pos = ptrs
+    return (
+        (q % 16 == 0)
+        | (k % 16 == 0) << 1
+        | (q_out % 16 == 0) << 2
+        | (k_out % 16 == 0) << 3
+        | (cos % 16 == 0) << 4
+        | (sin % 16 == 0) << 5
+        | (pos % 16 == 0) << 6
+    )
