@@ -19,7 +19,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from posenc.cli import main  # noqa: E402
-from posenc.eval import cli, measure  # noqa: E402
+from posenc.eval import cli, measure, settings  # noqa: E402
 from posenc.eval.cli import estimate_bytes  # noqa: E402
 from posenc.eval.scalings import SpecError, parse_spec, parse_specs, scaled_config  # noqa: E402
 from posenc.lab import passkey as lab_passkey  # noqa: E402
@@ -335,7 +335,7 @@ def test_crafted_config_and_run_files_are_one_line_and_exit_2(random_export, tmp
         "deep", lambda p: p.write_text('{"model_type": "llama", "a": ' + "[" * 100_000 + "]" * 100_000 + "}")
     )
     fifo = model_with("fifo", os.mkfifo)
-    big = model_with("big", lambda p: p.open("wb").truncate(cli.MAX_CONFIG_BYTES + 1))  # sparse: nothing written
+    big = model_with("big", lambda p: p.open("wb").truncate(settings.MAX_CONFIG_BYTES + 1))  # sparse: nothing written
     zero = model_with("zero", lambda p: p.symlink_to("/dev/zero"))
     cases = [
         (deep, "nests its JSON too deeply to read"),
@@ -425,7 +425,8 @@ def test_a_family_patch_reads_from_its_own_code_is_not_refused_by_the_model_type
     # cohere is not in patch's hand list; patch finds its interleaved rotation from cohere's own code,
     # so eval's model-type check must let it through (it used to refuse every type outside the list)
     from posenc import testing as tiny
-    from posenc.eval.cli import EvalError, check_model_type, read_checkpoint_config
+    from posenc.eval.files import EvalError
+    from posenc.eval.settings import check_model_type, read_checkpoint_config
     from posenc.integrations.transformers import patch, supported_model_types
 
     assert "cohere" not in supported_model_types()

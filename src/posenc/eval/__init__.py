@@ -4,7 +4,10 @@
   is applied to a loaded model through :func:`posenc.integrations.transformers.patch`;
 * :mod:`~posenc.eval.measure`  perplexity over fixed windows and passkey retrieval (pure functions);
 * :mod:`~posenc.eval.report`   ``results.json`` (schema-stamped), ``results.md`` and the plots;
-* :mod:`~posenc.eval.cli`      the command: loading offline, the memory estimate, resumable cells.
+* :mod:`~posenc.eval.settings` :class:`~posenc.eval.settings.EvalRun`, the command's settings checked
+  once from the command line and the checkpoint's config, passed down whole;
+* :mod:`~posenc.eval.memory`   the memory one forward pass takes, and what the device has;
+* :mod:`~posenc.eval.cli`      the command: the flags, loading offline, resumable cells, the search's run.
 * :mod:`~posenc.eval.files`    the folder's files (stamps, :class:`EvalError`, exact depth keys), written
   and read through :mod:`posenc.runs`.
 

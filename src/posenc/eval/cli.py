@@ -1,12 +1,14 @@
 """``posenc eval MODEL``: perplexity and passkey retrieval of a local checkpoint at 1, 2, 4 and 8 times
 its trained context, under every scaling side by side. See ``docs/eval.md``.
 
-The model is loaded once, offline (``local_files_only=True``, ``HF_HUB_OFFLINE=1``). Each scaling is
-installed through :func:`posenc.integrations.transformers.patch` with exact tables, measured, and
-removed. Every finished cell (one scaling at one length, or one passkey cell) is saved to
-``progress.json`` in the output folder as it finishes; running the same command again skips them.
-Mistakes (a missing folder, a folder that is not a checkpoint, an unknown scaling, a bad number) end
-the command with one line on stderr and exit status 2.
+The command's settings are checked once into an :class:`~posenc.eval.settings.EvalRun`, which every
+step below takes whole. The model is loaded once, offline (``local_files_only=True``,
+``HF_HUB_OFFLINE=1``). Each scaling is installed through
+:func:`posenc.integrations.transformers.patch` with exact tables, measured, and removed. Every finished
+cell (one scaling at one length, or one passkey cell) is saved to ``progress.json`` in the output
+folder as it finishes; running the same command again skips them. Mistakes (a missing folder, a
+folder that is not a checkpoint, an unknown scaling, a bad number) end the command with one line on
+stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -18,159 +20,145 @@ import math
 import os
 import shutil
 import sys
-import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .. import runs
-from .files import (
-    LOCK_NAME,
-    OWN_FILES,
-    EvalError,
-    depth_key,
-    read_json,
-    read_stamped,
-    settings_changed,
-    stamp,
-    write_json,
-)
-from .scalings import (
-    MODEL,
-    ScalingSpec,
-    SpecError,
-    check_spec,
-    default_specs,
-    parse_specs,
-    rope_of,
-    trained_context,
-    written_config,
-)
+from .files import LOCK_NAME, OWN_FILES, EvalError, depth_key, read_stamped, settings_changed, stamp, write_json
+from .measure import FORMATS
+from .memory import available_bytes, estimate_bytes, size_text
+from .scalings import ScalingSpec, SpecError, written_config
+from .settings import DTYPES, EvalRun
 
-DTYPES = ("float32", "bfloat16", "float16")
-#: bootstrap resamples per interval: intervals settle long before this, and memory grows with it
-MAX_BOOTSTRAP_SAMPLES = 100_000
-#: the most bytes read from a checkpoint's config.json (published ones are a few kilobytes)
-MAX_CONFIG_BYTES = 1 << 24
-
-
-# Values are parsed here rather than by argparse, so a mistake is one line naming the flag.
-def positive_ints(flag: str, text: str) -> List[int]:
-    """Comma-separated integers >= 1, sorted and unique, or :class:`EvalError`."""
-    try:
-        values = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        values = []
-    if not values or any(v < 1 for v in values):
-        raise EvalError(f"{flag} must be comma-separated positive integers, got {text!r}")
-    return sorted(set(values))
-
-
-def depths(text: str) -> List[float]:
-    """Comma-separated needle depths in [0, 1], or :class:`EvalError`."""
-    try:
-        values = [float(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        values = []
-    if not values or any(not 0.0 <= v <= 1.0 for v in values):
-        raise EvalError(f"--depths must be comma-separated numbers from 0 to 1, got {text!r}")
-    return sorted(set(values))
-
-
-def positive(flag: str, text: str, kind=int):
-    """One number > 0 of ``kind``, or :class:`EvalError`."""
-    try:
-        value = kind(text)
-    except ValueError:
-        value = None
-    if value is None or not value > 0 or not math.isfinite(value):
-        raise EvalError(f"{flag} must be a positive {kind.__name__}, got {text!r}")
-    return value
+#: The flags of ``posenc eval`` after MODEL with their argparse keywords, in ``--help``'s order. Every
+#: value stays text here: :meth:`EvalRun.from_args` parses it, so a mistake is one line naming the flag.
+OPTIONS: List[Tuple[str, Dict[str, Any]]] = [
+    (
+        "--scalings",
+        dict(
+            default=None,
+            help="comma-separated scalings, e.g. none,linear:4,ntk:4,dynamic,yarn:4,llama3:4 (a name alone "
+            "fits its factor to each length as posenc lab does; default: model (if it has one), none and every "
+            "registered type with a lab default)",
+        ),
+    ),
+    ("--lengths", dict(default=None, help="lengths in tokens (default 1,2,4,8 x L0)")),
+    (
+        "--text",
+        dict(
+            default=None,
+            help="a UTF-8 text file (default: the Python standard library's validation split, the lab's corpus)",
+        ),
+    ),
+    ("--windows", dict(default="16", help="perplexity windows (default 16)")),
+    ("--final-tokens", dict(default="32", help="tail scored as 'final' (32)")),
+    ("--passkey-trials", dict(default="10", help="trials per passkey cell (0: no passkey)")),
+    ("--depths", dict(default="0,0.25,0.5,0.75,1", help="needle depths in [0, 1]")),
+    (
+        "--passkey-format",
+        dict(
+            default="words",
+            help=f"one of {', '.join(sorted(FORMATS))}: the passkey papers' sentence (words, default) or the "
+            "lab's <key:DDDDD> plant (lab)",
+        ),
+    ),
+    (
+        "--out",
+        dict(
+            default=None,
+            help="output folder (default runs/eval-<model>-<time>); resumed when it holds the same evaluation",
+        ),
+    ),
+    ("--fresh", dict(action="store_true", help="with --out: discard the folder's earlier cells")),
+    (
+        "--force",
+        dict(
+            action="store_true",
+            help="with --write-config: replace an existing file (the checkpoint's own config.json included), "
+            "keeping the replaced file as <name>.orig",
+        ),
+    ),
+    (
+        "--write-config",
+        dict(
+            metavar="OUT",
+            default=None,
+            help="write a copy of config.json with the one scaling of --scalings (transformers' own format) "
+            "to OUT (a new folder, or a .json path) and exit; an existing file is replaced only with --force",
+        ),
+    ),
+    (
+        "--dtype",
+        dict(default=None, help=f"weights dtype, one of {', '.join(DTYPES)} (float32 on CPU, else bfloat16)"),
+    ),
+    ("--device", dict(default="cpu", help="cpu, cuda or cuda:N")),
+    (
+        "--device-map",
+        dict(default=None, help="auto: spread the model over devices (accelerate's convention; needs accelerate)"),
+    ),
+    ("--batch-size", dict(default="1", help="windows per forward pass (1)")),
+    (
+        "--memory-limit",
+        dict(default=None, metavar="GB", help="memory to plan for instead of what the device reports free"),
+    ),
+    (
+        "--search",
+        dict(
+            metavar="TYPE",
+            default=None,
+            help="tune this scaling's parameters (e.g. yarn, linear, ntk, llama3, longrope) for the lowest bits "
+            "per byte at --search-length on windows apart from the report's, and report the best found beside "
+            "the default",
+        ),
+    ),
+    ("--search-length", dict(default=None, help="the search's target length (default: the longest)")),
+    ("--search-windows", dict(default="8", help="windows the search scores (8), apart from the report's")),
+    ("--search-budget", dict(default="40", help="configurations the search may evaluate (40)")),
+    ("--seed", dict(default="0")),
+    ("--bootstrap-samples", dict(default="1000")),
+    ("--no-plots", dict(dest="plots", action="store_false", default=True)),
+]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .measure import FORMATS
-
     parser.add_argument("model", metavar="MODEL", help="a local transformers checkpoint folder (never downloaded)")
-    parser.add_argument(
-        "--scalings",
-        default=None,
-        help="comma-separated scalings, e.g. none,linear:4,ntk:4,dynamic,yarn:4,llama3:4 (a name alone "
-        "fits its factor to each length as posenc lab does; default: model (if it has one), none and every "
-        "registered type with a lab default)",
-    )
-    parser.add_argument("--lengths", default=None, help="lengths in tokens (default 1,2,4,8 x L0)")
-    parser.add_argument(
-        "--text",
-        default=None,
-        help="a UTF-8 text file (default: the Python standard library's validation split, the lab's corpus)",
-    )
-    parser.add_argument("--windows", default="16", help="perplexity windows (default 16)")
-    parser.add_argument("--final-tokens", default="32", help="tail scored as 'final' (32)")
-    parser.add_argument("--passkey-trials", default="10", help="trials per passkey cell (0: no passkey)")
-    parser.add_argument("--depths", default="0,0.25,0.5,0.75,1", help="needle depths in [0, 1]")
-    parser.add_argument(
-        "--passkey-format",
-        default="words",
-        help=f"one of {', '.join(sorted(FORMATS))}: the passkey papers' sentence (words, default) or the lab's "
-        "<key:DDDDD> plant (lab)",
-    )
-    parser.add_argument(
-        "--out",
-        default=None,
-        help="output folder (default runs/eval-<model>-<time>); resumed when it holds the same evaluation",
-    )
-    parser.add_argument("--fresh", action="store_true", help="with --out: discard the folder's earlier cells")
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="with --write-config: replace an existing file (the checkpoint's own config.json included), "
-        "keeping the replaced file as <name>.orig",
-    )
-    parser.add_argument(
-        "--write-config",
-        metavar="OUT",
-        default=None,
-        help="write a copy of config.json with the one scaling of --scalings (transformers' own format) to OUT "
-        "(a new folder, or a .json path) and exit; an existing file is replaced only with --force",
-    )
-    parser.add_argument(
-        "--dtype", default=None, help=f"weights dtype, one of {', '.join(DTYPES)} (float32 on CPU, else bfloat16)"
-    )
-    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    parser.add_argument(
-        "--device-map",
-        default=None,
-        help="auto: spread the model over devices (accelerate's convention; needs accelerate)",
-    )
-    parser.add_argument("--batch-size", default="1", help="windows per forward pass (1)")
-    parser.add_argument(
-        "--memory-limit",
-        default=None,
-        metavar="GB",
-        help="memory to plan for instead of what the device reports free",
-    )
-    parser.add_argument(
-        "--search",
-        metavar="TYPE",
-        default=None,
-        help="tune this scaling's parameters (e.g. yarn, linear, ntk, llama3, longrope) for the lowest bits per "
-        "byte at --search-length on windows apart from the report's, and report the best found beside the "
-        "default",
-    )
-    parser.add_argument("--search-length", default=None, help="the search's target length (default: the longest)")
-    parser.add_argument("--search-windows", default="8", help="windows the search scores (8), apart from the report's")
-    parser.add_argument("--search-budget", default="40", help="configurations the search may evaluate (40)")
-    parser.add_argument("--seed", default="0")
-    parser.add_argument("--bootstrap-samples", default="1000")
-    parser.add_argument("--no-plots", dest="plots", action="store_false", default=True)
+    for flag, keywords in OPTIONS:
+        parser.add_argument(flag, **keywords)
 
 
 def run(args) -> int:
     try:
-        return _run(args)
+        return _run(EvalRun.from_args(args))
     except (EvalError, SpecError) as err:
         print(f"posenc eval: {err}", file=sys.stderr)
         return 2
+
+
+def _run(ev: EvalRun) -> int:
+    """Write the config ``--write-config`` asks for, or run the evaluation in its locked folder."""
+    if ev.write_config is not None:
+        new, note = written_config(ev.config, ev.specs[0], ev.trained)
+        kept = write_config_file(ev.write_config, new, ev.model, ev.force)
+        print(
+            f"wrote {ev.write_config} with {ev.specs[0].label}"
+            + (f"; the replaced file is kept as {kept}" if kept else "")
+            + (f"; {note}" if note else "")
+        )
+        return 0
+    text = load_text(ev.text)
+    claim_out(ev.out, ev.model)
+    try:
+        lock = runs.RunLock(ev.out, LOCK_NAME).acquire()
+    except runs.FolderBusy as busy:
+        raise EvalError(
+            f"--out {str(ev.out)!r} is in use by another posenc eval ({busy}); wait for it or choose another --out"
+        ) from None
+    try:
+        digest = checkpoint_digest(ev.model)
+        return evaluate(ev, Inputs.read(ev, load(ev), digest, text))
+    finally:
+        lock.release()
 
 
 # -- loading ----------------------------------------------------------------------------------------------
@@ -179,67 +167,36 @@ def _offline() -> None:
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 
-def read_checkpoint_config(folder: Path) -> Dict[str, Any]:
-    """The ``config.json`` of a checkpoint folder, or :class:`EvalError` naming what is wrong."""
-    if not folder.exists():
-        raise EvalError(f"MODEL {str(folder)!r}: no such folder; give a local transformers checkpoint folder")
-    if not folder.is_dir():
-        raise EvalError(f"MODEL {str(folder)!r} is a file; give the checkpoint's folder")
-    path = folder / "config.json"
-    if not path.exists():
-        raise EvalError(f"MODEL {str(folder)!r} has no config.json, so it is not a transformers checkpoint")
-    config = read_json(path, "give the checkpoint's own config.json", max_bytes=MAX_CONFIG_BYTES)
-    if not isinstance(config, dict) or "model_type" not in config:
-        raise EvalError(f"{path} has no model_type, so it is not a transformers model config")
-    return config
-
-
-def check_model_type(folder: Path, model_type: str) -> None:
-    """Refuse a model type :func:`posenc.integrations.transformers.patch` cannot take: one neither in
-    its hand list nor a rotary causal-LM type of the installed ``transformers`` (whose rotary functions
-    patch reads from the family's own code, refusing with its reason those it cannot match)."""
-    from ..integrations.discovery import rotary_causal_lm_module
-    from ..integrations.transformers import supported_model_types
-
-    if model_type in supported_model_types():
-        return
-    if isinstance(model_type, str) and rotary_causal_lm_module(model_type) is not None:
-        return
-    raise EvalError(
-        f"MODEL {str(folder)!r} is a {model_type!r} model; posenc's patch supports "
-        f"{', '.join(supported_model_types())} and the rotary causal-LM types of the installed transformers "
-        "(docs/transformers.md lists them)"
-    )
-
-
-def load(folder: Path, dtype: Optional[str], device: str, device_map: Optional[str]):
-    """``(model, tokenizer, device of the inputs)``, loaded once, offline."""
+def load(ev: EvalRun) -> Tuple[Any, Any, Any]:
+    """``(model, tokenizer, device of the inputs)`` of the checkpoint ``ev`` names, loaded once, offline,
+    in ``--dtype`` on ``--device`` (or spread by ``--device-map``)."""
     import torch
 
     _offline()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    config = read_checkpoint_config(folder)
-    check_model_type(folder, config["model_type"])
-    if device_map is not None and importlib.util.find_spec("accelerate") is None:
+    if ev.device_map is not None and importlib.util.find_spec("accelerate") is None:
         raise EvalError("--device-map auto needs accelerate (pip install accelerate), which is not installed")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise EvalError(f"--device {device} was given but torch.cuda.is_available() is False; use --device cpu")
+    if ev.device.startswith("cuda") and not torch.cuda.is_available():
+        raise EvalError(f"--device {ev.device} was given but torch.cuda.is_available() is False; use --device cpu")
     try:
-        torch.device(device)
+        torch.device(ev.device)
     except RuntimeError:
-        raise EvalError(f"--device {device!r} is not a device; use cpu, cuda or cuda:N") from None
-    chosen = getattr(torch, dtype or ("float32" if device == "cpu" and device_map is None else "bfloat16"))
-    kwargs: Dict[str, Any] = {"local_files_only": True, "dtype": chosen}
-    if device_map is not None:
-        kwargs["device_map"] = device_map
+        raise EvalError(f"--device {ev.device!r} is not a device; use cpu, cuda or cuda:N") from None
+    on_cpu = ev.device == "cpu" and ev.device_map is None
+    kwargs: Dict[str, Any] = {
+        "local_files_only": True,
+        "dtype": getattr(torch, ev.dtype or ("float32" if on_cpu else "bfloat16")),
+    }
+    if ev.device_map is not None:
+        kwargs["device_map"] = ev.device_map
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(ev.model, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(ev.model, **kwargs)
     except (OSError, ValueError, KeyError) as err:
-        raise EvalError(f"MODEL {str(folder)!r} could not be loaded: {str(err).splitlines()[0][:200]}") from None
-    if device_map is None:
-        model.to(torch.device(device))  # type: ignore[arg-type]  # transformers types its wrapped .to unbound
+        raise EvalError(f"MODEL {str(ev.model)!r} could not be loaded: {str(err).splitlines()[0][:200]}") from None
+    if ev.device_map is None:
+        model.to(torch.device(ev.device))  # type: ignore[arg-type]  # transformers types its wrapped .to unbound
     model.eval()
     return model, tokenizer, model.get_input_embeddings().weight.device
 
@@ -281,108 +238,59 @@ def bos_id(tokenizer) -> Optional[int]:
     return int(bos) if ids and ids[0] == bos else None
 
 
-# -- memory -----------------------------------------------------------------------------------------------
-def available_bytes(device, limit_gb: Optional[float]) -> int:
-    """Memory the evaluation may use on ``device`` besides the loaded weights."""
-    import torch
+@dataclass(frozen=True)
+class Inputs:
+    """What every cell of one evaluation reads, besides its :class:`EvalRun`: the loaded model, its
+    tokenizer and the device its inputs go to, the checkpoint's digest, the text as token ids
+    ``(N,)`` and its digest, the report windows' end offsets ``(W,)`` (exclusive; each window reads
+    the ``span`` tokens before its end), the BOS id the tokenizer puts first (or ``None``) and the
+    passkey's format."""
 
-    if limit_gb is not None:
-        return int(limit_gb * 2**30)
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return int(free)
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    model: Any
+    tokenizer: Any
+    device: Any  # torch.device
+    digest: str
+    tokens: Any  # np.ndarray (N,) int64
+    text_sha: str
+    ends: Any  # np.ndarray (W,) int64
+    bos: Optional[int]
+    fmt: Any  # posenc.eval.measure.PasskeyFormat
 
+    @classmethod
+    def read(cls, ev: EvalRun, loaded: Tuple[Any, Any, Any], digest: str, text: str) -> "Inputs":
+        """The inputs of ``ev`` from the ``(model, tokenizer, device)`` :func:`load` gave and the text."""
+        from . import measure
 
-#: attention implementations of transformers that never hold a (length x length) score matrix
-FUSED_ATTENTION = ("flash_attention_2", "flash_attention_3", "flex_attention", "paged_attention")
-
-
-def estimate_bytes(
-    config,
-    rows: int,
-    length: int,
-    element: int,
-    device_type: str,
-    chunk: int = 1024,
-    attention: Optional[str] = None,
-    float16: Optional[bool] = None,
-) -> int:
-    """Peak memory of one forward pass of ``rows`` sequences of ``length`` tokens, besides the weights.
-
-    Hidden states and MLP activations of one layer at a time (no cache, no gradients), the float32
-    logits of one chunk of the output head, and the attention scores where the backend holds them:
-    ``eager`` attention (transformers' ``attn_implementation``) holds each layer's
-    ``(rows, heads, length, length)`` scores, their float32 softmax and its cast back; ``sdpa`` on CUDA,
-    and on CPU in float32 and bfloat16, runs PyTorch's fused kernels, which never do (CPU float16
-    falls back to the math path and is counted like eager); the flash and flex backends never do.
-    ``attention=None`` reads ``config._attn_implementation`` (``eager`` when absent), ``float16=None``
-    ``config.dtype``. An upper bound:
-    ``tests/test_eval_memory.py`` holds it between the measured peak and 3x it on CPU.
-    """
-    text = getattr(config, "text_config", None) or config
-    hidden = int(getattr(text, "hidden_size", 0) or getattr(text, "n_embd", 0))
-    inter = int(getattr(text, "intermediate_size", 0) or 4 * hidden)
-    heads = int(getattr(text, "num_attention_heads", 0) or getattr(text, "n_head", 1))
-    vocab = int(getattr(text, "vocab_size", 0))
-    attention = attention or getattr(config, "_attn_implementation", None) or "eager"
-    tokens = rows * length
-    activations = tokens * (8 * hidden + 3 * inter) * element
-    if float16 is None:
-        dtype_name = str(getattr(config, "dtype", ""))
-        float16 = dtype_name.endswith("float16") and not dtype_name.endswith("bfloat16")
-    if attention in FUSED_ATTENTION:
-        fused = True
-    elif attention == "sdpa":
-        fused = not (device_type == "cpu" and float16)
-    else:
-        fused = False
-    scores = 0 if fused else rows * heads * length * length * (2 * element + 4)
-    logits = rows * min(chunk, length) * vocab * 4 * 3
-    return activations + scores + logits
-
-
-def size_text(nbytes: float) -> str:
-    """A size in the unit that shows it (``1.25 GiB``, ``310 MiB``, ``12 KiB``), never ``0.00 GiB``."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            value = nbytes / scale
-            return (
-                f"{value:.2f} {unit}"
-                if value < 10
-                else f"{value:.0f} {unit}"
-                if value >= 100
-                else f"{value:.1f} {unit}"
-            )
-    return f"{int(nbytes)} bytes"
+        model, tokenizer, device = loaded
+        tokens = tokenize(tokenizer, text)
+        try:
+            ends = measure.window_ends(len(tokens), ev.span, ev.windows)
+        except ValueError as err:
+            raise EvalError(str(err)) from None
+        text_sha = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        fmt = measure.FORMATS[ev.passkey_format]
+        return cls(model, tokenizer, device, digest, tokens, text_sha, ends, bos_id(tokenizer), fmt)
 
 
 # -- the run ----------------------------------------------------------------------------------------------
-def _settings(args, folder: Path, digest: str, specs, lengths, text_sha: str, ends) -> Dict[str, Any]:
+def _settings(ev: EvalRun, inp: Inputs, specs: List[ScalingSpec]) -> Dict[str, Any]:
     """Everything the numbers depend on; a folder is resumed only under equal settings. ``model`` (the
     path) is recorded but not compared: the checkpoint is known by ``model_sha256``."""
     return {
-        "model": str(folder.resolve()),
-        "model_sha256": digest,
-        "text_sha256": text_sha,
-        "lengths": lengths,
-        "span": lengths[-1],
+        "model": str(ev.model.resolve()),
+        "model_sha256": inp.digest,
+        "text_sha256": inp.text_sha,
+        "lengths": list(ev.lengths),
+        "span": ev.span,
         "scalings": [s.to_dict() for s in specs],
-        "windows": args.windows,
-        "window_ends": [int(e) for e in ends],
-        "final_tokens": args.final_tokens,
-        "passkey_trials": args.passkey_trials,
-        "depths": args.depths,
-        "passkey_format": args.passkey_format,
-        "seed": args.seed,
-        "dtype": args.dtype,
+        "windows": ev.windows,
+        "window_ends": [int(e) for e in inp.ends],
+        "final_tokens": ev.final_tokens,
+        "passkey_trials": ev.passkey_trials,
+        "depths": list(ev.depths),
+        "passkey_format": ev.passkey_format,
+        "seed": ev.seed,
+        "dtype": ev.dtype,
     }
 
 
@@ -448,113 +356,6 @@ def check_cell(key: Any, cell: Any, settings: Dict[str, Any]) -> Optional[str]:
             return f"needs keys as {trials} integers (one per trial)"
         return None
     return "is not a cell of this evaluation (kind|scaling|length[|depth])"
-
-
-def _parse_numbers(args) -> None:
-    from .measure import FORMATS
-
-    if args.passkey_format not in FORMATS:
-        raise EvalError(f"--passkey-format must be one of {', '.join(sorted(FORMATS))}, got {args.passkey_format!r}")
-    if args.dtype is not None and args.dtype not in DTYPES:
-        raise EvalError(f"--dtype must be one of {', '.join(DTYPES)}, got {args.dtype!r}")
-    if args.device_map is not None and args.device_map != "auto":
-        raise EvalError(f"--device-map takes only 'auto' (accelerate's convention), got {args.device_map!r}")
-    args.lengths = positive_ints("--lengths", args.lengths) if args.lengths is not None else None
-    args.windows = positive("--windows", args.windows)
-    if args.windows < 2:  # an interval over windows needs two of them
-        raise EvalError(f"--windows must be at least 2 (intervals are over windows), got {args.windows}")
-    args.final_tokens = positive("--final-tokens", args.final_tokens)
-    args.passkey_trials = (
-        0 if str(args.passkey_trials).strip() == "0" else positive("--passkey-trials", args.passkey_trials)
-    )
-    args.depths = depths(args.depths)
-    args.batch_size = positive("--batch-size", args.batch_size)
-    args.bootstrap_samples = positive("--bootstrap-samples", args.bootstrap_samples)
-    if args.bootstrap_samples > MAX_BOOTSTRAP_SAMPLES:  # one (samples, windows) index array per interval
-        raise EvalError(
-            f"--bootstrap-samples must be at most {MAX_BOOTSTRAP_SAMPLES:,}, got {args.bootstrap_samples:,}"
-        )
-    if args.memory_limit is not None:
-        args.memory_limit = positive("--memory-limit", args.memory_limit, float)
-    try:
-        seed = int(args.seed)
-    except ValueError:
-        seed = -1
-    if seed < 0:  # numpy's generators take non-negative seeds only
-        raise EvalError(f"--seed must be an integer >= 0, got {args.seed!r}")
-    args.seed = seed
-    search = getattr(args, "search", None)
-    args.search_length = positive("--search-length", args.search_length) if args.search_length else None
-    args.search_windows = positive("--search-windows", getattr(args, "search_windows", "8"))
-    args.search_budget = positive("--search-budget", getattr(args, "search_budget", "40"))
-    if search is not None:
-        from .search import search_type
-
-        args.search = search_type(search)
-
-
-def _run(args) -> int:
-    _parse_numbers(args)
-    folder = Path(args.model).expanduser()
-    source = read_checkpoint_config(folder)
-    check_model_type(folder, source["model_type"])
-    try:
-        rope = rope_of(source)
-        trained = trained_context(source)
-    except ValueError as err:
-        raise EvalError(f"MODEL {str(folder)!r}: its rope config cannot be read: {err}") from None
-    has_scaling = rope["scaling"] is not None
-    specs = parse_specs(args.scalings) if args.scalings else parse_specs(",".join(default_specs(has_scaling)))
-    if any(s.name == MODEL for s in specs) and not has_scaling:
-        raise EvalError(f"scaling 'model': MODEL {str(folder)!r} has no rope scaling of its own; drop it")
-    lengths = args.lengths or [trained * m for m in (1, 2, 4, 8)]
-    for spec in specs:
-        check_spec(spec, lengths, trained, rope["rotary_dim"])
-    if args.search is not None:
-        if args.write_config is not None:
-            raise EvalError("--search and --write-config: run the search first, then write the spec it reports")
-        target = args.search_length or lengths[-1]
-        if target not in lengths:
-            raise EvalError(f"--search-length {target} must be one of the lengths {lengths}")
-        if target <= trained:
-            raise EvalError(f"--search-length {target} must exceed the trained context {trained}")
-        args.search_length = target
-
-    if args.write_config is not None:
-        if len(specs) != 1:
-            raise EvalError(f"--write-config writes one scaling; --scalings names {len(specs)}")
-        new, note = written_config(source, specs[0], trained)
-        target = Path(args.write_config).expanduser()
-        target = target / "config.json" if target.suffix != ".json" else target
-        kept = write_config_file(target, new, folder, args.force)
-        print(
-            f"wrote {target} with {specs[0].label}"
-            + (f"; the replaced file is kept as {kept}" if kept else "")
-            + (f"; {note}" if note else "")
-        )
-        return 0
-
-    span = lengths[-1]
-    bad = [n for n in lengths if span % n]
-    if bad:
-        raise EvalError(f"--lengths: every length must divide the longest ({span}); {bad} do not")
-    if args.final_tokens > lengths[0]:
-        raise EvalError(f"--final-tokens {args.final_tokens} must be at most the shortest length {lengths[0]}")
-    text = load_text(args.text)
-    out = Path(args.out) if args.out else Path("runs") / f"eval-{folder.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    claim_out(out, folder)
-    try:
-        lock = runs.RunLock(out, LOCK_NAME).acquire()
-    except runs.FolderBusy as busy:
-        raise EvalError(
-            f"--out {str(out)!r} is in use by another posenc eval ({busy}); wait for it or choose another --out"
-        ) from None
-    try:
-        digest = checkpoint_digest(folder)
-        model, tokenizer, device = load(folder, args.dtype, args.device, args.device_map)
-        return evaluate(args, folder, digest, model, tokenizer, device, specs, lengths, trained, text, out)
-    finally:
-        lock.release()
 
 
 def write_config_file(target: Path, config: Dict[str, Any], model: Path, force: bool) -> Optional[Path]:
@@ -632,35 +433,26 @@ def checkpoint_digest(folder: Path) -> str:
         raise EvalError(f"MODEL {str(folder)!r}: its files cannot be read ({err.strerror or err})") from None
 
 
-def evaluate(args, folder, digest, model, tokenizer, device, specs, lengths, trained, text, out) -> int:
-    from . import measure, report
+def evaluate(ev: EvalRun, inp: Inputs) -> int:
+    """Measure every cell ``ev`` asks for that the folder does not hold yet, saving the progress and the
+    report after each; the search (``--search``) runs first and adds its default and best as specs."""
+    from . import report
 
-    tokens = tokenize(tokenizer, text)
-    span = lengths[-1]
-    try:
-        ends = measure.window_ends(len(tokens), span, args.windows)
-    except ValueError as err:
-        raise EvalError(str(err)) from None
-    text_sha = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-    bos = bos_id(tokenizer)
-    _check_patchable(folder, model, specs[0], lengths[0], trained, device)
-    skipped = _skip_oversized(args, folder, model, device, lengths, span, trained)
+    _check_patchable(ev, inp)
+    skipped = _skip_oversized(ev, inp)
+    specs = list(ev.specs)
     search = None
-    if args.search is not None:
-        search = _search(
-            args, folder, digest, model, tokenizer, device, tokens, ends, span, trained, text_sha, bos, out
-        )
-        specs = specs + [search["default_spec"], search["best_spec"]]
-    settings = _settings(args, folder, digest, specs, lengths, text_sha, ends)
+    if ev.search is not None:
+        search = _search(ev, inp, ev.search, ev.search_length or ev.span)
+        specs += [search["default_spec"], search["best_spec"]]
+    settings = _settings(ev, inp, specs)
     if search is not None:
         settings["search"] = search["settings"]
-    progress_path = out / "progress.json"
-    cells = load_progress(progress_path, settings, args.fresh)
-    fmt = measure.FORMATS[args.passkey_format]
-    window_bytes, final_bytes = _window_bytes(tokenizer, tokens, ends, span, args.final_tokens)
-    runnable = [n for n in lengths if str(n) not in skipped]
-    jobs = _jobs(args, tokenizer, fmt, bos, specs, runnable, skipped)
-    todo = [j for j in jobs if _key(*j) not in cells]
+    progress_path = ev.out / "progress.json"
+    cells = load_progress(progress_path, settings, ev.fresh)
+    window_bytes, final_bytes = _window_bytes(inp, ev.span, ev.final_tokens)
+    runnable = [n for n in ev.lengths if str(n) not in skipped]
+    jobs = _jobs(ev, inp, specs, runnable, skipped)
 
     def save(complete: bool) -> None:
         write_json(progress_path, stamp("progress", {"settings": settings, "cells": cells}))
@@ -669,251 +461,273 @@ def evaluate(args, folder, digest, model, tokenizer, device, specs, lengths, tra
             settings,
             cells,
             specs=specs,
-            lengths=lengths,
-            trained=trained,
-            depths=args.depths,
+            lengths=list(ev.lengths),
+            trained=ev.trained,
+            depths=list(ev.depths),
             window_bytes=window_bytes,
             final_bytes=final_bytes,
-            final_tokens=args.final_tokens,
-            bootstrap_samples=args.bootstrap_samples,
+            final_tokens=ev.final_tokens,
+            bootstrap_samples=ev.bootstrap_samples,
             skipped=skipped,
             complete=complete,
-            model_type=model.config.model_type,
+            model_type=inp.model.config.model_type,
             search=search,
         )
-        write_json(out / "results.json", results)
-        runs.atomic_write_text(out / "results.md", report.markdown(results))
-        if complete and args.plots:
-            report.plots(results, out)
+        write_json(ev.out / "results.json", results)
+        runs.atomic_write_text(ev.out / "results.md", report.markdown(results))
+        if complete and ev.plots:
+            report.plots(results, ev.out)
 
-    work = {_key(*j): (len(ends) * span if j[0] == "ppl" else args.passkey_trials * j[2]) for j in jobs}
+    _measure_jobs(ev, inp, jobs, cells, skipped, save)
+    save(complete=True)
+    print(f"report: {ev.out / 'results.md'}", file=sys.stderr)
+    return 0
+
+
+def _measure_jobs(ev: EvalRun, inp: Inputs, jobs: List[tuple], cells: Dict[str, Any], skipped, save) -> None:
+    """Measure the ``jobs`` not in ``cells`` yet, each under its scaling, into ``cells``, calling
+    ``save(complete=False)`` after each; a cell that runs out of memory is added to ``skipped``."""
+    work = {_key(*j): (len(inp.ends) * ev.span if j[0] == "ppl" else ev.passkey_trials * j[2]) for j in jobs}
+    todo = [j for j in jobs if _key(*j) not in cells]
     with _Bar(sum(work.values()), sum(work[k] for k in work if k in cells)) as bar:
         for kind, spec, n, depth in todo:
             bar.describe(f"{kind} {spec.label} at {n}" + (f" depth {depth_key(depth)}" if depth is not None else ""))
             try:
-                with _scaled(model, spec, n, trained):
-                    cells[_key(kind, spec, n, depth)] = _measure_cell(
-                        kind, n, depth, args, model, tokenizer, fmt, tokens, ends, span, device, bos
-                    )
+                with _scaled(inp.model, spec, n, ev.trained):
+                    cells[_key(kind, spec, n, depth)] = _measure_cell(ev, inp, n, depth)
             except _OOM_ERRORS as err:
                 if not _is_oom(err):
                     raise
-                _free(device)
+                _free(inp.device)
                 skipped[f"{spec.label}@{n}"] = "ran out of memory"
                 print(f"posenc eval: {spec.label} at {n} ran out of memory; skipped", file=sys.stderr)
             bar.advance(work[_key(kind, spec, n, depth)])
             save(complete=False)
-    save(complete=True)
-    print(f"report: {out / 'results.md'}", file=sys.stderr)
-    return 0
 
 
-def _check_patchable(folder, model, spec, length, trained, device) -> None:
-    """Install one scaling, run a forward of a few tokens and take it off again, so a model posenc's
-    patch cannot stand in for (or cannot run once patched) is refused in one line before anything is
-    measured."""
+def _check_patchable(ev: EvalRun, inp: Inputs) -> None:
+    """Install the first scaling at the first length, run a forward of a few tokens and take it off
+    again, so a model posenc's patch cannot stand in for (or cannot run once patched) is refused in one
+    line before anything is measured."""
     import torch
 
     from ..integrations.transformers import UnsupportedModelError
 
     try:
-        with torch.no_grad(), _scaled(model, spec, length, trained):
-            model.base_model(input_ids=torch.zeros((1, 8), dtype=torch.long, device=device), use_cache=False)
+        with torch.no_grad(), _scaled(inp.model, ev.specs[0], ev.lengths[0], ev.trained):
+            ids = torch.zeros((1, 8), dtype=torch.long, device=inp.device)
+            inp.model.base_model(input_ids=ids, use_cache=False)
     except UnsupportedModelError as err:
         raise EvalError(
-            f"MODEL {str(folder)!r}: posenc cannot install its scalings in this model: {str(err).splitlines()[0]}"
+            f"MODEL {str(ev.model)!r}: posenc cannot install its scalings in this model: {str(err).splitlines()[0]}"
         ) from None
     except RuntimeError as err:
         if _is_oom(err):
             raise
         raise EvalError(
-            f"MODEL {str(folder)!r}: with posenc's patch installed its forward fails "
+            f"MODEL {str(ev.model)!r}: with posenc's patch installed its forward fails "
             f"({str(err).splitlines()[0][:200]}); posenc cannot measure this model"
         ) from None
 
 
-def _window_bytes(tokenizer, tokens, ends, span, final_tokens):
+def _window_bytes(inp: Inputs, span: int, final_tokens: int):
     """UTF-8 bytes of each window's scored text (for bits per byte) and of its final ``final_tokens``."""
     import numpy as np
 
     def nbytes(first: int, end: int) -> int:
-        return len(tokenizer.decode(tokens[first:end]).encode("utf-8"))
+        return len(inp.tokenizer.decode(inp.tokens[first:end]).encode("utf-8"))
 
-    window = np.array([nbytes(e - span, e) for e in ends], float)
-    final = np.array([nbytes(e - final_tokens, e) for e in ends], float)
+    window = np.array([nbytes(e - span, e) for e in inp.ends], float)
+    final = np.array([nbytes(e - final_tokens, e) for e in inp.ends], float)
     return window, final
 
 
-def _skip_oversized(args, folder, model, device, lengths, span, trained) -> Dict[str, str]:
+def _skip_oversized(ev: EvalRun, inp: Inputs) -> Dict[str, str]:
     """Announce the memory plan on stderr; the lengths whose forward pass would not fit, with the reason."""
-    element = next(model.parameters()).element_size()
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    budget = available_bytes(device, args.memory_limit)
     import torch
 
+    model = inp.model
+    element = next(model.parameters()).element_size()
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    budget = available_bytes(inp.device, ev.memory_limit)
     half = next(model.parameters()).dtype == torch.float16
 
     def estimate(rows: int, n: int) -> int:
-        return estimate_bytes(model.config, rows, n, element, device.type, float16=half)
+        return estimate_bytes(model.config, rows, n, element, inp.device.type, float16=half)
 
-    need = {n: estimate(args.batch_size * (span // n), n) for n in lengths}
+    need = {n: estimate(ev.batch_size * (ev.span // n), n) for n in ev.lengths}
     attention = getattr(model.config, "_attn_implementation", None) or "eager"
     print(
-        f"posenc eval: {folder.name} ({model.config.model_type}, trained context {trained}) on {device}, "
+        f"posenc eval: {ev.model.name} ({model.config.model_type}, trained context {ev.trained}) on {inp.device}, "
         f"weights {size_text(weights)}; per forward pass ({attention} attention) at "
-        + ", ".join(f"{n}: {size_text(need[n])}" for n in lengths)
+        + ", ".join(f"{n}: {size_text(need[n])}" for n in ev.lengths)
         + f"; available {size_text(budget)}",
         file=sys.stderr,
     )
     skipped: Dict[str, str] = {}
-    for n in lengths:
+    for n in ev.lengths:
         if need[n] > 0.9 * budget:
             skipped[str(n)] = f"needs about {size_text(need[n])} per forward pass, {size_text(budget)} available"
             print(f"posenc eval: skipping length {n}: {skipped[str(n)]}", file=sys.stderr)
-    if args.search is not None:  # the search reads --batch-size windows of its target length per pass
-        search_need = estimate(args.batch_size, args.search_length)
+    if ev.search_length is not None:  # the search reads --batch-size windows of its target length per pass
+        search_need = estimate(ev.batch_size, ev.search_length)
         if search_need > 0.9 * budget:
             raise EvalError(
-                f"--search at {args.search_length} needs about {size_text(search_need)} per forward pass, "
+                f"--search at {ev.search_length} needs about {size_text(search_need)} per forward pass, "
                 f"{size_text(budget)} available; give a shorter --search-length or a smaller --batch-size"
             )
     return skipped
 
 
-def _jobs(args, tokenizer, fmt, bos, specs, runnable, skipped) -> List[tuple]:
+def _jobs(
+    ev: EvalRun, inp: Inputs, specs: List[ScalingSpec], runnable: List[int], skipped: Dict[str, str]
+) -> List[tuple]:
     """Every cell to measure, ``(kind, spec, length, depth)``; lengths too short for the passkey
     are added to ``skipped``."""
     from . import measure
 
-    plant, query, answer = measure.key_tokens(tokenizer, fmt, 99999)
-    needed = len(plant) + len(query) + len(answer) + (bos is not None)
+    plant, query, answer = measure.key_tokens(inp.tokenizer, inp.fmt, 99999)
+    needed = len(plant) + len(query) + len(answer) + (inp.bos is not None)
     for n in runnable:
-        if args.passkey_trials and n + 1 < needed:
-            skipped[f"passkey@{n}"] = f"the {fmt.name} passkey needs about {needed} tokens"
+        if ev.passkey_trials and n + 1 < needed:
+            skipped[f"passkey@{n}"] = f"the {inp.fmt.name} passkey needs about {needed} tokens"
             print(f"posenc eval: no passkey at length {n}: {skipped[f'passkey@{n}']}", file=sys.stderr)
     jobs: List[tuple] = []
     for spec in specs:
         for n in runnable:
             jobs.append(("ppl", spec, n, None))
-            if args.passkey_trials and f"passkey@{n}" not in skipped:
-                jobs += [("passkey", spec, n, depth) for depth in args.depths]
+            if ev.passkey_trials and f"passkey@{n}" not in skipped:
+                jobs += [("passkey", spec, n, depth) for depth in ev.depths]
     return jobs
 
 
-def _measure_cell(kind, n, depth, args, model, tokenizer, fmt, tokens, ends, span, device, bos) -> Dict[str, Any]:
-    """One cell under the scaling already installed: perplexity windows or one passkey depth."""
+def _measure_cell(ev: EvalRun, inp: Inputs, n: int, depth: Optional[float]) -> Dict[str, Any]:
+    """One cell at length ``n`` under the scaling already installed: the perplexity windows (``depth``
+    None) or the passkey at ``depth``."""
     from . import measure
 
-    if kind != "ppl":
-        return _passkey_cell(model, tokenizer, fmt, tokens, n, depth, args, device, bos, span)
-    nats = measure.window_nats(model, tokens, ends, span, n, batch=args.batch_size, device=device, bos=bos)
+    if depth is not None:
+        return _passkey_cell(ev, inp, n, depth)
+    nats = measure.window_nats(
+        inp.model, inp.tokens, inp.ends, ev.span, n, batch=ev.batch_size, device=inp.device, bos=inp.bos
+    )
     return {
         "nats": [float(v) for v in nats.sum(axis=1)],
-        "final_nats": [float(v) for v in nats[:, -args.final_tokens :].sum(axis=1)],
-        "tokens": span,
+        "final_nats": [float(v) for v in nats[:, -ev.final_tokens :].sum(axis=1)],
+        "tokens": ev.span,
     }
 
 
-def _search(args, folder, digest, model, tokenizer, device, tokens, ends, span, trained, text_sha, bos, out):
-    """Run ``--search`` (see :mod:`posenc.eval.search`): the record, with the default and best as specs."""
+def _search(ev: EvalRun, inp: Inputs, name: str, target: int) -> Dict[str, Any]:
+    """Search ``name``'s parameters at ``target`` tokens (``--search``, see :mod:`posenc.eval.search`):
+    the record, with the default and best as specs."""
     import numpy as np
 
-    from . import measure
     from .scalings import rope_of
     from .search import run_search, search_spec, search_window_ends, short
 
-    target = args.search_length
     try:
-        search_ends = search_window_ends(len(tokens), ends, span, target, args.search_windows)
+        search_ends = search_window_ends(len(inp.tokens), inp.ends, ev.span, target, ev.search_windows)
     except ValueError as err:
         raise EvalError(str(err)) from None
-    nbytes = np.array([len(tokenizer.decode(tokens[e - target : e]).encode("utf-8")) for e in search_ends], float)
-    rope = rope_of(model.config)
+    decode = inp.tokenizer.decode
+    nbytes = np.array([len(decode(inp.tokens[e - target : e]).encode("utf-8")) for e in search_ends], float)
     settings = {
-        "model": str(folder.resolve()),
-        "model_sha256": digest,
-        "text_sha256": text_sha,
-        "type": args.search,
+        "model": str(ev.model.resolve()),
+        "model_sha256": inp.digest,
+        "text_sha256": inp.text_sha,
+        "type": name,
         "target_length": target,
-        "windows": args.search_windows,
+        "windows": ev.search_windows,
         "window_ends": [int(e) for e in search_ends],
-        "budget": args.search_budget,
-        "seed": args.seed,
-        "dtype": args.dtype,
+        "budget": ev.search_budget,
+        "seed": ev.seed,
+        "dtype": ev.dtype,
     }
-
-    def evaluate(spec):
-        try:
-            with _scaled(model, spec, target, trained):
-                nats = measure.window_nats(
-                    model, tokens, search_ends, target, target, batch=args.batch_size, device=device, bos=bos
-                )
-        except _OOM_ERRORS as err:
-            if not _is_oom(err):
-                raise
-            _free(device)
-            raise EvalError(
-                f"--search ran out of memory at {target} tokens (the evaluations so far are kept in search.json); "
-                "give a shorter --search-length or a smaller --batch-size"
-            ) from None
-        return nats.sum(axis=1)
-
-    with _Bar(args.search_budget, 0) as bar:
-        bar.describe(f"search {args.search} at {target}")
-
-        def tick(done, total):
-            bar.advance(1)
-
+    rope = rope_of(inp.model.config)
+    with _Bar(ev.search_budget, 0) as bar:
+        bar.describe(f"search {name} at {target}")
         record = run_search(
-            name=args.search,
-            evaluate=evaluate,
+            name=name,
+            evaluate=_search_objective(ev, inp, search_ends, target),
             target=target,
-            trained=trained,
+            trained=ev.trained,
             rotary_dim=rope["rotary_dim"],
             base=rope["base"],
-            budget=args.search_budget,
-            seed=args.seed,
+            budget=ev.search_budget,
+            seed=ev.seed,
             window_bytes=nbytes,
-            store=out / "search.json",
+            store=ev.out / "search.json",
             settings=settings,
-            fresh=args.fresh,
-            on_evaluation=tick,
+            fresh=ev.fresh,
+            on_evaluation=lambda done, total: bar.advance(1),
         )
     record["settings"] = settings
     record["window_bytes"] = nbytes
-    record["default_spec"] = search_spec(args.search, record["default"]["candidate"], f"{args.search} default")
-    record["best_spec"] = search_spec(args.search, record["best"]["candidate"], f"{args.search} searched")
+    record["default_spec"] = search_spec(name, record["default"]["candidate"], f"{name} default")
+    record["best_spec"] = search_spec(name, record["best"]["candidate"], f"{name} searched")
     print(
-        f"posenc eval: search {args.search} at {target}: {record['evaluations']} configurations; default "
+        f"posenc eval: search {name} at {target}: {record['evaluations']} configurations; default "
         f"{short(record['default']['candidate'])}; best {short(record['best']['candidate'])}",
         file=sys.stderr,
     )
     return record
 
 
-def _passkey_cell(model, tokenizer, fmt, tokens, n, depth, args, device, bos, span) -> Dict[str, Any]:
+def _search_objective(ev: EvalRun, inp: Inputs, search_ends, target: int):
+    """``spec -> (W,)`` nats of each search window (ending at ``search_ends``) read whole at ``target``
+    tokens with ``spec`` installed; running out of memory ends the command."""
+    from . import measure
+
+    def evaluate(spec):
+        try:
+            with _scaled(inp.model, spec, target, ev.trained):
+                nats = measure.window_nats(
+                    inp.model,
+                    inp.tokens,
+                    search_ends,
+                    target,
+                    target,
+                    batch=ev.batch_size,
+                    device=inp.device,
+                    bos=inp.bos,
+                )
+        except _OOM_ERRORS as err:
+            if not _is_oom(err):
+                raise
+            _free(inp.device)
+            raise EvalError(
+                f"--search ran out of memory at {target} tokens (the evaluations so far are kept in search.json); "
+                "give a shorter --search-length or a smaller --batch-size"
+            ) from None
+        return nats.sum(axis=1)
+
+    return evaluate
+
+
+def _passkey_cell(ev: EvalRun, inp: Inputs, n: int, depth: float) -> Dict[str, Any]:
     """One passkey cell: its trials' exact matches and ``log2 p(key)``, and what each trial asked (the
     filler's offset in the token stream, the key, where the plant starts), so it can be rebuilt."""
     import numpy as np
 
     from . import measure
 
-    plan = measure.passkey_plan(n, depth, args.passkey_trials, len(tokens), args.seed)
+    plan = measure.passkey_plan(n, depth, ev.passkey_trials, len(inp.tokens), ev.seed)
     rows, answers, starts = [], [], []
     for offset, key in plan:
-        plant, query, answer = measure.key_tokens(tokenizer, fmt, key)
-        filler = np.array(tokens[offset : offset + n + 1], dtype=np.int64)
+        plant, query, answer = measure.key_tokens(inp.tokenizer, inp.fmt, key)
+        filler = np.array(inp.tokens[offset : offset + n + 1], dtype=np.int64)
         first = 0
-        if bos is not None:
-            filler[0], first = bos, 1
+        if inp.bos is not None:
+            filler[0], first = inp.bos, 1
         start = measure.plant_start(depth, n, len(plant), len(query) + len(answer), first)
         rows.append(measure.passkey_row(filler, plant, query + answer, start))
         answers.append(len(answer))
         starts.append(start)
     correct, logp = [], []
-    per_pass = max(1, args.batch_size * (span // n))
+    per_pass = max(1, ev.batch_size * (ev.span // n))
     for i in range(0, len(rows), per_pass):
-        c, lp = measure.score_rows(model, np.stack(rows[i : i + per_pass]), answers[i : i + per_pass], device)
+        c, lp = measure.score_rows(inp.model, np.stack(rows[i : i + per_pass]), answers[i : i + per_pass], inp.device)
         correct += [float(v) for v in c]
         logp += [float(v) for v in lp]
     return {
