@@ -49,6 +49,11 @@ def lab_model(tmp_path_factory):
     return {"model": out, "val": val, "results": json.loads((run / "results.json").read_text())}
 
 
+def _eval_argv(model: dict, lengths: str) -> list:
+    """``posenc eval`` of ``model`` on its text at ``lengths``, its last 8 tokens scored as the final ones."""
+    return ["eval", str(model["model"]), "--text", str(model["text"]), "--lengths", lengths, "--final-tokens", "8"]
+
+
 @pytest.fixture(scope="module")
 def random_model(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("searchrandom")
@@ -95,16 +100,7 @@ def test_search_on_a_lab_model_is_no_worse_than_the_default_and_reports_held_out
 
 
 def test_an_interrupted_search_resumes_without_reevaluating(random_model, tmp_path, monkeypatch):
-    argv = [
-        "eval",
-        str(random_model["model"]),
-        "--text",
-        str(random_model["text"]),
-        "--lengths",
-        "16,64",
-        "--final-tokens",
-        "8",
-    ]
+    argv = _eval_argv(random_model, "16,64")
     argv += ["--scalings", "none", "--windows", "2", "--passkey-trials", "0", "--no-plots"]
     argv += ["--search", "linear", "--search-windows", "2", "--search-budget", "5"]
     clean = tmp_path / "clean"
@@ -132,16 +128,7 @@ def test_an_interrupted_search_resumes_without_reevaluating(random_model, tmp_pa
 
 def test_longrope_search_keeps_factors_monotone_and_bounded(random_model, tmp_path):
     out = tmp_path / "lr"
-    argv = [
-        "eval",
-        str(random_model["model"]),
-        "--text",
-        str(random_model["text"]),
-        "--lengths",
-        "16,64",
-        "--final-tokens",
-        "8",
-    ]
+    argv = _eval_argv(random_model, "16,64")
     argv += ["--scalings", "none", "--windows", "2", "--passkey-trials", "0", "--no-plots", "--out", str(out)]
     assert main(argv + ["--search", "longrope", "--search-windows", "2", "--search-budget", "8"]) == 0
     s = json.loads((out / "results.json").read_text())["search"]
@@ -191,16 +178,7 @@ def test_search_windows_are_apart_from_the_report_windows():
 
 
 def test_search_mistakes_are_one_line(random_model, tmp_path, capsys):
-    m = [
-        "eval",
-        str(random_model["model"]),
-        "--text",
-        str(random_model["text"]),
-        "--lengths",
-        "16,32,64",
-        "--final-tokens",
-        "8",
-    ]
+    m = _eval_argv(random_model, "16,32,64")
     for extra, words in (
         (["--search", "warp"], "--search 'warp': choose one of"),
         (["--search", "proportional"], "choose one of"),

@@ -278,7 +278,25 @@ def plots(results: Dict[str, Any], out: Path) -> List[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    written = []
+    written = [_saved(plt, _ppl_figure(plt, results), out / "ppl_vs_length.png")]
+    for s in results["scalings"]:
+        grid = results["passkey"].get(s["label"])
+        if grid:
+            figure = _passkey_figure(plt, results, s["label"], grid)
+            written.append(_saved(plt, figure, out / f"passkey_{_file_label(s['label'])}.png"))
+    return written
+
+
+def _saved(plt, fig, path: Path) -> Path:
+    """``fig`` laid out, written at ``path`` (120 dpi) and closed."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _ppl_figure(plt, results: Dict[str, Any]):
+    """Bits per byte against length (log scale), one line with its intervals per scaling."""
     lengths = results["lengths"]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for s in results["scalings"]:
@@ -296,42 +314,31 @@ def plots(results: Dict[str, Any], out: Path) -> List[Path]:
     ax.set_xlabel("evaluation length (tokens, log scale); dotted: trained context")
     ax.set_ylabel("bits per byte")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "ppl_vs_length.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    written.append(path)
-    depths = results["depths"]
-    for s in results["scalings"]:
-        grid = results["passkey"].get(s["label"])
-        if not grid:
-            continue
-        acc = np.full((len(depths), len(lengths)), np.nan)
-        labels: Dict[tuple, str] = {}
-        for j, n in enumerate(lengths):
-            for i, d in enumerate(depths):
-                c = depth_cell(grid.get(str(n), {}), d)
-                if c is not None:
-                    acc[i, j] = c["accuracy"]
-                    labels[i, j] = heat_label(c)
-        fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(lengths), 1.0 + 0.8 * len(depths)))
-        image = ax.imshow(acc, vmin=0, vmax=1, cmap="RdYlGn", aspect="auto")
-        for (i, j), label in labels.items():
-            ax.text(j, i, label, ha="center", va="center", fontsize=7)
-        ax.set_xticks(range(len(lengths)), [str(n) for n in lengths])
-        ax.set_yticks(range(len(depths)), [depth_key(d) for d in depths])
-        ax.set_xlabel("length (tokens)")
-        ax.set_ylabel("needle depth")
-        ax.set_title(
-            f"passkey exact match [95% Wilson interval], mean log2 p(key): {s['label']}", fontsize=8, wrap=True
-        )
-        fig.colorbar(image, ax=ax, fraction=0.05)
-        fig.tight_layout()
-        path = out / f"passkey_{_file_label(s['label'])}.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        written.append(path)
-    return written
+    return fig
+
+
+def _passkey_figure(plt, results: Dict[str, Any], label: str, grid: Dict[str, Any]):
+    """One scaling's passkey heatmap: needle depth x length, each cell's rate, interval and log2 p(key)."""
+    lengths, depths = results["lengths"], results["depths"]
+    acc = np.full((len(depths), len(lengths)), np.nan)
+    labels: Dict[tuple, str] = {}
+    for j, n in enumerate(lengths):
+        for i, d in enumerate(depths):
+            c = depth_cell(grid.get(str(n), {}), d)
+            if c is not None:
+                acc[i, j] = c["accuracy"]
+                labels[i, j] = heat_label(c)
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(lengths), 1.0 + 0.8 * len(depths)))
+    image = ax.imshow(acc, vmin=0, vmax=1, cmap="RdYlGn", aspect="auto")
+    for (i, j), text in labels.items():
+        ax.text(j, i, text, ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(len(lengths)), [str(n) for n in lengths])
+    ax.set_yticks(range(len(depths)), [depth_key(d) for d in depths])
+    ax.set_xlabel("length (tokens)")
+    ax.set_ylabel("needle depth")
+    ax.set_title(f"passkey exact match [95% Wilson interval], mean log2 p(key): {label}", fontsize=8, wrap=True)
+    fig.colorbar(image, ax=ax, fraction=0.05)
+    return fig
 
 
 def depth_cell(row: Dict[str, Any], depth: float) -> Optional[Dict[str, Any]]:

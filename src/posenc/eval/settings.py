@@ -201,45 +201,31 @@ def _numbers(args) -> Dict[str, Any]:
         raise EvalError(f"--dtype must be one of {', '.join(DTYPES)}, got {args.dtype!r}")
     if args.device_map is not None and args.device_map != "auto":
         raise EvalError(f"--device-map takes only 'auto' (accelerate's convention), got {args.device_map!r}")
-    lengths = positive_ints("--lengths", args.lengths) if args.lengths is not None else None
-    windows = positive("--windows", args.windows)
-    if windows < 2:  # an interval over windows needs two of them
-        raise EvalError(f"--windows must be at least 2 (intervals are over windows), got {windows}")
-    final_tokens = positive("--final-tokens", args.final_tokens)
-    trials = 0 if str(args.passkey_trials).strip() == "0" else positive("--passkey-trials", args.passkey_trials)
-    needle_depths = depths(args.depths)
-    batch_size = positive("--batch-size", args.batch_size)
-    samples = positive("--bootstrap-samples", args.bootstrap_samples)
+    v: Dict[str, Any] = {"passkey_format": args.passkey_format, "dtype": args.dtype, "device_map": args.device_map}
+    v["lengths"] = positive_ints("--lengths", args.lengths) if args.lengths is not None else None
+    v["windows"] = positive("--windows", args.windows)
+    if v["windows"] < 2:  # an interval over windows needs two of them
+        raise EvalError(f"--windows must be at least 2 (intervals are over windows), got {v['windows']}")
+    v["final_tokens"] = positive("--final-tokens", args.final_tokens)
+    trials = args.passkey_trials
+    v["passkey_trials"] = 0 if str(trials).strip() == "0" else positive("--passkey-trials", trials)
+    v["depths"] = tuple(depths(args.depths))
+    v["batch_size"] = positive("--batch-size", args.batch_size)
+    v["bootstrap_samples"] = samples = positive("--bootstrap-samples", args.bootstrap_samples)
     if samples > MAX_BOOTSTRAP_SAMPLES:  # one (samples, windows) index array per interval
         raise EvalError(f"--bootstrap-samples must be at most {MAX_BOOTSTRAP_SAMPLES:,}, got {samples:,}")
-    memory = positive("--memory-limit", args.memory_limit, float) if args.memory_limit is not None else None
-    seed = seed_of(args.seed)
-    search_length = positive("--search-length", args.search_length) if args.search_length else None
-    search_windows = positive("--search-windows", args.search_windows)
-    search_budget = positive("--search-budget", args.search_budget)
-    search = None
+    memory = args.memory_limit
+    v["memory_limit"] = positive("--memory-limit", memory, float) if memory is not None else None
+    v["seed"] = seed_of(args.seed)
+    v["search_length"] = positive("--search-length", args.search_length) if args.search_length else None
+    v["search_windows"] = positive("--search-windows", args.search_windows)
+    v["search_budget"] = positive("--search-budget", args.search_budget)
+    v["search"] = None
     if args.search is not None:
         from .search import search_type
 
-        search = search_type(args.search)
-    return dict(
-        passkey_format=args.passkey_format,
-        dtype=args.dtype,
-        device_map=args.device_map,
-        lengths=lengths,
-        windows=windows,
-        final_tokens=final_tokens,
-        passkey_trials=trials,
-        depths=tuple(needle_depths),
-        batch_size=batch_size,
-        bootstrap_samples=samples,
-        memory_limit=memory,
-        seed=seed,
-        search=search,
-        search_length=search_length,
-        search_windows=search_windows,
-        search_budget=search_budget,
-    )
+        v["search"] = search_type(args.search)
+    return v
 
 
 def _specs_and_lengths(
