@@ -27,9 +27,9 @@ from posenc.lab.corpus import load_corpus, stdlib_root  # noqa: E402
 from posenc.lab.export import export_model, load_run_model  # noqa: E402
 from posenc.model import ModelConfig, TinyLM  # noqa: E402
 from posenc.rope import rope_frequencies  # noqa: E402
-from posenc.rope.registry import lab_methods  # noqa: E402
+from posenc.rope.registry import extension_types  # noqa: E402
 
-METHODS = ",".join(lab_methods())
+METHODS = ",".join(extension_types())
 
 
 def _ascii_source(tmp_path: Path) -> Path:
@@ -71,16 +71,16 @@ def test_eval_reproduces_the_labs_numbers_and_extension_table(lab_model, tmp_pat
         e = ours["perplexity"]["none"][str(n)]
         assert e["bpb"] == pytest.approx(plain["bpb"], abs=1e-5)
         assert e["final_bpb"] == pytest.approx(plain["bpb_final32"], abs=1e-5)
-        for method in lab_methods():
+        for method in extension_types():
             if n == lab["train_len"]:
                 continue
             assert ours["perplexity"][method][str(n)]["bpb"] == pytest.approx(
                 lab["extension"][method][str(n)]["bpb"], abs=1e-5
             ), (method, n)
             compared += 1
-    assert compared == 3 * len(lab_methods())
+    assert compared == 3 * len(extension_types())
     # the extension methods change the numbers (so the comparison above could fail)
-    far = {m: ours["perplexity"][m]["256"]["bpb"] for m in ["none", *lab_methods()]}
+    far = {m: ours["perplexity"][m]["256"]["bpb"] for m in ["none", *extension_types()]}
     assert len({round(v, 6) for v in far.values()}) == len(far)
     assert set(ours["passkey"]["yarn"]["256"]) == {"0", "0.25", "0.5", "0.75", "1"}
     table = (out / "results.md").read_text()
@@ -129,7 +129,7 @@ def test_passkey_under_each_extension_reproduces_the_labs_extension_retrieval(la
     val = np.frombuffer(lab_model["val"].read_bytes(), dtype=np.uint8)
     cfg = json.loads((lab_model["run"] / "config.json").read_text())
     train_len, compared, logps = lab["train_len"], 0, set()
-    for method in lab_methods():
+    for method in extension_types():
         for n in lab["eval_lengths"][1:]:
             plan = lab_passkey.trial_plan(n, train_len, cfg["retrieval_trials"], val.size, cfg["seed"])
             rows, answers = [], []
@@ -148,7 +148,7 @@ def test_passkey_under_each_extension_reproduces_the_labs_extension_retrieval(la
                 assert float(logp[idx].mean()) == pytest.approx(cell["logp_bits"], abs=1e-3), (method, n, name)
                 logps.add(round(cell["logp_bits"], 3))
                 compared += 1
-    assert compared >= len(lab_methods()) * 3 * 2 and len(logps) > 1
+    assert compared >= len(extension_types()) * 3 * 2 and len(logps) > 1
 
 
 @pytest.mark.slow  # a lab run and an eval of every scaling: tens of seconds on 2 cores

@@ -25,6 +25,7 @@ from posenc.lab.corpus import load_corpus, stdlib_root  # noqa: E402
 from posenc.lab.export import export_model  # noqa: E402
 from posenc.model import ModelConfig, TinyLM  # noqa: E402
 from posenc.rope.registry import REGISTRY  # noqa: E402
+from posenc.runs.extension import extension_config  # noqa: E402
 
 
 def _text(tmp: Path) -> Path:
@@ -146,7 +147,7 @@ def test_longrope_first_population_is_the_registered_methods_per_pair():
     seeds = per_pair_seeds("longrope", 256, 32, 16, 10000.0)
     factors = [c.params["long_factor"] for c in seeds]
     assert factors[0] == [8.0] * 8  # position interpolation
-    yarn = REGISTRY["yarn"].lab_default(256, 32)
+    yarn = extension_config(REGISTRY["yarn"], 256, 32)
     from posenc.rope import rope_frequencies
 
     plain, _ = rope_frequencies(None, 16, 10000.0)

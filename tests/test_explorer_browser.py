@@ -183,15 +183,17 @@ def in_process_server():
         thread.join(timeout=30)
 
 
-def test_a_registered_scaling_with_a_parameter_of_its_own_gets_a_slider(browser):
+def test_a_registered_scaling_with_a_parameter_of_its_own_gets_a_slider(browser, monkeypatch):
     """A toy scaling registered here, with a parameter no posenc scaling has, is drawn with a slider
-    made from its ``Parameter`` (range, step, label) and no other change; moving the slider moves its
-    curve to the library's numbers."""
+    made from its ``Parameter`` (range, step) and its label in the palette, and no other change;
+    moving the slider moves its curve to the library's numbers."""
     from playwright.sync_api import expect
     from test_scaling_registry import TILT, TiltScaling, tilt_frequencies
 
+    from posenc.lesson import palette
     from posenc.rope import register_scaling, unregister_scaling
 
+    monkeypatch.setitem(palette.SCALING_PARAMETER_LABELS, "tilt_floor", "tilt floor (toy)")
     register_scaling(TILT)
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     try:

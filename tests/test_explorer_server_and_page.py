@@ -131,7 +131,7 @@ def test_unknown_host_header_is_refused():
 def test_meta_lists_limits_methods_and_checks(client):
     meta = get(client, "/api/meta")
     assert meta["limits"]["d_model"]["maximum"] == LIMITS["d_model"].maximum
-    overlays = {name for name, d in REGISTRY.items() if d.explorer is not None}  # from the registry
+    overlays = {name for name, d in REGISTRY.items() if d.parameters}  # from the registry
     assert set(meta["methods"]) == overlays >= {"linear", "ntk", "dynamic", "yarn", "llama3"}
     assert meta["checks"] >= 6
     assert meta["lab"] is False
@@ -178,8 +178,10 @@ def test_page_sliders_stay_inside_the_api_limits(client):
 def test_scaling_parameters_are_defined_once_by_the_registry(client):
     """A scaling's parameter has one definition, its descriptor's ``Parameter``: no slider for it in
     the page's HTML, no limit for it in ``limits.py``; the API checks it against the registry."""
+    import dataclasses
     import re
 
+    from posenc.lesson.palette import parameter_label
     from posenc.rope.registry import scaling_parameters
 
     parameters = scaling_parameters()
@@ -190,7 +192,8 @@ def test_scaling_parameters_are_defined_once_by_the_registry(client):
         assert not re.search(rf'<input[^>]*id="wl-(param-)?{name.replace("_", "-")}"', page), name
     listed = get(client, "/api/scalings")["scalings"]
     served = {p["name"]: p for s in listed for p in s["parameters"]}
-    assert served == {name: p.as_dict() for name, p in parameters.items()}
+    # the ranges are the registry's, the labels the palette's
+    assert served == {name: {**dataclasses.asdict(p), "label": parameter_label(name)} for name, p in parameters.items()}
     for name, p in parameters.items():
         for value, ok in (
             (p.minimum, True),
@@ -245,7 +248,8 @@ def test_scaling_limit_reads_any_registered_parameter():
         limit = scaling_limit("tilt_floor")
     finally:
         unregister_scaling("tilt")
-    assert (limit.minimum, limit.maximum, limit.default, limit.help) == (1.0, 4.0, 1.0, "tilt floor (toy)")
+    # the range is the descriptor's; the help is the palette's label, the name for one it does not know
+    assert (limit.minimum, limit.maximum, limit.default, limit.help) == (1.0, 4.0, 1.0, "tilt_floor")
 
 
 def test_one_width_rule_for_every_figure():

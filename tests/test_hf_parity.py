@@ -37,7 +37,7 @@ transformers.logging.set_verbosity_error()
 
 SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 #: every registered rope type transformers implements (the registry says which)
-HF_TYPES = tuple(name for name, d in REGISTRY.items() if d.in_transformers)
+HF_TYPES = tuple(name for name, d in REGISTRY.items() if d.transformers.known)
 #: below this position the float32 angles of the reference are good to ~5e-6 (see module docstring)
 EXACT_REFERENCE_POSITIONS = 64
 

@@ -195,7 +195,7 @@ def test_the_missing_trained_length_risk_follows_the_registry():
     from test_scaling_registry import TILT, TiltScaling
 
     from posenc.inspect import reads_trained_length
-    from posenc.rope import REGISTRY, register_scaling, unregister_scaling
+    from posenc.rope import REGISTRY, TransformersSpelling, register_scaling, unregister_scaling
 
     @dataclasses.dataclass(frozen=True)
     class TrainedTilt(TiltScaling):
@@ -206,7 +206,9 @@ def test_the_missing_trained_length_risk_follows_the_registry():
         TILT,
         name="trained_tilt",
         config_class=TrainedTilt,
-        hf_read=lambda ctx: TrainedTilt(ctx.require("factor"), original_max_position_embeddings=ctx.original()),
+        transformers=TransformersSpelling(
+            read=lambda ctx: TrainedTilt(ctx.require("factor"), original_max_position_embeddings=ctx.original())
+        ),
     )
     builtin = {name for name in REGISTRY if reads_trained_length(name)}
     assert builtin == {"yarn", "llama3", "longrope"}  # the three transformers falls back for

@@ -27,15 +27,18 @@ from posenc.lab import cli as lab_cli
 from posenc.lab.config import LabConfig, preset_config
 from posenc.lab.extend import dynamic_effective_scaling, extended_model, method_names, method_table, scaling_for
 from posenc.lab.train import build_model
+from posenc.lesson import palette
 from posenc.rope import (
     DYNAMIC_TYPES,
     REGISTRY,
     DynamicNTKScaling,
-    ExplorerInfo,
     LinearScaling,
+    Llama3Scaling,
+    NTKScaling,
     Parameter,
     RotaryEmbedding,
     ScalingDescriptor,
+    TransformersSpelling,
     YaRNScaling,
     register_scaling,
     rope_frequencies,
@@ -45,8 +48,9 @@ from posenc.rope import (
     unregister_scaling,
     yarn_softmax_scale,
 )
-from posenc.rope.registry import lab_methods
+from posenc.rope.registry import extension_types, scaling_parameters
 from posenc.rope.tables import rope_inv_freq
+from posenc.runs.extension import ADAPTIVE_FACTOR, extension_config
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "scalings.md"
 
@@ -87,13 +91,8 @@ TILT = ScalingDescriptor(
     tilt_frequencies,
     summary="`theta_i / s ** (i / (d/2 - 1))`",
     source="a test",
-    explorer=ExplorerInfo(
-        (
-            Parameter("factor", "factor", 1.0, 64.0, 1.0, 8.0),
-            Parameter("tilt_floor", "tilt floor (toy)", 1.0, 4.0, 0.5, 1.0),
-        )
-    ),
-    lab_default=lambda length, train_len: TiltScaling(length / train_len),
+    parameters=(Parameter("factor", 1.0, 64.0, 1.0, 8.0), Parameter("tilt_floor", 1.0, 4.0, 0.5, 1.0)),
+    extension=lambda factor, original: TiltScaling(factor),
 )
 
 
@@ -146,7 +145,9 @@ def test_outside_scaling_round_trips_through_hugging_face_dicts(tilt, style):
         rotary_kwargs_from_hf({"head_dim": 32, "rope_scaling": {"rope_type": "tilt"}})
 
 
-def test_outside_scaling_appears_in_the_explorer(tilt):
+def test_outside_scaling_appears_in_the_explorer(tilt, monkeypatch):
+    # its parameter's label is presentation: the palette's table gives it (else the name is the label)
+    monkeypatch.setitem(palette.SCALING_PARAMETER_LABELS, "tilt_floor", "tilt floor (toy)")
     with TestClient(create_app(allowed_hosts=None)) as client:
         listed = {s["name"]: s for s in client.get("/api/scalings").json()["scalings"]}
         # a type the palette does not know is labelled by its name and gets a colour of its own
@@ -202,7 +203,7 @@ def test_outside_scaling_appears_in_the_explorer(tilt):
 def test_outside_scaling_is_a_lab_choice(tilt):
     args = lab_parser().parse_args(["--extension-methods", "linear,tilt"])
     assert args.extension_methods == ["linear", "tilt"]
-    assert "tilt" in method_names() and "tilt" in lab_methods()
+    assert "tilt" in method_names() and "tilt" in extension_types()
     LabConfig(extension_methods=["tilt", "yarn"]).validate()
     assert scaling_for("tilt", 256, 64) == TiltScaling(4.0)
 
@@ -229,7 +230,11 @@ def test_registration_is_refused_when_it_does_not_fit(tilt):
         rope_type: ClassVar[str] = "tilt2"
 
     with pytest.raises(ValueError, match="'su' is already registered"):
-        register_scaling(ScalingDescriptor("tilt2", Tilt2, tilt_frequencies, "", "", aliases=("su",)))
+        register_scaling(
+            ScalingDescriptor(
+                "tilt2", Tilt2, tilt_frequencies, "", "", transformers=TransformersSpelling(aliases=("su",))
+            )
+        )
     assert "tilt2" not in REGISTRY
     with pytest.raises(ValueError, match="rope_type must be 'other'"):
         register_scaling(ScalingDescriptor("other", TiltScaling, tilt_frequencies, "", ""))
@@ -240,23 +245,21 @@ def test_registration_is_refused_when_it_does_not_fit(tilt):
     with pytest.raises(ValueError, match="cannot be unregistered"):
         unregister_scaling("linear")
     with pytest.raises(ValueError, match="Parameter instances"):
-        ExplorerInfo(("factor",))
+        dataclasses.replace(TILT, parameters=("factor",))
     # a parameter is a field of the config, and a name two types share is defined alike (one slider)
     with pytest.raises(ValueError, match="'tilt_flor' is not a field"):
-        register_scaling(
-            dataclasses.replace(TILT, explorer=ExplorerInfo((Parameter("tilt_flor", "x", 1.0, 4.0, 0.5, 1.0),)))
-        )
+        register_scaling(dataclasses.replace(TILT, parameters=(Parameter("tilt_flor", 1.0, 4.0, 0.5, 1.0),)))
     wider = dataclasses.replace(
         TILT,
         name="tilt2",
         config_class=Tilt2,
-        explorer=ExplorerInfo((Parameter("factor", "factor", 1.0, 1024.0, 1.0, 8.0),)),
+        parameters=(Parameter("factor", 1.0, 1024.0, 1.0, 8.0),),
     )
     with pytest.raises(ValueError, match="differs from the registered"):
         register_scaling(wider)
     assert "tilt2" not in REGISTRY
     with pytest.raises(ValueError, match="minimum <= default <= maximum"):
-        Parameter("factor", "factor", 1.0, 4.0, 1.0, 8.0)
+        Parameter("factor", 1.0, 4.0, 1.0, 8.0)
 
 
 def test_length_dependent_types_need_a_trained_length_and_join_dynamic_types():
@@ -304,22 +307,33 @@ def test_softmax_scale_comes_from_the_descriptor():
     assert RotaryEmbedding(64, scaling=deepseek).softmax_scale_factor == softmax_scale(deepseek)
 
 
-def test_explorer_metadata_is_complete():
-    overlays = [d for d in REGISTRY.values() if d.explorer is not None]
-    assert {"linear", "ntk", "dynamic", "yarn", "llama3"} <= {d.name for d in overlays}
-    for d in overlays:
-        # every slider names a field of the config class, and its default builds a valid config
-        names = {p.name for p in d.explorer.parameters}
+def test_parameter_spaces_are_fields_and_ramps_bound_the_ramp():
+    varied = [d for d in REGISTRY.values() if d.parameters]
+    assert {"linear", "ntk", "dynamic", "yarn", "llama3"} == {d.name for d in varied}
+    for d in varied:
+        # every parameter names a field of the config class
+        names = {p.name for p in d.parameters}
         assert names <= {f.name for f in dataclasses.fields(d.config_class)}
-        assert d.explorer.ramp == (d.explorer.thresholds is not None)
+    # a ramp's bounds are wavelengths: trained length over the rotation counts that bound it
+    assert REGISTRY["yarn"].ramp(YaRNScaling(8.0, 4096)) == (4096 / 32, 4096 / 1)
+    assert {n for n, d in REGISTRY.items() if d.ramp is not None} == {"yarn", "llama3"}
+
+
+def test_the_registry_holds_no_presentation():
+    """Labels and what a page shows first are the palette's; the descriptor holds facts only."""
+    forbidden = {"label", "shown", "colour", "dash"}
+    for cls in (ScalingDescriptor, Parameter, TransformersSpelling):
+        assert not forbidden & {f.name for f in dataclasses.fields(cls)}, cls
+    assert set(palette.SHOWN_SCALINGS) <= set(REGISTRY)
+    assert set(palette.SCALING_PARAMETER_LABELS) <= set(scaling_parameters())
 
 
 # -- the lab's table -----------------------------------------------------------------------------------
-def test_lab_methods_are_the_registered_types_with_a_lab_default():
-    assert method_names() == ("none",) + tuple(n for n, d in REGISTRY.items() if d.lab_default is not None)
+def test_lab_methods_are_the_registered_types_an_extension_ratio_sets():
+    assert method_names() == ("none",) + tuple(n for n, d in REGISTRY.items() if d.extension is not None)
     assert {"linear", "ntk", "dynamic", "yarn", "llama3"} <= set(method_names())
     assert [name for name, _ in method_table(256, 64)] == list(method_names())
-    for name in lab_methods():
+    for name in extension_types():
         config = scaling_for(name, 256, 64)
         assert type(config) is REGISTRY[name].config_class
         REGISTRY[name].validate(config, 16)
@@ -327,6 +341,25 @@ def test_lab_methods_are_the_registered_types_with_a_lab_default():
         scaling_for("dynamic_ntk", 256, 64)
     with pytest.raises(SystemExit):
         lab_parser().parse_args(["--extension-methods", "dynamic_ntk"])
+
+
+def test_a_run_extends_by_the_length_ratio_and_an_adaptive_type_by_its_fixed_factor():
+    """The lab's table (and eval's fitted specs): factor L / L0 for a type whose frequencies are fixed
+    once set, the fixed ADAPTIVE_FACTOR for one that follows the current length."""
+    assert dict(method_table(256, 64)) == {
+        "none": None,
+        "linear": LinearScaling(4.0),
+        "ntk": NTKScaling(4.0),
+        "dynamic": DynamicNTKScaling(ADAPTIVE_FACTOR, 64),
+        "yarn": YaRNScaling(4.0, 64, beta_fast=32.0, beta_slow=1.0),
+        "llama3": Llama3Scaling(4.0, 1.0, 4.0, 64),
+    }
+    assert ADAPTIVE_FACTOR == 2.0
+    # dynamic NTK's scale at the target length is what the lab freezes it to
+    at = rope_frequencies(extension_config(REGISTRY["dynamic"], 256, 64), 16, 10000.0, seq_len=256)[0]
+    assert torch.allclose(at, rope_frequencies(dynamic_effective_scaling(256, 64), 16, 10000.0)[0], rtol=1e-12)
+    with pytest.raises(ValueError, match="'longrope' is not set by an extension ratio alone"):
+        extension_config(REGISTRY["longrope"], 256, 64)
 
 
 @pytest.mark.slow
@@ -376,4 +409,4 @@ def test_docs_table_lists_every_registered_type_as_the_registry_describes_it():
         frequencies, _attention, length, in_transformers, _source = cells[:5]
         assert frequencies == d.summary
         assert length == ("yes" if d.length_dependent else "no")
-        assert in_transformers == ("yes" if d.in_transformers else "no")
+        assert in_transformers == ("yes" if d.transformers.known else "no")

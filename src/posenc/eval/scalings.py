@@ -6,9 +6,9 @@ model's base) or ``model`` (the checkpoint's own rope config, unchanged), with o
     none,model,linear,linear:4,ntk:4,dynamic,yarn:4:beta_fast=16:beta_slow=2,llama3:8
 
 * ``name:F`` fixes the ``factor`` to ``F`` at every length (a deployed config does this);
-* ``name`` alone, for a type with a lab default, **fits** the config to each evaluation length
-  ``L`` exactly as ``posenc lab`` extends its models: ``lab_default(L, L0)`` of the descriptor, i.e.
-  ``factor = L / L0`` (and dynamic NTK's factor 2, whose scale grows with the length itself);
+* ``name`` alone, for a type an extension ratio sets, **fits** the config to each evaluation length
+  ``L`` exactly as ``posenc lab`` extends its models (:func:`posenc.runs.extension.extension_config`),
+  i.e. ``factor = L / L0`` (and dynamic NTK's factor 2, whose scale grows with the length itself);
 * ``key=value`` sets any other field of the type's config class (names from the dataclass, so a new
   type's parameters work without edits here). ``original_max_position_embeddings`` defaults to
   the model's trained context ``L0``.
@@ -27,7 +27,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..rope import RotaryEmbedding
 from ..rope.hfconfig import rotary_kwargs_from_hf, to_hf_dict
-from ..rope.registry import REGISTRY, config_fields, lab_methods, resolve_name
+from ..rope.registry import REGISTRY, config_fields, extension_types, resolve_name
+from ..runs.extension import extension_config
 
 #: plain RoPE with the model's own base, whatever its config says
 NONE = "none"
@@ -61,8 +62,8 @@ class ScalingSpec:
 
 def default_specs(model_has_scaling: bool) -> List[str]:
     """``model`` (when the checkpoint has a scaling of its own), ``none`` and every registered type
-    with a lab default, fitted to each length."""
-    return ([MODEL] if model_has_scaling else []) + [NONE] + list(lab_methods())
+    an extension ratio sets, fitted to each length."""
+    return ([MODEL] if model_has_scaling else []) + [NONE] + list(extension_types())
 
 
 def _value(text: str, spec: str, key: str) -> Any:
@@ -117,7 +118,7 @@ def parse_spec(text: str) -> ScalingSpec:
         and f.name not in params
         and f.name != "original_max_position_embeddings"  # the trained context, filled in for every type
     ]
-    if required and descriptor.lab_default is None:
+    if required and descriptor.extension is None:
         hint = " (--search finds them)" if name in _searchable_per_pair() else ""
         raise SpecError(
             f"scaling {text!r}: {name!r} needs {', '.join(required)}, which are not numbers a spec can give "
@@ -126,7 +127,7 @@ def parse_spec(text: str) -> ScalingSpec:
             else f"scaling {text!r}: {name!r} needs {', '.join(required)}; give each as key=value"
         )
     fit = "factor" in names and "factor" not in params
-    if fit and descriptor.lab_default is None:
+    if fit and descriptor.extension is None:
         raise SpecError(f"scaling {text!r}: {name!r} has no default for a length; give its factor, e.g. {name}:4")
     return ScalingSpec(text.strip(), name, params, fit)
 
@@ -167,9 +168,9 @@ def scaled_config(spec: ScalingSpec, length: int, trained: int) -> Any:
     if "original_max_position_embeddings" in names:
         params.setdefault("original_max_position_embeddings", trained)
     try:
-        if descriptor.lab_default is not None:
+        if descriptor.extension is not None:
             target = max(length, trained) if spec.fit else trained
-            config = dataclasses.replace(descriptor.lab_default(target, trained), **params)
+            config = dataclasses.replace(extension_config(descriptor, target, trained), **params)
         else:
             config = descriptor.config_class(**params)
     except TypeError as err:
@@ -306,10 +307,11 @@ def in_transformers_terms(config: Any, scaling: Any) -> Tuple[Any, Optional[floa
     if scaling is None:
         return None, None
     descriptor = REGISTRY[type(scaling).rope_type]
-    if descriptor.in_transformers or descriptor.transformers_equivalent is None:
+    spelling = descriptor.transformers
+    if spelling.known or spelling.equivalent is None:
         return scaling, None
     kwargs = rope_of(config)
-    base, equivalent, _ = descriptor.transformers_equivalent(scaling, kwargs["base"], kwargs["rotary_dim"])
+    base, equivalent, _ = spelling.equivalent(scaling, kwargs["base"], kwargs["rotary_dim"])
     return equivalent, base
 
 
@@ -382,10 +384,10 @@ def written_config(source: Dict[str, Any], spec: ScalingSpec, trained: int) -> T
     out = dict(source)
     kwargs = rope_of(source)
     descriptor = REGISTRY[spec.name] if spec.name != NONE else REGISTRY["default"]
-    if not descriptor.in_transformers:
-        if descriptor.transformers_equivalent is None:
+    if not descriptor.transformers.known:
+        if descriptor.transformers.equivalent is None:
             raise SpecError(f"transformers has no rope type {spec.name!r} and posenc knows no equivalent config")
-        base, scaling, _ = descriptor.transformers_equivalent(scaling, kwargs["base"], kwargs["rotary_dim"])
+        base, scaling, _ = descriptor.transformers.equivalent(scaling, kwargs["base"], kwargs["rotary_dim"])
         note = (
             f"transformers has no rope type {spec.name!r}; written as its equivalent, rope type "
             f"{getattr(scaling, 'rope_type', 'default')!r} with rope_theta {base!r} (the same frequencies)"

@@ -7,7 +7,7 @@ the best configuration are measured on tokens the search never saw.
 
 What is searched comes from the scaling registry, not from a list here:
 
-* a type whose descriptor offers numeric parameters (``explorer.parameters``: YaRN's ``factor``,
+* a type whose descriptor offers numeric parameters (its ``parameters``: YaRN's ``factor``,
   ``beta_fast``, ``beta_slow``; Llama 3's ``factor``, ``low_freq_factor``, ``high_freq_factor``; the
   ``factor`` of linear, NTK-aware and dynamic NTK) is tuned by a **compass search** over those
   parameters inside their ranges (``minimum``, ``maximum``, moves in multiples of ``step``): from the
@@ -33,6 +33,7 @@ goes on from where it stopped.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from ..rope.registry import REGISTRY, config_fields, resolve_name
+from ..runs.extension import extension_config
 from .files import EvalError, read_stamped, settings_changed, stamp, write_json
 from .scalings import ScalingSpec, SpecError
 
@@ -75,7 +77,7 @@ def searchable() -> List[str]:
     out = []
     for name, d in REGISTRY.items():
         names = {f.name for f in config_fields(d.config_class)}
-        if (d.explorer is not None and d.explorer.parameters) or PER_PAIR_FIELD in names:
+        if d.parameters or PER_PAIR_FIELD in names:
             out.append(name)
     return out
 
@@ -118,8 +120,7 @@ def search_window_ends(n_tokens: int, report_ends: np.ndarray, span: int, target
 
 # -- starting points --------------------------------------------------------------------------------------
 def _parameters(name: str):
-    d = REGISTRY[name]
-    return tuple(d.explorer.parameters) if d.explorer is not None else ()
+    return REGISTRY[name].parameters
 
 
 def default_candidate(name: str, target: int, trained: int, rotary_dim: int, base: float) -> Candidate:
@@ -129,7 +130,7 @@ def default_candidate(name: str, target: int, trained: int, rotary_dim: int, bas
         s = max(1.0, target / trained)
         return _longrope(name, [s] * (rotary_dim // 2), target, trained)
     params: Dict[str, Any] = {}
-    config = d.lab_default(target, trained) if d.lab_default is not None else None
+    config = extension_config(d, target, trained) if d.extension is not None else None
     for p in _parameters(name):
         value = getattr(config, p.name) if config is not None else p.default
         params[p.name] = float(min(p.maximum, max(p.minimum, value)))
@@ -164,9 +165,9 @@ def per_pair_seeds(name: str, target: int, trained: int, rotary_dim: int, base: 
     s = max(1.0, target / trained)
     out = [default_candidate(name, target, trained, rotary_dim, base)]
     for d in REGISTRY.values():
-        if d.lab_default is None or d.length_dependent:
+        if d.extension is None or d.length_dependent:
             continue
-        inv, _ = rope_frequencies(d.lab_default(target, trained), rotary_dim, base)
+        inv, _ = rope_frequencies(extension_config(d, target, trained), rotary_dim, base)
         factors = (plain / inv).to(torch.float64).tolist()
         out.append(_longrope(name, _project(factors, s), target, trained))
     unique: Dict[str, Candidate] = {}
@@ -406,5 +407,5 @@ def _record(
         "default_nats": default["nats"],
         "best_nats": best["nats"],
         "history": history,
-        "parameters": [p.as_dict() for p in _parameters(name)],
+        "parameters": [dataclasses.asdict(p) for p in _parameters(name)],
     }

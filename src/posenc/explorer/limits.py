@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Dict, Union
 
+from ..lesson.palette import parameter_label
 from ..lesson.vectors import MAX_TEXT_CHARS, MAX_WORD_CHARS, MAX_WORDS
 from ..rope.registry import scaling_parameters
 
@@ -79,7 +80,7 @@ def scaling_limit(name: str) -> Limit:
     if name not in parameters:
         raise ValueError(f"no registered scaling has a parameter named {name!r}; they have {sorted(parameters)}")
     p = parameters[name]
-    return Limit(float(p.minimum), float(p.maximum), float(p.default), p.label)
+    return Limit(float(p.minimum), float(p.maximum), float(p.default), parameter_label(name))
 
 
 #: Most distances ``/api/scores`` samples; longer ranges are spread over this many points.

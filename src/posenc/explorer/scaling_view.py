@@ -16,10 +16,10 @@ The split and the count of pairs that turn fully in training are the lesson's
 "Stretching RoPE" and this view count alike.
 
 The overlays and their sliders come from the scaling registry (:mod:`posenc.rope.registry`): every
-registered type with explorer metadata is an overlay, each of its ``Parameter``s is a slider (range,
-step, label), and the requests carry those parameters by name, checked here against the registry
-(:func:`scaling_settings`). ``GET /api/scalings`` hands the same metadata to the page, with the
-colours, labels and dashes of :mod:`posenc.lesson.palette`.
+registered type with parameters is an overlay, each of its ``Parameter``s is a slider (range and
+step; its label from the palette), and the requests carry those parameters by name, checked here
+against the registry (:func:`scaling_settings`). ``GET /api/scalings`` hands the same facts to the
+page, with the colours, labels, dashes and first-shown overlays of :mod:`posenc.lesson.palette`.
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import torch
 
 from .._checks import check_choice, check_int
-from ..lesson.palette import SCALING_COLOURS, scaling_style
+from ..lesson.palette import SCALING_COLOURS, SHOWN_SCALINGS, parameter_label, scaling_style
 from ..lesson.stretching import band_masks, partial_turn
 from ..lesson.vectors import TWO_PI
 from ..rope.embedding import RotaryEmbedding
 from ..rope.hfconfig import CONFIG_ATTRIBUTES, rope_dicts, rotary_kwargs_from_hf, to_hf_dict
 from ..rope.layout import LAYOUTS
-from ..rope.registry import REGISTRY, config_fields, explorer_metadata, scaling_parameters
+from ..rope.registry import REGISTRY, ScalingDescriptor, config_fields, scaling_parameters
 from ..rope.scaling import DYNAMIC_TYPES, rope_frequencies, scaling_to_dict
 from ..rope.tables import rope_inv_freq
 
@@ -51,8 +51,8 @@ _FIXTURE_NAME = re.compile(r"^[A-Za-z0-9._\-/#]{1,120}$")
 
 def methods() -> Tuple[str, ...]:
     """The overlays the page can toggle, in the order it draws them: every registered type with
-    explorer metadata."""
-    return tuple(d.name for d in REGISTRY.values() if d.explorer is not None)
+    parameters to vary."""
+    return tuple(d.name for d in REGISTRY.values() if d.parameters)
 
 
 def config_methods() -> Tuple[str, ...]:
@@ -62,17 +62,38 @@ def config_methods() -> Tuple[str, ...]:
 
 def ramp_methods() -> Tuple[str, ...]:
     """The methods whose rule is "keep, ramp, divide"; only these are split three ways."""
-    return tuple(d.name for d in REGISTRY.values() if d.explorer is not None and d.explorer.ramp)
+    return tuple(d.name for d in REGISTRY.values() if d.parameters and d.ramp is not None)
+
+
+_RANGE = ("minimum", "maximum", "step", "default")
+
+
+def _metadata(d: ScalingDescriptor) -> Dict[str, Any]:
+    """One type's facts from its descriptor (parameters with ranges, flags), with what the page shows
+    first and the parameters' labels from the palette (every type has the same keys)."""
+    return {
+        "name": d.name,
+        "overlay": bool(d.parameters),
+        "shown": bool(d.parameters) and d.name in SHOWN_SCALINGS,
+        "ramp": bool(d.parameters) and d.ramp is not None,
+        "parameters": [
+            {"name": p.name, "label": parameter_label(p.name), **{k: getattr(p, k) for k in _RANGE}}
+            for p in d.parameters
+        ],
+        "length_dependent": d.length_dependent,
+        "in_transformers": d.transformers.known,
+        "lab": d.extension is not None,
+        "aliases": list(d.transformers.aliases),
+    }
 
 
 def scalings_metadata() -> List[dict]:
-    """What ``GET /api/scalings`` returns: one entry per registered type, its registry metadata (see
-    :meth:`posenc.rope.registry.ScalingDescriptor.metadata`: parameters with ranges, flags) with the
-    palette's label, colour and dash."""
+    """What ``GET /api/scalings`` returns: one entry per registered type, in registration order, with
+    the palette's label, colour and dash."""
     out, extra = [], 0
-    for entry in explorer_metadata():
-        out.append(entry | scaling_style(entry["name"], extra))
-        extra += entry["name"] not in SCALING_COLOURS
+    for descriptor in list(REGISTRY.values()):
+        out.append(_metadata(descriptor) | scaling_style(descriptor.name, extra))
+        extra += descriptor.name not in SCALING_COLOURS
     return out
 
 
@@ -103,7 +124,8 @@ def scaling_settings(given: Mapping[str, Any]) -> Dict[str, float]:
         except (TypeError, ValueError, OverflowError):
             number = math.nan
         if not (math.isfinite(number) and p.minimum <= number <= p.maximum):
-            what = "" if p.label == name else f" ({p.label})"
+            label = parameter_label(name)
+            what = "" if label == name else f" ({label})"
             raise ValueError(f"{name}{what} must be a number from {p.minimum:g} to {p.maximum:g}, got {value!r}")
         settings[name] = number
     return settings
@@ -212,8 +234,8 @@ def wavelengths_view(
         descriptor = REGISTRY[method]
         cfg = make_scaling(method, settings, train_len)
         overlays[method] = _curve(cfg, rotary_dim, base, seq_len if descriptor.length_dependent else None, factor)
-        if descriptor.explorer is not None and descriptor.explorer.thresholds is not None:
-            thresholds[method] = [float(t) for t in descriptor.explorer.thresholds(cfg)]
+        if descriptor.ramp is not None:
+            thresholds[method] = [float(t) for t in descriptor.ramp(cfg)]
     return {
         "rotary_dim": rotary_dim,
         "base": base,
@@ -404,9 +426,9 @@ def config_view(
         scaling=rope.scaling,
         max_position_embeddings=max_position_embeddings,
     )
-    if descriptor.transformers_equivalent is not None and scaling is not None:
+    if descriptor.transformers.equivalent is not None and scaling is not None:
         # transformers lacks this rope type: describe the equal configuration it can load
-        described.base, described.scaling, hf_note = descriptor.transformers_equivalent(
+        described.base, described.scaling, hf_note = descriptor.transformers.equivalent(
             scaling, rope.base, rope.rotary_dim
         )
     scaling_dict = scaling_to_dict(scaling) if scaling is not None else None

@@ -3,10 +3,11 @@
 RoPE has no trained parameters, so extending a RoPE model means swapping its
 :class:`~posenc.rope.RotaryEmbedding` for one whose frequencies are rescaled for a longer input
 (``model.scheme = RotaryEmbedding(head_dim, base, scaling=...)``). The methods are ``none`` (plain
-RoPE) and every rope type of the scaling registry that has a lab default
-(:func:`posenc.rope.registry.lab_methods`), named as the rope type is. For a target length ``L`` and
-training length ``L0`` each descriptor's ``lab_default(L, L0)`` gives the config, and
-:func:`method_table` lists them. posenc's own types give, with ``factor = L / L0``: ``linear`` ->
+RoPE) and every rope type of the scaling registry that an extension ratio sets
+(:func:`posenc.rope.registry.extension_types`), named as the rope type is. For a target length ``L``
+and training length ``L0`` the config is the one every measuring app uses,
+:func:`posenc.runs.extension.extension_config`, and :func:`method_table` lists them. posenc's own
+types give, with ``factor = L / L0``: ``linear`` ->
 ``LinearScaling(factor)`` (position interpolation), ``ntk`` -> ``NTKScaling(factor)``, ``dynamic`` ->
 ``DynamicNTKScaling(2, L0)`` frozen at ``L``, ``yarn`` -> ``YaRNScaling(factor, L0)`` (beta_fast 32,
 beta_slow 1), ``llama3`` -> ``Llama3Scaling(factor, 1, 4, L0)``. Dynamic NTK was called
@@ -33,21 +34,21 @@ import numpy as np
 
 from ..model import TinyLM
 from ..rope import NTKScaling, RotaryEmbedding
-from ..rope.registry import REGISTRY, lab_methods
-from ..rope.scaling import LAB_DYNAMIC_FACTOR
+from ..rope.registry import REGISTRY, extension_types
+from ..runs.extension import ADAPTIVE_FACTOR, extension_config
 from .config import LabConfig
 from .distributed import Dist
 from .train import make_optimizer, train_steps
 
 #: The configured factor of dynamic NTK (Hugging Face examples use 2.0).
-DYNAMIC_FACTOR = LAB_DYNAMIC_FACTOR
+DYNAMIC_FACTOR = ADAPTIVE_FACTOR
 #: the method that leaves plain RoPE in place
 NO_EXTENSION = "none"
 
 
 def method_names() -> Tuple[str, ...]:
-    """Every method ``scaling_for`` accepts: ``none`` and the registered types with a lab default."""
-    return (NO_EXTENSION,) + lab_methods()
+    """Every method ``scaling_for`` accepts: ``none`` and the registered types an extension ratio sets."""
+    return (NO_EXTENSION,) + extension_types()
 
 
 def method_table(length: int, train_len: int) -> List[Tuple[str, object]]:
@@ -66,10 +67,10 @@ def scaling_for(method: str, length: int, train_len: int):
     if method == NO_EXTENSION:
         return None
     descriptor = REGISTRY.get(method) if isinstance(method, str) else None
-    if descriptor is None or descriptor.lab_default is None:
+    if descriptor is None or descriptor.extension is None:
         hint = " ('dynamic_ntk' is now spelt 'dynamic')" if method == "dynamic_ntk" else ""
         raise ValueError(f"method must be one of {', '.join(method_names())}; got {method!r}{hint}")
-    return descriptor.lab_default(length, train_len)
+    return extension_config(descriptor, length, train_len)
 
 
 def extended_model(rope_model: TinyLM, method: str, length: int, train_len: int) -> TinyLM:

@@ -8,7 +8,7 @@ import argparse
 import shlex
 from typing import Any, Dict
 
-from ..rope.registry import lab_methods
+from ..rope.registry import extension_types
 from .config import EXTENSION_METHODS, PRESETS, LabConfig, preset_config
 
 #: (flag, config field, parser type): every config field the command line can override.
@@ -48,7 +48,7 @@ def _names(text: str) -> list:
 
 def _extension_methods(text: str) -> list:
     """Comma-separated extension methods: the rope types registered with a lab default."""
-    names, allowed = _names(text), lab_methods()
+    names, allowed = _names(text), extension_types()
     for name in names:
         if name not in allowed:
             hint = " ('dynamic_ntk' is now spelt 'dynamic')" if name == "dynamic_ntk" else ""
@@ -103,7 +103,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--extension-methods",
         type=_extension_methods,
         default=None,
-        help=f"RoPE extension methods, any of {','.join(lab_methods())} (default {','.join(EXTENSION_METHODS)})",
+        help=f"RoPE extension methods, any of {','.join(extension_types())} (default {','.join(EXTENSION_METHODS)})",
     )
     parser.add_argument(
         "--no-extension", dest="extension", action="store_false", default=None, help="skip RoPE context extension"

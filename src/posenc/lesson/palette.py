@@ -6,8 +6,9 @@ browser reads these very tables: the explorer serves them as the script ``/stati
 written from :data:`PAGE_TABLES` by :func:`module_source`, which ``static/palette.js`` re-exports
 beside the page's colour functions; a test keeps a colour, here, for every scaling in the registry.
 Labels and dash patterns of the scalings live here too (:func:`scaling_style`), one label per scaling
-for every page, the tour and the lab's reports (:data:`SCALING_LABELS`): the registry in
-``posenc.rope`` holds no UI.
+for every page, the tour and the lab's reports (:data:`SCALING_LABELS`), with the labels of their
+parameters (:data:`SCALING_PARAMETER_LABELS`) and the ones a page draws first
+(:data:`SHOWN_SCALINGS`): the registry in ``posenc.rope`` holds no UI.
 
 Roles (a query and a key on a clock dial) have colours of their own in :data:`ROLE_COLOURS`, and so
 do the lesson's categories that are not schemes (:data:`CATEGORY_COLOURS`: right and wrong, the fast,
@@ -54,6 +55,18 @@ SCALING_LABELS: dict[str, str] = {
     "longrope": "LongRoPE",
     "proportional": "proportional",
 }
+
+#: RoPE scaling parameter (a config field in a descriptor's ``parameters``) -> its label on the pages'
+#: sliders and in their messages (a parameter missing here is labelled by its name)
+SCALING_PARAMETER_LABELS: dict[str, str] = {
+    "beta_fast": "YaRN β_fast",
+    "beta_slow": "YaRN β_slow",
+    "low_freq_factor": "Llama-3 low_freq_factor",
+    "high_freq_factor": "Llama-3 high_freq_factor",
+}
+
+#: the RoPE scalings the wavelength view draws when the page opens (the others are a checkbox away)
+SHOWN_SCALINGS: tuple[str, ...] = ("linear", "yarn", "llama3")
 
 #: RoPE scaling -> SVG dash pattern of its curve (absent: solid), in every chart that draws the scaling
 SCALING_DASHES: dict[str, str] = {"linear": "7 4"}
@@ -166,6 +179,12 @@ def scaling_style(name: str, extra_index: int = 0) -> dict:
     return {"label": SCALING_LABELS.get(name, name), "colour": colour, "dash": SCALING_DASHES.get(name)}
 
 
+def parameter_label(name: str) -> str:
+    """The label of a RoPE scaling parameter on a page (its name when :data:`SCALING_PARAMETER_LABELS`
+    has none)."""
+    return SCALING_PARAMETER_LABELS.get(name, name)
+
+
 def as_dict() -> dict:
     return {
         "schemes": SCHEME_COLOURS,
@@ -190,12 +209,15 @@ __all__ = [
     "SCALING_COLOURS",
     "SCALING_DASHES",
     "SCALING_LABELS",
+    "SCALING_PARAMETER_LABELS",
     "SCHEME_COLOURS",
     "SERIES_COLOURS",
+    "SHOWN_SCALINGS",
     "SIGN_COLOURS",
     "TILE_COLOURS",
     "as_dict",
     "diverging",
     "module_source",
+    "parameter_label",
     "scaling_style",
 ]

@@ -19,10 +19,10 @@ from .positions import (
     position_ids_from_offsets,
 )
 from .registry import (
-    ExplorerInfo,
     HFRope,
     Parameter,
     ScalingDescriptor,
+    TransformersSpelling,
     get_descriptor,
     register_scaling,
     softmax_scale,
@@ -50,7 +50,6 @@ __all__ = [
     "DYNAMIC_TYPES",
     "DefaultScaling",
     "DynamicNTKScaling",
-    "ExplorerInfo",
     "HFRope",
     "LAYOUTS",
     "LayerTypedRotaryEmbedding",
@@ -65,6 +64,7 @@ __all__ = [
     "SECTION_LAYOUTS",
     "RotaryEmbedding",
     "ScalingDescriptor",
+    "TransformersSpelling",
     "YaRNScaling",
     "apply_rotary",
     "apply_rotary_at",

@@ -290,7 +290,7 @@ def rotary_kwargs_from_hf(config: Any, layer_type: Optional[str] = None, strict:
     explicit = fields.get("rotary_dim")  # GPT-J style: an explicit width
     if explicit is not None:
         rotary_dim = _whole("rotary_dim", explicit, minimum=2)
-    elif descriptor.rotary_fraction_field is not None:
+    elif descriptor.transformers.rotary_fraction_field is not None:
         rotary_dim = head_dim  # the scaling leaves pairs unrotated itself
     else:
         # transformers' rope functions take int(config.head_dim * partial_rotary_factor); an MLA config
@@ -383,8 +383,8 @@ def to_hf_dict(rope: Any, style: str = "rope_parameters") -> Dict[str, Any]:
     params: Dict[str, Any] = {"rope_type": descriptor.name, **{k: fields[k] for k in sorted(fields)}}
     out: Dict[str, Any] = {"head_dim": rope.head_dim, "max_position_embeddings": rope.max_position_embeddings}
     out.update(top)
-    if descriptor.rotary_fraction_field is not None:
-        partial = getattr(scaling, descriptor.rotary_fraction_field)
+    if descriptor.transformers.rotary_fraction_field is not None:
+        partial = getattr(scaling, descriptor.transformers.rotary_fraction_field)
         if rope.rotary_dim != rope.head_dim:
             out["rotary_dim"] = rope.rotary_dim
     else:

@@ -1,10 +1,13 @@
 """The scaling registry: one :class:`ScalingDescriptor` per rope type, and everything that loops over it.
 
-A descriptor owns all there is to know about one rope type: its name (one spelling, the Hugging Face
+A descriptor holds the facts about one rope type: its name (one spelling, the Hugging Face
 ``rope_type``), its frozen config class (whose ``validate(rotary_dim)`` is the validator), its pure
-frequency function, how it is read from and written to a Hugging Face rope dict, whether its
-frequencies depend on the current length, the softmax-scale factor it needs outside the tables, what
-the explorer shows for it and the config the lab uses to extend a model to a length ``L``.
+frequency function, whether its frequencies depend on the current length, the softmax-scale factor it
+needs outside the tables, its parameter space (the numeric fields one may vary, with ranges and
+steps), the wavelengths bounding its ramp, how it is set for a context-extension ratio, and, in one
+field (:class:`TransformersSpelling`), how Hugging Face configs and ``transformers`` spell it. Nothing
+here is presentation (labels, colours, what a page shows first: :mod:`posenc.lesson.palette`) or an
+app's choice (how the lab picks a factor for a length: :mod:`posenc.runs.extension`).
 
 The library's own scalings are registered by :mod:`posenc.rope.scaling`; code outside the package adds
 one with :func:`register_scaling`::
@@ -21,9 +24,9 @@ one with :func:`register_scaling`::
 
     register_scaling(ScalingDescriptor("half_speed", HalfSpeed, my_frequencies, summary=..., source=...))
 
-Hugging Face interop (:mod:`posenc.rope.hfconfig`), the explorer, the lab and the docs tables read the
-registry, so the new type round-trips through ``config.json`` dicts, appears in the explorer and is a
-``posenc lab --extension-methods`` choice without further edits (see CONTRIBUTING.md).
+Hugging Face interop (:mod:`posenc.rope.hfconfig`), the explorer, the lab, eval and the docs tables
+read the registry, so the new type round-trips through ``config.json`` dicts, appears in the explorer
+and is a ``posenc lab --extension-methods`` choice without further edits (see CONTRIBUTING.md).
 """
 
 from __future__ import annotations
@@ -40,7 +43,6 @@ from typing import (
     FrozenSet,
     Iterable,
     Iterator,
-    List,
     Mapping,
     Optional,
     Set,
@@ -59,16 +61,16 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 COMMON_HF_KEYS = frozenset({"rope_type", "type", "rope_theta", "partial_rotary_factor"})
 
 
-# -- explorer metadata -------------------------------------------------------------------------------
+# -- the parameter space -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Parameter:
-    """One numeric parameter of a scaling as the explorer offers it (a slider).
+    """One numeric field of a scaling config that one may vary, with its range and step.
 
-    ``name`` is the config field (and Hugging Face key); ``minimum <= default <= maximum``.
+    ``name`` is the config field (and Hugging Face key); ``minimum <= default <= maximum``, and values
+    between are reached in multiples of ``step`` (the explorer's sliders, ``posenc eval --search``).
     """
 
     name: str
-    label: str
     minimum: float
     maximum: float
     step: float
@@ -82,37 +84,6 @@ class Parameter:
                 f"Parameter {self.name!r}: need minimum <= default <= maximum and step > 0, got "
                 f"{self.minimum}, {self.default}, {self.maximum}, step {self.step}"
             )
-
-    def as_dict(self) -> Dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True)
-class ExplorerInfo:
-    """The numbers the explorer's wavelength view needs to draw a scaling as an overlay.
-
-    Names, colours and dash patterns are the page's business (:mod:`posenc.lesson.palette`); these
-    are facts about the scaling.
-
-    Attributes:
-        parameters: the config fields a reader may vary, each with its range, step and label (the
-            explorer makes one slider per name; a name shared by two types is one slider, so both must
-            define it alike, which :func:`register_scaling` checks).
-        shown: drawn when the page opens.
-        ramp: the rule is "keep, ramp, divide by factor", so pairs split three ways (YaRN, Llama 3).
-        thresholds: ``config -> (keep_below, divide_above)`` wavelengths bounding the ramp, if any.
-    """
-
-    parameters: Tuple[Parameter, ...] = ()
-    shown: bool = False
-    ramp: bool = False
-    thresholds: Optional[Callable[[Any], Tuple[float, float]]] = None
-
-    def __post_init__(self) -> None:
-        parameters = tuple(self.parameters)
-        if not all(isinstance(p, Parameter) for p in parameters):
-            raise ValueError(f"ExplorerInfo parameters must be Parameter instances, got {parameters!r}")
-        object.__setattr__(self, "parameters", parameters)
 
 
 # -- Hugging Face reading context ----------------------------------------------------------------------
@@ -178,6 +149,38 @@ class HFRope:
         return derived
 
 
+@dataclass(frozen=True)
+class TransformersSpelling:
+    """How Hugging Face configs and ``transformers`` spell one rope type.
+
+    Attributes:
+        aliases: older names of the type still found in published configs (``"su"`` for longrope).
+        model_type_aliases: ``{model_type: name}`` for configs of one model family that spell this type
+            with another type's name (Phi-3 writes ``"yarn"`` for LongRoPE); applied to ``config.json``
+            dicts only, as ``transformers`` translates them when it builds a config.
+        keys: the keys a rope dict of this type may hold besides :data:`COMMON_HF_KEYS`; ``None``
+            means the config's field names.
+        read: ``HFRope -> config``; ``None`` reads each config field from the rope dict by name, with
+            the dataclass defaults.
+        write: ``config -> (rope dict fields, top-level config fields)``; ``None`` writes every field
+            that is not ``None`` under its own name.
+        rotary_fraction_field: the config field that holds ``partial_rotary_factor`` for types whose
+            table spans the whole head and leave pairs unrotated themselves (Gemma 4's proportional).
+        known: ``transformers`` knows this ``rope_type``.
+        equivalent: for types ``transformers`` lacks: ``(config, base, rotary_dim) -> (base, config or
+            None, explanation)``, an equal configuration it can load.
+    """
+
+    aliases: Tuple[str, ...] = ()
+    model_type_aliases: Mapping[str, str] = field(default_factory=dict)
+    keys: Optional[FrozenSet[str]] = None
+    read: Optional[Callable[[HFRope], Any]] = None
+    write: Optional[Callable[[Any], Tuple[Dict[str, Any], Dict[str, Any]]]] = None
+    rotary_fraction_field: Optional[str] = None
+    known: bool = True
+    equivalent: Optional[Callable[[Any, float, int], Tuple[float, Any, str]]] = None
+
+
 # -- the descriptor ------------------------------------------------------------------------------------
 def _one(config: Any) -> float:
     return 1.0
@@ -190,7 +193,7 @@ def config_fields(config_class: Any) -> Tuple[dataclasses.Field[Any], ...]:
 
 @dataclass(frozen=True)
 class ScalingDescriptor:
-    """Everything about one rope type.
+    """The facts about one rope type.
 
     Args:
         name: the rope type, as in Hugging Face ``rope_type`` (lower case, ``[a-z][a-z0-9_]*``); the
@@ -200,28 +203,19 @@ class ScalingDescriptor:
             attention_factor)``, float64 ``inv_freq`` of shape (rotary_dim // 2,).
         summary: one line for the docs table: what happens to ``theta_i``.
         source: where the method comes from (paper, model, config field names).
-        aliases: older names of the type still found in published configs (``"su"`` for longrope).
-        model_type_aliases: ``{model_type: name}`` for configs of one model family that spell this type
-            with another type's name (Phi-3 writes ``"yarn"`` for LongRoPE); applied to ``config.json``
-            dicts only, as ``transformers`` translates them when it builds a config.
         length_dependent: the frequencies change with the current length (the config class must then
             have ``original_max_position_embeddings``: up to it the length-free frequencies apply).
         softmax_scale: ``config -> float``, what the attention must multiply ``1/sqrt(d)`` by outside
             the rotary tables (DeepSeek's YaRN); 1 for most types.
-        hf_keys: the keys a rope dict of this type may hold besides :data:`COMMON_HF_KEYS`; ``None``
-            means the config's field names.
-        hf_read: ``HFRope -> config``; ``None`` reads each config field from the rope dict by name,
-            with the dataclass defaults.
-        hf_write: ``config -> (rope dict fields, top-level config fields)``; ``None`` writes every
-            field that is not ``None`` under its own name.
-        rotary_fraction_field: the config field that holds ``partial_rotary_factor`` for types whose
-            table spans the whole head and leave pairs unrotated themselves (Gemma 4's proportional).
-        in_transformers: ``transformers`` knows this ``rope_type``.
-        transformers_equivalent: for types ``transformers`` lacks: ``(config, base, rotary_dim) ->
-            (base, config or None, explanation)``, an equal configuration it can load.
-        explorer: the explorer's metadata, or ``None`` to leave the type out of the overlays.
-        lab_default: ``(length, train_len) -> config``, the config ``posenc lab`` uses to extend a model
-            trained on ``train_len`` tokens to ``length``; ``None`` leaves the type out of the lab.
+        parameters: the parameter space: the config fields one may vary, each a :class:`Parameter`
+            with its range and step (a name shared by two types must be defined alike, which
+            :func:`register_scaling` checks).
+        ramp: for a rule "keep, ramp, divide by factor" (YaRN, Llama 3): ``config -> (keep_below,
+            divide_above)``, the wavelengths bounding the ramp; ``None`` for other rules.
+        extension: ``(factor, original) -> config``: the type set to stretch a context trained on
+            ``original`` positions ``factor`` times, its other fields at their published values;
+            ``None`` when a ratio alone does not define it (LongRoPE's searched factors).
+        transformers: how Hugging Face configs and ``transformers`` spell the type.
     """
 
     name: str
@@ -229,18 +223,18 @@ class ScalingDescriptor:
     frequencies: Callable[..., Frequencies]
     summary: str
     source: str
-    aliases: Tuple[str, ...] = ()
-    model_type_aliases: Mapping[str, str] = field(default_factory=dict)
     length_dependent: bool = False
     softmax_scale: Callable[[Any], float] = _one
-    hf_keys: Optional[FrozenSet[str]] = None
-    hf_read: Optional[Callable[[HFRope], Any]] = None
-    hf_write: Optional[Callable[[Any], Tuple[Dict[str, Any], Dict[str, Any]]]] = None
-    rotary_fraction_field: Optional[str] = None
-    in_transformers: bool = True
-    transformers_equivalent: Optional[Callable[[Any, float, int], Tuple[float, Any, str]]] = None
-    explorer: Optional[ExplorerInfo] = None
-    lab_default: Optional[Callable[[int, int], Any]] = None
+    parameters: Tuple[Parameter, ...] = ()
+    ramp: Optional[Callable[[Any], Tuple[float, float]]] = None
+    extension: Optional[Callable[[float, int], Any]] = None
+    transformers: TransformersSpelling = field(default_factory=TransformersSpelling)
+
+    def __post_init__(self) -> None:
+        parameters = tuple(self.parameters)
+        if not all(isinstance(p, Parameter) for p in parameters):
+            raise ValueError(f"{self.name!r}: parameters must be Parameter instances, got {parameters!r}")
+        object.__setattr__(self, "parameters", parameters)
 
     # -- the validator and the pure function --------------------------------------------------------
     def validate(self, config: Any, rotary_dim: Optional[int] = None) -> None:
@@ -252,16 +246,19 @@ class ScalingDescriptor:
     # -- Hugging Face -------------------------------------------------------------------------------
     def allowed_hf_keys(self) -> FrozenSet[str]:
         """Keys a rope dict of this type may hold, the common ones included."""
-        own = self.hf_keys if self.hf_keys is not None else frozenset(f.name for f in config_fields(self.config_class))
-        return frozenset(own - {self.rotary_fraction_field}) | COMMON_HF_KEYS
+        spelling = self.transformers
+        own = (
+            spelling.keys if spelling.keys is not None else frozenset(f.name for f in config_fields(self.config_class))
+        )
+        return frozenset(own - {spelling.rotary_fraction_field}) | COMMON_HF_KEYS
 
     def read_hf(self, ctx: HFRope) -> Any:
         """The config a rope dict describes (validated)."""
-        if self.hf_read is not None:
-            return self.hf_read(ctx)
+        if self.transformers.read is not None:
+            return self.transformers.read(ctx)
         kwargs: Dict[str, Any] = {}
         for f in config_fields(self.config_class):
-            if f.name == self.rotary_fraction_field:
+            if f.name == self.transformers.rotary_fraction_field:
                 kwargs[f.name] = ctx.partial
                 continue
             value = ctx.rope.get(f.name)
@@ -274,25 +271,10 @@ class ScalingDescriptor:
 
     def write_hf(self, config: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         """``(rope dict fields without rope_type, top-level config fields)`` describing ``config``."""
-        if self.hf_write is not None:
-            rope, top = self.hf_write(config)
+        if self.transformers.write is not None:
+            rope, top = self.transformers.write(config)
             return dict(rope), dict(top)
-        return config_to_fields(config, skip=(self.rotary_fraction_field,)), {}
-
-    def metadata(self) -> Dict[str, Any]:
-        """JSON-ready explorer metadata (every type has the same keys)."""
-        info = self.explorer
-        return {
-            "name": self.name,
-            "overlay": info is not None,
-            "shown": bool(info and info.shown),
-            "ramp": bool(info and info.ramp),
-            "parameters": [p.as_dict() for p in info.parameters] if info else [],
-            "length_dependent": self.length_dependent,
-            "in_transformers": self.in_transformers,
-            "lab": self.lab_default is not None,
-            "aliases": list(self.aliases),
-        }
+        return config_to_fields(config, skip=(self.transformers.rotary_fraction_field,)), {}
 
 
 def config_to_fields(config: Any, skip: Iterable[Optional[str]] = ()) -> Dict[str, Any]:
@@ -343,30 +325,29 @@ def register_scaling(descriptor: ScalingDescriptor, *, builtin: bool = False) ->
             f"{name!r}: a length-dependent scaling needs the field "
             "original_max_position_embeddings (the length up to which it is length-free)"
         )
-    if descriptor.rotary_fraction_field is not None and descriptor.rotary_fraction_field not in field_names:
-        raise ValueError(
-            f"{name!r}: rotary_fraction_field {descriptor.rotary_fraction_field!r} is not a field of {cls.__name__}"
-        )
-    own = descriptor.explorer.parameters if descriptor.explorer is not None else ()
+    fraction = descriptor.transformers.rotary_fraction_field
+    if fraction is not None and fraction not in field_names:
+        raise ValueError(f"{name!r}: rotary_fraction_field {fraction!r} is not a field of {cls.__name__}")
+    own = descriptor.parameters
     for parameter in own:
         if parameter.name not in field_names:
-            raise ValueError(f"{name!r}: explorer parameter {parameter.name!r} is not a field of {cls.__name__}")
+            raise ValueError(f"{name!r}: parameter {parameter.name!r} is not a field of {cls.__name__}")
     with _LOCK:
         shared = scaling_parameters()
         for parameter in own:
             if parameter.name in shared and shared[parameter.name] != parameter:
                 raise ValueError(
                     f"{name!r}: parameter {parameter!r} differs from the registered {shared[parameter.name]!r}; "
-                    "a name shared by two scalings is one slider, so define it alike"
+                    "a name shared by two scalings is one parameter, so define it alike"
                 )
         taken = set(REGISTRY) | set(ALIASES)
-        for spelling in (name, *descriptor.aliases):
+        for spelling in (name, *descriptor.transformers.aliases):
             if not isinstance(spelling, str) or not _NAME.match(spelling):
                 raise ValueError(f"{name!r}: alias {spelling!r} must match [a-z][a-z0-9_]*")
             if spelling in taken:
                 raise ValueError(f"rope type {spelling!r} is already registered; unregister_scaling it first")
         REGISTRY[name] = descriptor
-        for alias in descriptor.aliases:
+        for alias in descriptor.transformers.aliases:
             ALIASES[alias] = name
         if builtin:
             _BUILTIN.add(name)
@@ -381,7 +362,7 @@ def unregister_scaling(name: str) -> ScalingDescriptor:
         if name not in REGISTRY:
             raise ValueError(f"{name!r} is not registered; registered: {sorted(REGISTRY)}")
         descriptor = REGISTRY.pop(name)
-        for alias in descriptor.aliases:
+        for alias in descriptor.transformers.aliases:
             ALIASES.pop(alias, None)
     return descriptor
 
@@ -392,7 +373,7 @@ def resolve_name(name: object, model_type: Optional[str] = None) -> str:
         raise ValueError(f"rope_type must be a string, one of {sorted(REGISTRY)}, got {name!r}")
     if model_type is not None:
         for desc in REGISTRY.values():
-            if desc.model_type_aliases.get(model_type) == name:
+            if desc.transformers.model_type_aliases.get(model_type) == name:
                 return desc.name
     name = ALIASES.get(name, name)
     if name not in REGISTRY:
@@ -427,24 +408,19 @@ def is_length_dependent(config: Any) -> bool:
     return descriptor_of(config).length_dependent
 
 
-def lab_methods() -> Tuple[str, ...]:
-    """The rope types ``posenc lab`` can extend a model with, in registration order."""
-    return tuple(d.name for d in REGISTRY.values() if d.lab_default is not None)
+def extension_types() -> Tuple[str, ...]:
+    """The rope types an extension ratio sets (those with an ``extension``), in registration order."""
+    return tuple(d.name for d in REGISTRY.values() if d.extension is not None)
 
 
 def scaling_parameters() -> Dict[str, Parameter]:
-    """Every registered type's explorer parameters by name, in registration order (a name shared by
-    several types appears once: registration keeps their definitions equal)."""
+    """Every registered type's parameters by name, in registration order (a name shared by several
+    types appears once: registration keeps their definitions equal)."""
     out: Dict[str, Parameter] = {}
     for descriptor in list(REGISTRY.values()):
-        for parameter in descriptor.explorer.parameters if descriptor.explorer is not None else ():
+        for parameter in descriptor.parameters:
             out.setdefault(parameter.name, parameter)
     return out
-
-
-def explorer_metadata() -> List[Dict[str, Any]]:
-    """JSON-ready metadata of every registered type, in registration order (``/api/scalings``)."""
-    return [d.metadata() for d in REGISTRY.values()]
 
 
 class LiveNames(AbstractSet[str]):

@@ -14,8 +14,9 @@ Each rope type is:
 * a pure function ``(config, rotary_dim, base, seq_len=None) -> (inv_freq, attention_factor)``
   returning float64 frequencies of shape (rotary_dim // 2,) and a Python float;
 * one :class:`~posenc.rope.registry.ScalingDescriptor` in :data:`REGISTRY` that ties them together
-  with its Hugging Face reader/writer, its length dependence, its softmax scale, the explorer's metadata
-  and the lab's default (see :mod:`posenc.rope.registry`, and CONTRIBUTING.md for adding a type).
+  with its length dependence, its softmax scale, its parameter space, its setting for an extension
+  ratio and its Hugging Face spelling (see :mod:`posenc.rope.registry`, and CONTRIBUTING.md for adding
+  a type).
 
 ``seq_len`` matters only to the two types that change with the current length (``dynamic`` and
 ``longrope``); the others ignore it. :func:`rope_frequencies` is the one entry point.
@@ -37,12 +38,12 @@ from .registry import (
     ALIASES,
     COMMON_HF_KEYS,
     REGISTRY,
-    ExplorerInfo,
     Frequencies,
     HFRope,
     LiveNames,
     Parameter,
     ScalingDescriptor,
+    TransformersSpelling,
     config_to_fields,
     descriptor_of,
     register_scaling,
@@ -653,11 +654,8 @@ def _llama3_thresholds(config: Llama3Scaling) -> Tuple[float, float]:
 
 
 # -- the registry entries ----------------------------------------------------------------------------
-_FACTOR = Parameter("factor", "factor", 1.0, 64.0, 1.0, 8.0)
-
-#: The factor the lab gives dynamic NTK (Hugging Face examples use 2.0): dynamic NTK does not know the
-#: target length, its scale grows with the input instead.
-LAB_DYNAMIC_FACTOR = 2.0
+#: the extension ratio every type that has one shares: one parameter, defined alike for all
+_FACTOR = Parameter("factor", 1.0, 64.0, 1.0, 8.0)
 
 for _descriptor in (
     ScalingDescriptor(
@@ -668,7 +666,9 @@ for _descriptor in (
         source="Su et al. 2021, RoFormer",
         # Qwen2-VL and Qwen2.5-VL config.json files: {"type": "mrope", "mrope_section": [...]} is the
         # default frequencies with M-RoPE's streams (posenc.rope.mrope), as transformers reads it
-        model_type_aliases={t: "mrope" for t in ("qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text")},
+        transformers=TransformersSpelling(
+            model_type_aliases={t: "mrope" for t in ("qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text")}
+        ),
     ),
     ScalingDescriptor(
         "linear",
@@ -676,8 +676,8 @@ for _descriptor in (
         _linear,
         summary="`theta_i / s`",
         source="Chen et al. 2023, position interpolation; kaiokendev (SuperHOT)",
-        explorer=ExplorerInfo((_FACTOR,), shown=True),
-        lab_default=lambda length, train_len: LinearScaling(length / train_len),
+        parameters=(_FACTOR,),
+        extension=lambda factor, original: LinearScaling(factor),
     ),
     ScalingDescriptor(
         "ntk",
@@ -685,10 +685,9 @@ for _descriptor in (
         _ntk,
         summary="`base' = base * s ** (d / (d - 2))`, `theta_i' = base' ** (-2i/d)`",
         source='bloc97 2023 (r/LocalLLaMA), "NTK-aware scaled RoPE"',
-        in_transformers=False,
-        transformers_equivalent=_ntk_for_transformers,
-        explorer=ExplorerInfo((_FACTOR,)),
-        lab_default=lambda length, train_len: NTKScaling(length / train_len),
+        parameters=(_FACTOR,),
+        extension=lambda factor, original: NTKScaling(factor),
+        transformers=TransformersSpelling(known=False, equivalent=_ntk_for_transformers),
     ),
     ScalingDescriptor(
         "dynamic",
@@ -697,11 +696,9 @@ for _descriptor in (
         summary="NTK with `s_eff = 1 + s (max(L, L0) - L0) / L0`",
         source='emozilla 2023 (r/LocalLLaMA), "dynamically scaled RoPE"',
         length_dependent=True,
-        hf_keys=frozenset({"factor"}),
-        hf_read=_dynamic_from_hf,
-        hf_write=_dynamic_to_hf,
-        explorer=ExplorerInfo((_FACTOR,)),
-        lab_default=lambda length, train_len: DynamicNTKScaling(LAB_DYNAMIC_FACTOR, train_len),
+        parameters=(_FACTOR,),
+        extension=DynamicNTKScaling,
+        transformers=TransformersSpelling(keys=frozenset({"factor"}), read=_dynamic_from_hf, write=_dynamic_to_hf),
     ),
     ScalingDescriptor(
         "yarn",
@@ -710,18 +707,15 @@ for _descriptor in (
         summary="ramp between `theta_i` and `theta_i / s` (below)",
         source="Peng et al. 2023, YaRN; DeepSeek-V2 (mscale)",
         softmax_scale=yarn_softmax_scale,
-        hf_read=_yarn_from_hf,
-        explorer=ExplorerInfo(
-            (
-                _FACTOR,
-                Parameter("beta_fast", "YaRN β_fast", 2.0, 64.0, 1.0, 32.0),
-                Parameter("beta_slow", "YaRN β_slow", 0.25, 4.0, 0.25, 1.0),
-            ),
-            shown=True,
-            ramp=True,
-            thresholds=_yarn_thresholds,
+        # the paper's beta_fast 32 and beta_slow 1 are the config's defaults
+        parameters=(
+            _FACTOR,
+            Parameter("beta_fast", 2.0, 64.0, 1.0, 32.0),
+            Parameter("beta_slow", 0.25, 4.0, 0.25, 1.0),
         ),
-        lab_default=lambda length, train_len: YaRNScaling(length / train_len, train_len, beta_fast=32.0, beta_slow=1.0),
+        ramp=_yarn_thresholds,
+        extension=YaRNScaling,
+        transformers=TransformersSpelling(read=_yarn_from_hf),
     ),
     ScalingDescriptor(
         "llama3",
@@ -729,18 +723,15 @@ for _descriptor in (
         _llama3,
         summary="three wavelength bands (below)",
         source='Meta 2024, "The Llama 3 Herd of Models", reference `apply_scaling`',
-        hf_read=_llama3_from_hf,
-        explorer=ExplorerInfo(
-            (
-                _FACTOR,
-                Parameter("low_freq_factor", "Llama-3 low_freq_factor", 0.5, 4.0, 0.5, 1.0),
-                Parameter("high_freq_factor", "Llama-3 high_freq_factor", 1.0, 16.0, 0.5, 4.0),
-            ),
-            shown=True,
-            ramp=True,
-            thresholds=_llama3_thresholds,
+        parameters=(
+            _FACTOR,
+            Parameter("low_freq_factor", 0.5, 4.0, 0.5, 1.0),
+            Parameter("high_freq_factor", 1.0, 16.0, 0.5, 4.0),
         ),
-        lab_default=lambda length, train_len: Llama3Scaling(length / train_len, 1.0, 4.0, train_len),
+        ramp=_llama3_thresholds,
+        # Llama 3.1's published bands: low_freq_factor 1, high_freq_factor 4
+        extension=lambda factor, original: Llama3Scaling(factor, 1.0, 4.0, original),
+        transformers=TransformersSpelling(read=_llama3_from_hf),
     ),
     ScalingDescriptor(
         "longrope",
@@ -748,12 +739,14 @@ for _descriptor in (
         _longrope,
         summary="`theta_i / f_i`, `f = long_factor if L > L0 else short_factor`",
         source='Ding et al. 2024, LongRoPE; Phi-3 (`"su"` in early configs)',
-        aliases=("su",),
-        # Phi-3 and Phi-4-multimodal config.json files: transformers builds "yarn" as LongRoPE
-        model_type_aliases={"phi3": "yarn", "phi4_multimodal": "yarn"},
         length_dependent=True,
-        hf_read=_longrope_from_hf,
-        hf_write=_longrope_to_hf,
+        transformers=TransformersSpelling(
+            aliases=("su",),
+            # Phi-3 and Phi-4-multimodal config.json files: transformers builds "yarn" as LongRoPE
+            model_type_aliases={"phi3": "yarn", "phi4_multimodal": "yarn"},
+            read=_longrope_from_hf,
+            write=_longrope_to_hf,
+        ),
     ),
     ScalingDescriptor(
         "proportional",
@@ -761,7 +754,7 @@ for _descriptor in (
         _proportional,
         summary="`theta_i / s` with the head's `d`, for the first `int(p d / 2)` pairs; 0 for the rest",
         source="Hugging Face `transformers` (Gemma 4)",
-        rotary_fraction_field="partial_rotary_factor",
+        transformers=TransformersSpelling(rotary_fraction_field="partial_rotary_factor"),
     ),
 ):
     register_scaling(_descriptor, builtin=True)

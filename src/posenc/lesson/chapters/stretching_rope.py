@@ -17,6 +17,7 @@ import torch
 from ...fixtures import load_fixture
 from ...rope import LinearScaling, NTKScaling, RotaryEmbedding, YaRNScaling, rope_frequencies, rope_inv_freq
 from ...rope.registry import scaling_parameters
+from ..palette import parameter_label
 from ..prose import Block
 from ..stretching import band_masks, partial_turn, past_training
 from ..vectors import TWO_PI
@@ -341,7 +342,7 @@ def prose(n: dict) -> list[Block]:
 def _scaling_range(name: str) -> Range:
     """The range of a RoPE scaling's parameter, read from its registry descriptor (its one definition)."""
     p = scaling_parameters()[name]
-    return (float(p.minimum), float(p.maximum), float(p.default), p.label)
+    return (float(p.minimum), float(p.maximum), float(p.default), parameter_label(name))
 
 
 # -- the figure: every pair's wavelength under each scaling --
