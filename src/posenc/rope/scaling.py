@@ -783,8 +783,8 @@ def rope_frequencies(scaling: Any, rotary_dim: int, base: float, seq_len: Option
     scaling = DefaultScaling() if scaling is None else scaling
     descriptor = descriptor_of(scaling)
     descriptor.validate(scaling, rotary_dim)
-    if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1):
-        raise ValueError(f"seq_len must be None or an integer >= 1, got {seq_len!r}")
+    if seq_len is not None:
+        check_config_int("seq_len", seq_len, maximum=None, allowed="None or an integer >= 1")
     inv_freq, attention_factor = descriptor.frequencies(scaling, rotary_dim, float(base), seq_len)
     attention_factor = float(attention_factor)
     # The validators bound every field; this is the guarantee itself, for registered types too.
