@@ -362,6 +362,15 @@ def test_a_run_extends_by_the_length_ratio_and_an_adaptive_type_by_its_fixed_fac
         extension_config(REGISTRY["longrope"], 256, 64)
 
 
+@pytest.mark.parametrize("length", [64, 256, 1000])
+def test_eval_fits_each_length_exactly_as_the_lab_extends(length):
+    """docs/eval.md: a spec naming a type alone fits it to each length as ``posenc lab`` does."""
+    from posenc.eval.scalings import parse_spec, scaled_config
+
+    for method in extension_types():
+        assert scaled_config(parse_spec(method), length, 64) == scaling_for(method, length, 64), method
+
+
 @pytest.mark.slow
 def test_lab_dynamic_ntk_is_frozen_at_the_window_length():
     """One pass over L tokens picks the frequencies of length L: the frozen module, the static NTK
