@@ -47,7 +47,7 @@ def _names(text: str) -> list:
 
 
 def _extension_methods(text: str) -> list:
-    """Comma-separated extension methods: the rope types registered with a lab default."""
+    """Comma-separated extension methods: the rope types an extension ratio sets."""
     names, allowed = _names(text), extension_types()
     for name in names:
         if name not in allowed:
