@@ -3,7 +3,7 @@
     python benchmarks/bench_rope.py --quick          # under two minutes on 2 CPU cores
     python benchmarks/bench_rope.py                  # decode, prefill 4k and 16k; float32 and bfloat16
 
-See :mod:`posenc.bench` for what is timed and how, and ``docs/kernels.md`` for how to read it.
+See :mod:`posenc.measuring.bench` for what is timed and how, and ``docs/kernels.md`` for how to read it.
 
 Per-call overhead of one decode step, optionally against another copy of posenc in the same run:
 
@@ -128,7 +128,7 @@ def main(argv=None) -> int:
         parser.add_argument("--calls", type=int, default=2000, help="calls per timed sample")
         parser.add_argument("--json", help="write the medians and every round here")
         return decode_overhead(parser.parse_args(argv))
-    from posenc import bench
+    from posenc.measuring import bench
 
     parser = argparse.ArgumentParser(prog="bench_rope.py", description=bench.__doc__.splitlines()[0])
     bench.add_arguments(parser)

@@ -8,7 +8,7 @@ activations at a time, so the peak beside the weights does not depend on the num
 length reads 64k tokens per forward (``rows = 65536 / length``), as ``posenc eval --batch-size 1``
 does for lengths up to 64k. Prints one JSON line per length: the measured peak
 (``torch.cuda.max_memory_allocated`` above the allocation before the forward) and
-:func:`posenc.eval.cli.estimate_bytes`.
+:func:`posenc.measuring.eval.cli.estimate_bytes`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import torch
 def main() -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from posenc.eval import measure
-    from posenc.eval.cli import estimate_bytes
+    from posenc.measuring.eval import measure
+    from posenc.measuring.eval.cli import estimate_bytes
 
     config = LlamaConfig(
         hidden_size=4096,

@@ -566,9 +566,9 @@ def _transformers_rope() -> Tuple[str, Callable[..., Any]]:
 
         return "transformers", apply_rotary_pos_emb
     except Exception:
-        from posenc.bench import eager_rotary
+        from posenc.measuring.bench import eager_rotary
 
-        return "posenc.bench.eager_rotary (transformers not importable)", eager_rotary
+        return "posenc.measuring.bench.eager_rotary (transformers not importable)", eager_rotary
 
 
 def _case_tensors(ctx: Context, batch: int, seq: int, dtype_name: str):

@@ -4,7 +4,7 @@ the seeds' per-window differences correlate in the committed run summaries.
 * per run: the paired t-test against the earlier normal p-value from a bootstrap standard error (its
   bootstrap-free limit, the spread with ddof 0), at the level of Holm's first step among 30
   comparisons, for 32 and 64 windows;
-* across seeds: the test of :func:`posenc.lab.stats.across_seeds` (windows paired across seeds)
+* across seeds: the test of :func:`posenc.measuring.lab.stats.across_seeds` (windows paired across seeds)
   against Stouffer's combination of the per-seed tests and the earlier rule (the larger p of a
   t-test between seeds and Stouffer's), at a nominal 5%, with windows whose differences correlate
   ``--rho`` across seeds::
@@ -22,8 +22,8 @@ import math
 import numpy as np
 from scipy import stats as st
 
-from posenc.lab.stats import across_seeds, t_quantile
-from posenc.lab.summary import load_summaries
+from posenc.measuring.lab.stats import across_seeds, t_quantile
+from posenc.measuring.lab.summary import load_summaries
 
 
 def parser() -> argparse.ArgumentParser:

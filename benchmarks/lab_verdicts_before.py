@@ -6,7 +6,7 @@ exact matches (0 of 64 gives [0%, 0%]), no pairing, no correction for the number
 near keys at 1x against far keys at 8x. This script runs that rule's own code, read from git, on
 one seed's ``results.json`` with the accuracy intervals recomputed the earlier way from the stored
 per-trial outcomes (bits per byte and log2 p(key) intervals are unchanged), and writes the verdicts
-into the committed summary as ``verdicts_before``, which ``python -m posenc.lab.summary render``
+into the committed summary as ``verdicts_before``, which ``python -m posenc.measuring.lab.summary render``
 shows beside the current ones (table ``before-after``)::
 
     python benchmarks/lab_verdicts_before.py RUN_DIR/seed-0 quick-3-seeds
@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from posenc.lab.metrics import bootstrap_ci
-from posenc.lab.schema import load_json_file
-from posenc.lab.store import write_run_file
-from posenc.lab.summary import RUNS_DIR
+from posenc.measuring.lab.metrics import bootstrap_ci
+from posenc.measuring.lab.schema import load_json_file
+from posenc.measuring.lab.store import write_run_file
+from posenc.measuring.lab.summary import RUNS_DIR
 
 #: The commit whose verdict rule is "before".
 RULE_COMMIT = "118eb62^"
@@ -41,7 +41,7 @@ RULE = (
 
 def earlier_rule(root: Path) -> types.ModuleType:
     source = subprocess.run(
-        ["git", "show", f"{RULE_COMMIT}:src/posenc/lab/verdicts.py"],
+        ["git", "show", f"{RULE_COMMIT}:src/posenc/measuring/lab/verdicts.py"],
         cwd=root,
         check=True,
         capture_output=True,
@@ -49,7 +49,7 @@ def earlier_rule(root: Path) -> types.ModuleType:
     ).stdout
     module = types.ModuleType("verdicts_before")
     exec(
-        compile(source.replace("from .schema import", "from posenc.lab.schema import"), RULE_COMMIT, "exec"),
+        compile(source.replace("from .schema import", "from posenc.measuring.lab.schema import"), RULE_COMMIT, "exec"),
         module.__dict__,
     )
     return module

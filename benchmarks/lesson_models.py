@@ -30,12 +30,12 @@ from pathlib import Path
 
 import torch
 
-from posenc.lab.config import LabConfig
-from posenc.lab.corpus import load_corpus
-from posenc.lab.evaluate import window_ends
-from posenc.lab.export import load_run_model
-from posenc.lab.store import atomic_write_bytes, read_run_file
 from posenc.lesson import trained
+from posenc.measuring.lab.config import LabConfig
+from posenc.measuring.lab.corpus import load_corpus
+from posenc.measuring.lab.evaluate import window_ends
+from posenc.measuring.lab.export import load_run_model
+from posenc.measuring.lab.store import atomic_write_bytes, read_run_file
 
 #: Largest difference allowed between a packaged model's bits per byte and the lab's (float32 sums in
 #: another batch order differ in the sixth digit).
@@ -89,7 +89,7 @@ def package(run: Path, out: Path) -> dict:
         "train_len": cfg.train_len,
         "eval_lengths": lengths,
         "metric": "bits per byte on every byte of the windows, each window read in pieces of the length from "
-        "position 0 (posenc.lab.evaluate); null where a learned table has no rows",
+        "position 0 (posenc.measuring.lab.evaluate); null where a learned table has no rows",
         "windows": {"file": trained.WINDOWS_NAME, "count": int(windows.shape[0]), "span": span},
         "models": {},
         "cpu_seconds": results.get("cpu_seconds"),

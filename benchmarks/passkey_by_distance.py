@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from posenc.lab import passkey
-from posenc.lab.config import LabConfig
-from posenc.lab.corpus import load_corpus
-from posenc.lab.evaluate import model_for_length
-from posenc.lab.metrics import bootstrap_ci
-from posenc.lab.store import RunDir, load_checkpoint, read_run_file
-from posenc.lab.train import build_model
+from posenc.measuring.lab import passkey
+from posenc.measuring.lab.config import LabConfig
+from posenc.measuring.lab.corpus import load_corpus
+from posenc.measuring.lab.evaluate import model_for_length
+from posenc.measuring.lab.metrics import bootstrap_ci
+from posenc.measuring.lab.store import RunDir, load_checkpoint, read_run_file
+from posenc.measuring.lab.train import build_model
 
 
 def parser() -> argparse.ArgumentParser:

@@ -20,11 +20,11 @@ import time
 import numpy as np
 import torch
 
-from posenc.lab import passkey
-from posenc.lab.config import PRESETS, preset_config
-from posenc.lab.corpus import load_corpus
-from posenc.lab.distributed import Dist
-from posenc.lab.train import build_model, make_optimizer, run_kwargs, train_steps
+from posenc.measuring.lab import passkey
+from posenc.measuring.lab.config import PRESETS, preset_config
+from posenc.measuring.lab.corpus import load_corpus
+from posenc.measuring.lab.distributed import Dist
+from posenc.measuring.lab.train import build_model, make_optimizer, run_kwargs, train_steps
 
 
 def per_digit(model, data: np.ndarray, length: int, trials: int, seed: int) -> list:

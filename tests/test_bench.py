@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from posenc import bench, cli
+from posenc import cli
+from posenc.measuring import bench
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_ARGS = ["--shapes", "tiny", "--repeats", "2", "--warmup", "0", "--dtypes", "float32", "bfloat16"]
@@ -198,8 +199,8 @@ def test_the_profiler_labels_the_rotation_the_attention_calls_patched_or_not():
     pytest.importorskip("transformers")
     import sys
 
-    from posenc.bench import _instrument
     from posenc.integrations.transformers import global_seen_by, patch, unpatch
+    from posenc.measuring.bench import _instrument
     from posenc.testing import tiny_model
 
     model = tiny_model("llama-3.2-1b")

@@ -19,12 +19,12 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from posenc.cli import main  # noqa: E402
-from posenc.eval import cli, measure, settings  # noqa: E402
-from posenc.eval.cli import estimate_bytes  # noqa: E402
-from posenc.eval.scalings import SpecError, parse_spec, parse_specs, scaled_config  # noqa: E402
-from posenc.lab import passkey as lab_passkey  # noqa: E402
-from posenc.lab.corpus import load_corpus, stdlib_root  # noqa: E402
-from posenc.lab.export import export_model, load_run_model  # noqa: E402
+from posenc.measuring.eval import cli, measure, settings  # noqa: E402
+from posenc.measuring.eval.cli import estimate_bytes  # noqa: E402
+from posenc.measuring.eval.scalings import SpecError, parse_spec, parse_specs, scaled_config  # noqa: E402
+from posenc.measuring.lab import passkey as lab_passkey  # noqa: E402
+from posenc.measuring.lab.corpus import load_corpus, stdlib_root  # noqa: E402
+from posenc.measuring.lab.export import export_model, load_run_model  # noqa: E402
 from posenc.model import ModelConfig, TinyLM  # noqa: E402
 from posenc.rope import rope_frequencies  # noqa: E402
 from posenc.rope.registry import extension_types  # noqa: E402
@@ -121,7 +121,7 @@ def test_passkey_reproduces_the_labs_trials(lab_model):
 def test_passkey_under_each_extension_reproduces_the_labs_extension_retrieval(lab_model):
     """Each fitted scaling as eval applies it (through the patch, on the exported model) retrieves the
     lab's planted keys as the lab's extended TinyLM did: the extension table's retrieval, bin by bin."""
-    from posenc.eval.scalings import applied
+    from posenc.measuring.eval.scalings import applied
 
     lab = lab_model["results"]
     hf = transformers.AutoModelForCausalLM.from_pretrained(lab_model["model"], local_files_only=True).eval()
@@ -389,8 +389,8 @@ def test_wilson_interval():
 # -- a Llama checkpoint: each scaling as eval applies it equals transformers running that config ----------
 @pytest.mark.parametrize("spec", ["linear", "linear:4", "yarn:4", "llama3:4", "dynamic:2", "ntk:4", "none"])
 def test_applied_scaling_equals_transformers_running_the_written_config(tmp_path, spec):
-    from posenc.eval.scalings import applied, written_config
-    from posenc.lab.export import byte_tokenizer
+    from posenc.measuring.eval.scalings import applied, written_config
+    from posenc.measuring.lab.export import byte_tokenizer
     from posenc.testing import tiny_model
 
     model = tiny_model("codellama-7b", vocab_size=256, max_position_embeddings=32, rope_theta=10000.0)
@@ -425,9 +425,9 @@ def test_a_family_patch_reads_from_its_own_code_is_not_refused_by_the_model_type
     # cohere is not in patch's hand list; patch finds its interleaved rotation from cohere's own code,
     # so eval's model-type check must let it through (it used to refuse every type outside the list)
     from posenc import testing as tiny
-    from posenc.eval.files import EvalError
-    from posenc.eval.settings import check_model_type, read_checkpoint_config
     from posenc.integrations.transformers import patch, supported_model_types
+    from posenc.measuring.eval.files import EvalError
+    from posenc.measuring.eval.settings import check_model_type, read_checkpoint_config
 
     assert "cohere" not in supported_model_types()
     model = tiny.tiny_model_of_type("cohere")

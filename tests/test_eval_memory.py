@@ -1,7 +1,7 @@
 """``posenc eval``'s memory plan against measured peaks on CPU.
 
 Each peak is measured in a fresh process: the resident high-water mark (``VmHWM``, reset through
-``/proc/self/clear_refs``) of one eval forward pass (:func:`posenc.eval.measure.causal_lm_nats`)
+``/proc/self/clear_refs``) of one eval forward pass (:func:`posenc.measuring.eval.measure.causal_lm_nats`)
 above the resident size before it. The estimate must not be below it (a length it lets through must
 fit) and not far above it (a length it skips must not fit): it used to count a whole score matrix
 PyTorch's CPU attention never holds, 9x the peak at 4k tokens here and 39x at 16k on a real model.
@@ -20,7 +20,7 @@ transformers = pytest.importorskip("transformers")
 
 from posenc import testing  # noqa: E402
 from posenc.cli import main  # noqa: E402
-from posenc.eval.cli import estimate_bytes, size_text  # noqa: E402
+from posenc.measuring.eval.cli import estimate_bytes, size_text  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="Linux's /proc peak counters")
 
@@ -35,7 +35,7 @@ SHAPE = dict(
 PEAK = """
 import json, sys, torch
 from posenc import testing
-from posenc.eval import measure
+from posenc.measuring.eval import measure
 
 def vm(key):
     for line in open("/proc/self/status"):
@@ -95,7 +95,7 @@ def test_sizes_are_shown_in_a_unit_that_shows_them():
 
 
 def test_a_small_model_plan_never_reads_zero_and_the_search_is_planned(tmp_path, capsys):
-    from posenc.lab.export import export_model
+    from posenc.measuring.lab.export import export_model
     from posenc.model import ModelConfig, TinyLM
 
     folder = tmp_path / "m"

@@ -1,7 +1,7 @@
 """``posenc eval --write-config`` deploys the model eval measured.
 
 For each family and scaling: the logits eval measures (the checkpoint loaded as eval loads it, the
-scaling installed by :func:`posenc.eval.scalings.applied`) equal the logits of plain ``transformers``
+scaling installed by :func:`posenc.measuring.eval.scalings.applied`) equal the logits of plain ``transformers``
 loading the checkpoint with the config ``--write-config`` wrote, with no posenc code on that path.
 
 Two ways this used to fail: a family whose default rotated share is not the whole head (GPT-NeoX 0.25,
@@ -24,8 +24,8 @@ transformers = pytest.importorskip("transformers")
 
 from posenc import testing  # noqa: E402
 from posenc.cli import main  # noqa: E402
-from posenc.eval.scalings import ScalingSpec, applied, parse_spec, rope_of, written_config  # noqa: E402
-from posenc.lab.export import export_model  # noqa: E402
+from posenc.measuring.eval.scalings import ScalingSpec, applied, parse_spec, rope_of, written_config  # noqa: E402
+from posenc.measuring.lab.export import export_model  # noqa: E402
 from posenc.model import ModelConfig, TinyLM  # noqa: E402
 
 TRAINED = 32
@@ -179,7 +179,7 @@ def test_a_family_the_patch_cannot_run_is_refused_in_one_line(tmp_path, capsys, 
     rotation for posenc's patch to stand in for. eval says so before measuring anything, instead of a
     traceback or numbers of another model. (DeepSeek-V3.2 and MiniCPM3, refused here before the patch
     could run them, now deploy as measured: see MSCALE.)"""
-    from posenc.lab.export import byte_tokenizer
+    from posenc.measuring.lab.export import byte_tokenizer
 
     folder = _checkpoint(tmp_path / "ckpt", model_type)
     byte_tokenizer().save_pretrained(folder)

@@ -19,10 +19,10 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from posenc.cli import main  # noqa: E402
-from posenc.eval import measure  # noqa: E402
-from posenc.eval.files import LOCK_NAME, depth_key  # noqa: E402
 from posenc.explorer.eval_results import read_eval_results  # noqa: E402
-from posenc.lab.export import export_model  # noqa: E402
+from posenc.measuring.eval import measure  # noqa: E402
+from posenc.measuring.eval.files import LOCK_NAME, depth_key  # noqa: E402
+from posenc.measuring.lab.export import export_model  # noqa: E402
 from posenc.model import ModelConfig, TinyLM  # noqa: E402
 from posenc.runs import RunLock  # noqa: E402
 
@@ -30,7 +30,7 @@ LN2 = math.log(2.0)
 
 
 def _text(folder: Path) -> Path:
-    from posenc.lab.corpus import stdlib_root
+    from posenc.measuring.lab.corpus import stdlib_root
 
     path = folder / "text.txt"
     source = (stdlib_root() / "textwrap.py").read_text(encoding="utf-8")
@@ -307,7 +307,7 @@ def test_one_window_is_refused(checkpoint, tmp_path, capsys):
 
 
 def test_the_lab_lock_is_the_shared_one():
-    from posenc.lab import store
+    from posenc.measuring.lab import store
     from posenc.runs import FolderBusy
 
     assert issubclass(store.RunLock, RunLock) and store.FolderBusy is FolderBusy
@@ -315,7 +315,7 @@ def test_the_lab_lock_is_the_shared_one():
 
 # -- smaller fixes -----------------------------------------------------------------------------------------
 def test_a_fitted_scaling_is_labelled_with_the_factor_it_uses():
-    from posenc.eval.scalings import parse_spec, scaled_config, spec_summary
+    from posenc.measuring.eval.scalings import parse_spec, scaled_config, spec_summary
 
     lengths = [32, 64, 128]
     assert [scaled_config(parse_spec("dynamic"), n, 32).factor for n in lengths] == [2.0, 2.0, 2.0]
@@ -335,7 +335,7 @@ def test_the_heatmaps_show_intervals_and_log_probabilities(checkpoint, tmp_path,
     matplotlib.use("Agg")
     from matplotlib.axes import Axes
 
-    from posenc.eval import report
+    from posenc.measuring.eval import report
 
     shown = []
     real = Axes.text

@@ -12,8 +12,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from posenc.cli import main  # noqa: E402
-from posenc.eval import measure  # noqa: E402
-from posenc.eval.search import (  # noqa: E402
+from posenc.measuring.eval import measure  # noqa: E402
+from posenc.measuring.eval.search import (  # noqa: E402
     LONGROPE_MAX_STRETCH,
     Candidate,
     default_candidate,
@@ -21,8 +21,8 @@ from posenc.eval.search import (  # noqa: E402
     search_window_ends,
     searchable,
 )
-from posenc.lab.corpus import load_corpus, stdlib_root  # noqa: E402
-from posenc.lab.export import export_model  # noqa: E402
+from posenc.measuring.lab.corpus import load_corpus, stdlib_root  # noqa: E402
+from posenc.measuring.lab.export import export_model  # noqa: E402
 from posenc.model import ModelConfig, TinyLM  # noqa: E402
 from posenc.rope.registry import REGISTRY  # noqa: E402
 from posenc.runs.extension import extension_config  # noqa: E402

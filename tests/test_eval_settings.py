@@ -1,7 +1,7 @@
 """``posenc eval``'s settings: one frozen :class:`EvalRun` made once from the command line, holding
 every flag parsed and what the checkpoint decides; each bad value is one :class:`EvalError` naming
 the flag, the value and what is allowed. And the shape that object allows: no function of
-``posenc.eval`` over 80 lines or taking more than six positional parameters."""
+``posenc.measuring.eval`` over 80 lines or taking more than six positional parameters."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 pytest.importorskip("transformers")
 
-import posenc.eval  # noqa: E402
-from posenc.eval.cli import add_arguments  # noqa: E402
-from posenc.eval.files import EvalError  # noqa: E402
-from posenc.eval.settings import MAX_BOOTSTRAP_SAMPLES, EvalRun  # noqa: E402
-from posenc.lab.export import export_model  # noqa: E402
+import posenc.measuring.eval  # noqa: E402
+from posenc.measuring.eval.cli import add_arguments  # noqa: E402
+from posenc.measuring.eval.files import EvalError  # noqa: E402
+from posenc.measuring.eval.settings import MAX_BOOTSTRAP_SAMPLES, EvalRun  # noqa: E402
+from posenc.measuring.lab.export import export_model  # noqa: E402
 from posenc.model import ModelConfig, TinyLM  # noqa: E402
 
 MAX_FUNCTION_LINES = 80
@@ -139,7 +139,7 @@ def test_the_counter_sees_a_long_function_and_a_long_parameter_list():
 
 
 def test_no_function_of_eval_is_over_80_lines_or_takes_more_than_six_positional_parameters():
-    folder = Path(posenc.eval.__file__).parent
+    folder = Path(posenc.measuring.eval.__file__).parent
     long, wide = [], []
     for path in sorted(folder.glob("*.py")):
         for name, lines, positional in _functions(path.read_text(encoding="utf-8")):

@@ -1,6 +1,6 @@
 """``posenc explore --eval-run DIR``: the eval view's API and the view in a real headless Chromium.
 
-The results file is written by posenc eval's own report code (:func:`posenc.eval.report.build`) from
+The results file is written by posenc eval's own report code (:func:`posenc.measuring.eval.report.build`) from
 constructed cells, so the view reads exactly what the command writes.
 """
 
@@ -12,9 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from posenc.eval.files import depth_key
-from posenc.eval.report import build
-from posenc.eval.scalings import ScalingSpec, parse_specs
+from posenc.measuring.eval.files import depth_key
+from posenc.measuring.eval.report import build
+from posenc.measuring.eval.scalings import ScalingSpec, parse_specs
 
 LENGTHS, DEPTHS, TRAINED = [32, 64, 128], [0.0, 0.5, 1.0], 32
 

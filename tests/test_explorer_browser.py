@@ -61,7 +61,7 @@ def lab_run(tmp_path_factory):
         json.dumps(
             {
                 "schema_version": 2,
-                "kind": "results",  # posenc.lab.schema's stamp
+                "kind": "results",  # posenc.measuring.lab.schema's stamp
                 "config": {"d_model": 64},
                 "train_len": 256,
                 "eval_lengths": [256, 512],

@@ -30,7 +30,7 @@ def write_results(folder, data):
 
 SYNTHETIC = {
     "schema_version": 2,
-    "kind": "results",  # posenc.lab.schema's stamp
+    "kind": "results",  # posenc.measuring.lab.schema's stamp
     "config": {"d_model": 64, "steps": 10},
     "train_len": 128,
     "eval_lengths": [128, 512],

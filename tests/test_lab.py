@@ -17,14 +17,14 @@ import pytest
 import torch
 
 from posenc.cli import main
-from posenc.lab import cli as lab_cli
-from posenc.lab import train as lab_train
-from posenc.lab.config import preset_config
-from posenc.lab.corpus import find_files, load_corpus, split_paths, stdlib_root
-from posenc.lab.evaluate import per_position_nats, window_ends
-from posenc.lab.extend import dynamic_effective_scaling, extended_model, scaling_for
-from posenc.lab.metrics import bootstrap_ci, summarize_losses
-from posenc.lab.train import batch_offsets, build_model, lr_at
+from posenc.measuring.lab import cli as lab_cli
+from posenc.measuring.lab import train as lab_train
+from posenc.measuring.lab.config import preset_config
+from posenc.measuring.lab.corpus import find_files, load_corpus, split_paths, stdlib_root
+from posenc.measuring.lab.evaluate import per_position_nats, window_ends
+from posenc.measuring.lab.extend import dynamic_effective_scaling, extended_model, scaling_for
+from posenc.measuring.lab.metrics import bootstrap_ci, summarize_losses
+from posenc.measuring.lab.train import batch_offsets, build_model, lr_at
 from posenc.rope import DynamicNTKScaling, rope_frequencies
 
 SMOKE = ["lab", "--preset", "smoke", "--threads", "1"]
@@ -135,8 +135,8 @@ def test_every_length_scores_the_same_bytes_in_pieces():
 
 
 def test_learned_table_past_its_rows_is_reported_or_interpolated():
-    from posenc.lab.evaluate import evaluate_at
-    from posenc.lab.report import markdown
+    from posenc.measuring.lab.evaluate import evaluate_at
+    from posenc.measuring.lab.report import markdown
 
     cfg = preset_config("smoke")
     model = build_model(cfg, "learned")  # 32 rows

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from posenc.lab import cli as lab_cli
-from posenc.lab.config import preset_config
-from posenc.lab.report import build_results, cpu_by_scheme, markdown, write_report
-from posenc.lab.schema import Progress, RunFileError
-from posenc.lab.store import RunDir
-from posenc.lab.summary import summarize, table_time
+from posenc.measuring.lab import cli as lab_cli
+from posenc.measuring.lab.config import preset_config
+from posenc.measuring.lab.report import build_results, cpu_by_scheme, markdown, write_report
+from posenc.measuring.lab.schema import Progress, RunFileError
+from posenc.measuring.lab.store import RunDir
+from posenc.measuring.lab.summary import summarize, table_time
 
 
 def test_the_clock_adds_this_session_to_the_earlier_ones(monkeypatch):

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from posenc.lab.config import preset_config
-from posenc.lab.folder import resolve_config
-from posenc.lab.seeds import _seed_commands
-from posenc.lab.store import RunDir, write_run_file
-from posenc.lab.summary import BLOCK, DOC_FILES, load_summaries, render_text, stale_blocks
+from posenc.measuring.lab.config import preset_config
+from posenc.measuring.lab.folder import resolve_config
+from posenc.measuring.lab.seeds import _seed_commands
+from posenc.measuring.lab.store import RunDir, write_run_file
+from posenc.measuring.lab.summary import BLOCK, DOC_FILES, load_summaries, render_text, stale_blocks
 
 REPO = Path(__file__).resolve().parents[1]
 #: Pages whose commands must run as written (the README only in its lab section).
@@ -179,8 +179,8 @@ def test_a_documented_command_runs_as_written(where, command, tmp_path, monkeypa
         if "parser" in script:
             _parse(script["parser"](), words[2:], command)
         return
-    if words[0] == "posenc.lab.summary":
-        from posenc.lab.summary import parser
+    if words[0] == "posenc.measuring.lab.summary":
+        from posenc.measuring.lab.summary import parser
 
         _parse(parser(), words[1:], command)
         return
@@ -208,7 +208,7 @@ def _parse(parser: argparse.ArgumentParser, argv, command):
 
 def _check_lab(args, tmp_path: Path, command: str) -> None:
     """What `posenc lab` checks before it trains: the config and its flags together, the run folder."""
-    from posenc.lab.cli import LabError
+    from posenc.measuring.lab.cli import LabError
 
     if args.data == "PATH":
         (tmp_path / "data").mkdir()
@@ -232,17 +232,17 @@ def test_the_check_catches_flags_that_do_not_go_together(tmp_path, monkeypatch):
     """The contradiction the docs once had: --resume refuses flags that change the stored config."""
     monkeypatch.chdir(tmp_path)
     command = "posenc lab --resume runs/lab-standard-1 --finetune-retrieval-share 0.5 --extension-methods linear,yarn"
-    args = _parse(_parser("posenc.lab.cli", "posenc lab"), _argv(command)[2:], command)
+    args = _parse(_parser("posenc.measuring.lab.cli", "posenc lab"), _argv(command)[2:], command)
     with pytest.raises(pytest.fail.Exception, match="is refused"):
         _check_lab(args, tmp_path, command)
     with pytest.raises(pytest.fail.Exception, match="does not parse"):
-        _parse(_parser("posenc.lab.cli", "posenc lab"), ["--preset", "quick", "--share", "0.2"], "x")
+        _parse(_parser("posenc.measuring.lab.cli", "posenc lab"), ["--preset", "quick", "--share", "0.2"], "x")
 
 
 def test_a_summary_of_finished_seeds_only(tmp_path):
     """While some seeds still train, a summary can hold the finished ones, and names a missing one."""
-    from posenc.lab.report import build_results, write_report
-    from posenc.lab.summary import summarize
+    from posenc.measuring.lab.report import build_results, write_report
+    from posenc.measuring.lab.summary import summarize
 
     for seed, bpb in ((0, 3.0), (1, 3.4)):
         cfg = preset_config("quick", schemes=["rope"], eval_multipliers=[1, 2], seed=seed).to_dict()
@@ -259,7 +259,7 @@ def test_a_summary_of_finished_seeds_only(tmp_path):
 
 
 def test_the_before_after_table_matches_claims_and_counts_verdicts():
-    from posenc.lab.summary import RULES_NOTE, table_before_after
+    from posenc.measuring.lab.summary import RULES_NOTE, table_before_after
 
     summary = {
         "seeds": [0, 1, 2],
@@ -290,7 +290,7 @@ def test_the_before_after_table_matches_claims_and_counts_verdicts():
 
 
 def test_recombine_recomputes_the_verdicts_from_the_per_seed_effects():
-    from posenc.lab.summary import recombine, table_verdicts
+    from posenc.measuring.lab.summary import recombine, table_verdicts
 
     def rec(effect, relation=">"):
         # Four windows shared by every seed, each seed's differences centred on its effect.
@@ -336,7 +336,7 @@ def test_recombine_recomputes_the_verdicts_from_the_per_seed_effects():
 
 
 def test_the_committed_summaries_hold_what_recombine_needs():
-    from posenc.lab.summary import load_summaries, recombine
+    from posenc.measuring.lab.summary import load_summaries, recombine
 
     for name, summary in load_summaries().items():
         assert recombine(summary)["verdicts"] == summary["verdicts"], name
@@ -350,8 +350,8 @@ def test_a_summary_judges_each_seed_again_and_keeps_the_windows_it_pairs(tmp_pat
 
     import numpy as np
 
-    from posenc.lab.report import build_results, write_report
-    from posenc.lab.summary import summarize
+    from posenc.measuring.lab.report import build_results, write_report
+    from posenc.measuring.lab.summary import summarize
 
     rng = np.random.default_rng(0)
     text = rng.normal(3.0, 0.3, 64)  # how hard each shared window is

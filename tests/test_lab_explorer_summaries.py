@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 
 from posenc.explorer import lab_results
 from posenc.explorer.app import create_app
-from posenc.lab.schema import stamp
-from posenc.lab.summary import load_summaries
+from posenc.measuring.lab.schema import stamp
+from posenc.measuring.lab.summary import load_summaries
 
 
 def _summary(**numbers) -> dict:

@@ -15,8 +15,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from posenc.cli import main  # noqa: E402
-from posenc.lab.corpus import stdlib_root  # noqa: E402
-from posenc.lab.export import ExportError, byte_tokenizer, export_model, load_run_model  # noqa: E402
+from posenc.measuring.lab.corpus import stdlib_root  # noqa: E402
+from posenc.measuring.lab.export import ExportError, byte_tokenizer, export_model, load_run_model  # noqa: E402
 from posenc.model import ModelConfig, TinyLM  # noqa: E402
 
 TEXT = "héllo wörld\n\tdef f(x):\r\n    return x ** 2  # ✓ \x00\x7f ünïcode 文字"
@@ -67,7 +67,7 @@ def test_exported_model_gives_the_same_logits(tmp_path, layout, rotary_dim, bias
 def test_a_wrong_qkv_order_would_be_caught():
     # Negative control: the comparison above is sensitive to the layout of the fused projection.
     model = _perturbed(ModelConfig(d_model=32, n_layers=1, n_heads=2))
-    from posenc.lab.export import gpt_neox_config, gpt_neox_state_dict
+    from posenc.measuring.lab.export import gpt_neox_config, gpt_neox_state_dict
 
     state = gpt_neox_state_dict(model)
     config = transformers.GPTNeoXConfig(**gpt_neox_config(model, 32))

@@ -15,8 +15,8 @@ from lab_cli import one_line, tiny_lab_flags
 
 from posenc.cli import main
 from posenc.explorer.lab_results import read_lab_results
-from posenc.lab.schema import SCHEMA_VERSION, Progress, RunFileError, load_json_file, stamp
-from posenc.lab.store import RunDir, load_checkpoint, save_checkpoint, write_run_file
+from posenc.measuring.lab.schema import SCHEMA_VERSION, Progress, RunFileError, load_json_file, stamp
+from posenc.measuring.lab.store import RunDir, load_checkpoint, save_checkpoint, write_run_file
 
 SMOKE = ["lab", "--preset", "smoke", "--threads", "1"]
 #: The smallest real run: one scheme, two lengths, no extension, a few steps.
@@ -316,7 +316,7 @@ def poison(model: torch.nn.Module) -> None:
 
 
 def test_a_diverged_scheme_stops_the_run_with_one_line(tmp_path, capsys, monkeypatch):
-    import posenc.lab.cli as lab_cli
+    import posenc.measuring.lab.cli as lab_cli
 
     real = lab_cli.build_model
 
@@ -340,7 +340,7 @@ def test_a_diverged_scheme_stops_the_run_with_one_line(tmp_path, capsys, monkeyp
 
 
 def test_a_diverged_sweep_rate_is_recorded_and_never_chosen(tmp_path, monkeypatch):
-    import posenc.lab.cli as lab_cli
+    import posenc.measuring.lab.cli as lab_cli
 
     real = lab_cli.make_optimizer
 
@@ -361,7 +361,7 @@ def test_a_diverged_sweep_rate_is_recorded_and_never_chosen(tmp_path, monkeypatc
 
 def test_run_folders_that_stored_dynamic_ntk_resume_under_its_rope_type_name(tmp_path):
     """Before the method took its rope type's name, config.json and progress.json said "dynamic_ntk"."""
-    from posenc.lab.config import LabConfig, preset_config
+    from posenc.measuring.lab.config import LabConfig, preset_config
 
     stored = preset_config("smoke", extension_methods=["linear", "dynamic"]).to_dict()
     stored["extension_methods"] = ["linear", "dynamic_ntk"]
@@ -402,7 +402,7 @@ def test_a_run_file_that_is_not_a_regular_file_is_refused_without_reading_it(tmp
     """A link to /dev/zero (which never ends) and a FIFO (which would block) in place of a run file are
     refused in one line before any byte is read; before, /dev/zero was read to the size cap and the
     FIFO blocked the command."""
-    from posenc.lab.schema import load_json_file
+    from posenc.measuring.lab.schema import load_json_file
 
     zero, fifo = tmp_path / "results.json", tmp_path / "progress.json"
     zero.symlink_to("/dev/zero")

@@ -15,9 +15,9 @@ from lab_cli import one_line
 
 from posenc.cli import main
 from posenc.explorer.lab_results import read_lab_results
-from posenc.lab.config import preset_config
-from posenc.lab.schema import MAX_DEPTH, RunFileError, load_json_file
-from posenc.lab.store import LOCK_NAME, FolderBusy, RunLock, is_lab_run, save_checkpoint, write_run_file
+from posenc.measuring.lab.config import preset_config
+from posenc.measuring.lab.schema import MAX_DEPTH, RunFileError, load_json_file
+from posenc.measuring.lab.store import LOCK_NAME, FolderBusy, RunLock, is_lab_run, save_checkpoint, write_run_file
 
 SMOKE = ["lab", "--preset", "smoke", "--threads", "1", "--no-plots"]
 HF_CONFIG = {"model_type": "llama", "hidden_size": 64, "rope_theta": 10000.0}
@@ -65,7 +65,7 @@ def test_a_report_without_a_run_is_not_overwritten(tmp_path, capsys):
 
 
 def test_fresh_deletes_only_the_lab_files_and_no_folder(tmp_path):
-    from posenc.lab.folder import _clear_run
+    from posenc.measuring.lab.folder import _clear_run
 
     run = lab_run(tmp_path / "run")
     (run / "notes.txt").write_text("mine")
@@ -108,7 +108,7 @@ def test_a_crash_releases_the_lock(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     code = (
-        "import sys, time; sys.path.insert(0, sys.argv[2]); from posenc.lab.store import RunLock; "
+        "import sys, time; sys.path.insert(0, sys.argv[2]); from posenc.measuring.lab.store import RunLock; "
         "lock = RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)"
     )
     src = os.path.join(os.path.dirname(__file__), "..", "src")

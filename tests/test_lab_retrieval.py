@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from posenc.lab.config import preset_config
-from posenc.lab.passkey import (
+from posenc.measuring.lab.config import preset_config
+from posenc.measuring.lab.passkey import (
     BIN_NAMES,
     KEY_DIGITS,
     MIN_DISTANCE,
@@ -26,10 +26,10 @@ from posenc.lab.passkey import (
     training_rows,
     trial_plan,
 )
-from posenc.lab.report import build_results, markdown
-from posenc.lab.stats import clopper_pearson
-from posenc.lab.train import build_model
-from posenc.lab.verdicts import NOT_MEASURED, NOT_SEEN, SEEN, WITHIN_NOISE, machinery_check_reason
+from posenc.measuring.lab.report import build_results, markdown
+from posenc.measuring.lab.stats import clopper_pearson
+from posenc.measuring.lab.train import build_model
+from posenc.measuring.lab.verdicts import NOT_MEASURED, NOT_SEEN, SEEN, WITHIN_NOISE, machinery_check_reason
 
 
 def filler(n: int, seed: int = 0) -> np.ndarray:
@@ -326,9 +326,9 @@ def test_the_smoke_preset_is_a_machinery_check_by_its_size():
 
 @pytest.mark.parametrize("weight", [0.0, 1.0])
 def test_a_passkey_step_trains_on_passkey_rows_with_the_answer_term(weight):
-    from posenc.lab.distributed import Dist
-    from posenc.lab.passkey import answer_loss
-    from posenc.lab.train import batch_offsets, train_steps
+    from posenc.measuring.lab.distributed import Dist
+    from posenc.measuring.lab.passkey import answer_loss
+    from posenc.measuring.lab.train import batch_offsets, train_steps
 
     cfg = preset_config("smoke")
     data = filler(20_000)
@@ -367,8 +367,8 @@ def test_a_passkey_step_trains_on_passkey_rows_with_the_answer_term(weight):
 def test_training_stopped_part_way_continues_to_the_same_model():
     """``stop`` pauses a schedule of ``total`` steps; continuing from there gives the model that one
     uninterrupted call gives (same batches, same learning rates, same passkey steps)."""
-    from posenc.lab.distributed import Dist
-    from posenc.lab.train import make_optimizer, train_steps
+    from posenc.measuring.lab.distributed import Dist
+    from posenc.measuring.lab.train import make_optimizer, train_steps
 
     cfg = preset_config("smoke")
     data = filler(20_000)
@@ -415,7 +415,7 @@ def test_the_report_says_when_no_model_learned_the_copy():
 def test_the_fine_tune_reads_passkey_sequences_only_when_asked(share):
     """``finetune_retrieval_share`` 0 (the default) fine-tunes on plain text; 0.5 makes every other
     fine-tune step a passkey step at the new length, with the run's answer weight."""
-    from posenc.lab.extend import finetune
+    from posenc.measuring.lab.extend import finetune
 
     cfg = preset_config("smoke", finetune_retrieval_share=share, finetune_steps=4)
     data = filler(20_000)

@@ -9,7 +9,7 @@ import pytest
 from lab_cli import one_line, tiny_lab_flags
 
 from posenc.cli import main
-from posenc.lab.summary import load_summaries, summarize
+from posenc.measuring.lab.summary import load_summaries, summarize
 
 TINY = tiny_lab_flags("rope,alibi")
 
@@ -68,8 +68,8 @@ def test_committed_summaries_read_back():
 
 
 def test_a_single_run_folder_summarizes_as_one_seed(tmp_path):
-    from posenc.lab.config import preset_config
-    from posenc.lab.report import build_results, write_report
+    from posenc.measuring.lab.config import preset_config
+    from posenc.measuring.lab.report import build_results, write_report
 
     cfg = preset_config("quick", schemes=["rope"], eval_multipliers=[1, 2], seed=3).to_dict()
     progress = {"eval": {"rope": {"64": {"bpb": 3.0}, "128": {"bpb": 3.5}}}, "extension": {}, "lr_sweep": {}}

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from posenc.lab.report import build_results, markdown
-from posenc.lab.stats import (
+from posenc.measuring.lab.report import build_results, markdown
+from posenc.measuring.lab.stats import (
     across_seeds,
     binom_test,
     clopper_pearson,
@@ -29,7 +29,7 @@ from posenc.lab.stats import (
     welch_t,
     wilson,
 )
-from posenc.lab.verdicts import NOT_MEASURED, SEEN, WITHIN_NOISE, combine_seeds, compare, judge_all, verdicts
+from posenc.measuring.lab.verdicts import NOT_MEASURED, SEEN, WITHIN_NOISE, combine_seeds, compare, judge_all, verdicts
 
 
 def cdf(k, n, p):

@@ -10,7 +10,7 @@ import pytest
 from browser_support import explore_server, open_view
 from test_lab_retrieval import constructed_results
 
-from posenc.lab.schema import stamp
+from posenc.measuring.lab.schema import stamp
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from posenc.factory import SCHEMES
-from posenc.lab.evaluate import per_position_nats
-from posenc.lab.metrics import bits_per_byte as lab_bits
 from posenc.lesson import trained
+from posenc.measuring.lab.evaluate import per_position_nats
+from posenc.measuring.lab.metrics import bits_per_byte as lab_bits
 
 SUMMARY = trained.read_summary()
 LENGTHS = SUMMARY["eval_lengths"]
@@ -53,7 +53,7 @@ def test_each_model_reproduces_its_summary_on_the_packaged_windows(scheme):
 
 @pytest.mark.parametrize("scheme", ["alibi"])
 def test_the_lessons_metric_is_the_labs(scheme):
-    """The same windows through posenc.lab.evaluate (the lab's code, which packs pieces into batches)
+    """The same windows through posenc.measuring.lab.evaluate (the lab's code, which packs pieces into batches)
     give the lesson's number: the summary measures what `posenc lab` reports."""
     model = trained.read_model(scheme)
     windows = trained.read_windows()

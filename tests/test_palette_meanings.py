@@ -158,7 +158,7 @@ def test_one_label_per_scaling_everywhere():
     """A scaling has one name: the palette's, in the API the workbench reads, in the lab's reports and on
     the lesson's pages; no script of the page writes a scaling's name of its own."""
     from posenc.explorer.scaling_view import scalings_metadata
-    from posenc.lab.verdicts import LABELS
+    from posenc.measuring.lab.verdicts import LABELS
     from posenc.rope import REGISTRY
 
     assert set(palette.SCALING_LABELS) == set(REGISTRY)

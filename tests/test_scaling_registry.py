@@ -23,11 +23,17 @@ from fastapi.testclient import TestClient
 
 from posenc.explorer.app import create_app
 from posenc.hf import rotary_kwargs_from_hf, to_hf_dict
-from posenc.lab import cli as lab_cli
-from posenc.lab.config import LabConfig, preset_config
-from posenc.lab.extend import dynamic_effective_scaling, extended_model, method_names, method_table, scaling_for
-from posenc.lab.train import build_model
 from posenc.lesson import palette
+from posenc.measuring.lab import cli as lab_cli
+from posenc.measuring.lab.config import LabConfig, preset_config
+from posenc.measuring.lab.extend import (
+    dynamic_effective_scaling,
+    extended_model,
+    method_names,
+    method_table,
+    scaling_for,
+)
+from posenc.measuring.lab.train import build_model
 from posenc.rope import (
     DYNAMIC_TYPES,
     REGISTRY,
@@ -365,7 +371,7 @@ def test_a_run_extends_by_the_length_ratio_and_an_adaptive_type_by_its_fixed_fac
 @pytest.mark.parametrize("length", [64, 256, 1000])
 def test_eval_fits_each_length_exactly_as_the_lab_extends(length):
     """docs/eval.md: a spec naming a type alone fits it to each length as ``posenc lab`` does."""
-    from posenc.eval.scalings import parse_spec, scaled_config
+    from posenc.measuring.eval.scalings import parse_spec, scaled_config
 
     for method in extension_types():
         assert scaled_config(parse_spec(method), length, 64) == scaling_for(method, length, 64), method

@@ -17,10 +17,13 @@ from typing import List, Optional
 COMMANDS = {
     "tour": ("posenc.tour", "walk through how transformers know word order, every number computed live"),
     "explore": ("posenc.explorer.server", "start the interactive console in your browser"),
-    "lab": ("posenc.lab.cli", "train small LMs that differ only in position scheme and test long inputs"),
-    "bench": ("posenc.bench", "time RoPE implementations side by side"),
+    "lab": ("posenc.measuring.lab.cli", "train small LMs that differ only in position scheme and test long inputs"),
+    "bench": ("posenc.measuring.bench", "time RoPE implementations side by side"),
     "inspect": ("posenc.inspect", "explain a model's position encoding from its config.json, with a precision audit"),
-    "eval": ("posenc.eval.cli", "a checkpoint's perplexity and passkey retrieval past its context, per scaling"),
+    "eval": (
+        "posenc.measuring.eval.cli",
+        "a checkpoint's perplexity and passkey retrieval past its context, per scaling",
+    ),
 }
 
 #: name -> (extra, the top-level packages that extra installs). The core needs only torch; each app

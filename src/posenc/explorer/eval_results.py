@@ -1,6 +1,6 @@
 """Reading a ``posenc eval`` output folder for the explorer's eval view.
 
-``results.json`` (``"schema": "posenc.eval/results"``, see :mod:`posenc.eval.report`) holds bits per
+``results.json`` (``"schema": "posenc.eval/results"``, see :mod:`posenc.measuring.eval.report`) holds bits per
 byte per scaling and length with bootstrap intervals, the passkey grid per scaling (length × depth,
 exact-match accuracy with Wilson intervals, ``log2 p(key)``), what was skipped, and the search when
 one ran. This module turns it into the page's JSON without trusting the file: it is read with a size

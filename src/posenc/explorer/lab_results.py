@@ -193,7 +193,7 @@ def _number(value) -> Optional[float]:
 
 
 def summary_view(summary: dict) -> dict:
-    """A committed run summary (:mod:`posenc.lab.summary`) in the page's shape: per model and length
+    """A committed run summary (:mod:`posenc.measuring.lab.summary`) in the page's shape: per model and length
     the bits per byte of every seed with their mean and standard deviation, exact matches ``[k, n]``
     per seed and distance bin, and the verdicts per seed and across seeds. Anything missing or not
     finite is ``None``: not measured."""
@@ -264,7 +264,7 @@ def summary_view(summary: dict) -> dict:
 
 def committed_summaries(folder: Optional[Path] = None) -> Tuple[List[dict], List[str]]:
     """The run summaries that ship with posenc, in the page's shape, and notes on any unreadable."""
-    from ..lab.summary import RUNS_DIR
+    from ..measuring.lab.summary import RUNS_DIR
 
     folder = RUNS_DIR if folder is None else Path(folder)
     out, notes = [], []

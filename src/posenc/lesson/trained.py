@@ -19,7 +19,7 @@ figures are served from many threads at once). Every file is checked before it i
 against the summary, then its content (keys, types, shapes, finite values); a file that fails gets a
 :class:`TrainedModelError` naming the file and what is wrong with it.
 
-:func:`bits_per_byte` is the lab's validation metric (``posenc.lab.evaluate``: each window cut into
+:func:`bits_per_byte` is the lab's validation metric (``posenc.measuring.lab.evaluate``: each window cut into
 pieces of the evaluation length, each piece read from position 0, the mean over windows of the mean
 loss in bits), so a test can recompute the summary's numbers from the shipped files.
 """

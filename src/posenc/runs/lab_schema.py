@@ -1,4 +1,4 @@
-"""The lab's run files, typed: one definition that the lab's writer (``posenc.lab``) and the explorer's
+"""The lab's run files, typed: one definition that the lab's writer (``posenc.measuring.lab``) and the explorer's
 reader share, kept in the run-file layer so that neither app imports the other.
 
 A run folder holds four JSON files and one checkpoint per scheme. Each JSON file is an object with
@@ -12,7 +12,7 @@ Reading an older or newer file raises :class:`RunFileError` naming the file, the
 what to do, and so does a file that is truncated, corrupt or of the wrong kind.
 
 The typed content of ``results.json`` (:class:`Results` and its parts) is defined below; ``config.json``
-is :class:`~posenc.lab.config.LabConfig`, ``corpus.json`` is ``Corpus.summary()`` and
+is :class:`~posenc.measuring.lab.config.LabConfig`, ``corpus.json`` is ``Corpus.summary()`` and
 ``progress.json`` is the record of finished work (:class:`Progress`).
 """
 
@@ -187,7 +187,7 @@ def load_json_file(path, kind: str, advice: str = LAB_ADVICE, max_bytes: Optiona
 # -- the typed content of results.json -------------------------------------------------------------
 #: Names of the distance bins of passkey retrieval, in report order.
 RETRIEVAL_BINS = ("near", "mid", "far")
-#: Verdict outcomes (see posenc.lab.verdicts).
+#: Verdict outcomes (see posenc.measuring.lab.verdicts).
 VERDICTS = ("seen", "within noise", "not seen", "not measured")
 
 
@@ -460,7 +460,7 @@ class Progress:
     """The content of ``progress.json``: finished work, so ``--resume`` redoes nothing.
 
     ``eval[scheme][length]`` and ``extension[method][length]`` (with ``finetuned`` inside) hold the
-    evaluation dicts as :func:`posenc.lab.evaluate.evaluate_at` returns them (with the CPU seconds
+    evaluation dicts as :func:`posenc.measuring.lab.evaluate.evaluate_at` returns them (with the CPU seconds
     the step took, ``cpu_seconds``); ``lr_sweep[scheme][rate]`` the selection loss of each sweep run
     (``None`` where that run diverged); ``cpu_seconds`` the CPU time (user + system, every thread)
     the run's process has spent so far, summed over every session that resumed it.

@@ -392,7 +392,7 @@ ATTENTION_TEXT = "the dog bit the man"
 @functools.lru_cache(maxsize=8)
 def _lab_model(run: str, scheme: str):
     """The lab's trained ``scheme`` model of run folder ``run``, or the reason there is none."""
-    from ...lab.export import ExportError, load_run_model
+    from ...measuring.lab.export import ExportError, load_run_model
 
     try:
         model, _ = load_run_model(Path(run), scheme)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, List, Tuple
 
-from ..factory import SCHEMES
+from ...factory import SCHEMES
 from .config import LabConfig, preset_config
 from .corpus import load_corpus
 from .distributed import Dist, barrier

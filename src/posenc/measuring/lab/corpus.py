@@ -20,7 +20,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .._checks import check_float
+from ..._checks import check_float
 
 #: Bytes put between consecutive files of one split (a blank line, as between two modules).
 SEPARATOR = b"\n\n"

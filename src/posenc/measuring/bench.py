@@ -280,7 +280,7 @@ def _make_case(shape: str, dtype: torch.dtype, device: str, qk_layout: str = "co
     else:
         q = torch.randn(batch, dims["q_heads"], seq, d, generator=gen).to(device=device, dtype=dtype)
         k = torch.randn(batch, dims["kv_heads"], seq, d, generator=gen).to(device=device, dtype=dtype)
-    from .rope.tables import rope_inv_freq, rope_table
+    from ..rope.tables import rope_inv_freq, rope_table
 
     cos, sin = rope_table(seq + 100, rope_inv_freq(d, 500000.0), device=torch.device(device))
     cos, sin = cos[100:].unsqueeze(0), sin[100:].unsqueeze(0)  # (1, S, d/2): decode at 100+
@@ -310,7 +310,7 @@ def liger_rotation() -> Optional[Callable[..., Any]]:
 
 
 def _forward_fns(q, k, cos, sin, cos_full, sin_full, compiled) -> Dict[str, Callable[[], None]]:
-    from .rope.apply import apply_reference, apply_rotary
+    from ..rope.apply import apply_reference, apply_rotary
 
     fns = {
         "posenc": lambda: apply_rotary(q, k, cos, sin),
@@ -329,7 +329,7 @@ def _forward_fns(q, k, cos, sin, cos_full, sin_full, compiled) -> Dict[str, Call
 
 
 def _backward_fns(q, k, cos, sin, cos_full, sin_full, compiled) -> Dict[str, Callable[[], None]]:
-    from .rope.apply import apply_reference, apply_rotary
+    from ..rope.apply import apply_reference, apply_rotary
 
     ql, kl = q.detach().clone().requires_grad_(), k.detach().clone().requires_grad_()
     gq, gk = torch.randn_like(q), torch.randn_like(k)
@@ -407,9 +407,9 @@ def _time_case(
 
 
 def _environment(config: BenchConfig) -> dict:
-    from . import __version__
-    from .rope import kernels
-    from .rope.apply import fused_kernel
+    from .. import __version__
+    from ..rope import kernels
+    from ..rope.apply import fused_kernel
 
     env = {
         "posenc": __version__,
@@ -540,7 +540,7 @@ def _instrument(model) -> Callable[[], None]:
     The rotary module's ``forward`` and the rotation function the attention layers call are wrapped
     per instance (the same mechanism as the patch), so patched and unpatched models are measured alike.
     """
-    from .integrations.transformers import global_seen_by, instance_function_override
+    from ..integrations.transformers import global_seen_by, instance_function_override
 
     undo = []
     for module in model.modules():
@@ -632,7 +632,7 @@ class _Variants:
         self.model = model
 
     def use(self, variant: str) -> torch.nn.Module:
-        from .integrations.transformers import patch, unpatch
+        from ..integrations.transformers import patch, unpatch
 
         unpatch(self.model)
         if variant == "posenc":

@@ -22,9 +22,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._checks import check_int
-from ..learned import LearnedPositionalEmbedding
-from ..model import TinyLM
+from ..._checks import check_int
+from ...learned import LearnedPositionalEmbedding
+from ...model import TinyLM
 from .distributed import Dist, all_reduce_sum
 from .metrics import bits_per_byte, summarize_losses
 from .passkey import evaluate_passkey
@@ -135,7 +135,7 @@ def evaluate_at(
     ``span`` is the number of target bytes per window (the longest evaluation length; default
     ``length``). Returns the :func:`summarize_losses` dict plus ``loss_by_position`` (bits per byte at
     each position of a piece, averaged over all pieces, shape (length,)) and, when
-    ``retrieval_trials`` > 0, ``retrieval`` (:func:`~posenc.lab.passkey.evaluate_passkey` per
+    ``retrieval_trials`` > 0, ``retrieval`` (:func:`~posenc.measuring.lab.passkey.evaluate_passkey` per
     distance bin, with filler from ``data``; ``train_len`` sets the bins). For a learned table that
     cannot be used, ``{"cannot": True, "note": ...}``.
     """

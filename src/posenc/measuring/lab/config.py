@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Dict, List, Optional
 
-from .._checks import check_choice, check_float, check_int
-from ..factory import SCHEMES
-from ..rope.registry import extension_types
+from ..._checks import check_choice, check_float, check_int
+from ...factory import SCHEMES
+from ...rope.registry import extension_types
 from .passkey import MIN_LENGTH
 
 #: RoPE context-extension methods the lab knows, in report order ("none" is plain RoPE): the rope
@@ -63,7 +63,7 @@ class LabConfig:
     finetune_steps: int = 60
     finetune_batch: int = 8
     finetune_lr: float = 3e-4
-    # passkey retrieval (posenc.lab.passkey)
+    # passkey retrieval (posenc.measuring.lab.passkey)
     retrieval_share: float = 0.5  # share of training steps that train on passkey sequences
     retrieval_trials: int = 64  # evaluation trials per (length, distance bin); 0 = none
     retrieval_answer_weight: float = 5.0  # weight of the answer-byte loss added on passkey steps

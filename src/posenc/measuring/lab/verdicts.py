@@ -1,7 +1,7 @@
 """Verdicts: did the pattern the literature reports appear in this run, beyond its noise?
 
 Every claim compares two measured quantities ``a`` and ``b`` in a stated direction (``a > b`` or
-``a < b``) with a test that fits how they were measured (:mod:`posenc.lab.stats`):
+``a < b``) with a test that fits how they were measured (:mod:`posenc.measuring.lab.stats`):
 
 * bits per byte of two models, or of one model at two lengths, are means over the **same**
   validation windows (every length scores the same bytes): the paired t-test over windows;
@@ -34,8 +34,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..lesson.palette import SCALING_LABELS
-from ..runs.lab_schema import machinery_check_reason as machinery_check_reason  # defined with the files
+from ...lesson.palette import SCALING_LABELS
+from ...runs.lab_schema import machinery_check_reason as machinery_check_reason  # defined with the files
 from .schema import VERDICTS
 from .stats import (
     across_seeds,
@@ -481,7 +481,7 @@ def combine_seeds(per_seed: Dict[int, List[dict]], alpha: float = ALPHA) -> List
     """One verdict per claim across training seeds (``{seed: verdicts of that seed's run}``).
 
     A claim measured in two or more seeds is tested on its mean effect over the seeds
-    (:func:`posenc.lab.stats.across_seeds`): against the spread between the seeds **plus** the
+    (:func:`posenc.measuring.lab.stats.across_seeds`): against the spread between the seeds **plus** the
     sampling of the units, where the validation windows, which every seed reads, are paired across
     seeds (bits per byte), and the passkey trials, drawn afresh per seed, enter through each run's
     own standard error. Holm's rule at family-wise ``alpha`` then runs over every claim so tested:

@@ -2,7 +2,7 @@
 arguments and the checkpoint's ``config.json``, then passed down whole.
 
 Values are parsed here rather than by argparse, so a mistake is one :class:`EvalError` (or
-:class:`~posenc.eval.scalings.SpecError` for a scaling spec) naming the flag, the value given and
+:class:`~posenc.measuring.eval.scalings.SpecError` for a scaling spec) naming the flag, the value given and
 what is allowed; the command prints it as one line and exits with status 2.
 """
 
@@ -87,8 +87,8 @@ def check_model_type(folder: Path, model_type: str) -> None:
     """Refuse a model type :func:`posenc.integrations.transformers.patch` cannot take: one neither in
     its hand list nor a rotary causal-LM type of the installed ``transformers`` (whose rotary functions
     patch reads from the family's own code, refusing with its reason those it cannot match)."""
-    from ..integrations.discovery import rotary_causal_lm_module
-    from ..integrations.transformers import supported_model_types
+    from ...integrations.discovery import rotary_causal_lm_module
+    from ...integrations.transformers import supported_model_types
 
     if model_type in supported_model_types():
         return
@@ -124,7 +124,7 @@ class EvalRun:
     final_tokens: int  # <= the shortest length (checked unless writing a config)
     passkey_trials: int  # 0: no passkey
     depths: Tuple[float, ...]  # in [0, 1], ascending
-    passkey_format: str  # a key of posenc.eval.measure.FORMATS
+    passkey_format: str  # a key of posenc.measuring.eval.measure.FORMATS
     dtype: Optional[str]  # one of DTYPES, or None (float32 on CPU, else bfloat16)
     device: str
     device_map: Optional[str]  # None or "auto"
@@ -146,8 +146,8 @@ class EvalRun:
 
     @classmethod
     def from_args(cls, args) -> "EvalRun":
-        """The settings ``args`` (from :func:`posenc.eval.cli.add_arguments`) asks for, or the first
-        mistake as :class:`EvalError` or :class:`~posenc.eval.scalings.SpecError`: the flags' values
+        """The settings ``args`` (from :func:`posenc.measuring.eval.cli.add_arguments`) asks for, or the first
+        mistake as :class:`EvalError` or :class:`~posenc.measuring.eval.scalings.SpecError`: the flags' values
         first, then the checkpoint's config, the specs and lengths, the search and the lengths' fit."""
         numbers = _numbers(args)
         folder = Path(args.model).expanduser()

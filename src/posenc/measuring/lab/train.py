@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ..factory import make_scheme
-from ..model import ModelConfig, TinyLM
+from ...factory import make_scheme
+from ...model import ModelConfig, TinyLM
 from .config import LabConfig
 from .distributed import Dist, all_reduce_sum
 from .passkey import answer_loss, is_retrieval_step, training_rows
@@ -139,7 +139,7 @@ def train_steps(
     loss is not finite raises :class:`TrainingDiverged` before ``on_step`` (so no checkpoint of the
     broken weights is written).
 
-    The steps picked by :func:`~posenc.lab.passkey.is_retrieval_step` (``retrieval_share`` of them)
+    The steps picked by :func:`~posenc.measuring.lab.passkey.is_retrieval_step` (``retrieval_share`` of them)
     read passkey sequences built on the same filler offsets, and add ``answer_weight`` times the mean
     loss on the five answer bytes to the next-byte loss; ``on_step`` reports the next-byte loss
     alone, so the training curve stays comparable."""

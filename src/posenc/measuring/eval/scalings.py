@@ -25,10 +25,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from ..rope import RotaryEmbedding
-from ..rope.hfconfig import rotary_kwargs_from_hf, to_hf_dict
-from ..rope.registry import REGISTRY, config_fields, extension_types, resolve_name
-from ..runs.extension import extension_config
+from ...rope import RotaryEmbedding
+from ...rope.hfconfig import rotary_kwargs_from_hf, to_hf_dict
+from ...rope.registry import REGISTRY, config_fields, extension_types, resolve_name
+from ...runs.extension import extension_config
 
 #: plain RoPE with the model's own base, whatever its config says
 NONE = "none"
@@ -264,7 +264,7 @@ def applied(model: Any, spec: ScalingSpec, length: int, trained: int) -> Iterato
     serves every scaling. Length-dependent types follow each call's length, as ``transformers``
     does; every forward here is one whole window, so that is the window's length.
     """
-    from ..integrations.transformers import patch
+    from ...integrations.transformers import patch
 
     config = model.config
     saved: List[Tuple[str, bool, Any]] = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict
 
-from .. import runs
+from ... import runs
 
 #: Version of the files ``posenc eval`` writes; a folder of another version is not resumed. Version 2:
 #: bits per byte as total bits over total bytes; passkey cells keyed and seeded by their depth's value

@@ -24,22 +24,22 @@ from typing import Optional
 
 import torch
 
-from ..runs import CORRUPT_FILE_ERRORS
-from ..runs import FolderBusy as FolderBusy  # re-exported: the lab cli and its tests catch it here
-from ..runs import RunLock as _FolderLock
-from ..runs import atomic_write_bytes as atomic_write_bytes
-from ..runs import write_json as write_json
+from ...runs import CORRUPT_FILE_ERRORS
+from ...runs import FolderBusy as FolderBusy  # re-exported: the lab cli and its tests catch it here
+from ...runs import RunLock as _FolderLock
+from ...runs import atomic_write_bytes as atomic_write_bytes
+from ...runs import write_json as write_json
 from .schema import SCHEMA_VERSION, Progress, RunFileError, load_json_file, stamp
 
 
 def write_run_file(path: Path, kind: str, content: dict) -> None:
-    """Write a run file of ``kind`` with its schema stamp (:func:`posenc.lab.schema.stamp`)."""
+    """Write a run file of ``kind`` with its schema stamp (:func:`posenc.measuring.lab.schema.stamp`)."""
     write_json(path, stamp(kind, content))
 
 
 def read_run_file(path: Path, kind: str) -> Optional[dict]:
     """The checked content of a run file (stamp removed), ``None`` if absent; a broken file raises
-    :class:`~posenc.lab.schema.RunFileError` with one line naming it and what to do."""
+    :class:`~posenc.measuring.lab.schema.RunFileError` with one line naming it and what to do."""
     return load_json_file(path, kind)
 
 
@@ -76,7 +76,7 @@ def load_checkpoint(path: Path) -> Optional[dict]:
 
     Loads with ``torch.load(weights_only=True)``: PyTorch's restricted unpickler builds tensors and
     plain containers only, so a crafted file cannot run code; it is refused with a
-    :class:`~posenc.lab.schema.RunFileError`, as is a truncated or corrupt file or one of another
+    :class:`~posenc.measuring.lab.schema.RunFileError`, as is a truncated or corrupt file or one of another
     version.
     """
     path = Path(path)

@@ -42,8 +42,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..rope.registry import REGISTRY, config_fields, resolve_name
-from ..runs.extension import extension_config
+from ...rope.registry import REGISTRY, config_fields, resolve_name
+from ...runs.extension import extension_config
 from .files import EvalError, read_stamped, settings_changed, stamp, write_json
 from .scalings import ScalingSpec, SpecError
 
@@ -159,7 +159,7 @@ def per_pair_seeds(name: str, target: int, trained: int, rotary_dim: int, base: 
     with a lab default and length-free frequencies at ``target``, made monotone and bounded."""
     import torch
 
-    from ..rope import rope_frequencies
+    from ...rope import rope_frequencies
 
     plain, _ = rope_frequencies(None, rotary_dim, base)
     s = max(1.0, target / trained)

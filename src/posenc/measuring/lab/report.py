@@ -1,5 +1,5 @@
-"""The report: ``results.json`` (typed in :mod:`posenc.lab.schema`, which the explorer also reads),
-``results.md`` and the plots, with the verdicts of :mod:`posenc.lab.verdicts`.
+"""The report: ``results.json`` (typed in :mod:`posenc.measuring.lab.schema`, which the explorer also reads),
+``results.md`` and the plots, with the verdicts of :mod:`posenc.measuring.lab.verdicts`.
 
 ``results.json`` (beside the schema stamp)::
 

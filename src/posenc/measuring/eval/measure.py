@@ -4,7 +4,7 @@ passkey retrieval, as pure functions of the model, the token stream and the plan
 **Perplexity.** ``n_windows`` windows, evenly spaced through the token stream, each holding ``span``
 (the longest evaluation length) target tokens. At length ``L`` every window is cut into ``span / L``
 consecutive pieces of ``L`` tokens, each read from scratch at positions ``0 .. L - 1`` (the lab's
-method, :mod:`posenc.lab.evaluate`). Every length scores **the same tokens**; only how much context
+method, :mod:`posenc.measuring.lab.evaluate`). Every length scores **the same tokens**; only how much context
 each one gets differs. When the tokenizer puts a BOS token first, each piece starts with it in place
 of the token before the piece, so the model sees the start it was trained on and the same tokens are
 still scored.
@@ -127,7 +127,7 @@ WORDS = PasskeyFormat(
     " What is the pass key? The pass key is",
     " {key}",
 )
-#: The lab's byte-level plant ``<key:DDDDD>`` and query ``<key:`` (:mod:`posenc.lab.passkey`).
+#: The lab's byte-level plant ``<key:DDDDD>`` and query ``<key:`` (:mod:`posenc.measuring.lab.passkey`).
 LAB = PasskeyFormat("lab", "<key:{key}>", "<key:", "{key}")
 FORMATS = {f.name: f for f in (WORDS, LAB)}
 

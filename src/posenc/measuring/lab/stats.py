@@ -38,7 +38,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 import numpy as np
 from scipy import stats as _st
 
-from .._checks import check_float, check_int
+from ..._checks import check_float, check_int
 
 #: One value per unit (window or trial).
 Values = Union[Sequence[float], np.ndarray]

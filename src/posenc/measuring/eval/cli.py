@@ -1,7 +1,7 @@
 """``posenc eval MODEL``: perplexity and passkey retrieval of a local checkpoint at 1, 2, 4 and 8 times
 its trained context, under every scaling side by side. See ``docs/eval.md``.
 
-The command's settings are checked once into an :class:`~posenc.eval.settings.EvalRun`, which every
+The command's settings are checked once into an :class:`~posenc.measuring.eval.settings.EvalRun`, which every
 step below takes whole. The model is loaded once, offline (``local_files_only=True``,
 ``HF_HUB_OFFLINE=1``). Each scaling is installed through
 :func:`posenc.integrations.transformers.patch` with exact tables, measured, and removed. Every finished
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from .. import runs
+from ... import runs
 from .files import LOCK_NAME, OWN_FILES, EvalError, depth_key, read_stamped, settings_changed, stamp, write_json
 from .measure import FORMATS
 from .memory import available_bytes, estimate_bytes, size_text
@@ -254,7 +254,7 @@ class Inputs:
     text_sha: str
     ends: Any  # np.ndarray (W,) int64
     bos: Optional[int]
-    fmt: Any  # posenc.eval.measure.PasskeyFormat
+    fmt: Any  # posenc.measuring.eval.measure.PasskeyFormat
 
     @classmethod
     def read(cls, ev: EvalRun, loaded: Tuple[Any, Any, Any], digest: str, text: str) -> "Inputs":
@@ -511,7 +511,7 @@ def _check_patchable(ev: EvalRun, inp: Inputs) -> None:
     line before anything is measured."""
     import torch
 
-    from ..integrations.transformers import UnsupportedModelError
+    from ...integrations.transformers import UnsupportedModelError
 
     try:
         with torch.no_grad(), _scaled(inp.model, ev.specs[0], ev.lengths[0], ev.trained):
@@ -619,7 +619,7 @@ def _measure_cell(ev: EvalRun, inp: Inputs, n: int, depth: Optional[float]) -> D
 
 
 def _search(ev: EvalRun, inp: Inputs, name: str, target: int) -> Dict[str, Any]:
-    """Search ``name``'s parameters at ``target`` tokens (``--search``, see :mod:`posenc.eval.search`):
+    """Search ``name``'s parameters at ``target`` tokens (``--search``, see :mod:`posenc.measuring.eval.search`):
     the record, with the default and best as specs."""
     import numpy as np
 

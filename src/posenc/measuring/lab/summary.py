@@ -4,14 +4,14 @@ A summary holds, for one run folder (one seed) or a seeds folder (``seed-<n>/`` 
 made by ``posenc lab --seeds``), the command, the config, every seed's headline numbers (bits per
 byte per model and length; exact matches ``k`` of ``n`` per distance bin), every seed's verdicts
 (judged again from its run folder under the current rule) and their combination across seeds
-(:func:`posenc.lab.verdicts.combine_seeds`), and the training CPU time per seed. Of the per-unit
+(:func:`posenc.measuring.lab.verdicts.combine_seeds`), and the training CPU time per seed. Of the per-unit
 values it keeps only what the test across seeds needs: each seed's per-window differences of every
 bits-per-byte claim (the windows are shared by the seeds and paired across them), each seed's
 standard error for the passkey claims, and the exact-match counts. It holds no checkpoints and no
 per-trial values, so it stays small enough to commit (under 1 MB for eight seeds of the standard
 preset).
 
-Committed summaries live in ``posenc/lab/runs/`` (they ship with the package, so ``posenc explore``
+Committed summaries live in ``posenc/measuring/lab/runs/`` (they ship with the package, so ``posenc explore``
 shows them without a run folder). ``docs/lab.md`` and the README's lab section show them through
 marked blocks::
 
@@ -19,8 +19,8 @@ marked blocks::
     ...rendered table...
     <!-- /lab-run -->
 
-``python -m posenc.lab.summary render`` rewrites every block from the summaries, and
-``python -m posenc.lab.summary check`` (and a test) fails when a block and its summary disagree.
+``python -m posenc.measuring.lab.summary render`` rewrites every block from the summaries, and
+``python -m posenc.measuring.lab.summary check`` (and a test) fails when a block and its summary disagree.
 """
 
 from __future__ import annotations
@@ -595,12 +595,12 @@ def stale_blocks(root: Path, summaries: Optional[Dict[str, dict]] = None) -> Lis
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line of ``python -m posenc.lab.summary``."""
-    parser = argparse.ArgumentParser(prog="python -m posenc.lab.summary", description=__doc__.splitlines()[0])
+    """The command line of ``python -m posenc.measuring.lab.summary``."""
+    parser = argparse.ArgumentParser(prog="python -m posenc.measuring.lab.summary", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
     w = sub.add_parser("write", help="write the summary of a run (or seeds) folder")
     w.add_argument("run")
-    w.add_argument("name", help="summary name (file posenc/lab/runs/NAME.json)")
+    w.add_argument("name", help="summary name (file posenc/measuring/lab/runs/NAME.json)")
     w.add_argument("--command", required=True, help="the command that made the run, as a reader would type it")
     w.add_argument(
         "--cpu-seconds", default="", help="SEED=SECONDS,...: CPU time of each seed's run, measured outside it"
@@ -608,7 +608,7 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--cpu-source", default="", help="how --cpu-seconds was measured")
     w.add_argument("--only", default="", help="SEED,...: summarise only these seeds of a seeds folder")
     r = sub.add_parser("recombine", help="recompute a committed summary's verdicts across seeds")
-    r.add_argument("name", help="summary name (file posenc/lab/runs/NAME.json)")
+    r.add_argument("name", help="summary name (file posenc/measuring/lab/runs/NAME.json)")
     for verb in ("render", "check"):
         sub.add_parser(verb, help=f"{verb} the marked blocks of {', '.join(DOC_FILES)}").add_argument(
             "--root", default=".", help="repository root"
@@ -648,7 +648,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.what == "check":
             stale = stale_blocks(Path(args.root), summaries)
             for name in stale:
-                print(f"{name}: lab-run blocks differ from the summaries; run python -m posenc.lab.summary render")
+                print(
+                    f"{name}: lab-run blocks differ from the summaries; "
+                    "run python -m posenc.measuring.lab.summary render"
+                )
             return 1 if stale else 0
         for name in DOC_FILES:
             path = Path(args.root) / name

@@ -49,10 +49,10 @@ from typing import Any, Dict, Tuple, cast
 
 import torch
 
-from ..model import Block, TinyLM
-from ..rope import RotaryEmbedding
-from ..rope.hfconfig import to_hf_dict
-from ..rope.layout import permute_for_half_split
+from ...model import Block, TinyLM
+from ...rope import RotaryEmbedding
+from ...rope.hfconfig import to_hf_dict
+from ...rope.layout import permute_for_half_split
 
 #: The transformers architecture the lab's RoPE block matches.
 ARCHITECTURE = "GPTNeoXForCausalLM"

@@ -38,8 +38,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._checks import check_int
-from ..model import TinyLM
+from ..._checks import check_int
+from ...model import TinyLM
 from .distributed import Dist, all_reduce_sum
 from .metrics import bootstrap_ci
 from .stats import clopper_pearson

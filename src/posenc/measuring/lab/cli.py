@@ -380,7 +380,7 @@ class _Session:
 
 
 def _start_session(args, d: Dist, stack: ExitStack) -> _Session:
-    """The run ``args`` asks for, opened (:func:`~posenc.lab.folder.open_run`) with its record,
+    """The run ``args`` asks for, opened (:func:`~posenc.measuring.lab.folder.open_run`) with its record,
     evaluation windows and display; its CPU clock counts from before the corpus is read."""
     began = time.process_time()  # the run's CPU clock covers reading the corpus too
     settings, corpus, corpus_info = open_run(args, d, stack)

@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .._checks import check_float, check_int
+from ..._checks import check_float, check_int
 
 LN2 = math.log(2.0)
 

@@ -1,6 +1,6 @@
 """The ``posenc lab`` command line: its flags, how they become config overrides, and the command that
-reproduces a config. Parsing only; :mod:`posenc.lab.folder` resolves the run folder and
-:mod:`posenc.lab.cli` runs it."""
+reproduces a config. Parsing only; :mod:`posenc.measuring.lab.folder` resolves the run folder and
+:mod:`posenc.measuring.lab.cli` runs it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import argparse
 import shlex
 from typing import Any, Dict
 
-from ..rope.registry import extension_types
+from ...rope.registry import extension_types
 from .config import EXTENSION_METHODS, PRESETS, LabConfig, preset_config
 
 #: (flag, config field, parser type): every config field the command line can override.
@@ -73,7 +73,7 @@ def _floats(text: str) -> list:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    # `posenc lab export RUN OUT`: the one subcommand (posenc.lab.export); without it, a run.
+    # `posenc lab export RUN OUT`: the one subcommand (posenc.measuring.lab.export); without it, a run.
     from . import export
 
     sub = parser.add_subparsers(dest="lab_command", metavar="{export}")

@@ -32,10 +32,10 @@ from typing import List, Tuple
 
 import numpy as np
 
-from ..model import TinyLM
-from ..rope import NTKScaling, RotaryEmbedding
-from ..rope.registry import REGISTRY, extension_types
-from ..runs.extension import ADAPTIVE_FACTOR, extension_config
+from ...model import TinyLM
+from ...rope import NTKScaling, RotaryEmbedding
+from ...rope.registry import REGISTRY, extension_types
+from ...runs.extension import ADAPTIVE_FACTOR, extension_config
 from .config import LabConfig
 from .distributed import Dist
 from .train import make_optimizer, train_steps

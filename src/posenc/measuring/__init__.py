@@ -1,0 +1,10 @@
+"""The measuring apps: each runs an experiment and writes its results as run files (:mod:`posenc.runs`).
+
+* :mod:`~posenc.measuring.lab`   ``posenc lab``: small LMs that differ only in their position scheme,
+  trained alike and read past their training length;
+* :mod:`~posenc.measuring.eval`  ``posenc eval``: a ``transformers`` checkpoint's perplexity and passkey
+  retrieval past its context, per scaling;
+* :mod:`~posenc.measuring.bench` ``posenc bench``: RoPE implementations timed side by side.
+
+What two of them share belongs in :mod:`posenc.runs` or below, never in one of them.
+"""
