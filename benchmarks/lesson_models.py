@@ -1,6 +1,6 @@
-"""Train the lesson's models with ``posenc lab`` and package them in ``posenc/lesson/models/``.
+"""Train the lesson's models with ``posenc lab`` and package them in ``posenc/teaching/lesson/models/``.
 
-One command regenerates everything the lesson's trained figures read (``posenc.lesson.trained``)::
+One command regenerates everything the lesson's trained figures read (``posenc.teaching.lesson.trained``)::
 
     python benchmarks/lesson_models.py              # train (or resume) runs/lesson-models, then package
     python benchmarks/lesson_models.py --run DIR    # another run folder
@@ -14,7 +14,7 @@ again resumes an interrupted run without redoing finished work), then writes, fr
   measured again on any Python whose standard library differs from the one trained on;
 * ``summary.json``: how the models were trained and what each reaches, bits per byte on those windows
   at 1, 2 and 4 times the training length, measured on the packaged files by
-  :func:`posenc.lesson.trained.bits_per_byte`; it refuses to write a number that differs from the
+  :func:`posenc.teaching.lesson.trained.bits_per_byte`; it refuses to write a number that differs from the
   lab's own ``results.json`` by more than :data:`AGREE`.
 """
 
@@ -30,12 +30,12 @@ from pathlib import Path
 
 import torch
 
-from posenc.lesson import trained
 from posenc.measuring.lab.config import LabConfig
 from posenc.measuring.lab.corpus import load_corpus
 from posenc.measuring.lab.evaluate import window_ends
 from posenc.measuring.lab.export import load_run_model
 from posenc.measuring.lab.store import atomic_write_bytes, read_run_file
+from posenc.teaching.lesson import trained
 
 #: Largest difference allowed between a packaged model's bits per byte and the lab's (float32 sums in
 #: another batch order differ in the sixth digit).

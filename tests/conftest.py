@@ -56,7 +56,7 @@ def client():
     """The explorer's app in process (``TestClient``), any Host header allowed; one per module."""
     from fastapi.testclient import TestClient
 
-    from posenc.explorer.app import create_app
+    from posenc.teaching.explorer.app import create_app
 
     with TestClient(create_app(allowed_hosts=None)) as c:
         yield c
@@ -105,7 +105,7 @@ def ran(tmp_path_factory):
 
     import rich.console
 
-    import posenc.tour as tour
+    import posenc.teaching.tour as tour
 
     out = tmp_path_factory.mktemp("tour") / "figures"
     buffer = io.StringIO()

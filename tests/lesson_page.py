@@ -18,11 +18,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import posenc.explorer
-from posenc.lesson.manifest import CHAPTERS
-from posenc.lesson.palette import module_source
+import posenc.teaching.explorer
+from posenc.teaching.lesson.manifest import CHAPTERS
+from posenc.teaching.lesson.palette import module_source
 
-STATIC = Path(posenc.explorer.__file__).parent / "static"
+STATIC = Path(posenc.teaching.explorer.__file__).parent / "static"
 INDEX = STATIC / "index.html"
 SCRIPTS = STATIC / "lesson" / "chapters"
 

@@ -38,7 +38,7 @@ LAYERS = {"core": 0, "model": 1, "interop": 2, "apps": 3}
 
 #: The folders that hold the apps of one kind (``posenc.measuring.lab``): a module's app is the name
 #: after its folder.
-APP_FOLDERS = ("measuring",)
+APP_FOLDERS = ("teaching", "measuring")
 
 
 def _parts(module: str) -> list:
@@ -131,6 +131,7 @@ def test_layer_of_knows_the_layers():
     assert layer_of("posenc.explorer.app") == 3
     assert layer_of("posenc.measuring.lab.cli") == 3
     assert group_of("posenc.measuring.lab.cli") == "lab"
+    assert group_of("posenc.teaching.input_sizes") == "lesson"
 
 
 def test_no_upward_imports():
@@ -172,6 +173,7 @@ MAY_IMPORT = {
     "eval": set(GROUP_ORDER),
     "bench": set(GROUP_ORDER),
     # the app folders' own ``__init__`` modules: a map of the folder, importing nothing
+    "teaching": set(),
     "measuring": set(),
 }
 APPS = ("lesson", "tour", "explorer", "lab", "eval", "bench")
@@ -184,11 +186,19 @@ REMAINING = {
         "posenc.measuring.lab.corpus",
     ): "eval's default text is the lab corpus's validation split; the "
     "corpus loader (numpy arrays, not a run file) needs a home below both measuring apps",
-    ("posenc.lesson.chapters.big_picture", "posenc.measuring.lab.export"): "ch. 1 reads a lab run's trained model "
-    "(load_run_model, torch); that reader belongs below both apps",
-    ("posenc.explorer.lab_results", "posenc.measuring.lab.summary"): "RUNS_DIR, the folder of the committed summaries, "
+    (
+        "posenc.teaching.lesson.chapters.big_picture",
+        "posenc.measuring.lab.export",
+    ): "ch. 1 reads a lab run's trained model (load_run_model, torch); that reader belongs below both apps",
+    (
+        "posenc.teaching.explorer.lab_results",
+        "posenc.measuring.lab.summary",
+    ): "RUNS_DIR, the folder of the committed summaries, "
     "is the lab's package data (posenc/measuring/lab/runs/*.json); it moves with the data in the folder moves",
-    ("posenc.measuring.lab.verdicts", "posenc.lesson.palette"): "the lab's reports name each scaling as the pages "
+    (
+        "posenc.measuring.lab.verdicts",
+        "posenc.teaching.lesson.palette",
+    ): "the lab's reports name each scaling as the pages "
     "do (SCALING_LABELS: 'PI (linear)', 'NTK-aware', presentation, not the core's type names); one table "
     "of names below both the lesson and the lab would serve both",
 }

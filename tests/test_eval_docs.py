@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from posenc.explorer.eval_results import read_eval_results
 from posenc.measuring.eval.report import markdown
+from posenc.teaching.explorer.eval_results import read_eval_results
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = (ROOT / "docs" / "eval.md").read_text(encoding="utf-8")

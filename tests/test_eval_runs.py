@@ -19,12 +19,12 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from posenc.cli import main  # noqa: E402
-from posenc.explorer.eval_results import read_eval_results  # noqa: E402
 from posenc.measuring.eval import measure  # noqa: E402
 from posenc.measuring.eval.files import LOCK_NAME, depth_key  # noqa: E402
 from posenc.measuring.lab.export import export_model  # noqa: E402
 from posenc.model import ModelConfig, TinyLM  # noqa: E402
 from posenc.runs import RunLock  # noqa: E402
+from posenc.teaching.explorer.eval_results import read_eval_results  # noqa: E402
 
 LN2 = math.log(2.0)
 

@@ -84,7 +84,7 @@ def eval_run(tmp_path_factory):
 def _client(eval_run):
     from fastapi.testclient import TestClient
 
-    from posenc.explorer.app import create_app
+    from posenc.teaching.explorer.app import create_app
 
     return TestClient(create_app(allowed_hosts=None, eval_run=eval_run))
 
@@ -118,7 +118,7 @@ def test_api_shows_the_eval_folder_as_written(eval_run):
 
 def test_api_without_a_folder_or_with_a_bad_file_says_why(tmp_path):
     pytest.importorskip("fastapi")
-    from posenc.explorer.eval_results import read_eval_results
+    from posenc.teaching.explorer.eval_results import read_eval_results
 
     none = read_eval_results(None)
     assert not none["available"] and "--eval-run" in none["notes"][0]
@@ -144,7 +144,7 @@ def test_eval_view_draws_every_scaling_and_one_heatmap_per_scaling(eval_run):
     from browser_support import chromium_or_skip, explore_server, headless_chromium
     from playwright.sync_api import expect
 
-    from posenc.lesson.palette import SCALING_COLOURS
+    from posenc.teaching.lesson.palette import SCALING_COLOURS
 
     written = json.loads((eval_run / "results.json").read_text())
     errors: list = []

@@ -13,7 +13,6 @@ import torch
 from explorer_client import get
 
 from posenc.alibi import alibi_bias, alibi_slopes
-from posenc.explorer.limits import LIMITS
 from posenc.hf import rotary_kwargs_from_hf
 from posenc.rope import RotaryEmbedding
 from posenc.rope.scaling import (
@@ -26,6 +25,7 @@ from posenc.rope.scaling import (
 )
 from posenc.rope.tables import rope_cos_sin, rope_inv_freq
 from posenc.sinusoidal import sinusoidal_frequencies, sinusoidal_table
+from posenc.teaching.explorer.limits import LIMITS
 
 TWO_PI = 2 * math.pi
 
@@ -154,7 +154,7 @@ def test_score_defaults_show_the_decay(client):
 
 
 def test_long_ranges_keep_every_near_distance():
-    from posenc.explorer.views import DENSE_DISTANCES, score_distances
+    from posenc.teaching.explorer.views import DENSE_DISTANCES, score_distances
 
     d = score_distances(2048)
     assert d[: DENSE_DISTANCES + 1] == list(range(DENSE_DISTANCES + 1)) and d[-1] == 2048
@@ -163,7 +163,7 @@ def test_long_ranges_keep_every_near_distance():
 
 
 def test_long_score_ranges_are_sampled_and_exact_where_sampled(client):
-    from posenc.explorer.limits import MAX_SCORE_POINTS
+    from posenc.teaching.explorer.limits import MAX_SCORE_POINTS
 
     top = int(LIMITS["max_distance"].maximum)
     d = get(
@@ -263,7 +263,7 @@ def test_fixtures_load_real_configs_through_posenc_hf(client):
     assert "llama-3.1-8b" in names
     d = get(client, "/api/fixture", name="llama-3.1-8b")
     assert d["rope_type"] == "llama3" and d["base"] == 500000.0 and d["train_len"] == 8192
-    from posenc.explorer.scaling_view import fixtures
+    from posenc.teaching.explorer.scaling_view import fixtures
 
     kw = rotary_kwargs_from_hf(fixtures()["llama-3.1-8b"][0])
     expected, _ = rope_frequencies(kw["scaling"], kw["rotary_dim"], kw["base"])
@@ -369,7 +369,7 @@ def test_config_loads_in_transformers_as_the_requested_rope(client, method):
 def test_ntk_exports_the_equivalent_base():
     d = 32
     theta = 500000.0 * 8.0 ** (d / (d - 2))
-    from posenc.explorer.scaling_view import config_view
+    from posenc.teaching.explorer.scaling_view import config_view
 
     out = config_view(
         64,

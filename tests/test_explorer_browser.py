@@ -165,7 +165,7 @@ def in_process_server():
 
     import uvicorn
 
-    from posenc.explorer.app import create_app
+    from posenc.teaching.explorer.app import create_app
 
     server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -190,8 +190,8 @@ def test_a_registered_scaling_with_a_parameter_of_its_own_gets_a_slider(browser,
     from playwright.sync_api import expect
     from test_scaling_registry import TILT, TiltScaling, tilt_frequencies
 
-    from posenc.lesson import palette
     from posenc.rope import register_scaling, unregister_scaling
+    from posenc.teaching.lesson import palette
 
     monkeypatch.setitem(palette.SCALING_PARAMETER_LABELS, "tilt_floor", "tilt floor (toy)")
     register_scaling(TILT)
@@ -294,8 +294,8 @@ def test_the_lessons_factor_slider_takes_the_registrys_range(page, server):
     (the factor its text measures), and its ends are answered."""
     from playwright.sync_api import expect
 
-    from posenc.lesson.chapters.stretching_rope import FACTOR
     from posenc.rope.registry import scaling_parameters
+    from posenc.teaching.lesson.chapters.stretching_rope import FACTOR
 
     p = scaling_parameters()["factor"]
     page.goto(f"{server}#stretching-rope")

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-import posenc.explorer
-from posenc.explorer.app import create_app
-from posenc.lesson.manifest import CHAPTERS
+import posenc.teaching.explorer
+from posenc.teaching.explorer.app import create_app
+from posenc.teaching.lesson.manifest import CHAPTERS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "explorer.md"
-STATIC = Path(posenc.explorer.__file__).parent / "static"
+STATIC = Path(posenc.teaching.explorer.__file__).parent / "static"
 
 
 def section(title: str) -> str:

@@ -12,14 +12,14 @@ from explorer_client import get
 from fastapi.testclient import TestClient
 
 from posenc.alibi import alibi_bias, alibi_slopes
-from posenc.explorer import lab_results, quiz
-from posenc.explorer.app import create_app
 from posenc.learned import LearnedPositionalEmbedding, PositionOutOfRangeError
 from posenc.rope.scaling import (
     Llama3Scaling,
     rope_frequencies,
 )
 from posenc.rope.tables import rope_inv_freq
+from posenc.teaching.explorer import lab_results, quiz
+from posenc.teaching.explorer.app import create_app
 
 
 def write_results(folder, data):
@@ -152,7 +152,7 @@ def test_the_basic_bag_of_words_check_comes_first(client):
 
 
 def test_quiz_lists_exactly_the_manifests_checks_in_its_order(client):
-    from posenc.lesson.manifest import CHAPTERS
+    from posenc.teaching.lesson.manifest import CHAPTERS
 
     manifest = [check_id for chapter in CHAPTERS for check_id in chapter.checks]
     assert [check["id"] for check in get(client, "/api/quiz")["checks"]] == manifest
@@ -168,7 +168,7 @@ def _fake_module(*ids):
 
 
 def test_the_quiz_follows_a_reordered_manifest():
-    from posenc.lesson.manifest import Chapter
+    from posenc.teaching.lesson.manifest import Chapter
 
     chapters = (Chapter("one", "One", ("relative", "added")), Chapter("two", "Two", ("bag-of-words",)))
     modules = {"one": _fake_module("added", "relative"), "two": _fake_module("bag-of-words")}
@@ -177,7 +177,7 @@ def test_the_quiz_follows_a_reordered_manifest():
 
 
 def test_the_quiz_refuses_a_manifest_that_disagrees_with_its_chapters():
-    from posenc.lesson.manifest import Chapter
+    from posenc.teaching.lesson.manifest import Chapter
 
     listed = (Chapter("one", "One", ("relative", "added")),)
     with pytest.raises(
@@ -191,7 +191,7 @@ def test_the_quiz_refuses_a_manifest_that_disagrees_with_its_chapters():
 
 
 def test_added_check_states_the_scale_the_tour_uses(client):
-    from posenc.input_sizes import position_word_lengths
+    from posenc.teaching.input_sizes import position_word_lengths
 
     answer = get(client, "/api/quiz/added/answer", choice=1)
     sizes = position_word_lengths()

@@ -10,14 +10,14 @@ import pytest
 from explorer_client import get
 from fastapi.testclient import TestClient
 
-from posenc.explorer.app import create_app
-from posenc.explorer.limits import LIMITS
-from posenc.explorer.server import _allowed_hosts, add_arguments, port_free
 from posenc.rope import REGISTRY
+from posenc.teaching.explorer.app import create_app
+from posenc.teaching.explorer.limits import LIMITS
+from posenc.teaching.explorer.server import _allowed_hosts, add_arguments, port_free
 
 
 def _query_params():
-    from posenc.explorer.routers import lab, lesson, workbench
+    from posenc.teaching.explorer.routers import lab, lesson, workbench
 
     for router in (workbench.router, lesson.router, lab.router):
         for route in router.routes:
@@ -36,7 +36,7 @@ def test_every_numeric_query_parameter_is_a_closed_range_and_floats_refuse_inf_n
 
 
 def test_a_workbench_parameter_named_in_the_limits_has_the_published_range():
-    from posenc.explorer.routers import workbench
+    from posenc.teaching.explorer.routers import workbench
 
     checked = 0
     for router, path, field, bounds in _query_params():
@@ -52,8 +52,8 @@ def test_a_workbench_parameter_named_in_the_limits_has_the_published_range():
 def test_a_served_view_refuses_a_query_for_a_parameter_it_does_not_have():
     """The workbench serves a view's parameters by name; an override for a name the view lacks (a typo)
     is refused when the route is made, before anything is registered."""
-    from posenc.explorer import views
-    from posenc.explorer.routers import workbench
+    from posenc.teaching.explorer import views
+    from posenc.teaching.explorer.routers import workbench
 
     before = len(workbench.router.routes)
     with pytest.raises(ValueError, match=r"alibi: queries \['head_count'\] name no parameter of alibi_view"):
@@ -181,8 +181,8 @@ def test_scaling_parameters_are_defined_once_by_the_registry(client):
     import dataclasses
     import re
 
-    from posenc.lesson.palette import parameter_label
     from posenc.rope.registry import scaling_parameters
+    from posenc.teaching.lesson.palette import parameter_label
 
     parameters = scaling_parameters()
     assert {"factor", "beta_fast", "beta_slow", "low_freq_factor", "high_freq_factor"} <= set(parameters)
@@ -214,10 +214,10 @@ def test_the_lessons_factor_slider_and_check_read_the_registry(client):
     chapter's own, the factor the chapter's text measures (the page reads it from /api/lesson/chapters)."""
     import re
 
-    from posenc.explorer.lesson import LESSON_LIMITS
-    from posenc.explorer.limits import scaling_limit
-    from posenc.lesson.chapters.stretching_rope import FACTOR
     from posenc.rope.registry import scaling_parameters
+    from posenc.teaching.explorer.lesson import LESSON_LIMITS
+    from posenc.teaching.explorer.limits import scaling_limit
+    from posenc.teaching.lesson.chapters.stretching_rope import FACTOR
 
     p = scaling_parameters()["factor"]
     limit = LESSON_LIMITS["factor"]
@@ -238,8 +238,8 @@ def test_the_lessons_factor_slider_and_check_read_the_registry(client):
 def test_scaling_limit_reads_any_registered_parameter():
     from test_scaling_registry import TILT
 
-    from posenc.explorer.limits import scaling_limit
     from posenc.rope import register_scaling, unregister_scaling
+    from posenc.teaching.explorer.limits import scaling_limit
 
     with pytest.raises(ValueError, match="'tilt_floor'"):
         scaling_limit("tilt_floor")
@@ -257,7 +257,7 @@ def test_one_width_rule_for_every_figure():
     import re
     from pathlib import Path
 
-    from posenc.explorer import app as app_module
+    from posenc.teaching.explorer import app as app_module
 
     static = Path(app_module.__file__).with_name("static")
     scripts = {p.relative_to(static).as_posix(): p.read_text(encoding="utf-8") for p in static.rglob("*.js")}
@@ -317,7 +317,7 @@ def test_the_page_palette_is_the_python_palette():
     """The page's palette module re-exports the tables the explorer serves from palette.py."""
     from test_palette_meanings import served_tables
 
-    from posenc.lesson import palette
+    from posenc.teaching.lesson import palette
 
     tables = served_tables()
     for name in ("SCHEME_COLOURS", "SCALING_COLOURS", "SIGN_COLOURS", "ROLE_COLOURS", "SCALING_DASHES"):
@@ -326,13 +326,13 @@ def test_the_page_palette_is_the_python_palette():
 
 def test_one_colour_per_scheme_and_per_scaling():
     from posenc.factory import SCHEMES
-    from posenc.lesson import palette
+    from posenc.teaching.lesson import palette
 
     assert set(palette.SCHEME_COLOURS) == set(SCHEMES)
     assert set(palette.SCALING_COLOURS) == set(REGISTRY)
     # the page's scalings take colour, label and dash from the palette, which knows every posenc type
     assert set(palette.SCALING_LABELS) == set(REGISTRY)
-    from posenc.explorer.scaling_view import scalings_metadata
+    from posenc.teaching.explorer.scaling_view import scalings_metadata
 
     for entry in scalings_metadata():
         assert entry["colour"] == palette.SCALING_COLOURS[entry["name"]]
@@ -374,7 +374,7 @@ def test_a_palette_colour_means_one_thing_across_views():
 
     from test_palette_meanings import served_tables
 
-    from posenc.lesson import palette
+    from posenc.teaching.lesson import palette
 
     scripts = _static_scripts()
     served = served_tables()

@@ -17,12 +17,12 @@ from browser_support import after_change, open_view, renders, set_slider, value_
 
 from posenc.alibi import alibi_bias, alibi_slopes
 from posenc.hf import to_hf_dict
-from posenc.lesson import palette
-from posenc.lesson.palette import ROLE_COLOURS
 from posenc.rope import RotaryEmbedding
 from posenc.rope.scaling import Llama3Scaling
 from posenc.rope.tables import rope_inv_freq
 from posenc.sinusoidal import sinusoidal_table
+from posenc.teaching.lesson import palette
+from posenc.teaching.lesson.palette import ROLE_COLOURS
 
 pytestmark = pytest.mark.slow  # a real server and a real browser: seconds per test
 
@@ -448,7 +448,7 @@ def test_order_proof_says_why_its_scores_are_not_chapter_sevens(page, server):
     and prints ch. 7's pair at its seats, which at +30/-30 degrees is ch. 7's printed score."""
     from playwright.sync_api import expect
 
-    from posenc.lesson.chapters import rope
+    from posenc.teaching.lesson.chapters import rope
 
     facts = rope.numbers()
     open_view(page, server, "dials")

@@ -1,4 +1,4 @@
-"""The lesson's number formats, one module per side: ``posenc.lesson.formats`` (the chapters' text, the
+"""The lesson's number formats, one module per side: ``posenc.teaching.lesson.formats`` (the chapters' text, the
 tour) and its twin ``static/formats.js`` (the page's scripts). Each is checked against what it promises
 (the written number reads back as the value, rounded as said), and the two are run on one set of values
 and held equal, character for character. The JavaScript runs in Node when it is installed, else in the
@@ -20,9 +20,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from posenc.lesson.formats import FIXED_LIMIT, MINUS, minus, sci, signed
+from posenc.teaching.lesson.formats import FIXED_LIMIT, MINUS, minus, sci, signed
 
-SCRIPT = Path(str(resources.files("posenc.explorer").joinpath("static", "formats.js")))
+SCRIPT = Path(str(resources.files("posenc.teaching.explorer").joinpath("static", "formats.js")))
 
 #: values that have tripped number formats: ties (0.125, 2.5), a value that rounds to zero either side,
 #: negative zero, tiny and huge sizes, exponents of one, two and three digits
@@ -188,11 +188,11 @@ def _sources(package: str, suffix: str) -> dict[str, str]:
 FORMAT_WRITERS = (
     (
         ("posenc", ".py"),
-        "lesson/formats.py",
+        "teaching/lesson/formats.py",
         (r"def (signed|sci|minus)\(", r"""replace\(\s*["']-["']\s*,\s*["'](\u2212|\\u2212)["']"""),
     ),
     (
-        ("posenc.explorer", ".js"),
+        ("posenc.teaching.explorer", ".js"),
         "static/formats.js",
         (
             r"function (signed|sci|minus)\b|const (signed|sci|minus)\s*=",
@@ -216,7 +216,7 @@ def test_the_formats_are_written_once_on_each_side(where, module, patterns):
 
 
 def test_sci_or_rounding_names_the_level_under_it_and_the_digits_above():
-    from posenc.lesson.formats import sci, sci_or_rounding
+    from posenc.teaching.lesson.formats import sci, sci_or_rounding
 
     assert sci_or_rounding(2.38e-07, 1e-5) == "rounding (below 1e-05)"
     assert sci_or_rounding(-5.07e-07, 1e-5) == "rounding (below 1e-05)"

@@ -409,8 +409,8 @@ def test_tour_section_numbers_match_reference_and_closed_forms(tmp_path):
 
     import rich.console
 
-    from posenc.tour import run_tour
-    from posenc.tour.configs import real_configs
+    from posenc.teaching.tour import run_tour
+    from posenc.teaching.tour.configs import real_configs
 
     console = rich.console.Console(file=io.StringIO(), width=110, color_system=None)
     facts = run_tour(tmp_path, console=console, sections=[("configs", real_configs)]).facts

@@ -8,10 +8,10 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from posenc.explorer import lab_results
-from posenc.explorer.app import create_app
 from posenc.measuring.lab.schema import stamp
 from posenc.measuring.lab.summary import load_summaries
+from posenc.teaching.explorer import lab_results
+from posenc.teaching.explorer.app import create_app
 
 
 def _summary(**numbers) -> dict:

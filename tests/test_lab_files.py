@@ -14,9 +14,9 @@ import torch
 from lab_cli import one_line, tiny_lab_flags
 
 from posenc.cli import main
-from posenc.explorer.lab_results import read_lab_results
 from posenc.measuring.lab.schema import SCHEMA_VERSION, Progress, RunFileError, load_json_file, stamp
 from posenc.measuring.lab.store import RunDir, load_checkpoint, save_checkpoint, write_run_file
+from posenc.teaching.explorer.lab_results import read_lab_results
 
 SMOKE = ["lab", "--preset", "smoke", "--threads", "1"]
 #: The smallest real run: one scheme, two lengths, no extension, a few steps.

@@ -14,10 +14,10 @@ import pytest
 from lab_cli import one_line
 
 from posenc.cli import main
-from posenc.explorer.lab_results import read_lab_results
 from posenc.measuring.lab.config import preset_config
 from posenc.measuring.lab.schema import MAX_DEPTH, RunFileError, load_json_file
 from posenc.measuring.lab.store import LOCK_NAME, FolderBusy, RunLock, is_lab_run, save_checkpoint, write_run_file
+from posenc.teaching.explorer.lab_results import read_lab_results
 
 SMOKE = ["lab", "--preset", "smoke", "--threads", "1", "--no-plots"]
 HF_CONFIG = {"model_type": "llama", "hidden_size": 64, "rope_theta": 10000.0}

@@ -13,10 +13,12 @@ import torch
 from fastapi.testclient import TestClient
 from lesson_page import chapter_markup
 
-from posenc.explorer import lesson
-from posenc.explorer.app import create_app
 from posenc.learned import PositionOutOfRangeError
-from posenc.lesson.chapters import (
+from posenc.rope.tables import rope_inv_freq
+from posenc.sinusoidal import sinusoidal_table
+from posenc.teaching.explorer import lesson
+from posenc.teaching.explorer.app import create_app
+from posenc.teaching.lesson.chapters import (
     bad_ideas,
     bag_of_tiles,
     big_picture,
@@ -30,10 +32,8 @@ from posenc.lesson.chapters import (
     three_rules,
     word_plus_position,
 )
-from posenc.lesson.manifest import CHAPTERS
-from posenc.lesson.mistakes import ROUNDING_LEVEL
-from posenc.rope.tables import rope_inv_freq
-from posenc.sinusoidal import sinusoidal_table
+from posenc.teaching.lesson.manifest import CHAPTERS
+from posenc.teaching.lesson.mistakes import ROUNDING_LEVEL
 
 INDEX = Path(lesson.__file__).with_name("static") / "index.html"
 
@@ -66,7 +66,7 @@ def test_chapters_are_listed_in_order_and_on_the_page(client):
 
 
 def test_every_inline_check_exists_in_the_quiz():
-    from posenc.explorer.quiz import BY_ID
+    from posenc.teaching.explorer.quiz import BY_ID
 
     named = [check for chapter in CHAPTERS for check in chapter.checks]
     assert sorted(named) == sorted(BY_ID)  # each check is placed exactly once
@@ -136,7 +136,9 @@ def test_only_the_sine_code_passes_all_three_rules(client):
 # -- 5. clock hands -------------------------------------------------------------------------------------
 def test_the_hands_are_the_table_columns_of_the_seat(client):
     d = get(client, "/api/lesson/clock", seat=5, d_model=64)
-    assert "fingerprint" not in d  # the four-seat table is the chapter's text (posenc.lesson.chapters.clock_hands)
+    assert (
+        "fingerprint" not in d
+    )  # the four-seat table is the chapter's text (posenc.teaching.lesson.chapters.clock_hands)
     table = sinusoidal_table(6, 64)
     for hand in d["hands"]:
         assert (hand["sin"], hand["cos"]) == pytest.approx(
@@ -245,7 +247,7 @@ def test_pairs_past_training_point_the_right_way(client):
 
 
 def test_the_tour_and_the_lesson_count_pairs_past_training_alike():
-    from posenc.tour import extension
+    from posenc.teaching.tour import extension
 
     d = stretching_rope.stretching(extension.FACTOR, extension.TRAINED, extension.ROTARY_DIM)
     by = {m["method"]: m["pairs_past_training"] for m in d["methods"]}
@@ -288,7 +290,7 @@ def test_demo_writes_the_seed_out_from_scratch_and_reproduces_its_numbers(client
 
 
 def test_the_demo_prints_the_tours_score():
-    from posenc.tour import rotary
+    from posenc.teaching.tour import rotary
 
     d = pytorch_demo.run_demo(100, 4)
     tour = rotary.pair_score(rotary.QUERY, rotary.KEY, 1, 3)  # what the tour prints for seats 1 and 3
@@ -386,7 +388,7 @@ def test_functions_refuse_bad_values_themselves(function, args, name):
 
 def test_the_apis_limits_are_the_chapters_figure_ranges():
     """Every range a chapter module declares is the API's limit, and nothing else is."""
-    from posenc.lesson.chapters import MODULES
+    from posenc.teaching.lesson.chapters import MODULES
 
     declared = {}
     for module in MODULES.values():
@@ -402,7 +404,7 @@ def test_the_apis_limits_are_the_chapters_figure_ranges():
 
 
 def test_two_chapters_giving_one_parameter_two_ranges_is_refused(monkeypatch):
-    from posenc.lesson.chapters import figure_ranges
+    from posenc.teaching.lesson.chapters import figure_ranges
 
     changed = dict(pytorch_demo.FIGURE_RANGES, shift=(0, 5, 1, "another shift"))
     monkeypatch.setattr(pytorch_demo, "FIGURE_RANGES", changed)
@@ -413,10 +415,10 @@ def test_two_chapters_giving_one_parameter_two_ranges_is_refused(monkeypatch):
 # -- one source: the tour and the lesson print the same numbers ----------------------------------------------
 def test_the_tour_and_the_lesson_print_the_same_mistakes_from_one_source(tmp_path):
     """``posenc tour --section mistakes`` and the lesson's chapter take their numbers from
-    posenc.lesson.mistakes: the same drift, block sizes and changes, and the tour prints them."""
+    posenc.teaching.lesson.mistakes: the same drift, block sizes and changes, and the tour prints them."""
     import rich.console
 
-    from posenc import tour
+    from posenc.teaching import tour
 
     console = rich.console.Console(record=True, width=200)
     section = next(s for s in tour.SECTIONS if s.name == "mistakes")
@@ -434,10 +436,10 @@ def test_the_tour_and_the_lesson_print_the_same_mistakes_from_one_source(tmp_pat
 
 
 def test_each_mistake_and_the_rotate_values_demo_is_written_once():
-    """The Parameter-table class and the rotated-values demo exist once, in posenc.lesson.mistakes;
+    """The Parameter-table class and the rotated-values demo exist once, in posenc.teaching.lesson.mistakes;
     the tour, the lesson and the knowledge check use that one."""
-    from posenc.explorer import quiz
-    from posenc.lesson import mistakes as one
+    from posenc.teaching.explorer import quiz
+    from posenc.teaching.lesson import mistakes as one
 
     src = Path(one.__file__).parents[1]
     defined = [
@@ -454,9 +456,9 @@ def test_each_mistake_and_the_rotate_values_demo_is_written_once():
 
 
 def test_the_written_out_adam_is_torch_adam():
-    """posenc.lesson.mistakes.adam_steps (no torch.optim import on a first call) moves parameters as
+    """posenc.teaching.lesson.mistakes.adam_steps (no torch.optim import on a first call) moves parameters as
     torch.optim.Adam does."""
-    from posenc.lesson.mistakes import adam_steps
+    from posenc.teaching.lesson.mistakes import adam_steps
 
     g = torch.Generator().manual_seed(0)
     target = torch.randn(5, 3, generator=g)

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from posenc.factory import make_scheme
-from posenc.lesson.attention import attention_weights, by_word
-from posenc.lesson.chapters import big_picture
 from posenc.model import CausalSelfAttention
+from posenc.teaching.lesson.attention import attention_weights, by_word
+from posenc.teaching.lesson.chapters import big_picture
 
 
 @pytest.mark.parametrize("scheme", ["nope", "sinusoidal", "learned", "rope", "alibi"])
@@ -105,7 +105,7 @@ def test_a_lab_run_is_read_by_its_trained_model_and_the_page_says_which(tmp_path
 def test_the_route_serves_the_map_and_refuses_a_long_sentence_in_words():
     from fastapi.testclient import TestClient
 
-    from posenc.explorer.app import create_app
+    from posenc.teaching.explorer.app import create_app
 
     with TestClient(create_app(), base_url="http://127.0.0.1") as client:
         ok = client.get("/api/lesson/attention", params={"text": "the man bit the dog"})

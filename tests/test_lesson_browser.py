@@ -21,7 +21,7 @@ import re
 import pytest
 from browser_support import SIZES, axe_serious, new_page, open_chapter, watched_page
 
-from posenc.lesson.manifest import CHAPTERS
+from posenc.teaching.lesson.manifest import CHAPTERS
 
 pytestmark = pytest.mark.slow
 
@@ -503,7 +503,7 @@ def test_claim_code_in_prose_and_tables_breaks_only_between_words(browser, serve
 def test_claim_one_colour_per_sign_in_every_chapter(browser, server):
     """A value below zero is drawn in the sign map's blue and one above it in its red, in chapter 1's
     strips and chapter 2's bars alike, each figure with the sign legend."""
-    from posenc.lesson.palette import SIGN_COLOURS
+    from posenc.teaching.lesson.palette import SIGN_COLOURS
 
     with watched_page(browser, server, SIZES["desktop"]) as page:
         open_chapter(page, server, "word-plus-position")
@@ -567,7 +567,7 @@ def test_no_table_cell_prints_over_another_on_a_phone(browser, server):
 def test_the_precision_view_names_its_head_and_agrees_with_the_check_at_the_checks_head(browser, server):
     from playwright.sync_api import expect
 
-    from posenc.lesson.chapters import knowledge_checks as kc
+    from posenc.teaching.lesson.chapters import knowledge_checks as kc
 
     _, evidence = kc._precision()
     with watched_page(browser, server, SIZES["desktop"]) as page:
@@ -590,7 +590,7 @@ def test_the_lesson_and_the_workbench_keep_one_check_score_across_a_reload(brows
 
     from playwright.sync_api import expect
 
-    from posenc.explorer.quiz import CHECKS
+    from posenc.teaching.explorer.quiz import CHECKS
 
     total = len(CHECKS)
     with watched_page(browser, server, SIZES["desktop"]) as page:

@@ -15,8 +15,8 @@ import math
 import pytest
 from browser_support import hex_of, open_section
 
-from posenc.lesson import palette
-from posenc.lesson.manifest import CHAPTERS
+from posenc.teaching.lesson import palette
+from posenc.teaching.lesson.manifest import CHAPTERS
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
 """The claims of chapters 10 to 14 (the methods side by side, the PyTorch demo, the knowledge checks,
 common mistakes, the big picture) in a real headless Chromium: each test does what a sentence of the
 lesson says (a "try this", or a caption saying what a figure shows) and asserts what the sentence claims,
-on the figure as drawn. Expected values come from posenc (``posenc.lesson``) or from the page's own
+on the figure as drawn. Expected values come from posenc (``posenc.teaching.lesson``) or from the page's own
 numbers, never from numbers copied off the page. The server, browser and page helpers are ``conftest``'s
 and ``browser_support``'s; without Chromium these tests skip (or fail with ``POSENC_REQUIRE_BROWSER=1``).
 """
@@ -13,7 +13,7 @@ import math
 import pytest
 from browser_support import SIZES, new_page, open_chapter, select_and_wait, set_slider, watched_page
 
-from posenc.lesson.manifest import CHAPTERS
+from posenc.teaching.lesson.manifest import CHAPTERS
 
 pytestmark = pytest.mark.slow
 
@@ -29,10 +29,10 @@ def test_claim_placing_4096_tokens_is_not_reading_them_and_rope_agrees_with_chap
     """Chapter 10: the live column says what it measures: at or under the 512 tokens trained every scheme is
     within training; past it the learned table refuses, and the others place the tokens without an error but
     meet what training never showed them -- for plain RoPE the pairs chapter 8 marks past training (its one
-    rule, posenc.lesson.stretching.past_training). No scheme but those within training gets a tick."""
-    from posenc.lesson.chapters.comparison import TRAINED
-    from posenc.lesson.stretching import past_training
+    rule, posenc.teaching.lesson.stretching.past_training). No scheme but those within training gets a tick."""
     from posenc.rope.tables import rope_inv_freq
+    from posenc.teaching.lesson.chapters.comparison import TRAINED
+    from posenc.teaching.lesson.stretching import past_training
 
     inv_freq = rope_inv_freq(8, 10000.0)  # the comparison's RoPE head: width 32, 4 heads
     with watched_page(browser, server, SIZES["desktop"]) as page:
@@ -139,7 +139,7 @@ CMP_ROWS = """() => Object.fromEntries([...document.querySelectorAll('#cmp-table
 def test_claim_the_comparison_counts_each_schemes_extra_trainable_numbers(browser, server):
     """Chapter 10's table, the live columns: each scheme's extra trainable numbers and what it does with the
     length, as posenc builds the schemes (only the learned table has trainable numbers, and only it stops)."""
-    from posenc.lesson.chapters.comparison import compare
+    from posenc.teaching.lesson.chapters.comparison import compare
 
     with watched_page(browser, server, SIZES["desktop"]) as page:
         node = open_chapter(page, server, "comparison")
@@ -159,7 +159,7 @@ def test_claim_moving_the_phrase_changes_nothing_with_q_k_turned_and_something_w
     """Chapter 13, turning values: "shift every position by the same amount and the output must not change"
     with q and k turned (drawn as a zero bar, rounding), while with v turned too it does -- at any move of the
     slider, with posenc's numbers."""
-    from posenc.lesson.mistakes import ROUNDING_LEVEL, rotated_values_change
+    from posenc.teaching.lesson.mistakes import ROUNDING_LEVEL, rotated_values_change
 
     values = """() => [...document.querySelectorAll('#mis-v rect.bar')].map((r) => ({ value: Number(r.dataset.value),
       rounding: r.dataset.rounding === 'true', width: r.getBoundingClientRect().width }))"""
@@ -216,8 +216,8 @@ def test_claim_a_layer_that_only_reads_the_wider_vector_doubles_and_a_block_grow
     width, doubles; a block that keeps the wider width throughout grows fourfold". The page's table counts,
     as nn.Linear does, W*W + W weights reading W numbers and 2W*W + W reading 2W (ratio 2), and the block's
     row is posenc's block counted at W and 2W (ratio 4 to two decimals), as the figure above it prints."""
-    from posenc.lesson.chapters.common_mistakes import WIDE
-    from posenc.lesson.mistakes import block_parameters
+    from posenc.teaching.lesson.chapters.common_mistakes import WIDE
+    from posenc.teaching.lesson.mistakes import block_parameters
 
     with watched_page(browser, server, SIZES["phone"]) as page:
         node = open_chapter(page, server, "common-mistakes")

@@ -11,7 +11,7 @@ from importlib import resources
 
 import pytest
 
-from posenc.lesson.manifest import CHAPTERS
+from posenc.teaching.lesson.manifest import CHAPTERS
 
 #: chapter scripts that still wire their figures by hand, each with the reason
 BY_HAND = {
@@ -120,7 +120,9 @@ def test_a_figure_defined_wrong_is_refused_with_what_is_wrong(page):
 
 def _script(chapter) -> str:
     return (
-        resources.files("posenc.explorer").joinpath("static", "lesson", "chapters", f"{chapter.module}.js").read_text()
+        resources.files("posenc.teaching.explorer")
+        .joinpath("static", "lesson", "chapters", f"{chapter.module}.js")
+        .read_text()
     )
 
 
@@ -149,7 +151,7 @@ def test_every_page_script_parses_as_a_module():
     node = shutil.which("node")
     if not node:
         pytest.skip("node is not installed; the browser tests load every script instead")
-    static = Path(str(resources.files("posenc.explorer").joinpath("static")))
+    static = Path(str(resources.files("posenc.teaching.explorer").joinpath("static")))
     scripts = sorted(static.rglob("*.js"))
     assert len(scripts) > 20
     for script in scripts:

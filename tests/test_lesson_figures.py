@@ -15,9 +15,18 @@ from fastapi import APIRouter
 from fastapi.encoders import jsonable_encoder
 from fastapi.testclient import TestClient
 
-from posenc.explorer.app import create_app
-from posenc.explorer.routers.lesson import add_figure_routes
-from posenc.lesson.chapters import FIGURES, LAB_RUN, MODULES, Choice, Figure, Text, collect_figures, figure_ranges
+from posenc.teaching.explorer.app import create_app
+from posenc.teaching.explorer.routers.lesson import add_figure_routes
+from posenc.teaching.lesson.chapters import (
+    FIGURES,
+    LAB_RUN,
+    MODULES,
+    Choice,
+    Figure,
+    Text,
+    collect_figures,
+    figure_ranges,
+)
 
 #: lesson routes that are not figures
 NOT_FIGURES = {"/api/lesson/chapters", "/api/lesson/prose/{chapter}"}
@@ -109,7 +118,7 @@ def test_a_value_past_its_range_is_refused_with_422_naming_it(client, route, nam
 
 # -- what a chapter may declare ----------------------------------------------------------------------------
 def chapter_module(figures: dict, ranges: dict) -> ModuleType:
-    module = ModuleType("posenc.lesson.chapters.toy")
+    module = ModuleType("posenc.teaching.lesson.chapters.toy")
     module.FIGURES = figures  # type: ignore[attr-defined]
     module.FIGURE_RANGES = ranges  # type: ignore[attr-defined]
     return module
@@ -133,7 +142,7 @@ def test_a_chapter_declaring_a_figure_parameter_without_a_range_is_refused_at_im
     the chapter, the figure and the parameter (a fresh interpreter, the chapter's module replaced)."""
     code = (
         "import sys, types\n"
-        "stub = types.ModuleType('posenc.lesson.chapters.comparison')\n"
+        "stub = types.ModuleType('posenc.teaching.lesson.chapters.comparison')\n"
         "stub.numbers = lambda: {}\n"
         "stub.prose = lambda n: []\n"
         "def compare(compare_len, gain):\n"
@@ -141,7 +150,7 @@ def test_a_chapter_declaring_a_figure_parameter_without_a_range_is_refused_at_im
         "stub.FIGURE_RANGES = {'compare_len': (1, 8192, 1024, 'tokens')}\n"
         "stub.FIGURES = {'compare': compare}\n"
         "sys.modules[stub.__name__] = stub\n"
-        "import posenc.lesson.chapters\n"
+        "import posenc.teaching.lesson.chapters\n"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode != 0

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from posenc.alibi import alibi_bias, alibi_slopes
-from posenc.lesson import chapters
-from posenc.lesson.chapters import bad_ideas, bag_of_tiles, word_plus_position
-from posenc.lesson.mistakes import ROUNDING_LEVEL
-from posenc.lesson.vectors import split_words
+from posenc.teaching.lesson import chapters
+from posenc.teaching.lesson.chapters import bad_ideas, bag_of_tiles, word_plus_position
+from posenc.teaching.lesson.mistakes import ROUNDING_LEVEL
+from posenc.teaching.lesson.vectors import split_words
 
 
 def text_of(chapter: str, block_id: str = "", contains: str = "") -> str:
@@ -100,7 +100,7 @@ def test_unmasked_alibi_is_blind_to_reversal_but_not_to_other_shuffles(text):
 def test_a_table_held_as_a_parameter_drifts_by_the_learning_rate_in_adams_first_step(lr):
     """Ch. 13: Adam's first step moves every weight that has a gradient by about the learning rate,
     whatever the gradient's size (m/sqrt(v) is the gradient's sign), so the largest drift is the rate."""
-    from posenc.lesson.mistakes import table_drift
+    from posenc.teaching.lesson.mistakes import table_drift
 
     drift = table_drift(1, lr)
     assert drift["parameter"]["largest_change"] == pytest.approx(lr, rel=1e-3)

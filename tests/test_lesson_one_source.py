@@ -1,10 +1,10 @@
-"""One lesson source: a chapter written in :mod:`posenc.lesson.chapters` reads the same in the terminal
+"""One lesson source: a chapter written in :mod:`posenc.teaching.lesson.chapters` reads the same in the terminal
 (``posenc tour``) and on the page (``posenc explore``), sentence for sentence and number for number.
 
 For every chapter written there, the tour sections that tell it are run, the page is opened in a real
 headless Chromium at the chapter, and both must carry every sentence of the chapter module; every
 number the tour prints for the chapter must be on the page too. The markup and block rules of
-:mod:`posenc.lesson.prose` are tested here as well.
+:mod:`posenc.teaching.lesson.prose` are tested here as well.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from browser_support import chromium_or_skip, explore_server, headless_chromium
 from fastapi.testclient import TestClient
 from lesson_page import article, chapter_markup
 
-import posenc.tour as tour
-from posenc.explorer.app import create_app
-from posenc.lesson import chapters
-from posenc.lesson.manifest import CHAPTERS
-from posenc.lesson.prose import IN_PAGE, IN_TOUR, KINDS, SEE_ALSO_LABEL, Block, as_dict, plain, spans, to_rich
+import posenc.teaching.tour as tour
+from posenc.teaching.explorer.app import create_app
+from posenc.teaching.lesson import chapters
+from posenc.teaching.lesson.manifest import CHAPTERS
+from posenc.teaching.lesson.prose import IN_PAGE, IN_TOUR, KINDS, SEE_ALSO_LABEL, Block, as_dict, plain, spans, to_rich
 
 WRITTEN = sorted(chapters.MODULES)
 BY_ID = {c.id: c for c in CHAPTERS}
@@ -95,7 +95,7 @@ def test_the_modules_are_the_manifests_chapters_in_its_order_each_named_by_its_i
     assert list(chapters.MODULES) == [c.id for c in CHAPTERS]
     for chapter in CHAPTERS:
         assert chapter.module == chapter.id.replace("-", "_")
-        assert chapters.MODULES[chapter.id].__name__ == f"posenc.lesson.chapters.{chapter.module}", chapter.id
+        assert chapters.MODULES[chapter.id].__name__ == f"posenc.teaching.lesson.chapters.{chapter.module}", chapter.id
     folder = Path(chapters.__file__).parent
     written = sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
     assert written == sorted(c.module for c in CHAPTERS)
@@ -103,9 +103,10 @@ def test_the_modules_are_the_manifests_chapters_in_its_order_each_named_by_its_i
 
 
 def test_a_manifest_chapter_without_its_module_is_a_clear_import_error():
-    from posenc.lesson.manifest import Chapter
+    from posenc.teaching.lesson.manifest import Chapter
 
-    with pytest.raises(ImportError, match=r"chapter 'no-such-chapter' .* posenc\.lesson\.chapters\.no_such_chapter"):
+    expected = r"chapter 'no-such-chapter' .* posenc\.teaching\.lesson\.chapters\.no_such_chapter"
+    with pytest.raises(ImportError, match=expected):
         chapters._modules((CHAPTERS[0], Chapter("no-such-chapter", "Not written")))
 
 
@@ -129,7 +130,7 @@ def test_every_chapter_has_one_page_script_and_every_page_script_a_chapter():
 
 @pytest.mark.parametrize("bad", ["Advanced", "wrap_up", "wrap--up", "-code", "code-", "two words"])
 def test_a_chapter_level_that_is_not_lower_case_words_is_refused(bad):
-    from posenc.lesson.manifest import Chapter
+    from posenc.teaching.lesson.manifest import Chapter
 
     with pytest.raises(ValueError, match=f"level must be empty or lower-case words .* got {bad!r}"):
         Chapter("a-chapter", "A title", level=bad)
@@ -137,7 +138,7 @@ def test_a_chapter_level_that_is_not_lower_case_words_is_refused(bad):
 
 @pytest.mark.parametrize("bad", ["Bag-of-tiles", "bag_of_tiles", "bag--tiles", "-bag", "bag-", ""])
 def test_a_chapter_id_that_names_no_module_is_refused(bad):
-    from posenc.lesson.manifest import Chapter
+    from posenc.teaching.lesson.manifest import Chapter
 
     with pytest.raises(ValueError, match=f"id must be lower-case words .* got {bad!r}"):
         Chapter(bad, "A title")
@@ -146,7 +147,7 @@ def test_a_chapter_id_that_names_no_module_is_refused(bad):
 def test_each_chapter_module_writes_the_checks_the_manifest_lists_under_it():
     """A chapter's CHECKS are the ids its manifest entry names, in that order; every check is written
     once, in one chapter, and the quiz serves exactly those (the very objects)."""
-    from posenc.explorer import quiz
+    from posenc.teaching.explorer import quiz
 
     everywhere = []
     for chapter in CHAPTERS:
@@ -194,7 +195,7 @@ def test_the_tours_sections_and_titles_are_the_manifests():
 def test_a_chapter_in_the_manifest_is_told_with_no_code_in_the_tour():
     """Sections that only tell their chapter are made from the manifest; a drawn section's function must
     belong to a section of the manifest."""
-    from posenc.tour.telling import Telling
+    from posenc.teaching.tour.telling import Telling
 
     made = tour.sections_of(CHAPTERS, drawn={})
     assert [s.name for s in made] == [s.name for s in tour.SECTIONS]
@@ -204,7 +205,7 @@ def test_a_chapter_in_the_manifest_is_told_with_no_code_in_the_tour():
 
 
 def test_a_chapter_told_in_several_sections_names_each_later_part():
-    from posenc.lesson.manifest import Chapter
+    from posenc.teaching.lesson.manifest import Chapter
 
     with pytest.raises(ValueError, match=r"parts must give a heading.*\('a', 'b'\).*got \(\)"):
         Chapter("two-parts", "Two parts", tour=("a", "b"))
@@ -415,8 +416,8 @@ def test_every_chapter_of_the_manifest_is_written_once_here():
 
 def test_alibi_chapter_states_what_its_figure_draws():
     """Chapter 9's sentences about the steep and shallow heads are the figure's own weights."""
-    from posenc.lesson.chapters import alibi_penalty as chapter
-    from posenc.lesson.chapters.alibi_penalty import alibi_penalty
+    from posenc.teaching.lesson.chapters import alibi_penalty as chapter
+    from posenc.teaching.lesson.chapters.alibi_penalty import alibi_penalty
 
     n = chapters.numbers("alibi-penalty")
     assert (
@@ -437,8 +438,8 @@ def test_alibi_chapter_states_what_its_figure_draws():
 
 def test_comparison_chapter_states_what_its_table_computes():
     """Chapter 10's "only the learned table stops" is the table's own live column at both lengths."""
-    from posenc.lesson.chapters import comparison as chapter
-    from posenc.lesson.chapters.comparison import compare
+    from posenc.teaching.lesson.chapters import comparison as chapter
+    from posenc.teaching.lesson.chapters.comparison import compare
 
     n = chapters.numbers("comparison")
     assert n["compare.trained"] == compare(1)["trained_len"]
@@ -450,7 +451,7 @@ def test_comparison_chapter_states_what_its_table_computes():
 
 def test_pytorch_demo_chapter_states_what_the_demo_prints(capsys):
     """Chapter 11's "0.65457 four times" and its try-this are what the demo itself prints."""
-    from posenc.lesson.chapters.pytorch_demo import pytorch_demo
+    from posenc.teaching.lesson.chapters.pytorch_demo import pytorch_demo
 
     n = chapters.numbers("pytorch-demo")
     for shift in (100, 10_000):
@@ -544,7 +545,7 @@ def test_every_lesson_figcaption_and_see_also_is_a_prose_slot_of_its_kind():
 def test_the_comparison_table_is_the_chapter_modules_one_per_scheme_in_the_order_the_figure_lists_them():
     """One table, one source: the page's table and the tour's are the chapter's table block, whose rows are
     the schemes in the order the live column (``compare``) fills them; its trainable numbers are posenc's."""
-    from posenc.lesson.chapters.comparison import HEADER, ROWS, SCHEMES, compare
+    from posenc.teaching.lesson.chapters.comparison import HEADER, ROWS, SCHEMES, compare
 
     (table,) = [b for b in chapters.blocks("comparison") if b.kind == "table"]
     assert table.rows[0] == HEADER and [row[0] for row in table.rows[1:]] == [ROWS[s][0] for s in SCHEMES]
@@ -558,13 +559,13 @@ def test_the_comparison_table_is_the_chapter_modules_one_per_scheme_in_the_order
 ADDED_CHAPTER = r'''
 import io, json, sys, types
 import rich.console
-import posenc.lesson.manifest as manifest
+import posenc.teaching.lesson.manifest as manifest
 
 extra = manifest.Chapter("counting-seats", "Counting seats", tour=("counting",), level="test")
 manifest.CHAPTERS = manifest.CHAPTERS + (extra,)
-module = types.ModuleType("posenc.lesson.chapters.counting_seats")
+module = types.ModuleType("posenc.teaching.lesson.chapters.counting_seats")
 exec("""
-from posenc.lesson.prose import Block
+from posenc.teaching.lesson.prose import Block
 FIGURE_RANGES = {"count_seat": (0, 50, 7, "the seat counted to")}
 def count(count_seat: int = 7) -> dict:
     return {"seat": count_seat, "seats_before": count_seat}
@@ -577,9 +578,9 @@ def prose(n):
 """, module.__dict__)
 sys.modules[module.__name__] = module
 
-import posenc.tour as tour
+import posenc.teaching.tour as tour
 from fastapi.testclient import TestClient
-from posenc.explorer.app import create_app
+from posenc.teaching.explorer.app import create_app
 
 buffer = io.StringIO()
 tour.run_tour(sys.argv[1], console=rich.console.Console(file=buffer, width=200, color_system=None),

@@ -1,7 +1,7 @@
 """The claims of chapters 1 to 3 (a bag of tiles, word + position, two ideas that fail) in a real
 headless Chromium: each test does what a sentence of the lesson says (a "try this", or a caption saying
 what a figure shows) and asserts what the sentence claims, on the figure as drawn. Expected values come
-from posenc (``posenc.lesson``) or from the page's own numbers, never from numbers copied off the page.
+from posenc (``posenc.teaching.lesson``) or from the page's own numbers, never from numbers copied off the page.
 The server, browser and page helpers are ``conftest``'s and ``browser_support``'s; without Chromium these
 tests skip (or fail with ``POSENC_REQUIRE_BROWSER=1``).
 """
@@ -14,7 +14,7 @@ import re
 import pytest
 from browser_support import SIZES, new_page, open_chapter, select_and_wait, set_slider, watched_page
 
-from posenc.lesson.chapters.bag_of_tiles import MIRROR_TEXT
+from posenc.teaching.lesson.chapters.bag_of_tiles import MIRROR_TEXT
 
 pytestmark = pytest.mark.slow
 
@@ -180,7 +180,7 @@ def test_claim_the_sine_code_shows_a_shuffle_at_once_where_ropes_untrained_chang
     with RoPE."""
     from playwright.sync_api import expect
 
-    from posenc.lesson.chapters.bag_of_tiles import bag_of_tiles
+    from posenc.teaching.lesson.chapters.bag_of_tiles import bag_of_tiles
 
     with watched_page(browser, server, SIZES["desktop"]) as page:
         node = open_chapter(page, server, "bag-of-tiles")
@@ -252,7 +252,7 @@ def test_claim_alibi_without_a_mask_is_fooled_by_the_mirror_image(browser, serve
 def test_claim_chapter_twos_legend_is_the_two_colours_its_bars_are_drawn_in(browser, server):
     """Chapter 2's bars are coloured by their sign alone (their height is their size): the legend shows
     exactly the colours the bars use, one for each sign, and no colour scale the bars never take."""
-    from posenc.lesson.palette import SIGN_COLOURS
+    from posenc.teaching.lesson.palette import SIGN_COLOURS
 
     with watched_page(browser, server, SIZES["desktop"]) as page:
         node = open_chapter(page, server, "word-plus-position")
@@ -280,7 +280,7 @@ def test_claim_the_raw_seat_is_measured_against_the_word_the_bars_show(browser, 
 
     import torch
 
-    from posenc.lesson.vectors import word_vector
+    from posenc.teaching.lesson.vectors import word_vector
 
     dog = float(torch.tanh(word_vector("dog", 16)).norm())
     with watched_page(browser, server, SIZES["desktop"]) as page:
@@ -357,7 +357,7 @@ def test_claim_the_sine_code_keeps_dog_and_man_in_one_band_at_every_seat(browser
     and 0.8, depending on the seat ... the similarity stays in one band at every seat (printed under that
     figure)": at several seats the sine bar lies in the printed band, the band is the same at every seat,
     is posenc's over every seat of the slider, and the note's rounded numbers are the figure's."""
-    from posenc.lesson.chapters.bad_ideas import bad_ideas
+    from posenc.teaching.lesson.chapters.bad_ideas import bad_ideas
 
     context, page = new_page(browser, server, SIZES["desktop"])
     values = "(ns) => ns.map((n) => Number(n.dataset.value))"

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from lesson_page import chapter_markup, page_html
 
-import posenc.explorer
+import posenc.teaching.explorer
 
-INDEX = Path(posenc.explorer.__file__).parent / "static" / "index.html"
-SRC = Path(posenc.explorer.__file__).parents[2]
+INDEX = Path(posenc.teaching.explorer.__file__).parent / "static" / "index.html"
+SRC = Path(posenc.teaching.explorer.__file__).parents[3]
 
 
 class _TextOf(HTMLParser):
@@ -67,9 +67,9 @@ def test_the_demo_caption_command_runs_and_prints_the_score_the_caption_states()
     tells the reader to run a command and says what it prints: run here, it prints exactly that."""
     import re
 
-    from posenc.lesson import chapters
-    from posenc.lesson.chapters.pytorch_demo import RUN_IT
-    from posenc.lesson.prose import spans
+    from posenc.teaching.lesson import chapters
+    from posenc.teaching.lesson.chapters.pytorch_demo import RUN_IT
+    from posenc.teaching.lesson.prose import spans
 
     assert '<figcaption id="demo-caption" data-prose="demo-caption"></figcaption>' in chapter_markup("pytorch-demo")
     (caption,) = [b for b in chapters.blocks("pytorch-demo") if b.slot == "demo-caption"]

@@ -22,11 +22,11 @@ import torch
 from fastapi.testclient import TestClient
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from posenc.explorer.app import create_app
-from posenc.explorer.routers import lesson as lesson_router
-from posenc.explorer.routers import workbench
-from posenc.lesson import chapters
-from posenc.lesson.manifest import CHAPTERS
+from posenc.teaching.explorer.app import create_app
+from posenc.teaching.explorer.routers import lesson as lesson_router
+from posenc.teaching.explorer.routers import workbench
+from posenc.teaching.lesson import chapters
+from posenc.teaching.lesson.manifest import CHAPTERS
 
 MODULES = [chapters.MODULES[c.id] for c in CHAPTERS]
 CHECKS = [check for module in MODULES for check in getattr(module, "CHECKS", ())]

@@ -1,6 +1,6 @@
 """The claims of chapter 7 (RoPE: turn, don't add) in a real headless Chromium: each test does what a
 sentence of the lesson says (a "try this", or a caption saying what a figure shows) and asserts what the
-sentence claims, on the figure as drawn. Expected values come from posenc (``posenc.lesson``) or from the
+sentence claims, on the figure as drawn. Expected values come from posenc (``posenc.teaching.lesson``) or from the
 page's own numbers, never from numbers copied off the page. The server, browser and page helpers are
 ``conftest``'s and ``browser_support``'s; without Chromium these tests skip (or fail with
 ``POSENC_REQUIRE_BROWSER=1``).
@@ -122,7 +122,7 @@ def test_claim_who_bit_whoms_score_is_printed_under_the_dials_for_each_sentence(
     sentence, and the same to five decimals in the sentence."""
     from playwright.sync_api import expect
 
-    from posenc.lesson.rotation import KEY, QUERY
+    from posenc.teaching.lesson.rotation import KEY, QUERY
 
     def turned(v, seat):
         a = math.radians(30.0) * seat
@@ -184,8 +184,8 @@ def test_claim_the_dials_draw_the_pair_before_and_after_its_turn_by_seat_times_t
     seat n plus the move. Dashed grey: before; solid: after; shaded: the turn (shown modulo 360°)": the
     solid hand is the ghost turned by (seat + move)·θᵢ, with θᵢ posenc's RoPE frequencies of an 8-wide
     head, and the wedge spans that turn counter-clockwise, folded into one turn."""
-    from posenc.lesson.palette import ROLE_COLOURS
     from posenc.rope.tables import rope_inv_freq
+    from posenc.teaching.lesson.palette import ROLE_COLOURS
 
     theta = [math.degrees(float(t)) for t in rope_inv_freq(8, 10000.0)]
     with watched_page(browser, server, SIZES["phone"]) as page:
@@ -218,7 +218,7 @@ PROOF_ROWS = """() => [...document.querySelectorAll('#rope-proof tr')].map((tr) 
 def test_claim_turning_only_the_key_back_by_the_gap_gives_the_same_score(browser, server):
     """Chapter 7, the proof box: q′·k′ at seats m and n, the key alone turned back by the gap m − n, and
     both moved by the shift print one score, posenc's, and the unturned q·k another."""
-    from posenc.lesson.chapters.rope import rope_clock
+    from posenc.teaching.lesson.chapters.rope import rope_clock
 
     with watched_page(browser, server, SIZES["desktop"]) as page:
         node = open_chapter(page, server, "rope")
@@ -267,8 +267,8 @@ def test_claim_dog_wears_the_keys_colour_and_bit_the_querys_at_any_angle(browser
     "dog" to "bit" equal to (seat of bit − seat of dog)·θ."""
     from playwright.sync_api import expect
 
-    from posenc.lesson.chapters.rope import ORDER_SENTENCES
-    from posenc.lesson.palette import ROLE_COLOURS
+    from posenc.teaching.lesson.chapters.rope import ORDER_SENTENCES
+    from posenc.teaching.lesson.palette import ROLE_COLOURS
 
     with watched_page(browser, server, SIZES["desktop"]) as page:
         node = open_chapter(page, server, "rope")
@@ -313,7 +313,7 @@ def test_claim_one_score_four_ways_is_the_score_under_the_dials(browser, server)
     sliders, and the table's caption names the dials' seats."""
     from playwright.sync_api import expect
 
-    from posenc.lesson.chapters.rope import rope_clock
+    from posenc.teaching.lesson.chapters.rope import rope_clock
 
     with watched_page(browser, server, SIZES["desktop"]) as page:
         node = open_chapter(page, server, "rope")

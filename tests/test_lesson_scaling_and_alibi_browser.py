@@ -1,7 +1,7 @@
 """The claims of chapters 8 and 9 (stretching RoPE; ALiBi, a penalty for distance) in a real headless
 Chromium: each test does what a sentence of the lesson says (a "try this", or a caption saying what a
 figure shows) and asserts what the sentence claims, on the figure as drawn. Expected values come from
-posenc (``posenc.lesson``) or from the page's own numbers, never from numbers copied off the page. The
+posenc (``posenc.teaching.lesson``) or from the page's own numbers, never from numbers copied off the page. The
 server, browser and page helpers are ``conftest``'s and ``browser_support``'s; without Chromium these
 tests skip (or fail with ``POSENC_REQUIRE_BROWSER=1``).
 """
@@ -14,8 +14,8 @@ import re
 import pytest
 from browser_support import SIZES, open_chapter, select_and_wait, set_slider, watched_page
 
-from posenc.lesson import palette
-from posenc.lesson.manifest import CHAPTERS
+from posenc.teaching.lesson import palette
+from posenc.teaching.lesson.manifest import CHAPTERS
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +65,7 @@ def test_claim_alibi_is_taught_before_it_is_checked(browser, server):
 def test_claim_pairs_past_training_are_defined_and_point_the_right_way(browser, server):
     """Chapter 8: plain RoPE puts every partial-turn pair past training, linear and YaRN none, NTK-aware
     most of the slow pairs; only a zero gets a tick."""
-    from posenc.lesson.chapters.stretching_rope import stretching
+    from posenc.teaching.lesson.chapters.stretching_rope import stretching
 
     with watched_page(browser, server, SIZES["phone"]) as page:
         node = open_chapter(page, server, "stretching-rope")
@@ -88,8 +88,8 @@ def test_claim_chapter_eight_opens_on_the_setup_its_text_measures(browser, serve
     stretched FACTOR x), so the NTK count the text states is the one the table shows at first sight."""
     from playwright.sync_api import expect
 
-    from posenc.lesson import chapters
-    from posenc.lesson.chapters.stretching_rope import FACTOR, TRAINED
+    from posenc.teaching.lesson import chapters
+    from posenc.teaching.lesson.chapters.stretching_rope import FACTOR, TRAINED
 
     n = chapters.numbers("stretching-rope")
     with watched_page(browser, server, SIZES["phone"]) as page:
@@ -135,7 +135,7 @@ def test_claim_each_scaling_moves_the_pairs_as_the_chapter_says_on_a_log_axis(br
     NTK-aware keeps the fastest pair and slows the slowest by the full factor, YaRN leaves fast pairs
     alone, slows the slow ones by the full factor and sharpens attention (a factor above 1); the
     caption: wavelengths on a log scale, dashed lines at the trained and the stretched length."""
-    from posenc.lesson.chapters.stretching_rope import stretching
+    from posenc.teaching.lesson.chapters.stretching_rope import stretching
 
     with watched_page(browser, server, SIZES["desktop"]) as page:
         node = open_chapter(page, server, "stretching-rope")
@@ -220,7 +220,7 @@ def test_claim_alibis_bias_is_a_straight_line_per_head_and_the_weights_follow_fr
     import torch
 
     from posenc.alibi import alibi_bias, alibi_slopes
-    from posenc.lesson.chapters import alibi_penalty
+    from posenc.teaching.lesson.chapters import alibi_penalty
 
     with watched_page(browser, server, SIZES["desktop"]) as page:
         node = open_chapter(page, server, "alibi-penalty")
@@ -256,7 +256,7 @@ def test_claim_alibis_bias_is_a_straight_line_per_head_and_the_weights_follow_fr
 
 
 def test_claim_sixteen_alibi_heads_have_a_legend_and_slopes_written_alike(browser, server):
-    from posenc.lesson.chapters.alibi_penalty import alibi_penalty
+    from posenc.teaching.lesson.chapters.alibi_penalty import alibi_penalty
 
     with watched_page(browser, server, SIZES["phone"]) as page:
         node = open_chapter(page, server, "alibi-penalty")

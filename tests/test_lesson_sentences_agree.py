@@ -8,12 +8,12 @@ import re
 
 import pytest
 
-from posenc.lesson.chapters import blocks
-from posenc.lesson.chapters.comparison import SCHEMES, TRAINED, compare
-from posenc.lesson.chapters.rope import SEAT_PAIRS, pair_layouts, rope_clock
-from posenc.lesson.manifest import CHAPTERS
-from posenc.lesson.stretching import past_training
 from posenc.rope.tables import rope_inv_freq
+from posenc.teaching.lesson.chapters import blocks
+from posenc.teaching.lesson.chapters.comparison import SCHEMES, TRAINED, compare
+from posenc.teaching.lesson.chapters.rope import SEAT_PAIRS, pair_layouts, rope_clock
+from posenc.teaching.lesson.manifest import CHAPTERS
+from posenc.teaching.lesson.stretching import past_training
 
 
 # -- chapter 7: "one query and key (seats m + move and n + move of the dials above) scored four ways" ---------
@@ -99,8 +99,8 @@ def test_the_tour_prints_the_comparison_live_column_as_placed_past_training_not_
 
     import rich.console
 
-    from posenc import tour
-    from posenc.tour.comparison import comparison
+    from posenc.teaching import tour
+    from posenc.teaching.tour.comparison import comparison
 
     out = io.StringIO()
     console = rich.console.Console(file=out, width=200)
@@ -128,7 +128,7 @@ def test_no_chapter_speaks_of_a_seed_lesson_the_learner_never_saw(chapter):
 
 
 def test_the_demos_shown_source_speaks_of_no_seed():
-    from posenc.lesson.chapters.pytorch_demo import run_demo
+    from posenc.teaching.lesson.chapters.pytorch_demo import run_demo
 
     source = run_demo(100, 4)["source"].lower()
     assert "seed's" not in source and "seed lesson" not in source
@@ -137,7 +137,7 @@ def test_the_demos_shown_source_speaks_of_no_seed():
 def test_the_concatenation_sentence_says_what_the_table_counts():
     """Ch. 13: a matrix that reads a 2d-wide vector and writes d doubles; 2d -> 2d grows fourfold; neither is
     "the square of the width" for a reader who doubles d."""
-    from posenc.lesson.chapters.common_mistakes import numbers
+    from posenc.teaching.lesson.chapters.common_mistakes import numbers
 
     text = _all_text("common-mistakes")
     assert "grows with the square" not in text
@@ -150,7 +150,7 @@ def test_the_concatenation_sentence_says_what_the_table_counts():
 def test_the_workbench_is_counted_as_many_views_as_it_has_tabs():
     from pathlib import Path
 
-    import posenc.explorer as explorer
+    import posenc.teaching.explorer as explorer
 
     page = (Path(explorer.__file__).parent / "static" / "index.html").read_text(encoding="utf-8")
     tabs = re.findall(r'<a href="#[a-z-]+" data-view="', page)
@@ -160,7 +160,7 @@ def test_the_workbench_is_counted_as_many_views_as_it_has_tabs():
 
 
 def test_the_rotation_matrix_at_a_quarter_turn_is_exactly_zero_where_the_text_says_zero():
-    from posenc.lesson.chapters.rope import rotate_vector
+    from posenc.teaching.lesson.chapters.rope import rotate_vector
 
     quarter = rotate_vector(1.0, 0.5, 3, 30.0)  # 3 seats of 30 degrees
     assert quarter["matrix"] == [[0.0, -1.0], [1.0, 0.0]]
@@ -186,7 +186,7 @@ def test_every_chapter_opens_in_plain_words_and_a_later_opening_has_its_heading(
 @pytest.mark.parametrize("heads", [1, 2, 4, 8, 12, 16, 64])
 def test_alibi_slopes_are_written_one_way_per_head_count(heads):
     from posenc.alibi import alibi_slopes
-    from posenc.lesson.chapters.alibi_penalty import alibi_penalty
+    from posenc.teaching.lesson.chapters.alibi_penalty import alibi_penalty
 
     texts = [r["slope_text"] for r in alibi_penalty(heads, 10)["rows"]]
     slopes = alibi_slopes(heads).tolist()
@@ -201,8 +201,8 @@ def test_chapter_one_says_what_each_of_its_rope_changes_measures():
     """Ch. 1 prints two sizes of RoPE's change (the mirror note's largest change of one word in the figure's
     block, the table's pooled change in TinyLM): the text names both measures, and its per-word figure is
     this model's own, recomputed here from posenc's TinyLM."""
-    from posenc.lesson.chapters import bag_of_tiles as bag
-    from posenc.lesson.formats import sci
+    from posenc.teaching.lesson.chapters import bag_of_tiles as bag
+    from posenc.teaching.lesson.formats import sci
 
     n = bag.numbers()
     model = bag.tiny_model("rope")

@@ -1,7 +1,7 @@
 """The claims of chapters 4 to 6 (the three rules, sine waves as clock hands, learned tables and the 512
 wall) in a real headless Chromium: each test does what a sentence of the lesson says (a "try this", or a
 caption saying what a figure shows) and asserts what the sentence claims, on the figure as drawn.
-Expected values come from posenc (``posenc.lesson``) or from the page's own numbers, never from numbers
+Expected values come from posenc (``posenc.teaching.lesson``) or from the page's own numbers, never from numbers
 copied off the page. The server, browser and page helpers are ``conftest``'s and ``browser_support``'s;
 without Chromium these tests skip (or fail with ``POSENC_REQUIRE_BROWSER=1``).
 """
@@ -199,7 +199,7 @@ SERIES_DOTS = """(sel) => { const out = [];
 def test_claim_every_stretched_row_lies_between_two_trained_ones(browser, server):
     """Chapter 6, the stretch figure: "the stretched table's rows placed at old seats (dots): every new
     row lies between two trained ones" -- on the drawn dots, at several stretches, and in posenc's numbers."""
-    from posenc.lesson.chapters.learned_tables import learned_wall
+    from posenc.teaching.lesson.chapters.learned_tables import learned_wall
 
     with watched_page(browser, server, SIZES["desktop"]) as page:
         node = open_chapter(page, server, "learned-tables")
@@ -247,7 +247,7 @@ HEAT_ROWS = """async () => {
 def test_claim_no_two_rows_of_the_table_are_the_same_pattern(browser, server):
     """Chapter 5: "No two rows are the same pattern: rule 3, seen whole" -- the heatmap as drawn, one pixel
     per number, has as many different colour rows as the table has seats, at every width."""
-    from posenc.lesson.chapters.clock_hands import clock_hands
+    from posenc.teaching.lesson.chapters.clock_hands import clock_hands
 
     with watched_page(browser, server, SIZES["phone"]) as page:
         node = open_chapter(page, server, "clock-hands")

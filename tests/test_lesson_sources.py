@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from lesson_page import article
 
-from posenc.explorer import lesson
-from posenc.lesson import chapters
-from posenc.lesson.manifest import CHAPTERS
+from posenc.teaching.explorer import lesson
+from posenc.teaching.lesson import chapters
+from posenc.teaching.lesson.manifest import CHAPTERS
 
 #: the source lesson's sections, in its order -> a fragment of its heading, for matching its outline
 OUTLINE = {

@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
-from posenc.lesson import chapters
-from posenc.lesson.chapters import rope, stretching_rope
-from posenc.lesson.stretching import past_training
 from posenc.rope import LinearScaling, rope_frequencies, rope_inv_freq
+from posenc.teaching.lesson import chapters
+from posenc.teaching.lesson.chapters import rope, stretching_rope
+from posenc.teaching.lesson.stretching import past_training
 
 
 def text_of(chapter: str, block_id: str) -> str:
@@ -79,7 +79,7 @@ def test_the_definition_names_the_bound_the_function_counts_with():
     assert "(L − 1)θ′ᵢ with the scaled frequency θ′, is larger than L₀θᵢ: one step past the last trained seat" in text
     assert "only ever saw whole seats" in text
     assert "(L − 1)θᵢ·L₀/L, lies between (L₀ − 1)θᵢ and L₀θᵢ" in text
-    assert "posenc.lesson.stretching.past_training" in text
+    assert "posenc.teaching.lesson.stretching.past_training" in text
 
 
 def test_who_bit_whoms_score_is_the_one_its_figure_prints():
@@ -108,8 +108,8 @@ def test_the_layer_that_only_reads_the_wider_vector_doubles_in_the_table_the_sen
     """Chapter 13: "A layer that only reads the wider vector, such as the table's linear map back to the model
     width, doubles; a block ... grows fourfold". The table's linear row is nn.Linear counted by hand, W*W + W
     weights reading W numbers and 2W*W + W reading 2W, and its ratio is 2 to the table's two decimals."""
-    from posenc.lesson.chapters import common_mistakes
-    from posenc.lesson.mistakes import block_parameters
+    from posenc.teaching.lesson.chapters import common_mistakes
+    from posenc.teaching.lesson.mistakes import block_parameters
 
     width = common_mistakes.WIDE
     table = next(b for b in chapters.blocks("common-mistakes") if b.kind == "table" and b.slot == "m2-measured")

@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from posenc.factory import SCHEMES
-from posenc.lesson import trained
 from posenc.measuring.lab.evaluate import per_position_nats
 from posenc.measuring.lab.metrics import bits_per_byte as lab_bits
+from posenc.teaching.lesson import trained
 
 SUMMARY = trained.read_summary()
 LENGTHS = SUMMARY["eval_lengths"]

@@ -1,7 +1,7 @@
 """Chapter 14 in a real headless Chromium: its figures read the trained models by default, each model
 menu switches its figure to the untrained block and the line above the figure says which one it shows,
 and each sentence of the chapter about the figures holds on the figures as drawn. Expected values come
-from posenc (``posenc.lesson``) or from the page's own numbers. Like the other browser tests these skip
+from posenc (``posenc.teaching.lesson``) or from the page's own numbers. Like the other browser tests these skip
 without Chromium (or fail with ``POSENC_REQUIRE_BROWSER=1``).
 """
 
@@ -13,7 +13,7 @@ import re
 import pytest
 from browser_support import SIZES, open_chapter, select_and_wait, watched_page
 
-from posenc.lesson.chapters import big_picture as big
+from posenc.teaching.lesson.chapters import big_picture as big
 
 pytestmark = pytest.mark.slow
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posenc.lesson import trained
-from posenc.lesson.chapters import FIGURES
-from posenc.lesson.chapters import bag_of_tiles as bag
-from posenc.lesson.chapters import big_picture as big
-from posenc.lesson.mistakes import ROUNDING_LEVEL
+from posenc.teaching.lesson import trained
+from posenc.teaching.lesson.chapters import FIGURES
+from posenc.teaching.lesson.chapters import bag_of_tiles as bag
+from posenc.teaching.lesson.chapters import big_picture as big
+from posenc.teaching.lesson.mistakes import ROUNDING_LEVEL
 
 SCHEMES = bag.FIGURE_SCHEMES
 POSITIONAL = [s for s in SCHEMES if s != "nope"]

@@ -1,4 +1,4 @@
-"""posenc.lesson.vectors: the teaching layer's example vectors, defined once and usable with torch alone."""
+"""posenc.teaching.lesson.vectors: the teaching layer's example vectors, defined once and usable with torch alone."""
 
 from __future__ import annotations
 
@@ -9,24 +9,24 @@ import sys
 import pytest
 import torch
 
-from posenc.lesson import vectors
 from posenc.rope.tables import rope_inv_freq
+from posenc.teaching.lesson import vectors
 
 
 def test_the_lesson_imports_no_web_framework_and_no_explorer():
     """The tour reads the lesson with only torch installed: importing every chapter must not pull in
     the explorer or its web framework."""
     code = (
-        "import sys, posenc.lesson.chapters, posenc.lesson.vectors; "
+        "import sys, posenc.teaching.lesson.chapters, posenc.teaching.lesson.vectors; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('fastapi', 'starlette', 'uvicorn') "
-        "or m.startswith('posenc.explorer')))"
+        "or m.startswith('posenc.teaching.explorer')))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
 
 
 def test_the_explorer_uses_the_one_definition():
-    from posenc.explorer import limits, views
+    from posenc.teaching.explorer import limits, views
 
     for name in ("split_words", "word_vector", "example_vector", "wrap_angle", "rotate_at", "angle_errors"):
         assert getattr(views, name) is getattr(vectors, name), name

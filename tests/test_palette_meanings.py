@@ -15,7 +15,7 @@ from importlib import resources
 
 import pytest
 
-from posenc.lesson import palette
+from posenc.teaching.lesson import palette
 
 #: the least CIE76 ΔE between two colours of different meanings
 LEAST_DELTA_E = 20.0
@@ -86,7 +86,7 @@ def served_tables() -> dict[str, object]:
     each ``export const NAME = Object.freeze(<JSON>);`` line read back as JSON."""
     from fastapi.testclient import TestClient
 
-    from posenc.explorer.app import create_app
+    from posenc.teaching.explorer.app import create_app
 
     with TestClient(create_app(allowed_hosts=None)) as client:
         response = client.get("/static/palette-tables.js")
@@ -117,7 +117,7 @@ def test_the_page_is_served_the_python_palettes_tables():
 def test_no_palette_table_is_written_in_a_page_script():
     """palette.js re-exports the served tables and writes none of its own (it once mirrored every
     table by hand); no other script defines a table of the palette either."""
-    static = resources.files("posenc.explorer").joinpath("static")
+    static = resources.files("posenc.teaching.explorer").joinpath("static")
     source = static.joinpath("palette.js").read_text()
     assert 'export * from "./palette-tables.js";' in source
     assert not static.joinpath("palette-tables.js").is_file()  # served, written from palette.py
@@ -140,7 +140,7 @@ def page_scripts() -> dict[str, str]:
             elif entry.name.endswith(".js"):
                 found[prefix + entry.name] = entry.read_text()
 
-    walk(resources.files("posenc.explorer").joinpath("static"))
+    walk(resources.files("posenc.teaching.explorer").joinpath("static"))
     return found
 
 
@@ -157,9 +157,9 @@ OLD_LABELS = ("linear / PI", "linear (PI)", "no scaling")
 def test_one_label_per_scaling_everywhere():
     """A scaling has one name: the palette's, in the API the workbench reads, in the lab's reports and on
     the lesson's pages; no script of the page writes a scaling's name of its own."""
-    from posenc.explorer.scaling_view import scalings_metadata
     from posenc.measuring.lab.verdicts import LABELS
     from posenc.rope import REGISTRY
+    from posenc.teaching.explorer.scaling_view import scalings_metadata
 
     assert set(palette.SCALING_LABELS) == set(REGISTRY)
     assert len(set(palette.SCALING_LABELS.values())) == len(palette.SCALING_LABELS)

@@ -21,9 +21,7 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from posenc.explorer.app import create_app
 from posenc.hf import rotary_kwargs_from_hf, to_hf_dict
-from posenc.lesson import palette
 from posenc.measuring.lab import cli as lab_cli
 from posenc.measuring.lab.config import LabConfig, preset_config
 from posenc.measuring.lab.extend import (
@@ -57,6 +55,8 @@ from posenc.rope import (
 from posenc.rope.registry import extension_types, scaling_parameters
 from posenc.rope.tables import rope_inv_freq
 from posenc.runs.extension import ADAPTIVE_FACTOR, extension_config
+from posenc.teaching.explorer.app import create_app
+from posenc.teaching.lesson import palette
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "scalings.md"
 

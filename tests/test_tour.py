@@ -17,12 +17,12 @@ import pytest
 import rich.console
 import torch
 
-import posenc.tour as tour
+import posenc.teaching.tour as tour
 from posenc.cli import main as cli_main
-from posenc.lesson.chapters import bag_of_tiles as bag
-from posenc.lesson.prose import plain as plain_words
-from posenc.tour._show import PLAIN_PREFIX
-from posenc.tour.telling import Telling, tell
+from posenc.teaching.lesson.chapters import bag_of_tiles as bag
+from posenc.teaching.lesson.prose import plain as plain_words
+from posenc.teaching.tour._show import PLAIN_PREFIX
+from posenc.teaching.tour.telling import Telling, tell
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -71,8 +71,8 @@ def test_every_section_opens_in_plain_words(ran):
 def test_every_section_opens_with_its_chapters_own_plain_words(ran):
     """The tour holds no text of its own: the first line of every section is the first "plain" block of
     the part of the chapter it tells, the one the page shows too."""
-    from posenc.lesson import chapters
-    from posenc.lesson.manifest import chapter_of_section
+    from posenc.teaching.lesson import chapters
+    from posenc.teaching.lesson.manifest import chapter_of_section
 
     texts = section_texts(ran[1])
     for name in tour.section_names():
@@ -87,7 +87,7 @@ def test_every_section_opens_with_its_chapters_own_plain_words(ran):
 def test_the_tour_records_every_number_of_every_chapter_once(facts):
     """Sections that tell part of a chapter (extension, configs) split its numbers between them:
     together the tour records each chapter's every number, with the chapter's value."""
-    from posenc.lesson import chapters
+    from posenc.teaching.lesson import chapters
 
     for chapter_id in chapters.MODULES:
         for key, value in chapters.numbers(chapter_id).items():
@@ -276,7 +276,7 @@ def test_cli_refuses_a_file_as_output_folder(tmp_path, capsys):
 def test_the_lesson_manifest_drives_the_list_and_maps_every_section(capsys):
     """`posenc tour --list` prints the lesson's chapters from its one manifest, in order, each with the
     tour sections that tell it; every section tells exactly one chapter, and every name is a section."""
-    from posenc.lesson.manifest import CHAPTERS, chapter_of_section
+    from posenc.teaching.lesson.manifest import CHAPTERS, chapter_of_section
 
     names = [s.name for s in tour.SECTIONS]
     told = [name for chapter in CHAPTERS for name in chapter.tour]
@@ -301,8 +301,8 @@ def test_the_comparison_table_prints_each_cells_status_whole(ran):
     """The live table's cells, at 80 columns: each scheme's status at each length, as the chapter's
     compare() finds it, written whole (the page's longer sentences were cut to '✓ within the 5…' and
     named seats the page, set to another length, did not print)."""
-    from posenc.lesson.chapters.comparison import LENGTHS, SCHEMES, compare
-    from posenc.tour.comparison import STATUS
+    from posenc.teaching.lesson.chapters.comparison import LENGTHS, SCHEMES, compare
+    from posenc.teaching.tour.comparison import STATUS
 
     body = section_texts(ran[1])["compare"]
     assert "…" not in body

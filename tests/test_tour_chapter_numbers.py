@@ -16,7 +16,7 @@ import pytest
 import rich.console
 import torch
 
-import posenc.tour as tour
+import posenc.teaching.tour as tour
 from posenc import (
     CausalSelfAttention,
     LearnedPositionalEmbedding,
@@ -27,13 +27,13 @@ from posenc import (
     apply_rotary,
 )
 from posenc.fixtures import load_fixture
-from posenc.lesson import mistakes as lesson_mistakes
-from posenc.lesson.chapters import bad_ideas as naive
-from posenc.lesson.chapters import bag_of_tiles as bag
-from posenc.lesson.chapters import clock_hands
-from posenc.lesson.chapters import common_mistakes as mistakes
 from posenc.rope import YaRNScaling
-from posenc.tour import configs, extension, rotary, waves
+from posenc.teaching.lesson import mistakes as lesson_mistakes
+from posenc.teaching.lesson.chapters import bad_ideas as naive
+from posenc.teaching.lesson.chapters import bag_of_tiles as bag
+from posenc.teaching.lesson.chapters import clock_hands
+from posenc.teaching.lesson.chapters import common_mistakes as mistakes
+from posenc.teaching.tour import configs, extension, rotary, waves
 
 
 def sin_freqs(d_model: int, base: float = 10000.0) -> np.ndarray:
@@ -135,7 +135,7 @@ def test_tour_states_the_embedding_scale_it_uses(flowing, facts):
 
 
 def test_tour_and_knowledge_check_agree_on_the_position_to_word_ratio(facts):
-    from posenc.explorer import quiz
+    from posenc.teaching.explorer import quiz
 
     check = quiz.BY_ID["added"]
     lines, values = check.evidence()
@@ -620,7 +620,7 @@ def test_only_the_learned_table_stops_past_training(facts, flowing):
 
 
 def test_demo_score_is_the_rotated_dot_product_wherever_the_pair_sits(facts):
-    from posenc.lesson.rotation import KEY, QUERY
+    from posenc.teaching.lesson.rotation import KEY, QUERY
 
     theta = facts["demo.theta"]
     for shift, key in ((0, "demo.score"), (100, "demo.score.moved.100"), (10_000, "demo.score.moved.10000")):

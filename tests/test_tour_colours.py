@@ -1,5 +1,5 @@
 """The tour's figures speak the page's visual language: a scaling is drawn in its palette colour and a
-sign in the palette's diverging map, with its scale beside it (:mod:`posenc.lesson.palette`).
+sign in the palette's diverging map, with its scale beside it (:mod:`posenc.teaching.lesson.palette`).
 
 Each section runs with its ``save`` replaced by a function that keeps the figure, so the test reads
 the colours matplotlib was asked to draw, not pixels of a PNG.
@@ -13,9 +13,9 @@ import pytest
 import rich.console
 from matplotlib.colors import to_hex
 
-import posenc.tour as tour
-from posenc.lesson import palette
-from posenc.tour import configs, extension, waves
+import posenc.teaching.tour as tour
+from posenc.teaching.lesson import palette
+from posenc.teaching.tour import configs, extension, waves
 
 
 def figure_of(monkeypatch, tmp_path, module, section):
@@ -70,14 +70,14 @@ def test_the_scalings_figure_draws_each_scaling_in_its_palette_dash(monkeypatch,
     [(None, "-"), ("", "-"), ("7 4", (0, (7.0, 4.0))), ("7,4", (0, (7.0, 4.0))), ("3", (0, (3.0, 3.0)))],
 )
 def test_an_svg_dasharray_becomes_a_matplotlib_line_style(dasharray, style):
-    from posenc.tour._plot import svg_dash
+    from posenc.teaching.tour._plot import svg_dash
 
     assert svg_dash(dasharray) == style
 
 
 @pytest.mark.parametrize("dasharray", ["7 x", "-1 4", "0 0"])
 def test_a_bad_svg_dasharray_is_refused(dasharray):
-    from posenc.tour._plot import svg_dash
+    from posenc.teaching.tour._plot import svg_dash
 
     with pytest.raises(ValueError, match=f"dasharray must be .* got {dasharray!r}"):
         svg_dash(dasharray)
@@ -138,7 +138,7 @@ def test_the_sinusoidal_heatmap_uses_the_page_sign_map_with_its_scale(monkeypatc
 
 
 def test_the_sign_colormap_refuses_an_even_number_of_steps():
-    from posenc.tour._plot import sign_colormap
+    from posenc.teaching.tour._plot import sign_colormap
 
     with pytest.raises(ValueError, match="steps must be an odd number .* got 256"):
         sign_colormap(256)

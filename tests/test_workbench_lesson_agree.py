@@ -1,7 +1,7 @@
 """The workbench and the lesson give the same numbers for the same inputs.
 
 Each workbench view that shows something a chapter also shows computes it through the lesson's one
-function (:mod:`posenc.lesson.rotation`, :mod:`posenc.lesson.stretching`, the chapters' own helpers).
+function (:mod:`posenc.teaching.lesson.rotation`, :mod:`posenc.teaching.lesson.stretching`, the chapters' own helpers).
 These tests call both sides with the same inputs and compare every number they share, so a formula
 changed on one side only fails here. Where the two pick different example vectors (the workbench's come
 from a seed or the learner's words, the chapter's are fixed), the workbench is handed the chapter's.
@@ -14,8 +14,8 @@ import math
 import pytest
 import torch
 
-from posenc.explorer import scaling_view, views
-from posenc.lesson.chapters import clock_hands, rope, stretching_rope
+from posenc.teaching.explorer import scaling_view, views
+from posenc.teaching.lesson.chapters import clock_hands, rope, stretching_rope
 
 
 def same_angle_deg(a: float, b: float) -> bool:
@@ -117,7 +117,7 @@ def test_the_precision_view_and_the_precision_check_agree_on_the_checks_head():
     """The workbench's precision readout and the knowledge check's evidence give one float32 error at seat
     1,000,000 when they read one head: the check names its head (128 wide, base 10,000), and the view,
     which shows the head of the RoPE settings, says which head it shows (the number differs by head)."""
-    from posenc.lesson.chapters import knowledge_checks as kc
+    from posenc.teaching.lesson.chapters import knowledge_checks as kc
 
     lines, values = kc._precision()
     assert f"in a {kc.CHECK_HEAD_DIM}-wide head with base {kc.CHECK_BASE:,.0f}" in lines[0]

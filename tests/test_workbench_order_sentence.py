@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posenc.explorer import views
-from posenc.lesson.chapters import rope
-from posenc.lesson.rotation import order_turn
+from posenc.teaching.explorer import views
+from posenc.teaching.lesson.chapters import rope
+from posenc.teaching.lesson.rotation import order_turn
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,8 @@ from typing import List, Optional
 
 #: name -> (module, one-line help)
 COMMANDS = {
-    "tour": ("posenc.tour", "walk through how transformers know word order, every number computed live"),
-    "explore": ("posenc.explorer.server", "start the interactive console in your browser"),
+    "tour": ("posenc.teaching.tour", "walk through how transformers know word order, every number computed live"),
+    "explore": ("posenc.teaching.explorer.server", "start the interactive console in your browser"),
     "lab": ("posenc.measuring.lab.cli", "train small LMs that differ only in position scheme and test long inputs"),
     "bench": ("posenc.measuring.bench", "time RoPE implementations side by side"),
     "inspect": ("posenc.inspect", "explain a model's position encoding from its config.json, with a precision audit"),

@@ -6,7 +6,7 @@ frequency function, whether its frequencies depend on the current length, the so
 needs outside the tables, its parameter space (the numeric fields one may vary, with ranges and
 steps), the wavelengths bounding its ramp, how it is set for a context-extension ratio, and, in one
 field (:class:`TransformersSpelling`), how Hugging Face configs and ``transformers`` spell it. Nothing
-here is presentation (labels, colours, what a page shows first: :mod:`posenc.lesson.palette`) or an
+here is presentation (labels, colours, what a page shows first: :mod:`posenc.teaching.lesson.palette`) or an
 app's choice (how the lab picks a factor for a length: :mod:`posenc.runs.extension`).
 
 The library's own scalings are registered by :mod:`posenc.rope.scaling`; code outside the package adds

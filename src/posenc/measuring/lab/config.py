@@ -190,7 +190,7 @@ PRESETS: Dict[str, Dict[str, Any]] = {
     # model learns to copy the key under any mix measured (docs/lab.md), so the quick preset keeps the
     # lighter passkey mix, which costs less in-distribution perplexity.
     "quick": dict(retrieval_share=0.2, retrieval_answer_weight=1.0),
-    # The lesson's trained models (posenc.lesson.trained): one small model per scheme (about 0.5 MB of
+    # The lesson's trained models (posenc.teaching.lesson.trained): one small model per scheme (about 0.5 MB of
     # float32 weights each), no extension and no passkey steps, evaluated at 1, 2 and 4 times the training
     # length, a learned table not past its rows; benchmarks/lesson_models.py trains and packages them (its
     # cost: docs/lab.md, "The lesson's models").

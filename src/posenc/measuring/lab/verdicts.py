@@ -34,8 +34,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ...lesson.palette import SCALING_LABELS
 from ...runs.lab_schema import machinery_check_reason as machinery_check_reason  # defined with the files
+from ...teaching.lesson.palette import SCALING_LABELS
 from .schema import VERDICTS
 from .stats import (
     across_seeds,

@@ -1,0 +1,514 @@
+"""Chapter "Key points and the big picture": each key point with one number measured again now.
+
+The chapter recomputes its own evidence (it reads no other chapter's numbers), so ``posenc tour
+--section big-picture`` stands on its own. Its figures: :func:`big_picture` ("the dog bit man" against
+"the man bit dog" through chapter 1's fixed block) and :func:`attention_map` (who attends to whom in the
+learner's sentence, under every scheme, from a trained ``posenc lab`` model where one is given).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import torch
+
+from ...._checks import check_choice
+from ....learned import LearnedPositionalEmbedding, PositionOutOfRangeError
+from ....model import local_random
+from ....sinusoidal import sinusoidal_table
+from ...input_sizes import D_MODEL, position_word_lengths
+from .. import trained
+from ..attention import attention_weights
+from ..formats import sci, sci_or_rounding
+from ..mistakes import ROUNDING_LEVEL
+from ..prose import Block
+from ..rotation import KEY, QUERY, pair_score
+from ..vectors import split_words, word_vector
+from . import bag_of_tiles as bag
+from ._figures import LAB_RUN, Choice, Figure, Text
+from .rope import ORDER_SENTENCES
+
+#: Seats over which the sine table's bound is checked again.
+BOUND_SEATS = 4096
+#: The learned table of the key points: BERT's 512 rows (a narrow width; the limit does not depend on it).
+LEARNED_ROWS = 512
+
+
+def _pooled_difference(scheme: str) -> float:
+    model = bag.tiny_model(scheme)
+    a = bag.hidden(model, bag.SENTENCE_A, False).mean(0)  # (d_model,)
+    b = bag.hidden(model, bag.SENTENCE_B, False).mean(0)
+    return float((a - b).abs().max())
+
+
+def numbers() -> dict:
+    """One measurement per key point."""
+    n: dict = {}
+    n["big.nope_difference"] = _pooled_difference("nope")
+    n["big.rope_difference"] = _pooled_difference("rope")
+    n["big.position_over_word"] = position_word_lengths(D_MODEL)["ratio"]
+    n["big.sine_max_abs"] = float(sinusoidal_table(BOUND_SEATS, D_MODEL).abs().max())
+    with local_random(0):  # its rows are not read; drawn off torch's global generator all the same
+        table = LearnedPositionalEmbedding(LEARNED_ROWS, 8)
+    try:
+        table.encodings(torch.tensor([LEARNED_ROWS]))
+        n["big.learned_refuses_last_plus_one"] = False
+    except PositionOutOfRangeError:
+        n["big.learned_refuses_last_plus_one"] = True
+    n["big.rope_score_near"] = pair_score(QUERY, KEY, 1, 3)
+    n["big.rope_score_far"] = pair_score(QUERY, KEY, 101, 103)
+    # the trained models the figures read by default, and what each figure shows with and without training
+    info = trained.summary()
+    n["big.trained.train_len"] = info["train_len"]
+    n["big.trained.steps"] = info["config"]["steps"]
+    n["big.trained.layers"] = info["config"]["n_layers"]
+    n["big.trained.width"] = info["config"]["d_model"]
+    n["big.trained.parameters"] = info["models"]["rope"]["parameters"]
+    n["big.trained.learned_extra"] = info["models"]["learned"]["parameters"] - n["big.trained.parameters"]
+    for name, entry in info["models"].items():
+        for length, value in entry["bpb"].items():
+            n[f"big.trained.{name}.bpb.{length}"] = value
+    for model in MODELS:
+        for name, (dog, man) in _all_order_differences(model).items():
+            n[f"big.{model}.{name}.dog"], n[f"big.{model}.{name}.man"] = dog, man
+        maps = attention_map(ATTENTION_TEXT, model)
+        for m in maps["maps"]:
+            n[f"big.{model}.{m['scheme']}.nearby"] = nearby_share(torch.tensor(m["weights"]))
+        for entry in attention_distance(model)["schemes"]:
+            n[f"big.{model}.{entry['scheme']}.near"] = entry["near"]
+            n[f"big.{model}.{entry['scheme']}.far"] = entry["far"]
+    n["big.even_nearby"] = 2 / len(split_words(ATTENTION_TEXT))
+    evenly = [e for e in attention_distance("untrained")["schemes"] if e["scheme"] != "alibi"]
+    n["big.untrained.even_deviation"] = max(abs(v - 1) for e in evenly for v in e["curve"])
+    return n
+
+
+def _rounding_or_sci(value: float) -> str:
+    """A float32 difference at rounding level is printed as such
+    (:func:`~posenc.teaching.lesson.formats.sci_or_rounding`)."""
+    return sci_or_rounding(value, bag.NOPE_TOLERANCE)
+
+
+def _num(value: float, digits: int = 3) -> str:
+    return f"{value:.{digits}f}" if value >= 10**-digits else f"{value:.2e}"
+
+
+def _times(a: float, b: float) -> str:
+    return f"{a / b:,.0f} times"
+
+
+def _bpb_list(n: dict) -> str:
+    names = {"nope": "none", "sinusoidal": "sinusoidal", "learned": "learned", "rope": "RoPE", "alibi": "ALiBi"}
+    length = n["big.trained.train_len"]
+    parts = [f"{n[f'big.trained.{s}.bpb.{length}']:.2f} ({names[s]})" for s in bag.FIGURE_SCHEMES]
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _share_list(n: dict, model: str) -> str:
+    names = {"sinusoidal": "sinusoidal", "learned": "learned", "rope": "RoPE", "alibi": "ALiBi"}
+    parts = [f"{n[f'big.{model}.{s}.nearby']:.0%} ({names[s]})" for s in bag.FIGURE_SCHEMES if s != "nope"]
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def prose(n: dict) -> list[Block]:
+    """The chapter's text with the numbers of :func:`numbers`."""
+    rows = (
+        ("key point", "measured now"),
+        (
+            'Without position, attention cannot tell "the dog bit the man" from "the man bit the dog" '
+            "(pooled outputs, NoPE vs RoPE)",
+            f"{_rounding_or_sci(n['big.nope_difference'])} vs {sci(n['big.rope_difference'])}",
+        ),
+        (
+            f"A sine position vector has the word's width ({D_MODEL}) and is added to it; at TinyLM's scale "
+            "it is about as long as the word",
+            f"{n['big.position_over_word']:.2f}x",
+        ),
+        (
+            f"Sine values stay in [−1, 1] (largest |value| over {BOUND_SEATS:,} seats)",
+            f"{n['big.sine_max_abs']:.6f}",
+        ),
+        (
+            f"A learned table of {LEARNED_ROWS} rows has no row {LEARNED_ROWS}",
+            "refused" if n["big.learned_refuses_last_plus_one"] else "NOT refused",
+        ),
+        (
+            "RoPE: the score depends only on the gap (seats 1 vs 3, then 101 vs 103)",
+            f"{n['big.rope_score_near']:.5f}, {n['big.rope_score_far']:.5f}",
+        ),
+    )
+    return [
+        Block(
+            "plain",
+            """A transformer reads every word at the same moment, which makes it fast; position information
+            is the small extra that keeps that speed without losing the order of the words.""",
+            "intro",
+        ),
+        Block(
+            "item",
+            """Attention reads all tokens at once and compares them by content, so without positions it cannot
+            tell “dog bit man” from “man bit dog” ([chapter 1](#bag-of-tiles)).""",
+            "key-points",
+        ),
+        Block(
+            "item",
+            """Classic encodings have the width of the word vectors and are added to them, token by token
+            ([chapter 2](#word-plus-position)).""",
+            "key-points",
+        ),
+        Block(
+            "item",
+            """Sinusoidal codes use waves of many speeds, like the hands of a clock, and stay within [−1, 1] at
+            any length ([chapter 5](#clock-hands)).""",
+            "key-points",
+        ),
+        Block(
+            "item",
+            """Learned tables (BERT, GPT-2) are trained rows and end at their last row
+            ([chapter 6](#learned-tables)).""",
+            "key-points",
+        ),
+        Block(
+            "item",
+            """RoPE turns queries and keys pair by pair, so a score depends only on the distance between two
+            tokens ([chapter 7](#rope)), and slowing the turns stretches the context
+            ([chapter 8](#stretching-rope)).""",
+            "key-points",
+        ),
+        Block("table", "Key points, each measured again now", "measured", rows=rows),
+        Block("h3", "Two ways to read a sentence", "picture"),
+        Block(
+            "p",
+            """**Without positions:** all words at once → order lost → “dog bit man” = “man bit dog”.""",
+            "lanes",
+        ),
+        Block(
+            "p",
+            """**With positions:** stamp or turn each word by its seat → all words at once on the GPU → order
+            kept.""",
+            "lanes",
+        ),
+        Block(
+            "p",
+            """**The big picture.** Without a position scheme, processing every word in parallel costs the
+            model the order of the words: a sentence becomes a bag of tiles. With one, each word carries its
+            seat, as a wave pattern added to its vector (sinusoidal), a learned row (BERT, GPT-2), a turn of
+            its query and key (RoPE) or a penalty on far-away keys (ALiBi), and the model keeps both the speed
+            of reading everything at once and the order. Which scheme to pick is mostly a question of length:
+            learned tables stop at their last row, sine waves never stop but models trained on short texts use
+            new seats poorly, and RoPE models are stretched with scalings ([chapter 8](#stretching-rope);
+            `posenc lab` measures each one).""",
+            "picture-after",
+        ),
+        Block(
+            "p",
+            f"""**A trained model on screen.** The figures below read small trained models unless you switch
+            them: one byte-level TinyLM per scheme ({n["big.trained.layers"]} layers, width
+            {n["big.trained.width"]}, {n["big.trained.parameters"]:,} weights each, the learned table
+            {n["big.trained.learned_extra"]:,} more), trained by `posenc lab --preset lesson` for
+            {n["big.trained.steps"]:,} steps on texts of {n["big.trained.train_len"]} bytes
+            from the Python standard library's sources, and shipped with posenc. On held-out Python they need
+            {_bpb_list(n)} bits per byte at their training length, where a uniform guess needs 8. The model menu
+            of each figure switches to an untrained one (the block of [chapter 1](#bag-of-tiles); in the
+            distance figure, the same models with the weights they started training from), and the line
+            above each figure says which one it shows.""",
+            "picture-after",
+        ),
+        Block(
+            "caption",
+            f"""How much the vector for “dog” changes between “{ORDER_SENTENCES[0]}” and “{ORDER_SENTENCES[1]}”,
+            and the vector for “man”, with no causal mask, so only the scheme can tell: the trained model's last
+            hidden state (the bytes of the word averaged) or the untrained block's output. The axis is
+            logarithmic and shared by every scheme of the model shown.""",
+            "big-caption",
+        ),
+        Block(
+            "try",
+            f"""switch the scheme to none: the change drops to rounding level, trained or not. Every other scheme
+            tells the two sentences apart. Then switch the model: training makes RoPE's change of “dog”
+            {_times(n["big.trained.rope.dog"], n["big.untrained.rope.dog"])} larger
+            ({_num(n["big.untrained.rope.dog"])} untrained, {_num(n["big.trained.rope.dog"])} trained) and
+            ALiBi's {_times(n["big.trained.alibi.dog"], n["big.untrained.alibi.dog"])}
+            ({_num(n["big.untrained.alibi.dog"])}, {_num(n["big.trained.alibi.dog"])}).""",
+            "figure-after",
+        ),
+        Block("h3", "Who attends to whom", "attention"),
+        Block(
+            "p",
+            f"""Position changes more than an output: it changes where each word looks. One attention layer
+            reads your sentence under every scheme. Each row is a word asking, each column a word it can attend
+            to; the darker the cell, the more of the row's attention it gets (every row adds up to 1, and the
+            shade scale is stretched over the weights on the page), and the ring marks the word the row attends
+            to most. A trained model reads causally, as it was trained: a word sees only itself and the words
+            before it, so the upper right of every trained grid is empty. Trained, the words look close by: in
+            “{ATTENTION_TEXT}” the last word gives itself and the word before it {_share_list(n, "trained")} of
+            its attention, where an even spread over the five words would give {n["big.even_nearby"]:.0%}. NoPE
+            is the exception ({n["big.trained.nope.nearby"]:.0%}): without positions it cannot know which word
+            is near.""",
+            "attention",
+        ),
+        Block(
+            "caption",
+            """Attention weights of the first attention layer of each scheme's model (trained, or chapter 1's
+            untrained block), heads averaged, computed the way the layer computes them
+            (`posenc.teaching.lesson.attention`); a trained model reads bytes, so each word's bytes are folded into the
+            word. One grid per scheme, all shaded on one scale, from the smallest weight on the page (lightest)
+            to the largest (darkest), as the legend under each grid says.""",
+            "attn-caption",
+        ),
+        Block(
+            "try",
+            """switch the model to untrained and look at the two rows of “the”. With none they are the same row:
+            without positions (and without a causal mask) a word asks the same question wherever it sits. Every
+            other scheme gives them different rows. Then type a sentence of your own.""",
+            "attention-after",
+        ),
+        Block("h3", "Near and far: ALiBi's penalty against RoPE's turns", "distance"),
+        Block(
+            "p",
+            f"""ALiBi subtracts a penalty that grows with the distance from every score, fixed before any training
+            ([chapter 9](#alibi-penalty)); RoPE only turns queries and keys, and what its model makes of the
+            turns is learned. The figure measures how much attention a byte gives the byte one, two, … up to
+            {n["big.trained.train_len"] - 1} bytes back, on held-out Python, as a multiple of an even spread
+            (1 = every byte it can see gets the same share). Untrained, every scheme but ALiBi spreads evenly
+            (at most {n["big.untrained.even_deviation"]:.1%} off at any distance), while ALiBi already gives the
+            {NEAR_BYTES} bytes just before {_num(n["big.untrained.alibi.near"], 2)} times an even share and bytes
+            {FAR_FROM} or more back {_num(n["big.untrained.alibi.far"], 2)} times: its penalty alone.
+            Trained, ALiBi's curve barely moves ({_num(n["big.trained.alibi.near"], 2)} and
+            {_num(n["big.trained.alibi.far"], 2)}), while RoPE has learned to look close
+            ({_num(n["big.trained.rope.near"], 2)} and {_num(n["big.trained.rope.far"], 2)}) with a shape of its
+            own, and so have the sinusoidal and learned models. NoPE stays near even
+            ({_num(n["big.trained.nope.near"], 2)} and {_num(n["big.trained.nope.far"], 2)}).""",
+            "distance",
+        ),
+        Block(
+            "caption",
+            """Attention a byte gives the byte k back, divided by an even spread's share, in the first layer of
+            each scheme's model (heads averaged, causal), averaged over every byte of the held-out windows the
+            models' summary is measured on; log axis, the dashed line at 1 an even spread.""",
+            "dist-caption",
+        ),
+        Block(
+            "try",
+            """switch the model to untrained: four curves fall onto the line of an even spread and ALiBi's stays
+            where it was. What ALiBi knows about distance it was given; what RoPE knows, it learned.""",
+            "distance-after",
+        ),
+        Block(
+            "p",
+            """Positional encodings give a transformer both things at once: the speed of reading a whole text
+            in parallel, and the knowledge of which word came first, second and last. With meaning (word
+            vectors) and order (positions) in place, the tokens are ready for the heart of the transformer:
+            self-attention.""",
+            "closing",
+        ),
+        Block(
+            "see-also",
+            "Next: the [workbench](#workbench), ten views for going deeper.",
+            "see-also",
+        ),
+    ]
+
+
+# -- which block the figures read --------------------------------------------------------------------------
+#: the figures' ``model`` parameter: the lesson's trained models (the default) or chapter 1's untrained block
+MODELS = ("trained", "untrained")
+
+
+def _check_model(model: str) -> str:
+    return check_choice("model", model, set(MODELS))
+
+
+def _source(model: str, scheme: str) -> dict:
+    if model == "trained":
+        return {"kind": "trained", "text": f"the lesson's trained {scheme} model (posenc lab --preset lesson), causal"}
+    return {"kind": "untrained", "text": "the untrained block of chapter 1 (random weights, no causal mask)"}
+
+
+def _initial_source(scheme: str) -> dict:
+    return {
+        "kind": "untrained",
+        "text": f"the lesson's {scheme} model untrained (the weights it started training from, drawn as TinyLM "
+        "draws them), causal",
+    }
+
+
+# -- the figure: does the output for "dog" change? -----------------------------------------------------------
+def _order_differences(scheme: str, model: str = "untrained") -> tuple[float, float]:
+    a, b = ORDER_SENTENCES[0].split(), ORDER_SENTENCES[1].split()
+    if model == "trained":
+        lm = trained.model(scheme)
+        out_a, out_b = trained.word_outputs(lm, a, causal=False), trained.word_outputs(lm, b, causal=False)
+    else:
+        out_a, out_b = bag.run_block(a, scheme), bag.run_block(b, scheme)
+    dog = float((out_a[a.index("dog")] - out_b[b.index("dog")]).abs().max())
+    man = float((out_a[a.index("man")] - out_b[b.index("man")]).abs().max())
+    return dog, man
+
+
+@functools.lru_cache(maxsize=None)
+def _all_order_differences(model: str) -> dict[str, tuple[float, float]]:
+    return {name: _order_differences(name, model) for name in bag.FIGURE_SCHEMES}
+
+
+def big_picture(scheme: str, model: str = "trained") -> dict:
+    """ "the dog bit man" against "the man bit dog" with ``scheme``: does the output for "dog" change?
+    Without a causal mask, so only the scheme can tell.
+
+    ``model`` "trained" reads the lesson's trained byte-level model of the scheme (its final hidden
+    state, the bytes of each word averaged); "untrained" reads chapter 1's fixed block. ``scale`` is the
+    largest change under any scheme of that model and ``smallest`` the smallest above rounding, so a
+    figure drawn on them keeps one axis while the scheme changes; a change at or under
+    :data:`ROUNDING_LEVEL` is flagged as rounding.
+    """
+    check_choice("scheme", scheme, set(bag.FIGURE_SCHEMES))
+    _check_model(model)
+    every = _all_order_differences(model)
+    dog, man = every[scheme]
+    values = [v for pair in every.values() for v in pair]
+    return {
+        "scheme": scheme,
+        "model": model,
+        "source": _source(model, scheme),
+        "sentences": list(ORDER_SENTENCES),
+        "dog_difference": dog,
+        "man_difference": man,
+        "dog_rounding": dog <= ROUNDING_LEVEL,
+        "man_rounding": man <= ROUNDING_LEVEL,
+        "rounding_level": ROUNDING_LEVEL,
+        "scale": max(values),
+        "smallest": min(v for v in values if v > ROUNDING_LEVEL),
+        "order_visible": max(dog, man) > ROUNDING_LEVEL,
+    }
+
+
+# -- the figure: who attends to whom --
+#: words the attention map draws at most (a grid of words x words)
+ATTENTION_MAX_WORDS = 12
+#: the sentence the attention maps open on, which the text measures
+ATTENTION_TEXT = "the dog bit the man"
+
+
+@functools.lru_cache(maxsize=8)
+def _lab_model(run: str, scheme: str):
+    """The lab's trained ``scheme`` model of run folder ``run``, or the reason there is none."""
+    from ....measuring.lab.export import ExportError, load_run_model
+
+    try:
+        model, _ = load_run_model(Path(run), scheme)
+    except ExportError as err:
+        return None, str(err)
+    return model.double(), None
+
+
+def attention_map(text: str, model: str = "trained", lab_run: Path | None = None) -> dict:
+    """Which word attends to which in ``text``, under every scheme: the weights of one attention
+    layer (heads averaged; row = the word asking, column = the word it attends to; every row sums
+    to 1).
+
+    ``model`` "trained" reads each scheme's trained byte-level model (the lesson's, or the one of
+    ``lab_run``, a ``posenc lab`` run folder, where it trained that scheme): its first layer, causal
+    as it was trained, bytes folded into words; the sentence may then have at most the models'
+    training length in bytes. "untrained" reads chapter 1's fixed block (no causal mask). Each map
+    says which it is.
+    """
+    _check_model(model)
+    words = split_words(text)
+    if len(words) > ATTENTION_MAX_WORDS:
+        raise ValueError(f"text must have at most {ATTENTION_MAX_WORDS} words for the attention map, got {len(words)}")
+    maps: list[dict] = []
+    if model == "trained":
+        trained.check_fits(words)
+        for name in bag.FIGURE_SCHEMES:
+            lm, _ = _lab_model(str(lab_run), name) if lab_run is not None else (None, None)
+            if lm is not None and name == "learned" and trained.sentence_bytes(words)[0].shape[1] > lm.config.max_len:
+                lm = None  # the run's table has no row for the sentence's last bytes; the lesson's has
+            if lm is not None:
+                source = {
+                    "kind": "trained",
+                    "text": f"the lab's trained {name} model of the run given, first layer, causal",
+                }
+            else:
+                lm, source = trained.model(name), _source("trained", name)
+                source["text"] += ", first layer"
+            maps.append({"scheme": name, "weights": trained.word_attention(lm, words).tolist(), "source": source})
+    else:
+        x = torch.stack([word_vector(w, bag.BLOCK_D_MODEL) for w in words]).unsqueeze(0)  # (1, W, d)
+        pos = torch.arange(len(words)).unsqueeze(0)  # (1, W)
+        block = bag.fixed_block()
+        for name in bag.FIGURE_SCHEMES:
+            scheme = bag.fixed_scheme(name)
+            with torch.no_grad():
+                inner = block.norm1(scheme.embed(x, pos))
+                weights = attention_weights(block.attn, inner, scheme, pos, causal=False)[0].mean(0)  # (W, W)
+            maps.append({"scheme": name, "weights": weights.tolist(), "source": _source("untrained", name)})
+    return {"words": words, "maps": maps, "model": model, "trained": model == "trained"}
+
+
+def nearby_share(weights: torch.Tensor) -> float:
+    """How much of its attention the last word of a map gives itself and the word before it (a share
+    in [0, 1]); an even spread over the W words it sees gives 2 / W."""
+    return float(weights[-1, -2:].sum())
+
+
+# -- the figure: attention by distance (ALiBi's fixed penalty against what RoPE learned) ---------------------
+#: how many bytes back the figure reads (the models' training length)
+def _distance_length() -> int:
+    return trained.train_len()
+
+
+#: the nearest keys and the far ones the chapter's text compares (bytes back)
+NEAR_BYTES = 4
+FAR_FROM = 32
+
+
+@functools.lru_cache(maxsize=None)
+def _distance_curves(model: str) -> dict[str, list[float]]:
+    windows = trained.read_windows()
+    length = _distance_length()
+    curves = {}
+    for name in bag.FIGURE_SCHEMES:
+        lm = trained.model(name) if model == "trained" else trained.initial_model(name)
+        curves[name] = [float(v) for v in trained.attention_by_distance(lm, windows, length)]
+    return curves
+
+
+def attention_distance(model: str = "trained") -> dict:
+    """How much attention a byte gives the byte ``k`` back, ``k = 0 .. L - 1``, as a multiple of an
+    even spread over the bytes it sees (1 = even): the first layer of each scheme's model, causal,
+    heads averaged, on the validation windows of the lesson's models (``L`` = their training length).
+
+    ``model`` "trained" reads the trained models; "untrained" the same models with the weights they
+    started training from. ``near`` is the mean over the nearest :data:`NEAR_BYTES` distances
+    (1 .. NEAR_BYTES bytes back), ``far`` over :data:`FAR_FROM` bytes back and more.
+    """
+    _check_model(model)
+    curves = _distance_curves(model)
+    schemes = []
+    for name, curve in curves.items():
+        schemes.append(
+            {
+                "scheme": name,
+                "curve": curve,
+                "near": sum(curve[1 : NEAR_BYTES + 1]) / NEAR_BYTES,
+                "far": sum(curve[FAR_FROM:]) / len(curve[FAR_FROM:]),
+                "source": _source(model, name) if model == "trained" else _initial_source(name),
+            }
+        )
+    return {
+        "model": model,
+        "length": _distance_length(),
+        "windows": int(trained.read_windows().shape[0]),
+        "near_bytes": NEAR_BYTES,
+        "far_from": FAR_FROM,
+        "schemes": schemes,
+    }
+
+
+#: route -> figure function (the explorer serves each at /api/lesson/<route>)
+FIGURES = {
+    "big-picture": Figure(big_picture, scheme=Choice("rope"), model=Choice("trained")),
+    "attention": Figure(attention_map, text=Text(ATTENTION_TEXT), model=Choice("trained"), lab_run=LAB_RUN),
+    "attention-distance": Figure(attention_distance, model=Choice("trained")),
+}
