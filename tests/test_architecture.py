@@ -1,17 +1,18 @@
 """The package's shape: layers that only point down, no private names borrowed across modules, and a
 core that needs nothing but torch.
 
-Layers, lowest first (drawn in docs/architecture.md):
+Layers, lowest first (drawn in docs/architecture.md); the folders of ``src/posenc`` show them:
 
 * core: the schemes, ``posenc.rope`` (scalings, tables, kernels, positions), the checks and buffers;
 * model: the reference attention block and ``TinyLM``;
 * interop: Hugging Face configs and the transformers integration;
-* apps: lesson (the one source of the tour and the explorer's lesson), tour, explorer, lab, eval,
-  bench, inspect, the command line, and ``input_sizes`` (numbers the tour and the explorer share).
+* apps: ``teaching/`` (lesson, the one source of the tour and the explorer's lesson; tour; explorer;
+  ``input_sizes``), ``measuring/`` (lab, eval, bench), and the tools (``inspect``, the command line).
 
 Inside those layers the groups are ordered too (:data:`MAY_IMPORT`): core < model < integrations <
-runs (the run files) < lesson < {tour, explorer}, and runs < {lab, eval, bench}; no app imports a
-sibling app's modules, nor another app's private module. What remains of that is listed, with why, in
+runs (the run files) < lesson < {tour, explorer}, and runs < {lab, eval, bench}; an app's group is
+the name after its folder (``posenc.measuring.lab.cli`` is the lab's). No app imports a sibling
+app's modules, nor another app's private module. What remains of that is listed, with why, in
 :data:`REMAINING`.
 
 A module may import from its own layer and the layers below it. A name that starts with an underscore
@@ -36,24 +37,22 @@ ROOT = Path(posenc.__file__).resolve().parent
 LAYERS = {"core": 0, "model": 1, "interop": 2, "apps": 3}
 
 
-#: The folders that hold the apps of one kind (``posenc.measuring.lab``): a module's app is the name
-#: after its folder.
-APP_FOLDERS = ("teaching", "measuring")
-
-
-def _parts(module: str) -> list:
-    """The dotted name's parts inside ``posenc``, with an app folder left out."""
-    parts = module.split(".")[1:]
-    return parts[1:] if len(parts) > 1 and parts[0] in APP_FOLDERS else parts
+#: The folders of the apps, each with the apps it holds and the group of each: a module's group is
+#: the name after its folder (``posenc.measuring.lab.cli`` is the lab's), ``input_sizes`` is the
+#: lesson's (numbers the tour and the explorer share).
+APP_FOLDERS = {
+    "teaching": {"lesson": "lesson", "input_sizes": "lesson", "tour": "tour", "explorer": "explorer"},
+    "measuring": {"lab": "lab", "eval": "eval", "bench": "bench"},
+}
+#: The tools at the top of the package: they may import anything and nothing imports them.
+TOOLS = ("inspect", "cli", "__main__")
 
 
 def layer_of(module: str) -> int:
     """The layer of a dotted module name inside ``posenc``."""
-    parts = _parts(module)
+    parts = module.split(".")[1:]
     head = parts[0] if parts else ""
-    if head in ("lesson", "tour", "explorer", "lab", "eval", "bench", "inspect", "cli", "__main__", "input_sizes"):
-        return LAYERS["apps"]
-    if head in APP_FOLDERS:
+    if head in APP_FOLDERS or head in TOOLS:
         return LAYERS["apps"]
     if head in ("hf", "integrations", "testing"):
         return LAYERS["interop"]
@@ -128,8 +127,9 @@ def test_layer_of_knows_the_layers():
     assert layer_of("posenc.model") == 1
     assert layer_of("posenc.hf") == 2
     assert layer_of("posenc.integrations.transformers") == 2
-    assert layer_of("posenc.explorer.app") == 3
+    assert layer_of("posenc.teaching.explorer.app") == 3
     assert layer_of("posenc.measuring.lab.cli") == 3
+    assert layer_of("posenc.inspect") == 3
     assert group_of("posenc.measuring.lab.cli") == "lab"
     assert group_of("posenc.teaching.input_sizes") == "lesson"
 
@@ -150,9 +150,12 @@ def test_the_checker_sees_a_violation(tmp_path):
     (pkg / "rope").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "rope" / "__init__.py").write_text("")
-    (pkg / "rope" / "bad.py").write_text("from ..explorer.app import _secret\nimport posenc.lab\n")
+    (pkg / "rope" / "bad.py").write_text("from ..teaching.explorer.app import _secret\nimport posenc.measuring.lab\n")
     found = list(imports("posenc.rope.bad", pkg / "rope" / "bad.py", False))
-    assert [(t, n) for _, t, n in found] == [("posenc.explorer.app", ["_secret"]), ("posenc.lab", [])]
+    assert [(t, n) for _, t, n in found] == [
+        ("posenc.teaching.explorer.app", ["_secret"]),
+        ("posenc.measuring.lab", []),
+    ]
     assert all(layer_of(t) > layer_of("posenc.rope.bad") for _, t, _ in found)
 
 
@@ -194,7 +197,7 @@ REMAINING = {
         "posenc.teaching.explorer.lab_results",
         "posenc.measuring.lab.summary",
     ): "RUNS_DIR, the folder of the committed summaries, "
-    "is the lab's package data (posenc/measuring/lab/runs/*.json); it moves with the data in the folder moves",
+    "is the lab's package data (posenc/measuring/lab/runs/*.json), which the explorer reads",
     (
         "posenc.measuring.lab.verdicts",
         "posenc.teaching.lesson.palette",
@@ -205,14 +208,25 @@ REMAINING = {
 
 
 def group_of(module: str) -> str:
-    """The group of a dotted module name inside ``posenc`` (``tools`` for inspect and the command line)."""
-    parts = _parts(module)
+    """The group of a dotted module name inside ``posenc`` (``tools`` for inspect and the command line).
+
+    Raises:
+        ValueError: for a module in an app folder that names no app of that folder, so that a new
+            app is placed in :data:`APP_FOLDERS` (and its order in :data:`MAY_IMPORT`) when it is added.
+    """
+    parts = module.split(".")[1:]
     head = parts[0] if parts else ""
-    if head in ("inspect", "cli", "__main__"):
+    if head in TOOLS:
         return "tools"
-    if head == "input_sizes":  # the numbers the lesson's pages share
-        return "lesson"
-    if head in APPS or head == "runs" or head in APP_FOLDERS:
+    if head in APP_FOLDERS:
+        if len(parts) == 1:
+            return head  # the folder's own __init__: its map, importing nothing
+        if parts[1] not in APP_FOLDERS[head]:
+            raise ValueError(
+                f"{module}: {parts[1]!r} is no app of {head}/ (APP_FOLDERS knows {sorted(APP_FOLDERS[head])})"
+            )
+        return APP_FOLDERS[head][parts[1]]
+    if head == "runs":
         return head
     if head in ("hf", "integrations", "testing"):
         return "integrations"
@@ -263,27 +277,42 @@ def test_the_group_checker_sees_each_kind_of_violation(tmp_path):
     pkg = tmp_path / "posenc"
     files = {
         "__init__.py": "",
-        "runs/__init__.py": "from ..lab import store\n",  # runs below the lab
-        "lab/__init__.py": "",
-        "lab/store.py": "from ..explorer.palette import LABELS\n",  # a sibling app
-        "lesson/__init__.py": "",
-        "lesson/_check.py": "",
-        "lesson/vectors.py": "from ..runs import stamp\n",  # allowed: down the order
-        "explorer/__init__.py": "",
-        "explorer/palette.py": "",
-        "explorer/quiz.py": "from ..lesson._check import Check\nfrom ..lesson.vectors import TWO_PI\n",
-        "tour/__init__.py": "import posenc.explorer.palette\n",  # a sibling teaching app
-        "cli.py": "import posenc.lab.store\n",  # the tools may import anything
+        "runs/__init__.py": "from ..measuring.lab import store\n",  # runs below the lab
+        "measuring/__init__.py": "",
+        "measuring/lab/__init__.py": "",
+        "measuring/lab/store.py": "from ...teaching.explorer.palette import LABELS\n",  # another app
+        "measuring/eval/__init__.py": "from ..lab import store\n",  # a sibling measuring app
+        "teaching/__init__.py": "",
+        "teaching/lesson/__init__.py": "",
+        "teaching/lesson/_check.py": "",
+        "teaching/lesson/vectors.py": "from ...runs import stamp\n",  # allowed: down the order
+        "teaching/input_sizes.py": "from .lesson.vectors import TWO_PI\n",  # allowed: the lesson's own
+        "teaching/explorer/__init__.py": "",
+        "teaching/explorer/palette.py": "",
+        "teaching/explorer/quiz.py": "from ..lesson._check import Check\nfrom ..lesson.vectors import TWO_PI\n",
+        "teaching/tour/__init__.py": "import posenc.teaching.explorer.palette\n",  # a sibling teaching app
+        "cli.py": "import posenc.measuring.lab.store\n",  # the tools may import anything
     }
     for name, text in files.items():
         (pkg / name).parent.mkdir(parents=True, exist_ok=True)
         (pkg / name).write_text(text)
     assert group_violations(pkg) == {
-        ("posenc.runs", "posenc.lab.store"),
-        ("posenc.lab.store", "posenc.explorer.palette"),
-        ("posenc.explorer.quiz", "posenc.lesson._check"),
-        ("posenc.tour", "posenc.explorer.palette"),
+        ("posenc.runs", "posenc.measuring.lab.store"),
+        ("posenc.measuring.lab.store", "posenc.teaching.explorer.palette"),
+        ("posenc.measuring.eval", "posenc.measuring.lab.store"),
+        ("posenc.teaching.explorer.quiz", "posenc.teaching.lesson._check"),
+        ("posenc.teaching.tour", "posenc.teaching.explorer.palette"),
     }
+
+
+def test_every_module_has_a_group_in_the_order():
+    """A module in an app folder belongs to one of that folder's apps (a new app gets its place in
+    APP_FOLDERS and MAY_IMPORT), and every group has its line in MAY_IMPORT."""
+    groups = {module: group_of(module) for module, _, _ in modules()}
+    assert set(groups.values()) - {"tools"} <= set(MAY_IMPORT), set(groups.values()) - set(MAY_IMPORT)
+    assert groups["posenc.teaching.input_sizes"] == "lesson" and groups["posenc.measuring.bench"] == "bench"
+    with pytest.raises(ValueError, match="'notes' is no app of teaching/"):
+        group_of("posenc.teaching.notes.pages")
 
 
 def test_the_architecture_page_names_every_group_and_top_level_module():
