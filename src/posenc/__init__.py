@@ -3,6 +3,22 @@
 Every way the field tells a transformer where a token sits, behind one interface
 (:class:`posenc.schemes.PositionScheme`): additive sinusoidal tables, learned tables, rotary
 embeddings (RoPE) with their context-extension scalings, ALiBi, and none at all (NoPE).
+
+The package from the ground up (``docs/architecture.md`` draws the order):
+
+* core: :mod:`~posenc.schemes` (the one interface), :mod:`~posenc.sinusoidal`, :mod:`~posenc.learned`,
+  :mod:`~posenc.alibi` and :mod:`posenc.rope` (every RoPE table, scaling and kernel), with the shared
+  helpers ``_checks`` (input checks) and ``_buffers`` (tables that keep full precision); ``fixtures``
+  holds the rope fields of real models' configs;
+* model: :mod:`~posenc.model` (the reference attention block and ``TinyLM``) and
+  :mod:`~posenc.factory` (any scheme by name);
+* interop: :mod:`~posenc.hf` (``config.json`` rope fields), :mod:`posenc.integrations` (the
+  transformers patch) and :mod:`~posenc.testing` (tiny random ``transformers`` models for tests);
+* :mod:`posenc.runs`: the run files the apps write and read;
+* apps: :mod:`posenc.teaching` (the lesson, ``posenc tour``, ``posenc explore``) and
+  :mod:`posenc.measuring` (``posenc lab``, ``posenc eval``, ``posenc bench``);
+* tools: :mod:`~posenc.cli` (the ``posenc`` command, also run as ``python -m posenc`` through
+  ``__main__``) and :mod:`~posenc.inspect` (``posenc inspect``).
 """
 
 from .alibi import ALiBi, alibi_bias, alibi_slopes

@@ -1,4 +1,17 @@
-"""Rotary position embeddings: tables, rotation, layouts, scalings, positions."""
+"""Rotary position embeddings: tables, rotation, layouts, scalings, positions.
+
+* :mod:`.tables`       frequencies and cos/sin tables, exact at long positions, behind a bounded cache;
+* :mod:`.scaling`      one frozen config and one pure function per rope type (context extension);
+* :mod:`.registry`     one :class:`ScalingDescriptor` per rope type, and what loops over them;
+* :mod:`.hfconfig`     Hugging Face ``config.json`` rope fields <-> :class:`RotaryEmbedding` arguments;
+* :mod:`.apply`        the rotation of queries and keys: the reference and the one fused entry;
+* :mod:`.kernels`      the fused C and Triton kernels behind that entry;
+* :mod:`.embedding`    :class:`RotaryEmbedding`, RoPE as a module with cached tables;
+* :mod:`.layout`       half-split and interleaved pairs, and the weight permutation between them;
+* :mod:`.positions`    position ids from padded, packed and decoding batches;
+* :mod:`.mrope`        M-RoPE's three position streams (Qwen2-VL and later);
+* :mod:`.layer_types`  local and global layers, each with its own base and scaling.
+"""
 
 from .apply import apply_rotary, apply_rotary_at, rotate_reference
 from .embedding import RotaryEmbedding

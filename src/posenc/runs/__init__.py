@@ -1,5 +1,6 @@
 """Run files shared by the measuring apps (``posenc lab``, ``posenc eval``): the schema stamp, atomic
-writes, size-capped reads, an inter-process lock on a run folder, a checkpoint's content digest, and
+writes, size-capped reads (:mod:`~posenc.runs.files`), an inter-process lock on a run folder
+(:mod:`~posenc.runs.lock`), a checkpoint's content digest (:mod:`~posenc.runs.identity`), and
 the errors ``torch.load`` raises on a corrupt file (the lesson's model files are read with them too).
 
 Nothing here knows what an app measures; each app names its own schema (``posenc.eval/progress``)

@@ -14,8 +14,11 @@ One concept per module:
 * :mod:`~posenc.measuring.lab.store`      the run folder: atomic writes, checkpoints, resumable state;
 * :mod:`~posenc.measuring.lab.distributed` torchrun / DDP helpers (gloo on CPU, NCCL on GPU);
 * :mod:`~posenc.measuring.lab.schema`     the run files, typed and versioned (kept in :mod:`posenc.runs.lab_schema`);
+* :mod:`~posenc.measuring.lab.stats`      intervals for proportions, paired tests, Holm's rule, claims across seeds;
 * :mod:`~posenc.measuring.lab.verdicts`   claims judged by paired and exact tests, Holm's rule, and across seeds;
 * :mod:`~posenc.measuring.lab.report`     results.json, the Markdown tables, the plots;
+* :mod:`~posenc.measuring.lab.summary`    run summaries: the small JSON files every number of the lab's docs comes from;
+* :mod:`~posenc.measuring.lab.export`     ``posenc lab export``: a lab model as a ``transformers`` checkpoint;
 * :mod:`~posenc.measuring.lab.parser`     the command line's flags and the command that reproduces a config;
 * :mod:`~posenc.measuring.lab.folder`     the run's settings (``LabRun``), resume, ``--fresh`` and the folder's lock;
 * :mod:`~posenc.measuring.lab.console`    progress bars, Ctrl-C at the next safe point, the CPU clock;

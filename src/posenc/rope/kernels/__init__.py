@@ -4,6 +4,11 @@
   threads over positions.
 * :mod:`.triton_rope`: a Triton kernel for GPUs (also run on CPU in Triton's interpreter by the
   tests).
+* :mod:`.contract`: the calling convention both share (operand ranks, the dtypes they read, how a
+  table of either rank is addressed);
+* :mod:`.overlap`: whether two strided tensors share memory, answered exactly from pointers, shapes
+  and strides;
+* :mod:`.plans`: the Triton path's safety checks, paid once per layout and cached.
 
 Both have one calling convention (see :func:`.cpu.rotate`), so the autograd Functions of
 :mod:`posenc.rope.apply` wrap either; their backward is the same kernel with sin negated.

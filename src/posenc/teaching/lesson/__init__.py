@@ -12,4 +12,8 @@ turn at float64) and the reading of a learner's sentence; and
 :mod:`posenc.teaching.lesson.manifest` lists the chapters, the one list the explorer's contents and pager and
 ``posenc tour --list`` come from; :mod:`posenc.teaching.lesson.palette` is the one table of colours, labels and
 dashes that the page (served as ``palette-tables.js``), the tour's figures and the lab's reports share.
+:mod:`posenc.teaching.lesson.formats` writes the text's numbers (signs, exponents, the minus sign);
+:mod:`posenc.teaching.lesson.rotation` turns the lesson's one 2-D query and key with the library's
+rotation; and :mod:`posenc.teaching.lesson.trained` loads the small trained models that ship with
+posenc, one per position scheme.
 """

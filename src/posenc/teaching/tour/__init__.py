@@ -17,6 +17,12 @@ further numbers with ``ctx.record(key, value)`` (it refuses a key used twice) an
 :func:`posenc.teaching.tour._plot.save`, which records their paths under ``figure.<name>``. Sections draw their
 random numbers from a generator of their own seeded 0, never from torch's global one, so their numbers
 are reproducible.
+
+The drawn sections: :mod:`~posenc.teaching.tour.waves` (the sinusoidal table's three rules),
+:mod:`~posenc.teaching.tour.rotary` (RoPE's turn), :mod:`~posenc.teaching.tour.extension` (three
+scalings' frequencies), :mod:`~posenc.teaching.tour.configs` (two real models' configs) and
+:mod:`~posenc.teaching.tour.comparison` (the methods side by side). :mod:`~posenc.teaching.tour._show`
+prints a chapter's blocks and tables; ``_plot`` draws the figures without pyplot.
 """
 
 from __future__ import annotations
