@@ -26,7 +26,8 @@ calls at one token, with its own yardstick:
 * ``fwd+bwd torch.ops.posenc.rotary``: the registered op and its registered backward;
 * ``fwd+bwd in place``: ``inplace=True`` on q and k as views of one projection (``x * 1``), the
   in-place rules' overlap test included;
-* ``fwd+bwd transformers``: ``apply_rotary_pos_emb`` and torch's own autograd;
+* ``fwd+bwd transformers``: ``apply_rotary_pos_emb`` and torch's own autograd, on the leaves (the
+  yardstick of the first two) and on the same views of one projection (the yardstick of in place);
 * ``Triton path, launch stubbed``: :func:`posenc.rope.kernels.triton_rope.rotate` on CPU tensors
   with the kernel launch replaced by a no-op (when Triton is importable): the Python a GPU decode
   call runs before its launch (plan lookup, aliasing test, launch arguments).
@@ -66,11 +67,14 @@ def backward_rows(q, k, cos, sin, hf):
     heads_q, heads_k, dim = q.shape[1], k.shape[1], q.shape[3]
     x = torch.randn(1, 1, (heads_q + heads_k) * dim, requires_grad=True)  # (B, S, (Hq + Hk) * D)
 
-    def in_place():
+    def projection():
         qk = x * 1  # a projection's output
         q_view = qk[..., : heads_q * dim].view(1, 1, heads_q, dim).transpose(1, 2)  # (B, Hq, S, D)
         k_view = qk[..., heads_q * dim :].view(1, 1, heads_k, dim).transpose(1, 2)
-        torch.autograd.grad(apply_rotary(q_view, k_view, cos, sin, inplace=True), (x,), grads)
+        return q_view, k_view
+
+    def in_place():
+        torch.autograd.grad(apply_rotary(*projection(), cos, sin, inplace=True), (x,), grads)
 
     rows = {
         "fwd+bwd apply_rotary": lambda: torch.autograd.grad(
@@ -86,6 +90,9 @@ def backward_rows(q, k, cos, sin, hf):
         sin_full = torch.cat((sin, sin), -1)[None]
         rows["fwd+bwd transformers"] = lambda: torch.autograd.grad(
             hf(q_leaf, k_leaf, cos_full, sin_full), (q_leaf, k_leaf), grads
+        )
+        rows["fwd+bwd transformers, projection"] = lambda: torch.autograd.grad(
+            hf(*projection(), cos_full, sin_full), (x,), grads
         )
     return rows
 
@@ -188,6 +195,8 @@ def main(argv=None) -> int:
         return statistics.median(sample[top] / sample[bottom] for sample in rounds)
 
     def yardstick(name):  # forward+backward rows against transformers' forward+backward
+        if name in ("fwd+bwd in place", "fwd+bwd transformers, projection"):
+            return "fwd+bwd transformers, projection"
         return "fwd+bwd transformers" if name.startswith("fwd+bwd") else hf_name
 
     over_pass = {name: median_ratio(name, "memory pass") for name in rows}

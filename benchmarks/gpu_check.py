@@ -21,8 +21,9 @@ Sections, each independent (a failure prints its traceback, is recorded, and the
    ``torch.cuda.CUDAGraph`` capture of the eager call, replayed on new inputs.
 7. ``table``: the issue's cases side by side in one process (CUDA events after an L2 flush and a
    synchronize, so host time counts; medians in microseconds): posenc, posenc in place,
-   transformers eager, Liger (when importable), an in-place pass over the same bytes; decode host
-   time per call; max error against float64 angles.
+   transformers eager, Liger (when importable), an in-place pass over the same bytes; on CUDA the
+   same rows again with the host queued ahead (device time alone, against the pass's device time);
+   decode host time per call; max error against float64 angles.
 8. ``host_profile``: cProfile of decode calls, forward and forward+backward: where host time goes.
 9. ``model``: a 4-layer 4096-wide Llama in bfloat16, decode per token (2k prompt, 64 greedy tokens)
    and an 8k-token forward, unpatched against patched by ``posenc.integrations.transformers``.
@@ -509,20 +510,45 @@ PASS = "pass"
 
 
 class Timer:
-    """Median seconds of one call: CUDA events around the call after an L2 flush and a synchronize
-    (the GPU idles while the host launches, so host time shows); wall clock on CPU."""
+    """Seconds of one call: CUDA events around the call after an L2 flush and a synchronize (the GPU
+    idles while the host launches, so host time shows); wall clock on CPU. With ``ahead=True`` the
+    GPU is first held busy (``torch.cuda._sleep``) long enough for the host to queue the whole call,
+    so the events time the device's work alone, back to back: device time separate from host time."""
+
+    #: How long the GPU is held before an ``ahead`` sample: longer than any row's host time.
+    HOLD_S = 5e-3
 
     def __init__(self, device: str):
         self.cuda = device == "cuda"
+        self.hold_cycles = 0  # 0: no device-time samples (CPU, or a torch without torch.cuda._sleep)
         if self.cuda:
             l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or (64 << 20)
             self.flush = torch.empty(max(2 * l2, 64 << 20), dtype=torch.uint8, device="cuda")
+            try:
+                self.hold_cycles = self._cycles_for(self.HOLD_S)
+            except Exception as exc:
+                say(f"  device time alone is not measured: {type(exc).__name__}: {exc}")
 
-    def sample(self, fn: Callable[[], Any]) -> float:
+    @staticmethod
+    def _cycles_for(seconds: float) -> int:
+        """``torch.cuda._sleep`` cycles that take ``seconds`` on this GPU (measured once)."""
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        cycles = 10_000_000
+        torch.cuda._sleep(cycles)  # warm up
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        per_second = cycles / max(start.elapsed_time(end) / 1e3, 1e-6)
+        return int(per_second * seconds)
+
+    def sample(self, fn: Callable[[], Any], ahead: bool = False) -> float:
         if self.cuda:
             self.flush.zero_()
             torch.cuda.synchronize()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if ahead:
+                torch.cuda._sleep(self.hold_cycles)  # the host queues the call while the GPU waits
             start.record()
             fn()
             end.record()
@@ -634,9 +660,11 @@ def _rows(ctx: Context, case, compiled: Dict[str, Any]) -> Tuple[Dict[str, Calla
     return rows, accuracy
 
 
-def _time_rows(ctx: Context, timer: Timer, rows: Dict[str, Callable[[], Any]], repeats: int) -> Dict[str, float]:
-    """Medians in microseconds; a row that fails its warm-up is dropped (and says why), the others
-    are still timed."""
+def _time_rows(
+    ctx: Context, timer: Timer, rows: Dict[str, Callable[[], Any]], repeats: int, ahead: bool = False
+) -> Dict[str, float]:
+    """Medians in microseconds (``ahead``: device time alone, see :class:`Timer`); a row that fails
+    its warm-up is dropped (and says why), the others are still timed."""
     for name, fn in list(rows.items()):
         try:
             for _ in range(2):
@@ -650,7 +678,7 @@ def _time_rows(ctx: Context, timer: Timer, rows: Dict[str, Callable[[], Any]], r
     samples: Dict[str, List[float]] = {name: [] for name in rows}
     for _ in range(repeats):
         for name, fn in rows.items():  # round-robin: drifting clocks hit every row alike
-            samples[name].append(timer.sample(fn))
+            samples[name].append(timer.sample(fn, ahead))
     return {name: statistics.median(v) * 1e6 for name, v in samples.items()}
 
 
@@ -686,6 +714,13 @@ def _run_table(
             entry: Dict[str, Any] = {"median_us": medians}
             if PASS in medians:
                 entry["x_pass"] = {k: v / medians[PASS] for k, v in medians.items()}
+            # device time alone: the kernels' own ratio to the pass, without host time (a dry run on
+            # CPU runs the same code, where it is wall time again)
+            if timer.hold_cycles or ctx.dry:
+                device = _time_rows(ctx, timer, dict(rows), repeats, ahead=True)
+                entry["device_us"] = device
+                if PASS in device:
+                    entry["device_x_pass"] = {k: v / device[PASS] for k, v in device.items()}
             if seq == 1:
                 entry["host_us_per_call"] = {
                     k: timer.host(fn, 20 if ctx.dry else 200) * 1e6 for k, fn in rows.items() if k != PASS
@@ -930,6 +965,16 @@ def _fmt(us: float) -> str:
     return f"{us:.1f}" if us < 1000 else f"{us:.0f}"
 
 
+def _grid(title: str, rows: Dict[str, Dict[str, float]], cell: Callable[[str, str, float], str]) -> List[str]:
+    """A markdown table under ``title``: one line per case, one column per key of the first case,
+    ``cell(case, column, value)`` in each cell ("–" where the case has no such column)."""
+    cols = list(next(iter(rows.values())))
+    lines = ["", title, "", "| case | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for name, row in rows.items():
+        lines.append(f"| {name} | " + " | ".join(cell(name, c, row[c]) if c in row else "–" for c in cols) + " |")
+    return lines
+
+
 def markdown(ctx: Context) -> str:
     lines = ["# posenc GPU check", ""]
     env = ctx.results.get("environment", {})
@@ -976,20 +1021,25 @@ def markdown(ctx: Context) -> str:
                 else:
                     cells.append(f"{_fmt(med[col])} ({ratio[col]:.2f}×)")
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        device = {n: e for n, e in cases.items() if "device_us" in e}
+        if device:
+            lines += _grid(
+                "Device time alone, the host queued ahead (µs, median; × the pass's device time):",
+                {n: e["device_us"] for n, e in device.items()},
+                lambda n, c, v, ratios=device: (
+                    f"{_fmt(v)} ({ratios[n]['device_x_pass'][c]:.2f}×)"
+                    if c in ratios[n].get("device_x_pass", {}) and c != PASS
+                    else _fmt(v)
+                ),
+            )
         host = {n: e["host_us_per_call"] for n, e in cases.items() if "host_us_per_call" in e}
         if host:
-            lines += ["", "Host time per call, back to back (µs):", ""]
-            cols = list(next(iter(host.values())))
-            lines += ["| case | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-            for n, h in host.items():
-                lines.append(f"| {n} | " + " | ".join(_fmt(h[c]) if c in h else "–" for c in cols) + " |")
+            lines += _grid("Host time per call, back to back (µs):", host, lambda n, c, v: _fmt(v))
         acc = {n: e["max_error_vs_float64"] for n, e in cases.items() if "max_error_vs_float64" in e}
         if acc:
-            lines += ["", "Max error of q against the rotation in float64 from float64 angles:", ""]
-            cols = list(next(iter(acc.values())))
-            lines += ["| case | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-            for n, a in acc.items():
-                lines.append(f"| {n} | " + " | ".join(f"{a[c]:.2g}" if c in a else "–" for c in cols) + " |")
+            lines += _grid(
+                "Max error of q against the rotation in float64 from float64 angles:", acc, lambda n, c, v: f"{v:.2g}"
+            )
     model = ctx.results.get("model")
     if isinstance(model, dict) and "patched" in model:
         u, p = model["unpatched"], model["patched"]

@@ -747,29 +747,17 @@ def rotary_op(
     buffer beyond the two gradients autograd asks for). Nothing is validated beyond what the
     kernels check: the public entry is :func:`apply_rotary`.
     """
-    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
     kernel = kernels.kernel_for(q.device)
     if kernel is None:
+        q_out, k_out = torch.empty_like(q), torch.empty_like(k)
         layout = "interleaved" if interleaved else "half"
         s = -sin if inverse else sin
         q_ref, k_ref = _reference_rows(q, k, cos, s, positions, row_offset, layout, rotary_dim, False)
         q_out.copy_(q_ref)
         k_out.copy_(k_ref)
         return q_out, k_out
-    kernel(
-        q,
-        k,
-        q_out,
-        k_out,
-        cos,
-        sin,
-        interleaved=interleaved,
-        rotary_dim=rotary_dim,
-        inverse=inverse,
-        positions=positions,
-        row_offset=row_offset,
-    )
-    return q_out, k_out
+    kernel = functools.partial(kernel, positions=positions, row_offset=row_offset)
+    return rotated(kernel, q, k, cos, sin, interleaved, rotary_dim, inverse)
 
 
 @rotary_op.register_fake

@@ -418,6 +418,8 @@ def make_call(lib: ctypes.CDLL) -> Call:
 def table_slots(t: torch.Tensor) -> Tuple[int, ...]:
     """A 2-d or 3-d table's slots after its data pointer: dtype code, 3 sizes, 3 strides (a 2-d
     table is one batch row of stride 0: no view of it is made)."""
+    if t.dim() == 2:  # the common decode call: spelled out, this runs on every call
+        return (DTYPE_CODES.get(t.dtype, -1), 1, *t.shape, 0, *t.stride())
     shape, strides = table_geometry(t)
     return (DTYPE_CODES.get(t.dtype, -1), *shape, *strides)
 
@@ -460,7 +462,10 @@ def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
                 "the fused CPU kernel needs CPU tensors, got devices "
                 f"{[str(t.device) for t in (q, k, q_out, k_out, cos, sin, positions) if t is not None]}"
             )
-        check_ranks(q, k, q_out, k_out, cos, sin)
+        if q.dim() != 4 or k.dim() != 4 or q_out.dim() != 4 or k_out.dim() != 4 or cos.dim() not in (2, 3):
+            check_ranks(q, k, q_out, k_out, cos, sin)  # raises
+        if sin.dim() not in (2, 3):
+            check_ranks(q, k, q_out, k_out, cos, sin)  # raises
         if q.dtype not in data_dtypes:
             raise TypeError(f"q has dtype {q.dtype}; the fused kernel rotates float32, bfloat16, float16 or float64")
         if q.is_neg() or k.is_neg() or cos.is_neg() or sin.is_neg() or q_out.is_neg() or k_out.is_neg():

@@ -120,12 +120,18 @@ def plan_for(
     if spans[2] and spans[3]:
         pairs.append((3, 2, False))
     plan = Plan(key, spans, dims, tuple(pairs), launch())
-    with _lock:
-        STATS["plans"] += 1
-        while _plans and len(_plans) >= MAX_PLANS:
-            _plans.pop(next(iter(_plans)))
-        _plans[key] = plan
+    _store(_plans, key, plan, "plans")
     return plan
+
+
+def _store(cache: Dict[Hashable, Any], key: Hashable, value: Any, counter: str) -> None:
+    """Keep ``value`` under ``key``, dropping the oldest entries down to the bound (lowered at run
+    time too), and count it in :data:`STATS`."""
+    with _lock:
+        STATS[counter] += 1
+        while cache and len(cache) >= MAX_PLANS:
+            cache.pop(next(iter(cache)))
+        cache[key] = value
 
 
 def disjoint(plan: Plan, ptrs: Sequence[int]) -> bool:
@@ -156,11 +162,7 @@ def _exact_search(memo: Hashable, first: Any, second: Any, delta: int) -> bool:
         (oes, odims), (tes, tdims) = first, second
         result = overlap.overlap_of((0, oes, odims, False), (delta, tes, tdims, False))
         found = result != 0  # "could not be ruled out" counts as an overlap
-        with _lock:
-            STATS["exact"] += 1
-            while _exact and len(_exact) >= MAX_PLANS:
-                _exact.pop(next(iter(_exact)))
-            _exact[memo] = found
+        _store(_exact, memo, found, "exact")
     return found
 
 
@@ -188,11 +190,7 @@ def pair_plan(x: torch.Tensor, y: torch.Tensor) -> PairPlan:
     plan = _plans.get(key)
     if plan is None:
         plan = PairPlan(key, x, y)
-        with _lock:
-            STATS["pairs"] += 1
-            while _plans and len(_plans) >= MAX_PLANS:
-                _plans.pop(next(iter(_plans)))
-            _plans[key] = plan
+        _store(_plans, key, plan, "pairs")
     return plan
 
 
