@@ -36,7 +36,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from .contract import DATA_DTYPES, check_ranks, table_geometry
+from .contract import DATA_DTYPES, check_ranks
 from .overlap import resolve_lazy_inputs
 
 #: The kernel's C source, shipped inside the package.
@@ -418,10 +418,10 @@ def make_call(lib: ctypes.CDLL) -> Call:
 def table_slots(t: torch.Tensor) -> Tuple[int, ...]:
     """A 2-d or 3-d table's slots after its data pointer: dtype code, 3 sizes, 3 strides (a 2-d
     table is one batch row of stride 0: no view of it is made)."""
-    if t.dim() == 2:  # the common decode call: spelled out, this runs on every call
+    # spelled out rather than through table_geometry: this runs twice in every call
+    if t.dim() == 2:
         return (DTYPE_CODES.get(t.dtype, -1), 1, *t.shape, 0, *t.stride())
-    shape, strides = table_geometry(t)
-    return (DTYPE_CODES.get(t.dtype, -1), *shape, *strides)
+    return (DTYPE_CODES.get(t.dtype, -1), *t.shape, *t.stride())
 
 
 def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
