@@ -118,11 +118,36 @@ def triton_prelude(q, k, cos, sin):
     return call
 
 
+def count_calls(rows, calls: int = 200) -> int:
+    """Print each row's Python function calls per call, as cProfile counts them (builtins included,
+    attribute reads not): the host work per call, free of the machine's load."""
+    import cProfile
+    import pstats
+
+    print("Python function calls per call (cProfile)")
+    for name, fn in rows.items():
+        for _ in range(20):
+            fn()  # first calls check and cache per layout
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(calls):
+            fn()
+        profiler.disable()
+        print(f"{name:38s} {pstats.Stats(profiler).total_calls / calls:8.1f}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=31, help="rounds (each times every row once)")
     parser.add_argument("--calls", type=int, default=200, help="calls per row per round")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument(
+        "--count-calls",
+        action="store_true",
+        help="instead of timing: Python function calls per call of each row (cProfile's count, which "
+        "does not depend on the machine's load)",
+    )
     args = parser.parse_args(argv)
     torch.manual_seed(0)
 
@@ -156,6 +181,8 @@ def main(argv=None) -> int:
     if triton_row is not None:
         rows["Triton path, launch stubbed"] = triton_row
 
+    if args.count_calls:
+        return count_calls(rows)
     best = {name: float("inf") for name in rows}
     rounds = []  # one {name: seconds} per round: its ratios saw one machine load
     for fn in rows.values():

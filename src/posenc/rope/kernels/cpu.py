@@ -462,9 +462,10 @@ def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
                 "the fused CPU kernel needs CPU tensors, got devices "
                 f"{[str(t.device) for t in (q, k, q_out, k_out, cos, sin, positions) if t is not None]}"
             )
-        if q.dim() != 4 or k.dim() != 4 or q_out.dim() != 4 or k_out.dim() != 4 or cos.dim() not in (2, 3):
+        cos_rank, sin_rank = cos.dim(), sin.dim()
+        if q.dim() != 4 or k.dim() != 4 or q_out.dim() != 4 or k_out.dim() != 4:
             check_ranks(q, k, q_out, k_out, cos, sin)  # raises
-        if sin.dim() not in (2, 3):
+        if cos_rank not in (2, 3) or sin_rank not in (2, 3):
             check_ranks(q, k, q_out, k_out, cos, sin)  # raises
         if q.dtype not in data_dtypes:
             raise TypeError(f"q has dtype {q.dtype}; the fused kernel rotates float32, bfloat16, float16 or float64")
@@ -484,9 +485,14 @@ def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
             q_out,
             k_out,
             cos,
-            table_slots(cos),
+            # a table's slots (table_slots, spelled out: this is every call's work)
+            (codes.get(cos.dtype, -1), 1, *cos.shape, 0, *cos.stride())
+            if cos_rank == 2
+            else (codes.get(cos.dtype, -1), *cos.shape, *cos.stride()),
             sin,
-            table_slots(sin),
+            (codes.get(sin.dtype, -1), 1, *sin.shape, 0, *sin.stride())
+            if sin_rank == 2
+            else (codes.get(sin.dtype, -1), *sin.shape, *sin.stride()),
             pos,
             row_offset,
             rotary_dim,
