@@ -5,6 +5,8 @@ and the one chart module the views and chapters share."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 from explorer_client import get
@@ -477,3 +479,36 @@ def test_one_chart_module_draws_for_views_and_chapters():
     assert makers == ["charts.js"], makers
     users = [f for f, src in scripts.items() if re.search(r'from "(\.\./)+charts\.js"', src)]
     assert {"lesson/chapters/bag_of_tiles.js", "lesson/chapters/rope.js", "views/dials.js"} <= set(users)
+
+
+def test_warm_up_leaves_no_lazy_import_for_the_first_lesson_draw():
+    """Regression: the first quiz answer of a fresh server built a block under ``local_random``, whose
+    dispatch mode made torch import its compiler stack then (seconds on two cores, past the page's
+    wait). The server's warm-up pays that at start: after it, the lesson's first fixed block imports
+    no new module. Checked in a fresh interpreter, where nothing is imported yet."""
+    script = (
+        "import sys\n"
+        "from posenc.teaching.explorer.server import warm_up\n"
+        "from posenc.teaching.lesson.chapters.bag_of_tiles import fixed_block\n"
+        "warm_up()\n"
+        "before = set(sys.modules)\n"
+        "fixed_block()\n"
+        "print(sorted(set(sys.modules) - before))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_without_the_warm_up_the_first_lesson_draw_imports_modules():
+    """The check above can fail: without the warm-up, the same first block imports modules."""
+    script = (
+        "import sys\n"
+        "from posenc.teaching.lesson.chapters.bag_of_tiles import fixed_block\n"
+        "before = set(sys.modules)\n"
+        "fixed_block()\n"
+        "print(len(set(sys.modules) - before))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.strip()) > 0, done.stdout

@@ -67,6 +67,22 @@ def port_free(host: str, port: int) -> bool:
     return True
 
 
+def warm_up() -> None:
+    """Pay torch's one-time lazy imports before a reader's first click.
+
+    The lesson draws its fixed weights under :func:`posenc.model.local_random`, a torch dispatch mode,
+    and torch imports its compiler stack on the first use of such a mode: seconds on a small machine.
+    The server runs this in a background thread while the page loads, so the first quiz answer or
+    figure does not wait for it. Dispatch modes are per thread, so the requests never see this one.
+    """
+    import torch
+
+    from posenc.model import local_random
+
+    with local_random(0):
+        torch.empty(1).normal_()
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
     import uvicorn
@@ -109,5 +125,6 @@ def run(args: argparse.Namespace) -> int:
             webbrowser.open(url)
 
     threading.Thread(target=announce, daemon=True).start()
+    threading.Thread(target=warm_up, daemon=True, name="posenc-warm-up").start()
     server.run()
     return 0
