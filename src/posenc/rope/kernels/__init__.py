@@ -8,7 +8,8 @@
   table of either rank is addressed);
 * :mod:`.overlap`: whether two strided tensors share memory, answered exactly from pointers, shapes
   and strides;
-* :mod:`.plans`: the Triton path's safety checks, paid once per layout and cached.
+* :mod:`.plans`: safety checks paid once per layout and cached: the Triton path's plans, and the
+  in-place rules' pairs of q and k layouts.
 
 Both have one calling convention (see :func:`.cpu.rotate`), so the autograd Functions of
 :mod:`posenc.rope.apply` wrap either; their backward is the same kernel with sin negated.
