@@ -30,8 +30,8 @@ from pathlib import Path
 
 import torch
 
+from posenc.measuring.corpus import load_corpus
 from posenc.measuring.lab.config import LabConfig
-from posenc.measuring.lab.corpus import load_corpus
 from posenc.measuring.lab.evaluate import window_ends
 from posenc.measuring.lab.export import load_run_model
 from posenc.measuring.lab.store import atomic_write_bytes, read_run_file

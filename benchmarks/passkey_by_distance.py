@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from posenc.measuring.corpus import load_corpus
 from posenc.measuring.lab import passkey
 from posenc.measuring.lab.config import LabConfig
-from posenc.measuring.lab.corpus import load_corpus
 from posenc.measuring.lab.evaluate import model_for_length
 from posenc.measuring.lab.metrics import bootstrap_ci
 from posenc.measuring.lab.store import RunDir, load_checkpoint, read_run_file

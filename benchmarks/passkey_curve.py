@@ -20,9 +20,9 @@ import time
 import numpy as np
 import torch
 
+from posenc.measuring.corpus import load_corpus
 from posenc.measuring.lab import passkey
 from posenc.measuring.lab.config import PRESETS, preset_config
-from posenc.measuring.lab.corpus import load_corpus
 from posenc.measuring.lab.distributed import Dist
 from posenc.measuring.lab.train import build_model, make_optimizer, run_kwargs, train_steps
 

@@ -19,11 +19,11 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from posenc.cli import main  # noqa: E402
+from posenc.measuring.corpus import load_corpus, stdlib_root  # noqa: E402
 from posenc.measuring.eval import cli, measure, settings  # noqa: E402
 from posenc.measuring.eval.cli import estimate_bytes  # noqa: E402
 from posenc.measuring.eval.scalings import SpecError, parse_spec, parse_specs, scaled_config  # noqa: E402
 from posenc.measuring.lab import passkey as lab_passkey  # noqa: E402
-from posenc.measuring.lab.corpus import load_corpus, stdlib_root  # noqa: E402
 from posenc.measuring.lab.export import export_model, load_run_model  # noqa: E402
 from posenc.model import ModelConfig, TinyLM  # noqa: E402
 from posenc.rope import rope_frequencies  # noqa: E402

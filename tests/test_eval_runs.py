@@ -30,7 +30,7 @@ LN2 = math.log(2.0)
 
 
 def _text(folder: Path) -> Path:
-    from posenc.measuring.lab.corpus import stdlib_root
+    from posenc.measuring.corpus import stdlib_root
 
     path = folder / "text.txt"
     source = (stdlib_root() / "textwrap.py").read_text(encoding="utf-8")

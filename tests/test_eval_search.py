@@ -12,6 +12,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from posenc.cli import main  # noqa: E402
+from posenc.measuring.corpus import load_corpus, stdlib_root  # noqa: E402
 from posenc.measuring.eval import measure  # noqa: E402
 from posenc.measuring.eval.search import (  # noqa: E402
     LONGROPE_MAX_STRETCH,
@@ -21,7 +22,6 @@ from posenc.measuring.eval.search import (  # noqa: E402
     search_window_ends,
     searchable,
 )
-from posenc.measuring.lab.corpus import load_corpus, stdlib_root  # noqa: E402
 from posenc.measuring.lab.export import export_model  # noqa: E402
 from posenc.model import ModelConfig, TinyLM  # noqa: E402
 from posenc.rope.registry import REGISTRY  # noqa: E402

@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from posenc.cli import main
+from posenc.measuring.corpus import find_files, load_corpus, split_paths, stdlib_root
 from posenc.measuring.lab import cli as lab_cli
 from posenc.measuring.lab import train as lab_train
 from posenc.measuring.lab.config import preset_config
-from posenc.measuring.lab.corpus import find_files, load_corpus, split_paths, stdlib_root
 from posenc.measuring.lab.evaluate import per_position_nats, window_ends
 from posenc.measuring.lab.extend import dynamic_effective_scaling, extended_model, scaling_for
 from posenc.measuring.lab.metrics import bootstrap_ci, summarize_losses

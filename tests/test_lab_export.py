@@ -15,7 +15,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from posenc.cli import main  # noqa: E402
-from posenc.measuring.lab.corpus import stdlib_root  # noqa: E402
+from posenc.measuring.corpus import stdlib_root  # noqa: E402
 from posenc.measuring.lab.export import ExportError, byte_tokenizer, export_model, load_run_model  # noqa: E402
 from posenc.model import ModelConfig, TinyLM  # noqa: E402
 

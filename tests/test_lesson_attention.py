@@ -65,7 +65,7 @@ def test_too_many_words_for_the_grid_is_refused_by_name():
 @pytest.mark.slow
 def test_a_lab_run_is_read_by_its_trained_model_and_the_page_says_which(tmp_path):
     from posenc.cli import main
-    from posenc.measuring.lab.corpus import stdlib_root
+    from posenc.measuring.corpus import stdlib_root
 
     text = tmp_path / "source.py.txt"
     text.write_text((stdlib_root() / "textwrap.py").read_text(encoding="utf-8"), encoding="utf-8")

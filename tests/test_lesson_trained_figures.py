@@ -204,7 +204,7 @@ def test_a_lab_runs_learned_table_too_short_for_the_sentence_gives_way_to_the_le
     """With --lab-run, a run trained on 32 bytes has a learned table of 32 rows: a sentence of 38 bytes
     was read past its last row (an error); the lesson's own trained model reads it, and the map says so."""
     from posenc.cli import main
-    from posenc.measuring.lab.corpus import stdlib_root
+    from posenc.measuring.corpus import stdlib_root
 
     text = tmp_path / "source.py.txt"
     text.write_text((stdlib_root() / "textwrap.py").read_text(encoding="utf-8"), encoding="utf-8")

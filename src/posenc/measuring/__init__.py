@@ -4,7 +4,10 @@
   trained alike and read past their training length;
 * :mod:`~posenc.measuring.eval`  ``posenc eval``: a ``transformers`` checkpoint's perplexity and passkey
   retrieval past its context, per scaling;
-* :mod:`~posenc.measuring.bench` ``posenc bench``: RoPE implementations timed side by side.
+* :mod:`~posenc.measuring.bench` ``posenc bench``: RoPE implementations timed side by side;
+* :mod:`~posenc.measuring.corpus` the text the lab trains and measures on (Python's own standard
+  library by default, split by path), whose validation split is also eval's default text.
 
-What two of them share belongs in :mod:`posenc.runs` or below, never in one of them.
+What two of them share lives here beside them (the corpus) or in :mod:`posenc.runs` and below, never
+in one of them.
 """

@@ -204,7 +204,7 @@ def load(ev: EvalRun) -> Tuple[Any, Any, Any]:
 def load_text(path: Optional[str]) -> str:
     """The evaluation text: a UTF-8 file, or the lab corpus's validation split."""
     if path is None:
-        from ..lab.corpus import load_corpus
+        from ..corpus import load_corpus
 
         return bytes(load_corpus(None).val).decode("utf-8", errors="replace")
     p = Path(path)

@@ -2,9 +2,8 @@
 measure how each reads inputs longer than it was trained on, with and without RoPE context
 extension.
 
-One concept per module:
+One concept per module (the text it trains on is :mod:`posenc.measuring.corpus`):
 
-* :mod:`~posenc.measuring.lab.corpus`     the text (Python's own standard library by default), split by path;
 * :mod:`~posenc.measuring.lab.config`     every knob in one dataclass, and the ``smoke``/``quick``/``standard`` presets;
 * :mod:`~posenc.measuring.lab.metrics`    bits per byte and bootstrap confidence intervals (pure functions);
 * :mod:`~posenc.measuring.lab.train`      identical training for every scheme (AdamW, warmup + cosine);

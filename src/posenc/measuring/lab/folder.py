@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, List, Tuple
 
 from ...factory import SCHEMES
+from ..corpus import load_corpus
 from .config import LabConfig, preset_config
-from .corpus import load_corpus
 from .distributed import Dist, barrier
 from .parser import config_overrides
 from .store import FolderBusy, RunDir, RunLock, is_lab_run, read_run_file, write_run_file

@@ -1,4 +1,6 @@
-"""The lab's text: bytes of real source files, split into train and validation by file path.
+"""The measuring apps' text: bytes of real source files, split into train and validation by file path.
+
+The lab trains and measures on it; ``posenc eval`` reads its validation split when no text is given.
 
 The default corpus is the ``.py`` files of the running Python's standard library (found with
 ``sysconfig.get_paths()["stdlib"]``, third-party ``site-packages`` excluded), so every Python
@@ -20,7 +22,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..._checks import check_float
+from .._checks import check_float
 
 #: Bytes put between consecutive files of one split (a blank line, as between two modules).
 SEPARATOR = b"\n\n"
