@@ -28,7 +28,7 @@ import numpy as np
 from posenc.measuring.lab.metrics import bootstrap_ci
 from posenc.measuring.lab.schema import load_json_file
 from posenc.measuring.lab.store import write_run_file
-from posenc.measuring.lab.summary import RUNS_DIR
+from posenc.runs.lab_schema import SUMMARIES_DIR
 
 #: The commit whose verdict rule is "before".
 RULE_COMMIT = "118eb62^"
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     parser.add_argument("name", help="the committed summary to add the verdicts to")
     args = parser.parse_args(argv)
     results = load_json_file(Path(args.run) / "results.json", "results")
-    path = RUNS_DIR / f"{args.name}.json"
+    path = SUMMARIES_DIR / f"{args.name}.json"
     summary = load_json_file(path, "summary")
     if results is None or summary is None:
         print(f"need {Path(args.run) / 'results.json'} and {path}", file=sys.stderr)

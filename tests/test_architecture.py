@@ -193,11 +193,6 @@ REMAINING = {
         "posenc.measuring.lab.export",
     ): "ch. 1 reads a lab run's trained model (load_run_model, torch); that reader belongs below both apps",
     (
-        "posenc.teaching.explorer.lab_results",
-        "posenc.measuring.lab.summary",
-    ): "RUNS_DIR, the folder of the committed summaries, "
-    "is the lab's package data (posenc/measuring/lab/runs/*.json), which the explorer reads",
-    (
         "posenc.measuring.lab.verdicts",
         "posenc.teaching.lesson.palette",
     ): "the lab's reports name each scaling as the pages "

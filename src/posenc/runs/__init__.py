@@ -6,7 +6,8 @@ the errors ``torch.load`` raises on a corrupt file (the lesson's model files are
 Nothing here knows what an app measures; each app names its own schema (``posenc.eval/progress``)
 and version, and turns :class:`ReadError` and :class:`FolderBusy` into its own one-line messages.
 One exception is a file format two apps share: :mod:`posenc.runs.lab_schema`, the lab's run files,
-typed, which the lab writes and the explorer reads; and :mod:`posenc.runs.extension`, what an
+typed, which the lab writes and the explorer reads (with the committed summaries in
+``lab_summaries/``, :data:`posenc.runs.lab_schema.SUMMARIES_DIR`); and :mod:`posenc.runs.extension`, what an
 extension method a run names stands for at a length, alike for the lab and eval. Needs only the
 standard library.
 """

@@ -29,6 +29,9 @@ from .files import ReadError, read_capped
 #: Version of every run file this posenc writes. 2 added the stamp, passkey retrieval, the learning
 #: rate sweep and interval verdicts.
 SCHEMA_VERSION = 2
+#: The committed run summaries (``kind: "summary"``), shipped with the package: the lab writes them
+#: (``python -m posenc.measuring.lab.summary``) and the explorer shows them without a run folder.
+SUMMARIES_DIR = Path(__file__).parent / "lab_summaries"
 KINDS = ("config", "corpus", "progress", "results", "checkpoint", "summary")
 #: The stamp on every smoke report and view.
 MACHINERY_CHECK = "machinery check: numbers carry no meaning"

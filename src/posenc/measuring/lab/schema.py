@@ -23,6 +23,9 @@ from ...runs.lab_schema import (
     SCHEMA_VERSION as SCHEMA_VERSION,
 )
 from ...runs.lab_schema import (
+    SUMMARIES_DIR as SUMMARIES_DIR,
+)
+from ...runs.lab_schema import (
     VERDICTS as VERDICTS,
 )
 from ...runs.lab_schema import (

@@ -11,7 +11,7 @@ standard error for the passkey claims, and the exact-match counts. It holds no c
 per-trial values, so it stays small enough to commit (under 1 MB for eight seeds of the standard
 preset).
 
-Committed summaries live in ``posenc/measuring/lab/runs/`` (they ship with the package, so ``posenc explore``
+Committed summaries live in ``posenc/runs/lab_summaries/`` (they ship with the package, so ``posenc explore``
 shows them without a run folder). ``docs/lab.md`` and the README's lab section show them through
 marked blocks::
 
@@ -36,7 +36,7 @@ import numpy as np
 
 from .passkey import BIN_NAMES
 from .report import cpu_by_scheme
-from .schema import RunFileError, load_json_file
+from .schema import SUMMARIES_DIR, RunFileError, load_json_file
 from .store import write_run_file
 from .verdicts import (
     LABELS,
@@ -50,8 +50,6 @@ from .verdicts import (
     verdicts,
 )
 
-#: The committed summaries, shipped with the package.
-RUNS_DIR = Path(__file__).parent / "runs"
 #: Files whose marked blocks are rendered from the summaries (relative to the repository root).
 DOC_FILES = ("docs/lab.md", "README.md")
 BLOCK = re.compile(r"(<!-- lab-run: (?P<name>[\w.-]+) (?P<table>[\w-]+) -->\n)(?P<body>.*?)(<!-- /lab-run -->)", re.S)
@@ -259,7 +257,7 @@ def recombine(summary: dict) -> dict:
     return dict(summary, verdicts=combine_seeds(per_seed))
 
 
-def load_summaries(folder: Path = RUNS_DIR) -> Dict[str, dict]:
+def load_summaries(folder: Path = SUMMARIES_DIR) -> Dict[str, dict]:
     """Every summary in ``folder``, by name (its file name without ``.json``)."""
     out = {}
     for path in sorted(Path(folder).glob("*.json")):
@@ -600,7 +598,7 @@ def parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="what", required=True)
     w = sub.add_parser("write", help="write the summary of a run (or seeds) folder")
     w.add_argument("run")
-    w.add_argument("name", help="summary name (file posenc/measuring/lab/runs/NAME.json)")
+    w.add_argument("name", help="summary name (file posenc/runs/lab_summaries/NAME.json)")
     w.add_argument("--command", required=True, help="the command that made the run, as a reader would type it")
     w.add_argument(
         "--cpu-seconds", default="", help="SEED=SECONDS,...: CPU time of each seed's run, measured outside it"
@@ -608,7 +606,7 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--cpu-source", default="", help="how --cpu-seconds was measured")
     w.add_argument("--only", default="", help="SEED,...: summarise only these seeds of a seeds folder")
     r = sub.add_parser("recombine", help="recompute a committed summary's verdicts across seeds")
-    r.add_argument("name", help="summary name (file posenc/measuring/lab/runs/NAME.json)")
+    r.add_argument("name", help="summary name (file posenc/runs/lab_summaries/NAME.json)")
     for verb in ("render", "check"):
         sub.add_parser(verb, help=f"{verb} the marked blocks of {', '.join(DOC_FILES)}").add_argument(
             "--root", default=".", help="repository root"
@@ -634,11 +632,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             except ValueError:
                 raise ValueError(f"--only takes SEED,..., got {args.only!r}") from None
             write_summary(
-                Path(args.run), RUNS_DIR / f"{args.name}.json", args.name, args.command, cpu, args.cpu_source, only
+                Path(args.run), SUMMARIES_DIR / f"{args.name}.json", args.name, args.command, cpu, args.cpu_source, only
             )
             return 0
         if args.what == "recombine":
-            path = RUNS_DIR / f"{args.name}.json"
+            path = SUMMARIES_DIR / f"{args.name}.json"
             summary = load_json_file(path, "summary")
             if summary is None:
                 raise ValueError(f"no committed summary {args.name!r}; committed: {sorted(load_summaries())}")

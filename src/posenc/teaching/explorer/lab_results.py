@@ -22,6 +22,7 @@ from ...runs.lab_schema import (
     MACHINERY_CHECK,
     RETRIEVAL_BINS,
     SCHEMA_VERSION,
+    SUMMARIES_DIR,
     EvalEntry,
     Results,
     RunFileError,
@@ -264,9 +265,7 @@ def summary_view(summary: dict) -> dict:
 
 def committed_summaries(folder: Optional[Path] = None) -> Tuple[List[dict], List[str]]:
     """The run summaries that ship with posenc, in the page's shape, and notes on any unreadable."""
-    from ...measuring.lab.summary import RUNS_DIR
-
-    folder = RUNS_DIR if folder is None else Path(folder)
+    folder = SUMMARIES_DIR if folder is None else Path(folder)
     out, notes = [], []
     for path in sorted(folder.glob("*.json"), key=lambda p: p.stem)[:MAX_ENTRIES]:
         try:
