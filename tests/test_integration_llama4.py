@@ -25,7 +25,7 @@ pytest.importorskip("transformers.models.llama4")
 
 from posenc import testing  # noqa: E402
 from posenc.integrations import discovery  # noqa: E402
-from posenc.integrations.transformers import patch, patch_of  # noqa: E402
+from posenc.integrations.transformers import patch, patch_of, stand_in  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 
@@ -88,13 +88,13 @@ def test_discovery_reads_the_complex_rotation_and_its_orientation():
 def test_the_complex_stand_in_rotates_as_the_function_does(module):
     fn = vars(__import__(module, fromlist=["x"]))["apply_rotary_emb"]
     found, _ = discovery.classify_function(fn)
-    stand_in = discovery.stand_in(found, fn)
+    ours = stand_in(found, fn)
     gen = torch.Generator().manual_seed(3)
     shape_q, shape_k = ((2, 5, 3, 8), (2, 5, 1, 8)) if found.seq_first else ((2, 3, 5, 8), (2, 1, 5, 8))
     q, k = torch.randn(shape_q, generator=gen), torch.randn(shape_k, generator=gen)
     angles = torch.rand(2, 5, 4, generator=gen) * 6
     freqs_cis = torch.polar(torch.ones_like(angles), angles)
-    for got, want in zip(stand_in(q, k, freqs_cis), fn(q, k, freqs_cis)):
+    for got, want in zip(ours(q, k, freqs_cis), fn(q, k, freqs_cis)):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 

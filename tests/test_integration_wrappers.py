@@ -27,8 +27,8 @@ from torch import nn
 transformers = pytest.importorskip("transformers")
 
 from posenc.integrations import discovery  # noqa: E402
-from posenc.integrations import transformers as hf  # noqa: E402
-from posenc.integrations.transformers import UnsupportedModelError, patch  # noqa: E402
+from posenc.integrations.hints import HINTS, Hint  # noqa: E402
+from posenc.integrations.transformers import REBUILT_FORWARDS, UnsupportedModelError, patch  # noqa: E402
 
 
 # -- a toy family ---------------------------------------------------------------------------------------------
@@ -339,16 +339,32 @@ def test_the_recipe_a_family_discovery_refuses(monkeypatch):
     with pytest.raises(UnsupportedModelError, match=r"takes \(x, sin, cos\)"):
         patch(model)
     assert torch.equal(_logits(model), before)
-    # 2. one hint line for the family: its function, the layout it rotates in, its call shape
-    monkeypatch.setitem(
-        hf.ARCHITECTURES,
-        "posenc_toy",
-        hf.Architecture(__name__, (("apply_rotary_sin_first", "interleaved"),), style="single", sin_first=True),
+    # 2. one hint line for the family: the function it calls, in GPT-J's order, seq first
+    monkeypatch.setitem(HINTS, "posenc_toy", Hint("apply_rotary_sin_first", sin_first=True, seq_first=True))
+    # the probe, told that, finds the layout itself
+    found = discovery.discover(model)
+    ((function,),) = [found.functions]
+    assert (function.arity, function.layout, function.sin_first, found.sin_first) == (
+        "single",
+        "interleaved",
+        True,
+        True,
     )
     # 3. patched: equal to the unpatched model within float32 rounding, exact undo
     handle = patch(model)
     assert float((_logits(model) - before).abs().max()) < 1e-5
     handle.undo()
+    assert torch.equal(_logits(model), before)
+
+
+def test_a_hint_that_says_the_wrong_order_is_refused(monkeypatch):
+    """A hint is a claim the probe still checks: told cos-first for a sin-first function, it matches
+    no rotation, and the model is refused unchanged."""
+    model = toy(ToySinFirstAttention, ToySinFirstRotaryEmbedding)
+    before = _logits(model)
+    monkeypatch.setitem(HINTS, "posenc_toy", Hint("apply_rotary_sin_first", sin_first=False, seq_first=True))
+    with pytest.raises(UnsupportedModelError, match=r"told by its hint"):
+        patch(model)
     assert torch.equal(_logits(model), before)
 
 
@@ -366,3 +382,65 @@ def test_patching_a_model_whose_part_is_patched_says_already_patched():
         patch(model.model)
     outer.undo()
     assert "_posenc_patch" not in model.__dict__ and "_posenc_patch" not in model.model.__dict__
+
+
+# -- pickles made by earlier layouts of the patch -------------------------------------------------------------
+def _as_if_pickled_at(obj, old_module: str) -> bytes:
+    """``obj`` pickled (protocol 2, as ``torch.save`` writes) as if its class were defined in ``old_module``."""
+    import pickle
+
+    cls = type(obj)
+    data = pickle.dumps(obj, protocol=2)
+    new = f"c{cls.__module__}\n{cls.__qualname__}\n".encode()
+    assert new in data
+    return data.replace(new, f"c{old_module}\n{cls.__qualname__}\n".encode())
+
+
+def test_tables_pickled_when_they_lived_in_the_transformers_module_load():
+    """PerLayerTypeTables and StreamTables were defined in posenc.integrations.transformers before the
+    tables had a module of their own; pickles of patched Gemma 3 and Qwen2-VL models name them there."""
+    import pickle
+
+    from posenc import RotaryEmbedding
+    from posenc.integrations.tables import PerLayerTypeTables, PosencRotaryTables, StreamTables
+
+    per_type = PerLayerTypeTables(
+        tables={
+            "full_attention": PosencRotaryTables(RotaryEmbedding(8, base=1e6)),
+            "sliding_attention": PosencRotaryTables(RotaryEmbedding(8, base=1e4)),
+        }
+    )
+    streams = StreamTables(PosencRotaryTables(RotaryEmbedding(8)), (0, 1, 2, 0))
+    x, pos = torch.zeros(1, 5, 8), torch.arange(3, 8)[None]
+    for tables, args in ((per_type, (x, pos, "sliding_attention")), (streams, (x, pos.expand(3, 1, 5)))):
+        loaded = pickle.loads(_as_if_pickled_at(tables, "posenc.integrations.transformers"))
+        assert type(loaded) is type(tables)
+        for got, want in zip(loaded(*args), tables(*args)):
+            assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "old"),
+    [
+        ("llama", "pair|apply_rotary_pos_emb=half"),
+        ("deepseek_v2", "complex|apply_rotary_emb=interleaved"),
+        ("gptj", "single|apply_rotary_pos_emb=interleaved"),
+    ],
+)
+def test_forwards_named_as_when_families_were_listed_by_hand_load(model_type, old):
+    """A patched model pickled when llama, DeepSeek-V2 and GPT-J were listed by hand names its attention
+    forward by the style of that list; it loads as the forward discovery builds now."""
+    from posenc import testing
+
+    model = testing.tiny_model_of_type(model_type)
+    ids = torch.arange(1, 9)[None]
+    with patch(model):
+        with torch.no_grad():
+            want = model(ids).logits
+        layer = next(m for m in model.modules() if isinstance(m.__dict__.get("forward"), functools.partial))
+        cls = type(layer)
+        name = f"{cls.__module__.replace('.', ':')}|{cls.__qualname__.replace('.', ':')}|{old}"
+        forward = getattr(REBUILT_FORWARDS, name)  # what unpickling the old name does
+        assert forward is layer.__dict__["forward"].func  # the same function the patch installed
+        with torch.no_grad():
+            assert torch.equal(model(ids).logits, want)

@@ -29,7 +29,7 @@ transformers = pytest.importorskip("transformers")
 from posenc import testing  # noqa: E402
 from posenc.integrations import discovery  # noqa: E402
 from posenc.integrations.tables import PerLayerTypeTables, StreamTables  # noqa: E402
-from posenc.integrations.transformers import patch  # noqa: E402
+from posenc.integrations.transformers import patch, stand_in  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 
@@ -201,7 +201,7 @@ def test_the_probe_refuses_what_it_cannot_match(fn, why):
 @pytest.mark.parametrize("fn", [llama_style, cohere_style, glm_style, minus_angle])
 def test_the_stand_in_rotates_as_the_function_does(fn):
     found, _ = discovery.classify_function(fn)
-    stand_in = discovery.stand_in(found, fn)
+    ours = stand_in(found, fn)
     gen = torch.Generator().manual_seed(3)
     q, k = torch.randn(2, 3, 5, 12, generator=gen), torch.randn(2, 1, 5, 12, generator=gen)
     angles = torch.rand(2, 5, 4, generator=gen) * 6  # 8 of 12 features rotated
@@ -209,7 +209,7 @@ def test_the_stand_in_rotates_as_the_function_does(fn):
     if fn is not glm_style:  # a whole-head function is called on exactly the rotated width
         q, k = q[..., :8], k[..., :8]
     want = fn(q, k, discovery.expand(cos, found.form), discovery.expand(sin, found.form))
-    got = stand_in(q, k, cos, sin)
+    got = ours(q, k, cos, sin)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
 
@@ -257,20 +257,41 @@ def test_mrope_text_positions_and_differing_streams_are_rotated_as_the_model_doe
         assert float((ours - theirs[..., :half]).abs().max()) < 1e-6
 
 
-def test_discovery_finds_what_the_hand_listed_table_says(census):
-    """Every pair-style family of ARCHITECTURES is found from its code with the same function and layout
-    (DeepSeek-V3's interleave function: interleaved pairs returned half-split, which the table rotates
-    as interleaved pairs; every attention score is the same either way)."""
-    from posenc.integrations.transformers import ARCHITECTURES
+#: what the families once listed by hand rotate, from their code: global -> (arity, layout, deinterleave)
+_ONCE_LISTED = {
+    **{
+        t: {"apply_rotary_pos_emb": ("pair", "half", False)}
+        for t in ("llama", "mistral", "qwen2", "qwen3", "phi3", "phi", "gemma", "gpt_neox", "gpt_oss", "falcon")
+    },
+    "deepseek_v3": {
+        "apply_rotary_pos_emb": ("pair", "half", False),
+        "apply_rotary_pos_emb_interleave": ("pair", "half", True),  # interleaved pairs returned half-split
+    },
+    "deepseek_v2": {"apply_rotary_emb": ("complex", "interleaved", False)},
+    "gptj": {"apply_rotary_pos_emb": ("single", "interleaved", False)},
+    "codegen": {"apply_rotary_pos_emb": ("single", "interleaved", False)},
+}
 
-    for model_type, arch in ARCHITECTURES.items():
-        if arch.style != "pair":
-            continue
-        found = {f.name: f for f in census[model_type].functions}
-        for name, layout in arch.functions:
-            assert name in found, (model_type, name)
-            f = found[name]
-            assert (f.layout, f.deinterleave) in ((layout, False), ("half", layout == "interleaved")), model_type
+
+def test_discovery_finds_the_families_once_listed_by_hand(census):
+    """The families patch once took from a hand-written table are found from their code with the
+    rotation that table said (GPT-J and CodeGen told by their hint line only how they are called)."""
+    for model_type, functions in _ONCE_LISTED.items():
+        found = {f.name: (f.arity, f.layout, f.deinterleave) for f in census[model_type].functions}
+        assert found == functions, model_type
+        assert not census[model_type].refused, model_type
+    for model_type in ("gptj", "codegen"):
+        (f,) = census[model_type].functions
+        assert f.sin_first and f.seq_first, model_type
+
+
+def test_without_its_hint_gptj_is_refused_with_what_the_probe_saw():
+    """The hint line is what lets GPT-J through: the probe alone cannot read its f(tensor, sin, cos)."""
+    module = discovery.rotary_causal_lm_module("gptj")
+    alone = discovery.census_module(module)
+    assert not alone.functions
+    ((name, why),) = alone.refused
+    assert name == "apply_rotary_pos_emb" and "takes (tensor, sin, cos)" in why
 
 
 # -- the tiny builder: configs that the family's own defaults would break --------------------------------------

@@ -223,7 +223,8 @@ class ExactRotary(nn.Module):
     def __init__(self, config, model_type: str, original: Optional[nn.Module] = None):
         super().__init__()
         from .integrations import discovery
-        from .integrations.transformers import ARCHITECTURES, rotary_kwargs_in_code
+        from .integrations.hints import HINTS
+        from .integrations.transformers import rotary_kwargs_in_code
 
         originals = None if original is None else [original]
         layer_types: Tuple[Optional[str], ...] = (None,)
@@ -239,14 +240,11 @@ class ExactRotary(nn.Module):
             self.rope_type = {k: str(getattr(v[0], "rope_type", "default")) for k, v in self.ropes.items()}
         self.model_type = model_type
         self.config = config  # read by some families' model code (Granite-SWA's rope dicts)
-        arch = ARCHITECTURES.get(model_type)
-        self.sin_first = bool(arch is not None and arch.sin_first)
-        if original is None or (arch is not None and arch.sin_first):
-            self.form = "complex" if arch is not None and arch.style == "complex" else "cat"
-            if model_type in ("gptj", "codegen", "gpt_oss"):
-                self.form = "half"
-        else:
-            self.form, _ = discovery.rotary_output_form(original, layer_types[0])
+        hint = HINTS.get(model_type)
+        self.sin_first = bool(hint is not None and hint.sin_first)  # GPT-J's (sin, cos)
+        self.form = "cat"  # the form of the original's output (its order does not change it)
+        if original is not None:
+            self.form, _ = discovery.rotary_output_form(original, layer_types[0], config=config)
 
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor, layer_type: Optional[str] = None):
         if position_ids.dim() == 3:  # M-RoPE: text only here, where the three streams are one

@@ -24,9 +24,12 @@ before the model is touched.
 causal-LM model types whose modeling module defines a rotary embedding, and classify each module
 without building a model; ``python -m posenc.integrations.discovery`` prints that census.
 
-This module says what a family's code does (and, in :data:`ARCHITECTURES`, the few families
-listed by hand); it changes no model. posenc's tables in each family's form are in
-:mod:`posenc.integrations.tables`, the patch that installs them and the stand-ins in
+The few families whose call the probe cannot read (GPT-J's ``f(x, sin, cos)``) are told to it by
+one line each in :data:`posenc.integrations.hints.HINTS`; the probe still finds their layout and form
+and checks their tables.
+
+This module says what a family's code does; it changes no model. posenc's tables in each family's
+form are in :mod:`posenc.integrations.tables`, the patch that installs them and the stand-ins in
 :mod:`posenc.integrations.transformers`; both build on this module, which imports neither.
 """
 
@@ -46,11 +49,12 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 import torch
 from torch import nn
 
-from ..rope.apply import apply_rotary, rotate_reference
+from ..rope.apply import rotate_reference
 from ..rope.embedding import RotaryEmbedding
 from ..rope.hfconfig import rope_keys_beside_layer_types, rotary_kwargs_from_hf
 from ..rope.mrope import select_streams
 from ..rope.tables import rope_cos_sin
+from .hints import HINTS, Hint
 
 #: how a rotary module returns the half-width angles ``theta`` (batch, seq, r/2) as cos/sin:
 #: ``"cat"`` (Llama: ``cat(theta, theta)``), ``"interleave"`` (Cohere: ``repeat_interleave(theta, 2)``),
@@ -125,11 +129,14 @@ class RotaryFunction:
             rotated features the same way before a half-split rotation.
         seq_first: a ``"complex"`` function that takes (batch, seq, heads, head_dim) tensors and
             broadcasts ``freqs_cis`` over the heads (Llama 4's ``freqs_cis[:, :, None, :]``), rather
-            than (batch, heads, seq, head_dim) (DeepSeek-V2's ``freqs_cis.unsqueeze(1)``).
+            than (batch, heads, seq, head_dim) (DeepSeek-V2's ``freqs_cis.unsqueeze(1)``); or a
+            ``"single"`` function with no ``unsqueeze_dim`` that takes (batch, seq, heads, rotary_dim)
+            (GPT-J's, from its :class:`~posenc.integrations.hints.Hint`).
         method: a method of the attention class, called as ``self.<name>(...)`` (posenc's stand-in is
             set on the attention instance), rather than a global of the modeling module.
         optional_k: a pair function ``f(q, k=None, cos=None, sin=None, ...)`` that rotates and returns
             q alone when k is None (Qwen4-Exp's indexer calls it so).
+        sin_first: a ``"single"`` function called ``f(x, sin, cos)`` (GPT-J's order, from its hint).
     """
 
     name: str
@@ -141,6 +148,7 @@ class RotaryFunction:
     seq_first: bool = False
     method: bool = False
     optional_k: bool = False
+    sin_first: bool = False
 
     def describe(self) -> str:
         parts = [self.layout]
@@ -150,6 +158,10 @@ class RotaryFunction:
             parts.append("by minus the angle")
         if self.arity == "complex":
             parts.append("(complex freqs_cis, " + ("seq first)" if self.seq_first else "heads first)"))
+        elif self.seq_first:
+            parts.append("(seq first)")
+        if self.sin_first:
+            parts.append("(called with sin before cos)")
         if self.method:
             parts.append("(a method of the attention class)")
         return " ".join(parts)
@@ -367,6 +379,32 @@ def classify_function(
     return None, f"on a probe with cos/sin in the {said} form it matches no rotation posenc has"
 
 
+def classify_called(
+    fn: Callable, name: str, forms: Tuple[str, ...] = FORMS, hint: Optional[Hint] = None
+) -> Tuple[Optional[RotaryFunction], str]:
+    """:func:`classify_function` for a global the attention calls, told what ``hint`` says when it
+    names this global (GPT-J's ``f(x, sin, cos)`` on seq-first tensors is probed as the
+    ``f(x, cos, sin)`` on heads-first ones it amounts to)."""
+    if hint is None or name != hint.function:
+        return classify_function(fn, forms=forms, name=name)
+    found, why = classify_function(_as_probed(fn, hint), forms=forms, name=name)
+    if found is None:
+        return None, f"told by its hint ({hint}), {why}"
+    return dataclasses.replace(found, seq_first=hint.seq_first, sin_first=hint.sin_first), ""
+
+
+def _as_probed(fn: Callable, hint: Hint) -> Callable:
+    """``fn`` as the probe calls a one-tensor function: ``f(x, cos, sin)``, x (batch, heads, seq, width)."""
+
+    def hinted(x, cos, sin):
+        if hint.seq_first:
+            x = x.transpose(1, 2)  # (batch, seq, heads, width)
+        out = fn(x, sin, cos) if hint.sin_first else fn(x, cos, sin)
+        return out.transpose(1, 2) if hint.seq_first and isinstance(out, torch.Tensor) else out
+
+    return hinted
+
+
 def _trailing_rotation(fn: Callable, arity: str, forms: Tuple[str, ...], width: int) -> Optional[str]:
     """The layout in which ``fn`` rotates the *last* ``width`` features of a wider head (DeepSeek-V4's
     ``[nope | rope]`` heads), or ``None``: said in a refusal, which posenc's stand-in cannot do."""
@@ -408,14 +446,21 @@ def code_names(fn: Callable) -> set:
     return set(getattr(getattr(fn, "__code__", None), "co_names", ()))
 
 
-def _loaded_names(fn: Callable) -> Tuple[set, set]:
+def _loaded_names(fn: Callable) -> Tuple[frozenset, frozenset]:
     """``(globals, attributes)`` that ``fn``'s code (through ``functools.wraps`` wrappers, and the code
     nested in it) loads: a global name is read by ``LOAD_GLOBAL``, an attribute by ``LOAD_ATTR`` or
     ``LOAD_METHOD``."""
     code = getattr(_unwrapped(fn), "__code__", None)
+    return _names_loaded_by(code) if code is not None else (frozenset(), frozenset())
+
+
+@functools.lru_cache(maxsize=4096)
+def _names_loaded_by(code: types.CodeType) -> Tuple[frozenset, frozenset]:
+    # code objects are immutable: what one loads is read once per process (patch reads every method
+    # of every class of the model on each call)
     globals_: set = set()
     attributes: set = set()
-    todo = [code] if code is not None else []
+    todo = [code]
     while todo:
         code = todo.pop()
         for ins in dis.get_instructions(code):
@@ -424,7 +469,7 @@ def _loaded_names(fn: Callable) -> Tuple[set, set]:
             elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
                 attributes.add(ins.argval)
         todo.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-    return globals_, attributes
+    return frozenset(globals_), frozenset(attributes)
 
 
 @functools.lru_cache(maxsize=None)
@@ -575,9 +620,10 @@ def _method_probe(cls: type, name: str) -> Callable:
     return bound
 
 
-def census_module(module_name: str) -> ModuleCensus:
+def census_module(module_name: str, hint: Optional[Hint] = None) -> ModuleCensus:
     """Classify the rotary functions that the attention classes of ``module_name`` call: the module's
-    globals they read and their own rotary methods."""
+    globals they read and their own rotary methods (``hint``: what :data:`~posenc.integrations.hints.HINTS`
+    says of the family)."""
     module = importlib.import_module(module_name)
     called: Dict[Tuple[str, bool], Callable] = {}
     for cls in vars(module).values():
@@ -588,7 +634,7 @@ def census_module(module_name: str) -> ModuleCensus:
                 called.setdefault((name, True), _method_probe(cls, name))
     found, refused = [], []
     for (name, method), fn in sorted(called.items()):
-        pair, why = classify_function(fn, name=name)
+        pair, why = classify_function(fn, name=name) if method else classify_called(fn, name, hint=hint)
         if pair is not None:
             found.append(dataclasses.replace(pair, method=method))
         else:
@@ -598,13 +644,25 @@ def census_module(module_name: str) -> ModuleCensus:
 
 def census() -> Dict[str, ModuleCensus]:
     """``model_type -> ModuleCensus`` for :func:`rotary_causal_lm_types`."""
-    cache: Dict[str, ModuleCensus] = {}
+    cache: Dict[Tuple[str, Optional[Hint]], ModuleCensus] = {}
     out = {}
     for model_type, module_name in rotary_causal_lm_types().items():
-        if module_name not in cache:
-            cache[module_name] = census_module(module_name)
-        out[model_type] = cache[module_name]
+        key = (module_name, HINTS.get(model_type))
+        if key not in cache:
+            cache[key] = census_module(*key)
+        out[model_type] = cache[key]
     return out
+
+
+def supported_model_types() -> List[str]:
+    """The causal-LM model types of the installed ``transformers`` whose rotary code the probe reads
+    (their :func:`census` finds a rotation for every function their attention calls), sorted.
+
+    :func:`posenc.integrations.transformers.patch` reads a model of any type from its own code, and
+    may still refuse one of these for its configuration (tables its config does not describe, ALiBi
+    Falcon, a rotation that breaks the probe forward); docs/transformers.md lists every type's result.
+    """
+    return sorted(t for t, c in census().items() if c.kind == "llama-style")
 
 
 # -- one model ------------------------------------------------------------------------------------------
@@ -624,6 +682,7 @@ class Discovered:
         layer_types: the layer types the rotary module computes tables for, one rope dict each
             (Gemma 3's local and global bases: ``forward(x, position_ids, layer_type)``); empty for
             a module with one set of tables.
+        sin_first: the rotary modules return ``(sin, cos)`` (GPT-J's order, from its hint).
     """
 
     module: str
@@ -632,6 +691,7 @@ class Discovered:
     mrope: bool = False
     layer_types: Tuple[str, ...] = ()
     mrope_streams: Tuple[int, ...] = ()
+    sin_first: bool = False
 
 
 def _rotary_children(model: nn.Module) -> List[nn.Module]:
@@ -677,11 +737,16 @@ def discover(model: nn.Module) -> Discovered:
             + (f"; it reads {seen}, none of which posenc can call" if seen else "")
             + "; its rotary code is inside the attention forward itself, where posenc cannot stand in for it"
         )
-    layer_types = rotary_layer_types(rotary[0], getattr(model, "config", None))
-    form, outputs = rotary_output_form(rotary[0], layer_types[0] if layer_types else None)
+    config = getattr(model, "config", None)
+    hint = HINTS.get(getattr(config, "model_type", None))  # type: ignore[arg-type]
+    layer_types = rotary_layer_types(rotary[0], config)
+    form, outputs = rotary_output_form(rotary[0], layer_types[0] if layer_types else None, config=config)
     functions = []
     for (fname, method), fn in sorted(called.items()):
-        function, why = classify_function(fn, forms=(form,), name=fname)
+        if method:
+            function, why = classify_function(fn, forms=(form,), name=fname)
+        else:
+            function, why = classify_called(fn, fname, forms=(form,), hint=hint)
         if function is None:
             where = f"self.{fname}" if method else f"{module.__name__}.{fname}"
             raise UnsupportedModelError(
@@ -696,7 +761,8 @@ def discover(model: nn.Module) -> Discovered:
         if len(probed) != 1:
             raise UnsupportedModelError(f"this {name}'s M-RoPE modules give their pairs different streams")
         streams = probed.pop()
-    return Discovered(module.__name__, tuple(functions), form, mrope, layer_types, streams)
+    sin_first = any(f.sin_first for f in functions)
+    return Discovered(module.__name__, tuple(functions), form, mrope, layer_types, streams, sin_first)
 
 
 def probe_mrope_streams(rotary: nn.Module, form: str) -> Tuple[int, ...]:
@@ -773,16 +839,17 @@ def rotary_layer_types(rotary: nn.Module, config) -> Tuple[str, ...]:
 
 
 def _call_rotary(
-    rotary: nn.Module, positions: torch.Tensor, layer_type: Optional[str] = None
+    rotary: nn.Module, positions: torch.Tensor, layer_type: Optional[str] = None, config: Any = None
 ) -> Tuple[torch.Tensor, torch.Tensor, bool]:
     """``(cos, sin, complex)`` of a rotary module at ``positions``, float64 on the CPU; ``complex``
     says the module returned one complex tensor ``cos + i sin``.
 
     A module on the meta device has no values to read: it is checked as the family's code builds it
-    from its config on the CPU, which is what ``to_empty()`` + ``init_weights()`` give it back.
+    from its config (its own, else the model's ``config``) on the CPU, which is what ``to_empty()`` +
+    ``init_weights()`` give it back.
     """
     if any(t.is_meta for t in rotary.buffers()):
-        rotary = rebuilt_on_cpu(rotary)
+        rotary = rebuilt_on_cpu(rotary, config)
     buffers = [b for b in rotary.buffers() if b.is_floating_point()]
     device = buffers[0].device if buffers else torch.device("cpu")
     x = torch.zeros(1, positions.shape[-1], 1, dtype=torch.float32, device=device)
@@ -800,9 +867,10 @@ def _call_rotary(
     return out[0].detach().to("cpu", torch.float64), out[1].detach().to("cpu", torch.float64), is_complex
 
 
-def rebuilt_on_cpu(rotary: nn.Module) -> nn.Module:
-    """A fresh copy of a rotary module, built by its own class from its ``config`` on the CPU."""
-    config = getattr(rotary, "config", None)
+def rebuilt_on_cpu(rotary: nn.Module, config: Any = None) -> nn.Module:
+    """A fresh copy of a rotary module, built by its own class on the CPU from its ``config`` (else from
+    the ``config`` given: the model's, for a module that keeps none, as GPT-J's)."""
+    config = getattr(rotary, "config", None) or config
     if config is None:
         raise UnsupportedModelError(
             f"{type(rotary).__name__} is on the meta device and has no config to rebuild it from, so its "
@@ -819,19 +887,20 @@ def rebuilt_on_cpu(rotary: nn.Module) -> nn.Module:
 
 
 def rotary_output_form(
-    rotary: nn.Module, layer_type: Optional[str] = None, positions: Optional[torch.Tensor] = None
+    rotary: nn.Module, layer_type: Optional[str] = None, positions: Optional[torch.Tensor] = None, config: Any = None
 ) -> Tuple[str, Tuple[torch.Tensor, torch.Tensor]]:
     """``(form, (cos, sin))``: the form of a rotary module's output at ``positions`` (float64;
     default: positions 0..15, shape (1, 16)).
 
     The form is read from the output itself: ``complex`` for one complex tensor ``cos + i sin``,
     ``cat`` if its two halves agree, ``interleave`` if its even and odd features do, else ``half``
-    (a module that returns one entry per frequency).
+    (a module that returns one entry per frequency). ``config``: the model's, to rebuild a module on
+    the meta device that keeps none.
     """
     if positions is None:
         positions = torch.arange(_TABLE_POSITIONS).unsqueeze(0)
     try:
-        cos, sin, is_complex = _call_rotary(rotary, positions, layer_type)
+        cos, sin, is_complex = _call_rotary(rotary, positions, layer_type, config)
     except UnsupportedModelError:
         raise
     except Exception as exc:
@@ -859,7 +928,14 @@ def check_tables(model: nn.Module, rope, found: Discovered) -> None:
     ``rope`` is the :class:`posenc.RotaryEmbedding` built from the model's config, or for a module
     with :attr:`Discovered.layer_types` a dict ``layer_type -> RotaryEmbedding``.
     """
-    check_rotary_tables(_rotary_children(model), rope, form=found.form, mrope_streams=found.mrope_streams)
+    check_rotary_tables(
+        _rotary_children(model),
+        rope,
+        form=found.form,
+        sin_first=found.sin_first,
+        mrope_streams=found.mrope_streams,
+        config=getattr(model, "config", None),
+    )
 
 
 @on_the_cpu
@@ -870,6 +946,7 @@ def check_rotary_tables(
     form: Optional[str] = None,
     sin_first: bool = False,
     mrope_streams: Tuple[int, ...] = (),
+    config: Any = None,
 ) -> None:
     """Refuse unless posenc's tables for ``rope`` equal what each of ``rotaries`` computes now.
 
@@ -889,6 +966,7 @@ def check_rotary_tables(
             module's own.
         sin_first: the modules return ``(sin, cos)`` (GPT-J's order).
         mrope_streams: for M-RoPE, the stream each pair reads (see :func:`probe_mrope_streams`).
+        config: the model's, to rebuild a module on the meta device that keeps none (GPT-J's).
 
     Raises:
         UnsupportedModelError: a module's width, frequencies, scale or form differ from posenc's.
@@ -896,7 +974,7 @@ def check_rotary_tables(
     ropes = rope if isinstance(rope, dict) else {None: rope}
     for rotary in rotaries:
         for layer_type, one in ropes.items():
-            _check_one_table(rotary, one, form, layer_type, sin_first, mrope_streams)
+            _check_one_table(rotary, one, form, layer_type, sin_first, mrope_streams, config)
 
 
 def _probe_calls(rope: RotaryEmbedding) -> List[Tuple[torch.Tensor, Optional[int]]]:
@@ -924,6 +1002,7 @@ def _check_one_table(
     layer_type: Optional[str],
     sin_first: bool = False,
     mrope_streams: Tuple[int, ...] = (),
+    config: Any = None,
 ) -> None:
     if any(t.is_meta for t in rope.buffers()):  # a model on the meta device: the tables it will have
         rope = copy.deepcopy(rope).to_empty(device="cpu")
@@ -935,7 +1014,7 @@ def _check_one_table(
     eps = torch.finfo(buffers[0].dtype if buffers else torch.float32).eps
     tol = max(64 * eps * _TABLE_POSITIONS, 1e-5)
     for positions, length in calls:
-        seen, (cos, sin) = rotary_output_form(rotary, layer_type, positions)
+        seen, (cos, sin) = rotary_output_form(rotary, layer_type, positions, config)
         if sin_first:
             cos, sin = sin, cos
         if form is not None and seen != form:
@@ -1037,167 +1116,6 @@ def layer_type_ropes(
                 rope = rope.double()
         ropes[layer_type] = rope
     return ropes
-
-
-# -- the families listed by hand --------------------------------------------------------------------
-# patch takes these lines as they are instead of probing the family's functions (GPT-J's and
-# CodeGen's sin-first call cannot be read from a signature); their tables are still checked.
-@dataclass(frozen=True)
-class Architecture:
-    """How posenc enters one ``transformers`` model family.
-
-    Attributes:
-        module: the modeling module, ``transformers.models.<family>.modeling_<family>``.
-        functions: global names the attention ``forward`` calls to rotate, each with the layout it
-            implements (DeepSeek-V3 has one of each and picks by ``config.rope_interleave``).
-        style: ``"pair"`` for ``f(q, k, cos, sin)`` returning both; ``"single"`` for GPT-J's
-            ``f(x, sin, cos)`` on one (batch, seq, heads, rotary_dim) tensor; ``"complex"`` for
-            DeepSeek-V2's ``f(q, k, freqs_cis)``, whose rotary module returns ``cos + i sin``.
-        sin_first: the rotary module returns ``(sin, cos)`` rather than ``(cos, sin)`` (GPT-J).
-    """
-
-    module: str
-    functions: Tuple[Tuple[str, str], ...]
-    style: str = "pair"
-    sin_first: bool = False
-
-
-_HALF = (("apply_rotary_pos_emb", "half"),)
-
-#: ``config.model_type`` -> how to patch it
-ARCHITECTURES: Dict[str, Architecture] = {
-    "llama": Architecture("transformers.models.llama.modeling_llama", _HALF),
-    "mistral": Architecture("transformers.models.mistral.modeling_mistral", _HALF),
-    "qwen2": Architecture("transformers.models.qwen2.modeling_qwen2", _HALF),
-    "qwen3": Architecture("transformers.models.qwen3.modeling_qwen3", _HALF),
-    "phi3": Architecture("transformers.models.phi3.modeling_phi3", _HALF),
-    "phi": Architecture("transformers.models.phi.modeling_phi", _HALF),
-    "gemma": Architecture("transformers.models.gemma.modeling_gemma", _HALF),
-    "gpt_neox": Architecture("transformers.models.gpt_neox.modeling_gpt_neox", _HALF),
-    "gpt_oss": Architecture("transformers.models.gpt_oss.modeling_gpt_oss", _HALF),
-    "falcon": Architecture("transformers.models.falcon.modeling_falcon", _HALF),
-    "deepseek_v3": Architecture(
-        "transformers.models.deepseek_v3.modeling_deepseek_v3",
-        (("apply_rotary_pos_emb", "half"), ("apply_rotary_pos_emb_interleave", "interleaved")),
-    ),
-    "deepseek_v2": Architecture(
-        "transformers.models.deepseek_v2.modeling_deepseek_v2", (("apply_rotary_emb", "interleaved"),), style="complex"
-    ),
-    "gptj": Architecture(
-        "transformers.models.gptj.modeling_gptj",
-        (("apply_rotary_pos_emb", "interleaved"),),
-        style="single",
-        sin_first=True,
-    ),
-    # GPT-J's code: a (sin, cos) table module and f(x, sin, cos) on the rotated slice of the head
-    "codegen": Architecture(
-        "transformers.models.codegen.modeling_codegen",
-        (("apply_rotary_pos_emb", "interleaved"),),
-        style="single",
-        sin_first=True,
-    ),
-}
-
-
-def supported_model_types() -> List[str]:
-    """The ``config.model_type`` values listed in :data:`ARCHITECTURES`, sorted.
-
-    :func:`posenc.integrations.transformers.patch` also accepts other families, read from their own
-    code by :func:`discover` (docs/transformers.md lists what it finds per model type).
-    """
-    return sorted(ARCHITECTURES)
-
-
-# -- posenc's stand-ins ---------------------------------------------------------------------------------
-def _rotate_broadcast(x: torch.Tensor, cos, sin, unsqueeze_dim: int, function: RotaryFunction) -> torch.Tensor:
-    """The rotation for any other shape, broadcast as the family's code broadcasts it: cos/sin
-    unsqueezed at ``unsqueeze_dim`` (Qwen4-Exp's indexer rotates (n, 1, head_dim) keys by (n, r/2)
-    tables). Plain torch, in float32 for half-precision inputs, out of place."""
-    width = 2 * cos.shape[-1]
-    if function.deinterleave:
-        x = deinterleaved(x, width)
-    c, s = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
-    return rotate_reference(x, c, function.sign * s, layout=function.layout, rotary_dim=width)
-
-
-def _rotate(q, k, cos, sin, unsqueeze_dim, function: RotaryFunction):
-    if q.dim() != 4 or k.dim() != 4 or cos.dim() != 3:  # not (B, H, S, D) with (B, S, r/2) tables
-        return (
-            _rotate_broadcast(q, cos, sin, unsqueeze_dim, function),
-            _rotate_broadcast(k, cos, sin, unsqueeze_dim, function),
-        )
-    if unsqueeze_dim == 2:
-        q, k = q.transpose(1, 2), k.transpose(1, 2)
-    elif unsqueeze_dim != 1:
-        raise ValueError(f"unsqueeze_dim must be 1 (heads first) or 2 (seq first), got {unsqueeze_dim!r}")
-    width = 2 * cos.shape[-1]
-    if function.deinterleave:
-        q, k = deinterleaved(q, width), deinterleaved(k, width)
-    if function.sign < 0:
-        sin = -sin
-    q, k = apply_rotary(q, k, cos, sin, layout=function.layout, rotary_dim=width)
-    if unsqueeze_dim == 2:
-        q, k = q.transpose(1, 2), k.transpose(1, 2)
-    return q, k
-
-
-def stand_in(function: RotaryFunction, original: Callable, layout: Optional[str] = None) -> Callable:
-    """posenc's stand-in for a family's rotary function: the same signature, half-width cos/sin.
-
-    Out of place (the stand-in cannot know what else holds q and k). ``layout`` forces a pair
-    layout (the negative control of :func:`posenc.integrations.transformers.patch`).
-    """
-    if layout is not None:
-        function = dataclasses.replace(function, layout=layout, deinterleave=False)
-    return stand_in_of(function, "position_ids" in signature_of(original).parameters)
-
-
-@functools.lru_cache(maxsize=None)
-def stand_in_of(function: RotaryFunction, takes_position_ids: bool) -> Callable:
-    """posenc's stand-in for ``function`` (see :func:`stand_in`), from what the probe found alone:
-    ``takes_position_ids`` says whether the original has that (ignored) parameter."""
-    if function.arity == "complex":
-        unsqueeze = 2 if function.seq_first else 1
-
-        def posenc_rotate_complex(xq, xk, freqs_cis):
-            freqs_cis = freqs_cis.to(xq.device)  # cos + i sin, (batch or 1, seq, rotary_dim // 2)
-            return _rotate(xq, xk, freqs_cis.real, freqs_cis.imag, unsqueeze, function)
-
-        return posenc_rotate_complex
-    if function.arity == "single":
-
-        def posenc_rotate_one(x, cos, sin, unsqueeze_dim=1):
-            return _rotate(x, x[:, :0] if unsqueeze_dim == 1 else x[:, :, :0], cos, sin, unsqueeze_dim, function)[0]
-
-        return posenc_rotate_one
-    if function.optional_k:
-
-        def posenc_rotate_pair_or_one(q, k=None, cos=None, sin=None, unsqueeze_dim=1):
-            if k is None:
-                if q.dim() != 4 or cos.dim() != 3:
-                    return _rotate_broadcast(q, cos, sin, unsqueeze_dim, function)
-                none = q[:, :0] if unsqueeze_dim == 1 else q[:, :, :0]
-                return _rotate(q, none, cos, sin, unsqueeze_dim, function)[0]
-            return _rotate(q, k, cos, sin, unsqueeze_dim, function)
-
-        return posenc_rotate_pair_or_one
-    if takes_position_ids:
-
-        def posenc_rotate_pair_p(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
-            return _rotate(q, k, cos, sin, unsqueeze_dim, function)
-
-        return posenc_rotate_pair_p
-
-    def posenc_rotate_pair(q, k, cos, sin, unsqueeze_dim=1):
-        return _rotate(q, k, cos, sin, unsqueeze_dim, function)
-
-    return posenc_rotate_pair
-
-
-def stand_ins(found: Discovered, layout: Optional[str] = None) -> Dict[str, Callable]:
-    """``global name -> stand-in`` for every rotary function :func:`discover` found."""
-    module = importlib.import_module(found.module)
-    return {f.name: stand_in(f, vars(module)[f.name], layout) for f in found.functions if not f.method}
 
 
 def main() -> None:  # pragma: no cover - a report printer

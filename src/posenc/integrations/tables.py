@@ -40,6 +40,7 @@ from .discovery import (
     rebuilt_on_cpu,
     rotary_output_form,
 )
+from .hints import HINTS
 
 
 # -- the tables ---------------------------------------------------------------------------------------
@@ -229,14 +230,14 @@ def _tables_arguments_from_config(config) -> Tuple[RotaryEmbedding, bool, bool]:
     """What ``PosencRotaryTables(config=...)`` is built from: the rope as the family's code runs it."""
     if not hasattr(config, "model_type"):
         raise TypeError(f"config must be a transformers config (with a model_type), got {type(config).__name__}")
-    arch = discovery.ARCHITECTURES.get(config.model_type)
     kwargs, _ = rotary_kwargs_in_code(config)
-    if arch is not None:
-        return RotaryEmbedding(**kwargs), arch.sin_first, arch.style == "complex"
-    # a family found from its code: one complex freqs_cis when its rotary functions take that (Llama 4)
+    # GPT-J's (sin, cos) from its hint; one complex freqs_cis when the family's rotary functions take
+    # that (Llama 4, DeepSeek-V2)
+    hint = HINTS.get(config.model_type)
     module = discovery.rotary_causal_lm_module(config.model_type)
-    functions = discovery.census_module(module).functions if module is not None else ()
-    return RotaryEmbedding(**kwargs), False, bool(functions) and all(f.arity == "complex" for f in functions)
+    functions = discovery.census_module(module, hint).functions if module is not None else ()
+    complex_output = bool(functions) and all(f.arity == "complex" for f in functions)
+    return RotaryEmbedding(**kwargs), bool(hint is not None and hint.sin_first), complex_output
 
 
 def carry_largest_length(tables: PosencRotaryTables, replaced: nn.Module) -> None:

@@ -37,11 +37,13 @@ each call's length, dynamic NTK by the largest length seen; ``freeze_frequencies
 frequencies for length ``N`` for every call instead, so keys in a KV cache and later queries agree
 (see ``docs/transformers.md``).
 
-This module is the install (:func:`patch`, :class:`PosencPatch` and its undo, the rebuilt forwards);
-what it installs for a family is found by :mod:`posenc.integrations.discovery` and built by
-:mod:`posenc.integrations.tables`. Their names this module has always offered
-(:data:`ARCHITECTURES`, :class:`PosencRotaryTables`, :func:`rotary_kwargs_in_code`,
-:func:`supported_model_types`, ...) are still importable from it.
+This module is the install (:func:`patch`, :class:`PosencPatch` and its undo, posenc's stand-ins
+for the family's rotary functions, the rebuilt forwards); what it installs for a family is found by
+:mod:`posenc.integrations.discovery` (told by :mod:`posenc.integrations.hints` what it cannot read)
+and built by :mod:`posenc.integrations.tables`. Their names this module has always offered
+(:class:`PosencRotaryTables`, :class:`~posenc.integrations.tables.PerLayerTypeTables`,
+:class:`~posenc.integrations.tables.StreamTables`, :func:`rotary_kwargs_in_code`,
+:func:`supported_model_types`, ...) are still importable from it, and pickles that name them here load.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import torch
 from torch import nn
 
-from ..rope.apply import apply_rotary
+from ..rope.apply import apply_rotary, rotate_reference
 from ..rope.embedding import RotaryEmbedding
 from ..rope.hfconfig import unused_rope_keys
 from ..rope.layout import LAYOUTS
@@ -69,19 +71,22 @@ from ..rope.mrope import MROPE_HF_KEYS
 # this module keeps working
 from . import discovery
 from .discovery import (
-    ARCHITECTURES,
-    Architecture,
     RotaryFunction,
     UnsupportedModelError,
     code_names,
 )
 from .discovery import supported_model_types as supported_model_types
+from .hints import HINTS as HINTS
+
+# defined here before the tables had a module of their own: pickles made then name them here
+from .tables import PerLayerTypeTables as PerLayerTypeTables
 from .tables import (
     PosencRotaryTables,
     carry_largest_length,
     rotary_kwargs_in_code,
     wrap_tables,
 )
+from .tables import StreamTables as StreamTables
 from .tables import rotary_modules_from_config as rotary_modules_from_config
 from .tables import rotated_width_of as rotated_width_of
 
@@ -90,47 +95,104 @@ from .tables import rotated_width_of as rotated_width_of
 # Out of place, always. q and k arrive as views of the projection outputs (``k_proj``,
 # ``query_key_value``), which a forward hook, an output recorder or a debugger may hold; rotating in
 # place would change the tensor they see. The rotation's own output is the only fresh tensor here.
-def _pair_function(layout: str) -> Callable:
-    def posenc_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
-        """(B, H, S, D) q and k (or (B, S, H, D) with unsqueeze_dim=2), half-width cos/sin (B|1, S, r/2)."""
-        if unsqueeze_dim == 2:
-            q, k = q.transpose(1, 2), k.transpose(1, 2)
-        elif unsqueeze_dim != 1:
-            raise ValueError(f"unsqueeze_dim must be 1 (heads first) or 2 (seq first), got {unsqueeze_dim!r}")
-        q, k = apply_rotary(q, k, cos, sin, layout=layout, rotary_dim=2 * cos.shape[-1])
-        if unsqueeze_dim == 2:
-            q, k = q.transpose(1, 2), k.transpose(1, 2)
-        return q, k
-
-    return posenc_apply_rotary_pos_emb
+def _rotate_broadcast(x: torch.Tensor, cos, sin, unsqueeze_dim: int, function: RotaryFunction) -> torch.Tensor:
+    """The rotation for any other shape, broadcast as the family's code broadcasts it: cos/sin
+    unsqueezed at ``unsqueeze_dim`` (Qwen4-Exp's indexer rotates (n, 1, head_dim) keys by (n, r/2)
+    tables). Plain torch, in float32 for half-precision inputs, out of place."""
+    width = 2 * cos.shape[-1]
+    if function.deinterleave:
+        x = discovery.deinterleaved(x, width)
+    c, s = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    return rotate_reference(x, c, function.sign * s, layout=function.layout, rotary_dim=width)
 
 
-def _single_function(layout: str) -> Callable:
-    def posenc_apply_rotary_pos_emb(x, sin, cos):
-        """GPT-J's form: x (B, S, H, rotary_dim), half-width sin/cos (B|1, S, r/2)."""
-        heads_first = x.transpose(1, 2)  # (B, H, S, r) view
-        out, _ = apply_rotary(heads_first, heads_first[:, :0], cos, sin, layout=layout, rotary_dim=2 * cos.shape[-1])
-        return out.transpose(1, 2)
+def _rotate(q, k, cos, sin, unsqueeze_dim, function: RotaryFunction):
+    if q.dim() != 4 or k.dim() != 4 or cos.dim() != 3:  # not (B, H, S, D) with (B, S, r/2) tables
+        return (
+            _rotate_broadcast(q, cos, sin, unsqueeze_dim, function),
+            _rotate_broadcast(k, cos, sin, unsqueeze_dim, function),
+        )
+    if unsqueeze_dim == 2:
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+    elif unsqueeze_dim != 1:
+        raise ValueError(f"unsqueeze_dim must be 1 (heads first) or 2 (seq first), got {unsqueeze_dim!r}")
+    width = 2 * cos.shape[-1]
+    if function.deinterleave:
+        q, k = discovery.deinterleaved(q, width), discovery.deinterleaved(k, width)
+    if function.sign < 0:
+        sin = -sin
+    q, k = apply_rotary(q, k, cos, sin, layout=function.layout, rotary_dim=width)
+    if unsqueeze_dim == 2:
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+    return q, k
 
-    return posenc_apply_rotary_pos_emb
+
+def stand_in(function: RotaryFunction, original: Callable, layout: Optional[str] = None) -> Callable:
+    """posenc's stand-in for a family's rotary function: the same signature, half-width cos/sin.
+
+    Out of place (the stand-in cannot know what else holds q and k). ``layout`` forces a pair
+    layout (the negative control of :func:`posenc.integrations.transformers.patch`).
+    """
+    if layout is not None:
+        function = dataclasses.replace(function, layout=layout, deinterleave=False)
+    return stand_in_of(function, "position_ids" in discovery.signature_of(original).parameters)
 
 
-def _complex_function(layout: str) -> Callable:
-    def posenc_apply_rotary_emb(xq, xk, freqs_cis):
-        """DeepSeek-V2's form: xq, xk (B, H, S, r) in interleaved pairs; freqs_cis (B|1, S, r/2) complex."""
-        freqs_cis = freqs_cis.to(xq.device)
-        cos, sin = freqs_cis.real, freqs_cis.imag
-        return apply_rotary(xq, xk, cos, sin, layout=layout, rotary_dim=2 * cos.shape[-1])
+@functools.lru_cache(maxsize=None)
+def stand_in_of(function: RotaryFunction, takes_position_ids: bool) -> Callable:
+    """posenc's stand-in for ``function`` (see :func:`stand_in`), from what the probe found alone:
+    ``takes_position_ids`` says whether the original has that (ignored) parameter."""
+    if function.arity == "complex":
+        unsqueeze = 2 if function.seq_first else 1
 
-    return posenc_apply_rotary_emb
+        def posenc_rotate_complex(xq, xk, freqs_cis):
+            freqs_cis = freqs_cis.to(xq.device)  # cos + i sin, (batch or 1, seq, rotary_dim // 2)
+            return _rotate(xq, xk, freqs_cis.real, freqs_cis.imag, unsqueeze, function)
+
+        return posenc_rotate_complex
+    if function.arity == "single" and (function.sin_first or function.seq_first):  # a call told by a hint
+        unsqueeze = 2 if function.seq_first else 1
+
+        def posenc_rotate_one_as_hinted(x, first, second):
+            cos, sin = (second, first) if function.sin_first else (first, second)  # GPT-J: f(x, sin, cos)
+            none = x[:, :0] if unsqueeze == 1 else x[:, :, :0]
+            return _rotate(x, none, cos, sin, unsqueeze, function)[0]
+
+        return posenc_rotate_one_as_hinted
+    if function.arity == "single":
+
+        def posenc_rotate_one(x, cos, sin, unsqueeze_dim=1):
+            return _rotate(x, x[:, :0] if unsqueeze_dim == 1 else x[:, :, :0], cos, sin, unsqueeze_dim, function)[0]
+
+        return posenc_rotate_one
+    if function.optional_k:
+
+        def posenc_rotate_pair_or_one(q, k=None, cos=None, sin=None, unsqueeze_dim=1):
+            if k is None:
+                if q.dim() != 4 or cos.dim() != 3:
+                    return _rotate_broadcast(q, cos, sin, unsqueeze_dim, function)
+                none = q[:, :0] if unsqueeze_dim == 1 else q[:, :, :0]
+                return _rotate(q, none, cos, sin, unsqueeze_dim, function)[0]
+            return _rotate(q, k, cos, sin, unsqueeze_dim, function)
+
+        return posenc_rotate_pair_or_one
+    if takes_position_ids:
+
+        def posenc_rotate_pair_p(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+            return _rotate(q, k, cos, sin, unsqueeze_dim, function)
+
+        return posenc_rotate_pair_p
+
+    def posenc_rotate_pair(q, k, cos, sin, unsqueeze_dim=1):
+        return _rotate(q, k, cos, sin, unsqueeze_dim, function)
+
+    return posenc_rotate_pair
 
 
-#: ``Architecture.style`` -> the function that stands in for the family's rotary function
-STYLES: Dict[str, Callable[[str], Callable]] = {
-    "pair": _pair_function,
-    "single": _single_function,
-    "complex": _complex_function,
-}
+def stand_ins(found: discovery.Discovered, layout: Optional[str] = None) -> Dict[str, Callable]:
+    """``global name -> stand-in`` for every rotary function :func:`discover` found."""
+    module = importlib.import_module(found.module)
+    return {f.name: stand_in(f, vars(module)[f.name], layout) for f in found.functions if not f.method}
 
 
 def instance_function_override(fn: Callable, overrides: Mapping[str, object]) -> Callable:
@@ -215,7 +277,13 @@ class _RebuiltForwards:
             owner: object = importlib.import_module(module_name.replace(":", "."))
             for part in qualname.split(":"):
                 owner = getattr(owner, part)
-            if style != PROBED and style not in STYLES:
+            if style in _LISTED_STYLES:  # a pickle made when some families were listed by hand
+                arity, form, flags = _LISTED_STYLES[style]
+                functions = tuple(
+                    (fn, arity, form, layout, "1", "0", flags)[: 7 if flags else 6] for fn, layout in functions
+                )
+                style = PROBED
+            if style != PROBED:
                 raise ValueError(f"unknown style {style!r}")
         except (ValueError, ImportError, AttributeError) as error:
             raise AttributeError(
@@ -229,8 +297,8 @@ class _RebuiltForwards:
         indexer does from ``_select_tokens``) whose calls to each function named in ``functions`` go
         to posenc's rotation.
 
-        ``style`` is a key of :data:`STYLES` with ``(name, layout)`` entries, or :data:`PROBED` with
-        ``(name, arity, form, layout, sign, deinterleave[, flags])`` entries (what discovery found).
+        ``style`` is :data:`PROBED`, with ``(name, arity, form, layout, sign, deinterleave[, flags])``
+        entries (what discovery found).
         """
         name = self.name_for(cls, style, functions, method)
         original = getattr(cls, method)
@@ -248,6 +316,14 @@ class _RebuiltForwards:
 #: the style of the functions :mod:`posenc.integrations.discovery` found from a model's code
 PROBED = "probed"
 
+#: the styles of the families once listed by hand, as pickles made then name their forwards: style ->
+#: the probed entry's ``(arity, form, flags)`` for their ``(name, layout)`` entries
+_LISTED_STYLES = {
+    "pair": ("pair", "cat", ""),
+    "complex": ("complex", "complex", ""),
+    "single": ("single", "half", "sr"),
+}
+
 
 def _probed_entry(function: RotaryFunction, layout: Optional[str]) -> Tuple[str, ...]:
     """A found function as a registry entry (``layout`` forces a pair layout, as in :func:`patch`)."""
@@ -255,7 +331,7 @@ def _probed_entry(function: RotaryFunction, layout: Optional[str]) -> Tuple[str,
         function = dataclasses.replace(function, layout=layout, deinterleave=False)
     f = function
     entry = (f.name, f.arity, f.form, f.layout, str(f.sign), "1" if f.deinterleave else "0")
-    flags = ("s" if f.seq_first else "") + ("k" if f.optional_k else "")
+    flags = ("s" if f.seq_first else "") + ("k" if f.optional_k else "") + ("r" if f.sin_first else "")
     return entry + (flags,) if flags else entry
 
 
@@ -264,16 +340,21 @@ def _function_of_entry(entry: Tuple[str, ...]) -> RotaryFunction:
     name, arity, form, layout, sign, deinterleave, *rest = entry
     flags = "s" if rest == ["1"] else "".join(rest)
     return RotaryFunction(
-        name, arity, form, layout, int(sign), deinterleave == "1", "s" in flags, optional_k="k" in flags
+        name,
+        arity,
+        form,
+        layout,
+        int(sign),
+        deinterleave == "1",
+        "s" in flags,
+        optional_k="k" in flags,
+        sin_first="r" in flags,
     )
 
 
 def _stand_ins(cls: type, style: str, functions: Tuple[Tuple[str, ...], ...]) -> Dict[str, Callable]:
-    if style == PROBED:
-        module = importlib.import_module(cls.__module__)
-        return {entry[0]: discovery.stand_in(_function_of_entry(entry), vars(module)[entry[0]]) for entry in functions}
-    make = STYLES[style]
-    return {name: make(layout) for name, layout in functions}
+    module = importlib.import_module(cls.__module__)
+    return {entry[0]: stand_in(_function_of_entry(entry), vars(module)[entry[0]]) for entry in functions}
 
 
 #: the registry of rebuilt attention forwards (see :class:`_RebuiltForwards`)
@@ -284,7 +365,7 @@ def method_stand_in(entry: Tuple[str, ...], takes_position_ids: bool, *args: Any
     """posenc's rotation in place of an attention class's rotary method (``self.<name>(...)``): set on
     the instance as ``functools.partial(method_stand_in, entry, takes_position_ids)``, which pickles
     by name and needs nothing of the class to be rebuilt."""
-    return discovery.stand_in_of(_function_of_entry(entry), takes_position_ids)(*args, **kwargs)
+    return stand_in_of(_function_of_entry(entry), takes_position_ids)(*args, **kwargs)
 
 
 # -- the patch ----------------------------------------------------------------------------------------
@@ -297,8 +378,8 @@ class PosencPatch:
             one rope dict per layer type: the first layer type's).
         ropes: every :class:`posenc.RotaryEmbedding` of the patch, one per layer type where the model
             has a rope dict per layer type (Gemma 3's local and global layers), else ``[rope]``.
-        layout: the pair layout used for the rotation (``None``: each function's own, see
-            :data:`ARCHITECTURES`).
+        layout: the pair layout used for the rotation (``None``: each function's own, as
+            :mod:`posenc.integrations.discovery` found it).
         rotary_modules: names of the replaced rotary embedding modules.
         attention_modules: names of the attention modules given a posenc ``forward``.
     """
@@ -414,38 +495,34 @@ def patch(
     """Make one ``transformers`` model use posenc's exact tables and fused rotation.
 
     Args:
-        model: a ``transformers`` model whose attention calls a rotary function (listed in
-            :data:`ARCHITECTURES`, or found from the model's code), e.g. ``LlamaForCausalLM`` or
-            ``LlamaModel``, on any device, in any dtype.
+        model: a ``transformers`` model whose attention calls a rotary function (found from the
+            model's code), e.g. ``LlamaForCausalLM`` or ``LlamaModel``, on any device, in any dtype.
         freeze_frequencies: for ``dynamic`` NTK and LongRoPE configs only: use the frequencies for
             this length (e.g. prompt + new tokens) in every call, so cached keys and new queries are
             rotated alike. ``None`` (default) follows each call's length as ``transformers`` does.
         layout: force the pair layout (``"half"`` or ``"interleaved"``) instead of the one the
             architecture's code implements; for checkpoints whose q/k rows were permuted. A wrong
             value gives a different (wrong) model, which the tests use as a negative control.
-        _check_tables: internal (``posenc eval``): ``False`` skips holding a listed family's tables
-            to its rotary modules, for a scaling ``transformers`` has no code for.
+        _check_tables: internal (``posenc eval``): ``False`` skips holding posenc's tables to the
+            family's rotary modules, for a scaling ``transformers`` has no code for.
 
     Returns:
         A :class:`PosencPatch`; call ``.undo()`` or use it as a context manager.
 
     Raises:
         UnsupportedModelError: the model's rotary code matches nothing posenc can stand in for (the
-            message says what; families outside :data:`ARCHITECTURES` are read from their own code by
-            :mod:`posenc.integrations.discovery`), or an ALiBi configuration of a family that is
-            listed. Nothing in the model is changed then.
+            message says what :mod:`posenc.integrations.discovery` found), its tables differ from
+            posenc's for its config, the patched model fails a probe forward, or an ALiBi Falcon
+            config. Nothing in the model is changed then.
         ValueError: the model is already patched, or ``freeze_frequencies`` is given for a rope type
             whose frequencies do not depend on the length.
     """
     config = _config_of(model)
     _check_patchable(model, config, layout)
     model_type = config.model_type
-    arch, found, scope = ARCHITECTURES.get(model_type), None, model
-    if arch is None:  # found from the model's own code, or refused with the reason, before any change
-        scope = language_model_of(model)
-        found = discovery.discover(scope)
-        arch = Architecture(found.module, tuple((f.name, f.layout) for f in found.functions))
-    rotary_slots, attention = _slots(model, scope, arch, model_type)
+    scope = language_model_of(model)
+    found = discovery.discover(scope)  # from the model's own code, or refused with the reason, before any change
+    rotary_slots, attention = _slots(model, scope, found, model_type)
     if scope is not model:
         config = _config_of(scope)
     rope, ropes = _tables_of(scope, config, found, [c for _, _, c in rotary_slots], model_type, _check_tables)
@@ -458,7 +535,7 @@ def patch(
     def install() -> PosencPatch:
         handle = PosencPatch(model, rope, layout, every)
         try:
-            _install(handle, arch, found, layout, attention, rotary_slots, rope, ropes)
+            _install(handle, found, layout, attention, rotary_slots, rope, ropes)
         except Exception:
             handle.undo()
             raise
@@ -470,9 +547,8 @@ def patch(
     if failure is not None:
         handle.undo()
         if _probe_failure(scope) is None:  # the model runs unpatched: the patch is what broke it
-            family = found.module if found is not None else arch.module
             raise UnsupportedModelError(
-                f"this {model_type!r} model ({type(model).__name__}, {family}) was patched, but the patched "
+                f"this {model_type!r} model ({type(model).__name__}, {found.module}) was patched, but the patched "
                 f"model fails on a probe of {PROBE_TOKENS} tokens, so posenc put everything back: {failure}"
             ) from None
         handle = install()  # the probe cannot run this model even unpatched: it says nothing of the patch
@@ -546,12 +622,12 @@ def _patched_part(model: nn.Module) -> Optional[str]:
 
 
 def _slots(
-    model: nn.Module, scope: nn.Module, arch: Architecture, model_type: str
+    model: nn.Module, scope: nn.Module, found: discovery.Discovered, model_type: str
 ) -> Tuple[List[Tuple[nn.Module, str, nn.Module]], List[nn.Module]]:
-    """The rotary modules of ``arch``'s code in ``scope`` (with their parent and attribute name), and
+    """The rotary modules of ``found``'s modeling module in ``scope`` (with their parent and attribute name), and
     the attention modules whose ``forward`` calls one of its rotary functions; refused if either is
     missing."""
-    module = importlib.import_module(arch.module)
+    module = importlib.import_module(found.module)
     rotary_class_names = {n for n in dir(module) if n.endswith("RotaryEmbedding")}
     rotary_slots = [
         (parent, attr, child)
@@ -559,7 +635,7 @@ def _slots(
         for attr, child in parent.named_children()
         if type(child).__name__ in rotary_class_names and type(child).__module__ == module.__name__
     ]
-    names = {name for name, _ in arch.functions}
+    names = {f.name for f in found.functions}
     attention = [
         m for m in scope.modules() if type(m).__module__ == module.__name__ and names & code_names(type(m).forward)
     ]
@@ -575,17 +651,17 @@ def _slots(
 def _tables_of(
     scope: nn.Module,
     config: Any,
-    found: Optional[Any],
+    found: discovery.Discovered,
     rotaries: List[nn.Module],
     model_type: str,
     check: bool = True,
 ) -> Tuple[RotaryEmbedding, Dict[Any, RotaryEmbedding]]:
     """posenc's tables for ``scope``: one :class:`RotaryEmbedding`, and one per layer type where the
-    family's rotary module takes a layer type. Every family, listed or found, is checked against its
-    own rotary modules here (:func:`posenc.integrations.discovery.check_rotary_tables`: what they
-    compute now, not what the config says they should), and refused before anything changes."""
+    family's rotary module takes a layer type. They are checked against the family's own rotary
+    modules here (:func:`posenc.integrations.discovery.check_tables`: what they compute now, not what
+    the config says they should), and refused before anything changes."""
     ropes: Dict[Any, RotaryEmbedding] = {}
-    if found is not None and found.layer_types:
+    if found.layer_types:
 
         def kwargs_for(layer_type: str) -> Dict[str, Any]:
             kwargs, _ = rotary_kwargs_in_code(config, rotaries, layer_type=layer_type)
@@ -595,29 +671,18 @@ def _tables_of(
         ropes = dict(discovery.layer_type_ropes(scope, config, found, kwargs_for))
     try:
         rope = next(iter(ropes.values())) if ropes else _rope_for(scope, config, rotaries)
-    except ValueError as exc:  # a found family: refused, before anything changes
-        if found is None or isinstance(exc, UnsupportedModelError):
+    except ValueError as exc:  # refused, before anything changes
+        if isinstance(exc, UnsupportedModelError):
             raise
         raise UnsupportedModelError(f"posenc cannot build this {model_type!r} config's tables: {exc}") from None
-    if found is not None:
+    if check:
         discovery.check_tables(scope, ropes or rope, found)
-    elif check:  # a listed family: its tables are built from the config, and held to what its modules compute
-        arch = ARCHITECTURES[model_type]
-        # a module on the meta device is checked as its class rebuilds it from its config; GPT-J's
-        # table module keeps no config: its table is the config's, made when the weights are
-        checkable = [r for r in rotaries if getattr(r, "config", None) is not None or not _on_meta(r)]
-        discovery.check_rotary_tables(checkable, rope, sin_first=arch.sin_first)
     return rope, ropes
-
-
-def _on_meta(module: nn.Module) -> bool:
-    return any(t.is_meta for t in module.buffers())
 
 
 def _install(
     handle: PosencPatch,
-    arch: Architecture,
-    found: Optional[Any],
+    found: discovery.Discovered,
     layout: Optional[str],
     attention: List[nn.Module],
     rotary_slots: List[Tuple[nn.Module, str, nn.Module]],
@@ -626,18 +691,12 @@ def _install(
 ) -> None:
     """Re-bind every attention ``forward`` and replace every rotary module, recording each change on
     ``handle`` as it is made (so :meth:`PosencPatch.undo` reverts a partial install)."""
-    complex_output = arch.style == "complex" or (found is not None and found.form == "complex")
 
     def tables_for(r: RotaryEmbedding) -> PosencRotaryTables:
-        return PosencRotaryTables(r, sin_first=arch.sin_first, complex_output=complex_output)
+        return PosencRotaryTables(r, sin_first=found.sin_first, complex_output=found.form == "complex")
 
-    functions: Tuple[Tuple[str, ...], ...]
-    methods: List[RotaryFunction] = []
-    if found is None:
-        style, functions = arch.style, tuple((name, layout or own) for name, own in arch.functions)
-    else:
-        style, functions = PROBED, tuple(_probed_entry(f, layout) for f in found.functions if not f.method)
-        methods = [f for f in found.functions if f.method]
+    style, functions = PROBED, tuple(_probed_entry(f, layout) for f in found.functions if not f.method)
+    methods = [f for f in found.functions if f.method]
     for m in attention:
         if functions:
             installed = functools.partial(REBUILT_FORWARDS.get(type(m), style, functions), m)
@@ -656,7 +715,7 @@ def _install(
                 setattr(m, f.name, method)
                 handle._methods.append((m, f.name, method))
     for parent, attr, child in rotary_slots:
-        tables = tables_for(rope) if found is None else wrap_tables(found, tables_for, rope, ropes, child)
+        tables = wrap_tables(found, tables_for, rope, ropes, child)
         first = next(m for m in tables.modules() if isinstance(m, PosencRotaryTables))
         first.__dict__["_replaced"] = child  # cast and moved with the model, for undo()
         carry_largest_length(first, child)

@@ -84,20 +84,16 @@ def read_checkpoint_config(folder: Path) -> Dict[str, Any]:
 
 
 def check_model_type(folder: Path, model_type: str) -> None:
-    """Refuse a model type :func:`posenc.integrations.transformers.patch` cannot take: one neither in
-    its hand list nor a rotary causal-LM type of the installed ``transformers`` (whose rotary functions
-    patch reads from the family's own code, refusing with its reason those it cannot match)."""
+    """Refuse a model type :func:`posenc.integrations.transformers.patch` cannot take: one that is not a
+    rotary causal-LM type of the installed ``transformers`` (whose rotary functions patch reads from
+    the family's own code, refusing with its reason those it cannot match)."""
     from ...integrations.discovery import rotary_causal_lm_module
-    from ...integrations.transformers import supported_model_types
 
-    if model_type in supported_model_types():
-        return
     if isinstance(model_type, str) and rotary_causal_lm_module(model_type) is not None:
         return
     raise EvalError(
         f"MODEL {str(folder)!r} is a {model_type!r} model; posenc's patch supports "
-        f"{', '.join(supported_model_types())} and the rotary causal-LM types of the installed transformers "
-        "(docs/transformers.md lists them)"
+        "the rotary causal-LM types of the installed transformers (docs/transformers.md lists them)"
     )
 
 
