@@ -61,7 +61,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 #: on the index is added by --matrix
 MATRIX = ("4.57.6", "5.24.0")
 
-#: families patched from their code (not hand-listed), checked under every version that has them
+#: families beside the integration cases (tiny configs of their own type), checked under every version that has them
 DISCOVERED = (
     "mixtral",
     "qwen2_moe",
@@ -79,7 +79,7 @@ DISCOVERED = (
 )
 #: a tiny config with more parameters than this is not built
 MAX_PARAMETERS = 5_000_000
-#: hand-listed models whose frequencies depend on the length: the trained-length field set to 16
+#: integration cases whose frequencies depend on the length: the trained-length field set to 16
 LENGTH_DEPENDENT = {
     "phi-3.5-mini-instruct": "original_max_position_embeddings",
     "llama-dynamic": "max_position_embeddings",
@@ -140,8 +140,8 @@ def check_freeze(name: str) -> str:
 def check(name: str, build: Optional[Callable[[str], torch.nn.Module]] = None) -> str:
     """The four checks on one model: ``tiny.tiny_model(name)``, or ``build(name)`` for a found family.
 
-    A hand-listed model's yardstick is :func:`posenc.testing.float64_reference` (exact rotary tables);
-    a found family's is the model copied to float64 as it is.
+    An integration case's yardstick is :func:`posenc.testing.float64_reference` (exact rotary tables);
+    another family's is the model copied to float64 as it is.
     """
     ids = torch.randint(1, tiny.VOCAB, (2, 12), generator=torch.Generator().manual_seed(1))
     try:

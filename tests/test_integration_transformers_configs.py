@@ -236,7 +236,7 @@ def test_a_config_edited_after_the_model_was_built_is_refused_and_nothing_change
 
 
 @pytest.mark.parametrize("name", ["llama-3.1-8b", "deepseek-v2-lite", "gpt-j-6b"])
-def test_an_unedited_listed_family_passes_its_table_check_and_patches_exactly(name):
+def test_an_unedited_family_passes_its_table_check_and_patches_exactly(name):
     model = tiny.tiny_model(name)
     ids = ids_for()
     before = tiny.logits(model, ids)
@@ -271,9 +271,9 @@ def test_the_long_probe_allows_for_float32_angles_in_any_dtype(name, dtype):
 
 
 @pytest.mark.parametrize("name", ["llama-dynamic", "phi-3.5-mini-instruct", "gpt-j-6b", "deepseek-v2-lite"])
-def test_a_listed_family_built_on_the_meta_device_is_checked_and_patched(name):
+def test_a_family_built_on_the_meta_device_is_checked_and_patched(name):
     """On the meta device a module is checked as its class rebuilds it from its config (GPT-J's table
-    module keeps none: its table is made from the config when the weights are)."""
+    module keeps none: it is rebuilt from the model's)."""
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(tiny.tiny_config(name))
         patch(model).undo()

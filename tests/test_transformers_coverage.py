@@ -34,9 +34,9 @@ from posenc.integrations.transformers import patch, stand_in  # noqa: E402
 transformers.logging.set_verbosity_error()
 
 DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "transformers.md"
-#: one type per way of rotating that discovery finds, one hand-listed family, and refusals
+#: one type per way of rotating that discovery finds, the most used family, and refusals
 FAST = (
-    "llama",  # hand-listed
+    "llama",  # the most used
     "mixtral",  # found: half-split, whole head, through a kernels Func module on 5.25
     "stablelm",  # found: partial rotary, sliced by the attention
     "cohere",  # found: interleaved pairs from an interleaved table

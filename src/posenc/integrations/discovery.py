@@ -740,7 +740,7 @@ def discover(model: nn.Module) -> Discovered:
     config = getattr(model, "config", None)
     hint = HINTS.get(getattr(config, "model_type", None))  # type: ignore[arg-type]
     layer_types = rotary_layer_types(rotary[0], config)
-    form, outputs = rotary_output_form(rotary[0], layer_types[0] if layer_types else None, config=config)
+    form, outputs = rotary_output_form(probe_copy(rotary[0]), layer_types[0] if layer_types else None, config=config)
     functions = []
     for (fname, method), fn in sorted(called.items()):
         if method:
@@ -757,7 +757,7 @@ def discover(model: nn.Module) -> Discovered:
     mrope = any(getattr(m, "mrope_section", None) is not None for m in rotary)
     streams: Tuple[int, ...] = ()
     if mrope:
-        probed = {probe_mrope_streams(m, form) for m in rotary}
+        probed = {probe_mrope_streams(probe_copy(m), form) for m in rotary}
         if len(probed) != 1:
             raise UnsupportedModelError(f"this {name}'s M-RoPE modules give their pairs different streams")
         streams = probed.pop()
@@ -865,6 +865,14 @@ def _call_rotary(
             "or the complex cos + i sin posenc stands in for"
         )
     return out[0].detach().to("cpu", torch.float64), out[1].detach().to("cpu", torch.float64), is_complex
+
+
+def probe_copy(rotary: nn.Module) -> nn.Module:
+    """A copy of a rotary module to call in a probe: calling the model's own would change what a
+    length-dependent module caches (dynamic NTK's frequencies for the longest call, the LongRoPE
+    frequencies transformers' Phi-3 module sets on its first call). A module on the meta device
+    holds nothing to change (it is rebuilt on the CPU when called)."""
+    return rotary if any(t.is_meta for t in rotary.buffers()) else copy.deepcopy(rotary)
 
 
 def rebuilt_on_cpu(rotary: nn.Module, config: Any = None) -> nn.Module:
@@ -1008,8 +1016,7 @@ def _check_one_table(
         rope = copy.deepcopy(rope).to_empty(device="cpu")
     name = type(rotary).__name__ + ("" if layer_type is None else f" ({layer_type!r} layers)")
     calls = _probe_calls(rope)
-    if len(calls) > 1 and not any(t.is_meta for t in rotary.buffers()):
-        rotary = copy.deepcopy(rotary)  # a long call changes a length-dependent module's cached frequencies
+    rotary = probe_copy(rotary)
     buffers = [b for b in rotary.buffers() if b.is_floating_point()]
     eps = torch.finfo(buffers[0].dtype if buffers else torch.float32).eps
     tol = max(64 * eps * _TABLE_POSITIONS, 1e-5)
