@@ -348,3 +348,44 @@ def test_qwen2_vl_patched_on_the_meta_device_gets_its_streams_back():
     assert torch.equal(got, want)
     model.half()  # a cast keeps them too
     assert torch.equal(model.rotary_emb.streams, reference.rotary_emb.streams)
+
+
+def _compare_module():
+    import importlib.util
+    import pathlib
+    import sys
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "peer" / "compare.py"
+    spec = importlib.util.spec_from_file_location("peer_compare", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_compare_reads_a_test_module_that_did_not_import_as_not_run(tmp_path):
+    """A peer run without httpx in its venv: the family's test module failed to import in both modes,
+    pytest recorded one collection error each, and compare.py counted 0 tests that pass plain and fail
+    patched, a green row for a family where nothing ran. It is now "not run" and fails the command."""
+    compare = _compare_module()
+    error = (
+        '<testsuites><testsuite name="pytest" errors="1" failures="0" skipped="0" tests="1">'
+        '<testcase classname="" name="tests.models.qwen3_moe.test_modeling_qwen3_moe" time="0.000">'
+        "<error message=\"collection failure\">ModuleNotFoundError: No module named 'httpx'</error>"
+        "</testcase></testsuite></testsuites>"
+    )
+    passed = (
+        '<testsuites><testsuite name="pytest" tests="1"><testcase classname="tests.models.llama.'
+        'test_modeling_llama.LlamaModelTest" name="test_config" time="0.1"/></testsuite></testsuites>'
+    )
+    runs = {}
+    for mode, text in (("plain", error), ("patched", error)):
+        (tmp_path / f"{mode}.xml").write_text(text)
+        runs[mode] = compare.read_junit(tmp_path / f"{mode}.xml")
+    broken = compare.FamilyResult("qwen3_moe", runs)
+    assert broken.regressions() == [] and broken.not_run() == ["plain", "patched"]
+    table = compare.markdown([broken])
+    assert "| not run (plain, patched) |" in table and "collection failure" in table
+    (tmp_path / "ok.xml").write_text(passed)
+    fine = compare.FamilyResult("llama", {m: compare.read_junit(tmp_path / "ok.xml") for m in compare.MODES})
+    assert fine.not_run() == [] and "| llama | 1 / 0 / 0 | 1 / 0 / 0 | 0 |" in compare.markdown([fine])

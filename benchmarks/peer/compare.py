@@ -11,13 +11,14 @@ is unpacked into a scratch folder once, ``src/transformers`` there is linked to 
 Results come from pytest's own ``--junitxml`` files. What matters is the set of tests that pass
 ``plain`` and fail ``patched``; tests failing in both modes come from the gap between the test tree
 and the installed transformers and say nothing about posenc. Needs ``pytest parameterized
-pytest-timeout timeout-decorator pytest-xdist`` besides transformers (not part of posenc's extras).
+pytest-timeout timeout-decorator pytest-xdist requests httpx`` besides transformers (not part of posenc's extras).
 
     python benchmarks/peer/compare.py                       # every family patch supports
     python benchmarks/peer/compare.py --families llama,qwen2 --markdown peer.md
     python benchmarks/peer/compare.py --modes patched --reuse   # re-run only the patched mode
 
-Exit status: 1 if any test passes plain and fails patched, else 0.
+Exit status: 1 if any test passes plain and fails patched, or a family's tests did not run (its test
+module failed to import: nothing was compared), else 0.
 """
 
 from __future__ import annotations
@@ -76,6 +77,11 @@ class FamilyResult:
         return sorted(
             t for t, o in plain.items() if o.status == "failed" and t in patched and patched[t].status == "passed"
         )
+
+    def not_run(self) -> List[str]:
+        """The modes in which no test passed or was skipped: the test module did not import (a test tool
+        missing from the venv, such as ``httpx``), so its one collection error says nothing of posenc."""
+        return [m for m in MODES if m in self.runs and not any(o.status != "failed" for o in self.runs[m].values())]
 
     def missing(self) -> List[str]:
         """Tests that pass plain and are absent from the patched run (a crash or a timeout)."""
@@ -198,9 +204,13 @@ def markdown(results: List[FamilyResult]) -> str:
     ]
     for r in results:
         reg = r.regressions() + [f"{t} (missing)" for t in r.missing()]
-        lines.append(f"| {r.family} | {cell(r, 'plain')} | {cell(r, 'patched')} | {len(reg)} | {patch_summary(r)} |")
+        count = f"not run ({', '.join(r.not_run())})" if r.not_run() else str(len(reg))
+        lines.append(f"| {r.family} | {cell(r, 'plain')} | {cell(r, 'patched')} | {count} | {patch_summary(r)} |")
     details = []
     for r in results:
+        for mode in r.not_run():
+            first = next(iter(r.runs[mode].values()), Outcome("failed"))
+            details.append(f"- `{r.family}` ({mode}): no test ran; {first.message or 'see its log'}")
         for t in r.regressions():
             details.append(f"- `{r.family}` `{t}`: {r.runs['patched'][t].message}")
         for t in r.missing():
@@ -280,7 +290,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.markdown:
         args.markdown.write_text(table, encoding="utf-8")
     print(f"junit xml, logs and patch reports: {out}")
-    return 1 if any(r.regressions() or r.missing() for r in results) else 0
+    return 1 if any(r.regressions() or r.missing() or r.not_run() for r in results) else 0
 
 
 if __name__ == "__main__":
