@@ -428,6 +428,7 @@ def test_a_family_patch_reads_from_its_own_code_is_not_refused_by_the_model_type
     from posenc.integrations.transformers import patch
     from posenc.measuring.eval.files import EvalError
     from posenc.measuring.eval.settings import check_model_type, read_checkpoint_config
+
     model = tiny.tiny_model_of_type("cohere")
     model.config.save_pretrained(tmp_path)
     check_model_type(tmp_path, read_checkpoint_config(tmp_path)["model_type"])
