@@ -264,6 +264,28 @@ def rotary_kwargs_from_hf(config: Any, layer_type: Optional[str] = None, strict:
     if model_type is not None and not isinstance(model_type, str):
         raise ValueError(f"config field model_type must be a string, got {model_type!r}")
 
+    base = _base(rope, fields)
+    head_dim = _head_dim(fields)
+    partial = _partial(rope, fields)
+    positions_key = "max_position_embeddings" if fields.get("max_position_embeddings") is not None else "n_positions"
+    max_positions = _whole(positions_key, fields.get(positions_key, DEFAULT_MAX_POSITIONS))
+    rotary_dim = _rotary_dim(fields, descriptor, head_dim, partial)
+
+    ctx = HFRope(descriptor.name, rope, fields.data, head_dim, partial, max_positions)
+    scaling = descriptor.read_hf(ctx)
+    descriptor.validate(scaling, rotary_dim)
+    return {
+        "head_dim": head_dim,
+        "base": base,
+        "rotary_dim": rotary_dim,
+        "layout": "interleaved" if _interleaved(fields, model_type) else "half",
+        "scaling": None if descriptor.name == "default" else scaling,
+        "max_position_embeddings": max_positions,
+    }
+
+
+def _base(rope: Dict[str, Any], fields: ConfigFields) -> float:
+    """The rotary base: the rope dict's ``rope_theta``, else the config's, else GPT-NeoX's ``rotary_emb_base``."""
     base_key = (
         "rope_theta"
         if rope.get("rope_theta") is not None or fields.get("rope_theta") is not None
@@ -272,21 +294,24 @@ def rotary_kwargs_from_hf(config: Any, layer_type: Optional[str] = None, strict:
     base = rope.get("rope_theta")
     if base is None:
         base = fields.get("rope_theta", fields.get("rotary_emb_base", DEFAULT_THETA))
-    base = check_config_float(f"config field {base_key}", base, greater_than=1.0)
-    head_dim = _head_dim(fields)
+    return check_config_float(f"config field {base_key}", base, greater_than=1.0)
+
+
+def _partial(rope: Dict[str, Any], fields: ConfigFields) -> float:
+    """The rotated fraction of the head: ``partial_rotary_factor`` (rope dict first), else ``rotary_pct``, else 1."""
     partial_key = "partial_rotary_factor"
     partial = rope.get("partial_rotary_factor")
     if partial is None:
         partial = fields.get("partial_rotary_factor")
         if partial is None and fields.get("rotary_pct") is not None:
             partial_key, partial = "rotary_pct", fields.get("rotary_pct")
-    partial = (
-        1.0
-        if partial is None
-        else check_config_float(f"config field {partial_key}", partial, greater_than=0.0, maximum=1.0)
-    )
-    positions_key = "max_position_embeddings" if fields.get("max_position_embeddings") is not None else "n_positions"
-    max_positions = _whole(positions_key, fields.get(positions_key, DEFAULT_MAX_POSITIONS))
+    if partial is None:
+        return 1.0
+    return check_config_float(f"config field {partial_key}", partial, greater_than=0.0, maximum=1.0)
+
+
+def _rotary_dim(fields: ConfigFields, descriptor: ScalingDescriptor, head_dim: int, partial: float) -> int:
+    """The rotated width, as transformers computes it, checked to be even and within the head."""
     explicit = fields.get("rotary_dim")  # GPT-J style: an explicit width
     if explicit is not None:
         rotary_dim = _whole("rotary_dim", explicit, minimum=2)
@@ -304,23 +329,17 @@ def rotary_kwargs_from_hf(config: Any, layer_type: Optional[str] = None, strict:
             if explicit is None
             else f"config field rotary_dim must be an even number from 2 to head_dim={head_dim}, got {rotary_dim}"
         )
+    return rotary_dim
 
-    ctx = HFRope(descriptor.name, rope, fields.data, head_dim, partial, max_positions)
-    scaling = descriptor.read_hf(ctx)
-    descriptor.validate(scaling, rotary_dim)
+
+def _interleaved(fields: ConfigFields, model_type: Optional[str]) -> bool:
+    """Whether pairs are adjacent: the config's ``rope_interleave``, else the model type's known layout."""
     interleaved = fields.data.get("rope_interleave")
     if interleaved is None:
-        interleaved = model_type in INTERLEAVED_MODEL_TYPES
-    elif not isinstance(interleaved, bool):
+        return model_type in INTERLEAVED_MODEL_TYPES
+    if not isinstance(interleaved, bool):
         raise ValueError(f"config field rope_interleave must be true or false, got {interleaved!r}")
-    return {
-        "head_dim": head_dim,
-        "base": base,
-        "rotary_dim": rotary_dim,
-        "layout": "interleaved" if interleaved else "half",
-        "scaling": None if descriptor.name == "default" else scaling,
-        "max_position_embeddings": max_positions,
-    }
+    return interleaved
 
 
 def _descriptor(rope: Dict[str, Any], fields: ConfigFields) -> ScalingDescriptor:
