@@ -16,7 +16,7 @@ when the server starts; no request can name another path.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ...runs.lab_schema import (
     MACHINERY_CHECK,
@@ -116,18 +116,7 @@ def read_lab_results(run_dir: Optional[Path], points: int = MAX_CURVE_POINTS) ->
     if isinstance(points, bool) or not isinstance(points, int) or not 1 <= points <= MAX_CURVE_POINTS:
         raise ValueError(f"points must be an integer in 1..{MAX_CURVE_POINTS}, got {points!r}")
     if run_dir is None:
-        summaries, summary_notes = committed_summaries()
-        return {
-            "available": False,
-            "summaries": summaries,
-            "notes": [
-                "no lab run given: showing the run summaries that ship with posenc"
-                if summaries
-                else "no lab run given and no run summary ships with this posenc",
-                "start the console with `posenc explore --lab-run RUN_DIR` to see a run of your own",
-            ]
-            + summary_notes,
-        }
+        return _shipped_summaries()
     run = Path(run_dir).name
     path = Path(run_dir) / RESULTS_FILE
     if not path.is_file():
@@ -136,24 +125,9 @@ def read_lab_results(run_dir: Optional[Path], points: int = MAX_CURVE_POINTS) ->
             "run": run,
             "notes": [f"{RESULTS_FILE} not found in the lab run folder {run!r} (the run may still be training)"],
         }
-    notes: List[str] = []
-    try:
-        data = load_json_file(path, "results", ADVICE, max_bytes=MAX_FILE_BYTES)
-    except RunFileError as err:
-        raw = _peek(path)
-        if version_of(raw) != 1:
-            return {
-                "available": False,
-                "run": run,
-                "notes": [f"{RESULTS_FILE} could not be read: {err.problem}; {err.advice.replace('RUN', run)}"],
-            }
-        # Written before the files were versioned: shown as far as it can be read.
-        notes.append(
-            f"{RESULTS_FILE} was written by an older posenc (run-file version 1; this "
-            f"version writes {SCHEMA_VERSION}): shown as far as it can be read, without "
-            f"retrieval or interval verdicts; {ADVICE.replace('RUN', run)}"
-        )
-        data = raw
+    data, notes = _read_results(path, run)
+    if data is None:
+        return {"available": False, "run": run, "notes": notes}
     results, parse_notes = Results.parse(data, MAX_ENTRIES)
     notes += parse_notes
     schemes = {
@@ -182,6 +156,41 @@ def read_lab_results(run_dir: Optional[Path], points: int = MAX_CURVE_POINTS) ->
         "verdicts": [_verdict(v) for v in results.verdicts],
         "notes": notes,
     }
+
+
+def _shipped_summaries() -> dict:
+    """No run given: the run summaries that ship with posenc, and how to show a run of one's own."""
+    summaries, summary_notes = committed_summaries()
+    return {
+        "available": False,
+        "summaries": summaries,
+        "notes": [
+            "no lab run given: showing the run summaries that ship with posenc"
+            if summaries
+            else "no lab run given and no run summary ships with this posenc",
+            "start the console with `posenc explore --lab-run RUN_DIR` to see a run of your own",
+        ]
+        + summary_notes,
+    }
+
+
+def _read_results(path: Path, run: str) -> Tuple[Optional[Any], List[str]]:
+    """The parsed results file and notes about it; ``None`` (with the reason as the note) when unreadable.
+
+    A file written before run files were versioned (version 1) is shown as far as it can be read.
+    """
+    try:
+        return load_json_file(path, "results", ADVICE, max_bytes=MAX_FILE_BYTES), []
+    except RunFileError as err:
+        raw = _peek(path)
+        if version_of(raw) != 1:
+            return None, [f"{RESULTS_FILE} could not be read: {err.problem}; {err.advice.replace('RUN', run)}"]
+        note = (
+            f"{RESULTS_FILE} was written by an older posenc (run-file version 1; this "
+            f"version writes {SCHEMA_VERSION}): shown as far as it can be read, without "
+            f"retrieval or interval verdicts; {ADVICE.replace('RUN', run)}"
+        )
+        return raw, [note]
 
 
 def _number(value) -> Optional[float]:
