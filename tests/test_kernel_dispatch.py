@@ -420,7 +420,8 @@ def test_argument_checks_run_once_per_layout(monkeypatch):
             apply_rotary(q, k, cos, sin, layout="halves")
         with pytest.raises(ValueError, match="rotary_dim"):
             apply_rotary(q, k, cos, sin, rotary_dim=31)
-    assert len(calls) == 9 and len(apply_mod._ACCEPTED) == 3
+    planned = [key for key in apply_mod._ACCEPTED if key[0] is apply_mod._PLANNED]
+    assert len(calls) == 9 and len(apply_mod._ACCEPTED) == 3 + len(planned) and len(planned) == 3
 
 
 def test_one_entry_row_offset_and_positions(fused_cpu, count_fused):
@@ -471,8 +472,9 @@ class RecordOps(TorchDispatchMode):
 
 def test_decode_call_dispatches_only_its_two_outputs(fused_cpu):
     """A decode call with ready tables, 2-d or 3-d, by row offset, and the module's decode call,
-    run no torch op but the two outputs' torch.empty_like: no view of the tables, no slice for the
-    row check, no copy."""
+    run no torch op but the two outputs' allocation (torch.empty_like, or on apply_rotary's planned
+    layouts torch.empty_strided with the strides empty_like gives): no view of the tables, no slice
+    for the row check, no copy."""
     q, k = torch.randn(1, 4, 1, 16), torch.randn(1, 2, 1, 16)
     table = torch.rand(12, 8)
     cos, sin = table[5:6], table[6:7]  # (1, r/2): one position's row
@@ -489,8 +491,9 @@ def test_decode_call_dispatches_only_its_two_outputs(fused_cpu):
         call()  # the layout's first call may check and cache
         with RecordOps() as record:
             out_q, out_k = call()
-        assert record.ops == ["empty_like", "empty_like"], (name, record.ops)
+        assert record.ops in (["empty_like"] * 2, ["empty_strided"] * 2), (name, record.ops)
         assert out_q.shape == q.shape and out_k.shape == k.shape
+        assert out_q.stride() == torch.empty_like(q).stride() and out_k.stride() == torch.empty_like(k).stride()
     want = reference(q, k, table[None, 5:6], table[None, 5:6], "half", None)
     assert_close(apply_rotary(q, k, table, table, row_offset=5)[0], want[0])
 
@@ -584,3 +587,104 @@ def test_layout_checks_run_once_per_layout_on_every_path(fused_cpu, monkeypatch)
             step()
         assert dict(counts, **plans.STATS) == first, (step.__name__, first, counts, plans.STATS)
     assert counts["argument checks"] >= 1 and counts["overlap tests"] >= 1  # the spies were reached
+
+
+def _seen_layout(q_heads=4, kv_heads=2, dim=16, dtype=torch.float32):
+    """A decode layout apply_rotary has planned: q and k as (B, S, H, D) views of one projection."""
+    buf = torch.randn(1, 1, q_heads + kv_heads, dim, dtype=dtype)
+    q, k = buf[:, :, :q_heads].transpose(1, 2), buf[:, :, q_heads:].transpose(1, 2)
+    table = torch.float64 if dtype == torch.float64 else torch.float32
+    cos, sin = torch.rand(1, dim // 2, dtype=table), torch.rand(1, dim // 2, dtype=table)
+    apply_rotary(q, k, cos, sin)  # plans the layout
+    return buf, q, k, cos, sin
+
+
+def test_planned_decode_call_does_constant_work(fused_cpu, monkeypatch):
+    """On a seen layout, apply_rotary's dense CPU decode call runs no argument check, no "fused or
+    reference?" predicate, no dispatcher and no general kernel call: one planned kernel call, and a
+    fixed number of Python calls (cProfile's count, which does not depend on the machine's load),
+    the same at every call and for every seen layout of the same ranks."""
+    import cProfile
+    import pstats
+
+    import posenc.rope.apply as apply_mod
+
+    def forbidden(name):
+        def fail(*args, **kwargs):
+            raise AssertionError(f"{name} ran on a seen layout")
+
+        return fail
+
+    seen = [_seen_layout(), _seen_layout(q_heads=32, kv_heads=8, dim=128)]
+    for name in ("_check_rotary_inputs", "check_rotary_inputs", "fused_kernel", "_rotate", "_run_fused"):
+        monkeypatch.setattr(apply_mod, name, forbidden(name))
+    per_call = []
+    for _, q, k, cos, sin in seen:
+        for _ in range(2):
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for _ in range(50):
+                got = apply_rotary(q, k, cos, sin)
+            profiler.disable()
+            per_call.append(pstats.Stats(profiler).total_calls / 50)
+        assert torch.equal(got[0], reference(q, k, cos, sin, "half", None)[0])
+    # apply_rotary, the planned call, its run; is_compiling (2), 4 functorch probes, 4 negation
+    # bits, 4 strides, one lookup, getattr for forward-mode AD, 2 allocations, 6 data pointers, one pack
+    assert per_call == [per_call[0]] * len(per_call) and per_call[0] <= 30, per_call
+
+
+def test_a_planned_layout_still_checks_what_changes(fused_cpu):
+    """A seen layout's plan covers shapes, strides and dtypes only: operands of that layout whose
+    storage overlaps, whose dtype or device differs, with a lazy negation bit, wanting gradients, or
+    with a shape that does not fit are checked (and rotated or refused) as on a first call."""
+    buf, q, k, cos, sin = _seen_layout()
+    # k overlapping q, same strides: out of place reads both, in place is refused
+    k_over = buf[:, :, 2:4].transpose(1, 2)
+    assert k_over.stride() == k.stride()
+    want = reference(q, k_over, cos, sin, "half", None)
+    got = apply_rotary(q, k_over, cos, sin)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    with pytest.raises(ValueError, match="share memory"):
+        apply_rotary(q, k_over, cos, sin, inplace=True)
+    # another dtype of q with the same tables: the general path converts or refuses as before
+    for dtype in (torch.float64, torch.bfloat16):
+        q2, k2 = q.to(dtype), k.to(dtype)
+        assert_close(apply_rotary(q2, k2, cos, sin)[0], reference(q2, k2, cos, sin, "half", None)[0])
+    # another device, same shapes and strides: no kernel reads meta tensors
+    meta = apply_rotary(q.to("meta"), k.to("meta"), cos.to("meta"), sin.to("meta"))
+    assert meta[0].device.type == "meta" and meta[0].shape == q.shape
+    # a lazily negated q of the same layout is read as its values
+    q_neg = torch._neg_view(q)
+    assert q_neg.is_neg() and q_neg.stride() == q.stride()
+    assert torch.equal(apply_rotary(q_neg, k, cos, sin)[0], reference(-q, k, cos, sin, "half", None)[0])
+    # gradients: the autograd path, not the plan
+    q_grad = q.detach().clone().requires_grad_()
+    apply_rotary(q_grad, k, cos, sin)[0].sum().backward()
+    assert q_grad.grad is not None
+    # shapes that no longer fit, rows past the table, a bad rotary_dim: refused every time
+    for _ in range(2):
+        with pytest.raises(ValueError, match="cover 2 positions"):
+            apply_rotary(q, k, torch.rand(2, 8), torch.rand(2, 8))
+        with pytest.raises(ValueError, match="rotary_dim must be even"):
+            apply_rotary(q, k, cos, sin, rotary_dim=7)
+        table = torch.rand(4, 8)
+        apply_rotary(q, k, table, table, row_offset=3)  # plans the offset layout
+        with pytest.raises(ValueError, match="row_offset"):
+            apply_rotary(q, k, table, table, row_offset=4)
+        with pytest.raises(ValueError, match="row_offset"):
+            apply_rotary(q, k, table, table, row_offset=-1)
+
+
+def test_a_planned_layout_follows_the_kernel_state(fused_cpu, monkeypatch):
+    """A plan is made for the loaded kernel: after kernels.cpu.reset() with the kernel disabled, a
+    seen layout takes the reference (with the one warning), not the old library."""
+    _, q, k, cos, sin = _seen_layout()
+    want = reference(q, k, cos, sin, "half", None)
+    cpu.reset()
+    monkeypatch.setenv("POSENC_DISABLE_FUSED", "1")
+    try:
+        with pytest.warns(RuntimeWarning, match="POSENC_DISABLE_FUSED"):
+            got = apply_rotary(q, k, cos, sin)
+        assert torch.equal(got[0], want[0]) and cpu.unavailable_reason() == "POSENC_DISABLE_FUSED is set"
+    finally:
+        cpu.reset()

@@ -14,6 +14,10 @@
 * anything else (other devices, tensor subclasses, ``vmap``, gradients wanted for cos/sin, or no
   fused kernel available here): the reference.
 
+The common dense CPU case (plain tensors, out of place, no gradients, consecutive rows) is
+recognised in O(1) on a seen layout: its checks, path choice and the kernel's packed arguments are
+kept per layout (:func:`_planned_cpu_call`), and a call packs only the data pointers.
+
 Both kernels take every stride of every operand, and refuse (``ValueError``) an output that shares
 memory with another operand unless it is exactly its own input. With ``inplace=True``, q and k may be
 the same tensor (rotated once); any other overlap between them is refused on every path.
@@ -78,8 +82,9 @@ def rotate_reference(
     return torch.cat((out, x[..., r:]), dim=-1)
 
 
-#: Argument layouts :func:`check_rotary_inputs` has accepted -> their rotary_dim (bounded).
-_ACCEPTED: Dict[Hashable, int] = {}
+#: Argument layouts :func:`check_rotary_inputs` has accepted -> their rotary_dim, and the planned
+#: CPU calls of :func:`_planned_cpu_call` (keys starting with ``_PLANNED``); one bound for both.
+_ACCEPTED: Dict[Hashable, Any] = {}
 _ACCEPTED_MAX = 1024
 _accepted_lock = threading.Lock()
 
@@ -116,15 +121,19 @@ def check_rotary_inputs(
     ):
         shapes = (q.shape, k.shape, cos.shape, sin.shape)
         key = (*shapes, q.dtype, k.dtype, cos.dtype, sin.dtype, layout, rotary_dim, window)
-        r = _ACCEPTED.get(key)
+        r: Optional[int] = _ACCEPTED.get(key)
         if r is None:
             r = _check_rotary_inputs(q, k, cos, sin, layout, rotary_dim, window)
-            with _accepted_lock:
-                while _ACCEPTED and len(_ACCEPTED) >= _ACCEPTED_MAX:  # a bound lowered at run time shrinks too
-                    _ACCEPTED.pop(next(iter(_ACCEPTED)))
-                _ACCEPTED[key] = r
+            _remember(key, r)
         return r
     return _check_rotary_inputs(q, k, cos, sin, layout, rotary_dim, window)
+
+
+def _remember(key: Hashable, value: Any) -> None:
+    with _accepted_lock:
+        while _ACCEPTED and len(_ACCEPTED) >= _ACCEPTED_MAX:  # a bound lowered at run time shrinks too
+            _ACCEPTED.pop(next(iter(_ACCEPTED)))
+        _ACCEPTED[key] = value
 
 
 def _check_rotary_inputs(
@@ -450,6 +459,20 @@ def apply_rotary(
     The fused paths compute in float32 (float64 for float64 inputs) and round once, like the
     reference; on CPU they agree with it bit for bit.
     """
+    if (
+        positions is None
+        and validate
+        and not inplace
+        and type(q) is type(k) is type(cos) is type(sin) is torch.Tensor
+        and q.is_cpu
+        and k.is_cpu
+        and cos.is_cpu
+        and sin.is_cpu
+        and not (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad)
+    ):
+        done = _planned_cpu_call(q, k, cos, sin, layout, rotary_dim, row_offset)
+        if done is not None:
+            return done
     if positions is not None:
         return apply_rotary_at(
             q, k, cos, sin, positions, layout=layout, rotary_dim=rotary_dim, inplace=inplace, validate=validate
@@ -470,6 +493,79 @@ def apply_rotary(
     else:
         r = q.shape[-1] if rotary_dim is None else rotary_dim
     return _rotate(q, k, cos, sin, None, row_offset, layout, r, inplace)
+
+
+_PLANNED = object()  # the first item of a planned call's key in _ACCEPTED
+_cpu_state = kernels.cpu._state  # cleared (never replaced) by kernels.cpu.reset()
+_KERNEL_FOR = kernels.kernel_for  # the dispatcher plans are made for; a replaced one is honoured
+
+
+def _planned_cpu_call(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    layout: str,
+    rotary_dim: Optional[int],
+    row_offset: int,
+) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+    """The common dense case of :func:`apply_rotary` recognised in O(1): plain CPU tensors, out of
+    place, no gradients, consecutive rows. Returns ``None`` for anything else (then the general
+    path runs, and raises where it should).
+
+    What depends on the layout alone (the argument checks, the "fused or reference?" choice, the
+    dtype codes, shapes and strides the kernel is given, the outputs' strides) is worked out once
+    per layout (shapes, strides and dtypes of all four operands, layout name, rotary_dim, whether
+    rows start at an offset) and kept in :data:`_ACCEPTED`; a call on a seen layout tests only what
+    can change between calls with it (compiling, functorch wrappers, forward-mode AD, the lazy
+    negation bit, the row bounds, which kernel is loaded, that :func:`kernels.kernel_for` is not
+    replaced) and then
+    packs the data pointers. The C side checks every operand's memory as on every call.
+    """
+    if _is_compiling() or type(layout) is not str or type(row_offset) is not int or row_offset < 0:
+        return None
+    if not (rotary_dim is None or type(rotary_dim) is int) or getattr(_forward_ad, "_current_level", -1) >= 0:
+        return None
+    if _is_functorch_wrapped(q) or _is_functorch_wrapped(k) or _is_functorch_wrapped(cos) or _is_functorch_wrapped(sin):
+        return None
+    if q.is_neg() or k.is_neg() or cos.is_neg() or sin.is_neg() or kernels.kernel_for is not _KERNEL_FOR:
+        return None
+    key = (
+        *(_PLANNED, q.shape, k.shape, cos.shape, sin.shape, q.stride(), k.stride(), cos.stride(), sin.stride()),
+        *(q.dtype, k.dtype, cos.dtype, sin.dtype, layout, rotary_dim, row_offset > 0),
+    )
+    plan = _ACCEPTED.get(key)
+    if plan is None:
+        plan = _plan_cpu_call(q, k, cos, sin, layout, rotary_dim, row_offset)
+        _remember(key, plan)
+    run, lib = plan
+    if run is None or "lib" not in _cpu_state or _cpu_state["lib"] is not lib:
+        return None
+    if row_offset and row_offset + q.shape[2] > cos.shape[-2]:
+        return None  # the general path names the bound
+    done: Optional[Tuple[torch.Tensor, torch.Tensor]] = run(q, k, cos, sin, row_offset)
+    return done
+
+
+def _plan_cpu_call(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    layout: str,
+    rotary_dim: Optional[int],
+    row_offset: int,
+) -> Tuple[Any, Any]:
+    """A new layout's plan for :func:`_planned_cpu_call`: ``(run, library)``, with
+    ``run`` ``None`` when this layout takes the general path (a dtype pair the kernel does not read
+    as is, no CPU kernel here). Raises, and remembers nothing, for arguments the checks refuse."""
+    r = check_rotary_inputs(q, k, cos, sin, layout, rotary_dim, window=row_offset > 0)
+    lib = kernels.cpu.library()
+    tables = table_dtype(q.dtype)
+    readable = q.dtype == k.dtype and q.dtype in _FUSED_DTYPES and cos.dtype == tables and sin.dtype == tables
+    if lib is None or not readable or fused_kernel(q, k, cos, sin) is None:
+        return None, lib
+    return kernels.cpu.make_planned(lib, q, k, cos, sin, r, layout == "interleaved"), lib
 
 
 def _rotate(

@@ -573,6 +573,85 @@ def make_decode(lib: ctypes.CDLL) -> Decode:
     return decode
 
 
+#: ``run(q, k, cos, sin, row_offset) -> (q_out, k_out) or None``: see :func:`make_planned`.
+Planned = Callable[..., Optional[Tuple[torch.Tensor, torch.Tensor]]]
+
+
+def make_planned(
+    lib: ctypes.CDLL,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    rotary_dim: int,
+    interleaved: bool,
+) -> Planned:
+    """An out-of-place call bound to one layout: the dtypes, shapes and strides of ``q``, ``k``,
+    ``cos`` and ``sin`` (2-d or 3-d tables), packed once here; ``run`` reads only the data pointers.
+
+    ``run(q, k, cos, sin, row_offset)`` is for operands of exactly this layout on the CPU, without a
+    lazy negation bit (the caller keys its cache by that layout and checks the rest per call). It
+    allocates the outputs with the strides ``torch.empty_like`` gives this layout, so the strides
+    packed for them are theirs by construction, and returns ``(q_out, k_out)``, or ``None`` when the
+    C side refuses the call (it still checks shapes, dtypes, strides, row bounds and overlap before
+    it touches an element), so that the general call can raise the explanation.
+    """
+    fn = lib.posenc_rope
+    pack = _PACK.pack_into
+    new_args = RopeArgs
+    threads_of = torch.get_num_threads
+    empty_strided = torch.empty_strided
+    dtype = q.dtype
+    code = DTYPE_CODES[dtype]
+    q_shape, k_shape = tuple(q.shape), tuple(k.shape)
+    q_out_stride, k_out_stride = torch.empty_like(q).stride(), torch.empty_like(k).stride()
+    q_fields = (code, *q_shape, *q.stride())
+    k_fields = (code, *k_shape, *k.stride())
+    q_out_fields = (code, *q_shape, *q_out_stride)
+    k_out_fields = (code, *k_shape, *k_out_stride)
+    cos_fields, sin_fields = table_slots(cos), table_slots(sin)
+    parallel = (q.numel() + k.numel()) * q.element_size() >= PARALLEL_MIN_BYTES
+
+    def run(
+        q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, row_offset: int
+    ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+        q_out = empty_strided(q_shape, q_out_stride, dtype=dtype)
+        k_out = empty_strided(k_shape, k_out_stride, dtype=dtype)
+        args = new_args()
+        pack(
+            args,
+            0,
+            q.data_ptr(),
+            *q_fields,
+            k.data_ptr(),
+            *k_fields,
+            q_out.data_ptr(),
+            *q_out_fields,
+            k_out.data_ptr(),
+            *k_out_fields,
+            cos.data_ptr(),
+            *cos_fields,
+            sin.data_ptr(),
+            *sin_fields,
+            0,  # positions: absent (six slots)
+            0,
+            0,
+            0,
+            0,
+            0,
+            row_offset,
+            rotary_dim,
+            interleaved,
+            0,  # inverse
+            threads_of() if parallel else 1,
+        )
+        if fn(args):
+            return None
+        return q_out, k_out
+
+    return run
+
+
 def rotate(
     lib: ctypes.CDLL,
     q: torch.Tensor,
