@@ -7,7 +7,7 @@
 Each type is built by ``posenc.testing.tiny_model_of_type`` (the family's default config, 2 layers,
 width 64), patched, and held to an exact float64 reference (``posenc.testing.coverage``): logits at positions
 0..31 and in a far block near the trained length, greedy generation with the KV cache, ``undo()``.
-The same checks are asserted by ``tests/test_transformers_coverage.py``.
+The same checks are asserted by ``tests/integrations/test_transformers_coverage.py``.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ model is left as it was), is reported as such with the reason; a refusal is not 
 status is 1 when any check fails.
 
 Then it measures transformers' own kernels mechanism against posenc's re-binding on a tiny Mistral
-(:func:`kernels_route`). ``--coverage`` adds the enumeration of ``tests/test_transformers_coverage.py``
+(:func:`kernels_route`). ``--coverage`` adds the enumeration of ``tests/integrations/test_transformers_coverage.py``
 under that version (every rotary causal-LM type, each held to the exact float64 reference at
 positions 0..31 and in a far block; about 7 minutes a version on two cores).
 

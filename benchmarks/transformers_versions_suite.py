@@ -33,10 +33,10 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 
 #: posenc's tests that import transformers (a file missing from this checkout is left out)
 DEFAULT_TESTS = (
-    "tests/test_integration_transformers.py",
-    "tests/test_integration_transformers_configs.py",
+    "tests/integrations/test_integration_transformers.py",
+    "tests/integrations/test_integration_transformers_configs.py",
     "tests/test_hf_parity.py",
-    "tests/test_transformers_coverage.py",
+    "tests/integrations/test_transformers_coverage.py",
 )
 
 #: what the tests import besides torch, transformers and posenc (rich, matplotlib: the tour section)

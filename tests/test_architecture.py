@@ -326,7 +326,7 @@ def test_the_architecture_page_names_every_group_and_top_level_module():
 #: Packages whose docstring is not their map, with where the map is.
 MAPPED_ELSEWHERE = {
     "posenc.teaching.lesson.chapters": "one module per chapter of the lesson's manifest, which is its map "
-    "(tests/test_lesson_one_source.py holds every chapter module to a manifest entry)",
+    "(tests/teaching/lesson/test_lesson_one_source.py holds every chapter module to a manifest entry)",
 }
 
 

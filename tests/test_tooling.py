@@ -31,3 +31,17 @@ def test_ruff_format():
 def test_mypy():
     result = run("mypy")
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr
+
+
+def test_the_test_folders_mirror_the_package():
+    """``tests/`` is laid out as ``src/posenc/`` is: every folder of tests is a folder of the package, so
+    a test's folder says which layer it tests (CONTRIBUTING.md, "the tests mirror src/posenc/")."""
+    tests, package = ROOT / "tests", ROOT / "src" / "posenc"
+    folders = {
+        p.relative_to(tests)
+        for p in tests.rglob("*")
+        if p.is_dir() and not any(part.startswith((".", "__")) for part in p.relative_to(tests).parts)
+    }
+    assert Path("rope") in folders and Path("teaching", "lesson") in folders
+    strays = sorted(str(f) for f in folders if not (package / f).is_dir())
+    assert strays == [], f"test folders with no package folder of the same path: {strays}"

@@ -314,7 +314,7 @@ def _forward_ad_active() -> bool:
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 # A private PyTorch function: there is no public way to ask whether a tensor is a functorch (vmap,
 # grad) wrapper, which no fused kernel can read. It waits for a public predicate in torch.func;
-# tests/test_kernel_dispatch.py::test_functorch_wrapper_probe_is_still_there fails loudly if this one goes.
+# tests/rope/test_kernel_dispatch.py::test_functorch_wrapper_probe_is_still_there fails loudly if this one goes.
 _is_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 _is_compiling = torch.compiler.is_compiling
 _CPU = torch.device("cpu")

@@ -1,5 +1,5 @@
 """How much memory one forward pass of ``posenc eval`` takes, and how much the device has: lengths
-whose pass would not fit are skipped before anything runs (``tests/test_eval_memory.py`` holds the
+whose pass would not fit are skipped before anything runs (``tests/measuring/eval/test_eval_memory.py`` holds the
 estimate between the measured peak and three times it)."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def estimate_bytes(
     falls back to the math path and is counted like eager); the flash and flex backends never do.
     ``attention=None`` reads ``config._attn_implementation`` (``eager`` when absent), ``float16=None``
     ``config.dtype``. An upper bound:
-    ``tests/test_eval_memory.py`` holds it between the measured peak and 3x it on CPU.
+    ``tests/measuring/eval/test_eval_memory.py`` holds it between the measured peak and 3x it on CPU.
     """
     text = getattr(config, "text_config", None) or config
     hidden = int(getattr(text, "hidden_size", 0) or getattr(text, "n_embd", 0))

@@ -25,7 +25,7 @@ article's figures, controls and error box, with one ``data-prose`` element per s
 and ``setup()`` (which defines each figure once with ``core.js``'s ``figures``: its route, controls,
 drawing and text); and its tests. The tour tells it with no code of its own. Nothing else: the page
 writes the article with its kicker and heading, the table of contents and the pager from the manifest
-and imports the script by the module's name; ``tests/test_lesson_one_source.py`` then holds the
+and imports the script by the module's name; ``tests/teaching/lesson/test_lesson_one_source.py`` then holds the
 tour's and the page's text to the module's, and every chapter to exactly one script.
 """
 

@@ -58,7 +58,7 @@ from posenc.runs.extension import ADAPTIVE_FACTOR, extension_config
 from posenc.teaching.explorer.app import create_app
 from posenc.teaching.lesson import palette
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "scalings.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "scalings.md"
 
 
 # -- a scaling defined outside the package ----------------------------------------------------------

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "mrope.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "mrope.md"
 
 
 def test_the_examples_run():

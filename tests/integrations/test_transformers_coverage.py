@@ -33,7 +33,7 @@ from posenc.integrations.transformers import patch, stand_in  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 
-DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "transformers.md"
+DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "transformers.md"
 #: one type per way of rotating that discovery finds, the most used family, and refusals
 FAST = (
     "llama",  # the most used

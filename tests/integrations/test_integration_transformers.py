@@ -326,7 +326,7 @@ def test_example_script_runs(capsys):
     import pathlib
     import runpy
 
-    script = pathlib.Path(__file__).resolve().parents[1] / "examples" / "patch_transformers.py"
+    script = pathlib.Path(__file__).resolve().parents[2] / "examples" / "patch_transformers.py"
     runpy.run_path(str(script), run_name="__main__")
     out = capsys.readouterr().out
     assert "greedy tokens, patched == unpatched: True" in out

@@ -12,7 +12,7 @@ import pytest
 from posenc.measuring.eval.report import markdown
 from posenc.teaching.explorer.eval_results import read_eval_results
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 DOC = (ROOT / "docs" / "eval.md").read_text(encoding="utf-8")
 RUNS = ROOT / "docs" / "eval-runs"
 

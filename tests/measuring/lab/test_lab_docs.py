@@ -19,7 +19,7 @@ from posenc.measuring.lab.seeds import _seed_commands
 from posenc.measuring.lab.store import RunDir, write_run_file
 from posenc.measuring.lab.summary import BLOCK, DOC_FILES, load_summaries, render_text, stale_blocks
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 #: Pages whose commands must run as written (the README only in its lab section).
 PAGES = ("docs/lab.md", "docs/lab-history.md", "README.md")
 #: What a measured number looks like in a table: three decimals (bits per byte), a percentage, k/n.

@@ -111,7 +111,7 @@ def test_a_crash_releases_the_lock(tmp_path):
         "import sys, time; sys.path.insert(0, sys.argv[2]); from posenc.measuring.lab.store import RunLock; "
         "lock = RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)"
     )
-    src = os.path.join(os.path.dirname(__file__), "..", "src")
+    src = os.path.join(os.path.dirname(__file__), "..", "..", "..", "src")
     child = subprocess.Popen([sys.executable, "-c", code, str(run), src], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "held"

@@ -13,7 +13,7 @@ import torch
 from posenc import cli
 from posenc.measuring import bench
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY_ARGS = ["--shapes", "tiny", "--repeats", "2", "--warmup", "0", "--dtypes", "float32", "bfloat16"]
 
 

@@ -171,7 +171,7 @@ def test_bad_numbers_give_one_clean_line(flags, fragment, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_no_traceback_from_the_real_command(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1] / "src"))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[3] / "src"))
     for flags in (["--steps", "-3"], ["--lr", "nan"], ["--steps", "many"]):
         done = subprocess.run(
             [sys.executable, "-m", "posenc", *SMOKE, *flags, "--out", str(tmp_path / "r")],

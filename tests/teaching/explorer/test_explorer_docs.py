@@ -14,7 +14,7 @@ import posenc.teaching.explorer
 from posenc.teaching.explorer.app import create_app
 from posenc.teaching.lesson.manifest import CHAPTERS
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "explorer.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "explorer.md"
 STATIC = Path(posenc.teaching.explorer.__file__).parent / "static"
 
 

@@ -355,7 +355,7 @@ def _compare_module():
     import pathlib
     import sys
 
-    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "peer" / "compare.py"
+    path = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "peer" / "compare.py"
     spec = importlib.util.spec_from_file_location("peer_compare", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up there
