@@ -458,10 +458,7 @@ def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
         except AttributeError as exc:
             raise TypeError(f"the fused kernel takes tensors ({exc})") from None
         if not on_cpu:
-            raise ValueError(
-                "the fused CPU kernel needs CPU tensors, got devices "
-                f"{[str(t.device) for t in (q, k, q_out, k_out, cos, sin, positions) if t is not None]}"
-            )
+            raise _not_on_cpu(q, k, q_out, k_out, cos, sin, positions)
         cos_rank, sin_rank = cos.dim(), sin.dim()
         if q.dim() != 4 or k.dim() != 4 or q_out.dim() != 4 or k_out.dim() != 4:
             check_ranks(q, k, q_out, k_out, cos, sin)  # raises
@@ -474,11 +471,7 @@ def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
         if positions is None:
             pos: Sequence[int] = no_positions
         else:
-            if positions.dim() != 2:
-                raise ValueError(f"positions must be 2-d (batch or 1, seq) here, got shape {tuple(positions.shape)}")
-            if positions.is_neg():
-                positions = positions.resolve_neg()
-            pos = (positions.data_ptr(), codes.get(positions.dtype, -1), *positions.shape, *positions.stride())
+            positions, pos = _position_slots(positions)
         status, args = call(
             q,
             k,
@@ -505,6 +498,27 @@ def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
             raise _refusal(status, args, operands, rotary_dim, positions is None)
 
     return rotate_bound
+
+
+def _not_on_cpu(*operands: Optional[torch.Tensor]) -> ValueError:
+    """The refusal of operands not all on the CPU, naming every operand's device."""
+    devices = [str(t.device) for t in operands if t is not None]
+    return ValueError(f"the fused CPU kernel needs CPU tensors, got devices {devices}")
+
+
+def _position_slots(positions: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, ...]]:
+    """Positions as the kernel reads them (a lazy negation resolved) and their six slots: data
+    pointer, dtype code, 2 sizes, 2 strides; raises ``ValueError`` unless they are 2-d."""
+    if positions.dim() != 2:
+        raise ValueError(f"positions must be 2-d (batch or 1, seq) here, got shape {tuple(positions.shape)}")
+    if positions.is_neg():
+        positions = positions.resolve_neg()
+    return positions, (
+        positions.data_ptr(),
+        DTYPE_CODES.get(positions.dtype, -1),
+        *positions.shape,
+        *positions.stride(),
+    )
 
 
 #: (dtype code, 3 sizes, 3 strides) of cos, then of sin

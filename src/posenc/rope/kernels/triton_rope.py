@@ -392,6 +392,37 @@ def rotate(
     layout pay only the pointer-interval test for aliasing, which falls back to the exact search
     (cached per pointer difference) when two operands' byte ranges meet.
     """
+    q, k, cos, sin, positions, plan, ptrs = _planned_operands(
+        q, k, q_out, k_out, cos, sin, positions, rotary_dim, interleaved, inverse
+    )
+    batch, _, seq, head_dim = q.shape
+    if positions is None and row_offset:
+        _check_offset(row_offset, cos.shape[-2], seq)
+    if batch * seq == 0:
+        return
+    # the untouched tail is copied unless that output is exactly its own input
+    rest = head_dim > rotary_dim
+    copy_q = rest and not (ptrs[2] == ptrs[0] and plan.same_layout[0])
+    copy_k = rest and not (ptrs[3] == ptrs[1] and plan.same_layout[1])
+    pos = cos if positions is None else positions  # never read without HAS_POS
+    _launch(plan, (q, k, q_out, k_out, cos, sin, pos), ptrs, row_offset, batch * seq, copy_q, copy_k)
+
+
+def _planned_operands(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_out: torch.Tensor,
+    k_out: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    positions: Optional[torch.Tensor],
+    rotary_dim: int,
+    interleaved: bool,
+    inverse: bool,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor], Any, Tuple[int, ...]]:
+    """:func:`rotate`'s first step: lazy negations resolved, the layout's plan (the full checks on a
+    new layout), the data pointers, and the aliasing test; returns the operands as read, the plan
+    and the pointers, or raises the full check's explanation."""
     if q.is_neg() or k.is_neg() or cos.is_neg() or sin.is_neg() or q_out.is_neg() or k_out.is_neg():
         q, k, cos, sin = overlap.resolve_lazy_inputs(q, k, cos, sin, q_out, k_out)
     if positions is not None and positions.is_neg():
@@ -424,24 +455,28 @@ def rotate(
     if not plans.disjoint(plan, ptrs):
         check()  # raises the full check's explanation
         raise ValueError("an output shares memory with another operand")  # pragma: no cover
-    batch, _, seq, head_dim = q.shape
-    if positions is None and row_offset:
-        _check_offset(row_offset, cos.shape[-2], seq)
-    if batch * seq == 0:
-        return
+    return q, k, cos, sin, positions, plan, ptrs
+
+
+def _launch(
+    plan: Any,
+    tensors: Tuple[torch.Tensor, ...],
+    ptrs: Tuple[int, ...],
+    row_offset: int,
+    grid: int,
+    copy_q: bool,
+    copy_k: bool,
+) -> None:
+    """:func:`rotate`'s last step: one launch over ``grid`` tokens of (q, k, q_out, k_out, cos, sin,
+    positions or cos), through the layout's pre-bound launcher on CUDA where Triton has one, else
+    the JIT function (whose compiled kernel is then pre-bound for the next call)."""
     before, after, constexprs, options = plan.launch
-    # the untouched tail is copied unless that output is exactly its own input
-    rest = head_dim > rotary_dim
-    copy_q = rest and not (ptrs[2] == ptrs[0] and plan.same_layout[0])
-    copy_k = rest and not (ptrs[3] == ptrs[1] and plan.same_layout[1])
-    pos = cos if positions is None else positions  # never read without HAS_POS
-    grid = batch * seq
-    device = q.device
+    device = tensors[0].device
     if _PREBOUND and not _INTERPRETED and device.type == "cuda":
         aligned = _alignment(ptrs) | (copy_q << 8) | (copy_k << 9)
         launcher = plan.launchers.get(aligned)
         if launcher is not None:
-            args = (q, k, q_out, k_out, cos, sin, pos, *before, row_offset, *after)
+            args = (*tensors, *before, row_offset, *after)
             try:
                 launcher(grid, device, (*args, *constexprs[copy_q, copy_k].values()))
                 return
@@ -450,13 +485,7 @@ def rotate(
                 # forget the pre-bound path and launch through the JIT function from now on
                 _disable_prebound()
     compiled = _rope_kernel[(grid,)](
-        q,
-        k,
-        q_out,
-        k_out,
-        cos,
-        sin,
-        pos,
+        *tensors,
         *before,
         row_offset,
         *after,
