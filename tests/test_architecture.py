@@ -555,3 +555,37 @@ def test_the_integrations_modules_point_down_their_own_order():
         if target in rank and rank[target] > rank[module]
     ]
     assert not upward, "integrations modules that import up their order:\n" + "\n".join(upward)
+
+
+#: The longest body a function of the package may have. A chapter's ``prose()`` is exempt: it is the
+#: chapter's text, a list of blocks read top to bottom, not logic.
+MAX_BODY_LINES = 80
+
+
+def long_functions(root: Path) -> list:
+    """``(lines, file, name)`` of each function under ``root`` whose body runs over MAX_BODY_LINES.
+
+    The body is counted from its first statement (the docstring included) to its last line, so a
+    signature that the formatter writes one parameter per line (a Triton kernel's forty strides) does
+    not count; nested functions count inside the function that holds them and on their own.
+    """
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name == "prose":
+                continue
+            lines = node.end_lineno - node.body[0].lineno + 1
+            if lines > MAX_BODY_LINES:
+                found.append((lines, str(path.relative_to(root)), node.name))
+    return found
+
+
+def test_no_function_is_over_80_lines():
+    assert long_functions(ROOT) == []
+
+
+def test_the_length_check_sees_a_long_function_and_spares_prose(tmp_path):
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_BODY_LINES + 1))
+    (tmp_path / "long.py").write_text("def long():\n" + body + "\n\ndef prose():\n" + body)
+    (tmp_path / "short.py").write_text("def short(\n" + "    a,\n" * 100 + "):\n" + body.replace("    x0 = 0\n", "", 1))
+    assert long_functions(tmp_path) == [(MAX_BODY_LINES + 1, "long.py", "long")]
