@@ -3,6 +3,7 @@
 * :mod:`~posenc.measuring.eval.scalings` the specs (``yarn:4``), parsed from the scaling registry, and how one
   is applied to a loaded model through :func:`posenc.integrations.transformers.patch`;
 * :mod:`~posenc.measuring.eval.measure`  perplexity over fixed windows and passkey retrieval (pure functions);
+* :mod:`~posenc.measuring.eval.search`   ``--search``: a scaling's parameters tuned to one target length;
 * :mod:`~posenc.measuring.eval.report`   ``results.json`` (schema-stamped), ``results.md`` and the plots;
 * :mod:`~posenc.measuring.eval.settings` :class:`~posenc.measuring.eval.settings.EvalRun`, the command's settings
   checked once from the command line and the checkpoint's config, passed down whole;

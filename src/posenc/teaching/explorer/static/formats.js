@@ -1,4 +1,4 @@
-// The lesson's number formats, written once for the page's scripts: the twin of posenc.lesson.formats
+// The lesson's number formats, written once for the page's scripts: the twin of posenc.teaching.lesson.formats
 // (the chapters' text and the tour), with the same functions under the same names; a test runs both on
 // one set of values and holds them equal. Both round a tie (0.125 to two decimals) away from zero.
 //   minus(text)        a number's leading "-" as the minus sign "−" (an exponent's sign stays "-")

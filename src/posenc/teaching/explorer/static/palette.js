@@ -1,6 +1,6 @@
 // The one palette of the page. Its tables (the colour of each scheme, scaling, sign, role, category,
 // number format and mark; the scalings' labels and dashes; the reference lines' dashes; the series
-// colours) are posenc/lesson/palette.py's, served as palette-tables.js written from that module, and
+// colours) are posenc/teaching/lesson/palette.py's, served as palette-tables.js written from that module, and
 // re-exported here beside the page's colour functions. A scheme or a scaling has one colour everywhere;
 // a sign has one diverging map, blue below zero, red above, white at zero, always drawn with its legend
 // (charts.js signLegend). A colour means one thing: two colours of different meanings are at least 20

@@ -1,5 +1,5 @@
 // The guided lesson: its chapters, one shown at a time, named by the URL hash.
-// The chapters are the lesson's manifest (posenc.lesson.manifest, sent by GET /api/lesson/chapters):
+// The chapters are the lesson's manifest (posenc.teaching.lesson.manifest, sent by GET /api/lesson/chapters):
 // the page writes each one's article (its kicker and heading) in the manifest's order, and imports its
 // script, the module lesson/chapters/<module>.js named by its id ("bag-of-tiles" is bag_of_tiles.js).
 // The script exports the rest of the article, `markup` (figures, controls, error box and the
@@ -105,7 +105,7 @@ export function showChapter(id, { focus = false } = {}) {
     entry.ready = true;
     const node = chapterNode(id);
     const fail = (err) => chapterError(id, err.message);
-    // the chapter's text first (written once, in posenc.lesson.chapters), then its figures and checks
+    // the chapter's text first (written once, in posenc.teaching.lesson.chapters), then its figures and checks
     renderProse(node).catch(fail).finally(() => {
       try {
         entry.redraw = entry.setup() || null;

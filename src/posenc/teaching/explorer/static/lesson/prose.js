@@ -1,4 +1,4 @@
-// A chapter's text, written once in Python (posenc.lesson.chapters) and printed by `posenc tour` too:
+// A chapter's text, written once in Python (posenc.teaching.lesson.chapters) and printed by `posenc tour` too:
 // the server sends it as blocks of parsed spans (GET /api/lesson/prose/{chapter}); this module puts
 // each block into the chapter's element with data-prose="<slot>", beside the chapter's figures. A
 // caption block is the text of the <figcaption data-prose="<slot>"> of the figure it describes.

@@ -5,7 +5,7 @@ import { svg, fmt, widthOf, root, text, signLegend, numbers } from "../../charts
 import { TILE_COLOURS, INK, MUTED, diverging } from "../../palette.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
-// figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
+// figures, controls and error box, and the data-prose places its text fills (posenc.teaching.lesson.chapters).
 export const markup = [
   proseHtml("intro"),
   figureHtml("bag", {

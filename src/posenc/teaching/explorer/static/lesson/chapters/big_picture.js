@@ -5,8 +5,8 @@ import { html, svg, fmt, numbers, root, text, widthOf, scale, tickLabels, lineCh
 import { SCHEME_COLOURS, NEUTRAL_COLOURS, REFERENCE_DASHES, textColour, INK, MUTED } from "../../palette.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
-// figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters). Each
-// figure's model menu is its model parameter (posenc.lesson.chapters.big_picture.MODELS): the lesson's
+// figures, controls and error box, and the data-prose places its text fills (posenc.teaching.lesson.chapters). Each
+// figure's model menu is its model parameter (posenc.teaching.lesson.chapters.big_picture.MODELS): the lesson's
 // trained models by default, or the untrained block.
 const modelMenu = (id) => menuHtml("model", id, [["trained", "trained"], ["untrained", "untrained"]], { selected: "trained" });
 export const markup = [

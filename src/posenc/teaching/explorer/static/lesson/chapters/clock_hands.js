@@ -5,7 +5,7 @@ import { heatmap, lineChart, svg, html, fmt, widthOf, root, text, clock, numbers
 import { CATEGORY_COLOURS, divergingRGB, INK } from "../../palette.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
-// figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
+// figures, controls and error box, and the data-prose places its text fills (posenc.teaching.lesson.chapters).
 export const markup = [
   proseHtml("intro"),
   figureHtml("clock", {

@@ -1,4 +1,4 @@
-// The methods side by side: the table is the chapter's text (posenc.lesson.chapters.comparison: one row
+// The methods side by side: the table is the chapter's text (posenc.teaching.lesson.chapters.comparison: one row
 // per scheme, in the order the API lists them); this script appends its live column: whether each scheme
 // places the chosen length without an error, and what of it a model trained on 512 tokens never met.
 
@@ -6,7 +6,7 @@ import { $, errorHtml, figures, proseHtml, sliderHtml } from "../../core.js";
 import { fmtInt, html, numbers } from "../../charts.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
-// figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
+// figures, controls and error box, and the data-prose places its text fills (posenc.teaching.lesson.chapters).
 export const markup = [
   proseHtml("intro"),
   `<div class="controls">`,

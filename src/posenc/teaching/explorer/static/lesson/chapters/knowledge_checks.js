@@ -6,7 +6,7 @@ import { chapterNode } from "../main.js";
 import { allChecks, chapterOfCheck, renderChecks, results } from "../checks.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
-// figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
+// figures, controls and error box, and the data-prose places its text fills (posenc.teaching.lesson.chapters).
 export const markup = [
   proseHtml("intro"),
   errorHtml,

@@ -6,7 +6,7 @@ import { CATEGORY_COLOURS, SCHEME_COLOURS, INK, textColour } from "../../palette
 import { appendBreakable } from "../prose.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
-// figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
+// figures, controls and error box, and the data-prose places its text fills (posenc.teaching.lesson.chapters).
 export const markup = [
   proseHtml("intro"),
   figureHtml("wall", {

@@ -5,7 +5,7 @@ import { lineChart, html, fmt, widthOf, rad, stackLabels } from "../../charts.js
 import { NEUTRAL_COLOURS, REFERENCE_DASHES, SCALING_COLOURS, SCALING_DASHES, SCALING_LABELS } from "../../palette.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
-// figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
+// figures, controls and error box, and the data-prose places its text fills (posenc.teaching.lesson.chapters).
 export const markup = [
   proseHtml("intro"),
   `<div class="prose" data-prose="definition" data-prose-class="definition"></div>`,

@@ -4,7 +4,7 @@ import { $, choice, figureHtml, figures, menuHtml, proseHtml, sliderHtml } from 
 import { html, fmt, numbers, stackLabels } from "../../charts.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
-// figures, controls and error box, and the data-prose places its text fills (posenc.lesson.chapters).
+// figures, controls and error box, and the data-prose places its text fills (posenc.teaching.lesson.chapters).
 export const markup = [
   proseHtml("intro"),
   `<ol class="rules" data-prose="rules"></ol>`,
