@@ -587,3 +587,32 @@ def test_the_length_check_sees_a_long_function_and_spares_prose(tmp_path):
     (tmp_path / "long.py").write_text("def long():\n" + body + "\n\ndef prose():\n" + body)
     (tmp_path / "short.py").write_text("def short(\n" + "    a,\n" * 100 + "):\n" + body.replace("    x0 = 0\n", "", 1))
     assert long_functions(tmp_path) == [(MAX_BODY_LINES + 1, "long.py", "long")]
+
+
+#: The most positional parameters a function of the lab or eval takes: a command's settings travel
+#: as one object (``LabRun``, ``EvalRun``), and options past the first few are keyword-only.
+MAX_POSITIONAL = 6
+
+
+def wide_functions(root: Path) -> list:
+    """``(count, file, name)`` of each function under ``root`` taking more than MAX_POSITIONAL
+    positional parameters (``self`` and ``cls`` included)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                count = len(node.args.posonlyargs) + len(node.args.args)
+                if count > MAX_POSITIONAL:
+                    found.append((count, str(path.relative_to(root)), node.name))
+    return found
+
+
+def test_no_function_of_the_lab_or_eval_takes_more_than_six_positional_parameters():
+    # bench has no settings object yet: four of its functions take seven
+    assert wide_functions(ROOT / "measuring" / "lab") + wide_functions(ROOT / "measuring" / "eval") == []
+
+
+def test_the_width_check_sees_a_wide_function_and_spares_keyword_only(tmp_path):
+    source = "def wide(a, b, c, d, e, f, g):\n    pass\n\n\ndef kw(a, b, c, d, e, f, *, g):\n    pass\n"
+    (tmp_path / "m.py").write_text(source)
+    assert wide_functions(tmp_path) == [(7, "m.py", "wide")]

@@ -174,6 +174,7 @@ def summarize(
     root: Path,
     name: str,
     command: str,
+    *,
     cpu_seconds: Optional[Dict[int, float]] = None,
     cpu_source: str = "",
     only: Optional[List[int]] = None,
@@ -233,11 +234,12 @@ def write_summary(
     out: Path,
     name: str,
     command: str,
+    *,
     cpu_seconds: Optional[Dict[int, float]] = None,
     cpu_source: str = "",
     only: Optional[List[int]] = None,
 ) -> dict:
-    summary = summarize(root, name, command, cpu_seconds, cpu_source, only)
+    summary = summarize(root, name, command, cpu_seconds=cpu_seconds, cpu_source=cpu_source, only=only)
     write_run_file(Path(out), "summary", summary)
     return summary
 
@@ -632,7 +634,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             except ValueError:
                 raise ValueError(f"--only takes SEED,..., got {args.only!r}") from None
             write_summary(
-                Path(args.run), SUMMARIES_DIR / f"{args.name}.json", args.name, args.command, cpu, args.cpu_source, only
+                Path(args.run),
+                SUMMARIES_DIR / f"{args.name}.json",
+                args.name,
+                args.command,
+                cpu_seconds=cpu,
+                cpu_source=args.cpu_source,
+                only=only,
             )
             return 0
         if args.what == "recombine":
