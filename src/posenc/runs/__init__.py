@@ -7,9 +7,12 @@ Nothing here knows what an app measures; each app names its own schema (``posenc
 and version, and turns :class:`ReadError` and :class:`FolderBusy` into its own one-line messages.
 One exception is a file format two apps share: :mod:`posenc.runs.lab_schema`, the lab's run files,
 typed, which the lab writes and the explorer reads (with the committed summaries in
-``lab_summaries/``, :data:`posenc.runs.lab_schema.SUMMARIES_DIR`); and :mod:`posenc.runs.extension`, what an
-extension method a run names stands for at a length, alike for the lab and eval. Needs only the
-standard library.
+``lab_summaries/``, :data:`posenc.runs.lab_schema.SUMMARIES_DIR`); :mod:`posenc.runs.lab_run`, a lab run
+folder's layout and checkpoints and the trained model of a scheme, which the lab's export and the
+lesson's attention map both read; :mod:`posenc.runs.extension`, what an extension method a run names
+stands for at a length, alike for the lab and eval; and :mod:`posenc.runs.labels`, the one name of each
+RoPE scaling that the lesson's pages and the lab's reports both print. Importing the package needs only
+the standard library (:mod:`posenc.runs.lab_run` needs torch and the model, and is imported on its own).
 """
 
 from .files import (

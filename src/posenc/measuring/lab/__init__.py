@@ -10,7 +10,7 @@ One concept per module (the text it trains on is :mod:`posenc.measuring.corpus`)
 * :mod:`~posenc.measuring.lab.evaluate`   fixed validation windows at 1x, 2x, 4x, 8x the training length;
 * :mod:`~posenc.measuring.lab.passkey`    passkey retrieval: training sequences, trials, greedy exact match;
 * :mod:`~posenc.measuring.lab.extend`     RoPE context extension without retraining, and short fine-tunes;
-* :mod:`~posenc.measuring.lab.store`      the run folder: atomic writes, checkpoints, resumable state;
+* :mod:`~posenc.measuring.lab.store`      the run folder's lock (its files: :mod:`posenc.runs.lab_run`);
 * :mod:`~posenc.measuring.lab.distributed` torchrun / DDP helpers (gloo on CPU, NCCL on GPU);
 * :mod:`~posenc.measuring.lab.schema`     the run files, typed and versioned (kept in :mod:`posenc.runs.lab_schema`);
 * :mod:`~posenc.measuring.lab.stats`      intervals for proportions, paired tests, Holm's rule, claims across seeds;

@@ -53,6 +53,7 @@ from ...model import Block, TinyLM
 from ...rope import RotaryEmbedding
 from ...rope.hfconfig import to_hf_dict
 from ...rope.layout import permute_for_half_split
+from ...runs.lab_run import RunModelError, read_run_model
 
 #: The transformers architecture the lab's RoPE block matches.
 ARCHITECTURE = "GPTNeoXForCausalLM"
@@ -262,43 +263,20 @@ def check_new_folder(out: Path) -> Path:
 
 
 def load_run_model(run: Path, scheme: str) -> Tuple[TinyLM, int]:
-    """The trained ``scheme`` model of a lab run folder and the run's training length."""
+    """The trained ``scheme`` model of a lab run folder and the run's training length
+    (:func:`posenc.runs.lab_run.read_run_model`, the whole config checked as the lab checks it)."""
     from .config import LabConfig
-    from .schema import RunFileError
-    from .store import RunDir, load_checkpoint, read_run_file
-    from .train import build_model
 
-    rd = RunDir(Path(run))
-    if not rd.root.is_dir():
-        raise ExportError(f"RUN {str(run)!r}: no such folder; give a folder made by `posenc lab`")
     try:
-        stored = read_run_file(rd.config_path, "config")
-        if stored is None:
-            raise ExportError(f"RUN {str(run)!r}: no config.json there; give a folder made by `posenc lab`")
-        cfg = LabConfig.from_dict(stored)
-        ckpt = load_checkpoint(rd.checkpoint_path(scheme))
-    except RunFileError as err:
+        found = read_run_model(Path(run), scheme, check_config=LabConfig.from_dict)
+    except RunModelError as err:
         raise ExportError(str(err)) from None
-    except (TypeError, ValueError) as err:
-        raise ExportError(f"{rd.config_path}: {err}") from None
-    if ckpt is None:
-        trained = sorted(p.stem for p in (rd.root / "checkpoints").glob("*.pt"))
-        raise ExportError(
-            f"RUN {str(run)!r} has no checkpoint of scheme {scheme!r} (it has: {', '.join(trained) or 'none'})"
-        )
-    model = build_model(cfg, scheme)
-    if ckpt.get("model_config") != model.config.to_dict():
-        raise ExportError(
-            f"{rd.checkpoint_path(scheme)} was made with model config {ckpt.get('model_config')}, "
-            f"this posenc builds {model.config.to_dict()}"
-        )
-    model.load_state_dict(ckpt["model"])
-    if ckpt["step"] < cfg.steps:
+    if found.step < found.steps:
         print(
-            f"note: {scheme} stopped at step {ckpt['step']} of {cfg.steps}; exporting it as it is",
+            f"note: {scheme} stopped at step {found.step} of {found.steps}; exporting it as it is",
             file=sys.stderr,
         )
-    return model.eval(), cfg.train_len
+    return found.model, found.train_len
 
 
 # -- the command ---------------------------------------------------------------------------------------

@@ -21,22 +21,16 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ...factory import make_scheme
 from ...model import ModelConfig, TinyLM
+from ...runs.lab_run import lab_model_config
 from .config import LabConfig
 from .distributed import Dist, all_reduce_sum
 from .passkey import answer_loss, is_retrieval_step, training_rows
 
 
 def model_config(cfg: LabConfig, scheme: str) -> ModelConfig:
-    """The :class:`ModelConfig` of ``scheme``'s model; a learned table has ``train_len`` rows."""
-    return ModelConfig(
-        scheme=scheme,
-        d_model=cfg.d_model,
-        n_layers=cfg.n_layers,
-        n_heads=cfg.n_heads,
-        mlp_ratio=cfg.mlp_ratio,
-        max_len=cfg.train_len,
-        rope_base=cfg.rope_base,
-    )
+    """The :class:`ModelConfig` of ``scheme``'s model; a learned table has ``train_len`` rows
+    (:func:`posenc.runs.lab_run.lab_model_config`, which reads a run folder's model back too)."""
+    return lab_model_config(vars(cfg), scheme)
 
 
 def build_model(cfg: LabConfig, scheme: str) -> TinyLM:

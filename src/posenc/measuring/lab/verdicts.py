@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from ...runs.lab_schema import machinery_check_reason as machinery_check_reason  # defined with the files
-from ...teaching.lesson.palette import SCALING_LABELS
+from ...runs.labels import SCALING_LABELS
 from .schema import VERDICTS
 from .stats import (
     across_seeds,

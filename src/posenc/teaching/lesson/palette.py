@@ -6,7 +6,8 @@ browser reads these very tables: the explorer serves them as the script ``/stati
 written from :data:`PAGE_TABLES` by :func:`module_source`, which ``static/palette.js`` re-exports
 beside the page's colour functions; a test keeps a colour, here, for every scaling in the registry.
 Labels and dash patterns of the scalings live here too (:func:`scaling_style`), one label per scaling
-for every page, the tour and the lab's reports (:data:`SCALING_LABELS`), with the labels of their
+for every page, the tour and the lab's reports (:data:`SCALING_LABELS`, kept in :mod:`posenc.runs.labels`
+below the lesson and the lab, which both print it), with the labels of their
 parameters (:data:`SCALING_PARAMETER_LABELS`) and the ones a page draws first
 (:data:`SHOWN_SCALINGS`): the registry in ``posenc.rope`` holds no UI.
 
@@ -21,6 +22,8 @@ Ink and reference lines (a trained or stretched length) are neutral greys (:data
 from __future__ import annotations
 
 import json
+
+from ...runs.labels import SCALING_LABELS
 
 #: position scheme (``posenc.factory.SCHEMES`` names) -> colour
 SCHEME_COLOURS: dict[str, str] = {
@@ -41,19 +44,6 @@ SCALING_COLOURS: dict[str, str] = {
     "llama3": "#e377c2",
     "longrope": "#554488",
     "proportional": "#637939",
-}
-
-#: RoPE scaling -> its one name on every page, in the tour's figures and in the lab's reports (a type
-#: missing here is printed by its rope type); "default" is plain RoPE, with no scaling
-SCALING_LABELS: dict[str, str] = {
-    "default": "plain RoPE",
-    "linear": "PI (linear)",
-    "ntk": "NTK-aware",
-    "dynamic": "dynamic NTK",
-    "yarn": "YaRN",
-    "llama3": "Llama 3",
-    "longrope": "LongRoPE",
-    "proportional": "proportional",
 }
 
 #: RoPE scaling parameter (a config field in a descriptor's ``parameters``) -> its label on the pages'

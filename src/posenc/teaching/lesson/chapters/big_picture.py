@@ -393,11 +393,11 @@ ATTENTION_TEXT = "the dog bit the man"
 @functools.lru_cache(maxsize=8)
 def _lab_model(run: str, scheme: str):
     """The lab's trained ``scheme`` model of run folder ``run``, or the reason there is none."""
-    from ....measuring.lab.export import ExportError, load_run_model
+    from ....runs.lab_run import RunModelError, read_run_model
 
     try:
-        model, _ = load_run_model(Path(run), scheme)
-    except ExportError as err:
+        model = read_run_model(Path(run), scheme).model
+    except RunModelError as err:
         return None, str(err)
     return model.double(), None
 
