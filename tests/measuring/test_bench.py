@@ -12,6 +12,7 @@ import torch
 
 from posenc import cli
 from posenc.measuring import bench
+from posenc.measuring.bench import kernel_rows, model_rows, settings
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_ARGS = ["--shapes", "tiny", "--repeats", "2", "--warmup", "0", "--dtypes", "float32", "bfloat16"]
@@ -109,6 +110,17 @@ BAD_NUMBERS = [
     ("--repeats", "1.5", "--repeats must be a whole number, got '1.5'"),
     ("--warmup", "nan", "--warmup must be a whole number, got 'nan'"),
     ("--repeats", "99999999", "--repeats must be >= 1 and <= 1000, got 99999999"),
+    ("--repeats", "-3", "--repeats must be >= 1 and <= 1000, got -3"),
+    ("--repeats", "0x10", "--repeats must be a whole number, got '0x10'"),
+    ("--warmup", "", "--warmup must be a whole number, got ''"),
+    ("--warmup", "1001", "--warmup must be >= 0 and <= 1000, got 1001"),
+    (
+        "--warmup",
+        "9" * 5000,
+        "--warmup must be a whole number >= 0 and <= 1000, got 5000 characters starting '999999999999'",
+    ),
+    ("--device", "tpu", "--device must be cpu, cuda or auto, got 'tpu'"),
+    ("--device", "cuda:0", "--device must be cpu, cuda or auto, got 'cuda:0'"),
 ]
 
 
@@ -118,11 +130,14 @@ BAD_NUMBERS = [
         *[(False, *case) for case in BAD_NUMBERS],
         *[(True, *case) for case in BAD_NUMBERS],
         (True, "--decode-tokens", "0", "--decode-tokens must be >= 1 and <= 1000, got 0"),
+        (True, "--decode-tokens", "-1", "--decode-tokens must be >= 1 and <= 1000, got -1"),
+        (True, "--decode-tokens", "2.0", "--decode-tokens must be a whole number, got '2.0'"),
+        (True, "--decode-tokens", "1000000", "--decode-tokens must be >= 1 and <= 1000, got 1000000"),
     ],
 )
 def test_bad_numbers_give_one_line(tmp_path, capsys, monkeypatch, flag, value, message, model):
-    monkeypatch.setattr(bench, "run_benchmark", _must_not_run)
-    monkeypatch.setattr(bench, "run_model_benchmark", _must_not_run)
+    monkeypatch.setattr(kernel_rows, "run_benchmark", _must_not_run)
+    monkeypatch.setattr(model_rows, "run_model_benchmark", _must_not_run)
     argv = ["bench", *(["--model"] if model else []), flag, value, "--json", str(tmp_path / "x.json")]
     assert cli.main(argv) == 2
     captured = capsys.readouterr()
@@ -134,10 +149,112 @@ def _must_not_run(*args, **kwargs):
     raise AssertionError("the benchmark ran although its output path or flags were bad")
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+@pytest.mark.parametrize("model", [False, True])
+def test_cuda_asked_for_without_cuda_is_refused(tmp_path, capsys, monkeypatch, model):
+    monkeypatch.setattr(kernel_rows, "run_benchmark", _must_not_run)
+    monkeypatch.setattr(model_rows, "run_model_benchmark", _must_not_run)
+    mode = ["--model"] if model else []
+    assert cli.main(["bench", *mode, "--device", "cuda", "--json", str(tmp_path / "x.json")]) == 2
+    out = capsys.readouterr().out
+    assert out.strip() == "posenc bench: --device cuda was asked for but torch.cuda.is_available() is False"
+
+
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--shapes", "huge"),
+        ("--dtypes", "int8"),
+        ("--modes", "sideways"),
+        ("--qk-layout", "rows"),
+        ("--model-size", "0"),
+    ],
+)
+def test_a_name_flag_refuses_what_it_does_not_offer(tmp_path, capsys, monkeypatch, flag, value):
+    """Flags that take names are argparse choices: usage error, status 2, the flag, the value and the
+    choices named, nothing run."""
+    monkeypatch.setattr(kernel_rows, "run_benchmark", _must_not_run)
+    monkeypatch.setattr(model_rows, "run_model_benchmark", _must_not_run)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["bench", flag, value, "--json", str(tmp_path / "x.json")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}: invalid choice: '{value}' (choose from" in err
+
+
+def _parsed(*argv: str):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_the_command_resolves_one_settings_object(tmp_path):
+    """BenchRun holds the kernel or the model settings and the JSON path, with each mode's defaults;
+    it is frozen, so what the command resolved is what every step reads."""
+    import dataclasses
+
+    kernel = bench.BenchRun.from_args(_parsed("--device", "cpu", "--json", str(tmp_path / "k.json")))
+    assert isinstance(kernel.config, bench.BenchConfig) and kernel.out == tmp_path / "k.json"
+    assert (kernel.config.repeats, kernel.config.warmup, kernel.config.qk_layout) == (9, 2, "contiguous")
+    model = bench.BenchRun.from_args(_parsed("--model", "--device", "cpu", "--model-size", "tiny"))
+    assert model.out == Path("bench-model.json")
+    assert model.config == bench.ModelBenchConfig(
+        size="tiny", dtypes=("float32", "bfloat16"), repeats=3, decode_tokens=8, warmup=1, device="cpu"
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        model.config.repeats = 1000  # type: ignore[misc]
+    assert bench.BenchRun.from_args(_parsed("--device", "cpu")).out == Path("bench-rope.json")
+
+
+@pytest.mark.parametrize(
+    "make, field, value, error, message",
+    [
+        (bench.BenchConfig, "repeats", "9", TypeError, "repeats must be an integer, got '9' (str)"),
+        (bench.BenchConfig, "repeats", True, TypeError, "repeats must be an integer, got True (bool)"),
+        (bench.BenchConfig, "repeats", 0, ValueError, "repeats must be >= 1, got 0"),
+        (bench.BenchConfig, "repeats", 10**9, ValueError, "repeats must be <= 1000, got 1000000000"),
+        (bench.BenchConfig, "warmup", -1, ValueError, "warmup must be >= 0, got -1"),
+        (bench.BenchConfig, "min_sample_s", 0.0, ValueError, "min_sample_s must be > 0.0, got 0.0"),
+        (bench.BenchConfig, "min_sample_s", -1e-3, ValueError, "min_sample_s must be > 0.0"),
+        (bench.BenchConfig, "min_sample_s", float("nan"), ValueError, "min_sample_s must be finite, got nan"),
+        (bench.BenchConfig, "min_sample_s", 1e9, ValueError, "min_sample_s must be <= 60.0"),
+        (bench.BenchConfig, "shapes", (), ValueError, "shapes must be a non-empty list of names"),
+        (bench.BenchConfig, "shapes", "decode", ValueError, "shapes must be a non-empty list of names"),
+        (bench.BenchConfig, "shapes", ("decode", "huge"), ValueError, "shapes entry must be one of"),
+        (bench.BenchConfig, "dtypes", ("int8",), ValueError, "dtypes entry must be one of"),
+        (bench.BenchConfig, "modes", ("sideways",), ValueError, "modes entry must be one of"),
+        (bench.BenchConfig, "device", "tpu", ValueError, "device must be one of ['cpu', 'cuda'], got 'tpu'"),
+        (bench.BenchConfig, "qk_layout", "auto", ValueError, "qk_layout must be one of"),
+        (bench.BenchConfig, "compile", "yes", TypeError, "compile must be True or False, got 'yes' (str)"),
+        (bench.ModelBenchConfig, "size", "huge", ValueError, "size must be one of ['tiny', 'wide'], got 'huge'"),
+        (bench.ModelBenchConfig, "decode_tokens", 0, ValueError, "decode_tokens must be >= 1, got 0"),
+        (bench.ModelBenchConfig, "decode_tokens", 10**6, ValueError, "decode_tokens must be <= 1000"),
+        (bench.ModelBenchConfig, "repeats", 2.5, TypeError, "repeats must be an integer, got 2.5 (float)"),
+        (bench.ModelBenchConfig, "warmup", -1, ValueError, "warmup must be >= 0, got -1"),
+        (bench.ModelBenchConfig, "dtypes", [], ValueError, "dtypes must be a non-empty list of names"),
+        (bench.ModelBenchConfig, "device", "cuda:0", ValueError, "device must be one of ['cpu', 'cuda'], got 'cuda:0'"),
+    ],
+)
+def test_settings_built_in_code_refuse_bad_fields(make, field, value, error, message):
+    with pytest.raises(error) as info:
+        make(**{field: value})
+    assert message in str(info.value)
+
+
+def test_settings_keep_good_fields_as_given():
+    config = bench.BenchConfig(shapes=["tiny"], dtypes=["float16"], modes=["forward"], repeats=1000, warmup=0)
+    assert (config.shapes, config.dtypes, config.modes) == (("tiny",), ("float16",), ("forward",))
+    assert hash(config) == hash(
+        bench.BenchConfig(shapes=("tiny",), dtypes=("float16",), modes=("forward",), repeats=1000, warmup=0)
+    )
+
+
 @pytest.mark.parametrize("model", [False, True])
 def test_unwritable_json_fails_before_the_benchmark(tmp_path, capsys, monkeypatch, model):
-    monkeypatch.setattr(bench, "run_benchmark", _must_not_run)
-    monkeypatch.setattr(bench, "run_model_benchmark", _must_not_run)
+    monkeypatch.setattr(kernel_rows, "run_benchmark", _must_not_run)
+    monkeypatch.setattr(model_rows, "run_model_benchmark", _must_not_run)
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     mode = ["--model"] if model else []
@@ -145,6 +262,11 @@ def test_unwritable_json_fails_before_the_benchmark(tmp_path, capsys, monkeypatc
     assert "cannot be written" in capsys.readouterr().out
     assert cli.main(["bench", *mode, "--json", str(tmp_path)]) == 2
     assert "is a folder" in capsys.readouterr().out
+    assert cli.main(["bench", *mode, "--json", ""]) == 2  # the empty name is this folder
+    assert "is a folder" in capsys.readouterr().out
+    too_long = tmp_path / ("x" * 300 + ".json")
+    assert cli.main(["bench", *mode, "--json", str(too_long)]) == 2
+    assert capsys.readouterr().out.strip() == f"posenc bench: --json {too_long} cannot be written: File name too long"
 
 
 def test_writable_check_leaves_no_file(tmp_path):
@@ -200,7 +322,7 @@ def test_the_profiler_labels_the_rotation_the_attention_calls_patched_or_not():
     import sys
 
     from posenc.integrations.transformers import global_seen_by, patch, unpatch
-    from posenc.measuring.bench import _instrument
+    from posenc.measuring.bench.model_rows import _instrument
     from posenc.testing import tiny_model
 
     model = tiny_model("llama-3.2-1b")
@@ -293,7 +415,7 @@ def test_decode_rows_report_host_time_in_transformers_layout():
     assert case["qk_layout"] == "transformers"
     assert all(r["host_ms"] > 0 for r in case["results"].values())
     assert "Liger" not in case["results"]  # a CUDA-only row
-    q, k, cos, sin, cos_full, sin_full, info = bench._make_case("decode", torch.float32, "cpu", "transformers")
+    q, k, cos, sin, cos_full, sin_full, info = kernel_rows._make_case("decode", torch.float32, "cpu", "transformers")
     assert q.transpose(1, 2).is_contiguous() and q.stride(2) == 32 * 128  # a token row holds every head
     from posenc.rope.apply import apply_reference, apply_rotary
 
@@ -303,7 +425,7 @@ def test_decode_rows_report_host_time_in_transformers_layout():
     torch.testing.assert_close(got[1], apply_reference(q, k, cos, sin, "half", 128, False)[1], rtol=0, atol=0)
     assert "| host per call |" in bench.format_table(report)
     with pytest.raises(ValueError, match="qk-layout"):
-        bench._resolve_layout("rows", "cpu")
+        settings.resolve_layout("rows", "cpu")
 
 
 def test_gpu_check_parity_bound_accepts_float32_exact_and_refuses_a_wrong_angle():
@@ -331,3 +453,18 @@ def test_gpu_check_parity_bound_accepts_float32_exact_and_refuses_a_wrong_angle(
     cos_off, sin_off = gpu_check.exact_tables((torch.arange(33) + 98)[None], 64)
     wrong = rotate_reference(x, cos_off.float().unsqueeze(1), sin_off.float().unsqueeze(1), layout="half")
     assert gpu_check.ulp_error(wrong, want, x) > 1.0
+
+
+def test_the_model_rows_model_carries_llama_3_1_8b_rope_fields():
+    """The benchmark's Llama takes its rope fields from the committed Llama-3.1-8B config: its rotary
+    frequencies are posenc's llama3 scaling of Meta's published numbers (factor 8, bands 1 and 4, 8192
+    trained, rope_theta 5e5), with no attention scaling, and its context is 128k."""
+    pytest.importorskip("transformers")
+    from posenc.rope.scaling import Llama3Scaling, rope_frequencies
+
+    model = model_rows._model("tiny", torch.float32)
+    assert model.config.max_position_embeddings == 131072
+    llama3 = Llama3Scaling(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=8192)
+    want, attention_factor = rope_frequencies(llama3, 16, 500000.0)
+    torch.testing.assert_close(model.model.rotary_emb.inv_freq.double(), want.double(), rtol=1e-6, atol=0)
+    assert attention_factor == 1.0 and model.model.rotary_emb.attention_scaling == 1.0
