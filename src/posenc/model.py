@@ -197,6 +197,15 @@ class ModelConfig:
         return asdict(self)
 
 
+#: The fields of a :class:`ModelConfig` that :func:`~posenc.factory.make_scheme` takes, by the same names.
+SCHEME_FIELDS = ("d_model", "n_heads", "max_len", "rope_base", "rotary_dim", "rope_layout")
+
+
+def scheme_of(config: ModelConfig) -> PositionScheme:
+    """A new position scheme as ``config`` describes it: what :class:`TinyLM` builds when given none."""
+    return make_scheme(config.scheme, **{name: getattr(config, name) for name in SCHEME_FIELDS})
+
+
 class TinyLM(nn.Module):
     """A small decoder-only language model over bytes, with a pluggable position scheme.
 
@@ -208,19 +217,7 @@ class TinyLM(nn.Module):
         super().__init__()
         self.config = config.validate()
         self.tok = nn.Embedding(config.vocab_size, config.d_model)
-        self.scheme = (
-            scheme
-            if scheme is not None
-            else make_scheme(
-                config.scheme,
-                d_model=config.d_model,
-                n_heads=config.n_heads,
-                max_len=config.max_len,
-                rope_base=config.rope_base,
-                rotary_dim=config.rotary_dim,
-                rope_layout=config.rope_layout,
-            )
-        )
+        self.scheme = scheme if scheme is not None else scheme_of(config)
         self.blocks = nn.ModuleList(
             Block(config.d_model, config.n_heads, config.mlp_ratio, config.dropout, config.bias)
             for _ in range(config.n_layers)

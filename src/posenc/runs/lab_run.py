@@ -133,25 +133,13 @@ class RunDir:
 
     def __init__(self, root: Path):
         self.root = Path(root)
-
-    @property
-    def config_path(self) -> Path:
-        return self.root / "config.json"
-
-    @property
-    def results_path(self) -> Path:
-        return self.root / "results.json"
+        self.config_path = self.root / "config.json"
+        self.results_path = self.root / "results.json"
+        self.progress_path = self.root / "progress.json"
+        self.corpus_path = self.root / "corpus.json"
 
     def checkpoint_path(self, scheme: str) -> Path:
         return self.root / "checkpoints" / f"{scheme}.pt"
-
-    @property
-    def progress_path(self) -> Path:
-        return self.root / "progress.json"
-
-    @property
-    def corpus_path(self) -> Path:
-        return self.root / "corpus.json"
 
     def progress(self) -> Progress:
         stored = read_run_file(self.progress_path, "progress")
@@ -161,22 +149,17 @@ class RunDir:
         write_run_file(self.progress_path, "progress", progress.to_dict())
 
 
+#: The fields of a run's config that its models take by the same name (:class:`~posenc.model.ModelConfig`).
+SHARED_MODEL_FIELDS = ("d_model", "n_layers", "n_heads", "mlp_ratio", "rope_base")
 #: The fields of a run's ``config.json`` that say what model each scheme trained, and how long.
-MODEL_FIELDS = ("d_model", "n_layers", "n_heads", "mlp_ratio", "train_len", "rope_base", "steps")
+MODEL_FIELDS = (*SHARED_MODEL_FIELDS, "train_len", "steps")
 
 
 def lab_model_config(config: Mapping[str, Any], scheme: str) -> ModelConfig:
     """The :class:`~posenc.model.ModelConfig` of ``scheme``'s model in a run of ``config`` (the
     fields of ``config.json``, or a ``LabConfig``'s); a learned table has ``train_len`` rows."""
-    return ModelConfig(
-        scheme=scheme,
-        d_model=config["d_model"],
-        n_layers=config["n_layers"],
-        n_heads=config["n_heads"],
-        mlp_ratio=config["mlp_ratio"],
-        max_len=config["train_len"],
-        rope_base=config["rope_base"],
-    )
+    shared = {name: config[name] for name in SHARED_MODEL_FIELDS}
+    return ModelConfig(scheme=scheme, max_len=config["train_len"], **shared)
 
 
 class RunModelError(ValueError):

@@ -110,19 +110,7 @@ def _sweep(session: _Session) -> dict:
             session.interrupt.check(d)
 
         try:
-            train_steps(
-                model,
-                optimizer,
-                corpus.train,
-                start=0,
-                total=steps,
-                lr=rate,
-                warmup=warmup,
-                device=device,
-                d=d,
-                on_step=on_step,
-                **run_kwargs(cfg),
-            )
+            _train_on_run_text(session, model, optimizer, start=0, total=steps, lr=rate, warmup=warmup, on_step=on_step)
         except TrainingDiverged:
             score = math.nan  # recorded as diverged, never chosen
         else:
@@ -141,6 +129,26 @@ def _sweep(session: _Session) -> dict:
             raise LabError(f"every rate of --lr-sweep diverged for {scheme} ({scores}); try smaller rates")
         chosen[scheme] = min(finite, key=finite.__getitem__)
     return chosen
+
+
+def _train_on_run_text(
+    session: _Session, model, optimizer, *, start: int, total: int, lr: float, warmup: int, on_step
+) -> None:
+    """:func:`train_steps` of ``model`` on the run's training text, with the run's device, processes
+    and the settings its config fixes (:func:`run_kwargs`): the sweep and each scheme's training."""
+    train_steps(
+        model,
+        optimizer,
+        session.corpus.train,
+        start=start,
+        total=total,
+        lr=lr,
+        warmup=warmup,
+        device=session.device,
+        d=session.d,
+        on_step=on_step,
+        **run_kwargs(session.cfg),
+    )
 
 
 def _train_all(session: _Session, rates: dict) -> tuple:
@@ -227,18 +235,8 @@ def _train_one(session: _Session, scheme: str, k: int, lr: float) -> tuple:
 
     if start < cfg.steps:
         try:
-            train_steps(
-                model,
-                optimizer,
-                session.corpus.train,
-                start=start,
-                total=cfg.steps,
-                lr=lr,
-                warmup=cfg.warmup_steps,
-                device=device,
-                d=d,
-                on_step=on_step,
-                **run_kwargs(cfg),
+            _train_on_run_text(
+                session, model, optimizer, start=start, total=cfg.steps, lr=lr, warmup=cfg.warmup_steps, on_step=on_step
             )
         except TrainingDiverged as e:
             raise LabError(

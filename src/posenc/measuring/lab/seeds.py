@@ -16,8 +16,8 @@ from typing import Any, List, Tuple
 from .config import preset_config
 from .folder import LabError, check_writable, checked_config, locked
 from .parser import command_line, config_overrides
-from .store import atomic_write_bytes, is_lab_run
-from .summary import seed_dir, table_bpb, table_retrieval, table_time, table_verdicts, write_summary
+from .store import atomic_write_bytes, is_lab_run, write_run_file
+from .summary import seed_dir, summarize, table_bpb, table_retrieval, table_time, table_verdicts
 
 
 def _seed_commands(args) -> Tuple[Path, List[Tuple[int, List[str]]], str]:
@@ -95,7 +95,8 @@ def run_seeds(args) -> int:
                 f"seed {', '.join(map(str, failed))} stopped with an error; see {root}/seed-<n>.log, fix it "
                 f"and run the same command again to resume"
             )
-        summary = write_summary(root, root / "summary.json", root.name, typed)
+        summary = summarize(root, root.name, typed)
+        write_run_file(root / "summary.json", "summary", summary)
     _write_report(root, summary, typed)
     print(f"report: {root / 'summary.md'}", file=sys.stderr)
     return 0

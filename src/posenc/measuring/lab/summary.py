@@ -229,21 +229,6 @@ def summarize(
     }
 
 
-def write_summary(
-    root: Path,
-    out: Path,
-    name: str,
-    command: str,
-    *,
-    cpu_seconds: Optional[Dict[int, float]] = None,
-    cpu_source: str = "",
-    only: Optional[List[int]] = None,
-) -> dict:
-    summary = summarize(root, name, command, cpu_seconds=cpu_seconds, cpu_source=cpu_source, only=only)
-    write_run_file(Path(out), "summary", summary)
-    return summary
-
-
 def recombine(summary: dict) -> dict:
     """``summary`` with its across-seed verdicts recomputed from its per-seed verdicts under the
     current rule (no run folder needed); a ValueError when a per-seed verdict lacks its claimed
@@ -295,13 +280,23 @@ def _cells(summary: dict, model: str, length: str, key: str) -> list:
     ]
 
 
+def _length_columns(summary: dict, lengths: List[str]) -> str:
+    """The column heads of the evaluation lengths, each with its multiple of the training length."""
+    return " | ".join(f"{n} ({int(n) // summary['train_len']}x)" for n in lengths)
+
+
+def _add_row(lines: List[str], first: str, cells: List[str]) -> None:
+    """Add the row ``| first | cells |`` to ``lines``, unless every cell is empty ("—")."""
+    if any(c != "—" for c in cells):
+        lines.append(f"| {first} | " + " | ".join(cells) + " |")
+
+
 def table_bpb(summary: dict, extension: bool = False) -> str:
     lengths = [str(n) for n in summary["eval_lengths"]]
     if extension:
         lengths = lengths[1:]
     seeds = len(summary["seeds"])
-    head = "| model | " + " | ".join(f"{n} ({int(n) // summary['train_len']}x)" for n in lengths) + " |"
-    lines = [head, "|---" * (len(lengths) + 1) + "|"]
+    lines = [f"| model | {_length_columns(summary, lengths)} |", "|---" * (len(lengths) + 1) + "|"]
     for model in _models(summary, extension):
         cells = []
         for n in lengths:
@@ -309,8 +304,7 @@ def table_bpb(summary: dict, extension: bool = False) -> str:
                 cells.append("cannot")
             else:
                 cells.append(_mean_sd(_cells(summary, model, n, "bpb")))
-        if any(c != "—" for c in cells):
-            lines.append(f"| {model} | " + " | ".join(cells) + " |")
+        _add_row(lines, model, cells)
     note = (
         f"Bits per byte, mean ± standard deviation over {seeds} training seeds."
         if seeds > 1
@@ -325,7 +319,7 @@ def table_retrieval(summary: dict, extension: bool = False) -> str:
     lengths = [str(n) for n in summary["eval_lengths"]]
     seeds = len(summary["seeds"])
     lines = [
-        "| model | keys | " + " | ".join(f"{n} ({int(n) // summary['train_len']}x)" for n in lengths) + " |",
+        f"| model | keys | {_length_columns(summary, lengths)} |",
         "|---" * (len(lengths) + 2) + "|",
     ]
     for model in _models(summary, extension):
@@ -334,8 +328,7 @@ def table_retrieval(summary: dict, extension: bool = False) -> str:
             for n in lengths:
                 kn = _cells(summary, model, n, b)
                 cells.append(" / ".join(f"{k}/{m}" for k, m in kn) if kn else "—")
-            if any(c != "—" for c in cells):
-                lines.append(f"| {model} | {b} | " + " | ".join(cells) + " |")
+            _add_row(lines, f"{model} | {b}", cells)
     note = (
         f"Exact matches of the 5-digit key, k/n per training seed ({seeds} seeds, in seed order)."
         if seeds > 1
@@ -633,15 +626,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                 only = [int(x) for x in args.only.split(",")] if args.only else None
             except ValueError:
                 raise ValueError(f"--only takes SEED,..., got {args.only!r}") from None
-            write_summary(
-                Path(args.run),
-                SUMMARIES_DIR / f"{args.name}.json",
-                args.name,
-                args.command,
-                cpu_seconds=cpu,
-                cpu_source=args.cpu_source,
-                only=only,
+            summary = summarize(
+                Path(args.run), args.name, args.command, cpu_seconds=cpu, cpu_source=args.cpu_source, only=only
             )
+            write_run_file(SUMMARIES_DIR / f"{args.name}.json", "summary", summary)
             return 0
         if args.what == "recombine":
             path = SUMMARIES_DIR / f"{args.name}.json"

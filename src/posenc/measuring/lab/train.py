@@ -19,8 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ...factory import make_scheme
-from ...model import ModelConfig, TinyLM
+from ...model import ModelConfig, TinyLM, scheme_of
 from ...runs.lab_run import lab_model_config
 from .config import LabConfig
 from .distributed import Dist, all_reduce_sum
@@ -38,9 +37,7 @@ def build_model(cfg: LabConfig, scheme: str) -> TinyLM:
     mc = model_config(cfg, scheme)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed + 1)
-        position = make_scheme(
-            scheme, d_model=mc.d_model, n_heads=mc.n_heads, max_len=mc.max_len, rope_base=mc.rope_base
-        )
+        position = scheme_of(mc)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         return TinyLM(mc, scheme=position)

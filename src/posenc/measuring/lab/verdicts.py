@@ -29,6 +29,7 @@ seed reads the same ones). A run too small to mean anything, judged from its own
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -51,6 +52,8 @@ from .stats import (
 SEEN, WITHIN_NOISE, NOT_SEEN, NOT_MEASURED = VERDICTS
 #: Family-wise error rate of one run's verdicts (Holm's rule).
 ALPHA = 0.05
+#: What a verdict records of a t-test (:func:`~posenc.measuring.lab.stats.paired_t`, ``welch_t``), in order.
+T_TEST_FIELDS = ("effect", "effect_ci", "p", "se", "df", "n")
 #: Display names of the schemes and extension methods; a method is labelled as its RoPE scaling is on
 #: every page (the palette's one label table: "none" is plain RoPE, "dynamic_ntk" the "dynamic" type).
 LABELS = {
@@ -204,18 +207,16 @@ def compare(
         _exact_test(record, x, y, paired)
     else:
         out = paired_t(x, y) if paired else welch_t(x, y)
-        record.update(
-            test=f"paired t over {x.size} {what}" if paired else f"Welch t of {x.size} vs {y.size} {what}",
-            effect=out["effect"],
-            effect_ci=out["effect_ci"],
-            p=out["p"],
-            se=out["se"],
-            df=out["df"],
-            n=out["n"],
-        )
+        test = f"paired t over {x.size} {what}" if paired else f"Welch t of {x.size} vs {y.size} {what}"
+        record.update(test=test, **{name: out[name] for name in T_TEST_FIELDS})
         if kind == "bpb" and paired:
             record["unit_diffs"] = [round(float(v), 6) for v in x - y]
     return record
+
+
+#: :func:`compare` of two evaluation results in bits per byte: always paired, since every model and
+#: every length scores the same validation windows.
+_compare_bpb = functools.partial(compare, kind="bpb", paired=True)
 
 
 def _exact_test(record: dict, x: np.ndarray, y: np.ndarray, paired: bool) -> None:
@@ -332,17 +333,15 @@ def _scheme_claims(name: str, ev: dict, lengths: List[int], train_len: int) -> L
     ppl, ret = EXPECTED.get(name, (None, None))
     base, top = str(lengths[0]), str(lengths[-1])
     out = [
-        compare(
+        _compare_bpb(
             f"{label} reads text at {top} bytes ({lengths[-1] // train_len}x) worse than at {base} (1x)",
             _get(ev, top),
             _get(ev, base),
             ">",
-            kind="bpb",
             labels=(f"bpb at {top}", f"bpb at {base}"),
             group="perplexity",
             scheme=name,
             expected=ppl,
-            paired=True,
         )
     ]
     far, near = _retrieval(_get(ev, top), "far"), _retrieval(_get(ev, top), "near")
@@ -376,17 +375,15 @@ def _extension_claims(ext: dict, rope_eval: dict, lengths: List[int]) -> List[di
     for method in ("ntk", "yarn"):
         for k in [str(n) for n in lengths if n >= 4 * lengths[0]]:
             out.append(
-                compare(
+                _compare_bpb(
                     f"{LABELS[method]} reads {k} bytes better than plain RoPE without retraining",
                     _get(_get(ext, method), k),
                     _get(rope_eval, k),
                     "<",
-                    kind="bpb",
                     labels=(f"{method} at {k}", f"plain RoPE at {k}"),
                     group="extension",
                     scheme=method,
                     expected="seen (bloc97 2023; Peng et al. 2023)",
-                    paired=True,
                 )
             )
     linear, none = _get(ext, "linear") or {}, _get(ext, "none") or {}
@@ -418,17 +415,15 @@ def _extension_claims(ext: dict, rope_eval: dict, lengths: List[int]) -> List[di
         ),
     ):
         out.append(
-            compare(
+            _compare_bpb(
                 claim,
                 a,
                 b,
                 rel,
-                kind="bpb",
                 labels=labels,
                 group="extension",
                 scheme="linear",
                 expected=expected,
-                paired=True,
             )
         )
     return out
