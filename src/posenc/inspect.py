@@ -32,7 +32,6 @@ import argparse
 import json
 import math
 import re
-import stat
 import sys
 import textwrap
 from pathlib import Path
@@ -47,6 +46,7 @@ from .rope.mrope import INTERLEAVED_SECTION_MODEL_TYPES, MROPE_HF_KEYS, mrope_st
 from .rope.registry import get_descriptor, softmax_scale
 from .rope.scaling import DYNAMIC_TYPES, rope_frequencies
 from .rope.tables import rope_cos_sin
+from .runs import ReadError, read_capped
 
 #: largest integer every smaller integer of which the type holds exactly (2 ** (mantissa bits + 1))
 EXACT_INTEGERS = {"float16": 2**11, "bfloat16": 2**8, "float32": 2**24, "float64": 2**53}
@@ -104,14 +104,9 @@ def json_config(path: Path) -> Any:
     JSON, and nesting deeper than :data:`MAX_CONFIG_DEPTH`.
     """
     try:
-        if not stat.S_ISREG(path.stat().st_mode):
-            raise InspectError(f"{path} is not a regular file (a config.json is)")
-        with path.open("rb") as f:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise InspectError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise InspectError(f"{path} is larger than {MAX_CONFIG_BYTES:,} bytes; a config.json is a few kilobytes")
+        raw = read_capped(path, "a config.json is a regular file of a few kilobytes", max_bytes=MAX_CONFIG_BYTES)
+    except ReadError as exc:
+        raise InspectError(str(exc)) from None
     if _nesting(raw) > MAX_CONFIG_DEPTH:
         raise InspectError(f"{path} nests arrays or objects deeper than {MAX_CONFIG_DEPTH} levels")
     try:
