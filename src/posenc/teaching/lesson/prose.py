@@ -109,6 +109,11 @@ class Block:
                 spans(cell)
 
 
+def see_also(text: str) -> Block:
+    """A chapter's pointer to the workbench: a "see-also" block in the page's "see-also" slot."""
+    return Block("see-also", text, "see-also")
+
+
 def spans(text: str) -> list[dict]:
     """``text`` cut into spans ``{"style": "text" | "bold" | "em" | "code" | "link", "text", ["href"]}``.
 
@@ -176,6 +181,7 @@ __all__ = [
     "TRY_LABEL",
     "as_dict",
     "plain",
+    "see_also",
     "spans",
     "to_rich",
 ]

@@ -9,7 +9,7 @@ import torch
 
 from ....alibi import alibi_bias, alibi_slopes
 from ..formats import minus
-from ..prose import Block
+from ..prose import Block, see_also
 from ._check import Check, Evidence
 from ._figures import Figure
 from ._ranges import Range, checked
@@ -100,11 +100,7 @@ def prose(n: dict) -> list[Block]:
             evenly.""",
             "after",
         ),
-        Block(
-            "see-also",
-            "Workbench: [ALiBi's bias beside RoPE's scores](#alibi) as heatmaps.",
-            "see-also",
-        ),
+        see_also("Workbench: [ALiBi's bias beside RoPE's scores](#alibi) as heatmaps."),
     ]
 
 

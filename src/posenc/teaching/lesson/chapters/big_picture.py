@@ -22,7 +22,7 @@ from .. import trained
 from ..attention import attention_weights
 from ..formats import sci, sci_or_rounding
 from ..mistakes import ROUNDING_LEVEL
-from ..prose import Block
+from ..prose import Block, see_also
 from ..rotation import KEY, QUERY, pair_score
 from ..vectors import split_words, word_vector
 from . import bag_of_tiles as bag
@@ -303,11 +303,7 @@ def prose(n: dict) -> list[Block]:
             self-attention.""",
             "closing",
         ),
-        Block(
-            "see-also",
-            "Next: the [workbench](#workbench), ten views for going deeper.",
-            "see-also",
-        ),
+        see_also("Next: the [workbench](#workbench), ten views for going deeper."),
     ]
 
 

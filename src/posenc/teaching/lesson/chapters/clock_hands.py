@@ -10,7 +10,7 @@ import torch
 
 from ....sinusoidal import sinusoidal_frequencies, sinusoidal_table
 from ..formats import signed
-from ..prose import Block
+from ..prose import Block, see_also
 from ..vectors import TWO_PI
 from ._check import Check, Evidence
 from ._figures import Figure
@@ -137,11 +137,7 @@ def prose(n: dict) -> list[Block]:
             to seat 64 and compare how far each hand has come.""",
             "fingerprint",
         ),
-        Block(
-            "see-also",
-            "Workbench: the [fingerprint view](#fingerprint), every cell of the table with its formula.",
-            "see-also",
-        ),
+        see_also("Workbench: the [fingerprint view](#fingerprint), every cell of the table with its formula."),
     ]
 
 

@@ -7,7 +7,7 @@ from typing import Tuple
 import torch
 
 from ....rope.tables import rope_inv_freq
-from ..prose import Block
+from ..prose import Block, see_also
 from ..vectors import angle_errors
 from ._check import Check, Evidence
 
@@ -49,11 +49,7 @@ def prose(n: dict) -> list[Block]:
             "precision",
         ),
         Block("try", "answer a check in any chapter and come back: the score here follows.", "after"),
-        Block(
-            "see-also",
-            "Workbench: [precision](#precision) plots the angle error by position and dtype.",
-            "see-also",
-        ),
+        see_also("Workbench: [precision](#precision) plots the angle error by position and dtype."),
     ]
 
 

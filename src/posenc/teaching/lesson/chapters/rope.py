@@ -17,7 +17,7 @@ from ....rope.apply import apply_rotary
 from ....rope.layout import permute_for_interleaved
 from ....rope.tables import rope_cos_sin, rope_inv_freq
 from ..formats import minus, signed
-from ..prose import Block
+from ..prose import Block, see_also
 from ..rotation import (
     DIAL_THETA,
     KEY,
@@ -309,11 +309,7 @@ def prose(n: dict) -> list[Block]:
             the unturned hand at 0 degrees as a faint grey line, and the turn between them shaded.""",
             "measured",
         ),
-        Block(
-            "see-also",
-            "Workbench: [RoPE clock dials](#dials) at any head size, and [score against distance](#scores).",
-            "see-also",
-        ),
+        see_also("Workbench: [RoPE clock dials](#dials) at any head size, and [score against distance](#scores)."),
     ]
 
 

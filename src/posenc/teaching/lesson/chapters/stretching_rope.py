@@ -18,7 +18,7 @@ from ....fixtures import load_fixture
 from ....rope import LinearScaling, NTKScaling, RotaryEmbedding, YaRNScaling, rope_frequencies, rope_inv_freq
 from ....rope.registry import scaling_parameters
 from ..palette import parameter_label
-from ..prose import Block
+from ..prose import Block, see_also
 from ..stretching import band_masks, partial_turn, past_training
 from ..vectors import TWO_PI
 from ._check import Check, Evidence
@@ -330,12 +330,8 @@ def prose(n: dict) -> list[Block]:
             lengths.""",
             "configs",
         ),
-        Block(
-            "see-also",
-            """Workbench: [wavelengths and scaling](#wavelengths) with dynamic NTK, Llama 3, real model configs,
-            and [copy as config](#config).""",
-            "see-also",
-        ),
+        see_also("""Workbench: [wavelengths and scaling](#wavelengths) with dynamic NTK, Llama 3, real model configs,
+            and [copy as config](#config)."""),
     ]
 
 

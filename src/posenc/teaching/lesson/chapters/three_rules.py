@@ -9,7 +9,7 @@ import torch
 
 from ....sinusoidal import sinusoidal_frequencies, sinusoidal_table
 from ..formats import sci
-from ..prose import Block
+from ..prose import Block, see_also
 from ._figures import Figure
 from ._ranges import Range, checked
 from .word_plus_position import numbers as input_numbers
@@ -203,11 +203,7 @@ def prose(n: dict) -> list[Block]:
             the whole table in [chapter 5](#clock-hands).""",
             "measured",
         ),
-        Block(
-            "see-also",
-            "Workbench: the [wave fingerprint](#fingerprint) draws the distance between every two seats.",
-            "see-also",
-        ),
+        see_also("Workbench: the [wave fingerprint](#fingerprint) draws the distance between every two seats."),
     ]
 
 
