@@ -30,7 +30,11 @@ calls at one token, with its own yardstick:
   yardstick of the first two) and on the same views of one projection (the yardstick of in place);
 * ``Triton path, launch stubbed``: :func:`posenc.rope.kernels.triton_rope.rotate` on CPU tensors
   with the kernel launch replaced by a no-op (when Triton is importable): the Python a GPU decode
-  call runs before its launch (plan lookup, aliasing test, launch arguments).
+  call runs before its launch (plan lookup, aliasing test, launch arguments);
+* ``apply_rotary on CUDA, planned (stubbed)``: the entry as a CUDA decode call takes it, q and k
+  views of one projection, planned per layout by the Triton planner and launched through the
+  pre-bound launcher (stubbed); ``general (stubbed)``: the same call through the general path, as
+  before the plan (the dispatcher swapped for the row: one wrapper call and the swap in each).
 
 Then the far positions: one token at ``2**31`` and ``2**40`` (a new position every call, so the row
 is computed every time), with the cache size before and after.
@@ -98,24 +102,64 @@ def backward_rows(q, k, cos, sin, hf):
 
 
 def triton_prelude(q, k, cos, sin):
-    """The Triton path's host work on CPU tensors with the launch stubbed, or None without Triton."""
+    """The Triton path's host work on CPU tensors with the launch stubbed, or None without Triton:
+    the kernel call alone, and apply_rotary as a CUDA call takes it, planned and (as before the plan)
+    through the general path. The stubbed launch stands for the compiled kernel's own launcher,
+    which the plan pre-binds on CUDA; it and the stream read count one Python call each, as theirs do."""
     try:
         from posenc.rope.kernels import triton_rope
     except Exception:
         return None
 
+    class Compiled:
+        function = packed_metadata = "stub"
+
+        def run(self, *args):
+            pass
+
     class NoLaunch:
+        params = triton_rope._rope_kernel.params
+
         def __getitem__(self, grid):
-            return lambda *args, **kwargs: None
+            return lambda *args, **kwargs: Compiled()
 
-    triton_rope._rope_kernel = NoLaunch()  # this process never launches the real kernel
+    # this process never launches the real kernel; CPU tensors stand for CUDA ones in the plan
+    triton_rope._rope_kernel = NoLaunch()
+    triton_rope._PREBIND_ON = frozenset({"cpu", "cuda"})
+    torch._C._cuda_getCurrentRawStream = lambda index: 0
+    torch.cuda.current_device = lambda: 0
     c3, s3 = cos[None], sin[None]  # (1, 1, r/2)
+    buf = torch.randn(1, 1, q.shape[1] + k.shape[1], q.shape[3])  # (B, S, Hq + Hk, D): one projection
+    qv, kv = buf[:, :, : q.shape[1]].transpose(1, 2), buf[:, :, q.shape[1] :].transpose(1, 2)
 
-    def call():
+    def kernel_only():
         q_out, k_out = torch.empty_like(q), torch.empty_like(k)
         triton_rope.rotate(q, k, q_out, k_out, c3, s3, interleaved=False, rotary_dim=q.shape[-1])
 
-    return call
+    planner = kernels.Planner(triton_rope.make_planned, {"kernel": 1}, "kernel", 1)
+    cpu_planner = kernels.planner_for
+
+    def planned():
+        kernels.planner_for = lambda device: planner  # read only when a new layout is planned
+        try:
+            return apply_rotary(qv, kv, c3, s3)
+        finally:
+            kernels.planner_for = cpu_planner
+
+    dispatcher = kernels.kernel_for
+
+    def general():
+        kernels.kernel_for = lambda device: triton_rope.rotate  # the dispatcher's answer on CUDA
+        try:
+            return apply_rotary(qv, kv, c3, s3)  # a replaced dispatcher: the plan steps aside
+        finally:
+            kernels.kernel_for = dispatcher
+
+    return {
+        "Triton path, launch stubbed": kernel_only,
+        "apply_rotary on CUDA, planned (stubbed)": planned,
+        "apply_rotary on CUDA, general (stubbed)": general,
+    }
 
 
 def count_calls(rows, calls: int = 200) -> int:
@@ -177,9 +221,7 @@ def main(argv=None) -> int:
         sin_full = torch.cat((sin, sin), -1)[None]
         rows["transformers apply_rotary_pos_emb"] = lambda: apply_rotary_pos_emb(q, k, cos_full, sin_full)
     rows.update(backward_rows(q, k, cos, sin, apply_rotary_pos_emb))
-    triton_row = triton_prelude(q, k, cos, sin)
-    if triton_row is not None:
-        rows["Triton path, launch stubbed"] = triton_row
+    rows.update(triton_prelude(q, k, cos, sin) or {})
 
     if args.count_calls:
         return count_calls(rows)

@@ -24,7 +24,9 @@ Sections, each independent (a failure prints its traceback, is recorded, and the
    transformers eager, Liger (when importable), an in-place pass over the same bytes; on CUDA the
    same rows again with the host queued ahead (device time alone, against the pass's device time);
    decode host time per call; max error against float64 angles.
-8. ``host_profile``: cProfile of decode calls, forward and forward+backward: where host time goes.
+8. ``host_profile``: cProfile of decode calls, forward and forward+backward: where host time goes,
+   Python calls per call, and whether a seen layout's forward launches through the pre-bound
+   launcher (no ``JITFunction.run``).
 9. ``model``: a 4-layer 4096-wide Llama in bfloat16, decode per token (2k prompt, 64 greedy tokens)
    and an 8k-token forward, unpatched against patched by ``posenc.integrations.transformers``.
 10. ``launch_shapes``: the Triton kernel alone at 16k tokens in float32 and bfloat16 under a few
@@ -818,7 +820,18 @@ def section_host_profile(ctx: Context) -> Dict[str, Any]:
             {"function": f"{Path(f).name}:{line}({fn_name})", "us_per_call": tt / calls * 1e6, "calls": nc / calls}
             for (f, line, fn_name), (cc, nc, tt, ct, callers) in rows
         ]
-        out[name] = {"us_per_call_profiled": wall, "top_own_time": top}
+        # JITFunction.run per call: 0 when the layout's pre-bound launcher makes the launch
+        jit_runs = sum(
+            nc for (f, _, fn_name), (_, nc, _, _, _) in stats.stats.items() if fn_name == "run" and f.endswith("jit.py")
+        )
+        out[name] = {
+            "us_per_call_profiled": wall,
+            "python_calls_per_call": stats.total_calls / calls,
+            "jit_runs_per_call": jit_runs / calls,
+            "top_own_time": top,
+        }
+        if ctx.device == "cuda" and name == "forward":
+            ctx.check("host_profile", "a seen layout's decode call launches without JITFunction.run", jit_runs == 0)
         say(
             f"  {name}: {wall:.1f} µs per call under the profiler; top: "
             + ", ".join(f"{t['function']} {t['us_per_call']:.1f}" for t in top[:5])

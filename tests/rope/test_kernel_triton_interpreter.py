@@ -15,7 +15,9 @@ import textwrap
 
 import pytest
 import torch
-from kernel_cases import make_inputs
+from kernel_cases import make_inputs, reference
+
+from posenc.rope import apply_rotary
 
 TRITON_SCRIPT = textwrap.dedent(r"""
     import json, math, os, sys
@@ -115,6 +117,51 @@ TRITON_SCRIPT = textwrap.dedent(r"""
         ref_x = q.clone().requires_grad_()
         apply_reference(ref_x, ref_x[:, :0], cos, sin, layout, 12, False)[0].backward(gq)
         results[f"backward-inplace/{layout}"] = {"abs": err(x.grad, ref_x.grad), "ulp": 0.0}
+
+    # apply_rotary's dense out-of-place call planned per layout as on CUDA: CPU tensors handed to the
+    # Triton planner, the kernel run by the interpreter; three calls per layout on fresh tensors
+    from posenc.rope import apply_rotary, kernels
+    if kernels.kernel_for(torch.device("cpu")) is not None:  # the plan's path choice asks the dispatcher
+        planner = kernels.Planner(triton_rope.make_planned, {"kernel": 1}, "kernel", 1)
+        kernels.planner_for = lambda device: planner
+        work = {"checks": 0, "launches": 0}
+        check, launch = triton_rope.check_operands, triton_rope._launch
+        def counted_check(*args):
+            work["checks"] += 1
+            return check(*args)
+        def counted_launch(*args):
+            work["launches"] += 1
+            return launch(*args)
+        triton_rope.check_operands, triton_rope._launch = counted_check, counted_launch
+        table = torch.rand(12, 16, dtype=torch.float64) * 6
+        cases = {
+            # q and k as transformers hands them over: transposes of one (B, S, H, D) projection
+            "planned/transformers-layout": (torch.float32, "half", 32, "projection", "3-d", 0),
+            "planned/partial-interleaved": (torch.float32, "interleaved", 12, "dense", "2-d", 0),
+            "planned/row-offset": (torch.float32, "half", 32, "projection", "2-d", 5),
+            "planned/bfloat16": (torch.bfloat16, "half", 32, "projection", "3-d", 0),
+        }
+        steps = {}
+        for label, (dtype, layout, r, kind, rank, offset) in cases.items():
+            worst, before = 0.0, dict(work)
+            for _ in range(3):
+                if kind == "projection":
+                    buf = torch.randn(2, 3, 6, 32, dtype=torch.float64).to(dtype)  # (B, S, Hq + Hk, D)
+                    q, k = buf[:, :, :4].transpose(1, 2), buf[:, :, 4:].transpose(1, 2)
+                else:
+                    q, k, _, _ = inputs(dtype, seq=3, r=r)
+                rows = table[offset : offset + 3, : r // 2] if offset == 0 else table[:, : r // 2]
+                cos, sin = rows.cos().float(), rows.sin().float()
+                if rank == "3-d":
+                    cos, sin = cos[None].expand(2, -1, -1), sin[None].expand(2, -1, -1)  # (B, S, r/2)
+                got = apply_rotary(q, k, cos, sin, layout=layout, rotary_dim=r, row_offset=offset)
+                used = table[offset : offset + 3, : r // 2]
+                want = apply_reference(q, k, used.cos().float()[None], used.sin().float()[None], layout, r, False)
+                metric = ulps if dtype == torch.bfloat16 else err
+                worst = max(worst, metric(got[0], want[0]), metric(got[1], want[1]))
+            results[label] = {"abs": worst, "ulp": worst}
+            steps[label] = {name: work[name] - before[name] for name in work}
+        results["planned-work"] = steps
     print("RESULTS " + json.dumps(results))
 """)
 
@@ -170,6 +217,21 @@ def test_triton_interpreter_cases(triton_results, key):
     assert triton_results[key]["abs"] <= 1e-6, triton_results[key]
 
 
+PLANNED_KEYS = ["planned/transformers-layout", "planned/partial-interleaved", "planned/row-offset", "planned/bfloat16"]
+
+
+@pytest.mark.parametrize("key", PLANNED_KEYS)
+def test_triton_planned_call_in_the_interpreter(triton_results, key):
+    """apply_rotary's planned dense call through the Triton planner (as on CUDA) equals the reference
+    (bfloat16 within one unit in the last place), and each layout's three calls on fresh tensors run
+    the full checks once and launch the kernel once per call."""
+    if "planned-work" not in triton_results:
+        pytest.skip("no fused CPU kernel here: the planned path's choice asks the dispatcher")
+    limit = 1.0 + 1e-9 if key.endswith("bfloat16") else 1e-6
+    assert triton_results[key]["abs"] <= limit, triton_results[key]
+    assert triton_results["planned-work"][key] == {"checks": 1, "launches": 3}, triton_results["planned-work"]
+
+
 def test_triton_launch_arguments_follow_the_kernel_signature():
     """The plan's constexprs (one set per answer to "copy the untouched tail?") are the kernel's last
     parameters in its order, which the pre-bound launcher passes by position; the alignment mask has
@@ -191,3 +253,189 @@ def test_triton_launch_arguments_follow_the_kernel_signature():
     for _ in range(200):
         ptrs = tuple(int(x) for x in torch.randint(0, 1 << 40, (7,), generator=gen) * 8)
         assert triton_rope._alignment(ptrs) == sum(1 << i for i, p in enumerate(ptrs) if p % 16 == 0)
+
+
+# -- the CUDA path's host work per call, with the launch stubbed --------------------------------------
+class FakeCompiled:
+    """What the pre-bound launcher reads of a compiled kernel: ``run`` records each direct launch."""
+
+    function, packed_metadata = "function", "packed"
+
+    def __init__(self, launches):
+        self.launches = launches
+
+    def run(self, *args):
+        self.launches.append(("pre-bound", args))
+
+
+class FakeJit:
+    """Stands for ``_rope_kernel``: ``kernel[grid](*args, **constexprs)`` records a launch through
+    the JIT function and returns a :class:`FakeCompiled`; the parameters are the real kernel's."""
+
+    def __init__(self, params):
+        self.params = params
+        self.launches = []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.launches.append(("jit", (grid, args, kwargs)))
+            return FakeCompiled(self.launches)
+
+        return launch
+
+
+@pytest.fixture
+def triton_planned(monkeypatch, fused_cpu):
+    """apply_rotary's dense call on CPU tensors planned by the Triton planner as on CUDA, with the
+    pre-bound launch enabled for CPU and the launch itself stubbed: what a GPU decode call runs on
+    the host, nothing of the kernel. Counts the full checks and layout keys."""
+    pytest.importorskip("triton", reason="triton is a test dependency: pip install triton")
+    import posenc.rope.apply as apply_mod
+    from posenc.rope import kernels
+    from posenc.rope.kernels import plans, triton_rope
+
+    fake = FakeJit(triton_rope._rope_kernel.params)
+    monkeypatch.setattr(triton_rope, "_rope_kernel", fake)
+    monkeypatch.setattr(triton_rope, "_INTERPRETED", False)
+    monkeypatch.setattr(triton_rope, "_PREBOUND", True)
+    monkeypatch.setattr(triton_rope, "_PREBIND_ON", frozenset({"cpu", "cuda"}))
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 7, raising=False)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    planner = kernels.Planner(triton_rope.make_planned, {"kernel": "triton"}, "kernel", "triton")
+    monkeypatch.setattr(kernels, "planner_for", lambda device: planner)
+    monkeypatch.setattr(apply_mod, "_ACCEPTED", {})
+    counts = {"full checks": 0, "layout keys": 0}
+    for name, module, attr in (("full checks", triton_rope, "check_operands"), ("layout keys", plans, "layout_key")):
+
+        def spy(*args, _fn=getattr(module, attr), _name=name, **kwargs):
+            counts[_name] += 1
+            return _fn(*args, **kwargs)
+
+        monkeypatch.setattr(module, attr, spy)
+    plans.clear()
+    yield fake, counts, planner
+    plans.clear()
+
+
+def _projection(dtype=torch.float32, q_heads=32, kv_heads=8, dim=128, seq=1):
+    """q and k as transformers hands them over: transposes of (B, S, H, D) views of one projection."""
+    buf = torch.randn(1, seq, q_heads + kv_heads, dim, dtype=dtype)  # (B, S, Hq + Hk, D)
+    return buf, buf[:, :, :q_heads].transpose(1, 2), buf[:, :, q_heads:].transpose(1, 2)
+
+
+def test_triton_planned_call_does_constant_work_on_a_seen_layout(triton_planned):
+    """On CUDA, apply_rotary's dense decode call on a seen layout builds no layout key, runs no full
+    check and no plan build, and makes exactly one launch for q and k, through the pre-bound
+    launcher (the compiled kernel's own launch, called with the arguments the JIT function bound,
+    in the kernel's parameter order); cProfile's count of Python calls is the same at every call
+    and for two layouts. Here the launch is stubbed and CPU tensors stand for CUDA ones."""
+    import cProfile
+    import pstats
+
+    from posenc.rope.kernels import plans, triton_rope
+
+    fake, counts, _ = triton_planned
+    names = [p.name for p in triton_rope._rope_kernel.params]
+    per_call = []
+    for q_heads, kv_heads, dim in ((32, 8, 128), (4, 2, 16)):
+        _, q, k = _projection(q_heads=q_heads, kv_heads=kv_heads, dim=dim)
+        cos, sin = torch.rand(1, 1, dim // 2), torch.rand(1, 1, dim // 2)  # (B, S, r/2), as transformers
+        apply_rotary(q, k, cos, sin)  # plans the layout: the full checks, the first launch through the JIT
+        first = dict(counts, plans=plans.STATS["plans"], launches=len(fake.launches))
+        assert first["full checks"] >= 1 and fake.launches[-1][0] == "jit"
+        _, (grid, jit_args, jit_kwargs) = fake.launches[-1]
+        bound = dict(zip(names, jit_args), **jit_kwargs)  # what the JIT function would bind
+        assert list(bound) == names and grid == (1,)
+        for _ in range(2):
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for _ in range(50):
+                out = apply_rotary(q, k, cos, sin)
+            profiler.disable()
+            per_call.append(pstats.Stats(profiler).total_calls / 50)
+        assert dict(counts, plans=plans.STATS["plans"], launches=first["launches"]) == first
+        launched = fake.launches[first["launches"] :]
+        assert len(launched) == 100 and {kind for kind, _ in launched} == {"pre-bound"}  # one launch per call
+        args = launched[-1][1]
+        assert args[:9] == (1, 1, 1, 7, "function", "packed", None, None, None)  # grid, stream, no hooks
+        direct = dict(zip(names, args[9:]))
+        assert len(args[9:]) == len(names)
+        for name in names:
+            if name in ("qo_ptr", "ko_ptr"):
+                assert direct[name] is not bound[name]  # fresh outputs of every call
+            elif isinstance(bound[name], torch.Tensor):
+                assert direct[name] is bound[name], name
+            else:
+                assert direct[name] == bound[name], name
+        assert direct["qo_ptr"] is out[0] and direct["ko_ptr"] is out[1]
+        assert out[0].stride() == torch.empty_like(q).stride() and out[1].shape == k.shape
+    # apply_rotary, the planned call, its run, the launch step and the launcher; is_compiling (2),
+    # getattr for forward-mode AD, 4 functorch probes, 4 negation bits, 4 strides, one lookup, 2
+    # allocations, 6 data pointers, the overlap test, the alignment mask, one launcher lookup, the
+    # stream and the compiled kernel's launch (stubbed here: the stream, run and its list append)
+    # (rounded: the profiler's own disable call, and callbacks another test may have left, add < 1)
+    calls = [round(n) for n in per_call]
+    assert calls == [calls[0]] * len(calls) and calls[0] <= 35, per_call
+
+
+def test_pre_bound_launcher_leaves_hooked_launches_to_the_jit_function(triton_planned):
+    """Newer Triton keeps its launch hooks as a HookChain that is never None: an empty chain is no
+    hook (the pre-bound launch runs), a chain with a hook gets every launch through the JIT function,
+    which hands the hook its launch metadata."""
+    import triton
+
+    fake, _, _ = triton_planned
+    runtime = triton.knobs.runtime
+    if not hasattr(triton.knobs, "HookChain") or not isinstance(runtime.launch_enter_hook, triton.knobs.HookChain):
+        pytest.skip("this Triton has no HookChain")
+    _, q, k = _projection(q_heads=4, kv_heads=2, dim=16)
+    cos, sin = torch.rand(1, 8), torch.rand(1, 8)
+    for _ in range(2):
+        apply_rotary(q, k, cos, sin)
+    assert [kind for kind, _ in fake.launches] == ["jit", "pre-bound"]
+
+    def hook(metadata):
+        pass
+
+    runtime.launch_enter_hook.add(hook)
+    try:
+        apply_rotary(q, k, cos, sin)
+    finally:
+        runtime.launch_enter_hook.remove(hook)
+    apply_rotary(q, k, cos, sin)
+    assert [kind for kind, _ in fake.launches] == ["jit", "pre-bound", "jit", "pre-bound"]
+
+
+def test_triton_planned_call_still_checks_what_changes(triton_planned):
+    """A seen layout's Triton plan covers shapes, strides, dtypes and the device: a new dtype or
+    shape is checked in full again; q and k that now share memory (read only, out of place) are
+    rotated from both; rows past the table are refused; an output that would overlap an operand
+    (the byte-range test, forced here) leaves the plan for the general path, which checks it; a
+    stale plan (the planner's kernel gone) is not used."""
+    from posenc.rope.kernels import plans
+
+    fake, counts, planner = triton_planned
+    buf, q, k = _projection(q_heads=4, kv_heads=2, dim=16)
+    cos, sin = torch.rand(1, 8), torch.rand(1, 8)
+    apply_rotary(q, k, cos, sin)
+    checks, launches = counts["full checks"], len(fake.launches)
+    k_over = buf[:, :, 2:4].transpose(1, 2)  # k's layout, sharing two heads with q
+    assert k_over.stride() == k.stride()
+    apply_rotary(q, k_over, cos, sin)
+    assert counts["full checks"] == checks and len(fake.launches) == launches + 1
+    apply_rotary(q.double(), k.double(), cos.double(), sin.double())  # a new layout: checked once
+    assert counts["full checks"] == checks + 1
+    with pytest.raises(ValueError, match="row_offset"):
+        apply_rotary(q, k, torch.rand(4, 8), torch.rand(4, 8), row_offset=4)
+    launches = len(fake.launches)
+    saved = plans.disjoint
+    try:
+        plans.disjoint = lambda plan, ptrs: False
+        got = apply_rotary(q, k, cos, sin)  # not launched by the plan; the C kernel's general call
+    finally:
+        plans.disjoint = saved
+    assert len(fake.launches) == launches
+    assert torch.equal(got[0], reference(q, k, cos, sin, "half", None)[0])
+    planner.state.clear()  # the kernel the plans were made for is gone
+    apply_rotary(q, k, cos, sin)
+    assert len(fake.launches) == launches

@@ -14,9 +14,10 @@
 * anything else (other devices, tensor subclasses, ``vmap``, gradients wanted for cos/sin, or no
   fused kernel available here): the reference.
 
-The common dense CPU case (plain tensors, out of place, no gradients, consecutive rows) is
-recognised in O(1) on a seen layout: its checks, path choice and the kernel's packed arguments are
-kept per layout (:func:`_planned_cpu_call`), and a call packs only the data pointers.
+The common dense case (plain tensors, out of place, no gradients, consecutive rows), on CPU and on
+CUDA, is recognised in O(1) on a seen layout: its checks, path choice and the kernel's arguments
+(packed for the C kernel; the launch constants and a pre-bound launcher for Triton) are kept per
+layout (:func:`_planned_call`), and a call hands over only the data pointers.
 
 Both kernels take every stride of every operand, and refuse (``ValueError``) an output that shares
 memory with another operand unless it is exactly its own input. With ``inplace=True``, q and k may be
@@ -83,7 +84,7 @@ def rotate_reference(
 
 
 #: Argument layouts :func:`check_rotary_inputs` has accepted -> their rotary_dim, and the planned
-#: CPU calls of :func:`_planned_cpu_call` (keys starting with ``_PLANNED``); one bound for both.
+#: calls of :func:`_planned_call` (keys starting with ``_PLANNED``); one bound for both.
 _ACCEPTED: Dict[Hashable, Any] = {}
 _ACCEPTED_MAX = 1024
 _accepted_lock = threading.Lock()
@@ -464,13 +465,9 @@ def apply_rotary(
         and validate
         and not inplace
         and type(q) is type(k) is type(cos) is type(sin) is torch.Tensor
-        and q.is_cpu
-        and k.is_cpu
-        and cos.is_cpu
-        and sin.is_cpu
         and not (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad)
     ):
-        done = _planned_cpu_call(q, k, cos, sin, layout, rotary_dim, row_offset)
+        done = _planned_call(q, k, cos, sin, layout, rotary_dim, row_offset)
         if done is not None:
             return done
     if positions is not None:
@@ -496,11 +493,10 @@ def apply_rotary(
 
 
 _PLANNED = object()  # the first item of a planned call's key in _ACCEPTED
-_cpu_state = kernels.cpu._state  # cleared (never replaced) by kernels.cpu.reset()
 _KERNEL_FOR = kernels.kernel_for  # the dispatcher plans are made for; a replaced one is honoured
 
 
-def _planned_cpu_call(
+def _planned_call(
     q: torch.Tensor,
     k: torch.Tensor,
     cos: torch.Tensor,
@@ -509,18 +505,21 @@ def _planned_cpu_call(
     rotary_dim: Optional[int],
     row_offset: int,
 ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
-    """The common dense case of :func:`apply_rotary` recognised in O(1): plain CPU tensors, out of
-    place, no gradients, consecutive rows. Returns ``None`` for anything else (then the general
-    path runs, and raises where it should).
+    """The common dense case of :func:`apply_rotary` recognised in O(1): plain tensors on one
+    device with a fused kernel (the C kernel on CPU, Triton on CUDA), out of place, no gradients,
+    consecutive rows. Returns ``None`` for anything else (then the general path runs, and raises
+    where it should).
 
     What depends on the layout alone (the argument checks, the "fused or reference?" choice, the
-    dtype codes, shapes and strides the kernel is given, the outputs' strides) is worked out once
-    per layout (shapes, strides and dtypes of all four operands, layout name, rotary_dim, whether
-    rows start at an offset) and kept in :data:`_ACCEPTED`; a call on a seen layout tests only what
-    can change between calls with it (compiling, functorch wrappers, forward-mode AD, the lazy
-    negation bit, the row bounds, which kernel is loaded, that :func:`kernels.kernel_for` is not
-    replaced) and then
-    packs the data pointers. The C side checks every operand's memory as on every call.
+    kernel's checks of shapes, dtypes and strides, what it is given besides the data pointers, the
+    outputs' strides, and on CUDA the launch constants) is worked out once per layout (shapes,
+    strides, dtypes and device of all four operands, layout name, rotary_dim, whether rows start at
+    an offset) and kept in :data:`_ACCEPTED`; a call on a seen layout tests only what can change
+    between calls with it (compiling, functorch wrappers, forward-mode AD, the lazy negation bit,
+    the row bounds, which kernel is loaded, that :func:`kernels.kernel_for` is not replaced) and
+    then hands the data pointers to the kernel: the C side checks every operand's memory as on
+    every call; the Triton plan tests the outputs' byte ranges against the inputs'
+    (:func:`.kernels.plans.disjoint`).
     """
     if _is_compiling() or type(layout) is not str or type(row_offset) is not int or row_offset < 0:
         return None
@@ -530,16 +529,19 @@ def _planned_cpu_call(
         return None
     if q.is_neg() or k.is_neg() or cos.is_neg() or sin.is_neg() or kernels.kernel_for is not _KERNEL_FOR:
         return None
+    device = q.device
+    if k.device != device or cos.device != device or sin.device != device:
+        return None  # the general path lets torch name the devices
     key = (
         *(_PLANNED, q.shape, k.shape, cos.shape, sin.shape, q.stride(), k.stride(), cos.stride(), sin.stride()),
-        *(q.dtype, k.dtype, cos.dtype, sin.dtype, layout, rotary_dim, row_offset > 0),
+        *(q.dtype, k.dtype, cos.dtype, sin.dtype, device, layout, rotary_dim, row_offset > 0),
     )
     plan = _ACCEPTED.get(key)
     if plan is None:
-        plan = _plan_cpu_call(q, k, cos, sin, layout, rotary_dim, row_offset)
+        plan = _plan_call(q, k, cos, sin, layout, rotary_dim, row_offset)
         _remember(key, plan)
-    run, lib = plan
-    if run is None or "lib" not in _cpu_state or _cpu_state["lib"] is not lib:
+    run, state, name, token = plan
+    if run is None or name not in state or state[name] is not token:
         return None
     if row_offset and row_offset + q.shape[2] > cos.shape[-2]:
         return None  # the general path names the bound
@@ -547,7 +549,10 @@ def _planned_cpu_call(
     return done
 
 
-def _plan_cpu_call(
+_NO_PLAN: Tuple[Any, Dict[str, Any], str, Any] = (None, {}, "", None)  # a layout that takes the general path
+
+
+def _plan_call(
     q: torch.Tensor,
     k: torch.Tensor,
     cos: torch.Tensor,
@@ -555,17 +560,21 @@ def _plan_cpu_call(
     layout: str,
     rotary_dim: Optional[int],
     row_offset: int,
-) -> Tuple[Any, Any]:
-    """A new layout's plan for :func:`_planned_cpu_call`: ``(run, library)``, with
-    ``run`` ``None`` when this layout takes the general path (a dtype pair the kernel does not read
-    as is, no CPU kernel here). Raises, and remembers nothing, for arguments the checks refuse."""
+) -> Tuple[Any, Dict[str, Any], str, Any]:
+    """A new layout's plan for :func:`_planned_call`: ``(run, state, name, token)`` of
+    :class:`.kernels.Planner`, with ``run`` ``None`` when this layout takes the general path (a
+    dtype pair the kernel does not read as is, no fused kernel for the device). Raises, and
+    remembers nothing, for arguments the checks refuse."""
     r = check_rotary_inputs(q, k, cos, sin, layout, rotary_dim, window=row_offset > 0)
-    lib = kernels.cpu.library()
     tables = table_dtype(q.dtype)
     readable = q.dtype == k.dtype and q.dtype in _FUSED_DTYPES and cos.dtype == tables and sin.dtype == tables
-    if lib is None or not readable or fused_kernel(q, k, cos, sin) is None:
-        return None, lib
-    return kernels.cpu.make_planned(lib, q, k, cos, sin, r, layout == "interleaved"), lib
+    if not readable or fused_kernel(q, k, cos, sin) is None:
+        return _NO_PLAN
+    planner = kernels.planner_for(q.device)
+    if planner is None:
+        return _NO_PLAN
+    run = planner.make(q, k, cos, sin, r, layout == "interleaved")
+    return run, planner.state, planner.name, planner.token
 
 
 def _rotate(

@@ -11,6 +11,9 @@
 * :mod:`.plans`: safety checks paid once per layout and cached: the Triton path's plans, and the
   in-place rules' pairs of q and k layouts.
 
+:func:`planner_for` gives, per device, what :func:`posenc.rope.apply.apply_rotary` needs to plan its
+dense out-of-place call once per layout (:func:`.cpu.make_planned`, :func:`.triton_rope.make_planned`).
+
 Both have one calling convention (see :func:`.cpu.rotate`), so the autograd Functions of
 :mod:`posenc.rope.apply` wrap either; their backward is the same kernel with sin negated.
 
@@ -19,9 +22,10 @@ Both are checked against :func:`posenc.rope.apply.rotate_reference`, which stays
 
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, NamedTuple, Optional
 
 import torch
 
@@ -91,4 +95,38 @@ def kernel_for(device: torch.device) -> Optional[Kernel]:
         return cpu_kernel()
     if device.type == "cuda":
         return triton_kernel()
+    return None
+
+
+class Planner(NamedTuple):
+    """How to plan a dense out-of-place call on one device, and how to tell that a plan is stale.
+
+    ``make(q, k, cos, sin, rotary_dim, interleaved)`` checks one layout in full (raising on what the
+    kernel refuses) and returns ``run(q, k, cos, sin, row_offset) -> (q_out, k_out) or None`` for
+    operands of exactly that layout. A plan holds ``token``, the kernel it was made for, and is
+    stale once ``state[name] is not token`` (the loader dropped or replaced it): a dictionary read
+    per call, no function call.
+    """
+
+    make: Callable[..., Callable[..., Any]]
+    state: Dict[str, Any]
+    name: str
+    token: Any
+
+
+def planner_for(device: torch.device) -> Optional[Planner]:
+    """The :class:`Planner` of ``device``'s fused kernel, or ``None`` where there is none (the
+    caller then takes its general path). Called once per new layout, never per call."""
+    if device.type == "cpu":
+        lib = cpu.library()
+        if lib is None:
+            return None
+        return Planner(functools.partial(cpu.make_planned, lib), cpu.STATE, "lib", lib)
+    if device.type == "cuda":
+        kernel = triton_kernel()
+        if kernel is None:
+            return None
+        from . import triton_rope
+
+        return Planner(triton_rope.make_planned, _triton, "kernel", kernel)
     return None

@@ -68,6 +68,9 @@ NATIVE_FLAGS = ("-march=native",)
 
 _lock = threading.Lock()
 _state: Dict[str, Any] = {}
+#: The loader's state, read by planned calls: ``STATE["lib"]`` is the loaded kernel once
+#: :func:`library` has run; :func:`reset` clears it (the dict itself is never replaced).
+STATE = _state
 
 
 class FusedKernelUnavailable(RuntimeError):

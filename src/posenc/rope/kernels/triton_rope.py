@@ -335,17 +335,20 @@ def _launch_constants(
 #: ``POSENC_TRITON_PREBOUND=0`` launches every call through ``kernel[grid](...)``.
 _PREBOUND = os.environ.get("POSENC_TRITON_PREBOUND", "1").strip().lower() not in ("0", "false", "no")
 _INTERPRETED = os.environ.get("TRITON_INTERPRET", "") == "1"
+#: Device types whose launches are pre-bound (the compiled kernel's own launcher, called directly).
+_PREBIND_ON = frozenset({"cuda"})
 
 
-def _raw_stream(device: torch.device) -> int:
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return int(torch._C._cuda_getCurrentRawStream(index))
-
-
-def _prebound(compiled: Any, options: Dict[str, Any]) -> Optional[Callable[..., None]]:
+def _prebound(
+    compiled: Any, options: Dict[str, Any], device: torch.device, constants: Tuple[Any, ...], n_args: int
+) -> Optional[Callable[[int, Tuple[Any, ...]], None]]:
     """A launcher that calls the compiled kernel directly, skipping ``JITFunction.run``'s argument
     binding and specialisation (the same call that method makes once it has found the kernel), or
-    ``None`` where this Triton does not expose what that needs."""
+    ``None`` where this Triton does not expose what that needs.
+
+    ``launch(grid, args)`` takes the kernel's runtime arguments (``n_args`` of them, checked here
+    once) and appends ``constants``, the constexprs this launcher was bound for; it reads the
+    current stream of ``device`` at every call (a CUDA graph captures on a stream of its own)."""
     runtime = getattr(getattr(triton, "knobs", None), "runtime", None)
     run = getattr(compiled, "run", None)
     function = getattr(compiled, "function", None)
@@ -353,14 +356,23 @@ def _prebound(compiled: Any, options: Dict[str, Any]) -> Optional[Callable[..., 
     if runtime is None or run is None or function is None or packed is None:
         return None
     n_params = len(_rope_kernel.params)
+    if n_args + len(constants) != n_params:
+        raise TypeError(f"the pre-bound launcher got {n_args + len(constants)} arguments for {n_params} parameters")
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    stream = torch._C._cuda_getCurrentRawStream
+    # Triton's launch hooks are None when unset in older releases, and an empty HookChain (never
+    # None) in newer ones: both mean "no hook"; a chain with hooks, or any other hook, does not
+    chain = getattr(getattr(triton, "knobs", None), "HookChain", None)
 
-    def launch(grid: int, device: torch.device, args: Tuple[Any, ...]) -> None:
-        if len(args) != n_params:
-            raise TypeError(f"the pre-bound launcher got {len(args)} arguments for {n_params} parameters")
-        if runtime.launch_enter_hook is not None or runtime.launch_exit_hook is not None:
-            _rope_kernel[(grid,)](*args, **options)  # hooks want launch metadata: the general path
+    def launch(grid: int, args: Tuple[Any, ...]) -> None:
+        enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
+        if not (
+            (enter is None or (type(enter) is chain and not enter.calls))
+            and (leave is None or (type(leave) is chain and not leave.calls))
+        ):
+            _rope_kernel[(grid,)](*args, *constants, **options)  # hooks want launch metadata: the general path
             return
-        run(grid, 1, 1, _raw_stream(device), function, packed, None, None, None, *args)
+        run(grid, 1, 1, stream(index), function, packed, None, None, None, *args, *constants)
 
     return launch
 
@@ -458,6 +470,53 @@ def _planned_operands(
     return q, k, cos, sin, positions, plan, ptrs
 
 
+#: ``run(q, k, cos, sin, row_offset) -> (q_out, k_out) or None``: see :func:`make_planned`.
+Planned = Callable[..., Optional[Tuple[torch.Tensor, torch.Tensor]]]
+
+
+def make_planned(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rotary_dim: int, interleaved: bool
+) -> Planned:
+    """An out-of-place call bound to one layout (the Triton twin of :func:`.cpu.make_planned`): the
+    shapes, strides, dtypes and device of ``q``, ``k``, ``cos`` and ``sin``, checked in full here
+    (:func:`check_operands`, raising on what the kernel refuses) with outputs laid out as
+    ``torch.empty_like`` lays them out, and the layout's plan (launch constants, pre-bound
+    launchers) made once.
+
+    ``run(q, k, cos, sin, row_offset)`` is for operands of exactly this layout without a lazy
+    negation bit, ``row_offset`` already checked against the tables' rows (the caller keys its
+    cache by that layout and checks the rest per call). It allocates the outputs with the strides
+    the plan was checked for, tests their byte ranges against every other operand's
+    (:func:`.plans.disjoint`: fresh memory never meets them, and this is not assumed) and makes
+    one launch for q and k, through the pre-bound launcher once the layout's first launch at that
+    pointer alignment has bound one. It returns ``(q_out, k_out)``, or ``None`` when an output
+    would overlap an operand, so that the general call raises the explanation.
+    """
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    *_, plan, _ = _planned_operands(q, k, q_out, k_out, cos, sin, None, rotary_dim, interleaved, False)
+    batch, _, seq, head_dim = q.shape
+    grid = batch * seq
+    copy = head_dim > rotary_dim  # fresh outputs are never their own inputs: a partial rotation copies the tail
+    q_shape, k_shape = tuple(q.shape), tuple(k.shape)
+    q_out_stride, k_out_stride = q_out.stride(), k_out.stride()
+    dtype, device = q.dtype, q.device
+    empty_strided = torch.empty_strided
+
+    def run(
+        q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, row_offset: int
+    ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+        q_out = empty_strided(q_shape, q_out_stride, dtype=dtype, device=device)
+        k_out = empty_strided(k_shape, k_out_stride, dtype=dtype, device=device)
+        if grid:
+            ptrs = (q.data_ptr(), k.data_ptr(), q_out.data_ptr(), k_out.data_ptr(), cos.data_ptr(), sin.data_ptr(), 0)
+            if not plans.disjoint(plan, ptrs):
+                return None
+            _launch(plan, (q, k, q_out, k_out, cos, sin, cos), ptrs, row_offset, grid, copy, copy)
+        return q_out, k_out
+
+    return run
+
+
 def _launch(
     plan: Any,
     tensors: Tuple[torch.Tensor, ...],
@@ -472,28 +531,27 @@ def _launch(
     the JIT function (whose compiled kernel is then pre-bound for the next call)."""
     before, after, constexprs, options = plan.launch
     device = tensors[0].device
-    if _PREBOUND and not _INTERPRETED and device.type == "cuda":
+    prebinds = _PREBOUND and not _INTERPRETED and device.type in _PREBIND_ON
+    if prebinds:
         aligned = _alignment(ptrs) | (copy_q << 8) | (copy_k << 9)
         launcher = plan.launchers.get(aligned)
         if launcher is not None:
-            args = (*tensors, *before, row_offset, *after)
             try:
-                launcher(grid, device, (*args, *constexprs[copy_q, copy_k].values()))
+                launcher(grid, (*tensors, *before, row_offset, *after))
                 return
             except TypeError:
                 # this Triton's launcher takes its arguments another way (refused before launching):
                 # forget the pre-bound path and launch through the JIT function from now on
                 _disable_prebound()
-    compiled = _rope_kernel[(grid,)](
-        *tensors,
-        *before,
-        row_offset,
-        *after,
-        **constexprs[copy_q, copy_k],
-        **options,
-    )
-    if _PREBOUND and not _INTERPRETED and device.type == "cuda":
-        bound = _prebound(compiled, options)
+    constants = constexprs[copy_q, copy_k]
+    compiled = _rope_kernel[(grid,)](*tensors, *before, row_offset, *after, **constants, **options)
+    if prebinds and _PREBOUND:
+        n_args = len(tensors) + len(before) + 1 + len(after)
+        try:
+            bound = _prebound(compiled, options, device, tuple(constants.values()), n_args)
+        except TypeError:
+            _disable_prebound()
+            return
         if bound is not None:
             plan.launchers[aligned] = bound  # one dict store: atomic
 
