@@ -265,6 +265,7 @@ def test_build_retries_without_march_native(monkeypatch, tmp_path):
 def test_triton_import_failure_warns_and_falls_back(monkeypatch):
     monkeypatch.setitem(sys.modules, "triton", None)  # "import triton" raises
     monkeypatch.delitem(sys.modules, "posenc.rope.kernels.triton_rope", raising=False)
+    monkeypatch.delattr(kernels, "triton_rope", raising=False)  # else "from . import" finds it there
     monkeypatch.setattr(kernels, "_triton", {})
     with pytest.warns(RuntimeWarning, match="Triton RoPE kernel unavailable"):
         assert kernels.kernel_for(torch.device("cuda")) is None
