@@ -352,18 +352,24 @@ def _asan_env(tmp_path):
     }
 
 
-@pytest.mark.slow
-def test_random_layouts_under_address_sanitizer(tmp_path):
-    """The C file built with -fsanitize=address, driven by random layouts (every operand in an
-    exact-fit allocation) and by refused calls, in a subprocess with the ASan runtime preloaded."""
+def _run_asan_driver(tmp_path, argument):
+    """ASAN_DRIVER with ``argument`` ("200" random layouts, or "control") in a subprocess with the
+    ASan runtime preloaded and the sanitizer build cached under ``tmp_path``."""
     env = _asan_env(tmp_path)
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(ASAN_DRIVER), "200"],
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(ASAN_DRIVER), argument],
         capture_output=True,
         text=True,
         timeout=900,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(TESTS)]), "OMP_NUM_THREADS": "1", **env},
     )
+
+
+@pytest.mark.slow
+def test_random_layouts_under_address_sanitizer(tmp_path):
+    """The C file built with -fsanitize=address, driven by random layouts (every operand in an
+    exact-fit allocation) and by refused calls, in a subprocess with the ASan runtime preloaded."""
+    proc = _run_asan_driver(tmp_path, "200")
     assert "AddressSanitizer" not in proc.stderr, proc.stderr[-5000:]
     tally = result_of(proc)
     print(f"ASan: {tally}")
@@ -374,14 +380,7 @@ def test_random_layouts_under_address_sanitizer(tmp_path):
 @pytest.mark.slow
 def test_address_sanitizer_catches_a_lying_caller(tmp_path):
     """Positive control for the test above: a struct that claims more table rows than exist."""
-    env = _asan_env(tmp_path)
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(ASAN_DRIVER), "control"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(TESTS)]), "OMP_NUM_THREADS": "1", **env},
-    )
+    proc = _run_asan_driver(tmp_path, "control")
     assert proc.returncode != 0 and "heap-buffer-overflow" in proc.stderr, (proc.stdout, proc.stderr[-3000:])
 
 
@@ -475,13 +474,6 @@ def test_c_overlap_check_matches_brute_force(kernel, pair, swap):
 
 
 # -- the cached library --------------------------------------------------------------------------
-@pytest.fixture
-def fresh_kernel_state():
-    cpu.reset()
-    yield
-    cpu.reset()
-
-
 def _built(tmp_path, monkeypatch):
     monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path))
     try:

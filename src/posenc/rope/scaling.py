@@ -118,6 +118,12 @@ def _check_rotary_dim(config: Any, rotary_dim: object) -> None:
         check_config_int(_field(config, "rotary_dim"), rotary_dim, minimum=2, maximum=None, even=True)
 
 
+def _rotary_dim_and_factor(config: Any, rotary_dim: object) -> None:
+    """What every type scaled by a ``factor`` checks first: the rotated width, then the factor."""
+    _check_rotary_dim(config, rotary_dim)
+    _factor(config)
+
+
 class _Validated:
     """Validates everything that does not depend on ``rotary_dim`` at construction time."""
 
@@ -164,8 +170,7 @@ class LinearScaling(_Validated):
     rope_type: ClassVar[str] = "linear"
 
     def validate(self, rotary_dim: Optional[int]) -> None:
-        _check_rotary_dim(self, rotary_dim)
-        _factor(self)
+        _rotary_dim_and_factor(self, rotary_dim)
 
 
 def _linear(config: LinearScaling, rotary_dim: int, base: float, seq_len: Optional[int] = None) -> Frequencies:
@@ -212,8 +217,7 @@ class NTKScaling(_Validated):
     rope_type: ClassVar[str] = "ntk"
 
     def validate(self, rotary_dim: Optional[int]) -> None:
-        _check_rotary_dim(self, rotary_dim)
-        _factor(self)
+        _rotary_dim_and_factor(self, rotary_dim)
 
 
 def _ntk(config: NTKScaling, rotary_dim: int, base: float, seq_len: Optional[int] = None) -> Frequencies:
@@ -247,8 +251,7 @@ class DynamicNTKScaling(_Validated):
     rope_type: ClassVar[str] = "dynamic"
 
     def validate(self, rotary_dim: Optional[int]) -> None:
-        _check_rotary_dim(self, rotary_dim)
-        _factor(self)
+        _rotary_dim_and_factor(self, rotary_dim)
         _length(self)
 
 
@@ -322,8 +325,7 @@ class YaRNScaling(_Validated):
     rope_type: ClassVar[str] = "yarn"
 
     def validate(self, rotary_dim: Optional[int]) -> None:
-        _check_rotary_dim(self, rotary_dim)
-        _factor(self)
+        _rotary_dim_and_factor(self, rotary_dim)
         _length(self)
         _number(self, "beta_slow", greater_than=0.0)
         _number(
@@ -412,8 +414,7 @@ class Llama3Scaling(_Validated):
     rope_type: ClassVar[str] = "llama3"
 
     def validate(self, rotary_dim: Optional[int]) -> None:
-        _check_rotary_dim(self, rotary_dim)
-        _factor(self)
+        _rotary_dim_and_factor(self, rotary_dim)
         _number(self, "low_freq_factor", greater_than=0.0)
         _number(
             self,

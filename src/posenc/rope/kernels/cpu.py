@@ -669,22 +669,11 @@ def make_planned(
     return run
 
 
-def rotate(
-    lib: ctypes.CDLL,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    q_out: torch.Tensor,
-    k_out: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    *,
-    interleaved: bool,
-    rotary_dim: int,
-    inverse: bool = False,
-    positions: Optional[torch.Tensor] = None,
-    row_offset: int = 0,
-) -> None:
-    """Write the rotation of ``q``/``k`` into ``q_out``/``k_out`` (each may be its own input).
+def rotate(lib: ctypes.CDLL, *operands: torch.Tensor, **options: Any) -> None:
+    """``make_rotate(lib)(q, k, q_out, k_out, cos, sin, *, interleaved, rotary_dim, inverse=False,
+    positions=None, row_offset=0)``: write the rotation of ``q``/``k`` into ``q_out``/``k_out`` (each
+    may be its own input). The signature is the bound kernel's (:func:`make_rotate`), which both
+    fused kernels share (:data:`posenc.rope.kernels.Kernel`).
 
     Args:
         q, k, q_out, k_out: (B, Hq, S, D), (B, Hk, S, D), and the same shapes; one dtype among
@@ -703,19 +692,7 @@ def rotate(
     own input), or a position outside ``[0, rows)`` raises ``ValueError``/``TypeError`` before any
     element is read or written.
     """
-    make_rotate(lib)(
-        q,
-        k,
-        q_out,
-        k_out,
-        cos,
-        sin,
-        interleaved=interleaved,
-        rotary_dim=rotary_dim,
-        inverse=inverse,
-        positions=positions,
-        row_offset=row_offset,
-    )
+    make_rotate(lib)(*operands, **options)
 
 
 def _refusal(

@@ -132,44 +132,37 @@ static inline uint16_t f16_store(float f) {
 /* ---- one head vector ---------------------------------------------------------------------------
    Rotate its first r features and copy the rest when writing elsewhere. The unit-stride versions
    (every last-dimension stride is 1, the usual case) vectorise; the strided versions take each
-   operand's own last-dimension stride. Both do the same operations in the same order. */
-#define DEFINE_ROWS(SUFFIX, T, ACC, LOAD, STORE)                                                     \
+   operand's own last-dimension stride. Both do the same operations in the same order.
+   ROTATE_PAIRS is the unit-stride loop over one head's r/2 pairs, read from X and written to Y
+   (one pointer when in place), shared by the in-place and the copying version. */
+#define ROTATE_PAIRS(ACC, LOAD, STORE, X, Y)                                                        \
+    if (!interleaved) {                                                                             \
+        for (i = 0; i < h; i++) {                                                                   \
+            ACC a = LOAD(X[i]), b = LOAD(X[i + h]), cc = c[i], ss = sign * s[i];                    \
+            Y[i] = STORE(a * cc - b * ss);                                                          \
+            Y[i + h] = STORE(a * ss + b * cc);                                                      \
+        }                                                                                           \
+    } else {                                                                                        \
+        for (i = 0; i < h; i++) {                                                                   \
+            ACC a = LOAD(X[2 * i]), b = LOAD(X[2 * i + 1]), cc = c[i], ss = sign * s[i];            \
+            Y[2 * i] = STORE(a * cc - b * ss);                                                      \
+            Y[2 * i + 1] = STORE(a * ss + b * cc);                                                  \
+        }                                                                                           \
+    }
+
+#define DEFINE_ROWS(SUFFIX, T, ACC, LOAD, STORE)                                                    \
 static void row_inplace_##SUFFIX(T *restrict x, const ACC *restrict c, const ACC *restrict s,       \
                                  int64_t r, int interleaved, ACC sign) {                            \
-    int64_t h = r / 2, i;                                                                            \
-    if (!interleaved) {                                                                              \
-        for (i = 0; i < h; i++) {                                                                    \
-            ACC a = LOAD(x[i]), b = LOAD(x[i + h]), cc = c[i], ss = sign * s[i];                     \
-            x[i] = STORE(a * cc - b * ss);                                                           \
-            x[i + h] = STORE(a * ss + b * cc);                                                       \
-        }                                                                                            \
-    } else {                                                                                         \
-        for (i = 0; i < h; i++) {                                                                    \
-            ACC a = LOAD(x[2 * i]), b = LOAD(x[2 * i + 1]), cc = c[i], ss = sign * s[i];             \
-            x[2 * i] = STORE(a * cc - b * ss);                                                       \
-            x[2 * i + 1] = STORE(a * ss + b * cc);                                                   \
-        }                                                                                            \
-    }                                                                                                \
-}                                                                                                    \
+    int64_t h = r / 2, i;                                                                           \
+    ROTATE_PAIRS(ACC, LOAD, STORE, x, x)                                                            \
+}                                                                                                   \
 static void row_copy_##SUFFIX(const T *restrict x, T *restrict y, const ACC *restrict c,            \
-                              const ACC *restrict s, int64_t r, int64_t d, int interleaved,          \
-                              ACC sign) {                                                            \
-    int64_t h = r / 2, i;                                                                            \
-    if (!interleaved) {                                                                              \
-        for (i = 0; i < h; i++) {                                                                    \
-            ACC a = LOAD(x[i]), b = LOAD(x[i + h]), cc = c[i], ss = sign * s[i];                     \
-            y[i] = STORE(a * cc - b * ss);                                                           \
-            y[i + h] = STORE(a * ss + b * cc);                                                       \
-        }                                                                                            \
-    } else {                                                                                         \
-        for (i = 0; i < h; i++) {                                                                    \
-            ACC a = LOAD(x[2 * i]), b = LOAD(x[2 * i + 1]), cc = c[i], ss = sign * s[i];             \
-            y[2 * i] = STORE(a * cc - b * ss);                                                       \
-            y[2 * i + 1] = STORE(a * ss + b * cc);                                                   \
-        }                                                                                            \
-    }                                                                                                \
-    if (d > r) memcpy(y + r, x + r, (size_t)(d - r) * sizeof(T));                                    \
-}                                                                                                    \
+                              const ACC *restrict s, int64_t r, int64_t d, int interleaved,         \
+                              ACC sign) {                                                           \
+    int64_t h = r / 2, i;                                                                           \
+    ROTATE_PAIRS(ACC, LOAD, STORE, x, y)                                                            \
+    if (d > r) memcpy(y + r, x + r, (size_t)(d - r) * sizeof(T));                                   \
+}                                                                                                   \
 static void row_strided_##SUFFIX(const T *x, T *y, const ACC *c, const ACC *s, int64_t xs,          \
                                  int64_t ys, int64_t cs, int64_t ss_, int64_t r, int64_t d,          \
                                  int interleaved, int copy_rest, ACC sign) {                         \

@@ -265,21 +265,19 @@ def _check_offset(row_offset: int, rows: int, seq: int) -> None:
 LAUNCH: Dict[str, Any] = {"max_tile": 4096, "num_warps": None}
 
 
+#: A call's operands in the kernel's order: (q, k, q_out, k_out, cos, sin, positions or None).
+Operands = Tuple[
+    torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor]
+]
+
+
 def _launch_constants(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    q_out: torch.Tensor,
-    k_out: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    positions: Optional[torch.Tensor],
-    rotary_dim: int,
-    interleaved: bool,
-    inverse: bool,
+    operands: Operands, rotary_dim: int, interleaved: bool, inverse: bool
 ) -> Tuple[Tuple[int, ...], Tuple[int, ...], Dict[Tuple[bool, bool], Dict[str, Any]], Dict[str, Any]]:
     """The kernel's integer arguments before and after ``row_offset``, its constexprs (by whether
     the tail is copied into q_out and k_out) and its launch options, for a checked layout (they
     depend on shapes and strides only, and on :data:`LAUNCH`)."""
+    q, k, q_out, k_out, cos, sin, positions = operands
     batch, n_qh, seq, head_dim = q.shape
     half = rotary_dim // 2
     rest = head_dim - rotary_dim
@@ -439,7 +437,7 @@ def _planned_operands(
         q, k, cos, sin = overlap.resolve_lazy_inputs(q, k, cos, sin, q_out, k_out)
     if positions is not None and positions.is_neg():
         positions = positions.resolve_neg()
-    operands = (q, k, q_out, k_out, cos, sin, positions)
+    operands: Operands = (q, k, q_out, k_out, cos, sin, positions)
     key = plans.layout_key(operands, (rotary_dim, bool(interleaved), bool(inverse)))
 
     def check() -> None:
@@ -452,7 +450,7 @@ def _planned_operands(
     if plan is None:  # a new layout: the full checks, then the plan (closures made only here)
 
         def launch() -> Any:
-            return _launch_constants(q, k, q_out, k_out, cos, sin, positions, rotary_dim, interleaved, inverse)
+            return _launch_constants(operands, rotary_dim, interleaved, inverse)
 
         plan = plans.plan_for(key, operands, check, launch)
     ptrs = (
