@@ -211,12 +211,7 @@ def test_fallback_without_compiler(monkeypatch, tmp_path, fresh_kernel_state):
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
 
-def test_fallback_when_compiler_fails(monkeypatch, tmp_path, fresh_kernel_state):
-    broken = tmp_path / "cc"
-    broken.write_text("#!/bin/sh\necho 'cc: fatal error: broken on purpose' >&2\nexit 1\n")
-    broken.chmod(0o755)
-    monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("CC", str(broken))
+def test_fallback_when_compiler_fails(broken_compiler, fresh_kernel_state):
     q, k, cos, sin = make_inputs(torch.float32)
     with pytest.warns(RuntimeWarning, match="broken on purpose"):
         got = apply_rotary(q, k, cos, sin)

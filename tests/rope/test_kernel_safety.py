@@ -510,12 +510,7 @@ def test_damaged_cached_library_is_rebuilt(tmp_path, monkeypatch, fresh_kernel_s
     assert path.read_bytes() != b"not a library at all" and cpu._intact(path)
 
 
-def test_failed_build_names_the_source_file(monkeypatch, tmp_path, fresh_kernel_state):
-    broken = tmp_path / "cc"
-    broken.write_text("#!/bin/sh\necho 'cc: fatal error: broken on purpose' >&2\nexit 1\n")
-    broken.chmod(0o755)
-    monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("CC", str(broken))
+def test_failed_build_names_the_source_file(broken_compiler, fresh_kernel_state):
     with pytest.raises(cpu.FusedKernelUnavailable, match=r"compiling .*rope_kernel\.c with .*cc failed: cc: fatal"):
         cpu.build()
 

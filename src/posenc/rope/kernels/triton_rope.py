@@ -281,33 +281,20 @@ def _launch_constants(
     batch, n_qh, seq, head_dim = q.shape
     half = rotary_dim // 2
     rest = head_dim - rotary_dim
-    (table_batch, rows, _), (cs_b, cs_s, cs_i) = table_geometry(cos)
-    _, (ss_b, ss_s, ss_i) = table_geometry(sin)
-    if table_batch == 1:
-        cs_b = ss_b = 0  # one table for every row of the batch
+    (table_batch, rows, _), cos_strides = table_geometry(cos)
+    _, sin_strides = table_geometry(sin)
+    if table_batch == 1:  # one table for every row of the batch
+        cos_strides, sin_strides = (0, *cos_strides[1:]), (0, *sin_strides[1:])
+    position_strides = (0, 0)
     if positions is not None:
-        ps_b = positions.stride(0) if positions.shape[0] > 1 else 0
-        ps_s = positions.stride(1)
-    else:
-        ps_b = ps_s = 0
+        position_strides = (positions.stride(0) if positions.shape[0] > 1 else 0, positions.stride(1))
     # heads per step: all of them, but at most LAUNCH["max_tile"] elements of a/b per tile (registers)
     tile = LAUNCH["max_tile"]
     block_h = max(1, min(triton.next_power_of_2(max(n_qh, k.shape[1], 1)), tile // triton.next_power_of_2(half)))
     before = (seq, n_qh, k.shape[1], rows)
-    after = (
-        *q.stride(),
-        *q_out.stride(),
-        *k.stride(),
-        *k_out.stride(),
-        cs_b,
-        cs_s,
-        cs_i,
-        ss_b,
-        ss_s,
-        ss_i,
-        ps_b,
-        ps_s,
-    )
+    # every stride parameter of the kernel, in its order: q, q_out, k, k_out, cos, sin, positions
+    strides = (q.stride(), q_out.stride(), k.stride(), k_out.stride(), cos_strides, sin_strides, position_strides)
+    after = tuple(n for operand in strides for n in operand)
     # the constexprs for each answer to "is q_out (k_out) exactly q (k)?", which decides per call
     # whether the untouched tail of a partial rotation is copied; kept in the kernel's order
     constexprs = {
