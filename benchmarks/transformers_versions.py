@@ -101,23 +101,6 @@ def build_discovered(model_type: str) -> torch.nn.Module:
     return tiny.tiny_model_of_type(model_type)
 
 
-def _decode_vs_full(model, ids: torch.Tensor, new: int) -> float:
-    """Max |logits of cached decoding - logits of one full forward| over the generated steps."""
-    with torch.no_grad():
-        out = model.generate(
-            ids,
-            max_new_tokens=new,
-            min_new_tokens=new,
-            do_sample=False,
-            pad_token_id=0,
-            output_logits=True,
-            return_dict_in_generate=True,
-        )
-        steps = torch.stack(out.logits, 1).double()
-        full = model(out.sequences[:, :-1]).logits[:, ids.shape[1] - 1 :].double()
-    return float((steps - full).abs().max())
-
-
 def check_freeze(name: str) -> str:
     """``freeze_frequencies=22`` over 12 prompt and 10 new tokens with a trained length of 16."""
     model = tiny.tiny_model(name, **{LENGTH_DEPENDENT[name]: 16})
@@ -127,10 +110,10 @@ def check_freeze(name: str) -> str:
     # frequencies (transformers 5.10), which patch's check of the module's tables refuses
     try:
         with patch(model, freeze_frequencies=22):
-            frozen = _decode_vs_full(model, ids, new=10)
+            frozen = tiny.decode_vs_full(model, ids, new=10)
     except UnsupportedModelError as error:
         return f"refused freeze: {str(error)[:160]}"
-    unpatched = _decode_vs_full(model, ids, new=10)
+    unpatched = tiny.decode_vs_full(model, ids, new=10)
     verdict = "ok" if frozen <= 20 * noise else "FAILED"
     return (
         f"{verdict} freeze: cached decode vs full forward {frozen:.2e} (noise {noise:.1e}; unpatched {unpatched:.2e})"

@@ -102,6 +102,15 @@ def case_fields(name: str) -> Tuple[str, Dict]:
     return model_type, copy.deepcopy(fields)
 
 
+#: the sizes of a tiny DeepSeek V2/V3 model (its ``q_lora_rank`` is set per family in :func:`tiny_config`)
+_MLA_FIELDS: Dict[str, object] = dict(
+    hidden_size=64, intermediate_size=64, num_attention_heads=2, num_key_value_heads=2
+)
+_MLA_FIELDS.update(qk_nope_head_dim=16, v_head_dim=16, kv_lora_rank=32)  # the latent attention
+_MLA_FIELDS.update(moe_intermediate_size=32, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1)
+_MLA_FIELDS.update(first_k_dense_replace=LAYERS)
+
+
 def tiny_config(name: str, **overrides):
     """The ``transformers`` config of case ``name``: real rope fields, 2 layers, small width."""
     from transformers import AutoConfig
@@ -145,40 +154,9 @@ def tiny_config(name: str, **overrides):
             "tie_word_embeddings": False,
             "pad_token_id": 0,
         }
-    elif model_type == "deepseek_v3":
-        small.update(
-            hidden_size=64,
-            intermediate_size=64,
-            moe_intermediate_size=32,
-            num_attention_heads=2,
-            num_key_value_heads=2,
-            qk_nope_head_dim=16,
-            v_head_dim=16,
-            kv_lora_rank=32,
-            q_lora_rank=32,
-            n_routed_experts=4,
-            num_experts_per_tok=2,
-            n_group=1,
-            topk_group=1,
-            first_k_dense_replace=LAYERS,
-        )
-    elif model_type == "deepseek_v2":
-        small.update(
-            hidden_size=64,
-            intermediate_size=64,
-            moe_intermediate_size=32,
-            num_attention_heads=2,
-            num_key_value_heads=2,
-            qk_nope_head_dim=16,
-            v_head_dim=16,
-            kv_lora_rank=32,
-            q_lora_rank=None,
-            n_routed_experts=4,
-            num_experts_per_tok=2,
-            n_group=1,
-            topk_group=1,
-            first_k_dense_replace=LAYERS,
-        )
+    elif model_type in ("deepseek_v3", "deepseek_v2"):
+        # multi-head latent attention; V2-Lite projects its queries without a low-rank step
+        small.update(_MLA_FIELDS, q_lora_rank=32 if model_type == "deepseek_v3" else None)
     else:
         raise ValueError(f"no tiny shape for model_type {model_type!r}")
     fields = {k: v for k, v in fields.items() if k not in ("n_embd", "n_head")}
@@ -300,6 +278,28 @@ def logits(
     """float64 logits of one forward without gradients."""
     with torch.no_grad():
         return model(input_ids, position_ids=position_ids, **kwargs).logits.to(torch.float64)
+
+
+def decode_vs_full(model: Any, input_ids: torch.Tensor, new: int) -> float:
+    """Max |logits of cached decoding - logits of one full forward| over ``new`` greedy steps.
+
+    How far the keys a KV cache keeps disagree with the ones a full forward computes: near the
+    model's float32 noise when positions are read the same way at every step (``patch``'s
+    ``freeze_frequencies`` for the length-dependent rope types), far above it when they are not.
+    """
+    with torch.no_grad():
+        out = model.generate(
+            input_ids,
+            max_new_tokens=new,
+            min_new_tokens=new,
+            do_sample=False,
+            pad_token_id=0,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+        steps = torch.stack(out.logits, 1).double()  # (B, new, V)
+        full = model(out.sequences[:, :-1]).logits[:, input_ids.shape[1] - 1 :].double()
+    return float((steps - full).abs().max())
 
 
 # -- any model type ------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from integration_inputs import ids_for, max_diff, positions
+from integration_support import ids_for, max_diff, positions
 
 transformers = pytest.importorskip("transformers")
 
@@ -288,23 +288,6 @@ def test_double_patch_and_bad_arguments():
         patch(torch.nn.Linear(2, 2))
 
 
-def decode_vs_full(model, ids, new: int):
-    """Max |logits of cached decoding - logits of one full forward| over the generated steps."""
-    with torch.no_grad():
-        out = model.generate(
-            ids,
-            max_new_tokens=new,
-            min_new_tokens=new,
-            do_sample=False,
-            pad_token_id=0,
-            output_logits=True,
-            return_dict_in_generate=True,
-        )
-        step_logits = torch.stack(out.logits, 1).double()  # (B, new, V)
-        full = model(out.sequences[:, :-1]).logits[:, ids.shape[1] - 1 :].double()
-    return max_diff(step_logits, full)
-
-
 @pytest.mark.parametrize("name", ["phi-3.5-mini-instruct", "llama-dynamic"])
 def test_freeze_frequencies_makes_the_kv_cache_consistent(name):
     # a trained length of 16 so that 12 prompt tokens + 10 new ones cross it
@@ -313,10 +296,10 @@ def test_freeze_frequencies_makes_the_kv_cache_consistent(name):
     ids = ids_for(seq=12)
     reference_noise = max_diff(tiny.logits(model, ids), tiny.logits(tiny.float64_reference(model), ids))
     with patch(model):
-        drifting = decode_vs_full(model, ids, new=10)
+        drifting = tiny.decode_vs_full(model, ids, new=10)
     with patch(model, freeze_frequencies=22):
-        frozen = decode_vs_full(model, ids, new=10)
-    drifting_unpatched = decode_vs_full(model, ids, new=10)
+        frozen = tiny.decode_vs_full(model, ids, new=10)
+    drifting_unpatched = tiny.decode_vs_full(model, ids, new=10)
     assert frozen <= 20 * reference_noise  # cached keys and new queries agree
     assert drifting > 100 * frozen and drifting_unpatched > 100 * frozen
 
