@@ -15,6 +15,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from integration_support import patched_exactly  # noqa: E402
+
 from posenc import RotaryEmbedding, testing  # noqa: E402
 from posenc.integrations import discovery  # noqa: E402
 from posenc.integrations.transformers import patch, patch_of  # noqa: E402
@@ -32,30 +34,14 @@ def _logits(model, ids):
         return model(ids).logits
 
 
-def _patched_exactly(model, ids):
-    before = _logits(model, ids)
-    noise = float((before.double() - _logits(copy.deepcopy(model).double(), ids).double()).abs().max())
-    prompt = ids[:1, :6]
-    settings = dict(max_new_tokens=6, do_sample=False, use_cache=True, pad_token_id=0)
-    with torch.no_grad():
-        plain = model.generate(prompt, attention_mask=torch.ones_like(prompt), **settings)
-    handle = patch(model)
-    assert float((_logits(model, ids) - before).abs().max()) <= 4 * noise
-    with torch.no_grad():
-        assert torch.equal(model.generate(prompt, attention_mask=torch.ones_like(prompt), **settings), plain)
-    handle.undo()
-    assert torch.equal(_logits(model, ids), before)
-    return handle
-
-
 def test_codegen_is_patched_exactly_with_its_partial_rotary_slice():
     from transformers import CodeGenConfig, CodeGenForCausalLM
 
     config = CodeGenConfig(vocab_size=testing.VOCAB, n_embd=64, n_head=4, rotary_dim=8, n_layer=2, n_positions=64)
     torch.manual_seed(0)
     model = CodeGenForCausalLM(config).eval()
-    handle = _patched_exactly(model, _ids())
-    assert handle.rope.rotary_dim == 8 and handle.rope.head_dim == 16
+    with patched_exactly(model, _ids()) as handle:
+        assert handle.rope.rotary_dim == 8 and handle.rope.head_dim == 16
     before = _logits(model, _ids())
     with patch(model, layout="half"):  # the negative control: the wrong pairs give another model
         assert float((_logits(model, _ids()) - before).abs().max()) > 1e-3
@@ -85,8 +71,8 @@ def test_beam_rotary_and_nope_layers_are_patched_exactly():
     model = testing.tiny_model_of_type("beam")
     assert set(model.config.layer_types) == {"sliding_attention", "full_attention"}
     assert model.config.rope_parameters["full_attention"] is None
-    handle = _patched_exactly(model, _ids())
-    assert isinstance(handle.rope, RotaryEmbedding)
+    with patched_exactly(model, _ids()) as handle:
+        assert isinstance(handle.rope, RotaryEmbedding)
 
 
 def test_zamba2_without_its_rotary_module_is_refused_naming_the_flag():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from integration_inputs import ids_for, max_diff, positions
+from integration_support import ids_for, max_diff, positions
 
 transformers = pytest.importorskip("transformers")
 

@@ -23,17 +23,16 @@ from posenc.rope.mrope import MRotaryEmbedding, mrope_streams  # noqa: E402
 
 IMAGE, VIDEO, START, END = 120, 121, 122, 123
 ROPE = {"rope_type": "default", "rope_theta": 1e4, "mrope_section": [6, 5, 5]}
-QWEN3_VISION = dict(
-    depth=1,
-    hidden_size=32,
-    intermediate_size=32,
-    num_heads=2,
-    out_hidden_size=64,
-    patch_size=16,
-    spatial_merge_size=2,
-    temporal_patch_size=2,
-    num_position_embeddings=64,
-)
+#: a one-block vision tower; each family adds its patch sizes
+VISION = dict(depth=1, hidden_size=32, intermediate_size=32, num_heads=2, out_hidden_size=64, spatial_merge_size=2)
+QWEN3_VISION = {**VISION, "patch_size": 16, "temporal_patch_size": 2, "num_position_embeddings": 64}
+#: a few routed experts, for the MoE families
+EXPERTS = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32}
+#: Qwen 3.5's text layers: linear attention, then full attention rotating half of each head
+QWEN3_5_TEXT = {
+    "layer_types": ["linear_attention", "full_attention"],
+    "rope_parameters": {**ROPE, "partial_rotary_factor": 0.5, "mrope_section": [4, 2, 2]},
+}
 FAMILIES = {
     # name: (config class, model class, vision config, text config overrides, section layout)
     "qwen2_vl": (
@@ -46,17 +45,7 @@ FAMILIES = {
     "qwen2_5_vl": (
         "Qwen2_5_VLConfig",
         "Qwen2_5_VLForConditionalGeneration",
-        dict(
-            depth=1,
-            hidden_size=32,
-            intermediate_size=32,
-            num_heads=2,
-            out_hidden_size=64,
-            patch_size=14,
-            spatial_merge_size=2,
-            window_size=56,
-            fullatt_block_indexes=[0],
-        ),
+        {**VISION, "patch_size": 14, "window_size": 56, "fullatt_block_indexes": [0]},
         {},
         "chunked",
     ),
@@ -71,64 +60,32 @@ FAMILIES = {
         "Qwen3VLMoeConfig",
         "Qwen3VLMoeForConditionalGeneration",
         {**QWEN3_VISION, "deepstack_visual_indexes": [0]},
-        {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "decoder_sparse_step": 1},
+        {**EXPERTS, "decoder_sparse_step": 1},
         "interleaved",
     ),
     "qwen3_5_moe": (
         "Qwen3_5MoeConfig",
         "Qwen3_5MoeForConditionalGeneration",
         QWEN3_VISION,
-        {
-            "layer_types": ["linear_attention", "full_attention"],
-            "rope_parameters": {**ROPE, "partial_rotary_factor": 0.5, "mrope_section": [4, 2, 2]},
-            "num_experts": 4,
-            "num_experts_per_tok": 2,
-            "moe_intermediate_size": 32,
-            "shared_expert_intermediate_size": 32,
-        },
+        {**QWEN3_5_TEXT, **EXPERTS, "shared_expert_intermediate_size": 32},
         "interleaved",
     ),
-    "qwen3_5": (
-        "Qwen3_5Config",
-        "Qwen3_5ForConditionalGeneration",
-        QWEN3_VISION,
-        {
-            "layer_types": ["linear_attention", "full_attention"],
-            "rope_parameters": {**ROPE, "partial_rotary_factor": 0.5, "mrope_section": [4, 2, 2]},
-        },
-        "interleaved",
-    ),
+    "qwen3_5": ("Qwen3_5Config", "Qwen3_5ForConditionalGeneration", QWEN3_VISION, QWEN3_5_TEXT, "interleaved"),
 }
+#: the special tokens of the prompts below
+TOKENS = dict(image_token_id=IMAGE, video_token_id=VIDEO, vision_start_token_id=START, vision_end_token_id=END)
 
 
 def tiny_vl(name: str):
     config_class, model_class, vision, text_overrides, _ = FAMILIES[name]
-    text = dict(
-        hidden_size=64,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=32,
-        vocab_size=128,
-        max_position_embeddings=512,
-        rope_parameters=ROPE,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-    )
-    text.update(text_overrides)
+    text = dict(hidden_size=64, intermediate_size=64, num_attention_heads=2, num_key_value_heads=1, head_dim=32)
+    text.update(num_hidden_layers=2, vocab_size=128, max_position_embeddings=512, rope_parameters=ROPE)
+    text.update(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    text.update(copy.deepcopy(text_overrides))  # the families share their dicts: none sees another's changes
     torch.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        config = getattr(transformers, config_class)(
-            text_config=text,
-            vision_config=vision,
-            image_token_id=IMAGE,
-            video_token_id=VIDEO,
-            vision_start_token_id=START,
-            vision_end_token_id=END,
-        )
+        config = getattr(transformers, config_class)(text_config=text, vision_config=copy.deepcopy(vision), **TOKENS)
         model = getattr(transformers, model_class)(config).eval()
     for part in (model.config, model.config.text_config):
         if hasattr(part, "_experts_implementation"):

@@ -22,16 +22,12 @@ from posenc.integrations.transformers import patch  # noqa: E402  (after the imp
 transformers.logging.set_verbosity_error()
 
 
+#: the sizes of transformers' own tiny test models (vocabulary 99, width 32, MLP 37), 2 layers, 64 positions
+TINY = dict(vocab_size=99, hidden_size=32, intermediate_size=37, num_hidden_layers=2, max_position_embeddings=64)
+
+
 def tiny_llama_config(**rope) -> "transformers.LlamaConfig":
-    config = transformers.LlamaConfig(
-        vocab_size=99,
-        hidden_size=32,
-        intermediate_size=37,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-    )
+    config = transformers.LlamaConfig(**TINY, num_attention_heads=4, num_key_value_heads=2)
     if rope:
         config.rope_parameters = {"rope_theta": 10_000.0, **rope}
     return config
@@ -129,15 +125,7 @@ def test_replaced_rotary_module_can_be_rebuilt_from_a_config():
 
 def tiny_phi3_config() -> "transformers.Phi3Config":
     return transformers.Phi3Config(
-        vocab_size=99,
-        hidden_size=32,
-        intermediate_size=37,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        original_max_position_embeddings=16,
-        pad_token_id=0,
+        **TINY, num_attention_heads=4, num_key_value_heads=2, original_max_position_embeddings=16, pad_token_id=0
     )
 
 
@@ -181,18 +169,9 @@ def test_a_built_phi3_config_set_to_yarn_is_yarn(rope):
 
 
 def tiny_gemma3_config() -> "transformers.Gemma3TextConfig":
+    layers = dict(layer_types=["sliding_attention", "full_attention"], sliding_window=8)
     return transformers.Gemma3TextConfig(
-        vocab_size=99,
-        hidden_size=32,
-        intermediate_size=37,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=64,
-        layer_types=["sliding_attention", "full_attention"],
-        sliding_window=8,
-        pad_token_id=0,
+        **TINY, num_attention_heads=4, num_key_value_heads=2, head_dim=8, pad_token_id=0, **layers
     )
 
 
@@ -272,16 +251,8 @@ def test_gemma3_plain_keys_beside_layer_type_dicts_change_nothing(plain):
 
 # -- Qwen2-VL (M-RoPE) ---------------------------------------------------------------------------------
 def tiny_qwen2_vl_text(**rope) -> "transformers.Qwen2VLTextModel":
-    config = transformers.Qwen2VLTextConfig(
-        vocab_size=99,
-        hidden_size=32,
-        intermediate_size=37,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=64,
-        rope_parameters={"rope_type": "default", "rope_theta": 10_000.0, "mrope_section": [2, 3, 3], **rope},
-    )
+    rope = {"rope_type": "default", "rope_theta": 10_000.0, "mrope_section": [2, 3, 3], **rope}
+    config = transformers.Qwen2VLTextConfig(**TINY, num_attention_heads=2, num_key_value_heads=1, rope_parameters=rope)
     torch.manual_seed(0)
     return transformers.Qwen2VLTextModel(config).eval()
 
