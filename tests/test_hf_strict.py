@@ -20,20 +20,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import posenc
 from posenc.hf import MAX_HEAD_DIM, rotary_kwargs_from_hf, scaling_from_hf, to_hf_dict
-from posenc.rope import (
-    REGISTRY,
-    DynamicNTKScaling,
-    LinearScaling,
-    Llama3Scaling,
-    LongRoPEScaling,
-    NTKScaling,
-    ProportionalScaling,
-    RotaryEmbedding,
-    YaRNScaling,
-    rope_frequencies,
-    softmax_scale,
-)
+from posenc.rope import REGISTRY, RotaryEmbedding, rope_frequencies, softmax_scale
 from posenc.rope.scaling import longrope_attention_factor
 
 BUILTIN_TYPES = ("default", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope", "proportional")
@@ -125,7 +114,7 @@ def test_longrope_derived_attention_factor_needs_a_trained_length_of_two():
     """Regression: a LongRoPE config with factor > 1, no attention_factor and
     original_max_position_embeddings 1 divided by log(1) = 0 (a raw ZeroDivisionError)."""
     with pytest.raises(ValueError, match=r"original_max_position_embeddings must be an integer >= 2.*got 1"):
-        LongRoPEScaling([1.0], [2.0], 1, factor=3.0).validate(2)
+        posenc.rope.LongRoPEScaling([1.0], [2.0], 1, factor=3.0).validate(2)
     refused(
         {
             "head_dim": 2,
@@ -137,7 +126,7 @@ def test_longrope_derived_attention_factor_needs_a_trained_length_of_two():
         "1",
     )
     # with the attention factor given, nothing divides by log(1)
-    LongRoPEScaling([1.0], [2.0], 1, factor=3.0, attention_factor=1.2).validate(2)
+    posenc.rope.LongRoPEScaling([1.0], [2.0], 1, factor=3.0, attention_factor=1.2).validate(2)
 
 
 def test_longrope_negative_factor_is_refused_not_clamped():
@@ -191,7 +180,7 @@ def test_conflicting_rope_parameters_and_rope_scaling_are_refused():
         "rope_scaling": {"type": "linear", "factor": 2.0},
         "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 5e5},
     }
-    assert rotary_kwargs_from_hf(same)["scaling"] == LinearScaling(2.0)
+    assert rotary_kwargs_from_hf(same)["scaling"] == posenc.rope.LinearScaling(2.0)
     refused({**same, "rope_theta": 1e4}, "'rope_theta'", "500000.0", "10000.0")
 
 
@@ -209,17 +198,17 @@ def test_transformers_itself_keeps_rope_scaling_silently():
 
 
 def test_proportional_on_part_of_the_head_round_trips():
-    rope = RotaryEmbedding(64, rotary_dim=32, scaling=ProportionalScaling(0.5))
+    rope = RotaryEmbedding(64, rotary_dim=32, scaling=posenc.rope.ProportionalScaling(0.5))
     for style in ("rope_parameters", "rope_scaling"):
         back = RotaryEmbedding.from_hf_config(
             json.loads(json.dumps(rope.to_hf_dict() if style == "rope_parameters" else to_hf_dict(rope, style=style)))
         )
-        assert (back.head_dim, back.rotary_dim, back.scaling) == (64, 32, ProportionalScaling(0.5))
+        assert (back.head_dim, back.rotary_dim, back.scaling) == (64, 32, posenc.rope.ProportionalScaling(0.5))
         assert torch.equal(back.frequencies()[0], rope.frequencies()[0])
 
 
 def test_interleaved_layout_round_trips():
-    rope = RotaryEmbedding(64, layout="interleaved", scaling=LinearScaling(2.0))
+    rope = RotaryEmbedding(64, layout="interleaved", scaling=posenc.rope.LinearScaling(2.0))
     assert rope.to_hf_dict()["rope_interleave"] is True
     assert RotaryEmbedding.from_hf_config(rope.to_hf_dict()).layout == "interleaved"
 
@@ -227,7 +216,7 @@ def test_interleaved_layout_round_trips():
 def test_strict_false_ignores_unknown_keys_but_never_bad_values():
     config = {"head_dim": 64, "rope_scaling": {"rope_type": "linear", "factor": 2.0, "finetuned": True}}
     refused(config, "finetuned")
-    assert rotary_kwargs_from_hf(config, strict=False)["scaling"] == LinearScaling(2.0)
+    assert rotary_kwargs_from_hf(config, strict=False)["scaling"] == posenc.rope.LinearScaling(2.0)
     with pytest.raises(ValueError, match="factor"):
         rotary_kwargs_from_hf({"head_dim": 64, "rope_scaling": {"rope_type": "linear", "factor": "2"}}, strict=False)
 
@@ -243,7 +232,7 @@ def test_transformers_config_objects_read_like_their_dicts():
             max_position_embeddings=4096,
             rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024},
         )
-    assert rotary_kwargs_from_hf(config)["scaling"] == YaRNScaling(4.0, 1024)
+    assert rotary_kwargs_from_hf(config)["scaling"] == posenc.rope.YaRNScaling(4.0, 1024)
 
 
 # -- property: every module round-trips exactly ------------------------------------------------------
@@ -267,10 +256,10 @@ def modules(draw, rope_type=None):
     optional = lambda s: draw(st.one_of(st.none(), s))
     scaling = {
         "default": lambda: None,
-        "linear": lambda: LinearScaling(factor),
-        "ntk": lambda: NTKScaling(factor),
-        "dynamic": lambda: DynamicNTKScaling(factor, original),
-        "yarn": lambda: YaRNScaling(
+        "linear": lambda: posenc.rope.LinearScaling(factor),
+        "ntk": lambda: posenc.rope.NTKScaling(factor),
+        "dynamic": lambda: posenc.rope.DynamicNTKScaling(factor, original),
+        "yarn": lambda: posenc.rope.YaRNScaling(
             # beta_slow stays below 2.0 <= beta_fast: YaRN requires beta_fast > beta_slow
             factor,
             original,
@@ -284,17 +273,17 @@ def modules(draw, rope_type=None):
             attention_factor=optional(st.floats(0.1, 4.0)),
             truncate=draw(st.booleans()),
         ),
-        "llama3": lambda: Llama3Scaling(
+        "llama3": lambda: posenc.rope.Llama3Scaling(
             factor, 1.0 + draw(st.floats(-0.5, 1.0)), 2.5 + draw(st.floats(0.0, 8.0)), original
         ),
-        "longrope": lambda: LongRoPEScaling(
+        "longrope": lambda: posenc.rope.LongRoPEScaling(
             draw(st.lists(st.floats(0.5, 8.0), min_size=rotary_dim // 2, max_size=rotary_dim // 2)),
             draw(st.lists(st.floats(1.0, 64.0), min_size=rotary_dim // 2, max_size=rotary_dim // 2)),
             original,
             attention_factor=optional(st.floats(0.1, 4.0)),
             factor=optional(positive),
         ),
-        "proportional": lambda: ProportionalScaling(draw(st.floats(0.01, 1.0)), factor),
+        "proportional": lambda: posenc.rope.ProportionalScaling(draw(st.floats(0.01, 1.0)), factor),
     }[rope_type]()
     return RotaryEmbedding(
         head_dim,
@@ -309,9 +298,9 @@ def modules(draw, rope_type=None):
 def expected_after_round_trip(rope: RotaryEmbedding):
     """The documented normalisations (see posenc.rope.hfconfig.to_hf_dict); everything else is kept."""
     scaling, max_positions = rope.scaling, rope.max_position_embeddings
-    if isinstance(scaling, DynamicNTKScaling):
+    if isinstance(scaling, posenc.rope.DynamicNTKScaling):
         max_positions = scaling.original_max_position_embeddings
-    if isinstance(scaling, LongRoPEScaling) and scaling.factor is None and scaling.attention_factor is None:
+    if isinstance(scaling, posenc.rope.LongRoPEScaling) and scaling.factor is None and scaling.attention_factor is None:
         scaling = dataclasses.replace(scaling, attention_factor=longrope_attention_factor(scaling))
     return scaling, max_positions
 

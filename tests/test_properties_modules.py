@@ -30,22 +30,7 @@ from posenc import (
     RotaryEmbedding,
     SinusoidalPositionalEncoding,
 )
-from posenc.rope import (
-    DynamicNTKScaling,
-    LinearScaling,
-    Llama3Scaling,
-    LongRoPEScaling,
-    NTKScaling,
-    ProportionalScaling,
-    YaRNScaling,
-    rope_frequencies,
-)
-from posenc.rope.positions import (
-    position_ids_from_attention_mask,
-    position_ids_from_cu_seqlens,
-    position_ids_from_document_ids,
-    position_ids_from_offsets,
-)
+from posenc.rope import rope_frequencies
 from posenc.sinusoidal import sinusoidal_frequencies
 
 COUNTS: dict = collections.defaultdict(collections.Counter)
@@ -158,17 +143,17 @@ def scaling_for(kind: str, draw, pairs: int):
     factor = draw(st.floats(1.0, 16.0))
     original = draw(st.integers(4, 64))
     return {
-        "linear": lambda: LinearScaling(factor),
-        "ntk": lambda: NTKScaling(factor),
-        "dynamic": lambda: DynamicNTKScaling(factor, original),
-        "yarn": lambda: YaRNScaling(factor, original),
-        "llama3": lambda: Llama3Scaling(factor, 1.0, 4.0, original),
-        "longrope": lambda: LongRoPEScaling(
+        "linear": lambda: posenc.rope.LinearScaling(factor),
+        "ntk": lambda: posenc.rope.NTKScaling(factor),
+        "dynamic": lambda: posenc.rope.DynamicNTKScaling(factor, original),
+        "yarn": lambda: posenc.rope.YaRNScaling(factor, original),
+        "llama3": lambda: posenc.rope.Llama3Scaling(factor, 1.0, 4.0, original),
+        "longrope": lambda: posenc.rope.LongRoPEScaling(
             draw(st.lists(st.floats(1.0, 4.0), min_size=pairs, max_size=pairs)),
             draw(st.lists(st.floats(1.0, 8.0), min_size=pairs, max_size=pairs)),
             original,
         ),
-        "proportional": lambda: ProportionalScaling(draw(st.floats(0.1, 1.0)), factor),
+        "proportional": lambda: posenc.rope.ProportionalScaling(draw(st.floats(0.1, 1.0)), factor),
     }[kind]()
 
 
@@ -430,7 +415,9 @@ def test_attention_mask_helper(mask, as_bool, hostile):
             out.append(positions)
         return torch.tensor(out, dtype=torch.float64)
 
-    run_case("positions.attention_mask", lambda: position_ids_from_attention_mask(t), reference, close(0), bad)
+    run_case(
+        "positions.attention_mask", lambda: posenc.rope.position_ids_from_attention_mask(t), reference, close(0), bad
+    )
 
 
 @SETTINGS
@@ -456,7 +443,7 @@ def test_cu_seqlens_helper(lengths, hostile):
     def reference():
         return torch.tensor([i for n in lengths for i in range(n)], dtype=torch.float64)
 
-    run_case("positions.cu_seqlens", lambda: position_ids_from_cu_seqlens(t), reference, close(0), bad)
+    run_case("positions.cu_seqlens", lambda: posenc.rope.position_ids_from_cu_seqlens(t), reference, close(0), bad)
 
 
 @SETTINGS
@@ -484,7 +471,7 @@ def test_document_ids_helper(docs, hostile):
             out.append(positions)
         return torch.tensor(out, dtype=torch.float64)
 
-    run_case("positions.document_ids", lambda: position_ids_from_document_ids(t), reference, close(0), bad)
+    run_case("positions.document_ids", lambda: posenc.rope.position_ids_from_document_ids(t), reference, close(0), bad)
 
 
 @SETTINGS
@@ -509,7 +496,7 @@ def test_offsets_helper(offsets, seq, hostile):
     def reference():
         return torch.tensor([[o + s for s in range(seq)] for o in rows], dtype=torch.float64)
 
-    run_case("positions.offsets", lambda: position_ids_from_offsets(value, seq), reference, close(0), bad)
+    run_case("positions.offsets", lambda: posenc.rope.position_ids_from_offsets(value, seq), reference, close(0), bad)
 
 
 # -- ModelConfig -----------------------------------------------------------------------------------------
