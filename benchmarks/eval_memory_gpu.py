@@ -25,15 +25,8 @@ def main() -> None:
     from posenc.measuring.eval import measure
     from posenc.measuring.eval.cli import estimate_bytes
 
-    config = LlamaConfig(
-        hidden_size=4096,
-        intermediate_size=14336,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        num_hidden_layers=4,
-        vocab_size=128256,
-        max_position_embeddings=131072,
-    )
+    widths = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8)
+    config = LlamaConfig(**widths, num_hidden_layers=4, vocab_size=128256, max_position_embeddings=131072)
     torch.manual_seed(0)
     with torch.device("cuda"):
         model = LlamaForCausalLM(config).to(torch.bfloat16).eval()

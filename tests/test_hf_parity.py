@@ -66,13 +66,9 @@ def configs(draw, rope_type: str, max_positions=st.integers(16, 4096)):
     elif rope_type == "yarn":
         max_pos = int(original * factor)
         beta_slow = draw(st.floats(0.25, 4.0))
-        rope.update(
-            factor=factor,
-            original_max_position_embeddings=original,
-            beta_slow=beta_slow,
-            beta_fast=beta_slow + draw(st.floats(0.5, 64.0)),
-            truncate=draw(st.booleans()),
-        )
+        beta_fast = beta_slow + draw(st.floats(0.5, 64.0))
+        rope.update(factor=factor, original_max_position_embeddings=original, beta_slow=beta_slow, beta_fast=beta_fast)
+        rope["truncate"] = draw(st.booleans())
         if draw(st.booleans()):
             rope.update(mscale=draw(st.floats(0.1, 2.0)), mscale_all_dim=draw(st.floats(0.1, 2.0)))
         if draw(st.booleans()):
@@ -80,11 +76,9 @@ def configs(draw, rope_type: str, max_positions=st.integers(16, 4096)):
     elif rope_type == "llama3":
         max_pos = int(original * factor) + 1
         low = draw(st.floats(0.5, 2.0))
+        high = low + draw(st.floats(0.5, 8.0))
         rope.update(
-            factor=factor,
-            original_max_position_embeddings=original,
-            low_freq_factor=low,
-            high_freq_factor=low + draw(st.floats(0.5, 8.0)),
+            factor=factor, original_max_position_embeddings=original, low_freq_factor=low, high_freq_factor=high
         )
     elif rope_type == "longrope":
         max_pos = int(original * factor)

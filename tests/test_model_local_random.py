@@ -31,9 +31,9 @@ def test_a_model_built_inside_has_the_weights_of_a_global_seed(scheme, seed):
     assert torch.equal(torch.get_rng_state(), before)  # neither read-and-advanced nor reseeded
 
 
-def test_blocks_and_tensors_follow_the_global_stream_draw_for_draw():
-    torch.manual_seed(3)
-    expected = [
+def _draws() -> list:
+    """Modules built and tensors drawn from the default generator, in one fixed order."""
+    return [
         Block(8, 2).state_dict(),
         CausalSelfAttention(8, 2).state_dict(),
         torch.randn(5),
@@ -44,18 +44,13 @@ def test_blocks_and_tensors_follow_the_global_stream_draw_for_draw():
         torch.empty(4).normal_(),
         torch.nn.functional.dropout(torch.ones(8), 0.5, training=True),
     ]
+
+
+def test_blocks_and_tensors_follow_the_global_stream_draw_for_draw():
+    torch.manual_seed(3)
+    expected = _draws()
     with local_random(3):
-        got = [
-            Block(8, 2).state_dict(),
-            CausalSelfAttention(8, 2).state_dict(),
-            torch.randn(5),
-            torch.rand(2, 3, dtype=torch.float64),
-            torch.randint(0, 9, (6,)),
-            torch.randint(9, (4,)),
-            torch.randperm(7),
-            torch.empty(4).normal_(),
-            torch.nn.functional.dropout(torch.ones(8), 0.5, training=True),
-        ]
+        got = _draws()
     assert _same_tensors(got[0], expected[0]) and _same_tensors(got[1], expected[1])
     for g, e in zip(got[2:], expected[2:]):
         assert torch.equal(g, e)

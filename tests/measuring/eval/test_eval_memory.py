@@ -25,12 +25,7 @@ from posenc.measuring.eval.cli import estimate_bytes, size_text  # noqa: E402
 pytestmark = pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="Linux's /proc peak counters")
 
 SHAPE = dict(
-    hidden_size=512,
-    intermediate_size=1376,
-    num_attention_heads=8,
-    num_key_value_heads=8,
-    head_dim=64,
-    vocab_size=4000,
+    hidden_size=512, intermediate_size=1376, num_attention_heads=8, num_key_value_heads=8, head_dim=64, vocab_size=4000
 )
 PEAK = """
 import json, sys, torch

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from constructed_results import constructed_results
 
 from posenc.measuring.lab.config import preset_config
 from posenc.measuring.lab.passkey import (
@@ -27,7 +28,6 @@ from posenc.measuring.lab.passkey import (
     trial_plan,
 )
 from posenc.measuring.lab.report import build_results, markdown
-from posenc.measuring.lab.stats import clopper_pearson
 from posenc.measuring.lab.train import build_model
 from posenc.measuring.lab.verdicts import NOT_MEASURED, NOT_SEEN, SEEN, WITHIN_NOISE, machinery_check_reason
 
@@ -198,67 +198,6 @@ def test_summary_accuracy_and_bootstrap_interval():
 
 
 # -- verdicts from paired and exact tests -------------------------------------------------------------
-WINDOWS = 64
-SHARED = np.random.default_rng(0).normal(0.0, 0.3, WINDOWS)  # what every model finds hard in a window
-
-
-def windows(bpb, seed):
-    """Per-window bits per byte around ``bpb``: the text's own difficulty (shared by every model, as
-    in a real run) plus a little noise of the model's own."""
-    return list(bpb + SHARED + np.random.default_rng(seed).normal(0.0, 0.05, WINDOWS))
-
-
-def cell(acc, logp=-3.0, trials=64, seed=0):
-    k = round(acc * trials)
-    lp = logp + np.random.default_rng(seed).normal(0.0, 1.0, trials)
-    return {
-        "accuracy": k / trials,
-        "accuracy_ci": list(clopper_pearson(k, trials)),
-        "logp_bits": float(lp.mean()),
-        "logp_bits_ci": [float(lp.mean()) - 0.3, float(lp.mean()) + 0.3],
-        "trials": trials,
-        "correct": [1] * k + [0] * (trials - k),
-        "logp": list(lp),
-        "distance": [0, 1],
-    }
-
-
-def entry(bpb, seed, **retrieval):
-    out = {"n_windows": WINDOWS}
-    for key in ("bpb", "bpb_last_quarter", "bpb_final32"):
-        w = windows(bpb, seed)
-        out[key], out[key + "_ci"], out[key + "_windows"] = float(np.mean(w)), [np.mean(w) - 0.1, np.mean(w) + 0.1], w
-    out["retrieval"] = {k: cell(*v, seed=seed + i) for i, (k, v) in enumerate(retrieval.items())}
-    return out
-
-
-def constructed_results():
-    cfg = preset_config(
-        "quick", schemes=["rope", "alibi"], extension_methods=["linear", "yarn"], eval_multipliers=[1, 8], finetune=True
-    ).to_dict()
-    progress = {
-        "eval": {
-            "rope": {
-                "64": entry(2.7, 1, near=(0.9,), mid=(0.8,)),
-                "512": entry(3.3, 2, near=(0.2,), far=(0.02,)),
-            },
-            "alibi": {
-                "64": entry(2.9, 3, near=(0.85, -1.5), mid=(0.5,)),
-                "512": entry(2.9, 4, near=(0.8, -1.5), far=(0.0, -15.2)),
-            },
-        },
-        "extension": {
-            "none": {"512": dict(entry(3.3, 2, far=(0.02,)), finetuned=entry(2.7, 5, far=(0.1,)))},
-            "linear": {"512": dict(entry(4.0, 6, far=(0.0,)), finetuned=entry(2.95, 7, far=(0.6,)))},
-            "yarn": {"512": dict(entry(3.3, 8, far=(0.1,)), finetuned=entry(2.7, 9, far=(0.15, -3.0)))},
-        },
-        "lr_sweep": {},
-    }
-    return build_results(
-        cfg, {"train_files": 1, "val_files": 1, "train_bytes": 1, "val_bytes": 1}, {}, progress, complete=True
-    )
-
-
 def test_verdicts_on_constructed_results():
     res = constructed_results()
     got = {v["claim"]: v for v in res["verdicts"]}
@@ -336,24 +275,9 @@ def test_a_passkey_step_trains_on_passkey_rows_with_the_answer_term(weight):
     assert is_retrieval_step(step, 0.2) and not is_retrieval_step(step - 1, 0.2)
     a, b = build_model(cfg, "rope"), build_model(cfg, "rope")
     opt_a = torch.optim.SGD(a.parameters(), lr=0.1)
-    train_steps(
-        a,
-        opt_a,
-        data,
-        start=step,
-        total=step + 1,
-        length=length,
-        batch=batch,
-        lr=0.1,
-        warmup=0,
-        min_ratio=1.0,
-        grad_clip=1e9,
-        seed=3,
-        device="cpu",
-        d=Dist(),
-        retrieval_share=0.2,
-        answer_weight=weight,
-    )
+    one_step = dict(start=step, total=step + 1, length=length, batch=batch, seed=3, device="cpu", d=Dist())
+    plain_sgd = dict(lr=0.1, warmup=0, min_ratio=1.0, grad_clip=1e9)  # a constant rate, no clipping
+    train_steps(a, opt_a, data, **one_step, **plain_sgd, retrieval_share=0.2, answer_weight=weight)
     rows = training_rows(data, batch_offsets(data.size, length, batch, 3, step), length, 3, step)
     t = torch.from_numpy(rows.astype(np.int64))
     logits = b(t[:, :-1])

@@ -595,7 +595,7 @@ def test_a_run_too_small_gets_no_verdicts_whatever_its_stored_flag_says():
 def test_a_machinery_check_report_makes_no_claim():
     """Regression: every results.md, the smoke run's included, said "The standard preset's RoPE model
     learns it": a claim about other runs that no run of its own backs."""
-    from test_lab_retrieval import constructed_results
+    from constructed_results import constructed_results
 
     res = constructed_results()
     for scheme in res["schemes"].values():

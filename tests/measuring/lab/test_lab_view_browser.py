@@ -8,7 +8,7 @@ import json
 
 import pytest
 from browser_support import explore_server, open_view
-from test_lab_retrieval import constructed_results
+from constructed_results import constructed_results
 
 from posenc.measuring.lab.schema import stamp
 

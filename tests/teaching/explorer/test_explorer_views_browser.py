@@ -13,7 +13,7 @@ import math
 
 import pytest
 import torch
-from browser_support import after_change, open_view, renders, set_slider, value_of
+from browser_support import after_change, open_view, renders, select_and_wait, set_slider, value_of
 
 from posenc.alibi import alibi_bias, alibi_slopes
 from posenc.hf import to_hf_dict
@@ -152,9 +152,7 @@ def test_wavelength_toggles_and_fixture_picker(page, server):
     after_change(section, before)
     expect(page.locator("#wl-table tr[data-method='ntk']")).to_have_count(1)
 
-    before = renders(section)
-    page.locator("#wl-fixture").select_option("llama-3.1-8b")
-    after_change(section, before)
+    select_and_wait(page, section, "#wl-fixture", "llama-3.1-8b")
     expect(page.locator("#wl-table tr[data-fixture='llama-3.1-8b']")).to_have_count(1)
     expect(page.locator("#wl-caption")).to_contain_text("128 rotated features")
     ratio = Llama3Scaling(8.0, 1.0, 4.0, 8192)
@@ -218,9 +216,7 @@ def test_methods_without_a_ramp_show_a_slow_down_range_not_a_split(page, server)
     assert least == pytest.approx(1.0) and most == pytest.approx(8.0)
     expect(row).to_contain_text("×1.000 … ×8.000")
     assert page.locator("#wl-table tr[data-method='yarn'] td[data-kept]").get_attribute("data-kept") != ""
-    before = renders(section)
-    page.locator("#wl-fixture").select_option("phi-3.5-mini-instruct")
-    after_change(section, before)
+    select_and_wait(page, section, "#wl-fixture", "phi-3.5-mini-instruct")
     names = [p.get_attribute("data-name") for p in section.locator("#wl-chart path.series").all()]
     assert any(n.startswith("short factors") for n in names) and any(n.startswith("long factors") for n in names)
     expect(page.locator("#wl-table tr[data-fixture]")).to_contain_text("not stated")
@@ -275,9 +271,7 @@ def test_copy_as_config_matches_posenc_hf(page, server):
     from playwright.sync_api import expect
 
     section = open_view(page, server, "config")
-    before = renders(section)
-    page.locator("#cf-method").select_option("llama3")
-    after_change(section, before)
+    select_and_wait(page, section, "#cf-method", "llama3")
     shown = json.loads(page.locator("#cf-hf-new").text_content())
     rope = RotaryEmbedding(16, base=10000.0, scaling=Llama3Scaling(8.0, 1.0, 4.0, 8192), max_position_embeddings=8)
     expected = to_hf_dict(rope)
@@ -292,9 +286,7 @@ def test_ntk_is_copied_as_the_equivalent_rope_theta(page, server):
     from playwright.sync_api import expect
 
     section = open_view(page, server, "config")
-    before = renders(section)
-    page.locator("#cf-method").select_option("ntk")
-    after_change(section, before)
+    select_and_wait(page, section, "#cf-method", "ntk")
     shown = json.loads(page.locator("#cf-hf-new").text_content())
     assert shown["rope_parameters"]["rope_type"] == "default"
     assert shown["rope_parameters"]["rope_theta"] == pytest.approx(10000.0 * 8.0 ** (16 / 14), rel=1e-12)
@@ -309,9 +301,7 @@ def test_global_rope_settings_drive_the_views_and_bad_values_show_the_api_messag
     from playwright.sync_api import expect
 
     section = open_view(page, server, "dials")
-    before = renders(section)
-    page.locator("#g-head-dim").select_option("8")
-    after_change(section, before)
+    select_and_wait(page, section, "#g-head-dim", "8")
     expect(page.locator(".dial-box[data-pair]")).to_have_count(4)
     page.locator("#g-base").fill("1")
     page.locator("#g-base").dispatch_event("change")
@@ -357,9 +347,7 @@ def test_dial_wedge_is_the_query_turn_m_theta_beside_its_ghost(page, server, hea
 
     section = open_view(page, server, "dials")
     if head_dim != "16":
-        before = renders(section)
-        page.locator("#g-head-dim").select_option(head_dim)
-        after_change(section, before)
+        select_and_wait(page, section, "#g-head-dim", head_dim)
     set_slider(page, section, "#dl-offset", 5)  # m = 3 + 5, n = 1 + 5
     expect(page.locator(".dial-box[data-pair]")).to_have_count(int(head_dim) // 2)
     inv_freq = rope_inv_freq(int(head_dim), 10000.0)

@@ -139,6 +139,18 @@ def move_primary_control(page, chapter):
     return f"clicked {control.inner_text()[:30]!r}"
 
 
+def too_wide(page, label: str) -> list[str]:
+    """A failure line if the page is wider than the window (it would scroll sideways)."""
+    scroll = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+    return [f"{label}: page {scroll[0]} px wide in a {scroll[1]} px window"] if scroll[0] > scroll[1] else []
+
+
+def text_cut_off(page, chapter: str, label: str) -> list[str]:
+    """A failure line if text of ``chapter``'s figures runs past their edges (the first five pieces)."""
+    cut = page.evaluate(TEXT_OUTSIDE, chapter)
+    return [f"{label}: text cut off at its figure's edge: {cut[:5]}"] if cut else []
+
+
 @pytest.mark.parametrize("size", list(SIZES))
 def test_every_chapter_renders_fits_reacts_and_passes_axe(browser, server, shots, size):
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -152,9 +164,7 @@ def test_every_chapter_renders_fits_reacts_and_passes_axe(browser, server, shots
             node = open_chapter(page, server, chapter)
             expect(page.locator("#progress-text")).to_contain_text(f"Chapter {number} of {len(IDS)}")
             page.wait_for_timeout(150)  # let late figures of the chapter settle
-            scroll = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
-            if scroll[0] > scroll[1]:
-                failures.append(f"{chapter}: page {scroll[0]} px wide in a {scroll[1]} px window")
+            failures += too_wide(page, chapter)
             small = page.evaluate(SMALL_TEXT, chapter)
             if small:
                 failures.append(f"{chapter}: chart text under 11 px: {small[:5]}")
@@ -166,9 +176,7 @@ def test_every_chapter_renders_fits_reacts_and_passes_axe(browser, server, shots
                 page.wait_for_function(f"({TEXT_ALTERNATIVES})('{chapter}').length === 0", timeout=10_000)
             except PlaywrightTimeout:
                 pass  # reported below, with what is missing
-            cut = page.evaluate(TEXT_OUTSIDE, chapter)
-            if cut:
-                failures.append(f"{chapter}: text cut off at its figure's edge: {cut[:5]}")
+            failures += text_cut_off(page, chapter, chapter)
             missing = page.evaluate(TEXT_ALTERNATIVES, chapter)
             if missing:
                 failures.append(f"{chapter}: figures without a text alternative: {missing}")
@@ -183,12 +191,8 @@ def test_every_chapter_renders_fits_reacts_and_passes_axe(browser, server, shots
             expect(node.locator(".error").first).to_be_hidden()
             if page.evaluate(FIGURE_STATE, chapter) == before:
                 failures.append(f"{chapter}: the figure did not change after {moved}")
-            scroll = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
-            if scroll[0] > scroll[1]:
-                failures.append(f"{chapter} after {moved}: page {scroll[0]} px wide in a {scroll[1]} px window")
-            cut = page.evaluate(TEXT_OUTSIDE, chapter)
-            if cut:
-                failures.append(f"{chapter} after {moved}: text cut off at its figure's edge: {cut[:5]}")
+            failures += too_wide(page, f"{chapter} after {moved}")
+            failures += text_cut_off(page, chapter, f"{chapter} after {moved}")
         assert not failures, "\n".join(failures)
         assert page.problems == [], page.problems
     finally:
