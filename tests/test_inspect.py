@@ -163,7 +163,7 @@ def test_softmax_scale_comes_from_the_registry_for_any_type():
     """The report's softmax scale is the descriptor's, so a registered type with its own is reported."""
     import dataclasses
 
-    from test_scaling_registry import TILT
+    from tilt_scaling import TILT
 
     from posenc.rope import register_scaling, unregister_scaling
 
@@ -192,7 +192,7 @@ def test_the_missing_trained_length_risk_follows_the_registry():
     import dataclasses
     from typing import ClassVar, Optional
 
-    from test_scaling_registry import TILT, TiltScaling
+    from tilt_scaling import TILT, TiltScaling
 
     from posenc.inspect import reads_trained_length
     from posenc.rope import REGISTRY, TransformersSpelling, register_scaling, unregister_scaling

@@ -1,6 +1,6 @@
 """The scaling registry: a rope type added from outside the package works everywhere the apps look.
 
-The toy scaling below lives only in this file. Registered, it must round-trip through Hugging Face
+The toy scaling of ``tilt_scaling.py``, registered, must round-trip through Hugging Face
 dicts, appear in the explorer's ``/api/scalings`` (and draw in ``/api/wavelengths``), and be a choice
 of ``posenc lab --extension-methods``; unregistered, it must be gone from all of them. The registry's
 own rules (refused registrations, live views) and the agreement of the docs and the lab's table with
@@ -15,11 +15,12 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Optional
+from typing import ClassVar
 
 import pytest
 import torch
 from fastapi.testclient import TestClient
+from tilt_scaling import TILT, TiltScaling, tilt_frequencies
 
 from posenc.hf import rotary_kwargs_from_hf, to_hf_dict
 from posenc.measuring.lab import cli as lab_cli
@@ -59,47 +60,6 @@ from posenc.teaching.explorer.app import create_app
 from posenc.teaching.lesson import palette
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "scalings.md"
-
-
-# -- a scaling defined outside the package ----------------------------------------------------------
-@dataclass(frozen=True)
-class TiltScaling:
-    """Slows pair ``i`` by ``max(tilt_floor, factor ** (i / (n - 1)))`` (``n`` pairs): the slowest
-    pair divided by ``factor``, geometric in between, no pair by less than ``tilt_floor``. A toy, not a
-    published method; ``tilt_floor`` is a parameter no posenc scaling has."""
-
-    factor: float
-    tilt_floor: float = 1.0
-    rope_type: ClassVar[str] = "tilt"
-
-    def __post_init__(self):
-        self.validate(None)
-
-    def validate(self, rotary_dim: Optional[int]) -> None:
-        for name, value in (("factor", self.factor), ("tilt_floor", self.tilt_floor)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 1:
-                raise ValueError(f"'tilt' scaling: {name} must be a finite number >= 1, got {value!r}")
-        if rotary_dim is not None and (
-            isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int) or rotary_dim < 2 or rotary_dim % 2
-        ):
-            raise ValueError(f"'tilt' scaling: rotary_dim must be an even integer >= 2, got {rotary_dim!r}")
-
-
-def tilt_frequencies(config: TiltScaling, rotary_dim: int, base: float, seq_len=None):
-    pairs = rotary_dim // 2
-    exponent = torch.arange(pairs, dtype=torch.float64) / max(pairs - 1, 1)
-    return rope_inv_freq(rotary_dim, base) / (config.factor**exponent).clamp(min=config.tilt_floor), 1.0
-
-
-TILT = ScalingDescriptor(
-    "tilt",
-    TiltScaling,
-    tilt_frequencies,
-    summary="`theta_i / s ** (i / (d/2 - 1))`",
-    source="a test",
-    parameters=(Parameter("factor", 1.0, 64.0, 1.0, 8.0), Parameter("tilt_floor", 1.0, 4.0, 0.5, 1.0)),
-    extension=lambda factor, original: TiltScaling(factor),
-)
 
 
 @pytest.fixture

@@ -188,7 +188,7 @@ def test_a_registered_scaling_with_a_parameter_of_its_own_gets_a_slider(browser,
     made from its ``Parameter`` (range, step) and its label in the palette, and no other change;
     moving the slider moves its curve to the library's numbers."""
     from playwright.sync_api import expect
-    from test_scaling_registry import TILT, TiltScaling, tilt_frequencies
+    from tilt_scaling import TILT, TiltScaling, tilt_frequencies
 
     from posenc.rope import register_scaling, unregister_scaling
     from posenc.teaching.lesson import palette

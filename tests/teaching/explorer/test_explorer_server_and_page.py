@@ -4,6 +4,7 @@ and the one chart module the views and chapters share."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -238,7 +239,7 @@ def test_the_lessons_factor_slider_and_check_read_the_registry(client):
 
 
 def test_scaling_limit_reads_any_registered_parameter():
-    from test_scaling_registry import TILT
+    from tilt_scaling import TILT
 
     from posenc.rope import register_scaling, unregister_scaling
     from posenc.teaching.explorer.limits import scaling_limit
@@ -317,7 +318,7 @@ def test_a_port_in_time_wait_is_free_and_a_listened_port_is_not():
 
 def test_the_page_palette_is_the_python_palette():
     """The page's palette module re-exports the tables the explorer serves from palette.py."""
-    from test_palette_meanings import served_tables
+    from palette_support import served_tables
 
     from posenc.teaching.lesson import palette
 
@@ -374,7 +375,7 @@ def test_a_palette_colour_means_one_thing_across_views():
     import re
     from collections import defaultdict
 
-    from test_palette_meanings import served_tables
+    from palette_support import served_tables
 
     from posenc.teaching.lesson import palette
 
@@ -404,7 +405,7 @@ def test_a_palette_colour_means_one_thing_across_views():
 
 
 def _static_scripts() -> dict[str, str]:
-    from test_palette_meanings import page_scripts
+    from palette_support import page_scripts
 
     return page_scripts()
 
@@ -481,34 +482,31 @@ def test_one_chart_module_draws_for_views_and_chapters():
     assert {"lesson/chapters/bag_of_tiles.js", "lesson/chapters/rope.js", "views/dials.js"} <= set(users)
 
 
-def test_warm_up_leaves_no_lazy_import_for_the_first_lesson_draw():
-    """Regression: the first quiz answer of a fresh server built a block under ``local_random``, whose
-    dispatch mode made torch import its compiler stack then (seconds on two cores, past the page's
-    wait). The server's warm-up pays that at start: after it, the lesson's first fixed block imports
-    no new module. Checked in a fresh interpreter, where nothing is imported yet."""
+def modules_imported_by_the_first_block(warm_up: bool) -> list:
+    """The modules a fresh interpreter imports when it builds the lesson's first fixed block, after
+    the server's warm-up or without it."""
+    warm = "from posenc.teaching.explorer.server import warm_up\nwarm_up()\n" if warm_up else ""
     script = (
         "import sys\n"
-        "from posenc.teaching.explorer.server import warm_up\n"
         "from posenc.teaching.lesson.chapters.bag_of_tiles import fixed_block\n"
-        "warm_up()\n"
+        f"{warm}"
         "before = set(sys.modules)\n"
         "fixed_block()\n"
         "print(sorted(set(sys.modules) - before))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]", done.stdout
+    return ast.literal_eval(done.stdout)
+
+
+def test_warm_up_leaves_no_lazy_import_for_the_first_lesson_draw():
+    """Regression: the first quiz answer of a fresh server built a block under ``local_random``, whose
+    dispatch mode made torch import its compiler stack then (seconds on two cores, past the page's
+    wait). The server's warm-up pays that at start: after it, the lesson's first fixed block imports
+    no new module. Checked in a fresh interpreter, where nothing is imported yet."""
+    assert modules_imported_by_the_first_block(warm_up=True) == []
 
 
 def test_without_the_warm_up_the_first_lesson_draw_imports_modules():
     """The check above can fail: without the warm-up, the same first block imports modules."""
-    script = (
-        "import sys\n"
-        "from posenc.teaching.lesson.chapters.bag_of_tiles import fixed_block\n"
-        "before = set(sys.modules)\n"
-        "fixed_block()\n"
-        "print(len(set(sys.modules) - before))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert int(done.stdout.strip()) > 0, done.stdout
+    assert len(modules_imported_by_the_first_block(warm_up=False)) > 0

@@ -12,7 +12,7 @@ import math
 
 import pytest
 from browser_support import hex_of, open_chapter, set_slider
-from test_palette_meanings import delta_e
+from palette_support import delta_e
 
 pytestmark = pytest.mark.slow
 

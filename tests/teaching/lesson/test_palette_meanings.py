@@ -3,41 +3,22 @@ for different things are at least 20 apart in CIE76 ΔE. Plain RoPE once was ``#
 "words alone" ``#0072B2`` (ΔE 2.9), the sign map's blue end ``#2166ac`` (ΔE 10); YaRN's orange and the
 key's (ΔE 15); ALiBi black beside the axis ink (ΔE 17): different hex, one colour to a reader.
 
-Lab is computed here from sRGB (D65), not taken from the module under test.
+Lab is computed from sRGB (D65) in ``palette_support``, not taken from the module under test.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from importlib import resources
 
 import pytest
+from palette_support import delta_e, lab, page_scripts, served_tables
 
 from posenc.teaching.lesson import palette
 
 #: the least CIE76 ΔE between two colours of different meanings
 LEAST_DELTA_E = 20.0
-
-
-def lab(colour: str) -> tuple[float, float, float]:
-    """CIE L*a*b* (D65 white) of ``"#rrggbb"``."""
-    srgb = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
-    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in srgb)
-    x = (0.4124564 * r + 0.3575761 * g + 0.1804375 * b) / 0.95047
-    y = 0.2126729 * r + 0.7151522 * g + 0.0721750 * b
-    z = (0.0193339 * r + 0.1191920 * g + 0.9503041 * b) / 1.08883
-
-    def f(t: float) -> float:
-        return t ** (1 / 3) if t > (6 / 29) ** 3 else t / (3 * (6 / 29) ** 2) + 4 / 29
-
-    fx, fy, fz = f(x), f(y), f(z)
-    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
-
-
-def delta_e(a: str, b: str) -> float:
-    return sum((p - q) ** 2 for p, q in zip(lab(a), lab(b))) ** 0.5
 
 
 def test_lab_matches_known_values():
@@ -81,26 +62,6 @@ def test_alibi_is_not_drawn_in_ink_and_reference_lines_are_neutral_grey():
     assert max(r, g, b) - min(r, g, b) <= 8  # a grey: no hue to mistake for a scheme's
 
 
-def served_tables() -> dict[str, object]:
-    """The palette's tables as the explorer serves them to the page (``/static/palette-tables.js``),
-    each ``export const NAME = Object.freeze(<JSON>);`` line read back as JSON."""
-    from fastapi.testclient import TestClient
-
-    from posenc.teaching.explorer.app import create_app
-
-    with TestClient(create_app(allowed_hosts=None)) as client:
-        response = client.get("/static/palette-tables.js")
-    assert response.status_code == 200 and "javascript" in response.headers["content-type"]
-    tables = {}
-    for line in response.text.splitlines():
-        match = re.fullmatch(r"export const (\w+) = Object\.freeze\((.*)\);", line)
-        if match:
-            tables[match.group(1)] = json.loads(match.group(2))
-        else:
-            assert line.startswith("//"), line
-    return tables
-
-
 def _plain(table):
     return list(table) if isinstance(table, tuple) else dict(table)
 
@@ -127,21 +88,6 @@ def test_no_palette_table_is_written_in_a_page_script():
     for script, text in scripts.items():
         for name in palette.PAGE_TABLES:
             assert not re.search(rf"\bconst {name}\s*=", text), (script, name)
-
-
-def page_scripts() -> dict[str, str]:
-    """Every script of the page, by its path under ``static/``."""
-    found: dict[str, str] = {}
-
-    def walk(folder, prefix=""):
-        for entry in folder.iterdir():
-            if entry.is_dir():
-                walk(entry, f"{prefix}{entry.name}/")
-            elif entry.name.endswith(".js"):
-                found[prefix + entry.name] = entry.read_text()
-
-    walk(resources.files("posenc.teaching.explorer").joinpath("static"))
-    return found
 
 
 def test_series_colours_mean_nothing():
