@@ -178,12 +178,16 @@ class TrainedRun:
     steps: int
 
 
-def read_run_model(run: Path, scheme: str, *, check_config: Optional[Callable[[dict], Any]] = None) -> TrainedRun:
+def read_run_model(
+    run: Path, scheme: str, *, check_config: Optional[Callable[[dict], Mapping[str, Any]]] = None
+) -> TrainedRun:
     """The trained ``scheme`` model of the lab run folder ``run``.
 
-    ``check_config`` (the lab's ``LabConfig.from_dict``) may check the whole ``config.json`` first;
-    its ``TypeError`` or ``ValueError`` is reported with the file. Without it only the fields that
-    describe the model (:data:`MODEL_FIELDS`) are read and checked.
+    ``check_config`` (the lab's ``LabConfig.from_dict``, as a dict) may check the whole ``config.json``
+    first and return its fields with the defaults of those the file leaves out; the model is then built
+    from what it returns, and its ``TypeError`` or ``ValueError`` is reported with the file. Without it
+    the fields that describe the model (:data:`MODEL_FIELDS`) are read from the file as they stand and
+    checked.
 
     Raises:
         RunModelError: no such folder, no readable ``config.json``, no checkpoint of ``scheme``, a
@@ -199,13 +203,12 @@ def read_run_model(run: Path, scheme: str, *, check_config: Optional[Callable[[d
     if stored is None:
         raise RunModelError(f"RUN {str(run)!r}: no config.json there; give a folder made by `posenc lab`")
     try:
-        if check_config is not None:
-            check_config(stored)
-        missing = [name for name in MODEL_FIELDS if name not in stored]
+        fields = stored if check_config is None else check_config(stored)
+        missing = [name for name in MODEL_FIELDS if name not in fields]
         if missing:
             raise ValueError(f"config has no field {', '.join(missing)}")
-        check_int("train_len", stored["train_len"], minimum=1)
-        check_int("steps", stored["steps"], minimum=1)
+        check_int("train_len", fields["train_len"], minimum=1)
+        check_int("steps", fields["steps"], minimum=1)
         ckpt = load_checkpoint(rd.checkpoint_path(scheme))
     except RunFileError as err:
         raise RunModelError(str(err)) from None
@@ -218,7 +221,7 @@ def read_run_model(run: Path, scheme: str, *, check_config: Optional[Callable[[d
         )
     try:
         with torch.random.fork_rng(devices=[]):  # the weights come from the file: leave the caller's RNG be
-            model = TinyLM(lab_model_config(stored, scheme))
+            model = TinyLM(lab_model_config(fields, scheme))
     except (TypeError, ValueError) as err:
         raise RunModelError(f"{rd.config_path}: {err}") from None
     if ckpt.get("model_config") != model.config.to_dict():
@@ -227,4 +230,4 @@ def read_run_model(run: Path, scheme: str, *, check_config: Optional[Callable[[d
             f"this posenc builds {model.config.to_dict()}"
         )
     model.load_state_dict(ckpt["model"])
-    return TrainedRun(model.eval(), stored["train_len"], ckpt["step"], stored["steps"])
+    return TrainedRun(model.eval(), fields["train_len"], ckpt["step"], fields["steps"])

@@ -195,3 +195,37 @@ def test_lab_help_shows_plain_text(capsys):
         main(["lab", "--help"])
     shown = capsys.readouterr().out
     assert "export" in shown and "``" not in shown
+
+
+def test_a_run_config_that_leaves_out_defaulted_fields_exports_with_the_labs_defaults(tmp_path, capsys):
+    """A config.json is read as the lab reads it (``LabConfig.from_dict``): a field it leaves out takes
+    the lab's default, so its model is built with the default width of the MLP and RoPE base, and the
+    trained weights load; the run's training length and steps are the config's."""
+    from posenc.measuring.lab.config import LabConfig
+    from posenc.measuring.lab.store import save_checkpoint, write_run_file
+    from posenc.measuring.lab.train import build_model
+
+    cfg = LabConfig(
+        d_model=32, n_layers=1, n_heads=2, train_len=32, steps=4, warmup_steps=1, checkpoint_every=2, schemes=["rope"]
+    )
+    stored = cfg.to_dict()
+    left_out = {name: stored.pop(name) for name in ("mlp_ratio", "rope_base")}
+    assert left_out == {"mlp_ratio": LabConfig.mlp_ratio, "rope_base": LabConfig.rope_base}
+    run = tmp_path / "run"
+    write_run_file(run / "config.json", "config", stored)
+    trained = _perturbed(build_model(cfg, "rope").config, seed=3)
+    state = {
+        "model": trained.state_dict(),
+        "optimizer": {},
+        "step": 3,
+        "losses": [],
+        "model_config": trained.config.to_dict(),
+    }
+    save_checkpoint(run / "checkpoints" / "rope.pt", state)
+
+    model, train_len = load_run_model(run, "rope")
+    assert train_len == 32 and model.config == trained.config
+    ids = torch.tensor([list(b"def f(x): return x")])
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids), trained(ids), rtol=0, atol=0)
+    assert "note: rope stopped at step 3 of 4" in capsys.readouterr().err

@@ -268,7 +268,8 @@ def load_run_model(run: Path, scheme: str) -> Tuple[TinyLM, int]:
     from .config import LabConfig
 
     try:
-        found = read_run_model(Path(run), scheme, check_config=LabConfig.from_dict)
+        # the model is built from the checked config, with the defaults of any field the file leaves out
+        found = read_run_model(Path(run), scheme, check_config=lambda stored: LabConfig.from_dict(stored).to_dict())
     except RunModelError as err:
         raise ExportError(str(err)) from None
     if found.step < found.steps:
