@@ -113,3 +113,47 @@ def test_runs_needs_only_the_standard_library_and_eval_search_does_not_import_ev
             assert level == 1 or top in sys.stdlib_module_names or top == "__future__" or below, (path.name, module)
     search = [module for level, module in _imports(SRC / "measuring" / "eval" / "search.py") if level == 1]
     assert "cli" not in search and "files" in search  # the cycle eval.cli <-> eval.search is gone
+
+
+def test_a_run_folders_model_is_read_from_its_config_as_it_stands_or_as_the_check_resolves_it(tmp_path):
+    """``read_run_model`` without a check (the lesson's way) builds the model from the fields config.json
+    holds and names the file and any model field it lacks; with a check (the lab export's way) it builds
+    from what the check returns, a missing field's default included. The caller's RNG is left as it was."""
+    import torch
+
+    from posenc.model import TinyLM
+    from posenc.runs.lab_run import RunModelError, lab_model_config, read_run_model, save_checkpoint, write_run_file
+
+    fields = {
+        "d_model": 16,
+        "n_layers": 1,
+        "n_heads": 2,
+        "mlp_ratio": 2,
+        "rope_base": 500.0,
+        "train_len": 8,
+        "steps": 3,
+    }
+    torch.manual_seed(1)
+    trained = TinyLM(lab_model_config(fields, "rope"))
+    state = {
+        "model": trained.state_dict(),
+        "optimizer": {},
+        "step": 2,
+        "losses": [],
+        "model_config": trained.config.to_dict(),
+    }
+    save_checkpoint(tmp_path / "checkpoints" / "rope.pt", state)
+    partial = {k: v for k, v in fields.items() if k != "rope_base"}
+    write_run_file(tmp_path / "config.json", "config", partial)
+
+    with pytest.raises(RunModelError, match=r"config\.json: config has no field rope_base$"):
+        read_run_model(tmp_path, "rope")
+    before = torch.get_rng_state()
+    found = read_run_model(tmp_path, "rope", check_config=lambda stored: {"rope_base": 500.0, **stored})
+    assert torch.equal(torch.get_rng_state(), before)
+    assert (found.train_len, found.step, found.steps) == (8, 2, 3) and not found.model.training
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        assert torch.equal(found.model(ids), trained.eval()(ids))
+    write_run_file(tmp_path / "config.json", "config", fields)
+    assert read_run_model(tmp_path, "rope").model.config == trained.config
