@@ -13,6 +13,8 @@ transformers' time over the row's (its forward+backward for the ``fwd+bwd`` rows
 * ``module, same offset``: ``rope(q, k, offset=5000)`` as layers 2..L of one step call it;
 * ``module, new offset``: the offset moves on every call, as layer 1 of each step sees it;
 * ``apply_rotary, ready tables``: posenc's functional entry with the cos/sin rows already sliced;
+  ``in place``: the same with ``inplace=True``; ``positions``: the whole cached table and a (1, 1)
+  ``positions`` tensor naming the row;
 * ``kernel only``: the fused CPU kernel called directly into preallocated outputs, the floor a
   module call can approach once the functional entry skips its argument checks;
 * ``transformers apply_rotary_pos_emb``: its per-layer call with cos/sin already built (skipped when
@@ -202,11 +204,14 @@ def main(argv=None) -> int:
     q_out, k_out = torch.empty_like(q), torch.empty_like(k)
     kernel = kernels.kernel_for(q.device)
     moving = iter(range(10**9))
+    at = torch.tensor([[offset]])  # (B, S): per-token positions, as a packed batch names its rows
 
     rows = {
         "module, same offset": lambda: rope(q, k, offset=offset),
         "module, new offset": lambda: rope(q, k, offset=offset + next(moving) % 3000),
         "apply_rotary, ready tables": lambda: apply_rotary(q, k, cos, sin),
+        "apply_rotary, ready tables, in place": lambda: apply_rotary(q, k, cos, sin, inplace=True),
+        "apply_rotary, positions": lambda: apply_rotary(q, k, rope.cos_cached, rope.sin_cached, positions=at),
         "memory pass": lambda: (q.mul_(1.0), k.mul_(1.0)),
     }
     if kernel is not None:

@@ -671,3 +671,104 @@ def test_a_planned_layout_follows_the_kernel_state(fused_cpu, monkeypatch):
         assert torch.equal(got[0], want[0]) and cpu.unavailable_reason() == "POSENC_DISABLE_FUSED is set"
     finally:
         cpu.reset()
+
+
+def test_planned_inplace_and_positions_calls_do_constant_work(fused_cpu, monkeypatch):
+    """In place and with per-token positions, apply_rotary's CPU call on a seen layout is planned
+    too: no argument check (the positions' values included: the C kernel checks them), no "fused or
+    reference?" predicate, no general path; a fixed number of Python calls at every call; the same
+    answers as the reference."""
+    import posenc.rope.apply as apply_mod
+
+    buf, q, k, cos, sin = _seen_layout()
+    table = torch.rand(16, 8)  # (rows, r/2)
+    rows = {"(B, S)": torch.tensor([[11]]), "(S,) int32": torch.tensor([3], dtype=torch.int32)}
+    calls = {
+        "in place": lambda: apply_rotary(q, k, cos, sin, inplace=True),
+        **{f"positions {n}": (lambda p=p: apply_rotary(q, k, table, table, positions=p)) for n, p in rows.items()},
+        "positions in place": lambda: apply_rotary(q, k, table, table, positions=rows["(B, S)"], inplace=True),
+    }
+    wants = {}
+    for name, call in calls.items():
+        pos = rows["(S,) int32"].long()[None] if "(S,)" in name else rows["(B, S)"]
+        c, s = (cos, sin) if name == "in place" else (table[pos[0]], table[pos[0]])
+        wants[name] = reference(q.clone(), k.clone(), c, s, "half", None)
+        before = buf.clone()
+        got = call()  # plans the layout
+        assert_close(got[0], wants[name][0])
+        assert_close(got[1], wants[name][1])
+        if "in place" in name:
+            assert got[0] is q and got[1] is k
+            buf.copy_(before)
+    for forbidden in ("_check_rotary_inputs", "check_rotary_inputs", "_check_rotary_at", "check_positions"):
+        monkeypatch.setattr(apply_mod, forbidden, lambda *a, _n=forbidden, **kw: pytest.fail(f"{_n} ran"))
+    for forbidden in ("fused_kernel", "_rotate", "_run_fused", "apply_rotary_at"):
+        monkeypatch.setattr(apply_mod, forbidden, lambda *a, _n=forbidden, **kw: pytest.fail(f"{_n} ran"))
+    for name, call in calls.items():
+        before = buf.clone()
+        counts = [python_calls_per_call(call, calls=20)[0] for _ in range(2)]
+        buf.copy_(before)
+        got = call()
+        assert_close(got[0], wants[name][0])
+        # as the out-of-place call (test_planned_decode_call_does_constant_work), less the two
+        # allocations, plus the outputs' data pointers and the version bump in place, plus the
+        # positions' negation bit, functorch probe, stride and data pointer with positions
+        assert counts[0] == counts[1] and round(counts[0]) <= 34, (name, counts)
+        buf.copy_(before)
+
+
+def test_planned_inplace_and_positions_calls_still_check_what_changes(fused_cpu):
+    """A seen in-place or positions layout is checked where a layout cannot say: q and k that now
+    overlap are refused before anything is written; q and k one tensor is rotated once; a negative
+    or too large position gets the general path's message with its index, at every call; positions
+    of another integer dtype take the general path; an in-place call bumps the version counters, so
+    autograd refuses a backward through a tensor it saved before."""
+    buf, q, k, cos, sin = _seen_layout()
+    table = torch.rand(16, 8)
+    apply_rotary(q, k, cos, sin, inplace=True)  # plans the in-place layout
+    k_over = buf[:, :, 2:4].transpose(1, 2)  # k's layout, sharing two heads with q
+    before = buf.clone()
+    with pytest.raises(ValueError, match="share memory"):
+        apply_rotary(q, k_over, cos, sin, inplace=True)
+    assert torch.equal(buf, before), "refused, but wrote first"
+    x = torch.randn(1, 2, 1, 16)  # q and k one tensor: the C kernel refuses, the general path rotates once
+    want = reference(x.clone(), x.clone(), cos, sin, "half", None)[0]
+    for _ in range(2):
+        y = x.clone()
+        got = apply_rotary(y, y, cos, sin, inplace=True)
+        assert torch.equal(got[0], want) and got[0] is y
+    pos = torch.tensor([[4]])
+    apply_rotary(q, k, table, table, positions=pos)  # plans the positions layout
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"positions must be >= 0, got -1 at index \(0, 0\)"):
+            apply_rotary(q, k, table, table, positions=torch.tensor([[-1]]))
+        with pytest.raises(ValueError, match="positions must be < 16"):
+            apply_rotary(q, k, table, table, positions=torch.tensor([[16]]))
+    small = torch.tensor([[4]], dtype=torch.int16)
+    want = apply_rotary(q, k, table, table, positions=pos)[0]
+    assert_close(apply_rotary(q, k, table, table, positions=small)[0], want)
+    leaf = torch.randn(1, 1, 6, 16, requires_grad=True)
+    saved = leaf * 1
+    squared = saved * saved  # autograd saves `saved` for the backward
+    qs, ks = saved.detach()[:, :, :4].transpose(1, 2), saved.detach()[:, :, 4:].transpose(1, 2)
+    assert qs.stride() == q.stride()
+    apply_rotary(qs, ks, cos, sin, inplace=True)  # the planned layout, on memory autograd saved
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        squared.sum().backward()
+
+
+def test_a_planned_layout_is_planned_anew_after_the_kernel_is_reloaded(fused_cpu, monkeypatch):
+    """A plan made for a kernel that kernels.cpu.reset() dropped is not used; once the kernel is
+    loaded again, the layout is planned anew (once) and its calls take the plan again, not the
+    general path for good."""
+    import posenc.rope.apply as apply_mod
+
+    _, q, k, cos, sin = _seen_layout()
+    cpu.reset()
+    assert cpu.library() is not None  # a new library object: the old plan is stale
+    general = []
+    rotate = apply_mod._rotate
+    monkeypatch.setattr(apply_mod, "_rotate", lambda *a: general.append(1) or rotate(*a))
+    for _ in range(3):
+        assert torch.equal(apply_rotary(q, k, cos, sin)[0], reference(q, k, cos, sin, "half", None)[0])
+    assert general == []

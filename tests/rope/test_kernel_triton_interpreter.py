@@ -301,8 +301,13 @@ def triton_planned(monkeypatch, fused_cpu):
     monkeypatch.setattr(triton_rope, "_PREBIND_ON", frozenset({"cpu", "cuda"}))
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 7, raising=False)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    planner = kernels.Planner(triton_rope.make_planned, {"kernel": "triton"}, "kernel", "triton")
-    monkeypatch.setattr(kernels, "planner_for", lambda device: planner)
+    loaded = {"kernel": "triton"}  # the loader's state: what kernels.planner_for reads
+
+    def planner_for(device):
+        kernel = loaded.get("kernel")
+        return kernels.Planner(triton_rope.make_planned if kernel else None, loaded, "kernel", kernel)
+
+    monkeypatch.setattr(kernels, "planner_for", planner_for)
     monkeypatch.setattr(apply_mod, "_ACCEPTED", {})
     counts = {"full checks": 0, "layout keys": 0}
     for name, module, attr in (("full checks", triton_rope, "check_operands"), ("layout keys", plans, "layout_key")):
@@ -313,7 +318,7 @@ def triton_planned(monkeypatch, fused_cpu):
 
         monkeypatch.setattr(module, attr, spy)
     plans.clear()
-    yield fake, counts, planner
+    yield fake, counts, loaded
     plans.clear()
 
 
@@ -404,10 +409,11 @@ def test_triton_planned_call_still_checks_what_changes(triton_planned):
     shape is checked in full again; q and k that now share memory (read only, out of place) are
     rotated from both; rows past the table are refused; an output that would overlap an operand
     (the byte-range test, forced here) leaves the plan for the general path, which checks it; a
-    stale plan (the planner's kernel gone) is not used."""
+    stale plan (the loader's kernel gone) is not used, and the layout is planned anew once a kernel
+    is loaded again."""
     from posenc.rope.kernels import plans
 
-    fake, counts, planner = triton_planned
+    fake, counts, loaded = triton_planned
     buf, q, k = _projection(q_heads=4, kv_heads=2, dim=16)
     cos, sin = torch.rand(1, 8), torch.rand(1, 8)
     apply_rotary(q, k, cos, sin)
@@ -429,6 +435,11 @@ def test_triton_planned_call_still_checks_what_changes(triton_planned):
         plans.disjoint = saved
     assert len(fake.launches) == launches
     assert torch.equal(got[0], reference(q, k, cos, sin, "half", None)[0])
-    planner.state.clear()  # the kernel the plans were made for is gone
+    checks = counts["full checks"]
+    loaded.clear()  # the kernel the plans were made for is gone: planned anew, without it
     apply_rotary(q, k, cos, sin)
     assert len(fake.launches) == launches
+    loaded["kernel"] = "triton, loaded again"  # planned anew with it (the layout's checks are kept)
+    for _ in range(2):
+        apply_rotary(q, k, cos, sin)
+    assert len(fake.launches) == launches + 2 and counts["full checks"] == checks

@@ -14,10 +14,11 @@
 * anything else (other devices, tensor subclasses, ``vmap``, gradients wanted for cos/sin, or no
   fused kernel available here): the reference.
 
-The common dense case (plain tensors, out of place, no gradients, consecutive rows), on CPU and on
-CUDA, is recognised in O(1) on a seen layout: its checks, path choice and the kernel's arguments
-(packed for the C kernel; the launch constants and a pre-bound launcher for Triton) are kept per
-layout (:func:`_planned_call`), and a call hands over only the data pointers.
+The common dense case (plain tensors, no gradients; out of place with consecutive rows on CPU and
+on CUDA, and on CPU also in place and with per-token positions) is recognised in O(1) on a seen
+layout: its checks, path choice and the kernel's arguments (packed for the C kernel; the launch
+constants and a pre-bound launcher for Triton) are kept per layout (:func:`_planned_call`), and a
+call hands over only the data pointers.
 
 Both kernels take every stride of every operand, and refuse (``ValueError``) an output that shares
 memory with another operand unless it is exactly its own input. With ``inplace=True``, q and k may be
@@ -45,7 +46,7 @@ from typing import Any, Dict, Hashable, Optional, Tuple
 import torch
 import torch.autograd.forward_ad as _forward_ad
 
-from .._checks import check_choice, check_int, check_positions, check_tensor
+from .._checks import check_choice, check_int, check_position_dtype, check_positions, check_tensor
 from . import kernels
 from .kernels import Kernel, overlap, plans
 from .kernels.contract import table_dtype
@@ -461,13 +462,12 @@ def apply_rotary(
     reference; on CPU they agree with it bit for bit.
     """
     if (
-        positions is None
-        and validate
-        and not inplace
+        validate
         and type(q) is type(k) is type(cos) is type(sin) is torch.Tensor
         and not (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad)
+        and (positions is None or type(positions) is torch.Tensor)
     ):
-        done = _planned_call(q, k, cos, sin, layout, rotary_dim, row_offset)
+        done = _planned_call(q, k, cos, sin, layout, rotary_dim, row_offset, inplace, positions)
         if done is not None:
             return done
     if positions is not None:
@@ -504,11 +504,13 @@ def _planned_call(
     layout: str,
     rotary_dim: Optional[int],
     row_offset: int,
+    inplace: bool = False,
+    positions: Optional[torch.Tensor] = None,
 ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
     """The common dense case of :func:`apply_rotary` recognised in O(1): plain tensors on one
-    device with a fused kernel (the C kernel on CPU, Triton on CUDA), out of place, no gradients,
-    consecutive rows. Returns ``None`` for anything else (then the general path runs, and raises
-    where it should).
+    device with a fused kernel (the C kernel on CPU, Triton on CUDA), no gradients, out of place
+    and consecutive rows; on CPU also in place, and rows named by int64/int32 ``positions``.
+    Returns ``None`` for anything else (then the general path runs, and raises where it should).
 
     What depends on the layout alone (the argument checks, the "fused or reference?" choice, the
     kernel's checks of shapes, dtypes and strides, what it is given besides the data pointers, the
@@ -532,24 +534,32 @@ def _planned_call(
     device = q.device
     if k.device != device or cos.device != device or sin.device != device:
         return None  # the general path lets torch name the devices
+    rows: Any = row_offset > 0
+    if positions is not None:  # rows by positions: row_offset is not read
+        if positions.device != device or positions.is_neg() or _is_functorch_wrapped(positions):
+            return None
+        rows, row_offset = (positions.shape, positions.stride(), positions.dtype), 0
     key = (
         *(_PLANNED, q.shape, k.shape, cos.shape, sin.shape, q.stride(), k.stride(), cos.stride(), sin.stride()),
-        *(q.dtype, k.dtype, cos.dtype, sin.dtype, device, layout, rotary_dim, row_offset > 0),
+        *(q.dtype, k.dtype, cos.dtype, sin.dtype, device, layout, rotary_dim, rows, inplace),
     )
     plan = _ACCEPTED.get(key)
+    if plan is not None:
+        run, state, name, token = plan
+        if (state[name] if name in state else None) is not token:
+            plan = None  # planned for a kernel since dropped or loaded (kernels.cpu.reset()): anew
     if plan is None:
-        plan = _plan_call(q, k, cos, sin, layout, rotary_dim, row_offset)
+        plan = _plan_call(q, k, cos, sin, layout, rotary_dim, row_offset, inplace, positions)
+        if plan is None:
+            return None
         _remember(key, plan)
-    run, state, name, token = plan
-    if run is None or name not in state or state[name] is not token:
+        run = plan[0]
+    if run is None:
         return None
     if row_offset and row_offset + q.shape[2] > cos.shape[-2]:
         return None  # the general path names the bound
-    done: Optional[Tuple[torch.Tensor, torch.Tensor]] = run(q, k, cos, sin, row_offset)
+    done: Optional[Tuple[torch.Tensor, torch.Tensor]] = run(q, k, cos, sin, row_offset, positions)
     return done
-
-
-_NO_PLAN: Tuple[Any, Dict[str, Any], str, Any] = (None, {}, "", None)  # a layout that takes the general path
 
 
 def _plan_call(
@@ -560,20 +570,32 @@ def _plan_call(
     layout: str,
     rotary_dim: Optional[int],
     row_offset: int,
-) -> Tuple[Any, Dict[str, Any], str, Any]:
-    """A new layout's plan for :func:`_planned_call`: ``(run, state, name, token)`` of
+    inplace: bool,
+    positions: Optional[torch.Tensor],
+) -> Optional[Tuple[Any, Dict[str, Any], str, Any]]:
+    """A new layout's plan for :func:`_planned_call`: ``(run, state, name, token)`` of the device's
     :class:`.kernels.Planner`, with ``run`` ``None`` when this layout takes the general path (a
-    dtype pair the kernel does not read as is, no fused kernel for the device). Raises, and
-    remembers nothing, for arguments the checks refuse."""
-    r = check_rotary_inputs(q, k, cos, sin, layout, rotary_dim, window=row_offset > 0)
+    dtype pair the kernel does not read as is, positions of another integer dtype, no fused kernel
+    for the device, a variant its planner does not plan); either is redone once the loader holds
+    another kernel than ``token``. Raises, and remembers nothing, for
+    arguments the checks refuse; with positions, ``None`` instead (remember nothing), so that the
+    general path raises in its own order, which reads the positions' values first (no check here
+    reads them: the C kernel checks them at every call)."""
+    if positions is None:
+        r = check_rotary_inputs(q, k, cos, sin, layout, rotary_dim, window=row_offset > 0)
+    else:
+        try:
+            r = _check_rotary_at(q, k, cos, sin, positions, layout, rotary_dim, values=False)
+        except (TypeError, ValueError):
+            return None
+    planner = kernels.planner_for(q.device)
     tables = table_dtype(q.dtype)
     readable = q.dtype == k.dtype and q.dtype in _FUSED_DTYPES and cos.dtype == tables and sin.dtype == tables
-    if not readable or fused_kernel(q, k, cos, sin) is None:
-        return _NO_PLAN
-    planner = kernels.planner_for(q.device)
-    if planner is None:
-        return _NO_PLAN
-    run = planner.make(q, k, cos, sin, r, layout == "interleaved")
+    if positions is not None and positions.dtype not in (torch.int64, torch.int32):
+        readable = False
+    run = None
+    if readable and planner.make is not None and fused_kernel(q, k, cos, sin, positions, inplace=inplace) is not None:
+        run = planner.make(q, k, cos, sin, r, layout == "interleaved", inplace=inplace, positions=positions)
     return run, planner.state, planner.name, planner.token
 
 
@@ -759,27 +781,11 @@ def apply_rotary_at(
         sin_table[positions], ...)``.
     """
     if validate:
-        check_tensor("q", q, ndim=4, floating=True)
-        check_tensor("k", k, ndim=4, floating=True)
-        check_tensor("cos_table", cos_table, ndim=2, floating=True)
-        check_tensor("sin_table", sin_table, ndim=2, floating=True)
-        check_positions("positions", positions)
-    if positions.dim() == 1:
-        positions = positions.unsqueeze(0)
-    if validate:
-        if positions.dim() != 2 or positions.shape[-1] != q.shape[2] or positions.shape[0] not in (1, q.shape[0]):
-            raise ValueError(
-                f"positions must have shape (batch or 1, seq) = ({q.shape[0]} or 1, {q.shape[2]}) "
-                f"or ({q.shape[2]},), got {tuple(positions.shape)}"
-            )
-        if cos_table.shape != sin_table.shape:
-            raise ValueError(
-                f"cos_table and sin_table must have the same shape, got {tuple(cos_table.shape)} "
-                f"and {tuple(sin_table.shape)}"
-            )
-        r = check_rotary_inputs(q, k, cos_table, sin_table, layout, rotary_dim, window=True)
+        r = _check_rotary_at(q, k, cos_table, sin_table, positions, layout, rotary_dim, values=True)
     else:
         r = q.shape[-1] if rotary_dim is None else rotary_dim
+    if positions.dim() == 1:
+        positions = positions.unsqueeze(0)
     fused = fused_kernel(q, k, cos_table, sin_table, positions, inplace=inplace) is not None
     # The CPU kernel checks the range itself, with the same message, without a separate pass here.
     # The reference path checks even without validate: indexing would wrap a negative position.
@@ -795,6 +801,42 @@ def apply_rotary_at(
     if positions.dtype not in (torch.int64, torch.int32):
         positions = positions.long()  # uint8 would index as a boolean mask; the kernels read int64/int32
     return _rotate(q, k, cos_table, sin_table, positions, 0, layout, r, inplace)
+
+
+def _check_rotary_at(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos_table: torch.Tensor,
+    sin_table: torch.Tensor,
+    positions: torch.Tensor,
+    layout: str,
+    rotary_dim: Optional[int],
+    *,
+    values: bool,
+) -> int:
+    """:func:`apply_rotary_at`'s argument checks; return the resolved rotary_dim. ``values=False``
+    checks the positions' dtype but reads none of them (a planned call leaves that to the C kernel,
+    whose refusal sends the call back here with ``values=True``)."""
+    check_tensor("q", q, ndim=4, floating=True)
+    check_tensor("k", k, ndim=4, floating=True)
+    check_tensor("cos_table", cos_table, ndim=2, floating=True)
+    check_tensor("sin_table", sin_table, ndim=2, floating=True)
+    if values:
+        check_positions("positions", positions)
+    else:
+        check_position_dtype("positions", positions)
+    shape = positions.shape if positions.dim() != 1 else (1, *positions.shape)
+    if len(shape) != 2 or shape[-1] != q.shape[2] or shape[0] not in (1, q.shape[0]):
+        raise ValueError(
+            f"positions must have shape (batch or 1, seq) = ({q.shape[0]} or 1, {q.shape[2]}) "
+            f"or ({q.shape[2]},), got {tuple(positions.shape)}"
+        )
+    if cos_table.shape != sin_table.shape:
+        raise ValueError(
+            f"cos_table and sin_table must have the same shape, got {tuple(cos_table.shape)} "
+            f"and {tuple(sin_table.shape)}"
+        )
+    return check_rotary_inputs(q, k, cos_table, sin_table, layout, rotary_dim, window=True)
 
 
 def _rotate_shared_reference(

@@ -99,34 +99,35 @@ def kernel_for(device: torch.device) -> Optional[Kernel]:
 
 
 class Planner(NamedTuple):
-    """How to plan a dense out-of-place call on one device, and how to tell that a plan is stale.
+    """How to plan a call on one device, and how to tell that a plan is stale.
 
-    ``make(q, k, cos, sin, rotary_dim, interleaved)`` checks one layout in full (raising on what the
-    kernel refuses) and returns ``run(q, k, cos, sin, row_offset) -> (q_out, k_out) or None`` for
-    operands of exactly that layout. A plan holds ``token``, the kernel it was made for, and is
-    stale once ``state[name] is not token`` (the loader dropped or replaced it): a dictionary read
-    per call, no function call.
+    ``make(q, k, cos, sin, rotary_dim, interleaved, *, inplace, positions)`` checks one layout in
+    full (raising on what the kernel refuses) and returns ``run(q, k, cos, sin, row_offset,
+    positions) -> (q_out, k_out) or None`` for operands of exactly that layout, or ``None`` for a
+    variant it does not plan (Triton plans only the out-of-place call with consecutive rows);
+    ``make`` is ``None`` where the device has no fused kernel here. ``token`` is what the loader
+    holds under ``state[name]`` now (the kernel, or ``None``): a plan made with it is stale once
+    that changes (:func:`.cpu.reset`, a kernel loaded later), which a call tells by a dictionary
+    read, no function call.
     """
 
-    make: Callable[..., Callable[..., Any]]
+    make: Optional[Callable[..., Optional[Callable[..., Any]]]]
     state: Dict[str, Any]
     name: str
     token: Any
 
 
-def planner_for(device: torch.device) -> Optional[Planner]:
-    """The :class:`Planner` of ``device``'s fused kernel, or ``None`` where there is none (the
-    caller then takes its general path). Called once per new layout, never per call."""
+def planner_for(device: torch.device) -> Planner:
+    """The :class:`Planner` of ``device``'s fused kernel (its ``make`` ``None`` where there is
+    none). Called once per new layout, never per call."""
     if device.type == "cpu":
         lib = cpu.library()
-        if lib is None:
-            return None
-        return Planner(functools.partial(cpu.make_planned, lib), cpu.STATE, "lib", lib)
+        return Planner(None if lib is None else functools.partial(cpu.make_planned, lib), cpu.STATE, "lib", lib)
     if device.type == "cuda":
         kernel = triton_kernel()
         if kernel is None:
-            return None
+            return Planner(None, _triton, "kernel", None)
         from . import triton_rope
 
         return Planner(triton_rope.make_planned, _triton, "kernel", kernel)
-    return None
+    return Planner(None, {}, "", None)

@@ -590,7 +590,15 @@ def make_decode(lib: ctypes.CDLL) -> Decode:
     return decode
 
 
-#: ``run(q, k, cos, sin, row_offset) -> (q_out, k_out) or None``: see :func:`make_planned`.
+def index_slots(positions: torch.Tensor) -> Tuple[int, ...]:
+    """(B|1, S) or (S,) positions' slots after their data pointer: dtype code, 2 sizes, 2 strides
+    (a 1-d tensor is one row of stride 0: no view of it is made)."""
+    if positions.dim() == 2:
+        return (DTYPE_CODES.get(positions.dtype, -1), *positions.shape, *positions.stride())
+    return (DTYPE_CODES.get(positions.dtype, -1), 1, *positions.shape, 0, *positions.stride())
+
+
+#: ``run(q, k, cos, sin, row_offset, positions) -> (q_out, k_out) or None``: see :func:`make_planned`.
 Planned = Callable[..., Optional[Tuple[torch.Tensor, torch.Tensor]]]
 
 
@@ -602,38 +610,58 @@ def make_planned(
     sin: torch.Tensor,
     rotary_dim: int,
     interleaved: bool,
+    *,
+    inplace: bool = False,
+    positions: Optional[torch.Tensor] = None,
 ) -> Planned:
-    """An out-of-place call bound to one layout: the dtypes, shapes and strides of ``q``, ``k``,
-    ``cos`` and ``sin`` (2-d or 3-d tables), packed once here; ``run`` reads only the data pointers.
+    """A call bound to one layout: the dtypes, shapes and strides of ``q``, ``k``, ``cos`` and
+    ``sin`` (2-d or 3-d tables), and of ``positions`` ((B|1, S) or (S,), int64/int32) when rows are
+    named by them, packed once here; ``run`` reads only the data pointers.
 
-    ``run(q, k, cos, sin, row_offset)`` is for operands of exactly this layout on the CPU, without a
-    lazy negation bit (the caller keys its cache by that layout and checks the rest per call). It
-    allocates the outputs with the strides ``torch.empty_like`` gives this layout, so the strides
-    packed for them are theirs by construction, and returns ``(q_out, k_out)``, or ``None`` when the
-    C side refuses the call (it still checks shapes, dtypes, strides, row bounds and overlap before
-    it touches an element), so that the general call can raise the explanation.
+    ``run(q, k, cos, sin, row_offset, positions)`` is for operands of exactly this layout on the CPU,
+    without a lazy negation bit (the caller keys its cache by that layout and checks the rest per
+    call). Out of place it allocates the outputs with the strides ``torch.empty_like`` gives this
+    layout, so the strides packed for them are theirs by construction; in place q and k are their
+    own outputs, and autograd's version counters are bumped as any in-place op does. It returns
+    ``(q_out, k_out)``, or ``None`` when the C side refuses the call (it still checks shapes,
+    dtypes, strides, row bounds, every position and overlap, q and k one tensor in place included,
+    before it touches an element), so that the general call can raise the explanation or take the
+    path that rotates a shared tensor once.
     """
     fn = lib.posenc_rope
     pack = _PACK.pack_into
     new_args = RopeArgs
     threads_of = torch.get_num_threads
     empty_strided = torch.empty_strided
+    bump = torch.autograd.graph.increment_version
     dtype = q.dtype
     code = DTYPE_CODES[dtype]
     q_shape, k_shape = tuple(q.shape), tuple(k.shape)
-    q_out_stride, k_out_stride = torch.empty_like(q).stride(), torch.empty_like(k).stride()
+    if inplace:
+        q_out_stride, k_out_stride = q.stride(), k.stride()
+    else:
+        q_out_stride, k_out_stride = torch.empty_like(q).stride(), torch.empty_like(k).stride()
     q_fields = (code, *q_shape, *q.stride())
     k_fields = (code, *k_shape, *k.stride())
     q_out_fields = (code, *q_shape, *q_out_stride)
     k_out_fields = (code, *k_shape, *k_out_stride)
     cos_fields, sin_fields = table_slots(cos), table_slots(sin)
+    pos_fields = (0, 0, 0, 0, 0) if positions is None else index_slots(positions)
     parallel = (q.numel() + k.numel()) * q.element_size() >= PARALLEL_MIN_BYTES
 
     def run(
-        q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, row_offset: int
+        q: torch.Tensor,
+        k: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        row_offset: int,
+        positions: Optional[torch.Tensor] = None,
     ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
-        q_out = empty_strided(q_shape, q_out_stride, dtype=dtype)
-        k_out = empty_strided(k_shape, k_out_stride, dtype=dtype)
+        if inplace:
+            q_out, k_out = q, k
+        else:
+            q_out = empty_strided(q_shape, q_out_stride, dtype=dtype)
+            k_out = empty_strided(k_shape, k_out_stride, dtype=dtype)
         args = new_args()
         pack(
             args,
@@ -650,12 +678,8 @@ def make_planned(
             *cos_fields,
             sin.data_ptr(),
             *sin_fields,
-            0,  # positions: absent (six slots)
-            0,
-            0,
-            0,
-            0,
-            0,
+            0 if positions is None else positions.data_ptr(),
+            *pos_fields,
             row_offset,
             rotary_dim,
             interleaved,
@@ -664,6 +688,8 @@ def make_planned(
         )
         if fn(args):
             return None
+        if inplace:
+            bump((q, k))  # as any in-place torch op does, so autograd notices if q or k was saved
         return q_out, k_out
 
     return run

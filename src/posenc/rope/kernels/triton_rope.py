@@ -460,15 +460,26 @@ Planned = Callable[..., Optional[Tuple[torch.Tensor, torch.Tensor]]]
 
 
 def make_planned(
-    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rotary_dim: int, interleaved: bool
-) -> Planned:
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    rotary_dim: int,
+    interleaved: bool,
+    *,
+    inplace: bool = False,
+    positions: Optional[torch.Tensor] = None,
+) -> Optional[Planned]:
     """An out-of-place call bound to one layout (the Triton twin of :func:`.cpu.make_planned`): the
     shapes, strides, dtypes and device of ``q``, ``k``, ``cos`` and ``sin``, checked in full here
     (:func:`check_operands`, raising on what the kernel refuses) with outputs laid out as
     ``torch.empty_like`` lays them out, and the layout's plan (launch constants, pre-bound
     launchers) made once.
 
-    ``run(q, k, cos, sin, row_offset)`` is for operands of exactly this layout without a lazy
+    Only the out-of-place call with consecutive rows is planned: ``None`` for ``inplace`` or
+    ``positions`` (the caller takes its general path).
+
+    ``run(q, k, cos, sin, row_offset, positions=None)`` is for operands of exactly this layout without a lazy
     negation bit, ``row_offset`` already checked against the tables' rows (the caller keys its
     cache by that layout and checks the rest per call). It allocates the outputs with the strides
     the plan was checked for, tests their byte ranges against every other operand's
@@ -477,6 +488,8 @@ def make_planned(
     pointer alignment has bound one. It returns ``(q_out, k_out)``, or ``None`` when an output
     would overlap an operand, so that the general call raises the explanation.
     """
+    if inplace or positions is not None:
+        return None
     q_out, k_out = torch.empty_like(q), torch.empty_like(k)
     *_, plan, _ = _planned_operands(q, k, q_out, k_out, cos, sin, None, rotary_dim, interleaved, False)
     batch, _, seq, head_dim = q.shape
@@ -488,7 +501,12 @@ def make_planned(
     empty_strided = torch.empty_strided
 
     def run(
-        q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, row_offset: int
+        q: torch.Tensor,
+        k: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        row_offset: int,
+        positions: Optional[torch.Tensor] = None,
     ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
         q_out = empty_strided(q_shape, q_out_stride, dtype=dtype, device=device)
         k_out = empty_strided(k_shape, k_out_stride, dtype=dtype, device=device)
