@@ -36,7 +36,10 @@ calls at one token, with its own yardstick:
 * ``apply_rotary on CUDA, planned (stubbed)``: the entry as a CUDA decode call takes it, q and k
   views of one projection, planned per layout by the Triton planner and launched through the
   pre-bound launcher (stubbed); ``general (stubbed)``: the same call through the general path, as
-  before the plan (the dispatcher swapped for the row: one wrapper call and the swap in each).
+  before the plan (the dispatcher swapped for the row: one wrapper call and the swap in each);
+* ``module on CUDA, planned (stubbed)``: the module's decode call ``rope(q, k, offset=n)`` on the same
+  views as a CUDA module takes it (its cache views carry no CPU-kernel fields there), planned by the
+  Triton planner; ``general (stubbed)``: the same call through the general Triton path.
 
 Then the far positions: one token at ``2**31`` and ``2**40`` (a new position every call, so the row
 is computed every time), with the cache size before and after.
@@ -103,7 +106,7 @@ def backward_rows(q, k, cos, sin, hf):
     return rows
 
 
-def triton_prelude(q, k, cos, sin):
+def triton_prelude(q, k, cos, sin, offset):
     """The Triton path's host work on CPU tensors with the launch stubbed, or None without Triton:
     the kernel call alone, and apply_rotary as a CUDA call takes it, planned and (as before the plan)
     through the general path. The stubbed launch stands for the compiled kernel's own launcher,
@@ -157,10 +160,29 @@ def triton_prelude(q, k, cos, sin):
         finally:
             kernels.kernel_for = dispatcher
 
+    rope = RotaryEmbedding(q.shape[-1], base=500000.0, max_position_embeddings=8192)
+    rope.__dict__["_rows"] = rope._rows._replace(fields=None)  # as on CUDA: no CPU-kernel fields
+
+    def module_planned():
+        kernels.planner_for = lambda device: planner
+        try:
+            return rope(qv, kv, offset=offset)
+        finally:
+            kernels.planner_for = cpu_planner
+
+    def module_general():
+        kernels.kernel_for = lambda device: triton_rope.rotate
+        try:
+            return rope(qv, kv, offset=offset)
+        finally:
+            kernels.kernel_for = dispatcher
+
     return {
         "Triton path, launch stubbed": kernel_only,
         "apply_rotary on CUDA, planned (stubbed)": planned,
         "apply_rotary on CUDA, general (stubbed)": general,
+        "module on CUDA, planned (stubbed)": module_planned,
+        "module on CUDA, general (stubbed)": module_general,
     }
 
 
@@ -226,7 +248,7 @@ def main(argv=None) -> int:
         sin_full = torch.cat((sin, sin), -1)[None]
         rows["transformers apply_rotary_pos_emb"] = lambda: apply_rotary_pos_emb(q, k, cos_full, sin_full)
     rows.update(backward_rows(q, k, cos, sin, apply_rotary_pos_emb))
-    rows.update(triton_prelude(q, k, cos, sin) or {})
+    rows.update(triton_prelude(q, k, cos, sin, offset) or {})
 
     if args.count_calls:
         return count_calls(rows)

@@ -17,6 +17,7 @@ import pytest
 import torch
 from kernel_cases import make_inputs, python_calls_per_call, reference
 
+from posenc import RotaryEmbedding
 from posenc.rope import apply_rotary
 
 TRITON_SCRIPT = textwrap.dedent(r"""
@@ -161,6 +162,28 @@ TRITON_SCRIPT = textwrap.dedent(r"""
                 worst = max(worst, metric(got[0], want[0]), metric(got[1], want[1]))
             results[label] = {"abs": worst, "ulp": worst}
             steps[label] = {name: work[name] - before[name] for name in work}
+        # the module's decode call, rope(q, k, offset=n), as on CUDA (no CPU-kernel fields for its
+        # cache views): a window of the cached tables at a new offset per call, one layout
+        import posenc.rope.embedding as embedding_mod
+        from posenc import RotaryEmbedding
+        embedding_mod.cached_rows_fields = lambda cos, sin: None
+        decode_cases = {
+            "planned/module-decode": ("half", 32, torch.float32),
+            "planned/module-decode-partial-bfloat16": ("interleaved", 12, torch.bfloat16),
+        }
+        for label, (layout, r, dtype) in decode_cases.items():
+            rope = RotaryEmbedding(32, rotary_dim=r, layout=layout, max_position_embeddings=16)
+            worst, before = 0.0, dict(work)
+            for offset in (3, 4, 15):
+                buf = torch.randn(2, 1, 6, 32, dtype=torch.float64).to(dtype)  # (B, S, Hq + Hk, D)
+                q, k = buf[:, :, :4].transpose(1, 2), buf[:, :, 4:].transpose(1, 2)
+                got = rope(q, k, offset=offset)
+                rows = slice(offset, offset + 1)
+                want = apply_reference(q, k, rope.cos_cached[rows][None], rope.sin_cached[rows][None], layout, r, False)
+                metric = ulps if dtype == torch.bfloat16 else err
+                worst = max(worst, metric(got[0], want[0]), metric(got[1], want[1]))
+            results[label] = {"abs": worst, "ulp": worst}
+            steps[label] = {name: work[name] - before[name] for name in work}
         results["planned-work"] = steps
     print("RESULTS " + json.dumps(results))
 """)
@@ -217,7 +240,14 @@ def test_triton_interpreter_cases(triton_results, key):
     assert triton_results[key]["abs"] <= 1e-6, triton_results[key]
 
 
-PLANNED_KEYS = ["planned/transformers-layout", "planned/partial-interleaved", "planned/row-offset", "planned/bfloat16"]
+PLANNED_KEYS = [
+    "planned/transformers-layout",
+    "planned/partial-interleaved",
+    "planned/row-offset",
+    "planned/bfloat16",
+    "planned/module-decode",
+    "planned/module-decode-partial-bfloat16",
+]
 
 
 @pytest.mark.parametrize("key", PLANNED_KEYS)
@@ -227,7 +257,7 @@ def test_triton_planned_call_in_the_interpreter(triton_results, key):
     the full checks once and launch the kernel once per call."""
     if "planned-work" not in triton_results:
         pytest.skip("no fused CPU kernel here: the planned path's choice asks the dispatcher")
-    limit = 1.0 + 1e-9 if key.endswith("bfloat16") else 1e-6
+    limit = 1.0 + 1e-9 if "bfloat16" in key else 1e-6
     assert triton_results[key]["abs"] <= limit, triton_results[key]
     assert triton_results["planned-work"][key] == {"checks": 1, "launches": 3}, triton_results["planned-work"]
 
@@ -443,3 +473,88 @@ def test_triton_planned_call_still_checks_what_changes(triton_planned):
     for _ in range(2):
         apply_rotary(q, k, cos, sin)
     assert len(fake.launches) == launches + 2 and counts["full checks"] == checks
+
+
+@pytest.fixture
+def cuda_like_module(triton_planned, monkeypatch):
+    """A RotaryEmbedding whose cache views carry no CPU-kernel fields, as on CUDA (where
+    ``cached_rows_fields`` is None): its decode call takes the Triton plan of ``triton_planned``."""
+    import posenc.rope.embedding as embedding_mod
+
+    monkeypatch.setattr(embedding_mod, "cached_rows_fields", lambda cos, sin: None)
+    rope = RotaryEmbedding(128, max_position_embeddings=64)
+    return (*triton_planned, rope)
+
+
+def test_module_decode_on_cuda_does_constant_work_on_a_seen_layout(cuda_like_module):
+    """rope(q, k, offset=n), the module's decode call, on CUDA: on a seen layout, at the same offset
+    or a new one at every call (as layer 1 of each step sees it), it builds no layout key, runs no
+    full check and no plan build, and makes one pre-bound launch per call whose row offset is the
+    call's; cProfile counts the same Python calls at every call. Launch stubbed, CPU tensors."""
+    from posenc.rope.kernels import plans, triton_rope
+
+    fake, counts, _, rope = cuda_like_module
+    names = [p.name for p in triton_rope._rope_kernel.params]
+    _, q, k = _projection()
+    rope(q, k, offset=5)  # plans the layout (tables (1, 64, 64), a window of the cache)
+    first = dict(counts, plans=plans.STATS["plans"])
+    assert first["full checks"] == 1 and [kind for kind, _ in fake.launches] == ["jit"]
+    offsets = iter(range(6, 60))
+    per_call = []
+    for call in (lambda: rope(q, k, offset=5), lambda: rope(q, k, offset=next(offsets))):
+        for _ in range(2):
+            count, out = python_calls_per_call(call, calls=20)
+            per_call.append(count)
+    assert dict(counts, plans=plans.STATS["plans"]) == first
+    launched = fake.launches[1:]
+    assert len(launched) == 80 and {kind for kind, _ in launched} == {"pre-bound"}
+    row_offsets = [dict(zip(names, args[9:]))["row_offset"] for _, args in launched]
+    assert row_offsets == [5] * 40 + list(range(6, 46))
+    direct = dict(zip(names, launched[-1][1][9:]))
+    assert direct["qo_ptr"] is out[0] and direct["ko_ptr"] is out[1]
+    assert direct["cos_ptr"] is rope._rows.cos and direct["rows"] == 64
+    # rope.forward, its cached-rows step, rotate_cached_rows, the planned call, its run, the launch step
+    # and the launcher, the lambda (and next() for the moving offset), is_compiling (2), getattr, 4
+    # functorch probes, 4 negation bits, 4 strides, the lookup, 2 allocations, 6 data pointers, the
+    # overlap test, the alignment mask, the stream and the stubbed launch; nn.Module's call around them
+    calls = [round(n) for n in per_call]
+    assert calls[:2] == [calls[0]] * 2 and calls[2:] == [calls[2]] * 2 and calls[2] - calls[0] <= 1, per_call
+    assert calls[0] <= 46, per_call
+
+
+def test_module_decode_on_cuda_still_checks_what_changes(cuda_like_module):
+    """The module's planned decode call checks per call what a layout does not fix: a grown cache
+    (more rows) and a new dtype are new layouts, checked in full once; rows past the table leave the
+    plan (the module grows the cache first; called directly, the general path names the bound); an
+    output whose byte range would meet an operand leaves the plan for the general path; q and k that
+    share memory are read from both."""
+    from posenc.rope.apply import rotate_cached_rows
+    from posenc.rope.kernels import plans
+
+    fake, counts, _, rope = cuda_like_module
+    buf, q, k = _projection(q_heads=4, kv_heads=2, dim=128)
+    rope(q, k, offset=3)
+    assert counts["full checks"] == 1
+    rope(q, k, offset=70)  # past the 64 cached rows: the cache grows to 128 rows, a new layout
+    assert counts["full checks"] == 2 and rope._rows.cos.shape[1] == 128
+    rope(q, k, offset=71)
+    rope(q.double(), k.double(), offset=71)  # float64 q reads float32 tables: the general path
+    assert counts["full checks"] == 2
+    rows = rope._rows
+    launches = len(fake.launches)
+    with pytest.raises(ValueError, match="row_offset"):
+        rotate_cached_rows(q, k, rows.cos, rows.sin, 128, interleaved=False, rotary_dim=128)
+    assert len(fake.launches) == launches  # nothing launched past the table
+    k_over = buf[:, :, 2:4].transpose(1, 2)  # k's layout, sharing two heads with q
+    rope(q, k_over, offset=72)
+    assert len(fake.launches) == launches + 1 and counts["full checks"] == 2
+    saved = plans.disjoint
+    try:
+        plans.disjoint = lambda plan, ptrs: False
+        got = rope(q, k, offset=72)  # not launched by the plan; the C kernel's general call
+    finally:
+        plans.disjoint = saved
+    assert len(fake.launches) == launches + 1
+    window = (rope.cos_cached[72:73][None], rope.sin_cached[72:73][None])  # (1, 1, r/2)
+    want = reference(q, k, *window, "half", None)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])

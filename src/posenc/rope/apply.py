@@ -18,7 +18,9 @@ The common dense case (plain tensors, no gradients; out of place with consecutiv
 on CUDA, and on CPU also in place and with per-token positions) is recognised in O(1) on a seen
 layout: its checks, path choice and the kernel's arguments (packed for the C kernel; the launch
 constants and a pre-bound launcher for Triton) are kept per layout (:func:`_planned_call`), and a
-call hands over only the data pointers.
+call hands over only the data pointers. The module's decode call (:func:`rotate_cached_rows`, a
+window of its cache) takes the same plan where the CPU kernel's lean decode call does not apply
+(on CUDA).
 
 Both kernels take every stride of every operand, and refuse (``ValueError``) an output that shares
 memory with another operand unless it is exactly its own input. With ``inplace=True``, q and k may be
@@ -506,6 +508,8 @@ def _planned_call(
     row_offset: int,
     inplace: bool = False,
     positions: Optional[torch.Tensor] = None,
+    *,
+    window: bool = False,
 ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
     """The common dense case of :func:`apply_rotary` recognised in O(1): plain tensors on one
     device with a fused kernel (the C kernel on CPU, Triton on CUDA), no gradients, out of place
@@ -516,7 +520,9 @@ def _planned_call(
     kernel's checks of shapes, dtypes and strides, what it is given besides the data pointers, the
     outputs' strides, and on CUDA the launch constants) is worked out once per layout (shapes,
     strides, dtypes and device of all four operands, layout name, rotary_dim, whether rows start at
-    an offset) and kept in :data:`_ACCEPTED`; a call on a seen layout tests only what can change
+    an offset, or the tables are a ``window`` of which the call reads rows ``row_offset ..
+    row_offset + seq - 1``, as :func:`rotate_cached_rows` hands a module's whole cache) and kept
+    in :data:`_ACCEPTED`; a call on a seen layout tests only what can change
     between calls with it (compiling, functorch wrappers, forward-mode AD, the lazy negation bit,
     the row bounds, which kernel is loaded, that :func:`kernels.kernel_for` is not replaced) and
     then hands the data pointers to the kernel: the C side checks every operand's memory as on
@@ -534,7 +540,7 @@ def _planned_call(
     device = q.device
     if k.device != device or cos.device != device or sin.device != device:
         return None  # the general path lets torch name the devices
-    rows: Any = row_offset > 0
+    rows: Any = window or row_offset > 0  # tables with more rows than seq: the offset's bound checked per call
     if positions is not None:  # rows by positions: row_offset is not read
         if positions.device != device or positions.is_neg() or _is_functorch_wrapped(positions):
             return None
@@ -549,14 +555,14 @@ def _planned_call(
         if (state[name] if name in state else None) is not token:
             plan = None  # planned for a kernel since dropped or loaded (kernels.cpu.reset()): anew
     if plan is None:
-        plan = _plan_call(q, k, cos, sin, layout, rotary_dim, row_offset, inplace, positions)
+        plan = _plan_call(q, k, cos, sin, layout, rotary_dim, rows is True, inplace, positions)
         if plan is None:
             return None
         _remember(key, plan)
         run = plan[0]
     if run is None:
         return None
-    if row_offset and row_offset + q.shape[2] > cos.shape[-2]:
+    if rows is True and row_offset + q.shape[2] > cos.shape[-2]:
         return None  # the general path names the bound
     done: Optional[Tuple[torch.Tensor, torch.Tensor]] = run(q, k, cos, sin, row_offset, positions)
     return done
@@ -569,7 +575,7 @@ def _plan_call(
     sin: torch.Tensor,
     layout: str,
     rotary_dim: Optional[int],
-    row_offset: int,
+    window: bool,
     inplace: bool,
     positions: Optional[torch.Tensor],
 ) -> Optional[Tuple[Any, Dict[str, Any], str, Any]]:
@@ -582,7 +588,7 @@ def _plan_call(
     general path raises in its own order, which reads the positions' values first (no check here
     reads them: the C kernel checks them at every call)."""
     if positions is None:
-        r = check_rotary_inputs(q, k, cos, sin, layout, rotary_dim, window=row_offset > 0)
+        r = check_rotary_inputs(q, k, cos, sin, layout, rotary_dim, window=window)
     else:
         try:
             r = _check_rotary_at(q, k, cos, sin, positions, layout, rotary_dim, values=False)
@@ -689,20 +695,30 @@ def rotate_cached_rows(
         offset: the row of the call's first position (the number of tokens in the KV cache).
         fields: :func:`cached_rows_fields` of the tables, when their metadata cannot change: on
             CPU the call then reads only q's and k's metadata and the tables' data pointers
-            (:func:`posenc.rope.kernels.cpu.make_decode`), the least Python a call can cost.
+            (:func:`posenc.rope.kernels.cpu.make_decode`). Without them (on CUDA, where there are
+            none) the call is planned per layout as :func:`apply_rotary`'s dense call is
+            (:func:`_planned_call` with the tables as a window): a seen layout is recognised in
+            O(1), and the Triton plan makes one pre-bound launch for q and k.
 
     ``None`` means :func:`fused_kernel` chose the reference (device, subclass, ``torch.compile``,
     ``vmap``), or the tables have another dtype than the kernel reads. With autograd the call runs
     through :class:`FusedRotary` like every other fused call.
     """
     no_grad = not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)) and not _forward_ad_active()
-    if fields is not None and no_grad and type(q) is torch.Tensor and type(k) is torch.Tensor:
+    plain = type(q) is torch.Tensor and type(k) is torch.Tensor
+    if fields is not None and no_grad and plain:
         decode = kernels.cpu_decode()
         if decode is not None and not _is_compiling() and not _is_functorch_wrapped(q) and not _is_functorch_wrapped(k):
             rotated = decode(q, k, cos_rows, sin_rows, fields, offset, interleaved, rotary_dim)
             if rotated is not None:
                 return rotated
             # declined or refused: the general call below raises the kernel's explanation
+    elif no_grad and plain and type(cos_rows) is type(sin_rows) is torch.Tensor:
+        if not (cos_rows.requires_grad or sin_rows.requires_grad):
+            layout = "interleaved" if interleaved else "half"
+            done = _planned_call(q, k, cos_rows, sin_rows, layout, rotary_dim, offset, window=True)
+            if done is not None:
+                return done  # planned per layout (on CUDA, the Triton plan)
     kernel = fused_kernel(q, k, cos_rows, sin_rows)
     if kernel is None or cos_rows.dtype != table_dtype(q.dtype):
         return None
