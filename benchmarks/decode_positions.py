@@ -37,6 +37,8 @@ calls at one token, with its own yardstick:
   views of one projection, planned per layout by the Triton planner and launched through the
   pre-bound launcher (stubbed); ``general (stubbed)``: the same call through the general path, as
   before the plan (the dispatcher swapped for the row: one wrapper call and the swap in each);
+* ``in place`` and ``positions`` rows of ``apply_rotary on CUDA``: the same views rotated in place, and
+  the whole cached table with a (1, 1) positions tensor, planned and through the general path;
 * ``module on CUDA, planned (stubbed)``: the module's decode call ``rope(q, k, offset=n)`` on the same
   views as a CUDA module takes it (its cache views carry no CPU-kernel fields there), planned by the
   Triton planner; ``general (stubbed)``: the same call through the general Triton path.
@@ -144,21 +146,24 @@ def triton_prelude(q, k, cos, sin, offset):
     planner = kernels.Planner(triton_rope.make_planned, {"kernel": 1}, "kernel", 1)
     cpu_planner = kernels.planner_for
 
-    def planned():
+    def planned(*tables, **options):
         kernels.planner_for = lambda device: planner  # read only when a new layout is planned
         try:
-            return apply_rotary(qv, kv, c3, s3)
+            return apply_rotary(qv, kv, *(tables or (c3, s3)), **options)
         finally:
             kernels.planner_for = cpu_planner
 
     dispatcher = kernels.kernel_for
 
-    def general():
+    def general(*tables, **options):
         kernels.kernel_for = lambda device: triton_rope.rotate  # the dispatcher's answer on CUDA
         try:
-            return apply_rotary(qv, kv, c3, s3)  # a replaced dispatcher: the plan steps aside
+            return apply_rotary(qv, kv, *(tables or (c3, s3)), **options)  # a replaced dispatcher: no plan
         finally:
             kernels.kernel_for = dispatcher
+
+    table = (torch.rand(8192, cos.shape[-1]), torch.rand(8192, cos.shape[-1]))  # (rows, r/2)
+    at = torch.tensor([[offset]])  # (B, S)
 
     rope = RotaryEmbedding(q.shape[-1], base=500000.0, max_position_embeddings=8192)
     rope.__dict__["_rows"] = rope._rows._replace(fields=None)  # as on CUDA: no CPU-kernel fields
@@ -181,6 +186,10 @@ def triton_prelude(q, k, cos, sin, offset):
         "Triton path, launch stubbed": kernel_only,
         "apply_rotary on CUDA, planned (stubbed)": planned,
         "apply_rotary on CUDA, general (stubbed)": general,
+        "... in place, planned (stubbed)": lambda: planned(inplace=True),
+        "... in place, general (stubbed)": lambda: general(inplace=True),
+        "... positions, planned (stubbed)": lambda: planned(*table, positions=at),
+        "... positions, general (stubbed)": lambda: general(*table, positions=at),
         "module on CUDA, planned (stubbed)": module_planned,
         "module on CUDA, general (stubbed)": module_general,
     }

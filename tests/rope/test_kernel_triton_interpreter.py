@@ -162,6 +162,28 @@ TRITON_SCRIPT = textwrap.dedent(r"""
                 worst = max(worst, metric(got[0], want[0]), metric(got[1], want[1]))
             results[label] = {"abs": worst, "ulp": worst}
             steps[label] = {name: work[name] - before[name] for name in work}
+        # in place and by positions (2-d int64; 1-d int32 in place), transformers' layout, float32
+        variants = {
+            "planned/in-place": (True, None),
+            "planned/positions": (False, torch.tensor([[7, 2, 9], [0, 11, 4]])),
+            "planned/positions-1d-int32-in-place": (True, torch.tensor([3, 3, 10], dtype=torch.int32)),
+        }
+        for label, (inplace, at) in variants.items():
+            worst, before = 0.0, dict(work)
+            cos, sin = table[:, :16].cos().float(), table[:, :16].sin().float()  # (12, 16)
+            for _ in range(3):
+                buf = torch.randn(2, 3, 6, 32)  # (B, S, Hq + Hk, D)
+                q, k = buf[:, :, :4].transpose(1, 2), buf[:, :, 4:].transpose(1, 2)
+                rows = torch.arange(3)[None] if at is None else (at.long() if at.dim() == 2 else at.long()[None])
+                want = apply_reference(q, k, cos[rows], sin[rows], "half", 32, False)  # (B|1, S, r/2) rows
+                if at is None:
+                    got = apply_rotary(q, k, cos[:3], sin[:3], inplace=inplace)
+                else:
+                    got = apply_rotary(q, k, cos, sin, inplace=inplace, positions=at)
+                same = (got[0] is q and got[1] is k) == inplace
+                worst = max(worst, err(got[0], want[0]), err(got[1], want[1]), 0.0 if same else 1.0)
+            results[label] = {"abs": worst, "ulp": worst}
+            steps[label] = {name: work[name] - before[name] for name in work}
         # the module's decode call, rope(q, k, offset=n), as on CUDA (no CPU-kernel fields for its
         # cache views): a window of the cached tables at a new offset per call, one layout
         import posenc.rope.embedding as embedding_mod
@@ -247,6 +269,9 @@ PLANNED_KEYS = [
     "planned/bfloat16",
     "planned/module-decode",
     "planned/module-decode-partial-bfloat16",
+    "planned/in-place",
+    "planned/positions",
+    "planned/positions-1d-int32-in-place",
 ]
 
 
@@ -558,3 +583,89 @@ def test_module_decode_on_cuda_still_checks_what_changes(cuda_like_module):
     window = (rope.cos_cached[72:73][None], rope.sin_cached[72:73][None])  # (1, 1, r/2)
     want = reference(q, k, *window, "half", None)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+def test_triton_planned_in_place_and_positions_do_constant_work(triton_planned):
+    """On CUDA, apply_rotary in place and by positions (2-d int64, 1-d int32, and in place by
+    positions) on a seen layout build no layout key, run no full check and no plan build, and make
+    one pre-bound launch per call: in place into q and k themselves (their version counters
+    bumped), by positions with the positions tensor as the kernel reads it; cProfile counts the same
+    Python calls at every call. Launch stubbed, CPU tensors standing for CUDA ones."""
+    from posenc.rope.kernels import plans, triton_rope
+
+    fake, counts, _ = triton_planned
+    names = [p.name for p in triton_rope._rope_kernel.params]
+    table_cos, table_sin = torch.rand(64, 64), torch.rand(64, 64)  # (rows, r/2): a module's cache
+    window = (table_cos[5:6][None], table_sin[5:6][None])  # (1, 1, r/2)
+    cases = {
+        "in place": (window, dict(inplace=True)),
+        "positions": ((table_cos, table_sin), dict(positions=torch.tensor([[5]]))),
+        "positions 1-d int32": ((table_cos, table_sin), dict(positions=torch.tensor([5], dtype=torch.int32))),
+        "in place by positions": ((table_cos, table_sin), dict(inplace=True, positions=torch.tensor([[5]]))),
+    }
+    for label, ((cos, sin), options) in cases.items():
+        _, q, k = _projection()
+        launches = len(fake.launches)
+        apply_rotary(q, k, cos, sin, **options)  # plans the layout (its kernel plan may be an earlier case's)
+        first = dict(counts, plans=plans.STATS["plans"], launches=len(fake.launches))
+        assert first["launches"] == launches + 1, label
+        version = q._version
+        per_call = []
+        for _ in range(2):
+            count, out = python_calls_per_call(lambda: apply_rotary(q, k, cos, sin, **options))  # noqa: B023
+            per_call.append(count)
+        assert dict(counts, plans=plans.STATS["plans"], launches=first["launches"]) == first, label
+        launched = fake.launches[first["launches"] :]
+        assert len(launched) == 100 and {kind for kind, _ in launched} == {"pre-bound"}, label
+        direct = dict(zip(names, launched[-1][1][9:]))
+        if options.get("inplace"):
+            assert out[0] is q and out[1] is k and direct["qo_ptr"] is q and direct["ko_ptr"] is k, label
+            assert q._version == version + 200, label  # q and k share their base's counter: two bumps a call
+        else:
+            assert direct["qo_ptr"] is out[0] and direct["q_ptr"] is q, label
+        if "positions" in options:
+            assert direct["pos_ptr"] is options["positions"] and direct["rows"] == 64, label
+            assert (direct["ps_b"], direct["ps_s"]) == (0, 1), label
+        calls = [round(n) for n in per_call]
+        # as out of place (at most 36) with the keyword arguments; in place no allocations but the
+        # version bump; by positions also the positions' checks and the read-back of their bounds
+        assert calls == [calls[0]] * 2 and calls[0] <= (37 if label == "in place" else 44), (label, per_call)
+
+
+def test_triton_planned_in_place_and_positions_still_check_what_changes(triton_planned):
+    """A seen in-place or by-positions layout's Triton plan still refuses per call: q and k that now
+    overlap in place, or an expanded q in place, are refused before anything is written; one tensor as q and k is rotated once
+    (the general path); a negative or too large position gets the general path's message and no
+    launch; a new dtype is checked in full again. A layout first seen with q and k as one tensor is
+    planned all the same (its checks ran on stand-in outputs), and its later calls launch."""
+    fake, counts, _ = triton_planned
+    buf = torch.randn(1, 1, 8, 16)  # (B, S, H, D)
+    cos, sin = torch.rand(1, 1, 8), torch.rand(1, 1, 8)
+    one = buf[:, :, :4].transpose(1, 2)  # (B, 4, S, D)
+    want = reference(one, one, cos, sin, "half", None)[0]
+    got = apply_rotary(one, one, cos, sin, inplace=True)  # first seen as one tensor: rotated once
+    assert got[0] is one and torch.equal(one, want)
+    checks, launches = counts["full checks"], len(fake.launches)
+    q, k = buf[:, :, :4].transpose(1, 2), buf[:, :, 4:].transpose(1, 2)
+    apply_rotary(q, k, cos, sin, inplace=True)  # the same layout, now apart: the plan launches
+    assert len(fake.launches) == launches + 1 and counts["full checks"] == checks
+    k_over = buf[:, :, 2:6].transpose(1, 2)  # q's layout, sharing two heads with q
+    before = buf.clone()
+    with pytest.raises(ValueError, match="share memory"):
+        apply_rotary(q, k_over, cos, sin, inplace=True)
+    assert torch.equal(buf, before) and len(fake.launches) == launches + 1
+    expanded = torch.randn(1, 1, 1, 16).expand(1, 4, 1, 16)  # q's shape, its heads one memory
+    with pytest.raises(ValueError, match="share memory"):  # planned for the general path, refused there
+        apply_rotary(expanded, k, cos, sin, inplace=True)
+    assert len(fake.launches) == launches + 1
+    table_cos, table_sin = torch.rand(16, 8), torch.rand(16, 8)
+    at = torch.tensor([[3]])
+    apply_rotary(q, k, table_cos, table_sin, positions=at)
+    launches = len(fake.launches)
+    for bad, message in ((-1, "must be >= 0"), (16, "must be < 16")):
+        with pytest.raises(ValueError, match=message):
+            apply_rotary(q, k, table_cos, table_sin, positions=torch.tensor([[bad]]))
+    assert len(fake.launches) == launches
+    checks = counts["full checks"]
+    apply_rotary(q.double(), k.double(), table_cos.double(), table_sin.double(), positions=at)
+    assert counts["full checks"] == checks + 1

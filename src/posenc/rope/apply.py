@@ -14,8 +14,8 @@
 * anything else (other devices, tensor subclasses, ``vmap``, gradients wanted for cos/sin, or no
   fused kernel available here): the reference.
 
-The common dense case (plain tensors, no gradients; out of place with consecutive rows on CPU and
-on CUDA, and on CPU also in place and with per-token positions) is recognised in O(1) on a seen
+The common dense case (plain tensors, no gradients; out of place or in place, with consecutive
+rows or per-token positions, on CPU and on CUDA) is recognised in O(1) on a seen
 layout: its checks, path choice and the kernel's arguments (packed for the C kernel; the launch
 constants and a pre-bound launcher for Triton) are kept per layout (:func:`_planned_call`), and a
 call hands over only the data pointers. The module's decode call (:func:`rotate_cached_rows`, a
@@ -513,7 +513,7 @@ def _planned_call(
 ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
     """The common dense case of :func:`apply_rotary` recognised in O(1): plain tensors on one
     device with a fused kernel (the C kernel on CPU, Triton on CUDA), no gradients, out of place
-    and consecutive rows; on CPU also in place, and rows named by int64/int32 ``positions``.
+    or in place, consecutive rows or rows named by int64/int32 ``positions``.
     Returns ``None`` for anything else (then the general path runs, and raises where it should).
 
     What depends on the layout alone (the argument checks, the "fused or reference?" choice, the
@@ -526,8 +526,8 @@ def _planned_call(
     between calls with it (compiling, functorch wrappers, forward-mode AD, the lazy negation bit,
     the row bounds, which kernel is loaded, that :func:`kernels.kernel_for` is not replaced) and
     then hands the data pointers to the kernel: the C side checks every operand's memory as on
-    every call; the Triton plan tests the outputs' byte ranges against the inputs'
-    (:func:`.kernels.plans.disjoint`).
+    every call, and every position; the Triton plan tests the outputs' byte ranges against the
+    inputs' (:func:`.kernels.plans.disjoint`) and reads the positions' minimum and maximum back.
     """
     if _is_compiling() or type(layout) is not str or type(row_offset) is not int or row_offset < 0:
         return None

@@ -12,7 +12,7 @@
   in-place rules' pairs of q and k layouts.
 
 :func:`planner_for` gives, per device, what :func:`posenc.rope.apply.apply_rotary` needs to plan its
-dense out-of-place call once per layout (:func:`.cpu.make_planned`, :func:`.triton_rope.make_planned`).
+dense call once per layout (:func:`.cpu.make_planned`, :func:`.triton_rope.make_planned`).
 
 Both have one calling convention (see :func:`.cpu.rotate`), so the autograd Functions of
 :mod:`posenc.rope.apply` wrap either; their backward is the same kernel with sin negated.
@@ -104,8 +104,8 @@ class Planner(NamedTuple):
     ``make(q, k, cos, sin, rotary_dim, interleaved, *, inplace, positions)`` checks one layout in
     full (raising on what the kernel refuses) and returns ``run(q, k, cos, sin, row_offset,
     positions) -> (q_out, k_out) or None`` for operands of exactly that layout, or ``None`` for a
-    variant it does not plan (Triton plans only the out-of-place call with consecutive rows);
-    ``make`` is ``None`` where the device has no fused kernel here. ``token`` is what the loader
+    layout it leaves to the general path (both plan out of place and in place, by consecutive rows
+    and by positions); ``make`` is ``None`` where the device has no fused kernel here. ``token`` is what the loader
     holds under ``state[name]`` now (the kernel, or ``None``): a plan made with it is stale once
     that changes (:func:`.cpu.reset`, a kernel loaded later), which a call tells by a dictionary
     read, no function call.

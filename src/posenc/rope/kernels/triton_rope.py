@@ -455,7 +455,7 @@ def _planned_operands(
     return q, k, cos, sin, positions, plan, ptrs
 
 
-#: ``run(q, k, cos, sin, row_offset) -> (q_out, k_out) or None``: see :func:`make_planned`.
+#: ``run(q, k, cos, sin, row_offset, positions=None) -> (q_out, k_out) or None``: see :func:`make_planned`.
 Planned = Callable[..., Optional[Tuple[torch.Tensor, torch.Tensor]]]
 
 
@@ -470,35 +470,53 @@ def make_planned(
     inplace: bool = False,
     positions: Optional[torch.Tensor] = None,
 ) -> Optional[Planned]:
-    """An out-of-place call bound to one layout (the Triton twin of :func:`.cpu.make_planned`): the
-    shapes, strides, dtypes and device of ``q``, ``k``, ``cos`` and ``sin``, checked in full here
-    (:func:`check_operands`, raising on what the kernel refuses) with outputs laid out as
-    ``torch.empty_like`` lays them out, and the layout's plan (launch constants, pre-bound
-    launchers) made once.
+    """A call bound to one layout (the Triton twin of :func:`.cpu.make_planned`): the shapes,
+    strides, dtypes and device of ``q``, ``k``, ``cos`` and ``sin``, and of ``positions`` ((B|1, S)
+    or (S,), int64/int32) when rows are named by them, checked in full here
+    (:func:`check_operands`) with outputs laid out as the call writes them (``torch.empty_like``'s
+    layout out of place, q's and k's own in place), and the layout's plan (launch constants,
+    pre-bound launchers) made once. The checks run on stand-in outputs in fresh memory, so where this
+    first call's q and k lie does not decide the plan; what they refuse raises out of place, and
+    gives ``None`` (the caller's general path explains) in place or with positions, whose general
+    path rotates a shared q and k once or reads the positions first.
 
-    Only the out-of-place call with consecutive rows is planned: ``None`` for ``inplace`` or
-    ``positions`` (the caller takes its general path).
-
-    ``run(q, k, cos, sin, row_offset, positions=None)`` is for operands of exactly this layout without a lazy
-    negation bit, ``row_offset`` already checked against the tables' rows (the caller keys its
-    cache by that layout and checks the rest per call). It allocates the outputs with the strides
-    the plan was checked for, tests their byte ranges against every other operand's
-    (:func:`.plans.disjoint`: fresh memory never meets them, and this is not assumed) and makes
-    one launch for q and k, through the pre-bound launcher once the layout's first launch at that
-    pointer alignment has bound one. It returns ``(q_out, k_out)``, or ``None`` when an output
-    would overlap an operand, so that the general call raises the explanation.
+    ``run(q, k, cos, sin, row_offset, positions=None)`` is for operands of exactly this layout
+    without a lazy negation bit, ``row_offset`` already checked against the tables' rows (the
+    caller keys its cache by that layout and checks the rest per call). Out of place it allocates
+    the outputs with the strides the plan was checked for; in place q and k are their own outputs
+    and their version counters are bumped, as any in-place op does. It tests every output's byte
+    range against every other operand's (:func:`.plans.disjoint`: fresh memory never meets them,
+    and this is not assumed; in place it refuses q and k that share memory, one tensor for both
+    included), checks that every position is in ``[0, rows)`` (one read-back of their minimum and
+    maximum, as the general path's validation reads them) and makes one launch for q and k, through
+    the pre-bound launcher once the layout's first launch at that pointer alignment has bound one.
+    It returns ``(q_out, k_out)``, or ``None`` for what it refuses (before anything is written), so
+    that the general call raises the explanation or rotates a shared tensor once.
     """
-    if inplace or positions is not None:
+    dtype, device = q.dtype, q.device
+    q_shape, k_shape = tuple(q.shape), tuple(k.shape)
+    if inplace:
+        q_out_stride, k_out_stride = q.stride(), k.stride()
+    else:
+        q_out_stride, k_out_stride = torch.empty_like(q).stride(), torch.empty_like(k).stride()
+    empty_strided = torch.empty_strided
+    # the outputs' stand-ins: the layout the call writes, in fresh memory
+    q_stand_in = empty_strided(q_shape, q_out_stride, dtype=dtype, device=device)
+    k_stand_in = empty_strided(k_shape, k_out_stride, dtype=dtype, device=device)
+    rows_of = None if positions is None else (positions.unsqueeze(0) if positions.dim() == 1 else positions)
+    try:
+        *_, plan, _ = _planned_operands(q, k, q_stand_in, k_stand_in, cos, sin, rows_of, rotary_dim, interleaved, False)
+    except (TypeError, ValueError):
+        if not (inplace or positions is not None):
+            raise
         return None
-    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
-    *_, plan, _ = _planned_operands(q, k, q_out, k_out, cos, sin, None, rotary_dim, interleaved, False)
     batch, _, seq, head_dim = q.shape
     grid = batch * seq
-    copy = head_dim > rotary_dim  # fresh outputs are never their own inputs: a partial rotation copies the tail
-    q_shape, k_shape = tuple(q.shape), tuple(k.shape)
-    q_out_stride, k_out_stride = q_out.stride(), k_out.stride()
-    dtype, device = q.dtype, q.device
-    empty_strided = torch.empty_strided
+    rows = table_geometry(cos)[0][1]
+    # fresh outputs are never their own inputs: a partial rotation copies the tail; in place it stays
+    copy = head_dim > rotary_dim and not inplace
+    bump = torch.autograd.graph.increment_version
+    bounds, stack = torch.aminmax, torch.stack
 
     def run(
         q: torch.Tensor,
@@ -508,13 +526,31 @@ def make_planned(
         row_offset: int,
         positions: Optional[torch.Tensor] = None,
     ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
-        q_out = empty_strided(q_shape, q_out_stride, dtype=dtype, device=device)
-        k_out = empty_strided(k_shape, k_out_stride, dtype=dtype, device=device)
+        if inplace:
+            q_out, k_out = q, k
+        else:
+            q_out = empty_strided(q_shape, q_out_stride, dtype=dtype, device=device)
+            k_out = empty_strided(k_shape, k_out_stride, dtype=dtype, device=device)
         if grid:
-            ptrs = (q.data_ptr(), k.data_ptr(), q_out.data_ptr(), k_out.data_ptr(), cos.data_ptr(), sin.data_ptr(), 0)
+            pos = cos if positions is None else positions  # never read without HAS_POS
+            ptrs = (
+                q.data_ptr(),
+                k.data_ptr(),
+                q_out.data_ptr(),
+                k_out.data_ptr(),
+                cos.data_ptr(),
+                sin.data_ptr(),
+                0 if positions is None else pos.data_ptr(),
+            )
             if not plans.disjoint(plan, ptrs):
                 return None
-            _launch(plan, (q, k, q_out, k_out, cos, sin, cos), ptrs, row_offset, grid, copy, copy)
+            if positions is not None:
+                low, high = stack(bounds(positions)).tolist()
+                if low < 0 or high >= rows:
+                    return None
+            _launch(plan, (q, k, q_out, k_out, cos, sin, pos), ptrs, row_offset, grid, copy, copy)
+        if inplace:
+            bump((q, k))
         return q_out, k_out
 
     return run
