@@ -19,6 +19,7 @@ The same code runs on CPU tensors under Triton's interpreter (``TRITON_INTERPRET
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -499,10 +500,8 @@ def make_planned(
         q_out_stride, k_out_stride = q.stride(), k.stride()
     else:
         q_out_stride, k_out_stride = torch.empty_like(q).stride(), torch.empty_like(k).stride()
-    empty_strided = torch.empty_strided
-    # the outputs' stand-ins: the layout the call writes, in fresh memory
-    q_stand_in = empty_strided(q_shape, q_out_stride, dtype=dtype, device=device)
-    k_stand_in = empty_strided(k_shape, k_out_stride, dtype=dtype, device=device)
+    new = functools.partial(torch.empty_strided, dtype=dtype, device=device)
+    q_stand_in, k_stand_in = new(q_shape, q_out_stride), new(k_shape, k_out_stride)  # the layout written, fresh
     rows_of = None if positions is None else (positions.unsqueeze(0) if positions.dim() == 1 else positions)
     try:
         *_, plan, _ = _planned_operands(q, k, q_stand_in, k_stand_in, cos, sin, rows_of, rotary_dim, interleaved, False)
@@ -528,20 +527,11 @@ def make_planned(
     ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
         if inplace:
             q_out, k_out = q, k
-        else:
-            q_out = empty_strided(q_shape, q_out_stride, dtype=dtype, device=device)
-            k_out = empty_strided(k_shape, k_out_stride, dtype=dtype, device=device)
+        else:  # fresh outputs at the strides the plan was checked for
+            q_out, k_out = new(q_shape, q_out_stride), new(k_shape, k_out_stride)
         if grid:
-            pos = cos if positions is None else positions  # never read without HAS_POS
-            ptrs = (
-                q.data_ptr(),
-                k.data_ptr(),
-                q_out.data_ptr(),
-                k_out.data_ptr(),
-                cos.data_ptr(),
-                sin.data_ptr(),
-                0 if positions is None else pos.data_ptr(),
-            )
+            pos, at = (cos, 0) if positions is None else (positions, positions.data_ptr())  # cos: never read
+            ptrs = (q.data_ptr(), k.data_ptr(), q_out.data_ptr(), k_out.data_ptr(), cos.data_ptr(), sin.data_ptr(), at)
             if not plans.disjoint(plan, ptrs):
                 return None
             if positions is not None:
