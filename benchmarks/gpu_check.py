@@ -24,9 +24,9 @@ Sections, each independent (a failure prints its traceback, is recorded, and the
    transformers eager, Liger (when importable), an in-place pass over the same bytes; on CUDA the
    same rows again with the host queued ahead (device time alone, against the pass's device time);
    decode host time per call; max error against float64 angles.
-8. ``host_profile``: cProfile of decode calls, forward and forward+backward: where host time goes,
-   Python calls per call, and whether a seen layout's forward and forward+backward launch through
-   the pre-bound launcher (no ``JITFunction.run``).
+8. ``host_profile``: cProfile of decode calls (out of place, in place, by positions, the module's
+   ``rope(q, k, offset=n)``, forward+backward): where host time goes, Python calls per call, and
+   whether each, on a seen layout, launches through the pre-bound launcher (no ``JITFunction.run``).
 9. ``model``: a 4-layer 4096-wide Llama in bfloat16, decode per token (2k prompt, 64 greedy tokens)
    and an 8k-token forward, unpatched against patched by ``posenc.integrations.transformers``.
 10. ``launch_shapes``: the Triton kernel alone at 16k tokens in float32 and bfloat16 under a few
@@ -789,9 +789,13 @@ def section_host_profile(ctx: Context) -> Dict[str, Any]:
     import cProfile
     import pstats
 
+    from posenc import RotaryEmbedding
     from posenc.rope.apply import apply_rotary
 
     q, k, cos, sin, *_ = _case_tensors(ctx, 1, 1, "bfloat16")
+    q_in, k_in = q.clone(), k.clone()  # rotated again at every in-place call
+    rope = RotaryEmbedding(q.shape[-1], base=500000.0, max_position_embeddings=4096).to(ctx.device)
+    at = torch.tensor([[100]], device=ctx.device)  # (B, S): a row named by position
     qb = q.transpose(1, 2).detach().clone().requires_grad_()
     kb = k.transpose(1, 2).detach().clone().requires_grad_()
     gq, gk = torch.randn_like(q), torch.randn_like(k)
@@ -802,7 +806,15 @@ def section_host_profile(ctx: Context) -> Dict[str, Any]:
 
     out: Dict[str, Any] = {}
     calls = 100 if ctx.dry else 500
-    for name, fn in (("forward", lambda: apply_rotary(q, k, cos, sin)), ("forward+backward", backward_step)):
+    modes = {
+        "forward": lambda: apply_rotary(q, k, cos, sin),
+        "in place": lambda: apply_rotary(q_in, k_in, cos, sin, inplace=True),
+        # validate=True reads the positions' bounds back: one synchronisation per call
+        "positions": lambda: apply_rotary(q, k, rope.cos_cached, rope.sin_cached, positions=at),
+        "module decode": lambda: rope(q, k, offset=100),
+        "forward+backward": backward_step,
+    }
+    for name, fn in modes.items():
         for _ in range(20):
             fn()
         ctx.sync()
@@ -830,7 +842,7 @@ def section_host_profile(ctx: Context) -> Dict[str, Any]:
             "jit_runs_per_call": jit_runs / calls,
             "top_own_time": top,
         }
-        if ctx.device == "cuda":  # both launch through the pre-bound launcher once their layouts are seen
+        if ctx.device == "cuda":  # each launches through the pre-bound launcher once its layout is seen
             ctx.check("host_profile", f"{name}: a seen layout launches without JITFunction.run", jit_runs == 0)
         say(
             f"  {name}: {wall:.1f} µs per call under the profiler; top: "
