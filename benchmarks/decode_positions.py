@@ -39,6 +39,8 @@ calls at one token, with its own yardstick:
   before the plan (the dispatcher swapped for the row: one wrapper call and the swap in each);
 * ``in place`` and ``positions`` rows of ``apply_rotary on CUDA``: the same views rotated in place, and
   the whole cached table with a (1, 1) positions tensor, planned and through the general path;
+* ``fwd+bwd on CUDA (stubbed)``: ``torch.autograd.grad`` of ``apply_rotary`` on leaves, as a CUDA call
+  takes it (gradients are not planned: the general path, forward and backward);
 * ``module on CUDA, planned (stubbed)``: the module's decode call ``rope(q, k, offset=n)`` on the same
   views as a CUDA module takes it (its cache views carry no CPU-kernel fields there), planned by the
   Triton planner; ``general (stubbed)``: the same call through the general Triton path.
@@ -182,6 +184,16 @@ def triton_prelude(q, k, cos, sin, offset):
         finally:
             kernels.kernel_for = dispatcher
 
+    q_leaf, k_leaf = q.clone().requires_grad_(), k.clone().requires_grad_()
+    grads = (torch.randn_like(q), torch.randn_like(k))
+
+    def forward_backward():
+        kernels.kernel_for = lambda device: triton_rope.rotate
+        try:
+            return torch.autograd.grad(apply_rotary(q_leaf, k_leaf, c3, s3), (q_leaf, k_leaf), grads)
+        finally:
+            kernels.kernel_for = dispatcher
+
     return {
         "Triton path, launch stubbed": kernel_only,
         "apply_rotary on CUDA, planned (stubbed)": planned,
@@ -192,6 +204,7 @@ def triton_prelude(q, k, cos, sin, offset):
         "... positions, general (stubbed)": lambda: general(*table, positions=at),
         "module on CUDA, planned (stubbed)": module_planned,
         "module on CUDA, general (stubbed)": module_general,
+        "fwd+bwd on CUDA (stubbed)": forward_backward,
     }
 
 
