@@ -39,8 +39,10 @@ calls at one token, with its own yardstick:
   before the plan (the dispatcher swapped for the row: one wrapper call and the swap in each);
 * ``in place`` and ``positions`` rows of ``apply_rotary on CUDA``: the same views rotated in place, and
   the whole cached table with a (1, 1) positions tensor, planned and through the general path;
-* ``fwd+bwd on CUDA (stubbed)``: ``torch.autograd.grad`` of ``apply_rotary`` on leaves, as a CUDA call
-  takes it (gradients are not planned: the general path, forward and backward);
+* ``fwd+bwd on CUDA, planned (stubbed)``: ``torch.autograd.grad`` of ``apply_rotary`` on leaves, as a
+  CUDA call takes it: the forward planned inside its autograd Function, the backward's inverse
+  rotation planned on the gradients' layout; ``general (stubbed)``: the same step through the general
+  Triton path, forward and backward (the dispatcher swapped for the row);
 * ``module on CUDA, planned (stubbed)``: the module's decode call ``rope(q, k, offset=n)`` on the same
   views as a CUDA module takes it (its cache views carry no CPU-kernel fields there), planned by the
   Triton planner; ``general (stubbed)``: the same call through the general Triton path.
@@ -145,7 +147,7 @@ def triton_prelude(q, k, cos, sin, offset):
         q_out, k_out = torch.empty_like(q), torch.empty_like(k)
         triton_rope.rotate(q, k, q_out, k_out, c3, s3, interleaved=False, rotary_dim=q.shape[-1])
 
-    planner = kernels.Planner(triton_rope.make_planned, {"kernel": 1}, "kernel", 1)
+    planner = kernels.Planner(triton_rope.make_planned, {"kernel": 1}, "kernel", 1, True)
     cpu_planner = kernels.planner_for
 
     def planned(*tables, **options):
@@ -194,6 +196,13 @@ def triton_prelude(q, k, cos, sin, offset):
         finally:
             kernels.kernel_for = dispatcher
 
+    def forward_backward_planned():
+        kernels.planner_for = lambda device: planner  # the backward plans the gradients' layout too
+        try:
+            return torch.autograd.grad(apply_rotary(q_leaf, k_leaf, c3, s3), (q_leaf, k_leaf), grads)
+        finally:
+            kernels.planner_for = cpu_planner
+
     return {
         "Triton path, launch stubbed": kernel_only,
         "apply_rotary on CUDA, planned (stubbed)": planned,
@@ -204,7 +213,8 @@ def triton_prelude(q, k, cos, sin, offset):
         "... positions, general (stubbed)": lambda: general(*table, positions=at),
         "module on CUDA, planned (stubbed)": module_planned,
         "module on CUDA, general (stubbed)": module_general,
-        "fwd+bwd on CUDA (stubbed)": forward_backward,
+        "fwd+bwd on CUDA, planned (stubbed)": forward_backward_planned,
+        "fwd+bwd on CUDA, general (stubbed)": forward_backward,
     }
 
 

@@ -500,12 +500,16 @@ def _backward_paths():
 @pytest.mark.parametrize("path", list(_backward_paths()))
 def test_backward_allocates_only_the_gradients(fused_cpu, path):
     """The backward of every fused path is the inverse rotation of the incoming gradients, written
-    into the two gradients autograd asks for: two allocations, no copy, no op but those."""
+    into the two gradients autograd asks for: two allocations, no copy, no op but those. Each
+    layout's first step runs before recording: apply_rotary plans its gradients' layout there (the
+    CPU plan asks torch.empty_like for the outputs' strides once), as it plans its forward's."""
     forward = _backward_paths()[path]
     q, k, cos, sin = make_inputs(torch.float64, seq=3, head_dim=16)
     cos, sin = cos[0], sin[0]  # (S, r/2)
     a, b = q.clone().requires_grad_(), k.clone().requires_grad_()
     gq, gk = torch.randn_like(q), torch.randn_like(k)
+    torch.autograd.grad(forward(a, b, cos, sin), (a, b), (gq, gk))  # the layout's first step
+    torch.autograd.grad([t.sum() for t in forward(a, b, cos, sin)], (a, b))  # and with expanded gradients
     out = forward(a, b, cos, sin)
     with RecordOps() as record:
         grad_a, grad_b = torch.autograd.grad(out, (a, b), (gq, gk))

@@ -207,6 +207,51 @@ TRITON_SCRIPT = textwrap.dedent(r"""
             results[label] = {"abs": worst, "ulp": worst}
             steps[label] = {name: work[name] - before[name] for name in work}
         results["planned-work"] = steps
+        # calls that need gradients, planned as on CUDA: the forward run inside PlannedRotary, the
+        # backward's inverse rotation planned on the gradients' layout; three steps per case, each
+        # on fresh leaves, gradients against the reference's (autograd through torch's own ops)
+        inverting = kernels.Planner(triton_rope.make_planned, {"kernel": 1}, "kernel", 1, True)
+        kernels.planner_for = lambda device: inverting
+        grad_cases = {
+            "planned-grad/transformers-layout": (torch.float32, "half", 32, "projection", "3-d", 0, "random"),
+            "planned-grad/partial-interleaved-offset": (torch.float64, "interleaved", 12, "dense", "2-d", 5, "random"),
+            "planned-grad/expanded-gradients": (torch.float32, "half", 32, "projection", "2-d", 0, "sum"),
+        }
+        grad_steps, nodes = {}, {}
+        for label, (dtype, layout, r, kind, rank, offset, loss) in grad_cases.items():
+            worst, before = 0.0, dict(work)
+            for _ in range(3):
+                if kind == "projection":
+                    buf = torch.randn(2, 3, 6, 32, dtype=torch.float64).to(dtype)  # (B, S, Hq + Hk, D)
+                    q0, k0 = buf[:, :, :4].transpose(1, 2), buf[:, :, 4:].transpose(1, 2)
+                else:
+                    q0, k0, _, _ = inputs(dtype, seq=3, r=r)
+                tdt = torch.float64 if dtype == torch.float64 else torch.float32
+                rows = table[: offset + 3, : r // 2]
+                cos, sin = rows.cos().to(tdt), rows.sin().to(tdt)
+                if rank == "3-d":
+                    cos, sin = cos[None].expand(2, -1, -1), sin[None].expand(2, -1, -1)  # (B, S, r/2)
+                gq, gk = torch.randn(q0.shape, dtype=dtype), torch.randn(k0.shape, dtype=dtype)
+                got, want = [], []
+                for planned in (True, False):
+                    q, k = q0.detach().requires_grad_(), k0.detach().requires_grad_()
+                    if planned:
+                        out = apply_rotary(q, k, cos, sin, layout=layout, rotary_dim=r, row_offset=offset)
+                        nodes[label] = type(out[0].grad_fn).__name__
+                    else:
+                        used = (cos[..., offset:, :], sin[..., offset:, :])
+                        used = tuple(t if t.dim() == 3 else t[None] for t in used)
+                        out = apply_reference(q, k, *used, layout, r, False)
+                    if loss == "sum":  # autograd hands expanded gradients (stride 0) to the backward
+                        (out[0].sum() + out[1].sum()).backward()
+                    else:
+                        torch.autograd.backward(out, (gq, gk))
+                    (got if planned else want).append((q.grad, k.grad))
+                worst = max(worst, err(got[0][0], want[0][0]), err(got[0][1], want[0][1]))
+            results[label] = {"abs": worst, "ulp": worst}
+            grad_steps[label] = {name: work[name] - before[name] for name in work}
+        results["planned-grad-work"] = grad_steps
+        results["planned-grad-nodes"] = nodes
     print("RESULTS " + json.dumps(results))
 """)
 
@@ -287,6 +332,29 @@ def test_triton_planned_call_in_the_interpreter(triton_results, key):
     assert triton_results["planned-work"][key] == {"checks": 1, "launches": 3}, triton_results["planned-work"]
 
 
+PLANNED_GRAD_KEYS = [
+    "planned-grad/transformers-layout",
+    "planned-grad/partial-interleaved-offset",
+    "planned-grad/expanded-gradients",
+]
+
+
+@pytest.mark.parametrize("key", PLANNED_GRAD_KEYS)
+def test_triton_planned_backward_in_the_interpreter(triton_results, key):
+    """apply_rotary on q and k that need gradients, planned through the Triton planner as on CUDA
+    (PlannedRotary: the forward's plan, the backward's inverse rotation planned on the gradients'
+    layout, expanded gradients included): the gradients equal the reference's, and each case's three
+    steps on fresh leaves run the full checks at most twice (the gradients' layout once; the
+    forward's once, unless an earlier case without gradients planned that layout already) and
+    launch the kernel twice a step."""
+    if "planned-grad-work" not in triton_results:
+        pytest.skip("no fused CPU kernel here: the planned path's choice asks the dispatcher")
+    assert triton_results["planned-grad-nodes"][key] == "PlannedRotaryBackward"
+    assert triton_results[key]["abs"] <= 1e-6, triton_results[key]
+    work = triton_results["planned-grad-work"][key]
+    assert work["launches"] == 6 and work["checks"] in (1, 2), triton_results["planned-grad-work"]
+
+
 def test_triton_launch_arguments_follow_the_kernel_signature():
     """The plan's constexprs (one set per answer to "copy the untouched tail?") are the kernel's last
     parameters in its order, which the pre-bound launcher passes by position; the alignment mask has
@@ -360,7 +428,7 @@ def triton_planned(monkeypatch, fused_cpu):
 
     def planner_for(device):
         kernel = loaded.get("kernel")
-        return kernels.Planner(triton_rope.make_planned if kernel else None, loaded, "kernel", kernel)
+        return kernels.Planner(triton_rope.make_planned if kernel else None, loaded, "kernel", kernel, True)
 
     monkeypatch.setattr(kernels, "planner_for", planner_for)
     monkeypatch.setattr(apply_mod, "_ACCEPTED", {})
@@ -630,6 +698,57 @@ def test_triton_planned_in_place_and_positions_do_constant_work(triton_planned):
         # as out of place (at most 36) with the keyword arguments; in place no allocations but the
         # version bump; by positions also the positions' checks and the read-back of their bounds
         assert calls == [calls[0]] * 2 and calls[0] <= (37 if label == "in place" else 44), (label, per_call)
+
+
+def test_triton_planned_forward_backward_does_constant_work_on_a_seen_layout(triton_planned):
+    """On CUDA, a training step (apply_rotary on q and k that need gradients, then autograd's
+    backward) on a seen layout builds no layout key, runs no full check and no plan build: the
+    forward is the layout's plan run inside PlannedRotary, the backward the plan of the gradients'
+    layout with the inverse rotation, one pre-bound launch each; cProfile counts the same Python
+    calls at every step, for two layouts (the second with a partial rotation and a row offset).
+    Launch stubbed, CPU tensors standing for CUDA ones."""
+    from posenc.rope.kernels import plans, triton_rope
+
+    fake, counts, _ = triton_planned
+    names = [p.name for p in triton_rope._rope_kernel.params]
+    for q_heads, kv_heads, dim, r, offset in ((32, 8, 128, 128, 0), (4, 2, 16, 8, 3)):
+        _, q0, k0 = _projection(q_heads=q_heads, kv_heads=kv_heads, dim=dim)
+        q, k = q0.detach().requires_grad_(), k0.detach().requires_grad_()  # leaves in transformers' layout
+        cos, sin = torch.rand(1, 1 + offset, r // 2), torch.rand(1, 1 + offset, r // 2)
+        grads = (torch.randn_like(q0), torch.randn_like(k0))
+
+        def step(q=q, k=k, cos=cos, sin=sin, r=r, offset=offset, grads=grads):
+            return torch.autograd.grad(apply_rotary(q, k, cos, sin, rotary_dim=r, row_offset=offset), (q, k), grads)
+
+        assert type(apply_rotary(q, k, cos, sin, rotary_dim=r, row_offset=offset)[0].grad_fn).__name__ == (
+            "PlannedRotaryBackward"
+        )  # planned the forward's layout (no backward run)
+        launches = len(fake.launches)
+        step()  # plans the gradients' layout (inverse): a full check, a JIT launch
+        first = dict(counts, plans=plans.STATS["plans"], launches=len(fake.launches))
+        assert first["launches"] == launches + 2 and first["full checks"] >= 2
+        kinds = [kind for kind, _ in fake.launches[-2:]]
+        assert kinds == ["pre-bound", "jit"]  # the seen forward, the backward's first launch
+        _, (_, args, kwargs) = fake.launches[-1]
+        assert dict(zip(names, args), **kwargs)["INVERSE"] is True  # the rotation by -theta
+        step()  # its launcher pre-bound now
+        first["launches"] += 2
+        per_call = []
+        for _ in range(2):
+            count, (gq, gk) = python_calls_per_call(step)
+            per_call.append(count)
+        assert dict(counts, plans=plans.STATS["plans"], launches=first["launches"]) == first
+        launched = fake.launches[first["launches"] :]
+        assert len(launched) == 200 and {kind for kind, _ in launched} == {"pre-bound"}  # two launches a step
+        forward, backward = (dict(zip(names, args[9:])) for _, args in launched[-2:])
+        assert backward["q_ptr"] is not forward["q_ptr"] and backward["qo_ptr"] is gq and backward["ko_ptr"] is gk
+        assert forward["q_ptr"] is q and backward["row_offset"] == offset == forward["row_offset"]
+        assert gq.shape == q.shape and gk.stride() == torch.empty_like(k).stride()
+        calls = [round(n) for n in per_call]
+        # the step's own autograd work (the Function's apply and node, the engine) and two planned
+        # runs (a custom Function with two outputs and autograd.grad alone take about 110); the
+        # general path took 231 (benchmarks/decode_positions.py --count-calls)
+        assert calls == [calls[0]] * 2 and calls[0] <= 200, per_call
 
 
 def test_triton_planned_in_place_and_positions_still_check_what_changes(triton_planned):

@@ -30,7 +30,9 @@ the same tensor (rotated once); any other overlap between them is refused on eve
 and a row offset) are thin wrappers over the same path.
 
 With autograd the fused path runs as :class:`FusedRotary`, whose backward is the inverse rotation
-(the same kernel with sin negated), applied to the incoming gradients without a copy.
+(the same kernel with sin negated), applied to the incoming gradients without a copy. A planned
+layout out of place by consecutive rows runs as :class:`PlannedRotary` instead: the forward is the
+layout's plan, the backward's inverse rotation the plan of the gradients' layout.
 
 Conventions (see :mod:`posenc.rope.layout`): pair ``i`` is ``(x[i], x[i + r/2])`` for
 ``layout="half"`` and ``(x[2i], x[2i+1])`` for ``layout="interleaved"``; each pair ``(a, b)`` becomes
@@ -466,10 +468,14 @@ def apply_rotary(
     if (
         validate
         and type(q) is type(k) is type(cos) is type(sin) is torch.Tensor
-        and not (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad)
+        and not (cos.requires_grad or sin.requires_grad)
         and (positions is None or type(positions) is torch.Tensor)
     ):
-        done = _planned_call(q, k, cos, sin, layout, rotary_dim, row_offset, inplace, positions)
+        done = None
+        if not (q.requires_grad or k.requires_grad):
+            done = _planned_call(q, k, cos, sin, layout, rotary_dim, row_offset, inplace, positions)
+        elif torch.is_grad_enabled() and not inplace and positions is None:
+            done = _planned_call(q, k, cos, sin, layout, rotary_dim, row_offset, mode=_GRAD)
         if done is not None:
             return done
     if positions is not None:
@@ -495,6 +501,8 @@ def apply_rotary(
 
 
 _PLANNED = object()  # the first item of a planned call's key in _ACCEPTED
+_GRAD = "grad"  # a planned call's mode: a forward whose outputs need gradients (PlannedRotary)
+_INVERSE = "inverse"  # a planned call's mode: a backward's rotation of the gradients by -theta
 _KERNEL_FOR = kernels.kernel_for  # the dispatcher plans are made for; a replaced one is honoured
 
 
@@ -510,10 +518,11 @@ def _planned_call(
     positions: Optional[torch.Tensor] = None,
     *,
     window: bool = False,
+    mode: Optional[str] = None,
 ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
     """The common dense case of :func:`apply_rotary` recognised in O(1): plain tensors on one
-    device with a fused kernel (the C kernel on CPU, Triton on CUDA), no gradients, out of place
-    or in place, consecutive rows or rows named by int64/int32 ``positions``.
+    device with a fused kernel (the C kernel on CPU, Triton on CUDA), no gradients (but see
+    ``mode``), out of place or in place, consecutive rows or rows named by int64/int32 ``positions``.
     Returns ``None`` for anything else (then the general path runs, and raises where it should).
 
     What depends on the layout alone (the argument checks, the "fused or reference?" choice, the
@@ -528,6 +537,11 @@ def _planned_call(
     then hands the data pointers to the kernel: the C side checks every operand's memory as on
     every call, and every position; the Triton plan tests the outputs' byte ranges against the
     inputs' (:func:`.kernels.plans.disjoint`) and reads the positions' minimum and maximum back.
+
+    ``mode`` (part of the key) plans calls that take part in autograd, out of place by consecutive
+    rows, where the device's planner also plans the inverse rotation (Triton): ``_GRAD`` runs the
+    plan inside :class:`PlannedRotary` (q or k needs gradients), whose backward calls this with
+    ``_INVERSE`` on the gradients' own layout (the rotation by -theta, planned like the forward).
     """
     if _is_compiling() or type(layout) is not str or type(row_offset) is not int or row_offset < 0:
         return None
@@ -547,7 +561,7 @@ def _planned_call(
         rows, row_offset = (positions.shape, positions.stride(), positions.dtype), 0
     key = (
         *(_PLANNED, q.shape, k.shape, cos.shape, sin.shape, q.stride(), k.stride(), cos.stride(), sin.stride()),
-        *(q.dtype, k.dtype, cos.dtype, sin.dtype, device, layout, rotary_dim, rows, inplace),
+        *(q.dtype, k.dtype, cos.dtype, sin.dtype, device, layout, rotary_dim, rows, inplace, mode),
     )
     plan = _ACCEPTED.get(key)
     if plan is not None:
@@ -555,7 +569,7 @@ def _planned_call(
         if (state[name] if name in state else None) is not token:
             plan = None  # planned for a kernel since dropped or loaded (kernels.cpu.reset()): anew
     if plan is None:
-        plan = _plan_call(q, k, cos, sin, layout, rotary_dim, rows is True, inplace, positions)
+        plan = _plan_call(q, k, cos, sin, layout, rotary_dim, rows is True, inplace, positions, mode)
         if plan is None:
             return None
         _remember(key, plan)
@@ -564,8 +578,75 @@ def _planned_call(
         return None
     if rows is True and row_offset + q.shape[2] > cos.shape[-2]:
         return None  # the general path names the bound
+    if mode is _GRAD:
+        try:
+            q_out: torch.Tensor
+            k_out: torch.Tensor
+            q_out, k_out = PlannedRotary.apply(q, k, cos, sin, run, row_offset, layout, rotary_dim, window)
+        except _Refused:
+            return None  # nothing written, no node recorded: the general path explains
+        return q_out, k_out
     done: Optional[Tuple[torch.Tensor, torch.Tensor]] = run(q, k, cos, sin, row_offset, positions)
     return done
+
+
+class _Refused(Exception):
+    """A planned run inside :class:`PlannedRotary` refused its operands (before writing)."""
+
+
+class PlannedRotary(torch.autograd.Function):
+    """:class:`FusedRotary` for a planned layout (:func:`_planned_call`, out of place, consecutive
+    rows): the forward is the layout's planned run, the backward the plan of the gradients' layout
+    with the inverse rotation (no layout key, no full check on a seen one; the two gradients are
+    the only allocations). A backward that builds a graph (``create_graph``) or gets wrapped
+    gradients goes through :class:`FusedRotary` with the general kernel, exactly as a general call's
+    does; forward-mode AD, functorch and ``torch.compile`` never reach this Function.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        run: Any,
+        row_offset: int,
+        layout: str,
+        rotary_dim: Optional[int],
+        window: bool,
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        done = run(q, k, cos, sin, row_offset, None)
+        if done is None:
+            raise _Refused
+        ctx.save_for_backward(cos, sin)
+        ctx.config = (row_offset, layout, rotary_dim, window)
+        out: Tuple[torch.Tensor, torch.Tensor] = done
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad_q: torch.Tensor, grad_k: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
+        cos, sin = ctx.saved_tensors
+        row_offset, layout, rotary_dim, window = ctx.config
+        rest = (None, None, None, None, None, None, None)
+        plain = _plain_gradients(grad_q, grad_k)
+        if plain:
+            done = _planned_call(grad_q, grad_k, cos, sin, layout, rotary_dim, row_offset, window=window, mode=_INVERSE)
+            if done is not None:
+                return (*done, *rest)
+        # the general kernel, as :func:`_rotate` would pick it for these tables (plain tensors)
+        kernel = kernels.kernel_for(cos.device)
+        if kernel is None:  # pragma: no cover - the kernel was loaded when the forward was planned
+            raise RuntimeError("the fused kernel this rotation was planned with is no longer loaded")
+        if row_offset:
+            kernel = functools.partial(kernel, row_offset=row_offset)
+        interleaved = layout == "interleaved"
+        r = grad_q.shape[-1] if rotary_dim is None else rotary_dim
+        if plain:
+            gq, gk = rotated(kernel, grad_q, grad_k, cos, sin, interleaved, r, True)
+        else:  # create_graph, or wrapped gradients: a node of its own (double backward)
+            gq, gk = FusedRotary.apply(grad_q, grad_k, cos, sin, kernel, interleaved, r, True)
+        return (gq, gk, *rest)
 
 
 def _plan_call(
@@ -578,6 +659,7 @@ def _plan_call(
     window: bool,
     inplace: bool,
     positions: Optional[torch.Tensor],
+    mode: Optional[str] = None,
 ) -> Optional[Tuple[Any, Dict[str, Any], str, Any]]:
     """A new layout's plan for :func:`_planned_call`: ``(run, state, name, token)`` of the device's
     :class:`.kernels.Planner`, with ``run`` ``None`` when this layout takes the general path (a
@@ -599,9 +681,15 @@ def _plan_call(
     readable = q.dtype == k.dtype and q.dtype in _FUSED_DTYPES and cos.dtype == tables and sin.dtype == tables
     if positions is not None and positions.dtype not in (torch.int64, torch.int32):
         readable = False
+    if mode is not None and not planner.inverts:
+        readable = False  # calls with gradients are planned only where the inverse rotation is too
     run = None
     if readable and planner.make is not None and fused_kernel(q, k, cos, sin, positions, inplace=inplace) is not None:
-        run = planner.make(q, k, cos, sin, r, layout == "interleaved", inplace=inplace, positions=positions)
+        interleaved = layout == "interleaved"
+        if mode is _INVERSE:
+            run = planner.make(q, k, cos, sin, r, interleaved, inplace=inplace, positions=positions, inverse=True)
+        else:
+            run = planner.make(q, k, cos, sin, r, interleaved, inplace=inplace, positions=positions)
     return run, planner.state, planner.name, planner.token
 
 

@@ -108,13 +108,15 @@ class Planner(NamedTuple):
     and by positions); ``make`` is ``None`` where the device has no fused kernel here. ``token`` is what the loader
     holds under ``state[name]`` now (the kernel, or ``None``): a plan made with it is stale once
     that changes (:func:`.cpu.reset`, a kernel loaded later), which a call tells by a dictionary
-    read, no function call.
+    read, no function call. ``inverts``: ``make`` also takes ``inverse=True`` (the rotation by the
+    negated angles, a backward's), so calls that need gradients may be planned too.
     """
 
     make: Optional[Callable[..., Optional[Callable[..., Any]]]]
     state: Dict[str, Any]
     name: str
     token: Any
+    inverts: bool = False
 
 
 def planner_for(device: torch.device) -> Planner:
@@ -122,12 +124,12 @@ def planner_for(device: torch.device) -> Planner:
     none). Called once per new layout, never per call."""
     if device.type == "cpu":
         lib = cpu.library()
-        return Planner(None if lib is None else functools.partial(cpu.make_planned, lib), cpu.STATE, "lib", lib)
+        return Planner(None if lib is None else functools.partial(cpu.make_planned, lib), cpu.STATE, "lib", lib, True)
     if device.type == "cuda":
         kernel = triton_kernel()
         if kernel is None:
             return Planner(None, _triton, "kernel", None)
         from . import triton_rope
 
-        return Planner(triton_rope.make_planned, _triton, "kernel", kernel)
+        return Planner(triton_rope.make_planned, _triton, "kernel", kernel, True)
     return Planner(None, {}, "", None)

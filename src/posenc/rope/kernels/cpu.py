@@ -613,6 +613,7 @@ def make_planned(
     *,
     inplace: bool = False,
     positions: Optional[torch.Tensor] = None,
+    inverse: bool = False,
 ) -> Planned:
     """A call bound to one layout: the dtypes, shapes and strides of ``q``, ``k``, ``cos`` and
     ``sin`` (2-d or 3-d tables), and of ``positions`` ((B|1, S) or (S,), int64/int32) when rows are
@@ -626,7 +627,7 @@ def make_planned(
     ``(q_out, k_out)``, or ``None`` when the C side refuses the call (it still checks shapes,
     dtypes, strides, row bounds, every position and overlap, q and k one tensor in place included,
     before it touches an element), so that the general call can raise the explanation or take the
-    path that rotates a shared tensor once.
+    path that rotates a shared tensor once. ``inverse``: the rotation by the negated angles.
     """
     fn = lib.posenc_rope
     pack = _PACK.pack_into
@@ -648,6 +649,7 @@ def make_planned(
     cos_fields, sin_fields = table_slots(cos), table_slots(sin)
     pos_fields = (0, 0, 0, 0, 0) if positions is None else index_slots(positions)
     parallel = (q.numel() + k.numel()) * q.element_size() >= PARALLEL_MIN_BYTES
+    turn = int(bool(inverse))  # 1: the rotation by the negated angles (a backward's)
 
     def run(
         q: torch.Tensor,
@@ -683,7 +685,7 @@ def make_planned(
             row_offset,
             rotary_dim,
             interleaved,
-            0,  # inverse
+            turn,
             threads_of() if parallel else 1,
         )
         if fn(args):

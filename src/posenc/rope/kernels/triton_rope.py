@@ -470,6 +470,7 @@ def make_planned(
     *,
     inplace: bool = False,
     positions: Optional[torch.Tensor] = None,
+    inverse: bool = False,
 ) -> Optional[Planned]:
     """A call bound to one layout (the Triton twin of :func:`.cpu.make_planned`): the shapes,
     strides, dtypes and device of ``q``, ``k``, ``cos`` and ``sin``, and of ``positions`` ((B|1, S)
@@ -492,7 +493,8 @@ def make_planned(
     maximum, as the general path's validation reads them) and makes one launch for q and k, through
     the pre-bound launcher once the layout's first launch at that pointer alignment has bound one.
     It returns ``(q_out, k_out)``, or ``None`` for what it refuses (before anything is written), so
-    that the general call raises the explanation or rotates a shared tensor once.
+    that the general call raises the explanation or rotates a shared tensor once. With ``inverse``
+    the plan rotates by the negated angles: a backward's gradients, the same kernel and launch.
     """
     dtype, device = q.dtype, q.device
     q_shape, k_shape = tuple(q.shape), tuple(k.shape)
@@ -504,7 +506,8 @@ def make_planned(
     q_stand_in, k_stand_in = new(q_shape, q_out_stride), new(k_shape, k_out_stride)  # the layout written, fresh
     rows_of = None if positions is None else (positions.unsqueeze(0) if positions.dim() == 1 else positions)
     try:
-        *_, plan, _ = _planned_operands(q, k, q_stand_in, k_stand_in, cos, sin, rows_of, rotary_dim, interleaved, False)
+        stand_ins = (q_stand_in, k_stand_in)
+        *_, plan, _ = _planned_operands(q, k, *stand_ins, cos, sin, rows_of, rotary_dim, interleaved, inverse)
     except (TypeError, ValueError):
         if not (inplace or positions is not None):
             raise
