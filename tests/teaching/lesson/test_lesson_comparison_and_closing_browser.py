@@ -73,6 +73,10 @@ ATTN_CARDS = """() => [...document.querySelectorAll('#attn-maps .attn-card')].ma
 })"""
 
 
+ATTN_DRAWN = """() => { const cards = [...document.querySelectorAll('#attn-maps .attn-card')];
+  return cards.length > 0 && cards.every((card) => card.querySelector('rect.attn-cell') !== null); }"""
+
+
 def attention_cards(page, node, text):
     from playwright.sync_api import expect
 
@@ -81,6 +85,8 @@ def attention_cards(page, node, text):
         page.locator("#attn-text").fill(text)
         expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
         page.wait_for_timeout(200)
+    # the maps come from the server after the chapter has drawn: wait until every card has its cells
+    page.wait_for_function(ATTN_DRAWN, timeout=30_000)
     return {card["scheme"]: card for card in page.evaluate(ATTN_CARDS)}
 
 
