@@ -10,10 +10,27 @@
 * :mod:`.layout`       half-split and interleaved pairs, and the weight permutation between them;
 * :mod:`.positions`    position ids from padded, packed and decoding batches;
 * :mod:`.mrope`        M-RoPE's three position streams (Qwen2-VL and later);
-* :mod:`.layer_types`  local and global layers, each with its own base and scaling.
+* :mod:`.layer_types`  local and global layers, each with its own base and scaling;
+* :mod:`.axial`        N-dimensional (axial) RoPE for image and video grids, and RoPE-Mixed;
+* :mod:`.axial_scaling` resolution change of axial RoPE: one descriptor per method, in a registry.
 """
 
 from .apply import apply_rotary, apply_rotary_at, rotate_reference
+from .axial import (
+    AxialRotaryEmbedding,
+    MixedRotaryEmbedding,
+    grid_coordinates,
+    normalized_grid_coordinates,
+)
+from .axial_scaling import (
+    AXIAL_SCALINGS,
+    AxialInterpolation,
+    AxialNTK,
+    AxialScalingDescriptor,
+    axial_extension,
+    register_axial_scaling,
+    unregister_axial_scaling,
+)
 from .embedding import RotaryEmbedding
 from .layer_types import LayerTypedRotaryEmbedding
 from .layout import LAYOUTS, permute_for_half_split, permute_for_interleaved
@@ -60,6 +77,17 @@ from .scaling import (
 from .tables import rope_angles, rope_cos_sin, rope_inv_freq, rope_table
 
 __all__ = [
+    "AXIAL_SCALINGS",
+    "AxialInterpolation",
+    "AxialNTK",
+    "AxialRotaryEmbedding",
+    "AxialScalingDescriptor",
+    "MixedRotaryEmbedding",
+    "axial_extension",
+    "grid_coordinates",
+    "normalized_grid_coordinates",
+    "register_axial_scaling",
+    "unregister_axial_scaling",
     "DYNAMIC_TYPES",
     "DefaultScaling",
     "DynamicNTKScaling",
