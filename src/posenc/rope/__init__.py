@@ -12,7 +12,8 @@
 * :mod:`.mrope`        M-RoPE's three position streams (Qwen2-VL and later);
 * :mod:`.layer_types`  local and global layers, each with its own base and scaling;
 * :mod:`.axial`        N-dimensional (axial) RoPE for image and video grids, and RoPE-Mixed;
-* :mod:`.axial_scaling` resolution change of axial RoPE: one descriptor per method, in a registry.
+* :mod:`.axial_scaling` resolution change of axial RoPE: one descriptor per method, in a registry;
+* :mod:`.context_parallel` the global positions of a rank's shard of a context-parallel sequence.
 """
 
 from .apply import apply_rotary, apply_rotary_at, rotate_reference
@@ -30,6 +31,12 @@ from .axial_scaling import (
     axial_extension,
     register_axial_scaling,
     unregister_axial_scaling,
+)
+from .context_parallel import (
+    CP_SPLITS,
+    context_parallel_positions,
+    context_parallel_shard,
+    context_parallel_unshard,
 )
 from .embedding import RotaryEmbedding
 from .layer_types import LayerTypedRotaryEmbedding
@@ -82,8 +89,12 @@ __all__ = [
     "AxialNTK",
     "AxialRotaryEmbedding",
     "AxialScalingDescriptor",
+    "CP_SPLITS",
     "MixedRotaryEmbedding",
     "axial_extension",
+    "context_parallel_positions",
+    "context_parallel_shard",
+    "context_parallel_unshard",
     "grid_coordinates",
     "normalized_grid_coordinates",
     "register_axial_scaling",
