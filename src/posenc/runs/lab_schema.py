@@ -369,6 +369,8 @@ class Results:
     extension: Dict[str, Dict[str, EvalEntry]] = field(default_factory=dict)
     lr_sweep: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # scheme -> {rates, chosen}
     verdicts: List[Verdict] = field(default_factory=list)
+    # the processes that ran it: {"world_size": int, "backend": "gloo" | "nccl" | None}; {} in older files
+    distributed: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, data: dict, max_entries: int = 64) -> Tuple["Results", List[str]]:
@@ -383,6 +385,7 @@ class Results:
         if not out.config:
             notes.append("config is missing")
         out.corpus = _dict(data.get("corpus"))
+        out.distributed = _dict(data.get("distributed"))
         out.train_len = _int(data.get("train_len"))
         if out.train_len is None or out.train_len < 1:
             notes.append("train_len is missing")

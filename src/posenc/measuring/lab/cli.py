@@ -373,7 +373,9 @@ class _Session:
         if self.d.main:
             self.record.cpu_seconds = self.clock.total()
             self.run.save_progress(self.record)
-            results = build_results(self.cfg.to_dict(), self.corpus_info, self.info, self.record.to_dict(), complete)
+            results = build_results(
+                self.cfg.to_dict(), self.corpus_info, self.info, self.record.to_dict(), complete, self.d.describe()
+            )
             write_report(results, self.run.root, command_line(self.cfg), plots=plots)
 
 

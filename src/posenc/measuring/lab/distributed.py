@@ -8,11 +8,15 @@ the one a single process would make on the whole batch (up to float summation or
 
 from __future__ import annotations
 
+import inspect
 import os
 from dataclasses import dataclass
+from typing import Any, Dict, Optional
 
 import torch
 import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 
 @dataclass
@@ -20,6 +24,7 @@ class Dist:
     rank: int = 0
     world: int = 1
     local_rank: int = 0
+    backend: Optional[str] = None  # "gloo" or "nccl" under torchrun; None for one process
 
     @property
     def main(self) -> bool:
@@ -28,6 +33,10 @@ class Dist:
     @property
     def active(self) -> bool:
         return self.world > 1
+
+    def describe(self) -> Dict[str, Any]:
+        """What ``results.json`` records of the run's processes: ``{"world_size", "backend"}``."""
+        return {"world_size": self.world, "backend": self.backend}
 
 
 def setup(device: str) -> Dist:
@@ -45,7 +54,18 @@ def setup(device: str) -> Dist:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device == "cuda" else "gloo")
-    return Dist(rank, world, local_rank)
+    return Dist(rank, world, local_rank, str(dist.get_backend()))
+
+
+def data_parallel(model: nn.Module) -> DistributedDataParallel:
+    """``model`` under DDP, its buffers not broadcast before each forward (every process builds the
+    same position tables itself). torch 2.13 renamed ``broadcast_buffers`` to ``forward_sync_buffers``
+    and warns (``FutureWarning``, once per process) on the old name; the new name is used where this
+    torch has it. Unlike ``broadcast_buffers=False`` it still syncs the buffers once at wrapping,
+    which changes nothing here: they are equal on every process."""
+    if "forward_sync_buffers" in inspect.signature(DistributedDataParallel.__init__).parameters:
+        return DistributedDataParallel(model, forward_sync_buffers=False)
+    return DistributedDataParallel(model, broadcast_buffers=False)
 
 
 def teardown(d: Dist) -> None:

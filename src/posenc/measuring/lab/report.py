@@ -4,6 +4,7 @@
 ``results.json`` (beside the schema stamp)::
 
     {"config": {...}, "corpus": {...}, "complete": bool, "machinery_check": bool,
+     "distributed": {"world_size": int, "backend": "gloo" | "nccl" | null},
      "train_len": int, "eval_lengths": [int, ...],
      "schemes": {name: {"train": {"steps", "final_bpb", "parameters", "train_seconds", "lr"},
                         "eval": {"<length>": {"bpb": float, "bpb_ci": [lo, hi], ...,
@@ -34,8 +35,11 @@ from .store import write_json
 from .verdicts import ALPHA, LABELS, machinery_check_reason, quote, verdicts
 
 
-def build_results(cfg: dict, corpus: dict, train_info: dict, progress: dict, complete: bool) -> dict:
-    """Assemble the content of ``results.json`` from the finished-work record (``Progress.to_dict()``)."""
+def build_results(
+    cfg: dict, corpus: dict, train_info: dict, progress: dict, complete: bool, distributed: Optional[dict] = None
+) -> dict:
+    """Assemble the content of ``results.json`` from the finished-work record (``Progress.to_dict()``);
+    ``distributed`` is what the run's processes were (``{"world_size", "backend"}``)."""
     train_len = cfg["train_len"]
     lengths = [m * train_len for m in cfg["eval_multipliers"]]
     schemes = {}
@@ -72,6 +76,7 @@ def build_results(cfg: dict, corpus: dict, train_info: dict, progress: dict, com
         "extension": extension,
         "lr_sweep": sweep,
         "cpu_seconds": progress.get("cpu_seconds"),
+        "distributed": distributed if distributed is not None else {"world_size": 1, "backend": None},
     }
     results["verdicts"] = verdicts(results)
     return results

@@ -17,12 +17,11 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ...model import ModelConfig, TinyLM, scheme_of
 from ...runs.lab_run import lab_model_config
 from .config import LabConfig
-from .distributed import Dist, all_reduce_sum
+from .distributed import Dist, all_reduce_sum, data_parallel
 from .passkey import answer_loss, is_retrieval_step, training_rows
 
 
@@ -142,7 +141,7 @@ def train_steps(
     end = total if stop is None else stop
     if not start <= end <= total:
         raise ValueError(f"stop must be in [start, total] = [{start}, {total}], got {stop}")
-    net = DDP(model, broadcast_buffers=False) if d.active else model
+    net = data_parallel(model) if d.active else model
     model.train()
     for step in range(start, end):
         offsets = batch_offsets(data.size, length, batch, seed, step)
