@@ -12,4 +12,8 @@ Hugging Face ``transformers``, in four modules, each importing only those above 
 * :mod:`posenc.integrations.transformers`: :func:`~posenc.integrations.transformers.patch` a model
   in one call (and undo it), so its RoPE tables come from posenc's float64-derived tables and its
   rotation from posenc's stand-ins for the family's functions, on posenc's kernels.
+
+``diffusers``, in one module: :mod:`posenc.integrations.diffusers`, whose
+:func:`~posenc.integrations.diffusers.patch` gives a FLUX-style transformer posenc's exact axial
+tables in place of its ``FluxPosEmbed``, per instance, with undo.
 """
