@@ -8,6 +8,8 @@ from fractions import Fraction
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from posenc.rope import RotaryEmbedding, permute_for_half_split
 from posenc.rope.axial import (
@@ -233,6 +235,58 @@ def test_dinov3_convention_normalized_coordinates_periods_and_half_split():
     assert normalized_grid_coordinates(sizes, "max")[-1].tolist() == pytest.approx([2 * 2.5 / 5 - 1, 2 * 4.5 / 5 - 1])
 
 
+# -- property tests: correct against the loop reference, or a clear typed error -----------------------
+PROPERTY = settings(max_examples=40, deadline=None)
+
+
+@PROPERTY
+@given(
+    axes=st.lists(st.sampled_from([2, 4, 6]), min_size=1, max_size=3),
+    extra=st.sampled_from([0, 2]),
+    layout=st.sampled_from(["half", "interleaved"]),
+    base=st.sampled_from([10.0, 100.0, 10000.0]),
+    seq=st.integers(1, 3),
+    integer=st.booleans(),
+    data=st.data(),
+)
+def test_any_grid_rotates_as_the_formula(axes, extra, layout, base, seq, integer, data):
+    rotary = sum(axes)
+    m = AxialRotaryEmbedding(rotary + extra, axes, base, rotary_dim=rotary, layout=layout)
+    if integer:
+        values = st.integers(-(2**20), 2**20)
+    else:
+        values = st.floats(-1000.0, 1000.0, allow_nan=False)
+    coords = data.draw(st.lists(st.lists(values, min_size=len(axes), max_size=len(axes)), min_size=seq, max_size=seq))
+    c = torch.tensor(coords, dtype=torch.int64 if integer else torch.float64)
+    x = torch.randn(1, 1, seq, rotary + extra, dtype=torch.float64)
+    got, _ = m(x, x, c)
+    want = loop_reference(x[0, 0], coords, axes, (base,) * len(axes), layout)
+    torch.testing.assert_close(got[0, 0], want, rtol=0, atol=1e-9)
+
+
+@PROPERTY
+@given(
+    head_dim=st.integers(-2, 20),
+    axes=st.lists(st.integers(-2, 12), min_size=0, max_size=4),
+    n_coords=st.integers(0, 4),
+    layout=st.sampled_from(["half", "interleaved", "rows"]),
+)
+def test_any_construction_and_call_is_correct_or_a_clear_error(head_dim, axes, n_coords, layout):
+    try:
+        m = AxialRotaryEmbedding(head_dim, axes, layout=layout)
+    except (TypeError, ValueError) as error:
+        assert any(word in str(error) for word in ("head_dim", "axes_dim", "layout", "rotary"))
+        return
+    assert sum(m.axes_dim) == m.rotary_dim == head_dim and all(d % 2 == 0 and d >= 2 for d in m.axes_dim)
+    q = torch.randn(1, 1, 2, head_dim)
+    try:
+        out, _ = m(q, q, torch.zeros(2, n_coords, dtype=torch.int64))
+    except ValueError as error:
+        assert n_coords != len(axes) and "coords must have shape" in str(error)
+        return
+    assert n_coords == len(axes) and torch.equal(out, q)  # coordinate 0: no rotation
+
+
 # -- bad input -----------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "kwargs, error, match",
@@ -261,6 +315,7 @@ def test_bad_construction_is_refused_by_name(kwargs, error, match):
         (torch.zeros(4, 3, dtype=torch.int64), ValueError, "shape \\(\\.\\.\\., 2\\).*got shape \\(4, 3\\)"),
         (torch.zeros(4, dtype=torch.int64), ValueError, "shape \\(\\.\\.\\., 2\\)"),
         (torch.zeros(5, 2, dtype=torch.int64), ValueError, "coords must have shape \\(4, 2\\)"),
+        (torch.zeros(2, 2, 2, dtype=torch.int64), ValueError, "flatten it row-major: coords.reshape\\(-1, 2\\)"),
         (torch.zeros(4, 2, dtype=torch.bool), TypeError, "bool tensor is a mask"),
         (torch.tensor([[0, 0], [0, 1], [0, 2], [0, 300]], dtype=torch.bfloat16), ValueError, "past 256 = 2\\*\\*8"),
         (torch.tensor([[0, 0], [0, 1], [0, 2], [0, 4000]], dtype=torch.float16), ValueError, "past 2048"),

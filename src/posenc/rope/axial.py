@@ -204,9 +204,15 @@ def _token_coordinates(coords: object, n_axes: int, batch: int, seq: int) -> tor
     if c.dim() == 2:
         c = c.unsqueeze(0)
     if c.dim() != 3 or c.shape[1] != seq or c.shape[0] not in (1, batch):
+        cells = math.prod(c.shape[:-1])
+        hint = (
+            f"; to give a grid of coordinates, flatten it row-major: coords.reshape(-1, {n_axes})"
+            if c.dim() > 2 and cells == seq
+            else ""
+        )
         raise ValueError(
             f"coords must have shape ({seq}, {n_axes}) or ({batch} or 1, {seq}, {n_axes}) for q of batch {batch} "
-            f"and seq {seq}, got {tuple(c.shape)}"
+            f"and seq {seq}, got {tuple(c.shape)}{hint}"
         )
     return c
 
