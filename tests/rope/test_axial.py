@@ -287,6 +287,24 @@ def test_any_construction_and_call_is_correct_or_a_clear_error(head_dim, axes, n
     assert n_coords == len(axes) and torch.equal(out, q)  # coordinate 0: no rotation
 
 
+def test_timm_mixed_convention_column_row_coordinates_and_interleaved_pairs():
+    heads, head_dim, h, w = 2, 8, 3, 4
+    generator = torch.Generator().manual_seed(5)
+    timm_freqs = torch.randn(2, heads, head_dim // 2, generator=generator, dtype=torch.float64)  # (axis, head, pair)
+    # timm's 'xy' grid: t_x the column, t_y the row, row-major tokens; angle t_x * f_x + t_y * f_y
+    t_x = torch.arange(w, dtype=torch.float64).repeat(h)
+    t_y = torch.arange(h, dtype=torch.float64).repeat_interleave(w)
+    angle = t_x[:, None] * timm_freqs[0][:, None, :] + t_y[:, None] * timm_freqs[1][:, None, :]  # (heads, S, P)
+    x = torch.randn(1, heads, h * w, head_dim, dtype=torch.float64)
+    want = rotate_interleaved_full(x[0], angle.cos().repeat_interleave(2, -1), angle.sin().repeat_interleave(2, -1))
+    m = MixedRotaryEmbedding(head_dim, heads, layout="interleaved").double()
+    with torch.no_grad():
+        m.freqs.copy_(timm_freqs.permute(1, 2, 0))  # (head, pair, axis)
+    coords = grid_coordinates((h, w)).flip(-1)  # (column, row)
+    got, _ = m(x, x, coords)
+    torch.testing.assert_close(got[0], want, rtol=0, atol=1e-12)
+
+
 # -- bad input -----------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "kwargs, error, match",
