@@ -448,6 +448,21 @@ def test_mixed_frequencies_learn():
     assert not torch.equal(m.freqs.detach(), before)
 
 
+def test_mixed_frequencies_keep_float32_through_half_precision_casts():
+    m = MixedRotaryEmbedding(8, 2, generator=torch.Generator().manual_seed(6))
+    start = m.freqs.detach().clone()
+    for dtype in (torch.bfloat16, torch.float16):
+        cast = m.to(dtype)
+        assert cast.freqs.dtype == torch.float32 and torch.equal(cast.freqs.detach(), start)
+        assert isinstance(cast.freqs, torch.nn.Parameter) and cast.freqs.requires_grad
+    q = torch.randn(1, 2, 4, 8, dtype=torch.bfloat16)
+    got, _ = m(q, q, grid_coordinates((2, 2)))
+    want, _ = m.double()(q.double(), q.double(), grid_coordinates((2, 2)))
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.double(), want, rtol=1e-2, atol=1e-2)
+    assert m.freqs.dtype == torch.float64  # a cast may raise their precision
+
+
 def test_mixed_bad_input_is_refused_by_name():
     with pytest.raises(ValueError, match="q has 3 heads but this MixedRotaryEmbedding has frequencies for num_heads=2"):
         MixedRotaryEmbedding(8, 2)(torch.randn(1, 3, 4, 8), torch.randn(1, 3, 4, 8), grid_coordinates((2, 2)))

@@ -48,7 +48,7 @@ The mixed variant forms its angles in float64 from its (learned) vectors, exact 
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
@@ -397,9 +397,10 @@ class MixedRotaryEmbedding(PositionScheme):
         (batch or 1, seq, N). Returns rotated ``(q, k)``; gradients reach :attr:`freqs`.
 
     Attributes:
-        freqs: ``nn.Parameter`` of shape ``(num_heads, rotary_dim // 2, n_axes)``, float32 (a timm
-            model keeps one per block: make one module per layer). Exclude it from weight decay as
-            the paper does.
+        freqs: ``nn.Parameter`` of shape ``(num_heads, rotary_dim // 2, n_axes)``, float32, and float32
+            still after the module is cast to bfloat16 or float16 (float64 after ``.double()``); a timm
+            model keeps one per block: make one module per layer. Exclude it from weight decay as the
+            paper does.
     """
 
     name = "mixed_rope"
@@ -440,6 +441,17 @@ class MixedRotaryEmbedding(PositionScheme):
         self.layout = check_choice("layout", layout, set(LAYOUTS))
         start = mixed_initial_frequencies(self.num_heads, self.axes_dim, self.base, init, generator)
         self.freqs = nn.Parameter(start.to(torch.float32))
+
+    # ``nn.Module._apply`` is the one method every cast and move goes through (see posenc._buffers, which
+    # overrides it for the same reason): a cast to bfloat16 or float16 would round the learned frequencies
+    # to 8 or 11 bits, which turns a patch at coordinate 32 by ~0.1 rad. They keep at least float32.
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], *args: Any, **kwargs: Any) -> "MixedRotaryEmbedding":
+        kept = self.freqs.detach().clone()
+        module: MixedRotaryEmbedding = super()._apply(fn, *args, **kwargs)
+        if self.freqs.dtype in (torch.float16, torch.bfloat16):
+            with torch.no_grad():
+                self.freqs.data = kept.to(device=self.freqs.device, dtype=torch.float32)
+        return module
 
     def angles(self, coords: torch.Tensor) -> torch.Tensor:
         """Float64 ``(..., heads, seq, pairs)`` angles of ``(..., seq, N)`` coordinates."""
