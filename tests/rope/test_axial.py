@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posenc.rope import RotaryEmbedding, permute_for_half_split
+from posenc.rope import RotaryEmbedding, apply_rotary, permute_for_half_split
 from posenc.rope.axial import (
     AxialRotaryEmbedding,
     MixedRotaryEmbedding,
@@ -167,6 +167,16 @@ def test_gradcheck():
     k = torch.randn(1, 1, 3, 8, dtype=torch.float64, requires_grad=True)
     coords = torch.tensor([[0, 1], [4, 2], [9, 9]])
     assert torch.autograd.gradcheck(lambda a, b: m(a, b, coords), (q, k))
+
+
+def test_tables_formed_once_and_applied_per_layer_equal_the_module():
+    m = AxialRotaryEmbedding(16, (4, 6, 6), layout="interleaved")
+    coords = grid_coordinates((2, 3, 4))
+    q, k = torch.randn(2, 4, 24, 16), torch.randn(2, 2, 24, 16)
+    cos, sin = m.cos_sin(coords)
+    a = apply_rotary(q, k, cos, sin, layout=m.layout, rotary_dim=m.rotary_dim)
+    b = m(q, k, coords)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
 
 
 def test_sequence_first_layout_and_batched_coordinates():
