@@ -10,11 +10,14 @@
 * :mod:`.layout`       half-split and interleaved pairs, and the weight permutation between them;
 * :mod:`.positions`    position ids from padded, packed and decoding batches;
 * :mod:`.mrope`        M-RoPE's three position streams (Qwen2-VL and later);
-* :mod:`.layer_types`  local and global layers, each with its own base and scaling.
+* :mod:`.layer_types`  local and global layers, each with its own base and scaling;
+* :mod:`.xpos`         xPos: RoPE with a decay per pair (Sun et al. 2022);
+* :mod:`.fope`         FoPE: each pair's cos and sin a learned Fourier series (Hua et al. 2024).
 """
 
 from .apply import apply_rotary, apply_rotary_at, rotate_reference
 from .embedding import RotaryEmbedding
+from .fope import FourierRotaryEmbedding, fope_cos_sin, fope_frequencies
 from .layer_types import LayerTypedRotaryEmbedding
 from .layout import LAYOUTS, permute_for_half_split, permute_for_interleaved
 from .mrope import (
@@ -58,11 +61,13 @@ from .scaling import (
     yarn_softmax_scale,
 )
 from .tables import rope_angles, rope_cos_sin, rope_inv_freq, rope_table
+from .xpos import XPosEmbedding, xpos_scales, xpos_zeta
 
 __all__ = [
     "DYNAMIC_TYPES",
     "DefaultScaling",
     "DynamicNTKScaling",
+    "FourierRotaryEmbedding",
     "HFRope",
     "LAYOUTS",
     "LayerTypedRotaryEmbedding",
@@ -78,9 +83,12 @@ __all__ = [
     "RotaryEmbedding",
     "ScalingDescriptor",
     "TransformersSpelling",
+    "XPosEmbedding",
     "YaRNScaling",
     "apply_rotary",
     "apply_rotary_at",
+    "fope_cos_sin",
+    "fope_frequencies",
     "get_descriptor",
     "image_stream_positions",
     "mrope_angles",
@@ -103,5 +111,7 @@ __all__ = [
     "softmax_scale",
     "text_stream_positions",
     "unregister_scaling",
+    "xpos_scales",
+    "xpos_zeta",
     "yarn_softmax_scale",
 ]
