@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from torch import nn
+
 from ._checks import check_choice, check_int
 from .alibi import ALiBi
 from .learned import LearnedPositionalEmbedding
@@ -52,7 +54,10 @@ def make_scheme(
     if name == "alibi":
         return ALiBi(n_heads)
     if name == "t5":
-        return T5RelativeBias(n_heads, bidirectional=False)
+        t5 = T5RelativeBias(n_heads, bidirectional=False)
+        # T5's initialisation of the table (transformers' T5PreTrainedModel: std factor * d_model ** -0.5)
+        nn.init.normal_(t5.relative_attention_bias.weight, std=d_model**-0.5)
+        return t5
     head_dim = d_model // n_heads
     if name == "xpos":
         return XPosEmbedding(

@@ -226,7 +226,10 @@ class TinyLM(nn.Module):
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.head.weight = self.tok.weight  # weight tying (GPT-2)
         self.embed_scale = config.resolved_embed_scale()
-        self.apply(self._init)
+        # The scheme initialises its own parameters (T5's bias table as T5 does), so its modules are
+        # skipped; the order of the draws for the rest is the same for every scheme.
+        own = {id(m) for m in self.scheme.modules()}
+        self.apply(lambda m: None if id(m) in own else self._init(m))
 
     @staticmethod
     def _init(module: nn.Module) -> None:
