@@ -172,6 +172,7 @@ def test_a_huge_scale_base_is_rope():
 def test_positions_past_float32s_range_are_refused():
     xpos = XPosEmbedding(16, scale_base=8.0)
     limit = xpos_max_distance(16, 8.0)
+    assert xpos_max_distance(64, 512.0) == 35_977  # the docs' number for scale_base 512
     assert limit == math.floor((math.log(torch.finfo(torch.float32).max) - math.log(2)) / math.log(1.4 / 0.4) * 8)
     q = torch.randn(1, 1, 1, 16)
     q_out, k_out = xpos(q, q, torch.tensor([[limit]]))  # the last position it holds: finite

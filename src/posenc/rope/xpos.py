@@ -18,7 +18,7 @@ default), so keys written to a KV cache at one length and queries at another sti
 and flash-attn recommend ``scale_base = 512``.
 
 Range. The key factor grows as ``(1.4 / 0.4) ** (|n - c| / scale_base)``; past about
-``70.8 * scale_base`` positions from the centre it overflows float32 (``scale_base = 512``: 36,255
+``70.3 * scale_base`` positions from the centre it overflows float32 (``scale_base = 512``: 35,977
 positions), and the query factor underflows to 0. posenc refuses such positions with a
 ``ValueError`` naming the largest distance the table's dtype holds, instead of returning ``inf`` or
 ``nan`` scores.
