@@ -286,5 +286,26 @@ def test_bad_positions_are_refused_by_name():
         t5_buckets([0, 1], torch.arange(2))  # type: ignore[arg-type]
 
 
+def test_gradients_reach_exactly_the_buckets_used():
+    """The bias is a lookup: gradcheck in float64, and a bucket no pair reads gets no gradient."""
+    bias = T5RelativeBias(2, 16, 20).double()
+    table = bias.relative_attention_bias.weight.detach().clone().requires_grad_(True)
+
+    def run(weight):  # queries 0..2 over keys 0..5, with ``weight`` as the table
+        return torch.func.functional_call(bias, {"relative_attention_bias.weight": weight}, (3, 6))
+
+    assert torch.autograd.gradcheck(run, (table,))
+    run(table).sum().backward()
+    used = set(bias.buckets(torch.arange(3), torch.arange(6)).flatten().tolist())
+    assert {b for b in range(16) if table.grad[b].abs().sum() > 0} == used
+
+
+def test_from_hf_config_names_what_is_missing():
+    with pytest.raises(ValueError, match="the config has no num_heads"):
+        T5RelativeBias.from_hf_config({"relative_attention_num_buckets": 32})
+    made = T5RelativeBias.from_hf_config({"num_heads": 3, "relative_attention_max_distance": 64, "is_decoder": True})
+    assert (made.num_heads, made.num_buckets, made.max_distance, made.bidirectional) == (3, 32, 64, False)
+
+
 def test_check_returns_the_settings():
     assert check_t5_buckets(32, 128, True) == (32, 128, True)

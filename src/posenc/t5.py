@@ -194,6 +194,11 @@ class T5RelativeBias(PositionScheme):
         ``relative_attention_num_buckets``, ``relative_attention_max_distance``; bidirectional unless
         ``is_decoder`` (given, or the config's ``is_decoder``)."""
         data = config if isinstance(config, dict) else config.to_dict()
+        if "num_heads" not in data:
+            raise ValueError(
+                "the config has no num_heads; T5RelativeBias.from_hf_config reads a T5-style config "
+                "(num_heads, relative_attention_num_buckets, relative_attention_max_distance)"
+            )
         decoder = bool(data.get("is_decoder", False)) if is_decoder is None else is_decoder
         return cls(
             data["num_heads"],

@@ -4,6 +4,7 @@ heads, layout equivalence, float64 exactness far out, gradients to the coefficie
 
 from __future__ import annotations
 
+import copy
 import math
 
 import mpmath
@@ -205,3 +206,23 @@ def test_no_kept_frequency_is_the_identity():
     q = torch.randn(1, 1, 4, 8)
     q_out, k_out = fope(q, q)
     assert torch.equal(q_out, q) and torch.equal(k_out, q)
+
+
+def test_a_bf16_cast_rounds_the_coefficients_not_the_angles():
+    """model.to(bfloat16) casts the learned coefficients (they are weights) but not the frequencies or
+    their exact phase table: the tables are those of a float32 module with the bf16 coefficients."""
+    torch.manual_seed(6)
+    fope = FourierRotaryEmbedding(16, 2, max_position_embeddings=64, init_factor=0.2)
+    half = copy.deepcopy(fope).to(torch.bfloat16)
+    assert half.cos_coef.dtype == torch.bfloat16 and half.inv_freq.dtype == torch.float64
+    twin = copy.deepcopy(fope)
+    with torch.no_grad():
+        twin.cos_coef.copy_(half.cos_coef.float())
+        twin.sin_coef.copy_(half.sin_coef.float())
+    pos = torch.arange(5000, 5040).view(1, -1)
+    for got, want in zip(half.cos_sin(pos), twin.cos_sin(pos)):
+        assert got.dtype == torch.float32 and torch.equal(got, want)
+    q = torch.randn(1, 2, 40, 16).bfloat16()
+    q_out, _ = half(q, q, pos)
+    assert q_out.dtype == torch.bfloat16
+    torch.testing.assert_close(q_out, twin(q.float(), q.float(), pos)[0].bfloat16(), rtol=1e-2, atol=1e-2)
