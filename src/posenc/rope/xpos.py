@@ -25,8 +25,10 @@ positions), and the query factor underflows to 0. posenc refuses such positions 
 
 Precision. The rotation is RoPE's (exact float64 angles, :mod:`posenc.rope.tables`, through
 :func:`~posenc.rope.apply.apply_rotary`); the factors are ``exp(((m - c) / scale_base) * log
-zeta_i)`` in float64, rounded once to float32. bf16/fp16 inputs are rotated and scaled in float32
-and rounded once.
+zeta_i)`` in float64 and rounded once to the computation's dtype (float32, float64 for float64
+inputs), in which the rotation and the scaling each round once. bf16/fp16 inputs are rotated and
+scaled in float32 and rounded once to their dtype. The range check uses float32's limit whatever the
+dtype.
 """
 
 from __future__ import annotations
