@@ -7,7 +7,8 @@ embeddings (RoPE) with their context-extension scalings, ALiBi, and none at all 
 The package from the ground up (``docs/architecture.md`` draws the order):
 
 * core: :mod:`~posenc.schemes` (the one interface), :mod:`~posenc.sinusoidal`, :mod:`~posenc.learned`,
-  :mod:`~posenc.alibi` and :mod:`posenc.rope` (every RoPE table, scaling and kernel), with the shared
+  :mod:`~posenc.alibi`, :mod:`~posenc.t5` (T5's relative bias) and :mod:`posenc.rope` (every RoPE table,
+  scaling and kernel, xPos and FoPE), with the shared
   helpers ``_checks`` (input checks) and ``_buffers`` (tables that keep full precision); ``fixtures``
   holds the rope fields of real models' configs;
 * model: :mod:`~posenc.model` (the reference attention block and ``TinyLM``) and
@@ -28,6 +29,7 @@ from .model import Block, CausalSelfAttention, ModelConfig, TinyLM
 from .rope import RotaryEmbedding, apply_rotary, apply_rotary_at, permute_for_half_split, permute_for_interleaved
 from .schemes import NoPE, PositionScheme
 from .sinusoidal import SinusoidalPositionalEncoding, sinusoidal_frequencies, sinusoidal_table
+from .t5 import T5RelativeBias, t5_buckets
 
 __version__ = "0.1.0"
 
@@ -43,6 +45,7 @@ __all__ = [
     "RotaryEmbedding",
     "SCHEMES",
     "SinusoidalPositionalEncoding",
+    "T5RelativeBias",
     "TinyLM",
     "alibi_bias",
     "alibi_slopes",
@@ -53,4 +56,5 @@ __all__ = [
     "permute_for_interleaved",
     "sinusoidal_frequencies",
     "sinusoidal_table",
+    "t5_buckets",
 ]

@@ -34,7 +34,7 @@ from ._checks import (
     checked_positions,
     is_compiling,
 )
-from .factory import SCHEMES, make_scheme
+from .factory import ROTARY_SCHEMES, SCHEMES, make_scheme
 from .rope.layout import LAYOUTS
 from .schemes import PositionScheme
 
@@ -175,8 +175,8 @@ class ModelConfig:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         check_float("rope_base", self.rope_base, greater_than=1.0)
         head_dim = self.d_model // self.n_heads
-        if self.scheme == "rope":
-            # RoPE rotates pairs: the head needs an even width, and rotary_dim fits inside it
+        if self.scheme in ROTARY_SCHEMES:
+            # RoPE (and xPos, FoPE) rotates pairs: the head needs an even width, and rotary_dim fits inside it
             check_int("head_dim (d_model // n_heads)", head_dim, minimum=2, even=True)
         if self.rotary_dim is not None:
             check_int("rotary_dim", self.rotary_dim, minimum=2, maximum=head_dim, even=True)
@@ -226,7 +226,10 @@ class TinyLM(nn.Module):
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.head.weight = self.tok.weight  # weight tying (GPT-2)
         self.embed_scale = config.resolved_embed_scale()
-        self.apply(self._init)
+        # The scheme initialises its own parameters (T5's bias table as T5 does), so its modules are
+        # skipped; the order of the draws for the rest is the same for every scheme.
+        own = {id(m) for m in self.scheme.modules()}
+        self.apply(lambda m: None if id(m) in own else self._init(m))
 
     @staticmethod
     def _init(module: nn.Module) -> None:

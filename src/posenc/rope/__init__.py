@@ -13,7 +13,9 @@
 * :mod:`.layer_types`  local and global layers, each with its own base and scaling;
 * :mod:`.axial`        N-dimensional (axial) RoPE for image and video grids, and RoPE-Mixed;
 * :mod:`.axial_scaling` resolution change of axial RoPE: one descriptor per method, in a registry;
-* :mod:`.context_parallel` the global positions of a rank's shard of a context-parallel sequence.
+* :mod:`.context_parallel` the global positions of a rank's shard of a context-parallel sequence;
+* :mod:`.xpos`         xPos: RoPE with a decay per pair (Sun et al. 2022);
+* :mod:`.fope`         FoPE: each pair's cos and sin a learned Fourier series (Hua et al. 2024).
 """
 
 from .apply import apply_rotary, apply_rotary_at, rotate_reference
@@ -39,6 +41,7 @@ from .context_parallel import (
     context_parallel_unshard,
 )
 from .embedding import RotaryEmbedding
+from .fope import FourierRotaryEmbedding, fope_cos_sin, fope_frequencies
 from .layer_types import LayerTypedRotaryEmbedding
 from .layout import LAYOUTS, permute_for_half_split, permute_for_interleaved
 from .mrope import (
@@ -82,6 +85,7 @@ from .scaling import (
     yarn_softmax_scale,
 )
 from .tables import rope_angles, rope_cos_sin, rope_inv_freq, rope_table
+from .xpos import XPosEmbedding, xpos_scales, xpos_zeta
 
 __all__ = [
     "AXIAL_SCALINGS",
@@ -102,6 +106,7 @@ __all__ = [
     "DYNAMIC_TYPES",
     "DefaultScaling",
     "DynamicNTKScaling",
+    "FourierRotaryEmbedding",
     "HFRope",
     "LAYOUTS",
     "LayerTypedRotaryEmbedding",
@@ -117,9 +122,12 @@ __all__ = [
     "RotaryEmbedding",
     "ScalingDescriptor",
     "TransformersSpelling",
+    "XPosEmbedding",
     "YaRNScaling",
     "apply_rotary",
     "apply_rotary_at",
+    "fope_cos_sin",
+    "fope_frequencies",
     "get_descriptor",
     "image_stream_positions",
     "mrope_angles",
@@ -142,5 +150,7 @@ __all__ = [
     "softmax_scale",
     "text_stream_positions",
     "unregister_scaling",
+    "xpos_scales",
+    "xpos_zeta",
     "yarn_softmax_scale",
 ]

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from posenc.cli import main
+from posenc.factory import SCHEMES
 from posenc.measuring.corpus import find_files, load_corpus, split_paths, stdlib_root
 from posenc.measuring.lab import cli as lab_cli
 from posenc.measuring.lab import train as lab_train
@@ -222,7 +223,7 @@ def test_smoke_run_writes_the_agreed_report(smoke_run):
     assert res["schema_version"] == 2 and res["kind"] == "results"
     assert res["complete"] is True and res["machinery_check"] is True
     assert res["train_len"] == 32 and res["eval_lengths"] == [32, 64, 128, 256]
-    assert set(res["schemes"]) == {"nope", "sinusoidal", "learned", "rope", "alibi"}
+    assert set(res["schemes"]) == set(SCHEMES)  # every scheme by default
     for s in res["schemes"].values():
         for n in res["eval_lengths"]:
             e = s["eval"][str(n)]
@@ -298,7 +299,7 @@ def test_interrupted_run_resumes_to_the_same_numbers(smoke_run, tmp_path, monkey
     # 3. Resume to the end: the six finished evaluations are not redone.
     evals["n"] = -10_000
     assert main(SMOKE[:1] + ["--resume", str(run)]) == 0
-    total = 5 * 4 + 3 * 3 * 2 + 2  # + the fine-tune control at the training length
+    total = len(SCHEMES) * 4 + 3 * 3 * 2 + 2  # + the fine-tune control at the training length
     assert evals["n"] + 10_000 == total - 6
     clean, resumed = _numbers(smoke_run), _numbers(run)
     assert clean.keys() == resumed.keys()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 from browser_support import SIZES, new_page, open_chapter, select_and_wait, set_slider, watched_page
 
 from posenc.teaching.lesson.manifest import CHAPTERS
@@ -29,9 +30,11 @@ def test_claim_placing_4096_tokens_is_not_reading_them_and_rope_agrees_with_chap
     """Chapter 10: the live column says what it measures: at or under the 512 tokens trained every scheme is
     within training; past it the learned table refuses, and the others place the tokens without an error but
     meet what training never showed them -- for plain RoPE the pairs chapter 8 marks past training (its one
-    rule, posenc.teaching.lesson.stretching.past_training). No scheme but those within training gets a tick."""
+    rule, posenc.teaching.lesson.stretching.past_training). Past training only T5's bias gets a tick: every
+    distance from its max_distance (128) on reads its last bucket, which distances 128..511 trained."""
     from posenc.rope.tables import rope_inv_freq
-    from posenc.teaching.lesson.chapters.comparison import TRAINED
+    from posenc.t5 import t5_buckets
+    from posenc.teaching.lesson.chapters.comparison import SCHEMES, TRAINED
     from posenc.teaching.lesson.stretching import past_training
 
     inv_freq = rope_inv_freq(8, 10000.0)  # the comparison's RoPE head: width 32, 4 heads
@@ -44,14 +47,18 @@ def test_claim_placing_4096_tokens_is_not_reading_them_and_rope_agrees_with_chap
             set_slider(page, node, "#cmp-len", length)
             assert page.evaluate(LIVE_HEAD) == f"at {length} tokens (trained on {TRAINED})"
             cells = page.evaluate(LIVE)
-            assert set(cells) == {"sinusoidal", "learned", "rope", "alibi", "nope"}
+            assert set(cells) == set(SCHEMES) == {"sinusoidal", "learned", "rope", "alibi", "t5", "nope"}
             ticked = {s for s, (text, _) in cells.items() if text.startswith("✓")}
             passed = {s for s, (_, css) in cells.items() if "pass" in css.split()}
             assert ticked == passed
             if length <= TRAINED:
                 assert ticked == set(cells)
                 continue
-            assert ticked == set(), cells  # placing without an error is not reading well
+            assert ticked == {"t5"}, cells  # placing without an error is not reading well, but for T5's buckets
+            far = t5_buckets(torch.tensor([length - 1]), torch.arange(length), 32, 128, bidirectional=False)
+            trained = t5_buckets(torch.tensor([TRAINED - 1]), torch.arange(TRAINED), 32, 128, bidirectional=False)
+            assert set(far.unique().tolist()) == set(trained.unique().tolist()) == set(range(32))
+            assert cells["t5"][0] == "✓ placed; every distance from 128 on reads one bucket, trained on"
             assert cells["learned"][0].startswith("✗ refused: position 512 is outside the learned position table")
             past = int(past_training(inv_freq, inv_freq, TRAINED, length).sum())
             assert past == 2
@@ -144,7 +151,8 @@ CMP_ROWS = """() => Object.fromEntries([...document.querySelectorAll('#cmp-table
 
 def test_claim_the_comparison_counts_each_schemes_extra_trainable_numbers(browser, server):
     """Chapter 10's table, the live columns: each scheme's extra trainable numbers and what it does with the
-    length, as posenc builds the schemes (only the learned table has trainable numbers, and only it stops)."""
+    length, as posenc builds the schemes (the learned table and T5's bias table have trainable numbers, and only
+    the learned table stops)."""
     from posenc.teaching.lesson.chapters.comparison import compare
 
     with watched_page(browser, server, SIZES["desktop"]) as page:
@@ -158,7 +166,8 @@ def test_claim_the_comparison_counts_each_schemes_extra_trainable_numbers(browse
                 assert int(params.replace(",", "")) == expected[scheme]["extra_parameters"], (length, scheme, params)
                 assert reads == expected[scheme]["says"], (length, scheme, reads)
                 assert reads.startswith("✗") == (not expected[scheme]["reads"]), (length, scheme, reads)
-            assert {s for s, row in expected.items() if row["extra_parameters"]} == {"learned"}
+            assert {s for s, row in expected.items() if row["extra_parameters"]} == {"learned", "t5"}
+            assert expected["t5"]["extra_parameters"] == 32 * 4  # 32 buckets, 4 heads
 
 
 def test_claim_moving_the_phrase_changes_nothing_with_q_k_turned_and_something_with_v(browser, server):
@@ -202,7 +211,7 @@ def test_claim_the_comparison_links_how_each_scheme_works_and_how_far_it_reads(b
         intro = node.locator("[data-prose='intro']").inner_text()
         assert "how each scheme works" in intro and "longer texts" in intro and "used in" in intro
         rows = page.evaluate(COMPARISON_LINKS, list(columns))
-        assert [scheme for scheme, _ in rows] == ["sinusoidal", "learned", "rope", "alibi", "nope"]
+        assert [scheme for scheme, _ in rows] == ["sinusoidal", "learned", "rope", "alibi", "t5", "nope"]
         unlinked = [(scheme, column) for scheme, cells in rows for column, links in zip(columns, cells) if not links]
         assert unlinked == []
         targets = sorted({href for _, cells in rows for links in cells for href in links})

@@ -7,8 +7,10 @@ from __future__ import annotations
 import re
 
 import pytest
+import torch
 
 from posenc.rope.tables import rope_inv_freq
+from posenc.t5 import t5_buckets
 from posenc.teaching.lesson.chapters import blocks
 from posenc.teaching.lesson.chapters.comparison import SCHEMES, TRAINED, compare
 from posenc.teaching.lesson.chapters.rope import SEAT_PAIRS, pair_layouts, rope_clock
@@ -51,6 +53,10 @@ def test_the_comparison_marks_a_length_as_within_training_only_when_it_is(length
             assert ticked == (past == 0)
             if past:
                 assert f"{past} of its 4 pairs turn past training (chapter 8)" in row["says"]
+        elif scheme == "t5":  # the decoder buckets a longer text reads are all buckets 512 tokens read
+            read = set(t5_buckets(torch.tensor([length - 1]), torch.arange(length), 32, 128, False).tolist()[0])
+            trained = set(t5_buckets(torch.tensor([TRAINED - 1]), torch.arange(TRAINED), 32, 128, False).tolist()[0])
+            assert read <= trained and ticked, row
         else:
             assert ticked == (length <= TRAINED), row
     if length >= 1024:  # chapter 8 marks plain RoPE's slow pairs past training well before 8x

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from posenc.factory import SCHEMES
 from posenc.measuring.lab.evaluate import per_position_nats
 from posenc.measuring.lab.metrics import bits_per_byte as lab_bits
 from posenc.teaching.lesson import trained
+from posenc.teaching.lesson.chapters.bag_of_tiles import SCHEMES
 
 SUMMARY = trained.read_summary()
 LENGTHS = SUMMARY["eval_lengths"]

@@ -195,6 +195,7 @@ PRESETS: Dict[str, Dict[str, Any]] = {
     # length, a learned table not past its rows; benchmarks/lesson_models.py trains and packages them (its
     # cost: docs/lab.md, "The lesson's models").
     "lesson": dict(
+        schemes=["nope", "sinusoidal", "learned", "rope", "alibi"],  # the schemes the lesson's chapters teach
         d_model=64,
         n_layers=2,
         train_len=128,

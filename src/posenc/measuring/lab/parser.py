@@ -8,6 +8,7 @@ import argparse
 import shlex
 from typing import Any, Dict
 
+from ...factory import SCHEMES
 from ...rope.registry import extension_types
 from .config import EXTENSION_METHODS, PRESETS, LabConfig, preset_config
 
@@ -91,7 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--schemes",
         type=_names,
         default=None,
-        help="comma-separated schemes (default: nope,sinusoidal,learned,rope,alibi)",
+        help=f"comma-separated schemes (default: {','.join(SCHEMES)})",
     )
     parser.add_argument(
         "--eval-multipliers",

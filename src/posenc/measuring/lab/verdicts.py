@@ -62,6 +62,9 @@ LABELS = {
     "learned": "Learned",
     "rope": "RoPE",
     "alibi": "ALiBi",
+    "t5": "T5 bias",
+    "xpos": "xPos",
+    "fope": "FoPE",
     **{
         method: SCALING_LABELS[rope_type]
         for method, rope_type in (

@@ -32,6 +32,9 @@ SCHEME_COLOURS: dict[str, str] = {
     "learned": "#bcbd22",
     "rope": "#1f77b4",
     "alibi": "#d62728",
+    "t5": "#117788",
+    "xpos": "#dd5566",
+    "fope": "#991177",
 }
 
 #: RoPE scaling (the registry's ``rope_type``) -> colour; "default" is plain RoPE, the rope colour

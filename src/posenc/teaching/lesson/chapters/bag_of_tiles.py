@@ -17,7 +17,7 @@ from typing import Dict, Tuple
 import torch
 
 from ...._checks import check_choice
-from ....factory import SCHEMES, make_scheme
+from ....factory import make_scheme
 from ....learned import LearnedPositionalEmbedding
 from ....model import Block as AttentionBlock
 from ....model import ModelConfig, TinyLM, local_random
@@ -38,6 +38,10 @@ VOCAB = {"the": 0, "dog": 1, "bit": 2, "man": 3}
 NOPE_TOLERANCE = 1e-5
 #: ... and every scheme must move them by far more than that.
 SCHEME_MARGIN = 1e-4
+
+#: the schemes the lesson's chapters compare (one trained model each, ``posenc lab --preset lesson``);
+#: the library's later ones (``posenc.factory.SCHEMES``: T5's bias, xPos, FoPE) are in the lab
+SCHEMES = ("nope", "sinusoidal", "learned", "rope", "alibi")
 
 WHERE = {
     "nope": "nowhere",

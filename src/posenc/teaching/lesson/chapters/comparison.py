@@ -10,6 +10,7 @@ from ....factory import make_scheme
 from ....learned import PositionOutOfRangeError
 from ....model import local_random
 from ....schemes import PositionScheme
+from ....t5 import T5RelativeBias
 from ..prose import Block
 from ..stretching import past_training
 from ._figures import Figure
@@ -18,7 +19,7 @@ from ._ranges import Range, checked
 #: the training length every scheme of the table is built for, and the lengths the "try this" compares
 TRAINED = 512
 LENGTHS = (512, 576)
-SCHEMES = ("sinusoidal", "learned", "rope", "alibi", "nope")
+SCHEMES = ("sinusoidal", "learned", "rope", "alibi", "t5", "nope")
 #: the width and heads the table's schemes are built with
 D_MODEL, HEADS = 32, 4
 
@@ -89,6 +90,15 @@ ROWS = {
         "yes, the penalty is defined at any distance ([score vs distance](#scores))",
         "BLOOM, MPT",
     ),
+    "t5": (
+        "T5 bias",
+        "adds a learned number per head and distance bucket to each score, where ALiBi subtracts slope × "
+        "distance ([chapter 9](#alibi-penalty)): one bucket per near distance, wider ones farther out, one "
+        "for every distance from 128 on",
+        "yes: a longer text meets no distance bucket a model trained past 128 tokens has not seen; how well "
+        "it reads them is measured in the [lab](#lab)",
+        "T5, Flan-T5, mT5, UL2",
+    ),
     "nope": (
         "none (NoPE)",
         "nothing; only a causal mask hints at order ([chapter 1](#bag-of-tiles))",
@@ -110,7 +120,7 @@ def prose(n: dict) -> list[Block]:
     return [
         Block(
             "plain",
-            """Five ways of telling a model where each word sits, side by side: how each one works, and what
+            """Six ways of telling a model where each word sits, side by side: how each one works, and what
             happens to it on a text longer than any it was trained on.""",
             "intro",
         ),
@@ -170,6 +180,13 @@ def untrained(name: str, length: int, scheme: PositionScheme) -> tuple[str, str]
         return "untrained", f"⚠ placed, but {past} of its {pairs} pairs turn past training (chapter 8)"
     if name == "alibi":
         return "untrained", f"⚠ placed, but {distances} never trained"
+    if name == "t5":  # the buckets the last query reads, against those a trained length reads
+        t5 = cast(T5RelativeBias, scheme)
+        seen = t5.buckets(torch.tensor([TRAINED - 1]), torch.arange(TRAINED)).unique()
+        now = t5.buckets(torch.tensor([length - 1]), torch.arange(length)).unique()
+        if bool(torch.isin(now, seen).all()):
+            return "trained", f"✓ placed; every distance from {t5.max_distance} on reads one bucket, trained on"
+        return "untrained", f"⚠ placed, but {int((~torch.isin(now, seen)).sum())} of its buckets never trained"
     if name == "nope":
         return "untrained", f"⚠ nothing to place, but no text past {TRAINED:,} tokens was trained on"
     return "untrained", f"⚠ placed, but {seats} never trained"
@@ -185,7 +202,7 @@ def compare(length: int) -> dict:
     d_model, heads = 32, 4
     pos = torch.arange(length).unsqueeze(0)  # (1, L)
     rows = []
-    for name in ("sinusoidal", "learned", "rope", "alibi", "nope"):
+    for name in SCHEMES:
         scheme = built(name, d_model, heads).double()
         extra = sum(p.numel() for p in scheme.parameters() if p.requires_grad)
         where = {
@@ -193,6 +210,7 @@ def compare(length: int) -> dict:
             "learned": "input",
             "rope": "queries and keys",
             "alibi": "attention logits",
+            "t5": "attention logits",
             "nope": "nowhere",
         }[name]
         row: dict[str, object] = {"scheme": name, "where": where, "extra_parameters": extra}
