@@ -46,7 +46,7 @@ from .rope.mrope import INTERLEAVED_SECTION_MODEL_TYPES, MROPE_HF_KEYS, mrope_st
 from .rope.registry import get_descriptor, softmax_scale
 from .rope.scaling import DYNAMIC_TYPES, rope_frequencies
 from .rope.tables import rope_cos_sin
-from .runs import ReadError, read_capped
+from .runs import ReadError, read_capped, save_figure
 
 #: largest integer every smaller integer of which the type holds exactly (2 ** (mantissa bits + 1))
 EXACT_INTEGERS = {"float16": 2**11, "bfloat16": 2**8, "float32": 2**24, "float64": 2**53}
@@ -509,8 +509,10 @@ def plot_wavelengths(report: Dict[str, Any], path) -> Path:
     ax.set_title(f"{report['source']}: {report['rotary_dim']} rotated features", parse_math=False)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        save_figure(fig, path)  # atomically: a link at path is replaced, never written through
+    finally:
+        plt.close(fig)
     return path
 
 
