@@ -369,6 +369,7 @@ def test_run_folders_that_stored_dynamic_ntk_resume_under_its_rope_type_name(tmp
     stored["extension_methods"] = ["linear", "dynamic_sideways"]  # anything else is still refused
     with pytest.raises(ValueError, match="extension_methods must be one of"):
         LabConfig.from_dict(stored)
+
     def cell(bpb):  # a finished evaluation as the lab stores it (every cell is checked on reading)
         fields = {f"bpb{part}": bpb for part in ("", "_last_quarter", "_final32")}
         fields.update({f"{k}_ci": [bpb, bpb] for k in list(fields)})
