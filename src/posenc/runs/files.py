@@ -73,15 +73,17 @@ def folder_mode() -> int:
     return 0o777 & ~_umask()
 
 
-def atomic_write(path: Path, write: Callable[[BinaryIO], Any]) -> None:
+def atomic_write(path: Path, write: Callable[[BinaryIO], Any], make_parents: bool = True) -> None:
     """The bytes ``write(fh)`` puts into the binary file ``fh``, at ``path``: written to a temporary
     file in the same folder (``<name>.<random>.tmp``), flushed to disk, given the permissions the
     umask allows (:func:`file_mode`) and moved into place with ``os.replace`` (atomic on POSIX and
     Windows). A crash leaves the old file or the new one, never half of one; and a symbolic link (or a
     hard link) at ``path`` is replaced by the new file, so the file it pointed at is never written.
-    Every file an app writes (run files, reports, figures) goes through here."""
+    Every file an app writes (run files, reports, figures) goes through here. ``make_parents``: create
+    the folders above ``path`` that are missing (else a missing folder raises ``FileNotFoundError``)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if make_parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=TEMPORARY_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -104,9 +106,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def save_figure(fig: Any, path: Path, **savefig: Any) -> Path:
     """The matplotlib figure ``fig`` saved at ``path`` (its format from the suffix, ``savefig``'s
-    keywords passed on), replaced atomically (:func:`atomic_write`); returns ``path``."""
+    keywords passed on), replaced atomically (:func:`atomic_write`); returns ``path``. As ``savefig``
+    does, a folder that does not exist is an error (``FileNotFoundError``), not created."""
     path = Path(path)
-    atomic_write(path, lambda fh: fig.savefig(fh, format=path.suffix.lstrip(".") or "png", **savefig))
+    write = lambda fh: fig.savefig(fh, format=path.suffix.lstrip(".") or "png", **savefig)  # noqa: E731
+    atomic_write(path, write, make_parents=False)
     return path
 
 

@@ -608,6 +608,20 @@ def _seed_test(runs: Dict[int, dict], effects: List[float]) -> Tuple[Optional[di
     return None, None
 
 
+def _seed_evidence(
+    runs: Dict[int, dict], effects: Dict[int, float], unit: Optional[str]
+) -> Tuple[Optional[dict], Optional[List[int]], bool, Optional[str]]:
+    """``(test across seeds, pooled exact-match counts, whether they are paired, problem)`` of the
+    measured ``runs``: the test (:func:`_seed_test`), and for exact matches the counts summed over the
+    seeds (:func:`_pooled_counts`); ``problem`` names the seed whose record is damaged."""
+    stats, problem = _seed_test(runs, list(effects.values()))
+    paired = all(str(r.get("test", "")).startswith("exact McNemar") for r in runs.values())
+    pooled = None
+    if stats is not None and unit == "percent":
+        pooled, problem = _pooled_counts(runs, paired)
+    return stats, pooled, paired, problem
+
+
 def _across(claim: str, runs: Dict[int, dict], seeds: List[int]) -> dict:
     """The across-seed record of one claim before Holm's rule (``p`` None when not tested)."""
     first = next(iter(runs.values()))
@@ -651,11 +665,7 @@ def _across(claim: str, runs: Dict[int, dict], seeds: List[int]) -> dict:
         return record
     if len(measured) < 2:
         return record
-    stats, problem = _seed_test({s: runs[s] for s in measured}, list(effects.values()))
-    pooled = None
-    if stats is not None and unit == "percent":
-        paired = all(str(r.get("test", "")).startswith("exact McNemar") for r in (runs[s] for s in measured))
-        pooled, problem = _pooled_counts({s: runs[s] for s in measured}, paired)
+    stats, pooled, paired, problem = _seed_evidence({s: runs[s] for s in measured}, effects, unit)
     if problem is not None:  # a damaged record: this claim is not measured, the others go on
         record["evidence"] = f"not measured across seeds: {problem}"
         return record
