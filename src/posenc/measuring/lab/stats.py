@@ -264,7 +264,13 @@ def welch_t(a: Values, b: Values, level: float = 0.95) -> dict:
     se = math.sqrt(va + vb)
     if not (math.isfinite(se) and math.isfinite(effect)):
         return _t_summary(effect, se, 1.0, min(x.size, y.size), level)  # refused there
-    df = _satterthwaite([(va, x.size - 1.0), (vb, y.size - 1.0)]) if se > 0 else float(x.size + y.size - 2)
+    if se > 0:
+        try:
+            df = (va + vb) ** 2 / (va**2 / (x.size - 1) + vb**2 / (y.size - 1))
+        except (OverflowError, ZeroDivisionError):  # squares past float64 either way: the same ratio without them
+            df = _satterthwaite([(va, x.size - 1.0), (vb, y.size - 1.0)])
+    else:
+        df = float(x.size + y.size - 2)
     return _t_summary(effect, se, df, min(x.size, y.size), level)
 
 
@@ -321,7 +327,11 @@ def _satterthwaite(parts: Sequence[Tuple[float, float]]) -> float:
     total = sum(v for v, _ in parts)
     if not total > 0:
         return float(max(df for _, df in parts))
-    # (sum v)^2 / sum(v^2 / df), each v taken as its share of the sum, so no square overflows
+    denom = sum(v * v / df for v, df in parts if v > 0)
+    dof = total * total / denom if denom > 0 else math.inf
+    if math.isfinite(dof):
+        return dof
+    # a square overflowed or underflowed: (sum v)^2 / sum(v^2 / df), each v taken as its share of the sum
     return 1.0 / sum((v / total) ** 2 / df for v, df in parts if v > 0)
 
 
