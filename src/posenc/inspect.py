@@ -46,7 +46,7 @@ from .rope.mrope import INTERLEAVED_SECTION_MODEL_TYPES, MROPE_HF_KEYS, mrope_st
 from .rope.registry import get_descriptor, softmax_scale
 from .rope.scaling import DYNAMIC_TYPES, rope_frequencies
 from .rope.tables import rope_cos_sin
-from .runs import ReadError, read_capped
+from .runs import ReadError, read_capped, save_figure
 
 #: largest integer every smaller integer of which the type holds exactly (2 ** (mantissa bits + 1))
 EXACT_INTEGERS = {"float16": 2**11, "bfloat16": 2**8, "float32": 2**24, "float64": 2**53}
@@ -128,15 +128,21 @@ def _nesting(raw: bytes, limit: int = MAX_CONFIG_DEPTH) -> int:
     return 0
 
 
-def _dtype_name(data: Dict[str, Any]) -> Tuple[str, bool]:
-    """The model's dtype name and whether the config states it (``torch_dtype`` or ``dtype``)."""
+def _dtype_name(data: Dict[str, Any]) -> Tuple[str, bool, Optional[str]]:
+    """The model's dtype name, whether the config states it (``torch_dtype`` or ``dtype``), and, where
+    it states one that is no floating dtype (``[1]``, ``"int8"``), ``key=value`` as given (else
+    ``None``): such a config is audited as float32 and told so, not taken for one that gives none."""
+    invalid = None
     for key in ("torch_dtype", "dtype"):
         value = data.get(key)
+        given = value
         if isinstance(value, torch.dtype):
             value = str(value).replace("torch.", "")
         if isinstance(value, str) and value.replace("torch.", "") in EXACT_INTEGERS:
-            return value.replace("torch.", ""), True
-    return "float32", False
+            return value.replace("torch.", ""), True, None
+        if given is not None and invalid is None:
+            invalid = f"{key}={repr(given)[:60]}"
+    return "float32", False, invalid
 
 
 # -- the report -----------------------------------------------------------------------------------------
@@ -170,7 +176,7 @@ def inspect_config(config, layer_type: Optional[str] = None) -> Dict[str, Any]:
     rope_type = getattr(scaling, "rope_type", "default")
     trained = getattr(scaling, "original_max_position_embeddings", None) or max_positions
     factor = getattr(scaling, "factor", None)
-    dtype, dtype_given = _dtype_name(data)
+    dtype, dtype_given, dtype_invalid = _dtype_name(data)
 
     default_freq, _ = rope_frequencies(None, rotary_dim, base)
     scaled_freq, attention_factor = rope_frequencies(scaling, rotary_dim, base, max_positions)
@@ -197,6 +203,7 @@ def inspect_config(config, layer_type: Optional[str] = None) -> Dict[str, Any]:
         "softmax_scale_factor": softmax_scale(scaling),
         "torch_dtype": dtype,
         "torch_dtype_given": dtype_given,
+        "torch_dtype_invalid": dtype_invalid,
         "pairs": pairs,
         "pair_groups": _groups(pairs),
         "precision": _audit(scaled_freq, attention_factor, max_positions, dtype),
@@ -470,7 +477,12 @@ def format_report(report: Dict[str, Any]) -> str:
         f"    posenc (float64 angles, float32 tables)       {'< %.0e' % p['posenc']['angle_error']:>10}"
         f"   {p['posenc']['cos_sin_error']:10.2g}",
     ]
-    if not r["torch_dtype_given"]:
+    if r.get("torch_dtype_invalid"):
+        lines.append(
+            f"    (the config's {r['torch_dtype_invalid']} is not a floating dtype "
+            f"({', '.join(EXACT_INTEGERS)}): audited as float32)"
+        )
+    elif not r["torch_dtype_given"]:
         lines.append("    (the config gives no torch_dtype: audited as float32)")
     lines += ["", "  risks" if r["risks"] else "  risks: none found"]
     for risk in r["risks"]:
@@ -509,8 +521,10 @@ def plot_wavelengths(report: Dict[str, Any], path) -> Path:
     ax.set_title(f"{report['source']}: {report['rotary_dim']} rotated features", parse_math=False)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        save_figure(fig, path)  # atomically: a link at path is replaced, never written through
+    finally:
+        plt.close(fig)
     return path
 
 

@@ -35,6 +35,7 @@ form are in :mod:`posenc.integrations.tables`, the patch that installs them and 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import dis
@@ -44,7 +45,7 @@ import inspect
 import types
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 import torch
 from torch import nn
@@ -853,7 +854,7 @@ def _call_rotary(
     buffers = [b for b in rotary.buffers() if b.is_floating_point()]
     device = buffers[0].device if buffers else torch.device("cpu")
     x = torch.zeros(1, positions.shape[-1], 1, dtype=torch.float32, device=device)
-    with torch.no_grad():
+    with torch.no_grad(), hooks_suspended(rotary):
         extra = () if layer_type is None else (layer_type,)
         out = rotary(x, positions.to(device), *extra)
     is_complex = isinstance(out, torch.Tensor) and out.is_complex()
@@ -865,6 +866,32 @@ def _call_rotary(
             "or the complex cos + i sin posenc stands in for"
         )
     return out[0].detach().to("cpu", torch.float64), out[1].detach().to("cpu", torch.float64), is_complex
+
+
+#: the hook tables of a module that a probe's call suspends: what ``register_forward_hook`` and
+#: ``register_forward_pre_hook`` fill (a probe runs under ``no_grad``, so no backward hook fires)
+_FORWARD_HOOK_TABLES = ("_forward_hooks", "_forward_pre_hooks")
+
+
+@contextlib.contextmanager
+def hooks_suspended(module: nn.Module) -> Iterator[None]:
+    """``module`` and every module inside it with their forward hooks and pre-hooks set aside while a
+    probe calls them, and put back after, however the call ends: a probe is posenc reading the model,
+    not a forward of the user's, so a hook that records activations, counts calls or changes outputs
+    sees nothing of it. A hook registered during the call (and removed by its handle) goes with the
+    set-aside table."""
+    saved = []
+    for m in module.modules():
+        for name in _FORWARD_HOOK_TABLES:
+            table = m.__dict__.get(name)
+            if table:
+                saved.append((m, name, table))
+                m.__dict__[name] = type(table)()
+    try:
+        yield
+    finally:
+        for m, name, table in reversed(saved):
+            m.__dict__[name] = table
 
 
 def probe_copy(rotary: nn.Module) -> nn.Module:

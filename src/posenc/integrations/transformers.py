@@ -562,7 +562,8 @@ PROBE_TOKENS = 4
 def _probe_failure(scope: nn.Module) -> Optional[str]:
     """Run ``scope``'s base model once on :data:`PROBE_TOKENS` tokens; ``None`` if it runs, else the error
     in one line. Nothing is kept: no gradients, no cache, the random state and the dynamic-NTK lengths
-    seen are restored. A model on the meta device has nothing to run (``None``)."""
+    seen are restored, and no forward hook of the user's fires (:func:`discovery.hooks_suspended`). A
+    model on the meta device has nothing to run (``None``)."""
     target = getattr(scope, "base_model", scope)
     tensors = [*target.parameters(), *target.buffers()]
     if not tensors or any(t.is_meta for t in tensors):
@@ -577,7 +578,7 @@ def _probe_failure(scope: nn.Module) -> Optional[str]:
     seen = [t.__dict__.get("_largest_length") for t in tables]
     cuda = sorted({t.device for t in tensors if t.device.type == "cuda"}, key=str)
     try:
-        with torch.no_grad(), torch.random.fork_rng(devices=cuda):
+        with torch.no_grad(), torch.random.fork_rng(devices=cuda), discovery.hooks_suspended(target):
             target(input_ids=ids, use_cache=False)
     except Exception as exc:  # what the caller is told, in one line
         return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]

@@ -1,5 +1,7 @@
 """Run files shared by the measuring apps (``posenc lab``, ``posenc eval``): the schema stamp, atomic
-writes, size-capped reads (:mod:`~posenc.runs.files`), an inter-process lock on a run folder
+writes of every file an app writes (run files, reports, figures: :func:`~posenc.runs.files.atomic_write`,
+under the umask, replacing a link rather than writing through it), the removal of an interrupted write's
+temporaries, size-capped reads (:mod:`~posenc.runs.files`), an inter-process lock on a run folder
 (:mod:`~posenc.runs.lock`), a checkpoint's content digest (:mod:`~posenc.runs.identity`), and
 the errors ``torch.load`` raises on a corrupt file (the lesson's model files are read with them too).
 
@@ -18,30 +20,45 @@ the standard library (:mod:`posenc.runs.lab_run` needs torch and the model, and 
 from .files import (
     CORRUPT_FILE_ERRORS,
     MAX_RUN_FILE_BYTES,
+    TEMPORARY_SUFFIX,
     ReadError,
+    atomic_write,
     atomic_write_bytes,
     atomic_write_text,
+    file_mode,
+    folder_mode,
     read_capped,
     read_json,
+    remove_temporaries,
+    save_figure,
     stamp,
+    temporary_target,
     write_json,
 )
 from .identity import checkpoint_files, content_digest, digest_files
-from .lock import FolderBusy, RunLock
+from .lock import FolderBusy, LockRefused, RunLock
 
 __all__ = [
     "CORRUPT_FILE_ERRORS",
     "MAX_RUN_FILE_BYTES",
+    "TEMPORARY_SUFFIX",
     "FolderBusy",
+    "LockRefused",
     "ReadError",
     "RunLock",
+    "atomic_write",
     "atomic_write_bytes",
     "atomic_write_text",
     "checkpoint_files",
     "content_digest",
     "digest_files",
+    "file_mode",
+    "folder_mode",
     "read_capped",
     "read_json",
+    "remove_temporaries",
+    "save_figure",
     "stamp",
+    "temporary_target",
     "write_json",
 ]

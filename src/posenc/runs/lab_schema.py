@@ -197,7 +197,10 @@ VERDICTS = ("seen", "within noise", "not seen", "not measured")
 def _num(value) -> Optional[float]:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int past float64 (400 digits)
+        return None
     return value if math.isfinite(value) else None
 
 
@@ -461,6 +464,125 @@ def _per_length(raw: dict, where: str, not_length: str, notes: List[str], max_en
     return table
 
 
+#: the bounds of what a measurement writes into a lab cell: bits per byte (a byte model's loss is a
+#: few bits; 1e6 is far past any loss and far below where a sum over windows could overflow), CPU
+#: seconds, and ``log2 p(key)`` of a passkey
+MAX_BPB = 1e6
+MAX_SECONDS = 1e12
+MAX_LOGP_BITS = 1e12
+MAX_COUNT = 2**53
+
+
+def _within(value: Any, low: float, high: float) -> bool:
+    """Whether ``value`` is a number (not a bool) from ``low`` to ``high``: NaN, infinity, a string and an
+    int of 400 digits are not (an int of any size compares exactly)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and low <= value <= high
+
+
+def _numbers(value: Any, low: float, high: float, size: Optional[int] = None, whole: bool = False) -> bool:
+    """Whether ``value`` is a list (of ``size`` when given) of numbers from ``low`` to ``high``."""
+    return (
+        isinstance(value, list)
+        and (size is None or len(value) == size)
+        and all(_within(v, low, high) and (not whole or v == int(v)) for v in value)
+    )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:40]}... ({len(text)} characters)"
+
+
+def _unsafe(value: Any, where: str = "") -> Optional[str]:
+    """Where ``value`` holds something no results file should (``None`` when nothing): a number that
+    is NaN, infinite or past float64 (a 400-digit int), anywhere inside lists and objects."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return None
+    if isinstance(value, (int, float)):
+        return None if -1e300 <= value <= 1e300 else f"{where or 'a field'} holds {_shown(value)}"
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            problem = _unsafe(item, f"{where}[{i}]")
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = _unsafe(item, f"{where}.{key}" if where else str(key)[:40])
+            if problem is not None:
+                return problem
+        return None
+    return f"{where or 'a field'} holds a {type(value).__name__}"
+
+
+def _retrieval_problem(cell: Any) -> Optional[str]:
+    """Why ``cell`` is not one distance bin's passkey result as the lab measures it (``None`` if it is)."""
+    if not isinstance(cell, dict):
+        return "is not an object"
+    trials = cell.get("trials")
+    if not (isinstance(trials, int) and _within(trials, 1, MAX_COUNT)):
+        return f"has trials {_shown(trials)}, not a count >= 1"
+    checks = (
+        ("accuracy", _within(cell.get("accuracy"), 0.0, 1.0), "a number from 0 to 1"),
+        ("accuracy_ci", _numbers(cell.get("accuracy_ci"), 0.0, 1.0, 2), "two numbers from 0 to 1"),
+        ("logp_bits", _within(cell.get("logp_bits"), -MAX_LOGP_BITS, 0.0), "a number <= 0"),
+        ("logp_bits_ci", _numbers(cell.get("logp_bits_ci"), -MAX_LOGP_BITS, 0.0, 2), "two numbers <= 0"),
+        ("correct", _numbers(cell.get("correct"), 0, 1, trials, whole=True), f"{trials} exact matches, each 0 or 1"),
+        ("logp", _numbers(cell.get("logp"), -MAX_LOGP_BITS, 0.0, trials), f"{trials} numbers <= 0"),
+        ("distance", _numbers(cell.get("distance"), 0, MAX_COUNT, 2, whole=True), "two whole numbers"),
+    )
+    for key, ok, allowed in checks:
+        if not ok:
+            return f"has {key} {_shown(cell.get(key))}, not {allowed}"
+    return None
+
+
+def check_progress_cell(cell: Any, finetuned: bool = False) -> Optional[str]:
+    """Why ``cell`` cannot be a finished evaluation of ``progress.json`` (``None`` when it can): one
+    model at one length as :func:`posenc.measuring.lab.evaluate.evaluate_at` returns it (or a learned
+    table that ``cannot`` go past its rows), every number finite and in range, every list as long as its
+    count says; with ``finetuned`` (an extension cell) a fine-tuned evaluation may sit inside, checked
+    alike. A string, NaN or a 400-digit number planted anywhere in it is refused."""
+    if not isinstance(cell, dict):
+        return "is not an object"
+    unsafe = _unsafe(cell)
+    if unsafe is not None:
+        return f"has {unsafe}, not a finite number"
+    if finetuned and "finetuned" in cell:
+        inner = check_progress_cell(cell["finetuned"])
+        if inner is not None:
+            return f"(fine-tuned) {inner}"
+        if "bpb" not in cell:  # the fine-tuned result alone (the plain one not stored)
+            return None
+    if "cpu_seconds" in cell and not _within(cell["cpu_seconds"], 0.0, MAX_SECONDS):
+        return f"has cpu_seconds {_shown(cell['cpu_seconds'])}, not a number of seconds >= 0"
+    if "note" in cell and not isinstance(cell["note"], str):
+        return f"has note {_shown(cell['note'])}, not text"
+    if cell.get("cannot") is True:
+        return None
+    windows = cell.get("n_windows")
+    if not (isinstance(windows, int) and _within(windows, 1, MAX_COUNT)):
+        return f"has n_windows {_shown(windows)}, not a count >= 1"
+    for key in ("bpb", "bpb_last_quarter", "bpb_final32"):
+        if not _within(cell.get(key), 0.0, MAX_BPB):
+            return f"has {key} {_shown(cell.get(key))}, not a finite number of bits per byte"
+        if not _numbers(cell.get(key + "_ci"), 0.0, MAX_BPB, 2):
+            return f"has {key}_ci {_shown(cell.get(key + '_ci'))}, not two numbers of bits per byte"
+        if key + "_windows" in cell and not _numbers(cell[key + "_windows"], 0.0, MAX_BPB, windows):
+            return f"has {key}_windows {_shown(cell[key + '_windows'])}, not {windows} numbers of bits per byte"
+    if not _numbers(cell.get("loss_by_position"), 0.0, MAX_BPB):
+        return f"has loss_by_position {_shown(cell.get('loss_by_position'))}, not a list of losses"
+    retrieval = cell.get("retrieval")
+    if retrieval is not None:
+        if not isinstance(retrieval, dict) or not set(retrieval) <= set(RETRIEVAL_BINS):
+            return f"has retrieval {_shown(retrieval)}, not an object of the bins {', '.join(RETRIEVAL_BINS)}"
+        for name, bin_cell in retrieval.items():
+            problem = _retrieval_problem(bin_cell)
+            if problem is not None:
+                return f"retrieval {name} {problem}"
+    return None
+
+
 @dataclass
 class Progress:
     """The content of ``progress.json``: finished work, so ``--resume`` redoes nothing.
@@ -479,15 +601,29 @@ class Progress:
 
     @classmethod
     def from_dict(cls, data: dict, path) -> "Progress":
+        """The progress ``data`` holds, every finished cell checked as a measurement could have made it
+        (:func:`check_progress_cell`): a resumed run copies them into ``results.json`` as they are."""
         known = {f.name for f in fields(cls)}
         for key, value in data.items():
             if key not in known:
                 raise RunFileError(path, f"has an unknown field {key!r} (known: {sorted(known)})")
             if key == "cpu_seconds":
-                if _num(value) is None or value < 0:
-                    raise RunFileError(path, f"field 'cpu_seconds' is not a number of seconds >= 0: {value!r}")
+                if not _within(value, 0.0, MAX_SECONDS):
+                    raise RunFileError(path, f"field 'cpu_seconds' is not a number of seconds >= 0: {_shown(value)}")
             elif not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
                 raise RunFileError(path, f"field {key!r} is not an object of objects")
+        for key in ("eval", "extension"):
+            for name, per_len in data.get(key, {}).items():
+                for length, cell in per_len.items():
+                    problem = check_progress_cell(cell, finetuned=key == "extension")
+                    if problem is not None:
+                        where = f"{key} {str(name)[:40]!r} at {str(length)[:40]!r}"
+                        raise RunFileError(path, f"cell {where} {problem}")
+        for name, rates in data.get("lr_sweep", {}).items():
+            for rate, score in rates.items():
+                if score is not None and not _within(score, 0.0, MAX_BPB):
+                    where = f"lr_sweep {str(name)[:40]!r} at {str(rate)[:40]!r}"
+                    raise RunFileError(path, f"cell {where} is {_shown(score)}, not bits per byte or null")
         values: Dict[str, Any] = {k: data.get(k, {}) for k in known}
         values["cpu_seconds"] = float(data.get("cpu_seconds", 0.0))
         # Extension results stored before "dynamic_ntk" took its rope type's name "dynamic".

@@ -369,12 +369,18 @@ def test_run_folders_that_stored_dynamic_ntk_resume_under_its_rope_type_name(tmp
     stored["extension_methods"] = ["linear", "dynamic_sideways"]  # anything else is still refused
     with pytest.raises(ValueError, match="extension_methods must be one of"):
         LabConfig.from_dict(stored)
-    old = Progress.from_dict({"extension": {"dynamic_ntk": {"64": {"bpb": 3.0}}}}, tmp_path / "progress.json")
-    assert old.extension == {"dynamic": {"64": {"bpb": 3.0}}}
+
+    def cell(bpb):  # a finished evaluation as the lab stores it (every cell is checked on reading)
+        fields = {f"bpb{part}": bpb for part in ("", "_last_quarter", "_final32")}
+        fields.update({f"{k}_ci": [bpb, bpb] for k in list(fields)})
+        return {**fields, "n_windows": 2, "loss_by_position": [bpb]}
+
+    old = Progress.from_dict({"extension": {"dynamic_ntk": {"64": cell(3.0)}}}, tmp_path / "progress.json")
+    assert old.extension == {"dynamic": {"64": cell(3.0)}}
     both = Progress.from_dict(
-        {"extension": {"dynamic_ntk": {"64": {"bpb": 3.0}}, "dynamic": {"64": {"bpb": 2.0}}}}, tmp_path / "p.json"
+        {"extension": {"dynamic_ntk": {"64": cell(3.0)}, "dynamic": {"64": cell(2.0)}}}, tmp_path / "p.json"
     )
-    assert both.extension == {"dynamic": {"64": {"bpb": 2.0}}}  # the newer record wins
+    assert both.extension == {"dynamic": {"64": cell(2.0)}}  # the newer record wins
 
 
 def test_results_drop_keys_that_are_not_lengths_with_a_note_each():

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from ...runs import atomic_write_text
 from . import kernel_rows, model_rows
 from .settings import BenchConfig, BenchRun, ModelBenchConfig
 
@@ -67,7 +68,7 @@ def _finish(report: dict, table: str, note: str, path: Path) -> int:
     print(table)
     print()
     print(note)
-    path.write_text(json.dumps(report, indent=2))
+    atomic_write_text(path, json.dumps(report, indent=2))
     print(f"wrote {path} ({report['elapsed_s']:.0f} s)")
     return 0
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
-import math
 import os
 import shutil
 import sys
@@ -25,7 +24,17 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from ... import runs
-from .files import LOCK_NAME, OWN_FILES, EvalError, depth_key, read_stamped, settings_changed, stamp, write_json
+from .files import (
+    LOCK_NAME,
+    MAX_NATS_PER_TOKEN,
+    OWN_FILES,
+    EvalError,
+    depth_key,
+    read_stamped,
+    settings_changed,
+    stamp,
+    write_json,
+)
 from .measure import FORMATS
 from .memory import available_bytes, estimate_bytes, size_text
 from .scalings import ScalingSpec, SpecError, written_config
@@ -154,7 +163,10 @@ def _run(ev: EvalRun) -> int:
         raise EvalError(
             f"--out {str(ev.out)!r} is in use by another posenc eval ({busy}); wait for it or choose another --out"
         ) from None
+    except runs.LockRefused as refused:
+        raise EvalError(f"--out {str(ev.out)!r}: {refused}") from None
     try:
+        runs.remove_temporaries(ev.out, _eval_file)  # an interrupted write's; no writer of this folder runs now
         digest = checkpoint_digest(ev.model)
         return evaluate(ev, Inputs.read(ev, load(ev), digest, text))
     finally:
@@ -317,11 +329,20 @@ def load_progress(path: Path, settings: Dict[str, Any], fresh: bool) -> Dict[str
     return cells
 
 
-def _finite_list(value: Any, size: int, kind=float) -> bool:
+#: the bounds of a stored integer (a key, an offset, a count of tokens) and of ``log2 p(key)``'s size
+MAX_STORED_INT = 2**53
+MAX_LOGP_BITS = 1e12
+
+
+def _finite_list(value: Any, size: int, kind=float, low: float = -MAX_LOGP_BITS, high: float = MAX_LOGP_BITS) -> bool:
+    """Whether ``value`` is a list of ``size`` numbers from ``low`` to ``high`` (whole ones for ``int``);
+    a bool, a string, NaN, infinity or a 400-digit int is not one."""
     if not isinstance(value, list) or len(value) != size:
         return False
     for v in value:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return False
+        if not low <= v <= high:  # NaN compares False; an int of any size compares exactly
             return False
         if kind is int and v != int(v):
             return False
@@ -340,19 +361,25 @@ def check_cell(key: Any, cell: Any, settings: Dict[str, Any]) -> Optional[str]:
         windows = settings["windows"]
         if cell.get("tokens") != settings["span"]:
             return f"scored {cell.get('tokens')!r} tokens per window, not {settings['span']}"
-        for name in ("nats", "final_nats"):
-            if not _finite_list(cell.get(name), windows):
-                return f"needs {name} as {windows} finite numbers (one per window)"
+        for name, tokens in (("nats", settings["span"]), ("final_nats", settings["final_tokens"])):
+            if not _finite_list(cell.get(name), windows, low=0.0, high=MAX_NATS_PER_TOKEN * tokens):
+                return (
+                    f"needs {name} as {windows} finite numbers (one per window) from 0 to "
+                    f"{MAX_NATS_PER_TOKEN:g} nats per token scored"
+                )
         return None
     depths = {depth_key(d) for d in settings["depths"]}
     if len(parts) == 4 and parts[0] == "passkey" and parts[1] in labels and parts[2] in lengths and parts[3] in depths:
         trials = settings["passkey_trials"]
-        for name, kind in (("correct", float), ("logp_bits", float), ("key_tokens", int), ("offsets", int)):
-            if not _finite_list(cell.get(name), trials, kind):
+        for name, kind, low in (("correct", float, 0), ("logp_bits", float, -MAX_LOGP_BITS)):
+            if not _finite_list(cell.get(name), trials, kind, low=low, high=MAX_LOGP_BITS):
                 return f"needs {name} as {trials} finite numbers (one per trial)"
+        for name, low in (("key_tokens", 1), ("offsets", 0)):
+            if not _finite_list(cell.get(name), trials, int, low=low, high=MAX_STORED_INT):
+                return f"needs {name} as {trials} finite numbers (one per trial) from {low} to 2**53"
         if any(v not in (0, 1) for v in cell["correct"]):
             return "has an exact match other than 0 or 1"
-        if not _finite_list(cell.get("keys"), trials, int):
+        if not _finite_list(cell.get("keys"), trials, int, low=0, high=MAX_STORED_INT):
             return f"needs keys as {trials} integers (one per trial)"
         return None
     return "is not a cell of this evaluation (kind|scaling|length[|depth])"
@@ -410,12 +437,14 @@ def claim_out(out: Path, model: Path) -> None:
 
 
 def _eval_file(name: str) -> bool:
-    """Whether ``name`` is a file posenc eval writes in its folder (or a temporary one of an atomic write)."""
+    """Whether ``name`` is a file posenc eval writes in its folder (or a temporary one of an atomic write
+    of such a file, which the next run removes under the lock)."""
+    target = runs.temporary_target(name)
+    if target is not None:
+        return target != LOCK_NAME and _eval_file(target)
     if name in OWN_FILES:
         return True
-    if name.endswith(".png") and (name == "ppl_vs_length.png" or name.startswith("passkey_")):
-        return True
-    return name.endswith(".tmp") and name.split(".", 1)[0] in {f.split(".", 1)[0] for f in OWN_FILES if f[0] != "."}
+    return name.endswith(".png") and (name == "ppl_vs_length.png" or name.startswith("passkey_"))
 
 
 def checkpoint_digest(folder: Path) -> str:

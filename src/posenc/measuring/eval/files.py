@@ -22,6 +22,9 @@ LOCK_NAME = ".posenc-eval.lock"
 #: files an eval folder may hold (with the plots, ``*.png``); a folder holding others is not eval's
 OWN_FILES = ("progress.json", "search.json", "results.json", "results.md", LOCK_NAME)
 MAX_RUN_FILE_BYTES = runs.MAX_RUN_FILE_BYTES
+#: the most nats a stored window (of progress.json or search.json) may hold per token it scored: ``exp``
+#: of more (a probability below 1e-304) is past float64, so no perplexity could be reported from it
+MAX_NATS_PER_TOKEN = 700.0
 
 
 class EvalError(Exception):

@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
+from ... import runs
 from .files import depth_key
 from .measure import LN2, bootstrap_interval, ratio_interval, wilson_interval
 from .scalings import ScalingSpec, spec_summary
@@ -290,8 +291,10 @@ def plots(results: Dict[str, Any], out: Path) -> List[Path]:
 def _saved(plt, fig, path: Path) -> Path:
     """``fig`` laid out, written at ``path`` (120 dpi) and closed."""
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        runs.save_figure(fig, path, dpi=120)  # atomically: a link at path is replaced, never written through
+    finally:
+        plt.close(fig)
     return path
 
 

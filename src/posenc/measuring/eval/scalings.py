@@ -28,6 +28,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from ...rope import RotaryEmbedding
 from ...rope.hfconfig import rotary_kwargs_from_hf, to_hf_dict
 from ...rope.registry import REGISTRY, config_fields, extension_types, resolve_name
+from ...rope.scaling import MAX_LENGTH
 from ...runs.extension import extension_config
 
 #: plain RoPE with the model's own base, whatever its config says
@@ -185,9 +186,17 @@ def check_spec(spec: ScalingSpec, lengths: List[int], trained: int, rotary_dim: 
     descriptor = REGISTRY[spec.name]
     for length in lengths:
         try:
-            descriptor.validate(scaled_config(spec, length, trained), rotary_dim)
+            config = scaled_config(spec, length, trained)
+            descriptor.validate(config, rotary_dim)
         except ValueError as err:
             raise SpecError(f"scaling {spec.label!r} at length {length}: {err}") from None
+        factor = getattr(config, "factor", None)
+        if isinstance(factor, (int, float)) and trained * float(factor) > MAX_LENGTH:
+            # the extended context (trained x factor) is a position count: it must be one
+            raise SpecError(
+                f"scaling {spec.label!r}: factor {factor:g} extends the trained context {trained} past "
+                f"2**53 positions; give a factor of at most {MAX_LENGTH / trained:g}"
+            )
 
 
 def rope_of(config: Any) -> Dict[str, Any]:

@@ -44,7 +44,7 @@ import numpy as np
 
 from ...rope.registry import REGISTRY, config_fields, resolve_name
 from ...runs.extension import extension_config
-from .files import EvalError, read_stamped, settings_changed, stamp, write_json
+from .files import MAX_NATS_PER_TOKEN, EvalError, read_stamped, settings_changed, stamp, write_json
 from .scalings import ScalingSpec, SpecError
 
 #: Bound of LongRoPE's search space: each factor in ``[1, LONGROPE_MAX_STRETCH * s]`` (the paper's).
@@ -370,17 +370,18 @@ def _saved_evaluations(store: Path, settings: Dict[str, Any], fresh: bool) -> Di
     saved = data.get("evaluations")
     if not isinstance(saved, dict):
         raise EvalError(f"{store}: 'evaluations' is not a mapping; add --fresh to start over")
-    windows = settings["windows"]
+    windows, most = settings["windows"], MAX_NATS_PER_TOKEN * settings["target_length"]
     for key, entry in saved.items():
         nats = entry.get("nats") if isinstance(entry, dict) else None
         if (
             not isinstance(nats, list)
             or len(nats) != windows
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in nats)
+            # NaN compares False; an int of any size compares exactly (math.isfinite raised on 400 digits)
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= most for v in nats)
         ):
             raise EvalError(
                 f"{store}: evaluation {str(key)[:80]!r} needs nats as {windows} finite numbers (one per search "
-                "window); add --fresh to start over"
+                f"window) from 0 to {MAX_NATS_PER_TOKEN:g} per token scored; add --fresh to start over"
             )
     return saved
 

@@ -8,7 +8,7 @@ what is allowed; the command prints it as one line and exits with status 2.
 
 from __future__ import annotations
 
-import math
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,14 +24,30 @@ MAX_BOOTSTRAP_SAMPLES = 100_000
 MAX_CONFIG_BYTES = 1 << 24
 
 
+#: the largest count a flag takes (a number of windows, tokens, trials, ...): float64 holds it exactly
+MAX_COUNT = 2**53
+#: passkey trials per cell, and configurations a search may evaluate: each is a forward pass, and both
+#: plan their draws up front
+MAX_PASSKEY_TRIALS = 100_000
+MAX_SEARCH_BUDGET = 100_000
+#: what ``--device`` takes: the devices the command loads a model on
+DEVICE = re.compile(r"\A(cpu|cuda(:[0-9]{1,4})?)\Z")
+
+
+def shown(text: str, limit: int = 40) -> str:
+    """``text`` quoted for a message, cut to ``limit`` characters with its length said (a 400-digit
+    number is named, not printed)."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
+
+
 def positive_ints(flag: str, text: str) -> List[int]:
-    """Comma-separated integers >= 1, sorted and unique, or :class:`EvalError`."""
+    """Comma-separated integers >= 1 (and at most :data:`MAX_COUNT`), sorted and unique, or :class:`EvalError`."""
     try:
         values = [int(t) for t in text.split(",") if t.strip()]
     except ValueError:
         values = []
-    if not values or any(v < 1 for v in values):
-        raise EvalError(f"{flag} must be comma-separated positive integers, got {text!r}")
+    if not values or any(not 1 <= v <= MAX_COUNT for v in values):
+        raise EvalError(f"{flag} must be comma-separated positive integers (at most 2**53), got {shown(text)}")
     return sorted(set(values))
 
 
@@ -46,15 +62,26 @@ def depths(text: str) -> List[float]:
     return sorted(set(values))
 
 
-def positive(flag: str, text: str, kind=int):
-    """One number > 0 of ``kind``, or :class:`EvalError`."""
+def positive(flag: str, text: str, kind=int, maximum: float = MAX_COUNT):
+    """One number > 0 and <= ``maximum`` of ``kind``, or :class:`EvalError`."""
     try:
         value = kind(text)
     except ValueError:
         value = None
-    if value is None or not value > 0 or not math.isfinite(value):
-        raise EvalError(f"{flag} must be a positive {kind.__name__}, got {text!r}")
+    if value is None or not value > 0 or value != value:
+        raise EvalError(f"{flag} must be a positive {kind.__name__}, got {shown(str(text))}")
+    if not value <= maximum:  # infinity, or more than float64 counts exactly (a huge int compares exactly)
+        top = "2**53" if maximum == MAX_COUNT else f"{maximum:,}"
+        raise EvalError(f"{flag} must be at most {top}, got {shown(str(text))}")
     return value
+
+
+def check_device(text: Any) -> str:
+    """``--device``: ``cpu``, ``cuda`` or ``cuda:N``, or :class:`EvalError` (torch knows more device
+    types, ``xla`` or ``meta``, that a checkpoint is not loaded on here)."""
+    if not isinstance(text, str) or not DEVICE.match(text):
+        raise EvalError(f"--device must be cpu, cuda or cuda:N, got {shown(str(text))}")
+    return text
 
 
 def seed_of(text: str) -> int:
@@ -64,7 +91,9 @@ def seed_of(text: str) -> int:
     except ValueError:
         seed = -1
     if seed < 0:
-        raise EvalError(f"--seed must be an integer >= 0, got {text!r}")
+        raise EvalError(f"--seed must be an integer >= 0, got {shown(str(text))}")
+    if seed > MAX_COUNT:
+        raise EvalError(f"--seed must be at most 2**53, got {shown(str(text))}")
     return seed
 
 
@@ -195,6 +224,7 @@ def _numbers(args) -> Dict[str, Any]:
         raise EvalError(f"--passkey-format must be one of {', '.join(sorted(FORMATS))}, got {args.passkey_format!r}")
     if args.dtype is not None and args.dtype not in DTYPES:
         raise EvalError(f"--dtype must be one of {', '.join(DTYPES)}, got {args.dtype!r}")
+    check_device(args.device)
     if args.device_map is not None and args.device_map != "auto":
         raise EvalError(f"--device-map takes only 'auto' (accelerate's convention), got {args.device_map!r}")
     v: Dict[str, Any] = {"passkey_format": args.passkey_format, "dtype": args.dtype, "device_map": args.device_map}
@@ -204,18 +234,19 @@ def _numbers(args) -> Dict[str, Any]:
         raise EvalError(f"--windows must be at least 2 (intervals are over windows), got {v['windows']}")
     v["final_tokens"] = positive("--final-tokens", args.final_tokens)
     trials = args.passkey_trials
-    v["passkey_trials"] = 0 if str(trials).strip() == "0" else positive("--passkey-trials", trials)
+    v["passkey_trials"] = (
+        0 if str(trials).strip() == "0" else positive("--passkey-trials", trials, maximum=MAX_PASSKEY_TRIALS)
+    )
     v["depths"] = tuple(depths(args.depths))
     v["batch_size"] = positive("--batch-size", args.batch_size)
-    v["bootstrap_samples"] = samples = positive("--bootstrap-samples", args.bootstrap_samples)
-    if samples > MAX_BOOTSTRAP_SAMPLES:  # one (samples, windows) index array per interval
-        raise EvalError(f"--bootstrap-samples must be at most {MAX_BOOTSTRAP_SAMPLES:,}, got {samples:,}")
+    # one (samples, windows) index array per interval
+    v["bootstrap_samples"] = positive("--bootstrap-samples", args.bootstrap_samples, maximum=MAX_BOOTSTRAP_SAMPLES)
     memory = args.memory_limit
     v["memory_limit"] = positive("--memory-limit", memory, float) if memory is not None else None
     v["seed"] = seed_of(args.seed)
     v["search_length"] = positive("--search-length", args.search_length) if args.search_length else None
     v["search_windows"] = positive("--search-windows", args.search_windows)
-    v["search_budget"] = positive("--search-budget", args.search_budget)
+    v["search_budget"] = positive("--search-budget", args.search_budget, maximum=MAX_SEARCH_BUDGET)
     v["search"] = None
     if args.search is not None:
         from .search import search_type

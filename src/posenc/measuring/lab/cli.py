@@ -29,7 +29,7 @@ from .console import CpuClock, Interrupt, ProgressBars
 from .distributed import Dist, barrier, setup, teardown
 from .evaluate import evaluate_at, per_position_nats, window_ends
 from .extend import extended_model, finetune
-from .folder import LabError, LabRun, open_run
+from .folder import LabError, LabRun, check_threads, open_run
 from .metrics import bits_per_byte
 from .parser import add_arguments as add_arguments
 from .parser import command_line
@@ -299,8 +299,7 @@ def run(args) -> int:
         if args.device == "cuda" and not torch.cuda.is_available():
             raise LabError("--device cuda was given but torch.cuda.is_available() is False; allowed here: --device cpu")
         if args.threads is not None:
-            if args.threads < 1:
-                raise LabError(f"--threads must be >= 1, got {args.threads}")
+            check_threads(args.threads)
             torch.set_num_threads(args.threads)
         d = setup(args.device)
         try:

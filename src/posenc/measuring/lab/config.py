@@ -21,6 +21,18 @@ from .passkey import MIN_LENGTH
 #: types an extension ratio sets (see posenc.rope.registry), as registered at import.
 EXTENSION_METHODS = extension_types()
 
+#: The largest value of each kind of field: the lab trains small models on a CPU, and past these a run
+#: would end in an allocation failure or an overflow deep in torch instead of one line here. A seed is
+#: what ``torch.manual_seed`` and numpy take (32 bits, with room for the offsets the lab adds); a
+#: width, a depth, a sequence length and a batch are far past any model the lab could train; a
+#: number of steps or trials is what float64 counts exactly.
+MAX_SEED = 2**32 - 1
+MAX_WIDTH = 1 << 14  # d_model
+MAX_LAYERS = 1 << 10  # n_layers, n_heads, mlp_ratio
+MAX_SIZE = 1 << 20  # train_len, batches, windows
+MAX_COUNT = 2**53  # steps, trials, samples
+MAX_TRIALS = 100_000  # bootstrap_samples and retrieval_trials: each plans its draws up front
+
 
 @dataclass
 class LabConfig:
@@ -73,7 +85,7 @@ class LabConfig:
     sweep_steps: int = 0  # steps per sweep run (0 = a fifth of `steps`)
 
     def validate(self) -> "LabConfig":
-        check_int("seed", self.seed, minimum=0)
+        check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
         if not self.schemes:
             raise ValueError("schemes must name at least one scheme, got an empty list")
         for name in self.schemes:
@@ -81,26 +93,18 @@ class LabConfig:
         if len(set(self.schemes)) != len(self.schemes):
             raise ValueError(f"schemes must not repeat a name, got {self.schemes}")
         check_float("val_fraction", self.val_fraction, greater_than=0.0, maximum=0.5)
-        for name in (
-            "d_model",
-            "n_layers",
-            "n_heads",
-            "mlp_ratio",
-            "train_len",
-            "batch_size",
-            "steps",
-            "checkpoint_every",
-            "eval_windows",
-            "eval_batch",
-            "final_bytes",
-            "bootstrap_samples",
-            "finetune_steps",
-            "finetune_batch",
+        for names, top in (
+            (("d_model",), MAX_WIDTH),
+            (("n_layers", "n_heads", "mlp_ratio"), MAX_LAYERS),
+            (("train_len", "batch_size", "eval_windows", "eval_batch", "final_bytes", "finetune_batch"), MAX_SIZE),
+            (("steps", "checkpoint_every", "finetune_steps"), MAX_COUNT),
+            (("bootstrap_samples",), MAX_TRIALS),
         ):
-            check_int(name, getattr(self, name), minimum=1)
+            for name in names:
+                check_int(name, getattr(self, name), minimum=1, maximum=top)
         check_float("retrieval_share", self.retrieval_share, minimum=0.0, maximum=0.5)
         check_float("finetune_retrieval_share", self.finetune_retrieval_share, minimum=0.0, maximum=0.5)
-        check_int("retrieval_trials", self.retrieval_trials, minimum=0)
+        check_int("retrieval_trials", self.retrieval_trials, minimum=0, maximum=MAX_TRIALS)
         check_float("retrieval_answer_weight", self.retrieval_answer_weight, minimum=0.0, maximum=100.0)
         if (self.retrieval_share > 0 or self.retrieval_trials > 0) and self.train_len < MIN_LENGTH:
             raise ValueError(
@@ -122,7 +126,9 @@ class LabConfig:
         if (
             not self.eval_multipliers
             or self.eval_multipliers[0] != 1
-            or any(isinstance(m, bool) or not isinstance(m, int) or m < 1 for m in self.eval_multipliers)
+            or any(
+                isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_SIZE for m in self.eval_multipliers
+            )
             or sorted(set(self.eval_multipliers)) != list(self.eval_multipliers)
         ):
             raise ValueError(

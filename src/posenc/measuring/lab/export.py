@@ -53,6 +53,7 @@ from ...model import Block, TinyLM
 from ...rope import RotaryEmbedding
 from ...rope.hfconfig import to_hf_dict
 from ...rope.layout import permute_for_half_split
+from ...runs import folder_mode
 from ...runs.lab_run import RunModelError, read_run_model
 
 #: The transformers architecture the lab's RoPE block matches.
@@ -236,6 +237,7 @@ def export_model(model: TinyLM, out: Path, *, max_position_embeddings: int) -> P
     # written beside OUT and moved into place whole: an interrupted export leaves no half checkpoint
     partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     try:
+        os.chmod(partial, folder_mode())  # mkdtemp makes it 0700; the checkpoint gets what the umask allows
         hf.save_pretrained(partial)
         byte_tokenizer().save_pretrained(partial)
         check_new_folder(out)

@@ -20,7 +20,16 @@ from ..corpus import load_corpus
 from .config import LabConfig, preset_config
 from .distributed import Dist, barrier
 from .parser import config_overrides
-from .store import FolderBusy, RunDir, RunLock, is_lab_run, read_run_file, write_run_file
+from .store import (
+    FolderBusy,
+    LockRefused,
+    RunDir,
+    RunLock,
+    is_lab_run,
+    read_run_file,
+    remove_temporaries,
+    write_run_file,
+)
 
 
 class LabError(Exception):
@@ -38,6 +47,19 @@ RUN_FILES = (
     "loss_by_position.png",
     "retrieval.png",
 )
+
+
+#: the most torch CPU threads a process may ask for (``torch.set_num_threads`` overflows on 400 digits)
+MAX_THREADS = 4096
+
+
+def check_threads(threads: int) -> None:
+    """``--threads`` from 1 to :data:`MAX_THREADS`, or :class:`LabError`."""
+    if threads < 1:
+        raise LabError(f"--threads must be >= 1, got {threads}")
+    if threads > MAX_THREADS:
+        shown = str(threads) if len(str(threads)) <= 20 else f"a {len(str(threads))}-digit number"
+        raise LabError(f"--threads must be <= {MAX_THREADS}, got {shown}")
 
 
 def checked_config(make, what: str) -> LabConfig:
@@ -95,6 +117,15 @@ def _clear_run(root: Path) -> None:
             path = ckpt / f"{scheme}.pt"
             if path.is_file() and not path.is_symlink():
                 path.unlink()
+
+
+def remove_stale_temporaries(root: Path) -> None:
+    """Delete what an interrupted write of a lab file left in ``root`` and its ``checkpoints`` (the
+    temporaries of :data:`RUN_FILES` and of ``<scheme>.pt``); called under the folder's lock."""
+    remove_temporaries(root, RUN_FILES)
+    ckpt = root / "checkpoints"
+    if ckpt.is_dir() and not ckpt.is_symlink():
+        remove_temporaries(ckpt, [f"{scheme}.pt" for scheme in SCHEMES])
 
 
 def resolve_config(args) -> tuple:
@@ -167,6 +198,8 @@ def locked(root: Path, flag: str):
             f"{flag} {str(root)!r} is in use by {busy} (another posenc lab is running there); wait for "
             f"it to finish or choose another folder"
         ) from None
+    except LockRefused as refused:
+        raise LabError(f"{flag} {str(root)!r}: {refused}") from None
     try:
         yield lock
     finally:
@@ -215,6 +248,7 @@ def open_run(args, d: Dist, stack: ExitStack) -> Tuple[LabRun, Any, dict]:
     if d.main:
         run.root.mkdir(parents=True, exist_ok=True)
         stack.enter_context(locked(run.root, "--resume" if resuming else "--out"))
+        remove_stale_temporaries(run.root)
         if resuming:
             stored = read_run_file(run.corpus_path, "corpus")
             if stored and stored.get("val_split_sha256") != corpus_info["val_split_sha256"]:

@@ -31,7 +31,7 @@ import numpy as np
 
 from .passkey import BIN_NAMES, CHANCE_LOGP_BITS
 from .schema import MACHINERY_CHECK, stamp
-from .store import write_json
+from .store import save_figure, write_json
 from .verdicts import ALPHA, LABELS, machinery_check_reason, quote, verdicts
 
 
@@ -515,8 +515,7 @@ def plot(results: dict, folder: Path) -> List[Path]:
     ax.legend(fontsize=7, ncol=2, loc="upper left")
     fig.tight_layout()
     path = folder / "bpb_vs_length.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(plt, fig, path, 120)
     written.append(path)
 
     top = str(lengths[-1])
@@ -534,8 +533,7 @@ def plot(results: dict, folder: Path) -> List[Path]:
     ax.legend(fontsize=8)
     fig.tight_layout()
     path = folder / "loss_by_position.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(plt, fig, path, 120)
     written.append(path)
     heatmap = plot_retrieval(results, folder)
     if heatmap is not None:
@@ -601,9 +599,16 @@ def plot_retrieval(results: dict, folder: Path) -> Optional[Path]:
     )
     fig.tight_layout()
     path = Path(folder) / "retrieval.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path, 110)
     return path
+
+
+def _save(plt, fig, path: Path, dpi: int) -> None:
+    """``fig`` written at ``path`` atomically (a link there is replaced, never written through), then closed."""
+    try:
+        save_figure(fig, path, dpi=dpi)
+    finally:
+        plt.close(fig)
 
 
 def write_report(results: dict, folder: Path, command: str = "", plots: bool = True) -> None:

@@ -13,8 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, List, Tuple
 
-from .config import preset_config
-from .folder import LabError, check_writable, checked_config, locked
+from .config import MAX_SEED, preset_config
+from .folder import MAX_THREADS, LabError, check_threads, check_writable, checked_config, locked
 from .parser import command_line, config_overrides
 from .store import atomic_write_bytes, is_lab_run, write_run_file
 from .summary import seed_dir, summarize, table_bpb, table_retrieval, table_time, table_verdicts
@@ -24,8 +24,9 @@ def _seed_commands(args) -> Tuple[Path, List[Tuple[int, List[str]]], str]:
     """(seeds folder, [(seed, argv of its `posenc lab` run)], the command as typed) for ``--seeds``;
     a :class:`LabError` for flags that do not go with it."""
     seeds = args.seeds
-    if not seeds or len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
-        raise LabError(f"--seeds must list distinct seeds >= 0, got {seeds}")
+    if not seeds or len(set(seeds)) != len(seeds) or any(not 0 <= s <= MAX_SEED for s in seeds):
+        shown = ",".join(str(s) if len(str(s)) <= 20 else f"<a {len(str(s))}-digit number>" for s in seeds or [])
+        raise LabError(f"--seeds must list distinct seeds >= 0 and <= {MAX_SEED}, got {shown or seeds}")
     for flag, given in (("--seed", args.seed is not None), ("--resume", bool(args.resume)), ("--fresh", args.fresh)):
         if given:
             raise LabError(
@@ -36,6 +37,10 @@ def _seed_commands(args) -> Tuple[Path, List[Tuple[int, List[str]]], str]:
         raise LabError("--seeds needs --out, the folder that holds one run folder per seed")
     if args.jobs < 1:
         raise LabError(f"--jobs must be >= 1, got {args.jobs}")
+    if args.jobs > MAX_THREADS:
+        raise LabError(f"--jobs must be <= {MAX_THREADS}, got {args.jobs if args.jobs < 10**20 else 'more'}")
+    if args.threads is not None:
+        check_threads(args.threads)
     cfg = checked_config(lambda: preset_config(args.preset or "quick", **config_overrides(args)), "invalid settings")
     root = Path(args.out)
     if root.exists() and not root.is_dir():

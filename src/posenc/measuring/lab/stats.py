@@ -44,9 +44,18 @@ from ..._checks import check_float, check_int
 Values = Union[Sequence[float], np.ndarray]
 
 
-def _counts(k: int, n: int) -> None:
-    check_int("n", n, minimum=1)
-    check_int("k", k, minimum=0, maximum=n)
+def _count(name: str, value: object, *, minimum: int = 0, maximum: Optional[int] = None) -> int:
+    """``value``, a count, as an int: a Python int or a numpy integer (``np.int64(10)``, what numpy's
+    sums give) within the bounds; a bool (``True`` is no count), a float or anything else raises
+    ``TypeError`` naming ``name`` (:func:`posenc._checks.check_int`)."""
+    if isinstance(value, np.integer) and not isinstance(value, (bool, np.bool_)):
+        value = int(value)
+    return check_int(name, value, minimum=minimum, maximum=maximum)
+
+
+def _counts(k: int, n: int) -> Tuple[int, int]:
+    n = _count("n", n, minimum=1)
+    return _count("k", k, minimum=0, maximum=n), n
 
 
 def _level(level: float) -> None:
@@ -60,7 +69,7 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> Tuple[float, float]:
     The lower end is the ``p`` with P(X >= k | p) = (1 - level)/2, the upper end the ``p`` with
     P(X <= k | p) = (1 - level)/2; 0 of 100 gives [0, 0.0362] (``1 - 0.025 ** (1/100)``).
     """
-    _counts(k, n)
+    k, n = _counts(k, n)
     _level(level)
     tail = (1.0 - level) / 2.0
     # The binomial tails are beta distributions: P(X >= k | p) = I_p(k, n - k + 1).
@@ -71,7 +80,7 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> Tuple[float, float]:
 
 def wilson(k: int, n: int, level: float = 0.95) -> Tuple[float, float]:
     """Wilson score interval of a proportion (Wilson 1927), without continuity correction."""
-    _counts(k, n)
+    k, n = _counts(k, n)
     _level(level)
     ci = _st.binomtest(k, n).proportion_ci(confidence_level=level, method="wilson")
     return max(0.0, float(ci.low)), min(1.0, float(ci.high))
@@ -82,8 +91,8 @@ def newcombe_unpaired(k1: int, n1: int, k2: int, n2: int, level: float = 0.95) -
 
     With ``(l_i, u_i)`` the Wilson interval of ``p_i``: ``d - sqrt((p1 - l1)^2 + (u2 - p2)^2)`` to
     ``d + sqrt((u1 - p1)^2 + (p2 - l2)^2)`` (Newcombe 1998, method 10)."""
-    _counts(k1, n1)
-    _counts(k2, n2)
+    k1, n1 = _counts(k1, n1)
+    k2, n2 = _counts(k2, n2)
     p1, p2 = k1 / n1, k2 / n2
     l1, u1 = wilson(k1, n1, level)
     l2, u2 = wilson(k2, n2, level)
@@ -102,7 +111,7 @@ def newcombe_paired(
     correction (``ad - bc`` reduced by ``n / 2`` when positive, 0 when a margin is empty)
     (Newcombe 1998, paired data, method 10)."""
     a, b, c, d = (
-        check_int(name, v, minimum=0)
+        _count(name, v, minimum=0)
         for name, v in zip(("both", "first_only", "second_only", "neither"), (both, first_only, second_only, neither))
     )
     n = a + b + c + d
@@ -126,7 +135,7 @@ def newcombe_paired(
 def binom_test(k: int, n: int, p: float = 0.5) -> float:
     """Two-sided exact binomial test of ``k`` successes in ``n`` trials against ``p``: the total
     probability of every outcome no more likely than the one observed (the usual definition)."""
-    _counts(k, n)
+    k, n = _counts(k, n)
     check_float("p", p, minimum=0.0, maximum=1.0)
     return float(_st.binomtest(k, n, p).pvalue)
 
@@ -149,8 +158,8 @@ def mcnemar_exact(a: Values, b: Values) -> Tuple[int, int, float]:
 def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
     """Two-sided Fisher exact test of ``k1 / n1`` against ``k2 / n2`` (independent trials): the
     probability, given the margins, of every table no more likely than the observed one."""
-    _counts(k1, n1)
-    _counts(k2, n2)
+    k1, n1 = _counts(k1, n1)
+    k2, n2 = _counts(k2, n2)
     return float(_st.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]]).pvalue)
 
 
@@ -186,7 +195,10 @@ def _binary(name: str, values) -> np.ndarray:
 
 
 def _finite(name: str, values, minimum: int = 1) -> np.ndarray:
-    x = np.asarray(values, dtype=np.float64)
+    try:
+        x = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):  # a string, an object, an int past float64
+        raise ValueError(f"{name} must hold only finite numbers") from None
     if x.ndim != 1 or x.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-D sequence, got shape {x.shape}")
     if not np.all(np.isfinite(x)):
@@ -203,8 +215,14 @@ def _finite(name: str, values, minimum: int = 1) -> np.ndarray:
 def _t_summary(effect: float, se: float, df: float, n: int, level: float) -> dict:
     """``effect``, its ``level`` t interval, ``se``, ``df``, ``n`` and the two-sided ``p`` of
     "no difference"; a zero standard error (every unit the same) gives p = 1 for a zero effect and
-    p = 0 otherwise."""
+    p = 0 otherwise. An effect or standard error that is not finite (units whose values overflow
+    float64 on the way) is no evidence of anything: ``ValueError``, never a p that a rule rejects."""
     _level(level)
+    if not (math.isfinite(effect) and math.isfinite(se) and se >= 0):
+        raise ValueError(
+            f"the effect ({effect!r}) or its standard error ({se!r}) is not a finite number: the values "
+            "overflow float64 on the way, so no test is made"
+        )
     if se > 0:
         p = t_two_sided_p(effect / se, df)
         half = t_quantile(0.5 + level / 2.0, df) * se
@@ -229,10 +247,10 @@ def paired_t(a: Values, b: Values, level: float = 0.95) -> dict:
     x, y = _finite("a", a, 2), _finite("b", b, 2)
     if x.size != y.size:
         raise ValueError(f"a and b must be paired (the same units), got {x.size} and {y.size} values")
-    diff = x - y
-    return _t_summary(
-        float(diff.mean()), float(diff.std(ddof=1)) / math.sqrt(diff.size), diff.size - 1, diff.size, level
-    )
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused by _t_summary, in words
+        diff = x - y
+        effect, sd = float(diff.mean()), float(diff.std(ddof=1))
+    return _t_summary(effect, sd / math.sqrt(diff.size), diff.size - 1, diff.size, level)
 
 
 def welch_t(a: Values, b: Values, level: float = 0.95) -> dict:
@@ -240,10 +258,20 @@ def welch_t(a: Values, b: Values, level: float = 0.95) -> dict:
     variances; Welch–Satterthwaite degrees of freedom). The fields of :func:`paired_t`, ``n`` the
     smaller sample; at least 2 units a side."""
     x, y = _finite("a", a, 2), _finite("b", b, 2)
-    va, vb = float(x.var(ddof=1)) / x.size, float(y.var(ddof=1)) / y.size
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused by _t_summary, in words
+        va, vb = float(x.var(ddof=1)) / x.size, float(y.var(ddof=1)) / y.size
+        effect = float(x.mean() - y.mean())
     se = math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / (x.size - 1) + vb**2 / (y.size - 1)) if se > 0 else float(x.size + y.size - 2)
-    return _t_summary(float(x.mean() - y.mean()), se, df, min(x.size, y.size), level)
+    if not (math.isfinite(se) and math.isfinite(effect)):
+        return _t_summary(effect, se, 1.0, min(x.size, y.size), level)  # refused there
+    if se > 0:
+        try:
+            df = (va + vb) ** 2 / (va**2 / (x.size - 1) + vb**2 / (y.size - 1))
+        except (OverflowError, ZeroDivisionError):  # squares past float64 either way: the same ratio without them
+            df = _satterthwaite([(va, x.size - 1.0), (vb, y.size - 1.0)])
+    else:
+        df = float(x.size + y.size - 2)
+    return _t_summary(effect, se, df, min(x.size, y.size), level)
 
 
 # -- many comparisons ------------------------------------------------------------------------------
@@ -288,7 +316,8 @@ def holm_adjusted(pvalues: Sequence[Optional[float]]) -> List[Optional[float]]:
 
 def holm_threshold(m: int, alpha: float = 0.05) -> float:
     """The strictest level Holm's rule applies among ``m`` comparisons (``alpha / m``, Bonferroni's)."""
-    check_int("m", m, minimum=1)
+    _count("m", m, minimum=1)
+    check_float("alpha", alpha, greater_than=0.0, maximum=1.0)
     return alpha / m
 
 
@@ -296,8 +325,14 @@ def holm_threshold(m: int, alpha: float = 0.05) -> float:
 def _satterthwaite(parts: Sequence[Tuple[float, float]]) -> float:
     """Degrees of freedom of a sum of variance estimates ``(v_i, df_i)`` (Satterthwaite 1946)."""
     total = sum(v for v, _ in parts)
+    if not total > 0:
+        return float(max(df for _, df in parts))
     denom = sum(v * v / df for v, df in parts if v > 0)
-    return total * total / denom if denom > 0 else float(max(df for _, df in parts))
+    dof = total * total / denom if denom > 0 else math.inf
+    if math.isfinite(dof):
+        return dof
+    # a square overflowed or underflowed: (sum v)^2 / sum(v^2 / df), each v taken as its share of the sum
+    return 1.0 / sum((v / total) ** 2 / df for v, df in parts if v > 0)
 
 
 def across_seeds(

@@ -11,8 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...runs import FolderBusy as FolderBusy  # re-exported: the lab cli and its tests catch it here
+from ...runs import LockRefused as LockRefused
 from ...runs import RunLock as _FolderLock
 from ...runs import atomic_write_bytes as atomic_write_bytes
+from ...runs import atomic_write_text as atomic_write_text
+from ...runs import remove_temporaries as remove_temporaries
+from ...runs import save_figure as save_figure
 from ...runs import write_json as write_json
 from ...runs.lab_run import CHECKPOINT_KEYS as CHECKPOINT_KEYS
 from ...runs.lab_run import RunDir as RunDir

@@ -37,7 +37,7 @@ import numpy as np
 from .passkey import BIN_NAMES
 from .report import cpu_by_scheme
 from .schema import SUMMARIES_DIR, RunFileError, load_json_file
-from .store import write_run_file
+from .store import atomic_write_text, write_run_file
 from .verdicts import (
     LABELS,
     NOT_MEASURED,
@@ -649,7 +649,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 1 if stale else 0
         for name in DOC_FILES:
             path = Path(args.root) / name
-            path.write_text(render_text(path.read_text(encoding="utf-8"), summaries, name), encoding="utf-8")
+            atomic_write_text(path, render_text(path.read_text(encoding="utf-8"), summaries, name))
         return 0
     except (RunFileError, ValueError, OSError) as err:
         print(f"posenc lab summary: {err}", file=sys.stderr)

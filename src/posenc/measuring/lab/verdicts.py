@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -95,7 +95,10 @@ EXPECTED = {
 def _finite(value) -> Optional[float]:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int past float64
+        return None
     return value if math.isfinite(value) else None
 
 
@@ -122,7 +125,10 @@ def _units(entry: Optional[dict], key: str) -> Optional[np.ndarray]:
         return None
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in raw):
         return None
-    values = np.asarray(raw, dtype=np.float64)
+    try:
+        values = np.asarray(raw, dtype=np.float64)
+    except OverflowError:  # an int past float64
+        return None
     return values if np.all(np.isfinite(values)) else None
 
 
@@ -209,7 +215,10 @@ def compare(
             return _missing(record, "exact-match outcomes other than 0 and 1")
         _exact_test(record, x, y, paired)
     else:
-        out = paired_t(x, y) if paired else welch_t(x, y)
+        try:
+            out = paired_t(x, y) if paired else welch_t(x, y)
+        except ValueError as err:  # values that overflow on the way: no test, never a rejection
+            return _missing(record, str(err))
         test = f"paired t over {x.size} {what}" if paired else f"Welch t of {x.size} vs {y.size} {what}"
         record.update(test=test, **{name: out[name] for name in T_TEST_FIELDS})
         if kind == "bpb" and paired:
@@ -534,31 +543,86 @@ def _measured(v: Optional[dict]) -> bool:
     )
 
 
-def _pooled_counts(runs: List[dict]) -> Optional[List[int]]:
-    """The exact-match counts of ``runs`` summed over the seeds, when every run kept them alike."""
-    counts: List[List[int]] = []
-    for r in runs:
-        c = r.get("counts")
-        if not (isinstance(c, list) and len(c) == 4 and all(isinstance(v, int) and v >= 0 for v in c)):
-            return None
-        counts.append(c)
-    return [sum(c[i] for c in counts) for i in range(4)]
-
-
-def _seed_test(runs: List[dict], effects: List[float]) -> Optional[dict]:
-    """:func:`across_seeds` on what the per-seed records kept, or None when they lack it."""
-    if all(r.get("units") == "windows" for r in runs):
-        diffs = [r.get("unit_diffs") for r in runs]
-        rows: List[List[float]] = [d for d in diffs if isinstance(d, list) and len(d) >= 2]
-        if len(rows) != len(runs) or len({len(d) for d in rows}) != 1:
-            return None  # not kept, or not the same windows in every seed: they cannot be paired
-        return across_seeds(effects, windows=rows)
-    if all(r.get("units") == "trials" for r in runs):
-        se = [v for v in (_finite(r.get("se")) for r in runs) if v is not None and v >= 0]
-        df = [v for v in (_finite(r.get("df")) for r in runs) if v is not None and v > 0]
-        if len(se) == len(df) == len(runs):
-            return across_seeds(effects, unit_se=se, unit_df=df)
+def _counts_problem(counts: Any, paired: bool) -> Optional[str]:
+    """Why ``counts`` are not one run's exact-match counts (``None`` when they are): four whole
+    numbers >= 0, paired (both right, only the first, only the second, neither; at least one trial)
+    or unpaired (``k1, n1, k2, n2`` with ``k <= n`` and ``n >= 1`` on each side)."""
+    if not (
+        isinstance(counts, list)
+        and len(counts) == 4
+        and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 2**53 for v in counts)
+    ):
+        return f"counts {str(counts)[:60]} are not four whole numbers >= 0"
+    if paired and sum(counts) < 1:
+        return "counts hold no trial"
+    if not paired and not (1 <= counts[1] and counts[0] <= counts[1] and 1 <= counts[3] and counts[2] <= counts[3]):
+        return f"counts {counts} give more exact matches than trials (k > n) or no trials"
     return None
+
+
+def _pooled_counts(runs: Dict[int, dict], paired: bool) -> Tuple[Optional[List[int]], Optional[str]]:
+    """``(counts summed over the seeds, None)`` when every run kept its counts alike, ``(None, None)``
+    when some run kept none (summaries written before they were kept), and ``(None, problem)`` naming
+    the seed whose counts are damaged (``k > n``, negative, not whole)."""
+    counts: List[List[int]] = []
+    for seed, r in runs.items():
+        c = r.get("counts")
+        if c is None:
+            return None, None
+        problem = _counts_problem(c, paired)
+        if problem is not None:
+            return None, f"seed {seed}'s {problem}"
+        counts.append(c)
+    return [sum(c[i] for c in counts) for i in range(4)], None
+
+
+def _unit_diffs_problem(diffs: Any) -> Optional[str]:
+    """Why ``diffs`` are not a run's per-window differences (``None`` when they are)."""
+    if not isinstance(diffs, list) or len(diffs) < 2:
+        return None  # not kept: the test cannot be made, said apart
+    for v in diffs:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or _finite(v) is None:
+            return f"per-window differences hold {str(v)[:40]!r}, not a finite number"
+    return None
+
+
+def _seed_test(runs: Dict[int, dict], effects: List[float]) -> Tuple[Optional[dict], Optional[str]]:
+    """``(across_seeds on what the per-seed records kept, None)``; ``(None, None)`` when they lack it,
+    and ``(None, problem)`` naming the seed whose record is damaged (a NaN or a string among its
+    per-window differences, a standard error that is not a number) or what the test refused."""
+    for seed, r in runs.items():
+        problem = _unit_diffs_problem(r.get("unit_diffs")) if r.get("units") == "windows" else None
+        if problem is not None:
+            return None, f"seed {seed}'s {problem}"
+    try:
+        if all(r.get("units") == "windows" for r in runs.values()):
+            diffs = [r.get("unit_diffs") for r in runs.values()]
+            rows: List[List[float]] = [d for d in diffs if isinstance(d, list) and len(d) >= 2]
+            if len(rows) != len(runs) or len({len(d) for d in rows}) != 1:
+                return None, None  # not kept, or not the same windows in every seed: they cannot be paired
+            return across_seeds(effects, windows=rows), None
+        if all(r.get("units") == "trials" for r in runs.values()):
+            se = [v for v in (_finite(r.get("se")) for r in runs.values()) if v is not None and v >= 0]
+            df = [v for v in (_finite(r.get("df")) for r in runs.values()) if v is not None and v > 0]
+            if len(se) == len(df) == len(runs):
+                return across_seeds(effects, unit_se=se, unit_df=df), None
+    except ValueError as err:  # effects that are not the means of their windows, values that overflow
+        return None, f"the test across seeds refused the records ({err})"
+    return None, None
+
+
+def _seed_evidence(
+    runs: Dict[int, dict], effects: Dict[int, float], unit: Optional[str]
+) -> Tuple[Optional[dict], Optional[List[int]], bool, Optional[str]]:
+    """``(test across seeds, pooled exact-match counts, whether they are paired, problem)`` of the
+    measured ``runs``: the test (:func:`_seed_test`), and for exact matches the counts summed over the
+    seeds (:func:`_pooled_counts`); ``problem`` names the seed whose record is damaged."""
+    stats, problem = _seed_test(runs, list(effects.values()))
+    paired = all(str(r.get("test", "")).startswith("exact McNemar") for r in runs.values())
+    pooled = None
+    if stats is not None and unit == "percent":
+        pooled, problem = _pooled_counts(runs, paired)
+    return stats, pooled, paired, problem
 
 
 def _across(claim: str, runs: Dict[int, dict], seeds: List[int]) -> dict:
@@ -604,7 +668,10 @@ def _across(claim: str, runs: Dict[int, dict], seeds: List[int]) -> dict:
         return record
     if len(measured) < 2:
         return record
-    stats = _seed_test([runs[s] for s in measured], list(effects.values()))
+    stats, pooled, paired, problem = _seed_evidence({s: runs[s] for s in measured}, effects, unit)
+    if problem is not None:  # a damaged record: this claim is not measured, the others go on
+        record["evidence"] = f"not measured across seeds: {problem}"
+        return record
     if stats is None:
         record["evidence"] = (
             f"{len(measured)} seeds{of}, but their records lack the per-window or per-trial sampling that "
@@ -612,12 +679,10 @@ def _across(claim: str, runs: Dict[int, dict], seeds: List[int]) -> dict:
         )
         return record
     ci, how = stats["effect_ci"], "t-interval"
-    pooled = _pooled_counts([runs[s] for s in measured]) if unit == "percent" else None
     if pooled is not None:
         # Newcombe's interval of the pooled counts stays honest at 0% and 100%, where identical
         # per-seed effects give a t interval of width zero; the t interval carries the spread between
         # seeds, which pooling hides. The hull of the two keeps both.
-        paired = all(str(r.get("test", "")).startswith("exact McNemar") for r in (runs[s] for s in measured))
         lo, hi = newcombe_paired(*pooled) if paired else newcombe_unpaired(*pooled)
         ci = [min(ci[0], lo), max(ci[1], hi)]
         how = "hull of the t-interval and Newcombe's interval of the pooled counts"

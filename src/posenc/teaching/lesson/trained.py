@@ -151,6 +151,8 @@ def read_summary(folder: Path = MODELS_DIR) -> dict:
         content = json.loads(_read_bytes(path).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise TrainedModelError(path, f"is not valid JSON ({err})") from None
+    except RecursionError:  # brackets nested past the parser's stack
+        raise TrainedModelError(path, "nests its JSON too deeply to read") from None
     _check_header(path, content, SUMMARY_FORMAT)
     models = content.get("models")
     _expect(path, isinstance(models, dict) and bool(models), "has no models")
@@ -174,7 +176,9 @@ def read_summary(folder: Path = MODELS_DIR) -> dict:
     lengths = content.get("eval_lengths")
     _expect(
         path,
-        isinstance(lengths, list) and bool(lengths) and all(isinstance(n, int) and n > 0 for n in lengths),
+        isinstance(lengths, list)
+        and bool(lengths)
+        and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in lengths),
         f"eval_lengths must be positive integers, got {lengths!r}",
     )
     return content

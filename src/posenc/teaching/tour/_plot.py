@@ -8,6 +8,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
+from ...runs import save_figure
 from ..lesson.palette import SCALING_DASHES, diverging
 
 
@@ -43,7 +44,7 @@ def scaling_dash(name: str) -> str | tuple[float, tuple[float, ...]]:
 def save(ctx, fig: Figure, name: str) -> pathlib.Path:
     """Write ``fig`` as ``<out_dir>/<name>.png``, print where it went, record the path."""
     path = ctx.figure_path(name)
-    fig.savefig(path)
+    save_figure(fig, path)  # atomically: a link at path is replaced, never written through
     ctx.record(f"figure.{name}", str(path))
     ctx.console.print(f"[dim]figure written:[/] [cyan]{path}[/]", highlight=False)
     return path
