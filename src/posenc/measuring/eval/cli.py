@@ -538,11 +538,12 @@ def _check_patchable(ev: EvalRun, inp: Inputs) -> None:
     import torch
 
     from ...integrations.transformers import UnsupportedModelError
+    from . import measure
 
     try:
         with torch.no_grad(), _scaled(inp.model, ev.specs[0], ev.lengths[0], ev.trained):
             ids = torch.zeros((1, 8), dtype=torch.long, device=inp.device)
-            inp.model.base_model(input_ids=ids, use_cache=False)
+            measure.backbone(inp.model)(input_ids=ids, use_cache=False)
     except UnsupportedModelError as err:
         raise EvalError(
             f"MODEL {str(ev.model)!r}: posenc cannot install its scalings in this model: {str(err).splitlines()[0]}"

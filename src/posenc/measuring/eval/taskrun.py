@@ -174,7 +174,9 @@ def greedy(model: Any, rows: np.ndarray, steps: int, device: Any) -> np.ndarray:
 
     import torch
 
-    base = model.base_model
+    from .measure import backbone
+
+    base = backbone(model)
     # transformers 5 names the key-value cache ``cache``; earlier releases ``past_key_values``
     name = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
     with torch.no_grad():
