@@ -38,6 +38,7 @@ def _argv(model, text, out, *extra):
             "--no-plots", "--out", str(out), *extra]  # fmt: skip
 
 
+@pytest.mark.slow  # every family under two scalings at two lengths, twice: about 40 s of CPU
 def test_every_family_runs_resumes_and_records_its_trials(bpe, tmp_path, monkeypatch):
     out = tmp_path / "run"
     assert main(_argv(bpe["plain"], bpe["text"], out, "--tasks", "ruler")) == 0

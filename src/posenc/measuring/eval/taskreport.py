@@ -117,13 +117,15 @@ def markdown(results: Dict[str, Any]) -> str:
     scal = summary.get("scalings") or {}
     if scal:
         first = next(iter(scal.values()))
+        at = first["retention"]["length"]
+        where = f"at {at}" if at is not None else "at the trained context (no length evaluated there)"
         lines += [
             "",
             "## Effective length and retention",
             "",
             f"Pooled over {', '.join(summary['pooled'])}. Effective length: the longest length whose score, and every "
             f"shorter one's, is at least {first['threshold']:.1%} (point estimate / Wilson lower end). Retention: the "
-            f"score at {first['retention']['length']} over the unscaled model's (bar {scoring.RETENTION_BAR:.1%}).",
+            f"score {where} over the unscaled model's (bar {scoring.RETENTION_BAR:.1%}).",
             "",
             "| scaling | " + " | ".join(str(n) for n in lengths) + " | effective length | retention |",
             "|---|" + "---|" * len(lengths) + "---|---|",
