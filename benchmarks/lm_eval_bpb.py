@@ -57,8 +57,9 @@ PEER = """import json, sys
 import lm_eval
 from lm_eval.tasks import TaskManager
 folder, tasks, prefix = sys.argv[1:4]
+manager = TaskManager(include_path=tasks)
 out = lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={folder},dtype=float32,prefix_token_id={prefix}",
-                              tasks=["posenc_bpb"], task_manager=TaskManager(include_path=tasks), batch_size=1, device="cpu")
+                              tasks=["posenc_bpb"], task_manager=manager, batch_size=1, device="cpu")
 print(json.dumps(out["results"]["posenc_bpb"]))
 """
 
