@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from ... import runs
+from . import taskrun
 from .files import (
     LOCK_NAME,
     MAX_NATS_PER_TOKEN,
@@ -71,6 +72,20 @@ OPTIONS: List[Tuple[str, Dict[str, Any]]] = [
             help=f"one of {', '.join(sorted(FORMATS))}: the passkey papers' sentence (words, default) or the "
             "lab's <key:DDDDD> plant (lab)",
         ),
+    ),
+    (
+        "--tasks",
+        dict(
+            default="small",
+            help="RULER-style tasks, comma-separated names or groups: small (default: niah_single_2, niah_multikey_1, "
+            "vt), ruler (all 11), none; see docs/eval.md",
+        ),
+    ),
+    ("--task-trials", dict(default=None, help="trials per task cell (default: --passkey-trials; 0: no tasks)")),
+    ("--chat", dict(action="store_true", help="frame each task prompt with the checkpoint's chat template")),
+    (
+        "--threshold",
+        dict(default="0.856", help="score the effective length asks for (default 0.856, RULER's bar)"),
     ),
     (
         "--out",
@@ -301,6 +316,7 @@ def _settings(ev: EvalRun, inp: Inputs, specs: List[ScalingSpec]) -> Dict[str, A
         "passkey_trials": ev.passkey_trials,
         "depths": list(ev.depths),
         "passkey_format": ev.passkey_format,
+        **({"tasks": list(ev.tasks), "task_trials": ev.task_trials, "chat": ev.chat} if ev.tasks else {}),
         "seed": ev.seed,
         "dtype": ev.dtype,
     }
@@ -352,6 +368,8 @@ def _finite_list(value: Any, size: int, kind=float, low: float = -MAX_LOGP_BITS,
 def check_cell(key: Any, cell: Any, settings: Dict[str, Any]) -> Optional[str]:
     """Why the stored ``cell`` cannot be one of this evaluation's (``None`` when it can): its key names
     a scaling, length and depth of ``settings``, and it holds one finite number per window or trial."""
+    if str(key).startswith(taskrun.PREFIX):
+        return taskrun.check_cell(str(key), cell, settings)
     parts = str(key).split("|")
     labels = {s["label"] for s in settings["scalings"]}
     lengths = {str(n) for n in settings["lengths"]}
@@ -465,7 +483,7 @@ def checkpoint_digest(folder: Path) -> str:
 def evaluate(ev: EvalRun, inp: Inputs) -> int:
     """Measure every cell ``ev`` asks for that the folder does not hold yet, saving the progress and the
     report after each; the search (``--search``) runs first and adds its default and best as specs."""
-    from . import report
+    from . import report, taskreport
 
     _check_patchable(ev, inp)
     skipped = _skip_oversized(ev, inp)
@@ -482,6 +500,9 @@ def evaluate(ev: EvalRun, inp: Inputs) -> int:
     window_bytes, final_bytes = _window_bytes(inp, ev.span, ev.final_tokens)
     runnable = [n for n in ev.lengths if str(n) not in skipped]
     jobs = _jobs(ev, inp, specs, runnable, skipped)
+    ctx = taskrun.context(inp.tokenizer, inp.tokens, inp.bos, ev.chat) if ev.tasks else None
+    if ctx is not None:
+        jobs += taskrun.jobs(ev, ctx, specs, runnable, skipped)
 
     def save(complete: bool) -> None:
         write_json(progress_path, stamp("progress", {"settings": settings, "cells": cells}))
@@ -502,28 +523,33 @@ def evaluate(ev: EvalRun, inp: Inputs) -> int:
             model_type=inp.model.config.model_type,
             search=search,
         )
+        results.update(taskreport.build(cells, [s.label for s in specs], list(ev.lengths), list(ev.depths), ev))
         write_json(ev.out / "results.json", results)
-        runs.atomic_write_text(ev.out / "results.md", report.markdown(results))
+        runs.atomic_write_text(ev.out / "results.md", report.markdown(results) + taskreport.markdown(results))
         if complete and ev.plots:
             report.plots(results, ev.out)
 
-    _measure_jobs(ev, inp, jobs, cells, skipped, save)
+    _measure_jobs(ev, inp, jobs, cells, skipped, save, ctx=ctx)
     save(complete=True)
     print(f"report: {ev.out / 'results.md'}", file=sys.stderr)
     return 0
 
 
-def _measure_jobs(ev: EvalRun, inp: Inputs, jobs: List[tuple], cells: Dict[str, Any], skipped, save) -> None:
+def _measure_jobs(ev: EvalRun, inp: Inputs, jobs: List[tuple], cells: Dict[str, Any], skipped, save, *, ctx=None):
     """Measure the ``jobs`` not in ``cells`` yet, each under its scaling, into ``cells``, calling
     ``save(complete=False)`` after each; a cell that runs out of memory is added to ``skipped``."""
-    work = {_key(*j): (len(inp.ends) * ev.span if j[0] == "ppl" else ev.passkey_trials * j[2]) for j in jobs}
+    per_trial = max(ev.passkey_trials, ev.task_trials)
+    work = {_key(*j): (len(inp.ends) * ev.span if j[0] == "ppl" else per_trial * j[2]) for j in jobs}
     todo = [j for j in jobs if _key(*j) not in cells]
     with _Bar(sum(work.values()), sum(work[k] for k in work if k in cells)) as bar:
         for kind, spec, n, depth in todo:
             bar.describe(f"{kind} {spec.label} at {n}" + (f" depth {depth_key(depth)}" if depth is not None else ""))
             try:
                 with _scaled(inp.model, spec, n, ev.trained):
-                    cells[_key(kind, spec, n, depth)] = _measure_cell(ev, inp, n, depth)
+                    if kind.startswith(taskrun.PREFIX):
+                        cells[_key(kind, spec, n, depth)] = taskrun.measure_cell(ev, inp, ctx, kind, n, depth)
+                    else:
+                        cells[_key(kind, spec, n, depth)] = _measure_cell(ev, inp, n, depth)
             except _OOM_ERRORS as err:
                 if not _is_oom(err):
                     raise
@@ -541,11 +567,12 @@ def _check_patchable(ev: EvalRun, inp: Inputs) -> None:
     import torch
 
     from ...integrations.transformers import UnsupportedModelError
+    from . import measure
 
     try:
         with torch.no_grad(), _scaled(inp.model, ev.specs[0], ev.lengths[0], ev.trained):
             ids = torch.zeros((1, 8), dtype=torch.long, device=inp.device)
-            inp.model.base_model(input_ids=ids, use_cache=False)
+            measure.backbone(inp.model)(input_ids=ids, use_cache=False)
     except UnsupportedModelError as err:
         raise EvalError(
             f"MODEL {str(ev.model)!r}: posenc cannot install its scalings in this model: {str(err).splitlines()[0]}"

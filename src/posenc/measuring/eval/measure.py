@@ -31,6 +31,16 @@ import torch.nn.functional as F
 LN2 = math.log(2.0)
 
 
+def backbone(model: Any) -> Any:
+    """The decoder under a causal LM's output head: ``model.base_model``, or ``model.model`` where the
+    class's ``base_model_prefix`` names no attribute (Llama 4's text model says ``language_model``
+    and holds its decoder at ``.model``, so ``base_model`` is the whole causal LM)."""
+    base = model.base_model
+    if base is model and isinstance(getattr(model, "model", None), torch.nn.Module):
+        return model.model
+    return base
+
+
 # -- perplexity ---------------------------------------------------------------------------------------
 def window_ends(n_tokens: int, span: int, n_windows: int) -> np.ndarray:
     """End offsets (exclusive) of ``n_windows`` windows of ``span + 1`` tokens, evenly spaced."""
@@ -49,7 +59,7 @@ def causal_lm_nats(model: Any, input_ids: torch.Tensor, targets: torch.Tensor, c
     The output head is applied ``chunk`` positions at a time, in float32, so the (B, L, vocab) logits
     of a long input are never held at once.
     """
-    hidden = model.base_model(input_ids=input_ids, use_cache=False).last_hidden_state  # (B, L, D)
+    hidden = backbone(model)(input_ids=input_ids, use_cache=False).last_hidden_state  # (B, L, D)
     head = model.get_output_embeddings()
     out = torch.empty(targets.shape, dtype=torch.float64, device=targets.device)
     for i in range(0, hidden.shape[1], chunk):
@@ -178,7 +188,7 @@ def score_rows(model: Any, rows: np.ndarray, answer_lengths: Sequence[int], devi
     x = torch.from_numpy(rows[:, :-1]).to(device)
     y = torch.from_numpy(rows[:, 1:]).to(device)
     width = max(answer_lengths)
-    hidden = model.base_model(input_ids=x, use_cache=False).last_hidden_state[:, -width:]  # (n, w, D)
+    hidden = backbone(model)(input_ids=x, use_cache=False).last_hidden_state[:, -width:]  # (n, w, D)
     logits = model.get_output_embeddings()(hidden).float()  # (n, w, V)
     logprobs = F.log_softmax(logits, dim=-1).gather(-1, y[:, -width:, None])[..., 0]  # (n, w)
     hits = logits.argmax(-1) == y[:, -width:]  # (n, w)

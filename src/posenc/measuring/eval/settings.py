@@ -150,6 +150,10 @@ class EvalRun:
     passkey_trials: int  # 0: no passkey
     depths: Tuple[float, ...]  # in [0, 1], ascending
     passkey_format: str  # a key of posenc.measuring.eval.measure.FORMATS
+    tasks: Tuple[str, ...]  # --tasks: names of posenc.measuring.eval.tasks.TASKS (empty: none)
+    task_trials: int  # trials per task cell (0: no tasks)
+    chat: bool  # frame task prompts with the checkpoint's chat template
+    threshold: float  # the score the effective length asks for, in [0, 1]
     dtype: Optional[str]  # one of DTYPES, or None (float32 on CPU, else bfloat16)
     device: str
     device_map: Optional[str]  # None or "auto"
@@ -247,6 +251,9 @@ def _numbers(args) -> Dict[str, Any]:
     v["search_length"] = positive("--search-length", args.search_length) if args.search_length else None
     v["search_windows"] = positive("--search-windows", args.search_windows)
     v["search_budget"] = positive("--search-budget", args.search_budget, maximum=MAX_SEARCH_BUDGET)
+    from .taskrun import parse_flags
+
+    v.update(parse_flags(args))
     v["search"] = None
     if args.search is not None:
         from .search import search_type
