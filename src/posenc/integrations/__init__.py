@@ -12,4 +12,9 @@ Hugging Face ``transformers``, in four modules, each importing only those above 
 * :mod:`posenc.integrations.transformers`: :func:`~posenc.integrations.transformers.patch` a model
   in one call (and undo it), so its RoPE tables come from posenc's float64-derived tables and its
   rotation from posenc's stand-ins for the family's functions, on posenc's kernels.
+
+Engines other than ``transformers``, through one adapter protocol:
+
+* :mod:`posenc.integrations.conform`: the exact answer of a config checked against any engine's
+  rotation (``posenc conform``), with the cause of a wrong answer named.
 """
