@@ -67,33 +67,29 @@ def factor_formulas(facts: ConfigFacts, reading: Reading) -> List[Hypothesis]:
     fields = scaling_fields(facts.scaling)
     factor = fields.get("factor")
     right = reading.table_factor
-    formulas = [("attention factor ignored: 1.0 used", 1.0)]
+    formulas = [("1.0", 1.0, " (no attention factor applied)")]
     if isinstance(factor, (int, float)) and factor > 1:
         given = [name for name in ("attention_factor", "mscale", "mscale_all_dim") if fields.get(name) is not None]
         ignored = f" ({', '.join(given)} ignored)" if given else ""
-        formulas.append((f"attention factor from 0.1*ln(factor)+1{ignored}", yarn_mscale(factor)))
+        formulas.append(("0.1*ln(factor)+1", yarn_mscale(factor), ignored))
         mscale = fields.get("mscale")
         if mscale is not None:
-            formulas.append(
-                ("attention factor from 0.1*mscale*ln(factor)+1 (mscale_all_dim ignored)", yarn_mscale(factor, mscale))
-            )
+            formulas.append(("0.1*mscale*ln(factor)+1", yarn_mscale(factor, mscale), " (mscale_all_dim ignored)"))
         original = fields.get("original_max_position_embeddings")
         if isinstance(original, int) and original > 1:
             formulas.append(
                 (
-                    "attention factor from sqrt(1+ln(factor)/ln(original_max_position_embeddings))",
+                    "sqrt(1+ln(factor)/ln(original_max_position_embeddings))",
                     math.sqrt(1 + math.log(factor) / math.log(original)),
+                    "",
                 )
             )
-    formulas.append(("attention factor applied twice", right * right))
+    formulas.append(("applied twice", right * right, ""))
     out = []
-    for cause, value in formulas:
+    for formula, value, note in formulas:
         if abs(value - right) > 1e-12 * max(1.0, right):
-            out.append(
-                Hypothesis(
-                    f"{cause} = {value:.6g} where the config gives {right:.6g}", reading.replace(table_factor=value)
-                )
-            )
+            cause = f"attention factor {formula} = {value:.6g}{note} where the config gives {right:.6g}"
+            out.append(Hypothesis(cause, reading.replace(table_factor=value)))
     return out
 
 
