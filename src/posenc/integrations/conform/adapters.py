@@ -50,7 +50,7 @@ class _PerConfig:
 
 #: the posenc adapter's cache size: small, so that far positions take the per-call rows (the path a
 #: long context takes past the default 64 MiB cache) without tabulating every row below them
-POSENC_CACHE_BYTES = 1 << 18
+POSENC_CACHE_BYTES = 1 << 14
 
 
 class _SmallCacheRotary(RotaryEmbedding):
