@@ -18,7 +18,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Dict, List
 
 from .integrations.conform import (
     CHECKS,
@@ -121,6 +121,15 @@ def _line(result: ConfigResult) -> str:
     return text
 
 
+def summary_text(summary: Dict[str, Any]) -> str:
+    """The summary as JSON text: the header indented, each config on one line (small, and a diff shows
+    which configs changed)."""
+    head = {k: v for k, v in summary.items() if k != "configs"}
+    lines = json.dumps(head, indent=1)[:-2].rstrip()
+    configs = ",\n".join("  " + json.dumps(c, separators=(",", ":")) for c in summary["configs"])
+    return f'{lines},\n "configs": [\n{configs}\n ]\n}}\n'
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         adapter = load_adapter(args.adapter)
@@ -157,6 +166,6 @@ def run(args: argparse.Namespace) -> int:
         out = Path(args.json)
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(json.dumps(report.summary(), indent=1) + "\n", encoding="utf-8")
+        tmp.write_text(summary_text(report.summary()), encoding="utf-8")
         tmp.replace(out)
     return report.exit_code

@@ -134,7 +134,10 @@ class Report:
 
         configs = []
         for r in self.results:
-            checks = [dataclasses.asdict(c) for c in r.checks]
+            checks = [
+                {**dataclasses.asdict(c), **{f: float(f"{getattr(c, f):.4g}") for f in ("error", "noise", "allowance")}}
+                for c in r.checks
+            ]
             entry = {k: v for k, v in dataclasses.asdict(r).items() if k != "checks"}
             entry["worst"] = worst_by_check(checks)
             entry["checks"] = checks

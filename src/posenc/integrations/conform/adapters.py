@@ -8,11 +8,12 @@ forgets to reset shows. ``transformers`` is imported only when its adapter is fi
   and the family's softmax scale (:func:`~.reference.family_softmax_scale`).
 * :func:`transformers_rotate`: the config built by ``transformers.AutoConfig.for_model``, the
   family's own rotary embedding class (its ``ROPE_INIT_FUNCTIONS``, its dynamic update, its attention
-  scaling), rotated with ``transformers``' own functions (``apply_rotary_pos_emb`` of Llama for the
-  half-split layout, of DeepSeek-V3 for ``rope_interleave``, GPT-J's ``create_sinusoidal_positions``
-  and rotation, DeepSeek-V2's complex rotation); the softmax scale is read from the family's
-  attention module built on the meta device (multi-head latent attention folds YaRN's
-  ``mscale_all_dim`` into it).
+  scaling), rotated by the family's own functions on the rotated slice: ``apply_rotary_pos_emb``
+  (Llama's where the family has none), ``apply_rotary_pos_emb_interleave`` for ``rope_interleave``
+  (a family without one does not read that field: such configs are not supported), GPT-J's
+  ``create_sinusoidal_positions`` and rotation, DeepSeek-V2's complex rotation. The softmax scale is
+  read from the family's attention module built on the meta device (multi-head latent attention
+  folds YaRN's ``mscale_all_dim`` into it).
 """
 
 from __future__ import annotations
@@ -105,7 +106,9 @@ class _TransformersRotary:
         self.model_type = str(fields.pop("model_type", "llama"))
         self.hf = AutoConfig.for_model(self.model_type, **fields)
         self.family = _family(self.model_type)
-        self.interleaved = bool(getattr(self.hf, "rope_interleave", False)) or self.model_type == "gptj"
+        self.interleaved = self.model_type == "gptj" or (
+            bool(getattr(self.hf, "rope_interleave", False)) and hasattr(self.family, "apply_rotary_pos_emb_interleave")
+        )
         self.rotary_dim = getattr(self.hf, "rotary_dim", None) if self.model_type == "gptj" else None
         self.rotary = None
         if self.model_type != "gptj":
@@ -142,9 +145,7 @@ class _TransformersRotary:
         q4, k4 = q.transpose(0, 1)[None], k.transpose(0, 1)[None]  # (1, H, T, D)
         qr, kr = q4[..., :r], k4[..., :r]
         if self.interleaved:
-            interleave = getattr(self.family, "apply_rotary_pos_emb_interleave", None)
-            interleave = interleave or _family("deepseek_v3").apply_rotary_pos_emb_interleave
-            qr, kr = interleave(qr, kr, cos, sin)
+            qr, kr = self.family.apply_rotary_pos_emb_interleave(qr, kr, cos, sin)
             # it returns the pairs in half-split order; put them back where the input had them
             qr, kr = _interleave(qr), _interleave(kr)
         else:
@@ -188,6 +189,9 @@ def _transformers_supports(config: Dict[str, Any]) -> Union[bool, str]:
     rope_type = rope.get("rope_type", rope.get("type", "default")) if isinstance(rope, dict) else "default"
     if rope_type not in ROPE_INIT_FUNCTIONS and rope_type not in ("default", "su", "mrope"):
         return f"transformers has no rope type {rope_type!r} (its ROPE_INIT_FUNCTIONS: {sorted(ROPE_INIT_FUNCTIONS)})"
+    model_type = str(config.get("model_type", "llama"))
+    if config.get("rope_interleave") and not hasattr(_family(model_type), "apply_rotary_pos_emb_interleave"):
+        return f"transformers' {model_type} does not read rope_interleave (its attention rotates half-split pairs)"
     return True
 
 

@@ -11,7 +11,8 @@ A generated config is a small Llama-shaped ``config.json`` (head size :data:`HEA
 * each parameter of its parameter space at its minimum and at its maximum (the others as above);
 * each optional number (``attention_factor``, ``mscale``, ...) given as 1.0 on its own, and all of
   them but ``attention_factor`` at 1.0 together (``mscale == mscale_all_dim == 1``); each bool flipped;
-* the same type on half the head, in the interleaved layout.
+* the same type on half the head (``partial_rotary_factor`` 0.5), and in the interleaved layout
+  (``rope_interleave: true``).
 
 A value the type's validator refuses is no config and is left out.
 """
@@ -150,14 +151,22 @@ def generated() -> List[ConfigCase]:
             if key not in seen:
                 seen.add(key)
                 cases.append(ConfigCase(f"{descriptor.name}" + (f" {label}" if label else ""), "generated", config))
-        try:
-            partial = _base_config(descriptor, HEAD_DIM // 2)
-            partial.validate(HEAD_DIM // 2 if descriptor.transformers.rotary_fraction_field is None else HEAD_DIM)
-        except (ValueError, TypeError):
-            continue
         if descriptor.transformers.rotary_fraction_field is None:
-            config = _as_config(partial, HEAD_DIM // 2, "interleaved", int(factor * ORIGINAL))
-            cases.append(ConfigCase(f"{descriptor.name} partial=0.5 interleaved", "generated", config))
+            try:
+                partial = _base_config(descriptor, HEAD_DIM // 2)
+                partial.validate(HEAD_DIM // 2)
+            except (ValueError, TypeError):
+                continue
+            top = int(factor * ORIGINAL)
+            cases.append(
+                ConfigCase(
+                    f"{descriptor.name} partial=0.5", "generated", _as_config(partial, HEAD_DIM // 2, "half", top)
+                )
+            )
+        top = int(factor * ORIGINAL)
+        cases.append(
+            ConfigCase(f"{descriptor.name} interleaved", "generated", _as_config(base, HEAD_DIM, "interleaved", top))
+        )
     return cases
 
 

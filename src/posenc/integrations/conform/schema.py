@@ -35,9 +35,12 @@ holds one engine's run::
       ]
     }
 
-``check`` is one of ``angle`` (rad), ``factor`` (ratio: engine's score multiplier over the exact one,
-minus 1), ``q``, ``k`` (relative, up to one constant factor), ``score`` (relative); ``group`` one of
-``near``, ``trained``, ``past_original``, ``far``, ``1M``, ``near_again``.
+Errors, noise and allowances are written to 4 significant digits. ``check`` is one of ``angle``
+(rad), ``factor`` (ratio: the engine's score multiplier over the exact one, minus 1), ``q``, ``k``
+(relative, up to one constant factor), ``score`` (relative); ``group`` one of ``near``, ``trained``,
+``past_original``, ``far``, ``1M``, ``near_again``; ``source`` one of ``fixture``, ``file``,
+``generated``, ``dict`` (a dict passed to :func:`~posenc.integrations.conform.conform`).
+``"configs"`` holds one entry per line in the files ``posenc conform`` writes.
 """
 
 from __future__ import annotations
