@@ -110,7 +110,7 @@ class _TransformersRotary:
             bool(getattr(self.hf, "rope_interleave", False)) and hasattr(self.family, "apply_rotary_pos_emb_interleave")
         )
         self.rotary_dim = getattr(self.hf, "rotary_dim", None) if self.model_type == "gptj" else None
-        self.rotary = None
+        self.rotary: Any = None
         if self.model_type != "gptj":
             rotary_class = next(
                 getattr(self.family, name) for name in dir(self.family) if name.endswith("RotaryEmbedding")

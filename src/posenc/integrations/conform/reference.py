@@ -218,8 +218,8 @@ def scaling_fields(scaling: Any) -> Dict[str, Any]:
 def unchecked_scaling(scaling: Any, **changes: Any) -> Any:
     """A copy of ``scaling`` with ``changes``, not validated: a misreading may break the validator's
     rules (``beta_fast < beta_slow`` after a swap), and the pure function still computes it."""
-    cls = type(scaling)
-    out = cls.__new__(cls)
+    cls: Any = type(scaling)
+    out = object.__new__(cls)
     for name, value in {**scaling_fields(scaling), **changes}.items():
         object.__setattr__(out, name, value)
     return out
