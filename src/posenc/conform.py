@@ -53,7 +53,8 @@ the adapter protocol:
   q, k       (tokens, heads, head_dim), float32 or float64, in the layout the config implies
              (half-split; interleaved pairs for GPT-J and rope_interleave: true); head_dim is
              qk_rope_head_dim for multi-head latent attention
-  positions  (tokens,) int64
+  positions  (tokens,) int64; q, k and positions are CPU tensors (an adapter may move them, and
+             may return its results from any device)
   returns    q_rot, k_rot of the same shape and dtype, the attention factor included wherever the
              engine puts it; softmax_scale (optional) is what the engine multiplies its usual
              1/sqrt(head_dim) by (1.0 if absent)

@@ -302,3 +302,26 @@ def test_near_again_catches_state_left_by_far_positions():
     assert by_group["near"] == "ok" and by_group["1M"] == "ok" and by_group["near_again"] == "wrong"
     assert any("not reset" in c for c in result.causes)
     assert not math.isnan(result.checks[0].error)
+
+
+def test_posenc_reads_a_real_config_with_keys_its_rope_type_does_not_use():
+    """Ministral3's rope dict holds llama_4_scaling_beta, which no YaRN field reads: the adapter reads
+    the config as transformers does (ignoring it) instead of raising."""
+    config = {
+        "model_type": "ministral3",
+        "head_dim": 128,
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "max_position_embeddings": 262144,
+        "rope_parameters": {
+            "rope_type": "yarn",
+            "rope_theta": 1000000.0,
+            "factor": 16.0,
+            "original_max_position_embeddings": 16384,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "llama_4_scaling_beta": 0.1,
+        },
+    }
+    result = check_config(posenc_rotate, "ministral3", "dict", config, dtypes=("float32",))
+    assert result.status == "ok", result.message

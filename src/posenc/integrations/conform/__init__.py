@@ -9,7 +9,8 @@
 * ``q``, ``k``: ``(tokens, heads, head_dim)``, float32 or float64, in the layout the config implies
   (half-split, or interleaved pairs for GPT-J and ``rope_interleave: true``); ``head_dim`` is
   ``qk_rope_head_dim`` for multi-head latent attention;
-* ``positions``: ``(tokens,)`` int64, the position of each token (not sorted, may repeat);
+* ``positions``: ``(tokens,)`` int64, the position of each token (not sorted, may repeat); q, k and
+  positions are CPU tensors, which an adapter may move (its results may come from any device);
 * ``q_rot``, ``k_rot``: the same shapes and dtype, rotated as the engine rotates them, the attention
   factor included wherever the engine puts it;
 * ``softmax_scale`` (optional): what the engine multiplies the usual ``1 / sqrt(head_dim)`` of its

@@ -4,7 +4,9 @@ Each is a function of the adapter protocol (:mod:`posenc.integrations.conform`),
 module per config across calls as an engine holds its cache, so a length-dependent scaling that
 forgets to reset shows. ``transformers`` is imported only when its adapter is first called.
 
-* :func:`posenc_rotate`: :meth:`posenc.rope.RotaryEmbedding.from_hf_config`, its tables and rotation,
+* :func:`posenc_rotate`: :class:`posenc.rope.RotaryEmbedding` built from
+  ``rotary_kwargs_from_hf(config, strict=False)`` (keys a rope type does not use are ignored, as
+  ``transformers`` ignores them), its tables and rotation,
   and the family's softmax scale (:func:`~.reference.family_softmax_scale`).
 * :func:`transformers_rotate`: the config built by ``transformers.AutoConfig.for_model``, the
   family's own rotary embedding class (its ``ROPE_INIT_FUNCTIONS``, its dynamic update, its attention
@@ -26,6 +28,7 @@ from typing import Any, Callable, Dict, Optional, Tuple, Union
 import torch
 
 from ...rope.embedding import RotaryEmbedding
+from ...rope.hfconfig import rotary_kwargs_from_hf
 from .reference import family_softmax_scale
 
 Rotated = Union[Tuple[torch.Tensor, torch.Tensor], Tuple[torch.Tensor, torch.Tensor, float]]
@@ -61,7 +64,8 @@ class _SmallCacheRotary(RotaryEmbedding):
 def _posenc_modules(config: Dict[str, Any]) -> Tuple[Dict[torch.dtype, RotaryEmbedding], float]:
     modules: Dict[torch.dtype, RotaryEmbedding] = {}
     for dtype in (torch.float32, torch.float64):
-        rope = _SmallCacheRotary.from_hf_config(config)
+        # as transformers reads a config: keys the rope type does not use are ignored, not refused
+        rope = _SmallCacheRotary(**rotary_kwargs_from_hf(config, strict=False))
         modules[dtype] = rope.double() if dtype == torch.float64 else rope  # .double(): float64 tables
     return modules, family_softmax_scale(config, modules[torch.float32].scaling)
 
