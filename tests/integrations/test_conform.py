@@ -10,6 +10,8 @@ import types
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from posenc import testing
 from posenc.cli import main
@@ -325,3 +327,43 @@ def test_posenc_reads_a_real_config_with_keys_its_rope_type_does_not_use():
     }
     result = check_config(posenc_rotate, "ministral3", "dict", config, dtypes=("float32",))
     assert result.status == "ok", result.message
+
+
+_TYPES = sorted(d.name for d in REGISTRY.values() if d.extension is not None)
+
+
+@given(
+    rope_type=st.sampled_from(_TYPES),
+    factor=st.floats(1.0, 64.0),
+    head_dim=st.sampled_from([8, 16, 64]),
+    partial=st.sampled_from([0.5, 1.0]),
+    interleaved=st.booleans(),
+    original=st.integers(16, 1 << 16),
+)
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_posenc_conforms_on_any_config_the_registry_can_write(
+    rope_type, factor, head_dim, partial, interleaved, original
+):
+    """Property: a config of any type with an extension, any factor, width, slice and layout is
+    either refused by posenc's reader with a clear ValueError or rotated by posenc exactly."""
+    from types import SimpleNamespace
+
+    from posenc.rope.hfconfig import to_hf_dict
+
+    scaling = REGISTRY[rope_type].extension(factor, original)
+    rope = SimpleNamespace(
+        head_dim=head_dim,
+        rotary_dim=int(head_dim * partial),
+        base=10000.0,
+        scaling=scaling,
+        max_position_embeddings=int(factor * original),
+        layout="interleaved" if interleaved else "half",
+    )
+    try:
+        config = {**to_hf_dict(rope), "model_type": "llama", "hidden_size": 2 * head_dim, "num_attention_heads": 2}
+    except ValueError:
+        return  # posenc refuses to write it, with a message
+    result = check_config(posenc_rotate, "property", "dict", config, dtypes=("float32",))
+    assert result.status in ("ok", "error"), (result.status, result.causes)
+    if result.status == "error":
+        assert result.message.startswith("conform cannot read this config"), result.message
