@@ -13,7 +13,9 @@ forgets to reset shows. ``transformers`` is imported only when its adapter is fi
   scaling), rotated by the family's own functions on the rotated slice: ``apply_rotary_pos_emb``
   (Llama's where the family has none), ``apply_rotary_pos_emb_interleave`` for ``rope_interleave``
   (a family without one does not read that field: such configs are not supported), GPT-J's
-  ``create_sinusoidal_positions`` and rotation, DeepSeek-V2's complex rotation. The softmax scale is
+  ``create_sinusoidal_positions`` and rotation (its table built up to the largest position asked:
+  GPT-J's own attention holds ``n_positions`` rows and cannot index past them), DeepSeek-V2's
+  complex rotation. The softmax scale is
   read from the family's attention module built on the meta device (multi-head latent attention
   folds YaRN's ``mscale_all_dim`` into it).
 """
