@@ -367,3 +367,30 @@ def test_posenc_conforms_on_any_config_the_registry_can_write(
     assert result.status in ("ok", "error"), (result.status, result.causes)
     if result.status == "error":
         assert result.message.startswith("conform cannot read this config"), result.message
+
+
+@pytest.mark.parametrize("placement", ["softmax", "q"])
+def test_the_attention_factor_may_sit_anywhere(placement):
+    """gpt-oss's YaRN factor 0.1 ln 32 + 1 on both tables, or squared in the softmax scale, or squared
+    on q alone: the same scores, so the same verdict (posenc's rotation with the factor moved)."""
+    config = _fixture("gpt-oss-20b")
+    factor = read_config(config)[0].table_factor
+    assert factor == pytest.approx(0.1 * math.log(32) + 1)
+
+    def moved(config, q, k, positions):
+        q_rot, k_rot, scale = posenc_rotate(config, q, k, positions)
+        if placement == "softmax":
+            return q_rot / factor, k_rot / factor, scale * factor**2
+        return q_rot * factor, k_rot / factor, scale
+
+    result = check_config(moved, placement, "fixture", config, dtypes=("float32",))
+    assert result.status == "ok", [(c.check, c.group, c.error) for c in result.checks if c.status != "ok"]
+
+    # and dropping it is caught, with the formula named
+    def dropped(config, q, k, positions):
+        q_rot, k_rot, scale = posenc_rotate(config, q, k, positions)
+        return q_rot / factor, k_rot / factor, scale
+
+    result = check_config(dropped, "dropped", "fixture", config, dtypes=("float32",))
+    assert result.status == "wrong"
+    assert result.causes == ["attention factor 1.0 = 1 (no attention factor applied) where the config gives 1.34657"]
