@@ -394,3 +394,25 @@ def test_the_attention_factor_may_sit_anywhere(placement):
     result = check_config(dropped, "dropped", "fixture", config, dtypes=("float32",))
     assert result.status == "wrong"
     assert result.causes == ["attention factor 1.0 = 1 (no attention factor applied) where the config gives 1.34657"]
+
+
+def test_a_config_with_a_rope_dict_per_layer_type_is_checked_per_layer_type(tmp_path):
+    """Gemma 3's shape: sliding layers on base 10000, full layers on base 1e6 with linear 8."""
+    config = {
+        "model_type": "gemma3_text",
+        "head_dim": 32,
+        "hidden_size": 64,
+        "num_attention_heads": 2,
+        "max_position_embeddings": 32768,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+        },
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    report = conform("posenc", [str(path)], dtypes=("float32",))
+    assert [(r.config.split(" ")[-1], r.rope_type, r.status) for r in report.results] == [
+        ("[full_attention]", "linear", "ok"),
+        ("[sliding_attention]", "default", "ok"),
+    ]

@@ -14,7 +14,8 @@ A generated config is a small Llama-shaped ``config.json`` (head size :data:`HEA
 * the same type on half the head (``partial_rotary_factor`` 0.5), and in the interleaved layout
   (``rope_interleave: true``).
 
-A value the type's validator refuses is no config and is left out.
+A value the type's validator refuses is no config and is left out. A config with one rope dict per
+layer type is checked once per layer type (:func:`per_layer_type`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from types import SimpleNamespace
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ...fixtures import fixture_names, load_fixture
-from ...rope.hfconfig import to_hf_dict
+from ...rope.hfconfig import rope_dicts, to_hf_dict
 from ...rope.registry import REGISTRY, ScalingDescriptor
 
 HEAD_DIM = 32
@@ -170,6 +171,26 @@ def generated() -> List[ConfigCase]:
     return cases
 
 
+def per_layer_type(case: ConfigCase) -> List[ConfigCase]:
+    """A config with one rope dict per layer type (Gemma 3, some gpt-oss files) as one case per
+    layer type, each a plain config holding that type's dict as its ``rope_parameters`` (a config
+    conform or posenc cannot read stays one case, and is reported as it is)."""
+    if case.config is None:
+        return [case]
+    try:
+        dicts = rope_dicts(case.config)
+    except (ValueError, TypeError):
+        return [case]
+    if list(dicts) == [None]:
+        return [case]
+    out = []
+    for layer_type, rope in dicts.items():
+        config = {k: v for k, v in case.config.items() if k != "rope_scaling"}
+        config["rope_parameters"] = dict(rope)
+        out.append(ConfigCase(f"{case.name} [{layer_type}]", case.source, config))
+    return out
+
+
 def resolve(specs: List[str]) -> List[ConfigCase]:
     """The cases named on the command line: ``all``, ``fixtures``, ``generated``, a fixture's name, a
     ``config.json`` path or a folder of them; a name that is none of these is a case with its problem."""
@@ -198,4 +219,4 @@ def resolve(specs: List[str]) -> List[ConfigCase]:
                     f"{spec!r} is no file, folder, fixture ({', '.join(names)}) or one of all, fixtures, generated",
                 )
             )
-    return cases
+    return [one for case in cases for one in per_layer_type(case)]
