@@ -268,7 +268,7 @@ def test_the_summary_reader_refuses_other_files(tmp_path):
         read_summary(path)
 
 
-# -- the one-line helper ------------------------------------------------------------------------------------------
+# -- posenc.testing.assert_conforms -------------------------------------------------------------------------------
 def test_assert_conforms_passes_posenc_and_names_the_cause_of_a_bug(engine_module):
     report = testing.assert_conforms(posenc_rotate, configs=["llama-3.2-1b"], dtypes=("float32",))
     assert report.results[0].status == "ok"
