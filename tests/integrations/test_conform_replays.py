@@ -60,8 +60,11 @@ class Engine:
 
     def frequencies(self, config, d, length):
         rope = config.get("rope_scaling") or {}
-        kind = rope.get("rope_type", "default")
         base = float(config.get("rope_theta", 10000.0))
+        if self.bug != "legacy fields only" and config.get("rope_parameters"):
+            rope = config["rope_parameters"]
+            base = float(rope.get("rope_theta", base))
+        kind = rope.get("rope_type", "default")
         s = float(rope.get("factor", 1.0))
         original = int(rope.get("original_max_position_embeddings", config["max_position_embeddings"]))
         if self.bug == "original_max ignored":
@@ -164,6 +167,17 @@ DYNAMIC = _config({"rope_type": "dynamic", "factor": 4.0}, max_position_embeddin
 PARTIAL = _config(None, partial_rotary_factor=0.5, model_type="phi")
 INTERLEAVED = _config(None, rope_interleave=True, max_position_embeddings=4096)
 
+#: a YaRN config in transformers 5's form: rope_theta inside rope_parameters, no rope_scaling
+YARN_PARAMETERS = {
+    **{k: v for k, v in _config(None).items() if k not in ("rope_scaling", "rope_theta")},
+    "rope_parameters": {
+        "rope_type": "yarn",
+        "rope_theta": 1000000.0,
+        "factor": 16.0,
+        "original_max_position_embeddings": 16384,
+    },
+}
+
 #: bug, config, words the named cause must hold (one bug class each, as the engines shipped them)
 REPLAYS = [
     # vllm#48621 (vLLM 0.25 to 0.28): yarn_get_mscale(factor) * attn_factor, mscale/mscale_all_dim unread
@@ -190,6 +204,8 @@ REPLAYS = [
     ("positions shifted", YARN_PLAIN, "positions shifted by +1"),
     ("original_max ignored", YARN_PLAIN, "original_max_position_embeddings ignored"),
     ("low/high swapped", LLAMA3, "low_freq_factor/high_freq_factor swapped"),
+    # an engine reading only the legacy top-level fields, given transformers 5's rope_parameters
+    ("legacy fields only", YARN_PARAMETERS, "rope dict unread (rope_parameters in transformers 5's form)"),
 ]
 
 
@@ -202,7 +218,9 @@ def test_each_replayed_bug_is_a_wrong_answer_with_its_cause_named(bug, config, c
     assert len(result.causes) == 1, result.causes
 
 
-@pytest.mark.parametrize("config", [YARN_MSCALE, YARN_EXPLICIT, YARN_PLAIN, LLAMA3, DYNAMIC, PARTIAL, INTERLEAVED])
+@pytest.mark.parametrize(
+    "config", [YARN_MSCALE, YARN_EXPLICIT, YARN_PLAIN, LLAMA3, DYNAMIC, PARTIAL, INTERLEAVED, YARN_PARAMETERS]
+)
 def test_the_engine_without_a_bug_conforms_in_both_dtypes(config):
     """The control: the same engine with no bug gets the exact answer, so each replay's finding is its
     bug's alone. In float32 it is within the dtype's noise everywhere; in float64 its plain products

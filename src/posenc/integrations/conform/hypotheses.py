@@ -5,8 +5,9 @@ changes it for this config and keeping those the engine matches within its dtype
 misreading is stated by the config fields it concerns, never by rope type, so a type registered
 later is covered wherever it has those fields: ``factor``, ``original_max_position_embeddings``,
 ``beta_fast``/``beta_slow``, ``low_freq_factor``/``high_freq_factor``, ``mscale``/``mscale_all_dim``,
-``attention_factor``, a length dependence, a partial rotated width, the layout, the positions and the
-tables' dtype.
+``attention_factor``, ``rope_theta`` (and a whole rope dict unread, as an engine that reads only
+the legacy top-level fields misses transformers 5's ``rope_parameters``), a length dependence, a
+partial rotated width, the layout, the positions and the tables' dtype.
 
 The attention-factor misreadings are the formulas engines have used in place of the config's value:
 ``1`` (none), ``0.1 ln(factor) + 1`` (YaRN's default, with ``attention_factor``, ``mscale`` and
@@ -24,6 +25,7 @@ from typing import Callable, List, Optional
 
 import torch
 
+from ...rope.hfconfig import DEFAULT_THETA
 from ...rope.registry import REGISTRY
 from .reference import (
     ConfigFacts,
@@ -60,6 +62,12 @@ def _scaled_twice(facts: ConfigFacts, reading: Reading) -> Callable[[Optional[in
         return once * (once / default(seq_len))  # each pair's ratio to the default, applied twice
 
     return frequencies
+
+
+def _at_base(facts: ConfigFacts, reading: Reading, base: float) -> Callable[[Optional[int]], torch.Tensor]:
+    if facts.scaling is None:
+        return frequencies_of(None, reading.rotary_dim, base)
+    return raw_frequencies(facts.scaling, reading.rotary_dim, base)
 
 
 def factor_formulas(facts: ConfigFacts, reading: Reading) -> List[Hypothesis]:
@@ -155,6 +163,23 @@ def frequency_misreadings(facts: ConfigFacts, reading: Reading) -> List[Hypothes
                 reading.replace(frequencies=_scaled_twice(facts, reading), table_factor=reading.table_factor**2),
             )
         )
+    if facts.base != DEFAULT_THETA:
+        out.append(
+            Hypothesis(
+                f"rope_theta ignored ({DEFAULT_THETA:g} used for {facts.base:g})",
+                reading.replace(frequencies=_at_base(facts, reading, DEFAULT_THETA)),
+            )
+        )
+        if facts.scaling is not None:
+            out.append(
+                Hypothesis(
+                    f"rope dict unread (rope_parameters in transformers 5's form): the default rope at "
+                    f"{DEFAULT_THETA:g}, the config's {facts.rope_type} scaling and rope_theta {facts.base:g} lost",
+                    reading.replace(
+                        frequencies=frequencies_of(None, reading.rotary_dim, DEFAULT_THETA), table_factor=1.0
+                    ),
+                )
+            )
     for a, b in (("beta_fast", "beta_slow"), ("low_freq_factor", "high_freq_factor")):
         swapped = _swapped(facts, reading, a, b)
         if swapped is not None:
