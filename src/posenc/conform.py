@@ -59,7 +59,9 @@ the adapter protocol:
              engine puts it; softmax_scale (optional) is what the engine multiplies its usual
              1/sqrt(head_dim) by (1.0 if absent)
   optional   rotate.supports(config) -> True | False | "reason" (the table then says
-             "not supported", not "mismatch"); rotate.engine and rotate.version (strings)
+             "not supported", not "mismatch"); rotate.max_position(config) -> int | None (the
+             largest position the engine can rotate: groups past it are skipped, and the table
+             says so); rotate.engine and rotate.version (strings)
 
 configs (--config, any number; default: all):
   all, fixtures, generated (every registered rope type at its parameters' edges), a fixture name,
@@ -117,6 +119,8 @@ def _line(result: ConfigResult) -> str:
             top = max(rows, key=lambda c: c.error)
             worst.append(f"{check} {top.error:.1e}")
     text = f"{head} " + ", ".join(worst)
+    if result.skipped:
+        text += f" (not called: {', '.join(s.split(':')[0] for s in result.skipped)})"
     if result.causes:
         text += "\n" + " " * 12 + "cause: " + "; ".join(result.causes)
     return text

@@ -416,3 +416,20 @@ def test_a_config_with_a_rope_dict_per_layer_type_is_checked_per_layer_type(tmp_
         ("[full_attention]", "linear", "ok"),
         ("[sliding_attention]", "default", "ok"),
     ]
+
+
+def test_max_position_skips_the_groups_past_an_engines_cache():
+    def rotate(config, q, k, positions):
+        if int(positions.max()) > 8191:
+            raise IndexError("index 8192 is out of bounds for dimension 0 with size 8192")
+        return posenc_rotate(config, q, k, positions)
+
+    rotate.max_position = lambda config: 8191
+    result = check_config(rotate, "llama", "fixture", _fixture("llama-3.1-8b"), dtypes=("float32",))
+    assert result.status == "ok"
+    assert {c.group for c in result.checks} == {"near", "trained", "near_again"}
+    assert [s.split(":")[0] for s in result.skipped] == ["past_original", "far", "1M"]
+    assert "past the adapter's max_position 8191" in result.skipped[0]
+    rotate.max_position = lambda config: -1
+    bad = check_config(rotate, "llama", "fixture", _fixture("llama-3.1-8b"), dtypes=("float32",))
+    assert bad.status == "error" and "max_position() returned -1" in bad.message

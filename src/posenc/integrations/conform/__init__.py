@@ -16,9 +16,11 @@
 * ``softmax_scale`` (optional): what the engine multiplies the usual ``1 / sqrt(head_dim)`` of its
   attention by (1.0 when absent).
 
-An adapter may carry three optional attributes: ``supports(config) -> True | False | str`` (a string
+An adapter may carry four optional attributes: ``supports(config) -> True | False | str`` (a string
 is the reason the engine cannot run this config; the table then says "not supported", not
-"mismatch"), ``engine`` (its name) and ``version``. An adapter is called many times per config, in
+"mismatch"), ``max_position(config) -> int | None`` (the largest position the engine can rotate, as
+an engine whose cache ends at its context length; the groups past it are skipped and listed in the
+result), ``engine`` (its name) and ``version``. An adapter is called many times per config, in
 order of the position groups (:mod:`.checks`); it may keep state between calls, as an engine's
 cache does, and that state is what the ``near_again`` group checks.
 

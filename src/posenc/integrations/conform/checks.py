@@ -5,9 +5,10 @@ For each config conform calls the adapter once per group of positions and dtype,
 ``past_original`` (``L0`` on, and ``2 L0 - 1``), ``far`` (the last four below the model's
 ``max_position_embeddings``, when past ``2 L0``), ``1M`` (the four below ``2**20``, when past the
 model's maximum) and ``near_again`` (the near positions once more, after the far ones: a
-length-dependent scaling must come back to its short frequencies). Each call rotates probe rows (every
-pair ``(1, 0)``, so the engine's angle and factor can be read off each pair) and random rows, first
-in float32 and then in float64.
+length-dependent scaling must come back to its short frequencies). A group past the adapter's
+``max_position(config)`` (an engine whose cache ends there) is not called, and the result says so.
+Each call rotates probe rows (every pair ``(1, 0)``, so the engine's angle and factor can be read
+off each pair) and random rows, first in float32 and then in float64.
 
 Five checks per group and dtype, each an error in a unit that means something:
 
@@ -316,6 +317,8 @@ class ConfigResult:
     message: Optional[str] = None
     causes: List[str] = field(default_factory=list)
     checks: List[CheckResult] = field(default_factory=list)
+    #: groups not called, each with why (past the adapter's ``max_position``)
+    skipped: List[str] = field(default_factory=list)
 
 
 def _supported(adapter: Callable[..., Any], config: Dict[str, Any]) -> Optional[str]:
@@ -334,6 +337,23 @@ def _supported(adapter: Callable[..., Any], config: Dict[str, Any]) -> Optional[
     if answer is False or answer is None:
         return "the adapter does not support this config"
     return str(answer)
+
+
+def _position_limit(adapter: Callable[..., Any], config: Dict[str, Any]) -> Optional[int]:
+    """The adapter's ``max_position(config)`` (the largest position its engine can rotate), or ``None``."""
+    max_position = getattr(adapter, "max_position", None)
+    if max_position is None:
+        return None
+    try:
+        value = max_position(dict(config))
+    except Exception as exc:  # the adapter's own failure
+        text = " ".join(str(exc).split())[:300]
+        raise AdapterError(f"the adapter's max_position() raised {type(exc).__name__}: {text}") from None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise AdapterError(f"the adapter's max_position() returned {value!r}; expected None or an integer >= 0")
+    return value
 
 
 def check_config(
@@ -357,10 +377,19 @@ def check_config(
         if reason is not None:
             result.status, result.message = "unsupported", reason
             return result
+        groups = list(enumerate(position_groups(facts)))
+        limit = _position_limit(adapter, config)
+        if limit is not None:
+            result.skipped = [
+                f"{group}: positions up to {max(ps)} are past the adapter's max_position {limit}"
+                for _, (group, ps) in groups
+                if max(ps) > limit
+            ]
+            groups = [(i, (group, ps)) for i, (group, ps) in groups if max(ps) <= limit]
+            if not groups:
+                raise AdapterError(f"the adapter's max_position {limit} leaves no group of positions to check")
         calls = [
-            make_call(truth, group, positions, dtype, seed=i)
-            for dtype in dtypes
-            for i, (group, positions) in enumerate(position_groups(facts))
+            make_call(truth, group, positions, dtype, seed=i) for dtype in dtypes for i, (group, positions) in groups
         ]
         for call in calls:
             call.out = call_adapter(adapter, config, call)

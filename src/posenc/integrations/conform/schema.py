@@ -23,6 +23,7 @@ holds one engine's run::
           "status": "precision",                # ok | precision | wrong | unsupported | error
           "message": null,                      # why unsupported, or the one-line error
           "causes": [],                         # named causes of a wrong answer
+          "skipped": [],                        # groups past the adapter's max_position, with why
           "worst": {                            # per check: the largest error over groups and dtypes
             "angle": {"error": 0.0245, "unit": "rad", "status": "precision",
                       "group": "1M", "dtype": "float32"}, ...
