@@ -44,6 +44,8 @@ def test_a_changed_summary_changes_the_tables():
     assert after != before
     assert "**wrong** (1/" in after and "**wrong** in 1" in after
     assert f"`{entry['config']}` (wrong): beta_fast/beta_slow swapped" in after
+    entry["skipped"] = ["1M: positions up to 1048575 are past the adapter's max_position 8191"]
+    assert "`1M` in 1 config" in docs.render(summaries)
 
 
 def test_the_pinned_transformers_summary_holds_what_the_docs_say():

@@ -115,6 +115,21 @@ def wrong_list(summaries: Sequence[Dict[str, Any]]) -> List[str]:
     return lines or ["- none"]
 
 
+def skipped_list(summaries: Sequence[Dict[str, Any]]) -> List[str]:
+    """Per engine, the groups of positions its adapter's ``max_position`` kept conform from calling."""
+    lines = []
+    for summary in summaries:
+        counts: Dict[str, int] = {}
+        for entry in summary["configs"]:
+            for reason in entry.get("skipped", []):
+                group = reason.split(":")[0]
+                counts[group] = counts.get(group, 0) + 1
+        if counts:
+            groups = ", ".join(f"`{g}` in {n} config{'s' if n > 1 else ''}" for g, n in counts.items())
+            lines.append(f"- {_label(summary)}: {groups}")
+    return lines or ["- none"]
+
+
 def render(summaries: Sequence[Dict[str, Any]]) -> str:
     """The generated block of the page (marker lines included)."""
     if not summaries:
@@ -132,6 +147,12 @@ def render(summaries: Sequence[Dict[str, Any]]) -> str:
             + check_table(summaries)
             + ["", "Wrong answers and errors, with the cause conform names:", ""]
             + wrong_list(summaries)
+            + [
+                "",
+                "Groups of positions not called (past the largest position the engine's adapter says it can rotate):",
+                "",
+            ]
+            + skipped_list(summaries)
         )
     return "\n".join([START, *body, END])
 
