@@ -46,7 +46,6 @@ PRECISION = 8.0
 EPS32 = float(torch.finfo(torch.float32).eps)
 CHECKS = ("angle", "factor", "q", "k", "score")
 UNITS = {"angle": "rad", "factor": "ratio", "q": "relative", "k": "relative", "score": "relative"}
-STATUSES = ("ok", "precision", "wrong")
 NEAR = (0, 1, 2, 3, 5, 8, 13, 31)
 ONE_MILLION = 2**20
 HEADS = 2

@@ -27,6 +27,7 @@ import torch
 
 from ...rope.hfconfig import DEFAULT_THETA
 from ...rope.registry import REGISTRY
+from ...rope.scaling import yarn_get_mscale
 from .reference import (
     ConfigFacts,
     Reading,
@@ -34,7 +35,6 @@ from .reference import (
     raw_frequencies,
     scaling_fields,
     unchecked_scaling,
-    yarn_mscale,
 )
 
 
@@ -79,10 +79,10 @@ def factor_formulas(facts: ConfigFacts, reading: Reading) -> List[Hypothesis]:
     if isinstance(factor, (int, float)) and factor > 1:
         given = [name for name in ("attention_factor", "mscale", "mscale_all_dim") if fields.get(name) is not None]
         ignored = f" ({', '.join(given)} ignored)" if given else ""
-        formulas.append(("0.1*ln(factor)+1", yarn_mscale(factor), ignored))
+        formulas.append(("0.1*ln(factor)+1", yarn_get_mscale(factor), ignored))
         mscale = fields.get("mscale")
         if mscale is not None:
-            formulas.append(("0.1*mscale*ln(factor)+1", yarn_mscale(factor, mscale), " (mscale_all_dim ignored)"))
+            formulas.append(("0.1*mscale*ln(factor)+1", yarn_get_mscale(factor, mscale), " (mscale_all_dim ignored)"))
         original = fields.get("original_max_position_embeddings")
         if isinstance(original, int) and original > 1:
             formulas.append(

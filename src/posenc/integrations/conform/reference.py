@@ -28,7 +28,6 @@ whatever the rope dict holds (:func:`family_softmax_scale`).
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -201,11 +200,6 @@ def scores(q: torch.Tensor, k: torch.Tensor, multiplier: float) -> torch.Tensor:
     q64, k64 = q.to(torch.float64).transpose(0, 1), k.to(torch.float64).transpose(0, 1)  # (H, T, D)
     # a broadcast product, not a matmul: exact float64 sums, and faster than BLAS at these sizes
     return multiplier * (q64[:, :, None, :] * k64[:, None, :, :]).sum(-1)
-
-
-def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
-    """``0.1 * mscale * ln(factor) + 1`` (1 for ``factor <= 1``): YaRN's temperature term."""
-    return 1.0 if factor <= 1.0 else 0.1 * mscale * math.log(factor) + 1.0
 
 
 def scaling_fields(scaling: Any) -> Dict[str, Any]:
