@@ -433,3 +433,24 @@ def test_max_position_skips_the_groups_past_an_engines_cache():
     rotate.max_position = lambda config: -1
     bad = check_config(rotate, "llama", "fixture", _fixture("llama-3.1-8b"), dtypes=("float32",))
     assert bad.status == "error" and "max_position() returned -1" in bad.message
+
+
+def test_the_transformers_adapter_runs_a_family_with_a_rope_per_layer_type(tmp_path):
+    """Gemma 3's rotary module takes a layer type; each layer type's case runs through it."""
+    pytest.importorskip("transformers")
+    config = {
+        "model_type": "gemma3_text",
+        "head_dim": 32,
+        "hidden_size": 64,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "max_position_embeddings": 32768,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+        },
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    report = conform("transformers", [str(path)], dtypes=("float32",))
+    assert [r.status for r in report.results] == ["precision", "precision"], [r.message for r in report.results]

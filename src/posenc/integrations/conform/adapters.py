@@ -23,6 +23,7 @@ forgets to reset shows. ``transformers`` is imported only when its adapter is fi
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import threading
 from typing import Any, Callable, Dict, Optional, Tuple, Union
@@ -98,7 +99,10 @@ posenc_rotate.version = _version_of_posenc()  # type: ignore[attr-defined]
 
 # -- transformers -----------------------------------------------------------------------------------
 def _family(model_type: str) -> Any:
-    module = model_type.replace("-", "_")
+    """The modeling module of a model type (``gemma3_text`` lives in ``gemma3``)."""
+    from transformers.models.auto.configuration_auto import model_type_to_module_name
+
+    module = model_type_to_module_name(model_type)
     return importlib.import_module(f"transformers.models.{module}.modeling_{module}")
 
 
@@ -121,6 +125,13 @@ class _TransformersRotary:
             rotary_class = next(
                 getattr(self.family, name) for name in dir(self.family) if name.endswith("RotaryEmbedding")
             )
+            self.layer_type = None
+            if "layer_type" in inspect.signature(rotary_class.forward).parameters:
+                # a family with one rope per layer type (Gemma 3): the config's one rope dict for
+                # every layer type the family knows, read back for one of them
+                self.layer_type = sorted(set(self.hf.layer_types))[0]
+                flat = dict(self.hf.rope_parameters)
+                self.hf.rope_parameters = {t: dict(flat) for t in set(self.hf.layer_types)}
             self.rotary = rotary_class(self.hf)
         self.scale = self._softmax_multiplier()
 
@@ -146,8 +157,13 @@ class _TransformersRotary:
             q4, k4 = q.transpose(0, 1)[None], k.transpose(0, 1)[None]  # (1, H, T, D)
             q_rot, k_rot = self.family.apply_rotary_emb(q4, k4, freqs_cis)
             return q_rot[0].transpose(0, 1), k_rot[0].transpose(0, 1), self.scale
-        cos, sin = self.rotary(q, ids)  # (1, T, r) or, in some families, (1, T, r/2)
-        r = 2 * int(self.rotary.inv_freq.shape[-1])  # the rotated width: one frequency per pair
+        if self.layer_type is None:
+            cos, sin = self.rotary(q, ids)  # (1, T, r) or, in some families, (1, T, r/2)
+            inv_freq = self.rotary.inv_freq
+        else:
+            cos, sin = self.rotary(q, ids, self.layer_type)
+            inv_freq = getattr(self.rotary, f"{self.layer_type}_inv_freq")
+        r = 2 * int(inv_freq.shape[-1])  # the rotated width: one frequency per pair
         q4, k4 = q.transpose(0, 1)[None], k.transpose(0, 1)[None]  # (1, H, T, D)
         qr, kr = q4[..., :r], k4[..., :r]
         if self.interleaved:
