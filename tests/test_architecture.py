@@ -47,7 +47,7 @@ APP_FOLDERS = {
     "measuring": {"lab": "lab", "eval": "eval", "bench": "bench", "corpus": "measuring"},
 }
 #: The tools at the top of the package: they may import anything and nothing imports them.
-TOOLS = ("inspect", "cli", "__main__")
+TOOLS = ("inspect", "cli", "__main__", "conform")
 
 
 def layer_of(module: str) -> int:

@@ -19,7 +19,8 @@ The package from the ground up (``docs/architecture.md`` draws the order):
 * apps: :mod:`posenc.teaching` (the lesson, ``posenc tour``, ``posenc explore``) and
   :mod:`posenc.measuring` (``posenc lab``, ``posenc eval``, ``posenc bench``);
 * tools: :mod:`~posenc.cli` (the ``posenc`` command, also run as ``python -m posenc`` through
-  ``__main__``) and :mod:`~posenc.inspect` (``posenc inspect``).
+  ``__main__``), :mod:`~posenc.inspect` (``posenc inspect``) and :mod:`~posenc.conform` (``posenc
+  conform``: an engine's RoPE against the exact answer).
 """
 
 from .alibi import ALiBi, alibi_bias, alibi_slopes

@@ -24,6 +24,7 @@ COMMANDS = {
         "posenc.measuring.eval.cli",
         "a checkpoint's perplexity and passkey retrieval past its context, per scaling",
     ),
+    "conform": ("posenc.conform", "check an engine's RoPE against the exact answer, every rope type (see --help)"),
 }
 
 #: name -> (extra, the top-level packages that extra installs). The core needs only torch; each app

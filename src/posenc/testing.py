@@ -20,6 +20,10 @@ measure :mod:`posenc.integrations.transformers` on the code paths real checkpoin
 :func:`float64_reference` turns a copy of such a model into the yardstick: the unpatched
 ``transformers`` code in float64 with its rotary module's angles computed exactly in float64.
 
+For an engine of one's own, :func:`assert_conforms` holds its rotation to the exact answer on every
+fixture and every rope type in one line (``posenc conform``'s checks, with the causes of a wrong
+answer named).
+
 Needs ``transformers`` installed when a model is built; importing this module does not.
 """
 
@@ -842,3 +846,47 @@ def _transformers_version() -> str:
     import transformers
 
     return transformers.__version__
+
+
+def assert_conforms(
+    rotate: Callable[..., Any],
+    configs: Optional[List[Any]] = None,
+    *,
+    dtypes: Tuple[str, ...] = ("float32", "float64"),
+    precision: Optional[float] = None,
+) -> Any:
+    """Fail unless an engine's rotation gets the exact answer on ``configs``: one line in a test suite.
+
+    ``rotate`` follows conform's adapter protocol (:mod:`posenc.integrations.conform`)::
+
+        from posenc import testing
+
+        def test_my_rope_conforms():
+            testing.assert_conforms(my_engine.rotate, configs=["llama-3.1-8b", "generated"])
+
+    ``configs`` are what ``posenc conform --config`` takes (fixture names, ``generated``, paths) or
+    config dicts; ``None`` checks every fixture and generated config. Precision loss (error growing
+    with position, as float32 angle arithmetic gives) passes unless it exceeds ``precision``; configs
+    the adapter declares unsupported are skipped.
+
+    Returns:
+        the :class:`posenc.integrations.conform.Report`, for further assertions.
+
+    Raises:
+        AssertionError: naming each config with a wrong answer (and its named causes), an error, or
+            precision loss past ``precision``.
+    """
+    from .integrations.conform import conform  # conform stands beside testing in interop
+
+    report = conform(rotate, configs, dtypes=dtypes, precision=precision)
+    over = {id(r) for r in report.over_tolerance()}
+    bad = [r for r in report.results if r.status in ("wrong", "error") or id(r) in over]
+    if bad:
+        lines = []
+        for r in bad:
+            worst = max(r.checks, key=lambda c: (c.status == "wrong", c.error), default=None)
+            where = f" ({worst.check} {worst.error:.3g} {worst.unit} at {worst.group}, {worst.dtype})" if worst else ""
+            detail = "; ".join(r.causes) if r.causes else (r.message or "")
+            lines.append(f"{r.config}: {r.status}{where}{': ' + detail if detail else ''}")
+        raise AssertionError(f"{len(bad)} of {len(report.results)} configs do not conform:\n" + "\n".join(lines))
+    return report

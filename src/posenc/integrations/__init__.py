@@ -16,4 +16,9 @@ Hugging Face ``transformers``, in four modules, each importing only those above 
 ``diffusers``, in one module: :mod:`posenc.integrations.diffusers`, whose
 :func:`~posenc.integrations.diffusers.patch` gives a FLUX-style transformer posenc's exact axial
 tables in place of its ``FluxPosEmbed``, per instance, with undo.
+
+Engines other than ``transformers``, through one adapter protocol:
+
+* :mod:`posenc.integrations.conform`: the exact answer of a config checked against any engine's
+  rotation (``posenc conform``), with the cause of a wrong answer named.
 """
