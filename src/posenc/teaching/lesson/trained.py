@@ -362,10 +362,11 @@ def check_fits(words: Sequence[str], name: str = "text") -> None:
 @torch.no_grad()
 def word_attention(lm: TinyLM, words: Sequence[str], layer: int = 0, causal: bool = True) -> torch.Tensor:
     """Word-by-word attention weights (W, W) of ``lm``'s layer ``layer`` reading ``words`` as bytes
-    (heads averaged; a word's bytes' rows averaged, its columns added)."""
+    (heads averaged; folded per byte by :func:`~posenc.teaching.lesson.attention.by_word`, so a word's
+    length alone does not raise its column)."""
     idx, spans = sentence_bytes(words)
     weights = layer_attention(lm, idx, layer, causal)  # (1, H, S, S)
-    return by_word(weights[0].mean(0), spans)
+    return by_word(weights[0].mean(0), spans, causal)
 
 
 @torch.no_grad()
