@@ -12,7 +12,7 @@ import math
 import re
 
 import pytest
-from browser_support import SIZES, new_page, open_chapter, select_and_wait, set_slider, watched_page
+from browser_support import SIZES, new_page, open_chapter, select_and_wait, set_slider, settled, watched_page
 
 from posenc.teaching.lesson.chapters.bag_of_tiles import MIRROR_TEXT
 
@@ -72,7 +72,7 @@ def test_claim_rule_one_is_about_growth_with_the_seat(browser, server):
             from playwright.sync_api import expect
 
             expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
-            page.wait_for_timeout(300)
+            settled(node)
             text = page.locator("#input-numbers").inner_text()
             ratios.append(float(re.search(r"position / word = ([\d.]+)", text).group(1)))
         assert ratios[0] == ratios[1] and 20 < ratios[0] < 40  # the same at every seat
@@ -102,7 +102,6 @@ def test_claim_moving_the_seat_changes_only_the_position_row_and_a_small_word_is
     added. Switch the scale to 0.02 and watch the sum look like the position alone"."""
     with watched_page(browser, server, SIZES["phone"]) as page:
         node = open_chapter(page, server, "word-plus-position")
-        page.wait_for_timeout(200)
         before = bar_rows(page, "#input-figure")
         assert set(before) == {"word", "position", "input"} and len(before["word"]) == 16
         set_slider(page, node, "#input-seat", 10)
@@ -192,7 +191,7 @@ def test_claim_the_sine_code_shows_a_shuffle_at_once_where_ropes_untrained_chang
                 renders = node.get_attribute("data-renders")
                 page.locator("#bag-shuffle").click()
                 expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
-                page.wait_for_timeout(150)
+                settled(node)
             drawn = {}
             for scheme in ("rope", "sinusoidal"):
                 select_and_wait(page, node, "#bag-scheme", scheme)
