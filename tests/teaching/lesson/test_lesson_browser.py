@@ -413,6 +413,12 @@ def test_claim_contents_come_from_the_manifest_and_checks_are_in_reading_order(b
         listed = page.eval_on_selector_all("#lq-index li", "(ns) => ns.map((n) => n.dataset.check)")
         reading = [check for chapter in CHAPTERS for check in chapter.checks]
         assert listed == reading
+        # each entry is the check's question, not the first sentence of its prompt
+        from posenc.teaching.explorer.quiz import BY_ID
+
+        links = page.eval_on_selector_all("#lq-index li a", "(ns) => ns.map((n) => n.textContent)")
+        assert links == [BY_ID[c].question for c in reading]
+        assert "Seats 4 and 5 are neighbours." not in links
 
 
 def test_a_chapter_whose_script_is_missing_or_throws_says_so_and_the_others_work(browser, server):

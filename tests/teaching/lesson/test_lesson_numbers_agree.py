@@ -147,3 +147,22 @@ def test_chapter_three_reads_one_dog_and_man_and_measures_the_raw_code_against_t
     assert "about 0.2" not in note
     assert f"from {n['naive.cosine.no_position']:+.3f} to between {n['naive.sine_band.low']:+.3f}" in note
     assert round(bad_ideas.bad_ideas(500, 4)["raw_ratio"]) == 1586
+
+
+def test_the_precision_checks_feedback_gives_float64_the_spacing_the_chapter_gives():
+    """Defect: ch. 12 gives float64's spacing near a million as 1.2e-10, while the check's feedback said
+    "float64 keeps the angle exact". The feedback now states the chapter's spacings, and its claim that
+    only the cosine and sine are rounded holds: posenc's tables are off by no more than float32's spacing
+    in [−1, 1]."""
+    from posenc.teaching.lesson.chapters import knowledge_checks as checks
+
+    n = chapters.numbers("knowledge-checks")
+    (check,) = checks.CHECKS
+    right = check.feedback[check.answer]
+    assert "keeps the angle exact" not in right
+    assert f"{n['checks.spacing.float32']:g} rad" in right and f"{n['checks.spacing.float64']:.2g} rad" in right
+    assert f"{n['checks.spacing.float64']:.2g}" in text_of("knowledge-checks", contains="float64:")
+    bound = checks.spacing(torch.float32, 1.0)
+    assert f"at most {bound:.2g}" in right and bound == pytest.approx(2.0**-23)
+    _, measured = check.evidence()
+    assert measured["posenc"] <= bound < measured["float32"]

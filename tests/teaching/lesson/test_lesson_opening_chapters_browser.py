@@ -393,3 +393,29 @@ def test_claim_the_sine_code_keeps_dog_and_man_in_one_band_at_every_seat(browser
         assert page.problems == [], page.problems
     finally:
         context.close()
+
+
+def test_claim_one_button_shows_the_exact_pair_and_none_gives_every_word_the_same_output(browser, server):
+    """Chapter 1: "Take “The dog bit the man.” and “The man bit the dog.”": its button sets the sentence and
+    the shuffle that swaps the nouns; with none every word's output is the same (rounding), with the sine
+    code it is not."""
+    from playwright.sync_api import expect
+
+    from posenc.teaching.lesson.chapters import bag_of_tiles as bag
+
+    with watched_page(browser, server, SIZES["phone"]) as page:
+        node = open_chapter(page, server, "bag-of-tiles")
+        page.locator("#bag-text").fill("a cat saw a dog")
+        settled(node)
+        for scheme in ("nope", "sinusoidal"):
+            select_and_wait(page, node, "#bag-scheme", scheme)
+            renders = node.get_attribute("data-renders")
+            page.locator("#bag-swap").click()
+            expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
+            settled(node)
+            assert page.locator("#bag-text").input_value() == bag.SENTENCE_A
+            numbers = page.locator("#bag-numbers").inner_text()
+            assert f"sentence: “{bag.SENTENCE_A}”; shuffled: “{bag.SENTENCE_B}”" in numbers
+            expected = bag.bag_of_tiles(bag.SENTENCE_A, bag.SWAP_SHUFFLE, scheme)["largest_difference"]
+            assert (expected <= bag.ROUNDING_LEVEL) is (scheme == "nope")
+            assert ("(rounding: the same vectors)" in numbers) is (scheme == "nope"), numbers
