@@ -296,3 +296,19 @@ def test_the_distance_figure_says_its_untrained_curves_are_the_models_before_tra
         assert entry["source"]["kind"] == "untrained"
         assert "weights it started training from" in entry["source"]["text"]
         assert "chapter 1" not in entry["source"]["text"]
+
+
+def test_the_text_says_what_the_models_read_and_what_the_sentences_are_to_them(n, text, monkeypatch):
+    """Defect: the models were shown English without a word about what they had learned from. The text
+    names the corpus of the packaged summary, and says whether the English sentences are the language the
+    models learned; both cases are read from the summary's config."""
+    corpus = trained.corpus()
+    assert f"bytes of {corpus['text']}" in text and f"On {corpus['held_out']} they need" in text
+    assert big.attention_distance()["held_out"] == corpus["held_out"]
+    said = "the language they learned" if corpus["english"] else "They learned from Python, not English"
+    assert said in text
+    info = trained.summary()
+    for data, english in ((None, False), ("runs/lesson-models/english.txt", True)):
+        monkeypatch.setattr(trained, "summary", lambda data=data: {**info, "config": {**info["config"], "data": data}})
+        assert trained.corpus()["english"] is english
+        assert ("pydoc_data.topics" in trained.corpus()["text"]) is english

@@ -146,8 +146,20 @@ def _share_list(n: dict, model: str) -> str:
     return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
+def _language_note() -> str:
+    if trained.corpus()["english"]:
+        return "The sentences below are English, the language they learned (short and plain as they are)."
+    return """They learned from Python, not English: the English sentences below are text they read as bytes
+    like any other, not the text they know."""
+
+
+def _language_of_pair() -> str:
+    return "in the language the models learned" if trained.corpus()["english"] else "in a language they never read"
+
+
 def prose(n: dict) -> list[Block]:
     """The chapter's text with the numbers of :func:`numbers`."""
+    corpus = trained.corpus()  # what the trained models read (the packaged summary says)
     rows = (
         ("key point", "measured now"),
         (
@@ -242,13 +254,12 @@ def prose(n: dict) -> list[Block]:
             them: one byte-level TinyLM per scheme ({n["big.trained.layers"]} layers, width
             {n["big.trained.width"]}, {n["big.trained.parameters"]:,} weights each, the learned table
             {n["big.trained.learned_extra"]:,} more), trained by `posenc lab --preset lesson` for
-            {n["big.trained.steps"]:,} steps on texts of {n["big.trained.train_len"]} bytes
-            from the Python standard library's sources, and shipped with posenc. On held-out Python they need
-            {_bpb_list(n)} bits per byte at their training length, where a uniform guess needs 8. They learned
-            from Python, not English: the English sentences below are text they read as bytes like any other,
-            not the text they know. The model menu of each figure switches to the same model before training,
-            with the weights it started from; trained or not, every figure reads the model causally, as it was
-            trained, and the line above each figure says which one it shows.""",
+            {n["big.trained.steps"]:,} steps on texts of {n["big.trained.train_len"]} bytes of
+            {corpus["text"]}, and shipped with posenc. On {corpus["held_out"]} they need {_bpb_list(n)} bits
+            per byte at their training length, where a uniform guess needs 8. {_language_note()} The model
+            menu of each figure switches to the same model before training, with the weights it started from;
+            trained or not, every figure reads the model causally, as it was trained, and the line above each
+            figure says which one it shows.""",
             "picture-after",
         ),
         Block(
@@ -272,12 +283,11 @@ def prose(n: dict) -> list[Block]:
         ),
         Block(
             "p",
-            """**What this comparison can show, and what it cannot.** It shows, one model at a time, whether
+            f"""**What this comparison can show, and what it cannot.** It shows, one model at a time, whether
             the model's reading of a sentence depends on the order of its words, and whether training made it
             depend more. It cannot show that the model knows who bit whom: any change of the state counts,
-            useful or not. It is one pair of sentences, in a language the models were not trained on, and the
-            starting weights are drawn afresh the way TinyLM draws them, not the exact draw the lab began
-            from.""",
+            useful or not. It is one pair of sentences, {_language_of_pair()}, and the starting weights are
+            drawn afresh the way TinyLM draws them, not the exact draw the lab began from.""",
             "figure-after",
         ),
         Block("h3", "Who attends to whom", "attention"),
@@ -329,7 +339,7 @@ def prose(n: dict) -> list[Block]:
             f"""ALiBi subtracts a penalty that grows with the distance from every score, fixed before any training
             ([chapter 9](#alibi-penalty)); RoPE only turns queries and keys, and what its model makes of the
             turns is learned. The figure measures how much attention a byte gives the byte one, two, … up to
-            {n["big.trained.train_len"] - 1} bytes back, on held-out Python, as a multiple of an even spread
+            {n["big.trained.train_len"] - 1} bytes back, on {corpus["held_out"]}, as a multiple of an even spread
             (1 = every byte it can see gets the same share). Untrained, every scheme but ALiBi spreads evenly
             (at most {n["big.untrained.even_deviation"]:.1%} off at any distance), while ALiBi already gives the
             {NEAR_BYTES} bytes just before {_num(n["big.untrained.alibi.near"], 2)} times an even share and bytes
@@ -564,6 +574,7 @@ def attention_distance(model: str = "trained") -> dict:
         "model": model,
         "length": _distance_length(),
         "windows": int(trained.read_windows().shape[0]),
+        "held_out": trained.corpus()["held_out"],
         "near_bytes": NEAR_BYTES,
         "far_from": FAR_FROM,
         "schemes": schemes,

@@ -123,7 +123,7 @@ export function setup() {
   };
   const fillDistance = (dist) => {
     const texts = [...new Set(dist.schemes.map((s) => s.source.text.replace(` ${s.scheme} `, " ")))];
-    $("dist-source").textContent = `Shown: ${texts.join("; ")}, first layer, on ${dist.windows} pieces of held-out Python.`;
+    $("dist-source").textContent = `Shown: ${texts.join("; ")}, first layer, on ${dist.windows} pieces of ${dist.held_out}.`;
     numbers($("dist-numbers"), dist.schemes.map((s) => `${menuName(s.scheme)}: ${fmt(s.near, 2)}× an even spread on the `
       + `${dist.near_bytes} bytes just before, ${fmt(s.far, 2)}× from ${dist.far_from} bytes back`));
   };
