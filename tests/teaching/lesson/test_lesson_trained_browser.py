@@ -181,3 +181,26 @@ def test_claim_alibis_preference_for_near_bytes_is_built_in_and_ropes_is_learned
             numbers = page.locator("#dist-numbers").text_content()
             for scheme in SCHEMES:
                 assert re.search(rf"{expected[model][scheme]['near']:.2f}× an even spread", numbers), scheme
+
+
+DIST_AXES = """() => { const s = document.querySelector('#dist-figure svg');
+  const points = [...s.querySelectorAll('path.series')].flatMap((p) =>
+    [...p.getAttribute('d').matchAll(/[ML]([-0-9.]+),([-0-9.]+)/g)].map((m) => Number(m[1])));
+  const label = [...s.querySelectorAll('text.marker-label')].find((t) => t.textContent === 'even spread');
+  const first = s.querySelector('path.series');
+  const xs = [...first.getAttribute('d').matchAll(/[ML]([-0-9.]+),([-0-9.]+)/g)].map((m) => Number(m[1]));
+  return { xs, right: Math.max(...points), label: label ? label.getBBox().x : null }; }"""
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_the_distance_figure_reads_bytes_back_on_a_log_axis_and_its_label_is_off_the_curves(browser, server, size):
+    """Defect: a linear axis 1-127 gave the first ten bytes back, where the schemes differ, 7% of the width,
+    and the even-spread label sat on the curves. On the log axis they get log(10)/log(127) of it, and the
+    label is in the margin right of every curve."""
+    with watched_page(browser, server, SIZES[size]) as page:
+        open_chapter(page, server, "big-picture")
+        drawn = page.evaluate(DIST_AXES)
+        xs = drawn["xs"]  # distances 1 .. L-1
+        share = (xs[9] - xs[0]) / (xs[-1] - xs[0])  # 1 -> 10 bytes back, of 1 -> L-1
+        assert share == pytest.approx(math.log(10) / math.log(len(xs)), abs=0.01), share
+        assert drawn["label"] is not None and drawn["label"] > drawn["right"], drawn

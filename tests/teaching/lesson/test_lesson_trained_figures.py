@@ -312,3 +312,16 @@ def test_the_text_says_what_the_models_read_and_what_the_sentences_are_to_them(n
         monkeypatch.setattr(trained, "summary", lambda data=data: {**info, "config": {**info["config"], "data": data}})
         assert trained.corpus()["english"] is english
         assert ("pydoc_data.topics" in trained.corpus()["text"]) is english
+
+
+def test_the_distance_figure_says_how_many_queries_each_point_averages(n):
+    """Defect: past 115 bytes back the curves jump because few queries reach that far, and nothing said
+    so. Distance k is seen by the L - k queries of each window at least k bytes in; the caption gives the
+    counts at one byte back and from 115 back."""
+    d = big.attention_distance()
+    windows, length = d["windows"], d["length"]
+    assert d["queries"] == [windows * (length - k) for k in range(length)]
+    caption = " ".join(next(b.text for b in big.prose(n) if b.slot == "dist-caption").split())
+    assert f"{windows * (length - 1):,} at one byte back" in caption
+    assert f"{windows * (length - big.FEW_FROM):,} or fewer from {big.FEW_FROM} bytes back" in caption
+    assert "both axes logarithmic" in caption

@@ -80,6 +80,8 @@ def numbers() -> dict:
             n[f"big.{model}.{entry['scheme']}.near"] = entry["near"]
             n[f"big.{model}.{entry['scheme']}.far"] = entry["far"]
     n["big.even_nearby"] = 2 / len(split_words(ATTENTION_TEXT))
+    queries = attention_distance("trained")["queries"]
+    n["big.queries.1"], n["big.queries.few"] = queries[1], queries[FEW_FROM]
     evenly = [e for e in attention_distance("untrained")["schemes"] if e["scheme"] != "alibi"]
     n["big.untrained.even_deviation"] = max(abs(v - 1) for e in evenly for v in e["curve"])
     untrained_maps = attention_map(ATTENTION_TEXT, "untrained")["maps"]
@@ -353,9 +355,12 @@ def prose(n: dict) -> list[Block]:
         ),
         Block(
             "caption",
-            """Attention a byte gives the byte k back, divided by an even spread's share, in the first layer of
+            f"""Attention a byte gives the byte k back, divided by an even spread's share, in the first layer of
             each scheme's model (heads averaged, causal), averaged over every byte of the held-out windows the
-            models' summary is measured on; log axis, the dashed line at 1 an even spread.""",
+            models' summary is measured on; both axes logarithmic, the dashed line at 1 an even spread. Each
+            point averages the queries that reach that far back: {n["big.queries.1"]:,} at one byte back,
+            {n["big.queries.few"]:,} or fewer from {FEW_FROM} bytes back, so the curves' far right rests on few
+            queries and jumps.""",
             "dist-caption",
         ),
         Block(
@@ -535,6 +540,8 @@ def _distance_length() -> int:
 #: the nearest keys and the far ones the chapter's text compares (bytes back)
 NEAR_BYTES = 4
 FAR_FROM = 32
+#: from this many bytes back the text warns that each point of a curve averages few queries
+FEW_FROM = 115
 
 
 @functools.lru_cache(maxsize=None)
@@ -575,6 +582,10 @@ def attention_distance(model: str = "trained") -> dict:
         "length": _distance_length(),
         "windows": int(trained.read_windows().shape[0]),
         "held_out": trained.corpus()["held_out"],
+        # how many queries each distance's point averages: a query k bytes into a window is the first to
+        # see a key k bytes back, so distance k has L - k queries per window
+        "queries": [int(trained.read_windows().shape[0]) * (_distance_length() - k) for k in range(_distance_length())],
+        "few_from": FEW_FROM,
         "near_bytes": NEAR_BYTES,
         "far_from": FAR_FROM,
         "schemes": schemes,
