@@ -53,3 +53,23 @@ def test_chapter_ones_check_reads_the_chapters_sentences():
     assert (a, b) == ("dog bit man", "man bit dog")
     assert f'"{a}" and "{b}"' in check.prompt
     assert f"“{a}”" in _text("bag-of-tiles") and f"“{a}” from “{b}”" in _text("big-picture")
+
+
+def test_chapter_seven_derives_the_turn_from_a_score_that_sees_only_the_gap():
+    """The issue's EleutherAI point: the text derives rotation from <f(q, m), f(k, n)> = g(q, k, m - n) in a
+    few lines. The derivation's identity holds for the chapter's own pair turn (posenc's rotation)."""
+    import cmath
+    import random
+
+    from posenc.teaching.lesson.rotation import THETA, pair_score
+
+    text = _text("rope")
+    assert "⟨f(q, m), f(k, n)⟩ = g(q, k, m − n)" in text
+    assert "Re(q e^(imθ) · conj(k e^(inθ))) = Re(q · conj(k) · e^(i(m − n)θ))" in text
+    rng = random.Random(0)
+    for _ in range(20):
+        q, k = [rng.uniform(-1, 1) for _ in range(2)], [rng.uniform(-1, 1) for _ in range(2)]
+        m, n = rng.randrange(0, 5000), rng.randrange(0, 5000)
+        via_gap = (complex(*q) * complex(*k).conjugate() * cmath.exp(1j * (m - n) * THETA)).real
+        assert pair_score(q, k, m, n) == pytest.approx(via_gap, abs=1e-9)
+        assert pair_score(q, k, m + 37, n + 37) == pytest.approx(pair_score(q, k, m, n), abs=1e-9)
