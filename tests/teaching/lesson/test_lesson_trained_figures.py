@@ -325,3 +325,20 @@ def test_the_distance_figure_says_how_many_queries_each_point_averages(n):
     assert f"{windows * (length - 1):,} at one byte back" in caption
     assert f"{windows * (length - big.FEW_FROM):,} or fewer from {big.FEW_FROM} bytes back" in caption
     assert "both axes logarithmic" in caption
+
+
+def test_claim_the_longer_texts_paragraph_is_the_summarys_measurement(n, text):
+    """Defect: the lab's clearest result (ALiBi flat on longer texts, the sine code losing) never reached a
+    chapter. The paragraph states each model's bits per byte at its training length and at the longest the
+    summary measures, and names the flattest and the steepest from those numbers."""
+    info = trained.summary()
+    short, long = str(info["train_len"]), str(max(info["eval_lengths"]))
+    growth = {}
+    for scheme in SCHEMES:
+        a, b = info["models"][scheme]["bpb"][short], info["models"][scheme]["bpb"][long]
+        assert f"{big.NAMES[scheme]} {a:.2f} → " + (f"{b:.2f}" if b is not None else "no rows to read it") in text
+        if b is not None:
+            growth[scheme] = b - a
+    least, most = min(growth, key=growth.get), max(growth, key=growth.get)
+    assert f"{big.NAMES[least]} stays flattest, {big.NAMES[most]} loses the most" in text
+    assert info["models"]["learned"]["bpb"][long] is None and "learned table has no rows past" in text

@@ -142,6 +142,37 @@ def _itself_list(n: dict) -> str:
     return _listed([f"{n[f'big.trained.{s}.itself']:.0%}" for s in bag.FIGURE_SCHEMES if s != "nope"])
 
 
+def _longest(n: dict) -> int:
+    return max(trained.summary()["eval_lengths"])
+
+
+def _growth(n: dict, scheme: str) -> float | None:
+    """How much a scheme's bits per byte grow from its training length to the longest (None: no rows)."""
+    short, long = (n[f"big.trained.{scheme}.bpb.{m}"] for m in (n["big.trained.train_len"], _longest(n)))
+    return None if long is None else long - short
+
+
+def _longer_list(n: dict) -> str:
+    parts = []
+    for s in bag.FIGURE_SCHEMES:
+        short = n[f"big.trained.{s}.bpb.{n['big.trained.train_len']}"]
+        long = n[f"big.trained.{s}.bpb.{_longest(n)}"]
+        parts.append(f"{NAMES[s]} {short:.2f} → " + (f"{long:.2f}" if long is not None else "no rows to read it"))
+    return _listed(parts)
+
+
+def _longer_verdict(n: dict) -> str:
+    """The schemes that grow least and most, and the one that cannot read the longer text at all."""
+    grown = {s: _growth(n, s) for s in bag.FIGURE_SCHEMES}
+    readable = {s: g for s, g in grown.items() if g is not None}
+    least, most = min(readable, key=readable.get), max(readable, key=readable.get)
+    cannot = [NAMES[s] for s, g in grown.items() if g is None]
+    said = f"{NAMES[least]} stays flattest, {NAMES[most]} loses the most"
+    if cannot:
+        said += f", and the {_listed(cannot)} table has no rows past its training length"
+    return said + "."
+
+
 def _share_list(n: dict, model: str) -> str:
     names = {"sinusoidal": "sinusoidal", "learned": "learned", "rope": "RoPE", "alibi": "ALiBi"}
     parts = [f"{n[f'big.{model}.{s}.nearby']:.0%} ({names[s]})" for s in bag.FIGURE_SCHEMES if s != "nope"]
@@ -367,6 +398,15 @@ def prose(n: dict) -> list[Block]:
             "try",
             """switch the model to untrained: four curves fall onto the line of an even spread and ALiBi's stays
             where it was. What ALiBi knows about distance it was given; what RoPE knows, it learned.""",
+            "distance-after",
+        ),
+        Block("h3", "Can it read longer texts than it was trained on?", "distance-after"),
+        Block(
+            "p",
+            f"""The same models, measured on texts {_longest(n) // n["big.trained.train_len"]} times longer than
+            they were trained on ({n["big.trained.train_len"]} bytes, then {_longest(n)}), in bits per byte
+            (lower is better): {_longer_list(n)}. {_longer_verdict(n)} `posenc lab` measures this on larger
+            models, with and without the scalings of [chapter 8](#stretching-rope).""",
             "distance-after",
         ),
         Block(
