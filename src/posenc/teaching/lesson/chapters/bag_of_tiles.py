@@ -323,7 +323,7 @@ def shuffle_giving(text: str, wanted: str) -> int:
     """The first shuffle (1 .. 9999) of :func:`shuffled_order` that turns the words of ``text`` into those
     of ``wanted``; ``ValueError`` if none does."""
     words, target = split_words(text), split_words(wanted)
-    for shuffle in range(1, FIGURE_RANGES["shuffle"][1] + 1):
+    for shuffle in range(1, int(FIGURE_RANGES["shuffle"][1]) + 1):
         if [words[i] for i in shuffled_order(len(words), shuffle)] == target:
             return shuffle
     raise ValueError(f"wanted must be a shuffle of the words of {text!r}, got {wanted!r}")

@@ -122,7 +122,8 @@ def _listed(parts: list[str]) -> str:
 
 def _training_changes(n: dict) -> str:
     """Each scheme's change at the end, before training -> after, grouped by whether training raised it."""
-    up, down = [], []
+    up: list[str] = []
+    down: list[str] = []
     for s in bag.FIGURE_SCHEMES:
         before, after = n[f"big.untrained.{s}.last"], n[f"big.trained.{s}.last"]
         (up if after > before else down).append(f"{NAMES[s]} ({_num(before)} → {_num(after)})")
@@ -165,7 +166,7 @@ def _longer_verdict(n: dict) -> str:
     """The schemes that grow least and most, and the one that cannot read the longer text at all."""
     grown = {s: _growth(n, s) for s in bag.FIGURE_SCHEMES}
     readable = {s: g for s, g in grown.items() if g is not None}
-    least, most = min(readable, key=readable.get), max(readable, key=readable.get)
+    least, most = min(readable, key=lambda s: readable[s]), max(readable, key=lambda s: readable[s])
     cannot = [NAMES[s] for s, g in grown.items() if g is None]
     said = f"{NAMES[least]} stays flattest, {NAMES[most]} loses the most"
     if cannot:
