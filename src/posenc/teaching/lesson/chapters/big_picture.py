@@ -382,17 +382,17 @@ def prose(n: dict) -> list[Block]:
             {_num(n["big.trained.alibi.far"], 2)}), while RoPE has learned to look close
             ({_num(n["big.trained.rope.near"], 2)} and {_num(n["big.trained.rope.far"], 2)}) with a shape of its
             own, and so have the sinusoidal and learned models. NoPE stays near even
-            ({_num(n["big.trained.nope.near"], 2)} and {_num(n["big.trained.nope.far"], 2)}).""",
+            ({_num(n["big.trained.nope.near"], 2)} and {_num(n["big.trained.nope.far"], 2)}). Each point of a
+            curve averages the queries that reach that far back: {n["big.queries.1"]:,} at one byte back,
+            {n["big.queries.few"]:,} or fewer from {FEW_FROM} bytes back.""",
             "distance",
         ),
         Block(
             "caption",
-            f"""Attention a byte gives the byte k back, divided by an even spread's share, in the first layer of
+            """Attention a byte gives the byte k back, divided by an even spread's share, in the first layer of
             each scheme's model (heads averaged, causal), averaged over every byte of the held-out windows the
-            models' summary is measured on; both axes logarithmic, the dashed line at 1 an even spread. Each
-            point averages the queries that reach that far back: {n["big.queries.1"]:,} at one byte back,
-            {n["big.queries.few"]:,} or fewer from {FEW_FROM} bytes back, so the curves' far right rests on few
-            queries and jumps.""",
+            models' summary is measured on; both axes logarithmic, the dashed line at 1 an even spread. The
+            curves' far right rests on few queries and jumps (the text above gives the counts).""",
             "dist-caption",
         ),
         Block(
