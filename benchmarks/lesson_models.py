@@ -5,6 +5,10 @@ One command regenerates everything the lesson's trained figures read (``posenc.t
     python benchmarks/lesson_models.py              # train (or resume) runs/lesson-models, then package
     python benchmarks/lesson_models.py --run DIR    # another run folder
 
+The models learn English: the prose of the standard library's ``pydoc_data.topics`` (the language
+reference ``help()`` shows, some 0.5 MB), written to ``english.txt`` in the run folder and given to the
+lab with ``--data``; ``--corpus stdlib`` trains on the standard library's sources instead.
+
 It runs ``posenc lab --preset lesson`` in a child process with one torch thread (the same command
 again resumes an interrupted run without redoing finished work), then writes, from that run folder:
 
@@ -43,9 +47,32 @@ AGREE = 1e-4
 PRESET = "lesson"
 
 
-def train(run: Path, threads: int) -> None:
+#: the English text the models are trained on, written into the run folder: every entry of the standard
+#: library's ``pydoc_data.topics`` (the language reference's prose that ``help()`` shows), in key order
+ENGLISH_NAME = "english.txt"
+
+
+def english_text() -> bytes:
+    """The prose of ``pydoc_data.topics``, entries joined by blank lines in the order of their keys."""
+    from pydoc_data.topics import topics
+
+    return "\n\n".join(topics[key] for key in sorted(topics)).encode("utf-8")
+
+
+def write_english(run: Path) -> Path:
+    """``english.txt`` in ``run`` (kept if present, so that a resumed run reads the bytes it began with)."""
+    path = run / ENGLISH_NAME
+    if not path.is_file():
+        run.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, english_text())
+    return path
+
+
+def train(run: Path, threads: int, data: Path | None = None) -> None:
     resuming = (run / "config.json").is_file()
     where = ["--resume", str(run)] if resuming else ["--preset", PRESET, "--out", str(run)]
+    if data is not None and not resuming:
+        where += ["--data", str(data)]
     cmd = [sys.executable, "-m", "posenc", "lab", *where, "--no-plots", "--threads", str(threads)]
     print("$", " ".join(cmd), flush=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
@@ -134,6 +161,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=str(trained.MODELS_DIR), help="the package folder to write")
     p.add_argument("--threads", type=int, default=1, help="torch threads of the training process")
     p.add_argument("--package-only", action="store_true", help="package a finished run without running the lab")
+    p.add_argument(
+        "--corpus",
+        choices=("english", "stdlib"),
+        default="english",
+        help="english: the prose of pydoc_data.topics (the default); stdlib: the standard library's sources",
+    )
     return p
 
 
@@ -141,7 +174,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     run = Path(args.run)
     if not args.package_only:
-        train(run, args.threads)
+        train(run, args.threads, write_english(run) if args.corpus == "english" else None)
     package(run, Path(args.out))
     total = sum(p.stat().st_size for p in Path(args.out).iterdir() if p.is_file())
     print(f"wrote {args.out} ({total / 1e6:.2f} MB)")

@@ -184,8 +184,17 @@ def open_section(page, server: str, route: str, node_id: str):
     node = page.locator(f"#{node_id}")
     expect(node).to_be_visible()
     expect(node).not_to_have_attribute("data-renders", "0", timeout=20_000)
+    settled(node)
     expect(node.locator(".error").first).to_be_hidden()
     return node
+
+
+def settled(node, timeout: float = 20_000):
+    """Waits until every figure the view or chapter ``node`` was asked for is drawn: its ``data-pending``
+    (core.js's loaders: asked and not yet drawn, debounces included) is back to 0."""
+    from playwright.sync_api import expect
+
+    expect(node).to_have_attribute("data-pending", "0", timeout=timeout)
 
 
 def open_chapter(page, server: str, chapter: str):
@@ -204,10 +213,12 @@ def renders(node) -> str:
 
 
 def after_change(node, before: str):
-    """Waits until ``node`` has drawn again since it had drawn ``before`` times."""
+    """Waits until ``node`` has drawn again since it had drawn ``before`` times, and everything it was
+    asked for since is drawn."""
     from playwright.sync_api import expect
 
     expect(node).not_to_have_attribute("data-renders", before)
+    settled(node)
 
 
 def value_of(page, selector: str) -> float:
@@ -226,7 +237,7 @@ def set_slider(page, node, selector: str, value):
     renders = node.get_attribute("data-renders")
     page.locator(selector).fill(str(value))
     expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
-    page.wait_for_timeout(200)  # a second figure of the chapter may still be on its way
+    settled(node)  # a second figure of the chapter may still be on its way
 
 
 def select_and_wait(page, node, selector: str, value):
@@ -236,7 +247,7 @@ def select_and_wait(page, node, selector: str, value):
     renders = node.get_attribute("data-renders")
     page.locator(selector).select_option(value)
     expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
-    page.wait_for_timeout(150)
+    settled(node)
 
 
 def number(shown: str) -> float:

@@ -129,8 +129,19 @@ def test_quiz_lists_questions_without_answers(client):
     checks = get(client, "/api/quiz")["checks"]
     assert len(checks) >= 6
     for check in checks:
-        assert set(check) == {"id", "topic", "prompt", "choices"}
+        assert set(check) == {"id", "topic", "prompt", "question", "choices"}
         assert len(check["choices"]) >= 2
+
+
+def test_each_check_names_its_question_not_the_scene_its_prompt_sets_first(client):
+    """Defect: the check index listed each prompt's first sentence ("Seats 4 and 5 are neighbours.")
+    instead of the question. A check's question is the sentence of its prompt that asks."""
+    checks = {c["id"]: c for c in get(client, "/api/quiz")["checks"]}
+    for check in checks.values():
+        question = check["question"]
+        assert question.endswith("?") and question in " ".join(check["prompt"].split()), check
+        assert question.count("?") == 1
+    assert checks["fast-columns"]["question"] == "Which columns of the sinusoidal table tell them apart best?"
 
 
 def _supports_added(v):
@@ -248,6 +259,14 @@ def test_check_evidence_equals_the_library(client):
     with pytest.raises(PositionOutOfRangeError) as err:
         LearnedPositionalEmbedding(512, 4).encodings(torch.arange(600))
     assert learned["error"] == str(err.value)
+    # the check says what kind of error it is, and what plain PyTorch says instead
+    assert learned["is_index_error"] is True and isinstance(err.value, IndexError)
+    with pytest.raises(IndexError) as plain:
+        torch.nn.Embedding(512, 4)(torch.arange(600))
+    assert (learned["plain_error"], learned["plain_message"]) == ("IndexError", str(plain.value))
+    answered = get(client, "/api/quiz/learned-limit/answer", choice=2)
+    said = " ".join([answered["feedback"], *answered["evidence"]])
+    assert "subclass of IndexError" in said and f"'{plain.value}'" in said and str(plain.value) in said
     relative = get(client, "/api/quiz/relative/answer", choice=0)["values"]
     assert relative["score_near"] == pytest.approx(relative["score_far"], abs=1e-12)
     bands = get(client, "/api/quiz/llama3-bands/answer", choice=2)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser_support import SIZES, axe_serious, new_page, open_chapter, watched_page
+from browser_support import SIZES, axe_serious, new_page, open_chapter, settled, watched_page
 
 from posenc.teaching.lesson.manifest import CHAPTERS
 
@@ -28,16 +28,13 @@ pytestmark = pytest.mark.slow
 IDS = [c.id for c in CHAPTERS]
 
 
-def settled_box(page, selector, tries=50):
-    """The bounding box of ``selector`` once two reads 0.1 s apart agree (a redraw replaces the node)."""
-    last = None
-    for _ in range(tries):
-        box = page.locator(selector).bounding_box()
-        if box is not None and box == last:
-            return box
-        last = box
-        page.wait_for_timeout(100)
-    raise AssertionError(f"{selector} did not settle: last box {last}")
+def settled_box(page, node, selector):
+    """The bounding box of ``selector`` once every figure of the chapter ``node`` has drawn (a redraw
+    replaces the node)."""
+    settled(node)
+    box = page.locator(selector).bounding_box()
+    assert box is not None, selector
+    return box
 
 
 # What a figure shows: its drawing, its numbers, its tables and printed output.
@@ -163,7 +160,6 @@ def test_every_chapter_renders_fits_reacts_and_passes_axe(browser, server, shots
         for number, chapter in enumerate(IDS, start=1):
             node = open_chapter(page, server, chapter)
             expect(page.locator("#progress-text")).to_contain_text(f"Chapter {number} of {len(IDS)}")
-            page.wait_for_timeout(150)  # let late figures of the chapter settle
             failures += too_wide(page, chapter)
             small = page.evaluate(SMALL_TEXT, chapter)
             if small:
@@ -220,23 +216,17 @@ LESSON_FIGURE_WIDTHS = """(id) => {
 
 
 def lesson_figure_widths(page, chapter, redrawn=False):
-    """The widths of every figure of ``chapter`` once every figure box holds its drawing and two reads
-    0.2 s apart agree (figures that load late are in). ``redrawn``: first wait until each figure is drawn
-    at its holder's width (a redraw after a resize comes 150 ms after the window stops changing)."""
+    """The widths of every figure of ``chapter`` once every figure has drawn its answer (the chapter's
+    data-pending is 0) and every figure box holds its drawing. ``redrawn``: wait until each figure is
+    drawn at its holder's width (a redraw after a resize comes 150 ms after the window stops changing)."""
     drawn = f"({LESSON_FIGURE_WIDTHS})('{chapter}').every((f) => Math.abs(f.drawn - f.holderWidth) <= 1)"
     page.wait_for_function(
         f"""() => [...document.querySelectorAll('#ch-{chapter} .fig-box')].every((b) => b.querySelector('svg'))
         && {drawn if redrawn else "true"}""",
         timeout=20_000,
     )
-    last = None
-    for _ in range(50):
-        widths = page.evaluate(LESSON_FIGURE_WIDTHS, chapter)
-        if widths == last:
-            return widths
-        last = widths
-        page.wait_for_timeout(200)
-    raise AssertionError(f"the figures of {chapter} did not settle: {last}")
+    settled(page.locator(f"#ch-{chapter}"))
+    return page.evaluate(LESSON_FIGURE_WIDTHS, chapter)
 
 
 def test_every_lesson_figure_is_drawn_at_its_panels_width(browser, server):
@@ -291,7 +281,6 @@ def test_keyboard_alone_reaches_every_control_and_turns_pages(browser, server):
             node = open_chapter(page, server, chapter)
             if chapter == "knowledge-checks":
                 expect(node.locator(".check-card .choice").first).to_be_visible()
-            page.wait_for_timeout(150)
             count = page.evaluate(KEYBOARD_SWEEP, chapter)
             assert count > 0, chapter
             page.locator("#lesson-main").focus()
@@ -365,8 +354,8 @@ def test_deep_links_progress_checks_and_the_workbench(browser, server):
         expect(page.locator("#rot-b")).to_have_value("0.6")
         expect(matrix).not_to_have_text(before)
         # the chapter's other figures may still be loading and redraw the plane: measure once it is still
-        handle = settled_box(page, "#rot-plane .drag-handle")
-        plane = settled_box(page, "#rot-plane svg")
+        handle = settled_box(page, node, "#rot-plane .drag-handle")
+        plane = settled_box(page, node, "#rot-plane svg")
         page.mouse.move(handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2)
         page.mouse.down()
         page.mouse.move(plane["x"] + plane["width"] * 0.3, plane["y"] + plane["height"] * 0.3, steps=4)
@@ -424,6 +413,12 @@ def test_claim_contents_come_from_the_manifest_and_checks_are_in_reading_order(b
         listed = page.eval_on_selector_all("#lq-index li", "(ns) => ns.map((n) => n.dataset.check)")
         reading = [check for chapter in CHAPTERS for check in chapter.checks]
         assert listed == reading
+        # each entry is the check's question, not the first sentence of its prompt
+        from posenc.teaching.explorer.quiz import BY_ID
+
+        links = page.eval_on_selector_all("#lq-index li a", "(ns) => ns.map((n) => n.textContent)")
+        assert links == [BY_ID[c].question for c in reading]
+        assert "Seats 4 and 5 are neighbours." not in links
 
 
 def test_a_chapter_whose_script_is_missing_or_throws_says_so_and_the_others_work(browser, server):
@@ -495,7 +490,6 @@ def test_claim_code_in_prose_and_tables_breaks_only_between_words(browser, serve
         broken, words = {}, set()
         for chapter in IDS:
             open_chapter(page, server, chapter)
-            page.wait_for_timeout(200)
             found = page.evaluate(CODE_BROKEN, chapter)
             words.update(found["words"])
             if found["out"]:
@@ -511,7 +505,6 @@ def test_claim_one_colour_per_sign_in_every_chapter(browser, server):
 
     with watched_page(browser, server, SIZES["desktop"]) as page:
         open_chapter(page, server, "word-plus-position")
-        page.wait_for_timeout(200)
         bars = page.eval_on_selector_all(
             "#input-figure rect.bar",
             "(ns) => ns.map((n) => n.getAttribute('fill'))",
@@ -520,7 +513,6 @@ def test_claim_one_colour_per_sign_in_every_chapter(browser, server):
         assert fills <= set(SIGN_COLOURS.values()) and len(fills) == 2
         assert page.locator("#input-legend .sign-legend").count() == 1
         open_chapter(page, server, "bag-of-tiles")
-        page.wait_for_timeout(200)
         assert page.locator("#bag-figure .sign-legend").count() == 2
         extremes = page.evaluate(
             """() => { const cells = [...document.querySelectorAll('#bag-figure rect.written')];
@@ -558,8 +550,7 @@ def test_no_table_cell_prints_over_another_on_a_phone(browser, server):
     with watched_page(browser, server, SIZES["phone"]) as page:
         crowded, cells = {}, 0
         for chapter in IDS:
-            open_chapter(page, server, chapter)
-            page.wait_for_timeout(400)  # the chapter's tables are filled by its figures
+            open_chapter(page, server, chapter)  # waits until its figures have filled its tables
             found = page.evaluate(CELL_OVERLAP, chapter)
             cells += found["cells"]
             if found["hit"]:

@@ -163,3 +163,72 @@ def test_every_page_script_parses_as_a_module():
             check=False,
         )
         assert done.returncode == 0, (script.name, done.stderr.decode()[-600:])
+
+
+#: a second panel whose controls sit in the chapter's <figure> frame, as figureHtml makes it
+FRAMED = """
+<article class="chapter" id="ch-unit-ready" data-chapter="unit-ready">
+  <figure class="lesson-fig" id="ur-frame"><div class="controls">
+    <input type="range" id="ur-distance" min="2" max="100000" value="10"><output id="ur-distance-out"></output>
+  </div><div class="error" role="alert" hidden></div></figure>
+</article>"""
+
+WIRE_FRAMED = """async (panel) => {
+  document.body.insertAdjacentHTML("beforeend", panel);
+  const core = await import("/static/core.js");
+  core.register("unit-ready", { setup: () => null });
+  window.readyDraws = 0;
+  window.readyUnit = core.figure("unit-ready", { route: "/api/lesson/alibi", controls: { distance: "ur-distance" },
+    draw: () => { window.readyDraws += 1; } });
+}"""
+
+MOVE = """(value) => { const s = document.getElementById("ur-distance"); s.value = String(value);
+  s.dispatchEvent(new Event("input"));
+  const frame = document.getElementById("ur-frame"), panel = document.getElementById("ch-unit-ready");
+  return { ready: frame.dataset.ready, pending: panel.dataset.pending, draws: window.readyDraws }; }"""
+
+
+def test_a_figure_says_when_it_has_drawn_its_answer_and_its_chapter_when_all_have(page):
+    """Defect: the browser tests waited by the clock for a chapter's late figures. A figure's frame says
+    data-ready="false" from the moment a control moves (the debounce included) and "true" once the answer is
+    drawn, "error" once the error box says why not; the chapter's data-pending counts figures not yet drawn."""
+    from playwright.sync_api import expect
+
+    page.evaluate(WIRE_FRAMED, FRAMED)
+    frame, panel = page.locator("#ur-frame"), page.locator("#ch-unit-ready")
+    expect(frame).to_have_attribute("data-ready", "true", timeout=30_000)
+    expect(panel).to_have_attribute("data-pending", "0")
+    drawn = page.evaluate("() => window.readyDraws")
+    assert drawn == 1
+    moved = page.evaluate(MOVE, 40)
+    assert moved == {"ready": "false", "pending": "1", "draws": drawn}  # at once, before any answer
+    expect(frame).to_have_attribute("data-ready", "true", timeout=30_000)
+    assert page.evaluate("() => window.readyDraws") == drawn + 1
+    assert panel.get_attribute("data-pending") == "0"
+    # two moves in a row: one pending figure, settled by the last answer
+    page.evaluate(MOVE, 50)
+    assert page.evaluate(MOVE, 60)["pending"] == "1"
+    expect(panel).to_have_attribute("data-pending", "0", timeout=30_000)
+    assert frame.get_attribute("data-ready") == "true"
+    assert page.evaluate("() => window.readyUnit.data().distance") == 60
+    # a refused request: settled as an error, nothing drawn
+    drawn = page.evaluate("() => window.readyDraws")
+    page.evaluate(MOVE, 99999)
+    expect(frame).to_have_attribute("data-ready", "error", timeout=30_000)
+    assert panel.get_attribute("data-pending") == "0" and page.evaluate("() => window.readyDraws") == drawn
+    expect(page.locator("#ch-unit-ready .error")).to_be_visible()
+
+
+def test_every_figure_with_controls_of_every_chapter_says_it_has_drawn(browser, server):
+    """Each figure of the lesson that a control drives sets data-ready="true" on its frame once drawn, and
+    every chapter settles to data-pending="0": the signal the browser tests wait on."""
+    from browser_support import SIZES, open_chapter, watched_page
+    from playwright.sync_api import expect
+
+    with watched_page(browser, server, SIZES["desktop"]) as tab:
+        for chapter in CHAPTERS:
+            node = open_chapter(tab, server, chapter.id)
+            assert node.get_attribute("data-pending") == "0", chapter.id
+            framed = node.locator("figure.lesson-fig:has(.controls select, .controls input)")
+            for i in range(framed.count()):
+                expect(framed.nth(i)).to_have_attribute("data-ready", "true")

@@ -116,3 +116,53 @@ def test_the_fingerprint_table_prints_negative_values_with_the_minus_sign():
     cells = [cell for b in chapters.blocks("clock-hands") if b.kind == "table" for row in b.rows[1:] for cell in row]
     assert any("−" in cell for cell in cells)
     assert not any(re.search(r"(^|\s)-\d", cell) for cell in cells)
+
+
+def test_chapters_two_and_four_say_bounded_values_are_necessary_not_sufficient():
+    """Defect: ch. 2 said the position vector "about 36 times the word ... does not break rule 1" beside a
+    "Try this" that shows the word drowned, and ch. 4 quietly redefined rule 1. Both now say that bounded
+    values are necessary but not sufficient, and that the balance comes from the word vectors' scale (√d)."""
+    two = text_of("word-plus-position", contains="GPT-2's scale")
+    four = text_of("three-rules", contains="GPT-2's initial scale")
+    assert "does not break rule 1" not in two and "the word is drowned" in two
+    assert "Bounded values are necessary, not sufficient" in two and "√d_model" in two
+    assert "necessary, not sufficient" in four and "can still drown the word" in four
+    assert "comes from the scale of the word vectors" in four and "√d" in four
+
+
+def test_chapter_three_reads_one_dog_and_man_and_measures_the_raw_code_against_the_pair_shown():
+    """Defect: ch. 3 had three baselines for cos(dog, man) (the text's −0.031, the figure's 0.218 from other
+    vectors, the note's "about 0.2"), and the figure's "730.6 times longer" sat under [0.42, −0.15] but was
+    measured against a 16-number word. The figure now reads the text's pair, and its ratio is against the
+    pair it shows (1,586 times at seat 500)."""
+    n = chapters.numbers("bad-ideas")
+    for seat in (0, 500, 2000):
+        d = bad_ideas.bad_ideas(seat, 4)
+        assert d["cosine_words"] == pytest.approx(n["naive.cosine.no_position"], abs=1e-12)
+        assert d["cosine_sine_range"] == pytest.approx([n["naive.sine_band.low"], n["naive.sine_band.high"]])
+        assert d["raw_ratio"] == pytest.approx(math.hypot(seat, seat) / math.hypot(*bad_ideas.EXAMPLE_WORD))
+        dog = bad_ideas.word_vectors()[0]
+        assert d["raw_ratio_dog"] == pytest.approx(seat * math.sqrt(d["d_model"]) / float(dog.norm()))
+    note = " ".join(next(b.text for b in chapters.blocks("bad-ideas") if b.id == "sine-pull").split())
+    assert "about 0.2" not in note
+    assert f"from {n['naive.cosine.no_position']:+.3f} to between {n['naive.sine_band.low']:+.3f}" in note
+    assert round(bad_ideas.bad_ideas(500, 4)["raw_ratio"]) == 1586
+
+
+def test_the_precision_checks_feedback_gives_float64_the_spacing_the_chapter_gives():
+    """Defect: ch. 12 gives float64's spacing near a million as 1.2e-10, while the check's feedback said
+    "float64 keeps the angle exact". The feedback now states the chapter's spacings, and its claim that
+    only the cosine and sine are rounded holds: posenc's tables are off by no more than float32's spacing
+    in [−1, 1]."""
+    from posenc.teaching.lesson.chapters import knowledge_checks as checks
+
+    n = chapters.numbers("knowledge-checks")
+    (check,) = checks.CHECKS
+    right = check.feedback[check.answer]
+    assert "keeps the angle exact" not in right
+    assert f"{n['checks.spacing.float32']:g} rad" in right and f"{n['checks.spacing.float64']:.2g} rad" in right
+    assert f"{n['checks.spacing.float64']:.2g}" in text_of("knowledge-checks", contains="float64:")
+    bound = checks.spacing(torch.float32, 1.0)
+    assert f"at most {bound:.2g}" in right and bound == pytest.approx(2.0**-23)
+    _, measured = check.evidence()
+    assert measured["posenc"] <= bound < measured["float32"]

@@ -74,8 +74,7 @@ def test_claim_both_pair_conventions_and_the_complex_view_give_one_score(browser
         first = page.evaluate(scores)
         assert set(first) == {"half", "interleaved", "complex", "gap"}
         assert max(first.values()) - min(first.values()) < 1e-12, first
-        set_slider(page, node, "#rope-shift", 400)
-        page.wait_for_timeout(300)
+        set_slider(page, node, "#rope-shift", 400)  # waits until every figure has drawn the new seats
         moved = page.evaluate(scores)
         assert all(abs(moved[k] - first[k]) < 1e-9 for k in first), (first, moved)
         assert "seats 403 and 401" in page.locator("#pairs-table caption").inner_text()

@@ -12,7 +12,7 @@ import math
 import re
 
 import pytest
-from browser_support import SIZES, open_chapter, select_and_wait, set_slider, watched_page
+from browser_support import SIZES, open_chapter, select_and_wait, set_slider, settled, watched_page
 
 from posenc.teaching.lesson import palette
 from posenc.teaching.lesson.manifest import CHAPTERS
@@ -265,7 +265,7 @@ def test_claim_sixteen_alibi_heads_have_a_legend_and_slopes_written_alike(browse
         from playwright.sync_api import expect
 
         expect(node).not_to_have_attribute("data-renders", renders, timeout=20_000)
-        page.wait_for_timeout(200)
+        settled(node)
         expected = [r["slope_text"] for r in alibi_penalty(16, 10)["rows"]]
         items = page.eval_on_selector_all("#alibi-chart .legend-item", "(ns) => ns.map((n) => n.dataset.name)")
         assert items == [f"head {h}: slope {t}" for h, t in enumerate(expected)]

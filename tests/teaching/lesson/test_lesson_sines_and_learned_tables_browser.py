@@ -173,9 +173,11 @@ def test_chapter_six_breaks_long_identifiers_only_after_a_dot_or_a_bracket_on_a_
     """On a 390 px phone ch. 6 split ``LearnedPositionalEmbedding.extend(new_max_len)`` as "...(new_ma" /
     "x_len)", both in the error box and in the quoted error of the text. Now no word runs past its line,
     a word breaks only after '.', '(' or a hyphen, and the identifier only after '.' or '('."""
+    from playwright.sync_api import expect
+
     with watched_page(browser, server, SIZES["phone"]) as page:
-        open_chapter(page, server, "learned-tables")
-        page.wait_for_timeout(300)  # let the error box fill
+        open_chapter(page, server, "learned-tables")  # waits until the figure has drawn its result and error
+        expect(page.locator("#wall-result .error-message")).to_contain_text("extend(new_max_len)")
         text = page.locator("#ch-learned-tables").inner_text()
         assert text.count("LearnedPositionalEmbedding.extend(new_max_len)") >= 2  # the error box and the quoted error
         words = page.evaluate(WORD_BREAKS, "#ch-learned-tables")

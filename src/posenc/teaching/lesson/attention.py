@@ -3,7 +3,8 @@
 :func:`attention_weights` computes the softmax weights :class:`~posenc.model.CausalSelfAttention`
 uses inside its forward (the same projections, the scheme's turn of q and k, its logit bias, the
 causal mask and the softmax scale), so a figure drawn from them is the layer's own. :func:`by_word`
-folds token weights into word weights for a model that reads bytes. The explorer's lesson draws the
+folds token weights into word weights for a model that reads bytes, per byte, so that a long word does
+not collect attention by its length alone. The explorer's lesson draws the
 result for the learner's sentence under every scheme.
 """
 
@@ -58,21 +59,35 @@ def attention_weights(
     return torch.softmax(logits, dim=-1)
 
 
-def by_word(weights: torch.Tensor, spans: Sequence[tuple[int, int]]) -> torch.Tensor:
-    """Token weights (seq, seq) folded into word weights (words, words): how much a word's tokens
-    attend, on average, to all the tokens of another word. Rows still sum to 1 when the spans cover
-    every token.
+def by_word(weights: torch.Tensor, spans: Sequence[tuple[int, int]], causal: bool = True) -> torch.Tensor:
+    """Token weights (seq, seq) folded into word weights (words, words), per token: how much a word's
+    tokens attend to another word, as a share of the words they can see, whatever the words' lengths.
+
+    For each query token and each word, the weight the token gives the word is divided by the number of
+    the word's tokens it can see (all of them; under ``causal``, those at or before the query), which
+    gives the word's weight per token; a query token's row of these is then scaled to sum to 1, and a
+    word's row is the mean of its tokens' rows. A long word so collects no more attention than a short
+    one that each of its tokens gets as much: if every token attends evenly to the tokens it sees, every
+    word gets the same share of each row. Rows sum to 1 when the spans cover every token.
 
     Args:
         weights: (seq, seq) attention weights, rows the queries.
-        spans: one ``(start, stop)`` token range per word, in order.
+        spans: one ``(start, stop)`` token range per word, in order, covering the tokens in order.
+        causal: whether a query token sees only the tokens at or before it (as ``weights`` were made).
     """
     check_tensor("weights", weights, ndim=2, floating=True)
-    rows = []
-    for qs, qe in spans:
-        row = weights[qs:qe]  # (tokens of the query word, seq)
-        rows.append(torch.stack([row[:, ks:ke].sum(-1).mean() for ks, ke in spans]))
-    return torch.stack(rows)  # (words, words)
+    seq = weights.shape[0]
+    word_of = torch.empty(seq, dtype=torch.int64)
+    for w, (start, stop) in enumerate(spans):
+        word_of[start:stop] = w
+    keys = torch.nn.functional.one_hot(word_of, len(spans)).to(weights.dtype)  # (seq, words)
+    seen = torch.ones(seq, seq, dtype=weights.dtype)
+    if causal:
+        seen = seen.tril()
+    visible = seen @ keys  # (seq, words): how many tokens of each word a query token sees
+    per_token = (weights @ keys) / visible.clamp(min=1)  # (seq, words): a word's weight per token it shows
+    shares = per_token / per_token.sum(-1, keepdim=True)  # each query token's row sums to 1
+    return torch.stack([shares[start:stop].mean(0) for start, stop in spans])  # (words, words)
 
 
 __all__ = ["attention_weights", "by_word"]

@@ -310,6 +310,25 @@ def initial_model(scheme: str) -> TinyLM:
     return _cached_initial(scheme)
 
 
+#: what the models read, by the file the lab was given (``None``: the standard library's sources)
+ENGLISH_FILE = "english.txt"
+
+
+def corpus() -> dict:
+    """What the packaged models were trained on, in words: ``english`` (True for the English prose of
+    ``pydoc_data.topics`` that ``benchmarks/lesson_models.py`` writes, False for Python sources),
+    ``text`` (what it is), ``held_out`` (what the summary's windows are)."""
+    data = summary()["config"].get("data")
+    if data is not None and Path(data).name == ENGLISH_FILE:
+        return {
+            "english": True,
+            "text": "English prose that ships with Python (the language reference of `pydoc_data.topics`, "
+            "which `help()` shows)",
+            "held_out": "held-out English",
+        }
+    return {"english": False, "text": "the Python standard library's sources", "held_out": "held-out Python"}
+
+
 def train_len() -> int:
     """The length the packaged models were trained on (bytes)."""
     return int(summary()["train_len"])
@@ -366,10 +385,11 @@ def check_fits(words: Sequence[str], name: str = "text") -> None:
 @torch.no_grad()
 def word_attention(lm: TinyLM, words: Sequence[str], layer: int = 0, causal: bool = True) -> torch.Tensor:
     """Word-by-word attention weights (W, W) of ``lm``'s layer ``layer`` reading ``words`` as bytes
-    (heads averaged; a word's bytes' rows averaged, its columns added)."""
+    (heads averaged; folded per byte by :func:`~posenc.teaching.lesson.attention.by_word`, so a word's
+    length alone does not raise its column)."""
     idx, spans = sentence_bytes(words)
     weights = layer_attention(lm, idx, layer, causal)  # (1, H, S, S)
-    return by_word(weights[0].mean(0), spans)
+    return by_word(weights[0].mean(0), spans, causal)
 
 
 @torch.no_grad()
@@ -419,6 +439,7 @@ __all__ = [
     "attention_by_distance",
     "bits_per_byte",
     "check_fits",
+    "corpus",
     "layer_attention",
     "initial_model",
     "model",

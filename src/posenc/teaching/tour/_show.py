@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
+
 from rich import box
+from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -79,17 +82,59 @@ def chapter(ctx, blocks: list[Block], chapter_id: str) -> None:
 VALUE_WIDTH = 60
 
 
+def _grid(block: Block) -> Table:
+    """A lesson table as a grid: each value column at least as wide as its longest value, so a value
+    never wraps or is cut, while a long header may wrap between its words."""
+    header, *rows = block.rows
+    t = Table(title=to_rich(block.text), title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    for i, name in enumerate(header):
+        if i == 0:
+            t.add_column(plain_text(name), justify="left", overflow="fold")
+            continue
+        longest = max(len(plain_text(row[i])) for row in rows) if rows else 1
+        t.add_column(plain_text(name), justify="right", overflow="fold", min_width=longest)
+    for row in rows:
+        t.add_row(*(to_rich(cell) for cell in row))
+    return t
+
+
+def _grid_fits(block: Block, width: int) -> bool:
+    """Whether :func:`_grid` of ``block``, drawn ``width`` columns wide, shows every value whole (each
+    row's values on one line of the drawing, in their order: rich drops or cuts a column that does not
+    fit) and every word of its labels whole."""
+    probe = Console(width=width, record=True, file=io.StringIO(), color_system=None, emoji=False)
+    probe.print(_grid(block))
+    drawn = probe.export_text()
+    lines, words = drawn.splitlines(), set(drawn.split())
+    for row in block.rows[1:]:
+        values = [plain_text(cell) for cell in row[1:]]
+        if not any(_in_order(line, values) for line in lines):
+            return False
+        if not set(plain_text(row[0]).split()) <= words:  # the label wraps between words, never inside one
+            return False
+    return True
+
+
+def _in_order(line: str, values: list[str]) -> bool:
+    at = 0
+    for value in values:
+        found = line.find(value, at)
+        if found < 0:
+            return False
+        at = found + len(value)
+    return True
+
+
 def lesson_table(ctx, block: Block) -> None:
-    """Print a table block of the lesson: a grid (:func:`table`) when every cell after the first column
-    is a short value (:data:`VALUE_WIDTH`), else one card per row, its first cell and then each other
-    cell after its column's name, as the page does on a phone, so that no cell is cut."""
+    """Print a table block of the lesson: a grid when every cell after the first column is a short value
+    (:data:`VALUE_WIDTH`) and the grid, its headers wrapped, fits the terminal with every value whole;
+    else one card per row, its first cell and then each other cell after its column's name, as the page
+    does on a phone, so that no cell is cut at any width."""
     header, *rows = block.rows
     if all(len(plain_text(cell)) <= VALUE_WIDTH for row in block.rows for cell in row[1:]):
-        t = table(*(plain_text(cell) for cell in header), title=to_rich(block.text))
-        for row in rows:
-            t.add_row(*(to_rich(cell) for cell in row))
-        ctx.console.print(t)
-        return
+        if _grid_fits(block, ctx.console.width):
+            ctx.console.print(_grid(block))
+            return
     ctx.console.print(to_rich(block.text), highlight=False)
     for row in rows:
         ctx.console.print(Padding(f"[bold]{to_rich(row[0])}[/]", (0, 0, 0, 2)), highlight=False)

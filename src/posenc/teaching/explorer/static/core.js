@@ -93,23 +93,43 @@ export function rendered(name) {
   node.dataset.renders = String(Number(node.dataset.renders || 0) + 1);
 }
 
-// A panel's loader: debounces, cancels the request it supersedes, counts the panel's renders and
-// reports errors in it.
-export function loader(name, load, { delay = 70, selector = ".error" } = {}) {
-  let timer = null, controller = null;
+// How many of a panel's loaders have been asked and not yet drawn (data-pending): a loader counts from the
+// moment it is asked (a debounce waiting counts) until its answer is drawn or its error shown, so
+// data-pending="0" says that everything the panel was asked for is on the page.
+function pending(name, change) {
+  const node = panel(name);
+  node.dataset.pending = String(Math.max(0, Number(node.dataset.pending || 0) + change));
+}
+
+// A panel's loader: debounces, cancels the request it supersedes, counts the panel's renders and the
+// loaders in flight, and reports errors in it. `frames` are the elements the loader draws in: the
+// data-ready of each is "false" from the moment the loader is asked, "true" once the answer is drawn
+// and "error" when the error box shows why not (tests wait on it, never on the clock).
+export function loader(name, load, { delay = 70, selector = ".error", frames = [] } = {}) {
+  let timer = null, controller = null, asked = false;
+  const mark = (state) => { for (const frame of frames) frame.dataset.ready = state; };
+  const settle = (state) => {
+    if (asked) { asked = false; pending(name, -1); }
+    mark(state);
+  };
   return function schedule(wait = delay) {
     clearTimeout(timer);
+    if (!asked) { asked = true; pending(name, 1); }
+    mark("false");
     timer = setTimeout(async () => {
       if (controller) controller.abort();
       controller = new AbortController();
       const mine = controller;
       try {
         await load(mine.signal);
-        if (mine.signal.aborted) return;
+        if (mine.signal.aborted) return;  // a later request superseded it; that one settles
         clearError(name, selector);
         rendered(name);
+        settle("true");
       } catch (err) {
-        if (err.name !== "AbortError") showError(name, err.message, selector);
+        if (err.name === "AbortError") return;
+        showError(name, err.message, selector);
+        settle("error");
       }
     }, wait);
   };
@@ -130,6 +150,8 @@ export function loader(name, load, { delay = 70, selector = ".error" } = {}) {
 //   draw      (data) => draws the figure at its width; run again on every resize (optional)
 //   fill      (data) => writes what is drawn once per answer: its numbers, tables, status (optional)
 //   start     false: the chapter calls `load(0)` itself, when what the figure needs is ready
+//   frame     the id of the element it draws in, for a figure without controls (default: the <figure>s that
+//             hold its controls); their data-ready says when the figure has drawn its answer
 // Returns { load, redraw, data }: load(wait) asks again, redraw() draws the last answer again.
 const CONTROL_KINDS = { slider: "input", choice: "change", typed: "input" };
 
@@ -149,10 +171,13 @@ function control(name, spec) {
 }
 
 export function figure(chapter, { route = null, request = null, controls = {}, params = null, prepare = null, draw = null,
-  fill = null, start = true } = {}) {
+  fill = null, start = true, frame = null } = {}) {
   if (!route === !request) throw new Error(`figure in ${JSON.stringify(chapter)}: give one of route or request`);
   let data = null;
   const readers = {};
+  const specs = Object.entries(controls).map(([name, spec]) => [name, control(name, spec)]);
+  // the <figure> frames it draws in: the one named, or those that hold its controls
+  const frames = frame ? [$(frame)] : [...new Set(specs.map(([, c]) => $(c.id).closest("figure")).filter(Boolean))];
   const load = loader(chapter, async (signal) => {
     const read = Object.fromEntries(Object.entries(readers).map(([name, reader]) => [name, reader()]));
     const values = params ? params(read) : read;
@@ -162,9 +187,8 @@ export function figure(chapter, { route = null, request = null, controls = {}, p
     data = answer;
     if (draw) draw(data);
     if (fill) fill(data);
-  });
-  for (const [name, spec] of Object.entries(controls)) {
-    const c = control(name, spec);
+  }, { frames });
+  for (const [name, c] of specs) {
     if (c.kind === "slider") {
       readers[name] = slider(c.id, () => load(c.wait), c.transform || Number, c.format || String);
     } else {

@@ -6,6 +6,7 @@ the explorer's quiz collects them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Tuple
 
@@ -23,9 +24,22 @@ class Check:
     feedback: Tuple[str, ...]  # one sentence per choice
     evidence: Callable[[], Evidence]
 
+    @property
+    def question(self) -> str:
+        """The question the prompt asks: its first sentence that ends in a question mark (a prompt may set
+        the scene first, "Seats 4 and 5 are neighbours. Which columns ...?"), or the whole prompt."""
+        sentences = re.split(r"(?<=[.?!])\s+", " ".join(self.prompt.split()))
+        return next((s for s in sentences if s.endswith("?")), " ".join(self.prompt.split()))
+
     def public(self) -> dict:
         """What the page may see before an answer is given (no answer, no feedback)."""
-        return {"id": self.id, "topic": self.topic, "prompt": self.prompt, "choices": list(self.choices)}
+        return {
+            "id": self.id,
+            "topic": self.topic,
+            "prompt": self.prompt,
+            "question": self.question,
+            "choices": list(self.choices),
+        }
 
 
 __all__ = ["Check", "Evidence"]

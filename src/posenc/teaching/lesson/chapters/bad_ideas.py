@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Dict
 
 import torch
@@ -10,7 +11,6 @@ import torch.nn.functional as F
 from ....sinusoidal import SinusoidalPositionalEncoding, sinusoidal_table
 from ...input_sizes import D_MODEL, VOCAB, position_word_lengths, tinylm_word_vectors
 from ..prose import Block
-from ..vectors import word_vector
 from ._ranges import Range, checked
 
 #: Positions at which the raw-integer code is compared with the word vectors.
@@ -22,13 +22,25 @@ EXAMPLE_WORD = (0.42, -0.15)
 EXAMPLE_SEAT = 500
 
 
+@functools.lru_cache(maxsize=4)
+def _word_vectors(d_model: int, seed: int) -> torch.Tensor:
+    return tinylm_word_vectors(d_model, seed)[:2]
+
+
 def word_vectors(d_model: int = D_MODEL, seed: int = 0) -> torch.Tensor:
     """Two word vectors ("dog", "man"): rows 0 and 1 of TinyLM's scaled embeddings, float64 (2, d_model).
 
     The scale is the one :mod:`posenc.teaching.input_sizes` states for the whole teaching layer: N(0, 0.02^2)
-    entries times sqrt(d_model).
+    entries times sqrt(d_model). The chapter's text and its figure read this one pair.
     """
-    return tinylm_word_vectors(d_model, seed)[:2]
+    return _word_vectors(d_model, seed).clone()
+
+
+def sine_band() -> torch.Tensor:
+    """cos("dog" + PE(p), "man" + PE(p)) at every seat p = 0 .. BAND_SEATS - 1, shape (BAND_SEATS,)."""
+    dog, man = word_vectors()
+    waves = sinusoidal_table(BAND_SEATS, D_MODEL).double()  # (BAND_SEATS, D_MODEL)
+    return F.cosine_similarity(dog + waves, man + waves, dim=-1)
 
 
 def fraction_positions(length: int) -> torch.Tensor:
@@ -52,6 +64,8 @@ def numbers() -> dict:
     n["naive.scale_ratio"] = sizes["ratio"]
     n["naive.word_norm"] = sizes["word_norm"]
     n["naive.cosine.no_position"] = float(F.cosine_similarity(dog, man, dim=0))
+    band = sine_band()
+    n["naive.sine_band.low"], n["naive.sine_band.high"] = float(band.min()), float(band.max())
     for pos in POSITIONS:
         raw = torch.full((D_MODEL,), float(pos), dtype=torch.float64)
         wave = sinus.encodings(torch.tensor(pos)).double()
@@ -185,14 +199,15 @@ def prose(n: dict) -> list[Block]:
         ),
         Block(
             "note",
-            """The sine code pulls “dog” and “man” together too, from about 0.2 to somewhere between 0.2 and 0.8,
-            depending on the seat: the same vector is added to both, and in the explorer's 16-wide picture it is
-            as long as a word. What matters for rule 1 is that the pull stops there. The sine code's length is
-            fixed, √(d/2), so the similarity stays in one band at every seat (printed under that figure), while
-            the raw integer keeps growing and pushes it to 1. In a real model the balance is set once, by the
-            scale of the word vectors ([chapter 2](#word-plus-position)) and by training, which spreads meaning
-            and position over hundreds of directions; a code that grows with the seat would upset that balance
-            further into every text.""",
+            f"""The sine code pulls “dog” and “man” together too, from {n["naive.cosine.no_position"]:+.3f} to
+            between {n["naive.sine_band.low"]:+.3f} and {n["naive.sine_band.high"]:+.3f} over seats 0 to
+            {BAND_SEATS - 1:,}, depending on the seat: the same vector is added to both, and at this scale it is
+            {n["naive.scale_ratio"]:.2f} times as long as a word. What matters for rule 1 is that the pull stops
+            there. The sine code's length is fixed, √(d/2), so the similarity stays in one band at every seat
+            (printed under that figure), while the raw integer keeps growing and pushes it to 1. In a real
+            model the balance is set once, by the scale of the word vectors ([chapter 2](#word-plus-position))
+            and by training, which spreads meaning and position over hundreds of directions; a code that grows
+            with the seat would upset that balance further into every text.""",
             "after",
             id="sine-pull",
         ),
@@ -228,13 +243,13 @@ def bad_ideas(raw_seat: int, sentence_len: int) -> dict:
     checked(FIGURE_RANGES, "sentence_len", sentence_len)
     word = torch.tensor(EXAMPLE_WORD, dtype=torch.float64)
     stamped = word + raw_seat
-    # two different 16-wide words with entries in [-1, 1], and how alike they look once stamped
-    dog, man = torch.tanh(word_vector("dog", 16)), torch.tanh(word_vector("man", 16))
-    raw = torch.full((16,), float(raw_seat), dtype=torch.float64)
-    wave = sinusoidal_table(1, 16, start=raw_seat)[0].double()
-    # the sine code at every seat of the band: bounded, so the pull never grows with the seat
-    waves = sinusoidal_table(BAND_SEATS, 16).double()  # (BAND_SEATS, 16)
-    pulled = F.cosine_similarity(dog + waves, man + waves, dim=-1)  # (BAND_SEATS,)
+    # the seat's raw code against the two-number word it is added to, as the figure prints them
+    pair_raw = torch.full((2,), float(raw_seat), dtype=torch.float64)
+    # the text's "dog" and "man" (TinyLM's word vectors at width D_MODEL), and how alike they look once stamped
+    dog, man = word_vectors()
+    raw = torch.full((D_MODEL,), float(raw_seat), dtype=torch.float64)
+    wave = sinusoidal_table(1, D_MODEL, start=raw_seat)[0].double()
+    pulled = sine_band()  # (BAND_SEATS,): bounded, so the pull never grows with the seat
     fractions = fraction_positions(sentence_len)
     shown = fractions[:8]
     step = float(fractions[1] - fractions[0])
@@ -243,7 +258,9 @@ def bad_ideas(raw_seat: int, sentence_len: int) -> dict:
         "raw_seat": raw_seat,
         "word": list(EXAMPLE_WORD),
         "stamped": stamped.tolist(),
-        "raw_ratio": float(raw.norm() / dog.norm()),
+        "raw_ratio": float(pair_raw.norm() / word.norm()),
+        "raw_ratio_dog": float(raw.norm() / dog.norm()),
+        "d_model": D_MODEL,
         "cosine_words": float(F.cosine_similarity(dog, man, dim=0)),
         "cosine_raw": float(F.cosine_similarity(dog + raw, man + raw, dim=0)),
         "cosine_sine": float(F.cosine_similarity(dog + wave, man + wave, dim=0)),

@@ -166,9 +166,10 @@ def prose(n: dict) -> list[Block]:
             """Take “The dog bit the man.” and “The man bit the dog.” The same five words, one an everyday
             accident, the other front-page news. Without position information, attention treats either
             sentence like letter tiles shaken in a bag: every word comes out with exactly the same vector in
-            both, only listed in a different order. The cure, used by nearly every transformer, is to give
-            each word a seat number it carries into attention. The rest of this lesson is about how to write
-            that seat number down.""",
+            both, only listed in a different order. The word for this is *permutation-equivariant*: permute
+            the words going in, and the outputs come out permuted the same way, each one unchanged. The cure,
+            used by nearly every transformer, is to give each word a seat number it carries into attention.
+            The rest of this lesson is about how to write that seat number down.""",
             "intro",
         ),
         Block(
@@ -273,6 +274,8 @@ FIGURE_RANGES: Dict[str, Range] = {
 FIGURE_SCHEMES = tuple(SCHEMES)
 #: the sentence the chapter reads backwards through the figure (ALiBi without a mask cannot tell)
 MIRROR_TEXT = "dog bit man"
+#: the check's two sentences: the mirror sentence and the same words read backwards
+CHECK_SENTENCES = (MIRROR_TEXT, " ".join(reversed(MIRROR_TEXT.split())))
 #: the width and heads of the figure's attention block, whose words are
 #: :func:`posenc.teaching.lesson.vectors.word_vector`
 BLOCK_D_MODEL = 16
@@ -320,6 +323,20 @@ def shuffled_order(count: int, shuffle: int) -> list[int]:
     return order
 
 
+def shuffle_giving(text: str, wanted: str) -> int:
+    """The first shuffle (1 .. 9999) of :func:`shuffled_order` that turns the words of ``text`` into those
+    of ``wanted``; ``ValueError`` if none does."""
+    words, target = split_words(text), split_words(wanted)
+    for shuffle in range(1, int(FIGURE_RANGES["shuffle"][1]) + 1):
+        if [words[i] for i in shuffled_order(len(words), shuffle)] == target:
+            return shuffle
+    raise ValueError(f"wanted must be a shuffle of the words of {text!r}, got {wanted!r}")
+
+
+#: the shuffle that turns "the dog bit the man" into "the man bit the dog" (the page's button)
+SWAP_SHUFFLE = shuffle_giving(SENTENCE_A, SENTENCE_B)
+
+
 def bag_of_tiles(text: str, shuffle: int, scheme: str) -> dict:
     """Run the sentence and a shuffle of it through one attention block (no causal mask).
 
@@ -348,6 +365,8 @@ def bag_of_tiles(text: str, shuffle: int, scheme: str) -> dict:
         "difference": diff.tolist(),
         "largest_difference": float(diff.max()),
         "rounding_level": ROUNDING_LEVEL,
+        # the exact pair of the chapter, which the page's button shows: the sentence and the shuffle of it
+        "pair": {"text": SENTENCE_A, "shuffle": SWAP_SHUFFLE, "shuffled": SENTENCE_B},
     }
 
 
@@ -357,13 +376,13 @@ FIGURES = {"bag": Figure(bag_of_tiles, text=Text("the dog bit the man"), scheme=
 
 # -- the knowledge check the manifest lists under this chapter (the quiz collects it) --
 def _bag_of_words() -> Evidence:
-    """ "dog bites man" and "man bites dog" through :func:`fixed_block`, no causal mask: the output for
+    """ "dog bit man" and "man bit dog" through :func:`fixed_block`, no causal mask: the output for
     "dog" without positions and with sinusoidal ones."""
-    order_a, order_b = ["dog", "bites", "man"], ["man", "bites", "dog"]
+    order_a, order_b = (sentence.split() for sentence in CHECK_SENTENCES)
     a, b = run_block(order_a, "nope"), run_block(order_b, "nope")
-    same = float((a[0] - b[2]).abs().max())  # "dog" in each sentence
+    same = float((a[order_a.index("dog")] - b[order_b.index("dog")]).abs().max())  # "dog" in each sentence
     a_pe, b_pe = run_block(order_a, "sinusoidal"), run_block(order_b, "sinusoidal")
-    differ = float((a_pe[0] - b_pe[2]).abs().max())
+    differ = float((a_pe[order_a.index("dog")] - b_pe[order_b.index("dog")]).abs().max())
     return (
         [
             f"A posenc attention block with no positions, no causal mask: the vector out for "
@@ -378,8 +397,8 @@ CHECKS: Tuple[Check, ...] = (
     Check(
         "bag-of-words",
         "why positions",
-        'Attention with no position information and no causal mask reads "dog bites man" and '
-        '"man bites dog". Does the vector it produces for "dog" differ?',
+        f'Attention with no position information and no causal mask reads "{CHECK_SENTENCES[0]}" and '
+        f'"{CHECK_SENTENCES[1]}". Does the vector it produces for "dog" differ?',
         (
             "No: the same words give the same outputs, just listed in another order.",
             "Yes: the softmax weighs earlier words more.",

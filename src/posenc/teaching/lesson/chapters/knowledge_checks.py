@@ -15,13 +15,17 @@ from ._check import Check, Evidence
 SEAT = 1_000_000
 
 
+def spacing(dtype: torch.dtype, value: float = float(SEAT)) -> float:
+    """The gap between ``value`` and the next number ``dtype`` can hold above it."""
+    at = torch.tensor(value, dtype=dtype)
+    return float(torch.nextafter(at, torch.tensor(float("inf"), dtype=dtype)) - at)
+
+
 def numbers() -> dict:
     """How finely float32 and float64 can hold RoPE's fastest angle, seat x 1 radian, at :data:`SEAT`."""
     n: dict = {"checks.seat": SEAT}
     for dtype in (torch.float32, torch.float64):
-        angle = torch.tensor(float(SEAT), dtype=dtype)
-        step = torch.nextafter(angle, torch.tensor(float("inf"), dtype=dtype)) - angle
-        n[f"checks.spacing.{str(dtype).removeprefix('torch.')}"] = float(step)
+        n[f"checks.spacing.{str(dtype).removeprefix('torch.')}"] = spacing(dtype)
     return n
 
 
@@ -88,7 +92,10 @@ CHECKS: Tuple[Check, ...] = (
         (
             "The rotation itself still runs in the model's dtype; only the table is built in float64, once.",
             "float32 itself is not precise enough for the product at long positions.",
-            "Float32 has a spacing of 0.0625 near a million; float64 keeps the angle exact.",
+            f"Float32's spacing near a million is {spacing(torch.float32):g} rad, so the product is off by "
+            f"hundredths; float64's is {spacing(torch.float64):.2g} rad, so the angle is formed almost exactly and "
+            "only its cosine and sine, numbers in [−1, 1] where float32's spacing is at most "
+            f"{spacing(torch.float32, 1.0):.2g}, are rounded to float32.",
         ),
         _precision,
     ),

@@ -244,14 +244,32 @@ def _learned_limit() -> Evidence:
 
     with local_random(0):
         table = LearnedPositionalEmbedding(max_len=512, d_model=4)
+        plain = torch.nn.Embedding(512, 4)  # the bare PyTorch table a BERT-style model looks its rows up in
     try:
         table.encodings(torch.arange(600))
         message = "no error"
     except PositionOutOfRangeError as err:
         message = str(err)
+    try:
+        plain(torch.arange(600))
+        plain_error, plain_message = "none", "no error"
+    except IndexError as err:  # what torch raises for a row past the table's end
+        plain_error, plain_message = type(err).__name__, str(err)
     return (
-        [f"posenc's LearnedPositionalEmbedding(max_len=512) asked for positions 0..599 says: {message}"],
-        {"max_len": 512, "requested": 600, "error": message},
+        [
+            f"posenc's LearnedPositionalEmbedding(max_len=512) asked for positions 0..599 says: {message}",
+            f"PositionOutOfRangeError {'is' if issubclass(PositionOutOfRangeError, IndexError) else 'is not'} a "
+            "subclass of IndexError, so code that catches IndexError catches it too.",
+            f"A plain torch.nn.Embedding(512, 4) asked for the same rows raises {plain_error}: {plain_message}",
+        ],
+        {
+            "max_len": 512,
+            "requested": 600,
+            "error": message,
+            "is_index_error": issubclass(PositionOutOfRangeError, IndexError),
+            "plain_error": plain_error,
+            "plain_message": plain_message,
+        },
     )
 
 
@@ -270,7 +288,8 @@ CHECKS: Tuple[Check, ...] = (
         (
             "Nothing wraps: reusing row 0 would make position 512 look like the first token.",
             "A learned table has no formula to fall back on; rows that were never trained do not exist.",
-            "The table ends at row 511. posenc says so, and offers truncation or interpolation.",
+            "The table ends at row 511. posenc says so with a PositionOutOfRangeError (an IndexError) that "
+            "offers truncation or interpolation; a plain nn.Embedding only says 'index out of range in self'.",
         ),
         _learned_limit,
     ),

@@ -229,10 +229,19 @@ def prose(n: dict) -> list[Block]:
         Block("h3", "The same turn as complex numbers", "pairs"),
         Block(
             "p",
-            """Read a pair (a, b) as the complex number a + ib. Turning it by mθ is multiplying by e^(imθ) =
-            cos mθ + i sin mθ, which is the 2×2 matrix above in one symbol. The score becomes
-            Re Σᵢ qᵢ · conj(kᵢ) · e^(i(m − n)θᵢ): the two seats meet only as the gap, the whole RoPE paper in one
-            line.""",
+            """The turn is not a guess; it is what the wish for a score that sees only the gap leads to. Ask for
+            a way f to write seat m into a query q (and n into a key k) such that""",
+            "pairs",
+        ),
+        Block("formula", "⟨f(q, m), f(k, n)⟩ = g(q, k, m − n)", "pairs"),
+        Block(
+            "p",
+            """Read a pair (a, b) as the complex number a + ib; the dot product of two pairs is then
+            Re(q · conj(k)). Multiplying by e^(imθ) = cos mθ + i sin mθ does what is asked, since
+            Re(q e^(imθ) · conj(k e^(inθ))) = Re(q · conj(k) · e^(i(m − n)θ)): the seats meet only as the gap.
+            That multiplication is the 2×2 matrix above in one symbol, and it keeps every length, so the seat
+            changes where a query points, never how long it is (Su et al. 2021, section 3.2). Over a whole head
+            the score is Re Σᵢ qᵢ · conj(kᵢ) · e^(i(m − n)θᵢ).""",
             "pairs",
         ),
         Block(

@@ -120,11 +120,12 @@ def prose(n: dict) -> list[Block]:
         Block(
             "item",
             f"""**Small, bounded numbers.** Every value stays between −1 and +1, at any seat, so the code cannot
-            grow with the seat and bury the word further into a text. How long the code is next to the word is
-            fixed once, by the scale of the word vectors: at GPT-2's initial scale (0.02) the position vector
-            starts about {n["rules.gpt2_ratio"]:.0f} times longer than the word at *every* seat
-            ([chapter 2](#word-plus-position)), and training, or the 2017 Transformer's √d factor, sets that
-            balance once for all seats. Raw integers break it more at every seat.""",
+            grow with the seat and bury the word further into a text. This rule is necessary, not sufficient: a
+            bounded code can still drown the word. At GPT-2's initial scale (0.02) the position vector starts
+            about {n["rules.gpt2_ratio"]:.0f} times longer than the word at *every* seat
+            ([chapter 2](#word-plus-position)). The balance between the two comes from the scale of the word
+            vectors, which the 2017 Transformer sets by multiplying them by √d, and from training; being bounded
+            only keeps that balance the same at every seat. Raw integers break the rule more at every seat.""",
             "rules",
         ),
         Block(

@@ -107,10 +107,12 @@ def prose(n: dict) -> list[Block]:
         ),
         Block(
             "p",
-            f"""At GPT-2's scale the position vector is about {gpt2:.0f} times the word, yet this does not break
-            rule 1 of [chapter 4](#three-rules): the ratio is the same at every seat, so the position never buries
-            the meaning *further* into a text. The balance is set once, by the scale of the word vectors, and
-            training moves it (GPT-2's own position table is learned, not sine waves).""",
+            f"""At GPT-2's scale the position vector is about {gpt2:.0f} times the word, and the word is drowned:
+            the sum is almost the position alone. Rule 1 of [chapter 4](#three-rules), bounded values, does not
+            prevent this. Bounded values are necessary, not sufficient: they keep the position from growing with
+            the seat, so the balance is the same at every seat, but they do not choose the balance. The scale of
+            the word vectors does: the 2017 Transformer multiplies them by √d_model so that they are not drowned,
+            and training moves the balance further (GPT-2's own position table is learned, not sine waves).""",
             "after",
         ),
         Block(

@@ -1,7 +1,7 @@
 // Two ideas that fail: raw seat numbers and fractions of the sentence.
 
 import { $, figureHtml, figures, proseHtml, sliderHtml } from "../../core.js";
-import { svg, fmt, widthOf, root, text, numbers, hbars } from "../../charts.js";
+import { svg, fmt, fmtInt, widthOf, root, text, numbers, hbars } from "../../charts.js";
 import { CATEGORY_COLOURS, SCHEME_COLOURS, INK, textColour } from "../../palette.js";
 
 // The chapter's article under its kicker and heading (the page writes those from the manifest): its
@@ -54,8 +54,9 @@ export function setup() {
   const fill = (data) => {
     numbers($("raw-numbers"), [
       `[${data.word.join(", ")}] + ${data.raw_seat} = [${data.stamped.map((v) => fmt(v, 2)).join(", ")}]`,
-      `the raw position vector (16 numbers, each ${data.raw_seat}) is ${fmt(data.raw_ratio, 1)} times longer than `
-        + `the word vector of “dog”, the bars' word (length ${fmt(data.word_length, 2)})`,
+      `the seat's two numbers (each ${data.raw_seat}) are ${fmtInt(data.raw_ratio)} times longer than the pair `
+        + `[${data.word.join(", ")}]; at the text's scale, the raw code (${data.d_model} numbers, each ${data.raw_seat}) is `
+        + `${fmtInt(data.raw_ratio_dog)} times longer than the vector of “dog”, the bars' word (length ${fmt(data.word_length, 2)})`,
       `cosine(dog, man): alone ${fmt(data.cosine_words, 4)}, with the raw seat ${fmt(data.cosine_raw, 6)}, with the sine code ${fmt(data.cosine_sine, 4)}`,
       `with the sine code at any seat from 0 to 2000 the cosine stays between ${fmt(data.cosine_sine_range[0], 3)} and `
         + `${fmt(data.cosine_sine_range[1], 3)}: the sine code (length ${fmt(data.sine_length, 2)}) never outgrows the words `

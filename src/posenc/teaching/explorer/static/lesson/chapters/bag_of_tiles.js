@@ -13,6 +13,7 @@ export const markup = [
       inputHtml("sentence", { type: "text", id: "bag-text", value: "the dog bit the man", maxlength: 300 }, { wide: true }),
       menuHtml("positions", "bag-scheme", SCHEME_OPTIONS, { selected: "nope" }),
       `<button type="button" id="bag-shuffle" class="primary" data-primary>Shuffle the tiles</button>`,
+      `<button type="button" id="bag-swap">Swap “dog” and “man”</button>`,
     ],
     error: true, body: `<div id="bag-figure" class="fig-box"></div>`, numbers: true,
   }),
@@ -66,5 +67,13 @@ export function setup() {
     draw, fill,
   });
   $("bag-shuffle").addEventListener("click", () => { shuffle = (shuffle % 9999) + 1; unit.load(0); });
+  // the chapter's exact pair: its sentence and the shuffle that swaps the two nouns (both from the figure's answer)
+  $("bag-swap").addEventListener("click", () => {
+    const pair = unit.data()?.pair;
+    if (!pair) return;
+    $("bag-text").value = pair.text;
+    shuffle = pair.shuffle;
+    unit.load(0);
+  });
   return redraw;
 }

@@ -42,22 +42,22 @@ export function setup() {
     $("big-source").textContent = `Shown: ${data.source.text}.`;
     numbers($("big-numbers"), [
       `${data.scheme}: “${data.sentences[0]}” against “${data.sentences[1]}”`,
-      `the output for “dog” changes by ${fmt(data.dog_difference, 3)}, for “man” by ${fmt(data.man_difference, 3)} `
-        + `(rounding level: ${fmt(data.rounding_level, 1)}; the axis ends at ${fmt(data.scale, 3)}, the largest change of any scheme `
-        + `read by the ${data.model} model)`,
-      data.order_visible ? "the block can tell the two sentences apart" : "rounding only: to this block both sentences are the same bag of words",
+      `the full stop's state changes by ${fmt(data.first_difference, 3)} after the first block and by `
+        + `${fmt(data.last_difference, 3)} at the end (rounding level: ${fmt(data.rounding_level, 1)}; the axis ends at `
+        + `${fmt(data.scale, 3)}, the largest change of any scheme, trained or untrained)`,
+      data.order_visible ? `the ${data.model} model tells the two orders apart`
+        : "rounding only: to this model both sentences are the same bag of bytes",
     ]);
   };
 
-  // who attends to whom: one grid per scheme, shaded on one scale for the whole page
+  // who attends to whom: one grid per scheme, every grid of either model shaded on one fixed scale, a weight of
+  // 0 white and 1 the darkest, so the untrained grids are not stretched over their own few hundredths
   // a map is titled with the scheme's name in the chapter's menu ("none (NoPE)", "RoPE"), not its id
   const menuName = (scheme) => $("big-scheme").querySelector(`option[value="${scheme}"]`)?.textContent || scheme;
   const drawMaps = (attn) => {
     const box = $("attn-maps"), words = attn.words, n = words.length;
     box.replaceChildren();
-    // one shade scale for every grid, from the smallest to the largest weight on the page (the legend says so)
-    const all = attn.maps.flatMap((m) => m.weights.flat());
-    const top = Math.max(...all), low = Math.min(...all), spread = Math.max(top - low, 1e-12);
+    const low = 0, top = 1;  // the fixed scale (the legend says so)
     for (const m of attn.maps) {
       const card = html("div", { class: "attn-card", "data-scheme": m.scheme, "data-source": m.source.kind }, box);
       const width = widthOf(card), labelW = 70, cell = (width - labelW - 4) / n;
@@ -76,7 +76,7 @@ export function setup() {
         text(s, labelW - 6, y + cell / 2 + 4, short(words[i]), { size: 12, anchor: "end" });
         const best = row.indexOf(Math.max(...row));
         row.forEach((w, j) => {
-          const x = labelW + j * cell, shade = 0.04 + (0.96 * (w - low)) / spread;
+          const x = labelW + j * cell, shade = (w - low) / (top - low);
           svg("rect", { x, y, width: cell, height: cell, fill: INK, "fill-opacity": shade.toFixed(4), stroke: "#d5d9e0",
             class: "attn-cell", "data-q": i, "data-k": j, "data-w": w }, s);
           if (cell >= 34) text(s, x + cell / 2, y + cell / 2 + (j === best ? 16 : 4), fmt(w, 2),
@@ -87,11 +87,12 @@ export function setup() {
       });
       const ly = 24 + headH + n * cell + 8, lw = Math.min(160, width - labelW - 10);
       text(s, labelW, ly + 10, "attention weight", { size: 12, color: MUTED });
+      const legend = svg("g", { class: "attn-legend", "data-low": low, "data-top": top }, s);
       for (let k = 0; k < 20; k++) svg("rect", { x: labelW + (k * lw) / 20, y: ly + 15, width: lw / 20 + 0.5, height: 9,
-        fill: INK, "fill-opacity": (0.04 + (0.96 * (k + 0.5)) / 20).toFixed(3) }, s);
-      svg("rect", { x: labelW, y: ly + 15, width: lw, height: 9, fill: "none", stroke: "#8a8f99" }, s);
-      text(s, labelW, ly + 37, fmt(low, 2), { size: 12, color: MUTED });
-      text(s, labelW + lw, ly + 37, fmt(top, 2), { size: 12, anchor: "end", color: MUTED });
+        fill: INK, "fill-opacity": ((k + 0.5) / 20).toFixed(3) }, legend);
+      svg("rect", { x: labelW, y: ly + 15, width: lw, height: 9, fill: "none", stroke: "#8a8f99" }, legend);
+      text(legend, labelW, ly + 37, fmt(low, 0), { size: 12, color: MUTED });
+      text(legend, labelW + lw, ly + 37, fmt(top, 0), { size: 12, anchor: "end", color: MUTED });
     }
   };
   const fillMaps = (attn) => {
@@ -113,16 +114,19 @@ export function setup() {
     lineChart(box, {
       width, height: Math.min(360, Math.max(260, width * 0.55)),
       title: `attention by distance, ${dist.model} models, every scheme`,
-      x: { domain: [1, n - 1], label: "bytes back (1 = the byte before)" },
+      // a log axis: the first ten bytes back, where the schemes differ, get a third of the width, not 7%
+      x: { domain: [1, n - 1], log: true, label: "bytes back (log scale; 1 = the byte before)" },
       y: { domain, log: true, label: "attention ÷ even spread (log)" },
       series: dist.schemes.map((s) => ({ name: menuName(s.scheme), key: s.scheme, color: SCHEME_COLOURS[s.scheme],
         xs: s.curve.map((_, k) => k).slice(1), ys: s.curve.slice(1) })),
-      hlines: [{ y: 1, label: "even spread", color: NEUTRAL_COLOURS.reference, dash: REFERENCE_DASHES.trained, left: true }],
+      // the line's label in the right margin, off the curves
+      hlines: [{ y: 1, label: "even spread", color: NEUTRAL_COLOURS.reference, dash: REFERENCE_DASHES.trained }],
+      labelsOutside: 84,
     });
   };
   const fillDistance = (dist) => {
     const texts = [...new Set(dist.schemes.map((s) => s.source.text.replace(` ${s.scheme} `, " ")))];
-    $("dist-source").textContent = `Shown: ${texts.join("; ")}, first layer, on ${dist.windows} pieces of held-out Python.`;
+    $("dist-source").textContent = `Shown: ${texts.join("; ")}, first layer, on ${dist.windows} pieces of ${dist.held_out}.`;
     numbers($("dist-numbers"), dist.schemes.map((s) => `${menuName(s.scheme)}: ${fmt(s.near, 2)}× an even spread on the `
       + `${dist.near_bytes} bytes just before, ${fmt(s.far, 2)}× from ${dist.far_from} bytes back`));
   };
@@ -141,12 +145,12 @@ export function setup() {
 // has no bar and says so.
 function logBars(holder, data, colour) {
   const width = widthOf(holder), rowH = 44, room = width - 150, axisH = 46;
-  const items = [{ label: "“dog” changes by", value: data.dog_difference, rounding: data.dog_rounding },
-    { label: "“man” changes by", value: data.man_difference, rounding: data.man_rounding }];
+  const items = [{ label: "after the first block", value: data.first_difference, rounding: data.first_rounding },
+    { label: "at the end (final state)", value: data.last_difference, rounding: data.last_rounding }];
   const lo = 10 ** Math.floor(Math.log10(data.smallest)), hi = 10 ** Math.ceil(Math.log10(data.scale));
   const x = scale([lo, hi], [0, room], true);
   const s = root(holder, width, items.length * rowH + axisH,
-    `change of the outputs with ${data.scheme}, on a log axis shared by every scheme of the ${data.model} model`);
+    `change of the full stop's state with ${data.scheme}, ${data.model}, on a log axis shared by every scheme and model`);
   s.classList.add("log-bars");
   items.forEach((it, i) => {
     const y = 2 + i * rowH, w = it.rounding ? 0 : x(Math.max(it.value, lo));
@@ -171,6 +175,6 @@ function logBars(holder, data, colour) {
     t.setAttribute("class", "tick");
     t.dataset.value = String(v);
   });
-  text(g, 0, y0 + 37, "change of the output (log scale)",
+  text(g, 0, y0 + 37, "change of the full stop's state (log scale)",
     { size: 12, color: MUTED }).setAttribute("class", "axis-title");
 }

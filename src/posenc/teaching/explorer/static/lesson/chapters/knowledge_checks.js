@@ -37,7 +37,7 @@ export function setup() {
       const item = html("li", {}, list);
       const chapter = chapterOfCheck(check.id) || id;
       item.dataset.check = check.id;
-      html("a", { href: `#${chapter}` }, item, check.prompt.split(/(?<=[.?])\s/)[0]);
+      html("a", { href: `#${chapter}` }, item, check.question);  // the question, not the scene the prompt sets first
       html("span", { class: "muted" }, item, ` (chapter: ${chapterNode(chapter).querySelector("h2").textContent})`);
       const state = check.id in results ? (results[check.id] ? " ✓ right" : " ✗ not at first") : " · not yet answered";
       html("span", { class: `check-state ${check.id in results ? (results[check.id] ? "pass" : "fail") : ""}` }, item, state);
