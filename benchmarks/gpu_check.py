@@ -10,8 +10,8 @@ Sections, each independent (a failure prints its traceback, is recorded, and the
    rotation computed in float64 from float64 angles: bfloat16, float16, float32 (and float64), both
    pair layouts, full and partial rotary, random memory layouts (transformers' transpose of a
    (batch, seq, heads, dim) buffer, q and k as views of one projection, strided last dimension,
-   permuted strides), table rows by offset and by positions; repeated calls (the pre-bound
-   launcher) equal to the first; the backward against the float64 inverse rotation.
+   permuted strides), table rows by offset and by positions; repeated calls (a seen layout's
+   plan) equal to the first; the backward against the float64 inverse rotation.
 3. ``refusals``: aliasing that must raise ``ValueError`` before anything is written, including a
    layout seen before whose storage now overlaps.
 4. ``opcheck``: ``torch.library.opcheck`` of ``torch.ops.posenc.rotary`` on the device.
@@ -25,8 +25,7 @@ Sections, each independent (a failure prints its traceback, is recorded, and the
    same rows again with the host queued ahead (device time alone, against the pass's device time);
    decode host time per call; max error against float64 angles.
 8. ``host_profile``: cProfile of decode calls (out of place, in place, by positions, the module's
-   ``rope(q, k, offset=n)``, forward+backward): where host time goes, Python calls per call, and
-   whether each, on a seen layout, launches through the pre-bound launcher (no ``JITFunction.run``).
+   ``rope(q, k, offset=n)``, forward+backward): where host time goes, Python calls per call.
 9. ``model``: a 4-layer 4096-wide Llama in bfloat16, decode per token (2k prompt, 64 greedy tokens)
    and an 8k-token forward, unpatched against patched by ``posenc.integrations.transformers``.
 10. ``launch_shapes``: the Triton kernel alone at 16k tokens in float32 and bfloat16 under a few
@@ -181,7 +180,6 @@ def section_environment(ctx: Context) -> Dict[str, Any]:
         props = torch.cuda.get_device_properties(0)
         env.update(gpu=props.name, cuda=torch.version.cuda, gpu_memory_gib=round(props.total_memory / 2**30, 1))
     env["triton_interpret"] = os.environ.get("TRITON_INTERPRET", "")
-    env["prebound_launcher"] = os.environ.get("POSENC_TRITON_PREBOUND", "1")
     import posenc
 
     env["posenc"] = getattr(posenc, "__version__", "checkout")
@@ -193,7 +191,6 @@ def section_environment(ctx: Context) -> Dict[str, Any]:
 # -- 2. parity ---------------------------------------------------------------------------------------
 def section_parity(ctx: Context) -> Dict[str, Any]:
     from posenc.rope.apply import apply_rotary
-    from posenc.rope.kernels import triton_rope
 
     gen = torch.Generator().manual_seed(0)
     if ctx.dry:
@@ -238,7 +235,7 @@ def section_parity(ctx: Context) -> Dict[str, Any]:
                         args = (q, k, cos, sin)
                         kwargs = dict(layout=layout, rotary_dim=r, **extra)
                         first = apply_rotary(*args, **kwargs)
-                        again = apply_rotary(*args, **kwargs)  # a seen layout: cached plan, pre-bound launch
+                        again = apply_rotary(*args, **kwargs)  # a seen layout: its cached plan
                         key = f"{str(dtype)[6:]}"
                         err = max(ulp_error(first[0], want_q, q), ulp_error(first[1], want_k, k))
                         worst[key] = max(worst.get(key, 0.0), err)
@@ -251,27 +248,6 @@ def section_parity(ctx: Context) -> Dict[str, Any]:
     ctx.check("parity", f"forward within tolerance and repeatable on {cases} cases", not failures, failures[:5] or None)
     for key, value in worst.items():
         say(f"  worst error {key}: {value:.3g} (<= 1 is right; see ulp_error)")
-
-    # the general launch path (no pre-bound launcher) gives the same bits
-    q = memory_layout("transformers", (b, hq, s, d), torch.bfloat16, ctx.device, gen)
-    k = memory_layout("transformers", (b, hk, s, d), torch.bfloat16, ctx.device, gen)
-    cos64, sin64 = exact_tables(torch.arange(s)[None], d)
-    cos, sin = cos64.to(ctx.device, torch.float32), sin64.to(ctx.device, torch.float32)
-    outs = []
-    saved = triton_rope._PREBOUND
-    for prebound in (True, False, True):
-        triton_rope._PREBOUND = prebound
-        q_out, k_out = torch.empty_like(q), torch.empty_like(k)
-        for _ in range(3):
-            triton_rope.rotate(q, k, q_out, k_out, cos, sin, interleaved=False, rotary_dim=d)
-        outs.append((q_out, k_out))
-    triton_rope._PREBOUND = saved
-    same = all(torch.equal(outs[0][i], o[i]) for o in outs[1:] for i in (0, 1))
-    ctx.check("parity", "pre-bound and general Triton launches give the same bits", same)
-    from posenc.rope.kernels import plans
-
-    launchers = sum(len(p.launchers) for p in list(plans._plans.values()))
-    say(f"  pre-bound launcher active: {triton_rope._PREBOUND}, bound launchers: {launchers}")
 
     # backward: the gradient of a rotation is the inverse rotation, in float64
     grad_fail = []
@@ -294,8 +270,6 @@ def section_parity(ctx: Context) -> Dict[str, Any]:
         "cases": cases,
         "worst": worst,
         "failures": failures,
-        "prebound_active": triton_rope._PREBOUND,
-        "bound_launchers": launchers,
     }
 
 
@@ -832,18 +806,11 @@ def section_host_profile(ctx: Context) -> Dict[str, Any]:
             {"function": f"{Path(f).name}:{line}({fn_name})", "us_per_call": tt / calls * 1e6, "calls": nc / calls}
             for (f, line, fn_name), (cc, nc, tt, ct, callers) in rows
         ]
-        # JITFunction.run per call: 0 when the layout's pre-bound launcher makes the launch
-        jit_runs = sum(
-            nc for (f, _, fn_name), (_, nc, _, _, _) in stats.stats.items() if fn_name == "run" and f.endswith("jit.py")
-        )
         out[name] = {
             "us_per_call_profiled": wall,
             "python_calls_per_call": stats.total_calls / calls,
-            "jit_runs_per_call": jit_runs / calls,
             "top_own_time": top,
         }
-        if ctx.device == "cuda":  # each launches through the pre-bound launcher once its layout is seen
-            ctx.check("host_profile", f"{name}: a seen layout launches without JITFunction.run", jit_runs == 0)
         say(
             f"  {name}: {wall:.1f} µs per call under the profiler; top: "
             + ", ".join(f"{t['function']} {t['us_per_call']:.1f}" for t in top[:5])
