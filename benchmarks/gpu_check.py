@@ -15,8 +15,8 @@ Sections, each independent (a failure prints its traceback, is recorded, and the
 3. ``refusals``: aliasing that must raise ``ValueError`` before anything is written, including a
    layout seen before whose storage now overlaps.
 4. ``opcheck``: ``torch.library.opcheck`` of ``torch.ops.posenc.rotary`` on the device.
-5. ``compile``: ``torch.compile(fullgraph=True)`` of the entry, forward and backward, the op in the
-   graph, values equal to eager.
+5. ``compile``: ``torch.compile(fullgraph=True)`` of the op (one node, forward and backward, values
+   equal to eager).
 6. ``cudagraph``: a decode step under ``torch.compile(mode="reduce-overhead")`` and a manual
    ``torch.cuda.CUDAGraph`` capture of the eager call, replayed on new inputs.
 7. ``table``: the issue's cases side by side in one process (CUDA events after an L2 flush and a
@@ -366,8 +366,17 @@ def _recording_backend(graphs: List[List[Any]], inner: str):
     return backend
 
 
+def _op_call(a: torch.Tensor, b: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """``torch.ops.posenc.rotary`` on q, k and tables as :func:`posenc.apply_rotary` takes them."""
+    c3 = (cos if cos.dim() == 3 else cos[None]).float()  # (B|1, S, r/2)
+    s3 = (sin if sin.dim() == 3 else sin[None]).float()
+    return torch.ops.posenc.rotary(a, b, c3, s3, None, 0, 2 * c3.shape[-1], False, False)
+
+
 def section_compile(ctx: Context) -> Dict[str, Any]:
-    import posenc.rope.apply as apply_mod
+    """torch.compile(fullgraph=True) of the op: one node, forward and backward equal to eager (the entry
+    traces the reference under compile, which tests/rope/test_kernel_compile.py checks)."""
+    import posenc.rope  # noqa: F401  (registers torch.ops.posenc.rotary)
     from posenc.rope.apply import apply_rotary
 
     gen = torch.Generator().manual_seed(2)
@@ -377,37 +386,26 @@ def section_compile(ctx: Context) -> Dict[str, Any]:
     k = memory_layout("transformers", (b, hk, s, d), dtype, ctx.device, gen)
     cos64, sin64 = exact_tables(torch.arange(s)[None], d)
     cos, sin = cos64.to(ctx.device, torch.float32), sin64.to(ctx.device, torch.float32)
-    result = {}
-    saved = dict(apply_mod.COMPILED_PATH)
-    apply_mod.COMPILED_PATH[ctx.device] = "op"
-    try:
-        graphs: List[List[Any]] = []
-        inner = "inductor" if ctx.device == "cuda" else "aot_eager"
-        torch._dynamo.reset()
-        fn = torch.compile(
-            lambda a, c: apply_rotary(a, c, cos, sin), backend=_recording_backend(graphs, inner), fullgraph=True
-        )
-        got = fn(q, k)
-        want = apply_rotary(q, k, cos, sin)
-        same = all(torch.equal(x, y) for x, y in zip(got, want))
-        has_op = any(torch.ops.posenc.rotary.default in g for g in graphs)
-        ctx.check(
-            "compile", "fullgraph forward: one graph with the op, values equal eager", same and has_op, graphs[:1]
-        )
-        qg, kg = q.detach().clone().requires_grad_(), k.detach().clone().requires_grad_()
-        qe, ke = q.detach().clone().requires_grad_(), k.detach().clone().requires_grad_()
-        gq, gk = torch.randn_like(q), torch.randn_like(k)
-        torch._dynamo.reset()
-        trained = torch.compile(lambda a, c: apply_rotary(a, c, cos, sin), backend=inner, fullgraph=True)
-        torch.autograd.backward(trained(qg, kg), (gq, gk))
-        torch.autograd.backward(apply_rotary(qe, ke, cos, sin), (gq, gk))
-        ok = torch.equal(qg.grad, qe.grad) and torch.equal(kg.grad, ke.grad)
-        ctx.check("compile", "fullgraph forward+backward: gradients equal eager", ok)
-        result.update(forward_equal=same, op_in_graph=has_op, backward_equal=ok)
-    finally:
-        apply_mod.COMPILED_PATH.clear()
-        apply_mod.COMPILED_PATH.update(saved)
-    return result
+    graphs: List[List[Any]] = []
+    inner = "inductor" if ctx.device == "cuda" else "aot_eager"
+    torch._dynamo.reset()
+    fn = torch.compile(lambda a, c: _op_call(a, c, cos, sin), backend=_recording_backend(graphs, inner), fullgraph=True)
+    got = fn(q, k)
+    want = apply_rotary(q, k, cos, sin)
+    same = all(torch.equal(x, y) for x, y in zip(got, want))
+    op = torch.ops.posenc.rotary
+    has_op = any({op, op.default} & set(g) for g in graphs)
+    ctx.check("compile", "fullgraph op: one graph with the op, values equal eager", same and has_op, graphs[:1])
+    qg, kg = q.detach().clone().requires_grad_(), k.detach().clone().requires_grad_()
+    qe, ke = q.detach().clone().requires_grad_(), k.detach().clone().requires_grad_()
+    gq, gk = torch.randn_like(q), torch.randn_like(k)
+    torch._dynamo.reset()
+    trained = torch.compile(lambda a, c: _op_call(a, c, cos, sin), backend=inner, fullgraph=True)
+    torch.autograd.backward(trained(qg, kg), (gq, gk))
+    torch.autograd.backward(apply_rotary(qe, ke, cos, sin), (gq, gk))
+    ok = torch.equal(qg.grad, qe.grad) and torch.equal(kg.grad, ke.grad)
+    ctx.check("compile", "fullgraph op forward+backward: gradients equal eager", ok)
+    return {"forward_equal": same, "op_in_graph": has_op, "backward_equal": ok}
 
 
 # -- 6. CUDA graphs -------------------------------------------------------------------------------
@@ -720,7 +718,6 @@ def section_table(ctx: Context) -> Dict[str, Any]:
 
 def section_compiled_rows(ctx: Context) -> Dict[str, Any]:
     """The compiled rows, each case with fresh compiled functions (no recompiles while timing)."""
-    import posenc.rope.apply as apply_mod
     from posenc.rope.apply import apply_rotary
 
     _, hf = _transformers_rope()
@@ -734,23 +731,13 @@ def section_compiled_rows(ctx: Context) -> Dict[str, Any]:
         def posenc_call(a, b, c, s, cf, sf):
             return apply_rotary(a, b, c, s)
 
-        def with_path(path: str):
-            compiled = torch.compile(posenc_call, dynamic=False)
-
-            def call(*args):
-                saved = apply_mod.COMPILED_PATH.get(ctx.device)
-                apply_mod.COMPILED_PATH[ctx.device] = path  # read while tracing, guarded after
-                try:
-                    return compiled(*args)
-                finally:
-                    apply_mod.COMPILED_PATH[ctx.device] = saved
-
-            return call
+        def op_call(a, b, c, s, cf, sf):
+            return _op_call(a, b, c, s)
 
         return {
             "torch.compile of transformers": torch.compile(hf_call, dynamic=False),
-            "posenc compiled (op)": with_path("op"),
-            "posenc compiled (reference)": with_path("reference"),
+            "posenc compiled (op)": torch.compile(op_call, dynamic=False),
+            "posenc compiled (reference)": torch.compile(posenc_call, dynamic=False),
         }
 
     return {"cases": _run_table(ctx, compiled_set, "compiled_rows", limit=1 if ctx.dry else None)}

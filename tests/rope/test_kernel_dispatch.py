@@ -112,7 +112,7 @@ def test_op_passes_opcheck_for_every_layout(fused_cpu, case, dtype):
         torch.library.opcheck(torch.ops.posenc.rotary.default, grads)
     got_q, got_k = torch.ops.posenc.rotary(*args)
     layout = "interleaved" if interleaved else "half"
-    want = posenc.rope.apply._reference_rows(q, k, cos, sin, pos, offset, layout, r, False)
+    want = posenc.rope.apply.reference_rows(q, k, cos, sin, pos, offset, layout, r, False)
     assert_close(got_q, want[0])
     assert_close(got_k, want[1])
 
@@ -143,13 +143,45 @@ class _GraphRecorder:
         return gm.forward
 
 
-@pytest.mark.parametrize("mode", ["out", "inplace", "row_offset", "positions"])
-def test_compiled_entry_traces_the_op_without_a_graph_break(fused_cpu, monkeypatch, mode):
-    """With the op chosen for compiled CPU code, apply_rotary under torch.compile(fullgraph=True)
-    is one graph holding torch.ops.posenc.rotary; values equal eager; training through it works."""
-    monkeypatch.setitem(posenc.rope.apply.COMPILED_PATH, "cpu", "op")
+@pytest.mark.parametrize("mode", ["out", "row_offset", "positions"])
+def test_compiled_op_is_one_node_without_a_graph_break(fused_cpu, mode):
+    """torch.ops.posenc.rotary under torch.compile(fullgraph=True) is one graph holding the op;
+    values equal eager; training through it works."""
     q, k, cos, sin = make_inputs(torch.float32, seq=6)
     table = torch.cat([cos, sin], dim=1)  # (1, 12, 16): rows for the offset/positions cases
+    pos = torch.tensor([[5, 0, 11, 3, 3, 7]])
+
+    def call(a, b):
+        if mode == "row_offset":
+            return torch.ops.posenc.rotary(a, b, table, table.flip(1), None, 4, 32, False, False)
+        if mode == "positions":
+            return torch.ops.posenc.rotary(a, b, table, table.flip(1), pos, 0, 32, True, False)
+        return torch.ops.posenc.rotary(a, b, cos, sin, None, 0, 32, False, False)
+
+    recorder = _GraphRecorder()
+    torch._dynamo.reset()
+    compiled = torch.compile(call, backend=recorder, fullgraph=True)
+    got = compiled(q.clone(), k.clone())
+    want = call(q.clone(), k.clone())
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    op = torch.ops.posenc.rotary
+    assert len(recorder.graphs) == 1 and {op, op.default} & set(recorder.graphs[0]), recorder.graphs
+    torch._dynamo.reset()
+    trained = torch.compile(call, backend="aot_eager", fullgraph=True)
+    qg, kg = q.clone().requires_grad_(), k.clone().requires_grad_()
+    trained(qg, kg)[0].square().sum().backward()
+    qe, ke = q.clone().requires_grad_(), k.clone().requires_grad_()
+    call(qe, ke)[0].square().sum().backward()
+    torch.testing.assert_close(qg.grad, qe.grad, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["out", "inplace", "row_offset", "positions"])
+def test_compiled_entry_traces_the_reference_for_inductor(fused_cpu, mode):
+    """apply_rotary under torch.compile(fullgraph=True) traces the reference (Inductor fuses it), not
+    the op, in one graph, out of place, in place, by row offset and by positions; values equal
+    eager."""
+    q, k, cos, sin = make_inputs(torch.float32, seq=6)
+    table = torch.cat([cos, sin], dim=1)  # (1, 12, 16)
     pos = torch.tensor([[5, 0, 11, 3, 3, 7]])
 
     def call(a, b):
@@ -161,29 +193,11 @@ def test_compiled_entry_traces_the_op_without_a_graph_break(fused_cpu, monkeypat
 
     recorder = _GraphRecorder()
     torch._dynamo.reset()
-    compiled = torch.compile(call, backend=recorder, fullgraph=True)
-    got = compiled(q.clone(), k.clone())
+    got = torch.compile(call, backend=recorder, fullgraph=True)(q.clone(), k.clone())
     want = call(q.clone(), k.clone())
     torch.testing.assert_close(got, want, rtol=0, atol=0)
-    assert len(recorder.graphs) == 1 and torch.ops.posenc.rotary.default in recorder.graphs[0], recorder.graphs
-    if mode != "inplace":
-        torch._dynamo.reset()
-        trained = torch.compile(call, backend="aot_eager", fullgraph=True)
-        qg, kg = q.clone().requires_grad_(), k.clone().requires_grad_()
-        trained(qg, kg)[0].square().sum().backward()
-        qe, ke = q.clone().requires_grad_(), k.clone().requires_grad_()
-        call(qe, ke)[0].square().sum().backward()
-        torch.testing.assert_close(qg.grad, qe.grad, rtol=1e-6, atol=1e-6)
-
-
-def test_compiled_entry_keeps_the_reference_for_inductor_on_cpu(fused_cpu):
-    """By default compiled CPU code traces the reference (Inductor fuses it), not the op."""
-    assert posenc.rope.apply.COMPILED_PATH["cpu"] == "reference"
-    q, k, cos, sin = make_inputs(torch.float32)
-    recorder = _GraphRecorder()
-    torch._dynamo.reset()
-    torch.compile(lambda a, b: apply_rotary(a, b, cos, sin), backend=recorder, fullgraph=True)(q, k)
-    assert recorder.graphs and all(torch.ops.posenc.rotary.default not in g for g in recorder.graphs)
+    op = torch.ops.posenc.rotary
+    assert len(recorder.graphs) == 1 and not {op, op.default} & set(recorder.graphs[0]), recorder.graphs
 
 
 def test_fallback_when_disabled_warns_once(monkeypatch, fresh_kernel_state):

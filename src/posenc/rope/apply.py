@@ -2,28 +2,16 @@
 
 :func:`rotate_reference` is the plain PyTorch definition that every faster path is tested against.
 :func:`apply_rotary` is the one public entry for prefill, decode and packed batches: tables plus a
-``row_offset`` or per-token ``positions``. Every call takes one road (``docs/kernels.md`` draws it)::
-
-    RotaryEmbedding.forward ──► apply_rotary(q, k, cos, sin, row_offset=, positions=)
-                                  │ argument check: once per layout (check_rotary_inputs, cached)
-                                  ▼
-                                fused_kernel(...)   the one "fused or reference?" predicate
-                                  │
-           ┌──────────────────────┼────────────────────────────┐
-           ▼ None                 ▼ gradients wanted           ▼ otherwise
-      the reference          FusedRotary                   the kernel, called directly
-      (under torch.compile   (in place: FusedRotaryInplace)  (kernels.cpu: C, kernels.triton_rope)
-      Inductor fuses it)     backward = same kernel, -theta
-
-Each kernel owns its per-layout state: the C kernel checks every operand itself on every call
-(in C, inside the one foreign call); the Triton kernel keeps its checks per layout in
-:mod:`.kernels.plans`. Both take every stride of every operand and refuse (``ValueError``) an output
-that shares memory with another operand unless it is exactly its own input. With ``inplace=True``, q
-and k may be the same tensor (rotated once); any other overlap between them is refused on every
-path.
-
-The rotation is also the ``torch.library`` op ``torch.ops.posenc.rotary`` (:func:`rotary_op`),
-which a compiled region traces instead of the reference where :data:`COMPILED_PATH` says so.
+``row_offset`` or per-token ``positions``. Every call takes one road (``docs/kernels.md`` draws it):
+the argument check, once per layout (:func:`check_rotary_inputs`); the one "fused or reference?"
+predicate (:func:`fused_kernel`); then one of three routes: the reference (which Inductor fuses with
+its neighbours under ``torch.compile``), the autograd Functions (:class:`FusedRotary`, in place
+:class:`FusedRotaryInplace`; backward = the same kernel by the negated angles), or the kernel
+itself. Each kernel owns its per-layout state: the C kernel checks every operand on every call, the
+Triton kernel keeps its checks per layout (:mod:`.kernels.plans`). Both take every stride and refuse
+an output that shares memory with another operand unless it is exactly its own input; in place, q
+and k may be one tensor (rotated once). The same rotation as one ``torch.library`` op, for code
+that wants a single graph node, is :mod:`posenc.rope.op`.
 
 Conventions (see :mod:`posenc.rope.layout`): pair ``i`` is ``(x[i], x[i + r/2])`` for
 ``layout="half"`` and ``(x[2i], x[2i+1])`` for ``layout="interleaved"``; each pair ``(a, b)`` becomes
@@ -43,7 +31,6 @@ import torch.autograd.forward_ad as _forward_ad
 from .._checks import check_choice, check_int, check_positions, check_tensor
 from . import kernels
 from .kernels import Kernel, overlap, plans
-from .kernels.contract import table_dtype
 from .layout import LAYOUTS
 
 Pair = Tuple[torch.Tensor, torch.Tensor]
@@ -303,26 +290,14 @@ def apply_rotary_at(
     inplace: bool = False,
     validate: bool = True,
 ) -> Pair:
-    """Rotate q and k by the table rows that ``positions`` name: :func:`apply_rotary` with
-    ``positions``, for packed and variable-length batches.
-
-    When several documents are packed into one row, positions restart at each document boundary
-    (``[0, 1, 2, 0, 1, 0, 1, 2, 3]``). The fused kernels read row ``positions[b, s]`` of the shared
-    table directly; no per-token copy of the tables is made.
-
-    Args:
-        q: (batch, q_heads, seq, head_dim).
-        k: (batch, kv_heads, seq, head_dim).
-        cos_table, sin_table: (rows, rotary_dim // 2), e.g. ``RotaryEmbedding.cos_cached``.
-        positions: (batch or 1, seq) or (seq,) integers in ``[0, rows)``.
-        layout, rotary_dim, inplace, validate: as in :func:`apply_rotary`. With ``validate=False``
-            positions are still bounds-checked where a kernel reads them: the CPU kernel raises the
-            same ``ValueError``, the Triton kernel never reads outside the table (it writes NaN for
-            an out-of-range position instead, to stay free of host synchronisation).
-
-    Returns:
-        ``(q_rotated, k_rotated)``, equal to ``apply_rotary(q, k, cos_table[positions],
-        sin_table[positions], ...)``.
+    """:func:`apply_rotary` with ``positions``: rotate q (B, Hq, S, D) and k (B, Hk, S, D) by rows
+    ``positions[b, s]`` ((B|1, S) or (S,) integers in ``[0, rows)``) of ``cos_table``/``sin_table``
+    (rows, rotary_dim // 2), for packed and variable-length batches (positions restart at each
+    document: ``[0, 1, 2, 0, 1, 0, 1, 2, 3]``); no per-token copy of the tables is made. With
+    ``validate=False`` the CPU kernel still checks every position; the Triton kernel never reads
+    outside the table (an out-of-range position rotates its token by NaN: no host synchronisation).
+    Returns ``(q_rotated, k_rotated)``, equal to ``apply_rotary(q, k, cos_table[positions],
+    sin_table[positions], ...)``.
     """
     return apply_rotary(
         q,
@@ -380,13 +355,6 @@ _is_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 _is_compiling = torch.compiler.is_compiling
 _CPU = torch.device("cpu")
 _FUSED_DTYPES = frozenset((torch.float32, torch.bfloat16, torch.float16, torch.float64))
-
-
-#: Under ``torch.compile``, per device type: ``"op"`` traces the registered op
-#: ``torch.ops.posenc.rotary`` (one node, the fused kernel at run time, CUDA-graph capturable);
-#: ``"reference"`` traces :func:`rotate_reference`, which Inductor fuses with its neighbours into
-#: generated code. Inductor's fusion wins on both (see "Under torch.compile" in ``docs/kernels.md``).
-COMPILED_PATH = {"cpu": "reference", "cuda": "reference"}
 
 
 def fused_kernel(
@@ -452,12 +420,10 @@ def _rotate(
             "under torch.inference_mode(); pass inplace=False, or rotate a .clone() of it"
         )
     kernel = fused_kernel(q, k, cos, sin, positions, inplace=inplace)
-    if kernel is None:
+    if kernel is None:  # the reference (under torch.compile: what Inductor fuses with its neighbours)
         if cos.dim() == 2:
             cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)  # (1, rows, r/2)
-        if _is_compiling() and COMPILED_PATH.get(q.device.type) == "op" and _op_reads(q, k, cos, sin):
-            return _rotate_with_op(q, k, cos, sin, positions, row_offset, layout == "interleaved", r, inplace)
-        return _reference_rows(q, k, cos, sin, positions, row_offset, layout, r, inplace)
+        return reference_rows(q, k, cos, sin, positions, row_offset, layout, r, inplace)
     interleaved = layout == "interleaved"
     tables = torch.float64 if q.dtype is torch.float64 else torch.float32  # the kernels' compute dtype
     if cos.dtype is not tables or sin.dtype is not tables:
@@ -736,8 +702,10 @@ def _inplace_aliasing(q: torch.Tensor, k: torch.Tensor, full: bool) -> bool:
     overlap otherwise, or when either has elements that share memory. The fused direct path leaves
     those checks to the kernel, which applies the same rule.
     """
-    if _is_compiling() or not (_has_storage(q) and _has_storage(k)):
-        return False  # no memory to alias (meta, functorch, compile)
+    if _is_compiling() or not (type(q) in _PLAIN and type(k) in _PLAIN) or q.is_meta or k.is_meta:
+        return False  # no memory to alias (compile, subclasses, meta)
+    if _is_functorch_wrapped(q) or _is_functorch_wrapped(k):
+        return False
     if not full:
         # empty tensors have no memory to share, whatever their data pointers say
         return bool(q.numel()) and q.data_ptr() == k.data_ptr() and q.shape == k.shape and overlap.identical(q, k)
@@ -762,10 +730,6 @@ def _inplace_aliasing(q: torch.Tensor, k: torch.Tensor, full: bool) -> bool:
     return same
 
 
-def _has_storage(t: torch.Tensor) -> bool:
-    return type(t) in _PLAIN and not t.is_meta and not _is_functorch_wrapped(t)
-
-
 # -- the reference ----------------------------------------------------------------------------------
 def apply_reference(
     q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, r: int, inplace: bool
@@ -783,7 +747,7 @@ def apply_reference(
     return q_out, k_out
 
 
-def _reference_rows(
+def reference_rows(
     q: torch.Tensor,
     k: torch.Tensor,
     cos: torch.Tensor,
@@ -794,7 +758,9 @@ def _reference_rows(
     r: int,
     inplace: bool,
 ) -> Pair:
-    """The reference on the rows the call names; ``cos``/``sin`` (B|1, rows, r/2)."""
+    """The reference on the rows a call names: q (B, Hq, S, D), k (B, Hk, S, D), ``cos``/``sin``
+    (B|1, rows, r/2), positions (B|1, S) or ``None`` for rows ``row_offset .. row_offset + S - 1``;
+    ``r`` the resolved rotary_dim. Returns the rotated (q, k) (in place: q and k themselves)."""
     seq = q.shape[2]
     if positions is not None:
         # (B|1, S, r/2): a batch of tables is indexed row by row, one shared table by positions alone
@@ -809,106 +775,3 @@ def _reference_rows(
         q.copy_(rotate_reference(q, cos.unsqueeze(1), sin.unsqueeze(1), layout=layout, rotary_dim=r))
         return q, q
     return apply_reference(q, k, cos, sin, layout, r, inplace)
-
-
-# -- the registered op ------------------------------------------------------------------------------
-@torch.library.custom_op("posenc::rotary", mutates_args=())
-def rotary_op(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    positions: Optional[torch.Tensor],
-    row_offset: int,
-    rotary_dim: int,
-    interleaved: bool,
-    inverse: bool,
-) -> Pair:
-    """``torch.ops.posenc.rotary``: the rotation as one ``torch.library`` op, out of place.
-
-    Args:
-        q: (B, Hq, S, D); k: (B, Hk, S, D); one floating dtype, any strides.
-        cos, sin: (B|1, rows, rotary_dim // 2) in float32 (float64 for float64 q).
-        positions: (B|1, S) int64/int32 rows, or ``None`` for rows ``row_offset + s``.
-        row_offset: the first row without positions.
-        rotary_dim: rotated features per head; interleaved: the pair layout; inverse: rotate by
-            the negated angles (the backward).
-
-    Returns:
-        ``(q_out, k_out)``, new tensors of the shapes, dtypes and strides ``torch.empty_like`` gives.
-
-    The fused kernel of the device runs (the reference where there is none); the fake kernel gives
-    the outputs' metadata, so ``torch.compile(fullgraph=True)`` traces one node and CUDA graphs
-    capture the launch; its backward is this op with ``inverse`` flipped. Nothing is validated
-    beyond what the kernels check: the public entry is :func:`apply_rotary`.
-    """
-    kernel = kernels.kernel_for(q.device)
-    if kernel is None:
-        layout = "interleaved" if interleaved else "half"
-        s = -sin if inverse else sin
-        q_ref, k_ref = _reference_rows(q, k, cos, s, positions, row_offset, layout, rotary_dim, False)
-        q_out, k_out = torch.empty_like(q), torch.empty_like(k)  # the fake kernel's strides; never aliased
-        q_out.copy_(q_ref)
-        k_out.copy_(k_ref)
-        return q_out, k_out
-    return rotated(kernel, q, k, cos, sin, positions, row_offset, interleaved, rotary_dim, inverse)
-
-
-@rotary_op.register_fake
-def _rotary_fake(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    positions: Optional[torch.Tensor],
-    row_offset: int,
-    rotary_dim: int,
-    interleaved: bool,
-    inverse: bool,
-) -> Pair:
-    return torch.empty_like(q), torch.empty_like(k)
-
-
-def _rotary_setup(ctx: Any, inputs: Tuple[Any, ...], output: Any) -> None:
-    _, _, cos, sin, positions, row_offset, rotary_dim, interleaved, inverse = inputs
-    ctx.save_for_backward(cos, sin, positions)
-    ctx.config = (row_offset, rotary_dim, interleaved, inverse)
-
-
-def _rotary_backward(ctx: Any, grad_q: torch.Tensor, grad_k: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
-    cos, sin, positions = ctx.saved_tensors
-    row_offset, rotary_dim, interleaved, inverse = ctx.config
-    # the transpose of a rotation is the rotation by the negated angles: the same op, inverse flipped
-    gq, gk = rotary_op(grad_q, grad_k, cos, sin, positions, row_offset, rotary_dim, interleaved, not inverse)
-    return gq, gk, None, None, None, None, None, None, None
-
-
-rotary_op.register_autograd(_rotary_backward, setup_context=_rotary_setup)
-
-
-def _op_reads(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
-    """Whether the compiled path may use the op: a dtype the kernels read, no table gradients."""
-    return q.dtype == k.dtype and q.dtype in _FUSED_DTYPES and not (cos.requires_grad or sin.requires_grad)
-
-
-def _rotate_with_op(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    positions: Optional[torch.Tensor],
-    row_offset: int,
-    interleaved: bool,
-    r: int,
-    inplace: bool,
-) -> Pair:
-    """The compiled path through ``torch.ops.posenc.rotary`` (in place: the op, then a copy, which
-    functionalisation turns back into a write of the op's outputs)."""
-    tables = table_dtype(q.dtype)
-    cos, sin = cos.to(tables), sin.to(tables)  # (B|1, rows, r/2)
-    q_out, k_out = rotary_op(q, k, cos, sin, positions, row_offset, r, interleaved, False)
-    if inplace:
-        q.copy_(q_out)
-        k.copy_(k_out)
-        return q, k
-    return q_out, k_out
