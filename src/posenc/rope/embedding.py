@@ -399,11 +399,13 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         if not (heads_first is True and self._fits(q) and self._fits(k)):  # apply_rotary checks the rest
             q, k = self._checked_heads_first(q, k, heads_first)  # (B, H, S, D) views
         if position_ids is None and type(offset) is int and not is_compiling():
-            state = self._cached_rows(offset, q.shape[2])
+            state: Optional[_State] = self._state
+            if self._is_dynamic or not 0 <= offset <= self._state.cos.shape[0] - q.shape[2]:
+                state = self._cached_rows(offset, q.shape[2])  # grown if needed, or None
             if state is not None:
                 q, k = apply_rotary(
                     q, k, state.cos, state.sin, layout=self.layout, rotary_dim=self.rotary_dim, row_offset=offset
-                )  # (B, H, S, D) each; cos/sin (rows, r/2), rows offset .. offset + S - 1 read
+                )  # (B, H, S, D) each; cos/sin (rows, r/2), rows offset .. offset + S - 1 read in place
                 return (q, k) if heads_first else (q.transpose(1, 2), k.transpose(1, 2))
         pos = checked_positions(q.shape[2], position_ids, offset, q.device, batch=q.shape[0])
         q, k = self.rotate(q, k, pos)
