@@ -430,40 +430,16 @@ def _rotate(
         cos, sin = cos.to(tables), sin.to(tables)  # (B|1, rows, r/2) or (rows, r/2)
     if (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)) or _forward_ad_active():
         return _rotate_with_autograd(q, k, cos, sin, positions, row_offset, kernel, interleaved, r, inplace)
-    if not inplace:
-        q_out, k_out = torch.empty_like(q), torch.empty_like(k)  # q's and k's layout where dense
-        kernel(
-            q,
-            k,
-            q_out,
-            k_out,
-            cos,
-            sin,
-            interleaved=interleaved,
-            rotary_dim=r,
-            positions=positions,
-            row_offset=row_offset,
-        )
-        return q_out, k_out
-    if _inplace_aliasing(q, k, full=False):  # q and k one view: rotated once
-        none = q[:, :0]  # (B, 0, S, D): no heads
-        kernel(
-            q,
-            none,
-            q,
-            none,
-            cos,
-            sin,
-            interleaved=interleaved,
-            rotary_dim=r,
-            positions=positions,
-            row_offset=row_offset,
-        )
-        torch.autograd.graph.increment_version(q)
-        return q, q
-    kernel(q, k, q, k, cos, sin, interleaved=interleaved, rotary_dim=r, positions=positions, row_offset=row_offset)
-    torch.autograd.graph.increment_version((q, k))  # as any in-place op does: autograd sees the write
-    return q, k
+    shared = inplace and _inplace_aliasing(q, k, full=False)  # q and k one view: rotated once
+    if shared:
+        k = q[:, :0]  # (B, 0, S, D): no heads
+    q_out, k_out = (q, k) if inplace else (torch.empty_like(q), torch.empty_like(k))  # q's, k's layout where dense
+    kernel(
+        q, k, q_out, k_out, cos, sin, interleaved=interleaved, rotary_dim=r, positions=positions, row_offset=row_offset
+    )
+    if inplace:
+        torch.autograd.graph.increment_version((q, k))  # as any in-place op does: autograd sees the write
+    return (q, q) if shared else (q_out, k_out)
 
 
 def _rotate_with_autograd(
@@ -571,46 +547,21 @@ class FusedRotaryInplace(torch.autograd.Function):
         interleaved: bool,
         rotary_dim: int,
     ) -> torch.Tensor:
-        none = x[:, :0]  # (B, 0, S, D): no heads
-        kernel(
-            x,
-            none,
-            x,
-            none,
-            cos,
-            sin,
-            interleaved=interleaved,
-            rotary_dim=rotary_dim,
-            positions=positions,
-            row_offset=row_offset,
-        )
+        ctx.config = (row_offset, kernel, interleaved, rotary_dim)
+        _rotate_one(x, x, cos, sin, positions, ctx.config, False)  # (B, H, S, D), in place
         ctx.mark_dirty(x)
         ctx.save_for_backward(cos, sin, positions)
         ctx.save_for_forward(cos, sin, positions)
-        ctx.config = (row_offset, kernel, interleaved, rotary_dim)
         return x
 
     @staticmethod
     def jvp(ctx: Any, tangent: torch.Tensor, *_: Any) -> torch.Tensor:
         """Forward-mode AD: the tangent is rotated in place like the input."""
         cos, sin, positions = ctx.saved_tensors
-        row_offset, kernel, interleaved, rotary_dim = ctx.config
         if tangent.is_neg():
             tangent = tangent.resolve_neg()  # the kernel writes raw memory
         dense = tangent if not overlap.self_overlaps(tangent) else tangent.contiguous()  # (B, H, S, D)
-        none = dense[:, :0]
-        kernel(
-            dense,
-            none,
-            dense,
-            none,
-            cos,
-            sin,
-            interleaved=interleaved,
-            rotary_dim=rotary_dim,
-            positions=positions,
-            row_offset=row_offset,
-        )
+        _rotate_one(dense, dense, cos, sin, positions, ctx.config, False)
         if dense is tangent:
             torch.autograd.graph.increment_version(tangent)  # the kernel wrote behind autograd's back
         else:
@@ -620,26 +571,42 @@ class FusedRotaryInplace(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
         cos, sin, positions = ctx.saved_tensors
-        row_offset, kernel, interleaved, r = ctx.config
-        none = grad[:, :0]  # (B, 0, S, D): no heads, a view
         if _plain_gradients(grad, grad):
             g = torch.empty_like(grad)  # (B, H, S, D): the one allocation, the gradient autograd asks for
-            kernel(
-                grad,
-                none,
-                g,
-                none,
-                cos,
-                sin,
-                interleaved=interleaved,
-                rotary_dim=r,
-                inverse=True,
-                positions=positions,
-                row_offset=row_offset,
-            )
+            _rotate_one(grad, g, cos, sin, positions, ctx.config, True)
         else:  # create_graph, or a wrapped gradient: a node of its own (double backward)
+            row_offset, kernel, interleaved, r = ctx.config
+            none = grad[:, :0]  # (B, 0, S, D): no heads, a view
             g, _ = FusedRotary.apply(grad, none, cos, sin, positions, row_offset, kernel, interleaved, r, True)
         return g, None, None, None, None, None, None, None
+
+
+def _rotate_one(
+    x: torch.Tensor,
+    out: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    positions: Optional[torch.Tensor],
+    config: Tuple[int, Kernel, bool, int],
+    inverse: bool,
+) -> None:
+    """The kernel's rotation of one tensor, x (B, H, S, D), into out (x itself in place), by the
+    ``(row_offset, kernel, interleaved, rotary_dim)`` of a :class:`FusedRotaryInplace` node."""
+    row_offset, kernel, interleaved, r = config
+    none = x[:, :0]  # (B, 0, S, D): the k of a call with no heads
+    kernel(
+        x,
+        none,
+        out,
+        none,
+        cos,
+        sin,
+        interleaved=interleaved,
+        rotary_dim=r,
+        inverse=inverse,
+        positions=positions,
+        row_offset=row_offset,
+    )
 
 
 def rotated(

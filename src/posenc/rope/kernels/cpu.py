@@ -449,14 +449,6 @@ def rotate(
         raise _refusal(status, args, operands, rotary_dim, positions is None)
 
 
-def table_slots(t: torch.Tensor) -> Tuple[int, ...]:
-    """A 2-d or 3-d table's slots after its data pointer: dtype code, 3 sizes, 3 strides (a 2-d
-    table is one batch row of stride 0: no view of it is made)."""
-    if t.dim() == 2:
-        return (DTYPE_CODES.get(t.dtype, -1), 1, *t.shape, 0, *t.stride())
-    return (DTYPE_CODES.get(t.dtype, -1), *t.shape, *t.stride())
-
-
 def _position_slots(positions: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, ...]]:
     """Positions as the kernel reads them (a lazy negation resolved) and their six slots: data
     pointer, dtype code, 2 sizes, 2 strides; raises ``ValueError`` unless they are 2-d."""
