@@ -421,19 +421,31 @@ def rotate(
         pos: Sequence[int] = _NO_POSITIONS
     else:
         positions, pos = _position_slots(positions)
-    args = RopeArgs()
-    _PACK.pack_into(
+    codes, args = DTYPE_CODES, RopeArgs()
+    _PACK.pack_into(  # the struct's slots in order (SLOTS): each operand's pointer, dtype, shape, strides
         args,
         0,
-        *(q.data_ptr(), DTYPE_CODES.get(q.dtype, -1), *q.shape, *q.stride()),
-        *(k.data_ptr(), DTYPE_CODES.get(k.dtype, -1), *k.shape, *k.stride()),
-        *(q_out.data_ptr(), DTYPE_CODES.get(q_out.dtype, -1), *q_out.shape, *q_out.stride()),
-        *(k_out.data_ptr(), DTYPE_CODES.get(k_out.dtype, -1), *k_out.shape, *k_out.stride()),
+        q.data_ptr(),
+        codes.get(q.dtype, -1),
+        *q.shape,
+        *q.stride(),
+        k.data_ptr(),
+        codes.get(k.dtype, -1),
+        *k.shape,
+        *k.stride(),
+        q_out.data_ptr(),
+        codes.get(q_out.dtype, -1),
+        *q_out.shape,
+        *q_out.stride(),
+        k_out.data_ptr(),
+        codes.get(k_out.dtype, -1),
+        *k_out.shape,
+        *k_out.stride(),
         cos.data_ptr(),
-        DTYPE_CODES.get(cos.dtype, -1),
+        codes.get(cos.dtype, -1),
         *((1, *cos.shape, 0, *cos.stride()) if cos_rank == 2 else (*cos.shape, *cos.stride())),  # (B|1, rows, r/2)
         sin.data_ptr(),
-        DTYPE_CODES.get(sin.dtype, -1),
+        codes.get(sin.dtype, -1),
         *((1, *sin.shape, 0, *sin.stride()) if sin_rank == 2 else (*sin.shape, *sin.stride())),
         *pos,
         row_offset,
