@@ -33,19 +33,11 @@ calls at one token, with its own yardstick:
 * ``Triton path, launch stubbed``: :func:`posenc.rope.kernels.triton_rope.rotate` on CPU tensors
   with the kernel launch replaced by a no-op (when Triton is importable): the Python a GPU decode
   call runs before its launch (plan lookup, aliasing test, launch arguments);
-* ``apply_rotary on CUDA, planned (stubbed)``: the entry as a CUDA decode call takes it, q and k
-  views of one projection, planned per layout by the Triton planner and launched through the
-  pre-bound launcher (stubbed); ``general (stubbed)``: the same call through the general path, as
-  before the plan (the dispatcher swapped for the row: one wrapper call and the swap in each);
-* ``in place`` and ``positions`` rows of ``apply_rotary on CUDA``: the same views rotated in place, and
-  the whole cached table with a (1, 1) positions tensor, planned and through the general path;
-* ``fwd+bwd on CUDA, planned (stubbed)``: ``torch.autograd.grad`` of ``apply_rotary`` on leaves, as a
-  CUDA call takes it: the forward planned inside its autograd Function, the backward's inverse
-  rotation planned on the gradients' layout; ``general (stubbed)``: the same step through the general
-  Triton path, forward and backward (the dispatcher swapped for the row);
-* ``module on CUDA, planned (stubbed)``: the module's decode call ``rope(q, k, offset=n)`` on the same
-  views as a CUDA module takes it (its cache views carry no CPU-kernel fields there), planned by the
-  Triton planner; ``general (stubbed)``: the same call through the general Triton path.
+* ``apply_rotary on CUDA (stubbed)``, ``... in place``, ``... positions``, ``module on CUDA`` and
+  ``fwd+bwd on CUDA``: the entry, in place, by positions (the whole 8192-row table and a (1, 1)
+  positions tensor), the module's ``rope(q, k, offset=n)`` and a forward+backward step as a CUDA
+  call takes them (q and k views of one projection; the dispatcher answers with the Triton kernel
+  for the row), launch stubbed.
 
 Then the far positions: one token at ``2**31`` and ``2**40`` (a new position every call, so the row
 is computed every time), with the cache size before and after.
@@ -112,109 +104,63 @@ def backward_rows(q, k, cos, sin, hf):
     return rows
 
 
+class NoLaunch:
+    """Stands for the Triton kernel ``_rope_kernel``: ``kernel[grid](*args, **constexprs)`` returns
+    at once, so a row times the host work before a real launch."""
+
+    def __getitem__(self, grid):
+        return self.launch
+
+    @staticmethod
+    def launch(*args, **kwargs):
+        return None
+
+
 def triton_prelude(q, k, cos, sin, offset):
     """The Triton path's host work on CPU tensors with the launch stubbed, or None without Triton:
-    the kernel call alone, and apply_rotary as a CUDA call takes it, planned and (as before the plan)
-    through the general path. The stubbed launch stands for the compiled kernel's own launcher,
-    which the plan pre-binds on CUDA; it and the stream read count one Python call each, as theirs do."""
+    the kernel call alone, and apply_rotary and the module's decode call as a CUDA call takes them
+    (the CPU tensors' kernel is the Triton kernel for these rows)."""
     try:
         from posenc.rope.kernels import triton_rope
     except Exception:
         return None
-
-    class Compiled:
-        function = packed_metadata = "stub"
-
-        def run(self, *args):
-            pass
-
-    class NoLaunch:
-        params = triton_rope._rope_kernel.params
-
-        def __getitem__(self, grid):
-            return lambda *args, **kwargs: Compiled()
-
-    # this process never launches the real kernel; CPU tensors stand for CUDA ones in the plan
-    triton_rope._rope_kernel = NoLaunch()
-    triton_rope._PREBIND_ON = frozenset({"cpu", "cuda"})
-    torch._C._cuda_getCurrentRawStream = lambda index: 0
-    torch.cuda.current_device = lambda: 0
+    triton_rope._rope_kernel = NoLaunch()  # this process never launches the real kernel
     c3, s3 = cos[None], sin[None]  # (1, 1, r/2)
     buf = torch.randn(1, 1, q.shape[1] + k.shape[1], q.shape[3])  # (B, S, Hq + Hk, D): one projection
     qv, kv = buf[:, :, : q.shape[1]].transpose(1, 2), buf[:, :, q.shape[1] :].transpose(1, 2)
+    dispatcher = kernels.kernel_for
+    table = (torch.rand(8192, cos.shape[-1]), torch.rand(8192, cos.shape[-1]))  # (rows, r/2)
+    at = torch.tensor([[offset]])  # (B, S)
+    rope = RotaryEmbedding(q.shape[-1], base=500000.0, max_position_embeddings=8192)
+    q_leaf, k_leaf = q.clone().requires_grad_(), k.clone().requires_grad_()
+    grads = (torch.randn_like(q), torch.randn_like(k))
+
+    def on_triton(call):
+        def row():
+            kernels.kernel_for = triton_kernel_for  # the dispatcher's answer on CUDA
+            try:
+                return call()
+            finally:
+                kernels.kernel_for = dispatcher
+
+        return row
+
+    def triton_kernel_for(device):
+        return triton_rope.rotate
 
     def kernel_only():
         q_out, k_out = torch.empty_like(q), torch.empty_like(k)
         triton_rope.rotate(q, k, q_out, k_out, c3, s3, interleaved=False, rotary_dim=q.shape[-1])
 
-    planner = kernels.Planner(triton_rope.make_planned, {"kernel": 1}, "kernel", 1, True)
-    cpu_planner = kernels.planner_for
-
-    def planned(*tables, **options):
-        kernels.planner_for = lambda device: planner  # read only when a new layout is planned
-        try:
-            return apply_rotary(qv, kv, *(tables or (c3, s3)), **options)
-        finally:
-            kernels.planner_for = cpu_planner
-
-    dispatcher = kernels.kernel_for
-
-    def general(*tables, **options):
-        kernels.kernel_for = lambda device: triton_rope.rotate  # the dispatcher's answer on CUDA
-        try:
-            return apply_rotary(qv, kv, *(tables or (c3, s3)), **options)  # a replaced dispatcher: no plan
-        finally:
-            kernels.kernel_for = dispatcher
-
-    table = (torch.rand(8192, cos.shape[-1]), torch.rand(8192, cos.shape[-1]))  # (rows, r/2)
-    at = torch.tensor([[offset]])  # (B, S)
-
-    rope = RotaryEmbedding(q.shape[-1], base=500000.0, max_position_embeddings=8192)
-    rope.__dict__["_rows"] = rope._rows._replace(fields=None)  # as on CUDA: no CPU-kernel fields
-
-    def module_planned():
-        kernels.planner_for = lambda device: planner
-        try:
-            return rope(qv, kv, offset=offset)
-        finally:
-            kernels.planner_for = cpu_planner
-
-    def module_general():
-        kernels.kernel_for = lambda device: triton_rope.rotate
-        try:
-            return rope(qv, kv, offset=offset)
-        finally:
-            kernels.kernel_for = dispatcher
-
-    q_leaf, k_leaf = q.clone().requires_grad_(), k.clone().requires_grad_()
-    grads = (torch.randn_like(q), torch.randn_like(k))
-
-    def forward_backward():
-        kernels.kernel_for = lambda device: triton_rope.rotate
-        try:
-            return torch.autograd.grad(apply_rotary(q_leaf, k_leaf, c3, s3), (q_leaf, k_leaf), grads)
-        finally:
-            kernels.kernel_for = dispatcher
-
-    def forward_backward_planned():
-        kernels.planner_for = lambda device: planner  # the backward plans the gradients' layout too
-        try:
-            return torch.autograd.grad(apply_rotary(q_leaf, k_leaf, c3, s3), (q_leaf, k_leaf), grads)
-        finally:
-            kernels.planner_for = cpu_planner
-
     return {
         "Triton path, launch stubbed": kernel_only,
-        "apply_rotary on CUDA, planned (stubbed)": planned,
-        "apply_rotary on CUDA, general (stubbed)": general,
-        "... in place, planned (stubbed)": lambda: planned(inplace=True),
-        "... in place, general (stubbed)": lambda: general(inplace=True),
-        "... positions, planned (stubbed)": lambda: planned(*table, positions=at),
-        "... positions, general (stubbed)": lambda: general(*table, positions=at),
-        "module on CUDA, planned (stubbed)": module_planned,
-        "module on CUDA, general (stubbed)": module_general,
-        "fwd+bwd on CUDA, planned (stubbed)": forward_backward_planned,
-        "fwd+bwd on CUDA, general (stubbed)": forward_backward,
+        "apply_rotary on CUDA (stubbed)": on_triton(lambda: apply_rotary(qv, kv, c3, s3)),
+        "... in place (stubbed)": on_triton(lambda: apply_rotary(qv, kv, c3, s3, inplace=True)),
+        "... positions (stubbed)": on_triton(lambda: apply_rotary(qv, kv, *table, positions=at)),
+        "module on CUDA (stubbed)": on_triton(lambda: rope(qv, kv, offset=offset)),
+        "fwd+bwd on CUDA (stubbed)": on_triton(
+            lambda: torch.autograd.grad(apply_rotary(q_leaf, k_leaf, c3, s3), (q_leaf, k_leaf), grads)
+        ),
     }
 
 

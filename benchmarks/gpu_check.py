@@ -10,13 +10,13 @@ Sections, each independent (a failure prints its traceback, is recorded, and the
    rotation computed in float64 from float64 angles: bfloat16, float16, float32 (and float64), both
    pair layouts, full and partial rotary, random memory layouts (transformers' transpose of a
    (batch, seq, heads, dim) buffer, q and k as views of one projection, strided last dimension,
-   permuted strides), table rows by offset and by positions; repeated calls (the pre-bound
-   launcher) equal to the first; the backward against the float64 inverse rotation.
+   permuted strides), table rows by offset and by positions; repeated calls (a seen layout's
+   plan) equal to the first; the backward against the float64 inverse rotation.
 3. ``refusals``: aliasing that must raise ``ValueError`` before anything is written, including a
    layout seen before whose storage now overlaps.
 4. ``opcheck``: ``torch.library.opcheck`` of ``torch.ops.posenc.rotary`` on the device.
-5. ``compile``: ``torch.compile(fullgraph=True)`` of the entry, forward and backward, the op in the
-   graph, values equal to eager.
+5. ``compile``: ``torch.compile(fullgraph=True)`` of the op (one node, forward and backward, values
+   equal to eager).
 6. ``cudagraph``: a decode step under ``torch.compile(mode="reduce-overhead")`` and a manual
    ``torch.cuda.CUDAGraph`` capture of the eager call, replayed on new inputs.
 7. ``table``: the issue's cases side by side in one process (CUDA events after an L2 flush and a
@@ -25,8 +25,7 @@ Sections, each independent (a failure prints its traceback, is recorded, and the
    same rows again with the host queued ahead (device time alone, against the pass's device time);
    decode host time per call; max error against float64 angles.
 8. ``host_profile``: cProfile of decode calls (out of place, in place, by positions, the module's
-   ``rope(q, k, offset=n)``, forward+backward): where host time goes, Python calls per call, and
-   whether each, on a seen layout, launches through the pre-bound launcher (no ``JITFunction.run``).
+   ``rope(q, k, offset=n)``, forward+backward): where host time goes, Python calls per call.
 9. ``model``: a 4-layer 4096-wide Llama in bfloat16, decode per token (2k prompt, 64 greedy tokens)
    and an 8k-token forward, unpatched against patched by ``posenc.integrations.transformers``.
 10. ``launch_shapes``: the Triton kernel alone at 16k tokens in float32 and bfloat16 under a few
@@ -181,7 +180,6 @@ def section_environment(ctx: Context) -> Dict[str, Any]:
         props = torch.cuda.get_device_properties(0)
         env.update(gpu=props.name, cuda=torch.version.cuda, gpu_memory_gib=round(props.total_memory / 2**30, 1))
     env["triton_interpret"] = os.environ.get("TRITON_INTERPRET", "")
-    env["prebound_launcher"] = os.environ.get("POSENC_TRITON_PREBOUND", "1")
     import posenc
 
     env["posenc"] = getattr(posenc, "__version__", "checkout")
@@ -193,7 +191,6 @@ def section_environment(ctx: Context) -> Dict[str, Any]:
 # -- 2. parity ---------------------------------------------------------------------------------------
 def section_parity(ctx: Context) -> Dict[str, Any]:
     from posenc.rope.apply import apply_rotary
-    from posenc.rope.kernels import triton_rope
 
     gen = torch.Generator().manual_seed(0)
     if ctx.dry:
@@ -238,7 +235,7 @@ def section_parity(ctx: Context) -> Dict[str, Any]:
                         args = (q, k, cos, sin)
                         kwargs = dict(layout=layout, rotary_dim=r, **extra)
                         first = apply_rotary(*args, **kwargs)
-                        again = apply_rotary(*args, **kwargs)  # a seen layout: cached plan, pre-bound launch
+                        again = apply_rotary(*args, **kwargs)  # a seen layout: its cached plan
                         key = f"{str(dtype)[6:]}"
                         err = max(ulp_error(first[0], want_q, q), ulp_error(first[1], want_k, k))
                         worst[key] = max(worst.get(key, 0.0), err)
@@ -251,27 +248,6 @@ def section_parity(ctx: Context) -> Dict[str, Any]:
     ctx.check("parity", f"forward within tolerance and repeatable on {cases} cases", not failures, failures[:5] or None)
     for key, value in worst.items():
         say(f"  worst error {key}: {value:.3g} (<= 1 is right; see ulp_error)")
-
-    # the general launch path (no pre-bound launcher) gives the same bits
-    q = memory_layout("transformers", (b, hq, s, d), torch.bfloat16, ctx.device, gen)
-    k = memory_layout("transformers", (b, hk, s, d), torch.bfloat16, ctx.device, gen)
-    cos64, sin64 = exact_tables(torch.arange(s)[None], d)
-    cos, sin = cos64.to(ctx.device, torch.float32), sin64.to(ctx.device, torch.float32)
-    outs = []
-    saved = triton_rope._PREBOUND
-    for prebound in (True, False, True):
-        triton_rope._PREBOUND = prebound
-        q_out, k_out = torch.empty_like(q), torch.empty_like(k)
-        for _ in range(3):
-            triton_rope.rotate(q, k, q_out, k_out, cos, sin, interleaved=False, rotary_dim=d)
-        outs.append((q_out, k_out))
-    triton_rope._PREBOUND = saved
-    same = all(torch.equal(outs[0][i], o[i]) for o in outs[1:] for i in (0, 1))
-    ctx.check("parity", "pre-bound and general Triton launches give the same bits", same)
-    from posenc.rope.kernels import plans
-
-    launchers = sum(len(p.launchers) for p in list(plans._plans.values()))
-    say(f"  pre-bound launcher active: {triton_rope._PREBOUND}, bound launchers: {launchers}")
 
     # backward: the gradient of a rotation is the inverse rotation, in float64
     grad_fail = []
@@ -294,8 +270,6 @@ def section_parity(ctx: Context) -> Dict[str, Any]:
         "cases": cases,
         "worst": worst,
         "failures": failures,
-        "prebound_active": triton_rope._PREBOUND,
-        "bound_launchers": launchers,
     }
 
 
@@ -392,8 +366,17 @@ def _recording_backend(graphs: List[List[Any]], inner: str):
     return backend
 
 
+def _op_call(a: torch.Tensor, b: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """``torch.ops.posenc.rotary`` on q, k and tables as :func:`posenc.apply_rotary` takes them."""
+    c3 = (cos if cos.dim() == 3 else cos[None]).float()  # (B|1, S, r/2)
+    s3 = (sin if sin.dim() == 3 else sin[None]).float()
+    return torch.ops.posenc.rotary(a, b, c3, s3, None, 0, 2 * c3.shape[-1], False, False)
+
+
 def section_compile(ctx: Context) -> Dict[str, Any]:
-    import posenc.rope.apply as apply_mod
+    """torch.compile(fullgraph=True) of the op: one node, forward and backward equal to eager (the entry
+    traces the reference under compile, which tests/rope/test_kernel_compile.py checks)."""
+    import posenc.rope  # noqa: F401  (registers torch.ops.posenc.rotary)
     from posenc.rope.apply import apply_rotary
 
     gen = torch.Generator().manual_seed(2)
@@ -403,37 +386,26 @@ def section_compile(ctx: Context) -> Dict[str, Any]:
     k = memory_layout("transformers", (b, hk, s, d), dtype, ctx.device, gen)
     cos64, sin64 = exact_tables(torch.arange(s)[None], d)
     cos, sin = cos64.to(ctx.device, torch.float32), sin64.to(ctx.device, torch.float32)
-    result = {}
-    saved = dict(apply_mod.COMPILED_PATH)
-    apply_mod.COMPILED_PATH[ctx.device] = "op"
-    try:
-        graphs: List[List[Any]] = []
-        inner = "inductor" if ctx.device == "cuda" else "aot_eager"
-        torch._dynamo.reset()
-        fn = torch.compile(
-            lambda a, c: apply_rotary(a, c, cos, sin), backend=_recording_backend(graphs, inner), fullgraph=True
-        )
-        got = fn(q, k)
-        want = apply_rotary(q, k, cos, sin)
-        same = all(torch.equal(x, y) for x, y in zip(got, want))
-        has_op = any(torch.ops.posenc.rotary.default in g for g in graphs)
-        ctx.check(
-            "compile", "fullgraph forward: one graph with the op, values equal eager", same and has_op, graphs[:1]
-        )
-        qg, kg = q.detach().clone().requires_grad_(), k.detach().clone().requires_grad_()
-        qe, ke = q.detach().clone().requires_grad_(), k.detach().clone().requires_grad_()
-        gq, gk = torch.randn_like(q), torch.randn_like(k)
-        torch._dynamo.reset()
-        trained = torch.compile(lambda a, c: apply_rotary(a, c, cos, sin), backend=inner, fullgraph=True)
-        torch.autograd.backward(trained(qg, kg), (gq, gk))
-        torch.autograd.backward(apply_rotary(qe, ke, cos, sin), (gq, gk))
-        ok = torch.equal(qg.grad, qe.grad) and torch.equal(kg.grad, ke.grad)
-        ctx.check("compile", "fullgraph forward+backward: gradients equal eager", ok)
-        result.update(forward_equal=same, op_in_graph=has_op, backward_equal=ok)
-    finally:
-        apply_mod.COMPILED_PATH.clear()
-        apply_mod.COMPILED_PATH.update(saved)
-    return result
+    graphs: List[List[Any]] = []
+    inner = "inductor" if ctx.device == "cuda" else "aot_eager"
+    torch._dynamo.reset()
+    fn = torch.compile(lambda a, c: _op_call(a, c, cos, sin), backend=_recording_backend(graphs, inner), fullgraph=True)
+    got = fn(q, k)
+    want = apply_rotary(q, k, cos, sin)
+    same = all(torch.equal(x, y) for x, y in zip(got, want))
+    op = torch.ops.posenc.rotary
+    has_op = any({op, op.default} & set(g) for g in graphs)
+    ctx.check("compile", "fullgraph op: one graph with the op, values equal eager", same and has_op, graphs[:1])
+    qg, kg = q.detach().clone().requires_grad_(), k.detach().clone().requires_grad_()
+    qe, ke = q.detach().clone().requires_grad_(), k.detach().clone().requires_grad_()
+    gq, gk = torch.randn_like(q), torch.randn_like(k)
+    torch._dynamo.reset()
+    trained = torch.compile(lambda a, c: _op_call(a, c, cos, sin), backend=inner, fullgraph=True)
+    torch.autograd.backward(trained(qg, kg), (gq, gk))
+    torch.autograd.backward(apply_rotary(qe, ke, cos, sin), (gq, gk))
+    ok = torch.equal(qg.grad, qe.grad) and torch.equal(kg.grad, ke.grad)
+    ctx.check("compile", "fullgraph op forward+backward: gradients equal eager", ok)
+    return {"forward_equal": same, "op_in_graph": has_op, "backward_equal": ok}
 
 
 # -- 6. CUDA graphs -------------------------------------------------------------------------------
@@ -746,7 +718,6 @@ def section_table(ctx: Context) -> Dict[str, Any]:
 
 def section_compiled_rows(ctx: Context) -> Dict[str, Any]:
     """The compiled rows, each case with fresh compiled functions (no recompiles while timing)."""
-    import posenc.rope.apply as apply_mod
     from posenc.rope.apply import apply_rotary
 
     _, hf = _transformers_rope()
@@ -760,23 +731,13 @@ def section_compiled_rows(ctx: Context) -> Dict[str, Any]:
         def posenc_call(a, b, c, s, cf, sf):
             return apply_rotary(a, b, c, s)
 
-        def with_path(path: str):
-            compiled = torch.compile(posenc_call, dynamic=False)
-
-            def call(*args):
-                saved = apply_mod.COMPILED_PATH.get(ctx.device)
-                apply_mod.COMPILED_PATH[ctx.device] = path  # read while tracing, guarded after
-                try:
-                    return compiled(*args)
-                finally:
-                    apply_mod.COMPILED_PATH[ctx.device] = saved
-
-            return call
+        def op_call(a, b, c, s, cf, sf):
+            return _op_call(a, b, c, s)
 
         return {
             "torch.compile of transformers": torch.compile(hf_call, dynamic=False),
-            "posenc compiled (op)": with_path("op"),
-            "posenc compiled (reference)": with_path("reference"),
+            "posenc compiled (op)": torch.compile(op_call, dynamic=False),
+            "posenc compiled (reference)": torch.compile(posenc_call, dynamic=False),
         }
 
     return {"cases": _run_table(ctx, compiled_set, "compiled_rows", limit=1 if ctx.dry else None)}
@@ -832,18 +793,11 @@ def section_host_profile(ctx: Context) -> Dict[str, Any]:
             {"function": f"{Path(f).name}:{line}({fn_name})", "us_per_call": tt / calls * 1e6, "calls": nc / calls}
             for (f, line, fn_name), (cc, nc, tt, ct, callers) in rows
         ]
-        # JITFunction.run per call: 0 when the layout's pre-bound launcher makes the launch
-        jit_runs = sum(
-            nc for (f, _, fn_name), (_, nc, _, _, _) in stats.stats.items() if fn_name == "run" and f.endswith("jit.py")
-        )
         out[name] = {
             "us_per_call_profiled": wall,
             "python_calls_per_call": stats.total_calls / calls,
-            "jit_runs_per_call": jit_runs / calls,
             "top_own_time": top,
         }
-        if ctx.device == "cuda":  # each launches through the pre-bound launcher once its layout is seen
-            ctx.check("host_profile", f"{name}: a seen layout launches without JITFunction.run", jit_runs == 0)
         say(
             f"  {name}: {wall:.1f} µs per call under the profiler; top: "
             + ", ".join(f"{t['function']} {t['us_per_call']:.1f}" for t in top[:5])

@@ -1,12 +1,10 @@
-"""Inputs, the reference rotation, tolerances and the count of Python calls that the fused-kernel tests
+"""Inputs, the reference rotation and tolerances that the fused-kernel tests
 share (``test_kernels.py``, ``test_kernel_dispatch.py``, ``test_kernel_triton_interpreter.py``); their
 fixtures ``fused_cpu`` and ``count_fused`` are in ``conftest.py``."""
 
 from __future__ import annotations
 
-import cProfile
 import math
-import pstats
 
 import torch
 
@@ -41,15 +39,3 @@ def assert_close(actual, expected):
     rtol, atol = TOL[expected.dtype]
     assert actual.dtype == expected.dtype and actual.shape == expected.shape
     torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol)
-
-
-def python_calls_per_call(fn, calls=50):
-    """``(calls per call, last result)``: cProfile's count of the Python function calls (builtins
-    included) of ``calls`` calls of ``fn``, divided by ``calls``. The count is the host work a call
-    does, whatever the machine's load; the profiler's own disable call adds ``1 / calls``."""
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(calls):
-        result = fn()
-    profiler.disable()
-    return pstats.Stats(profiler).total_calls / calls, result

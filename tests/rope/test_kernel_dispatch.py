@@ -1,6 +1,6 @@
 """How a rotation reaches a fused kernel: the ``torch.library`` op (opcheck, backward, ``torch.compile``
 without a graph break), the fallback to the reference when no kernel can be built or used (each says
-why, once), the lean decode call, and argument checks paid once per layout.
+why, once), the module's decode call on the one road, and argument checks paid once per layout.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import warnings
 import pytest
 import torch
 import torch.utils._pytree as pytree
-from kernel_cases import assert_close, make_inputs, python_calls_per_call, reference
+from kernel_cases import assert_close, make_inputs, reference
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import posenc
@@ -112,7 +112,7 @@ def test_op_passes_opcheck_for_every_layout(fused_cpu, case, dtype):
         torch.library.opcheck(torch.ops.posenc.rotary.default, grads)
     got_q, got_k = torch.ops.posenc.rotary(*args)
     layout = "interleaved" if interleaved else "half"
-    want = posenc.rope.apply._reference_rows(q, k, cos, sin, pos, offset, layout, r, False)
+    want = posenc.rope.apply.reference_rows(q, k, cos, sin, pos, offset, layout, r, False)
     assert_close(got_q, want[0])
     assert_close(got_k, want[1])
 
@@ -143,13 +143,45 @@ class _GraphRecorder:
         return gm.forward
 
 
-@pytest.mark.parametrize("mode", ["out", "inplace", "row_offset", "positions"])
-def test_compiled_entry_traces_the_op_without_a_graph_break(fused_cpu, monkeypatch, mode):
-    """With the op chosen for compiled CPU code, apply_rotary under torch.compile(fullgraph=True)
-    is one graph holding torch.ops.posenc.rotary; values equal eager; training through it works."""
-    monkeypatch.setitem(posenc.rope.apply.COMPILED_PATH, "cpu", "op")
+@pytest.mark.parametrize("mode", ["out", "row_offset", "positions"])
+def test_compiled_op_is_one_node_without_a_graph_break(fused_cpu, mode):
+    """torch.ops.posenc.rotary under torch.compile(fullgraph=True) is one graph holding the op;
+    values equal eager; training through it works."""
     q, k, cos, sin = make_inputs(torch.float32, seq=6)
     table = torch.cat([cos, sin], dim=1)  # (1, 12, 16): rows for the offset/positions cases
+    pos = torch.tensor([[5, 0, 11, 3, 3, 7]])
+
+    def call(a, b):
+        if mode == "row_offset":
+            return torch.ops.posenc.rotary(a, b, table, table.flip(1), None, 4, 32, False, False)
+        if mode == "positions":
+            return torch.ops.posenc.rotary(a, b, table, table.flip(1), pos, 0, 32, True, False)
+        return torch.ops.posenc.rotary(a, b, cos, sin, None, 0, 32, False, False)
+
+    recorder = _GraphRecorder()
+    torch._dynamo.reset()
+    compiled = torch.compile(call, backend=recorder, fullgraph=True)
+    got = compiled(q.clone(), k.clone())
+    want = call(q.clone(), k.clone())
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    op = torch.ops.posenc.rotary
+    assert len(recorder.graphs) == 1 and {op, op.default} & set(recorder.graphs[0]), recorder.graphs
+    torch._dynamo.reset()
+    trained = torch.compile(call, backend="aot_eager", fullgraph=True)
+    qg, kg = q.clone().requires_grad_(), k.clone().requires_grad_()
+    trained(qg, kg)[0].square().sum().backward()
+    qe, ke = q.clone().requires_grad_(), k.clone().requires_grad_()
+    call(qe, ke)[0].square().sum().backward()
+    torch.testing.assert_close(qg.grad, qe.grad, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["out", "inplace", "row_offset", "positions"])
+def test_compiled_entry_traces_the_reference_for_inductor(fused_cpu, mode):
+    """apply_rotary under torch.compile(fullgraph=True) traces the reference (Inductor fuses it), not
+    the op, in one graph, out of place, in place, by row offset and by positions; values equal
+    eager."""
+    q, k, cos, sin = make_inputs(torch.float32, seq=6)
+    table = torch.cat([cos, sin], dim=1)  # (1, 12, 16)
     pos = torch.tensor([[5, 0, 11, 3, 3, 7]])
 
     def call(a, b):
@@ -161,29 +193,11 @@ def test_compiled_entry_traces_the_op_without_a_graph_break(fused_cpu, monkeypat
 
     recorder = _GraphRecorder()
     torch._dynamo.reset()
-    compiled = torch.compile(call, backend=recorder, fullgraph=True)
-    got = compiled(q.clone(), k.clone())
+    got = torch.compile(call, backend=recorder, fullgraph=True)(q.clone(), k.clone())
     want = call(q.clone(), k.clone())
     torch.testing.assert_close(got, want, rtol=0, atol=0)
-    assert len(recorder.graphs) == 1 and torch.ops.posenc.rotary.default in recorder.graphs[0], recorder.graphs
-    if mode != "inplace":
-        torch._dynamo.reset()
-        trained = torch.compile(call, backend="aot_eager", fullgraph=True)
-        qg, kg = q.clone().requires_grad_(), k.clone().requires_grad_()
-        trained(qg, kg)[0].square().sum().backward()
-        qe, ke = q.clone().requires_grad_(), k.clone().requires_grad_()
-        call(qe, ke)[0].square().sum().backward()
-        torch.testing.assert_close(qg.grad, qe.grad, rtol=1e-6, atol=1e-6)
-
-
-def test_compiled_entry_keeps_the_reference_for_inductor_on_cpu(fused_cpu):
-    """By default compiled CPU code traces the reference (Inductor fuses it), not the op."""
-    assert posenc.rope.apply.COMPILED_PATH["cpu"] == "reference"
-    q, k, cos, sin = make_inputs(torch.float32)
-    recorder = _GraphRecorder()
-    torch._dynamo.reset()
-    torch.compile(lambda a, b: apply_rotary(a, b, cos, sin), backend=recorder, fullgraph=True)(q, k)
-    assert recorder.graphs and all(torch.ops.posenc.rotary.default not in g for g in recorder.graphs)
+    op = torch.ops.posenc.rotary
+    assert len(recorder.graphs) == 1 and not {op, op.default} & set(recorder.graphs[0]), recorder.graphs
 
 
 def test_fallback_when_disabled_warns_once(monkeypatch, fresh_kernel_state):
@@ -299,36 +313,12 @@ def test_bad_input_messages():
         apply_rotary(q, k, cos, sin, rotary_dim=16)
 
 
-@pytest.fixture
-def lean_decode(monkeypatch):
-    """Count the decode step's lean calls and what they returned; the general kernel call fails."""
-    returned = []
-    original = kernels.cpu_decode
-
-    def spy():
-        decode = original()
-
-        def counted(*args):
-            out = decode(*args)
-            returned.append(out is not None)
-            return out
-
-        return counted
-
-    def no_general_call(*args, **kwargs):
-        raise AssertionError("the decode step fell back to the general kernel call")
-
-    monkeypatch.setattr(kernels, "cpu_decode", spy)
-    monkeypatch.setattr(posenc.rope.apply, "fused_kernel", no_general_call)
-    return returned
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
-def test_decode_step_is_one_lean_call_equal_to_the_reference(fused_cpu, lean_decode, dtype, layout):
-    """rope(q, k, offset=n) on CPU is one lean kernel call on the cached tables, for contiguous and
-    transposed (B, S, H, D)-as-(B, H, S, D) inputs and partial rotation, bit for bit the reference
-    rotation by rows n .. n + seq - 1."""
+def test_module_decode_is_the_kernel_on_the_cached_table(fused_cpu, count_fused, dtype, layout):
+    """rope(q, k, offset=n) on CPU is one kernel call on the cached table by row offset, for
+    contiguous and transposed (B, S, H, D)-as-(B, H, S, D) inputs and partial rotation, bit for bit
+    the reference rotation by rows n .. n + seq - 1; heads_first=False takes the same road."""
     rope = RotaryEmbedding(32, rotary_dim=24, layout=layout, max_position_embeddings=64)
     gen = torch.Generator().manual_seed(1)
     for seq, offset, transposed in ((1, 0, False), (1, 63, True), (3, 17, False), (2, 40, True)):
@@ -339,45 +329,33 @@ def test_decode_step_is_one_lean_call_equal_to_the_reference(fused_cpu, lean_dec
             if transposed
             else (q.transpose(1, 2).contiguous(), k.transpose(1, 2).contiguous())
         )
+        before = len(count_fused)
         got_q, got_k = rope(q, k, offset=offset)
+        assert len(count_fused) == before + 1  # one kernel call
         rows = slice(offset, offset + seq)
         cos, sin = rope.cos_cached[rows][None], rope.sin_cached[rows][None]  # (1, S, r/2)
         want_q, want_k = apply_reference(q, k, cos, sin, layout, 24, False)
         torch.testing.assert_close(got_q, want_q, rtol=0, atol=0)
         torch.testing.assert_close(got_k, want_k, rtol=0, atol=0)
         assert got_q.stride() == torch.empty_like(q).stride()  # the input's layout is kept
-    assert lean_decode and all(lean_decode)
+        seq_first = rope(q.transpose(1, 2), k.transpose(1, 2), offset=offset, heads_first=False)
+        torch.testing.assert_close(seq_first[0], want_q.transpose(1, 2), rtol=0, atol=0)
 
 
-def test_decode_call_declines_what_it_does_not_read(fused_cpu):
-    """The lean call returns None (and the general path explains or resolves) for a lazily negated
-    q, mixed dtypes, a 3-d k, and rows past the table, before anything is written."""
+def test_module_decode_reads_what_the_kernel_does_not_read(fused_cpu):
+    """The module's decode call on a lazily negated q, mixed dtypes, rows past the cache (grown),
+    and a negative offset: the same answers as the general path or its refusal, by name."""
     rope = RotaryEmbedding(8, max_position_embeddings=16)
-    rows = rope._rows
-    decode = kernels.cpu_decode()
     q, k = torch.randn(1, 2, 1, 8), torch.randn(1, 1, 1, 8)
-    assert decode(q, k, rows.cos, rows.sin, rows.fields, 3, False, 8) is not None
     negated = torch.complex(torch.zeros_like(q), -q).conj().imag
     assert negated.is_neg()
-    for args in (
-        (negated, k, 3),
-        (q, k.double(), 3),
-        (q, k[0], 3),
-        (q, k, 16),  # row 16 of 16
-        (q, k, -1),
-    ):
-        assert decode(args[0], args[1], rows.cos, rows.sin, rows.fields, args[2], False, 8) is None
-
-
-def test_table_fields_only_for_plain_cpu_float_tables(fused_cpu):
-    cos = torch.rand(1, 5, 4)
-    fields = cpu.table_fields(cos, cos.clone())
-    assert fields == ((0, 1, 5, 4, 20, 4, 1), (0, 1, 5, 4, 20, 4, 1))  # no data pointer in them
-    assert cpu.table_fields(cos.double(), cos.double())[0][0] == cpu.DTYPE_CODES[torch.float64]
-    negated = torch.complex(torch.zeros_like(cos), -cos).conj().imag
-    for bad in (cos.half(), cos[0], cos.to("meta"), negated, torch.nn.Parameter(cos)):
-        assert cpu.table_fields(bad, cos) is None
-        assert cpu.table_fields(cos, bad) is None
+    want = rope(q, k, position_ids=torch.tensor([[3]]))
+    assert torch.equal(rope(negated, k, offset=3)[0], want[0])
+    assert torch.equal(rope(q, k.double(), offset=3)[1], rope(q, k.double(), position_ids=torch.tensor([[3]]))[1])
+    far = rope(q, k, offset=16)  # row 16 of 16: the cache grows
+    assert rope.cached_length > 16 and torch.equal(far[0], rope(q, k, position_ids=torch.tensor([[16]]))[0])
+    with pytest.raises(ValueError, match="offset"):
+        rope(q, k, offset=-1)
 
 
 def test_argument_checks_run_once_per_layout(monkeypatch):
@@ -409,8 +387,7 @@ def test_argument_checks_run_once_per_layout(monkeypatch):
             apply_rotary(q, k, cos, sin, layout="halves")
         with pytest.raises(ValueError, match="rotary_dim"):
             apply_rotary(q, k, cos, sin, rotary_dim=31)
-    planned = [key for key in apply_mod._ACCEPTED if key[0] is apply_mod._PLANNED]
-    assert len(calls) == 9 and len(apply_mod._ACCEPTED) == 3 + len(planned) and len(planned) == 3
+    assert len(calls) == 9 and len(apply_mod._ACCEPTED) == 3
 
 
 def test_one_entry_row_offset_and_positions(fused_cpu, count_fused):
@@ -583,47 +560,20 @@ def test_layout_checks_run_once_per_layout_on_every_path(fused_cpu, monkeypatch)
 
 
 def _seen_layout(q_heads=4, kv_heads=2, dim=16, dtype=torch.float32):
-    """A decode layout apply_rotary has planned: q and k as (B, S, H, D) views of one projection."""
+    """A decode layout apply_rotary has seen: q and k as (B, S, H, D) views of one projection."""
     buf = torch.randn(1, 1, q_heads + kv_heads, dim, dtype=dtype)
     q, k = buf[:, :, :q_heads].transpose(1, 2), buf[:, :, q_heads:].transpose(1, 2)
     table = torch.float64 if dtype == torch.float64 else torch.float32
     cos, sin = torch.rand(1, dim // 2, dtype=table), torch.rand(1, dim // 2, dtype=table)
-    apply_rotary(q, k, cos, sin)  # plans the layout
+    apply_rotary(q, k, cos, sin)  # checks and remembers the layout
     return buf, q, k, cos, sin
 
 
-def test_planned_decode_call_does_constant_work(fused_cpu, monkeypatch):
-    """On a seen layout, apply_rotary's dense CPU decode call runs no argument check, no "fused or
-    reference?" predicate, no dispatcher and no general kernel call: one planned kernel call, and a
-    fixed number of Python calls (cProfile's count, which does not depend on the machine's load),
-    the same at every call and for every seen layout of the same ranks."""
-    import posenc.rope.apply as apply_mod
-
-    def forbidden(name):
-        def fail(*args, **kwargs):
-            raise AssertionError(f"{name} ran on a seen layout")
-
-        return fail
-
-    seen = [_seen_layout(), _seen_layout(q_heads=32, kv_heads=8, dim=128)]
-    for name in ("_check_rotary_inputs", "check_rotary_inputs", "fused_kernel", "_rotate", "_run_fused"):
-        monkeypatch.setattr(apply_mod, name, forbidden(name))
-    per_call = []
-    for _, q, k, cos, sin in seen:
-        for _ in range(2):
-            count, got = python_calls_per_call(lambda: apply_rotary(q, k, cos, sin))  # noqa: B023
-            per_call.append(count)
-        assert torch.equal(got[0], reference(q, k, cos, sin, "half", None)[0])
-    # the lambda, apply_rotary, the planned call, its run; is_compiling (2), 4 functorch probes, 4
-    # negation bits, 4 strides, one lookup, getattr for forward-mode AD, 2 allocations, 6 data
-    # pointers, one pack
-    assert per_call == [per_call[0]] * len(per_call) and per_call[0] <= 31, per_call
-
-
-def test_a_planned_layout_still_checks_what_changes(fused_cpu):
-    """A seen layout's plan covers shapes, strides and dtypes only: operands of that layout whose
-    storage overlaps, whose dtype or device differs, with a lazy negation bit, wanting gradients, or
-    with a shape that does not fit are checked (and rotated or refused) as on a first call."""
+def test_a_seen_layout_still_checks_what_changes(fused_cpu):
+    """The remembered argument check covers types, shapes and dtypes only: operands of a seen
+    layout whose storage overlaps, whose dtype or device differs, with a lazy negation bit, wanting
+    gradients, or with a shape that does not fit are checked (and rotated or refused) as on a first
+    call."""
     buf, q, k, cos, sin = _seen_layout()
     # k overlapping q, same strides: out of place reads both, in place is refused
     k_over = buf[:, :, 2:4].transpose(1, 2)
@@ -633,7 +583,7 @@ def test_a_planned_layout_still_checks_what_changes(fused_cpu):
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     with pytest.raises(ValueError, match="share memory"):
         apply_rotary(q, k_over, cos, sin, inplace=True)
-    # another dtype of q with the same tables: the general path converts or refuses as before
+    # another dtype of q with the same tables: converted or refused as before
     for dtype in (torch.float64, torch.bfloat16):
         q2, k2 = q.to(dtype), k.to(dtype)
         assert_close(apply_rotary(q2, k2, cos, sin)[0], reference(q2, k2, cos, sin, "half", None)[0])
@@ -644,7 +594,7 @@ def test_a_planned_layout_still_checks_what_changes(fused_cpu):
     q_neg = torch._neg_view(q)
     assert q_neg.is_neg() and q_neg.stride() == q.stride()
     assert torch.equal(apply_rotary(q_neg, k, cos, sin)[0], reference(-q, k, cos, sin, "half", None)[0])
-    # gradients: the autograd path, not the plan
+    # gradients: the autograd path
     q_grad = q.detach().clone().requires_grad_()
     apply_rotary(q_grad, k, cos, sin)[0].sum().backward()
     assert q_grad.grad is not None
@@ -655,16 +605,17 @@ def test_a_planned_layout_still_checks_what_changes(fused_cpu):
         with pytest.raises(ValueError, match="rotary_dim must be even"):
             apply_rotary(q, k, cos, sin, rotary_dim=7)
         table = torch.rand(4, 8)
-        apply_rotary(q, k, table, table, row_offset=3)  # plans the offset layout
+        apply_rotary(q, k, table, table, row_offset=3)
         with pytest.raises(ValueError, match="row_offset"):
             apply_rotary(q, k, table, table, row_offset=4)
         with pytest.raises(ValueError, match="row_offset"):
             apply_rotary(q, k, table, table, row_offset=-1)
 
 
-def test_a_planned_layout_follows_the_kernel_state(fused_cpu, monkeypatch):
-    """A plan is made for the loaded kernel: after kernels.cpu.reset() with the kernel disabled, a
-    seen layout takes the reference (with the one warning), not the old library."""
+def test_the_kernel_follows_the_loader_state(fused_cpu, monkeypatch):
+    """The kernel is the loaded library's: after kernels.cpu.reset() with the kernel disabled, a seen
+    layout takes the reference (with the one warning); after a reset with it enabled, the new
+    library's kernel runs the same layout, bit for bit."""
     _, q, k, cos, sin = _seen_layout()
     want = reference(q, k, cos, sin, "half", None)
     cpu.reset()
@@ -673,17 +624,18 @@ def test_a_planned_layout_follows_the_kernel_state(fused_cpu, monkeypatch):
         with pytest.warns(RuntimeWarning, match="POSENC_DISABLE_FUSED"):
             got = apply_rotary(q, k, cos, sin)
         assert torch.equal(got[0], want[0]) and cpu.unavailable_reason() == "POSENC_DISABLE_FUSED is set"
+        assert kernels.cpu_kernel() is None
     finally:
         cpu.reset()
+    monkeypatch.delenv("POSENC_DISABLE_FUSED")
+    assert kernels.cpu_kernel() is not None and cpu.library() is not None
+    assert torch.equal(apply_rotary(q, k, cos, sin)[0], want[0])
 
 
-def test_planned_inplace_and_positions_calls_do_constant_work(fused_cpu, monkeypatch):
-    """In place and with per-token positions, apply_rotary's CPU call on a seen layout is planned
-    too: no argument check (the positions' values included: the C kernel checks them), no "fused or
-    reference?" predicate, no general path; a fixed number of Python calls at every call; the same
-    answers as the reference."""
-    import posenc.rope.apply as apply_mod
-
+def test_inplace_and_positions_calls_equal_the_reference(fused_cpu, count_fused):
+    """In place and with per-token positions ((B, S) int64, (S,) int32, in place by positions),
+    each call is one kernel call whose answer is the reference's; in place returns q and k
+    themselves."""
     buf, q, k, cos, sin = _seen_layout()
     table = torch.rand(16, 8)  # (rows, r/2)
     rows = {"(B, S)": torch.tensor([[11]]), "(S,) int32": torch.tensor([3], dtype=torch.int32)}
@@ -692,57 +644,42 @@ def test_planned_inplace_and_positions_calls_do_constant_work(fused_cpu, monkeyp
         **{f"positions {n}": (lambda p=p: apply_rotary(q, k, table, table, positions=p)) for n, p in rows.items()},
         "positions in place": lambda: apply_rotary(q, k, table, table, positions=rows["(B, S)"], inplace=True),
     }
-    wants = {}
     for name, call in calls.items():
         pos = rows["(S,) int32"].long()[None] if "(S,)" in name else rows["(B, S)"]
         c, s = (cos, sin) if name == "in place" else (table[pos[0]], table[pos[0]])
-        wants[name] = reference(q.clone(), k.clone(), c, s, "half", None)
-        before = buf.clone()
-        got = call()  # plans the layout
-        assert_close(got[0], wants[name][0])
-        assert_close(got[1], wants[name][1])
-        if "in place" in name:
-            assert got[0] is q and got[1] is k
+        want = reference(q.clone(), k.clone(), c, s, "half", None)
+        for _ in range(2):
+            before, fused = buf.clone(), len(count_fused)
+            got = call()
+            assert len(count_fused) == fused + 1, name
+            assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), name
+            if "in place" in name:
+                assert got[0] is q and got[1] is k
             buf.copy_(before)
-    for forbidden in ("_check_rotary_inputs", "check_rotary_inputs", "_check_rotary_at", "check_positions"):
-        monkeypatch.setattr(apply_mod, forbidden, lambda *a, _n=forbidden, **kw: pytest.fail(f"{_n} ran"))
-    for forbidden in ("fused_kernel", "_rotate", "_run_fused", "apply_rotary_at"):
-        monkeypatch.setattr(apply_mod, forbidden, lambda *a, _n=forbidden, **kw: pytest.fail(f"{_n} ran"))
-    for name, call in calls.items():
-        before = buf.clone()
-        counts = [python_calls_per_call(call, calls=20)[0] for _ in range(2)]
-        buf.copy_(before)
-        got = call()
-        assert_close(got[0], wants[name][0])
-        # as the out-of-place call (test_planned_decode_call_does_constant_work), less the two
-        # allocations, plus the outputs' data pointers and the version bump in place, plus the
-        # positions' negation bit, functorch probe, stride and data pointer with positions
-        assert counts[0] == counts[1] and round(counts[0]) <= 34, (name, counts)
-        buf.copy_(before)
 
 
-def test_planned_inplace_and_positions_calls_still_check_what_changes(fused_cpu):
+def test_inplace_and_positions_calls_still_check_what_changes(fused_cpu):
     """A seen in-place or positions layout is checked where a layout cannot say: q and k that now
     overlap are refused before anything is written; q and k one tensor is rotated once; a negative
-    or too large position gets the general path's message with its index, at every call; positions
-    of another integer dtype take the general path; an in-place call bumps the version counters, so
-    autograd refuses a backward through a tensor it saved before."""
+    or too large position gets its message with its index, at every call; positions of another
+    integer dtype are read as int64; an in-place call bumps the version counters, so autograd
+    refuses a backward through a tensor it saved before."""
     buf, q, k, cos, sin = _seen_layout()
     table = torch.rand(16, 8)
-    apply_rotary(q, k, cos, sin, inplace=True)  # plans the in-place layout
+    apply_rotary(q, k, cos, sin, inplace=True)
     k_over = buf[:, :, 2:4].transpose(1, 2)  # k's layout, sharing two heads with q
     before = buf.clone()
     with pytest.raises(ValueError, match="share memory"):
         apply_rotary(q, k_over, cos, sin, inplace=True)
     assert torch.equal(buf, before), "refused, but wrote first"
-    x = torch.randn(1, 2, 1, 16)  # q and k one tensor: the C kernel refuses, the general path rotates once
+    x = torch.randn(1, 2, 1, 16)  # q and k one tensor: rotated once
     want = reference(x.clone(), x.clone(), cos, sin, "half", None)[0]
     for _ in range(2):
         y = x.clone()
         got = apply_rotary(y, y, cos, sin, inplace=True)
         assert torch.equal(got[0], want) and got[0] is y
     pos = torch.tensor([[4]])
-    apply_rotary(q, k, table, table, positions=pos)  # plans the positions layout
+    apply_rotary(q, k, table, table, positions=pos)
     for _ in range(2):
         with pytest.raises(ValueError, match=r"positions must be >= 0, got -1 at index \(0, 0\)"):
             apply_rotary(q, k, table, table, positions=torch.tensor([[-1]]))
@@ -756,23 +693,6 @@ def test_planned_inplace_and_positions_calls_still_check_what_changes(fused_cpu)
     squared = saved * saved  # autograd saves `saved` for the backward
     qs, ks = saved.detach()[:, :, :4].transpose(1, 2), saved.detach()[:, :, 4:].transpose(1, 2)
     assert qs.stride() == q.stride()
-    apply_rotary(qs, ks, cos, sin, inplace=True)  # the planned layout, on memory autograd saved
+    apply_rotary(qs, ks, cos, sin, inplace=True)  # the seen layout, on memory autograd saved
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         squared.sum().backward()
-
-
-def test_a_planned_layout_is_planned_anew_after_the_kernel_is_reloaded(fused_cpu, monkeypatch):
-    """A plan made for a kernel that kernels.cpu.reset() dropped is not used; once the kernel is
-    loaded again, the layout is planned anew (once) and its calls take the plan again, not the
-    general path for good."""
-    import posenc.rope.apply as apply_mod
-
-    _, q, k, cos, sin = _seen_layout()
-    cpu.reset()
-    assert cpu.library() is not None  # a new library object: the old plan is stale
-    general = []
-    rotate = apply_mod._rotate
-    monkeypatch.setattr(apply_mod, "_rotate", lambda *a: general.append(1) or rotate(*a))
-    for _ in range(3):
-        assert torch.equal(apply_rotary(q, k, cos, sin)[0], reference(q, k, cos, sin, "half", None)[0])
-    assert general == []

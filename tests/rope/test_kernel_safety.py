@@ -687,7 +687,7 @@ def test_triton_layout_checks_run_once_per_layout_and_aliasing_every_call():
     checks = [len(calls)]
     for _ in range(10):  # forward and backward of the 30 calls' layout on fresh tensors
         a, b = torch.randn(1, 2, 3, 8, requires_grad=True), torch.randn(1, 1, 3, 8, requires_grad=True)
-        rotated = FusedRotary.apply(a, b, cos, cos, triton_rope.rotate, False, 8, False)
+        rotated = FusedRotary.apply(a, b, cos, cos, None, 0, triton_rope.rotate, False, 8, False)
         torch.autograd.backward(rotated, (torch.randn(1, 2, 3, 8), torch.randn(1, 1, 3, 8)))
         checks.append(len(calls))
     out["checks_forward_backward"] = [n - checks[0] for n in checks[1:]]

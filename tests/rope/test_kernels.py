@@ -242,7 +242,7 @@ def test_cpu_backward_matches_reference(fused_cpu, dtype, layout, rotary_dim):
         out_q, out_k = fn(a, b)
         torch.autograd.backward((out_q, out_k), (gq, gk))
         grads.append((a.grad, b.grad, type(out_q.grad_fn).__name__))
-    assert grads[0][2] == "PlannedRotaryBackward"  # planned per layout, backward too
+    assert grads[0][2] == "FusedRotaryBackward"  # the fused path's autograd Function
     assert_close(grads[0][0], grads[1][0])
     assert_close(grads[0][1], grads[1][1])
 
@@ -298,7 +298,7 @@ def test_gradcheck_fused_and_reference(fused_cpu, layout, rotary_dim):
 
     def fused(a, b):
         out = apply_rotary(a, b, cos, sin, layout=layout, rotary_dim=rotary_dim)
-        assert type(out[0].grad_fn).__name__ == "PlannedRotaryBackward"  # double backward: FusedRotary
+        assert type(out[0].grad_fn).__name__ == "FusedRotaryBackward"
         return out
 
     def fused_inplace(a, b):
@@ -314,35 +314,19 @@ def test_gradcheck_fused_and_reference(fused_cpu, layout, rotary_dim):
     assert torch.autograd.gradcheck(lambda a, b, c_, s_: reference(a, b, c_, s_, layout, rotary_dim), (q, k, c, s))
 
 
-def test_planned_gradients_hand_double_backward_and_refusals_to_the_general_path(fused_cpu, monkeypatch):
-    """A planned forward with gradients (PlannedRotary) builds a second derivative's graph through
-    FusedRotary (create_graph=True), whose gradients equal the reference's; and a planned run that
-    refuses its operands inside the Function records no node and leaves the call to the general
-    path (FusedRotary), with the reference's values."""
-    import posenc.rope.apply as apply_mod
-
+def test_double_backward_builds_a_node_of_its_own(fused_cpu):
+    """A backward under create_graph=True is FusedRotary again (a node of its own, the inverse
+    rotation), so the second derivative exists and equals the reference's: R(theta) applied to the
+    ones of the sum."""
     q, k, cos, sin = make_inputs(torch.float64, batch=1, q_heads=2, kv_heads=1, seq=3, head_dim=8)
     a, b = q.clone().requires_grad_(), k.clone().requires_grad_()
     out = apply_rotary(a, b, cos, sin)
-    assert type(out[0].grad_fn).__name__ == "PlannedRotaryBackward"
     gq, gk = torch.randn_like(q, requires_grad=True), torch.randn_like(k, requires_grad=True)
     grad_a, grad_b = torch.autograd.grad(out, (a, b), (gq, gk), create_graph=True)
-    assert type(grad_a.grad_fn).__name__ == "FusedRotaryBackward"  # a node of its own: double backward
+    assert type(grad_a.grad_fn).__name__ == "FusedRotaryBackward"
     assert_close(grad_a, reference(gq, gk, cos, -sin, "half", None)[0])
     (second,) = torch.autograd.grad(grad_a.sum() + grad_b.sum(), (gq,))
     assert_close(second, reference(torch.ones_like(q), gk, cos, sin, "half", None)[0])  # R(theta) 1
-
-    monkeypatch.setattr(apply_mod, "_ACCEPTED", {})
-    refusing = kernels.Planner(lambda *args, **kwargs: lambda *operands: None, {"kernel": 1}, "kernel", 1, True)
-    monkeypatch.setattr(kernels, "planner_for", lambda device: refusing)
-    a, b = q.clone().requires_grad_(), k.clone().requires_grad_()
-    out = apply_rotary(a, b, cos, sin)
-    assert type(out[0].grad_fn).__name__ == "FusedRotaryBackward"
-    want = reference(q, k, cos, sin, "half", None)
-    assert_close(out[0], want[0])
-    assert_close(out[1], want[1])
-    grad_a, _ = torch.autograd.grad(out, (a, b), (gq.detach(), gk.detach()))
-    assert_close(grad_a, reference(gq.detach(), gk.detach(), cos, -sin, "half", None)[0])
 
 
 def test_forward_mode_ad(fused_cpu):

@@ -5,6 +5,7 @@
 * :mod:`.registry`     one :class:`ScalingDescriptor` per rope type, and what loops over them;
 * :mod:`.hfconfig`     Hugging Face ``config.json`` rope fields <-> :class:`RotaryEmbedding` arguments;
 * :mod:`.apply`        the rotation of queries and keys: the reference and the one fused entry;
+* :mod:`.op`           the same rotation as one ``torch.library`` op, ``torch.ops.posenc.rotary``;
 * :mod:`.kernels`      the fused C and Triton kernels behind that entry;
 * :mod:`.embedding`    :class:`RotaryEmbedding`, RoPE as a module with cached tables;
 * :mod:`.layout`       half-split and interleaved pairs, and the weight permutation between them;
@@ -18,6 +19,7 @@
 * :mod:`.fope`         FoPE: each pair's cos and sin a learned Fourier series (Hua et al. 2024).
 """
 
+from . import op  # noqa: F401  (registers torch.ops.posenc.rotary)
 from .apply import apply_rotary, apply_rotary_at, rotate_reference
 from .axial import (
     AxialRotaryEmbedding,

@@ -20,8 +20,7 @@ from .._checks import (
     is_compiling,
 )
 from ..schemes import PositionScheme
-from .apply import apply_rotary, cached_rows_fields, rotate_cached_rows
-from .kernels.cpu import TableFields
+from .apply import apply_rotary, check_dense
 from .layout import LAYOUTS
 from .registry import is_length_dependent, softmax_scale
 from .scaling import rope_frequencies
@@ -36,18 +35,6 @@ class _State(NamedTuple):
     inv_freq64: torch.Tensor  # (rotary_dim // 2,) float64 on CPU: what the tables were built from
     attention_factor: float
     frozen_seq_len: Optional[int]
-
-
-class _CacheRows(NamedTuple):
-    """The published tables as (1, rows, rotary_dim // 2) views, which the fused kernels read whole
-    on the decode path; ``state`` is the :class:`_State` they belong to. The views are private and
-    never handed out, so their metadata cannot change: ``fields`` holds it as the CPU kernel reads
-    it (:func:`posenc.rope.apply.cached_rows_fields`; ``None`` off the CPU)."""
-
-    state: _State
-    cos: torch.Tensor
-    sin: torch.Tensor
-    fields: Optional[TableFields]
 
 
 class _Gathered(NamedTuple):
@@ -124,7 +111,6 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
     inv_freq: torch.Tensor
     cos_cached: torch.Tensor
     sin_cached: torch.Tensor
-    _rows: _CacheRows
 
     def __init__(
         self,
@@ -192,9 +178,6 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
 
     def _publish(self, state: _State) -> None:
         """Make ``state`` current in one assignment (callers hold the lock); mirror it in the buffers."""
-        # straight into __dict__: nn.Module's __setattr__ looks for parameters and buffers first
-        cos, sin = state.cos.unsqueeze(0), state.sin.unsqueeze(0)
-        self.__dict__["_rows"] = _CacheRows(state, cos, sin, cached_rows_fields(cos, sin))
         self._state = state
         self.cos_cached, self.sin_cached = state.cos, state.sin
 
@@ -405,66 +388,63 @@ class RotaryEmbedding(PreciseTables, PositionScheme):
         Returns:
             ``(q, k)`` rotated, in the input layout, shapes and dtypes.
 
-        Two paths. An int ``offset`` with heads first (a decode step, or a prefill after a cached
-        prefix) first tries :meth:`_rotate_by_cached_rows`: one fused-kernel call on the cached rows
-        from ``offset`` on. Everything else, and every input that path declines, takes the general
-        path: q and k checked, the positions checked once by
-        :func:`posenc._checks.checked_positions` (the one place offsets are checked), then
-        :meth:`rotate`.
+        One road: q and k are checked against the module, then an int ``offset`` (a decode step,
+        or a prefill after a cached prefix) is the cached table and ``row_offset=offset`` for
+        :func:`~posenc.rope.apply.apply_rotary`, which the fused kernel reads in place (no
+        positions tensor, no slice). Positions, per-row offsets, rows past :attr:`cache_limit`,
+        frequencies that depend on this call's length, and code being compiled are checked once
+        by :func:`posenc._checks.checked_positions` (the one place offsets are checked) and go
+        through :meth:`rotate`, which looks the rows up and calls the same entry.
         """
-        if position_ids is None and type(offset) is int and heads_first is True:
-            rotated = self._rotate_by_cached_rows(q, k, offset)
-            if rotated is not None:
-                return rotated
-        q, k = self._checked_heads_first(q, k, heads_first)  # (B, H, S, D) views
+        if not (heads_first is True and self._fits(q) and self._fits(k)):  # apply_rotary checks the rest
+            q, k = self._checked_heads_first(q, k, heads_first)  # (B, H, S, D) views
+        if position_ids is None and type(offset) is int and not is_compiling():
+            state: Optional[_State] = self._state
+            if self._is_dynamic or not 0 <= offset <= self._state.cos.shape[0] - q.shape[2]:
+                state = self._cached_rows(offset, q.shape[2])  # grown if needed, or None
+            if state is not None:
+                q, k = apply_rotary(
+                    q, k, state.cos, state.sin, layout=self.layout, rotary_dim=self.rotary_dim, row_offset=offset
+                )  # (B, H, S, D) each; cos/sin (rows, r/2), rows offset .. offset + S - 1 read in place
+                return (q, k) if heads_first else (q.transpose(1, 2), k.transpose(1, 2))
         pos = checked_positions(q.shape[2], position_ids, offset, q.device, batch=q.shape[0])
         q, k = self.rotate(q, k, pos)
         if not heads_first:
-            q, k = q.transpose(1, 2), k.transpose(1, 2)
+            q, k = q.transpose(1, 2), k.transpose(1, 2)  # (B, S, H, D)
         return q, k
 
-    def _rotate_by_cached_rows(
-        self, q: torch.Tensor, k: torch.Tensor, offset: int
-    ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
-        """Rotate by rows ``offset .. offset + seq - 1`` of the cache (decode steps and prefills after
-        a cached prefix), read by the fused kernel in place
-        (:func:`posenc.rope.apply.rotate_cached_rows`), or return ``None``.
-
-        Taken when the rows are in the cache (grown up to :attr:`cache_limit` if needed), the
-        frequencies do not depend on this call's length, q has this module's ``head_dim``, and the
-        dispatcher has a fused kernel for the tensors (with autograd too). No positions tensor is built,
-        nothing is sliced or read back. The kernel checks every shape, stride, row bound and overlap
-        before it reads anything; if it refuses, the general path runs and raises its own message.
-        """
-        if not isinstance(q, torch.Tensor) or q.dim() != 4 or q.shape[3] != self.head_dim:
-            return None
-        rows = self._rows
-        stop = offset + q.shape[2]
-        if offset < 0 or stop > rows.cos.shape[1]:
+    def _cached_rows(self, offset: int, seq: int) -> Optional[_State]:
+        """The published state whose tables hold rows ``offset .. offset + seq - 1`` (grown up to
+        :attr:`cache_limit` if needed), or ``None`` when the rows are not the cache's: a negative
+        offset (refused by the general path), rows past the limit, or frequencies that depend on
+        this call's length."""
+        stop = offset + seq
+        state = self._state
+        if offset < 0 or stop > state.cos.shape[0]:
             if offset < 0 or stop > self.cache_limit:
                 return None
-            self._grow(stop)
-            rows = self._rows
-        if self._is_dynamic and not self._uses_cached_frequencies(rows.state, stop):
+            state = self._grow(stop)
+        if self._is_dynamic and not self._uses_cached_frequencies(state, stop):
             return None
-        try:
-            return rotate_cached_rows(
-                q,
-                k,
-                rows.cos,
-                rows.sin,
-                offset,
-                interleaved=self.layout == "interleaved",
-                rotary_dim=self.rotary_dim,
-                fields=rows.fields,
-            )
-        except (TypeError, ValueError):
-            return None  # refused: the general path checks again and explains
+        return state
+
+    def _fits(self, t: Any) -> bool:
+        """Whether ``t`` is a plain dense 4-d tensor with this module's head_dim (what the module
+        adds to :func:`~posenc.rope.apply.apply_rotary`'s own checks)."""
+        return (
+            type(t) is torch.Tensor
+            and t.layout is torch.strided
+            and not t.is_nested
+            and t.dim() == 4
+            and t.shape[3] == self.head_dim
+        )
 
     def _checked_heads_first(
         self, q: torch.Tensor, k: torch.Tensor, heads_first: bool
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """q and k checked against this module, as (batch, heads, seq, head_dim) views."""
+        check_dense("q", q)
+        check_dense("k", k)
         check_tensor("q", q, ndim=4, floating=True)
         check_tensor("k", k, ndim=4, floating=True)
         if not isinstance(heads_first, bool):

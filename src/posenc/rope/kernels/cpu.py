@@ -21,6 +21,7 @@ is corrupt or truncated is detected (by its recorded hash) and rebuilt.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
@@ -67,10 +68,9 @@ FLAGS = (
 NATIVE_FLAGS = ("-march=native",)
 
 _lock = threading.Lock()
+#: The loader's state: ``"lib"`` (the loaded library, or ``None``), ``"kernel"`` (it bound, see
+#: :func:`kernel`) and ``"reason"`` (why there is none); :func:`reset` clears it.
 _state: Dict[str, Any] = {}
-#: The loader's state, read by planned calls: ``STATE["lib"]`` is the loaded kernel once
-#: :func:`library` has run; :func:`reset` clears it (the dict itself is never replaced).
-STATE = _state
 
 
 class FusedKernelUnavailable(RuntimeError):
@@ -346,167 +346,119 @@ def reset() -> None:
 _NAMES = ("q", "k", "q_out", "k_out", "cos", "sin", "positions")
 _ERR_DTYPE, _ERR_SHAPE, _ERR_ROTARY_DIM, _ERR_STRIDE = 1, 2, 3, 4
 _ERR_POS_NEGATIVE, _ERR_POS_RANGE, _ERR_OVERLAP, _ERR_SELF_OVERLAP = 5, 6, 7, 8
+_NO_POSITIONS = (0, 0, 0, 0, 0, 0)
 
 
-#: ``call(q, k, q_out, k_out, cos, cos_fields, sin, sin_fields, positions_fields, row_offset,
-#: rotary_dim, interleaved, inverse) -> (status, args)``: see :func:`make_call`.
-Call = Callable[..., Tuple[int, RopeArgs]]
-
-
-def make_call(lib: ctypes.CDLL) -> Call:
-    """The one ctypes packer: fill a :class:`RopeArgs` in one ``struct.pack_into`` and call the
-    kernel. q, k, q_out, k_out are 4-d tensors (their dtype code, shape and strides are read here);
-    the tables come as a tensor (for its data pointer) and its fields (dtype code, 3 sizes, 3
-    strides: :func:`table_fields`, or computed per call); positions as its 6 fields (zeros when
-    absent). Returns the kernel's status (0: done) and the struct, whose error slots explain a
-    refusal. Both :func:`make_rotate` and :func:`make_decode` call through it."""
-    fn = lib.posenc_rope
-    codes = DTYPE_CODES
-    pack = _PACK.pack_into
-    new_args = RopeArgs
-    threads_of = torch.get_num_threads
-
-    def call(
-        q: torch.Tensor,
-        k: torch.Tensor,
-        q_out: torch.Tensor,
-        k_out: torch.Tensor,
-        cos: torch.Tensor,
-        cos_fields: Sequence[int],
-        sin: torch.Tensor,
-        sin_fields: Sequence[int],
-        pos_fields: Sequence[int],
-        row_offset: int,
-        rotary_dim: int,
-        interleaved: bool,
-        inverse: bool,
-    ) -> Tuple[int, RopeArgs]:
-        nbytes = (q.numel() + k.numel()) * q.element_size()
-        args = new_args()
-        pack(
-            args,
-            0,
-            q.data_ptr(),
-            codes.get(q.dtype, -1),
-            *q.shape,
-            *q.stride(),
-            k.data_ptr(),
-            codes.get(k.dtype, -1),
-            *k.shape,
-            *k.stride(),
-            q_out.data_ptr(),
-            codes.get(q_out.dtype, -1),
-            *q_out.shape,
-            *q_out.stride(),
-            k_out.data_ptr(),
-            codes.get(k_out.dtype, -1),
-            *k_out.shape,
-            *k_out.stride(),
-            cos.data_ptr(),
-            *cos_fields,
-            sin.data_ptr(),
-            *sin_fields,
-            *pos_fields,
-            row_offset,
-            rotary_dim,
-            interleaved,
-            inverse,
-            threads_of() if nbytes >= PARALLEL_MIN_BYTES else 1,
-        )
-        return fn(args), args
-
-    return call
-
-
-def table_slots(t: torch.Tensor) -> Tuple[int, ...]:
-    """A 2-d or 3-d table's slots after its data pointer: dtype code, 3 sizes, 3 strides (a 2-d
-    table is one batch row of stride 0: no view of it is made)."""
-    # spelled out rather than through table_geometry: this runs twice in every call
-    if t.dim() == 2:
-        return (DTYPE_CODES.get(t.dtype, -1), 1, *t.shape, 0, *t.stride())
-    return (DTYPE_CODES.get(t.dtype, -1), *t.shape, *t.stride())
+def kernel() -> Optional[Callable[..., None]]:
+    """The kernel bound to the loaded library (:func:`make_rotate`), or ``None`` (after one warning)
+    when it cannot be built here; kept with the library, so :func:`reset` forgets both."""
+    bound: Optional[Callable[..., None]] = _state.get("kernel")
+    if bound is None:
+        lib = library()
+        if lib is None:
+            return None
+        bound = _state["kernel"] = make_rotate(lib)
+    return bound
 
 
 def make_rotate(lib: ctypes.CDLL) -> Callable[..., None]:
-    """:func:`rotate` bound to ``lib`` (through the one packer, :func:`make_call`)."""
-    call = make_call(lib)
-    codes = DTYPE_CODES
-    data_dtypes = DATA_DTYPES
-    no_positions = (0, 0, 0, 0, 0, 0)
-
-    def rotate_bound(
-        q: torch.Tensor,
-        k: torch.Tensor,
-        q_out: torch.Tensor,
-        k_out: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        *,
-        interleaved: bool,
-        rotary_dim: int,
-        inverse: bool = False,
-        positions: Optional[torch.Tensor] = None,
-        row_offset: int = 0,
-    ) -> None:
-        try:
-            on_cpu = (
-                q.is_cpu
-                and k.is_cpu
-                and q_out.is_cpu
-                and k_out.is_cpu
-                and cos.is_cpu
-                and sin.is_cpu
-                and (positions is None or positions.is_cpu)
-            )
-        except AttributeError as exc:
-            raise TypeError(f"the fused kernel takes tensors ({exc})") from None
-        if not on_cpu:
-            raise _not_on_cpu(q, k, q_out, k_out, cos, sin, positions)
-        cos_rank, sin_rank = cos.dim(), sin.dim()
-        if q.dim() != 4 or k.dim() != 4 or q_out.dim() != 4 or k_out.dim() != 4:
-            check_ranks(q, k, q_out, k_out, cos, sin)  # raises
-        if cos_rank not in (2, 3) or sin_rank not in (2, 3):
-            check_ranks(q, k, q_out, k_out, cos, sin)  # raises
-        if q.dtype not in data_dtypes:
-            raise TypeError(f"q has dtype {q.dtype}; the fused kernel rotates float32, bfloat16, float16 or float64")
-        if q.is_neg() or k.is_neg() or cos.is_neg() or sin.is_neg() or q_out.is_neg() or k_out.is_neg():
-            q, k, cos, sin = resolve_lazy_inputs(q, k, cos, sin, q_out, k_out)
-        if positions is None:
-            pos: Sequence[int] = no_positions
-        else:
-            positions, pos = _position_slots(positions)
-        status, args = call(
-            q,
-            k,
-            q_out,
-            k_out,
-            cos,
-            # a table's slots (table_slots, spelled out: this is every call's work)
-            (codes.get(cos.dtype, -1), 1, *cos.shape, 0, *cos.stride())
-            if cos_rank == 2
-            else (codes.get(cos.dtype, -1), *cos.shape, *cos.stride()),
-            sin,
-            (codes.get(sin.dtype, -1), 1, *sin.shape, 0, *sin.stride())
-            if sin_rank == 2
-            else (codes.get(sin.dtype, -1), *sin.shape, *sin.stride()),
-            pos,
-            row_offset,
-            rotary_dim,
-            interleaved,
-            inverse,
-        )
-        if status:
-            # positions come last, so leaving them out when absent keeps every index the kernel reports
-            operands = [t for t in (q, k, q_out, k_out, cos, sin, positions) if t is not None]
-            raise _refusal(status, args, operands, rotary_dim, positions is None)
-
-    return rotate_bound
+    """:func:`rotate` with its library bound: the kernel of :data:`posenc.rope.kernels.Kernel`'s
+    calling convention, ``kernel(q, k, q_out, k_out, cos, sin, *, interleaved, rotary_dim, ...)``."""
+    return functools.partial(rotate, lib)
 
 
-def _not_on_cpu(*operands: Optional[torch.Tensor]) -> ValueError:
-    """The refusal of operands not all on the CPU, naming every operand's device."""
-    devices = [str(t.device) for t in operands if t is not None]
-    return ValueError(f"the fused CPU kernel needs CPU tensors, got devices {devices}")
+def rotate(
+    lib: ctypes.CDLL,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_out: torch.Tensor,
+    k_out: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    *,
+    interleaved: bool,
+    rotary_dim: int,
+    inverse: bool = False,
+    positions: Optional[torch.Tensor] = None,
+    row_offset: int = 0,
+) -> None:
+    """Write the rotation of ``q``/``k`` into ``q_out``/``k_out`` (each may be its own input).
+
+    Args:
+        lib: the loaded kernel (:func:`library`).
+        q, k, q_out, k_out: (B, Hq, S, D), (B, Hk, S, D), and the same shapes; one dtype among
+            float32, bfloat16, float16, float64; any strides.
+        cos, sin: (B or 1, rows, rotary_dim // 2) or (rows, rotary_dim // 2) in float32 (float64 when q
+            is float64); any strides.
+        interleaved: the pair layout; rotary_dim: rotated features per head; inverse: rotate by the
+            negated angles (the backward).
+        positions: (B or 1, S) int64 or int32 rows of the tables, or ``None`` for row
+            ``row_offset + s`` at position ``s`` (then ``0 <= row_offset <= rows - S``): a decode
+            step passes the whole cached table and the number of tokens already in the KV cache.
+
+    One :class:`RopeArgs` is filled with one ``struct.pack_into`` (data pointer, dtype, shape and
+    strides of every operand) and handed to the C side, which checks shapes, dtypes, strides,
+    every position and memory overlap before it touches an element; a refusal raises
+    ``ValueError``/``TypeError`` naming the operand, with nothing written. Inputs with PyTorch's
+    lazy negation bit (``x.is_neg()``, e.g. ``z.conj().imag``) are read as their values (resolved
+    first, a copy); an output with it is refused (``TypeError``): the kernel writes raw memory.
+    """
+    try:
+        on_cpu = q.is_cpu and k.is_cpu and q_out.is_cpu and k_out.is_cpu and cos.is_cpu and sin.is_cpu
+    except AttributeError as exc:
+        raise TypeError(f"the fused kernel takes tensors ({exc})") from None
+    if not on_cpu or (positions is not None and not positions.is_cpu):
+        devices = [str(t.device) for t in (q, k, q_out, k_out, cos, sin, positions) if t is not None]
+        raise ValueError(f"the fused CPU kernel needs CPU tensors, got devices {devices}")
+    cos_rank, sin_rank = cos.dim(), sin.dim()
+    if (q.dim(), k.dim(), q_out.dim(), k_out.dim()) != (4, 4, 4, 4) or cos_rank not in (2, 3) or sin_rank not in (2, 3):
+        check_ranks(q, k, q_out, k_out, cos, sin)  # raises
+    if q.dtype not in DATA_DTYPES:
+        raise TypeError(f"q has dtype {q.dtype}; the fused kernel rotates float32, bfloat16, float16 or float64")
+    if q.is_neg() or k.is_neg() or cos.is_neg() or sin.is_neg() or q_out.is_neg() or k_out.is_neg():
+        q, k, cos, sin = resolve_lazy_inputs(q, k, cos, sin, q_out, k_out)
+    if positions is None:
+        pos: Sequence[int] = _NO_POSITIONS
+    else:
+        positions, pos = _position_slots(positions)
+    codes, args = DTYPE_CODES, RopeArgs()
+    _PACK.pack_into(  # the struct's slots in order (SLOTS): each operand's pointer, dtype, shape, strides
+        args,
+        0,
+        q.data_ptr(),
+        codes.get(q.dtype, -1),
+        *q.shape,
+        *q.stride(),
+        k.data_ptr(),
+        codes.get(k.dtype, -1),
+        *k.shape,
+        *k.stride(),
+        q_out.data_ptr(),
+        codes.get(q_out.dtype, -1),
+        *q_out.shape,
+        *q_out.stride(),
+        k_out.data_ptr(),
+        codes.get(k_out.dtype, -1),
+        *k_out.shape,
+        *k_out.stride(),
+        cos.data_ptr(),
+        codes.get(cos.dtype, -1),
+        *((1, *cos.shape, 0, *cos.stride()) if cos_rank == 2 else (*cos.shape, *cos.stride())),  # (B|1, rows, r/2)
+        sin.data_ptr(),
+        codes.get(sin.dtype, -1),
+        *((1, *sin.shape, 0, *sin.stride()) if sin_rank == 2 else (*sin.shape, *sin.stride())),
+        *pos,
+        row_offset,
+        rotary_dim,
+        interleaved,
+        inverse,
+        torch.get_num_threads() if (q.numel() + k.numel()) * q.element_size() >= PARALLEL_MIN_BYTES else 1,
+    )
+    status = lib.posenc_rope(args)
+    if status:
+        # positions come last, so leaving them out when absent keeps every index the kernel reports
+        operands = [t for t in (q, k, q_out, k_out, cos, sin, positions) if t is not None]
+        raise _refusal(status, args, operands, rotary_dim, positions is None)
 
 
 def _position_slots(positions: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, ...]]:
@@ -522,205 +474,6 @@ def _position_slots(positions: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, .
         *positions.shape,
         *positions.stride(),
     )
-
-
-#: (dtype code, 3 sizes, 3 strides) of cos, then of sin
-TableFields = Tuple[Tuple[int, ...], Tuple[int, ...]]
-
-
-def table_fields(cos: torch.Tensor, sin: torch.Tensor) -> Optional[TableFields]:
-    """What :func:`make_decode`'s ``decode`` packs for ``cos`` and ``sin`` besides their data
-    pointers: dtype code, shape and strides of each, or ``None`` when the kernel cannot read them
-    (not plain 3-d CPU tensors, a lazy negation bit, a dtype it does not know).
-
-    Computed once for tables whose metadata cannot change: a module's own views of its cache,
-    which it never hands out. The data pointers are not in here; ``decode`` reads them every call.
-    """
-    for t in (cos, sin):
-        if type(t) is not torch.Tensor or t.device.type != "cpu" or t.dim() != 3 or t.is_neg():
-            return None
-        if t.dtype not in (torch.float32, torch.float64):
-            return None
-    return (table_slots(cos), table_slots(sin))
-
-
-#: ``decode(q, k, cos, sin, fields, offset, interleaved, rotary_dim) -> (q_out, k_out) or None``
-Decode = Callable[..., Optional[Tuple[torch.Tensor, torch.Tensor]]]
-
-
-def make_decode(lib: ctypes.CDLL) -> Decode:
-    """The decode step's call, bound to ``lib``: rotate ``q``/``k`` by rows ``offset ..
-    offset + seq - 1`` of whole cached tables into new outputs, with the least Python per call.
-
-    ``decode(q, k, cos, sin, fields, offset, interleaved, rotary_dim)`` returns ``(q_out, k_out)``,
-    or ``None`` for inputs it leaves to :func:`rotate` (which then explains any refusal): q or k
-    not 4-d CPU tensors, or with a lazy negation bit, or anything the C side refuses. ``fields``
-    is :func:`table_fields` of ``cos`` and ``sin``, computed once. The caller has ruled out what
-    no kernel reads (tensor subclasses, functorch wrappers, ``torch.compile``) and autograd.
-
-    Nothing is checked less than in :func:`rotate`: the C side checks dtypes, shapes, strides,
-    the row bounds and memory overlap before it touches an element, and the checks done here in
-    Python (device, rank, negation bit) are the ones :func:`rotate` does, with the tables' share
-    done once by :func:`table_fields`.
-    """
-    call = make_call(lib)
-    empty_like = torch.empty_like
-    no_positions = (0, 0, 0, 0, 0, 0)
-
-    def decode(
-        q: torch.Tensor,
-        k: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        fields: TableFields,
-        offset: int,
-        interleaved: bool,
-        rotary_dim: int,
-    ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
-        if not (q.is_cpu and k.is_cpu) or q.dim() != 4 or k.dim() != 4 or q.is_neg() or k.is_neg():
-            return None
-        q_out, k_out = empty_like(q), empty_like(k)  # same shape, dtype and device as q, k
-        status, _ = call(
-            q, k, q_out, k_out, cos, fields[0], sin, fields[1], no_positions, offset, rotary_dim, interleaved, False
-        )
-        if status:
-            return None  # refused before any element was touched
-        return q_out, k_out
-
-    return decode
-
-
-def index_slots(positions: torch.Tensor) -> Tuple[int, ...]:
-    """(B|1, S) or (S,) positions' slots after their data pointer: dtype code, 2 sizes, 2 strides
-    (a 1-d tensor is one row of stride 0: no view of it is made)."""
-    if positions.dim() == 2:
-        return (DTYPE_CODES.get(positions.dtype, -1), *positions.shape, *positions.stride())
-    return (DTYPE_CODES.get(positions.dtype, -1), 1, *positions.shape, 0, *positions.stride())
-
-
-#: ``run(q, k, cos, sin, row_offset, positions) -> (q_out, k_out) or None``: see :func:`make_planned`.
-Planned = Callable[..., Optional[Tuple[torch.Tensor, torch.Tensor]]]
-
-
-def make_planned(
-    lib: ctypes.CDLL,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    rotary_dim: int,
-    interleaved: bool,
-    *,
-    inplace: bool = False,
-    positions: Optional[torch.Tensor] = None,
-    inverse: bool = False,
-) -> Planned:
-    """A call bound to one layout: the dtypes, shapes and strides of ``q``, ``k``, ``cos`` and
-    ``sin`` (2-d or 3-d tables), and of ``positions`` ((B|1, S) or (S,), int64/int32) when rows are
-    named by them, packed once here; ``run`` reads only the data pointers.
-
-    ``run(q, k, cos, sin, row_offset, positions)`` is for operands of exactly this layout on the CPU,
-    without a lazy negation bit (the caller keys its cache by that layout and checks the rest per
-    call). Out of place it allocates the outputs with the strides ``torch.empty_like`` gives this
-    layout, so the strides packed for them are theirs by construction; in place q and k are their
-    own outputs, and autograd's version counters are bumped as any in-place op does. It returns
-    ``(q_out, k_out)``, or ``None`` when the C side refuses the call (it still checks shapes,
-    dtypes, strides, row bounds, every position and overlap, q and k one tensor in place included,
-    before it touches an element), so that the general call can raise the explanation or take the
-    path that rotates a shared tensor once. ``inverse``: the rotation by the negated angles.
-    """
-    fn = lib.posenc_rope
-    pack = _PACK.pack_into
-    new_args = RopeArgs
-    threads_of = torch.get_num_threads
-    empty_strided = torch.empty_strided
-    bump = torch.autograd.graph.increment_version
-    dtype = q.dtype
-    code = DTYPE_CODES[dtype]
-    q_shape, k_shape = tuple(q.shape), tuple(k.shape)
-    if inplace:
-        q_out_stride, k_out_stride = q.stride(), k.stride()
-    else:
-        q_out_stride, k_out_stride = torch.empty_like(q).stride(), torch.empty_like(k).stride()
-    q_fields = (code, *q_shape, *q.stride())
-    k_fields = (code, *k_shape, *k.stride())
-    q_out_fields = (code, *q_shape, *q_out_stride)
-    k_out_fields = (code, *k_shape, *k_out_stride)
-    cos_fields, sin_fields = table_slots(cos), table_slots(sin)
-    pos_fields = (0, 0, 0, 0, 0) if positions is None else index_slots(positions)
-    parallel = (q.numel() + k.numel()) * q.element_size() >= PARALLEL_MIN_BYTES
-    turn = int(bool(inverse))  # 1: the rotation by the negated angles (a backward's)
-
-    def run(
-        q: torch.Tensor,
-        k: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        row_offset: int,
-        positions: Optional[torch.Tensor] = None,
-    ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
-        if inplace:
-            q_out, k_out = q, k
-        else:
-            q_out = empty_strided(q_shape, q_out_stride, dtype=dtype)
-            k_out = empty_strided(k_shape, k_out_stride, dtype=dtype)
-        args = new_args()
-        pack(
-            args,
-            0,
-            q.data_ptr(),
-            *q_fields,
-            k.data_ptr(),
-            *k_fields,
-            q_out.data_ptr(),
-            *q_out_fields,
-            k_out.data_ptr(),
-            *k_out_fields,
-            cos.data_ptr(),
-            *cos_fields,
-            sin.data_ptr(),
-            *sin_fields,
-            0 if positions is None else positions.data_ptr(),
-            *pos_fields,
-            row_offset,
-            rotary_dim,
-            interleaved,
-            turn,
-            threads_of() if parallel else 1,
-        )
-        if fn(args):
-            return None
-        if inplace:
-            bump((q, k))  # as any in-place torch op does, so autograd notices if q or k was saved
-        return q_out, k_out
-
-    return run
-
-
-def rotate(lib: ctypes.CDLL, *operands: torch.Tensor, **options: Any) -> None:
-    """``make_rotate(lib)(q, k, q_out, k_out, cos, sin, *, interleaved, rotary_dim, inverse=False,
-    positions=None, row_offset=0)``: write the rotation of ``q``/``k`` into ``q_out``/``k_out`` (each
-    may be its own input). The signature is the bound kernel's (:func:`make_rotate`), which both
-    fused kernels share (:data:`posenc.rope.kernels.Kernel`).
-
-    Args:
-        q, k, q_out, k_out: (B, Hq, S, D), (B, Hk, S, D), and the same shapes; one dtype among
-            float32, bfloat16, float16, float64; any strides.
-        cos, sin: (B or 1, rows, rotary_dim // 2) or (rows, rotary_dim // 2) in float32 (float64 when q
-            is float64); any strides.
-        positions: (B or 1, S) int64 or int32 rows of the tables, or ``None`` for row
-            ``row_offset + s`` at position ``s`` (then ``0 <= row_offset <= rows - S``): a decode
-            step passes the whole cached table and the number of tokens already in the KV cache.
-
-    Inputs with PyTorch's lazy negation bit (``x.is_neg()``, e.g. ``z.conj().imag``) are read as
-    their values (resolved first, a copy); an output with it is refused (``TypeError``), because the
-    kernel writes raw memory.
-
-    Anything else, an output that shares memory with another operand (other than being exactly its
-    own input), or a position outside ``[0, rows)`` raises ``ValueError``/``TypeError`` before any
-    element is read or written.
-    """
-    make_rotate(lib)(*operands, **options)
 
 
 def _refusal(

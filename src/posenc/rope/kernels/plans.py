@@ -36,8 +36,9 @@ MAX_PLANS = 1024
 STATS: Dict[str, int] = {"plans": 0, "pairs": 0, "exact": 0}
 
 _lock = threading.Lock()
-_plans: Dict[Hashable, Any] = {}  # layout key -> Plan, or PairPlan
-_exact: Dict[Hashable, bool] = {}
+#: layout key -> Plan; ("pair", ...) -> PairPlan; (key, output, other, pointer difference) -> the
+#: exact search's answer. One bounded cache: what was checked once per layout.
+_plans: Dict[Hashable, Any] = {}
 
 #: Output index -> index of the input it may be (in place): q_out may be q, k_out may be k.
 _OWN_INPUT = {2: 0, 3: 1}
@@ -47,7 +48,7 @@ class Plan:
     """What one layout needs at every call: which operand pairs to test for overlap, each
     operand's footprint span in bytes, and the launch constants of the kernel (``launch``)."""
 
-    __slots__ = ("key", "spans", "dims", "pairs", "launch", "launchers", "same_layout")
+    __slots__ = ("key", "spans", "dims", "pairs", "launch", "same_layout")
 
     def __init__(
         self,
@@ -62,7 +63,6 @@ class Plan:
         self.dims = dims  # (element size, ((size, stride), ...)) per operand, for the exact search
         self.pairs = pairs  # (output, other operand, whether "other" is the output's own input)
         self.launch = launch
-        self.launchers: Dict[int, Any] = {}  # pointer-alignment mask -> pre-bound launcher
         # whether q_out (k_out) has q's (k's) layout: at q's (k's) address it is then in place
         self.same_layout = (dims[2] == dims[0], dims[3] == dims[1])
 
@@ -157,12 +157,12 @@ def _exact_overlap(plan: Plan, out: int, other: int, delta: int) -> bool:
 def _exact_search(memo: Hashable, first: Any, second: Any, delta: int) -> bool:
     """Whether ``first`` at address 0 and ``second`` at ``delta`` (each ``(element size, ((size,
     stride), ...))``) may share a byte: searched once per ``memo``, then looked up."""
-    found = _exact.get(memo)
+    found: Optional[bool] = _plans.get(memo)
     if found is None:
         (oes, odims), (tes, tdims) = first, second
         result = overlap.overlap_of((0, oes, odims, False), (delta, tes, tdims, False))
         found = result != 0  # "could not be ruled out" counts as an overlap
-        _store(_exact, memo, found, "exact")
+        _store(_plans, memo, found, "exact")
     return found
 
 
@@ -211,4 +211,3 @@ def clear() -> None:
     """Forget every plan and cached answer (tests)."""
     with _lock:
         _plans.clear()
-        _exact.clear()

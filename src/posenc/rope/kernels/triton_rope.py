@@ -20,8 +20,7 @@ The same code runs on CPU tensors under Triton's interpreter (``TRITON_INTERPRET
 from __future__ import annotations
 
 import functools
-import os
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 import triton
@@ -318,51 +317,6 @@ def _launch_constants(
     return before, after, constexprs, options
 
 
-#: ``POSENC_TRITON_PREBOUND=0`` launches every call through ``kernel[grid](...)``.
-_PREBOUND = os.environ.get("POSENC_TRITON_PREBOUND", "1").strip().lower() not in ("0", "false", "no")
-_INTERPRETED = os.environ.get("TRITON_INTERPRET", "") == "1"
-#: Device types whose launches are pre-bound (the compiled kernel's own launcher, called directly).
-_PREBIND_ON = frozenset({"cuda"})
-
-
-def _prebound(
-    compiled: Any, options: Dict[str, Any], device: torch.device, constants: Tuple[Any, ...], n_args: int
-) -> Optional[Callable[[int, Tuple[Any, ...]], None]]:
-    """A launcher that calls the compiled kernel directly, skipping ``JITFunction.run``'s argument
-    binding and specialisation (the same call that method makes once it has found the kernel), or
-    ``None`` where this Triton does not expose what that needs.
-
-    ``launch(grid, args)`` takes the kernel's runtime arguments (``n_args`` of them, checked here
-    once) and appends ``constants``, the constexprs this launcher was bound for; it reads the
-    current stream of ``device`` at every call (a CUDA graph captures on a stream of its own)."""
-    runtime = getattr(getattr(triton, "knobs", None), "runtime", None)
-    run = getattr(compiled, "run", None)
-    function = getattr(compiled, "function", None)
-    packed = getattr(compiled, "packed_metadata", None)
-    if runtime is None or run is None or function is None or packed is None:
-        return None
-    n_params = len(_rope_kernel.params)
-    if n_args + len(constants) != n_params:
-        raise TypeError(f"the pre-bound launcher got {n_args + len(constants)} arguments for {n_params} parameters")
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    stream = torch._C._cuda_getCurrentRawStream
-    # Triton's launch hooks are None when unset in older releases, and an empty HookChain (never
-    # None) in newer ones: both mean "no hook"; a chain with hooks, or any other hook, does not
-    chain = getattr(getattr(triton, "knobs", None), "HookChain", None)
-
-    def launch(grid: int, args: Tuple[Any, ...]) -> None:
-        enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
-        if not (
-            (enter is None or (type(enter) is chain and not enter.calls))
-            and (leave is None or (type(leave) is chain and not leave.calls))
-        ):
-            _rope_kernel[(grid,)](*args, *constants, **options)  # hooks want launch metadata: the general path
-            return
-        run(grid, 1, 1, stream(index), function, packed, None, None, None, *args, *constants)
-
-    return launch
-
-
 def rotate(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -380,19 +334,32 @@ def rotate(
     """Write the rotation of ``q``/``k`` into ``q_out``/``k_out`` (each may be its own input).
 
     Same contract as :func:`posenc.rope.kernels.cpu.rotate`: q (B, Hq, S, D), k (B, Hk, S, D), one
-    dtype, any strides; cos/sin (B|1, rows, rotary_dim // 2) in float32 (float64 for float64 q), any
-    strides; ``positions`` (B|1, S) int64/int32 indexing ``rows``. A position outside ``[0, rows)``
-    gives NaN for that token. Without ``positions``, position ``s`` reads row ``row_offset + s``
-    (``0 <= row_offset <= rows - S``). Inputs with the lazy negation bit are resolved, outputs with
-    it refused (:func:`.overlap.resolve_lazy_inputs`).
+    dtype, any strides; cos/sin (B|1, rows, rotary_dim // 2) or (rows, rotary_dim // 2) in float32
+    (float64 for float64 q), any strides; ``positions`` (B|1, S) int64/int32 indexing ``rows``. A
+    position outside ``[0, rows)`` gives NaN for that token. Without ``positions``, position ``s``
+    reads row ``row_offset + s`` (``0 <= row_offset <= rows - S``). Inputs with the lazy negation
+    bit are resolved, outputs with it refused (:func:`.overlap.resolve_lazy_inputs`).
 
     The checks of :func:`check_operands` run once per layout (:mod:`.plans`); later calls with that
     layout pay only the pointer-interval test for aliasing, which falls back to the exact search
-    (cached per pointer difference) when two operands' byte ranges meet.
+    (cached per pointer difference) when two operands' byte ranges meet. Then one launch covers q
+    and k, through ``JITFunction``'s own launch.
     """
-    q, k, cos, sin, positions, plan, ptrs = _planned_operands(
-        q, k, q_out, k_out, cos, sin, positions, rotary_dim, interleaved, inverse
-    )
+    if q.is_neg() or k.is_neg() or cos.is_neg() or sin.is_neg() or q_out.is_neg() or k_out.is_neg():
+        q, k, cos, sin = overlap.resolve_lazy_inputs(q, k, cos, sin, q_out, k_out)
+    if positions is not None and positions.is_neg():
+        positions = positions.resolve_neg()
+    operands: Operands = (q, k, q_out, k_out, cos, sin, positions)
+    key = plans.layout_key(operands, (rotary_dim, bool(interleaved), bool(inverse)))
+    plan = plans.cached(key)
+    if plan is None:  # a new layout: the full checks on this call's operands, then the plan
+        check = functools.partial(_check_layout, operands, rotary_dim)
+        launch = functools.partial(_launch_constants, operands, rotary_dim, bool(interleaved), bool(inverse))
+        plan = plans.plan_for(key, operands, check, launch)
+    ptrs = tuple(0 if t is None else t.data_ptr() for t in operands)
+    if not plans.disjoint(plan, ptrs):
+        _check_layout(operands, rotary_dim)  # raises the full check's explanation
+        raise ValueError("an output shares memory with another operand")  # pragma: no cover
     batch, _, seq, head_dim = q.shape
     if positions is None and row_offset:
         _check_offset(row_offset, cos.shape[-2], seq)
@@ -402,206 +369,17 @@ def rotate(
     rest = head_dim > rotary_dim
     copy_q = rest and not (ptrs[2] == ptrs[0] and plan.same_layout[0])
     copy_k = rest and not (ptrs[3] == ptrs[1] and plan.same_layout[1])
-    pos = cos if positions is None else positions  # never read without HAS_POS
-    _launch(plan, (q, k, q_out, k_out, cos, sin, pos), ptrs, row_offset, batch * seq, copy_q, copy_k)
-
-
-def _planned_operands(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    q_out: torch.Tensor,
-    k_out: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    positions: Optional[torch.Tensor],
-    rotary_dim: int,
-    interleaved: bool,
-    inverse: bool,
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor], Any, Tuple[int, ...]]:
-    """:func:`rotate`'s first step: lazy negations resolved, the layout's plan (the full checks on a
-    new layout), the data pointers, and the aliasing test; returns the operands as read, the plan
-    and the pointers, or raises the full check's explanation."""
-    if q.is_neg() or k.is_neg() or cos.is_neg() or sin.is_neg() or q_out.is_neg() or k_out.is_neg():
-        q, k, cos, sin = overlap.resolve_lazy_inputs(q, k, cos, sin, q_out, k_out)
-    if positions is not None and positions.is_neg():
-        positions = positions.resolve_neg()
-    operands: Operands = (q, k, q_out, k_out, cos, sin, positions)
-    key = plans.layout_key(operands, (rotary_dim, bool(interleaved), bool(inverse)))
-
-    def check() -> None:
-        devices = {t.device for t in operands if t is not None}
-        if len(devices) > 1:
-            raise ValueError(f"the fused kernel needs all operands on one device, got {sorted(map(str, devices))}")
-        check_operands(q, k, q_out, k_out, cos, sin, rotary_dim, positions)
-
-    plan = plans.cached(key)
-    if plan is None:  # a new layout: the full checks, then the plan (closures made only here)
-
-        def launch() -> Any:
-            return _launch_constants(operands, rotary_dim, interleaved, inverse)
-
-        plan = plans.plan_for(key, operands, check, launch)
-    ptrs = (
-        q.data_ptr(),
-        k.data_ptr(),
-        q_out.data_ptr(),
-        k_out.data_ptr(),
-        cos.data_ptr(),
-        sin.data_ptr(),
-        0 if positions is None else positions.data_ptr(),
-    )
-    if not plans.disjoint(plan, ptrs):
-        check()  # raises the full check's explanation
-        raise ValueError("an output shares memory with another operand")  # pragma: no cover
-    return q, k, cos, sin, positions, plan, ptrs
-
-
-#: ``run(q, k, cos, sin, row_offset, positions=None) -> (q_out, k_out) or None``: see :func:`make_planned`.
-Planned = Callable[..., Optional[Tuple[torch.Tensor, torch.Tensor]]]
-
-
-def make_planned(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    rotary_dim: int,
-    interleaved: bool,
-    *,
-    inplace: bool = False,
-    positions: Optional[torch.Tensor] = None,
-    inverse: bool = False,
-) -> Optional[Planned]:
-    """A call bound to one layout (the Triton twin of :func:`.cpu.make_planned`): the shapes,
-    strides, dtypes and device of ``q``, ``k``, ``cos`` and ``sin``, and of ``positions`` ((B|1, S)
-    or (S,), int64/int32) when rows are named by them, checked in full here
-    (:func:`check_operands`) with outputs laid out as the call writes them (``torch.empty_like``'s
-    layout out of place, q's and k's own in place), and the layout's plan (launch constants,
-    pre-bound launchers) made once. The checks run on stand-in outputs in fresh memory, so where this
-    first call's q and k lie does not decide the plan; what they refuse raises out of place, and
-    gives ``None`` (the caller's general path explains) in place or with positions, whose general
-    path rotates a shared q and k once or reads the positions first.
-
-    ``run(q, k, cos, sin, row_offset, positions=None)`` is for operands of exactly this layout
-    without a lazy negation bit, ``row_offset`` already checked against the tables' rows (the
-    caller keys its cache by that layout and checks the rest per call). Out of place it allocates
-    the outputs with the strides the plan was checked for; in place q and k are their own outputs
-    and their version counters are bumped, as any in-place op does. It tests every output's byte
-    range against every other operand's (:func:`.plans.disjoint`: fresh memory never meets them,
-    and this is not assumed; in place it refuses q and k that share memory, one tensor for both
-    included), checks that every position is in ``[0, rows)`` (one read-back of their minimum and
-    maximum, as the general path's validation reads them) and makes one launch for q and k, through
-    the pre-bound launcher once the layout's first launch at that pointer alignment has bound one.
-    It returns ``(q_out, k_out)``, or ``None`` for what it refuses (before anything is written), so
-    that the general call raises the explanation or rotates a shared tensor once. With ``inverse``
-    the plan rotates by the negated angles: a backward's gradients, the same kernel and launch.
-    """
-    dtype, device = q.dtype, q.device
-    q_shape, k_shape = tuple(q.shape), tuple(k.shape)
-    if inplace:
-        q_out_stride, k_out_stride = q.stride(), k.stride()
-    else:
-        q_out_stride, k_out_stride = torch.empty_like(q).stride(), torch.empty_like(k).stride()
-    new = functools.partial(torch.empty_strided, dtype=dtype, device=device)
-    q_stand_in, k_stand_in = new(q_shape, q_out_stride), new(k_shape, k_out_stride)  # the layout written, fresh
-    rows_of = None if positions is None else (positions.unsqueeze(0) if positions.dim() == 1 else positions)
-    try:
-        stand_ins = (q_stand_in, k_stand_in)
-        *_, plan, _ = _planned_operands(q, k, *stand_ins, cos, sin, rows_of, rotary_dim, interleaved, inverse)
-    except (TypeError, ValueError):
-        if not (inplace or positions is not None):
-            raise
-        return None
-    batch, _, seq, head_dim = q.shape
-    grid = batch * seq
-    rows = table_geometry(cos)[0][1]
-    # fresh outputs are never their own inputs: a partial rotation copies the tail; in place it stays
-    copy = head_dim > rotary_dim and not inplace
-    bump = torch.autograd.graph.increment_version
-    bounds, stack = torch.aminmax, torch.stack
-
-    def run(
-        q: torch.Tensor,
-        k: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        row_offset: int,
-        positions: Optional[torch.Tensor] = None,
-    ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
-        if inplace:
-            q_out, k_out = q, k
-        else:  # fresh outputs at the strides the plan was checked for
-            q_out, k_out = new(q_shape, q_out_stride), new(k_shape, k_out_stride)
-        if grid:
-            pos, at = (cos, 0) if positions is None else (positions, positions.data_ptr())  # cos: never read
-            ptrs = (q.data_ptr(), k.data_ptr(), q_out.data_ptr(), k_out.data_ptr(), cos.data_ptr(), sin.data_ptr(), at)
-            if not plans.disjoint(plan, ptrs):
-                return None
-            if positions is not None:
-                low, high = stack(bounds(positions)).tolist()
-                if low < 0 or high >= rows:
-                    return None
-            _launch(plan, (q, k, q_out, k_out, cos, sin, pos), ptrs, row_offset, grid, copy, copy)
-        if inplace:
-            bump((q, k))
-        return q_out, k_out
-
-    return run
-
-
-def _launch(
-    plan: Any,
-    tensors: Tuple[torch.Tensor, ...],
-    ptrs: Tuple[int, ...],
-    row_offset: int,
-    grid: int,
-    copy_q: bool,
-    copy_k: bool,
-) -> None:
-    """:func:`rotate`'s last step: one launch over ``grid`` tokens of (q, k, q_out, k_out, cos, sin,
-    positions or cos), through the layout's pre-bound launcher on CUDA where Triton has one, else
-    the JIT function (whose compiled kernel is then pre-bound for the next call)."""
     before, after, constexprs, options = plan.launch
-    device = tensors[0].device
-    prebinds = _PREBOUND and not _INTERPRETED and device.type in _PREBIND_ON
-    if prebinds:
-        aligned = _alignment(ptrs) | (copy_q << 8) | (copy_k << 9)
-        launcher = plan.launchers.get(aligned)
-        if launcher is not None:
-            try:
-                launcher(grid, (*tensors, *before, row_offset, *after))
-                return
-            except TypeError:
-                # this Triton's launcher takes its arguments another way (refused before launching):
-                # forget the pre-bound path and launch through the JIT function from now on
-                _disable_prebound()
-    constants = constexprs[copy_q, copy_k]
-    compiled = _rope_kernel[(grid,)](*tensors, *before, row_offset, *after, **constants, **options)
-    if prebinds and _PREBOUND:
-        n_args = len(tensors) + len(before) + 1 + len(after)
-        try:
-            bound = _prebound(compiled, options, device, tuple(constants.values()), n_args)
-        except TypeError:
-            _disable_prebound()
-            return
-        if bound is not None:
-            plan.launchers[aligned] = bound  # one dict store: atomic
-
-
-def _disable_prebound() -> None:
-    global _PREBOUND
-    _PREBOUND = False
-
-
-def _alignment(ptrs: Tuple[int, ...]) -> int:
-    """Bit ``i`` set when pointer ``i`` is a multiple of 16 bytes (Triton specialises on that)."""
-    q, k, q_out, k_out, cos, sin, pos = ptrs
-    return (
-        (q % 16 == 0)
-        | (k % 16 == 0) << 1
-        | (q_out % 16 == 0) << 2
-        | (k_out % 16 == 0) << 3
-        | (cos % 16 == 0) << 4
-        | (sin % 16 == 0) << 5
-        | (pos % 16 == 0) << 6
+    pos = cos if positions is None else positions  # never read without HAS_POS
+    _rope_kernel[(batch * seq,)](
+        q, k, q_out, k_out, cos, sin, pos, *before, row_offset, *after, **constexprs[copy_q, copy_k], **options
     )
+
+
+def _check_layout(operands: Operands, rotary_dim: int) -> None:
+    """The full checks of one call's operands (one device, then :func:`check_operands`)."""
+    devices = {t.device for t in operands if t is not None}
+    if len(devices) > 1:
+        raise ValueError(f"the fused kernel needs all operands on one device, got {sorted(map(str, devices))}")
+    q, k, q_out, k_out, cos, sin, positions = operands
+    check_operands(q, k, q_out, k_out, cos, sin, rotary_dim, positions)
