@@ -140,9 +140,19 @@ def convert(model, tokenizer_dir: pathlib.Path, folder: pathlib.Path, converter:
 
 
 def engine_logits(gguf: pathlib.Path, ids: List[int]) -> np.ndarray:
-    from llama_cpp import Llama
+    from llama_cpp import GGML_TYPE_F32, Llama
 
-    llm = Llama(model_path=str(gguf), n_ctx=2048, n_batch=512, logits_all=True, n_threads=2, verbose=False)
+    # the key/value cache in float32 too (llama.cpp's default is float16, which alone is ~4e-3 of logit here)
+    llm = Llama(
+        model_path=str(gguf),
+        n_ctx=2048,
+        n_batch=512,
+        logits_all=True,
+        n_threads=2,
+        type_k=GGML_TYPE_F32,
+        type_v=GGML_TYPE_F32,
+        verbose=False,
+    )
     llm.eval(ids)
     return np.array(llm.scores[: len(ids)], dtype=np.float64)  # (tokens, vocab)
 
