@@ -319,13 +319,16 @@ def apply_rotary(
         offset = row_offset
     else:
         offset = _checked_offset(row_offset, positions)
+    kernel = fused_kernel(q, k, cos, sin, positions, inplace=inplace)  # the one predicate, once per call
     if positions is not None:
         given = positions
-        positions, deferred = _checked_positions(q, k, cos, sin, positions, layout, rotary_dim, inplace, validate)
+        positions, deferred = _checked_positions(
+            q, k, cos, sin, positions, layout, rotary_dim, inplace, validate, kernel
+        )
         r = q.shape[-1] if rotary_dim is None else rotary_dim
         if deferred:  # the C kernel checks the values
             try:
-                return _rotate(q, k, cos, sin, positions, offset, layout, r, inplace)
+                return _rotate(q, k, cos, sin, positions, offset, layout, r, inplace, kernel)
             except Exception:
                 _raise_bad_values(given)  # a negative position is named first, as validate promises
                 raise
@@ -338,7 +341,7 @@ def apply_rotary(
             )
     else:
         r = q.shape[-1] if rotary_dim is None else rotary_dim
-    return _rotate(q, k, cos, sin, positions, offset, layout, r, inplace)
+    return _rotate(q, k, cos, sin, positions, offset, layout, r, inplace, kernel)
 
 
 def apply_rotary_at(
@@ -385,6 +388,7 @@ def _checked_positions(
     rotary_dim: Optional[int],
     inplace: bool,
     validate: bool,
+    kernel: Optional[Kernel],
 ) -> Tuple[torch.Tensor, bool]:
     """Positions as the kernels and the reference read them, (B|1, S) int64 or int32, checked, and
     whether checking their values was left to the C kernel.
@@ -394,7 +398,6 @@ def _checked_positions(
     kernel checks every position against the table itself, as it reads them, so for it nothing is
     read back here: only a refused call reads the positions back, to name the first negative one
     (see :func:`apply_rotary`)."""
-    kernel = fused_kernel(q, k, cos, sin, positions, inplace=inplace)
     by_c_kernel = kernel is not None and kernel is kernels.cpu_kernel()
     if validate:
         _check_rotary_at(q, k, cos, sin, positions, layout, rotary_dim, values=not by_c_kernel)
@@ -477,17 +480,18 @@ def _rotate(
     layout: str,
     r: int,
     inplace: bool,
+    kernel: Optional[Kernel],
 ) -> Pair:
     """The rotation of checked arguments: q (B, Hq, S, D), k (B, Hk, S, D); tables (B|1, rows, r/2)
     or (rows, r/2); positions (B|1, S) int64/int32, or ``None`` for rows ``row_offset + s``. Takes
-    the reference, the autograd Functions or the kernel, as :func:`fused_kernel` says."""
+    the reference (``kernel`` ``None``), the autograd Functions or the kernel, as
+    :func:`fused_kernel` said for these arguments."""
     inference = inplace and not _is_compiling() and (q.is_inference() or k.is_inference())
     if inference and not torch.is_inference_mode_enabled():
         raise RuntimeError(  # torch's rule, checked before anything is written (torch's ops write first)
             "Inplace update to inference tensor outside InferenceMode is not allowed: q or k was made "
             "under torch.inference_mode(); pass inplace=False, or rotate a .clone() of it"
         )
-    kernel = fused_kernel(q, k, cos, sin, positions, inplace=inplace)
     if kernel is None:  # the reference (under torch.compile: what Inductor fuses with its neighbours)
         if cos.dim() == 2:
             cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)  # (1, rows, r/2)
