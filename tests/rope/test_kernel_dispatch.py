@@ -464,6 +464,34 @@ def test_decode_call_dispatches_only_its_two_outputs(fused_cpu):
     assert_close(apply_rotary(q, k, table, table, row_offset=5)[0], want[0])
 
 
+def test_decode_call_by_positions_reads_no_position_back(fused_cpu):
+    """By positions with validate=True, the C kernel checks every position itself: the call runs no
+    torch op but the two outputs' allocation (no aminmax, no read-back of the positions to the
+    host), and a refused call still names the bad value as the Python check does, with nothing
+    written."""
+    q, k = torch.randn(1, 4, 1, 16), torch.randn(1, 2, 1, 16)
+    table = torch.rand(12, 8)
+    for pos in (torch.tensor([[7]]), torch.tensor([7]), torch.tensor([[7]], dtype=torch.int32)):
+        apply_rotary(q, k, table, table, positions=pos)  # the layout's first call may check and cache
+        with RecordOps() as record:
+            out_q, out_k = apply_rotary(q, k, table, table, positions=pos)
+        view = ["unsqueeze"] if pos.dim() == 1 else []  # (S,) read as (1, S)
+        assert record.ops in (view + ["empty_like"] * 2, view + ["empty_strided"] * 2), (pos, record.ops)
+        want = reference(q, k, table[None, 7:8], table[None, 7:8], "half", None)
+        assert torch.equal(out_q, want[0]) and torch.equal(out_k, want[1])
+    x, y = q.clone(), k.clone()
+    for bad, message in (
+        ([[-2]], r"positions must be >= 0, got -2 at index \(0, 0\)"),
+        ([-2], r"positions must be >= 0, got -2 at index \(0,\)"),
+        ([[12]], r"positions must be < 12 \(the number of table rows\), got a maximum of 12"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            apply_rotary(x, y, table, table, positions=torch.tensor(bad), inplace=True)
+        assert torch.equal(x, q) and torch.equal(y, k), "refused, but wrote first"
+    with pytest.raises(ValueError, match=r"positions must be >= 0, got -1 at index \(0, 0\)"):
+        apply_rotary(x, y[:, :, :0], table, table, positions=torch.tensor([[-1]]))  # values named first, as ever
+
+
 def _backward_paths():
     """(name, forward) pairs: forward(a, b, cos, sin) -> (q', k') for leaves a, b."""
     return {

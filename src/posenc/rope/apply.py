@@ -28,7 +28,7 @@ from typing import Any, Dict, Hashable, Optional, Tuple
 import torch
 import torch.autograd.forward_ad as _forward_ad
 
-from .._checks import check_choice, check_int, check_positions, check_tensor
+from .._checks import check_choice, check_int, check_position_dtype, check_positions, check_tensor
 from . import kernels
 from .kernels import Kernel, overlap, plans
 from .layout import LAYOUTS
@@ -125,13 +125,18 @@ def check_rotary_inputs(
         key = (*shapes, *dtypes, layout, rotary_dim, window)
         r = _ACCEPTED.get(key)
         if r is None:
-            r = _check_rotary_inputs(q, k, cos, sin, layout, rotary_dim, window)
-            with _accepted_lock:
-                while _ACCEPTED and len(_ACCEPTED) >= _ACCEPTED_MAX:  # a bound lowered at run time too
-                    _ACCEPTED.pop(next(iter(_ACCEPTED)))
-                _ACCEPTED[key] = r
+            r = _remember(key, _check_rotary_inputs(q, k, cos, sin, layout, rotary_dim, window))
         return r
     return _check_rotary_inputs(q, k, cos, sin, layout, rotary_dim, window)
+
+
+def _remember(key: Hashable, r: int) -> int:
+    """Store an accepted combination's rotary_dim in the bounded cache; return it."""
+    with _accepted_lock:
+        while _ACCEPTED and len(_ACCEPTED) >= _ACCEPTED_MAX:  # a bound lowered at run time too
+            _ACCEPTED.pop(next(iter(_ACCEPTED)))
+        _ACCEPTED[key] = r
+    return r
 
 
 def _check_rotary_inputs(
@@ -174,29 +179,80 @@ def _check_rotary_inputs(
 
 
 def _check_rotary_at(
-    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: Any, layout: str, r: Any
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    positions: Any,
+    layout: str,
+    r: Any,
+    values: bool = True,
 ) -> int:
-    """The checks of a call by ``positions`` (2-d tables, the positions' dtype, shape and values
-    ``>= 0``); return the resolved rotary_dim. The upper bound is the caller's (the C kernel checks
-    it itself)."""
+    """The checks of a call by ``positions`` (2-d tables, the positions' dtype, shape and, with
+    ``values``, values ``>= 0``); return the resolved rotary_dim. The upper bound is the caller's.
+    ``values=False`` leaves the values to the C kernel, which checks every position as it reads
+    it; a later refusal here then names a bad value first, as ``values=True`` would have.
+
+    What does not depend on the values is remembered per layout in the cache of
+    :func:`check_rotary_inputs`, with the positions' shape and dtype in its key."""
+    key: Optional[Hashable] = None
+    if (
+        type(q) in _PLAIN
+        and type(k) in _PLAIN
+        and type(cos) in _PLAIN
+        and type(sin) in _PLAIN
+        and type(positions) in _PLAIN
+        and q.layout is _STRIDED
+        and k.layout is _STRIDED
+        and not (q.is_nested or k.is_nested)
+        and positions.dtype in (torch.int64, torch.int32)
+        and (r is None or type(r) is int)
+        and type(layout) is str
+        and not _is_compiling()
+    ):
+        shapes = (q.shape, k.shape, cos.shape, sin.shape, positions.shape)
+        key = ("at", *shapes, q.dtype, k.dtype, cos.dtype, sin.dtype, positions.dtype, layout, r)
+        seen = _ACCEPTED.get(key)
+        if seen is not None:  # the layout was accepted: only the values are left
+            if values:
+                check_positions("positions", positions)
+            return seen
     for name, t in (("q", q), ("k", k), ("cos_table", cos), ("sin_table", sin)):
         check_dense(name, t)
     check_tensor("q", q, ndim=4, floating=True)
     check_tensor("k", k, ndim=4, floating=True)
     check_tensor("cos_table", cos, ndim=2, floating=True)
     check_tensor("sin_table", sin, ndim=2, floating=True)
-    check_positions("positions", positions)
-    shape = positions.shape if positions.dim() != 1 else (1, *positions.shape)
-    if len(shape) != 2 or shape[-1] != q.shape[2] or shape[0] not in (1, q.shape[0]):
-        raise ValueError(
-            f"positions must have shape (batch or 1, seq) = ({q.shape[0]} or 1, {q.shape[2]}) "
-            f"or ({q.shape[2]},), got {tuple(positions.shape)}"
-        )
-    if cos.shape != sin.shape:
-        raise ValueError(
-            f"cos_table and sin_table must have the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}"
-        )
-    return check_rotary_inputs(q, k, cos, sin, layout, r, window=True)
+    if values:
+        check_positions("positions", positions)
+    elif not (isinstance(positions, torch.Tensor) and positions.dtype in (torch.int64, torch.int32)):
+        check_position_dtype("positions", positions)  # int64 and int32 pass it; no copy made for them
+    try:
+        shape = positions.shape if positions.dim() != 1 else (1, *positions.shape)
+        if len(shape) != 2 or shape[-1] != q.shape[2] or shape[0] not in (1, q.shape[0]):
+            raise ValueError(
+                f"positions must have shape (batch or 1, seq) = ({q.shape[0]} or 1, {q.shape[2]}) "
+                f"or ({q.shape[2]},), got {tuple(positions.shape)}"
+            )
+        if cos.shape != sin.shape:
+            raise ValueError(
+                f"cos_table and sin_table must have the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}"
+            )
+        resolved = check_rotary_inputs(q, k, cos, sin, layout, r, window=True)
+    except (ValueError, TypeError):
+        if not values:
+            _raise_bad_values(positions)
+        raise
+    return resolved if key is None else _remember(key, resolved)
+
+
+def _raise_bad_values(positions: torch.Tensor) -> None:
+    """Raise the ``ValueError`` of :func:`check_positions` (the first negative position and its
+    index) if ``positions`` has a negative value; a refused call's path only, as it reads them back."""
+    try:
+        check_positions("positions", positions)
+    except ValueError as exc:
+        raise exc from None
 
 
 def _checked_offset(row_offset: Any, positions: Optional[torch.Tensor]) -> int:
@@ -263,9 +319,19 @@ def apply_rotary(
         offset = row_offset
     else:
         offset = _checked_offset(row_offset, positions)
+    kernel = fused_kernel(q, k, cos, sin, positions, inplace=inplace)  # the one predicate, once per call
     if positions is not None:
-        positions = _checked_positions(q, k, cos, sin, positions, layout, rotary_dim, inplace, validate)
+        given = positions
+        positions, deferred = _checked_positions(
+            q, k, cos, sin, positions, layout, rotary_dim, inplace, validate, kernel
+        )
         r = q.shape[-1] if rotary_dim is None else rotary_dim
+        if deferred:  # the C kernel checks the values
+            try:
+                return _rotate(q, k, cos, sin, positions, offset, layout, r, inplace, kernel)
+            except Exception:
+                _raise_bad_values(given)  # a negative position is named first, as validate promises
+                raise
     elif validate:
         r = check_rotary_inputs(q, k, cos, sin, layout, rotary_dim, window=row_offset is not None)
         if row_offset is not None and offset + q.shape[2] > cos.shape[-2]:
@@ -275,7 +341,7 @@ def apply_rotary(
             )
     else:
         r = q.shape[-1] if rotary_dim is None else rotary_dim
-    return _rotate(q, k, cos, sin, positions, offset, layout, r, inplace)
+    return _rotate(q, k, cos, sin, positions, offset, layout, r, inplace, kernel)
 
 
 def apply_rotary_at(
@@ -322,17 +388,22 @@ def _checked_positions(
     rotary_dim: Optional[int],
     inplace: bool,
     validate: bool,
-) -> torch.Tensor:
-    """Positions as the kernels and the reference read them: (B|1, S) int64 or int32, checked.
+    kernel: Optional[Kernel],
+) -> Tuple[torch.Tensor, bool]:
+    """Positions as the kernels and the reference read them, (B|1, S) int64 or int32, checked, and
+    whether checking their values was left to the C kernel.
 
     With ``validate`` the arguments and the positions' values are checked; the reference path
-    checks the values even without it (indexing would wrap a negative position around), and the
-    CPU kernel checks the upper bound itself, with the same message, without a pass here."""
+    checks the values even without it (indexing would wrap a negative position around). The C
+    kernel checks every position against the table itself, as it reads them, so for it nothing is
+    read back here: only a refused call reads the positions back, to name the first negative one
+    (see :func:`apply_rotary`)."""
+    by_c_kernel = kernel is not None and kernel is kernels.cpu_kernel()
     if validate:
-        _check_rotary_at(q, k, cos, sin, positions, layout, rotary_dim)
+        _check_rotary_at(q, k, cos, sin, positions, layout, rotary_dim, values=not by_c_kernel)
     if positions.dim() == 1:
         positions = positions.unsqueeze(0)  # (1, S)
-    fused = fused_kernel(q, k, cos, sin, positions, inplace=inplace) is not None
+    fused = kernel is not None
     if not fused and not validate:
         check_positions("positions", positions)
     if (validate or not fused) and positions.numel() and not _is_compiling() and not (fused and q.is_cpu):
@@ -344,7 +415,7 @@ def _checked_positions(
             )
     if positions.dtype not in (torch.int64, torch.int32):
         positions = positions.long()  # uint8 would index as a boolean mask; the kernels read int64/int32
-    return positions
+    return positions, validate and by_c_kernel
 
 
 # -- the one predicate ------------------------------------------------------------------------------
@@ -409,17 +480,18 @@ def _rotate(
     layout: str,
     r: int,
     inplace: bool,
+    kernel: Optional[Kernel],
 ) -> Pair:
     """The rotation of checked arguments: q (B, Hq, S, D), k (B, Hk, S, D); tables (B|1, rows, r/2)
     or (rows, r/2); positions (B|1, S) int64/int32, or ``None`` for rows ``row_offset + s``. Takes
-    the reference, the autograd Functions or the kernel, as :func:`fused_kernel` says."""
+    the reference (``kernel`` ``None``), the autograd Functions or the kernel, as
+    :func:`fused_kernel` said for these arguments."""
     inference = inplace and not _is_compiling() and (q.is_inference() or k.is_inference())
     if inference and not torch.is_inference_mode_enabled():
         raise RuntimeError(  # torch's rule, checked before anything is written (torch's ops write first)
             "Inplace update to inference tensor outside InferenceMode is not allowed: q or k was made "
             "under torch.inference_mode(); pass inplace=False, or rotate a .clone() of it"
         )
-    kernel = fused_kernel(q, k, cos, sin, positions, inplace=inplace)
     if kernel is None:  # the reference (under torch.compile: what Inductor fuses with its neighbours)
         if cos.dim() == 2:
             cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)  # (1, rows, r/2)
