@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
+from . import runs
 from .integrations.conform import (
     CHECKS,
     ConfigResult,
@@ -168,9 +169,6 @@ def run(args: argparse.Namespace) -> int:
         + (f"; {len(report.over_tolerance())} past --precision {args.precision:g}" if args.precision else "")
     )
     if args.json:
-        out = Path(args.json)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(summary_text(report.summary()), encoding="utf-8")
-        tmp.replace(out)
+        # the one atomic write of every file posenc writes: a planted link is replaced, never written through
+        runs.atomic_write_text(Path(args.json), summary_text(report.summary()))
     return report.exit_code

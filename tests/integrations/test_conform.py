@@ -454,3 +454,16 @@ def test_the_transformers_adapter_runs_a_family_with_a_rope_per_layer_type(tmp_p
     path.write_text(json.dumps(config))
     report = conform("transformers", [str(path)], dtypes=("float32",))
     assert [r.status for r in report.results] == ["precision", "precision"], [r.message for r in report.results]
+
+
+def test_the_json_summary_replaces_a_planted_link_instead_of_writing_through_it(tmp_path):
+    """--json goes through the run files' one atomic write: a link at the output path (or at the
+    temporary name an earlier version used) is replaced, and the file it pointed at keeps its bytes."""
+    precious = tmp_path / "model.safetensors"
+    precious.write_bytes(b"weights")
+    out = tmp_path / "summary.json"
+    out.symlink_to(precious)
+    (tmp_path / "summary.json.tmp").symlink_to(precious)
+    assert main(["conform", "--adapter", "posenc", "--config", "phi-2", "--json", str(out)]) == 0
+    assert precious.read_bytes() == b"weights"
+    assert not out.is_symlink() and read_summary(out)["counts"]["ok"] == 1
